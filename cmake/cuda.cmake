@@ -1,0 +1,49 @@
+# CUDA is optional: check_language(CUDA), then enable_language(CUDA) when a compiler is found.
+# Never link CUDA::cuda_driver: it is the stub libcuda.so and a binary linked to it cannot start
+# without a driver. libcudart, libcublas, libcudnn and libcupti load the driver at run time.
+set(DETAUDIT_HAVE_CUDA OFF)
+if(DETAUDIT_WITH_CUDA)
+  include(CheckLanguage)
+  if(NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
+    set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
+  endif()
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    # Documented default: Ampere (sm_80) and Hopper (sm_90) machine code plus PTX for newer chips.
+    # `native` is not used: it fails on machines without a GPU. Override with -DCMAKE_CUDA_ARCHITECTURES=...
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+      set(CMAKE_CUDA_ARCHITECTURES "80-real;90-real;90-virtual" CACHE STRING "CUDA architectures")
+    endif()
+    # One CUDA runtime per process: the shared libcudart that CUDA::cudart, cuBLAS and cuDNN use too.
+    set(CMAKE_CUDA_RUNTIME_LIBRARY Shared)
+    enable_language(CUDA)
+    # CMake 3.25 does not know nvcc's C++20 flag (3.26 does); nvcc >= 12 accepts -std=c++20.
+    if(NOT DEFINED CMAKE_CUDA20_STANDARD_COMPILE_OPTION OR CMAKE_CUDA20_STANDARD_COMPILE_OPTION STREQUAL "")
+      set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+      set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+    endif()
+    set(CMAKE_CUDA_STANDARD 20)
+    set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+    find_package(CUDAToolkit)
+    # cuDNN may sit in the toolkit, in the system, or in a pip wheel (nvidia-cudnn-cu13): DETAUDIT_CUDNN_ROOT.
+    set(DETAUDIT_CUDNN_ROOT "" CACHE PATH "cuDNN root holding include/ and lib/")
+    find_library(CUDNN_LIB NAMES cudnn libcudnn.so.9
+                 HINTS ${DETAUDIT_CUDNN_ROOT}/lib ${DETAUDIT_CUDNN_ROOT}/lib64 ${CUDAToolkit_LIBRARY_DIR})
+    find_path(CUDNN_INCLUDE cudnn.h HINTS ${DETAUDIT_CUDNN_ROOT}/include ${CUDAToolkit_INCLUDE_DIRS})
+    if(CUDAToolkit_FOUND AND TARGET CUDA::cupti AND CUDNN_LIB AND CUDNN_INCLUDE)
+      set(DETAUDIT_HAVE_CUDA ON)
+      add_library(detaudit::cuda_libs INTERFACE IMPORTED)
+      target_include_directories(detaudit::cuda_libs INTERFACE ${CUDNN_INCLUDE})
+      target_link_libraries(detaudit::cuda_libs INTERFACE CUDA::cudart CUDA::cublas CUDA::cublasLt CUDA::cupti
+                            ${CUDNN_LIB} ${CMAKE_DL_LIBS})
+      # determinism: --fmad=false stops nvcc from fusing a*b+c on its own (the CUDA twin of
+      # -ffp-contract=off); every FMA in the CUDA kernels is an explicit fmaf().
+      target_compile_options(detaudit::cuda_libs INTERFACE $<$<COMPILE_LANGUAGE:CUDA>:--fmad=false>)
+      # NCCL is only asked for its version, through dlopen (kernels/cuda/environment.cpp): no link-time
+      # dependency, so a GPU machine without NCCL still starts the binaries.
+    else()
+      message(STATUS "detaudit: CUDA compiler found but cuDNN/CUPTI missing; CUDA backends off")
+    endif()
+  endif()
+endif()
+message(STATUS "detaudit: cuda ${DETAUDIT_HAVE_CUDA} archs=${CMAKE_CUDA_ARCHITECTURES}")

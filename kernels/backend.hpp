@@ -1,0 +1,120 @@
+// The one Backend interface (ggml style): every target, CPU or GPU, implements these ops.
+// Conventions:
+//  - float32 unless the name says otherwise; matrices row-major; tensors NCHW, filters KCRS.
+//  - Pointers are in the backend's memory (host memory for CPU backends, device memory for GPU
+//    backends); move bytes with upload()/download().
+//  - Every op returns a Status. An op a backend does not provide returns Status::unsupported(...),
+//    which the probes record as `skipped` with that reason.
+//  - Ops overwrite their outputs (beta aside); no op depends on what was in an output before.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/fingerprint.hpp"
+#include "kernels/status.hpp"
+
+namespace detaudit {
+
+enum class Trans : uint8_t { kN, kT };
+
+struct ConvShape {
+  int n = 1, c = 1, h = 1, w = 1;  // input x: N x C x H x W
+  int k = 1, r = 1, s = 1;         // filter w: K x C x R x S
+  int stride = 1, pad = 0;         // same on both spatial axes
+  int p() const { return (h + 2 * pad - r) / stride + 1; }  // output height
+  int q() const { return (w + 2 * pad - s) / stride + 1; }  // output width
+  size_t x_size() const { return size_t(n) * c * h * w; }
+  size_t w_size() const { return size_t(k) * c * r * s; }
+  size_t y_size() const { return size_t(n) * k * p() * q(); }
+};
+
+// Max pooling: window x window, stride, no padding; output (h - window)/stride + 1 per axis.
+struct PoolShape {
+  int n = 1, c = 1, h = 1, w = 1;
+  int window = 2, stride = 2;
+  int p() const { return (h - window) / stride + 1; }
+  int q() const { return (w - window) / stride + 1; }
+  size_t x_size() const { return size_t(n) * c * h * w; }
+  size_t y_size() const { return size_t(n) * c * p() * q(); }
+};
+
+enum class ReduceOp : uint8_t { kSum, kDot, kNorm2 };  // kNorm2 = sqrt(sum x^2)
+
+enum class UnaryOp : uint8_t { kCopy, kRelu, kSigmoid, kTanh, kHardSigmoid, kExp, kNeg, kSquare };
+enum class BinaryOp : uint8_t { kAdd, kSub, kMul, kDiv, kMax, kMin };
+
+// One kernel launch seen by a tracer (CUPTI on GPUs).
+struct KernelRecord {
+  std::string name;  // demangled where possible
+  uint32_t grid[3] = {0, 0, 0}, block[3] = {0, 0, 0};
+  uint32_t registers = 0, static_smem = 0, dynamic_smem = 0;
+  uint64_t duration_ns = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  // The canonical spec this backend was made from, and what actually runs (ISA, core name, ...).
+  virtual std::string name() const = 0;
+  virtual std::string describe() const { return name(); }
+  // Settings recorded with every observation (e.g. {"isa","avx512"}, {"corename","Haswell"}).
+  virtual std::vector<std::pair<std::string, std::string>> details() const { return {}; }
+
+  // ---- memory --------------------------------------------------------------------------------
+  virtual void* alloc(size_t bytes);
+  virtual void free(void* p);
+  virtual Status upload(void* dst, const void* src, size_t bytes);
+  virtual Status download(void* dst, const void* src, size_t bytes);
+  virtual Status zero(void* p, size_t bytes);
+  virtual Status synchronize() { return Status::ok(); }
+  // Fingerprint of `bytes` bytes at `p` (backend memory). Always the canonical host XXH3-128 of
+  // the bytes, so fingerprints compare across backends; GPU backends may detect repeats on the
+  // device and download only new outputs.
+  virtual Status fingerprint(const void* p, size_t bytes, Fingerprint* out);
+
+  // ---- kernel tracing (CUPTI on GPUs) ----------------------------------------------------------
+  // trace_begin/trace_end bracket one repeat. Backends without tracing return unavailable(reason).
+  virtual Status trace_begin(uint64_t repeat_id) { return Status::unavailable("not a GPU target"); }
+  virtual Status trace_end(std::vector<KernelRecord>* kernels) {
+    return Status::unavailable("not a GPU target");
+  }
+
+  // ---- ops -------------------------------------------------------------------------------------
+  // C[m x n] = alpha * op(A) * op(B) + beta * C. op(A) is m x k, op(B) is k x n. Row-major.
+  virtual Status gemm(Trans ta, Trans tb, int m, int n, int k, float alpha, const float* a, int lda,
+                      const float* b, int ldb, float beta, float* c, int ldc);
+  virtual Status gemm_f64(Trans ta, Trans tb, int m, int n, int k, double alpha, const double* a,
+                          int lda, const double* b, int ldb, double beta, double* c, int ldc);
+
+  // y = conv(x, w), cross-correlation, no bias.
+  virtual Status conv2d_fwd(const ConvShape& s, const float* x, const float* w, float* y);
+  // dx = d(loss)/dx given dy.
+  virtual Status conv2d_bwd_data(const ConvShape& s, const float* dy, const float* w, float* dx);
+  // dw = d(loss)/dw given x and dy.
+  virtual Status conv2d_bwd_filter(const ConvShape& s, const float* x, const float* dy, float* dw);
+
+  // Max pooling forward, and backward: dx gets dy at the position of each window's maximum (the first
+  // maximum in row-major window order on ties); overlapping windows (stride < window) add up.
+  virtual Status maxpool_fwd(const PoolShape& s, const float* x, float* y);
+  virtual Status maxpool_bwd(const PoolShape& s, const float* x, const float* y, const float* dy, float* dx);
+
+  // *out = reduce(x[, y]) over n elements; out points to one float in backend memory.
+  virtual Status reduce(ReduceOp op, const float* x, const float* y, size_t n, float* out);
+  // Softmax along the last axis of a rows x cols matrix.
+  virtual Status softmax(const float* x, float* y, size_t rows, size_t cols);
+  // Elementwise.
+  virtual Status unary(UnaryOp op, const float* x, float* y, size_t n);
+  virtual Status binary(BinaryOp op, const float* a, const float* b, float* y, size_t n);
+  // y = alpha * x + y
+  virtual Status axpy(size_t n, float alpha, const float* x, float* y);
+};
+
+const char* to_string(ReduceOp op);
+const char* to_string(UnaryOp op);
+const char* to_string(BinaryOp op);
+
+}  // namespace detaudit

@@ -1,0 +1,37 @@
+// cpu: detaudit's own multithreaded kernels with a selectable reduction order. All orders share one
+// fast code path (packed, register-blocked micro-kernels); only the way partial sums combine differs.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "kernels/backend.hpp"
+
+namespace detaudit {
+
+enum class ReduceOrder : uint8_t {
+  // determinism: one running sum in index order. Same bits for every thread count.
+  kSequential,
+  // determinism: fixed-size chunks combined by a pairwise (binary) tree. Same bits for every thread count.
+  kPairwise,
+  // determinism: one contiguous block per thread, partials combined in thread order.
+  // Deterministic for a given thread count; the bits change with the thread count.
+  kBlocked,
+  // determinism: many more chunks than threads (as a GPU has blocks); each chunk's partial sum is
+  // added into the result in completion order. A real race, like GPU atomics: NOT deterministic.
+  kAtomic,
+};
+const char* to_string(ReduceOrder o);
+bool parse_reduce_order(const std::string& s, ReduceOrder* out);
+
+struct CpuNativeOptions {
+  int threads = 1;
+  ReduceOrder order = ReduceOrder::kBlocked;
+  // Test hook for kAtomic: when nonzero, chunks run on one thread and their partials are combined in
+  // a permutation derived from this seed, so a test can force two different completion orders.
+  uint64_t forced_atomic_order_seed = 0;
+};
+
+std::unique_ptr<Backend> make_cpu_native(const CpuNativeOptions& opts);
+
+}  // namespace detaudit

@@ -1,0 +1,88 @@
+// GPU side of the Backend interface. Everything here compiles without CUDA (kernels/cuda_unavailable.cc
+// answers "built without CUDA") and never aborts without a device: calls return a Status with a reason.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/backend.hpp"
+
+namespace detaudit {
+
+struct GpuInfo {
+  int index = 0;
+  std::string name, uuid, pci_bus_id;
+  int cc_major = 0, cc_minor = 0, sm_count = 0;
+  uint64_t memory_bytes = 0;
+  int l2_bytes = 0, clock_khz = 0, memory_clock_khz = 0, memory_bus_width = 0;
+  bool ecc = false;
+};
+
+struct CudaEnvironment {
+  bool available = false;     // true when at least one device can run work
+  std::string reason;         // why not, e.g. "cudaGetDeviceCount: cudaErrorInsufficientDriver (35) ..."
+  int driver_version = 0, runtime_version = 0;  // as cudaDriverGetVersion / cudaRuntimeGetVersion
+  std::string cudnn_version, cublas_version, nccl_version, cupti_version;
+  std::vector<GpuInfo> gpus;
+};
+
+bool built_with_cuda();
+// Never aborts. Versions of libraries are filled even without a device where the library answers.
+CudaEnvironment query_cuda_environment();
+
+// GPU backends by name: "cuda", "cublas", "cublaslt", "cudnn". `params` holds the spec's keys, already
+// checked against the key table by the probes; values are validated here. Returns nullptr and sets
+// *st (unavailable with a reason when there is no device; invalid for a bad value).
+std::unique_ptr<Backend> make_gpu_backend(const std::string& backend, int device,
+                                          const std::map<std::string, std::string>& params, Status* st);
+
+// ---- additions (GPU backends issue) ---------------------------------------------------------------
+
+// The cuDNN legacy convolution algorithms of one pass ("fwd", "bwd_data", "bwd_filter"): every index
+// the legacy API knows (CUDNN_CONVOLUTION_*_ALGO_COUNT), so probes can expand `fwd_algo=all` into one
+// target per index. The list does not depend on the shape: an index that cuDNN cannot run for a shape
+// becomes a skipped observation with cuDNN's reason. Header-only, so it answers without CUDA too;
+// kernels/cuda/cudnn_backend.cpp checks it against cudnn.h at compile time. Empty for an unknown pass.
+struct CudnnAlgo {
+  int index = 0;
+  std::string name;             // e.g. "CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0"
+  bool header_nondeterministic;  // marked /* non-deterministic */ in cudnn_cnn.h (cuDNN 9)
+};
+inline std::vector<CudnnAlgo> cudnn_conv_algorithms(const ConvShape& /*shape*/, const std::string& pass) {
+  if (pass == "fwd")
+    return {{0, "CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM", false},
+            {1, "CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM", false},
+            {2, "CUDNN_CONVOLUTION_FWD_ALGO_GEMM", false},
+            {3, "CUDNN_CONVOLUTION_FWD_ALGO_DIRECT", false},
+            {4, "CUDNN_CONVOLUTION_FWD_ALGO_FFT", false},
+            {5, "CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING", false},
+            {6, "CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD", false},
+            {7, "CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED", false}};
+  if (pass == "bwd_data")
+    return {{0, "CUDNN_CONVOLUTION_BWD_DATA_ALGO_0", true},
+            {1, "CUDNN_CONVOLUTION_BWD_DATA_ALGO_1", false},
+            {2, "CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT", false},
+            {3, "CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING", false},
+            {4, "CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD", false},
+            {5, "CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED", false}};
+  if (pass == "bwd_filter")
+    return {{0, "CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0", true},
+            {1, "CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1", false},
+            {2, "CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT", false},
+            {3, "CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3", true},
+            {4, "CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD", false},
+            {5, "CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED", false},
+            {6, "CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT_TILING", false}};
+  return {};
+}
+
+#if defined(DETAUDIT_HAVE_CUDA)
+// Test and benchmark hooks, defined only in CUDA builds (kernels/cuda/device_hash.cu): the device-side
+// pre-hash behind GpuBackend::fingerprint, on the current device, and its CPU reference.
+Status device_hash128(const void* device_ptr, size_t bytes, uint64_t out[2]);
+void device_hash128_host(const void* host_ptr, size_t bytes, uint64_t out[2]);
+#endif
+
+}  // namespace detaudit

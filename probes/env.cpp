@@ -1,0 +1,166 @@
+#include "probes/env.hpp"
+
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include <fmt/format.h>
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#ifdef DETAUDIT_HAVE_HWLOC
+#include <hwloc.h>
+#endif
+
+#include "kernels/cpu/vendor.hpp"
+#include "kernels/cuda/cuda.hpp"
+
+namespace detaudit {
+
+namespace {
+
+std::string cpu_model_from_proc() {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("model name", 0) == 0) {
+      auto c = line.find(':');
+      return c == std::string::npos ? line : line.substr(c + 2);
+    }
+  return "unknown";
+}
+
+nlohmann::json cpu_features() {
+  nlohmann::json f = nlohmann::json::array();
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("sse4.1")) f.push_back("sse4.1");
+  if (__builtin_cpu_supports("avx")) f.push_back("avx");
+  if (__builtin_cpu_supports("avx2")) f.push_back("avx2");
+  if (__builtin_cpu_supports("fma")) f.push_back("fma");
+  if (__builtin_cpu_supports("avx512f")) f.push_back("avx512f");
+  if (__builtin_cpu_supports("avx512bw")) f.push_back("avx512bw");
+  if (__builtin_cpu_supports("avx512vnni")) f.push_back("avx512vnni");
+  if (__builtin_cpu_supports("avx512bf16")) f.push_back("avx512bf16");
+#endif
+  return f;
+}
+
+#ifdef DETAUDIT_HAVE_HWLOC
+void describe_topology(nlohmann::json& m, const std::vector<GpuInfo>& gpus, nlohmann::json& gpu_cpusets) {
+  hwloc_topology_t topo;
+  if (hwloc_topology_init(&topo) != 0) {
+    m["topology_error"] = "hwloc_topology_init failed";
+    return;
+  }
+  hwloc_topology_set_io_types_filter(topo, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+  if (hwloc_topology_load(topo) != 0) {
+    m["topology_error"] = "hwloc_topology_load failed";
+    hwloc_topology_destroy(topo);
+    return;
+  }
+  m["packages"] = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_PACKAGE);
+  m["cores"] = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_CORE);
+  m["pus"] = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_PU);
+  m["numa_nodes"] = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_NUMANODE);
+  hwloc_obj_t pkg = hwloc_get_obj_by_type(topo, HWLOC_OBJ_PACKAGE, 0);
+  if (pkg) {
+    const char* model = hwloc_obj_get_info_by_name(pkg, "CPUModel");
+    if (model) m["cpu_model"] = model;
+    const char* vendor = hwloc_obj_get_info_by_name(pkg, "CPUVendor");
+    if (vendor) m["cpu_vendor"] = vendor;
+  }
+  nlohmann::json caches = nlohmann::json::array();
+  for (hwloc_obj_type_t t : {HWLOC_OBJ_L1CACHE, HWLOC_OBJ_L2CACHE, HWLOC_OBJ_L3CACHE}) {
+    int n = hwloc_get_nbobjs_by_type(topo, t);
+    if (n <= 0) continue;
+    hwloc_obj_t c = hwloc_get_obj_by_type(topo, t, 0);
+    caches.push_back({{"level", c->attr->cache.depth},
+                      {"size_bytes", c->attr->cache.size},
+                      {"line_bytes", c->attr->cache.linesize},
+                      {"count", n}});
+  }
+  m["caches"] = caches;
+  // Each GPU's local CPU set, through its PCI device's non-I/O ancestor.
+  for (auto& g : gpus) {
+    std::string bus = g.pci_bus_id;
+    for (auto& ch : bus) ch = char(std::tolower(ch));
+    hwloc_obj_t pci = hwloc_get_pcidev_by_busidstring(topo, bus.c_str());
+    if (!pci) {
+      gpu_cpusets[std::to_string(g.index)] = "unknown (PCI device not in the hwloc topology)";
+      continue;
+    }
+    hwloc_obj_t anc = hwloc_get_non_io_ancestor_obj(topo, pci);
+    char* s = nullptr;
+    hwloc_bitmap_list_asprintf(&s, anc->cpuset);
+    gpu_cpusets[std::to_string(g.index)] = s ? s : "unknown";
+    std::free(s);
+  }
+  hwloc_topology_destroy(topo);
+}
+#endif
+
+}  // namespace
+
+nlohmann::json machine_fingerprint() {
+  nlohmann::json m;
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  m["hostname"] = host;
+  utsname u{};
+  if (uname(&u) == 0) m["os"] = fmt::format("{} {} {}", u.sysname, u.release, u.machine);
+  m["cpu_model"] = cpu_model_from_proc();
+  m["cores"] = std::thread::hardware_concurrency();
+  m["cpu_features"] = cpu_features();
+  m["compiler"] = fmt::format("gcc {}", __VERSION__);
+
+  CudaEnvironment cuda = query_cuda_environment();
+  nlohmann::json gpu_cpusets = nlohmann::json::object();
+#ifdef DETAUDIT_HAVE_HWLOC
+  describe_topology(m, cuda.gpus, gpu_cpusets);
+  m["hwloc"] = fmt::format("{}.{}.{}", HWLOC_API_VERSION >> 16, (HWLOC_API_VERSION >> 8) & 0xff, HWLOC_API_VERSION & 0xff);
+#else
+  m["topology_error"] = "detaudit was built without hwloc";
+#endif
+
+  nlohmann::json libs;
+  libs["openblas"] = openblas_version_string();
+  libs["openblas_core"] = openblas_corename();
+  libs["onednn"] = onednn_version_string();
+  libs["xxhash"] = fmt::format("{}.{}.{}", XXH_VERSION_MAJOR, XXH_VERSION_MINOR, XXH_VERSION_RELEASE);
+  libs["cuda_built"] = built_with_cuda();
+  if (cuda.runtime_version) libs["cuda_runtime"] = cuda.runtime_version;
+  if (cuda.driver_version) libs["cuda_driver"] = cuda.driver_version;
+  if (!cuda.cudnn_version.empty()) libs["cudnn"] = cuda.cudnn_version;
+  if (!cuda.cublas_version.empty()) libs["cublas"] = cuda.cublas_version;
+  if (!cuda.nccl_version.empty()) libs["nccl"] = cuda.nccl_version;
+  if (!cuda.cupti_version.empty()) libs["cupti"] = cuda.cupti_version;
+  m["libraries"] = libs;
+
+  m["cuda"] = cuda.available ? std::string("available") : "no CUDA device: " + cuda.reason;
+  nlohmann::json gpus = nlohmann::json::array();
+  for (auto& g : cuda.gpus) {
+    nlohmann::json j = {{"index", g.index},
+                        {"name", g.name},
+                        {"uuid", g.uuid},
+                        {"pci_bus_id", g.pci_bus_id},
+                        {"compute_capability", fmt::format("{}.{}", g.cc_major, g.cc_minor)},
+                        {"sm_count", g.sm_count},
+                        {"memory_bytes", g.memory_bytes},
+                        {"l2_bytes", g.l2_bytes},
+                        {"clock_khz", g.clock_khz},
+                        {"memory_clock_khz", g.memory_clock_khz},
+                        {"memory_bus_width", g.memory_bus_width},
+                        {"ecc", g.ecc}};
+    if (gpu_cpusets.contains(std::to_string(g.index)))
+      j["local_cpuset"] = gpu_cpusets[std::to_string(g.index)];
+    gpus.push_back(j);
+  }
+  m["gpus"] = gpus;
+  return m;
+}
+
+}  // namespace detaudit

@@ -1,0 +1,377 @@
+#include "probes/spec.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <functional>
+#include <map>
+
+#include <fmt/format.h>
+
+namespace detaudit {
+
+bool Spec::has(const std::string& key) const {
+  for (auto& [k, v] : params)
+    if (k == key) return true;
+  return false;
+}
+std::string Spec::get(const std::string& key, const std::string& fallback) const {
+  for (auto& [k, v] : params)
+    if (k == key) return v;
+  return fallback;
+}
+int64_t Spec::get_int(const std::string& key, int64_t fallback) const {
+  if (!has(key)) return fallback;
+  std::string v = get(key);
+  int64_t x = fallback;
+  std::from_chars(v.data(), v.data() + v.size(), x);
+  return x;
+}
+void Spec::set(const std::string& key, const std::string& value) {
+  for (auto& [k, v] : params)
+    if (k == key) {
+      v = value;
+      return;
+    }
+  params.emplace_back(key, value);
+}
+std::string Spec::str() const {
+  std::string s = name;
+  if (device >= 0) s += ":" + std::to_string(device);
+  for (size_t i = 0; i < params.size(); ++i) s += (i ? "&" : "?") + params[i].first + "=" + params[i].second;
+  return s;
+}
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t comma = text.find(',', start);
+    if (comma == std::string::npos) comma = text.size();
+    std::string item = text.substr(start, comma - start);
+    if (!item.empty()) out.push_back(item);
+    start = comma + 1;
+  }
+  return out;
+}
+
+static bool valid_ident(const std::string& s) {
+  if (s.empty()) return false;
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' ||
+           c == '.';
+  });
+}
+
+bool parse_spec_syntax(const std::string& text, Spec* out, std::string* err) {
+  *out = Spec{};
+  size_t q = text.find('?');
+  std::string head = text.substr(0, q);
+  size_t colon = head.find(':');
+  out->name = head.substr(0, colon);
+  if (!valid_ident(out->name)) {
+    *err = fmt::format("'{}': missing or malformed name before '?'", text);
+    return false;
+  }
+  if (colon != std::string::npos) {
+    std::string dev = head.substr(colon + 1);
+    int d = -1;
+    auto [p, ec] = std::from_chars(dev.data(), dev.data() + dev.size(), d);
+    if (dev.empty() || ec != std::errc() || p != dev.data() + dev.size() || d < 0 || d > 1023) {
+      *err = fmt::format("'{}': bad device '{}' (expected a number after ':')", text, dev);
+      return false;
+    }
+    out->device = d;
+  }
+  if (q == std::string::npos) return true;
+  std::string rest = text.substr(q + 1);
+  if (rest.empty()) {
+    *err = fmt::format("'{}': nothing after '?'", text);
+    return false;
+  }
+  size_t start = 0;
+  while (start <= rest.size()) {
+    size_t amp = rest.find('&', start);
+    if (amp == std::string::npos) amp = rest.size();
+    std::string kv = rest.substr(start, amp - start);
+    size_t eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == kv.size()) {
+      *err = fmt::format("'{}': malformed parameter '{}' (expected key=value)", text, kv);
+      return false;
+    }
+    std::string k = kv.substr(0, eq), v = kv.substr(eq + 1);
+    if (!valid_ident(k) || !valid_ident(v)) {
+      *err = fmt::format("'{}': malformed parameter '{}'", text, kv);
+      return false;
+    }
+    if (out->has(k)) {
+      *err = fmt::format("'{}': parameter '{}' given twice", text, k);
+      return false;
+    }
+    out->params.emplace_back(k, v);
+    start = amp + 1;
+  }
+  return true;
+}
+
+namespace {
+
+// A key's rule: default value (empty: optional with no default) and a validator returning an error
+// message, or "" when the value is good.
+struct KeyRule {
+  std::string key;
+  std::string fallback;
+  std::function<std::string(const std::string&)> check;
+};
+struct NameRule {
+  std::string name;
+  bool device;  // takes :N
+  std::vector<KeyRule> keys;
+  std::string summary;
+  bool hidden = false;
+};
+
+std::function<std::string(const std::string&)> one_of(std::vector<std::string> allowed) {
+  return [allowed](const std::string& v) -> std::string {
+    if (std::find(allowed.begin(), allowed.end(), v) != allowed.end()) return "";
+    return fmt::format("expected one of {}", fmt::join(allowed, "|"));
+  };
+}
+std::function<std::string(const std::string&)> int_in(int64_t lo, int64_t hi, std::vector<std::string> words = {}) {
+  return [=](const std::string& v) -> std::string {
+    if (std::find(words.begin(), words.end(), v) != words.end()) return "";
+    int64_t x = 0;
+    auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+    if (ec != std::errc() || p != v.data() + v.size())
+      return words.empty() ? "expected an integer" : fmt::format("expected an integer or {}", fmt::join(words, "|"));
+    if (x < lo || x > hi) return fmt::format("expected {} <= value <= {}", lo, hi);
+    return "";
+  };
+}
+
+const std::vector<std::string> kOpenblasCores = {
+    "Prescott", "Core2",  "Penryn",    "Dunnington", "Nehalem",    "Atom",        "Sandybridge", "Haswell",
+    "SkylakeX", "CooperLake", "SapphireRapids", "Opteron", "Barcelona", "Bobcat", "Bulldozer", "Piledriver",
+    "Steamroller", "Excavator", "Zen", "auto"};
+const std::vector<std::string> kOnednnIsas = {"SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX512_CORE",
+                                              "AVX512_CORE_VNNI", "AVX512_CORE_BF16", "AVX512_CORE_AMX", "ALL"};
+
+const std::vector<NameRule>& target_rules() {
+  static const std::vector<NameRule> rules = {
+      {"cpu-ref", false, {}, "the oracle: fixed order, double accumulation, one thread"},
+      {"cpu",
+       false,
+       {{"order", "blocked", one_of({"sequential", "pairwise", "blocked", "atomic"})},
+        {"threads", "1", int_in(1, 256)},
+        {"isa", "auto", one_of({"auto", "avx512", "avx2", "scalar"})}},
+       "detaudit's own multithreaded kernels with a selectable reduction order"},
+      {"openblas",
+       false,
+       {{"core", "auto", one_of(kOpenblasCores)}, {"threads", "1", int_in(1, 256)}},
+       "OpenBLAS sgemm/dgemm, conv2d by im2col+gemm; core= sets OPENBLAS_CORETYPE"},
+      {"onednn",
+       false,
+       {{"isa", "ALL", one_of(kOnednnIsas)}, {"threads", "1", int_in(1, 256)}},
+       "oneDNN conv2d, matmul, reductions; isa= sets ONEDNN_MAX_CPU_ISA"},
+      {"cuda", true, {{"order", "tree", one_of({"tree", "atomic"})}},
+       "native CUDA kernels; tree (deterministic) or atomic reductions"},
+      {"cublas",
+       true,
+       {{"math", "default", one_of({"default", "pedantic", "tf32", "bf16x9"})},
+        {"atomics", "not_allowed", one_of({"allowed", "not_allowed"})},
+        {"streams", "1", int_in(1, 16)},
+        {"workspace", "per_stream", one_of({"shared", "per_stream"})}},
+       "cuBLAS gemm with every setting pinned"},
+      {"cublaslt",
+       true,
+       {{"algo", "0", int_in(0, 63, {"all"})}, {"reduction", "", one_of({"none", "inplace", "compute", "output"})}},
+       "cuBLASLt gemm through the heuristic's K-th algorithm"},
+      {"cudnn",
+       true,
+       {{"fwd_algo", "auto", int_in(0, 7, {"auto", "all"})},
+        {"bwd_data_algo", "auto", int_in(0, 5, {"auto", "all"})},
+        {"bwd_filter_algo", "auto", int_in(0, 6, {"auto", "all"})},
+        {"math", "fma", one_of({"fma", "tf32"})},
+        {"pool", "deterministic", one_of({"deterministic", "nondeterministic"})}},
+       "cuDNN convolutions with pinned algorithms; pooling"},
+      {"testing", false, {{"fault", "none", one_of({"none", "segv", "ill", "abort", "hang"})}},
+       "test-only: a worker that faults on purpose", true},
+  };
+  return rules;
+}
+
+const std::vector<NameRule>& workload_rules() {
+  static const auto dims = [](int64_t hi) { return int_in(1, hi); };
+  static const KeyRule seed{"seed", "1", int_in(0, INT64_MAX)};
+  static const KeyRule dist{"dist", "uniform", one_of({"uniform", "int"})};
+  static const std::vector<NameRule> rules = {
+      {"matmul",
+       false,
+       {{"m", "256", dims(1 << 15)},
+        {"n", "256", dims(1 << 15)},
+        {"k", "256", dims(1 << 15)},
+        {"ta", "n", one_of({"n", "t"})},
+        {"tb", "n", one_of({"n", "t"})},
+        {"dtype", "f32", one_of({"f32", "f64"})},
+        dist,
+        seed},
+       "C = op(A)·op(B), row-major, m x k times k x n"},
+      {"conv2d",
+       false,
+       {{"n", "4", dims(4096)},
+        {"c", "16", dims(4096)},
+        {"h", "16", dims(4096)},
+        {"w", "16", dims(4096)},
+        {"k", "16", dims(4096)},
+        {"r", "3", dims(15)},
+        {"s", "3", dims(15)},
+        {"stride", "1", dims(8)},
+        {"pad", "1", int_in(0, 8)},
+        {"pass", "fwd", one_of({"fwd", "bwd_data", "bwd_filter"})},
+        dist,
+        seed},
+       "2-D convolution (NCHW, KCRS), forward or backward"},
+      {"reduce",
+       false,
+       {{"op", "sum", one_of({"sum", "dot", "norm", "softmax"})},
+        {"n", "1000000", dims(int64_t(1) << 31)},
+        {"cols", "", dims(1 << 24)},
+        dist,
+        seed},
+       "sum, dot, L2 norm over n elements; softmax along rows of `cols` (default 1000)"},
+      {"maxpool",
+       false,
+       {{"n", "4", dims(4096)},
+        {"c", "16", dims(4096)},
+        {"h", "32", dims(4096)},
+        {"w", "32", dims(4096)},
+        {"window", "3", dims(8)},
+        {"stride", "2", dims(8)},
+        {"pass", "bwd", one_of({"fwd", "bwd"})},
+        dist,
+        seed},
+       "max pooling; overlapping windows when stride < window"},
+      {"batchinv",
+       false,
+       {{"m", "128", dims(1 << 15)},
+        {"n", "256", dims(1 << 15)},
+        {"k", "256", dims(1 << 15)},
+        {"rows", "8", dims(1 << 15)},
+        dist,
+        seed},
+       "batch invariance: row i of A·B alone vs inside the full product"},
+  };
+  return rules;
+}
+
+bool validate(const std::vector<NameRule>& rules, const char* what, const std::string& text, Spec* out,
+              std::string* err) {
+  if (!parse_spec_syntax(text, out, err)) return false;
+  const NameRule* rule = nullptr;
+  for (auto& r : rules)
+    if (r.name == out->name) rule = &r;
+  if (!rule) {
+    std::vector<std::string> names;
+    for (auto& r : rules)
+      if (!r.hidden) names.push_back(r.name);
+    *err = fmt::format("unknown {} '{}' in '{}' (known: {})", what, out->name, text, fmt::join(names, ", "));
+    return false;
+  }
+  if (out->device >= 0 && !rule->device) {
+    *err = fmt::format("'{}': {} '{}' takes no ':device'", text, what, out->name);
+    return false;
+  }
+  if (rule->device && out->device < 0) out->device = 0;
+  for (auto& [k, v] : out->params) {
+    auto it = std::find_if(rule->keys.begin(), rule->keys.end(), [&](const KeyRule& kr) { return kr.key == k; });
+    if (it == rule->keys.end()) {
+      std::vector<std::string> keys;
+      for (auto& kr : rule->keys) keys.push_back(kr.key);
+      *err = fmt::format("'{}': unknown key '{}' for {} '{}' (known: {})", text, k, what, out->name,
+                         keys.empty() ? std::string("none") : fmt::format("{}", fmt::join(keys, ", ")));
+      return false;
+    }
+    std::string why = it->check(v);
+    if (!why.empty()) {
+      *err = fmt::format("'{}': bad value '{}' for key '{}': {}", text, v, k, why);
+      return false;
+    }
+  }
+  // Canonical order: the table's key order, defaults filled in.
+  Spec canon;
+  canon.name = out->name;
+  canon.device = out->device;
+  for (auto& kr : rule->keys) {
+    if (out->has(kr.key))
+      canon.params.emplace_back(kr.key, out->get(kr.key));
+    else if (!kr.fallback.empty())
+      canon.params.emplace_back(kr.key, kr.fallback);
+  }
+  *out = canon;
+  return true;
+}
+
+std::string help_of(const std::vector<NameRule>& rules) {
+  std::string s;
+  for (auto& r : rules) {
+    if (r.hidden) continue;
+    s += fmt::format("  {}{}  {}\n", r.name, r.device ? "[:N]" : "", r.summary);
+    for (auto& k : r.keys) s += fmt::format("      {}={}{}\n", k.key, k.fallback.empty() ? "..." : k.fallback,
+                                            k.fallback.empty() ? "" : " (default)");
+  }
+  return s;
+}
+
+}  // namespace
+
+bool parse_target(const std::string& text, Spec* out, std::string* err) {
+  return validate(target_rules(), "target", text, out, err);
+}
+bool parse_workload(const std::string& text, Spec* out, std::string* err) {
+  if (!validate(workload_rules(), "workload", text, out, err)) return false;
+  if (out->name == "conv2d") {
+    int64_t h = out->get_int("h", 1), w = out->get_int("w", 1), r = out->get_int("r", 1), s = out->get_int("s", 1),
+            pad = out->get_int("pad", 0);
+    if (h + 2 * pad < r || w + 2 * pad < s) {
+      *err = fmt::format("'{}': filter {}x{} larger than padded input {}x{}", text, r, s, h + 2 * pad, w + 2 * pad);
+      return false;
+    }
+  }
+  if (out->name == "maxpool") {
+    if (out->get_int("h", 1) < out->get_int("window", 1) || out->get_int("w", 1) < out->get_int("window", 1)) {
+      *err = fmt::format("'{}': window larger than input", text);
+      return false;
+    }
+  }
+  if (out->name == "batchinv" && out->get_int("rows", 1) > out->get_int("m", 1)) {
+    *err = fmt::format("'{}': rows must not exceed m", text);
+    return false;
+  }
+  if (out->name == "reduce" && out->get("op") != "softmax" && out->has("cols")) {
+    *err = fmt::format("'{}': cols applies to op=softmax only", text);
+    return false;
+  }
+  if (out->name == "reduce" && out->get("op") == "softmax" && !out->has("cols")) {
+    // Canonical form: cols sits after n, as in the key table.
+    Spec canon = *out;
+    canon.params.clear();
+    for (auto& kv : out->params) {
+      canon.params.push_back(kv);
+      if (kv.first == "n") canon.params.emplace_back("cols", "1000");
+    }
+    *out = canon;
+  }
+  if (out->name == "reduce" && out->get("op") == "softmax" && out->get_int("n", 1) % out->get_int("cols", 1) != 0) {
+    *err = fmt::format("'{}': for softmax, n must be a multiple of cols", text);
+    return false;
+  }
+  return true;
+}
+
+std::string target_help() { return help_of(target_rules()); }
+std::string workload_help() { return help_of(workload_rules()); }
+
+bool is_gpu_backend(const std::string& name) {
+  return name == "cuda" || name == "cublas" || name == "cublaslt" || name == "cudnn";
+}
+
+}  // namespace detaudit

@@ -1,0 +1,94 @@
+#include "probes/verdict.hpp"
+
+#include <algorithm>
+#include <set>
+
+namespace detaudit {
+
+const char* to_string(CellVerdict v) {
+  switch (v) {
+    case CellVerdict::kDeterministic: return "deterministic";
+    case CellVerdict::kNondeterministic: return "nondeterministic";
+    case CellVerdict::kCrashed: return "crashed";
+    case CellVerdict::kTimeout: return "timeout";
+    case CellVerdict::kSkipped: return "skipped";
+    case CellVerdict::kError: return "error";
+  }
+  return "error";
+}
+
+CellVerdict cell_verdict(const Observation& o) {
+  switch (o.status) {
+    case ObsStatus::kOk:
+      if (o.fingerprints.empty()) return CellVerdict::kError;
+      return count_distinct(o.fingerprints) == 1 ? CellVerdict::kDeterministic : CellVerdict::kNondeterministic;
+    case ObsStatus::kCrashed: return CellVerdict::kCrashed;
+    case ObsStatus::kTimeout: return CellVerdict::kTimeout;
+    case ObsStatus::kSkipped: return CellVerdict::kSkipped;
+    case ObsStatus::kError: return CellVerdict::kError;
+  }
+  return CellVerdict::kError;
+}
+
+std::vector<WorkloadGroups> identity_groups(const std::vector<Observation>& obs) {
+  std::vector<WorkloadGroups> out;
+  std::map<std::string, size_t> by_workload;
+  for (auto& o : obs) {
+    if (o.status != ObsStatus::kOk || o.fingerprints.empty()) continue;
+    auto [it, fresh] = by_workload.emplace(o.workload, out.size());
+    if (fresh) out.push_back({o.workload, {}});
+    auto& groups = out[it->second].groups;
+    std::set<std::string> s(o.fingerprints.begin(), o.fingerprints.end());
+    std::vector<std::string> fps(s.begin(), s.end());
+    auto g = std::find_if(groups.begin(), groups.end(), [&](const IdentityGroup& x) { return x.fingerprints == fps; });
+    if (g == groups.end())
+      groups.push_back({fps, {o.target}});
+    else
+      g->targets.push_back(o.target);
+  }
+  for (auto& w : out)
+    std::stable_sort(w.groups.begin(), w.groups.end(),
+                     [](const IdentityGroup& a, const IdentityGroup& b) { return a.targets.size() > b.targets.size(); });
+  return out;
+}
+
+std::vector<KernelSequenceGroup> kernels_by_fingerprint(const Observation& o) {
+  std::vector<KernelSequenceGroup> out;
+  for (size_t r = 0; r < o.fingerprints.size(); ++r) {
+    std::vector<std::string> names;
+    if (r < o.kernels.size())
+      for (auto& k : o.kernels[r]) names.push_back(k.name);
+    auto g = std::find_if(out.begin(), out.end(),
+                          [&](const KernelSequenceGroup& x) { return x.fingerprint == o.fingerprints[r]; });
+    if (g == out.end()) {
+      out.push_back({o.fingerprints[r], 1, names, false});
+    } else {
+      ++g->runs;
+      if (g->kernel_names != names) g->sequence_varies = true;
+    }
+  }
+  std::stable_sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.runs > b.runs; });
+  return out;
+}
+
+Summary summarize(const std::vector<Observation>& obs) {
+  Summary s;
+  for (auto& o : obs) {
+    ++s.cells;
+    switch (cell_verdict(o)) {
+      case CellVerdict::kDeterministic: ++s.deterministic; break;
+      case CellVerdict::kNondeterministic: ++s.nondeterministic; break;
+      case CellVerdict::kCrashed: ++s.crashed; break;
+      case CellVerdict::kTimeout: ++s.timeout; break;
+      case CellVerdict::kSkipped: ++s.skipped; break;
+      case CellVerdict::kError: ++s.error; break;
+    }
+    if (o.batch) {
+      ++s.batch_checked;
+      if (!o.batch->invariant()) ++s.batch_variant;
+    }
+  }
+  return s;
+}
+
+}  // namespace detaudit

@@ -1,0 +1,43 @@
+// Verdicts: per workload x target cell, and across targets (groups of bit-identical targets).
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include "probes/observation.hpp"
+
+namespace detaudit {
+
+enum class CellVerdict { kDeterministic, kNondeterministic, kCrashed, kTimeout, kSkipped, kError };
+const char* to_string(CellVerdict v);
+CellVerdict cell_verdict(const Observation& o);
+
+// Targets of one workload whose outputs are bit-identical. Targets are grouped by the set of
+// fingerprints they produced: a deterministic target has one, a nondeterministic one several, and
+// two nondeterministic targets belong together only if they produced the same set.
+struct IdentityGroup {
+  std::vector<std::string> fingerprints;  // sorted
+  std::vector<std::string> targets;       // in observation order
+};
+struct WorkloadGroups {
+  std::string workload;
+  std::vector<IdentityGroup> groups;  // largest first, ties in first-appearance order
+};
+std::vector<WorkloadGroups> identity_groups(const std::vector<Observation>& obs);
+
+// For one nondeterministic GPU observation: which kernel sequences went with which fingerprint.
+struct KernelSequenceGroup {
+  std::string fingerprint;
+  int runs = 0;
+  std::vector<std::string> kernel_names;  // the sequence of the first repeat with this fingerprint
+  bool sequence_varies = false;           // repeats with this fingerprint ran different sequences
+};
+std::vector<KernelSequenceGroup> kernels_by_fingerprint(const Observation& o);
+
+struct Summary {
+  int cells = 0, deterministic = 0, nondeterministic = 0, crashed = 0, timeout = 0, skipped = 0, error = 0;
+  int batch_checked = 0, batch_variant = 0;
+};
+Summary summarize(const std::vector<Observation>& obs);
+
+}  // namespace detaudit

@@ -1,0 +1,58 @@
+// Worker processes. Each target runs in its own process (the detaudit executable, hidden subcommand
+// `__worker`) with its own environment and a timeout, so a target that dies by a signal or hangs
+// becomes an observation and the audit goes on.
+//
+// Exchange format ("detaudit-worker/1"), documented in README.md:
+//   parent -> worker, on stdin, one JSON document:
+//     {"protocol": "detaudit-worker/1", "target": "<canonical target spec>", "repeats": N,
+//      "items": [{"index": i, "workload": "<canonical workload spec>", "oracle": "<path or empty>"}]}
+//   worker -> parent, on stdout, one JSON object per line:
+//     {"event": "begin", "index": i}                  before workload i starts
+//     {"event": "observation", "index": i, "observation": {...}}   its result (results.json form)
+//     {"event": "done"}                               after the last item
+//   Anything else the worker or its libraries print goes to stderr, which the parent keeps in a log.
+//   The parent attributes a death (signal, nonzero exit, EOF without "done") or a timeout to the item
+//   that has begun but not finished, records it, and starts a new worker for the items after it.
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "probes/observation.hpp"
+#include "probes/spec.hpp"
+
+namespace detaudit {
+
+inline constexpr const char* kWorkerProtocol = "detaudit-worker/1";
+inline constexpr const char* kWorkerSubcommand = "__worker";
+
+struct WorkItem {
+  Spec workload;
+  std::string oracle_path;  // raw output bytes of cpu-ref for this workload; empty: no oracle
+};
+
+struct WorkerOptions {
+  std::string exe;          // the detaudit executable
+  int repeats = 5;
+  double timeout_s = 120;   // per workload, all repeats together
+  std::string log_path;     // the worker's stderr is appended here ("" = inherit)
+};
+
+using ObservationSink = std::function<void(const WorkItem&, Observation&&)>;
+using ProgressSink = std::function<void(const WorkItem&)>;  // called when a workload begins
+
+// Parent side: runs every item on `target`, in order, calling `sink` once per item (always: a crash,
+// timeout or skip is an observation too). Returns only after every item has an observation.
+void run_target(const Spec& target, const std::vector<WorkItem>& items, const WorkerOptions& opt,
+                const ObservationSink& sink, const ProgressSink& progress);
+
+// Worker side: reads the request from `in_fd`, writes events to `out_fd`. Returns the exit code.
+int worker_main(int in_fd, int out_fd);
+
+// Runs one workload on one backend in this process (what a worker does per item). Exposed for tests.
+Observation observe(Backend* backend, const std::string& target_text, const WorkItem& item, int repeats);
+
+// "SIGILL (Illegal instruction)".
+std::string signal_description(int sig);
+
+}  // namespace detaudit

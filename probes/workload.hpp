@@ -1,0 +1,51 @@
+// A workload bound to a backend: inputs generated from the seed, uploaded once; run() executes one
+// repeat into the output buffer. The same code runs the oracle and every target.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/backend.hpp"
+#include "probes/observation.hpp"
+#include "probes/spec.hpp"
+
+namespace detaudit {
+
+class Workload {
+ public:
+  virtual ~Workload() = default;
+  // Build from a validated workload spec (parse_workload). Never fails for a validated spec.
+  static std::unique_ptr<Workload> create(const Spec& spec);
+
+  const Spec& spec() const { return spec_; }
+  bool is_f64() const { return f64_; }
+  size_t output_elems() const { return out_elems_; }
+  size_t output_bytes() const { return out_elems_ * (f64_ ? 8 : 4); }
+
+  // Allocate on the backend and upload the inputs.
+  virtual Status setup(Backend& b) = 0;
+  // One repeat: the output is zeroed, then the op runs; synchronised on return.
+  virtual Status run(Backend& b) = 0;
+  // Batch invariance (batchinv only): after run(), recompute sampled rows alone and compare bitwise.
+  virtual Status batch_check(Backend& b, BatchInvariance* out) { return Status::unsupported("not a batchinv workload"); }
+  void* output() const { return out_; }
+  void teardown(Backend& b);
+
+ protected:
+  explicit Workload(const Spec& s) : spec_(s) {}
+  void* upload_floats(Backend& b, const std::vector<float>& v, Status* st);
+  void* upload_doubles(Backend& b, const std::vector<double>& v, Status* st);
+  void* alloc_zero(Backend& b, size_t bytes, Status* st);
+
+  Spec spec_;
+  bool f64_ = false;
+  size_t out_elems_ = 0;
+  void* out_ = nullptr;
+  std::vector<void*> buffers_;  // everything allocated on the backend, freed by teardown
+};
+
+// Runs the workload once on cpu-ref and returns the output bytes.
+Status compute_oracle(const Spec& workload, std::vector<uint8_t>* out);
+
+}  // namespace detaudit

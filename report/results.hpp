@@ -1,0 +1,37 @@
+// results.json: the contract other tools rely on (DESIGN.md). Written atomically (temp file, then
+// rename) after every observation, so an interrupted run loses no finished work and can resume.
+#pragma once
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "probes/observation.hpp"
+
+namespace detaudit {
+
+inline constexpr const char* kResultsSchema = "detaudit/1";
+
+struct Results {
+  std::string tool_version = DETAUDIT_VERSION;
+  std::string started_at;  // ISO 8601, UTC
+  std::string finished_at;  // empty while running
+  std::string command;      // the command line that produced it
+  nlohmann::json plan;      // suite name, targets, workloads, repeats, timeout
+  nlohmann::json machine;
+  std::vector<Observation> observations;
+  nlohmann::json training = nlohmann::json::array();
+  nlohmann::json analysis = nlohmann::json::object();
+};
+
+nlohmann::json to_json(const Results& r);
+// Strict: a truncated or malformed file, a wrong schema or a malformed observation is an error whose
+// message says what and where.
+bool load_results(const std::string& path, Results* out, std::string* err);
+// Writes path atomically (path.tmp, fsync, rename).
+bool save_results(const std::string& path, const Results& r, std::string* err);
+bool write_file_atomic(const std::string& path, const std::string& content, std::string* err);
+
+std::string utc_now_iso8601();
+
+}  // namespace detaudit

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Everything a GPU machine should run, in under 5 minutes on one H200:
+#   build (CUDA for this machine's GPU), `detaudit env`, the `gpu` tests, the quick suite (its GPU
+#   targets included) and the GPU speed measurements, all written into OUTDIR.
+# The GPU machines have the CUDA toolkit, cuDNN, CMake, ninja, a compiler and python3 but no Debian -dev
+# packages and no network: header-only dependencies and GoogleTest's sources come from .deps/
+# (scripts/make-deps-folder.sh, copied along with the tree); OpenBLAS, oneDNN and hwloc are optional.
+# With DETAUDIT_BUNDLE=DIR it runs prebuilt binaries from DIR/bin (libraries in DIR/lib) instead of building.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=$(realpath -m "${1:-gpu-check-out}")
+mkdir -p "$OUT"
+log() { echo "[gpu-check] $*" | tee -a "$OUT/summary.txt"; }
+: > "$OUT/summary.txt"
+start=$(date +%s)
+
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv >"$OUT/nvidia-smi.txt" 2>&1 \
+  || echo "nvidia-smi unavailable" >"$OUT/nvidia-smi.txt"
+log "gpu: $(tail -n +2 "$OUT/nvidia-smi.txt" | head -1)"
+
+# cuDNN from a pip wheel when the toolkit has none.
+CUDNN_ROOT=""
+if [ ! -e /usr/local/cuda/include/cudnn.h ] && [ ! -e /usr/include/cudnn.h ] && [ ! -e /usr/include/x86_64-linux-gnu/cudnn.h ]; then
+  CUDNN_ROOT=$(python3 -c 'import nvidia.cudnn as m; print(list(m.__path__)[0])' 2>/dev/null || true)
+fi
+if [ -n "$CUDNN_ROOT" ]; then
+  export LD_LIBRARY_PATH="$CUDNN_ROOT/lib:${LD_LIBRARY_PATH:-}"
+  log "cuDNN from $CUDNN_ROOT"
+fi
+
+if [ -n "${DETAUDIT_BUNDLE:-}" ]; then
+  BIN="$DETAUDIT_BUNDLE/bin"
+  export LD_LIBRARY_PATH="$DETAUDIT_BUNDLE/lib:${LD_LIBRARY_PATH:-}"
+  log "using prebuilt binaries from $DETAUDIT_BUNDLE"
+else
+  BUILD=${BUILD:-build-gpu}
+  deps=()
+  [ -d .deps/include ] && deps+=(-DDETAUDIT_DEPS_DIR="$PWD/.deps")
+  [ -n "$CUDNN_ROOT" ] && deps+=(-DDETAUDIT_CUDNN_ROOT="$CUDNN_ROOT")
+  arch=${CUDA_ARCH:-native}
+  log "configure + build in $BUILD (CUDA architectures: $arch)"
+  if ! { cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$arch" "${deps[@]}" &&
+         cmake --build "$BUILD" -j "$(nproc)" --target detaudit detaudit_gpu_tests gpu_speed; } >"$OUT/build.log" 2>&1; then
+    log "BUILD FAILED (see build.log)"; tail -30 "$OUT/build.log"; exit 2
+  fi
+  BIN="$BUILD"
+  [ -x "$BUILD/bench/gpu_speed" ] && cp "$BUILD/bench/gpu_speed" "$BUILD/gpu_speed"
+  [ -x "$BUILD/tests/detaudit_gpu_tests" ] && cp "$BUILD/tests/detaudit_gpu_tests" "$BUILD/detaudit_gpu_tests"
+  log "build done in $(( $(date +%s) - start )) s"
+fi
+
+"$BIN/detaudit" env >"$OUT/env.txt" 2>&1; log "env: exit $? ($(grep -m1 '^cuda' "$OUT/env.txt"))"
+"$BIN/detaudit" env --json >"$OUT/env.json" 2>/dev/null
+
+log "gpu tests"
+"$BIN/detaudit_gpu_tests" --gtest_color=no >"$OUT/gpu-tests.log" 2>&1
+rc_tests=$?
+log "gpu tests: exit $rc_tests; $(grep -E '^\[  (PASSED|FAILED|SKIPPED)' "$OUT/gpu-tests.log" | tr '\n' ' ')"
+grep -E '^\[  FAILED  \]' "$OUT/gpu-tests.log" | head -20 | tee -a "$OUT/summary.txt"
+
+log "quick suite"
+"$BIN/detaudit" probe --suite quick --repeats "${REPEATS:-10}" --out "$OUT/quick" --fresh >"$OUT/quick.log" 2>&1
+log "quick suite: exit $? in $(( $(date +%s) - start )) s total; $(tail -2 "$OUT/quick.log" | head -1)"
+sed -n '/^## Verdict/,/^## Determinism matrix/p' "$OUT/quick/report.md" 2>/dev/null | head -60 >>"$OUT/summary.txt"
+
+log "gpu speed"
+timeout 120 "$BIN/gpu_speed" >"$OUT/gpu-speed.json" 2>"$OUT/gpu-speed.err"
+log "gpu speed: exit $?: $(cat "$OUT/gpu-speed.json")"
+log "done in $(( $(date +%s) - start )) s"
+exit $rc_tests

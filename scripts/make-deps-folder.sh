@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Copies the header-only dependencies and GoogleTest's sources from this Debian machine into .deps/
+# (ignored by git), so the tree can be built on a machine without Debian's -dev packages, such as the
+# GPU machines: cmake picks them up from DETAUDIT_DEPS_DIR (default .deps).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=${1:-.deps}
+rm -rf "$out"
+mkdir -p "$out/include"
+cp -r /usr/include/nlohmann "$out/include/"
+cp -r /usr/include/CLI "$out/include/"
+cp -r /usr/include/fmt "$out/include/"
+cp /usr/include/xxhash.h "$out/include/"
+cp -r /usr/src/googletest "$out/googletest"
+du -sh "$out"

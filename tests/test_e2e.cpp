@@ -1,0 +1,192 @@
+// End to end through the CLI: a tiny suite, results.json against the contract, the reports, resume,
+// and exit code 2 with one line for bad input.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct CliRun {
+  int code;
+  std::string out, err;
+};
+
+CliRun run(const std::string& args) {
+  fs::path dir = fs::temp_directory_path() / "detaudit-e2e-io";
+  fs::create_directories(dir);
+  std::string out = (dir / "out").string(), err = (dir / "err").string();
+  std::string cmd = std::string(DETAUDIT_EXE) + " " + args + " >" + out + " 2>" + err;
+  int st = std::system(cmd.c_str());
+  auto slurp = [](const std::string& p) {
+    std::ifstream f(p);
+    std::stringstream s;
+    s << f.rdbuf();
+    return s.str();
+  };
+  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, slurp(out), slurp(err)};
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+fs::path fresh_dir(const std::string& name) {
+  fs::path d = fs::temp_directory_path() / ("detaudit-e2e-" + name);
+  fs::remove_all(d);
+  return d;
+}
+
+const char* kTargets = "'cpu-ref,cpu?order=blocked&threads=2,testing?fault=ill,cuda:0?order=tree'";
+const char* kWorkloads = "'reduce?op=sum&n=100000,matmul?m=33&n=17&k=65,batchinv?m=16&n=16&k=40&rows=4'";
+
+}  // namespace
+
+TEST(EndToEnd, TinySuiteWritesTheResultsContract) {
+  fs::path dir = fresh_dir("contract");
+  CliRun r = run(std::string("probe --targets ") + kTargets + " --workloads " + kWorkloads + " --repeats 3 --out " +
+              dir.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("workload 1/3"), std::string::npos) << "progress lines on stderr";
+  EXPECT_NE(r.out.find("report.md"), std::string::npos);
+
+  auto j = nlohmann::json::parse(slurp(dir / "results.json"));
+  EXPECT_EQ(j["schema"], "detaudit/1");
+  for (const char* k : {"tool_version", "started_at", "machine", "observations", "training", "analysis"})
+    EXPECT_TRUE(j.contains(k)) << k;
+  for (const char* k : {"hostname", "cpu_model", "cores", "gpus", "libraries"}) EXPECT_TRUE(j["machine"].contains(k)) << k;
+  auto& obs = j["observations"];
+  ASSERT_EQ(obs.size(), 12u);  // 4 targets x 3 workloads, every cell accounted for
+  std::regex hex("^[0-9a-f]{32}$");
+  int crashed = 0, skipped = 0, ok = 0;
+  for (auto& o : obs) {
+    for (const char* k : {"workload", "target", "status", "reason", "repeats", "fingerprints", "distinct", "oracle",
+                          "seconds", "kernels"})
+      EXPECT_TRUE(o.contains(k)) << k << " in " << o.dump();
+    std::string st = o["status"];
+    if (st == "ok") {
+      ++ok;
+      ASSERT_EQ(o["fingerprints"].size(), 3u);
+      for (auto& f : o["fingerprints"]) EXPECT_TRUE(std::regex_match(f.get<std::string>(), hex));
+      EXPECT_EQ(o["seconds"].size(), 3u);
+      ASSERT_TRUE(o["oracle"].is_object()) << o.dump();
+      for (const char* k : {"max_ulp", "max_rel_err", "mismatched"}) EXPECT_TRUE(o["oracle"].contains(k));
+      if (o["target"] == "cpu-ref") {
+        EXPECT_EQ(o["oracle"]["mismatched"], 0) << "the oracle agrees with itself";
+        EXPECT_EQ(o["distinct"], 1);
+      }
+      if (std::string(o["workload"]).rfind("batchinv", 0) == 0) {
+        ASSERT_TRUE(o.contains("batch_invariance"));
+        EXPECT_EQ(o["batch_invariance"]["rows_checked"], 4);
+      }
+    } else if (st == "crashed") {
+      ++crashed;
+      EXPECT_EQ(o["target"], "testing?fault=ill");
+      EXPECT_EQ(std::string(o["reason"]).rfind("SIGILL", 0), 0u);
+    } else if (st == "skipped") {
+      ++skipped;
+      EXPECT_FALSE(std::string(o["reason"]).empty());
+    }
+  }
+  EXPECT_EQ(ok, 6);
+  EXPECT_EQ(crashed, 3);
+  EXPECT_EQ(skipped + ok + crashed, 12) << "GPU target: ok on a GPU machine, skipped with a reason elsewhere";
+
+  std::string md = slurp(dir / "report.md");
+  ASSERT_FALSE(md.empty());
+  auto verdict = md.find("## Verdict"), matrix = md.find("## Determinism matrix"), groups = md.find("## Bit-identical groups"),
+       machine = md.find("## Machine");
+  ASSERT_NE(verdict, std::string::npos);
+  EXPECT_LT(verdict, matrix);
+  EXPECT_LT(matrix, groups);
+  EXPECT_LT(groups, machine);
+  EXPECT_NE(md.find("crashed: `testing?fault=ill`"), std::string::npos) << "crashes listed at the top";
+  if (skipped) EXPECT_LT(md.find("skipped: `cuda:0?order=tree`"), matrix) << "skips listed at the top";
+  std::string html = slurp(dir / "report.html");
+  EXPECT_NE(html.find("<h2>Verdict</h2>"), std::string::npos);
+
+  // `report` renders the same results again.
+  fs::remove(dir / "report.md");
+  CliRun rep = run("report " + dir.string() + " --format md");
+  EXPECT_EQ(rep.code, 0) << rep.err;
+  EXPECT_EQ(slurp(dir / "report.md"), md);
+}
+
+TEST(EndToEnd, InterruptedRunResumesWithoutRedoingFinishedWork) {
+  fs::path dir = fresh_dir("resume");
+  std::string args = std::string("probe --targets ") + kTargets + " --workloads " + kWorkloads + " --repeats 2 --out " +
+                     dir.string();
+  ASSERT_EQ(run(args).code, 0);
+  // Simulate an interruption after 5 observations.
+  auto j = nlohmann::json::parse(slurp(dir / "results.json"));
+  auto first = j["observations"];
+  j["observations"] = nlohmann::json(std::vector<nlohmann::json>(first.begin(), first.begin() + 5));
+  j["finished_at"] = "";
+  std::ofstream(dir / "results.json") << j.dump();
+  CliRun r = run(args);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("resuming: 5 finished observations kept"), std::string::npos) << r.err;
+  auto k = nlohmann::json::parse(slurp(dir / "results.json"));
+  ASSERT_EQ(k["observations"].size(), 12u);
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(k["observations"][i], first[i]) << "finished work kept as it was";
+  EXPECT_FALSE(k["finished_at"].get<std::string>().empty());
+  // A different plan in the same directory is refused, not mixed in.
+  CliRun other = run("probe --targets cpu-ref --workloads 'reduce?op=sum&n=10' --out " + dir.string());
+  EXPECT_EQ(other.code, 2);
+}
+
+TEST(EndToEnd, BadInputExitsTwoWithOneLine) {
+  for (const char* args : {"probe --targets 'cpu?order=random' --out /tmp/detaudit-never",
+                           "probe --workloads 'matmul?m=x' --out /tmp/detaudit-never",
+                           "probe --targets 'quantum:0' --out /tmp/detaudit-never", "probe --suite huge",
+                           "probe --repeats -1", "frobnicate", "report /nonexistent-dir"}) {
+    CliRun r = run(args);
+    EXPECT_EQ(r.code, 2) << args << ": " << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << ": " << r.err;
+    EXPECT_NE(r.err.find("error"), std::string::npos) << r.err;
+  }
+  EXPECT_FALSE(fs::exists("/tmp/detaudit-never")) << "bad input writes nothing";
+}
+
+TEST(EndToEnd, CorruptResultsAreRejectedAndLoseNothing) {
+  fs::path dir = fresh_dir("corrupt");
+  fs::create_directories(dir);
+  std::string truncated = R"({"schema": "detaudit/1", "observations": [{"workload": "w", )";
+  std::ofstream(dir / "results.json") << truncated;
+  CliRun r = run("report " + dir.string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("truncated or corrupt"), std::string::npos) << r.err;
+  // probe into that directory refuses to overwrite it.
+  CliRun p = run("probe --targets cpu-ref --workloads 'reduce?op=sum&n=10' --out " + dir.string());
+  EXPECT_EQ(p.code, 2);
+  EXPECT_EQ(slurp(dir / "results.json"), truncated) << "the file is left as it was";
+  std::ofstream(dir / "results.json") << R"({"schema": "other/9"})";
+  EXPECT_EQ(run("report " + dir.string()).code, 2);
+}
+
+TEST(EndToEnd, EnvSaysWhyThereIsNoGpu) {
+  CliRun r = run("env");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("cpu "), std::string::npos);
+  EXPECT_NE(r.out.find("cuda "), std::string::npos);
+  CliRun j = run("env --json");
+  ASSERT_EQ(j.code, 0);
+  auto m = nlohmann::json::parse(j.out);
+  EXPECT_TRUE(m["pus"].get<int>() >= 1);
+  std::string cuda = m["cuda"];
+  if (cuda != "available") EXPECT_EQ(cuda.rfind("no CUDA device: ", 0), 0u) << cuda;
+  EXPECT_TRUE(m["libraries"].contains("openblas"));
+}

@@ -1,0 +1,83 @@
+#include <gtest/gtest.h>
+
+#include "probes/spec.hpp"
+
+using namespace detaudit;
+
+TEST(Spec, TargetCanonicalFormFillsDefaultsInTableOrder) {
+  Spec s;
+  std::string err;
+  ASSERT_TRUE(parse_target("cpu?threads=2&order=atomic", &s, &err)) << err;
+  EXPECT_EQ(s.str(), "cpu?order=atomic&threads=2&isa=auto");
+  ASSERT_TRUE(parse_target("cpu-ref", &s, &err)) << err;
+  EXPECT_EQ(s.str(), "cpu-ref");
+  ASSERT_TRUE(parse_target("openblas?core=SkylakeX", &s, &err)) << err;
+  EXPECT_EQ(s.str(), "openblas?core=SkylakeX&threads=1");
+  ASSERT_TRUE(parse_target("cuda?order=atomic", &s, &err)) << err;
+  EXPECT_EQ(s.str(), "cuda:0?order=atomic");
+  ASSERT_TRUE(parse_target("cublas:1?math=tf32&streams=4&workspace=shared", &s, &err)) << err;
+  EXPECT_EQ(s.device, 1);
+  EXPECT_EQ(s.get("atomics"), "not_allowed");
+  ASSERT_TRUE(parse_target("cudnn:0?bwd_filter_algo=all", &s, &err)) << err;
+  EXPECT_EQ(s.get("bwd_filter_algo"), "all");
+}
+
+TEST(Spec, WorkloadCanonicalForm) {
+  Spec s;
+  std::string err;
+  ASSERT_TRUE(parse_workload("matmul?m=512&n=512&k=515", &s, &err)) << err;
+  EXPECT_EQ(s.str(), "matmul?m=512&n=512&k=515&ta=n&tb=n&dtype=f32&dist=uniform&seed=1");
+  ASSERT_TRUE(parse_workload("conv2d?n=8&c=32&h=28&w=28&k=64&r=3&pass=bwd_filter", &s, &err)) << err;
+  EXPECT_EQ(s.get("pass"), "bwd_filter");
+  EXPECT_EQ(s.get_int("stride", 0), 1);
+  ASSERT_TRUE(parse_workload("reduce?op=sum&n=10000000", &s, &err)) << err;
+  EXPECT_EQ(s.get_int("n", 0), 10000000);
+}
+
+struct BadCase {
+  const char* text;
+  bool target;
+  const char* must_name;  // the error message must name the bad part
+};
+
+class SpecRejects : public ::testing::TestWithParam<BadCase> {};
+
+TEST_P(SpecRejects, WithAMessageNamingTheBadPart) {
+  const BadCase& c = GetParam();
+  Spec s;
+  std::string err;
+  bool ok = c.target ? parse_target(c.text, &s, &err) : parse_workload(c.text, &s, &err);
+  EXPECT_FALSE(ok) << c.text;
+  EXPECT_NE(err.find(c.must_name), std::string::npos) << "error '" << err << "' does not name '" << c.must_name << "'";
+  EXPECT_EQ(err.find('\n'), std::string::npos) << "one line only";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Bad, SpecRejects,
+    ::testing::Values(BadCase{"gpu-magic", true, "gpu-magic"}, BadCase{"cpu?order=random", true, "random"},
+                      BadCase{"cpu?threads=two", true, "two"}, BadCase{"cpu?threads=0", true, "threads"},
+                      BadCase{"cpu?colour=blue", true, "colour"}, BadCase{"cpu?order=atomic&order=blocked", true, "order"},
+                      BadCase{"cpu?order", true, "order"}, BadCase{"cpu?", true, "?"}, BadCase{"cpu:0", true, "device"},
+                      BadCase{"cuda:x", true, "x"}, BadCase{"openblas?core=Pentium4", true, "Pentium4"},
+                      BadCase{"onednn?isa=AVX9", true, "AVX9"}, BadCase{"cublas:0?math=fast", true, "fast"},
+                      BadCase{"cublas:0?streams=99", true, "streams"}, BadCase{"?x=1", true, "name"},
+                      BadCase{"matmul?m=-3", false, "-3"}, BadCase{"matmul?m=1e3", false, "1e3"},
+                      BadCase{"matmul?m=99999999999999999999", false, "m"}, BadCase{"matmul?q=1", false, "q"},
+                      BadCase{"conv2d?pass=sideways", false, "sideways"}, BadCase{"conv2d?h=2&w=2&r=7&pad=0", false, "filter"},
+                      BadCase{"reduce?op=product", false, "product"}, BadCase{"fft?n=8", false, "fft"},
+                      BadCase{"reduce?op=softmax&n=1001&cols=10", false, "multiple"},
+                      BadCase{"matmul?m=4&&n=4", false, "malformed"}, BadCase{"matmul?m=4&n=", false, "n="}));
+
+TEST(Spec, SplitList) {
+  auto v = split_list("cpu-ref,cpu?order=atomic&threads=2,,openblas");
+  ASSERT_EQ(v.size(), 3u);
+  EXPECT_EQ(v[1], "cpu?order=atomic&threads=2");
+}
+
+TEST(Spec, TestingTargetIsHiddenFromHelp) {
+  Spec s;
+  std::string err;
+  EXPECT_TRUE(parse_target("testing?fault=segv", &s, &err)) << err;
+  EXPECT_EQ(target_help().find("testing"), std::string::npos);
+  EXPECT_NE(target_help().find("openblas"), std::string::npos);
+}
