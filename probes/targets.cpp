@@ -77,7 +77,9 @@ std::unique_ptr<Backend> make_target_backend(const Spec& t, Status* st) {
     return make_cpu_native(o);
   }
   if (t.name == "openblas") return make_openblas(OpenblasOptions{threads}, st);
-  if (t.name == "onednn") return make_onednn(OnednnOptions{threads}, st);
+  if (t.name == "onednn")
+    return make_onednn(OnednnOptions{threads},
+                       t.get("layout", "plain") == "blocked" ? OnednnConvLayout::kBlocked : OnednnConvLayout::kPlain, st);
   if (t.name == "testing") return std::make_unique<FaultBackend>(t.get("fault", "none"));
   if (is_gpu_backend(t.name)) {
     std::map<std::string, std::string> params(t.params.begin(), t.params.end());

@@ -114,6 +114,21 @@ Document build_probe_document(const Results& r) {
   for (auto& [key, wl] : by_reason)
     items.push_back(fmt::format("{} ({} workload{}): {}", key.first, wl.size(), wl.size() == 1 ? "" : "s",
                                 key.second.empty() ? "no reason given" : key.second));
+  // A library that silently runs something other than what was asked (OpenBLAS maps unknown core
+  // names to another core) is a finding: the target's name would otherwise lie.
+  std::set<std::string> substituted;
+  for (auto& o : obs) {
+    auto it = o.details.find("corename");
+    auto q = o.target.find("core=");
+    if (it == o.details.end() || q == std::string::npos) continue;
+    std::string want = o.target.substr(q + 5, o.target.find('&', q) - q - 5);
+    auto lower = [](std::string x) {
+      for (auto& c : x) c = char(std::tolower(static_cast<unsigned char>(c)));
+      return x;
+    };
+    if (want != "auto" && lower(want) != lower(it->second) && substituted.insert(o.target).second)
+      items.push_back(fmt::format("substituted: `{}` asked for core {} but OpenBLAS ran {}", o.target, want, it->second));
+  }
   for (auto& o : obs)
     if (o.batch && !o.batch->invariant())
       items.push_back(fmt::format("not batch-invariant: `{}` on `{}`: {} of {} rows differ when computed alone",
