@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstdio>
@@ -23,7 +24,9 @@ struct CliRun {
 };
 
 CliRun run(const std::string& args) {
-  fs::path dir = fs::temp_directory_path() / "detaudit-e2e-io";
+  // ctest runs tests in parallel processes: each gets its own capture files.
+  static int calls = 0;
+  fs::path dir = fs::temp_directory_path() / ("detaudit-e2e-io-" + std::to_string(getpid()) + "-" + std::to_string(calls++));
   fs::create_directories(dir);
   std::string out = (dir / "out").string(), err = (dir / "err").string();
   std::string cmd = std::string(DETAUDIT_EXE) + " " + args + " >" + out + " 2>" + err;
@@ -45,7 +48,7 @@ std::string slurp(const fs::path& p) {
 }
 
 fs::path fresh_dir(const std::string& name) {
-  fs::path d = fs::temp_directory_path() / ("detaudit-e2e-" + name);
+  fs::path d = fs::temp_directory_path() / ("detaudit-e2e-" + name + "-" + std::to_string(getpid()));
   fs::remove_all(d);
   return d;
 }

@@ -24,12 +24,22 @@ enum class ReduceOrder : uint8_t {
 const char* to_string(ReduceOrder o);
 bool parse_reduce_order(const std::string& s, ReduceOrder* out);
 
+// Which vector code runs. Every ISA gives the same bits (explicit FMAs, fixed lane layouts); forcing
+// one exists to test exactly that. kAuto picks AVX-512, else AVX2+FMA, else scalar, at run time.
+enum class CpuIsa : uint8_t { kAuto, kAvx512, kAvx2, kScalar };
+const char* to_string(CpuIsa isa);
+bool parse_cpu_isa(const std::string& s, CpuIsa* out);
+// Whether this CPU can run `isa` (kAuto and kScalar: always).
+bool cpu_isa_supported(CpuIsa isa);
+
 struct CpuNativeOptions {
   int threads = 1;
   ReduceOrder order = ReduceOrder::kBlocked;
   // Test hook for kAtomic: when nonzero, chunks run on one thread and their partials are combined in
   // a permutation derived from this seed, so a test can force two different completion orders.
   uint64_t forced_atomic_order_seed = 0;
+  // A forced ISA the CPU lacks makes every op return Status::unavailable (never SIGILL).
+  CpuIsa isa = CpuIsa::kAuto;
 };
 
 std::unique_ptr<Backend> make_cpu_native(const CpuNativeOptions& opts);
