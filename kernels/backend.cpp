@@ -7,8 +7,9 @@
 namespace detaudit {
 
 namespace {
+// The reason names the op, not the target: the report groups identical reasons across targets.
 Status not_provided(const Backend& b, const char* op) {
-  return Status::unsupported(std::string(op) + " is not provided by " + b.name());
+  return Status::unsupported(std::string(op) + " is not provided by this backend");
 }
 }  // namespace
 

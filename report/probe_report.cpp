@@ -103,17 +103,35 @@ Document build_probe_document(const Results& r) {
     if (cell_verdict(o) == CellVerdict::kNondeterministic)
       items.push_back(fmt::format("nondeterministic: `{}` on `{}`: {} distinct outputs in {} runs", o.workload, o.target,
                                   o.distinct, o.fingerprints.size()));
-  // Crashes, timeouts, errors and skips are grouped by target and reason so the top stays short.
+  // Crashes, timeouts and errors are listed per target and reason; skips are grouped by reason across
+  // targets (a machine without a GPU skips dozens of cells for one reason), so the top stays short.
   std::map<std::pair<std::string, std::string>, std::vector<std::string>> by_reason;
+  std::map<std::string, std::vector<std::string>> skips;  // reason -> targets (unique, in order)
+  std::map<std::string, int> skip_cells;
   for (auto& o : obs) {
     auto cv = cell_verdict(o);
-    if (cv == CellVerdict::kCrashed || cv == CellVerdict::kTimeout || cv == CellVerdict::kSkipped ||
-        cv == CellVerdict::kError)
+    if (cv == CellVerdict::kCrashed || cv == CellVerdict::kTimeout || cv == CellVerdict::kError)
       by_reason[{std::string(to_string(cv)) + ": `" + o.target + "`", o.reason}].push_back(o.workload);
+    if (cv == CellVerdict::kSkipped) {
+      // "cublas: no CUDA device: ..." and "cuda: no CUDA device: ..." are one reason.
+      std::string reason = o.reason.empty() ? "no reason given" : o.reason;
+      std::string backend = o.target.substr(0, o.target.find_first_of(":?"));
+      if (reason.rfind(backend + ": ", 0) == 0) reason = reason.substr(backend.size() + 2);
+      auto& ts = skips[reason];
+      if (std::find(ts.begin(), ts.end(), o.target) == ts.end()) ts.push_back(o.target);
+      ++skip_cells[reason];
+    }
   }
   for (auto& [key, wl] : by_reason)
     items.push_back(fmt::format("{} ({} workload{}): {}", key.first, wl.size(), wl.size() == 1 ? "" : "s",
                                 key.second.empty() ? "no reason given" : key.second));
+  for (auto& [reason, ts] : skips) {
+    std::vector<std::string> shown;
+    for (size_t i = 0; i < ts.size() && i < 6; ++i) shown.push_back("`" + ts[i] + "`");
+    items.push_back(fmt::format("skipped ({} cell{} on {} target{}): {}: {}{}", skip_cells[reason],
+                                skip_cells[reason] == 1 ? "" : "s", ts.size(), ts.size() == 1 ? "" : "s", reason,
+                                fmt::join(shown, ", "), ts.size() > 6 ? fmt::format(" and {} more", ts.size() - 6) : ""));
+  }
   // A library that silently runs something other than what was asked (OpenBLAS maps unknown core
   // names to another core) is a finding: the target's name would otherwise lie.
   std::set<std::string> substituted;

@@ -117,7 +117,11 @@ TEST(EndToEnd, TinySuiteWritesTheResultsContract) {
   EXPECT_LT(matrix, groups);
   EXPECT_LT(groups, machine);
   EXPECT_NE(md.find("crashed: `testing?fault=ill`"), std::string::npos) << "crashes listed at the top";
-  if (skipped) EXPECT_LT(md.find("skipped: `cuda:0?order=tree`"), matrix) << "skips listed at the top";
+  if (skipped) {
+    auto at = md.find("skipped (3 cells on 1 target): ");
+    EXPECT_LT(at, matrix) << "skips listed at the top, with the reason";
+    EXPECT_NE(md.find("`cuda:0?order=tree`", at), std::string::npos);
+  }
   std::string html = slurp(dir / "report.html");
   EXPECT_NE(html.find("<h2>Verdict</h2>"), std::string::npos);
 
