@@ -117,10 +117,15 @@ namespace {
 
 // A key's rule: default value (empty: optional with no default) and a validator returning an error
 // message, or "" when the value is good.
+struct Check {
+  std::function<std::string(const std::string&)> fn;
+  std::string values;  // for --help: "a|b|c" or "1..256"
+  std::string operator()(const std::string& v) const { return fn(v); }
+};
 struct KeyRule {
   std::string key;
   std::string fallback;
-  std::function<std::string(const std::string&)> check;
+  Check check;
 };
 struct NameRule {
   std::string name;
@@ -130,14 +135,17 @@ struct NameRule {
   bool hidden = false;
 };
 
-std::function<std::string(const std::string&)> one_of(std::vector<std::string> allowed) {
-  return [allowed](const std::string& v) -> std::string {
-    if (std::find(allowed.begin(), allowed.end(), v) != allowed.end()) return "";
-    return fmt::format("expected one of {}", fmt::join(allowed, "|"));
-  };
+Check one_of(std::vector<std::string> allowed) {
+  return {[allowed](const std::string& v) -> std::string {
+            if (std::find(allowed.begin(), allowed.end(), v) != allowed.end()) return "";
+            return fmt::format("expected one of {}", fmt::join(allowed, "|"));
+          },
+          fmt::format("{}", fmt::join(allowed, "|"))};
 }
-std::function<std::string(const std::string&)> int_in(int64_t lo, int64_t hi, std::vector<std::string> words = {}) {
-  return [=](const std::string& v) -> std::string {
+Check int_in(int64_t lo, int64_t hi, std::vector<std::string> words = {}) {
+  std::string values = fmt::format("{}..{}", lo, hi);
+  for (auto& w : words) values += "|" + w;
+  return {[=](const std::string& v) -> std::string {
     if (std::find(words.begin(), words.end(), v) != words.end()) return "";
     int64_t x = 0;
     auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
@@ -145,7 +153,8 @@ std::function<std::string(const std::string&)> int_in(int64_t lo, int64_t hi, st
       return words.empty() ? "expected an integer" : fmt::format("expected an integer or {}", fmt::join(words, "|"));
     if (x < lo || x > hi) return fmt::format("expected {} <= value <= {}", lo, hi);
     return "";
-  };
+  },
+          values};
 }
 
 // Core types OpenBLAS 0.3.21 recognises. It silently runs an unknown name (and "SapphireRapids") as
@@ -319,8 +328,9 @@ std::string help_of(const std::vector<NameRule>& rules) {
   for (auto& r : rules) {
     if (r.hidden) continue;
     s += fmt::format("  {}{}  {}\n", r.name, r.device ? "[:N]" : "", r.summary);
-    for (auto& k : r.keys) s += fmt::format("      {}={}{}\n", k.key, k.fallback.empty() ? "..." : k.fallback,
-                                            k.fallback.empty() ? "" : " (default)");
+    for (auto& k : r.keys)
+      s += fmt::format("      {:<16} {}{}\n", k.key + "=" + (k.fallback.empty() ? "" : k.fallback), k.check.values,
+                       k.fallback.empty() ? " (optional)" : "");
   }
   return s;
 }
