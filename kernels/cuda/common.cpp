@@ -1,0 +1,216 @@
+#include "kernels/cuda/common.hpp"
+
+#include <cublas_v2.h>
+#include <fmt/format.h>
+
+#include <cstring>
+#include <cstdlib>
+#include <limits>
+
+#include "kernels/cuda/cupti_tracer.hpp"
+
+namespace detaudit::gpu {
+
+std::string api_name(const char* expr) {
+  std::string s(expr);
+  size_t paren = s.find('(');
+  s = s.substr(0, paren);
+  size_t colon = s.rfind(':');  // drop a leading "::"
+  return colon == std::string::npos ? s : s.substr(colon + 1);
+}
+
+Status from_cuda(cudaError_t e, const char* expr) {
+  if (e == cudaSuccess) return Status::ok();
+  return Status::error(fmt::format("{}: {} ({}): {}", api_name(expr), cudaGetErrorName(e), int(e),
+                                   cudaGetErrorString(e)));
+}
+
+Status from_cublas(cublasStatus_t e, const char* expr) {
+  if (e == CUBLAS_STATUS_SUCCESS) return Status::ok();
+  std::string m = fmt::format("{}: {} ({}): {}", api_name(expr), cublasGetStatusName(e), int(e),
+                              cublasGetStatusString(e));
+  return e == CUBLAS_STATUS_NOT_SUPPORTED ? Status::unsupported(m) : Status::error(m);
+}
+
+int device_count(std::string* reason) {
+  int n = 0;  // left untouched by cudaGetDeviceCount without a driver
+  cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    cudaGetLastError();  // clear it, so a later cudaGetLastError() does not report it again
+    *reason = fmt::format("cudaGetDeviceCount returned {} ({}): {}", cudaGetErrorName(e), int(e),
+                          cudaGetErrorString(e));
+    return 0;
+  }
+  if (n <= 0) *reason = "cudaGetDeviceCount found 0 devices";
+  return n;
+}
+
+std::string cublas_version_string() {
+  int major = 0, minor = 0, patch = 0;
+  if (cublasGetProperty(MAJOR_VERSION, &major) != CUBLAS_STATUS_SUCCESS ||
+      cublasGetProperty(MINOR_VERSION, &minor) != CUBLAS_STATUS_SUCCESS ||
+      cublasGetProperty(PATCH_LEVEL, &patch) != CUBLAS_STATUS_SUCCESS)
+    return "";
+  return fmt::format("{}.{}.{}", major, minor, patch);
+}
+
+// ---- Params ----------------------------------------------------------------------------------
+
+Status Params::choice(const std::string& key, const std::vector<std::string>& allowed,
+                      const std::string& def, std::string* out) const {
+  auto it = m_.find(key);
+  *out = it == m_.end() ? def : it->second;
+  for (const auto& a : allowed)
+    if (*out == a) return Status::ok();
+  std::string list;
+  for (const auto& a : allowed) list += (list.empty() ? "" : "|") + a;
+  return Status::invalid(fmt::format("{}={}: expected {}", key, *out, list));
+}
+
+Status Params::integer(const std::string& key, long lo, long hi, long def, long* out) const {
+  auto it = m_.find(key);
+  if (it == m_.end()) {
+    *out = def;
+    return Status::ok();
+  }
+  const std::string& v = it->second;
+  char* end = nullptr;
+  long x = v.empty() ? 0 : std::strtol(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0' || x < lo || x > hi)
+    return Status::invalid(fmt::format("{}={}: expected an integer in [{}, {}]", key, v, lo, hi));
+  *out = x;
+  return Status::ok();
+}
+
+Status Params::algo_or_auto(const std::string& key, int* out) const {
+  auto it = m_.find(key);
+  if (it == m_.end() || it->second == "auto") {
+    *out = -1;
+    return Status::ok();
+  }
+  long x = 0;
+  Status st = integer(key, 0, 63, 0, &x);
+  if (!st) return Status::invalid(fmt::format("{}={}: expected an algorithm index or auto", key, it->second));
+  *out = int(x);
+  return Status::ok();
+}
+
+// ---- GpuBackend --------------------------------------------------------------------------------
+
+GpuBackend::GpuBackend(int device, std::string name) : device_(device), name_(std::move(name)) {}
+
+GpuBackend::~GpuBackend() {
+  if (hash_out_) cudaFree(hash_out_);
+}
+
+Status GpuBackend::init() {
+  DETAUDIT_CUDA(cudaSetDevice(device_));
+  cudaDeviceProp prop;
+  DETAUDIT_CUDA(cudaGetDeviceProperties(&prop, device_));
+  gpu_name_ = prop.name;
+  cc_major_ = prop.major;
+  cc_minor_ = prop.minor;
+  sm_count_ = prop.multiProcessorCount;
+  DETAUDIT_CUDA(cudaMalloc(&hash_out_, 2 * sizeof(unsigned long long)));
+  return Status::ok();
+}
+
+std::string GpuBackend::describe() const {
+  return fmt::format("{} on {} (sm_{}{}, {} SMs)", name_, gpu_name_, cc_major_, cc_minor_, sm_count_);
+}
+
+std::vector<std::pair<std::string, std::string>> GpuBackend::details() const {
+  std::vector<std::pair<std::string, std::string>> d = {
+      {"gpu", gpu_name_},
+      {"compute_capability", fmt::format("{}.{}", cc_major_, cc_minor_)},
+      {"sm_count", std::to_string(sm_count_)}};
+  d.insert(d.end(), extra_details_.begin(), extra_details_.end());
+  return d;
+}
+
+void GpuBackend::set_detail(const std::string& key, const std::string& value) {
+  for (auto& kv : extra_details_)
+    if (kv.first == key) {
+      kv.second = value;
+      return;
+    }
+  extra_details_.emplace_back(key, value);
+}
+
+void* GpuBackend::alloc(size_t bytes) {
+  void* p = nullptr;
+  // cudaMalloc aligns to 256 bytes; a zero-byte request still gets a distinct pointer.
+  if (cudaMalloc(&p, bytes == 0 ? 256 : bytes) != cudaSuccess) {
+    cudaGetLastError();
+    return nullptr;
+  }
+  return p;
+}
+
+void GpuBackend::free(void* p) {
+  if (p) cudaFree(p);
+}
+
+Status GpuBackend::upload(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return Status::ok();
+  DETAUDIT_CUDA(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+  return Status::ok();
+}
+
+Status GpuBackend::download(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return Status::ok();
+  DETAUDIT_CUDA(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
+  return Status::ok();
+}
+
+Status GpuBackend::zero(void* p, size_t bytes) {
+  if (bytes == 0) return Status::ok();
+  DETAUDIT_CUDA(cudaMemset(p, 0, bytes));
+  return Status::ok();
+}
+
+Status GpuBackend::synchronize() {
+  DETAUDIT_CUDA(cudaDeviceSynchronize());
+  return Status::ok();
+}
+
+Status GpuBackend::fingerprint(const void* p, size_t bytes, Fingerprint* out) {
+  if (bytes == 0) {
+    *out = fingerprint_bytes(nullptr, 0);
+    return Status::ok();
+  }
+  // A repeat whose bytes were seen before is recognised on the device: only 16 bytes come back.
+  DETAUDIT_RETURN_IF_ERROR(launch_device_hash(p, bytes, hash_out_, nullptr));
+  unsigned long long h[2];
+  DETAUDIT_CUDA(cudaMemcpy(h, hash_out_, sizeof(h), cudaMemcpyDeviceToHost));
+  auto key = std::make_tuple(uint64_t(h[0]), uint64_t(h[1]), bytes);
+  if (auto it = fp_cache_.find(key); it != fp_cache_.end()) {
+    *out = it->second;
+    return Status::ok();
+  }
+  std::vector<unsigned char> host(bytes);
+  DETAUDIT_RETURN_IF_ERROR(download(host.data(), p, bytes));
+  *out = fingerprint_bytes(host.data(), bytes);
+  if (fp_cache_.size() >= (1u << 16)) fp_cache_.clear();  // bounded; a miss only costs a download
+  fp_cache_.emplace(key, *out);
+  return Status::ok();
+}
+
+Status GpuBackend::trace_begin(uint64_t repeat_id) {
+  DETAUDIT_RETURN_IF_ERROR(CuptiTracer::instance().begin(repeat_id));
+  trace_id_ = repeat_id;
+  tracing_ = true;
+  return Status::ok();
+}
+
+Status GpuBackend::trace_end(std::vector<KernelRecord>* kernels) {
+  kernels->clear();
+  if (!tracing_) {
+    Status st = CuptiTracer::instance().available();
+    return st ? Status::invalid("trace_end without trace_begin") : st;
+  }
+  tracing_ = false;
+  return CuptiTracer::instance().end(trace_id_, kernels);
+}
+
+}  // namespace detaudit::gpu

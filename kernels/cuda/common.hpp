@@ -1,0 +1,109 @@
+// Shared by the GPU backends: error conversion, parameter parsing, and GpuBackend, the base class that
+// keeps memory on the device, fingerprints on the device (kernels/cuda/device_hash.cu) and traces
+// kernels through CUPTI (kernels/cuda/cupti_tracer.cpp).
+#pragma once
+#include <cublas_api.h>
+#include <cuda_runtime.h>  // (not _api.h: its cudaMalloc(T**) template serves plain C++ too)
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "kernels/backend.hpp"
+
+namespace detaudit::gpu {
+
+// "cudaMalloc(&p, n)" -> "cudaMalloc": the API name of a stringised call.
+std::string api_name(const char* expr);
+
+// Status::error("cudaMalloc: cudaErrorMemoryAllocation (2): out of memory"); ok on success.
+Status from_cuda(cudaError_t e, const char* expr);
+// cuBLAS and cuBLASLt share cublasStatus_t. CUBLAS_STATUS_NOT_SUPPORTED becomes unsupported.
+Status from_cublas(cublasStatus_t e, const char* expr);
+
+#define DETAUDIT_CUDA(call) DETAUDIT_RETURN_IF_ERROR(::detaudit::gpu::from_cuda((call), #call))
+#define DETAUDIT_CUBLAS(call) DETAUDIT_RETURN_IF_ERROR(::detaudit::gpu::from_cublas((call), #call))
+// After a kernel launch: launch-configuration errors surface here, faults at the next sync.
+#define DETAUDIT_CUDA_LAUNCHED(what) DETAUDIT_RETURN_IF_ERROR(::detaudit::gpu::from_cuda(cudaGetLastError(), what))
+
+// Number of usable devices, or 0 with *reason saying why (driver missing, no device, ...).
+int device_count(std::string* reason);
+
+// Values of a spec's parameters. Keys were checked by the caller; values are checked here.
+class Params {
+ public:
+  explicit Params(const std::map<std::string, std::string>& m) : m_(m) {}
+  // *out = the value of `key` (or `def`); invalid unless it is one of `allowed`.
+  Status choice(const std::string& key, const std::vector<std::string>& allowed, const std::string& def,
+                std::string* out) const;
+  // *out = integer value of `key` in [lo, hi], or `def`.
+  Status integer(const std::string& key, long lo, long hi, long def, long* out) const;
+  // An algorithm index or "auto" (-1).
+  Status algo_or_auto(const std::string& key, int* out) const;
+
+ private:
+  const std::map<std::string, std::string>& m_;
+};
+
+// Device memory, device-side fingerprints and CUPTI tracing, common to every GPU backend.
+class GpuBackend : public Backend {
+ public:
+  GpuBackend(int device, std::string name);
+  ~GpuBackend() override;
+  // Makes `device` current and allocates the backend's scratch memory; call once after construction.
+  Status init();
+
+  std::string name() const override { return name_; }
+  std::string describe() const override;
+  std::vector<std::pair<std::string, std::string>> details() const override;
+
+  void* alloc(size_t bytes) override;
+  void free(void* p) override;
+  Status upload(void* dst, const void* src, size_t bytes) override;
+  Status download(void* dst, const void* src, size_t bytes) override;
+  Status zero(void* p, size_t bytes) override;
+  Status synchronize() override;
+  Status fingerprint(const void* p, size_t bytes, Fingerprint* out) override;
+
+  Status trace_begin(uint64_t repeat_id) override;
+  Status trace_end(std::vector<KernelRecord>* kernels) override;
+
+ protected:
+  // Settings the subclass records with every observation (appended after the device's).
+  std::vector<std::pair<std::string, std::string>> extra_details_;
+  void set_detail(const std::string& key, const std::string& value);
+  int device_;
+
+ private:
+  std::string name_, gpu_name_;
+  int cc_major_ = 0, cc_minor_ = 0, sm_count_ = 0;
+  unsigned long long* hash_out_ = nullptr;  // 2 words of device memory for the device hash
+  // device hash (two 64-bit lanes) and length -> canonical host fingerprint of those bytes
+  std::map<std::tuple<uint64_t, uint64_t, size_t>, Fingerprint> fp_cache_;
+  uint64_t trace_id_ = 0;
+  bool tracing_ = false;
+};
+
+// Device-side pieces implemented in .cu files, callable from plain C++.
+Status launch_device_hash(const void* p, size_t bytes, unsigned long long* out_dev, cudaStream_t stream);
+Status launch_fill(float* p, size_t n, float value, cudaStream_t stream);
+
+std::string cublas_version_string();
+
+}  // namespace detaudit::gpu
+
+namespace detaudit::gpu {
+// Factories behind make_gpu_backend (one per backend file). Params are validated first, then the
+// backend is built on `device`, which the caller has checked exists.
+Status validate_cuda_native(const Params& p);
+Status validate_cublas(const Params& p);
+Status validate_cublaslt(const Params& p);
+Status validate_cudnn(const Params& p);
+std::unique_ptr<Backend> make_cuda_native(int device, const Params& p, Status* st);
+std::unique_ptr<Backend> make_cublas(int device, const Params& p, Status* st);
+std::unique_ptr<Backend> make_cublaslt(int device, const Params& p, Status* st);
+std::unique_ptr<Backend> make_cudnn(int device, const Params& p, Status* st);
+}  // namespace detaudit::gpu

@@ -1,0 +1,131 @@
+// What the machine's CUDA stack is, and the factory for the GPU backends.
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+#include <cudnn.h>
+#include <dlfcn.h>
+#include <fmt/format.h>
+
+#include "kernels/cuda/common.hpp"
+#include "kernels/cuda/cuda.hpp"
+#include "kernels/cuda/cupti_tracer.hpp"
+
+namespace detaudit {
+
+namespace {
+
+// NCCL through dlopen: only its version is wanted, and a machine without NCCL must still start us.
+std::string nccl_version() {
+  for (const char* lib : {"libnccl.so.2", "libnccl.so", "/usr/local/cuda/lib64/libnccl.so.2"}) {
+    void* h = dlopen(lib, RTLD_LAZY | RTLD_LOCAL);
+    if (!h) continue;
+    using GetVersion = int (*)(int*);  // ncclResult_t ncclGetVersion(int*), ncclSuccess == 0
+    auto get = reinterpret_cast<GetVersion>(dlsym(h, "ncclGetVersion"));
+    int v = 0;
+    std::string out;
+    if (get && get(&v) == 0 && v > 0)  // NCCL >= 2.9 encodes major*10000 + minor*100 + patch
+      out = v >= 10000 ? fmt::format("{}.{}.{}", v / 10000, v / 100 % 100, v % 100)
+                       : fmt::format("{}.{}.{}", v / 1000, v / 100 % 10, v % 100);
+    dlclose(h);
+    if (!out.empty()) return out;
+  }
+  return "";
+}
+
+std::string uuid_string(const cudaUUID_t& u) {
+  const auto* b = reinterpret_cast<const unsigned char*>(u.bytes);
+  std::string s = "GPU-";
+  for (int i = 0; i < 16; ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) s += '-';
+    s += fmt::format("{:02x}", b[i]);
+  }
+  return s;
+}
+
+int attribute(cudaDeviceAttr a, int device) {
+  int v = 0;
+  if (cudaDeviceGetAttribute(&v, a, device) != cudaSuccess) cudaGetLastError();
+  return v;
+}
+
+}  // namespace
+
+bool built_with_cuda() { return true; }
+
+CudaEnvironment query_cuda_environment() {
+  CudaEnvironment env;
+  // Library versions answer without a device.
+  if (cudaDriverGetVersion(&env.driver_version) != cudaSuccess) cudaGetLastError();
+  if (cudaRuntimeGetVersion(&env.runtime_version) != cudaSuccess) cudaGetLastError();
+  size_t cudnn = cudnnGetVersion();  // 91900 = 9.19.0
+  if (cudnn) env.cudnn_version = fmt::format("{}.{}.{}", cudnn / 10000, cudnn / 100 % 100, cudnn % 100);
+  env.cublas_version = gpu::cublas_version_string();
+  if (env.cublas_version.empty()) env.cublas_version = fmt::format("cublasLt {}", cublasLtGetVersion());
+  env.nccl_version = nccl_version();
+  env.cupti_version = gpu::cupti_version_string();
+
+  std::string why;
+  int n = gpu::device_count(&why);
+  if (n <= 0) {
+    env.reason = why;  // e.g. "cudaGetDeviceCount returned cudaErrorInsufficientDriver (35): ..."
+    return env;
+  }
+  for (int i = 0; i < n; ++i) {
+    cudaDeviceProp p;
+    if (cudaGetDeviceProperties(&p, i) != cudaSuccess) {
+      cudaError_t e = cudaGetLastError();
+      env.reason += fmt::format("{}cudaGetDeviceProperties({}): {}", env.reason.empty() ? "" : "; ", i,
+                                cudaGetErrorName(e));
+      continue;
+    }
+    GpuInfo g;
+    g.index = i;
+    g.name = p.name;
+    g.uuid = uuid_string(p.uuid);
+    char bus[32] = {0};
+    if (cudaDeviceGetPCIBusId(bus, sizeof(bus), i) == cudaSuccess) g.pci_bus_id = bus;
+    else cudaGetLastError();
+    g.cc_major = p.major;
+    g.cc_minor = p.minor;
+    g.sm_count = p.multiProcessorCount;
+    g.memory_bytes = p.totalGlobalMem;
+    g.l2_bytes = p.l2CacheSize;
+    g.clock_khz = attribute(cudaDevAttrClockRate, i);  // CUDA 13 dropped cudaDeviceProp::clockRate
+    g.memory_clock_khz = attribute(cudaDevAttrMemoryClockRate, i);
+    g.memory_bus_width = p.memoryBusWidth;
+    g.ecc = p.ECCEnabled != 0;
+    env.gpus.push_back(g);
+  }
+  env.available = !env.gpus.empty();
+  if (!env.available && env.reason.empty()) env.reason = "no CUDA device could be queried";
+  return env;
+}
+
+std::unique_ptr<Backend> make_gpu_backend(const std::string& backend, int device,
+                                          const std::map<std::string, std::string>& params, Status* st) {
+  gpu::Params p(params);
+  // Values first, so a bad spec is reported as such on machines without a GPU too.
+  if (backend == "cuda") *st = gpu::validate_cuda_native(p);
+  else if (backend == "cublas") *st = gpu::validate_cublas(p);
+  else if (backend == "cublaslt") *st = gpu::validate_cublaslt(p);
+  else if (backend == "cudnn") *st = gpu::validate_cudnn(p);
+  else *st = Status::invalid("unknown GPU backend '" + backend + "' (expected cuda, cublas, cublaslt or cudnn)");
+  if (!st->is_ok()) return nullptr;
+
+  std::string why;
+  int n = gpu::device_count(&why);
+  if (n <= 0) {
+    *st = Status::unavailable("no CUDA device: " + why);
+    return nullptr;
+  }
+  if (device < 0) device = 0;
+  if (device >= n) {
+    *st = Status::unavailable(fmt::format("no CUDA device {}: this machine has {}", device, n));
+    return nullptr;
+  }
+  if (backend == "cuda") return gpu::make_cuda_native(device, p, st);
+  if (backend == "cublas") return gpu::make_cublas(device, p, st);
+  if (backend == "cublaslt") return gpu::make_cublaslt(device, p, st);
+  return gpu::make_cudnn(device, p, st);
+}
+
+}  // namespace detaudit
