@@ -1,0 +1,80 @@
+// Learning-curve phases (REFERENCE.md §7): plateaus, drops and the step at which a run escapes
+// its first plateau, from an exact optimal piecewise-linear segmentation of log loss vs log step.
+#pragma once
+#include <cstddef>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace detaudit {
+
+enum class SegmentKind { kPlateau, kDrop, kOther };
+const char* segment_kind_name(SegmentKind k);
+
+struct Segment {
+  std::size_t first_bin = 0, last_bin = 0;  // inclusive bin indices
+  double first_step = 0.0, last_step = 0.0;  // bin-centre steps (1-based)
+  double slope = 0.0, intercept = 0.0;       // y = intercept + slope·x, y = log loss, x = log step
+  double x_span = 0.0;                       // x(last) − x(first)
+  double delta_y = 0.0;                      // fitted change slope·x_span
+  SegmentKind kind = SegmentKind::kOther;
+};
+
+struct PhaseOptions {
+  std::size_t max_bins = 1000;
+  double plateau_max_abs_slope = 0.05;
+  double plateau_min_x_span = 0.2;
+  double drop_max_slope = -1.0;
+  double drop_max_delta_y = -0.1;
+  double escape_margin = 0.1;          // escape below plateau median − margin (in log loss)
+  std::size_t smooth_half_window = 2;  // centred moving average over 2h+1 bins, truncated at ends
+  std::size_t escape_consecutive = 5;  // k: bins in a row that must stay below the threshold
+  double sigma_floor_rel = 1e-3;       // σ̂ ≥ this × range(y) (and ≥ 1e-12)
+};
+
+struct PhaseResult {
+  // The binned curve: bin i covers steps [bin_first_step[i], bin_last_step[i]].
+  std::vector<double> x, y;  // log(bin-centre step), mean of log loss in the bin
+  std::vector<std::size_t> bin_first_step, bin_last_step;
+  std::vector<double> smoothed;  // centred moving average of y
+  double sigma = 0.0;            // σ̂ actually used (after the floor)
+  bool sigma_floored = false;
+  double penalty = 0.0;          // β = 3σ̂² ln n
+  std::size_t min_segment = 0;   // max(5, n/50), capped at n
+  std::vector<Segment> segments;
+  // "triphasic" (drop→plateau→drop adjacent), "biphasic" (plateau→drop adjacent),
+  // "monophasic" (no plateau segment at all), "other" (a plateau without an adjacent drop after it),
+  // "insufficient" (fewer than 3 usable bins).
+  std::string label;
+  bool has_plateau = false;
+  std::optional<std::size_t> plateau_segment;  // index of the first plateau segment
+  double plateau_median = 0.0;                 // median of y over that plateau's bins
+  std::optional<std::size_t> escape_bin;
+  std::optional<double> escape_step;           // centre step of escape_bin
+  bool censored = false;                       // a plateau that is never escaped
+  std::size_t skipped_values = 0;              // non-finite or non-positive losses ignored
+};
+
+// losses[t] is the loss after step t + 1.
+PhaseResult detect_phases(const std::vector<double>& losses, const PhaseOptions& opt = {});
+
+struct RunPhases {
+  std::string condition;
+  PhaseResult result;
+};
+
+struct ConditionPhaseSummary {
+  std::size_t runs = 0;
+  std::map<std::string, std::size_t> label_counts;
+  std::size_t with_plateau = 0;
+  std::size_t escaped = 0;
+  std::size_t censored = 0;
+  // Escape-step quantiles among escaped runs (linear interpolation); absent when none escaped.
+  std::optional<double> escape_median, escape_q25, escape_q75;
+};
+
+// Keyed by condition label; std::map keeps the order deterministic.
+std::map<std::string, ConditionPhaseSummary> summarize_phases(const std::vector<RunPhases>& runs);
+
+}  // namespace detaudit

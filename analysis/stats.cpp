@@ -1,0 +1,117 @@
+#include "analysis/stats.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+namespace detaudit {
+namespace {
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+std::vector<double> sorted_copy(std::span<const double> xs) {
+  std::vector<double> v(xs.begin(), xs.end());
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+double quantile_sorted(const std::vector<double>& v, double q) {
+  if (v.empty()) return kNaN;
+  q = std::clamp(q, 0.0, 1.0);
+  const double h = static_cast<double>(v.size() - 1) * q;
+  const auto lo = static_cast<std::size_t>(std::floor(h));
+  const std::size_t hi = std::min(lo + 1, v.size() - 1);
+  const double frac = h - static_cast<double>(lo);
+  if (frac == 0.0 || v[lo] == v[hi]) return v[lo];
+  return v[lo] + frac * (v[hi] - v[lo]);
+}
+
+// Continued fraction for I_x(a, b) (Numerical Recipes §6.4 form), evaluated by modified Lentz.
+double beta_continued_fraction(double x, double a, double b) {
+  constexpr int kMaxIter = 10000;
+  constexpr double kEps = 1e-16;
+  constexpr double kTiny = 1e-300;
+  const double qab = a + b, qap = a + 1.0, qam = a - 1.0;
+  double c = 1.0;
+  double d = 1.0 - qab * x / qap;
+  if (std::fabs(d) < kTiny) d = kTiny;
+  d = 1.0 / d;
+  double h = d;
+  for (int m = 1; m <= kMaxIter; ++m) {
+    const double m2 = 2.0 * m;
+    // even step
+    double aa = m * (b - m) * x / ((qam + m2) * (a + m2));
+    d = 1.0 + aa * d;
+    if (std::fabs(d) < kTiny) d = kTiny;
+    c = 1.0 + aa / c;
+    if (std::fabs(c) < kTiny) c = kTiny;
+    d = 1.0 / d;
+    h *= d * c;
+    // odd step
+    aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2));
+    d = 1.0 + aa * d;
+    if (std::fabs(d) < kTiny) d = kTiny;
+    c = 1.0 + aa / c;
+    if (std::fabs(c) < kTiny) c = kTiny;
+    d = 1.0 / d;
+    const double del = d * c;
+    h *= del;
+    if (std::fabs(del - 1.0) < kEps) break;
+  }
+  return h;
+}
+}  // namespace
+
+double mean(std::span<const double> xs) {
+  if (xs.empty()) return kNaN;
+  const double x0 = xs[0];
+  double s = 0.0;
+  for (double x : xs) s += x - x0;
+  return x0 + s / static_cast<double>(xs.size());
+}
+
+double sample_variance(std::span<const double> xs) {
+  if (xs.size() < 2) return 0.0;
+  const double m = mean(xs);
+  double ss = 0.0;
+  for (double x : xs) ss += (x - m) * (x - m);
+  return ss / static_cast<double>(xs.size() - 1);
+}
+
+double sample_std(std::span<const double> xs) { return std::sqrt(sample_variance(xs)); }
+
+double median(std::span<const double> xs) { return quantile(xs, 0.5); }
+
+double mad(std::span<const double> xs) {
+  if (xs.empty()) return kNaN;
+  const double med = median(xs);
+  std::vector<double> dev(xs.size());
+  for (std::size_t i = 0; i < xs.size(); ++i) dev[i] = std::fabs(xs[i] - med);
+  return median(dev);
+}
+
+double quantile(std::span<const double> xs, double q) { return quantile_sorted(sorted_copy(xs), q); }
+
+double log_gamma(double x) { return std::lgamma(x); }
+
+double incomplete_beta(double x, double a, double b) {
+  if (std::isnan(x) || std::isnan(a) || std::isnan(b) || a <= 0.0 || b <= 0.0) return kNaN;
+  if (x <= 0.0) return 0.0;
+  if (x >= 1.0) return 1.0;
+  const double log_front =
+      log_gamma(a + b) - log_gamma(a) - log_gamma(b) + a * std::log(x) + b * std::log1p(-x);
+  const double front = std::exp(log_front);
+  // The fraction converges fast for x < (a + 1)/(a + b + 2); otherwise use I_x(a,b) = 1 − I_{1−x}(b,a).
+  if (x < (a + 1.0) / (a + b + 2.0)) return front * beta_continued_fraction(x, a, b) / a;
+  return 1.0 - front * beta_continued_fraction(1.0 - x, b, a) / b;
+}
+
+double f_upper_p(double f, double d1, double d2) {
+  if (std::isnan(f) || std::isnan(d1) || std::isnan(d2) || d1 <= 0.0 || d2 <= 0.0) return kNaN;
+  if (f <= 0.0) return 1.0;
+  if (std::isinf(f)) return 0.0;
+  const double p = incomplete_beta(d2 / (d2 + d1 * f), d2 / 2.0, d1 / 2.0);
+  return std::clamp(p, 0.0, 1.0);
+}
+
+}  // namespace detaudit

@@ -1,0 +1,30 @@
+// Descriptive statistics and the distribution functions the variance analysis needs.
+// Pure functions on spans of doubles; nothing here allocates state or draws random numbers.
+#pragma once
+#include <cstddef>
+#include <span>
+
+namespace detaudit {
+
+// Mean computed as x0 + Σ(x_i − x0)/n, so a constant sample returns its value exactly and
+// deviations from it are exactly zero (the variance code relies on this). Empty input → NaN.
+double mean(std::span<const double> xs);
+// Sample variance with n − 1 in the denominator, from deviations about mean(). n < 2 → 0.
+double sample_variance(std::span<const double> xs);
+double sample_std(std::span<const double> xs);
+// Median (mean of the two middle values for even n). Empty input → NaN.
+double median(std::span<const double> xs);
+// Median absolute deviation about the median, unscaled (multiply by 1.4826 for a normal σ).
+double mad(std::span<const double> xs);
+// Quantile by linear interpolation between order statistics (Hyndman–Fan type 7, R's default):
+// h = (n − 1)q, x_(⌊h⌋) + (h − ⌊h⌋)(x_(⌊h⌋+1) − x_(⌊h⌋)). q is clamped to [0, 1]. Empty → NaN.
+double quantile(std::span<const double> xs, double q);
+
+double log_gamma(double x);
+// Regularised incomplete beta I_x(a, b), a, b > 0, by the continued fraction (modified Lentz).
+// x ≤ 0 → 0, x ≥ 1 → 1, NaN arguments → NaN.
+double incomplete_beta(double x, double a, double b);
+// Upper tail P(F_{d1,d2} ≥ f) = I_{d2/(d2 + d1 f)}(d2/2, d1/2). f ≤ 0 → 1, f = +inf → 0.
+double f_upper_p(double f, double d1, double d2);
+
+}  // namespace detaudit

@@ -1,0 +1,194 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "analysis/phases.hpp"
+
+using namespace detaudit;
+
+namespace {
+
+// Box–Muller on raw mt19937_64 output (std::normal_distribution differs between libraries).
+struct Normal {
+  std::mt19937_64 g;
+  explicit Normal(std::uint64_t seed) : g(seed) {}
+  double uniform() { return (static_cast<double>(g() >> 11) + 0.5) * 0x1.0p-53; }
+  double operator()() {
+    const double u1 = uniform(), u2 = uniform();
+    return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+  }
+};
+
+constexpr std::size_t kSteps = 5000;
+
+// loss(t) = exp(f(log t) + noise), t = 1..kSteps.
+template <class F>
+std::vector<double> curve(F log_loss_of_log_step, double noise, std::uint64_t seed) {
+  Normal z(seed);
+  std::vector<double> v(kSteps);
+  for (std::size_t t = 1; t <= kSteps; ++t)
+    v[t - 1] = std::exp(log_loss_of_log_step(std::log(static_cast<double>(t))) + noise * z());
+  return v;
+}
+
+std::string kinds(const PhaseResult& r) {
+  std::string s;
+  for (const auto& seg : r.segments) s += std::string(segment_kind_name(seg.kind)) + " ";
+  return s;
+}
+
+}  // namespace
+
+TEST(Phases, PowerLawIsMonophasic) {
+  const auto v = curve([](double x) { return std::log(2.0) - 0.5 * x; }, 0.02, 1);
+  const PhaseResult r = detect_phases(v);
+  EXPECT_EQ(r.y.size(), 1000u);
+  EXPECT_EQ(r.bin_first_step.front(), 1u);
+  EXPECT_EQ(r.bin_last_step.back(), kSteps);
+  EXPECT_EQ(r.min_segment, 20u);
+  EXPECT_EQ(r.label, "monophasic") << kinds(r);
+  EXPECT_FALSE(r.has_plateau);
+  EXPECT_FALSE(r.censored);
+  EXPECT_FALSE(r.escape_step.has_value());
+  for (const auto& s : r.segments) EXPECT_NEAR(s.slope, -0.5, 0.1);
+}
+
+TEST(Phases, NoiseFreePowerLawIsOneLine) {
+  const auto v = curve([](double x) { return -0.7 * x; }, 0.0, 1);
+  const PhaseResult r = detect_phases(v);
+  EXPECT_EQ(r.label, "monophasic") << kinds(r);
+  EXPECT_NEAR(r.segments.back().slope, -0.7, 1e-3);
+}
+
+// Flat at log loss 0 until step 800, then slope −2 in log-log. The log loss crosses
+// −0.1 (plateau median − 0.1) at step 800·e^0.05 ≈ 841.
+TEST(Phases, PlateauThenDropIsBiphasicWithEscapeStep) {
+  const double x0 = std::log(800.0);
+  const auto v = curve([&](double x) { return x < x0 ? 0.0 : -2.0 * (x - x0); }, 0.02, 2);
+  const PhaseResult r = detect_phases(v);
+  EXPECT_EQ(r.label, "biphasic") << kinds(r);
+  ASSERT_TRUE(r.has_plateau);
+  ASSERT_TRUE(r.escape_step.has_value());
+  EXPECT_FALSE(r.censored);
+  EXPECT_NEAR(r.plateau_median, 0.0, 0.01);
+  const double true_escape = 800.0 * std::exp(0.05);
+  EXPECT_NEAR(*r.escape_step, true_escape, 5.0 + 5.0);  // one 5-step bin plus noise
+  const Segment& pl = r.segments[*r.plateau_segment];
+  EXPECT_NEAR(pl.last_step, 800.0, 25.0);
+}
+
+// Slope −1.5 until step 300, flat until 1500, slope −2 after. Escape at 1500·e^0.05 ≈ 1577.
+TEST(Phases, DropPlateauDropIsTriphasic) {
+  const double x1 = std::log(300.0), x2 = std::log(1500.0);
+  const auto f = [&](double x) {
+    if (x < x1) return -1.5 * x;
+    if (x < x2) return -1.5 * x1;
+    return -1.5 * x1 - 2.0 * (x - x2);
+  };
+  const PhaseResult r = detect_phases(curve(f, 0.02, 3));
+  EXPECT_EQ(r.label, "triphasic") << kinds(r);
+  ASSERT_TRUE(r.escape_step.has_value());
+  EXPECT_NEAR(*r.escape_step, 1500.0 * std::exp(0.05), 10.0);
+  EXPECT_NEAR(r.plateau_median, -1.5 * x1, 0.01);
+}
+
+TEST(Phases, PlateauToTheEndIsCensored) {
+  const double x1 = std::log(300.0);
+  const auto v = curve([&](double x) { return x < x1 ? -1.5 * x : -1.5 * x1; }, 0.02, 4);
+  const PhaseResult r = detect_phases(v);
+  EXPECT_EQ(r.label, "other") << kinds(r);
+  EXPECT_TRUE(r.has_plateau);
+  EXPECT_TRUE(r.censored);
+  EXPECT_FALSE(r.escape_step.has_value());
+  EXPECT_FALSE(r.escape_bin.has_value());
+}
+
+TEST(Phases, DropInTheLastBinsIsNotAnEscape) {
+  // The drop starts 3 bins before the end: fewer than k = 5 bins below the threshold.
+  const double x0 = std::log(4985.0);
+  const auto v = curve([&](double x) { return x < x0 ? 0.0 : -50.0 * (x - x0); }, 0.0, 5);
+  const PhaseResult r = detect_phases(v);
+  EXPECT_TRUE(r.has_plateau);
+  EXPECT_TRUE(r.censored);
+}
+
+TEST(Phases, ConstantCurveUsesSigmaFloor) {
+  const PhaseResult r = detect_phases(std::vector<double>(3000, 0.25));
+  EXPECT_TRUE(r.sigma_floored);
+  EXPECT_GT(r.sigma, 0.0);
+  ASSERT_EQ(r.segments.size(), 1u);
+  EXPECT_EQ(r.segments[0].kind, SegmentKind::kPlateau);
+  EXPECT_EQ(r.label, "other");
+  EXPECT_TRUE(r.censored);
+}
+
+TEST(Phases, ShortAndInvalidInput) {
+  EXPECT_EQ(detect_phases({}).label, "insufficient");
+  EXPECT_EQ(detect_phases({1.0, 0.5}).label, "insufficient");
+  std::vector<double> v(200, 1.0);
+  v[10] = 0.0;
+  v[11] = -1.0;
+  v[12] = NAN;
+  const PhaseResult r = detect_phases(v);
+  EXPECT_EQ(r.skipped_values, 3u);
+  EXPECT_EQ(r.y.size(), 197u);  // 200 one-step bins, three of them empty
+  for (double y : r.y) EXPECT_TRUE(std::isfinite(y));
+}
+
+TEST(Phases, BinningUsesEqualStepWidths) {
+  std::vector<double> v(2500);
+  for (std::size_t t = 0; t < v.size(); ++t) v[t] = 1.0 / static_cast<double>(t + 1);
+  const PhaseResult r = detect_phases(v);
+  ASSERT_EQ(r.y.size(), 1000u);
+  // 2500 steps in 1000 bins: widths alternate 2 and 3 (floor(kT/nb)).
+  EXPECT_EQ(r.bin_first_step[0], 1u);
+  EXPECT_EQ(r.bin_last_step[0], 2u);
+  EXPECT_EQ(r.bin_first_step[1], 3u);
+  EXPECT_EQ(r.bin_last_step[1], 5u);
+  EXPECT_DOUBLE_EQ(r.x[0], std::log(1.5));
+  EXPECT_DOUBLE_EQ(r.y[0], 0.5 * (std::log(1.0) + std::log(0.5)));
+}
+
+TEST(Phases, Deterministic) {
+  const double x0 = std::log(800.0);
+  const auto v = curve([&](double x) { return x < x0 ? 0.0 : -2.0 * (x - x0); }, 0.05, 9);
+  const PhaseResult a = detect_phases(v), b = detect_phases(v);
+  ASSERT_EQ(a.segments.size(), b.segments.size());
+  for (std::size_t i = 0; i < a.segments.size(); ++i) {
+    EXPECT_EQ(a.segments[i].first_bin, b.segments[i].first_bin);
+    EXPECT_EQ(a.segments[i].slope, b.segments[i].slope);
+  }
+  EXPECT_EQ(a.escape_step, b.escape_step);
+  EXPECT_EQ(a.label, b.label);
+}
+
+TEST(Phases, SummaryOverRuns) {
+  const double x0 = std::log(800.0), x1 = std::log(300.0);
+  std::vector<RunPhases> runs;
+  for (std::uint64_t s = 0; s < 3; ++s) {
+    const double shift = 0.1 * static_cast<double>(s);  // drops at 800, 884, 977
+    runs.push_back({"a", detect_phases(curve([&](double x) { return x < x0 + shift ? 0.0 : -2.0 * (x - x0 - shift); }, 0.02, 10 + s))});
+  }
+  runs.push_back({"a", detect_phases(curve([&](double x) { return x < x1 ? -1.5 * x : -1.5 * x1; }, 0.02, 20))});
+  runs.push_back({"b", detect_phases(curve([](double x) { return -0.5 * x; }, 0.02, 21))});
+  const auto sum = summarize_phases(runs);
+  ASSERT_EQ(sum.size(), 2u);
+  const auto& a = sum.at("a");
+  EXPECT_EQ(a.runs, 4u);
+  EXPECT_EQ(a.label_counts.at("biphasic"), 3u);
+  EXPECT_EQ(a.label_counts.at("other"), 1u);
+  EXPECT_EQ(a.with_plateau, 4u);
+  EXPECT_EQ(a.escaped, 3u);
+  EXPECT_EQ(a.censored, 1u);
+  ASSERT_TRUE(a.escape_median && a.escape_q25 && a.escape_q75);
+  EXPECT_NEAR(*a.escape_median, 800.0 * std::exp(0.15), 10.0);
+  EXPECT_LE(*a.escape_q25, *a.escape_median);
+  EXPECT_GE(*a.escape_q75, *a.escape_median);
+  const auto& b = sum.at("b");
+  EXPECT_EQ(b.label_counts.at("monophasic"), 1u);
+  EXPECT_EQ(b.escaped, 0u);
+  EXPECT_FALSE(b.escape_median.has_value());
+}
