@@ -17,6 +17,8 @@
 #include "report/probe_report.hpp"
 #include "report/results.hpp"
 #include "suites/probe_suite.hpp"
+#include "suites/train_design.hpp"
+#include "report/train_report.hpp"
 
 namespace fs = std::filesystem;
 using namespace detaudit;
@@ -109,6 +111,26 @@ int main(int argc, char** argv) {
                 "\nA target that crashes (e.g. SIGILL) or runs past --timeout is recorded as an observation and the\n"
                 "audit goes on. GPU targets are skipped with the reason on machines without a CUDA device.");
 
+  auto* train = app.add_subcommand("train", "Run a training regression design and write results.json and the reports.");
+  std::string model, design_name = "sony2021", train_targets, train_out, data_dir;
+  int seeds = 0, batches = 0, window = 0, replicates = -1;
+  bool paper = false, train_fresh = false;
+  train->add_option("MODEL", model, "Model: autoencoder")->required()->check(CLI::IsMember({"autoencoder"}));
+  train->add_option("--design", design_name, "Design: sony2021 (conditions a-d: init random/fixed x nondeterminism on/off)")
+      ->check(CLI::IsMember({"sony2021"}))
+      ->capture_default_str();
+  train->add_option("--targets", train_targets,
+                    "Comma-separated base targets; each runs in its deterministic and nondeterministic variant "
+                    "(default cpu?threads=2,cpu?threads=1)");
+  train->add_option("--seeds", seeds, "Runs per condition and target (default 3; --paper: 12)");
+  train->add_option("--batches", batches, "Batches per run (default 300; --paper: 5000)");
+  train->add_option("--window", window, "Final metric = mean loss of the last N batches (default 30; --paper: 50)");
+  train->add_option("--replicates", replicates, "Repeats of each seed under condition (a), for the run-to-run term (default 2)");
+  train->add_flag("--paper", paper, "The paper's protocol: 12 runs, 5000 batches, window 50");
+  train->add_option("--data", data_dir, "Folder of MNIST-format IDX files (default: Fashion-MNIST from dataset-fashion-mnist)");
+  train->add_option("--out", train_out, "Results directory (default results/train-<time>); an unfinished design there resumes");
+  train->add_flag("--fresh", train_fresh, "Discard results already in --out instead of resuming");
+
   auto* report = app.add_subcommand("report", "Render a results directory's report again.");
   std::string report_dir, format = "both";
   report->add_option("DIR", report_dir, "Results directory holding results.json")->required();
@@ -158,12 +180,59 @@ int main(int argc, char** argv) {
     return 0;
   }
 
+  if (train->parsed()) {
+    TrainDesign d = default_design(paper);
+    if (!train_targets.empty()) {
+      d.targets.clear();
+      for (auto& t : split_list(train_targets)) {
+        Spec s;
+        std::string err;
+        if (!parse_target(t, &s, &err)) return fail(err);
+        d.targets.push_back(s);
+      }
+      if (d.targets.empty()) return fail("--targets is empty");
+    }
+    auto positive = [](int v, const char* what) -> std::string {
+      return v < 0 ? fmt::format("{} must be positive", what) : "";
+    };
+    for (auto [v, what] : {std::pair{seeds, "--seeds"}, {batches, "--batches"}, {window, "--window"}})
+      if (auto e = positive(v, what); !e.empty()) return fail(e);
+    if (seeds > 0) d.seeds = seeds;
+    if (batches > 0) d.batches = batches;
+    if (window > 0) d.window = window;
+    if (replicates == 0 || replicates < -1) return fail("--replicates must be positive");
+    if (replicates > 0) d.replicates = replicates;
+    if (d.window > d.batches) return fail(fmt::format("--window {} exceeds --batches {}", d.window, d.batches));
+    d.data_dir = data_dir;
+    d.model = model;
+    d.design = design_name;
+    TrainRunOptions opt;
+    opt.out_dir = train_out.empty() ? default_out("train") : train_out;
+    opt.fresh = train_fresh;
+    for (int i = 0; i < argc; ++i) opt.command += (i ? " " : "") + std::string(argv[i]);
+    opt.progress = [](const std::string& line) { fmt::print(stderr, "[detaudit] {}\n", line); };
+    Results results;
+    std::string err;
+    if (run_train_design(d, opt, &results, &err) != 0) return fail(err);
+    fmt::print("{} training runs; report: {}/report.md and {}/report.html\n", results.training.size(), opt.out_dir,
+               opt.out_dir);
+    return 0;
+  }
+
   if (report->parsed()) {
     Results r;
     std::string err;
     std::string path = report_dir + "/results.json";
     if (!load_results(path, &r, &err)) return fail(err);
-    Document d = build_probe_document(r);
+    Document d;
+    if (!r.observations.empty() || r.training.empty()) {
+      d = build_probe_document(r);
+      if (!r.training.empty()) add_train_sections(d, r);
+    } else {
+      d.title = "detaudit training report";
+      add_train_sections(d, r);
+      add_machine_section(d, r.machine);
+    }
     if (format == "md" || format == "both") {
       if (!write_file_atomic(report_dir + "/report.md", render_markdown(d), &err)) return fail(err);
       fmt::print("{}/report.md\n", report_dir);

@@ -70,6 +70,33 @@ Status Backend::binary(BinaryOp op, const float*, const float*, float*, size_t) 
   return not_provided(*this, to_string(op));
 }
 Status Backend::axpy(size_t, float, const float*, float*) { return not_provided(*this, "axpy"); }
+Status Backend::bias_add(float*, const float*, size_t, size_t, size_t) { return not_provided(*this, "bias add"); }
+Status Backend::bias_grad(const float*, float*, size_t, size_t, size_t) {
+  return not_provided(*this, "bias gradient");
+}
+Status Backend::unary_bwd(UnaryOp op, const float*, const float*, const float*, float*, size_t) {
+  return not_provided(*this, (std::string(to_string(op)) + " backward").c_str());
+}
+Status Backend::upsample2_fwd(const float*, float*, size_t, int, int) {
+  return not_provided(*this, "upsample2 forward");
+}
+Status Backend::upsample2_bwd(const float*, float*, size_t, int, int) {
+  return not_provided(*this, "upsample2 backward");
+}
+Status Backend::copy_2d(size_t, size_t, const float*, size_t, float*, size_t) {
+  return not_provided(*this, "copy_2d");
+}
+Status Backend::fill(float*, float, size_t) { return not_provided(*this, "fill"); }
+Status Backend::scale(float*, float, size_t) { return not_provided(*this, "scale"); }
+Status Backend::loss(LossOp op, const float*, const float*, size_t, float*, float*) {
+  return not_provided(*this, (std::string(to_string(op)) + " loss").c_str());
+}
+Status Backend::adam_step(const AdamParams&, float*, const float*, float*, float*, size_t) {
+  return not_provided(*this, "adam step");
+}
+Status Backend::sgd_step(const SgdParams&, float*, const float*, float*, size_t) {
+  return not_provided(*this, "sgd step");
+}
 
 const char* to_string(ReduceOp op) {
   switch (op) {
@@ -89,6 +116,13 @@ const char* to_string(UnaryOp op) {
     case UnaryOp::kExp: return "exp";
     case UnaryOp::kNeg: return "neg";
     case UnaryOp::kSquare: return "square";
+  }
+  return "?";
+}
+const char* to_string(LossOp op) {
+  switch (op) {
+    case LossOp::kMse: return "mse";
+    case LossOp::kL1: return "l1";
   }
   return "?";
 }

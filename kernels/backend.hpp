@@ -45,6 +45,21 @@ enum class ReduceOp : uint8_t { kSum, kDot, kNorm2 };  // kNorm2 = sqrt(sum x^2)
 
 enum class UnaryOp : uint8_t { kCopy, kRelu, kSigmoid, kTanh, kHardSigmoid, kExp, kNeg, kSquare };
 enum class BinaryOp : uint8_t { kAdd, kSub, kMul, kDiv, kMax, kMin };
+enum class LossOp : uint8_t { kMse, kL1 };
+
+// Adam (Kingma & Ba; PyTorch's form, no weight decay). The caller computes the bias corrections
+// 1 - beta1^t and 1 - beta2^t in double and rounds them to float, so every backend sees the same
+// constants. Per element, each operation rounded to float, no FMA (see Backend::adam_step):
+//   m = beta1*m + (1 - beta1)*g;  v = beta2*v + (1 - beta2)*(g*g)
+//   w = w - (lr*(m/bias_correction1)) / (sqrt(v/bias_correction2) + eps)
+struct AdamParams {
+  float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;
+  float bias_correction1 = 1.0f, bias_correction2 = 1.0f;
+};
+// SGD with momentum (PyTorch's form: no dampening, no Nesterov): v = momentum*v + g; w = w - lr*v.
+struct SgdParams {
+  float lr = 1e-2f, momentum = 0.9f;
+};
 
 // One kernel launch seen by a tracer (CUPTI on GPUs).
 struct KernelRecord {
@@ -111,10 +126,38 @@ class Backend {
   virtual Status binary(BinaryOp op, const float* a, const float* b, float* y, size_t n);
   // y = alpha * x + y
   virtual Status axpy(size_t n, float alpha, const float* x, float* y);
+
+  // ---- training ops (models/) ------------------------------------------------------------------
+  // Per-channel bias on NCHW data, in place: y[(i*c + j)*hw + l] += bias[j]. A linear layer's
+  // rows x cols output is n = rows, c = cols, hw = 1.
+  virtual Status bias_add(float* y, const float* bias, size_t n, size_t c, size_t hw);
+  // db[j] = sum over i < n, l < hw of dy[(i*c + j)*hw + l]: a reduction of n*hw terms per channel,
+  // so the backend's reduction order applies.
+  virtual Status bias_grad(const float* dy, float* db, size_t n, size_t c, size_t hw);
+  // dx = dy * f'(x) for kRelu (x > 0 ? 1 : 0), kSigmoid (y*(1 - y)), kTanh (1 - y*y) and
+  // kHardSigmoid (Keras: 0.2 inside -2.5 < x < 2.5, else 0); x is the forward input, y its output.
+  virtual Status unary_bwd(UnaryOp op, const float* x, const float* y, const float* dy, float* dx, size_t n);
+  // Nearest-neighbour upsampling by 2 of `planes` h x w planes: y is planes x 2h x 2w.
+  virtual Status upsample2_fwd(const float* x, float* y, size_t planes, int h, int w);
+  // dx[i][j] = (dy[2i][2j] + dy[2i][2j+1]) + (dy[2i+1][2j] + dy[2i+1][2j+1]), in that order.
+  virtual Status upsample2_bwd(const float* dy, float* dx, size_t planes, int h, int w);
+  // dst[i*dst_ld + j] = src[i*src_ld + j] for i < rows, j < cols (concat/split along channels).
+  virtual Status copy_2d(size_t rows, size_t cols, const float* src, size_t src_ld, float* dst, size_t dst_ld);
+  virtual Status fill(float* y, float value, size_t n);
+  // y = alpha * y
+  virtual Status scale(float* y, float alpha, size_t n);
+  // *value (one float in backend memory) = mean over n of (y - t)^2 (kMse) or |y - t| (kL1); the sum
+  // is a reduction, so the backend's order applies. dy (may be null) = d loss / d y:
+  // 2*(y - t)/n (kMse), sign(y - t)/n (kL1, 0 where y == t).
+  virtual Status loss(LossOp op, const float* y, const float* t, size_t n, float* value, float* dy);
+  // Optimiser updates, elementwise, in place (formulas at AdamParams and SgdParams).
+  virtual Status adam_step(const AdamParams& p, float* w, const float* g, float* m, float* v, size_t n);
+  virtual Status sgd_step(const SgdParams& p, float* w, const float* g, float* velocity, size_t n);
 };
 
 const char* to_string(ReduceOp op);
 const char* to_string(UnaryOp op);
 const char* to_string(BinaryOp op);
+const char* to_string(LossOp op);
 
 }  // namespace detaudit

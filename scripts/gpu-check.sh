@@ -37,6 +37,9 @@ else
   deps=()
   [ -d .deps/include ] && deps+=(-DDETAUDIT_DEPS_DIR="$PWD/.deps")
   [ -n "$CUDNN_ROOT" ] && deps+=(-DDETAUDIT_CUDNN_ROOT="$CUDNN_ROOT")
+  # EXTRA_CMAKE_ARGS: e.g. the -DCMAKE_DISABLE_FIND_PACKAGE_*=ON used to rehearse a bare machine.
+  read -r -a extra <<<"${EXTRA_CMAKE_ARGS:-}"
+  deps+=("${extra[@]}")
   arch=${CUDA_ARCH:-native}
   log "configure + build in $BUILD (CUDA architectures: $arch)"
   if ! { cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$arch" "${deps[@]}" &&

@@ -14,6 +14,7 @@
 #include "kernels/cpu/native_kernels.hpp"
 #include "kernels/cpu/pool.hpp"
 #include "kernels/cpu/thread_pool.hpp"
+#include "kernels/cpu/train_ops.hpp"
 
 namespace detaudit {
 
@@ -245,9 +246,38 @@ void binary_loop(const float* a, const float* b, float* y, size_t n) {
   }
 }
 
+// ---- per-channel sums (bias gradient) --------------------------------------------------------------
+
+// Channel j of NCHW data seen as one sequence of n*hw terms: term i*hw + l is x[(i*c + j)*hw + l].
+struct ChannelSeq {
+  const float* x;
+  size_t c, hw;
+};
+
+// Sum of terms [b, e): each contiguous piece (within one image) through the lane leaf (pieces
+// shorter than kLanes as a running sum), the piece sums added in order.
+float channel_leaf(const IsaKernels& kn, const ChannelSeq& q, size_t j, size_t b, size_t e) {
+  float s = 0.0f;
+  while (b < e) {
+    const size_t i = b / q.hw, l = b % q.hw, len = std::min(e - b, q.hw - l);
+    const float* p = q.x + (i * q.c + j) * q.hw + l;
+    float piece;
+    if (len >= size_t(kLanes)) {
+      piece = kn.leaf_sum(p, len);
+    } else {
+      piece = p[0];
+      for (size_t k = 1; k < len; ++k) piece = piece + p[k];
+    }
+    s = s + piece;
+    b += len;
+  }
+  return s;
+}
+
 // ---- conv2d helpers -------------------------------------------------------------------------------
 
 // col[(c*R + r)*S + s][p*Q + q] (row stride ldcol) = x[c][p*stride - pad + r][q*stride - pad + s], 0 outside.
+// The in-range q of each (s) are computed once: zeros at the edges, a copy (memcpy at stride 1) inside.
 void im2col(const ConvShape& sh, const float* x, float* col, size_t ldcol) {
   const int P = sh.p(), Q = sh.q();
   for (int c = 0; c < sh.c; ++c)
@@ -255,6 +285,12 @@ void im2col(const ConvShape& sh, const float* x, float* col, size_t ldcol) {
       for (int s = 0; s < sh.s; ++s) {
         float* dst = col + size_t((c * sh.r + r) * sh.s + s) * ldcol;
         const float* xc = x + size_t(c) * sh.h * sh.w;
+        // q_lo = first q with q*stride - pad + s >= 0; q_hi = one past the last with ... < w.
+        const int off = s - sh.pad;
+        int q_lo = off >= 0 ? 0 : (-off + sh.stride - 1) / sh.stride;
+        int q_hi = sh.w - 1 - off < 0 ? 0 : (sh.w - 1 - off) / sh.stride + 1;
+        q_lo = std::min(q_lo, Q);
+        q_hi = std::clamp(q_hi, q_lo, Q);
         for (int p = 0; p < P; ++p) {
           const int h = p * sh.stride - sh.pad + r;
           float* d = dst + size_t(p) * Q;
@@ -262,10 +298,14 @@ void im2col(const ConvShape& sh, const float* x, float* col, size_t ldcol) {
             std::memset(d, 0, sizeof(float) * Q);
             continue;
           }
-          for (int q = 0; q < Q; ++q) {
-            const int w = q * sh.stride - sh.pad + s;
-            d[q] = (w >= 0 && w < sh.w) ? xc[size_t(h) * sh.w + w] : 0.0f;
+          for (int q = 0; q < q_lo; ++q) d[q] = 0.0f;
+          const float* xr = xc + size_t(h) * sh.w;
+          if (sh.stride == 1) {
+            if (q_hi > q_lo) std::memcpy(d + q_lo, xr + (q_lo + off), sizeof(float) * (q_hi - q_lo));
+          } else {
+            for (int q = q_lo; q < q_hi; ++q) d[q] = xr[q * sh.stride + off];
           }
+          for (int q = q_hi; q < Q; ++q) d[q] = 0.0f;
         }
       }
 }
@@ -309,6 +349,8 @@ Status check_pool(const PoolShape& s) {
 // bwd_filter: the K dimension of its gemm is N*P*Q; above this many floats of im2col the images go in
 // groups whose partials add in group order.
 constexpr size_t kMaxColFloats = size_t(1) << 28;  // 1 GiB
+// conv2d forward (and backward-data through it): images per gemm keep im2col under this many floats.
+constexpr size_t kConvColFloats = size_t(1) << 18;  // 8 MiB
 
 class CpuNative final : public Backend {
  public:
@@ -344,28 +386,37 @@ class CpuNative final : public Backend {
   }
 
   // y_n[K x PQ] = W[K x CRS] * col_n[CRS x PQ]: the order applies to the C*R*S reduction.
+  // Images go through one gemm in groups (their im2col side by side, at most kConvColFloats):
+  // determinism: grouping only widens the gemm's N; every output element is the same reduction
+  // over C*R*S whatever the group, so the bits do not depend on it.
   Status conv2d_fwd(const ConvShape& s, const float* x, const float* w, float* y) override {
     DETAUDIT_RETURN_IF_ERROR(ready());
     DETAUDIT_RETURN_IF_ERROR(check_conv(s));
-    const int crs = s.c * s.r * s.s, pq = s.p() * s.q();
-    const bool direct = s.r == 1 && s.s == 1 && s.stride == 1 && s.pad == 0;  // col_n is x_n itself
-    float* col = direct ? nullptr : col_.get(size_t(crs) * pq);
-    if (!direct && !col) return Status::error("conv2d: out of memory for im2col");
-    for (int n = 0; n < s.n; ++n) {
-      const float* xn = x + size_t(n) * s.c * s.h * s.w;
-      if (!direct) im2col(s, xn, col, pq);
-      DETAUDIT_RETURN_IF_ERROR(
-          gemm(Trans::kN, Trans::kN, s.k, pq, crs, 1.0f, w, crs, direct ? xn : col, pq, 0.0f, y + size_t(n) * s.k * pq, pq));
-    }
-    return Status::ok();
+    return conv_gemm_fwd(s, x, w, y);
   }
 
-  // dcol_n[CRS x PQ] = W^T * dy_n (the order applies to the K reduction), then col2im adds the R*S
-  // overlapping windows in a fixed order.
+  // Stride 1 with pad < the filter size: dx is the forward convolution of dy with the flipped,
+  // transposed filter w'[c][k][R-1-r][S-1-s] and padding R-1-pad, so the order applies to the whole
+  // K*R*S reduction of each dx element. Otherwise: dcol_n[CRS x PQ] = W^T * dy_n (the order applies
+  // to the K reduction), then col2im adds the R*S overlapping windows in a fixed order.
   Status conv2d_bwd_data(const ConvShape& s, const float* dy, const float* w, float* dx) override {
     DETAUDIT_RETURN_IF_ERROR(ready());
     DETAUDIT_RETURN_IF_ERROR(check_conv(s));
     const int crs = s.c * s.r * s.s, pq = s.p() * s.q();
+    if (s.stride == 1 && s.pad <= s.r - 1 && s.pad <= s.s - 1 && s.r == s.s) {
+      ConvShape t;
+      t.n = s.n, t.c = s.k, t.h = s.p(), t.w = s.q(), t.k = s.c, t.r = s.r, t.s = s.s, t.stride = 1,
+      t.pad = s.r - 1 - s.pad;
+      float* wt = wt_.get(s.w_size());
+      if (!wt) return Status::error("conv2d: out of memory for the flipped filter");
+      for (int k = 0; k < s.k; ++k)
+        for (int c = 0; c < s.c; ++c)
+          for (int r = 0; r < s.r; ++r)
+            for (int q = 0; q < s.s; ++q)
+              wt[((size_t(c) * s.k + k) * s.r + r) * s.s + q] =
+                  w[((size_t(k) * s.c + c) * s.r + (s.r - 1 - r)) * s.s + (s.s - 1 - q)];
+      return conv_gemm_fwd(t, dy, wt, dx);
+    }
     float* dcol = col_.get(size_t(crs) * pq);
     if (!dcol) return Status::error("conv2d: out of memory for col2im");
     for (int n = 0; n < s.n; ++n) {
@@ -391,11 +442,14 @@ class CpuNative final : public Backend {
     if (!col || !dyk) return Status::error("conv2d: out of memory for im2col");
     for (int n0 = 0; n0 < s.n; n0 += group) {
       const int g = std::min(group, s.n - n0), ld = g * pq;
-      for (int i = 0; i < g; ++i) {
-        im2col(s, x + size_t(n0 + i) * s.c * s.h * s.w, col + size_t(i) * pq, ld);
-        for (int k = 0; k < s.k; ++k)
-          std::memcpy(dyk + size_t(k) * ld + size_t(i) * pq, dy + (size_t(n0 + i) * s.k + k) * pq, sizeof(float) * pq);
-      }
+      // determinism: copies only; images split over threads.
+      parallel_rows(size_t(g), [&](size_t i0, size_t i1) {
+        for (size_t i = i0; i < i1; ++i) {
+          im2col(s, x + size_t(n0 + i) * s.c * s.h * s.w, col + i * pq, ld);
+          for (int k = 0; k < s.k; ++k)
+            std::memcpy(dyk + size_t(k) * ld + i * pq, dy + (size_t(n0 + i) * s.k + k) * pq, sizeof(float) * pq);
+        }
+      });
       DETAUDIT_RETURN_IF_ERROR(
           gemm(Trans::kN, Trans::kT, s.k, crs, ld, 1.0f, dyk, ld, col, ld, n0 == 0 ? 0.0f : 1.0f, dw, crs));
     }
@@ -521,7 +575,203 @@ class CpuNative final : public Backend {
     return Status::ok();
   }
 
+  // ---- training ops --------------------------------------------------------------------------------
+
+  // determinism: elementwise, one add per element.
+  Status bias_add(float* y, const float* bias, size_t n, size_t c, size_t hw) override {
+    DETAUDIT_RETURN_IF_ERROR(ready());
+    parallel_chunks(n * c, hw, [&](size_t p0, size_t p1) { train_ops::bias_add_f32(y, bias, c, hw, p0, p1); });
+    return Status::ok();
+  }
+
+  // The n*hw terms of each channel reduce in the backend's order, as ordered_reduce would combine them:
+  // sequential: one running sum; pairwise: kPairwiseLeaf leaves and a pairwise tree; blocked: `threads`
+  // contiguous blocks added in block order; atomic: chunks added in completion order (a race).
+  // hw == 1 (a linear layer's bias) is db = ones[1 x n] * dy[n x c], a gemm: its order applies to n.
+  Status bias_grad(const float* dy, float* db, size_t n, size_t c, size_t hw) override {
+    DETAUDIT_RETURN_IF_ERROR(ready());
+    if (n == 0 || c == 0 || hw == 0) {
+      for (size_t j = 0; j < c; ++j) db[j] = 0.0f;
+      return Status::ok();
+    }
+    if (hw == 1 && n <= size_t(INT32_MAX) && c <= size_t(INT32_MAX)) {
+      float* ones = ones_.get(n);
+      if (!ones) return Status::error("bias gradient: out of memory");
+      std::fill(ones, ones + n, 1.0f);
+      return gemm(Trans::kN, Trans::kN, 1, int(c), int(n), 1.0f, ones, int(n), dy, int(c), 0.0f, db, int(c));
+    }
+    const ChannelSeq q{dy, c, hw};
+    const size_t total = n * hw;
+    const int threads = opts_.threads;
+    if (opts_.order == ReduceOrder::kSequential) {
+      // determinism: one running sum per channel in term order; channels spread over threads.
+      parallel_rows(c, [&](size_t j0, size_t j1) {
+        for (size_t j = j0; j < j1; ++j) {
+          float s = 0.0f;
+          for (size_t i = 0; i < n; ++i) {
+            const float* p = dy + (i * c + j) * hw;
+            for (size_t l = 0; l < hw; ++l) s = s + p[l];
+          }
+          db[j] = s;
+        }
+      });
+      return Status::ok();
+    }
+    size_t parts = 1;
+    switch (opts_.order) {
+      case ReduceOrder::kPairwise: parts = (total + kPairwiseLeaf - 1) / kPairwiseLeaf; break;
+      case ReduceOrder::kBlocked: parts = size_t(threads); break;
+      default: parts = atomic_chunks(total, threads); break;
+    }
+    auto bound = [&](size_t p) { return opts_.order == ReduceOrder::kPairwise ? std::min(total, p * kPairwiseLeaf)
+                                                                              : total * p / parts; };
+    const size_t items = c * parts;
+    if (opts_.order == ReduceOrder::kAtomic && opts_.forced_atomic_order_seed == 0 && threads > 1) {
+      // determinism: NOT deterministic — every (channel, chunk) partial is added into its channel's
+      // sum when it completes, a real race like GPU atomics.
+      for (size_t j = 0; j < c; ++j) db[j] = 0.0f;
+      std::atomic<size_t> next{0};
+      pool_.run([&](int) {
+        for (size_t it; (it = next.fetch_add(1, std::memory_order_relaxed)) < items;) {
+          const size_t j = it / parts, p = it % parts;
+          float v = channel_leaf(*kern_, q, j, bound(p), bound(p + 1));
+          std::atomic_ref<float>(db[j]).fetch_add(v, std::memory_order_relaxed);
+        }
+      });
+      return Status::ok();
+    }
+    // determinism: partials are fixed by (channel, part) whichever thread computes them; they combine
+    // below in a fixed order.
+    std::vector<float>& part = partials_;
+    part.resize(items);
+    std::atomic<size_t> next{0};
+    pool_.run([&](int) {
+      for (size_t it; (it = next.fetch_add(1, std::memory_order_relaxed)) < items;) {
+        const size_t j = it / parts, p = it % parts;
+        part[it] = channel_leaf(*kern_, q, j, bound(p), bound(p + 1));
+      }
+    });
+    std::vector<uint32_t> perm;
+    if (opts_.order == ReduceOrder::kAtomic && opts_.forced_atomic_order_seed != 0)
+      perm = native::forced_order(opts_.forced_atomic_order_seed, parts);
+    std::vector<float> tree;
+    for (size_t j = 0; j < c; ++j) {
+      const float* pj = part.data() + j * parts;
+      if (opts_.order == ReduceOrder::kPairwise) {
+        tree.assign(pj, pj + parts);
+        db[j] = pairwise_tree(tree);
+      } else if (!perm.empty()) {
+        float s = 0.0f;  // the test hook: chunks in a seeded permutation
+        for (uint32_t p : perm) s = s + pj[p];
+        db[j] = s;
+      } else {
+        float s = pj[0];
+        for (size_t p = 1; p < parts; ++p) s = s + pj[p];
+        db[j] = s;
+      }
+    }
+    return Status::ok();
+  }
+
+  // determinism: elementwise.
+  Status unary_bwd(UnaryOp op, const float* x, const float* y, const float* dy, float* dx, size_t n) override {
+    DETAUDIT_RETURN_IF_ERROR(ready());
+    if (op != UnaryOp::kRelu && op != UnaryOp::kSigmoid && op != UnaryOp::kTanh && op != UnaryOp::kHardSigmoid)
+      return Status::unsupported(std::string(to_string(op)) + " backward is not provided by this backend");
+    parallel_elements(n, [&](size_t b, size_t e) { train_ops::unary_bwd_f32(op, x, y, dy, dx, b, e); });
+    return Status::ok();
+  }
+
+  Status upsample2_fwd(const float* x, float* y, size_t planes, int h, int w) override {
+    DETAUDIT_RETURN_IF_ERROR(ready());
+    if (h < 1 || w < 1) return Status::invalid("upsample2: h and w must be positive");
+    parallel_chunks(planes, size_t(h) * w * 4, [&](size_t p0, size_t p1) { train_ops::upsample2_fwd(x, y, h, w, p0, p1); });
+    return Status::ok();
+  }
+  // determinism: each 2x2 block sums in the fixed order of Backend::upsample2_bwd.
+  Status upsample2_bwd(const float* dy, float* dx, size_t planes, int h, int w) override {
+    DETAUDIT_RETURN_IF_ERROR(ready());
+    if (h < 1 || w < 1) return Status::invalid("upsample2: h and w must be positive");
+    parallel_chunks(planes, size_t(h) * w * 4,
+                    [&](size_t p0, size_t p1) { train_ops::upsample2_bwd_f32(dy, dx, h, w, p0, p1); });
+    return Status::ok();
+  }
+  Status copy_2d(size_t rows, size_t cols, const float* src, size_t src_ld, float* dst, size_t dst_ld) override {
+    DETAUDIT_RETURN_IF_ERROR(ready());
+    parallel_chunks(rows, cols, [&](size_t r0, size_t r1) {
+      for (size_t i = r0; i < r1; ++i) std::memcpy(dst + i * dst_ld, src + i * src_ld, sizeof(float) * cols);
+    });
+    return Status::ok();
+  }
+  Status fill(float* y, float value, size_t n) override {
+    DETAUDIT_RETURN_IF_ERROR(ready());
+    parallel_elements(n, [&](size_t b, size_t e) { std::fill(y + b, y + e, value); });
+    return Status::ok();
+  }
+  Status scale(float* y, float alpha, size_t n) override {
+    DETAUDIT_RETURN_IF_ERROR(ready());
+    parallel_elements(n, [&](size_t b, size_t e) {
+      for (size_t i = b; i < e; ++i) y[i] = alpha * y[i];
+    });
+    return Status::ok();
+  }
+
+  // The terms (y - t, or |y - t|) are formed elementwise; their sum is ordered_reduce in the backend's
+  // order (kMse: sum of squares through the lane leaves, as reduce norm2 before its sqrt).
+  Status loss(LossOp op, const float* y, const float* t, size_t n, float* value, float* dy) override {
+    DETAUDIT_RETURN_IF_ERROR(ready());
+    if (n == 0) return Status::invalid(std::string(to_string(op)) + " loss: no elements");
+    float* d = terms_.get(n);
+    if (!d) return Status::error("loss: out of memory");
+    parallel_elements(n, [&](size_t b, size_t e) { train_ops::loss_terms_f32(op, y, t, n, d, dy, b, e); });
+    const ReduceOp rop = op == LossOp::kMse ? ReduceOp::kNorm2 : ReduceOp::kSum;
+    float s = ordered_reduce(*kern_, opts_.order, opts_.threads, opts_.forced_atomic_order_seed, &pool_, {rop, d, nullptr}, n);
+    *value = s / float(n);
+    return Status::ok();
+  }
+
+  // determinism: elementwise, the operation order of AdamParams / SgdParams, no FMA.
+  Status adam_step(const AdamParams& p, float* w, const float* g, float* m, float* v, size_t n) override {
+    DETAUDIT_RETURN_IF_ERROR(ready());
+    parallel_elements(n, [&](size_t b, size_t e) { train_ops::adam_f32(p, w, g, m, v, b, e); });
+    return Status::ok();
+  }
+  Status sgd_step(const SgdParams& p, float* w, const float* g, float* velocity, size_t n) override {
+    DETAUDIT_RETURN_IF_ERROR(ready());
+    parallel_elements(n, [&](size_t b, size_t e) { train_ops::sgd_f32(p, w, g, velocity, b, e); });
+    return Status::ok();
+  }
+
  private:
+  // y = conv(x, w) through im2col + gemm, images in groups (see conv2d_fwd).
+  Status conv_gemm_fwd(const ConvShape& s, const float* x, const float* w, float* y) {
+    const int crs = s.c * s.r * s.s, pq = s.p() * s.q();
+    const int group = int(std::clamp<size_t>(kConvColFloats / (size_t(crs) * pq), 1, size_t(s.n)));
+    if (size_t(group) * pq > size_t(INT32_MAX)) return Status::invalid("conv2d: too large");
+    float* col = col_.get(size_t(crs) * group * pq);
+    float* yg = group > 1 ? ybuf_.get(size_t(s.k) * group * pq) : nullptr;
+    if (!col || (group > 1 && !yg)) return Status::error("conv2d: out of memory for im2col");
+    for (int n0 = 0; n0 < s.n; n0 += group) {
+      const int g = std::min(group, s.n - n0), ld = g * pq;
+      // determinism: copies only; images split over threads.
+      parallel_rows(size_t(g), [&](size_t i0, size_t i1) {
+        for (size_t i = i0; i < i1; ++i) im2col(s, x + size_t(n0 + i) * s.c * s.h * s.w, col + i * pq, ld);
+      });
+      if (g == 1) {
+        DETAUDIT_RETURN_IF_ERROR(
+            gemm(Trans::kN, Trans::kN, s.k, pq, crs, 1.0f, w, crs, col, pq, 0.0f, y + size_t(n0) * s.k * pq, pq));
+        continue;
+      }
+      DETAUDIT_RETURN_IF_ERROR(gemm(Trans::kN, Trans::kN, s.k, ld, crs, 1.0f, w, crs, col, ld, 0.0f, yg, ld));
+      parallel_rows(size_t(g), [&](size_t i0, size_t i1) {
+        for (size_t i = i0; i < i1; ++i)
+          for (int k = 0; k < s.k; ++k)
+            std::memcpy(y + (size_t(n0 + i) * s.k + k) * pq, yg + size_t(k) * ld + i * pq, sizeof(float) * pq);
+      });
+    }
+    return Status::ok();
+  }
+
   Status ready() const {
     if (!kern_)
       return Status::unavailable(std::string("cpu: isa=") + to_string(opts_.isa) + " forced but this CPU lacks it");
@@ -539,6 +789,13 @@ class CpuNative final : public Backend {
       if (b < e) fn(b, e);
     });
   }
+  // Rows of `cost` elements each, split over threads when there is enough work.
+  template <class F>
+  void parallel_chunks(size_t rows, size_t cost, F&& fn) {
+    const int threads = pool_.size();
+    if (threads == 1 || rows < 2 || rows * cost < (size_t(1) << 14)) return fn(size_t(0), rows);
+    pool_.run([&](int t) { fn(rows * t / threads, rows * (t + 1) / threads); });
+  }
   template <class F>
   void parallel_rows(size_t rows, F&& fn) {
     const int threads = pool_.size();
@@ -551,7 +808,9 @@ class CpuNative final : public Backend {
   ThreadPool pool_;
   std::vector<native::ThreadScratch> scratch_;
   std::vector<native::AlignedBuffer> shared_;
-  native::AlignedBuffer col_, dyk_;
+  native::AlignedBuffer col_, dyk_, ybuf_, wt_;
+  native::AlignedBuffer ones_, terms_;  // bias_grad, loss
+  std::vector<float> partials_;        // bias_grad
 };
 
 }  // namespace

@@ -9,6 +9,8 @@
 #include <cstring>
 #include <string>
 
+#include <immintrin.h>
+
 namespace detaudit::native {
 
 float* AlignedBuffer::get(size_t n) {
@@ -338,7 +340,7 @@ Status gemm_blocked(GemmContext& ctx, const GemmArgs& g) {
 }
 
 // ---- atomic: K split into many more chunks than threads; work items are (tile, chunk); each item's
-// partial (from zero) is added into a shared M x N accumulator with atomic float adds, in whatever
+// partial (from zero) is added into a shared M x N accumulator (one lock per tile), in whatever
 // order the items complete; then the epilogue.
 // determinism: NOT deterministic with threads > 1 — the order of the adds into each element is a
 // real race, like split-K with atomics on a GPU. With forced_seed != 0 one thread adds the chunks
@@ -373,6 +375,9 @@ Status gemm_atomic(GemmContext& ctx, const GemmArgs& g) {
   } else {
     const size_t items = tiles.size() * size_t(chunks);  // tile-major: chunks of one tile run together
     std::atomic<size_t> next{0};
+    // One lock per tile: a finished partial is added into its tile of acc as soon as the lock is free.
+    std::vector<std::atomic_flag> busy(tiles.size());
+    for (auto& f : busy) f.clear();
     ctx.pool->run([&](int tid) {
       ThreadScratch& s = (*ctx.scratch)[tid];
       for (size_t idx; (idx = next.fetch_add(1, std::memory_order_relaxed)) < items;) {
@@ -385,12 +390,13 @@ Status gemm_atomic(GemmContext& ctx, const GemmArgs& g) {
         t.d = buf;
         t.ldd = cols;
         if (!compute_tile(g, kn, s, tl, chunk_k(c), chunk_k(c + 1), t)) return oom.store(true);
-        for (int i = 0; i < rows; ++i) {
-          float* d = acc + size_t(tl.i0 + i) * g.n + tl.j0;
-          const float* p = buf + size_t(i) * cols;
-          // determinism: the race — whichever item gets here first adds first.
-          for (int j = 0; j < cols; ++j) std::atomic_ref<float>(d[j]).fetch_add(p[j], std::memory_order_relaxed);
-        }
+        // determinism: the race — whichever item of a tile finishes first adds first, so each
+        // element's partials add in completion order, as with GPU atomics. (A lock per tile instead of
+        // an atomic per element: the same race, at the cost of plain vector adds.)
+        std::atomic_flag& lock = busy[idx / chunks];
+        while (lock.test_and_set(std::memory_order_acquire)) _mm_pause();
+        add_into(acc + size_t(tl.i0) * g.n + tl.j0, g.n, buf, cols, rows, cols);
+        lock.clear(std::memory_order_release);
       }
     });
     if (oom) return out_of_memory();

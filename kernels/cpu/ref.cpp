@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/cpu/pool.hpp"
+#include "kernels/cpu/train_ops.hpp"
 
 namespace detaudit {
 namespace {
@@ -236,6 +237,75 @@ class CpuRef final : public Backend {
   Status axpy(size_t n, float alpha, const float* x, float* y) override {
     for (size_t i = 0; i < n; ++i) y[i] = float(double(alpha) * double(x[i]) + double(y[i]));
     return Status::ok();
+  }
+
+  // ---- training ops: sums in index order in one double, rounded once ----------------------------
+  Status bias_add(float* y, const float* bias, size_t n, size_t c, size_t hw) override {
+    train_ops::bias_add_f32(y, bias, c, hw, 0, n * c);  // one add: float rounding is the oracle's too
+    return Status::ok();
+  }
+  Status bias_grad(const float* dy, float* db, size_t n, size_t c, size_t hw) override {
+    for (size_t j = 0; j < c; ++j) {
+      double acc = 0.0;
+      for (size_t i = 0; i < n; ++i)
+        for (size_t l = 0; l < hw; ++l) acc += double(dy[(i * c + j) * hw + l]);
+      db[j] = float(acc);
+    }
+    return Status::ok();
+  }
+  Status unary_bwd(UnaryOp op, const float* x, const float* y, const float* dy, float* dx, size_t n) override {
+    DETAUDIT_RETURN_IF_ERROR(check_unary_bwd(op));
+    train_ops::unary_bwd_f64(op, x, y, dy, dx, 0, n);
+    return Status::ok();
+  }
+  Status upsample2_fwd(const float* x, float* y, size_t planes, int h, int w) override {
+    if (h < 1 || w < 1) return Status::invalid("upsample2: h and w must be positive");
+    train_ops::upsample2_fwd(x, y, h, w, 0, planes);
+    return Status::ok();
+  }
+  Status upsample2_bwd(const float* dy, float* dx, size_t planes, int h, int w) override {
+    if (h < 1 || w < 1) return Status::invalid("upsample2: h and w must be positive");
+    train_ops::upsample2_bwd_f64(dy, dx, h, w, 0, planes);
+    return Status::ok();
+  }
+  Status copy_2d(size_t rows, size_t cols, const float* src, size_t src_ld, float* dst, size_t dst_ld) override {
+    for (size_t i = 0; i < rows; ++i)
+      for (size_t j = 0; j < cols; ++j) dst[i * dst_ld + j] = src[i * src_ld + j];
+    return Status::ok();
+  }
+  Status fill(float* y, float value, size_t n) override {
+    for (size_t i = 0; i < n; ++i) y[i] = value;
+    return Status::ok();
+  }
+  Status scale(float* y, float alpha, size_t n) override {
+    for (size_t i = 0; i < n; ++i) y[i] = float(double(alpha) * double(y[i]));
+    return Status::ok();
+  }
+  Status loss(LossOp op, const float* y, const float* t, size_t n, float* value, float* dy) override {
+    if (n == 0) return Status::invalid(std::string(to_string(op)) + " loss: no elements");
+    double acc = 0.0;
+    for (size_t i = 0; i < n; ++i) {
+      const double d = double(y[i]) - double(t[i]);
+      acc += op == LossOp::kMse ? d * d : std::fabs(d);
+      if (dy) dy[i] = float(op == LossOp::kMse ? 2.0 * d / double(n) : (d > 0 ? 1.0 : d < 0 ? -1.0 : 0.0) / double(n));
+    }
+    *value = float(acc / double(n));
+    return Status::ok();
+  }
+  Status adam_step(const AdamParams& p, float* w, const float* g, float* m, float* v, size_t n) override {
+    train_ops::adam_f64(p, w, g, m, v, 0, n);
+    return Status::ok();
+  }
+  Status sgd_step(const SgdParams& p, float* w, const float* g, float* velocity, size_t n) override {
+    train_ops::sgd_f64(p, w, g, velocity, 0, n);
+    return Status::ok();
+  }
+
+ private:
+  static Status check_unary_bwd(UnaryOp op) {
+    if (op == UnaryOp::kRelu || op == UnaryOp::kSigmoid || op == UnaryOp::kTanh || op == UnaryOp::kHardSigmoid)
+      return Status::ok();
+    return Status::unsupported(std::string(to_string(op)) + " backward is not provided by this backend");
   }
 };
 

@@ -1,0 +1,150 @@
+#include "kernels/cpu/train_ops.hpp"
+
+#include <cmath>
+
+namespace detaudit::train_ops {
+
+void bias_add_f32(float* y, const float* bias, size_t c, size_t hw, size_t p0, size_t p1) {
+  for (size_t p = p0; p < p1; ++p) {
+    const float b = bias[p % c];
+    float* row = y + p * hw;
+    for (size_t l = 0; l < hw; ++l) row[l] = row[l] + b;
+  }
+}
+
+void unary_bwd_f32(UnaryOp op, const float* x, const float* y, const float* dy, float* dx, size_t b, size_t e) {
+  switch (op) {
+    case UnaryOp::kRelu:
+      for (size_t i = b; i < e; ++i) dx[i] = x[i] > 0.0f ? dy[i] : 0.0f;
+      return;
+    case UnaryOp::kSigmoid:
+      for (size_t i = b; i < e; ++i) dx[i] = dy[i] * (y[i] * (1.0f - y[i]));
+      return;
+    case UnaryOp::kTanh:
+      for (size_t i = b; i < e; ++i) dx[i] = dy[i] * (1.0f - y[i] * y[i]);
+      return;
+    case UnaryOp::kHardSigmoid:
+      for (size_t i = b; i < e; ++i) dx[i] = (x[i] > -2.5f && x[i] < 2.5f) ? dy[i] * 0.2f : 0.0f;
+      return;
+    default:
+      return;  // the backends reject other ops before calling
+  }
+}
+
+void unary_bwd_f64(UnaryOp op, const float* x, const float* y, const float* dy, float* dx, size_t b, size_t e) {
+  for (size_t i = b; i < e; ++i) {
+    const double g = dy[i];
+    double r = 0.0;
+    switch (op) {
+      case UnaryOp::kRelu: r = x[i] > 0.0f ? g : 0.0; break;
+      case UnaryOp::kSigmoid: r = g * (double(y[i]) * (1.0 - double(y[i]))); break;
+      case UnaryOp::kTanh: r = g * (1.0 - double(y[i]) * double(y[i])); break;
+      case UnaryOp::kHardSigmoid: r = (x[i] > -2.5f && x[i] < 2.5f) ? g * 0.2 : 0.0; break;
+      default: break;
+    }
+    dx[i] = float(r);
+  }
+}
+
+void upsample2_fwd(const float* x, float* y, int h, int w, size_t p0, size_t p1) {
+  const size_t W2 = size_t(2) * w;
+  for (size_t p = p0; p < p1; ++p) {
+    const float* xp = x + p * h * w;
+    float* yp = y + p * 4 * h * w;
+    for (int i = 0; i < h; ++i) {
+      float* r0 = yp + size_t(2 * i) * W2;
+      for (int j = 0; j < w; ++j) r0[2 * j] = r0[2 * j + 1] = xp[size_t(i) * w + j];
+      float* r1 = r0 + W2;
+      for (size_t j = 0; j < W2; ++j) r1[j] = r0[j];
+    }
+  }
+}
+
+void upsample2_bwd_f32(const float* dy, float* dx, int h, int w, size_t p0, size_t p1) {
+  const size_t W2 = size_t(2) * w;
+  for (size_t p = p0; p < p1; ++p) {
+    const float* g = dy + p * 4 * h * w;
+    float* out = dx + p * h * w;
+    for (int i = 0; i < h; ++i) {
+      const float* r0 = g + size_t(2 * i) * W2;
+      const float* r1 = r0 + W2;
+      for (int j = 0; j < w; ++j)
+        out[size_t(i) * w + j] = (r0[2 * j] + r0[2 * j + 1]) + (r1[2 * j] + r1[2 * j + 1]);
+    }
+  }
+}
+
+void upsample2_bwd_f64(const float* dy, float* dx, int h, int w, size_t p0, size_t p1) {
+  const size_t W2 = size_t(2) * w;
+  for (size_t p = p0; p < p1; ++p) {
+    const float* g = dy + p * 4 * h * w;
+    float* out = dx + p * h * w;
+    for (int i = 0; i < h; ++i) {
+      const float* r0 = g + size_t(2 * i) * W2;
+      const float* r1 = r0 + W2;
+      for (int j = 0; j < w; ++j)
+        out[size_t(i) * w + j] =
+            float(((double(r0[2 * j]) + double(r0[2 * j + 1])) + double(r1[2 * j])) + double(r1[2 * j + 1]));
+    }
+  }
+}
+
+void adam_f32(const AdamParams& p, float* w, const float* g, float* m, float* v, size_t b, size_t e) {
+  const float omb1 = 1.0f - p.beta1, omb2 = 1.0f - p.beta2;
+  for (size_t i = b; i < e; ++i) {
+    const float gi = g[i];
+    const float mi = p.beta1 * m[i] + omb1 * gi;
+    const float vi = p.beta2 * v[i] + omb2 * (gi * gi);
+    m[i] = mi;
+    v[i] = vi;
+    const float step = (p.lr * (mi / p.bias_correction1)) / (std::sqrt(vi / p.bias_correction2) + p.eps);
+    w[i] = w[i] - step;
+  }
+}
+
+// The oracle: the same formula in double; m, v and w rounded to float when stored.
+void adam_f64(const AdamParams& p, float* w, const float* g, float* m, float* v, size_t b, size_t e) {
+  const double b1 = p.beta1, b2 = p.beta2;
+  for (size_t i = b; i < e; ++i) {
+    const double gi = g[i];
+    const double mi = b1 * double(m[i]) + (1.0 - b1) * gi;
+    const double vi = b2 * double(v[i]) + (1.0 - b2) * (gi * gi);
+    m[i] = float(mi);
+    v[i] = float(vi);
+    const double step =
+        (double(p.lr) * (mi / double(p.bias_correction1))) / (std::sqrt(vi / double(p.bias_correction2)) + double(p.eps));
+    w[i] = float(double(w[i]) - step);
+  }
+}
+
+void sgd_f32(const SgdParams& p, float* w, const float* g, float* vel, size_t b, size_t e) {
+  for (size_t i = b; i < e; ++i) {
+    const float vi = p.momentum * vel[i] + g[i];
+    vel[i] = vi;
+    w[i] = w[i] - p.lr * vi;
+  }
+}
+
+void sgd_f64(const SgdParams& p, float* w, const float* g, float* vel, size_t b, size_t e) {
+  for (size_t i = b; i < e; ++i) {
+    const double vi = double(p.momentum) * double(vel[i]) + double(g[i]);
+    vel[i] = float(vi);
+    w[i] = float(double(w[i]) - double(p.lr) * vi);
+  }
+}
+
+void loss_terms_f32(LossOp op, const float* y, const float* t, size_t n, float* d, float* dy, size_t b, size_t e) {
+  const float fn = float(n);
+  for (size_t i = b; i < e; ++i) {
+    const float diff = y[i] - t[i];
+    if (op == LossOp::kMse) {
+      d[i] = diff;
+      if (dy) dy[i] = (diff + diff) / fn;
+    } else {
+      d[i] = std::fabs(diff);
+      if (dy) dy[i] = (diff > 0.0f ? 1.0f : diff < 0.0f ? -1.0f : 0.0f) / fn;
+    }
+  }
+}
+
+}  // namespace detaudit::train_ops
