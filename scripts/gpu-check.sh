@@ -58,7 +58,7 @@ fi
 log "gpu tests"
 "$BIN/detaudit_gpu_tests" --gtest_color=no >"$OUT/gpu-tests.log" 2>&1
 rc_tests=$?
-log "gpu tests: exit $rc_tests; $(grep -E '^\[  (PASSED|FAILED|SKIPPED)' "$OUT/gpu-tests.log" | tr '\n' ' ')"
+log "gpu tests: exit $rc_tests; $(grep -E '^\[ +(PASSED|FAILED|SKIPPED) +\] [0-9]+ test' "$OUT/gpu-tests.log" | tr '\n' ' ')"
 grep -E '^\[  FAILED  \]' "$OUT/gpu-tests.log" | head -20 | tee -a "$OUT/summary.txt"
 
 log "quick suite"
