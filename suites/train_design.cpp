@@ -368,15 +368,15 @@ nlohmann::json analyze_training(const nlohmann::json& runs, const nlohmann::json
   for (const char* cond : {"a", "b", "c", "d"}) {
     std::vector<std::string> targets;
     for (auto& r : runs)
-      if (r.value("condition", "") == cond && std::find(targets.begin(), targets.end(), r["target"]) == targets.end())
-        targets.push_back(r["target"]);
+      if (r.value("condition", "") == cond && std::find(targets.begin(), targets.end(), r.value("target", "")) == targets.end())
+        targets.push_back(r.value("target", ""));
     for (auto& t : targets) {
       std::vector<double> v;
       std::set<std::string> wfp, cfp;
       int failed = 0;
       std::string init, det;
       for (auto& r : runs) {
-        if (r.value("condition", "") != cond || r["target"] != t) continue;
+        if (r.value("condition", "") != cond || r.value("target", "") != t) continue;
         init = r.value("init", "");
         det = r.value("nondeterminism", "");
         if (r.value("status", "") != "ok") {
@@ -408,8 +408,8 @@ nlohmann::json analyze_training(const nlohmann::json& runs, const nlohmann::json
   nlohmann::json guard = nlohmann::json::array();
   std::vector<std::string> targets;
   for (auto& r : runs)
-    if (r.value("condition", "") == "a" && std::find(targets.begin(), targets.end(), r["target"]) == targets.end())
-      targets.push_back(r["target"]);
+    if (r.value("condition", "") == "a" && std::find(targets.begin(), targets.end(), r.value("target", "")) == targets.end())
+      targets.push_back(r.value("target", ""));
   std::string libs = machine.value("libraries", nlohmann::json::object()).dump();
   for (size_t i = 0; i < targets.size(); ++i)
     for (size_t j = i + 1; j < targets.size(); ++j) {

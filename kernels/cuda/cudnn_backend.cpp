@@ -169,6 +169,7 @@ class Cudnn final : public GpuBackend {
   }
 
   Status maxpool_fwd(const PoolShape& s, const float* x, float* y) override {
+    describe_pooling(false);
     PoolDescs d;
     DETAUDIT_RETURN_IF_ERROR(d.init(s, pool_mode()));
     const float one = 1.f, zero = 0.f;
@@ -176,6 +177,7 @@ class Cudnn final : public GpuBackend {
     return Status::ok();
   }
   Status maxpool_bwd(const PoolShape& s, const float* x, const float* y, const float* dy, float* dx) override {
+    describe_pooling(true);
     PoolDescs d;
     DETAUDIT_RETURN_IF_ERROR(d.init(s, pool_mode()));
     const float one = 1.f, zero = 0.f;
@@ -184,6 +186,16 @@ class Cudnn final : public GpuBackend {
   }
 
  private:
+  // The details describe the last op: a pooling op replaces what a convolution recorded before it.
+  void describe_pooling(bool backward) {
+    bool det_mode = pool_mode() == CUDNN_POOLING_MAX_DETERMINISTIC;
+    set_detail("algo", "pool");
+    set_detail("algo_name", det_mode ? "CUDNN_POOLING_MAX_DETERMINISTIC" : "CUDNN_POOLING_MAX");
+    set_detail("algo_pinned", "yes");
+    set_detail("algos_found", "1");
+    set_detail("algos_supported", "1");
+    set_detail("claimed_deterministic", (!backward || det_mode) ? "yes" : "no");
+  }
   // determinism: CUDNN_POOLING_MAX's backward pass adds overlapping windows' gradients with atomics;
   // CUDNN_POOLING_MAX_DETERMINISTIC does not.
   cudnnPoolingMode_t pool_mode() const {
