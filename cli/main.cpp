@@ -14,7 +14,6 @@
 #include "probes/spec.hpp"
 #include "probes/verdict.hpp"
 #include "probes/worker.hpp"
-#include "report/probe_report.hpp"
 #include "report/results.hpp"
 #include "suites/probe_suite.hpp"
 #include "suites/train_design.hpp"
@@ -224,23 +223,10 @@ int main(int argc, char** argv) {
     std::string err;
     std::string path = report_dir + "/results.json";
     if (!load_results(path, &r, &err)) return fail(err);
-    Document d;
-    if (!r.observations.empty() || r.training.empty()) {
-      d = build_probe_document(r);
-      if (!r.training.empty()) add_train_sections(d, r);
-    } else {
-      d.title = "detaudit training report";
-      add_train_sections(d, r);
-      add_machine_section(d, r.machine);
-    }
-    if (format == "md" || format == "both") {
-      if (!write_file_atomic(report_dir + "/report.md", render_markdown(d), &err)) return fail(err);
-      fmt::print("{}/report.md\n", report_dir);
-    }
-    if (format == "html" || format == "both") {
-      if (!write_file_atomic(report_dir + "/report.html", render_html(d), &err)) return fail(err);
-      fmt::print("{}/report.html\n", report_dir);
-    }
+    bool md = format == "md" || format == "both", html = format == "html" || format == "both";
+    if (!write_reports(report_dir, r, &err, md, html)) return fail(err);
+    if (md) fmt::print("{}/report.md\n", report_dir);
+    if (html) fmt::print("{}/report.html\n", report_dir);
     return 0;
   }
   return 0;

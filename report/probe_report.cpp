@@ -268,10 +268,4 @@ Document build_probe_document(const Results& r) {
   return d;
 }
 
-bool write_reports(const std::string& dir, const Results& r, std::string* err) {
-  Document d = build_probe_document(r);
-  return write_file_atomic(dir + "/report.md", render_markdown(d), err) &&
-         write_file_atomic(dir + "/report.html", render_html(d), err);
-}
-
 }  // namespace detaudit

@@ -10,7 +10,5 @@ namespace detaudit {
 
 Document build_probe_document(const Results& r);
 void add_machine_section(Document& d, const nlohmann::json& machine);
-// Writes DIR/report.md and DIR/report.html (atomically). False with *err on failure.
-bool write_reports(const std::string& dir, const Results& r, std::string* err);
 
 }  // namespace detaudit

@@ -185,13 +185,23 @@ void add_train_sections(Document& d, const Results& r) {
       .table({"condition", "runs", "labels", "plateau escapes", "escape step median [IQR]"}, pr);
 }
 
-bool write_train_reports(const std::string& dir, const Results& r, std::string* err) {
+Document build_report(const Results& r) {
+  if (!r.observations.empty() || r.training.empty()) {
+    Document d = build_probe_document(r);  // ends with the machine
+    if (!r.training.empty()) add_train_sections(d, r);
+    return d;
+  }
   Document d;
   d.title = "detaudit training report";
   add_train_sections(d, r);
   add_machine_section(d, r.machine);
-  return write_file_atomic(dir + "/report.md", render_markdown(d), err) &&
-         write_file_atomic(dir + "/report.html", render_html(d), err);
+  return d;
+}
+
+bool write_reports(const std::string& dir, const Results& r, std::string* err, bool md, bool html) {
+  Document d = build_report(r);
+  return (!md || write_file_atomic(dir + "/report.md", render_markdown(d), err)) &&
+         (!html || write_file_atomic(dir + "/report.html", render_html(d), err));
 }
 
 }  // namespace detaudit

@@ -9,6 +9,11 @@
 namespace detaudit {
 
 void add_train_sections(Document& d, const Results& r);
-bool write_train_reports(const std::string& dir, const Results& r, std::string* err);
+
+// The report of any results document: probe sections when it holds observations, training sections
+// when it holds training runs, the machine last.
+Document build_report(const Results& r);
+// Writes DIR/report.md and/or DIR/report.html (atomically). False with *err on failure.
+bool write_reports(const std::string& dir, const Results& r, std::string* err, bool md = true, bool html = true);
 
 }  // namespace detaudit

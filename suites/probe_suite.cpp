@@ -15,7 +15,7 @@
 #include "probes/env.hpp"
 #include "probes/worker.hpp"
 #include "probes/workload.hpp"
-#include "report/probe_report.hpp"
+#include "report/train_report.hpp"
 
 namespace detaudit {
 

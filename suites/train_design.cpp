@@ -261,7 +261,7 @@ int run_train_design(const TrainDesign& d, const TrainRunOptions& opt, Results* 
   r.analysis = analyze_training(r.training, r.machine, d);
   r.finished_at = utc_now_iso8601();
   if (!save_results(path, r, err)) return 2;
-  if (!write_train_reports(opt.out_dir, r, err)) return 2;
+  if (!write_reports(opt.out_dir, r, err)) return 2;
   *results = std::move(r);
   return 0;
 }

@@ -2,56 +2,22 @@
 // and exit code 2 with one line for bad input.
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <regex>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
+
+#include "tests/cli_helpers.hpp"
 
 namespace fs = std::filesystem;
 
 namespace {
 
-struct CliRun {
-  int code;
-  std::string out, err;
-};
-
-CliRun run(const std::string& args) {
-  // ctest runs tests in parallel processes: each gets its own capture files.
-  static int calls = 0;
-  fs::path dir = fs::temp_directory_path() / ("detaudit-e2e-io-" + std::to_string(getpid()) + "-" + std::to_string(calls++));
-  fs::create_directories(dir);
-  std::string out = (dir / "out").string(), err = (dir / "err").string();
-  std::string cmd = std::string(DETAUDIT_EXE) + " " + args + " >" + out + " 2>" + err;
-  int st = std::system(cmd.c_str());
-  auto slurp = [](const std::string& p) {
-    std::ifstream f(p);
-    std::stringstream s;
-    s << f.rdbuf();
-    return s.str();
-  };
-  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, slurp(out), slurp(err)};
-}
-
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
-fs::path fresh_dir(const std::string& name) {
-  fs::path d = fs::temp_directory_path() / ("detaudit-e2e-" + name + "-" + std::to_string(getpid()));
-  fs::remove_all(d);
-  return d;
-}
+using detaudit::cli_test::CliRun;
+using detaudit::cli_test::fresh_dir;
+using detaudit::cli_test::slurp;
+CliRun run(const std::string& args) { return detaudit::cli_test::run_cli(args); }
 
 const char* kTargets = "'cpu-ref,cpu?order=blocked&threads=2,testing?fault=ill,cuda:0?order=tree'";
 const char* kWorkloads = "'reduce?op=sum&n=100000,matmul?m=33&n=17&k=65,batchinv?m=16&n=16&k=40&rows=4'";
