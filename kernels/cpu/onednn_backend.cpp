@@ -16,6 +16,8 @@
 
 #include "kernels/cpu/vendor.hpp"
 
+#include "kernels/checks.hpp"
+
 #ifdef DETAUDIT_HAVE_ONEDNN
 #include <dlfcn.h>
 
@@ -56,22 +58,6 @@ Status from_dnnl(const dnnl::error& e, const char* op) {
   return Status::error(m);
 }
 
-Status check_gemm_args(Trans ta, Trans tb, int m, int n, int k, int lda, int ldb, int ldc) {
-  if (m < 0 || n < 0 || k < 0) return Status::invalid("gemm: negative dimension");
-  int a_cols = ta == Trans::kN ? k : m;
-  int b_cols = tb == Trans::kN ? n : k;
-  if (lda < (a_cols > 1 ? a_cols : 1)) return Status::invalid("gemm: lda smaller than op(A)'s row");
-  if (ldb < (b_cols > 1 ? b_cols : 1)) return Status::invalid("gemm: ldb smaller than op(B)'s row");
-  if (ldc < (n > 1 ? n : 1)) return Status::invalid("gemm: ldc smaller than n");
-  return Status::ok();
-}
-
-Status check_conv(const ConvShape& s) {
-  if (s.n < 0 || s.c <= 0 || s.h <= 0 || s.w <= 0 || s.k <= 0 || s.r <= 0 || s.s <= 0 ||
-      s.stride <= 0 || s.pad < 0 || s.p() <= 0 || s.q() <= 0)
-    return Status::invalid("conv2d: bad shape");
-  return Status::ok();
-}
 
 int64_t float_bits(float f) {
   uint32_t u;
@@ -142,7 +128,7 @@ class OnednnBackend final : public Backend {
   // ---- gemm: dnnl::matmul; transposes are strides, alpha an output scale, beta a sum post-op ---
   Status gemm(Trans ta, Trans tb, int m, int n, int k, float alpha, const float* a, int lda,
               const float* b, int ldb, float beta, float* c, int ldc) override {
-    DETAUDIT_RETURN_IF_ERROR(check_gemm_args(ta, tb, m, n, k, lda, ldb, ldc));
+    DETAUDIT_RETURN_IF_ERROR(validate_gemm(ta, tb, m, n, k, lda, ldb, ldc));
     if (m == 0 || n == 0) return Status::ok();
     if (k == 0) {  // C = beta * C; oneDNN has no empty reduction dimension
       for (int i = 0; i < m; ++i)
@@ -186,7 +172,7 @@ class OnednnBackend final : public Backend {
 
   // ---- conv2d: convolution_direct, f32 --------------------------------------------------------
   Status conv2d_fwd(const ConvShape& s, const float* x, const float* w, float* y) override {
-    DETAUDIT_RETURN_IF_ERROR(check_conv(s));
+    DETAUDIT_RETURN_IF_ERROR(validate_conv(s));
     if (s.n == 0) return Status::ok();
     try {
       std::vector<int64_t> key = conv_key(kKeyConvFwd, s);
@@ -210,7 +196,7 @@ class OnednnBackend final : public Backend {
   }
 
   Status conv2d_bwd_data(const ConvShape& s, const float* dy, const float* w, float* dx) override {
-    DETAUDIT_RETURN_IF_ERROR(check_conv(s));
+    DETAUDIT_RETURN_IF_ERROR(validate_conv(s));
     if (s.n == 0) return Status::ok();
     try {
       std::vector<int64_t> key = conv_key(kKeyConvBwdData, s);
@@ -243,7 +229,7 @@ class OnednnBackend final : public Backend {
   // filter, while forward and backward-data keep their bits).
   Status conv2d_bwd_filter(const ConvShape& s, const float* x, const float* dy,
                            float* dw) override {
-    DETAUDIT_RETURN_IF_ERROR(check_conv(s));
+    DETAUDIT_RETURN_IF_ERROR(validate_conv(s));
     if (s.n == 0) {
       std::memset(dw, 0, sizeof(float) * s.w_size());
       return Status::ok();

@@ -16,6 +16,8 @@
 
 #include "kernels/cpu/vendor.hpp"
 
+#include "kernels/checks.hpp"
+
 #ifdef DETAUDIT_HAVE_OPENBLAS
 #include <cblas.h>
 #endif
@@ -27,25 +29,6 @@ namespace {
 
 bool fits_int(size_t n) { return n <= size_t(INT_MAX); }
 
-Status check_gemm_args(Trans ta, Trans tb, int m, int n, int k, int lda, int ldb, int ldc) {
-  if (m < 0 || n < 0 || k < 0) return Status::invalid("gemm: negative dimension");
-  int a_cols = ta == Trans::kN ? k : m;
-  int b_cols = tb == Trans::kN ? n : k;
-  if (lda < (a_cols > 1 ? a_cols : 1)) return Status::invalid("gemm: lda smaller than op(A)'s row");
-  if (ldb < (b_cols > 1 ? b_cols : 1)) return Status::invalid("gemm: ldb smaller than op(B)'s row");
-  if (ldc < (n > 1 ? n : 1)) return Status::invalid("gemm: ldc smaller than n");
-  return Status::ok();
-}
-
-Status check_conv(const ConvShape& s) {
-  if (s.n < 0 || s.c <= 0 || s.h <= 0 || s.w <= 0 || s.k <= 0 || s.r <= 0 || s.s <= 0 ||
-      s.stride <= 0 || s.pad < 0 || s.p() <= 0 || s.q() <= 0)
-    return Status::invalid("conv2d: bad shape");
-  size_t crs = size_t(s.c) * s.r * s.s, pq = size_t(s.p()) * s.q();
-  if (!fits_int(crs) || !fits_int(pq) || !fits_int(crs * pq) || !fits_int(size_t(s.k) * pq))
-    return Status::invalid("conv2d: shape exceeds the BLAS int range");
-  return Status::ok();
-}
 
 CBLAS_TRANSPOSE cblas_trans(Trans t) { return t == Trans::kN ? CblasNoTrans : CblasTrans; }
 
@@ -114,7 +97,7 @@ class OpenblasBackend final : public Backend {
 
   Status gemm(Trans ta, Trans tb, int m, int n, int k, float alpha, const float* a, int lda,
               const float* b, int ldb, float beta, float* c, int ldc) override {
-    DETAUDIT_RETURN_IF_ERROR(check_gemm_args(ta, tb, m, n, k, lda, ldb, ldc));
+    DETAUDIT_RETURN_IF_ERROR(validate_gemm(ta, tb, m, n, k, lda, ldb, ldc));
     pin_threads();
     // determinism: OpenBLAS splits a gemm over threads by blocks of C (M and N), not over K, but
     // its blocking and kernel choice follow the thread count and the core type; the bits are
@@ -126,7 +109,7 @@ class OpenblasBackend final : public Backend {
 
   Status gemm_f64(Trans ta, Trans tb, int m, int n, int k, double alpha, const double* a, int lda,
                   const double* b, int ldb, double beta, double* c, int ldc) override {
-    DETAUDIT_RETURN_IF_ERROR(check_gemm_args(ta, tb, m, n, k, lda, ldb, ldc));
+    DETAUDIT_RETURN_IF_ERROR(validate_gemm(ta, tb, m, n, k, lda, ldb, ldc));
     pin_threads();
     cblas_dgemm(CblasRowMajor, cblas_trans(ta), cblas_trans(tb), m, n, k, alpha, a, lda, b, ldb,
                 beta, c, ldc);
@@ -135,7 +118,7 @@ class OpenblasBackend final : public Backend {
 
   // Per image: y_n[K x PQ] = W[K x CRS] * col_n[CRS x PQ].
   Status conv2d_fwd(const ConvShape& sh, const float* x, const float* w, float* y) override {
-    DETAUDIT_RETURN_IF_ERROR(check_conv(sh));
+    DETAUDIT_RETURN_IF_ERROR(validate_conv(sh));
     pin_threads();
     const int crs = sh.c * sh.r * sh.s, pq = sh.p() * sh.q();
     float* col = scratch(size_t(crs) * pq);
@@ -149,7 +132,7 @@ class OpenblasBackend final : public Backend {
 
   // Per image: col[CRS x PQ] = W^T[CRS x K] * dy_n[K x PQ], then col2im into dx_n.
   Status conv2d_bwd_data(const ConvShape& sh, const float* dy, const float* w, float* dx) override {
-    DETAUDIT_RETURN_IF_ERROR(check_conv(sh));
+    DETAUDIT_RETURN_IF_ERROR(validate_conv(sh));
     pin_threads();
     const int crs = sh.c * sh.r * sh.s, pq = sh.p() * sh.q();
     const size_t img = size_t(sh.c) * sh.h * sh.w;
@@ -170,7 +153,7 @@ class OpenblasBackend final : public Backend {
   // the inner sgemm's (core, threads)-dependent blocking varies between targets.
   Status conv2d_bwd_filter(const ConvShape& sh, const float* x, const float* dy,
                            float* dw) override {
-    DETAUDIT_RETURN_IF_ERROR(check_conv(sh));
+    DETAUDIT_RETURN_IF_ERROR(validate_conv(sh));
     pin_threads();
     const int crs = sh.c * sh.r * sh.s, pq = sh.p() * sh.q();
     if (sh.n == 0) {

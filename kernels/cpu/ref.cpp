@@ -4,6 +4,8 @@
 // fuse (-ffp-contract=off, no -ffast-math), so the bits are the same on every x86-64 machine.
 #include "kernels/cpu/ref.hpp"
 
+#include "kernels/checks.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -14,27 +16,6 @@
 
 namespace detaudit {
 namespace {
-
-Status check_gemm(Trans ta, Trans tb, int m, int n, int k, int lda, int ldb, int ldc) {
-  if (m < 0 || n < 0 || k < 0) return Status::invalid("gemm: negative size");
-  if (lda < std::max(1, ta == Trans::kN ? k : m)) return Status::invalid("gemm: lda too small");
-  if (ldb < std::max(1, tb == Trans::kN ? n : k)) return Status::invalid("gemm: ldb too small");
-  if (ldc < std::max(1, n)) return Status::invalid("gemm: ldc too small");
-  return Status::ok();
-}
-
-Status check_conv(const ConvShape& s) {
-  if (s.n < 1 || s.c < 1 || s.h < 1 || s.w < 1 || s.k < 1 || s.r < 1 || s.s < 1 || s.stride < 1 || s.pad < 0)
-    return Status::invalid("conv2d: sizes must be positive (pad >= 0)");
-  if (s.h + 2 * s.pad < s.r || s.w + 2 * s.pad < s.s) return Status::invalid("conv2d: filter larger than padded input");
-  return Status::ok();
-}
-
-Status check_pool(const PoolShape& s) {
-  if (s.n < 1 || s.c < 1 || s.window < 1 || s.stride < 1 || s.h < s.window || s.w < s.window)
-    return Status::invalid("maxpool: sizes must be positive and the window must fit the input");
-  return Status::ok();
-}
 
 // op(A)[i][kk] and op(B)[kk][j] for row-major storage.
 template <class T>
@@ -56,7 +37,7 @@ class CpuRef final : public Backend {
   // c = alpha*sum + beta*c in double, rounded once; with beta == 0, c is not read (BLAS rule).
   Status gemm(Trans ta, Trans tb, int m, int n, int k, float alpha, const float* a, int lda, const float* b, int ldb,
               float beta, float* c, int ldc) override {
-    DETAUDIT_RETURN_IF_ERROR(check_gemm(ta, tb, m, n, k, lda, ldb, ldc));
+    DETAUDIT_RETURN_IF_ERROR(validate_gemm(ta, tb, m, n, k, lda, ldb, ldc));
     for (int i = 0; i < m; ++i)
       for (int j = 0; j < n; ++j) {
         double acc = 0.0;
@@ -72,7 +53,7 @@ class CpuRef final : public Backend {
   // f64: accumulated in long double (x87 80-bit, 64-bit mantissa on x86-64), rounded to double once.
   Status gemm_f64(Trans ta, Trans tb, int m, int n, int k, double alpha, const double* a, int lda, const double* b,
                   int ldb, double beta, double* c, int ldc) override {
-    DETAUDIT_RETURN_IF_ERROR(check_gemm(ta, tb, m, n, k, lda, ldb, ldc));
+    DETAUDIT_RETURN_IF_ERROR(validate_gemm(ta, tb, m, n, k, lda, ldb, ldc));
     for (int i = 0; i < m; ++i)
       for (int j = 0; j < n; ++j) {
         long double acc = 0.0L;
@@ -88,7 +69,7 @@ class CpuRef final : public Backend {
 
   // y[n][k][p][q] = sum over c, r, s of x[n][c][p*stride - pad + r][q*stride - pad + s] * w[k][c][r][s].
   Status conv2d_fwd(const ConvShape& s, const float* x, const float* w, float* y) override {
-    DETAUDIT_RETURN_IF_ERROR(check_conv(s));
+    DETAUDIT_RETURN_IF_ERROR(validate_conv(s));
     const int P = s.p(), Q = s.q();
     for (int n = 0; n < s.n; ++n)
       for (int k = 0; k < s.k; ++k)
@@ -111,7 +92,7 @@ class CpuRef final : public Backend {
   // dx[n][c][h][w] = sum over k, r, s of w[k][c][r][s] * dy[n][k][p][q] where h = p*stride - pad + r
   // and w = q*stride - pad + s.
   Status conv2d_bwd_data(const ConvShape& s, const float* dy, const float* w, float* dx) override {
-    DETAUDIT_RETURN_IF_ERROR(check_conv(s));
+    DETAUDIT_RETURN_IF_ERROR(validate_conv(s));
     const int P = s.p(), Q = s.q();
     for (int n = 0; n < s.n; ++n)
       for (int c = 0; c < s.c; ++c)
@@ -135,7 +116,7 @@ class CpuRef final : public Backend {
 
   // dw[k][c][r][s] = sum over n, p, q of x[n][c][p*stride - pad + r][q*stride - pad + s] * dy[n][k][p][q].
   Status conv2d_bwd_filter(const ConvShape& s, const float* x, const float* dy, float* dw) override {
-    DETAUDIT_RETURN_IF_ERROR(check_conv(s));
+    DETAUDIT_RETURN_IF_ERROR(validate_conv(s));
     const int P = s.p(), Q = s.q();
     for (int k = 0; k < s.k; ++k)
       for (int c = 0; c < s.c; ++c)
@@ -156,13 +137,13 @@ class CpuRef final : public Backend {
   }
 
   Status maxpool_fwd(const PoolShape& s, const float* x, float* y) override {
-    DETAUDIT_RETURN_IF_ERROR(check_pool(s));
+    DETAUDIT_RETURN_IF_ERROR(validate_pool(s));
     maxpool_fwd_host(s, x, y);
     return Status::ok();
   }
   // Overlapping windows' gradients add up in double, rounded once.
   Status maxpool_bwd(const PoolShape& s, const float* x, const float* y, const float* dy, float* dx) override {
-    DETAUDIT_RETURN_IF_ERROR(check_pool(s));
+    DETAUDIT_RETURN_IF_ERROR(validate_pool(s));
     maxpool_bwd_host(s, x, dy, dx, /*double_accumulate=*/true);
     return Status::ok();
   }
