@@ -276,40 +276,6 @@ float channel_leaf(const IsaKernels& kn, const ChannelSeq& q, size_t j, size_t b
 
 // ---- conv2d helpers -------------------------------------------------------------------------------
 
-// col[(c*R + r)*S + s][p*Q + q] (row stride ldcol) = x[c][p*stride - pad + r][q*stride - pad + s], 0 outside.
-// The in-range q of each (s) are computed once: zeros at the edges, a copy (memcpy at stride 1) inside.
-void im2col(const ConvShape& sh, const float* x, float* col, size_t ldcol) {
-  const int P = sh.p(), Q = sh.q();
-  for (int c = 0; c < sh.c; ++c)
-    for (int r = 0; r < sh.r; ++r)
-      for (int s = 0; s < sh.s; ++s) {
-        float* dst = col + size_t((c * sh.r + r) * sh.s + s) * ldcol;
-        const float* xc = x + size_t(c) * sh.h * sh.w;
-        // q_lo = first q with q*stride - pad + s >= 0; q_hi = one past the last with ... < w.
-        const int off = s - sh.pad;
-        int q_lo = off >= 0 ? 0 : (-off + sh.stride - 1) / sh.stride;
-        int q_hi = sh.w - 1 - off < 0 ? 0 : (sh.w - 1 - off) / sh.stride + 1;
-        q_lo = std::min(q_lo, Q);
-        q_hi = std::clamp(q_hi, q_lo, Q);
-        for (int p = 0; p < P; ++p) {
-          const int h = p * sh.stride - sh.pad + r;
-          float* d = dst + size_t(p) * Q;
-          if (h < 0 || h >= sh.h) {
-            std::memset(d, 0, sizeof(float) * Q);
-            continue;
-          }
-          for (int q = 0; q < q_lo; ++q) d[q] = 0.0f;
-          const float* xr = xc + size_t(h) * sh.w;
-          if (sh.stride == 1) {
-            if (q_hi > q_lo) std::memcpy(d + q_lo, xr + (q_lo + off), sizeof(float) * (q_hi - q_lo));
-          } else {
-            for (int q = q_lo; q < q_hi; ++q) d[q] = xr[q * sh.stride + off];
-          }
-          for (int q = q_hi; q < Q; ++q) d[q] = 0.0f;
-        }
-      }
-}
-
 // dx[c][h][w] = sum over (r, s) in index order of dcol[(c, r, s)][p, q] where the window hits (h, w).
 // determinism: a fixed order over the R*S overlaps, whatever the reduction order setting.
 void col2im(const ConvShape& sh, const float* dcol, float* dx) {
@@ -349,8 +315,6 @@ Status check_pool(const PoolShape& s) {
 // bwd_filter: the K dimension of its gemm is N*P*Q; above this many floats of im2col the images go in
 // groups whose partials add in group order.
 constexpr size_t kMaxColFloats = size_t(1) << 28;  // 1 GiB
-// conv2d forward (and backward-data through it): images per gemm keep im2col under this many floats.
-constexpr size_t kConvColFloats = size_t(1) << 18;  // 8 MiB
 
 class CpuNative final : public Backend {
  public:
@@ -381,14 +345,14 @@ class CpuNative final : public Backend {
   Status gemm(Trans ta, Trans tb, int m, int n, int k, float alpha, const float* a, int lda, const float* b, int ldb,
               float beta, float* c, int ldc) override {
     DETAUDIT_RETURN_IF_ERROR(ready());
-    native::GemmContext ctx{kern_, &pool_, opts_.order, opts_.forced_atomic_order_seed, &scratch_, &shared_};
+    native::GemmContext ctx = gemm_context();
     return native::gemm(ctx, {ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc});
   }
 
   // y_n[K x PQ] = W[K x CRS] * col_n[CRS x PQ]: the order applies to the C*R*S reduction.
-  // Images go through one gemm in groups (their im2col side by side, at most kConvColFloats):
-  // determinism: grouping only widens the gemm's N; every output element is the same reduction
-  // over C*R*S whatever the group, so the bits do not depend on it.
+  // All images go through one problem (native::conv_fwd) whose output tiles lie inside one image;
+  // determinism: every output element is the same reduction over C*R*S whichever tile or thread
+  // computes it.
   Status conv2d_fwd(const ConvShape& s, const float* x, const float* w, float* y) override {
     DETAUDIT_RETURN_IF_ERROR(ready());
     DETAUDIT_RETURN_IF_ERROR(check_conv(s));
@@ -428,7 +392,8 @@ class CpuNative final : public Backend {
   }
 
   // dw[K x CRS] = dy'[K x NPQ] * col'^T with col'[CRS x NPQ] the im2col of all images side by side:
-  // one gemm whose reduction runs over N*P*Q, so the order applies to all of it.
+  // one gemm whose reduction runs over N*P*Q, so the order applies to all of it. (native::conv_bwd_filter
+  // reads dy in place and builds im2col pieces per thread.)
   Status conv2d_bwd_filter(const ConvShape& s, const float* x, const float* dy, float* dw) override {
     DETAUDIT_RETURN_IF_ERROR(ready());
     DETAUDIT_RETURN_IF_ERROR(check_conv(s));
@@ -437,40 +402,40 @@ class CpuNative final : public Backend {
     // is one gemm (the order applies inside it) and group results add into dw in group order.
     const int group = int(std::clamp<size_t>(kMaxColFloats / (size_t(crs) * pq), 1, size_t(s.n)));
     if (size_t(group) * pq > size_t(INT32_MAX)) return Status::invalid("conv2d: too large");
-    float* col = col_.get(size_t(crs) * group * pq);
-    float* dyk = dyk_.get(size_t(s.k) * group * pq);
-    if (!col || !dyk) return Status::error("conv2d: out of memory for im2col");
     for (int n0 = 0; n0 < s.n; n0 += group) {
-      const int g = std::min(group, s.n - n0), ld = g * pq;
-      // determinism: copies only; images split over threads.
-      parallel_rows(size_t(g), [&](size_t i0, size_t i1) {
-        for (size_t i = i0; i < i1; ++i) {
-          im2col(s, x + size_t(n0 + i) * s.c * s.h * s.w, col + i * pq, ld);
-          for (int k = 0; k < s.k; ++k)
-            std::memcpy(dyk + size_t(k) * ld + i * pq, dy + (size_t(n0 + i) * s.k + k) * pq, sizeof(float) * pq);
-        }
-      });
-      DETAUDIT_RETURN_IF_ERROR(
-          gemm(Trans::kN, Trans::kT, s.k, crs, ld, 1.0f, dyk, ld, col, ld, n0 == 0 ? 0.0f : 1.0f, dw, crs));
+      ConvShape sg = s;
+      sg.n = std::min(group, s.n - n0);
+      native::GemmContext ctx = gemm_context();
+      DETAUDIT_RETURN_IF_ERROR(native::conv_bwd_filter(ctx, sg, x + size_t(n0) * s.c * s.h * s.w,
+                                                       dy + size_t(n0) * s.k * pq, n0 == 0 ? 0.0f : 1.0f, dw));
     }
     return Status::ok();
   }
 
-  // Max pooling has no reduction order to choose: the shared host code (kernels/cpu/pool.hpp), one
-  // thread; overlapping windows' gradients add in float in a fixed window order.
+  // Max pooling has no reduction order to choose: the shared host code (kernels/cpu/pool.hpp), images
+  // split over threads; overlapping windows' gradients add in float in a fixed window order.
   Status maxpool_fwd(const PoolShape& s, const float* x, float* y) override {
     DETAUDIT_RETURN_IF_ERROR(ready());
     DETAUDIT_RETURN_IF_ERROR(check_pool(s));
-    maxpool_fwd_host(s, x, y);
+    parallel_chunks(size_t(s.n), size_t(s.c) * s.h * s.w, [&](size_t i0, size_t i1) {
+      PoolShape part = s;
+      part.n = int(i1 - i0);
+      if (part.n > 0) maxpool_fwd_host(part, x + i0 * s.c * s.h * s.w, y + i0 * s.c * s.p() * s.q());
+    });
     return Status::ok();
   }
   Status maxpool_bwd(const PoolShape& s, const float* x, const float* y, const float* dy, float* dx) override {
     DETAUDIT_RETURN_IF_ERROR(ready());
     DETAUDIT_RETURN_IF_ERROR(check_pool(s));
-    maxpool_bwd_host(s, x, dy, dx, /*double_accumulate=*/false);
+    parallel_chunks(size_t(s.n), size_t(s.c) * s.h * s.w, [&](size_t i0, size_t i1) {
+      PoolShape part = s;
+      part.n = int(i1 - i0);
+      if (part.n > 0)
+        maxpool_bwd_host(part, x + i0 * s.c * s.h * s.w, dy + i0 * s.c * s.p() * s.q(), dx + i0 * s.c * s.h * s.w,
+                         /*double_accumulate=*/false);
+    });
     return Status::ok();
   }
-
   Status reduce(ReduceOp op, const float* x, const float* y, size_t n, float* out) override {
     DETAUDIT_RETURN_IF_ERROR(ready());
     if (op == ReduceOp::kDot && !y && n > 0) return Status::invalid("reduce dot: y is null");
@@ -743,33 +708,15 @@ class CpuNative final : public Backend {
   }
 
  private:
-  // y = conv(x, w) through im2col + gemm, images in groups (see conv2d_fwd).
+  native::GemmContext gemm_context() {
+    return {kern_, &pool_, opts_.order, opts_.forced_atomic_order_seed, &scratch_, &shared_, &staging_};
+  }
+
+  // y = conv(x, w) through im2col + gemm (see conv2d_fwd).
   Status conv_gemm_fwd(const ConvShape& s, const float* x, const float* w, float* y) {
-    const int crs = s.c * s.r * s.s, pq = s.p() * s.q();
-    const int group = int(std::clamp<size_t>(kConvColFloats / (size_t(crs) * pq), 1, size_t(s.n)));
-    if (size_t(group) * pq > size_t(INT32_MAX)) return Status::invalid("conv2d: too large");
-    float* col = col_.get(size_t(crs) * group * pq);
-    float* yg = group > 1 ? ybuf_.get(size_t(s.k) * group * pq) : nullptr;
-    if (!col || (group > 1 && !yg)) return Status::error("conv2d: out of memory for im2col");
-    for (int n0 = 0; n0 < s.n; n0 += group) {
-      const int g = std::min(group, s.n - n0), ld = g * pq;
-      // determinism: copies only; images split over threads.
-      parallel_rows(size_t(g), [&](size_t i0, size_t i1) {
-        for (size_t i = i0; i < i1; ++i) im2col(s, x + size_t(n0 + i) * s.c * s.h * s.w, col + i * pq, ld);
-      });
-      if (g == 1) {
-        DETAUDIT_RETURN_IF_ERROR(
-            gemm(Trans::kN, Trans::kN, s.k, pq, crs, 1.0f, w, crs, col, pq, 0.0f, y + size_t(n0) * s.k * pq, pq));
-        continue;
-      }
-      DETAUDIT_RETURN_IF_ERROR(gemm(Trans::kN, Trans::kN, s.k, ld, crs, 1.0f, w, crs, col, ld, 0.0f, yg, ld));
-      parallel_rows(size_t(g), [&](size_t i0, size_t i1) {
-        for (size_t i = i0; i < i1; ++i)
-          for (int k = 0; k < s.k; ++k)
-            std::memcpy(y + (size_t(n0 + i) * s.k + k) * pq, yg + size_t(k) * ld + i * pq, sizeof(float) * pq);
-      });
-    }
-    return Status::ok();
+    if (size_t(s.n) * s.p() * s.q() > size_t(INT32_MAX)) return Status::invalid("conv2d: too large");
+    native::GemmContext ctx = gemm_context();
+    return native::conv_fwd(ctx, s, x, w, y);
   }
 
   Status ready() const {
@@ -808,7 +755,8 @@ class CpuNative final : public Backend {
   ThreadPool pool_;
   std::vector<native::ThreadScratch> scratch_;
   std::vector<native::AlignedBuffer> shared_;
-  native::AlignedBuffer col_, dyk_, ybuf_, wt_;
+  std::vector<native::AlignedBuffer> staging_ = std::vector<native::AlignedBuffer>(2);
+  native::AlignedBuffer col_, wt_;
   native::AlignedBuffer ones_, terms_;  // bias_grad, loss
   std::vector<float> partials_;        // bias_grad
 };

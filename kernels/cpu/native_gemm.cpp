@@ -1,6 +1,8 @@
 // gemm of the cpu backend. One code path for every order: pack a kc x nc block of op(B) and an
 // mc x kc block of op(A) into micro-panels, run the per-ISA micro-kernel on each mr x nr tile.
 // The orders differ only in which K range a tile's micro-kernels cover and how partials combine.
+// The same order drivers run plain gemm and the convolutions (a Problem says how to compute a tile
+// over a K range; for conv2d it builds the im2col piece it needs in the thread's scratch).
 #include "kernels/cpu/native_gemm.hpp"
 
 #include <algorithm>
@@ -68,8 +70,12 @@ std::vector<Tile> make_tiles(int m, int n, int min_tiles, const IsaKernels& kn) 
   return tiles;
 }
 
+// Packing only copies (and add_row adds elementwise), so vector width cannot change a bit: these are
+// built for several ISAs and the best one the CPU has runs (whatever isa= says).
+#define DETAUDIT_PACK_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+
 // Packs rows [i0, i0+mc) x K range [k0, k0+kc) of op(A) into mr-row micro-panels (zero padded).
-void pack_a(const GemmArgs& g, int i0, int mc, int k0, int kc, int mr, float* dst) {
+DETAUDIT_PACK_CLONES void pack_a(const GemmArgs& g, int i0, int mc, int k0, int kc, int mr, float* dst) {
   for (int ip = 0; ip < mc; ip += mr) {
     int rows = std::min(mr, mc - ip);
     if (g.ta == Trans::kN) {
@@ -91,10 +97,27 @@ void pack_a(const GemmArgs& g, int i0, int mc, int k0, int kc, int mr, float* ds
 }
 
 // Packs K range [k0, k0+kc) x columns [j0, j0+nc) of op(B) into nr-column micro-panels (zero padded).
-void pack_b(const GemmArgs& g, int j0, int nc, int k0, int kc, int nr, float* dst) {
+DETAUDIT_PACK_CLONES void pack_b(const GemmArgs& g, int j0, int nc, int k0, int kc, int nr, float* dst) {
   for (int jp = 0; jp < nc; jp += nr) {
     int cols = std::min(nr, nc - jp);
-    if (g.tb == Trans::kN) {
+    if (g.b_rows) {
+      for (int kk = 0; kk < kc; ++kk) {
+        const float* row = g.b + g.b_rows[k0 + kk];
+        float* d = dst + size_t(kk) * nr;
+        if (!g.b_cols) {
+          const float* src = row + j0 + jp;
+          for (int c = 0; c < cols; ++c) d[c] = src[c];
+        } else {
+          for (int c = 0; c < cols;) {
+            const int j = j0 + jp + c, len = std::min(g.b_run[j], cols - c);
+            const float* src = row + g.b_cols[j];
+            for (int i = 0; i < len; ++i) d[c + i] = src[i];
+            c += len;
+          }
+        }
+        for (int c = cols; c < nr; ++c) d[c] = 0.0f;
+      }
+    } else if (g.tb == Trans::kN) {
       for (int kk = 0; kk < kc; ++kk) {
         const float* src = g.b + size_t(k0 + kk) * g.ldb + j0 + jp;
         std::memcpy(dst + size_t(kk) * nr, src, sizeof(float) * cols);
@@ -113,53 +136,69 @@ void pack_b(const GemmArgs& g, int j0, int nc, int k0, int kc, int nr, float* ds
   }
 }
 
-// Where a tile's accumulator lives and where its result goes.
+// Where a tile's chain lives and where its result goes (all pointers at the tile origin).
 struct TileTarget {
-  float* d = nullptr;  // accumulator between kc blocks, at the tile origin (may be null when the
-  ptrdiff_t ldd = 0;   // K range is one kc block and `c` is set)
-  float* c = nullptr;  // when set, the last kc block writes the epilogue here (tile origin)
-  ptrdiff_t ldc = 0;
-  Epilogue epi;
+  float* d = nullptr;  // the chain between kc blocks (needed when the range spans more than one)
+  ptrdiff_t ldd = 0;
+  bool cont = false;               // the chain starts from d instead of zero
+  const float* add = nullptr;      // when set, the result is add + chain (one rounded add)
+  ptrdiff_t ldadd = 0;
+  float* out = nullptr;            // where the result goes: plain, or through *epi
+  ptrdiff_t ldo = 0;
+  const Epilogue* epi = nullptr;
 };
 
-// One micro-tile; edge tiles go through a padded copy so the micro-kernel always sees mr x nr.
+// One micro-tile; column edges go through a padded copy so the micro-kernel always sees nr columns.
+// (ts/ta rows beyond `rows` are never read: ukernel[rows] reads `rows` rows.)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 void run_micro(const IsaKernels& kn, int kc, const float* ap, const float* bp, const float* src, ptrdiff_t lds,
-               float* dst, ptrdiff_t ldd, int rows, int cols, const Epilogue* epi) {
-  if (rows == kn.mr && cols == kn.nr) {
-    kn.ukernel(kc, ap, bp, src, lds, dst, ldd, epi);
+               const float* add, ptrdiff_t ldadd, float* dst, ptrdiff_t ldd, int rows, int cols,
+               const Epilogue* epi) {
+  const GemmUkernel uk = kn.ukernel[rows];
+  if (cols == kn.nr) {
+    uk(kc, ap, bp, src, lds, add, ldadd, dst, ldd, epi);
     return;
   }
-  alignas(64) float tmp[12 * 32];
+  alignas(64) float ts[12 * 32], ta[12 * 32], td[12 * 32];
   const int nr = kn.nr;
-  if (src) {
-    for (int i = 0; i < kn.mr; ++i)
-      for (int j = 0; j < nr; ++j) tmp[i * nr + j] = (i < rows && j < cols) ? src[i * lds + j] : 0.0f;
-  }
-  kn.ukernel(kc, ap, bp, src ? tmp : nullptr, nr, tmp, nr, nullptr);
+  auto pad = [&](const float* p, ptrdiff_t ld, float* t) {
+    for (int i = 0; i < rows; ++i)
+      for (int j = 0; j < nr; ++j) t[i * nr + j] = j < cols ? p[i * ld + j] : 0.0f;
+  };
+  const float* psrc = nullptr;
+  const float* padd = nullptr;
+  if (src) pad(src, lds, ts), psrc = ts;
+  if (add) pad(add, ldadd, ta), padd = ta;
+  uk(kc, ap, bp, psrc, nr, padd, nr, td, nr, nullptr);
   for (int i = 0; i < rows; ++i) {
     if (epi)
-      kn.epilogue_row(tmp + i * nr, dst + i * ldd, cols, *epi);
+      kn.epilogue_row(td + i * nr, dst + i * ldd, cols, *epi);
     else
-      std::memcpy(dst + i * ldd, tmp + i * nr, sizeof(float) * cols);
+      std::memcpy(dst + i * ldd, td + i * nr, sizeof(float) * cols);
   }
 }
+#pragma GCC diagnostic pop
 
-// Computes the tile [i0,i1) x [j0,j1) over K range [k0,k1): the first kc block starts from zero,
-// each later one continues from t.d, so every element is ONE FMA chain over the range, in k order.
+// Computes the tile [i0,i1) x [j0,j1) of op(A) op(B) over K range [k0,k1): the first kc block starts
+// from zero (or from t.d), each later one continues from t.d, so every element is ONE FMA chain over
+// the range, in k order; the last block adds t.add (if any) and writes t.out.
 // determinism: kc blocking, mc blocking and the micro-tile shape never change an element's chain.
 bool compute_tile(const GemmArgs& g, const IsaKernels& kn, ThreadScratch& s, const Tile& tl, int k0, int k1,
                   const TileTarget& t) {
   const int mr = kn.mr, nr = kn.nr, mc_max = kn.mc;
   const int tn = tl.j1 - tl.j0;
-  if (k0 >= k1) {  // empty range: the accumulator is zero
+  if (k0 >= k1) {  // empty range: the chain is zero (or t.d)
+    s.row.resize(size_t(tn));
+    float* z = s.row.data();
     for (int i = 0; i < tl.i1 - tl.i0; ++i) {
-      if (t.c) {
-        std::vector<float>& z = s.row;
-        z.assign(size_t(tn), 0.0f);
-        kn.epilogue_row(z.data(), t.c + i * t.ldc, size_t(tn), t.epi);
-      } else {
-        std::memset(t.d + i * t.ldd, 0, sizeof(float) * tn);
-      }
+      for (int j = 0; j < tn; ++j) z[j] = t.cont ? t.d[i * t.ldd + j] : 0.0f;
+      if (t.add)
+        for (int j = 0; j < tn; ++j) z[j] = t.add[i * t.ldadd + j] + z[j];
+      if (t.epi)
+        kn.epilogue_row(z, t.out + i * t.ldo, size_t(tn), *t.epi);
+      else
+        std::memcpy(t.out + i * t.ldo, z, sizeof(float) * tn);
     }
     return true;
   }
@@ -181,11 +220,12 @@ bool compute_tile(const GemmArgs& g, const IsaKernels& kn, ThreadScratch& s, con
           const float* ap = apack + size_t(ip / mr) * kc * mr;
           const ptrdiff_t ti = ic - tl.i0 + ip;
           float* dt = t.d ? t.d + ti * t.ldd + jp : nullptr;
-          const float* src = first ? nullptr : dt;
-          if (last && t.c)
-            run_micro(kn, kc, ap, bp, src, t.ldd, t.c + ti * t.ldc + jp, t.ldc, rows, cols, &t.epi);
+          const float* src = first && !t.cont ? nullptr : dt;
+          if (last)
+            run_micro(kn, kc, ap, bp, src, t.ldd, t.add ? t.add + ti * t.ldadd + jp : nullptr, t.ldadd,
+                      t.out + ti * t.ldo + jp, t.ldo, rows, cols, t.epi);
           else
-            run_micro(kn, kc, ap, bp, src, t.ldd, dt, t.ldd, rows, cols, nullptr);
+            run_micro(kn, kc, ap, bp, src, t.ldd, nullptr, 0, dt, t.ldd, rows, cols, nullptr);
         }
       }
     }
@@ -201,17 +241,237 @@ void add_into(float* dst, ptrdiff_t ldd, const float* src, ptrdiff_t lds, int ro
   }
 }
 
+// dst[j] = (first ? 0 : acc[j]) + p[j]: one rounded add per element (dst may be acc).
+DETAUDIT_PACK_CLONES void add_row(float* dst, const float* acc, const float* p, int cols, bool first) {
+  if (first) {
+    for (int j = 0; j < cols; ++j) dst[j] = 0.0f + p[j];
+  } else {
+    for (int j = 0; j < cols; ++j) dst[j] = acc[j] + p[j];
+  }
+}
+
 Status out_of_memory() { return Status::error("gemm: out of memory for working buffers"); }
+
+// ---- problems: what the order drivers compute ------------------------------------------------------
+
+// An M x N output reduced over K. compute() runs the chain of one output tile over a K range exactly
+// as compute_tile does for a plain gemm (one FMA chain per element in k order).
+class Problem {
+ public:
+  virtual ~Problem() = default;
+  int m = 0, n = 0, k = 0;
+  Epilogue epi;
+  // Output tiles, at least `min_tiles` when the shape allows.
+  // determinism: tiles only say which thread computes which C elements.
+  virtual std::vector<Tile> tiles(int min_tiles, const IsaKernels& kn) const { return make_tiles(m, n, min_tiles, kn); }
+  // The C element at the origin of tile tl and the row stride of C there.
+  virtual float* c_tile(const Tile& tl, ptrdiff_t* ldc) const = 0;
+  virtual bool compute(const IsaKernels& kn, ThreadScratch& s, const Tile& tl, int k0, int k1,
+                       const TileTarget& t) const = 0;
+};
+
+class GemmProblem final : public Problem {
+ public:
+  explicit GemmProblem(const GemmArgs& g) : g_(g) {
+    m = g.m, n = g.n, k = g.k;
+    epi = {g.alpha, g.beta};
+  }
+  float* c_tile(const Tile& tl, ptrdiff_t* ldc) const override {
+    *ldc = g_.ldc;
+    return g_.c + size_t(tl.i0) * g_.ldc + tl.j0;
+  }
+  bool compute(const IsaKernels& kn, ThreadScratch& s, const Tile& tl, int k0, int k1,
+               const TileTarget& t) const override {
+    return compute_tile(g_, kn, s, tl, k0, k1, t);
+  }
+
+ private:
+  GemmArgs g_;
+};
+
+// col[crs - crs0][pq - pq0] (row stride ldcol) for crs in [crs0, crs1), pq in [pq0, pq1) of one image's
+// im2col: x[c][p*stride - pad + r][q*stride - pad + s], 0 outside. Copies only.
+void im2col_range(const ConvShape& sh, const float* x, float* col, size_t ldcol, int crs0, int crs1, int pq0,
+                  int pq1) {
+  const int Q = sh.q();
+  for (int row = crs0; row < crs1; ++row) {
+    const int c = row / (sh.r * sh.s), r = row / sh.s % sh.r, s = row % sh.s;
+    float* dst = col + size_t(row - crs0) * ldcol - pq0;  // dst[pq]
+    const float* xc = x + size_t(c) * sh.h * sh.w;
+    // q_lo = first q with q*stride - pad + s >= 0; q_hi = one past the last with ... < w.
+    const int off = s - sh.pad;
+    int q_lo = off >= 0 ? 0 : (-off + sh.stride - 1) / sh.stride;
+    int q_hi = sh.w - 1 - off < 0 ? 0 : (sh.w - 1 - off) / sh.stride + 1;
+    q_lo = std::min(q_lo, Q);
+    q_hi = std::clamp(q_hi, q_lo, Q);
+    for (int p = pq0 / Q; p * Q < pq1; ++p) {
+      const int qa = std::max(0, pq0 - p * Q), qb = std::min(Q, pq1 - p * Q);
+      float* d = dst + size_t(p) * Q;
+      const int h = p * sh.stride - sh.pad + r;
+      if (h < 0 || h >= sh.h) {
+        for (int q = qa; q < qb; ++q) d[q] = 0.0f;
+        continue;
+      }
+      const int ca = std::max(qa, q_lo), cb = std::min(qb, q_hi);
+      for (int q = qa; q < std::min(qb, q_lo); ++q) d[q] = 0.0f;
+      const float* xr = xc + size_t(h) * sh.w;
+      if (sh.stride == 1) {
+        if (cb > ca) std::memcpy(d + ca, xr + (ca + off), sizeof(float) * (cb - ca));
+      } else {
+        for (int q = ca; q < cb; ++q) d[q] = xr[q * sh.stride + off];
+      }
+      for (int q = std::max(qa, q_hi); q < qb; ++q) d[q] = 0.0f;
+    }
+  }
+}
+
+// conv2d forward as one problem: M = K filters, N = images x PQ (column n*PQ + pq), reduction over CRS.
+// Tiles never straddle images, so a tile's C is one image's output rows.
+class ConvFwdProblem final : public Problem {
+ public:
+  ConvFwdProblem(const ConvShape& s, const float* x, const float* w, float* y) : s_(s), x_(x), w_(w), y_(y) {
+    pq_ = s.p() * s.q(), crs_ = s.c * s.r * s.s;
+    m = s.k, n = s.n * pq_, k = crs_;
+    epi = {1.0f, 0.0f};
+  }
+  std::vector<Tile> tiles(int min_tiles, const IsaKernels& kn) const override {
+    std::vector<Tile> one = make_tiles(m, pq_, std::max(1, min_tiles / s_.n), kn), all;
+    all.reserve(one.size() * s_.n);
+    for (int i = 0; i < s_.n; ++i)
+      for (Tile t : one) all.push_back({t.i0, t.i1, t.j0 + i * pq_, t.j1 + i * pq_});
+    return all;
+  }
+  float* c_tile(const Tile& tl, ptrdiff_t* ldc) const override {
+    *ldc = pq_;
+    const int img = tl.j0 / pq_;
+    return y_ + (size_t(img) * m + tl.i0) * pq_ + (tl.j0 - img * pq_);
+  }
+  bool compute(const IsaKernels& kn, ThreadScratch& s, const Tile& tl, int k0, int k1,
+               const TileTarget& t) const override {
+    const int img = tl.j0 / pq_, pq0 = tl.j0 - img * pq_, cols = tl.j1 - tl.j0;
+    float* col = s.col.get(size_t(std::max(1, k1 - k0)) * cols);
+    if (!col) return false;
+    im2col_range(s_, x_ + size_t(img) * s_.c * s_.h * s_.w, col, size_t(cols), k0, k1, pq0, pq0 + cols);
+    const GemmArgs g{Trans::kN, Trans::kN, tl.i1 - tl.i0, cols, k1 - k0, 1.0f, w_ + size_t(tl.i0) * crs_ + k0,
+                     crs_, col, cols, 0.0f, nullptr, 1};
+    return compute_tile(g, kn, s, {0, tl.i1 - tl.i0, 0, cols}, 0, k1 - k0, t);
+  }
+
+ private:
+  ConvShape s_;
+  const float* x_;
+  const float* w_;
+  float* y_;
+  int pq_, crs_;
+};
+
+// conv2d forward at stride 1 without im2col: each image is copied once, zero padded, to
+// xp[c][Hp][Wp]; output pixels are computed on the padded grid j = p*Wp + q (q < Wp, the columns
+// q >= Q are computed and dropped), where im2col row (c, r, s) is the contiguous run of xp starting
+// at c*Hp*Wp + r*Wp + s. Output goes to a padded buffer, copied to y afterwards.
+// determinism: an output element's terms and their order (c, r, s) are those of the im2col gemm.
+class ConvFwdPaddedProblem final : public Problem {
+ public:
+  ConvFwdPaddedProblem(const ConvShape& s, const float* xp, size_t img_stride, const float* w, float* ybuf,
+                       const ptrdiff_t* rows)
+      : s_(s), xp_(xp), img_stride_(img_stride), w_(w), ybuf_(ybuf), rows_(rows) {
+    wp_ = s.w + 2 * s.pad, npad_ = s.p() * wp_, crs_ = s.c * s.r * s.s;
+    m = s.k, n = s.n * npad_, k = crs_;
+    epi = {1.0f, 0.0f};
+  }
+  std::vector<Tile> tiles(int min_tiles, const IsaKernels& kn) const override {
+    std::vector<Tile> one = make_tiles(m, npad_, std::max(1, min_tiles / s_.n), kn), all;
+    all.reserve(one.size() * s_.n);
+    for (int i = 0; i < s_.n; ++i)
+      for (Tile t : one) all.push_back({t.i0, t.i1, t.j0 + i * npad_, t.j1 + i * npad_});
+    return all;
+  }
+  float* c_tile(const Tile& tl, ptrdiff_t* ldc) const override {
+    *ldc = npad_;
+    const int img = tl.j0 / npad_;
+    return ybuf_ + (size_t(img) * m + tl.i0) * npad_ + (tl.j0 - img * npad_);
+  }
+  bool compute(const IsaKernels& kn, ThreadScratch& s, const Tile& tl, int k0, int k1,
+               const TileTarget& t) const override {
+    const int img = tl.j0 / npad_, rows = tl.i1 - tl.i0, cols = tl.j1 - tl.j0;
+    GemmArgs g{Trans::kN, Trans::kN, rows, cols, k1 - k0, 1.0f, w_ + size_t(tl.i0) * crs_ + k0, crs_,
+               xp_ + size_t(img) * img_stride_ + (tl.j0 - img * npad_), 1, 0.0f, nullptr, 1};
+    g.b_rows = rows_ + k0;
+    return compute_tile(g, kn, s, {0, rows, 0, cols}, 0, k1 - k0, t);
+  }
+
+ private:
+  ConvShape s_;
+  const float* xp_;
+  size_t img_stride_;
+  const float* w_;
+  float* ybuf_;
+  const ptrdiff_t* rows_;
+  int wp_, npad_, crs_;
+};
+
+// conv2d backward-filter without im2col: each image is copied once, zero padded and channel-last, to
+// xh[Hp][Wp][C]; output columns are taken in (r, s, c) order, so that B[n*PQ + pq][(r, s, c)] =
+// xh_n[(p*stride + r)*Wp + q*stride + s][c] is contiguous over c (and over s, c within one r).
+// The result (dw in (r, s, c) column order) goes to a buffer and is permuted into dw afterwards.
+// determinism: each dw element's terms and their order (image-major over n*PQ) are those of the
+// im2col gemm; only the column order of the computation changes.
+class ConvBwdFilterNhwcProblem final : public Problem {
+ public:
+  ConvBwdFilterNhwcProblem(const ConvShape& s, const float* xh, size_t img_stride, const float* dy, float* dwp,
+                           const ptrdiff_t* pix, const ptrdiff_t* coff, const int* run)
+      : s_(s), xh_(xh), img_stride_(img_stride), dy_(dy), dwp_(dwp), pix_(pix), coff_(coff), run_(run) {
+    pq_ = s.p() * s.q();
+    m = s.k, n = s.c * s.r * s.s, k = s.n * pq_;
+    epi = {1.0f, 0.0f};
+  }
+  // A small output over a long K: one tile across all columns, so each A piece is packed once
+  // (order=blocked then splits K over the threads).
+  std::vector<Tile> tiles(int, const IsaKernels& kn) const override { return make_tiles(m, n, 1, kn); }
+  float* c_tile(const Tile& tl, ptrdiff_t* ldc) const override {
+    *ldc = n;
+    return dwp_ + size_t(tl.i0) * n + tl.j0;
+  }
+  // The range goes in pieces of at most kGemmKc terms within one image; each continues the chain.
+  bool compute(const IsaKernels& kn, ThreadScratch& s, const Tile& tl, int k0, int k1,
+               const TileTarget& t) const override {
+    const int rows = tl.i1 - tl.i0, cols = tl.j1 - tl.j0;
+    if (k0 >= k1) return compute_tile(GemmArgs{}, kn, s, {0, rows, 0, cols}, 0, 0, t);
+    for (int kb = k0; kb < k1;) {
+      const int img = kb / pq_, a = kb - img * pq_, b = std::min({pq_, a + kGemmKc, k1 - img * pq_});
+      const int ke = img * pq_ + b;
+      const bool first = kb == k0, last = ke >= k1;
+      GemmArgs g{Trans::kN, Trans::kN, rows, cols, b - a, 1.0f, dy_ + (size_t(img) * m + tl.i0) * pq_ + a, pq_,
+                 xh_ + size_t(img) * img_stride_, 1, 0.0f, nullptr, 1};
+      g.b_rows = pix_ + a;
+      g.b_cols = coff_ + tl.j0;
+      g.b_run = run_ + tl.j0;
+      TileTarget piece = t;
+      piece.cont = first ? t.cont : true;
+      if (!last) piece.add = nullptr, piece.out = t.d, piece.ldo = t.ldd, piece.epi = nullptr;
+      if (!compute_tile(g, kn, s, {0, rows, 0, cols}, 0, b - a, piece)) return false;
+      kb = ke;
+    }
+    return true;
+  }
+
+ private:
+  ConvShape s_;
+  const float* xh_;
+  size_t img_stride_;
+  const float* dy_;
+  float* dwp_;
+  const ptrdiff_t* pix_;
+  const ptrdiff_t* coff_;
+  const int* run_;
+  int pq_;
+};
 
 // ---- sequential: one FMA chain over the whole K per element; threads split the output tiles.
 // determinism: bits independent of the thread count and of scheduling.
-Status gemm_sequential(GemmContext& ctx, const GemmArgs& g) {
+Status run_sequential(GemmContext& ctx, const Problem& pb) {
   const IsaKernels& kn = *ctx.kern;
-  const int threads = ctx.pool->size();
-  std::vector<Tile> tiles = make_tiles(g.m, g.n, threads, kn);
-  // With beta == 0 the chain lives in C itself; otherwise C's old value must survive until the
-  // epilogue, so a multi-block chain lives in a scratch tile.
-  const bool need_d = g.beta != 0.0f && g.k > kGemmKc;
+  std::vector<Tile> tiles = pb.tiles(ctx.pool->size(), kn);
   std::atomic<size_t> next{0};
   std::atomic<bool> oom{false};
   ctx.pool->run([&](int tid) {
@@ -219,18 +479,18 @@ Status gemm_sequential(GemmContext& ctx, const GemmArgs& g) {
     for (size_t idx; (idx = next.fetch_add(1, std::memory_order_relaxed)) < tiles.size();) {
       const Tile& tl = tiles[idx];
       TileTarget t;
-      t.c = g.c + size_t(tl.i0) * g.ldc + tl.j0;
-      t.ldc = g.ldc;
-      t.epi = {g.alpha, g.beta};
-      if (need_d) {
+      t.out = pb.c_tile(tl, &t.ldo);
+      t.epi = &pb.epi;
+      // With beta == 0 the chain lives in C itself; otherwise C's old value must survive until the
+      // epilogue, so the chain lives in a scratch tile.
+      if (pb.epi.beta == 0.0f) {
+        t.d = t.out, t.ldd = t.ldo;
+      } else {
         t.ldd = tl.j1 - tl.j0;
         t.d = s.tile.get(size_t(tl.i1 - tl.i0) * t.ldd);
         if (!t.d) return oom.store(true);
-      } else {
-        t.d = t.c;
-        t.ldd = g.ldc;
       }
-      if (!compute_tile(g, kn, s, tl, 0, g.k, t)) return oom.store(true);
+      if (!pb.compute(kn, s, tl, 0, pb.k, t)) return oom.store(true);
     }
   });
   return oom ? out_of_memory() : Status::ok();
@@ -240,11 +500,11 @@ Status gemm_sequential(GemmContext& ctx, const GemmArgs& g) {
 // partials combine by a pairwise tree (a binary counter: two partials of equal size merge, the rest
 // merge from the right at the end, the same tree as pairing adjacent partials level by level).
 // determinism: the tree depends on K only; threads split output tiles. Bits independent of threads.
-Status gemm_pairwise(GemmContext& ctx, const GemmArgs& g) {
+Status run_pairwise(GemmContext& ctx, const Problem& pb) {
   const IsaKernels& kn = *ctx.kern;
-  const int chunks = ceil_div(g.k, kGemmKc);
-  if (chunks <= 1) return gemm_sequential(ctx, g);  // one chunk: nothing to combine
-  std::vector<Tile> tiles = make_tiles(g.m, g.n, ctx.pool->size(), kn);
+  const int chunks = ceil_div(pb.k, kGemmKc);
+  if (chunks <= 1) return run_sequential(ctx, pb);  // one chunk: nothing to combine
+  std::vector<Tile> tiles = pb.tiles(ctx.pool->size(), kn);
   std::atomic<size_t> next{0};
   std::atomic<bool> oom{false};
   ctx.pool->run([&](int tid) {
@@ -263,9 +523,9 @@ Status gemm_pairwise(GemmContext& ctx, const GemmArgs& g) {
         float* buf = s.levels[level].get(size_t(rows) * cols);
         if (!buf) return oom.store(true);
         TileTarget t;
-        t.d = buf;
-        t.ldd = cols;
-        if (!compute_tile(g, kn, s, tl, c * kGemmKc, std::min(g.k, (c + 1) * kGemmKc), t)) return oom.store(true);
+        t.d = t.out = buf;
+        t.ldd = t.ldo = cols;
+        if (!pb.compute(kn, s, tl, c * kGemmKc, std::min(pb.k, (c + 1) * kGemmKc), t)) return oom.store(true);
         stack.push_back({buf, 1});
         while (stack.size() >= 2 && stack[stack.size() - 2].leaves == stack.back().leaves) {
           Entry right = stack.back();
@@ -279,134 +539,202 @@ Status gemm_pairwise(GemmContext& ctx, const GemmArgs& g) {
         stack.pop_back();
         add_into(stack.back().buf, cols, right.buf, cols, rows, cols);
       }
-      for (int i = 0; i < rows; ++i)
-        kn.epilogue_row(stack[0].buf + size_t(i) * cols, g.c + size_t(tl.i0 + i) * g.ldc + tl.j0, cols,
-                        {g.alpha, g.beta});
+      ptrdiff_t ldc;
+      float* c = pb.c_tile(tl, &ldc);
+      for (int i = 0; i < rows; ++i) kn.epilogue_row(stack[0].buf + size_t(i) * cols, c + i * ldc, cols, pb.epi);
     }
   });
   return oom ? out_of_memory() : Status::ok();
 }
 
-// ---- blocked: K split into `threads` contiguous blocks; thread t computes the partial of block t
-// over the whole M x N (one FMA chain over its block); partials combine in thread order:
-// ((P0 + P1) + P2) + ...; then the epilogue.
+// ---- blocked: K split into `threads` contiguous blocks [K*t/T, K*(t+1)/T); the partial of block t is
+// one FMA chain from zero over that block; partials combine in block order: ((P0 + P1) + P2) + ...;
+// then the epilogue.
 // determinism: the bits depend on the thread count (the block edges move), not on scheduling.
 // With threads = 1 this is the sequential order, bit for bit.
-Status gemm_blocked(GemmContext& ctx, const GemmArgs& g) {
+// How the work is shared does not change those bits: with a short K and enough output tiles, a
+// thread takes whole tiles and computes every block's partial of them in turn (the running sum of
+// finished partials lives in C or a scratch tile; the micro-kernel adds it to the next partial);
+// otherwise (a long K, or a small output as in a filter gradient) thread t computes partial t of
+// every tile into its own M x N buffer and the buffers are added afterwards.
+Status run_blocked(GemmContext& ctx, const Problem& pb) {
   const int threads = ctx.pool->size();
-  if (threads == 1) return gemm_sequential(ctx, g);
+  if (threads == 1) return run_sequential(ctx, pb);
   const IsaKernels& kn = *ctx.kern;
-  std::vector<Tile> tiles = make_tiles(g.m, g.n, 1, kn);
-  if (ctx.shared->size() < size_t(threads)) ctx.shared->resize(threads);
-  const size_t mn = size_t(g.m) * g.n;
-  std::vector<float*> part(threads);
-  std::vector<ptrdiff_t> ldp(threads, g.n);
-  for (int t = 0; t < threads; ++t) {
-    if (t == 0 && g.beta == 0.0f) {  // C is not read: thread 0's partial can live in C
-      part[0] = g.c;
-      ldp[0] = g.ldc;
-      continue;
-    }
-    part[t] = (*ctx.shared)[t].get(mn);
-    if (!part[t]) return out_of_memory();
-  }
+  auto edge = [&](int t) { return int(int64_t(pb.k) * t / threads); };
   std::atomic<bool> oom{false};
+  // Whole tiles per thread when K is short (the partial buffers and their combine pass would cost as
+  // much as the products) and there are enough tiles to share; K split over threads otherwise.
+  std::vector<Tile> tiles = pb.tiles(4 * threads, kn);
+  if (pb.k < kGemmKc * threads && tiles.size() >= size_t(4 * threads)) {
+    std::atomic<size_t> next{0};
+    ctx.pool->run([&](int tid) {
+      ThreadScratch& s = (*ctx.scratch)[tid];
+      for (size_t idx; (idx = next.fetch_add(1, std::memory_order_relaxed)) < tiles.size();) {
+        const Tile& tl = tiles[idx];
+        const int rows = tl.i1 - tl.i0, cols = tl.j1 - tl.j0;
+        ptrdiff_t ldc;
+        float* c = pb.c_tile(tl, &ldc);
+        float* d = s.tile.get(size_t(rows) * cols);
+        float* sum = c;  // the sum of finished partials; C is not read when beta == 0
+        ptrdiff_t lds = ldc;
+        if (pb.epi.beta != 0.0f) sum = s.total.get(size_t(rows) * cols), lds = cols;
+        if (!d || !sum) return oom.store(true);
+        for (int b = 0; b < threads; ++b) {
+          TileTarget t;
+          t.d = d, t.ldd = cols;
+          if (b > 0) t.add = sum, t.ldadd = lds;
+          if (b + 1 < threads) {
+            t.out = sum, t.ldo = lds;
+          } else {
+            t.out = c, t.ldo = ldc, t.epi = &pb.epi;
+          }
+          if (!pb.compute(kn, s, tl, edge(b), edge(b + 1), t)) return oom.store(true);
+        }
+      }
+    });
+    return oom ? out_of_memory() : Status::ok();
+  }
+  tiles = pb.tiles(1, kn);
+  if (ctx.shared->size() < size_t(threads)) ctx.shared->resize(threads);
+  const size_t mn = size_t(pb.m) * pb.n;
+  std::vector<float*> part(threads);
+  const bool p0_in_c = pb.epi.beta == 0.0f;  // C is not read: partial 0 can live in C
+  for (int t = p0_in_c ? 1 : 0; t < threads; ++t)
+    if (!(part[t] = (*ctx.shared)[t].get(mn))) return out_of_memory();
   ctx.pool->run([&](int tid) {
     ThreadScratch& s = (*ctx.scratch)[tid];
-    const int k0 = int(int64_t(g.k) * tid / threads), k1 = int(int64_t(g.k) * (tid + 1) / threads);
     for (const Tile& tl : tiles) {
       TileTarget t;
-      t.d = part[tid] + size_t(tl.i0) * ldp[tid] + tl.j0;
-      t.ldd = ldp[tid];
-      if (!compute_tile(g, kn, s, tl, k0, k1, t)) return oom.store(true);
+      if (tid == 0 && p0_in_c) {
+        t.d = t.out = pb.c_tile(tl, &t.ldo);
+        t.ldd = t.ldo;
+      } else {
+        t.d = t.out = part[tid] + size_t(tl.i0) * pb.n + tl.j0;
+        t.ldd = t.ldo = pb.n;
+      }
+      if (!pb.compute(kn, s, tl, edge(tid), edge(tid + 1), t)) return oom.store(true);
     }
   });
   if (oom) return out_of_memory();
   ctx.pool->run([&](int tid) {
     ThreadScratch& s = (*ctx.scratch)[tid];
-    s.row.resize(size_t(g.n));
-    float* acc = s.row.data();
-    const int r0 = int(int64_t(g.m) * tid / threads), r1 = int(int64_t(g.m) * (tid + 1) / threads);
-    for (int i = r0; i < r1; ++i) {
-      std::memcpy(acc, part[0] + size_t(i) * ldp[0], sizeof(float) * g.n);
-      for (int t = 1; t < threads; ++t) {
-        const float* p = part[t] + size_t(i) * ldp[t];
-        for (int j = 0; j < g.n; ++j) acc[j] = acc[j] + p[j];
+    for (const Tile& tl : tiles) {
+      const int cols = tl.j1 - tl.j0;
+      s.row.resize(size_t(cols));
+      float* acc = s.row.data();
+      ptrdiff_t ldc;
+      float* c = pb.c_tile(tl, &ldc);
+      const int r0 = tl.i0 + (tl.i1 - tl.i0) * tid / threads, r1 = tl.i0 + (tl.i1 - tl.i0) * (tid + 1) / threads;
+      for (int i = r0; i < r1; ++i) {
+        std::memcpy(acc, p0_in_c ? c + (i - tl.i0) * ldc : part[0] + size_t(i) * pb.n + tl.j0, sizeof(float) * cols);
+        for (int t = 1; t < threads; ++t) {
+          const float* p = part[t] + size_t(i) * pb.n + tl.j0;
+          for (int j = 0; j < cols; ++j) acc[j] = acc[j] + p[j];
+        }
+        kn.epilogue_row(acc, c + (i - tl.i0) * ldc, size_t(cols), pb.epi);
       }
-      kn.epilogue_row(acc, g.c + size_t(i) * g.ldc, size_t(g.n), {g.alpha, g.beta});
     }
   });
   return Status::ok();
 }
 
 // ---- atomic: K split into many more chunks than threads; work items are (tile, chunk); each item's
-// partial (from zero) is added into a shared M x N accumulator (one lock per tile), in whatever
-// order the items complete; then the epilogue.
+// partial (from zero) is added into the tile's accumulator (starting at zero), under one lock per
+// tile, in whatever order the items complete; the item that adds a tile's last partial also applies
+// the epilogue. The accumulator is C itself when beta == 0, else an M x N buffer.
 // determinism: NOT deterministic with threads > 1 — the order of the adds into each element is a
 // real race, like split-K with atomics on a GPU. With forced_seed != 0 one thread adds the chunks
 // in a seeded permutation instead (a test hook).
-Status gemm_atomic(GemmContext& ctx, const GemmArgs& g) {
+Status run_atomic(GemmContext& ctx, const Problem& pb) {
   const IsaKernels& kn = *ctx.kern;
   const int threads = ctx.pool->size();
-  const int chunks = std::min(g.k, std::max({3, 4 * threads, ceil_div(g.k, kGemmKc)}));
-  std::vector<Tile> tiles = make_tiles(g.m, g.n, 1, kn);
-  if (ctx.shared->empty()) ctx.shared->resize(1);
-  const size_t mn = size_t(g.m) * g.n;
-  float* acc = (*ctx.shared)[0].get(mn);
-  if (!acc) return out_of_memory();
-  std::memset(acc, 0, sizeof(float) * mn);
-  auto chunk_k = [&](int c) { return int(int64_t(g.k) * c / chunks); };
-  std::atomic<bool> oom{false};
+  const int chunks = std::max(1, std::min(pb.k, std::max({3, 4 * threads, ceil_div(pb.k, kGemmKc)})));
+  auto chunk_k = [&](int c) { return int(int64_t(pb.k) * c / chunks); };
+  std::vector<Tile> tiles = pb.tiles(1, kn);
+  float* accbuf = nullptr;
+  if (pb.epi.beta != 0.0f) {
+    if (ctx.shared->empty()) ctx.shared->resize(1);
+    if (!(accbuf = (*ctx.shared)[0].get(size_t(pb.m) * pb.n))) return out_of_memory();
+  }
+  std::vector<int> arrived(tiles.size(), 0);
+  // Adds one finished partial into its tile (the caller holds the tile's lock).
+  auto add_partial = [&](ThreadScratch& s, size_t ti, const float* buf) {
+    const Tile& tl = tiles[ti];
+    const int rows = tl.i1 - tl.i0, cols = tl.j1 - tl.j0;
+    ptrdiff_t ldc, lda;
+    float* c = pb.c_tile(tl, &ldc);
+    float* acc = accbuf ? accbuf + size_t(tl.i0) * pb.n + tl.j0 : c;
+    lda = accbuf ? pb.n : ldc;
+    const int a = arrived[ti]++;
+    const bool last = a + 1 == chunks;
+    s.row.resize(size_t(cols));
+    float* r = s.row.data();
+    for (int i = 0; i < rows; ++i) {
+      const float* p = buf + size_t(i) * cols;
+      float* ar = acc + i * lda;
+      if (last) {
+        add_row(r, ar, p, cols, a == 0);
+        kn.epilogue_row(r, c + i * ldc, size_t(cols), pb.epi);
+      } else {
+        add_row(ar, ar, p, cols, a == 0);
+      }
+    }
+  };
+  auto partial_of = [&](ThreadScratch& s, const Tile& tl, int c, float** out) {
+    const int rows = tl.i1 - tl.i0, cols = tl.j1 - tl.j0;
+    float* buf = s.partial.get(size_t(rows) * cols);
+    if (!buf) return false;
+    TileTarget t;
+    t.d = t.out = buf;
+    t.ldd = t.ldo = cols;
+    *out = buf;
+    return pb.compute(kn, s, tl, chunk_k(c), chunk_k(c + 1), t);
+  };
   if (ctx.forced_seed != 0) {
     std::vector<uint32_t> perm = forced_order(ctx.forced_seed, size_t(chunks));
     ThreadScratch& s = (*ctx.scratch)[0];
-    for (const Tile& tl : tiles) {
-      const int rows = tl.i1 - tl.i0, cols = tl.j1 - tl.j0;
-      float* buf = s.partial.get(size_t(rows) * cols);
-      if (!buf) return out_of_memory();
+    for (size_t ti = 0; ti < tiles.size(); ++ti)
       for (uint32_t c : perm) {
-        TileTarget t;
-        t.d = buf;
-        t.ldd = cols;
-        if (!compute_tile(g, kn, s, tl, chunk_k(c), chunk_k(c + 1), t)) return out_of_memory();
-        add_into(acc + size_t(tl.i0) * g.n + tl.j0, g.n, buf, cols, rows, cols);
+        float* buf;
+        if (!partial_of(s, tiles[ti], int(c), &buf)) return out_of_memory();
+        add_partial(s, ti, buf);
       }
-    }
-  } else {
-    const size_t items = tiles.size() * size_t(chunks);  // tile-major: chunks of one tile run together
-    std::atomic<size_t> next{0};
-    // One lock per tile: a finished partial is added into its tile of acc as soon as the lock is free.
-    std::vector<std::atomic_flag> busy(tiles.size());
-    for (auto& f : busy) f.clear();
-    ctx.pool->run([&](int tid) {
-      ThreadScratch& s = (*ctx.scratch)[tid];
-      for (size_t idx; (idx = next.fetch_add(1, std::memory_order_relaxed)) < items;) {
-        const Tile& tl = tiles[idx / chunks];
-        const int c = int(idx % chunks);
-        const int rows = tl.i1 - tl.i0, cols = tl.j1 - tl.j0;
-        float* buf = s.partial.get(size_t(rows) * cols);
-        if (!buf) return oom.store(true);
-        TileTarget t;
-        t.d = buf;
-        t.ldd = cols;
-        if (!compute_tile(g, kn, s, tl, chunk_k(c), chunk_k(c + 1), t)) return oom.store(true);
-        // determinism: the race — whichever item of a tile finishes first adds first, so each
-        // element's partials add in completion order, as with GPU atomics. (A lock per tile instead of
-        // an atomic per element: the same race, at the cost of plain vector adds.)
-        std::atomic_flag& lock = busy[idx / chunks];
-        while (lock.test_and_set(std::memory_order_acquire)) _mm_pause();
-        add_into(acc + size_t(tl.i0) * g.n + tl.j0, g.n, buf, cols, rows, cols);
-        lock.clear(std::memory_order_release);
-      }
-    });
-    if (oom) return out_of_memory();
+    return Status::ok();
   }
+  const size_t items = tiles.size() * size_t(chunks);  // tile-major: chunks of one tile run together
+  std::atomic<size_t> next{0};
+  std::atomic<bool> oom{false};
+  // One lock per tile: a finished partial is added into its tile as soon as the lock is free.
+  std::vector<std::atomic_flag> busy(tiles.size());
+  for (auto& f : busy) f.clear();
   ctx.pool->run([&](int tid) {
-    const int r0 = int(int64_t(g.m) * tid / threads), r1 = int(int64_t(g.m) * (tid + 1) / threads);
-    for (int i = r0; i < r1; ++i)
-      kn.epilogue_row(acc + size_t(i) * g.n, g.c + size_t(i) * g.ldc, size_t(g.n), {g.alpha, g.beta});
+    ThreadScratch& s = (*ctx.scratch)[tid];
+    for (size_t idx; (idx = next.fetch_add(1, std::memory_order_relaxed)) < items;) {
+      const size_t ti = idx / chunks;
+      float* buf;
+      if (!partial_of(s, tiles[ti], int(idx % chunks), &buf)) return oom.store(true);
+      // determinism: the race — whichever item of a tile finishes first adds first, so each
+      // element's partials add in completion order, as with GPU atomics. (A lock per tile instead of
+      // an atomic per element: the same race, at the cost of plain vector adds.)
+      std::atomic_flag& lock = busy[ti];
+      while (lock.test_and_set(std::memory_order_acquire)) _mm_pause();
+      add_partial(s, ti, buf);
+      lock.clear(std::memory_order_release);
+    }
   });
-  return Status::ok();
+  return oom ? out_of_memory() : Status::ok();
+}
+
+Status run(GemmContext& ctx, const Problem& pb) {
+  if ((*ctx.scratch).size() < size_t(ctx.pool->size())) (*ctx.scratch).resize(ctx.pool->size());
+  switch (ctx.order) {
+    case ReduceOrder::kSequential: return run_sequential(ctx, pb);
+    case ReduceOrder::kPairwise: return run_pairwise(ctx, pb);
+    case ReduceOrder::kBlocked: return run_blocked(ctx, pb);
+    case ReduceOrder::kAtomic: return run_atomic(ctx, pb);
+  }
+  return Status::invalid("gemm: unknown order");
 }
 
 }  // namespace
@@ -414,14 +742,88 @@ Status gemm_atomic(GemmContext& ctx, const GemmArgs& g) {
 Status gemm(GemmContext& ctx, const GemmArgs& g) {
   DETAUDIT_RETURN_IF_ERROR(check_gemm_args(g.ta, g.tb, g.m, g.n, g.k, g.lda, g.ldb, g.ldc));
   if (g.m == 0 || g.n == 0) return Status::ok();
-  if ((*ctx.scratch).size() < size_t(ctx.pool->size())) (*ctx.scratch).resize(ctx.pool->size());
-  switch (ctx.order) {
-    case ReduceOrder::kSequential: return gemm_sequential(ctx, g);
-    case ReduceOrder::kPairwise: return gemm_pairwise(ctx, g);
-    case ReduceOrder::kBlocked: return gemm_blocked(ctx, g);
-    case ReduceOrder::kAtomic: return gemm_atomic(ctx, g);
+  return run(ctx, GemmProblem(g));
+}
+
+// Splits images over the pool's threads (copies only).
+template <class F>
+void for_images(GemmContext& ctx, int n, F&& fn) {
+  const int threads = ctx.pool->size();
+  ctx.pool->run([&](int t) {
+    for (int i = int(int64_t(n) * t / threads); i < int(int64_t(n) * (t + 1) / threads); ++i) fn(i);
+  });
+}
+
+Status conv_fwd(GemmContext& ctx, const ConvShape& s, const float* x, const float* w, float* y) {
+  if (s.stride != 1) return run(ctx, ConvFwdProblem(s, x, w, y));
+  const int hp = s.h + 2 * s.pad, wp = s.w + 2 * s.pad, P = s.p(), Q = s.q(), npad = P * wp;
+  const size_t plane = size_t(hp) * wp, img_stride = (size_t(s.c) * plane + s.s + 15) / 16 * 16;
+  if (size_t(s.n) * npad > size_t(INT32_MAX)) return Status::invalid("conv2d: too large");
+  float* xp = (*ctx.staging)[0].get(img_stride * s.n);
+  float* ybuf = (*ctx.staging)[1].get(size_t(s.n) * s.k * npad);
+  if (!xp || !ybuf) return out_of_memory();
+  std::vector<ptrdiff_t> rows(size_t(s.c) * s.r * s.s);
+  for (int c = 0; c < s.c; ++c)
+    for (int r = 0; r < s.r; ++r)
+      for (int q = 0; q < s.s; ++q) rows[(size_t(c) * s.r + r) * s.s + q] = ptrdiff_t(c * plane + r * wp + q);
+  for_images(ctx, s.n, [&](int i) {
+    float* d = xp + size_t(i) * img_stride;
+    std::memset(d, 0, sizeof(float) * img_stride);
+    for (int c = 0; c < s.c; ++c)
+      for (int h = 0; h < s.h; ++h)
+        std::memcpy(d + c * plane + size_t(h + s.pad) * wp + s.pad, x + ((size_t(i) * s.c + c) * s.h + h) * s.w,
+                    sizeof(float) * s.w);
+  });
+  DETAUDIT_RETURN_IF_ERROR(run(ctx, ConvFwdPaddedProblem(s, xp, img_stride, w, ybuf, rows.data())));
+  for_images(ctx, s.n, [&](int i) {
+    for (int k = 0; k < s.k; ++k)
+      for (int p = 0; p < P; ++p)
+        std::memcpy(y + ((size_t(i) * s.k + k) * P + p) * Q, ybuf + (size_t(i) * s.k + k) * npad + size_t(p) * wp,
+                    sizeof(float) * Q);
+  });
+  return Status::ok();
+}
+
+Status conv_bwd_filter(GemmContext& ctx, const ConvShape& s, const float* x, const float* dy, float beta, float* dw) {
+  const int hp = s.h + 2 * s.pad, wp = s.w + 2 * s.pad, P = s.p(), Q = s.q(), C = s.c;
+  const int crs = s.c * s.r * s.s;
+  const size_t img_stride = (size_t(hp) * wp * C + 15) / 16 * 16;
+  float* xh = (*ctx.staging)[0].get(img_stride * s.n);
+  float* dwp = (*ctx.staging)[1].get(size_t(s.k) * crs);
+  if (!xh || !dwp) return out_of_memory();
+  std::vector<ptrdiff_t> pix(size_t(P) * Q), coff(crs);
+  std::vector<int> runs(crs);
+  for (int p = 0; p < P; ++p)
+    for (int q = 0; q < Q; ++q) pix[size_t(p) * Q + q] = (ptrdiff_t(p) * s.stride * wp + ptrdiff_t(q) * s.stride) * C;
+  for (int r = 0; r < s.r; ++r)
+    for (int q = 0; q < s.s; ++q)
+      for (int c = 0; c < C; ++c) {
+        const int j = (r * s.s + q) * C + c;
+        coff[j] = (ptrdiff_t(r) * wp + q) * C + c;
+        runs[j] = s.s * C - (q * C + c);  // (s, c) stay contiguous within one r
+      }
+  for_images(ctx, s.n, [&](int i) {
+    float* d = xh + size_t(i) * img_stride;
+    std::memset(d, 0, sizeof(float) * img_stride);
+    for (int c = 0; c < C; ++c)
+      for (int h = 0; h < s.h; ++h) {
+        const float* src = x + ((size_t(i) * C + c) * s.h + h) * s.w;
+        float* row = d + (size_t(h + s.pad) * wp + s.pad) * C + c;
+        for (int w = 0; w < s.w; ++w) row[size_t(w) * C] = src[w];
+      }
+  });
+  DETAUDIT_RETURN_IF_ERROR(
+      run(ctx, ConvBwdFilterNhwcProblem(s, xh, img_stride, dy, dwp, pix.data(), coff.data(), runs.data())));
+  // dw[k][c][r][s] = the epilogue of the (r, s, c)-ordered result.
+  const IsaKernels& kn = *ctx.kern;
+  std::vector<float> acc(static_cast<size_t>(crs));
+  for (int k = 0; k < s.k; ++k) {
+    const float* src = dwp + size_t(k) * crs;
+    for (int c = 0; c < C; ++c)
+      for (int rs = 0; rs < s.r * s.s; ++rs) acc[size_t(c) * s.r * s.s + rs] = src[size_t(rs) * C + c];
+    kn.epilogue_row(acc.data(), dw + size_t(k) * crs, size_t(crs), {1.0f, beta});
   }
-  return Status::invalid("gemm: unknown order");
+  return Status::ok();
 }
 
 }  // namespace detaudit::native

@@ -30,7 +30,7 @@ class AlignedBuffer {
 
 // Per-thread working memory, kept between calls.
 struct ThreadScratch {
-  AlignedBuffer apack, bpack, tile, partial;
+  AlignedBuffer apack, bpack, tile, total, partial, col;
   std::vector<AlignedBuffer> levels;  // order=pairwise: one buffer per level of the combine stack
   std::vector<float> row;
 };
@@ -46,6 +46,11 @@ struct GemmArgs {
   float beta;
   float* c;
   int ldc;
+  // Indexed B (tb == kN only): row k of op(B) starts at b + b_rows[k]; column j of that row is at
+  // + b_cols[j] when b_cols is set (b_run[j]: columns j, j+1, ... stay contiguous for that many), else + j.
+  const ptrdiff_t* b_rows = nullptr;
+  const ptrdiff_t* b_cols = nullptr;
+  const int* b_run = nullptr;
 };
 
 struct GemmContext {
@@ -54,12 +59,22 @@ struct GemmContext {
   ReduceOrder order;
   uint64_t forced_seed;
   std::vector<ThreadScratch>* scratch;  // pool->size() entries
-  std::vector<AlignedBuffer>* shared;   // order=blocked / atomic: M x N partials
+  std::vector<AlignedBuffer>* shared;   // order=blocked (few tiles) / atomic (beta != 0): M x N partials
+  std::vector<AlignedBuffer>* staging;  // conv2d: padded input and output copies (2 entries)
 };
 
 // Checks shapes and leading dimensions (BLAS rules, row-major).
 Status check_gemm_args(Trans ta, Trans tb, int m, int n, int k, int lda, int ldb, int ldc);
 
 Status gemm(GemmContext& ctx, const GemmArgs& g);
+
+// y[n][k][p][q] = sum over (c, r, s) of w[k][c][r][s] * x[n][c][...]: for every image the gemm
+// W[K x CRS] * col_n[CRS x PQ] in the context's order (the reduction runs over C*R*S), with col_n the
+// image's im2col, which is built piece by piece in each thread's scratch and never as a whole.
+Status conv_fwd(GemmContext& ctx, const ConvShape& s, const float* x, const float* w, float* y);
+
+// dw[K x CRS] = beta*dw + dy'[K x NPQ] * col'^T, col' = the im2col of all n images side by side: one
+// gemm in the context's order whose reduction runs over N*P*Q (image-major), im2col built piecewise.
+Status conv_bwd_filter(GemmContext& ctx, const ConvShape& s, const float* x, const float* dy, float beta, float* dw);
 
 }  // namespace detaudit::native

@@ -12,29 +12,33 @@
 namespace detaudit::native {
 namespace {
 
-// ---- AVX-512: 12 x 32 micro-tile (24 zmm accumulators) -----------------------------------------
+// ---- AVX-512: up to 12 x 32 micro-tile (24 zmm accumulators) ----------------------------------
+// MR rows of an A panel packed kMr512 wide; row counts below kMr512 (edge tiles, small M) get their
+// own instantiation instead of computing zero-padded rows.
 constexpr int kMr512 = 12, kNr512 = 32;
 
+template <int MR>
 __attribute__((target("avx512f,fma"))) void ukernel_avx512(int kc, const float* a, const float* b,
-                                                           const float* src, ptrdiff_t lds, float* dst,
-                                                           ptrdiff_t ldd, const Epilogue* epi) {
-  __m512 c0[kMr512], c1[kMr512];
+                                                           const float* src, ptrdiff_t lds, const float* add,
+                                                           ptrdiff_t lda, float* dst, ptrdiff_t ldd,
+                                                           const Epilogue* epi) {
+  __m512 c0[MR], c1[MR];
   if (src) {
 #pragma GCC unroll 12
-    for (int i = 0; i < kMr512; ++i) {
+    for (int i = 0; i < MR; ++i) {
       c0[i] = _mm512_loadu_ps(src + i * lds);
       c1[i] = _mm512_loadu_ps(src + i * lds + 16);
     }
   } else {
 #pragma GCC unroll 12
-    for (int i = 0; i < kMr512; ++i) c0[i] = c1[i] = _mm512_setzero_ps();
+    for (int i = 0; i < MR; ++i) c0[i] = c1[i] = _mm512_setzero_ps();
   }
 #pragma GCC unroll 4
   for (int kk = 0; kk < kc; ++kk) {
     __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
     _mm_prefetch(reinterpret_cast<const char*>(b + 8 * kNr512), _MM_HINT_T0);
 #pragma GCC unroll 12
-    for (int i = 0; i < kMr512; ++i) {
+    for (int i = 0; i < MR; ++i) {
       __m512 ai = _mm512_set1_ps(a[i]);
       c0[i] = _mm512_fmadd_ps(ai, b0, c0[i]);
       c1[i] = _mm512_fmadd_ps(ai, b1, c1[i]);
@@ -42,9 +46,16 @@ __attribute__((target("avx512f,fma"))) void ukernel_avx512(int kc, const float* 
     a += kMr512;
     b += kNr512;
   }
+  if (add) {
+#pragma GCC unroll 12
+    for (int i = 0; i < MR; ++i) {
+      c0[i] = _mm512_add_ps(_mm512_loadu_ps(add + i * lda), c0[i]);
+      c1[i] = _mm512_add_ps(_mm512_loadu_ps(add + i * lda + 16), c1[i]);
+    }
+  }
   if (!epi) {
 #pragma GCC unroll 12
-    for (int i = 0; i < kMr512; ++i) {
+    for (int i = 0; i < MR; ++i) {
       _mm512_storeu_ps(dst + i * ldd, c0[i]);
       _mm512_storeu_ps(dst + i * ldd + 16, c1[i]);
     }
@@ -53,13 +64,13 @@ __attribute__((target("avx512f,fma"))) void ukernel_avx512(int kc, const float* 
   const __m512 alpha = _mm512_set1_ps(epi->alpha), beta = _mm512_set1_ps(epi->beta);
   if (epi->beta == 0.0f) {
 #pragma GCC unroll 12
-    for (int i = 0; i < kMr512; ++i) {
+    for (int i = 0; i < MR; ++i) {
       _mm512_storeu_ps(dst + i * ldd, _mm512_mul_ps(alpha, c0[i]));
       _mm512_storeu_ps(dst + i * ldd + 16, _mm512_mul_ps(alpha, c1[i]));
     }
   } else {
 #pragma GCC unroll 12
-    for (int i = 0; i < kMr512; ++i) {
+    for (int i = 0; i < MR; ++i) {
       float* d = dst + i * ldd;
       _mm512_storeu_ps(d, _mm512_fmadd_ps(alpha, c0[i], _mm512_mul_ps(beta, _mm512_loadu_ps(d))));
       _mm512_storeu_ps(d + 16, _mm512_fmadd_ps(alpha, c1[i], _mm512_mul_ps(beta, _mm512_loadu_ps(d + 16))));
@@ -107,29 +118,30 @@ __attribute__((target("avx512f,fma"))) float leaf_avx512(const float* x, const f
   return lane_tree(lanes);
 }
 
-// ---- AVX2 + FMA: 6 x 16 micro-tile (12 ymm accumulators) ---------------------------------------
+// ---- AVX2 + FMA: up to 6 x 16 micro-tile (12 ymm accumulators) -----------------------------------
 constexpr int kMr256 = 6, kNr256 = 16;
 
-__attribute__((target("avx2,fma"))) void ukernel_avx2(int kc, const float* a, const float* b,
-                                                      const float* src, ptrdiff_t lds, float* dst,
+template <int MR>
+__attribute__((target("avx2,fma"))) void ukernel_avx2(int kc, const float* a, const float* b, const float* src,
+                                                      ptrdiff_t lds, const float* add, ptrdiff_t lda, float* dst,
                                                       ptrdiff_t ldd, const Epilogue* epi) {
-  __m256 c0[kMr256], c1[kMr256];
+  __m256 c0[MR], c1[MR];
   if (src) {
 #pragma GCC unroll 6
-    for (int i = 0; i < kMr256; ++i) {
+    for (int i = 0; i < MR; ++i) {
       c0[i] = _mm256_loadu_ps(src + i * lds);
       c1[i] = _mm256_loadu_ps(src + i * lds + 8);
     }
   } else {
 #pragma GCC unroll 6
-    for (int i = 0; i < kMr256; ++i) c0[i] = c1[i] = _mm256_setzero_ps();
+    for (int i = 0; i < MR; ++i) c0[i] = c1[i] = _mm256_setzero_ps();
   }
 #pragma GCC unroll 4
   for (int kk = 0; kk < kc; ++kk) {
     __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8);
     _mm_prefetch(reinterpret_cast<const char*>(b + 8 * kNr256), _MM_HINT_T0);
 #pragma GCC unroll 6
-    for (int i = 0; i < kMr256; ++i) {
+    for (int i = 0; i < MR; ++i) {
       __m256 ai = _mm256_broadcast_ss(a + i);
       c0[i] = _mm256_fmadd_ps(ai, b0, c0[i]);
       c1[i] = _mm256_fmadd_ps(ai, b1, c1[i]);
@@ -137,9 +149,16 @@ __attribute__((target("avx2,fma"))) void ukernel_avx2(int kc, const float* a, co
     a += kMr256;
     b += kNr256;
   }
+  if (add) {
+#pragma GCC unroll 6
+    for (int i = 0; i < MR; ++i) {
+      c0[i] = _mm256_add_ps(_mm256_loadu_ps(add + i * lda), c0[i]);
+      c1[i] = _mm256_add_ps(_mm256_loadu_ps(add + i * lda + 8), c1[i]);
+    }
+  }
   if (!epi) {
 #pragma GCC unroll 6
-    for (int i = 0; i < kMr256; ++i) {
+    for (int i = 0; i < MR; ++i) {
       _mm256_storeu_ps(dst + i * ldd, c0[i]);
       _mm256_storeu_ps(dst + i * ldd + 8, c1[i]);
     }
@@ -148,13 +167,13 @@ __attribute__((target("avx2,fma"))) void ukernel_avx2(int kc, const float* a, co
   const __m256 alpha = _mm256_set1_ps(epi->alpha), beta = _mm256_set1_ps(epi->beta);
   if (epi->beta == 0.0f) {
 #pragma GCC unroll 6
-    for (int i = 0; i < kMr256; ++i) {
+    for (int i = 0; i < MR; ++i) {
       _mm256_storeu_ps(dst + i * ldd, _mm256_mul_ps(alpha, c0[i]));
       _mm256_storeu_ps(dst + i * ldd + 8, _mm256_mul_ps(alpha, c1[i]));
     }
   } else {
 #pragma GCC unroll 6
-    for (int i = 0; i < kMr256; ++i) {
+    for (int i = 0; i < MR; ++i) {
       float* d = dst + i * ldd;
       _mm256_storeu_ps(d, _mm256_fmadd_ps(alpha, c0[i], _mm256_mul_ps(beta, _mm256_loadu_ps(d))));
       _mm256_storeu_ps(d + 8, _mm256_fmadd_ps(alpha, c1[i], _mm256_mul_ps(beta, _mm256_loadu_ps(d + 8))));
@@ -200,21 +219,25 @@ __attribute__((target("avx2,fma"))) float leaf_avx2(const float* x, const float*
   return lane_tree(lanes);
 }
 
-// ---- scalar (any x86-64): 4 x 8 micro-tile, std::fma ---------------------------------------------
+// ---- scalar (any x86-64): up to 4 x 8 micro-tile, std::fma --------------------------------------
 constexpr int kMrScalar = 4, kNrScalar = 8;
 
-void ukernel_scalar(int kc, const float* a, const float* b, const float* src, ptrdiff_t lds, float* dst,
-                    ptrdiff_t ldd, const Epilogue* epi) {
-  float c[kMrScalar][kNrScalar];
-  for (int i = 0; i < kMrScalar; ++i)
+template <int MR>
+void ukernel_scalar(int kc, const float* a, const float* b, const float* src, ptrdiff_t lds, const float* add,
+                    ptrdiff_t lda, float* dst, ptrdiff_t ldd, const Epilogue* epi) {
+  float c[MR][kNrScalar];
+  for (int i = 0; i < MR; ++i)
     for (int j = 0; j < kNrScalar; ++j) c[i][j] = src ? src[i * lds + j] : 0.0f;
   for (int kk = 0; kk < kc; ++kk) {
-    for (int i = 0; i < kMrScalar; ++i)
+    for (int i = 0; i < MR; ++i)
       for (int j = 0; j < kNrScalar; ++j) c[i][j] = std::fma(a[i], b[j], c[i][j]);
     a += kMrScalar;
     b += kNrScalar;
   }
-  for (int i = 0; i < kMrScalar; ++i)
+  if (add)
+    for (int i = 0; i < MR; ++i)
+      for (int j = 0; j < kNrScalar; ++j) c[i][j] = add[i * lda + j] + c[i][j];
+  for (int i = 0; i < MR; ++i)
     for (int j = 0; j < kNrScalar; ++j) {
       float* d = dst + i * ldd + j;
       if (!epi)
@@ -250,11 +273,29 @@ float as_unary(const float* x, size_t n) {
   return F(x, nullptr, n);
 }
 
+const GemmUkernel kUk512[kMr512 + 1] = {nullptr,
+                                        ukernel_avx512<1>,
+                                        ukernel_avx512<2>,
+                                        ukernel_avx512<3>,
+                                        ukernel_avx512<4>,
+                                        ukernel_avx512<5>,
+                                        ukernel_avx512<6>,
+                                        ukernel_avx512<7>,
+                                        ukernel_avx512<8>,
+                                        ukernel_avx512<9>,
+                                        ukernel_avx512<10>,
+                                        ukernel_avx512<11>,
+                                        ukernel_avx512<12>};
+const GemmUkernel kUk256[kMr256 + 1] = {nullptr,         ukernel_avx2<1>, ukernel_avx2<2>, ukernel_avx2<3>,
+                                        ukernel_avx2<4>, ukernel_avx2<5>, ukernel_avx2<6>};
+const GemmUkernel kUkScalar[kMrScalar + 1] = {nullptr, ukernel_scalar<1>, ukernel_scalar<2>, ukernel_scalar<3>,
+                                              ukernel_scalar<4>};
+
 const IsaKernels kAvx512Kernels = {CpuIsa::kAvx512,
                                    kMr512,
                                    kNr512,
                                    144,
-                                   ukernel_avx512,
+                                   kUk512,
                                    epilogue_row_avx512,
                                    as_unary<leaf_avx512<kLeafSum>>,
                                    leaf_avx512<kLeafDot>,
@@ -263,7 +304,7 @@ const IsaKernels kAvx2Kernels = {CpuIsa::kAvx2,
                                  kMr256,
                                  kNr256,
                                  144,
-                                 ukernel_avx2,
+                                 kUk256,
                                  epilogue_row_avx2,
                                  as_unary<leaf_avx2<kLeafSum>>,
                                  leaf_avx2<kLeafDot>,
@@ -272,7 +313,7 @@ const IsaKernels kScalarKernels = {CpuIsa::kScalar,
                                    kMrScalar,
                                    kNrScalar,
                                    144,
-                                   ukernel_scalar,
+                                   kUkScalar,
                                    epilogue_row_scalar,
                                    as_unary<leaf_scalar<kLeafSum>>,
                                    leaf_scalar<kLeafDot>,

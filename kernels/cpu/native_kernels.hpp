@@ -28,11 +28,12 @@ struct Epilogue {
   float alpha = 1.0f, beta = 0.0f;
 };
 
-// acc[mr x nr] = (src ? src tile : 0) + sum over kk < kc of a[kk*mr + i] * b[kk*nr + j], as one FMA
-// chain in kk order per element; then dst = acc, or the epilogue applied to dst when epi != nullptr.
-// src and dst may alias.
+// For rows i < R (the kernel's row count, 1..mr) and j < nr:
+// acc[i][j] = (src ? src tile : 0) + sum over kk < kc of a[kk*mr + i] * b[kk*nr + j], as one FMA chain
+// in kk order per element; then acc = add[i][j] + acc when add != nullptr (one rounded add); then
+// dst = acc, or the epilogue applied to dst when epi != nullptr. src, add and dst may alias.
 using GemmUkernel = void (*)(int kc, const float* a, const float* b, const float* src, ptrdiff_t lds,
-                             float* dst, ptrdiff_t ldd, const Epilogue* epi);
+                             const float* add, ptrdiff_t lda, float* dst, ptrdiff_t ldd, const Epilogue* epi);
 // c[j] = epilogue(acc[j]) for j < n.
 using EpilogueRow = void (*)(const float* acc, float* c, size_t n, Epilogue e);
 // Sum, dot and sum of squares of a block with the kLanes layout and the fixed lane tree.
@@ -42,7 +43,7 @@ using LeafDot = float (*)(const float* x, const float* y, size_t n);
 struct IsaKernels {
   CpuIsa isa;
   int mr, nr, mc;  // micro-tile and A-block rows; do not change the bits
-  GemmUkernel ukernel;
+  const GemmUkernel* ukernel;  // ukernel[R] computes R rows (1 <= R <= mr) of an mr-packed A panel
   EpilogueRow epilogue_row;
   LeafSum leaf_sum;
   LeafDot leaf_dot;

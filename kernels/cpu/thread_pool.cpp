@@ -5,12 +5,15 @@
 namespace detaudit {
 
 namespace {
-// Spin briefly before sleeping: a gemm per conv image wakes the pool often, and a condition variable
+// Spin briefly before sleeping: a training step wakes the pool often, and a condition variable
 // round trip costs tens of microseconds.
 constexpr int kSpinIterations = 1 << 12;
+// The caller, waiting for a worker that took a part, yields the core after this many pauses (the
+// machine may have fewer free cores than threads).
+constexpr int kWaitSpins = 1 << 8;
 }  // namespace
 
-ThreadPool::ThreadPool(int threads) : size_(threads < 1 ? 1 : threads) {
+ThreadPool::ThreadPool(int threads) : size_(threads < 1 ? 1 : threads), slots_(new Slot[size_ < 1 ? 1 : size_]) {
   workers_.reserve(size_ - 1);
   for (int t = 1; t < size_; ++t) workers_.emplace_back([this, t] { worker(t); });
 }
@@ -18,8 +21,8 @@ ThreadPool::ThreadPool(int threads) : size_(threads < 1 ? 1 : threads) {
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
-    generation_.fetch_add(1, std::memory_order_release);
+    stop_.store(true);
+    generation_.fetch_add(1);
   }
   wake_.notify_all();
   for (auto& w : workers_) w.join();
@@ -35,13 +38,20 @@ void ThreadPool::worker(int tid) {
     }
     if (g == seen) {
       std::unique_lock<std::mutex> lock(mu_);
-      wake_.wait(lock, [&] { return generation_.load(std::memory_order_acquire) != seen; });
+      sleepers_.fetch_add(1);
+      wake_.wait(lock, [&] { return generation_.load() != seen; });
+      sleepers_.fetch_sub(1);
       g = generation_.load(std::memory_order_acquire);
     }
     seen = g;
-    if (stop_) return;
-    if (tid < active_) (*fn_)(tid);
-    pending_.fetch_sub(1, std::memory_order_acq_rel);
+    if (stop_.load()) return;
+    // Take part `tid` of run g unless the caller already did (or the run has no such part). Success
+    // means run g is still in progress, so fn_ belongs to it.
+    uint64_t open = g << 2;
+    if (slots_[tid].state.compare_exchange_strong(open, open | 1, std::memory_order_acq_rel)) {
+      (*fn_)(tid);
+      slots_[tid].state.store(open | 2, std::memory_order_release);
+    }
   }
 }
 
@@ -52,17 +62,29 @@ void ThreadPool::run_n(int n, const std::function<void(int)>& fn) {
     for (int t = 0; t < n; ++t) fn(t);  // n <= 1, or a pool of one: run inline
     return;
   }
-  int active = n < size_ ? n : size_;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    fn_ = &fn;
-    active_ = active;
-    pending_.store(size_ - 1, std::memory_order_relaxed);
-    generation_.fetch_add(1, std::memory_order_release);
+  const int active = n < size_ ? n : size_;
+  const uint64_t gen = generation_.load(std::memory_order_relaxed) + 1;
+  fn_ = &fn;
+  for (int t = 1; t < active; ++t) slots_[t].state.store(gen << 2, std::memory_order_relaxed);
+  generation_.store(gen);  // seq_cst: pairs with sleepers_ below (a sleeper sees gen or gets notified)
+  if (sleepers_.load() > 0) {
+    { std::lock_guard<std::mutex> lock(mu_); }
+    wake_.notify_all();
   }
-  wake_.notify_all();
   fn(0);
-  while (pending_.load(std::memory_order_acquire) != 0) _mm_pause();
+  for (int t = 1; t < active; ++t) {
+    uint64_t open = gen << 2;
+    if (slots_[t].state.compare_exchange_strong(open, open | 1, std::memory_order_acq_rel)) {
+      fn(t);  // its worker has not started it: run it here
+      continue;
+    }
+    for (int i = 0; slots_[t].state.load(std::memory_order_acquire) != ((gen << 2) | 2); ++i) {
+      if (i < kWaitSpins)
+        _mm_pause();
+      else
+        std::this_thread::yield();
+    }
+  }
   // When n > size_ the caller asked for more work items than threads: run the rest inline.
   for (int t = size_; t < n; ++t) fn(t);
 }

@@ -1,13 +1,17 @@
 // A small persistent thread pool for the cpu backend (no OpenMP: oneDNN and OpenBLAS bring their own
 // threading and environment variables, and detaudit's kernels must not share them).
 // run(fn) calls fn(t) for t = 0..size()-1, t = 0 on the calling thread, and returns when all are done.
-// determinism: the pool only says who runs what; which work a thread index gets is decided by the
-// caller, so static partitions give the same bits whatever the OS scheduling.
+// A part t whose worker has not picked it up by the time the caller finishes its own part runs on the
+// caller instead (a late or descheduled worker then costs no waiting).
+// determinism: the pool only says who runs what; which work a part index gets is decided by the
+// caller, so static partitions give the same bits whatever the OS scheduling and whichever thread
+// runs a part.
 #pragma once
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -30,15 +34,20 @@ class ThreadPool {
  private:
   void worker(int tid);
 
+  // A part's state for run `gen`: gen << 2 | {0 open, 1 taken, 2 done}.
+  struct alignas(64) Slot {
+    std::atomic<uint64_t> state{0};
+  };
+
   int size_ = 1;
-  int active_ = 1;  // threads taking part in the current run
   std::vector<std::thread> workers_;
+  std::unique_ptr<Slot[]> slots_;
   const std::function<void(int)>* fn_ = nullptr;
   std::mutex mu_;
   std::condition_variable wake_;
   std::atomic<uint64_t> generation_{0};
-  std::atomic<int> pending_{0};
-  bool stop_ = false;
+  std::atomic<int> sleepers_{0};
+  std::atomic<bool> stop_{false};
 };
 
 }  // namespace detaudit
