@@ -66,6 +66,13 @@ log "quick suite"
 log "quick suite: exit $? in $(( $(date +%s) - start )) s total; $(tail -2 "$OUT/quick.log" | head -1)"
 sed -n '/^## Verdict/,/^## Determinism matrix/p' "$OUT/quick/report.md" 2>/dev/null | head -60 >>"$OUT/summary.txt"
 
+log "gpu training"
+# Fashion-MNIST: the Debian package where installed, else a copy in .deps/fashion-mnist (train-*-ubyte.gz).
+train_data=(); [ ! -d /usr/share/datasets/fashion-mnist ] && [ -d .deps/fashion-mnist ] && train_data=(--data "$PWD/.deps/fashion-mnist")
+"$BIN/detaudit" train autoencoder --targets 'cuda:0,cudnn:0' --seeds 2 --batches 60 --window 10 --replicates 2 "${train_data[@]}" --out "$OUT/train" --fresh >"$OUT/train.log" 2>&1
+log "gpu training: exit $? in $(( $(date +%s) - start )) s total; $(tail -1 "$OUT/train.log")"
+sed -n '/^## Training verdict/,/^## Variance components/p' "$OUT/train/report.md" 2>/dev/null | head -60 >>"$OUT/summary.txt"
+
 log "gpu speed"
 timeout 120 "$BIN/gpu_speed" >"$OUT/gpu-speed.json" 2>"$OUT/gpu-speed.err"
 log "gpu speed: exit $?: $(cat "$OUT/gpu-speed.json")"

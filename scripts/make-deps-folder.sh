@@ -16,4 +16,9 @@ cp -r /usr/src/googletest "$out/googletest"
 cp -r /usr/include/hwloc.h /usr/include/hwloc "$out/include/"
 mkdir -p "$out/lib"
 cp -L /usr/lib/x86_64-linux-gnu/libhwloc.so.15 "$out/lib/"
+# The training set, for the training design on machines without dataset-fashion-mnist.
+if [ -d /usr/share/datasets/fashion-mnist ]; then
+  mkdir -p "$out/fashion-mnist"
+  cp /usr/share/datasets/fashion-mnist/train-*-ubyte.gz "$out/fashion-mnist/"
+fi
 du -sh "$out"

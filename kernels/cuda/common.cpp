@@ -8,6 +8,8 @@
 #include <limits>
 
 #include "kernels/cuda/cupti_tracer.hpp"
+#include "kernels/cuda/native_kernels.hpp"
+#include "kernels/cuda/train_kernels.hpp"
 
 namespace detaudit::gpu {
 
@@ -97,10 +99,12 @@ Status Params::algo_or_auto(const std::string& key, int* out) const {
 
 // ---- GpuBackend --------------------------------------------------------------------------------
 
-GpuBackend::GpuBackend(int device, std::string name) : device_(device), name_(std::move(name)) {}
+GpuBackend::GpuBackend(int device, std::string name, bool atomic_reductions)
+    : device_(device), name_(std::move(name)), atomic_reductions_(atomic_reductions) {}
 
 GpuBackend::~GpuBackend() {
   if (hash_out_) cudaFree(hash_out_);
+  if (train_scratch_) cudaFree(train_scratch_);
 }
 
 Status GpuBackend::init() {
@@ -112,6 +116,7 @@ Status GpuBackend::init() {
   cc_minor_ = prop.minor;
   sm_count_ = prop.multiProcessorCount;
   DETAUDIT_CUDA(cudaMalloc(&hash_out_, 2 * sizeof(unsigned long long)));
+  DETAUDIT_CUDA(cudaMalloc(&train_scratch_, kTrainScratchFloats * sizeof(float)));
   return Status::ok();
 }
 
@@ -211,6 +216,45 @@ Status GpuBackend::trace_end(std::vector<KernelRecord>* kernels) {
   }
   tracing_ = false;
   return CuptiTracer::instance().end(trace_id_, kernels);
+}
+
+// ---- training ops --------------------------------------------------------------------------------
+
+// determinism: elementwise (the `cuda` kernel of native_dense.cu); transcendental functions are the CUDA
+// math library's, deterministic but not the CPU's bits.
+Status GpuBackend::unary(UnaryOp op, const float* x, float* y, size_t n) { return native_unary(op, x, y, n); }
+// determinism: elementwise, one add per element.
+Status GpuBackend::bias_add(float* y, const float* bias, size_t n, size_t c, size_t hw) {
+  return gpu_bias_add(y, bias, n, c, hw);
+}
+// determinism: a fixed tree per channel, or (atomic_reductions_) chunk partials meeting through atomicAdd.
+Status GpuBackend::bias_grad(const float* dy, float* db, size_t n, size_t c, size_t hw) {
+  return gpu_bias_grad(atomic_reductions_, dy, db, n, c, hw);
+}
+Status GpuBackend::unary_bwd(UnaryOp op, const float* x, const float* y, const float* dy, float* dx, size_t n) {
+  return gpu_unary_bwd(op, x, y, dy, dx, n);
+}
+Status GpuBackend::upsample2_fwd(const float* x, float* y, size_t planes, int h, int w) {
+  return gpu_upsample2_fwd(x, y, planes, h, w);
+}
+Status GpuBackend::upsample2_bwd(const float* dy, float* dx, size_t planes, int h, int w) {
+  return gpu_upsample2_bwd(dy, dx, planes, h, w);
+}
+Status GpuBackend::copy_2d(size_t rows, size_t cols, const float* src, size_t src_ld, float* dst, size_t dst_ld) {
+  return gpu_copy_2d(rows, cols, src, src_ld, dst, dst_ld);
+}
+Status GpuBackend::fill(float* y, float value, size_t n) { return launch_fill(y, n, value, nullptr); }
+Status GpuBackend::scale(float* y, float alpha, size_t n) { return gpu_scale(y, alpha, n); }
+// determinism: the value is a fixed two-pass tree, or (atomic_reductions_) block partials added with atomics.
+Status GpuBackend::loss(LossOp op, const float* y, const float* t, size_t n, float* value, float* dy) {
+  if (!train_scratch_) return Status::invalid("loss: the backend was not initialised");
+  return gpu_loss(op, atomic_reductions_, y, t, n, value, dy, train_scratch_);
+}
+Status GpuBackend::adam_step(const AdamParams& p, float* w, const float* g, float* m, float* v, size_t n) {
+  return gpu_adam_step(p, w, g, m, v, n);
+}
+Status GpuBackend::sgd_step(const SgdParams& p, float* w, const float* g, float* velocity, size_t n) {
+  return gpu_sgd_step(p, w, g, velocity, n);
 }
 
 }  // namespace detaudit::gpu

@@ -48,10 +48,13 @@ class Params {
   const std::map<std::string, std::string>& m_;
 };
 
-// Device memory, device-side fingerprints and CUPTI tracing, common to every GPU backend.
+// Device memory, device-side fingerprints, CUPTI tracing and the training ops (train_kernels.cu), common
+// to every GPU backend.
 class GpuBackend : public Backend {
  public:
-  GpuBackend(int device, std::string name);
+  // atomic_reductions: the training ops' reductions (bias gradient, loss value) add their partial sums
+  // with atomics (only the `cuda` target's order=atomic asks for it); otherwise fixed-shape trees.
+  GpuBackend(int device, std::string name, bool atomic_reductions = false);
   ~GpuBackend() override;
   // Makes `device` current and allocates the backend's scratch memory; call once after construction.
   Status init();
@@ -71,6 +74,20 @@ class GpuBackend : public Backend {
   Status trace_begin(uint64_t repeat_id) override;
   Status trace_end(std::vector<KernelRecord>* kernels) override;
 
+  // ---- training ops (models/): elementwise kernels and reductions of train_kernels.cu ------------
+  Status unary(UnaryOp op, const float* x, float* y, size_t n) override;
+  Status bias_add(float* y, const float* bias, size_t n, size_t c, size_t hw) override;
+  Status bias_grad(const float* dy, float* db, size_t n, size_t c, size_t hw) override;
+  Status unary_bwd(UnaryOp op, const float* x, const float* y, const float* dy, float* dx, size_t n) override;
+  Status upsample2_fwd(const float* x, float* y, size_t planes, int h, int w) override;
+  Status upsample2_bwd(const float* dy, float* dx, size_t planes, int h, int w) override;
+  Status copy_2d(size_t rows, size_t cols, const float* src, size_t src_ld, float* dst, size_t dst_ld) override;
+  Status fill(float* y, float value, size_t n) override;
+  Status scale(float* y, float alpha, size_t n) override;
+  Status loss(LossOp op, const float* y, const float* t, size_t n, float* value, float* dy) override;
+  Status adam_step(const AdamParams& p, float* w, const float* g, float* m, float* v, size_t n) override;
+  Status sgd_step(const SgdParams& p, float* w, const float* g, float* velocity, size_t n) override;
+
  protected:
   // Settings the subclass records with every observation (appended after the device's).
   std::vector<std::pair<std::string, std::string>> extra_details_;
@@ -81,6 +98,8 @@ class GpuBackend : public Backend {
   std::string name_, gpu_name_;
   int cc_major_ = 0, cc_minor_ = 0, sm_count_ = 0;
   unsigned long long* hash_out_ = nullptr;  // 2 words of device memory for the device hash
+  bool atomic_reductions_ = false;
+  float* train_scratch_ = nullptr;  // kTrainScratchFloats floats: the loss's partials
   // device hash (two 64-bit lanes) and length -> canonical host fingerprint of those bytes
   std::map<std::tuple<uint64_t, uint64_t, size_t>, Fingerprint> fp_cache_;
   uint64_t trace_id_ = 0;

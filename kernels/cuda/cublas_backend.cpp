@@ -8,12 +8,14 @@
 #include <type_traits>
 
 #include "kernels/cuda/common.hpp"
+#include "kernels/cuda/native_kernels.hpp"
 
 namespace detaudit::gpu {
 
 namespace {
 
 constexpr size_t kWorkspaceBytes = 32u << 20;  // cuBLAS's own default on Hopper
+constexpr const char* kNativeTree = "native cuda (order=tree)";
 
 struct CublasConfig {
   std::string math, atomics, workspace;
@@ -136,6 +138,31 @@ class Cublas final : public GpuBackend {
     DETAUDIT_RETURN_IF_ERROR(fork(1));
     DETAUDIT_CUBLAS(cublasSaxpy_64(handles_[0], int64_t(n), &alpha, x, 1, y, 1));
     return join(1);
+  }
+
+  // cuBLAS has no convolution or pooling; a model's conv and pool layers run on the `cuda` target's
+  // kernels, on the legacy stream, which the K streams wait for (fork) and which waits for them (join).
+  // Recorded in the details from the first such op on, so observations of cuBLAS's own ops are unchanged.
+  // determinism: order=tree variants only: gathers and fixed trees, no atomics (native_conv.cu).
+  Status conv2d_fwd(const ConvShape& s, const float* x, const float* w, float* y) override {
+    set_detail("conv_via", kNativeTree);
+    return native_conv_fwd(s, x, w, y);
+  }
+  Status conv2d_bwd_data(const ConvShape& s, const float* dy, const float* w, float* dx) override {
+    set_detail("conv_via", kNativeTree);
+    return native_conv_bwd_data(s, dy, w, dx);
+  }
+  Status conv2d_bwd_filter(const ConvShape& s, const float* x, const float* dy, float* dw) override {
+    set_detail("conv_via", kNativeTree);
+    return native_conv_bwd_filter(s, /*atomic=*/false, x, dy, dw);
+  }
+  Status maxpool_fwd(const PoolShape& s, const float* x, float* y) override {
+    set_detail("pool_via", kNativeTree);
+    return native_maxpool_fwd(s, x, y);
+  }
+  Status maxpool_bwd(const PoolShape& s, const float* x, const float*, const float* dy, float* dx) override {
+    set_detail("pool_via", kNativeTree);
+    return native_maxpool_bwd(s, /*atomic=*/false, x, dy, dx);
   }
 
  private:

@@ -9,6 +9,7 @@
 
 #include "kernels/cuda/common.hpp"
 #include "kernels/cuda/cuda.hpp"
+#include "kernels/cuda/native_kernels.hpp"
 
 // The header-only list in cuda.hpp must know every legacy algorithm this cuDNN knows.
 static_assert(CUDNN_CONVOLUTION_FWD_ALGO_COUNT == 8, "update cudnn_conv_algorithms() in cuda.hpp");
@@ -156,6 +157,15 @@ class Cudnn final : public GpuBackend {
     set_detail("pool", c_.pool);
     set_detail("cudnn_version", std::to_string(cudnnGetVersion()));
     return Status::ok();
+  }
+
+  // cuDNN has no plain gemm; the linear layers of a model run on the `cuda` target's tiled kernel (recorded
+  // in the details from the first gemm on, so observations of cuDNN's own ops are unchanged).
+  // determinism: one FMA chain per output element in k order (native_dense.cu), no atomics.
+  Status gemm(Trans ta, Trans tb, int m, int n, int k, float alpha, const float* a, int lda, const float* b, int ldb,
+              float beta, float* c, int ldc) override {
+    set_detail("gemm_via", "native cuda (tiled gemm, deterministic)");
+    return native_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   }
 
   Status conv2d_fwd(const ConvShape& s, const float* x, const float* w, float* y) override {

@@ -8,8 +8,9 @@ namespace {
 
 class CudaNative final : public GpuBackend {
  public:
+  // determinism: order=atomic also makes the base's training reductions (bias gradient, loss) atomic.
   CudaNative(int device, bool atomic)
-      : GpuBackend(device, "cuda:" + std::to_string(device) + "?order=" + (atomic ? "atomic" : "tree")),
+      : GpuBackend(device, "cuda:" + std::to_string(device) + "?order=" + (atomic ? "atomic" : "tree"), atomic),
         atomic_(atomic) {
     set_detail("order", atomic ? "atomic" : "tree");
   }
