@@ -3,6 +3,8 @@
 // the reductions, softmax, conv2d (im2col/col2im + gemm) and the elementwise ops.
 #include "kernels/cpu/native.hpp"
 
+#include "kernels/checks.hpp"
+
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -297,21 +299,6 @@ void col2im(const ConvShape& sh, const float* dcol, float* dx) {
       }
 }
 
-Status check_conv(const ConvShape& s) {
-  if (s.n < 1 || s.c < 1 || s.h < 1 || s.w < 1 || s.k < 1 || s.r < 1 || s.s < 1 || s.stride < 1 || s.pad < 0)
-    return Status::invalid("conv2d: sizes must be positive (pad >= 0)");
-  if (s.h + 2 * s.pad < s.r || s.w + 2 * s.pad < s.s) return Status::invalid("conv2d: filter larger than padded input");
-  if (size_t(s.c) * s.r * s.s > size_t(INT32_MAX) || size_t(s.p()) * s.q() > size_t(INT32_MAX))
-    return Status::invalid("conv2d: too large");
-  return Status::ok();
-}
-
-Status check_pool(const PoolShape& s) {
-  if (s.n < 1 || s.c < 1 || s.window < 1 || s.stride < 1 || s.h < s.window || s.w < s.window)
-    return Status::invalid("maxpool: sizes must be positive and the window must fit the input");
-  return Status::ok();
-}
-
 // bwd_filter: the K dimension of its gemm is N*P*Q; above this many floats of im2col the images go in
 // groups whose partials add in group order.
 constexpr size_t kMaxColFloats = size_t(1) << 28;  // 1 GiB
@@ -355,7 +342,7 @@ class CpuNative final : public Backend {
   // computes it.
   Status conv2d_fwd(const ConvShape& s, const float* x, const float* w, float* y) override {
     DETAUDIT_RETURN_IF_ERROR(ready());
-    DETAUDIT_RETURN_IF_ERROR(check_conv(s));
+    DETAUDIT_RETURN_IF_ERROR(validate_conv(s));
     return conv_gemm_fwd(s, x, w, y);
   }
 
@@ -365,7 +352,7 @@ class CpuNative final : public Backend {
   // to the K reduction), then col2im adds the R*S overlapping windows in a fixed order.
   Status conv2d_bwd_data(const ConvShape& s, const float* dy, const float* w, float* dx) override {
     DETAUDIT_RETURN_IF_ERROR(ready());
-    DETAUDIT_RETURN_IF_ERROR(check_conv(s));
+    DETAUDIT_RETURN_IF_ERROR(validate_conv(s));
     const int crs = s.c * s.r * s.s, pq = s.p() * s.q();
     if (s.stride == 1 && s.pad <= s.r - 1 && s.pad <= s.s - 1 && s.r == s.s) {
       ConvShape t;
@@ -396,7 +383,7 @@ class CpuNative final : public Backend {
   // reads dy in place and builds im2col pieces per thread.)
   Status conv2d_bwd_filter(const ConvShape& s, const float* x, const float* dy, float* dw) override {
     DETAUDIT_RETURN_IF_ERROR(ready());
-    DETAUDIT_RETURN_IF_ERROR(check_conv(s));
+    DETAUDIT_RETURN_IF_ERROR(validate_conv(s));
     const int crs = s.c * s.r * s.s, pq = s.p() * s.q();
     // determinism: when all images' im2col would exceed kMaxColFloats, images go in groups; each group
     // is one gemm (the order applies inside it) and group results add into dw in group order.
@@ -416,7 +403,7 @@ class CpuNative final : public Backend {
   // split over threads; overlapping windows' gradients add in float in a fixed window order.
   Status maxpool_fwd(const PoolShape& s, const float* x, float* y) override {
     DETAUDIT_RETURN_IF_ERROR(ready());
-    DETAUDIT_RETURN_IF_ERROR(check_pool(s));
+    DETAUDIT_RETURN_IF_ERROR(validate_pool(s));
     parallel_chunks(size_t(s.n), size_t(s.c) * s.h * s.w, [&](size_t i0, size_t i1) {
       PoolShape part = s;
       part.n = int(i1 - i0);
@@ -426,7 +413,7 @@ class CpuNative final : public Backend {
   }
   Status maxpool_bwd(const PoolShape& s, const float* x, const float* y, const float* dy, float* dx) override {
     DETAUDIT_RETURN_IF_ERROR(ready());
-    DETAUDIT_RETURN_IF_ERROR(check_pool(s));
+    DETAUDIT_RETURN_IF_ERROR(validate_pool(s));
     parallel_chunks(size_t(s.n), size_t(s.c) * s.h * s.w, [&](size_t i0, size_t i1) {
       PoolShape part = s;
       part.n = int(i1 - i0);

@@ -5,6 +5,8 @@
 // over a K range; for conv2d it builds the im2col piece it needs in the thread's scratch).
 #include "kernels/cpu/native_gemm.hpp"
 
+#include "kernels/checks.hpp"
+
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -24,17 +26,6 @@ float* AlignedBuffer::get(size_t n) {
   return p_;
 }
 
-Status check_gemm_args(Trans ta, Trans tb, int m, int n, int k, int lda, int ldb, int ldc) {
-  if (m < 0 || n < 0 || k < 0)
-    return Status::invalid("gemm: negative size m=" + std::to_string(m) + " n=" + std::to_string(n) +
-                           " k=" + std::to_string(k));
-  int min_lda = std::max(1, ta == Trans::kN ? k : m);
-  int min_ldb = std::max(1, tb == Trans::kN ? n : k);
-  if (lda < min_lda) return Status::invalid("gemm: lda=" + std::to_string(lda) + " < " + std::to_string(min_lda));
-  if (ldb < min_ldb) return Status::invalid("gemm: ldb=" + std::to_string(ldb) + " < " + std::to_string(min_ldb));
-  if (ldc < std::max(1, n)) return Status::invalid("gemm: ldc=" + std::to_string(ldc) + " < n");
-  return Status::ok();
-}
 
 namespace {
 
@@ -740,7 +731,7 @@ Status run(GemmContext& ctx, const Problem& pb) {
 }  // namespace
 
 Status gemm(GemmContext& ctx, const GemmArgs& g) {
-  DETAUDIT_RETURN_IF_ERROR(check_gemm_args(g.ta, g.tb, g.m, g.n, g.k, g.lda, g.ldb, g.ldc));
+  DETAUDIT_RETURN_IF_ERROR(validate_gemm(g.ta, g.tb, g.m, g.n, g.k, g.lda, g.ldb, g.ldc));
   if (g.m == 0 || g.n == 0) return Status::ok();
   return run(ctx, GemmProblem(g));
 }

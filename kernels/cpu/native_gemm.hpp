@@ -63,8 +63,6 @@ struct GemmContext {
   std::vector<AlignedBuffer>* staging;  // conv2d: padded input and output copies (2 entries)
 };
 
-// Checks shapes and leading dimensions (BLAS rules, row-major).
-Status check_gemm_args(Trans ta, Trans tb, int m, int n, int k, int lda, int ldb, int ldc);
 
 Status gemm(GemmContext& ctx, const GemmArgs& g);
 
