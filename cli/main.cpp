@@ -122,8 +122,8 @@ int main(int argc, char** argv) {
                     "Comma-separated base targets; each runs in its deterministic and nondeterministic variant "
                     "(default cpu?threads=2,cpu?threads=1)");
   train->add_option("--seeds", seeds, "Runs per condition and target (default 3; --paper: 12)");
-  train->add_option("--batches", batches, "Batches per run (default 300; --paper: 5000)");
-  train->add_option("--window", window, "Final metric = mean loss of the last N batches (default 30; --paper: 50)");
+  train->add_option("--batches", batches, "Batches per run (default 200; --paper: 5000)");
+  train->add_option("--window", window, "Final metric = mean loss of the last N batches (default 20; --paper: 50)");
   train->add_option("--replicates", replicates, "Repeats of each seed under condition (a), for the run-to-run term (default 2)");
   train->add_flag("--paper", paper, "The paper's protocol: 12 runs, 5000 batches, window 50");
   train->add_option("--data", data_dir, "Folder of MNIST-format IDX files (default: Fashion-MNIST from dataset-fashion-mnist)");

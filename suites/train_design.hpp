@@ -31,7 +31,7 @@ struct TrainDesign {
   std::string model = "autoencoder";
   std::string design = "sony2021";
   std::vector<Spec> targets;  // base targets
-  int seeds = 3, batches = 300, window = 30, replicates = 2, batch_size = 64;
+  int seeds = 3, batches = 200, window = 20, replicates = 2, batch_size = 64;
   uint64_t data_seed = 1;
   std::string data_dir;  // empty: Fashion-MNIST from dataset-fashion-mnist
   nlohmann::json to_json() const;
