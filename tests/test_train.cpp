@@ -13,27 +13,12 @@
 #include "kernels/cpu/ref.hpp"
 #include "models/autoencoder.hpp"
 #include "probes/generator.hpp"
+#include "tests/test_inputs.hpp"
 
 namespace detaudit {
 namespace {
 
-const Dataset& data() {
-  static Dataset d = [] {
-    Dataset out;
-    if (load_dataset("", "train", &out)) return out;
-    out.count = 2048, out.rows = 28, out.cols = 28;  // synthetic: bright random rectangles on black
-    out.pixels.assign(size_t(out.count) * 28 * 28, 0);
-    out.labels.assign(size_t(out.count), 0);
-    for (int i = 0; i < out.count; ++i) {
-      const uint64_t b = counter_bits(9, 0, uint64_t(i));
-      const int r0 = int(b % 14), c0 = int((b >> 8) % 14), h = 6 + int((b >> 16) % 8), w = 6 + int((b >> 24) % 8);
-      for (int r = r0; r < r0 + h; ++r)
-        for (int c = c0; c < c0 + w; ++c) out.pixels[(size_t(i) * 28 + r) * 28 + c] = uint8_t(128 + (b >> 32) % 128);
-    }
-    return out;
-  }();
-  return d;
-}
+const Dataset& data() { return test_support::training_data(); }
 
 std::unique_ptr<Backend> native(ReduceOrder order, uint64_t forced_seed = 0) {
   CpuNativeOptions o;

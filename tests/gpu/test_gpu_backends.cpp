@@ -11,28 +11,15 @@
 
 #include "kernels/cpu/ref.hpp"
 #include "kernels/cuda/cuda.hpp"
+#include "tests/test_inputs.hpp"
 
 namespace detaudit {
 namespace {
 
 // ---- inputs --------------------------------------------------------------------------------------
 
-uint64_t splitmix(uint64_t& s) {
-  uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-std::vector<float> ints(size_t n, uint64_t seed) {  // integers in [-4, 4]
-  std::vector<float> v(n);
-  for (auto& x : v) x = float(int(splitmix(seed) % 9) - 4);
-  return v;
-}
-std::vector<float> uniform(size_t n, uint64_t seed) {  // [-1, 1)
-  std::vector<float> v(n);
-  for (auto& x : v) x = float(double(splitmix(seed) >> 11) * 0x1p-53 * 2.0 - 1.0);
-  return v;
-}
+using namespace detaudit::test_support;
+
 template <typename T>
 std::vector<T> as(const std::vector<float>& v) {
   return std::vector<T>(v.begin(), v.end());

@@ -1,0 +1,51 @@
+// Inputs shared by the test programs: seeded vectors and a training set (Fashion-MNIST when the
+// Debian package is installed, else a synthetic one of the same shape).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "models/idx.hpp"
+#include "probes/generator.hpp"
+
+namespace detaudit::test_support {
+
+inline uint64_t splitmix(uint64_t& s) {
+  uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// Integers in [-4, 4]: every product and sum in the tests stays exact in float.
+inline std::vector<float> ints(size_t n, uint64_t seed) {
+  std::vector<float> v(n);
+  for (auto& x : v) x = float(int(splitmix(seed) % 9) - 4);
+  return v;
+}
+
+// Uniform in [lo, hi).
+inline std::vector<float> uniform(size_t n, uint64_t seed, double lo = -1.0, double hi = 1.0) {
+  std::vector<float> v(n);
+  for (auto& x : v) x = float(lo + (hi - lo) * double(splitmix(seed) >> 11) * 0x1p-53);
+  return v;
+}
+
+inline const Dataset& training_data() {
+  static Dataset d = [] {
+    Dataset out;
+    if (load_dataset("", "train", &out)) return out;
+    out.count = 2048, out.rows = 28, out.cols = 28;  // synthetic: bright random rectangles on black
+    out.pixels.assign(size_t(out.count) * 28 * 28, 0);
+    out.labels.assign(size_t(out.count), 0);
+    for (int i = 0; i < out.count; ++i) {
+      const uint64_t b = counter_bits(9, 0, uint64_t(i));
+      const int r0 = int(b % 14), c0 = int((b >> 8) % 14), h = 6 + int((b >> 16) % 8), w = 6 + int((b >> 24) % 8);
+      for (int r = r0; r < r0 + h; ++r)
+        for (int c = c0; c < c0 + w; ++c) out.pixels[(size_t(i) * 28 + r) * 28 + c] = uint8_t(128 + (b >> 32) % 128);
+    }
+    return out;
+  }();
+  return d;
+}
+
+}  // namespace detaudit::test_support
