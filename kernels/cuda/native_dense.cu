@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/common.hpp"
 #include "kernels/cuda/native_kernels.hpp"
 
@@ -70,18 +71,6 @@ Status launch_gemm(Trans ta, Trans tb, int m, int n, int k, T alpha, const T* a,
 
 // ---- reductions ---------------------------------------------------------------------------------
 
-__device__ inline float block_tree_sum(float v, float* sh) {
-  // determinism: a fixed binary tree over the block's threads, in shared memory.
-  sh[threadIdx.x] = v;
-  __syncthreads();
-  for (int w = blockDim.x / 2; w > 0; w >>= 1) {
-    if (threadIdx.x < w) sh[threadIdx.x] += sh[threadIdx.x + w];
-    __syncthreads();
-  }
-  float total = sh[0];
-  __syncthreads();
-  return total;
-}
 
 // Pass 1: every thread sums a fixed grid-stride subset in index order, then the block's tree.
 // acc == nullptr: write the block's partial; else atomicAdd it into *acc.

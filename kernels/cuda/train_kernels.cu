@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/common.hpp"
 #include "kernels/cuda/train_kernels.hpp"
 
@@ -21,19 +22,6 @@ unsigned blocks_for(size_t n) { return unsigned(std::clamp<size_t>((n + kThreads
 #define GRID_STRIDE(i, n) \
   for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); i += size_t(gridDim.x) * blockDim.x)
 
-// determinism: a fixed binary tree over the block's threads in shared memory (blockDim.x a power of two).
-// Every thread of the block must call it.
-__device__ inline float block_tree_sum(float v, float* sh) {
-  sh[threadIdx.x] = v;
-  __syncthreads();
-  for (int w = blockDim.x / 2; w > 0; w >>= 1) {
-    if (threadIdx.x < w) sh[threadIdx.x] += sh[threadIdx.x + w];
-    __syncthreads();
-  }
-  float total = sh[0];
-  __syncthreads();
-  return total;
-}
 
 // ---- bias ---------------------------------------------------------------------------------------
 
