@@ -2,7 +2,7 @@
 // deterministic variant, and order=atomic, the racing one), batch 64 of Fashion-MNIST. Compare with
 // PyTorch 1.13 CPU on the same architecture (models/autoencoder.hpp). Each variant first trains 30
 // batches and checks that the loss is finite and goes down (STYLE rule 10); a failure aborts it.
-// Also reports per-layer times for one step (counters "<i>_<layer>_fwd_ms" / "_bwd_ms").
+// Also reports per-layer times averaged over 30 steps (counters "<i>_<layer>_fwd_ms" / "_bwd_ms").
 #include <benchmark/benchmark.h>
 
 #include <chrono>
@@ -76,28 +76,47 @@ void train_step(benchmark::State& state, ReduceOrder order) {
   state.counters["ms_per_step"] =
       benchmark::Counter(double(state.iterations()) * 1e3, benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 
-  // Per-layer times of one more step (forward then backward), for profiling.
+  // Per-layer times, averaged over kProfileSteps more steps (forward, loss, backward, Adam), for
+  // profiling; a single step's timings are too noisy on a shared 2-core machine.
+  constexpr int kProfileSteps = 30;
   auto& layers = model.net().layers();
-  std::vector<const Tensor*> outs(layers.size());
-  const Tensor* cur = &batch;
-  for (size_t i = 0; i < layers.size(); ++i) {
-    auto t0 = std::chrono::steady_clock::now();
-    (void)layers[i]->forward(*cur, &cur);
-    state.counters[std::to_string(i) + "_" + layers[i]->name() + "_fwd_ms"] =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  }
+  std::vector<double> fwd_ms(layers.size()), bwd_ms(layers.size());
+  double loss_ms = 0, adam_ms = 0;
   Loss loss(be.get(), LossOp::kMse);
-  (void)loss.forward(*cur, batch, nullptr);
-  const Tensor* g = &loss.grad();
-  for (size_t i = layers.size(); i-- > 0;) {
-    auto t0 = std::chrono::steady_clock::now();
-    const Tensor* next = nullptr;
-    (void)layers[i]->backward(*g, &next);
-    state.counters[std::to_string(i) + "_" + layers[i]->name() + "_bwd_ms"] =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    if (!next) break;
-    g = next;
+  using Clock = std::chrono::steady_clock;
+  auto ms_since = [](Clock::time_point t0) {
+    return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  };
+  for (int rep = 0; rep < kProfileSteps; ++rep) {
+    const Tensor* cur = &batch;
+    for (size_t i = 0; i < layers.size(); ++i) {
+      auto t0 = Clock::now();
+      (void)layers[i]->forward(*cur, &cur);
+      fwd_ms[i] += ms_since(t0);
+    }
+    auto t0 = Clock::now();
+    (void)loss.forward(*cur, batch, nullptr);
+    loss_ms += ms_since(t0);
+    const Tensor* g = &loss.grad();
+    for (size_t i = layers.size(); i-- > 0;) {
+      t0 = Clock::now();
+      const Tensor* next = nullptr;
+      (void)layers[i]->backward(*g, &next);
+      bwd_ms[i] += ms_since(t0);
+      if (!next) break;
+      g = next;
+    }
+    t0 = Clock::now();
+    (void)adam.step(params, grads);
+    adam_ms += ms_since(t0);
   }
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const std::string key = std::to_string(i) + "_" + layers[i]->name();
+    state.counters[key + "_fwd_ms"] = fwd_ms[i] / kProfileSteps;
+    state.counters[key + "_bwd_ms"] = bwd_ms[i] / kProfileSteps;
+  }
+  state.counters["loss_ms"] = loss_ms / kProfileSteps;
+  state.counters["adam_ms"] = adam_ms / kProfileSteps;
 }
 
 void BM_train_step_blocked(benchmark::State& s) { train_step(s, ReduceOrder::kBlocked); }

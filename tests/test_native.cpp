@@ -344,6 +344,27 @@ TEST_P(NativeVsRef, MaxPoolExactOnIntegers) {
   }
 }
 
+// The 2x2 stride-2 pooling runs branch-free code of its own; cpu-ref runs the general loops. They must
+// agree bit for bit on ties, NaN (first position or later), signed zeros, infinities, odd sizes and
+// a -0 gradient.
+TEST_P(NativeVsRef, MaxPool2x2AgreesWithTheGeneralLoopsOnSpecialValues) {
+  PoolShape s;
+  s.n = 3, s.c = 2, s.h = 7, s.w = 9, s.window = 2, s.stride = 2;
+  const float specials[] = {kNaN, -0.0f, 0.0f, std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::infinity(), 1.0f};
+  std::vector<float> x = ints(s.x_size(), 93), dy = ints(s.y_size(), 94);
+  for (size_t i = 0; i < x.size(); ++i)
+    if (mix(i + 7) % 3 == 0) x[i] = specials[mix(i) % 6];
+  for (size_t i = 0; i < dy.size(); i += 5) dy[i] = -0.0f;
+  std::vector<float> y1(s.y_size()), y2(s.y_size()), dx1(s.x_size(), kNaN), dx2(s.x_size(), kNaN);
+  ASSERT_TRUE(native->maxpool_fwd(s, x.data(), y1.data()));
+  ASSERT_TRUE(ref->maxpool_fwd(s, x.data(), y2.data()));
+  EXPECT_TRUE(bitwise_equal(y1, y2)) << "forward";
+  ASSERT_TRUE(native->maxpool_bwd(s, x.data(), y1.data(), dy.data(), dx1.data()));
+  ASSERT_TRUE(ref->maxpool_bwd(s, x.data(), y2.data(), dy.data(), dx2.data()));
+  EXPECT_TRUE(bitwise_equal(dx1, dx2)) << "backward";
+}
+
 TEST_P(NativeVsRef, RunTwiceSameBits) {
   if (!promises_determinism()) GTEST_SKIP() << "order=atomic with threads > 1 promises no run-to-run determinism";
   GemmCase g{Trans::kN, Trans::kT, 70, 90, 1100, 1.0f, 0.0f};
@@ -417,6 +438,96 @@ TEST(NativeOrders, SoftmaxRowsSpreadOverThreadsMatchOneRowManyThreads) {
       std::vector<float> row(x.begin() + r * 20000, x.begin() + (r + 1) * 20000);
       std::vector<float> want(all.begin() + r * 20000, all.begin() + (r + 1) * 20000);
       EXPECT_TRUE(bitwise_equal(run_softmax(*be, row, 1, 20000), want)) << to_string(order) << " row " << r;
+    }
+  }
+}
+
+// ---- a convolution is its im2col gemm, bit for bit --------------------------------------------------
+
+// col[(c*R + r)*S + s][p*Q + q] = x[c][p*stride - pad + r][q*stride - pad + s] (0 outside) of image i.
+std::vector<float> im2col(const ConvShape& sh, const std::vector<float>& x, int i) {
+  const int P = sh.p(), Q = sh.q();
+  std::vector<float> col(size_t(sh.c) * sh.r * sh.s * P * Q, 0.0f);
+  for (int c = 0; c < sh.c; ++c)
+    for (int r = 0; r < sh.r; ++r)
+      for (int s = 0; s < sh.s; ++s)
+        for (int p = 0; p < P; ++p)
+          for (int q = 0; q < Q; ++q) {
+            const int h = p * sh.stride - sh.pad + r, w = q * sh.stride - sh.pad + s;
+            if (h >= 0 && h < sh.h && w >= 0 && w < sh.w)
+              col[((size_t(c) * sh.r + r) * sh.s + s) * P * Q + size_t(p) * Q + q] =
+                  x[((size_t(i) * sh.c + c) * sh.h + h) * sh.w + w];
+          }
+  return col;
+}
+
+// The cpu backend's convolutions skip im2col (padded images, weights packed once, image rows read in
+// place); each output element must still be exactly the im2col gemm's reduction in the same order:
+// forward y_n = W[K x CRS] col_n, backward-filter dw = dy'[K x NPQ] col'^T over all images, and
+// backward-data (stride 1) the forward convolution with the flipped, transposed filter. Checked on
+// the autoencoder's shapes and the edge shapes, in every deterministic order and a forced atomic one.
+TEST(NativeConv, EachPassIsItsGemmBitForBit) {
+  std::vector<ConvShape> shapes = conv_shapes();
+  for (ConvShape s : {conv_shape(3, 1, 28, 28, 16, 3, 3, 1, 1), conv_shape(3, 16, 14, 14, 32, 3, 3, 1, 1),
+                      conv_shape(3, 32, 14, 14, 16, 3, 3, 1, 1), conv_shape(3, 16, 28, 28, 1, 3, 3, 1, 1),
+                      conv_shape(2, 13, 9, 17, 14, 3, 3, 1, 1)})
+    shapes.push_back(s);
+  struct Variant {
+    ReduceOrder order;
+    int threads;
+    uint64_t seed;
+  };
+  for (Variant v : {Variant{ReduceOrder::kSequential, 2, 0}, Variant{ReduceOrder::kPairwise, 2, 0},
+                    Variant{ReduceOrder::kBlocked, 1, 0}, Variant{ReduceOrder::kBlocked, 2, 0},
+                    Variant{ReduceOrder::kBlocked, 3, 0}, Variant{ReduceOrder::kAtomic, 2, 5}}) {
+    auto be = native_backend(v.order, v.threads, v.seed);
+    uint64_t seed = 300;
+    for (const ConvShape& s : shapes) {
+      const std::string what = be->name() + " n=" + std::to_string(s.n) + " c=" + std::to_string(s.c) +
+                               " h=" + std::to_string(s.h) + " k=" + std::to_string(s.k) +
+                               " stride=" + std::to_string(s.stride) + " pad=" + std::to_string(s.pad);
+      const int crs = s.c * s.r * s.s, pq = s.p() * s.q(), npq = s.n * pq;
+      std::vector<float> x = uniform(s.x_size(), seed), w = uniform(s.w_size(), seed + 1),
+                         dy = uniform(s.y_size(), seed + 2);
+      seed += 3;
+      std::vector<std::vector<float>> cols;
+      for (int i = 0; i < s.n; ++i) cols.push_back(im2col(s, x, i));
+
+      std::vector<float> y(s.y_size(), kNaN), want(s.y_size(), kNaN);
+      ASSERT_TRUE(be->conv2d_fwd(s, x.data(), w.data(), y.data()));
+      for (int i = 0; i < s.n; ++i)
+        ASSERT_TRUE(be->gemm(Trans::kN, Trans::kN, s.k, pq, crs, 1.0f, w.data(), crs, cols[i].data(), pq, 0.0f,
+                             want.data() + size_t(i) * s.k * pq, pq));
+      EXPECT_TRUE(bitwise_equal(y, want)) << "fwd " << what;
+
+      // dy'[k][i*PQ + pq] = dy[i][k][pq]; col'[crs][i*PQ + pq] = col_i[crs][pq].
+      std::vector<float> dyp(size_t(s.k) * npq), colp(size_t(crs) * npq);
+      for (int i = 0; i < s.n; ++i) {
+        for (int k = 0; k < s.k; ++k)
+          std::copy_n(dy.begin() + (size_t(i) * s.k + k) * pq, pq, dyp.begin() + size_t(k) * npq + size_t(i) * pq);
+        for (int j = 0; j < crs; ++j)
+          std::copy_n(cols[i].begin() + size_t(j) * pq, pq, colp.begin() + size_t(j) * npq + size_t(i) * pq);
+      }
+      std::vector<float> dw(s.w_size(), kNaN), dw_want(s.w_size(), kNaN);
+      ASSERT_TRUE(be->conv2d_bwd_filter(s, x.data(), dy.data(), dw.data()));
+      ASSERT_TRUE(be->gemm(Trans::kN, Trans::kT, s.k, crs, npq, 1.0f, dyp.data(), npq, colp.data(), npq, 0.0f,
+                           dw_want.data(), crs));
+      EXPECT_TRUE(bitwise_equal(dw, dw_want)) << "bwd_filter " << what;
+
+      if (s.stride == 1 && s.r == s.s && s.pad <= s.r - 1) {
+        ConvShape t = conv_shape(s.n, s.k, s.p(), s.q(), s.c, s.r, s.s, 1, s.r - 1 - s.pad);
+        std::vector<float> wt(s.w_size());
+        for (int k = 0; k < s.k; ++k)
+          for (int c = 0; c < s.c; ++c)
+            for (int r = 0; r < s.r; ++r)
+              for (int q = 0; q < s.s; ++q)
+                wt[((size_t(c) * s.k + k) * s.r + r) * s.s + q] =
+                    w[((size_t(k) * s.c + c) * s.r + (s.r - 1 - r)) * s.s + (s.s - 1 - q)];
+        std::vector<float> dx(s.x_size(), kNaN), dx_want(s.x_size(), kNaN);
+        ASSERT_TRUE(be->conv2d_bwd_data(s, dy.data(), w.data(), dx.data()));
+        ASSERT_TRUE(be->conv2d_fwd(t, dy.data(), wt.data(), dx_want.data()));
+        EXPECT_TRUE(bitwise_equal(dx, dx_want)) << "bwd_data " << what;
+      }
     }
   }
 }

@@ -407,7 +407,11 @@ class CpuNative final : public Backend {
     parallel_chunks(size_t(s.n), size_t(s.c) * s.h * s.w, [&](size_t i0, size_t i1) {
       PoolShape part = s;
       part.n = int(i1 - i0);
-      if (part.n > 0) maxpool_fwd_host(part, x + i0 * s.c * s.h * s.w, y + i0 * s.c * s.p() * s.q());
+      if (part.n == 0) return;
+      if (s.window == 2 && s.stride == 2)
+        maxpool2x2_fwd(x + i0 * s.c * s.h * s.w, y + i0 * s.c * s.p() * s.q(), (i1 - i0) * s.c, s.h, s.w);
+      else
+        maxpool_fwd_host(part, x + i0 * s.c * s.h * s.w, y + i0 * s.c * s.p() * s.q());
     });
     return Status::ok();
   }
@@ -417,7 +421,11 @@ class CpuNative final : public Backend {
     parallel_chunks(size_t(s.n), size_t(s.c) * s.h * s.w, [&](size_t i0, size_t i1) {
       PoolShape part = s;
       part.n = int(i1 - i0);
-      if (part.n > 0)
+      if (part.n == 0) return;
+      if (s.window == 2 && s.stride == 2)
+        maxpool2x2_bwd(x + i0 * s.c * s.h * s.w, dy + i0 * s.c * s.p() * s.q(), dx + i0 * s.c * s.h * s.w,
+                       (i1 - i0) * s.c, s.h, s.w);
+      else
         maxpool_bwd_host(part, x + i0 * s.c * s.h * s.w, dy + i0 * s.c * s.p() * s.q(), dx + i0 * s.c * s.h * s.w,
                          /*double_accumulate=*/false);
     });
@@ -742,7 +750,7 @@ class CpuNative final : public Backend {
   ThreadPool pool_;
   std::vector<native::ThreadScratch> scratch_;
   std::vector<native::AlignedBuffer> shared_;
-  std::vector<native::AlignedBuffer> staging_ = std::vector<native::AlignedBuffer>(2);
+  std::vector<native::AlignedBuffer> staging_ = std::vector<native::AlignedBuffer>(3);
   native::AlignedBuffer col_, wt_;
   native::AlignedBuffer ones_, terms_;  // bias_grad, loss
   std::vector<float> partials_;        // bias_grad

@@ -243,6 +243,46 @@ DETAUDIT_PACK_CLONES void add_row(float* dst, const float* acc, const float* p, 
 
 Status out_of_memory() { return Status::error("gemm: out of memory for working buffers"); }
 
+// ---- A packed once for the whole K, B read in place (the convolutions) ----------------------------
+
+// op(A) packed once for all of K: panel p holds rows [p*mr, p*mr + h_p), h_p = min(mr, m - p*mr), with
+// element (i, kk) at data + p*mr*k + kk*h_p + (i - p*mr), so any K range of a panel is contiguous and a
+// short last panel carries no padding.
+struct PackedA {
+  float* data = nullptr;
+  int m = 0, k = 0, mr = 1;
+  int step(int i0) const { return std::min(mr, m - i0); }  // i0: a multiple of mr
+  float* at(int i0, int kk) const { return data + size_t(i0) * k + size_t(kk) * step(i0); }
+};
+
+// dst[kk*h + r] = a[r*lda + kk] for r < h, kk < kc (copies only).
+DETAUDIT_PACK_CLONES void pack_a_rows(const float* a, ptrdiff_t lda, int h, int kc, float* dst) {
+  for (int kk = 0; kk < kc; ++kk)
+    for (int r = 0; r < h; ++r) dst[size_t(kk) * h + r] = a[r * lda + kk];
+}
+
+// The tile rows [i0, i0 + rows) x columns [0, cols) of a problem over kc terms starting at k0, with
+// A from pa and B read in place: column panel jp covers `w` contiguous columns at b + brows[kk]
+// (panel(jp, &b, &w) says which, w <= nr). One pass over the range: the chain starts from zero (or
+// t.d), t.add is added, the result goes to t.out (through t.epi).
+// determinism: the same FMA chain per element as compute_tile over the same range.
+template <class Panel>
+void compute_rows_tile(const IsaKernels& kn, const PackedA& pa, int i0, int rows, int cols, int k0, int kc,
+                       const ptrdiff_t* brows, Panel&& panel, const TileTarget& t) {
+  for (int jp = 0; jp < cols;) {
+    const float* b = nullptr;
+    int w = 0;
+    panel(jp, &b, &w);
+    for (int ip = 0; ip < rows; ip += kn.mr) {
+      const int h = std::min(kn.mr, rows - ip);
+      kn.ukernel_rows[h](kc, pa.at(i0 + ip, k0), pa.step(i0 + ip), b, brows, w,
+                         t.cont ? t.d + ip * t.ldd + jp : nullptr, t.ldd, t.add ? t.add + ip * t.ldadd + jp : nullptr,
+                         t.ldadd, t.out + ip * t.ldo + jp, t.ldo, t.epi);
+    }
+    jp += w;
+  }
+}
+
 // ---- problems: what the order drivers compute ------------------------------------------------------
 
 // An M x N output reduced over K. compute() runs the chain of one output tile over a K range exactly
@@ -363,9 +403,9 @@ class ConvFwdProblem final : public Problem {
 // determinism: an output element's terms and their order (c, r, s) are those of the im2col gemm.
 class ConvFwdPaddedProblem final : public Problem {
  public:
-  ConvFwdPaddedProblem(const ConvShape& s, const float* xp, size_t img_stride, const float* w, float* ybuf,
+  ConvFwdPaddedProblem(const ConvShape& s, const float* xp, size_t img_stride, const PackedA& w, float* ybuf,
                        const ptrdiff_t* rows)
-      : s_(s), xp_(xp), img_stride_(img_stride), w_(w), ybuf_(ybuf), rows_(rows) {
+      : s_(s), xp_(xp), img_stride_(img_stride), pa_(w), ybuf_(ybuf), rows_(rows) {
     wp_ = s.w + 2 * s.pad, npad_ = s.p() * wp_, crs_ = s.c * s.r * s.s;
     m = s.k, n = s.n * npad_, k = crs_;
     epi = {1.0f, 0.0f};
@@ -382,20 +422,21 @@ class ConvFwdPaddedProblem final : public Problem {
     const int img = tl.j0 / npad_;
     return ybuf_ + (size_t(img) * m + tl.i0) * npad_ + (tl.j0 - img * npad_);
   }
-  bool compute(const IsaKernels& kn, ThreadScratch& s, const Tile& tl, int k0, int k1,
+  // W comes pre-packed (pa); the padded image rows are read in place.
+  bool compute(const IsaKernels& kn, ThreadScratch&, const Tile& tl, int k0, int k1,
                const TileTarget& t) const override {
     const int img = tl.j0 / npad_, rows = tl.i1 - tl.i0, cols = tl.j1 - tl.j0;
-    GemmArgs g{Trans::kN, Trans::kN, rows, cols, k1 - k0, 1.0f, w_ + size_t(tl.i0) * crs_ + k0, crs_,
-               xp_ + size_t(img) * img_stride_ + (tl.j0 - img * npad_), 1, 0.0f, nullptr, 1};
-    g.b_rows = rows_ + k0;
-    return compute_tile(g, kn, s, {0, rows, 0, cols}, 0, k1 - k0, t);
+    const float* xb = xp_ + size_t(img) * img_stride_ + (tl.j0 - img * npad_);
+    compute_rows_tile(kn, pa_, tl.i0, rows, cols, k0, k1 - k0, rows_ + k0,
+                      [&](int jp, const float** b, int* w) { *b = xb + jp, *w = std::min(kn.nr, cols - jp); }, t);
+    return true;
   }
 
  private:
   ConvShape s_;
   const float* xp_;
   size_t img_stride_;
-  const float* w_;
+  PackedA pa_;
   float* ybuf_;
   const ptrdiff_t* rows_;
   int wp_, npad_, crs_;
@@ -409,9 +450,10 @@ class ConvFwdPaddedProblem final : public Problem {
 // im2col gemm; only the column order of the computation changes.
 class ConvBwdFilterNhwcProblem final : public Problem {
  public:
-  ConvBwdFilterNhwcProblem(const ConvShape& s, const float* xh, size_t img_stride, const float* dy, float* dwp,
-                           const ptrdiff_t* pix, const ptrdiff_t* coff, const int* run)
-      : s_(s), xh_(xh), img_stride_(img_stride), dy_(dy), dwp_(dwp), pix_(pix), coff_(coff), run_(run) {
+  // pa: dy pre-packed for the in-place path (long column runs), or empty for the packing path.
+  ConvBwdFilterNhwcProblem(const ConvShape& s, const float* xh, size_t img_stride, const float* dy, const PackedA& pa,
+                           float* dwp, const ptrdiff_t* pix, const ptrdiff_t* coff, const int* run)
+      : s_(s), xh_(xh), img_stride_(img_stride), dy_(dy), pa_(pa), dwp_(dwp), pix_(pix), coff_(coff), run_(run) {
     pq_ = s.p() * s.q();
     m = s.k, n = s.c * s.r * s.s, k = s.n * pq_;
     epi = {1.0f, 0.0f};
@@ -423,15 +465,31 @@ class ConvBwdFilterNhwcProblem final : public Problem {
     *ldc = n;
     return dwp_ + size_t(tl.i0) * n + tl.j0;
   }
-  // The range goes in pieces of at most kGemmKc terms within one image; each continues the chain.
+  // The range goes in pieces within one image (of at most kGemmKc terms when packing); each continues
+  // the chain.
   bool compute(const IsaKernels& kn, ThreadScratch& s, const Tile& tl, int k0, int k1,
                const TileTarget& t) const override {
     const int rows = tl.i1 - tl.i0, cols = tl.j1 - tl.j0;
     if (k0 >= k1) return compute_tile(GemmArgs{}, kn, s, {0, rows, 0, cols}, 0, 0, t);
+    const int piece = pa_.data ? pq_ : kGemmKc;
     for (int kb = k0; kb < k1;) {
-      const int img = kb / pq_, a = kb - img * pq_, b = std::min({pq_, a + kGemmKc, k1 - img * pq_});
+      const int img = kb / pq_, a = kb - img * pq_, b = std::min({pq_, a + piece, k1 - img * pq_});
       const int ke = img * pq_ + b;
       const bool first = kb == k0, last = ke >= k1;
+      if (pa_.data) {
+        TileTarget piece_t = t;
+        piece_t.cont = first ? t.cont : true;
+        if (!last) piece_t.add = nullptr, piece_t.out = t.d, piece_t.ldo = t.ldd, piece_t.epi = nullptr;
+        const float* xb = xh_ + size_t(img) * img_stride_;
+        compute_rows_tile(kn, pa_, tl.i0, rows, cols, kb, b - a, pix_ + a,
+                          [&](int jp, const float** bp, int* w) {
+                            const int j = tl.j0 + jp;
+                            *bp = xb + coff_[j], *w = std::min({kn.nr, cols - jp, run_[j]});
+                          },
+                          piece_t);
+        kb = ke;
+        continue;
+      }
       GemmArgs g{Trans::kN, Trans::kN, rows, cols, b - a, 1.0f, dy_ + (size_t(img) * m + tl.i0) * pq_ + a, pq_,
                  xh_ + size_t(img) * img_stride_, 1, 0.0f, nullptr, 1};
       g.b_rows = pix_ + a;
@@ -451,6 +509,7 @@ class ConvBwdFilterNhwcProblem final : public Problem {
   const float* xh_;
   size_t img_stride_;
   const float* dy_;
+  PackedA pa_;
   float* dwp_;
   const ptrdiff_t* pix_;
   const ptrdiff_t* coff_;
@@ -750,22 +809,34 @@ Status conv_fwd(GemmContext& ctx, const ConvShape& s, const float* x, const floa
   const int hp = s.h + 2 * s.pad, wp = s.w + 2 * s.pad, P = s.p(), Q = s.q(), npad = P * wp;
   const size_t plane = size_t(hp) * wp, img_stride = (size_t(s.c) * plane + s.s + 15) / 16 * 16;
   if (size_t(s.n) * npad > size_t(INT32_MAX)) return Status::invalid("conv2d: too large");
+  const int crs = s.c * s.r * s.s;
   float* xp = (*ctx.staging)[0].get(img_stride * s.n);
   float* ybuf = (*ctx.staging)[1].get(size_t(s.n) * s.k * npad);
-  if (!xp || !ybuf) return out_of_memory();
-  std::vector<ptrdiff_t> rows(size_t(s.c) * s.r * s.s);
+  float* wpk = (*ctx.staging)[2].get(size_t(s.k) * crs);
+  if (!xp || !ybuf || !wpk) return out_of_memory();
+  const PackedA pa{wpk, s.k, crs, ctx.kern->mr};
+  for (int i0 = 0; i0 < s.k; i0 += pa.mr) pack_a_rows(w + size_t(i0) * crs, crs, pa.step(i0), crs, pa.at(i0, 0));
+  std::vector<ptrdiff_t> rows(static_cast<size_t>(crs));
   for (int c = 0; c < s.c; ++c)
     for (int r = 0; r < s.r; ++r)
       for (int q = 0; q < s.s; ++q) rows[(size_t(c) * s.r + r) * s.s + q] = ptrdiff_t(c * plane + r * wp + q);
   for_images(ctx, s.n, [&](int i) {
     float* d = xp + size_t(i) * img_stride;
-    std::memset(d, 0, sizeof(float) * img_stride);
-    for (int c = 0; c < s.c; ++c)
-      for (int h = 0; h < s.h; ++h)
-        std::memcpy(d + c * plane + size_t(h + s.pad) * wp + s.pad, x + ((size_t(i) * s.c + c) * s.h + h) * s.w,
-                    sizeof(float) * s.w);
+    for (int c = 0; c < s.c; ++c) {
+      float* pc = d + c * plane;
+      std::memset(pc, 0, sizeof(float) * size_t(s.pad) * wp);  // top rows
+      for (int h = 0; h < s.h; ++h) {
+        float* row = pc + size_t(h + s.pad) * wp;
+        for (int q = 0; q < s.pad; ++q) row[q] = row[s.pad + s.w + q] = 0.0f;
+        std::memcpy(row + s.pad, x + ((size_t(i) * s.c + c) * s.h + h) * s.w, sizeof(float) * s.w);
+      }
+      std::memset(pc + size_t(s.h + s.pad) * wp, 0, sizeof(float) * size_t(s.pad) * wp);  // bottom rows
+    }
+    // The tail after the last plane is read only for dropped columns (q >= Q); zeroed all the same, so
+    // that nothing uninitialised is ever read.
+    std::memset(d + size_t(s.c) * plane, 0, sizeof(float) * (img_stride - size_t(s.c) * plane));
   });
-  DETAUDIT_RETURN_IF_ERROR(run(ctx, ConvFwdPaddedProblem(s, xp, img_stride, w, ybuf, rows.data())));
+  DETAUDIT_RETURN_IF_ERROR(run(ctx, ConvFwdPaddedProblem(s, xp, img_stride, pa, ybuf, rows.data())));
   for_images(ctx, s.n, [&](int i) {
     for (int k = 0; k < s.k; ++k)
       for (int p = 0; p < P; ++p)
@@ -803,8 +874,21 @@ Status conv_bwd_filter(GemmContext& ctx, const ConvShape& s, const float* x, con
         for (int w = 0; w < s.w; ++w) row[size_t(w) * C] = src[w];
       }
   });
+  // With column runs (S*C contiguous floats per filter row) long enough to fill most of a micro-panel,
+  // dy is packed once and the image is read in place; otherwise (C = 1) both are packed per piece.
+  PackedA pa;
+  if (s.s * C >= ctx.kern->nr / 2) {
+    float* dyp = (*ctx.staging)[2].get(size_t(s.k) * s.n * P * Q);
+    if (!dyp) return out_of_memory();
+    pa = {dyp, s.k, s.n * P * Q, ctx.kern->mr};
+    const int pq = P * Q;
+    for_images(ctx, s.n, [&](int i) {
+      for (int i0 = 0; i0 < s.k; i0 += pa.mr)
+        pack_a_rows(dy + (size_t(i) * s.k + i0) * pq, pq, pa.step(i0), pq, pa.at(i0, i * pq));
+    });
+  }
   DETAUDIT_RETURN_IF_ERROR(
-      run(ctx, ConvBwdFilterNhwcProblem(s, xh, img_stride, dy, dwp, pix.data(), coff.data(), runs.data())));
+      run(ctx, ConvBwdFilterNhwcProblem(s, xh, img_stride, dy, pa, dwp, pix.data(), coff.data(), runs.data())));
   // dw[k][c][r][s] = the epilogue of the (r, s, c)-ordered result.
   const IsaKernels& kn = *ctx.kern;
   std::vector<float> acc(static_cast<size_t>(crs));

@@ -93,6 +93,65 @@ __attribute__((target("avx512f,fma"))) void epilogue_row_avx512(const float* acc
   }
 }
 
+// B read in place (see GemmUkernelRows): the same FMA chain per element as ukernel_avx512.
+template <int MR>
+__attribute__((target("avx512f,fma"))) void ukernel_rows_avx512(int kc, const float* a, int astep, const float* b,
+                                                                const ptrdiff_t* rows, int cols, const float* src,
+                                                                ptrdiff_t lds, const float* add, ptrdiff_t lda,
+                                                                float* dst, ptrdiff_t ldd, const Epilogue* epi) {
+  const __mmask16 m0 = cols >= 16 ? __mmask16(0xffff) : __mmask16((1u << cols) - 1);
+  const __mmask16 m1 = cols >= 32 ? __mmask16(0xffff) : cols <= 16 ? __mmask16(0) : __mmask16((1u << (cols - 16)) - 1);
+  __m512 c0[MR], c1[MR];
+  if (src) {
+#pragma GCC unroll 12
+    for (int i = 0; i < MR; ++i) {
+      c0[i] = _mm512_maskz_loadu_ps(m0, src + i * lds);
+      c1[i] = _mm512_maskz_loadu_ps(m1, src + i * lds + 16);
+    }
+  } else {
+#pragma GCC unroll 12
+    for (int i = 0; i < MR; ++i) c0[i] = c1[i] = _mm512_setzero_ps();
+  }
+#pragma GCC unroll 4
+  for (int kk = 0; kk < kc; ++kk) {
+    const float* bk = b + rows[kk];
+    __m512 b0 = _mm512_maskz_loadu_ps(m0, bk), b1 = _mm512_maskz_loadu_ps(m1, bk + 16);
+#pragma GCC unroll 12
+    for (int i = 0; i < MR; ++i) {
+      __m512 ai = _mm512_set1_ps(a[i]);
+      c0[i] = _mm512_fmadd_ps(ai, b0, c0[i]);
+      c1[i] = _mm512_fmadd_ps(ai, b1, c1[i]);
+    }
+    a += astep;
+  }
+  if (add) {
+#pragma GCC unroll 12
+    for (int i = 0; i < MR; ++i) {
+      c0[i] = _mm512_add_ps(_mm512_maskz_loadu_ps(m0, add + i * lda), c0[i]);
+      c1[i] = _mm512_add_ps(_mm512_maskz_loadu_ps(m1, add + i * lda + 16), c1[i]);
+    }
+  }
+  if (epi) {
+    const __m512 alpha = _mm512_set1_ps(epi->alpha), beta = _mm512_set1_ps(epi->beta);
+#pragma GCC unroll 12
+    for (int i = 0; i < MR; ++i) {
+      float* d = dst + i * ldd;
+      if (epi->beta == 0.0f) {
+        c0[i] = _mm512_mul_ps(alpha, c0[i]);
+        c1[i] = _mm512_mul_ps(alpha, c1[i]);
+      } else {
+        c0[i] = _mm512_fmadd_ps(alpha, c0[i], _mm512_mul_ps(beta, _mm512_maskz_loadu_ps(m0, d)));
+        c1[i] = _mm512_fmadd_ps(alpha, c1[i], _mm512_mul_ps(beta, _mm512_maskz_loadu_ps(m1, d + 16)));
+      }
+    }
+  }
+#pragma GCC unroll 12
+  for (int i = 0; i < MR; ++i) {
+    _mm512_mask_storeu_ps(dst + i * ldd, m0, c0[i]);
+    _mm512_mask_storeu_ps(dst + i * ldd + 16, m1, c1[i]);
+  }
+}
+
 enum LeafOp { kLeafSum, kLeafDot, kLeafSumsq };
 
 template <int Op>
@@ -195,6 +254,68 @@ __attribute__((target("avx2,fma"))) void epilogue_row_avx2(const float* acc, flo
   }
 }
 
+// B read in place (see GemmUkernelRows): the same FMA chain per element as ukernel_avx2.
+__attribute__((target("avx2"))) inline __m256i lane_mask_avx2(int n) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+template <int MR>
+__attribute__((target("avx2,fma"))) void ukernel_rows_avx2(int kc, const float* a, int astep, const float* b,
+                                                           const ptrdiff_t* rows, int cols, const float* src,
+                                                           ptrdiff_t lds, const float* add, ptrdiff_t lda, float* dst,
+                                                           ptrdiff_t ldd, const Epilogue* epi) {
+  const __m256i m0 = lane_mask_avx2(cols), m1 = lane_mask_avx2(cols - 8);
+  __m256 c0[MR], c1[MR];
+  if (src) {
+#pragma GCC unroll 6
+    for (int i = 0; i < MR; ++i) {
+      c0[i] = _mm256_maskload_ps(src + i * lds, m0);
+      c1[i] = _mm256_maskload_ps(src + i * lds + 8, m1);
+    }
+  } else {
+#pragma GCC unroll 6
+    for (int i = 0; i < MR; ++i) c0[i] = c1[i] = _mm256_setzero_ps();
+  }
+#pragma GCC unroll 4
+  for (int kk = 0; kk < kc; ++kk) {
+    const float* bk = b + rows[kk];
+    __m256 b0 = _mm256_maskload_ps(bk, m0), b1 = _mm256_maskload_ps(bk + 8, m1);
+#pragma GCC unroll 6
+    for (int i = 0; i < MR; ++i) {
+      __m256 ai = _mm256_broadcast_ss(a + i);
+      c0[i] = _mm256_fmadd_ps(ai, b0, c0[i]);
+      c1[i] = _mm256_fmadd_ps(ai, b1, c1[i]);
+    }
+    a += astep;
+  }
+  if (add) {
+#pragma GCC unroll 6
+    for (int i = 0; i < MR; ++i) {
+      c0[i] = _mm256_add_ps(_mm256_maskload_ps(add + i * lda, m0), c0[i]);
+      c1[i] = _mm256_add_ps(_mm256_maskload_ps(add + i * lda + 8, m1), c1[i]);
+    }
+  }
+  if (epi) {
+    const __m256 alpha = _mm256_set1_ps(epi->alpha), beta = _mm256_set1_ps(epi->beta);
+#pragma GCC unroll 6
+    for (int i = 0; i < MR; ++i) {
+      float* d = dst + i * ldd;
+      if (epi->beta == 0.0f) {
+        c0[i] = _mm256_mul_ps(alpha, c0[i]);
+        c1[i] = _mm256_mul_ps(alpha, c1[i]);
+      } else {
+        c0[i] = _mm256_fmadd_ps(alpha, c0[i], _mm256_mul_ps(beta, _mm256_maskload_ps(d, m0)));
+        c1[i] = _mm256_fmadd_ps(alpha, c1[i], _mm256_mul_ps(beta, _mm256_maskload_ps(d + 8, m1)));
+      }
+    }
+  }
+#pragma GCC unroll 6
+  for (int i = 0; i < MR; ++i) {
+    _mm256_maskstore_ps(dst + i * ldd, m0, c0[i]);
+    _mm256_maskstore_ps(dst + i * ldd + 8, m1, c1[i]);
+  }
+}
+
 template <int Op>
 __attribute__((target("avx2,fma"))) float leaf_avx2(const float* x, const float* y, size_t n) {
   __m256 acc[8];
@@ -249,6 +370,35 @@ void ukernel_scalar(int kc, const float* a, const float* b, const float* src, pt
     }
 }
 
+// B read in place (see GemmUkernelRows).
+template <int MR>
+void ukernel_rows_scalar(int kc, const float* a, int astep, const float* b, const ptrdiff_t* rows, int cols, const float* src,
+                         ptrdiff_t lds, const float* add, ptrdiff_t lda, float* dst, ptrdiff_t ldd,
+                         const Epilogue* epi) {
+  float c[MR][kNrScalar];
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < cols; ++j) c[i][j] = src ? src[i * lds + j] : 0.0f;
+  for (int kk = 0; kk < kc; ++kk) {
+    const float* bk = b + rows[kk];
+    for (int i = 0; i < MR; ++i)
+      for (int j = 0; j < cols; ++j) c[i][j] = std::fma(a[i], bk[j], c[i][j]);
+    a += astep;
+  }
+  if (add)
+    for (int i = 0; i < MR; ++i)
+      for (int j = 0; j < cols; ++j) c[i][j] = add[i * lda + j] + c[i][j];
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < cols; ++j) {
+      float* d = dst + i * ldd + j;
+      if (!epi)
+        *d = c[i][j];
+      else if (epi->beta == 0.0f)
+        *d = epi->alpha * c[i][j];
+      else
+        *d = std::fma(epi->alpha, c[i][j], epi->beta * *d);
+    }
+}
+
 void epilogue_row_scalar(const float* acc, float* c, size_t n, Epilogue e) {
   if (e.beta == 0.0f)
     for (size_t j = 0; j < n; ++j) c[j] = e.alpha * acc[j];
@@ -291,11 +441,35 @@ const GemmUkernel kUk256[kMr256 + 1] = {nullptr,         ukernel_avx2<1>, ukerne
 const GemmUkernel kUkScalar[kMrScalar + 1] = {nullptr, ukernel_scalar<1>, ukernel_scalar<2>, ukernel_scalar<3>,
                                               ukernel_scalar<4>};
 
+const GemmUkernelRows kUkRows512[kMr512 + 1] = {nullptr,
+                                                ukernel_rows_avx512<1>,
+                                                ukernel_rows_avx512<2>,
+                                                ukernel_rows_avx512<3>,
+                                                ukernel_rows_avx512<4>,
+                                                ukernel_rows_avx512<5>,
+                                                ukernel_rows_avx512<6>,
+                                                ukernel_rows_avx512<7>,
+                                                ukernel_rows_avx512<8>,
+                                                ukernel_rows_avx512<9>,
+                                                ukernel_rows_avx512<10>,
+                                                ukernel_rows_avx512<11>,
+                                                ukernel_rows_avx512<12>};
+const GemmUkernelRows kUkRows256[kMr256 + 1] = {nullptr,
+                                                ukernel_rows_avx2<1>,
+                                                ukernel_rows_avx2<2>,
+                                                ukernel_rows_avx2<3>,
+                                                ukernel_rows_avx2<4>,
+                                                ukernel_rows_avx2<5>,
+                                                ukernel_rows_avx2<6>};
+const GemmUkernelRows kUkRowsScalar[kMrScalar + 1] = {nullptr, ukernel_rows_scalar<1>, ukernel_rows_scalar<2>,
+                                                      ukernel_rows_scalar<3>, ukernel_rows_scalar<4>};
+
 const IsaKernels kAvx512Kernels = {CpuIsa::kAvx512,
                                    kMr512,
                                    kNr512,
                                    144,
                                    kUk512,
+                                   kUkRows512,
                                    epilogue_row_avx512,
                                    as_unary<leaf_avx512<kLeafSum>>,
                                    leaf_avx512<kLeafDot>,
@@ -305,6 +479,7 @@ const IsaKernels kAvx2Kernels = {CpuIsa::kAvx2,
                                  kNr256,
                                  144,
                                  kUk256,
+                                 kUkRows256,
                                  epilogue_row_avx2,
                                  as_unary<leaf_avx2<kLeafSum>>,
                                  leaf_avx2<kLeafDot>,
@@ -314,6 +489,7 @@ const IsaKernels kScalarKernels = {CpuIsa::kScalar,
                                    kNrScalar,
                                    144,
                                    kUkScalar,
+                                   kUkRowsScalar,
                                    epilogue_row_scalar,
                                    as_unary<leaf_scalar<kLeafSum>>,
                                    leaf_scalar<kLeafDot>,

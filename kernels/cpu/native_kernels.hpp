@@ -34,6 +34,14 @@ struct Epilogue {
 // dst = acc, or the epilogue applied to dst when epi != nullptr. src, add and dst may alias.
 using GemmUkernel = void (*)(int kc, const float* a, const float* b, const float* src, ptrdiff_t lds,
                              const float* add, ptrdiff_t lda, float* dst, ptrdiff_t ldd, const Epilogue* epi);
+// The same computation with op(B) read in place instead of from a packed panel, and A's rows for
+// term kk at a + kk*astep (astep = the panel's row count, so a short panel carries no padding): row kk of the
+// micro-panel is b + rows[kk], of which columns j < cols (1..nr) are used; columns >= cols are
+// neither read nor written (in src, add and dst alike). For convolutions, whose B rows are runs of an
+// image already in cache: packing them would cost as much as the FMAs that use them.
+using GemmUkernelRows = void (*)(int kc, const float* a, int astep, const float* b, const ptrdiff_t* rows, int cols,
+                                 const float* src, ptrdiff_t lds, const float* add, ptrdiff_t lda, float* dst,
+                                 ptrdiff_t ldd, const Epilogue* epi);
 // c[j] = epilogue(acc[j]) for j < n.
 using EpilogueRow = void (*)(const float* acc, float* c, size_t n, Epilogue e);
 // Sum, dot and sum of squares of a block with the kLanes layout and the fixed lane tree.
@@ -44,6 +52,7 @@ struct IsaKernels {
   CpuIsa isa;
   int mr, nr, mc;  // micro-tile and A-block rows; do not change the bits
   const GemmUkernel* ukernel;  // ukernel[R] computes R rows (1 <= R <= mr) of an mr-packed A panel
+  const GemmUkernelRows* ukernel_rows;  // the same with B read in place
   EpilogueRow epilogue_row;
   LeafSum leaf_sum;
   LeafDot leaf_dot;

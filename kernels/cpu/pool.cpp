@@ -16,7 +16,69 @@ size_t argmax_of(const PoolShape& s, const float* plane, int p, int q) {
     }
   return best;
 }
+// 2x2 windows at stride 2 (they do not overlap): the same first-maximum rule written branch-free, so
+// that it vectorises. m = a; m = b > m ? b : m; ... is argmax_of's comparison sequence, value for
+// value (NaN and signed zeros included). Built for several ISAs: comparisons and selects give the
+// same bits at any width.
+#define DETAUDIT_POOL_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+
 }  // namespace
+
+DETAUDIT_POOL_CLONES void maxpool2x2_fwd(const float* x, float* y, size_t planes, int h, int w) {
+  const int P = h / 2, Q = w / 2;
+  for (size_t nc = 0; nc < planes; ++nc) {
+    const float* plane = x + nc * size_t(h) * w;
+    float* out = y + nc * size_t(P) * Q;
+    for (int p = 0; p < P; ++p) {
+      const float* r0 = plane + size_t(2 * p) * w;
+      const float* r1 = r0 + w;
+      float* o = out + size_t(p) * Q;
+      for (int q = 0; q < Q; ++q) {
+        const float a = r0[2 * q], b = r0[2 * q + 1], c = r1[2 * q], d = r1[2 * q + 1];
+        float m = a;
+        m = b > m ? b : m;
+        m = c > m ? c : m;
+        m = d > m ? d : m;
+        o[q] = m;
+      }
+    }
+  }
+}
+
+// The gradient goes to the first maximum of each window as 0 + g (what adding it into a zeroed dx
+// gives, -0 becoming +0); every other element of dx, the odd last row and column included, is 0.
+DETAUDIT_POOL_CLONES void maxpool2x2_bwd(const float* x, const float* dy, float* dx, size_t planes, int h, int w) {
+  const int P = h / 2, Q = w / 2;
+  for (size_t nc = 0; nc < planes; ++nc) {
+    const float* plane = x + nc * size_t(h) * w;
+    const float* g = dy + nc * size_t(P) * Q;
+    float* out = dx + nc * size_t(h) * w;
+    for (int p = 0; p < P; ++p) {
+      const float* r0 = plane + size_t(2 * p) * w;
+      const float* r1 = r0 + w;
+      float* o0 = out + size_t(2 * p) * w;
+      float* o1 = o0 + w;
+      for (int q = 0; q < Q; ++q) {
+        const float a = r0[2 * q], b = r0[2 * q + 1], c = r1[2 * q], d = r1[2 * q + 1];
+        int at = 0;
+        float m = a;
+        at = b > m ? 1 : at;
+        m = b > m ? b : m;
+        at = c > m ? 2 : at;
+        m = c > m ? c : m;
+        at = d > m ? 3 : at;
+        const float v = 0.0f + g[size_t(p) * Q + q];
+        o0[2 * q] = at == 0 ? v : 0.0f;
+        o0[2 * q + 1] = at == 1 ? v : 0.0f;
+        o1[2 * q] = at == 2 ? v : 0.0f;
+        o1[2 * q + 1] = at == 3 ? v : 0.0f;
+      }
+      if (w % 2) o0[w - 1] = o1[w - 1] = 0.0f;
+    }
+    if (h % 2)
+      for (int j = 0; j < w; ++j) out[size_t(h - 1) * w + j] = 0.0f;
+  }
+}
 
 void maxpool_fwd_host(const PoolShape& s, const float* x, float* y) {
   const int P = s.p(), Q = s.q();

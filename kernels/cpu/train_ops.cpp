@@ -4,7 +4,12 @@
 
 namespace detaudit::train_ops {
 
-void bias_add_f32(float* y, const float* bias, size_t c, size_t hw, size_t p0, size_t p1) {
+// Elementwise loops give the same bits at any vector width (each element's operations are fixed and
+// the project builds with -ffp-contract=off), so these are built for several ISAs and the best one
+// the CPU has runs; they are written branch-free so that they vectorise.
+#define DETAUDIT_ELEMENTWISE_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+
+DETAUDIT_ELEMENTWISE_CLONES void bias_add_f32(float* y, const float* bias, size_t c, size_t hw, size_t p0, size_t p1) {
   for (size_t p = p0; p < p1; ++p) {
     const float b = bias[p % c];
     float* row = y + p * hw;
@@ -12,22 +17,34 @@ void bias_add_f32(float* y, const float* bias, size_t c, size_t hw, size_t p0, s
   }
 }
 
+namespace {
+DETAUDIT_ELEMENTWISE_CLONES void relu_bwd(const float* x, const float* dy, float* dx, size_t b, size_t e) {
+  for (size_t i = b; i < e; ++i) {
+    const float g = dy[i];
+    dx[i] = x[i] > 0.0f ? g : 0.0f;
+  }
+}
+DETAUDIT_ELEMENTWISE_CLONES void sigmoid_bwd(const float* y, const float* dy, float* dx, size_t b, size_t e) {
+  for (size_t i = b; i < e; ++i) dx[i] = dy[i] * (y[i] * (1.0f - y[i]));
+}
+DETAUDIT_ELEMENTWISE_CLONES void tanh_bwd(const float* y, const float* dy, float* dx, size_t b, size_t e) {
+  for (size_t i = b; i < e; ++i) dx[i] = dy[i] * (1.0f - y[i] * y[i]);
+}
+DETAUDIT_ELEMENTWISE_CLONES void hard_sigmoid_bwd(const float* x, const float* dy, float* dx, size_t b, size_t e) {
+  for (size_t i = b; i < e; ++i) {
+    const float g = dy[i] * 0.2f;
+    dx[i] = (x[i] > -2.5f && x[i] < 2.5f) ? g : 0.0f;
+  }
+}
+}  // namespace
+
 void unary_bwd_f32(UnaryOp op, const float* x, const float* y, const float* dy, float* dx, size_t b, size_t e) {
   switch (op) {
-    case UnaryOp::kRelu:
-      for (size_t i = b; i < e; ++i) dx[i] = x[i] > 0.0f ? dy[i] : 0.0f;
-      return;
-    case UnaryOp::kSigmoid:
-      for (size_t i = b; i < e; ++i) dx[i] = dy[i] * (y[i] * (1.0f - y[i]));
-      return;
-    case UnaryOp::kTanh:
-      for (size_t i = b; i < e; ++i) dx[i] = dy[i] * (1.0f - y[i] * y[i]);
-      return;
-    case UnaryOp::kHardSigmoid:
-      for (size_t i = b; i < e; ++i) dx[i] = (x[i] > -2.5f && x[i] < 2.5f) ? dy[i] * 0.2f : 0.0f;
-      return;
-    default:
-      return;  // the backends reject other ops before calling
+    case UnaryOp::kRelu: return relu_bwd(x, dy, dx, b, e);
+    case UnaryOp::kSigmoid: return sigmoid_bwd(y, dy, dx, b, e);
+    case UnaryOp::kTanh: return tanh_bwd(y, dy, dx, b, e);
+    case UnaryOp::kHardSigmoid: return hard_sigmoid_bwd(x, dy, dx, b, e);
+    default: return;  // the backends reject other ops before calling
   }
 }
 
@@ -46,7 +63,7 @@ void unary_bwd_f64(UnaryOp op, const float* x, const float* y, const float* dy, 
   }
 }
 
-void upsample2_fwd(const float* x, float* y, int h, int w, size_t p0, size_t p1) {
+DETAUDIT_ELEMENTWISE_CLONES void upsample2_fwd(const float* x, float* y, int h, int w, size_t p0, size_t p1) {
   const size_t W2 = size_t(2) * w;
   for (size_t p = p0; p < p1; ++p) {
     const float* xp = x + p * h * w;
@@ -60,7 +77,7 @@ void upsample2_fwd(const float* x, float* y, int h, int w, size_t p0, size_t p1)
   }
 }
 
-void upsample2_bwd_f32(const float* dy, float* dx, int h, int w, size_t p0, size_t p1) {
+DETAUDIT_ELEMENTWISE_CLONES void upsample2_bwd_f32(const float* dy, float* dx, int h, int w, size_t p0, size_t p1) {
   const size_t W2 = size_t(2) * w;
   for (size_t p = p0; p < p1; ++p) {
     const float* g = dy + p * 4 * h * w;
@@ -89,7 +106,7 @@ void upsample2_bwd_f64(const float* dy, float* dx, int h, int w, size_t p0, size
   }
 }
 
-void adam_f32(const AdamParams& p, float* w, const float* g, float* m, float* v, size_t b, size_t e) {
+DETAUDIT_ELEMENTWISE_CLONES void adam_f32(const AdamParams& p, float* w, const float* g, float* m, float* v, size_t b, size_t e) {
   const float omb1 = 1.0f - p.beta1, omb2 = 1.0f - p.beta2;
   for (size_t i = b; i < e; ++i) {
     const float gi = g[i];
@@ -117,7 +134,7 @@ void adam_f64(const AdamParams& p, float* w, const float* g, float* m, float* v,
   }
 }
 
-void sgd_f32(const SgdParams& p, float* w, const float* g, float* vel, size_t b, size_t e) {
+DETAUDIT_ELEMENTWISE_CLONES void sgd_f32(const SgdParams& p, float* w, const float* g, float* vel, size_t b, size_t e) {
   for (size_t i = b; i < e; ++i) {
     const float vi = p.momentum * vel[i] + g[i];
     vel[i] = vi;
@@ -133,7 +150,7 @@ void sgd_f64(const SgdParams& p, float* w, const float* g, float* vel, size_t b,
   }
 }
 
-void loss_terms_f32(LossOp op, const float* y, const float* t, size_t n, float* d, float* dy, size_t b, size_t e) {
+DETAUDIT_ELEMENTWISE_CLONES void loss_terms_f32(LossOp op, const float* y, const float* t, size_t n, float* d, float* dy, size_t b, size_t e) {
   const float fn = float(n);
   for (size_t i = b; i < e; ++i) {
     const float diff = y[i] - t[i];
