@@ -345,11 +345,11 @@ TEST_P(NativeVsRef, MaxPoolExactOnIntegers) {
 }
 
 // The 2x2 stride-2 pooling runs branch-free code of its own; cpu-ref runs the general loops. They must
-// agree bit for bit on ties, NaN (first position or later), signed zeros, infinities, odd sizes and
-// a -0 gradient.
+// agree bit for bit on ties, NaN (first position or later), signed zeros, infinities, odd sizes, rows
+// longer than one vector and a -0 gradient.
 TEST_P(NativeVsRef, MaxPool2x2AgreesWithTheGeneralLoopsOnSpecialValues) {
   PoolShape s;
-  s.n = 3, s.c = 2, s.h = 7, s.w = 9, s.window = 2, s.stride = 2;
+  s.n = 3, s.c = 2, s.h = 7, s.w = 39, s.window = 2, s.stride = 2;  // 19 windows a row: 16, then 3 masked
   const float specials[] = {kNaN, -0.0f, 0.0f, std::numeric_limits<float>::infinity(),
                             -std::numeric_limits<float>::infinity(), 1.0f};
   std::vector<float> x = ints(s.x_size(), 93), dy = ints(s.y_size(), 94);

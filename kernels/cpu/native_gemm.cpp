@@ -243,6 +243,51 @@ DETAUDIT_PACK_CLONES void add_row(float* dst, const float* acc, const float* p, 
 
 Status out_of_memory() { return Status::error("gemm: out of memory for working buffers"); }
 
+// ---- staging copies for the convolutions (copies only) -----------------------------------------------
+
+// One image x[C][H][W] into d[C][Hp][Wp] with `pad` zeros around each plane (Wp = W + 2 pad).
+DETAUDIT_PACK_CLONES void pad_image(const float* x, float* d, int C, int H, int W, int pad) {
+  const int wp = W + 2 * pad;
+  const size_t plane = size_t(H + 2 * pad) * wp;
+  for (int c = 0; c < C; ++c) {
+    float* pc = d + c * plane;
+    for (size_t j = 0; j < size_t(pad) * wp; ++j) pc[j] = 0.0f;  // top rows
+    for (int h = 0; h < H; ++h) {
+      float* row = pc + size_t(h + pad) * wp;
+      const float* src = x + (size_t(c) * H + h) * W;
+      for (int q = 0; q < pad; ++q) row[q] = row[pad + W + q] = 0.0f;
+      for (int q = 0; q < W; ++q) row[pad + q] = src[q];
+    }
+    float* bottom = pc + size_t(H + pad) * wp;
+    for (size_t j = 0; j < size_t(pad) * wp; ++j) bottom[j] = 0.0f;
+  }
+}
+
+// One image x[C][H][W] into d[Hp][Wp][C] (channel-last), `pad` zeros around.
+DETAUDIT_PACK_CLONES void pad_image_hwc(const float* x, float* d, int C, int H, int W, int pad) {
+  const int wp = W + 2 * pad;
+  const size_t row_floats = size_t(wp) * C;
+  for (size_t j = 0; j < size_t(pad) * row_floats; ++j) d[j] = 0.0f;
+  for (int h = 0; h < H; ++h) {
+    float* row = d + size_t(h + pad) * row_floats;
+    for (size_t j = 0; j < size_t(pad) * C; ++j) row[j] = row[row_floats - 1 - j] = 0.0f;
+    const float* src = x + size_t(h) * W;
+    const size_t plane = size_t(H) * W;
+    for (int w = 0; w < W; ++w) {
+      float* px = row + size_t(w + pad) * C;
+      for (int c = 0; c < C; ++c) px[c] = src[c * plane + w];
+    }
+  }
+  float* bottom = d + size_t(H + pad) * row_floats;
+  for (size_t j = 0; j < size_t(pad) * row_floats; ++j) bottom[j] = 0.0f;
+}
+
+// rows x cols from src (row stride lds) to dst (row stride ldd).
+DETAUDIT_PACK_CLONES void copy_rows(const float* src, ptrdiff_t lds, float* dst, ptrdiff_t ldd, int rows, int cols) {
+  for (int i = 0; i < rows; ++i)
+    for (int j = 0; j < cols; ++j) dst[i * ldd + j] = src[i * lds + j];
+}
+
 // ---- A packed once for the whole K, B read in place (the convolutions) ----------------------------
 
 // op(A) packed once for all of K: panel p holds rows [p*mr, p*mr + h_p), h_p = min(mr, m - p*mr), with
@@ -689,7 +734,8 @@ Status run_blocked(GemmContext& ctx, const Problem& pb) {
   return Status::ok();
 }
 
-// ---- atomic: K split into many more chunks than threads; work items are (tile, chunk); each item's
+// ---- atomic: K (when at least kAtomicMinSplitK) split into blocks of kGemmKc terms (at least 3); work
+// items are (tile, chunk); each item's
 // partial (from zero) is added into the tile's accumulator (starting at zero), under one lock per
 // tile, in whatever order the items complete; the item that adds a tile's last partial also applies
 // the epilogue. The accumulator is C itself when beta == 0, else an M x N buffer.
@@ -698,8 +744,12 @@ Status run_blocked(GemmContext& ctx, const Problem& pb) {
 // in a seeded permutation instead (a test hook).
 Status run_atomic(GemmContext& ctx, const Problem& pb) {
   const IsaKernels& kn = *ctx.kern;
-  const int threads = ctx.pool->size();
-  const int chunks = std::max(1, std::min(pb.k, std::max({3, 4 * threads, ceil_div(pb.k, kGemmKc)})));
+  // determinism: a K below kAtomicMinSplitK is one chain per element (order=sequential's bits).
+  if (pb.k < kAtomicMinSplitK) return run_sequential(ctx, pb);
+  // K blocks of kGemmKc terms, at least 3 (with two partials the adds commute and nothing can vary);
+  // the work items (tile, block) outnumber the threads through the tiles. Splitting a short K finer
+  // only multiplies the add passes (a convolution's K is often 9 to 300 terms).
+  const int chunks = std::max(3, ceil_div(pb.k, kGemmKc));
   auto chunk_k = [&](int c) { return int(int64_t(pb.k) * c / chunks); };
   std::vector<Tile> tiles = pb.tiles(1, kn);
   float* accbuf = nullptr;
@@ -822,16 +872,7 @@ Status conv_fwd(GemmContext& ctx, const ConvShape& s, const float* x, const floa
       for (int q = 0; q < s.s; ++q) rows[(size_t(c) * s.r + r) * s.s + q] = ptrdiff_t(c * plane + r * wp + q);
   for_images(ctx, s.n, [&](int i) {
     float* d = xp + size_t(i) * img_stride;
-    for (int c = 0; c < s.c; ++c) {
-      float* pc = d + c * plane;
-      std::memset(pc, 0, sizeof(float) * size_t(s.pad) * wp);  // top rows
-      for (int h = 0; h < s.h; ++h) {
-        float* row = pc + size_t(h + s.pad) * wp;
-        for (int q = 0; q < s.pad; ++q) row[q] = row[s.pad + s.w + q] = 0.0f;
-        std::memcpy(row + s.pad, x + ((size_t(i) * s.c + c) * s.h + h) * s.w, sizeof(float) * s.w);
-      }
-      std::memset(pc + size_t(s.h + s.pad) * wp, 0, sizeof(float) * size_t(s.pad) * wp);  // bottom rows
-    }
+    pad_image(x + size_t(i) * s.c * s.h * s.w, d, s.c, s.h, s.w, s.pad);
     // The tail after the last plane is read only for dropped columns (q >= Q); zeroed all the same, so
     // that nothing uninitialised is ever read.
     std::memset(d + size_t(s.c) * plane, 0, sizeof(float) * (img_stride - size_t(s.c) * plane));
@@ -839,9 +880,7 @@ Status conv_fwd(GemmContext& ctx, const ConvShape& s, const float* x, const floa
   DETAUDIT_RETURN_IF_ERROR(run(ctx, ConvFwdPaddedProblem(s, xp, img_stride, pa, ybuf, rows.data())));
   for_images(ctx, s.n, [&](int i) {
     for (int k = 0; k < s.k; ++k)
-      for (int p = 0; p < P; ++p)
-        std::memcpy(y + ((size_t(i) * s.k + k) * P + p) * Q, ybuf + (size_t(i) * s.k + k) * npad + size_t(p) * wp,
-                    sizeof(float) * Q);
+      copy_rows(ybuf + (size_t(i) * s.k + k) * npad, wp, y + (size_t(i) * s.k + k) * P * Q, Q, P, Q);
   });
   return Status::ok();
 }
@@ -866,13 +905,8 @@ Status conv_bwd_filter(GemmContext& ctx, const ConvShape& s, const float* x, con
       }
   for_images(ctx, s.n, [&](int i) {
     float* d = xh + size_t(i) * img_stride;
-    std::memset(d, 0, sizeof(float) * img_stride);
-    for (int c = 0; c < C; ++c)
-      for (int h = 0; h < s.h; ++h) {
-        const float* src = x + ((size_t(i) * C + c) * s.h + h) * s.w;
-        float* row = d + (size_t(h + s.pad) * wp + s.pad) * C + c;
-        for (int w = 0; w < s.w; ++w) row[size_t(w) * C] = src[w];
-      }
+    pad_image_hwc(x + size_t(i) * C * s.h * s.w, d, C, s.h, s.w, s.pad);
+    std::memset(d + size_t(hp) * wp * C, 0, sizeof(float) * (img_stride - size_t(hp) * wp * C));
   });
   // With column runs (S*C contiguous floats per filter row) long enough to fill most of a micro-panel,
   // dy is packed once and the image is read in place; otherwise (C = 1) both are packed per piece.

@@ -21,6 +21,9 @@ constexpr size_t kPairwiseLeaf = 1024;
 constexpr int kLanes = 64;
 // order=atomic reductions: about this many chunks per thread.
 constexpr int kAtomicChunksPerThread = 64;
+// order=atomic gemm and convolutions: a K shorter than this is not split (one FMA chain, as a GPU
+// kernel does not split a short reduction across blocks); longer ones go in kGemmKc blocks, at least 3.
+constexpr int kAtomicMinSplitK = 64;
 
 // The last kc block of a gemm tile writes c = alpha*acc (beta == 0, c is not read) or
 // c = fma(alpha, acc, beta*c) (beta != 0), the same on every ISA.
