@@ -750,7 +750,7 @@ class CpuNative final : public Backend {
   ThreadPool pool_;
   std::vector<native::ThreadScratch> scratch_;
   std::vector<native::AlignedBuffer> shared_;
-  std::vector<native::AlignedBuffer> staging_ = std::vector<native::AlignedBuffer>(3);
+  std::vector<native::AlignedBuffer> staging_ = std::vector<native::AlignedBuffer>(4);
   native::AlignedBuffer col_, wt_;
   native::AlignedBuffer ones_, terms_;  // bias_grad, loss
   std::vector<float> partials_;        // bias_grad

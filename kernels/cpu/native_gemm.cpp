@@ -244,48 +244,118 @@ DETAUDIT_PACK_CLONES void add_row(float* dst, const float* acc, const float* p, 
 Status out_of_memory() { return Status::error("gemm: out of memory for working buffers"); }
 
 // ---- staging copies for the convolutions (copies only) -----------------------------------------------
+// Rows here are short (7 to 30 floats), so the AVX-512 versions copy each row with masked vectors
+// instead of a vector loop and its scalar tail; without AVX-512 plain loops run. Copies: no bits change.
+
+bool have_avx512() {
+  static const bool yes = [] {
+    __builtin_cpu_init();  // may run before libgcc's own constructor
+    return __builtin_cpu_supports("avx512f") != 0;
+  }();
+  return yes;
+}
+
+__attribute__((target("avx512f"))) inline void copy_row_avx512(float* dst, const float* src, int n) {
+  for (int j = 0; j < n; j += 16) {
+    const __mmask16 m = n - j >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - j)) - 1);
+    _mm512_mask_storeu_ps(dst + j, m, _mm512_maskz_loadu_ps(m, src + j));
+  }
+}
+__attribute__((target("avx512f"))) inline void zero_row_avx512(float* dst, size_t n) {
+  for (size_t j = 0; j < n; j += 16) {
+    const __mmask16 m = n - j >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - j)) - 1);
+    _mm512_mask_storeu_ps(dst + j, m, _mm512_setzero_ps());
+  }
+}
 
 // One image x[C][H][W] into d[C][Hp][Wp] with `pad` zeros around each plane (Wp = W + 2 pad).
-DETAUDIT_PACK_CLONES void pad_image(const float* x, float* d, int C, int H, int W, int pad) {
+__attribute__((target("avx512f"))) void pad_image_avx512(const float* x, float* d, int C, int H, int W, int pad) {
   const int wp = W + 2 * pad;
   const size_t plane = size_t(H + 2 * pad) * wp;
   for (int c = 0; c < C; ++c) {
     float* pc = d + c * plane;
-    for (size_t j = 0; j < size_t(pad) * wp; ++j) pc[j] = 0.0f;  // top rows
+    zero_row_avx512(pc, size_t(pad) * wp + pad);  // top rows and the first row's left pad
     for (int h = 0; h < H; ++h) {
       float* row = pc + size_t(h + pad) * wp;
-      const float* src = x + (size_t(c) * H + h) * W;
-      for (int q = 0; q < pad; ++q) row[q] = row[pad + W + q] = 0.0f;
-      for (int q = 0; q < W; ++q) row[pad + q] = src[q];
+      copy_row_avx512(row + pad, x + (size_t(c) * H + h) * W, W);
+      zero_row_avx512(row + pad + W, size_t(2 * pad));  // right pad and the next row's left pad
     }
-    float* bottom = pc + size_t(H + pad) * wp;
-    for (size_t j = 0; j < size_t(pad) * wp; ++j) bottom[j] = 0.0f;
+    zero_row_avx512(pc + size_t(H + pad) * wp + pad, size_t(pad) * wp - pad);  // bottom rows
   }
 }
-
-// One image x[C][H][W] into d[Hp][Wp][C] (channel-last), `pad` zeros around.
-DETAUDIT_PACK_CLONES void pad_image_hwc(const float* x, float* d, int C, int H, int W, int pad) {
+void pad_image_plain(const float* x, float* d, int C, int H, int W, int pad) {
   const int wp = W + 2 * pad;
-  const size_t row_floats = size_t(wp) * C;
-  for (size_t j = 0; j < size_t(pad) * row_floats; ++j) d[j] = 0.0f;
+  const size_t plane = size_t(H + 2 * pad) * wp;
+  for (int c = 0; c < C; ++c) {
+    float* pc = d + c * plane;
+    std::fill(pc, pc + size_t(pad) * wp, 0.0f);
+    for (int h = 0; h < H; ++h) {
+      float* row = pc + size_t(h + pad) * wp;
+      std::fill(row, row + pad, 0.0f);
+      std::copy_n(x + (size_t(c) * H + h) * W, W, row + pad);
+      std::fill(row + pad + W, row + wp, 0.0f);
+    }
+    std::fill(pc + size_t(H + pad) * wp, pc + plane, 0.0f);
+  }
+}
+void pad_image(const float* x, float* d, int C, int H, int W, int pad) {
+  if (have_avx512()) return pad_image_avx512(x, d, C, H, W, pad);
+  pad_image_plain(x, d, C, H, W, pad);
+}
+
+// One image x[C][H][W] into d[Hp][Wp][C] (channel-last), `pad` zeros around: each pixel's channels
+// gathered 16 at a time.
+__attribute__((target("avx512f"))) void pad_image_hwc_avx512(const float* x, float* d, int C, int H, int W, int pad) {
+  const int wp = W + 2 * pad;
+  const size_t row_floats = size_t(wp) * C, plane = size_t(H) * W;
+  const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                         _mm512_set1_epi32(int(plane)));
+  zero_row_avx512(d, size_t(pad) * row_floats);
   for (int h = 0; h < H; ++h) {
     float* row = d + size_t(h + pad) * row_floats;
-    for (size_t j = 0; j < size_t(pad) * C; ++j) row[j] = row[row_floats - 1 - j] = 0.0f;
-    const float* src = x + size_t(h) * W;
-    const size_t plane = size_t(H) * W;
+    zero_row_avx512(row, size_t(pad) * C);
+    zero_row_avx512(row + size_t(pad + W) * C, size_t(pad) * C);
     for (int w = 0; w < W; ++w) {
+      const float* src = x + size_t(h) * W + w;
       float* px = row + size_t(w + pad) * C;
-      for (int c = 0; c < C; ++c) px[c] = src[c * plane + w];
+      for (int c = 0; c < C; c += 16) {
+        const __mmask16 m = C - c >= 16 ? __mmask16(0xffff) : __mmask16((1u << (C - c)) - 1);
+        _mm512_mask_storeu_ps(px + c, m,
+                              _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, idx, src + size_t(c) * plane, 4));
+      }
     }
   }
-  float* bottom = d + size_t(H + pad) * row_floats;
-  for (size_t j = 0; j < size_t(pad) * row_floats; ++j) bottom[j] = 0.0f;
+  zero_row_avx512(d + size_t(H + pad) * row_floats, size_t(pad) * row_floats);
+}
+void pad_image_hwc_plain(const float* x, float* d, int C, int H, int W, int pad) {
+  const int wp = W + 2 * pad;
+  const size_t row_floats = size_t(wp) * C, plane = size_t(H) * W;
+  std::fill(d, d + size_t(pad) * row_floats, 0.0f);
+  for (int h = 0; h < H; ++h) {
+    float* row = d + size_t(h + pad) * row_floats;
+    std::fill(row, row + size_t(pad) * C, 0.0f);
+    std::fill(row + size_t(pad + W) * C, row + row_floats, 0.0f);
+    for (int w = 0; w < W; ++w) {
+      float* px = row + size_t(w + pad) * C;
+      for (int c = 0; c < C; ++c) px[c] = x[c * plane + size_t(h) * W + w];
+    }
+  }
+  std::fill(d + size_t(H + pad) * row_floats, d + size_t(H + 2 * pad) * row_floats, 0.0f);
+}
+void pad_image_hwc(const float* x, float* d, int C, int H, int W, int pad) {
+  // The gather's indices are 32-bit: planes up to 2^31 / 16 floats.
+  if (have_avx512() && size_t(H) * W * 16 < (size_t(1) << 31)) return pad_image_hwc_avx512(x, d, C, H, W, pad);
+  pad_image_hwc_plain(x, d, C, H, W, pad);
 }
 
 // rows x cols from src (row stride lds) to dst (row stride ldd).
-DETAUDIT_PACK_CLONES void copy_rows(const float* src, ptrdiff_t lds, float* dst, ptrdiff_t ldd, int rows, int cols) {
-  for (int i = 0; i < rows; ++i)
-    for (int j = 0; j < cols; ++j) dst[i * ldd + j] = src[i * lds + j];
+__attribute__((target("avx512f"))) void copy_rows_avx512(const float* src, ptrdiff_t lds, float* dst, ptrdiff_t ldd,
+                                                         int rows, int cols) {
+  for (int i = 0; i < rows; ++i) copy_row_avx512(dst + i * ldd, src + i * lds, cols);
+}
+void copy_rows(const float* src, ptrdiff_t lds, float* dst, ptrdiff_t ldd, int rows, int cols) {
+  if (have_avx512()) return copy_rows_avx512(src, lds, dst, ldd, rows, cols);
+  for (int i = 0; i < rows; ++i) std::copy_n(src + i * lds, cols, dst + i * ldd);
 }
 
 // ---- A packed once for the whole K, B read in place (the convolutions) ----------------------------
@@ -491,6 +561,8 @@ class ConvFwdPaddedProblem final : public Problem {
 // xh[Hp][Wp][C]; output columns are taken in (r, s, c) order, so that B[n*PQ + pq][(r, s, c)] =
 // xh_n[(p*stride + r)*Wp + q*stride + s][c] is contiguous over c (and over s, c within one r).
 // The result (dw in (r, s, c) column order) goes to a buffer and is permuted into dw afterwards.
+// The same class reads explicit window rows (one row of C*R*S floats per pixel: pix[pq] = pq*CRS,
+// coff[j] = j, one run) when the channel runs are too short to read in place.
 // determinism: each dw element's terms and their order (image-major over n*PQ) are those of the
 // im2col gemm; only the column order of the computation changes.
 class ConvBwdFilterNhwcProblem final : public Problem {
@@ -908,21 +980,48 @@ Status conv_bwd_filter(GemmContext& ctx, const ConvShape& s, const float* x, con
     pad_image_hwc(x + size_t(i) * C * s.h * s.w, d, C, s.h, s.w, s.pad);
     std::memset(d + size_t(hp) * wp * C, 0, sizeof(float) * (img_stride - size_t(hp) * wp * C));
   });
-  // With column runs (S*C contiguous floats per filter row) long enough to fill most of a micro-panel,
-  // dy is packed once and the image is read in place; otherwise (C = 1) both are packed per piece.
+  // Three ways to read B, all with the same terms in the same order:
+  // - column runs (S*C contiguous floats per filter row) that fill most of a micro-panel: dy is packed
+  //   once and the channel-last image is read in place;
+  // - short runs (few channels, e.g. C = 1) but C*R*S within two micro-panels: each pixel's C*R*S
+  //   window is first copied out as one contiguous row (an explicit im2col, transposed), then as above;
+  // - otherwise both operands are packed per piece.
+  const int pq = P * Q;
   PackedA pa;
-  if (s.s * C >= ctx.kern->nr / 2) {
-    float* dyp = (*ctx.staging)[2].get(size_t(s.k) * s.n * P * Q);
+  const bool in_place = s.s * C >= ctx.kern->nr / 2, window_rows = !in_place && crs <= 2 * ctx.kern->nr;
+  if (in_place || window_rows) {
+    float* dyp = (*ctx.staging)[2].get(size_t(s.k) * s.n * pq);
     if (!dyp) return out_of_memory();
-    pa = {dyp, s.k, s.n * P * Q, ctx.kern->mr};
-    const int pq = P * Q;
+    pa = {dyp, s.k, s.n * pq, ctx.kern->mr};
     for_images(ctx, s.n, [&](int i) {
       for (int i0 = 0; i0 < s.k; i0 += pa.mr)
         pack_a_rows(dy + (size_t(i) * s.k + i0) * pq, pq, pa.step(i0), pq, pa.at(i0, i * pq));
     });
   }
-  DETAUDIT_RETURN_IF_ERROR(
-      run(ctx, ConvBwdFilterNhwcProblem(s, xh, img_stride, dy, pa, dwp, pix.data(), coff.data(), runs.data())));
+  if (window_rows) {
+    float* cols = (*ctx.staging)[3].get(size_t(s.n) * pq * crs);
+    if (!cols) return out_of_memory();
+    const int span = s.s * C;  // one filter row of the window
+    for_images(ctx, s.n, [&](int i) {
+      const float* img = xh + size_t(i) * img_stride;
+      float* out = cols + size_t(i) * pq * crs;
+      for (int j = 0; j < pq; ++j)
+        for (int r = 0; r < s.r; ++r) {
+          const float* src = img + pix[size_t(j)] + ptrdiff_t(r) * wp * C;
+          float* dst = out + size_t(j) * crs + size_t(r) * span;
+          for (int t = 0; t < span; ++t) dst[t] = src[t];
+        }
+    });
+    std::vector<ptrdiff_t> rowpix(static_cast<size_t>(pq)), col(static_cast<size_t>(crs));
+    std::vector<int> rest(static_cast<size_t>(crs));
+    for (int j = 0; j < pq; ++j) rowpix[size_t(j)] = ptrdiff_t(j) * crs;
+    for (int j = 0; j < crs; ++j) col[size_t(j)] = j, rest[size_t(j)] = crs - j;
+    DETAUDIT_RETURN_IF_ERROR(run(ctx, ConvBwdFilterNhwcProblem(s, cols, size_t(pq) * crs, dy, pa, dwp, rowpix.data(),
+                                                               col.data(), rest.data())));
+  } else {
+    DETAUDIT_RETURN_IF_ERROR(
+        run(ctx, ConvBwdFilterNhwcProblem(s, xh, img_stride, dy, pa, dwp, pix.data(), coff.data(), runs.data())));
+  }
   // dw[k][c][r][s] = the epilogue of the (r, s, c)-ordered result.
   const IsaKernels& kn = *ctx.kern;
   std::vector<float> acc(static_cast<size_t>(crs));

@@ -60,7 +60,7 @@ struct GemmContext {
   uint64_t forced_seed;
   std::vector<ThreadScratch>* scratch;  // pool->size() entries
   std::vector<AlignedBuffer>* shared;   // order=blocked (few tiles) / atomic (beta != 0): M x N partials
-  std::vector<AlignedBuffer>* staging;  // conv2d: padded input, output and packed operand (3 entries)
+  std::vector<AlignedBuffer>* staging;  // conv2d: padded input, output, packed operand, windows (4 entries)
 };
 
 

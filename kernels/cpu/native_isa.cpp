@@ -94,8 +94,9 @@ __attribute__((target("avx512f,fma"))) void epilogue_row_avx512(const float* acc
 }
 
 // B read in place (see GemmUkernelRows): the same FMA chain per element as ukernel_avx512.
-template <int MR>
-__attribute__((target("avx512f,fma"))) void ukernel_rows_avx512(int kc, const float* a, int astep, const float* b,
+// Wide: cols may exceed 16 (two vectors a row); otherwise only the first vector is computed.
+template <int MR, bool Wide>
+__attribute__((target("avx512f,fma"))) inline void rows_avx512(int kc, const float* a, int astep, const float* b,
                                                                 const ptrdiff_t* rows, int cols, const float* src,
                                                                 ptrdiff_t lds, const float* add, ptrdiff_t lda,
                                                                 float* dst, ptrdiff_t ldd, const Epilogue* epi) {
@@ -115,12 +116,12 @@ __attribute__((target("avx512f,fma"))) void ukernel_rows_avx512(int kc, const fl
 #pragma GCC unroll 4
   for (int kk = 0; kk < kc; ++kk) {
     const float* bk = b + rows[kk];
-    __m512 b0 = _mm512_maskz_loadu_ps(m0, bk), b1 = _mm512_maskz_loadu_ps(m1, bk + 16);
+    __m512 b0 = _mm512_maskz_loadu_ps(m0, bk), b1 = Wide ? _mm512_maskz_loadu_ps(m1, bk + 16) : _mm512_setzero_ps();
 #pragma GCC unroll 12
     for (int i = 0; i < MR; ++i) {
       __m512 ai = _mm512_set1_ps(a[i]);
       c0[i] = _mm512_fmadd_ps(ai, b0, c0[i]);
-      c1[i] = _mm512_fmadd_ps(ai, b1, c1[i]);
+      if constexpr (Wide) c1[i] = _mm512_fmadd_ps(ai, b1, c1[i]);
     }
     a += astep;
   }
@@ -150,6 +151,17 @@ __attribute__((target("avx512f,fma"))) void ukernel_rows_avx512(int kc, const fl
     _mm512_mask_storeu_ps(dst + i * ldd, m0, c0[i]);
     _mm512_mask_storeu_ps(dst + i * ldd + 16, m1, c1[i]);
   }
+}
+
+template <int MR>
+__attribute__((target("avx512f,fma"))) void ukernel_rows_avx512(int kc, const float* a, int astep, const float* b,
+                                                                const ptrdiff_t* rows, int cols, const float* src,
+                                                                ptrdiff_t lds, const float* add, ptrdiff_t lda,
+                                                                float* dst, ptrdiff_t ldd, const Epilogue* epi) {
+  if (cols > 16)
+    rows_avx512<MR, true>(kc, a, astep, b, rows, cols, src, lds, add, lda, dst, ldd, epi);
+  else
+    rows_avx512<MR, false>(kc, a, astep, b, rows, cols, src, lds, add, lda, dst, ldd, epi);
 }
 
 enum LeafOp { kLeafSum, kLeafDot, kLeafSumsq };
@@ -259,8 +271,9 @@ __attribute__((target("avx2"))) inline __m256i lane_mask_avx2(int n) {
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
-template <int MR>
-__attribute__((target("avx2,fma"))) void ukernel_rows_avx2(int kc, const float* a, int astep, const float* b,
+// Wide: cols may exceed 8 (two vectors a row); otherwise only the first vector is computed.
+template <int MR, bool Wide>
+__attribute__((target("avx2,fma"))) inline void rows_avx2(int kc, const float* a, int astep, const float* b,
                                                            const ptrdiff_t* rows, int cols, const float* src,
                                                            ptrdiff_t lds, const float* add, ptrdiff_t lda, float* dst,
                                                            ptrdiff_t ldd, const Epilogue* epi) {
@@ -279,12 +292,12 @@ __attribute__((target("avx2,fma"))) void ukernel_rows_avx2(int kc, const float* 
 #pragma GCC unroll 4
   for (int kk = 0; kk < kc; ++kk) {
     const float* bk = b + rows[kk];
-    __m256 b0 = _mm256_maskload_ps(bk, m0), b1 = _mm256_maskload_ps(bk + 8, m1);
+    __m256 b0 = _mm256_maskload_ps(bk, m0), b1 = Wide ? _mm256_maskload_ps(bk + 8, m1) : _mm256_setzero_ps();
 #pragma GCC unroll 6
     for (int i = 0; i < MR; ++i) {
       __m256 ai = _mm256_broadcast_ss(a + i);
       c0[i] = _mm256_fmadd_ps(ai, b0, c0[i]);
-      c1[i] = _mm256_fmadd_ps(ai, b1, c1[i]);
+      if constexpr (Wide) c1[i] = _mm256_fmadd_ps(ai, b1, c1[i]);
     }
     a += astep;
   }
@@ -314,6 +327,17 @@ __attribute__((target("avx2,fma"))) void ukernel_rows_avx2(int kc, const float* 
     _mm256_maskstore_ps(dst + i * ldd, m0, c0[i]);
     _mm256_maskstore_ps(dst + i * ldd + 8, m1, c1[i]);
   }
+}
+
+template <int MR>
+__attribute__((target("avx2,fma"))) void ukernel_rows_avx2(int kc, const float* a, int astep, const float* b,
+                                                           const ptrdiff_t* rows, int cols, const float* src,
+                                                           ptrdiff_t lds, const float* add, ptrdiff_t lda, float* dst,
+                                                           ptrdiff_t ldd, const Epilogue* epi) {
+  if (cols > 8)
+    rows_avx2<MR, true>(kc, a, astep, b, rows, cols, src, lds, add, lda, dst, ldd, epi);
+  else
+    rows_avx2<MR, false>(kc, a, astep, b, rows, cols, src, lds, add, lda, dst, ldd, epi);
 }
 
 template <int Op>

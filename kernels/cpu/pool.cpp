@@ -103,7 +103,10 @@ __attribute__((target("avx512f"))) void maxpool2x2_bwd_row_avx512(const float* r
 }  // namespace
 
 void maxpool2x2_bwd(const float* x, const float* dy, float* dx, size_t planes, int h, int w) {
-  static const bool avx512 = __builtin_cpu_supports("avx512f");
+  static const bool avx512 = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") != 0;
+  }();
   const int P = h / 2, Q = w / 2;
   for (size_t nc = 0; nc < planes; ++nc) {
     const float* plane = x + nc * size_t(h) * w;
