@@ -299,6 +299,9 @@ void col2im(const ConvShape& sh, const float* dcol, float* dx) {
       }
 }
 
+// bias_grad, order=atomic: terms per chunk of a channel's sum.
+constexpr size_t kBiasGradChunk = 4096;
+
 // bwd_filter: the K dimension of its gemm is N*P*Q; above this many floats of im2col the images go in
 // groups whose partials add in group order.
 constexpr size_t kMaxColFloats = size_t(1) << 28;  // 1 GiB
@@ -546,7 +549,8 @@ class CpuNative final : public Backend {
 
   // The n*hw terms of each channel reduce in the backend's order, as ordered_reduce would combine them:
   // sequential: one running sum; pairwise: kPairwiseLeaf leaves and a pairwise tree; blocked: `threads`
-  // contiguous blocks added in block order; atomic: chunks added in completion order (a race).
+  // contiguous blocks added in block order; atomic: chunks of about kBiasGradChunk terms (at least 3)
+  // added in completion order (a race).
   // hw == 1 (a linear layer's bias) is db = ones[1 x n] * dy[n x c], a gemm: its order applies to n.
   Status bias_grad(const float* dy, float* db, size_t n, size_t c, size_t hw) override {
     DETAUDIT_RETURN_IF_ERROR(ready());
@@ -581,7 +585,11 @@ class CpuNative final : public Backend {
     switch (opts_.order) {
       case ReduceOrder::kPairwise: parts = (total + kPairwiseLeaf - 1) / kPairwiseLeaf; break;
       case ReduceOrder::kBlocked: parts = size_t(threads); break;
-      default: parts = atomic_chunks(total, threads); break;
+      default:
+        // Chunks of about kBiasGradChunk terms (at least 3, so that the adds can race), as a GPU gives
+        // each block a slice of the channel: the channels already outnumber the threads.
+        parts = std::min(atomic_chunks(total, threads), std::max<size_t>(3, (total + kBiasGradChunk - 1) / kBiasGradChunk));
+        break;
     }
     auto bound = [&](size_t p) { return opts_.order == ReduceOrder::kPairwise ? std::min(total, p * kPairwiseLeaf)
                                                                               : total * p / parts; };
