@@ -371,9 +371,59 @@ struct PackedA {
 };
 
 // dst[kk*h + r] = a[r*lda + kk] for r < h, kk < kc (copies only).
-DETAUDIT_PACK_CLONES void pack_a_rows(const float* a, ptrdiff_t lda, int h, int kc, float* dst) {
+DETAUDIT_PACK_CLONES void pack_a_rows_plain(const float* a, ptrdiff_t lda, int h, int kc, float* dst) {
   for (int kk = 0; kk < kc; ++kk)
     for (int r = 0; r < h; ++r) dst[size_t(kk) * h + r] = a[r * lda + kk];
+}
+
+// (GCC 12 warns about the unused pass-through operand inside its own unpack/shuffle intrinsics.)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+// Transposes 16 rows of 16 floats in registers: afterwards r[j] holds column j.
+__attribute__((target("avx512f"))) inline void transpose16(__m512 r[16]) {
+  __m512 t[16], u[16];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; ++i) {  // u[4i + c]: in 128-bit lane L, column 4L + c of rows 4i .. 4i+3
+    u[4 * i + 0] = _mm512_shuffle_ps(t[4 * i + 0], t[4 * i + 2], 0x44);
+    u[4 * i + 1] = _mm512_shuffle_ps(t[4 * i + 0], t[4 * i + 2], 0xEE);
+    u[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+    u[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
+  }
+  for (int i = 0; i < 4; ++i) {
+    t[i] = _mm512_shuffle_f32x4(u[i], u[4 + i], 0x88);
+    t[4 + i] = _mm512_shuffle_f32x4(u[i], u[4 + i], 0xDD);
+    t[8 + i] = _mm512_shuffle_f32x4(u[8 + i], u[12 + i], 0x88);
+    t[12 + i] = _mm512_shuffle_f32x4(u[8 + i], u[12 + i], 0xDD);
+  }
+  for (int i = 0; i < 4; ++i) {
+    r[i] = _mm512_shuffle_f32x4(t[i], t[8 + i], 0x88);
+    r[8 + i] = _mm512_shuffle_f32x4(t[i], t[8 + i], 0xDD);
+    r[4 + i] = _mm512_shuffle_f32x4(t[4 + i], t[12 + i], 0x88);
+    r[12 + i] = _mm512_shuffle_f32x4(t[4 + i], t[12 + i], 0xDD);
+  }
+}
+
+// pack_a_rows for h <= 16: blocks of 16 terms transposed in registers.
+__attribute__((target("avx512f"))) void pack_a_rows_avx512(const float* a, ptrdiff_t lda, int h, int kc, float* dst) {
+  const __mmask16 m = h >= 16 ? __mmask16(0xffff) : __mmask16((1u << h) - 1);
+  int kk = 0;
+  for (; kk + 16 <= kc; kk += 16) {
+    __m512 r[16];
+    for (int i = 0; i < 16; ++i) r[i] = i < h ? _mm512_loadu_ps(a + i * lda + kk) : _mm512_setzero_ps();
+    transpose16(r);
+    for (int t = 0; t < 16; ++t) _mm512_mask_storeu_ps(dst + size_t(kk + t) * h, m, r[t]);
+  }
+  for (; kk < kc; ++kk)
+    for (int i = 0; i < h; ++i) dst[size_t(kk) * h + i] = a[i * lda + kk];
+}
+#pragma GCC diagnostic pop
+
+void pack_a_rows(const float* a, ptrdiff_t lda, int h, int kc, float* dst) {
+  if (h <= 16 && have_avx512()) return pack_a_rows_avx512(a, lda, h, kc, dst);
+  pack_a_rows_plain(a, lda, h, kc, dst);
 }
 
 // The tile rows [i0, i0 + rows) x columns [0, cols) of a problem over kc terms starting at k0, with
