@@ -47,6 +47,10 @@ Status Backend::gemm_f64(Trans, Trans, int, int, int, double, const double*, int
 Status Backend::conv2d_fwd(const ConvShape&, const float*, const float*, float*) {
   return not_provided(*this, "conv2d forward");
 }
+Status Backend::conv2d_fwd_bias(const ConvShape& s, const float* x, const float* w, const float* bias, float* y) {
+  DETAUDIT_RETURN_IF_ERROR(conv2d_fwd(s, x, w, y));
+  return bias_add(y, bias, size_t(s.n), size_t(s.k), size_t(s.p()) * s.q());
+}
 Status Backend::conv2d_bwd_data(const ConvShape&, const float*, const float*, float*) {
   return not_provided(*this, "conv2d backward-data");
 }

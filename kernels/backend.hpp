@@ -107,6 +107,9 @@ class Backend {
 
   // y = conv(x, w), cross-correlation, no bias.
   virtual Status conv2d_fwd(const ConvShape& s, const float* x, const float* w, float* y);
+  // y = conv(x, w) + bias[k], the bias added once to each finished output (bias_add's bits): by default
+  // conv2d_fwd then bias_add; a backend may fold the add into its output pass.
+  virtual Status conv2d_fwd_bias(const ConvShape& s, const float* x, const float* w, const float* bias, float* y);
   // dx = d(loss)/dx given dy.
   virtual Status conv2d_bwd_data(const ConvShape& s, const float* dy, const float* w, float* dx);
   // dw = d(loss)/dw given x and dy.

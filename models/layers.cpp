@@ -94,9 +94,7 @@ Status Conv2d::forward(const Tensor& x, const Tensor** y) {
   cs_.n = s[0], cs_.h = s[2], cs_.w = s[3];
   x_ = x;
   DETAUDIT_RETURN_IF_ERROR(ensure(be_, {cs_.n, cs_.k, cs_.p(), cs_.q()}, &y_));
-  DETAUDIT_RETURN_IF_ERROR(be_->conv2d_fwd(cs_, x.data(), w_.data(), y_.data()));
-  DETAUDIT_RETURN_IF_ERROR(
-      be_->bias_add(y_.data(), b_.data(), size_t(cs_.n), size_t(cs_.k), size_t(cs_.p()) * cs_.q()));
+  DETAUDIT_RETURN_IF_ERROR(be_->conv2d_fwd_bias(cs_, x.data(), w_.data(), b_.data(), y_.data()));
   *y = &y_;
   return Status::ok();
 }

@@ -463,7 +463,7 @@ std::vector<float> im2col(const ConvShape& sh, const std::vector<float>& x, int 
 
 // The cpu backend's convolutions skip im2col (padded images, weights packed once, image rows read in
 // place); each output element must still be exactly the im2col gemm's reduction in the same order:
-// forward y_n = W[K x CRS] col_n, backward-filter dw = dy'[K x NPQ] col'^T over all images, and
+// forward y_n = W[K x CRS] col_n (plus the bias, folded into the output pass), backward-filter dw = dy'[K x NPQ] col'^T over all images, and
 // backward-data (stride 1) the forward convolution with the flipped, transposed filter. Checked on
 // the autoencoder's shapes and the edge shapes, in every deterministic order and a forced atomic one.
 TEST(NativeConv, EachPassIsItsGemmBitForBit) {
@@ -499,6 +499,11 @@ TEST(NativeConv, EachPassIsItsGemmBitForBit) {
         ASSERT_TRUE(be->gemm(Trans::kN, Trans::kN, s.k, pq, crs, 1.0f, w.data(), crs, cols[i].data(), pq, 0.0f,
                              want.data() + size_t(i) * s.k * pq, pq));
       EXPECT_TRUE(bitwise_equal(y, want)) << "fwd " << what;
+      // The bias folded into the output pass: the bits of conv2d_fwd then bias_add.
+      std::vector<float> bias = uniform(size_t(s.k), seed), yb(s.y_size(), kNaN);
+      ASSERT_TRUE(be->conv2d_fwd_bias(s, x.data(), w.data(), bias.data(), yb.data()));
+      ASSERT_TRUE(be->bias_add(want.data(), bias.data(), size_t(s.n), size_t(s.k), size_t(pq)));
+      EXPECT_TRUE(bitwise_equal(yb, want)) << "fwd with bias " << what;
 
       // dy'[k][i*PQ + pq] = dy[i][k][pq]; col'[crs][i*PQ + pq] = col_i[crs][pq].
       std::vector<float> dyp(size_t(s.k) * npq), colp(size_t(crs) * npq);

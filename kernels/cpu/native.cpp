@@ -349,6 +349,15 @@ class CpuNative final : public Backend {
     return conv_gemm_fwd(s, x, w, y);
   }
 
+  // The bias is added in conv_fwd's output pass (the copy out of its padded buffer).
+  Status conv2d_fwd_bias(const ConvShape& s, const float* x, const float* w, const float* bias, float* y) override {
+    DETAUDIT_RETURN_IF_ERROR(ready());
+    DETAUDIT_RETURN_IF_ERROR(validate_conv(s));
+    if (size_t(s.n) * s.p() * s.q() > size_t(INT32_MAX)) return Status::invalid("conv2d: too large");
+    native::GemmContext ctx = gemm_context();
+    return native::conv_fwd(ctx, s, x, w, y, bias);
+  }
+
   // Stride 1 with pad < the filter size: dx is the forward convolution of dy with the flipped,
   // transposed filter w'[c][k][R-1-r][S-1-s] and padding R-1-pad, so the order applies to the whole
   // K*R*S reduction of each dx element. Otherwise: dcol_n[CRS x PQ] = W^T * dy_n (the order applies

@@ -348,14 +348,31 @@ void pad_image_hwc(const float* x, float* d, int C, int H, int W, int pad) {
   pad_image_hwc_plain(x, d, C, H, W, pad);
 }
 
-// rows x cols from src (row stride lds) to dst (row stride ldd).
+// rows x cols from src (row stride lds) to dst (row stride ldd); with a bias, dst = src + *bias (one
+// rounded add each, as Backend::bias_add).
 __attribute__((target("avx512f"))) void copy_rows_avx512(const float* src, ptrdiff_t lds, float* dst, ptrdiff_t ldd,
-                                                         int rows, int cols) {
-  for (int i = 0; i < rows; ++i) copy_row_avx512(dst + i * ldd, src + i * lds, cols);
+                                                         int rows, int cols, const float* bias) {
+  if (!bias) {
+    for (int i = 0; i < rows; ++i) copy_row_avx512(dst + i * ldd, src + i * lds, cols);
+    return;
+  }
+  const __m512 b = _mm512_set1_ps(*bias);
+  for (int i = 0; i < rows; ++i)
+    for (int j = 0; j < cols; j += 16) {
+      const __mmask16 m = cols - j >= 16 ? __mmask16(0xffff) : __mmask16((1u << (cols - j)) - 1);
+      _mm512_mask_storeu_ps(dst + i * ldd + j, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, src + i * lds + j), b));
+    }
 }
-void copy_rows(const float* src, ptrdiff_t lds, float* dst, ptrdiff_t ldd, int rows, int cols) {
-  if (have_avx512()) return copy_rows_avx512(src, lds, dst, ldd, rows, cols);
-  for (int i = 0; i < rows; ++i) std::copy_n(src + i * lds, cols, dst + i * ldd);
+void copy_rows(const float* src, ptrdiff_t lds, float* dst, ptrdiff_t ldd, int rows, int cols,
+               const float* bias = nullptr) {
+  if (have_avx512()) return copy_rows_avx512(src, lds, dst, ldd, rows, cols, bias);
+  for (int i = 0; i < rows; ++i) {
+    if (!bias) {
+      std::copy_n(src + i * lds, cols, dst + i * ldd);
+      continue;
+    }
+    for (int j = 0; j < cols; ++j) dst[i * ldd + j] = src[i * lds + j] + *bias;
+  }
 }
 
 // ---- A packed once for the whole K, B read in place (the convolutions) ----------------------------
@@ -976,8 +993,20 @@ void for_images(GemmContext& ctx, int n, F&& fn) {
   });
 }
 
-Status conv_fwd(GemmContext& ctx, const ConvShape& s, const float* x, const float* w, float* y) {
-  if (s.stride != 1) return run(ctx, ConvFwdProblem(s, x, w, y));
+Status conv_fwd(GemmContext& ctx, const ConvShape& s, const float* x, const float* w, float* y, const float* bias) {
+  if (s.stride != 1) {
+    DETAUDIT_RETURN_IF_ERROR(run(ctx, ConvFwdProblem(s, x, w, y)));
+    if (bias) {
+      const int pq = s.p() * s.q();
+      for_images(ctx, s.n, [&](int i) {
+        for (int k = 0; k < s.k; ++k) {
+          float* plane = y + (size_t(i) * s.k + k) * pq;
+          copy_rows(plane, pq, plane, pq, 1, pq, bias + k);
+        }
+      });
+    }
+    return Status::ok();
+  }
   const int hp = s.h + 2 * s.pad, wp = s.w + 2 * s.pad, P = s.p(), Q = s.q(), npad = P * wp;
   const size_t plane = size_t(hp) * wp, img_stride = (size_t(s.c) * plane + s.s + 15) / 16 * 16;
   if (size_t(s.n) * npad > size_t(INT32_MAX)) return Status::invalid("conv2d: too large");
@@ -1002,7 +1031,8 @@ Status conv_fwd(GemmContext& ctx, const ConvShape& s, const float* x, const floa
   DETAUDIT_RETURN_IF_ERROR(run(ctx, ConvFwdPaddedProblem(s, xp, img_stride, pa, ybuf, rows.data())));
   for_images(ctx, s.n, [&](int i) {
     for (int k = 0; k < s.k; ++k)
-      copy_rows(ybuf + (size_t(i) * s.k + k) * npad, wp, y + (size_t(i) * s.k + k) * P * Q, Q, P, Q);
+      copy_rows(ybuf + (size_t(i) * s.k + k) * npad, wp, y + (size_t(i) * s.k + k) * P * Q, Q, P, Q,
+                bias ? bias + k : nullptr);
   });
   return Status::ok();
 }
