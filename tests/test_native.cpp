@@ -610,10 +610,13 @@ TEST_P(NativeIsa, SameBitsAsAuto) {
       GemmData d = make_gemm_data(g, false, s++);
       EXPECT_TRUE(bitwise_equal(run_gemm(*forced, g, d), run_gemm(*best, g, d))) << what << " gemm k=" << g.k;
     }
-    const ConvShape cs = conv_shape(2, 5, 9, 9, 3, 3, 3, 2, 1);
-    for (ConvPass pass : {ConvPass::kFwd, ConvPass::kBwdData, ConvPass::kBwdFilter})
-      EXPECT_TRUE(bitwise_equal(run_conv(*forced, pass, cs, false, 4), run_conv(*best, pass, cs, false, 4)))
-          << what << " " << pass_name(pass);
+    // Stride 2 (packed im2col panels), and stride 1 (rows read in place: channel-last filter gradient,
+    // C = 1 window rows, K = 1 and K = 20 with a short last row panel).
+    for (const ConvShape& cs : {conv_shape(2, 5, 9, 9, 3, 3, 3, 2, 1), conv_shape(2, 16, 10, 12, 20, 3, 3, 1, 1),
+                                conv_shape(2, 1, 12, 11, 5, 3, 3, 1, 1), conv_shape(2, 16, 9, 9, 1, 3, 3, 1, 1)})
+      for (ConvPass pass : {ConvPass::kFwd, ConvPass::kBwdData, ConvPass::kBwdFilter})
+        EXPECT_TRUE(bitwise_equal(run_conv(*forced, pass, cs, false, 4), run_conv(*best, pass, cs, false, 4)))
+            << what << " " << pass_name(pass) << " c=" << cs.c << " k=" << cs.k << " stride=" << cs.stride;
     std::vector<float> x = uniform(10007, 61), y = uniform(10007, 62);
     for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kDot, ReduceOp::kNorm2})
       EXPECT_TRUE(bitwise_equal({run_reduce(*forced, op, x, y)}, {run_reduce(*best, op, x, y)})) << what << to_string(op);
