@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <tuple>
 #include <functional>
 #include <string>
 #include <vector>
@@ -277,6 +279,42 @@ TEST(TrainOps, NativeMatchesRef) {
       ASSERT_TRUE(nat->loss(op, y.data(), t.data(), y.size(), &v2, g2.data()));
       EXPECT_NEAR(v2, v1, 1e-5 * v1) << to_string(op);
       for (size_t i = 0; i < y.size(); i += 997) EXPECT_NEAR(g2[i], g1[i], 1e-6 * std::fabs(g1[i]) + 1e-12);
+    }
+  }
+}
+
+// The elementwise training ops round the same single operations on both backends, however the
+// native one splits and vectorises them: bitwise equality. Shapes cover a linear layer's rows
+// (hw = 1, wide enough to be split over threads), odd sizes and conv planes.
+TEST(TrainOps, ElementwiseOpsMatchRefBitwise) {
+  auto ref = make_cpu_ref();
+  for (int threads : {1, 2, 3}) {
+    CpuNativeOptions o;
+    o.threads = threads;
+    auto nat = make_cpu_native(o);
+    for (auto [n, c, hw] : {std::tuple<size_t, size_t, size_t>{5, 7, 1}, {64, 1568, 1}, {3, 4, 9}, {64, 16, 784}}) {
+      std::vector<float> y1 = rnd(n * c * hw, 40 + hw, -1, 1), y2 = y1, b = rnd(c, 41, -1, 1);
+      ASSERT_TRUE(ref->bias_add(y1.data(), b.data(), n, c, hw));
+      ASSERT_TRUE(nat->bias_add(y2.data(), b.data(), n, c, hw));
+      EXPECT_EQ(0, std::memcmp(y1.data(), y2.data(), y1.size() * sizeof(float)))
+          << "bias_add threads " << threads << " n " << n << " c " << c << " hw " << hw;
+    }
+    const size_t m = 100003;  // odd, and above the threshold for splitting over threads
+    std::vector<float> x = rnd(m, 42, -3, 3), yv = rnd(m, 43, 0, 1), dy = rnd(m, 44, -1, 1);
+    for (UnaryOp op : {UnaryOp::kRelu, UnaryOp::kSigmoid, UnaryOp::kTanh, UnaryOp::kHardSigmoid}) {
+      std::vector<float> d2(m);
+      ASSERT_TRUE(nat->unary_bwd(op, x.data(), yv.data(), dy.data(), d2.data(), m));
+      // cpu-ref rounds these in double; the float formula is the one the native backend promises.
+      std::vector<float> want(m);
+      for (size_t i = 0; i < m; ++i) {
+        switch (op) {
+          case UnaryOp::kRelu: want[i] = x[i] > 0.0f ? dy[i] : 0.0f; break;
+          case UnaryOp::kSigmoid: want[i] = dy[i] * (yv[i] * (1.0f - yv[i])); break;
+          case UnaryOp::kTanh: want[i] = dy[i] * (1.0f - yv[i] * yv[i]); break;
+          default: want[i] = (x[i] > -2.5f && x[i] < 2.5f) ? dy[i] * 0.2f : 0.0f; break;
+        }
+      }
+      EXPECT_EQ(0, std::memcmp(want.data(), d2.data(), m * sizeof(float))) << to_string(op) << " threads " << threads;
     }
   }
 }

@@ -552,7 +552,10 @@ class CpuNative final : public Backend {
   // determinism: elementwise, one add per element.
   Status bias_add(float* y, const float* bias, size_t n, size_t c, size_t hw) override {
     DETAUDIT_RETURN_IF_ERROR(ready());
-    parallel_chunks(n * c, hw, [&](size_t p0, size_t p1) { train_ops::bias_add_f32(y, bias, c, hw, p0, p1); });
+    if (hw == 1)  // rows of a linear layer: whole rows to each thread
+      parallel_chunks(n, c, [&](size_t r0, size_t r1) { train_ops::bias_add_f32(y, bias, c, 1, r0 * c, r1 * c); });
+    else
+      parallel_chunks(n * c, hw, [&](size_t p0, size_t p1) { train_ops::bias_add_f32(y, bias, c, hw, p0, p1); });
     return Status::ok();
   }
 
