@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <thread>
 
 #include <immintrin.h>
 
@@ -957,7 +958,14 @@ Status run_atomic(GemmContext& ctx, const Problem& pb) {
       // element's partials add in completion order, as with GPU atomics. (A lock per tile instead of
       // an atomic per element: the same race, at the cost of plain vector adds.)
       std::atomic_flag& lock = busy[ti];
-      while (lock.test_and_set(std::memory_order_acquire)) _mm_pause();
+      // A holder descheduled by a busy machine must not cost the waiter its time slice: yield after a
+      // short spin.
+      for (int spins = 0; lock.test_and_set(std::memory_order_acquire); ++spins) {
+        if (spins < 64)
+          _mm_pause();
+        else
+          std::this_thread::yield();
+      }
       add_partial(s, ti, buf);
       lock.clear(std::memory_order_release);
     }
