@@ -367,43 +367,16 @@ __attribute__((target("avx2,fma"))) float leaf_avx2(const float* x, const float*
 // ---- scalar (any x86-64): up to 4 x 8 micro-tile, std::fma --------------------------------------
 constexpr int kMrScalar = 4, kNrScalar = 8;
 
-template <int MR>
-void ukernel_scalar(int kc, const float* a, const float* b, const float* src, ptrdiff_t lds, const float* add,
-                    ptrdiff_t lda, float* dst, ptrdiff_t ldd, const Epilogue* epi) {
-  float c[MR][kNrScalar];
-  for (int i = 0; i < MR; ++i)
-    for (int j = 0; j < kNrScalar; ++j) c[i][j] = src ? src[i * lds + j] : 0.0f;
-  for (int kk = 0; kk < kc; ++kk) {
-    for (int i = 0; i < MR; ++i)
-      for (int j = 0; j < kNrScalar; ++j) c[i][j] = std::fma(a[i], b[j], c[i][j]);
-    a += kMrScalar;
-    b += kNrScalar;
-  }
-  if (add)
-    for (int i = 0; i < MR; ++i)
-      for (int j = 0; j < kNrScalar; ++j) c[i][j] = add[i * lda + j] + c[i][j];
-  for (int i = 0; i < MR; ++i)
-    for (int j = 0; j < kNrScalar; ++j) {
-      float* d = dst + i * ldd + j;
-      if (!epi)
-        *d = c[i][j];
-      else if (epi->beta == 0.0f)
-        *d = epi->alpha * c[i][j];
-      else
-        *d = std::fma(epi->alpha, c[i][j], epi->beta * *d);
-    }
-}
-
-// B read in place (see GemmUkernelRows).
-template <int MR>
-void ukernel_rows_scalar(int kc, const float* a, int astep, const float* b, const ptrdiff_t* rows, int cols, const float* src,
-                         ptrdiff_t lds, const float* add, ptrdiff_t lda, float* dst, ptrdiff_t ldd,
-                         const Epilogue* epi) {
+// One FMA chain per element in kk order over B rows brow(kk) (columns j < cols), then add, then the
+// epilogue: shared by the packed-panel kernel (row kk at b + kk*kNrScalar) and the in-place one.
+template <int MR, class BRow>
+void scalar_tile(int kc, const float* a, int astep, BRow brow, int cols, const float* src, ptrdiff_t lds,
+                 const float* add, ptrdiff_t lda, float* dst, ptrdiff_t ldd, const Epilogue* epi) {
   float c[MR][kNrScalar];
   for (int i = 0; i < MR; ++i)
     for (int j = 0; j < cols; ++j) c[i][j] = src ? src[i * lds + j] : 0.0f;
   for (int kk = 0; kk < kc; ++kk) {
-    const float* bk = b + rows[kk];
+    const float* bk = brow(kk);
     for (int i = 0; i < MR; ++i)
       for (int j = 0; j < cols; ++j) c[i][j] = std::fma(a[i], bk[j], c[i][j]);
     a += astep;
@@ -421,6 +394,21 @@ void ukernel_rows_scalar(int kc, const float* a, int astep, const float* b, cons
       else
         *d = std::fma(epi->alpha, c[i][j], epi->beta * *d);
     }
+}
+
+template <int MR>
+void ukernel_scalar(int kc, const float* a, const float* b, const float* src, ptrdiff_t lds, const float* add,
+                    ptrdiff_t lda, float* dst, ptrdiff_t ldd, const Epilogue* epi) {
+  scalar_tile<MR>(kc, a, kMrScalar, [b](int kk) { return b + kk * kNrScalar; }, kNrScalar, src, lds, add, lda, dst,
+                  ldd, epi);
+}
+
+// B read in place (see GemmUkernelRows).
+template <int MR>
+void ukernel_rows_scalar(int kc, const float* a, int astep, const float* b, const ptrdiff_t* rows, int cols,
+                         const float* src, ptrdiff_t lds, const float* add, ptrdiff_t lda, float* dst, ptrdiff_t ldd,
+                         const Epilogue* epi) {
+  scalar_tile<MR>(kc, a, astep, [b, rows](int kk) { return b + rows[kk]; }, cols, src, lds, add, lda, dst, ldd, epi);
 }
 
 void epilogue_row_scalar(const float* acc, float* c, size_t n, Epilogue e) {
