@@ -31,6 +31,9 @@ float* AlignedBuffer::get(size_t n) {
 namespace {
 
 constexpr int kTileCols = 1024;  // columns of a tile: the packed B block is kGemmKc x kTileCols
+// conv2d backward-filter: the explicit window rows of few-channel images are built up to this many
+// floats (256 MiB); larger problems pack per piece instead.
+constexpr size_t kMaxWindowRowFloats = size_t(1) << 26;
 
 struct Tile {
   int i0, i1, j0, j1;
@@ -1072,11 +1075,14 @@ Status conv_bwd_filter(GemmContext& ctx, const ConvShape& s, const float* x, con
   // - column runs (S*C contiguous floats per filter row) that fill most of a micro-panel: dy is packed
   //   once and the channel-last image is read in place;
   // - short runs (few channels, e.g. C = 1) but C*R*S within two micro-panels: each pixel's C*R*S
-  //   window is first copied out as one contiguous row (an explicit im2col, transposed), then as above;
+  //   window is first copied out as one contiguous row (an explicit im2col, transposed; at most
+  //   kMaxWindowRowFloats of them), then as above;
   // - otherwise both operands are packed per piece.
   const int pq = P * Q;
   PackedA pa;
-  const bool in_place = s.s * C >= ctx.kern->nr / 2, window_rows = !in_place && crs <= 2 * ctx.kern->nr;
+  const bool in_place = s.s * C >= ctx.kern->nr / 2;
+  const bool window_rows =
+      !in_place && crs <= 2 * ctx.kern->nr && size_t(s.n) * pq * crs <= kMaxWindowRowFloats;
   if (in_place || window_rows) {
     float* dyp = (*ctx.staging)[2].get(size_t(s.k) * s.n * pq);
     if (!dyp) return out_of_memory();
