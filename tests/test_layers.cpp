@@ -284,19 +284,25 @@ TEST(TrainOps, NativeMatchesRef) {
 }
 
 // The elementwise training ops round the same single operations on both backends, however the
-// native one splits and vectorises them: bitwise equality. Shapes cover a linear layer's rows
-// (hw = 1, wide enough to be split over threads), odd sizes and conv planes.
+// native one splits and vectorises them: bitwise equality with the formula written out here. Shapes
+// cover a linear layer's rows (hw = 1, wide enough to be split over threads), odd sizes, conv planes
+// and no channels at all.
 TEST(TrainOps, ElementwiseOpsMatchRefBitwise) {
   auto ref = make_cpu_ref();
   for (int threads : {1, 2, 3}) {
     CpuNativeOptions o;
     o.threads = threads;
     auto nat = make_cpu_native(o);
-    for (auto [n, c, hw] : {std::tuple<size_t, size_t, size_t>{5, 7, 1}, {64, 1568, 1}, {3, 4, 9}, {64, 16, 784}}) {
-      std::vector<float> y1 = rnd(n * c * hw, 40 + hw, -1, 1), y2 = y1, b = rnd(c, 41, -1, 1);
+    for (auto [n, c, hw] :
+         {std::tuple<size_t, size_t, size_t>{5, 7, 1}, {64, 1568, 1}, {3, 4, 9}, {64, 16, 784}, {3, 0, 1}, {2, 0, 5}}) {
+      std::vector<float> y1 = rnd(n * c * hw, 40 + hw, -1, 1), y2 = y1, b = rnd(c, 41, -1, 1), want = y1;
+      for (size_t i = 0; i < n; ++i)
+        for (size_t j = 0; j < c; ++j)
+          for (size_t l = 0; l < hw; ++l) want[(i * c + j) * hw + l] = want[(i * c + j) * hw + l] + b[j];
       ASSERT_TRUE(ref->bias_add(y1.data(), b.data(), n, c, hw));
       ASSERT_TRUE(nat->bias_add(y2.data(), b.data(), n, c, hw));
-      EXPECT_EQ(0, std::memcmp(y1.data(), y2.data(), y1.size() * sizeof(float)))
+      EXPECT_EQ(0, std::memcmp(want.data(), y1.data(), y1.size() * sizeof(float))) << "ref bias_add hw " << hw;
+      EXPECT_EQ(0, std::memcmp(want.data(), y2.data(), y2.size() * sizeof(float)))
           << "bias_add threads " << threads << " n " << n << " c " << c << " hw " << hw;
     }
     const size_t m = 100003;  // odd, and above the threshold for splitting over threads

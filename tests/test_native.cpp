@@ -537,6 +537,53 @@ TEST(NativeConv, EachPassIsItsGemmBitForBit) {
   }
 }
 
+// ---- the in-place micro-kernels against the packed ones ----------------------------------------------
+
+// ukernel_rows reads B rows by pointer with masked column tails; ukernel reads a packed, zero-padded
+// panel. Same A, same B values: the first `cols` columns must agree bit for bit for every row count,
+// column count and combination of src, add and epilogue (alpha, beta), and the rows kernel must not
+// touch columns at or beyond `cols`. Covers branches the convolutions never take (beta != 0).
+TEST(NativeKernels, RowsKernelMatchesPackedKernel) {
+  constexpr int kc = 37;
+  for (CpuIsa isa : {CpuIsa::kAvx512, CpuIsa::kAvx2, CpuIsa::kScalar}) {
+    const native::IsaKernels* kn = native::isa_kernels(isa);
+    if (!kn) continue;  // this CPU lacks the ISA (NativeIsa reports the skip)
+    const int mr = kn->mr, nr = kn->nr, ld = nr + 3;
+    struct alignas(64) Panel {
+      float v[kc * 32];
+    };
+    Panel bp;
+    std::vector<float> a = uniform(size_t(kc) * mr, 501), bsrc = uniform(size_t(kc) * ld + 8, 502);
+    std::vector<ptrdiff_t> rows(kc);
+    for (int kk = 0; kk < kc; ++kk) rows[size_t(kk)] = ptrdiff_t((kk * 7) % kc) * ld + 5;  // scattered rows
+    const std::vector<float> src = uniform(size_t(mr) * ld, 503), add = uniform(size_t(mr) * ld, 504),
+                             dst0 = uniform(size_t(mr) * ld, 505);
+    const native::Epilogue plain{1.0f, 0.0f}, scaled{1.5f, 0.0f}, blend{0.75f, -0.5f};
+    for (int r = 1; r <= mr; ++r)
+      for (int cols : {1, nr / 2, nr / 2 + 1, nr - 1, nr}) {
+        for (int kk = 0; kk < kc; ++kk)
+          for (int j = 0; j < nr; ++j) bp.v[kk * nr + j] = j < cols ? bsrc[size_t(rows[size_t(kk)] + j)] : 0.0f;
+        for (int variant = 0; variant < 6; ++variant) {
+          const float* s = variant == 1 || variant == 5 ? src.data() : nullptr;
+          const float* ad = variant == 2 || variant == 5 ? add.data() : nullptr;
+          const native::Epilogue* epi =
+              variant == 3 ? &scaled : variant == 4 || variant == 5 ? &blend : variant == 0 ? nullptr : &plain;
+          std::vector<float> packed = dst0, in_place = dst0;
+          kn->ukernel[r](kc, a.data(), bp.v, s, ld, ad, ld, packed.data(), ld, epi);
+          kn->ukernel_rows[r](kc, a.data(), mr, bsrc.data(), rows.data(), cols, s, ld, ad, ld, in_place.data(), ld, epi);
+          for (int i = 0; i < mr; ++i)
+            for (int j = 0; j < ld; ++j) {
+              const size_t at = size_t(i) * ld + j;
+              const float want = i < r && j < cols ? packed[at] : dst0[at];
+              ASSERT_EQ(0, std::memcmp(&want, &in_place[at], sizeof(float)))
+                  << to_string(isa) << " rows " << r << " cols " << cols << " variant " << variant << " at (" << i
+                  << ", " << j << ")";
+            }
+        }
+      }
+  }
+}
+
 // ---- forced atomic orders ---------------------------------------------------------------------------
 
 TEST(NativeAtomic, ForcedOrderIsAPermutation) {

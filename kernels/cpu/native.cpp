@@ -392,7 +392,7 @@ class CpuNative final : public Backend {
 
   // dw[K x CRS] = dy'[K x NPQ] * col'^T with col'[CRS x NPQ] the im2col of all images side by side:
   // one gemm whose reduction runs over N*P*Q, so the order applies to all of it. (native::conv_bwd_filter
-  // reads dy in place and builds im2col pieces per thread.)
+  // never builds col' whole: see native_gemm.hpp.)
   Status conv2d_bwd_filter(const ConvShape& s, const float* x, const float* dy, float* dw) override {
     DETAUDIT_RETURN_IF_ERROR(ready());
     DETAUDIT_RETURN_IF_ERROR(validate_conv(s));
@@ -562,7 +562,7 @@ class CpuNative final : public Backend {
   // The n*hw terms of each channel reduce in the backend's order, as ordered_reduce would combine them:
   // sequential: one running sum; pairwise: kPairwiseLeaf leaves and a pairwise tree; blocked: `threads`
   // contiguous blocks added in block order; atomic: chunks of about kBiasGradChunk terms (at least 3)
-  // added in completion order (a race).
+  // added in completion order (a race; fewer chunks for very short sums).
   // hw == 1 (a linear layer's bias) is db = ones[1 x n] * dy[n x c], a gemm: its order applies to n.
   Status bias_grad(const float* dy, float* db, size_t n, size_t c, size_t hw) override {
     DETAUDIT_RETURN_IF_ERROR(ready());
@@ -598,8 +598,9 @@ class CpuNative final : public Backend {
       case ReduceOrder::kPairwise: parts = (total + kPairwiseLeaf - 1) / kPairwiseLeaf; break;
       case ReduceOrder::kBlocked: parts = size_t(threads); break;
       default:
-        // Chunks of about kBiasGradChunk terms (at least 3, so that the adds can race), as a GPU gives
-        // each block a slice of the channel: the channels already outnumber the threads.
+        // Chunks of about kBiasGradChunk terms, at least 3 so that the adds can race (fewer only for
+        // sums of under 192 terms, where atomic_chunks allows one chunk per kLanes terms), as a GPU
+        // gives each block a slice of the channel.
         parts = std::min(atomic_chunks(total, threads), std::max<size_t>(3, (total + kBiasGradChunk - 1) / kBiasGradChunk));
         break;
     }

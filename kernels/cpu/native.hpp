@@ -17,7 +17,7 @@ enum class ReduceOrder : uint8_t {
   // determinism: one contiguous block per thread, partials combined in thread order.
   // Deterministic for a given thread count; the bits change with the thread count.
   kBlocked,
-  // determinism: more chunks than threads (as a GPU has blocks); each chunk's partial sum is
+  // determinism: the work cut into chunks (as a GPU has blocks; see README for the sizes); each chunk's partial sum is
   // added into the result in completion order. A real race, like GPU atomics: NOT deterministic.
   kAtomic,
 };

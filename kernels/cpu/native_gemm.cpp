@@ -2,7 +2,9 @@
 // mc x kc block of op(A) into micro-panels, run the per-ISA micro-kernel on each mr x nr tile.
 // The orders differ only in which K range a tile's micro-kernels cover and how partials combine.
 // The same order drivers run plain gemm and the convolutions (a Problem says how to compute a tile
-// over a K range; for conv2d it builds the im2col piece it needs in the thread's scratch).
+// over a K range). At stride 1 the convolutions read their image rows in place (padded, or channel-last
+// for the filter gradient) through micro-kernels that take B rows by pointer, with A packed once;
+// otherwise they build the im2col piece a tile needs in the thread's scratch.
 #include "kernels/cpu/native_gemm.hpp"
 
 #include "kernels/checks.hpp"
@@ -889,9 +891,10 @@ Status run_atomic(GemmContext& ctx, const Problem& pb) {
   const IsaKernels& kn = *ctx.kern;
   // determinism: a K below kAtomicMinSplitK is one chain per element (order=sequential's bits).
   if (pb.k < kAtomicMinSplitK) return run_sequential(ctx, pb);
-  // K blocks of kGemmKc terms, at least 3 (with two partials the adds commute and nothing can vary);
-  // the work items (tile, block) outnumber the threads through the tiles. Splitting a short K finer
-  // only multiplies the add passes (a convolution's K is often 9 to 300 terms).
+  // K blocks of kGemmKc terms, at least 3 (with two partials the adds commute and nothing can vary).
+  // Work items are (tile, block): at least 3 even for a single tile, so two threads always race on
+  // one. Splitting a short K finer would only multiply the add passes (a convolution's K is often 9
+  // to 300 terms).
   const int chunks = std::max(3, ceil_div(pb.k, kGemmKc));
   auto chunk_k = [&](int c) { return int(int64_t(pb.k) * c / chunks); };
   std::vector<Tile> tiles = pb.tiles(1, kn);

@@ -68,13 +68,16 @@ Status gemm(GemmContext& ctx, const GemmArgs& g);
 
 // y[n][k][p][q] = sum over (c, r, s) of w[k][c][r][s] * x[n][c][...]: for every image the gemm
 // W[K x CRS] * col_n[CRS x PQ] in the context's order (the reduction runs over C*R*S), with col_n the
-// image's im2col, which is built piece by piece in each thread's scratch and never as a whole.
+// image's im2col: never built at stride 1 (the zero-padded image's rows are read in place, W packed
+// once), built piece by piece in each thread's scratch otherwise.
 // With a bias, y = that + bias[k], added once per element in the output pass (Backend::bias_add's bits).
 Status conv_fwd(GemmContext& ctx, const ConvShape& s, const float* x, const float* w, float* y,
                 const float* bias = nullptr);
 
 // dw[K x CRS] = beta*dw + dy'[K x NPQ] * col'^T, col' = the im2col of all n images side by side: one
-// gemm in the context's order whose reduction runs over N*P*Q (image-major), im2col built piecewise.
+// gemm in the context's order whose reduction runs over N*P*Q (image-major). col' is read from a
+// channel-last copy of the images, or (few channels) from explicit per-pixel window rows, with dy
+// packed once; otherwise both are packed piecewise.
 Status conv_bwd_filter(GemmContext& ctx, const ConvShape& s, const float* x, const float* dy, float beta, float* dw);
 
 }  // namespace detaudit::native

@@ -10,6 +10,7 @@ namespace detaudit::train_ops {
 #define DETAUDIT_ELEMENTWISE_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 
 DETAUDIT_ELEMENTWISE_CLONES void bias_add_f32(float* y, const float* bias, size_t c, size_t hw, size_t p0, size_t p1) {
+  if (c == 0) return;
   if (hw == 1) {  // a linear layer's rows: planes p0..p1 are whole rows when p0 and p1 are multiples of c
     size_t p = p0;
     for (; p < p1 && p % c != 0; ++p) y[p] = y[p] + bias[p % c];
