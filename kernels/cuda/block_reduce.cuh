@@ -19,4 +19,14 @@ __device__ inline float block_tree_sum(float v, float* sh) {
   return total;
 }
 
+// Where a block's total goes: added into *acc with atomicAdd (order=atomic), or stored as the block's
+// partial for a fixed-order second pass. Thread 0 writes; every thread may call it.
+__device__ inline void block_sum_out(float total, float* acc, float* partials) {
+  if (threadIdx.x != 0) return;
+  if (acc)
+    atomicAdd(acc, total);  // determinism: blocks arrive in a timing-dependent order; float addition is not associative
+  else
+    partials[blockIdx.x] = total;
+}
+
 }  // namespace detaudit::gpu

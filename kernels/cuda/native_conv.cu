@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/common.hpp"
 #include "kernels/cuda/native_kernels.hpp"
 
@@ -82,15 +83,7 @@ __device__ float bwd_filter_terms(const Dims& d, const float* __restrict__ x, co
     if (ih < 0 || ih >= d.h || iw < 0 || iw >= d.w) continue;
     acc = fmaf(dy[((n * d.k + k) * d.p + p) * d.q + q], x[((n * d.c + c) * d.h + ih) * d.w + iw], acc);
   }
-  sh[threadIdx.x] = acc;
-  __syncthreads();
-  for (int w = blockDim.x / 2; w > 0; w >>= 1) {
-    if (threadIdx.x < w) sh[threadIdx.x] += sh[threadIdx.x + w];
-    __syncthreads();
-  }
-  float total = sh[0];
-  __syncthreads();
-  return total;
+  return block_tree_sum(acc, sh);
 }
 
 // determinism: one block per dw element over all N*P*Q terms; fixed per-thread order and fixed tree.

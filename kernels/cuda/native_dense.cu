@@ -83,11 +83,7 @@ __global__ void reduce_partials(int op, const float* __restrict__ x, const float
     s = op == 0 ? s + v : fmaf(v, op == 1 ? y[i] : v, s);
   }
   s = block_tree_sum(s, sh);
-  if (threadIdx.x != 0) return;
-  if (acc)
-    atomicAdd(acc, s);  // determinism: blocks arrive in a timing-dependent order; float addition is not associative
-  else
-    partials[blockIdx.x] = s;
+  block_sum_out(s, acc, partials);
 }
 
 // Pass 2 (tree): one block of kReducePartials threads combines the partials by a fixed tree.

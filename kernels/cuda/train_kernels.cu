@@ -133,11 +133,7 @@ __global__ void loss_partials(LossOp op, const float* y, const float* t, size_t 
     }
   }
   s = block_tree_sum(s, sh);
-  if (threadIdx.x != 0) return;
-  if (acc)
-    atomicAdd(acc, s);  // determinism: blocks arrive in a timing-dependent order; float addition is not associative
-  else
-    partials[blockIdx.x] = s;
+  block_sum_out(s, acc, partials);
 }
 
 // Pass 2 (tree): one block of kTrainPartials threads combines the partials by a fixed tree.
