@@ -7,22 +7,13 @@
 
 #include "analysis/stats.hpp"
 #include "analysis/variance.hpp"
+#include "tests/test_inputs.hpp"
 
 using namespace detaudit;
 
 namespace {
 
-// Box–Muller on raw mt19937_64 output: std::normal_distribution differs between standard
-// libraries, this does not.
-struct Normal {
-  std::mt19937_64 g;
-  explicit Normal(std::uint64_t seed) : g(seed) {}
-  double uniform() { return (static_cast<double>(g() >> 11) + 0.5) * 0x1.0p-53; }
-  double operator()() {
-    const double u1 = uniform(), u2 = uniform();
-    return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
-  }
-};
+using test_support::Normal;
 
 // y = target_effect·i + seed effect + interaction + noise.
 Cube make_design(std::size_t a, std::size_t b, std::size_t n, double target_effect, double sd_seed,

@@ -1,7 +1,9 @@
 // Inputs shared by the test programs: seeded vectors and a training set (Fashion-MNIST when the
 // Debian package is installed, else a synthetic one of the same shape).
 #pragma once
+#include <cmath>
 #include <cstdint>
+#include <random>
 #include <vector>
 
 #include "models/idx.hpp"
@@ -29,6 +31,18 @@ inline std::vector<float> uniform(size_t n, uint64_t seed, double lo = -1.0, dou
   for (auto& x : v) x = float(lo + (hi - lo) * double(splitmix(seed) >> 11) * 0x1p-53);
   return v;
 }
+
+// Normal deviates by Box–Muller on raw mt19937_64 output: std::normal_distribution differs between
+// standard libraries, this does not.
+struct Normal {
+  std::mt19937_64 g;
+  explicit Normal(std::uint64_t seed) : g(seed) {}
+  double uniform() { return (static_cast<double>(g() >> 11) + 0.5) * 0x1.0p-53; }
+  double operator()() {
+    const double u1 = uniform(), u2 = uniform();
+    return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+  }
+};
 
 inline const Dataset& training_data() {
   static Dataset d = [] {
