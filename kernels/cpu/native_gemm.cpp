@@ -544,6 +544,22 @@ void im2col_range(const ConvShape& sh, const float* x, float* col, size_t ldcol,
   }
 }
 
+// The convolutions' outputs are [image][m][width], seen as one M x (images*width) problem: tiles are
+// one image's tiles repeated (at least min_tiles in all when the shape allows), so none straddles two
+// images, and tile tl's C starts in image tl.j0 / width.
+std::vector<Tile> per_image_tiles(int m, int width, int images, int min_tiles, const IsaKernels& kn) {
+  std::vector<Tile> one = make_tiles(m, width, std::max(1, min_tiles / images), kn), all;
+  all.reserve(one.size() * images);
+  for (int i = 0; i < images; ++i)
+    for (Tile t : one) all.push_back({t.i0, t.i1, t.j0 + i * width, t.j1 + i * width});
+  return all;
+}
+float* per_image_c(float* out, int m, int width, const Tile& tl, ptrdiff_t* ldc) {
+  *ldc = width;
+  const int img = tl.j0 / width;
+  return out + (size_t(img) * m + tl.i0) * width + (tl.j0 - img * width);
+}
+
 // conv2d forward as one problem: M = K filters, N = images x PQ (column n*PQ + pq), reduction over CRS.
 // Tiles never straddle images, so a tile's C is one image's output rows.
 class ConvFwdProblem final : public Problem {
@@ -554,17 +570,9 @@ class ConvFwdProblem final : public Problem {
     epi = {1.0f, 0.0f};
   }
   std::vector<Tile> tiles(int min_tiles, const IsaKernels& kn) const override {
-    std::vector<Tile> one = make_tiles(m, pq_, std::max(1, min_tiles / s_.n), kn), all;
-    all.reserve(one.size() * s_.n);
-    for (int i = 0; i < s_.n; ++i)
-      for (Tile t : one) all.push_back({t.i0, t.i1, t.j0 + i * pq_, t.j1 + i * pq_});
-    return all;
+    return per_image_tiles(m, pq_, s_.n, min_tiles, kn);
   }
-  float* c_tile(const Tile& tl, ptrdiff_t* ldc) const override {
-    *ldc = pq_;
-    const int img = tl.j0 / pq_;
-    return y_ + (size_t(img) * m + tl.i0) * pq_ + (tl.j0 - img * pq_);
-  }
+  float* c_tile(const Tile& tl, ptrdiff_t* ldc) const override { return per_image_c(y_, m, pq_, tl, ldc); }
   bool compute(const IsaKernels& kn, ThreadScratch& s, const Tile& tl, int k0, int k1,
                const TileTarget& t) const override {
     const int img = tl.j0 / pq_, pq0 = tl.j0 - img * pq_, cols = tl.j1 - tl.j0;
@@ -599,17 +607,9 @@ class ConvFwdPaddedProblem final : public Problem {
     epi = {1.0f, 0.0f};
   }
   std::vector<Tile> tiles(int min_tiles, const IsaKernels& kn) const override {
-    std::vector<Tile> one = make_tiles(m, npad_, std::max(1, min_tiles / s_.n), kn), all;
-    all.reserve(one.size() * s_.n);
-    for (int i = 0; i < s_.n; ++i)
-      for (Tile t : one) all.push_back({t.i0, t.i1, t.j0 + i * npad_, t.j1 + i * npad_});
-    return all;
+    return per_image_tiles(m, npad_, s_.n, min_tiles, kn);
   }
-  float* c_tile(const Tile& tl, ptrdiff_t* ldc) const override {
-    *ldc = npad_;
-    const int img = tl.j0 / npad_;
-    return ybuf_ + (size_t(img) * m + tl.i0) * npad_ + (tl.j0 - img * npad_);
-  }
+  float* c_tile(const Tile& tl, ptrdiff_t* ldc) const override { return per_image_c(ybuf_, m, npad_, tl, ldc); }
   // W comes pre-packed (pa); the padded image rows are read in place.
   bool compute(const IsaKernels& kn, ThreadScratch&, const Tile& tl, int k0, int k1,
                const TileTarget& t) const override {
