@@ -1,5 +1,6 @@
 // Compiled only when detaudit is built without CUDA.
 #include "kernels/cuda/cuda.hpp"
+#include "detaudit_build_config.hpp"
 
 namespace detaudit {
 
@@ -7,13 +8,13 @@ bool built_with_cuda() { return false; }
 
 CudaEnvironment query_cuda_environment() {
   CudaEnvironment env;
-  env.reason = "detaudit was built without CUDA (no CUDA toolkit found at configure time)";
+  env.reason = std::string("detaudit was built without CUDA: ") + DETAUDIT_CUDA_OFF_REASON;
   return env;
 }
 
 std::unique_ptr<Backend> make_gpu_backend(const std::string& backend, int,
                                           const std::map<std::string, std::string>&, Status* st) {
-  *st = Status::unavailable(backend + ": detaudit was built without CUDA");
+  *st = Status::unavailable(backend + ": detaudit was built without CUDA: " + DETAUDIT_CUDA_OFF_REASON);
   return nullptr;
 }
 

@@ -16,6 +16,7 @@
 #endif
 
 #include "kernels/cpu/vendor.hpp"
+#include "detaudit_build_config.hpp"
 #include "kernels/cuda/cuda.hpp"
 
 namespace detaudit {
@@ -123,7 +124,7 @@ nlohmann::json machine_fingerprint() {
   describe_topology(m, cuda.gpus, gpu_cpusets);
   m["hwloc"] = fmt::format("{}.{}.{}", HWLOC_API_VERSION >> 16, (HWLOC_API_VERSION >> 8) & 0xff, HWLOC_API_VERSION & 0xff);
 #else
-  m["topology_error"] = "detaudit was built without hwloc";
+  m["topology_error"] = std::string("detaudit was built without hwloc: ") + DETAUDIT_HWLOC_OFF_REASON;
 #endif
 
   nlohmann::json libs;

@@ -531,12 +531,16 @@ std::string onednn_version_string() {
 
 #else  // !DETAUDIT_HAVE_ONEDNN
 
+}  // namespace detaudit
+#include "detaudit_build_config.hpp"
+namespace detaudit {
+
 std::unique_ptr<Backend> make_onednn(const OnednnOptions&, OnednnConvLayout, Status* st) {
-  if (st) *st = Status::unavailable("detaudit was built without oneDNN");
+  if (st) *st = Status::unavailable(std::string("detaudit was built without oneDNN: ") + DETAUDIT_ONEDNN_OFF_REASON);
   return nullptr;
 }
 std::unique_ptr<Backend> make_onednn(const OnednnOptions&, Status* st) {
-  if (st) *st = Status::unavailable("detaudit was built without oneDNN");
+  if (st) *st = Status::unavailable(std::string("detaudit was built without oneDNN: ") + DETAUDIT_ONEDNN_OFF_REASON);
   return nullptr;
 }
 std::string onednn_version_string() { return "not built"; }

@@ -245,8 +245,12 @@ std::string openblas_corename() {
 
 #else  // !DETAUDIT_HAVE_OPENBLAS
 
+}  // namespace detaudit
+#include "detaudit_build_config.hpp"
+namespace detaudit {
+
 std::unique_ptr<Backend> make_openblas(const OpenblasOptions&, Status* st) {
-  if (st) *st = Status::unavailable("detaudit was built without OpenBLAS");
+  if (st) *st = Status::unavailable(std::string("detaudit was built without OpenBLAS: ") + DETAUDIT_OPENBLAS_OFF_REASON);
   return nullptr;
 }
 std::string openblas_version_string() { return "not built"; }
