@@ -1,7 +1,12 @@
 #include "probes/observation.hpp"
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <cstdint>
 #include <set>
+
+#include <fmt/format.h>
 
 namespace detaudit {
 
@@ -35,20 +40,6 @@ nlohmann::json to_json(const KernelRecord& k) {
           {"static_smem", k.static_smem},
           {"dynamic_smem", k.dynamic_smem},
           {"duration_ns", k.duration_ns}};
-}
-
-KernelRecord kernel_from_json(const nlohmann::json& j) {
-  KernelRecord k;
-  k.name = j.value("name", "");
-  for (int i = 0; i < 3; ++i) {
-    k.grid[i] = j.at("grid").at(i).get<uint32_t>();
-    k.block[i] = j.at("block").at(i).get<uint32_t>();
-  }
-  k.registers = j.value("registers", 0u);
-  k.static_smem = j.value("static_smem", 0u);
-  k.dynamic_smem = j.value("dynamic_smem", 0u);
-  k.duration_ns = j.value("duration_ns", uint64_t(0));
-  return k;
 }
 
 namespace {
@@ -93,49 +84,196 @@ nlohmann::json to_json(const Observation& o) {
   return j;
 }
 
-bool from_json(const nlohmann::json& j, Observation* o, std::string* err) {
-  try {
-    Observation r;
-    r.workload = j.at("workload").get<std::string>();
-    r.target = j.at("target").get<std::string>();
-    if (!parse_obs_status(j.at("status").get<std::string>(), &r.status)) {
-      *err = "unknown status '" + j.at("status").get<std::string>() + "'";
+std::string json_path(const std::string& parent, const std::string& key) {
+  // A key that is not a plain name is quoted, so a path stays one printable line.
+  bool plain = !key.empty() && std::all_of(key.begin(), key.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
+  });
+  if (!plain) return parent + "[" + nlohmann::json(key).dump(-1, ' ', true, nlohmann::json::error_handler_t::replace) + "]";
+  return parent.empty() ? key : parent + "." + key;
+}
+std::string json_path(const std::string& parent, size_t index) { return parent + "[" + std::to_string(index) + "]"; }
+
+bool check_json(const nlohmann::json& j, JsonType t, const std::string& path, std::string* err) {
+  bool ok = false;
+  const char* what = "";
+  switch (t) {
+    case JsonType::kString: ok = j.is_string(), what = "a string"; break;
+    case JsonType::kCount:
+      ok = j.is_number_integer() && j.get<int64_t>() >= 0 && j.get<int64_t>() <= INT32_MAX;
+      what = "an integer from 0 to 2147483647";
+      break;
+    case JsonType::kUnsigned: ok = j.is_number_unsigned(), what = "a non-negative integer"; break;
+    case JsonType::kUint32:
+      ok = j.is_number_unsigned() && j.get<uint64_t>() <= UINT32_MAX;
+      what = "an integer from 0 to 4294967295";
+      break;
+    case JsonType::kNumber: ok = j.is_number(), what = "a number"; break;
+    case JsonType::kBoolean: ok = j.is_boolean(), what = "a boolean"; break;
+    case JsonType::kObject: ok = j.is_object(), what = "an object"; break;
+    case JsonType::kArray: ok = j.is_array(), what = "an array"; break;
+  }
+  if (ok) return true;
+  // A number where a number of another range or kind belongs shows itself; anything else its type.
+  bool numeric = t == JsonType::kCount || t == JsonType::kUnsigned || t == JsonType::kUint32 || t == JsonType::kNumber;
+  std::string got = numeric && j.is_number() ? j.dump() : j.type_name();
+  *err = fmt::format("{} must be {} (got {})", path, what, got);
+  return false;
+}
+
+bool check_key(const nlohmann::json& obj, const char* key, JsonType t, bool required, const std::string& path,
+               std::string* err) {
+  auto it = obj.find(key);
+  if (it == obj.end()) {
+    if (required) *err = json_path(path, key) + " is missing";
+    return !required;
+  }
+  return check_json(*it, t, json_path(path, key), err);
+}
+
+bool check_array_key(const nlohmann::json& obj, const char* key, JsonType elem, bool required, const std::string& path,
+                     std::string* err) {
+  if (!check_key(obj, key, JsonType::kArray, required, path, err)) return false;
+  auto it = obj.find(key);
+  if (it == obj.end()) return true;
+  for (size_t i = 0; i < it->size(); ++i)
+    if (!check_json((*it)[i], elem, json_path(json_path(path, key), i), err)) return false;
+  return true;
+}
+
+namespace {
+
+bool is_fingerprint(const std::string& s) {
+  return s.size() == 32 && std::all_of(s.begin(), s.end(), [](char c) { return std::isxdigit(static_cast<unsigned char>(c)); });
+}
+
+bool kernel_from_json(const nlohmann::json& j, KernelRecord* k, const std::string& path, std::string* err) {
+  using T = JsonType;
+  if (!check_json(j, T::kObject, path, err) || !check_key(j, "name", T::kString, false, path, err) ||
+      !check_key(j, "registers", T::kUint32, false, path, err) || !check_key(j, "static_smem", T::kUint32, false, path, err) ||
+      !check_key(j, "dynamic_smem", T::kUint32, false, path, err) ||
+      !check_key(j, "duration_ns", T::kUnsigned, false, path, err))
+    return false;
+  for (const char* dim : {"grid", "block"}) {
+    if (!check_array_key(j, dim, T::kUint32, true, path, err)) return false;
+    if (j[dim].size() != 3) {
+      *err = json_path(path, dim) + " must have 3 elements";
       return false;
     }
-    r.reason = j.value("reason", "");
-    r.repeats = j.at("repeats").get<int>();
-    r.fingerprints = j.at("fingerprints").get<std::vector<std::string>>();
-    r.distinct = j.at("distinct").get<int>();
-    r.seconds = j.value("seconds", std::vector<double>{});
-    r.details = j.value("details", std::map<std::string, std::string>{});
-    r.describe = j.value("describe", "");
-    r.tracing = j.value("tracing", "");
-    if (j.contains("oracle") && !j["oracle"].is_null()) {
-      OracleDistance d;
-      const auto& oj = j["oracle"];
-      d.max_ulp = oj.at("max_ulp").is_string() ? kUlpInfinite : oj.at("max_ulp").get<uint64_t>();
-      d.max_rel_err = num_from(oj.at("max_rel_err"));
-      d.mismatched = oj.at("mismatched").get<uint64_t>();
-      r.oracle = d;
+  }
+  k->name = j.value("name", "");
+  for (int i = 0; i < 3; ++i) {
+    k->grid[i] = j["grid"][i].get<uint32_t>();
+    k->block[i] = j["block"][i].get<uint32_t>();
+  }
+  k->registers = j.value("registers", 0u);
+  k->static_smem = j.value("static_smem", 0u);
+  k->dynamic_smem = j.value("dynamic_smem", 0u);
+  k->duration_ns = j.value("duration_ns", uint64_t(0));
+  return true;
+}
+
+// "oracle": null, or {"max_ulp": N | "inf", "max_rel_err": x | "inf", "mismatched": N}.
+bool oracle_from_json(const nlohmann::json& j, std::optional<OracleDistance>* out, const std::string& path,
+                      std::string* err) {
+  if (j.is_null()) return true;
+  if (!check_json(j, JsonType::kObject, path, err)) return false;
+  OracleDistance d;
+  for (const char* k : {"max_ulp", "max_rel_err"}) {
+    std::string p = json_path(path, k);
+    if (!j.contains(k)) {
+      *err = p + " is missing";
+      return false;
     }
-    if (j.contains("kernels"))
-      for (auto& rep : j["kernels"]) {
-        std::vector<KernelRecord> ks;
-        for (auto& k : rep) ks.push_back(kernel_from_json(k));
-        r.kernels.push_back(std::move(ks));
-      }
-    if (j.contains("batch_invariance")) {
-      BatchInvariance b;
-      b.rows_checked = j["batch_invariance"].at("rows_checked").get<int>();
-      b.rows_differing = j["batch_invariance"].at("rows_differing").get<int>();
-      r.batch = b;
-    }
-    *o = std::move(r);
-    return true;
-  } catch (const std::exception& e) {
-    *err = std::string("malformed observation: ") + e.what();
+    const auto& v = j[k];
+    bool ulp = std::string(k) == "max_ulp";
+    if ((v.is_string() && v.get<std::string>() == "inf") || (ulp ? v.is_number_unsigned() : v.is_number())) continue;
+    *err = fmt::format("{} must be {} or \"inf\" (got {})", p, ulp ? "a non-negative integer" : "a number",
+                       v.is_number() ? v.dump() : v.type_name());
     return false;
   }
+  if (!check_key(j, "mismatched", JsonType::kUnsigned, true, path, err)) return false;
+  d.max_ulp = j["max_ulp"].is_string() ? kUlpInfinite : j["max_ulp"].get<uint64_t>();
+  d.max_rel_err = num_from(j["max_rel_err"]);
+  d.mismatched = j["mismatched"].get<uint64_t>();
+  *out = d;
+  return true;
+}
+
+// The fields every observation carries; then the optional ones.
+bool required_from_json(const nlohmann::json& j, Observation* r, const std::string& path, std::string* err) {
+  using T = JsonType;
+  if (!check_key(j, "workload", T::kString, true, path, err) || !check_key(j, "target", T::kString, true, path, err) ||
+      !check_key(j, "status", T::kString, true, path, err) || !check_key(j, "repeats", T::kCount, true, path, err) ||
+      !check_array_key(j, "fingerprints", T::kString, true, path, err) ||
+      !check_key(j, "distinct", T::kCount, true, path, err))
+    return false;
+  r->workload = j["workload"].get<std::string>();
+  r->target = j["target"].get<std::string>();
+  if (!parse_obs_status(j["status"].get<std::string>(), &r->status)) {
+    *err = json_path(path, "status") + " must be one of ok, crashed, timeout, skipped, error (got " +
+           j["status"].dump(-1, ' ', true, nlohmann::json::error_handler_t::replace) + ")";
+    return false;
+  }
+  r->repeats = j["repeats"].get<int>();
+  r->fingerprints = j["fingerprints"].get<std::vector<std::string>>();
+  for (size_t i = 0; i < r->fingerprints.size(); ++i)
+    if (!is_fingerprint(r->fingerprints[i])) {
+      *err = json_path(json_path(path, "fingerprints"), i) + " must be 32 hex digits";
+      return false;
+    }
+  r->distinct = j["distinct"].get<int>();
+  return true;
+}
+
+bool optional_from_json(const nlohmann::json& j, Observation* r, const std::string& path, std::string* err) {
+  using T = JsonType;
+  if (!check_key(j, "reason", T::kString, false, path, err) || !check_key(j, "describe", T::kString, false, path, err) ||
+      !check_key(j, "tracing", T::kString, false, path, err) ||
+      !check_array_key(j, "seconds", T::kNumber, false, path, err) ||
+      !check_key(j, "details", T::kObject, false, path, err) ||
+      !check_array_key(j, "kernels", T::kArray, false, path, err) ||
+      !check_key(j, "batch_invariance", T::kObject, false, path, err))
+    return false;
+  r->reason = j.value("reason", "");
+  r->describe = j.value("describe", "");
+  r->tracing = j.value("tracing", "");
+  if (j.contains("seconds")) r->seconds = j["seconds"].get<std::vector<double>>();
+  if (j.contains("details"))
+    for (auto& [k, v] : j["details"].items()) {
+      if (!check_json(v, T::kString, json_path(json_path(path, "details"), k), err)) return false;
+      r->details[k] = v.get<std::string>();
+    }
+  if (j.contains("oracle") && !oracle_from_json(j["oracle"], &r->oracle, json_path(path, "oracle"), err)) return false;
+  if (j.contains("kernels"))
+    for (size_t i = 0; i < j["kernels"].size(); ++i) {
+      const auto& rep = j["kernels"][i];
+      std::string rp = json_path(json_path(path, "kernels"), i);
+      std::vector<KernelRecord> ks(rep.size());
+      for (size_t n = 0; n < rep.size(); ++n)
+        if (!kernel_from_json(rep[n], &ks[n], json_path(rp, n), err)) return false;
+      r->kernels.push_back(std::move(ks));
+    }
+  if (j.contains("batch_invariance")) {
+    const auto& b = j["batch_invariance"];
+    std::string bp = json_path(path, "batch_invariance");
+    if (!check_key(b, "rows_checked", T::kCount, true, bp, err) || !check_key(b, "rows_differing", T::kCount, true, bp, err) ||
+        !check_key(b, "invariant", T::kBoolean, false, bp, err))
+      return false;
+    r->batch = BatchInvariance{b["rows_checked"].get<int>(), b["rows_differing"].get<int>()};
+  }
+  return true;
+}
+
+}  // namespace
+
+bool from_json(const nlohmann::json& j, Observation* o, std::string* err, const std::string& where) {
+  Observation r;
+  if (!check_json(j, JsonType::kObject, where, err) || !required_from_json(j, &r, where, err) ||
+      !optional_from_json(j, &r, where, err))
+    return false;
+  *o = std::move(r);
+  return true;
 }
 
 }  // namespace detaudit

@@ -3,12 +3,16 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <fstream>
+#include <limits>
 #include <sstream>
+
+#include <fmt/format.h>
 
 namespace detaudit {
 
@@ -27,8 +31,173 @@ nlohmann::json to_json(const Results& r) {
   return {{"schema", kResultsSchema}, {"tool_version", r.tool_version}, {"started_at", r.started_at},
           {"finished_at", r.finished_at}, {"command", r.command},        {"plan", r.plan},
           {"machine", r.machine},         {"observations", obs},         {"training", r.training},
-          {"analysis", r.analysis}};
+          {"analysis", r.analysis}, {"oracle_failures", r.oracle_failures}};
 }
+
+namespace {
+
+using T = JsonType;
+
+struct KeyType {
+  const char* key;
+  JsonType type;
+};
+
+// Every key of the list that obj holds has its type (missing keys are allowed).
+bool check_keys(const nlohmann::json& obj, std::initializer_list<KeyType> keys, const std::string& path, std::string* err) {
+  for (auto& k : keys)
+    if (!check_key(obj, k.key, k.type, false, path, err)) return false;
+  return true;
+}
+
+// "plan": a probe plan (suite, targets, workloads, repeats, timeout) or a training design.
+bool check_plan(const nlohmann::json& p, std::string* err) {
+  if (!check_json(p, T::kObject, "plan", err) ||
+      !check_keys(p, {{"suite", T::kString}, {"kind", T::kString}, {"repeats", T::kCount}, {"timeout_s", T::kNumber}},
+                  "plan", err) ||
+      !check_array_key(p, "targets", T::kString, false, "plan", err) ||
+      !check_array_key(p, "workloads", T::kString, false, "plan", err) ||
+      !check_key(p, "design", T::kObject, false, "plan", err))
+    return false;
+  if (!p.contains("design")) return true;
+  const auto& d = p["design"];
+  return check_keys(d,
+                    {{"model", T::kString},
+                     {"design", T::kString},
+                     {"seeds", T::kCount},
+                     {"batches", T::kCount},
+                     {"window", T::kCount},
+                     {"replicates", T::kCount},
+                     {"batch_size", T::kCount},
+                     {"data_seed", T::kUnsigned},
+                     {"data_dir", T::kString},
+                     {"init_seed_base", T::kUnsigned}},
+                    "plan.design", err) &&
+         check_array_key(d, "targets", T::kString, false, "plan.design", err);
+}
+
+// "machine": the fingerprint of probes/env.cpp. "libraries" holds strings, numbers and booleans.
+bool check_machine(const nlohmann::json& m, std::string* err) {
+  const std::string mp = "machine";
+  if (!check_json(m, T::kObject, mp, err) ||
+      !check_keys(m,
+                  {{"hostname", T::kString},  {"os", T::kString},        {"cpu_model", T::kString},
+                   {"cpu_vendor", T::kString}, {"compiler", T::kString},  {"hwloc", T::kString},
+                   {"topology_error", T::kString}, {"cuda", T::kString},  {"packages", T::kCount},
+                   {"cores", T::kCount},       {"pus", T::kCount},        {"numa_nodes", T::kCount},
+                   {"libraries", T::kObject}},
+                  mp, err) ||
+      !check_array_key(m, "cpu_features", T::kString, false, mp, err) ||
+      !check_array_key(m, "caches", T::kObject, false, mp, err) || !check_array_key(m, "gpus", T::kObject, false, mp, err))
+    return false;
+  if (m.contains("libraries"))
+    for (auto& [k, v] : m["libraries"].items())
+      if (!v.is_primitive() || v.is_null()) {
+        *err = fmt::format("{} must be a string, number or boolean (got {})", json_path("machine.libraries", k), v.type_name());
+        return false;
+      }
+  if (m.contains("caches"))
+    for (size_t i = 0; i < m["caches"].size(); ++i)
+      if (!check_keys(m["caches"][i],
+                      {{"level", T::kCount}, {"size_bytes", T::kUnsigned}, {"line_bytes", T::kCount}, {"count", T::kCount}},
+                      json_path("machine.caches", i), err))
+        return false;
+  if (m.contains("gpus"))
+    for (size_t i = 0; i < m["gpus"].size(); ++i)
+      if (!check_keys(m["gpus"][i],
+                      {{"index", T::kCount},        {"name", T::kString},          {"uuid", T::kString},
+                       {"pci_bus_id", T::kString},  {"compute_capability", T::kString}, {"sm_count", T::kCount},
+                       {"memory_bytes", T::kUnsigned}, {"l2_bytes", T::kCount},    {"clock_khz", T::kCount},
+                       {"memory_clock_khz", T::kCount}, {"memory_bus_width", T::kCount}, {"ecc", T::kBoolean},
+                       {"local_cpuset", T::kString}},
+                      json_path("machine.gpus", i), err))
+        return false;
+  return true;
+}
+
+// JSON has no NaN: a diverged run's NaN losses are written as null. The reader turns them back into
+// NaN, so what the analysis reads after a resume is what it read before.
+bool number_or_nan(nlohmann::json& v, const std::string& path, std::string* err) {
+  if (v.is_null()) v = std::numeric_limits<double>::quiet_NaN();
+  if (v.is_number()) return true;
+  *err = fmt::format("{} must be a number or null (got {})", path, v.type_name());
+  return false;
+}
+
+// One training run (suites/train_design.cpp writes it; the analysis and the report read it). A
+// finished run ("status": "ok") carries its cell, its final loss and its curve.
+bool check_training_run(nlohmann::json& run, const std::string& path, std::string* err) {
+  if (!check_json(run, T::kObject, path, err) ||
+      !check_keys(run,
+                  {{"key", T::kString},         {"model", T::kString},       {"design", T::kString},
+                   {"condition", T::kString},   {"init", T::kString},        {"determinism", T::kString},
+                   {"nondeterminism", T::kString}, {"target", T::kString},   {"base_target", T::kString},
+                   {"status", T::kString},      {"reason", T::kString},      {"seed", T::kUnsigned},
+                   {"replicate", T::kCount},    {"data_seed", T::kUnsigned}, {"batches", T::kCount},
+                   {"window", T::kCount},       {"machine_id", T::kString},  {"curve_fingerprint", T::kString},
+                   {"weights_fingerprint", T::kString}, {"initial_weights_fingerprint", T::kString},
+                   {"seconds", T::kNumber},     {"steps_per_second", T::kNumber}, {"phases", T::kObject},
+                   {"curve", T::kArray}},
+                  path, err))
+    return false;
+  bool ok = run.contains("status") && run["status"] == "ok";
+  if (ok)
+    for (const char* k : {"condition", "target", "seed", "replicate", "final_loss", "curve"})
+      if (!run.contains(k)) {
+        *err = json_path(path, k) + " is missing (the run's status is \"ok\")";
+        return false;
+      }
+  if (run.contains("final_loss") && !number_or_nan(run["final_loss"], json_path(path, "final_loss"), err)) return false;
+  if (run.contains("curve"))
+    for (size_t i = 0; i < run["curve"].size(); ++i)
+      if (!number_or_nan(run["curve"][i], json_path(json_path(path, "curve"), i), err)) return false;
+  return true;
+}
+
+// The whole document, field by field against the results contract (README "Results contract").
+bool results_from_json(nlohmann::json& j, Results* out, std::string* err) {
+  Results r;
+  if (!check_keys(j,
+                  {{"tool_version", T::kString},
+                   {"started_at", T::kString},
+                   {"finished_at", T::kString},
+                   {"command", T::kString},
+                   {"training", T::kArray},
+                   {"analysis", T::kObject},
+                   {"oracle_failures", T::kObject}},
+                  "", err) ||
+      !check_key(j, "observations", T::kArray, true, "", err))
+    return false;
+  r.tool_version = j.value("tool_version", "");
+  r.started_at = j.value("started_at", "");
+  r.finished_at = j.value("finished_at", "");
+  r.command = j.value("command", "");
+  if (j.contains("plan") && !check_plan(j["plan"], err)) return false;
+  if (j.contains("machine") && !check_machine(j["machine"], err)) return false;
+  r.plan = j.value("plan", nlohmann::json::object());
+  r.machine = j.value("machine", nlohmann::json::object());
+  if (j.contains("training"))
+    for (size_t i = 0; i < j["training"].size(); ++i)
+      if (!check_training_run(j["training"][i], json_path("training", i), err)) return false;
+  r.training = j.value("training", nlohmann::json::array());
+  r.analysis = j.value("analysis", nlohmann::json::object());
+  if (j.contains("oracle_failures"))
+    for (auto& [k, v] : j["oracle_failures"].items()) {
+      if (!check_json(v, T::kString, json_path("oracle_failures", k), err)) return false;
+      r.oracle_failures[k] = v.get<std::string>();
+    }
+  const auto& obs = j["observations"];
+  r.observations.reserve(obs.size());
+  for (size_t i = 0; i < obs.size(); ++i) {
+    Observation o;
+    if (!from_json(obs[i], &o, err, json_path("observations", i))) return false;
+    r.observations.push_back(std::move(o));
+  }
+  *out = std::move(r);
+  return true;
+}
+
+}  // namespace
 
 bool load_results(const std::string& path, Results* out, std::string* err) {
   std::ifstream f(path, std::ios::binary);
@@ -41,70 +210,53 @@ bool load_results(const std::string& path, Results* out, std::string* err) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(ss.str());
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {
     *err = path + ": not valid JSON (truncated or corrupt): " + e.what();
     return false;
   }
-  if (!j.is_object() || j.value("schema", "") != kResultsSchema) {
+  if (!j.is_object() || !j.contains("schema") || j["schema"] != kResultsSchema) {
     *err = path + ": not a detaudit results file (expected \"schema\": \"" + kResultsSchema + "\")";
     return false;
   }
-  try {
-    Results r;
-    r.tool_version = j.value("tool_version", "");
-    r.started_at = j.value("started_at", "");
-    r.finished_at = j.value("finished_at", "");
-    r.command = j.value("command", "");
-    r.plan = j.value("plan", nlohmann::json::object());
-    r.machine = j.value("machine", nlohmann::json::object());
-    r.training = j.value("training", nlohmann::json::array());
-    r.analysis = j.value("analysis", nlohmann::json::object());
-    const auto& obs = j.at("observations");
-    if (!obs.is_array()) {
-      *err = path + ": \"observations\" is not an array";
-      return false;
-    }
-    for (size_t i = 0; i < obs.size(); ++i) {
-      Observation o;
-      std::string e;
-      if (!from_json(obs[i], &o, &e)) {
-        *err = path + ": observation " + std::to_string(i) + ": " + e;
-        return false;
-      }
-      r.observations.push_back(std::move(o));
-    }
-    *out = std::move(r);
-  } catch (const std::exception& e) {
-    *err = path + ": malformed results: " + e.what();
+  std::string e;
+  if (!results_from_json(j, out, &e)) {
+    *err = path + ": " + e;
     return false;
   }
   return true;
 }
 
 bool write_file_atomic(const std::string& path, const std::string& content, std::string* err) {
-  std::string tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // A name no other writer uses (two processes on one --out, two threads): pid and a counter, and
+  // O_EXCL so a leftover of a crashed writer is never written through.
+  static std::atomic<unsigned> counter{0};
+  std::string tmp = fmt::format("{}.tmp.{}.{}", path, ::getpid(), counter++);
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) {
-    *err = tmp + ": " + std::strerror(errno);
+    *err = tmp + ": cannot create: " + std::strerror(errno);
     return false;
   }
+  // On any failure the temporary file goes and the destination stays as it was.
+  auto fail = [&](const char* what, int e) {
+    if (fd >= 0) ::close(fd);
+    ::unlink(tmp.c_str());
+    *err = fmt::format("{}: {}: {}", path, what, std::strerror(e));
+    return false;
+  };
   size_t off = 0;
   while (off < content.size()) {
     ssize_t w = ::write(fd, content.data() + off, content.size() - off);
     if (w < 0) {
       if (errno == EINTR) continue;
-      *err = tmp + ": " + std::strerror(errno);
-      ::close(fd);
-      return false;
+      return fail("write failed", errno);
     }
     off += size_t(w);
   }
-  ::fsync(fd);
-  ::close(fd);
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    *err = path + ": rename failed: " + std::strerror(errno);
-    return false;
-  }
+  if (::fsync(fd) != 0) return fail("fsync failed", errno);
+  int closed = ::close(fd);
+  fd = -1;
+  if (closed != 0) return fail("close failed", errno);
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) return fail("rename failed", errno);
   return true;
 }
 

@@ -1,6 +1,7 @@
 // results.json: the contract other tools rely on (DESIGN.md). Written atomically (temp file, then
 // rename) after every observation, so an interrupted run loses no finished work and can resume.
 #pragma once
+#include <map>
 #include <string>
 #include <vector>
 
@@ -20,15 +21,19 @@ struct Results {
   nlohmann::json plan;      // suite name, targets, workloads, repeats, timeout
   nlohmann::json machine;
   std::vector<Observation> observations;
+  std::map<std::string, std::string> oracle_failures;  // workload -> why its oracle could not be computed
   nlohmann::json training = nlohmann::json::array();
   nlohmann::json analysis = nlohmann::json::object();
 };
 
 nlohmann::json to_json(const Results& r);
-// Strict: a truncated or malformed file, a wrong schema or a malformed observation is an error whose
-// message says what and where.
+// Strict: every field is checked against the contract (README "Results contract") and the fields the
+// analysis and the reports read; a truncated or malformed file, a wrong schema or a field of the wrong
+// type is an error of one line naming the file and the field's path ("observations[3].repeats must be
+// an integer ..."). Never throws; never touches the file.
 bool load_results(const std::string& path, Results* out, std::string* err);
-// Writes path atomically (path.tmp, fsync, rename).
+// Writes path atomically: a temporary file of its own (path.tmp.<pid>.<n>, created exclusively),
+// fsync, rename. On any failure the temporary file is removed and path is left as it was.
 bool save_results(const std::string& path, const Results& r, std::string* err);
 bool write_file_atomic(const std::string& path, const std::string& content, std::string* err);
 

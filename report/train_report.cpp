@@ -1,9 +1,13 @@
 #include "report/train_report.hpp"
 
+#include <cctype>
+#include <cmath>
 #include <map>
+#include <optional>
 
 #include <fmt/format.h>
 
+#include "report/json_fields.hpp"
 #include "report/probe_report.hpp"
 #include "report/svg.hpp"
 
@@ -11,150 +15,207 @@ namespace detaudit {
 
 namespace {
 
+namespace jf = json_fields;
+
+// Conditions come from results.json: a name the design does not know is shown as it is, escaped.
 std::string cond_name(const std::string& c) {
   if (c == "a") return "(a) random init, nondeterminism on";
   if (c == "b") return "(b) random init, nondeterminism off";
   if (c == "c") return "(c) fixed init, nondeterminism on";
   if (c == "d") return "(d) fixed init, nondeterminism off";
+  return inline_text(c);
+}
+// The same as plain text, for SVG labels (the SVG writer escapes).
+std::string cond_label(const std::string& c) {
+  if (c == "a" || c == "b" || c == "c" || c == "d") return cond_name(c);
   return c;
 }
 
-std::string num(const nlohmann::json& j, const char* fmtstr = "{:.3g}") {
-  if (!j.is_number()) return "—";
-  return fmt::format(fmt::runtime(fmtstr), j.get<double>());
+std::string num(const std::optional<double>& x, const char* fmtstr = "{:.3g}") {
+  if (!x) return "—";
+  return fmt::format(fmt::runtime(fmtstr), *x);
 }
 
-}  // namespace
+bool run_ok(const nlohmann::json& run) { return jf::str(run, "status") == "ok"; }
 
-void add_train_sections(Document& d, const Results& r) {
-  const auto& runs = r.training;
-  const auto& an = r.analysis;
-  int ok = 0, failed = 0;
-  for (auto& run : runs) (run.value("status", "") == "ok" ? ok : failed)++;
+std::vector<double> numbers(const nlohmann::json& a) {
+  std::vector<double> v;
+  v.reserve(a.size());
+  for (auto& x : a) v.push_back(x.is_number() ? x.get<double>() : NAN);
+  return v;
+}
 
-  // ---- verdict ---------------------------------------------------------------------------------
-  auto& v = d.add("Training verdict");
-  auto design = r.plan.value("design", nlohmann::json::object());
-  v.para(fmt::format("Design `{}` on model `{}`: {} runs finished, {} skipped or failed; {} seeds, {} batches, final "
-                     "metric = mean loss of the last {} batches.",
-                     design.value("design", ""), design.value("model", ""), ok, failed, design.value("seeds", 0),
-                     design.value("batches", 0), design.value("window", 0)));
+// An interval [lo, hi] from a two-element array of numbers.
+std::optional<std::pair<double, double>> interval(const nlohmann::json& j) {
+  if (!j.is_array() || j.size() != 2 || !j[0].is_number() || !j[1].is_number()) return std::nullopt;
+  return std::pair{j[0].get<double>(), j[1].get<double>()};
+}
+
+// Runs that did not finish, first and whole: a crash or a hang of a target is what a reader must see
+// before any statistic. Counts by status, then one line per run with its log.
+void add_failed_runs(Section& v, const nlohmann::json& runs) {
+  std::map<std::string, int> by_status;
   std::vector<std::string> items;
-  for (auto& row : an.value("table", nlohmann::json::array())) {
-    if (row.value("runs", 0) < 2) continue;
-    bool ident = row.value("bitwise_identical", false);
-    std::string c = row.value("condition", "");
+  for (auto& run : runs) {
+    if (run_ok(run)) continue;
+    std::string st = jf::str(run, "status", "no status");
+    ++by_status[st];
+    std::string target = jf::str(run, "target"), log;
+    for (char c : target) log += std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' ? c : '_';
+    std::string where = run.contains("batches_done")
+                            ? fmt::format(" after batch {} of {}", jf::integer(run, "batches_done"), jf::integer(run, "batches"))
+                            : "";
+    items.push_back(fmt::format("{}: {} ({}) seed {} replicate {}{}: {} (log: {})", inline_text(st), inline_code(target),
+                                inline_text(jf::str(run, "condition")), jf::integer(run, "seed"),
+                                jf::integer(run, "replicate"), where, inline_text(jf::str(run, "reason")),
+                                inline_code("logs/train-" + log + ".log")));
+  }
+  if (items.empty()) return;
+  std::vector<std::string> counts;
+  for (const char* s : {"crashed", "timeout", "error", "skipped"})
+    if (by_status.count(s)) counts.push_back(fmt::format("{} {}", by_status[s], s == std::string("timeout") ? "timed out" : s));
+  for (auto& [s, n] : by_status)
+    if (s != "crashed" && s != "timeout" && s != "error" && s != "skipped") counts.push_back(fmt::format("{} {}", n, inline_text(s)));
+  v.para(fmt::format("**Runs that did not finish: {}.** They are left out of every statistic below.",
+                     fmt::join(counts, ", ")));
+  v.list(items);
+}
+
+void add_train_verdict(Document& d, const Results& r) {
+  const auto& runs = r.training;
+  int ok = 0, failed = 0;
+  for (auto& run : runs) (run_ok(run) ? ok : failed)++;
+  auto& v = d.add("Training verdict");
+  const auto& design = jf::object(r.plan, "design");
+  v.para(fmt::format("Design {} on model {}: {} runs finished, {} skipped or failed; {} seeds, {} batches, final "
+                     "metric = mean loss of the last {} batches.",
+                     inline_code(jf::str(design, "design")), inline_code(jf::str(design, "model")), ok, failed,
+                     jf::integer(design, "seeds"), jf::integer(design, "batches"), jf::integer(design, "window")));
+  add_failed_runs(v, runs);
+  std::vector<std::string> items;
+  for (auto& row : jf::array(r.analysis, "table")) {
+    long long n = jf::integer(row, "runs");
+    if (n < 2) continue;
+    bool ident = jf::boolean(row, "bitwise_identical");
+    std::string c = jf::str(row, "condition"), target = inline_code(jf::str(row, "target"));
     if (c == "d" || c == "b")
-      items.push_back(fmt::format("{} on `{}`: {} runs, {} distinct final weights, {} distinct loss curves{}", cond_name(c),
-                                  row.value("target", ""), row.value("runs", 0), row.value("distinct_weights", 0),
-                                  row.value("distinct_curves", 0),
+      items.push_back(fmt::format("{} on {}: {} runs, {} distinct final weights, {} distinct loss curves{}", cond_name(c),
+                                  target, n, jf::integer(row, "distinct_weights"), jf::integer(row, "distinct_curves"),
                                   c == "d" ? (ident ? ": bitwise identical, standard deviation exactly 0 (by hashes)"
                                                     : ": NOT identical although initial weights and determinism are fixed")
                                            : ""));
     if (c == "c")
-      items.push_back(fmt::format("{} on `{}`: {} runs from one initial state, {} distinct outcomes: {}", cond_name(c),
-                                  row.value("target", ""), row.value("runs", 0), row.value("distinct_weights", 0),
+      items.push_back(fmt::format("{} on {}: {} runs from one initial state, {} distinct outcomes: {}", cond_name(c), target,
+                                  n, jf::integer(row, "distinct_weights"),
                                   ident ? "the nondeterministic variant showed no run-to-run variation here"
                                         : "library nondeterminism alone changes the trained model"));
   }
-  for (auto& run : runs)
-    if (run.value("status", "") != "ok")
-      items.push_back(fmt::format("{}: `{}` ({}) seed {}: {}", run.value("status", ""), run.value("target", ""),
-                                  run.value("condition", ""), run.value("seed", 0), run.value("reason", "")));
   if (items.size() > 40) {
     size_t more = items.size() - 40;
     items.resize(40);
-    items.push_back(fmt::format("... and {} more (see results.json)", more));
+    items.push_back(fmt::format("… and {} more (see results.json)", more));
   }
   if (!items.empty()) v.list(items);
+}
 
-  // ---- table -----------------------------------------------------------------------------------
+void add_final_loss_table(Document& d, const Results& r) {
   std::vector<std::vector<Cell>> rows;
-  for (auto& row : an.value("table", nlohmann::json::array()))
-    rows.push_back({{cond_name(row.value("condition", "")), ""},
-                    {"`" + row.value("target", "") + "`", ""},
-                    {std::to_string(row.value("runs", 0)), ""},
-                    {row.contains("mean") ? fmt::format("{:.6f} ± {:.2e}", row["mean"].get<double>(), row["std"].get<double>())
-                                          : "—",
-                     ""},
-                    {row.contains("min") ? fmt::format("{:.6f} – {:.6f}", row["min"].get<double>(), row["max"].get<double>()) : "—",
-                     ""},
-                    {fmt::format("{} / {}", row.value("distinct_weights", 0), row.value("distinct_curves", 0)),
-                     row.value("bitwise_identical", false) ? "ok" : ""}});
+  for (auto& row : jf::array(r.analysis, "table")) {
+    auto mean = jf::number(row, "mean"), sd = jf::number(row, "std"), lo = jf::number(row, "min"), hi = jf::number(row, "max");
+    rows.push_back({{cond_name(jf::str(row, "condition")), ""},
+                    {inline_code(jf::str(row, "target")), ""},
+                    {std::to_string(jf::integer(row, "runs")), ""},
+                    {mean && sd ? fmt::format("{:.6f} ± {:.2e}", *mean, *sd) : "—", ""},
+                    {lo && hi ? fmt::format("{:.6f} – {:.6f}", *lo, *hi) : "—", ""},
+                    {fmt::format("{} / {}", jf::integer(row, "distinct_weights"), jf::integer(row, "distinct_curves")),
+                     jf::boolean(row, "bitwise_identical") ? "ok" : ""}});
+  }
   d.add("Final loss by condition and target")
       .para("Mean ± sample standard deviation of the final metric, as in the paper's table; the last column counts "
             "distinct final-weight and loss-curve hashes (1 / 1: every run bitwise identical).")
       .table({"condition", "target", "runs", "mean ± std", "range", "distinct weights / curves"}, rows);
 
   std::map<std::string, std::vector<double>> by_cond;
-  for (auto& run : runs)
-    if (run.value("status", "") == "ok") by_cond[run["condition"].get<std::string>()].push_back(run["final_loss"].get<double>());
+  for (auto& run : r.training)
+    if (run_ok(run)) by_cond[jf::str(run, "condition")].push_back(jf::number(run, "final_loss").value_or(NAN));
   std::vector<GroupValues> groups;
-  for (auto& [c, vals] : by_cond) groups.push_back({cond_name(c), vals});
+  for (auto& [c, vals] : by_cond) groups.push_back({cond_label(c), vals});
   if (!groups.empty()) {
     StripPlotOptions so;
     so.title = "Final loss per condition";
     so.y_label = "final loss";
     d.sections.back().svg(svg_strip_plot(groups, so), "final loss per condition");
   }
+}
 
-  // ---- variance ---------------------------------------------------------------------------------
+void add_variance_section(Document& d, const nlohmann::json& an) {
   auto& vs = d.add("Variance components");
   vs.para("Balanced crossed design, targets × seeds × replicates: y = μ + target + seed + target×seed + run-to-run. "
           "The target effect is tested by permuting target labels within seed blocks (primary) and by F = MS_target / "
           "MS_interaction; intervals come from resampling whole seed blocks.");
-  for (auto& va : an.value("variance", nlohmann::json::array())) {
-    std::string c = va.value("condition", "");
-    if (va.contains("note")) {
-      vs.para(fmt::format("{}: {}", cond_name(c), va["note"].get<std::string>()));
+  for (auto& va : jf::array(an, "variance")) {
+    std::string c = jf::str(va, "condition");
+    if (jf::get(va, "note").is_string()) {
+      vs.para(fmt::format("{}: {}", cond_name(c), inline_text(jf::str(va, "note"))));
       continue;
     }
-    auto sh = va["shares"], comp = va["components"];
-    auto ci = va.value("bootstrap", nlohmann::json::object()).value("share_ci", nlohmann::json::object());
+    const auto& sh = jf::object(va, "shares");
+    const auto& comp = jf::object(va, "components");
+    const auto& ci = jf::object(jf::object(va, "bootstrap"), "share_ci");
     std::vector<std::vector<Cell>> vr;
     std::vector<BarItem> bars;
     for (const char* k : {"target", "seed", "interaction", "residual"}) {
-      std::string ci_text = ci.contains(k) ? fmt::format("[{:.3f}, {:.3f}]", ci[k][0].get<double>(), ci[k][1].get<double>()) : "—";
-      vr.push_back({{k, ""}, {num(comp[k]), ""}, {fmt::format("{:.3f}", sh[k].get<double>()), ""}, {ci_text, ""}});
-      BarItem b{k, sh[k].get<double>(), std::nullopt, std::nullopt};
-      if (ci.contains(k)) {
-        b.lo = ci[k][0].get<double>();
-        b.hi = ci[k][1].get<double>();
+      auto iv = interval(jf::get(ci, k));
+      auto share = jf::number(sh, k);
+      vr.push_back({{k, ""},
+                    {num(jf::number(comp, k)), ""},
+                    {num(share, "{:.3f}"), ""},
+                    {iv ? fmt::format("[{:.3f}, {:.3f}]", iv->first, iv->second) : "—", ""}});
+      BarItem b{k, share.value_or(NAN), std::nullopt, std::nullopt};
+      if (iv) {
+        b.lo = iv->first;
+        b.hi = iv->second;
       }
       bars.push_back(b);
     }
-    auto perm = va.value("permutation", nlohmann::json::object());
-    auto anova = va.value("anova", nlohmann::json::object());
-    vs.para(fmt::format("**{}**: {} targets × {} seeds × {} replicates. Target effect: permutation p = {}, F = {} (F-test p = {}). {}",
-                        cond_name(c), va["targets"].size(), va.value("seeds", 0), va.value("replicates", 0),
-                        num(perm.value("p", nlohmann::json())), num(anova.value("f_target", nlohmann::json())),
-                        num(anova.value("p_target_f", nlohmann::json())), va.value("notes", "")));
+    const auto& perm = jf::object(va, "permutation");
+    const auto& anova = jf::object(va, "anova");
+    vs.para(fmt::format("**{}**: {} targets × {} seeds × {} replicates. Target effect: permutation p = {}, F = {} (F-test "
+                        "p = {}). {}",
+                        cond_name(c), jf::array(va, "targets").size(), jf::integer(va, "seeds"),
+                        jf::integer(va, "replicates"), num(jf::number(perm, "p")), num(jf::number(anova, "f_target")),
+                        num(jf::number(anova, "p_target_f")), inline_text(jf::str(va, "notes"))));
     vs.table({"component", "variance", "share", "95% CI of share"}, vr);
     BarChartOptions bo;
-    bo.title = "Share of final-loss variance, " + cond_name(c);
+    bo.title = "Share of final-loss variance, " + cond_label(c);
     bo.x_label = "share";
     bo.x_max = 1.0;
     vs.svg(svg_bar_chart(bars, bo), "variance shares");
   }
+}
 
-  // ---- confounding -----------------------------------------------------------------------------
+void add_confounding_section(Document& d, const nlohmann::json& an) {
   std::vector<std::vector<Cell>> gr;
-  for (auto& g : an.value("confounding", nlohmann::json::array()))
-    gr.push_back({{"`" + g["targets"][0].get<std::string>() + "` vs `" + g["targets"][1].get<std::string>() + "`", ""},
-                  {g["hardware"][0].get<std::string>() + " / " + g["hardware"][1].get<std::string>(), ""},
-                  {g.value("attributable_to", ""), g.value("kind", "") == "both" ? "warn" : ""}});
+  auto pair_of = [](const nlohmann::json& g, const char* k, size_t i) {
+    const auto& a = jf::array(g, k);
+    return i < a.size() && a[i].is_string() ? a[i].get<std::string>() : std::string("?");
+  };
+  for (auto& g : jf::array(an, "confounding"))
+    gr.push_back({{inline_code(pair_of(g, "targets", 0)) + " vs " + inline_code(pair_of(g, "targets", 1)), ""},
+                  {inline_text(pair_of(g, "hardware", 0)) + " / " + inline_text(pair_of(g, "hardware", 1)), ""},
+                  {inline_text(jf::str(g, "attributable_to")), jf::str(g, "kind") == "both" ? "warn" : ""}});
   if (!gr.empty())
     d.add("What a target effect could be attributed to")
         .para("A difference between targets is called a hardware effect only when the implementation is identical, and "
               "an implementation effect only when the hardware is; when both change it is confounded. (The paper this "
               "design comes from was retracted because its CPU/GPU gap came from the framework, not the hardware.)")
         .table({"targets", "hardware", "attributable to"}, gr);
+}
 
-  // ---- curves and phases -----------------------------------------------------------------------
+void add_curves_section(Document& d, const Results& r) {
   std::vector<PlotSeries> series;
-  for (auto& run : runs)
-    if (run.value("status", "") == "ok")
-      series.push_back({cond_name(run["condition"].get<std::string>()), {}, run["curve"].get<std::vector<double>>()});
+  for (auto& run : r.training)
+    if (run_ok(run)) series.push_back({cond_label(jf::str(run, "condition")), {}, numbers(jf::array(run, "curve"))});
   auto& cs = d.add("Learning curves and phases");
   if (!series.empty()) {
     LinePlotOptions lo;
@@ -166,23 +227,32 @@ void add_train_sections(Document& d, const Results& r) {
     cs.svg(svg_line_plot(series, lo), "learning curves coloured by condition");
   }
   std::vector<std::vector<Cell>> pr;
-  const nlohmann::json phases = an.value("phases", nlohmann::json::object());  // items() must not outlive it
-  for (auto& [c, s] : phases.items()) {
+  for (auto& [c, s] : jf::object(r.analysis, "phases").items()) {
     std::string labels;
-    for (auto& [l, n] : s["labels"].items()) labels += fmt::format("{} {}; ", l, n.get<int>());
+    for (auto& [l, n] : jf::object(s, "labels").items())
+      labels += fmt::format("{} {}; ", inline_text(l), n.is_number_integer() ? n.get<long long>() : 0);
+    auto median = jf::number(s, "escape_median"), q25 = jf::number(s, "escape_q25"), q75 = jf::number(s, "escape_q75");
     pr.push_back({{cond_name(c), ""},
-                  {std::to_string(s.value("runs", 0)), ""},
+                  {std::to_string(jf::integer(s, "runs")), ""},
                   {labels, ""},
-                  {fmt::format("{} escaped, {} censored", s.value("escaped", 0), s.value("censored", 0)), ""},
-                  {s["escape_median"].is_number()
-                       ? fmt::format("{:.0f} [{:.0f}, {:.0f}]", s["escape_median"].get<double>(), s["escape_q25"].get<double>(),
-                                     s["escape_q75"].get<double>())
-                       : "—",
-                   ""}});
+                  {fmt::format("{} escaped, {} censored", jf::integer(s, "escaped"), jf::integer(s, "censored")), ""},
+                  {median ? fmt::format("{:.0f} [{}, {}]", *median, num(q25, "{:.0f}"), num(q75, "{:.0f}")) : "—", ""}});
   }
   cs.para("Piecewise-linear segmentation of log loss against log step; a plateau followed by a drop is biphasic, "
           "drop-plateau-drop triphasic; the escape step is where the loss leaves its first plateau for good.")
       .table({"condition", "runs", "labels", "plateau escapes", "escape step median [IQR]"}, pr);
+}
+
+}  // namespace
+
+// Every field is read through json_fields: results.json is checked when it is loaded, and the
+// analysis is free-form, so a field of an unexpected type shows as "—" instead of stopping the report.
+void add_train_sections(Document& d, const Results& r) {
+  add_train_verdict(d, r);
+  add_final_loss_table(d, r);
+  add_variance_section(d, r.analysis);
+  add_confounding_section(d, r.analysis);
+  add_curves_section(d, r);
 }
 
 Document build_report(const Results& r) {

@@ -1,0 +1,184 @@
+// Names, reasons and other text from results.json reach the reports escaped: no raw tag, no broken
+// table, no injected markup in report.md; and the training sections render whatever the analysis holds.
+#include <gtest/gtest.h>
+
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "report/probe_report.hpp"
+#include "report/train_report.hpp"
+
+using namespace detaudit;
+
+namespace {
+
+const std::string kScript = "<script>alert(1)</script>";
+const std::vector<std::string> kNasty = {kScript, "a|b", "x`y`z", "two\nlines", "**bold** [l](http://e) _i_ # h",
+                                         "tail\\", "<img src=x onerror=alert(1)>|`"};
+
+Observation obs(const std::string& w, const std::string& t, ObsStatus st, const std::string& reason, int distinct) {
+  Observation o;
+  o.workload = w;
+  o.target = t;
+  o.status = st;
+  o.reason = reason;
+  o.repeats = 2;
+  if (st == ObsStatus::kOk) o.fingerprints = {std::string(32, 'a'), std::string(32, distinct == 1 ? 'a' : 'b')};
+  o.distinct = distinct;
+  o.seconds = {0.001, 0.002};
+  o.describe = reason;
+  return o;
+}
+
+Results nasty_results() {
+  Results r;
+  r.started_at = kScript;
+  r.plan = {{"suite", "s|`<b>`"}, {"repeats", 2}};
+  r.machine = {{"hostname", kScript + "|x\ny"},
+               {"cpu_model", "cpu`|"},
+               {"libraries", {{"lib<i>|", "1.0 <script>"}}},
+               {"gpus", {{{"index", 0}, {"name", "H|200 `x`"}, {"uuid", kScript}}}}};
+  for (size_t i = 0; i < kNasty.size(); ++i) {
+    const std::string& s = kNasty[i];
+    Observation nd = obs(s, s, ObsStatus::kOk, s, 2);
+    KernelRecord k;
+    k.name = s;
+    nd.kernels = {{k}, {k, k}};
+    nd.tracing = s;
+    nd.details = {{"claimed_deterministic", "yes"}, {"algo_name", s}, {"corename", s}};
+    nd.target = s + "?core=" + s;
+    nd.batch = BatchInvariance{4, 1};
+    r.observations.push_back(nd);
+    r.observations.push_back(obs(s, "ok-" + s, ObsStatus::kOk, "", 1));
+    r.observations.push_back(obs("w" + std::to_string(i), s, ObsStatus::kCrashed, s + " more", 0));
+    r.observations.push_back(obs("w" + std::to_string(i), "cuda:" + s, ObsStatus::kSkipped, s, 0));
+  }
+  r.observations.push_back(obs("reduce?op=sum&n=100", "cpu?order=atomic&threads=2", ObsStatus::kOk, "", 2));
+  return r;
+}
+
+// '|' that are table borders: not escaped by a backslash.
+int borders(const std::string& line) {
+  int n = 0;
+  for (size_t i = 0; i < line.size(); ++i) {
+    if (line[i] == '\\') ++i;
+    else if (line[i] == '|') ++n;
+  }
+  return n;
+}
+
+// Every table row has the header's number of borders, and no '<' is left but the <code> tags.
+testing::AssertionResult safe_markdown(const std::string& md) {
+  std::istringstream in(md);
+  std::string line;
+  int header = -1, tables = 0, lineno = 0;
+  while (std::getline(in, line)) {
+    ++lineno;
+    if (line.empty()) {
+      header = -1;
+      continue;
+    }
+    if (header < 0 && line[0] == '|') {
+      header = borders(line);
+      ++tables;
+    } else if (header >= 0 && (line[0] != '|' || borders(line) != header)) {
+      return testing::AssertionFailure() << "line " << lineno << " has " << borders(line) << " borders, header "
+                                         << header << ": " << line;
+    }
+    std::string rest = line;
+    for (const char* tag : {"<code>", "</code>"})
+      for (size_t p; (p = rest.find(tag)) != std::string::npos;) rest.erase(p, std::string(tag).size());
+    if (rest.find('<') != std::string::npos)
+      return testing::AssertionFailure() << "raw '<' on line " << lineno << ": " << line;
+  }
+  if (tables == 0) return testing::AssertionFailure() << "no table";
+  return testing::AssertionSuccess();
+}
+
+// The markdown without what it shows literally: `code spans` and backslash-escaped characters.
+std::string without_code_spans(const std::string& md) {
+  std::string o;
+  bool code = false;
+  for (size_t i = 0; i < md.size(); ++i) {
+    if (md[i] == '\\' && !code) {  // an escaped character is literal (in a code span, so is '\\')
+      o += ' ';
+      ++i;
+    } else if (md[i] == '`') {
+      code = !code;
+    } else if (!code) {
+      o += md[i];
+    }
+  }
+  return o;
+}
+
+}  // namespace
+
+TEST(ReportEscape, UntrustedNamesCannotBreakMarkdownOrHtml) {
+  Results r = nasty_results();
+  Document d = build_report(r);
+  std::string md = render_markdown(d), html = render_html(d);
+  EXPECT_EQ(md.find("<script"), std::string::npos);
+  EXPECT_EQ(md.find("<img"), std::string::npos);
+  EXPECT_TRUE(safe_markdown(md));
+  EXPECT_EQ(html.find("<script"), std::string::npos);
+  EXPECT_EQ(html.find("<img"), std::string::npos);
+  EXPECT_NE(html.find("&lt;script&gt;alert(1)&lt;/script&gt;"), std::string::npos) << "shown, as text";
+  // The text is still there, escaped: a backslash-escaped pipe, entities, and no markup of its own.
+  EXPECT_NE(md.find("&lt;script&gt;alert(1)&lt;/script&gt;"), std::string::npos);
+  EXPECT_NE(md.find("<code>a\\|b</code>"), std::string::npos) << md;
+  std::string outside = without_code_spans(md);
+  EXPECT_EQ(outside.find("**bold**"), std::string::npos) << "no injected bold";
+  EXPECT_EQ(outside.find("](http"), std::string::npos) << "no injected link";
+  EXPECT_EQ(html.find("<strong>bold"), std::string::npos) << "no injected bold in HTML";
+  EXPECT_NE(html.find("<code>x`y`z</code>"), std::string::npos) << "a backtick stays inside its code span";
+  // Ordinary specs keep their plain code spans.
+  EXPECT_NE(md.find(": `reduce?op=sum&n=100`\n"), std::string::npos) << md;
+  EXPECT_NE(md.find("| `cpu?order=atomic&threads=2` |"), std::string::npos) << md;
+  EXPECT_NE(html.find("<code>cpu?order=atomic&amp;threads=2</code>"), std::string::npos);
+  EXPECT_NE(html.find("<strong>2/2</strong>"), std::string::npos);
+}
+
+TEST(ReportEscape, TrainingTextIsEscaped) {
+  Results r;
+  r.plan = {{"design", {{"design", kScript}, {"model", "m|`"}}}};
+  for (auto& s : kNasty)
+    r.training.push_back({{"status", "error"}, {"target", s}, {"condition", s}, {"seed", 1}, {"reason", s}});
+  r.training.push_back({{"status", "ok"}, {"target", "t"}, {"condition", kScript}, {"seed", 1}, {"replicate", 0},
+                        {"final_loss", 0.5}, {"curve", {1.0, 0.5}}});
+  r.analysis = {{"table", {{{"condition", kScript}, {"target", "a|b"}, {"runs", 2}, {"mean", 0.5}, {"std", 0.0}}}},
+                {"variance", {{{"condition", "a|b"}, {"note", kScript}}}},
+                {"confounding", {{{"targets", {kScript, "x`"}}, {"hardware", {"a|b", "c\nd"}}, {"attributable_to", kScript}}}},
+                {"phases", {{kScript, {{"runs", 1}, {"labels", {{kScript, 1}}}}}}}};
+  Document d = build_report(r);
+  std::string md = render_markdown(d), html = render_html(d);
+  EXPECT_EQ(md.find("<script"), std::string::npos);
+  EXPECT_TRUE(safe_markdown(md));
+  EXPECT_EQ(html.find("<script"), std::string::npos);
+}
+
+// The analysis is free-form JSON: fields of unexpected types are shown as "—", not thrown.
+TEST(ReportEscape, TrainingSectionsTolerateAnyAnalysis) {
+  Results r;
+  r.training.push_back({{"status", "ok"}, {"target", 3}, {"condition", nullptr}, {"final_loss", "x"}, {"curve", 5}});
+  r.training.push_back({{"status", 7}});
+  r.training.push_back(42);
+  r.plan = {{"design", 5}};
+  r.analysis = nlohmann::json::parse(R"({
+    "table": [{"condition": 1, "runs": "2", "mean": "x", "std": null, "min": 1.0}, 7],
+    "variance": [{"condition": "a", "shares": {"target": "x"}, "bootstrap": {"share_ci": {"seed": [1]}}, "targets": 5},
+                 {"note": 3}, "v"],
+    "confounding": [{"targets": 5, "hardware": [1, 2]}, 3],
+    "phases": {"a": {"labels": {"biphasic": "x"}, "escape_median": 3.0, "escape_q25": "q"}, "b": 1}})");
+  std::string md;
+  EXPECT_NO_THROW(md = render_markdown(build_report(r)));
+  EXPECT_NE(md.find("## Variance components"), std::string::npos);
+  r.analysis = {{"table", 5}, {"variance", "x"}, {"confounding", {{"a", 1}}}, {"phases", {1, 2}}};
+  EXPECT_NO_THROW(md = render_markdown(build_report(r)));
+  r.analysis = 5;
+  EXPECT_NO_THROW(md = render_markdown(build_report(r)));
+  r.analysis = nlohmann::json::object();
+  r.machine = {{"caches", {{{"level", "x"}}, 5}}, {"gpus", {3, {{"name", 5}}}}, {"libraries", 5}};
+  EXPECT_NO_THROW(md = render_markdown(build_report(r)));
+}

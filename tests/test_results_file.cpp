@@ -1,0 +1,297 @@
+// results.json at its border: every field is checked when it is loaded (one line naming the field,
+// never an exception, the file left as it was), and writes are atomic with private temporary files
+// that never outlive a failure.
+#include <gtest/gtest.h>
+
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "report/results.hpp"
+#include "tests/cli_helpers.hpp"
+
+namespace fs = std::filesystem;
+using namespace detaudit;
+using detaudit::cli_test::CliRun;
+using detaudit::cli_test::fresh_dir;
+using detaudit::cli_test::run_cli;
+using detaudit::cli_test::slurp;
+
+namespace {
+
+// A results document using every field of the contract.
+nlohmann::json good_document() {
+  Results r;
+  r.started_at = "2024-01-01T00:00:00Z";
+  r.command = "detaudit probe";
+  r.plan = {{"suite", "custom"},
+            {"targets", {"cpu-ref"}},
+            {"workloads", {"reduce?op=sum&n=100"}},
+            {"repeats", 2},
+            {"timeout_s", 60.0},
+            {"design", {{"model", "autoencoder"}, {"seeds", 3}, {"targets", {"cpu"}}, {"data_seed", 1}}}};
+  r.machine = {{"hostname", "h"},
+               {"cores", 2},
+               {"cpu_features", {"avx2"}},
+               {"caches", {{{"level", 1}, {"size_bytes", 32768}, {"line_bytes", 64}, {"count", 2}}}},
+               {"gpus", {{{"index", 0}, {"name", "H200"}, {"memory_bytes", 1ull << 37}, {"ecc", true}}}},
+               {"libraries", {{"openblas", "0.3"}, {"cuda_built", false}, {"cuda_runtime", 13000}}},
+               {"cuda", "available"}};
+  Observation o;
+  o.workload = "reduce?op=sum&n=100";
+  o.target = "cpu-ref";
+  o.repeats = 2;
+  o.fingerprints = {std::string(32, 'a'), std::string(32, 'b')};
+  o.distinct = 2;
+  o.oracle = OracleDistance{kUlpInfinite, INFINITY, 3};
+  o.seconds = {0.5, 0.25};
+  o.details["isa"] = "avx2";
+  KernelRecord k;
+  k.name = "k";
+  o.kernels = {{k}, {}};
+  o.batch = BatchInvariance{4, 1};
+  r.observations = {o};
+  r.training = {{{"key", "a/cpu/1/0"}, {"status", "ok"}, {"condition", "a"}, {"target", "cpu"}, {"seed", 1001},
+                 {"replicate", 0}, {"final_loss", 0.25}, {"curve", {1.0, 0.5, 0.25, 0.25}},
+                 {"phases", {{"label", "biphasic"}}}}};
+  r.analysis = {{"table", nlohmann::json::array()}};
+  return to_json(r);
+}
+
+struct Corruption {
+  std::string pointer;  // JSON pointer of the field; "" removes nothing
+  nlohmann::json value;
+  bool erase;
+  std::string message;  // the start of what load_results says after "<path>: "
+};
+
+std::vector<Corruption> corruptions() {
+  using J = nlohmann::json;
+  return {
+      {"/plan", 5, false, "plan must be an object (got number)"},
+      {"/plan/repeats", "2", false, "plan.repeats must be an integer"},
+      {"/plan/suite", J::array(), false, "plan.suite must be a string"},
+      {"/plan/targets/0", 1, false, "plan.targets[0] must be a string"},
+      {"/plan/design/seeds", "3", false, "plan.design.seeds must be an integer"},
+      {"/schema", 1, false, "not a detaudit results file"},
+      {"/machine", "host", false, "machine must be an object (got string)"},
+      {"/machine/cores", "2", false, "machine.cores must be an integer"},
+      {"/machine/caches/0/level", "1", false, "machine.caches[0].level must be an integer"},
+      {"/machine/gpus/0/name", 5, false, "machine.gpus[0].name must be a string"},
+      {"/machine/gpus", J::object(), false, "machine.gpus must be an array"},
+      {"/machine/libraries/openblas", J::array(), false, "machine.libraries.openblas must be a string, number or boolean"},
+      {"/started_at", 5, false, "started_at must be a string"},
+      {"/training", J::object(), false, "training must be an array (got object)"},
+      {"/training/0", 5, false, "training[0] must be an object"},
+      {"/training/0/final_loss", "x", false, "training[0].final_loss must be a number or null"},
+      {"/training/0/curve/2", "x", false, "training[0].curve[2] must be a number or null"},
+      {"/training/0/curve", "x", false, "training[0].curve must be an array"},
+      {"/training/0/seed", -1, false, "training[0].seed must be a non-negative integer (got -1)"},
+      {"/training/0/condition", 3, false, "training[0].condition must be a string"},
+      {"/training/0/curve", nullptr, true, "training[0].curve is missing (the run's status is \"ok\")"},
+      {"/analysis", J::array(), false, "analysis must be an object"},
+      {"/oracle_failures", J::object({{"w", 5}}), false, "oracle_failures.w must be a string"},
+      {"/observations", J::object(), false, "observations must be an array"},
+      {"/observations", nullptr, true, "observations is missing"},
+      {"/observations/0", 3, false, "observations[0] must be an object (got number)"},
+      {"/observations/0/repeats", "2", false, "observations[0].repeats must be an integer"},
+      {"/observations/0/repeats", -2, false, "observations[0].repeats must be an integer"},
+      {"/observations/0/distinct", 1.5, false, "observations[0].distinct must be an integer"},
+      {"/observations/0/workload", nullptr, true, "observations[0].workload is missing"},
+      {"/observations/0/status", "exploded", false, "observations[0].status must be one of"},
+      {"/observations/0/fingerprints/1", 7, false, "observations[0].fingerprints[1] must be a string (got number)"},
+      {"/observations/0/fingerprints/1", "abc", false, "observations[0].fingerprints[1] must be 32 hex digits"},
+      {"/observations/0/fingerprints", "x", false, "observations[0].fingerprints must be an array"},
+      {"/observations/0/seconds", "0.5", false, "observations[0].seconds must be an array (got string)"},
+      {"/observations/0/seconds/1", "x", false, "observations[0].seconds[1] must be a number"},
+      {"/observations/0/details/isa", 5, false, "observations[0].details.isa must be a string"},
+      {"/observations/0/oracle", 5, false, "observations[0].oracle must be an object"},
+      {"/observations/0/oracle/max_ulp", -1, false, "observations[0].oracle.max_ulp must be a non-negative integer or \"inf\""},
+      {"/observations/0/oracle/max_rel_err", "big", false, "observations[0].oracle.max_rel_err must be a number or \"inf\""},
+      {"/observations/0/oracle/mismatched", nullptr, true, "observations[0].oracle.mismatched is missing"},
+      {"/observations/0/kernels", J::object(), false, "observations[0].kernels must be an array"},
+      {"/observations/0/kernels/0", 1, false, "observations[0].kernels[0] must be an array"},
+      {"/observations/0/kernels/0/0/grid", J::array({1, 2}), false, "observations[0].kernels[0][0].grid must have 3 elements"},
+      {"/observations/0/kernels/0/0/name", 1, false, "observations[0].kernels[0][0].name must be a string"},
+      {"/observations/0/batch_invariance/rows_checked", "4", false,
+       "observations[0].batch_invariance.rows_checked must be an integer"},
+      {"/observations/0/details", J::object({{"a\nb", 1}}), false, "observations[0].details[\"a\\nb\"] must be a string"},
+  };
+}
+
+std::string write_corrupt(const fs::path& dir, const Corruption& c) {
+  nlohmann::json j = good_document();
+  nlohmann::json::json_pointer p(c.pointer);
+  if (c.erase)
+    j[p.parent_pointer()].erase(p.back());
+  else
+    j[p] = c.value;
+  std::string text = j.dump(1);
+  std::ofstream(dir / "results.json", std::ios::binary) << text;
+  return text;
+}
+
+bool any_temp_file(const fs::path& dir) {
+  for (auto& e : fs::directory_iterator(dir))
+    if (e.path().filename().string().find(".tmp") != std::string::npos) return true;
+  return false;
+}
+
+int count_lines_with(const std::string& text, const std::string& what) {
+  std::istringstream in(text);
+  int n = 0;
+  for (std::string line; std::getline(in, line);) n += line.find(what) != std::string::npos;
+  return n;
+}
+
+}  // namespace
+
+TEST(ResultsFile, GoodDocumentLoadsAndRoundTrips) {
+  fs::path dir = fresh_dir("results-good");
+  fs::create_directories(dir);
+  nlohmann::json j = good_document();
+  j["training"][0]["curve"][1] = nullptr;  // how a NaN loss is written
+  j["training"][0]["final_loss"] = nullptr;
+  std::ofstream(dir / "results.json") << j.dump();
+  Results r;
+  std::string err;
+  ASSERT_TRUE(load_results((dir / "results.json").string(), &r, &err)) << err;
+  EXPECT_TRUE(std::isnan(r.training[0]["final_loss"].get<double>())) << "null reads back as NaN";
+  EXPECT_TRUE(std::isnan(r.training[0]["curve"][1].get<double>()));
+  EXPECT_EQ(to_json(r).dump(), j.dump()) << "NaN is written as null again";
+  fs::remove_all(dir);
+}
+
+TEST(ResultsFile, EachCorruptFieldIsNamedOnOneLine) {
+  fs::path dir = fresh_dir("results-corrupt");
+  fs::create_directories(dir);
+  for (auto& c : corruptions()) {
+    std::string text = write_corrupt(dir, c);
+    Results r;
+    std::string err;
+    bool ok = true;
+    EXPECT_NO_THROW(ok = load_results((dir / "results.json").string(), &r, &err)) << c.pointer;
+    EXPECT_FALSE(ok) << c.pointer;
+    std::string want = (dir / "results.json").string() + ": " + c.message;
+    EXPECT_EQ(err.substr(0, want.size()), want) << c.pointer;
+    EXPECT_EQ(err.find('\n'), std::string::npos) << err;
+    EXPECT_EQ(slurp(dir / "results.json"), text) << "the file is left as it was";
+  }
+  fs::remove_all(dir);
+}
+
+// Through the CLI: `report` and a resuming `probe` stop with exit code 2 and one line, and write nothing.
+TEST(ResultsFile, CorruptFieldStopsReportAndProbeAndLosesNothing) {
+  fs::path dir = fresh_dir("results-cli");
+  const std::set<std::string> cases = {"plan must be an object (got number)",
+                                       "plan.repeats must be an integer",
+                                       "machine must be an object (got string)",
+                                       "training must be an array (got object)",
+                                       "training[0].curve[2] must be a number or null",
+                                       "observations[0].repeats must be an integer",
+                                       "observations[0].fingerprints[1] must be a string (got number)",
+                                       "observations[0].seconds must be an array (got string)"};
+  size_t ran = 0;
+  for (auto& c : corruptions()) {
+    if (!cases.count(c.message)) continue;
+    ++ran;
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    std::string text = write_corrupt(dir, c);
+    CliRun rep = run_cli("report " + dir.string());
+    EXPECT_EQ(rep.code, 2) << c.pointer << ": " << rep.err;
+    EXPECT_EQ(std::count(rep.err.begin(), rep.err.end(), '\n'), 1) << rep.err;
+    EXPECT_NE(rep.err.find(c.message), std::string::npos) << rep.err;
+    EXPECT_FALSE(fs::exists(dir / "report.md"));
+    CliRun probe = run_cli("probe --targets cpu-ref --workloads 'reduce?op=sum&n=100' --repeats 1 --out " + dir.string());
+    EXPECT_EQ(probe.code, 2) << c.pointer << ": " << probe.err;
+    EXPECT_EQ(count_lines_with(probe.err, "error"), 1) << probe.err;
+    EXPECT_NE(probe.err.find(c.message), std::string::npos) << probe.err;
+    EXPECT_EQ(slurp(dir / "results.json"), text) << c.pointer << ": the file is left as it was";
+    EXPECT_FALSE(any_temp_file(dir));
+  }
+  EXPECT_EQ(ran, 9u) << "every case above (one message appears twice)";
+  fs::remove_all(dir);
+}
+
+// Another writer's temporary file (a second process on the same --out) is neither truncated nor
+// renamed away: every writer has its own.
+TEST(ResultsFile, WritersDoNotShareTemporaryFiles) {
+  fs::path dir = fresh_dir("results-tmp");
+  fs::create_directories(dir);
+  std::string path = (dir / "results.json").string();
+  std::ofstream(path + ".tmp") << "another writer's half-written file";
+  std::string err;
+  ASSERT_TRUE(write_file_atomic(path, "mine", &err)) << err;
+  EXPECT_EQ(slurp(path), "mine");
+  EXPECT_EQ(slurp(path + ".tmp"), "another writer's half-written file");
+  fs::remove(path + ".tmp");
+  EXPECT_FALSE(any_temp_file(dir));
+  fs::remove_all(dir);
+}
+
+// A failed rename (the destination is a non-empty directory) removes the temporary file.
+TEST(ResultsFile, FailedRenameLeavesNoTemporaryFile) {
+  fs::path dir = fresh_dir("results-rename");
+  fs::create_directories(dir / "results.json" / "inside");
+  std::string err;
+  EXPECT_FALSE(write_file_atomic((dir / "results.json").string(), "x", &err));
+  EXPECT_NE(err.find("rename failed"), std::string::npos) << err;
+  EXPECT_FALSE(any_temp_file(dir));
+  EXPECT_TRUE(fs::is_directory(dir / "results.json" / "inside"));
+  fs::remove_all(dir);
+}
+
+// A full disk, made without root: a child process whose file size limit is 64 KiB writes a large
+// document over a good results.json. The write fails with a message, the old file is intact, and no
+// temporary file is left.
+TEST(ResultsFile, FullDiskKeepsTheOldFileAndLeavesNoTemporaryFile) {
+  fs::path dir = fresh_dir("results-full");
+  fs::create_directories(dir);
+  std::string path = (dir / "results.json").string();
+  Results small;
+  small.observations.resize(3);
+  std::string err;
+  ASSERT_TRUE(save_results(path, small, &err)) << err;
+  std::string before = slurp(path);
+  Results big;
+  big.observations.assign(5000, small.observations[0]);
+  for (auto& o : big.observations) o.reason = std::string(100, 'r');
+
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    close(fds[0]);
+    signal(SIGXFSZ, SIG_IGN);  // the write then fails with EFBIG instead of killing the process
+    rlimit lim{64 * 1024, 64 * 1024};
+    setrlimit(RLIMIT_FSIZE, &lim);
+    std::string e;
+    bool ok = save_results(path, big, &e);
+    std::string msg = (ok ? "ok " : "failed ") + e;
+    ssize_t w = write(fds[1], msg.data(), msg.size());
+    _exit(w < 0 ? 3 : 0);
+  }
+  close(fds[1]);
+  std::string msg;
+  char buf[512];
+  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) > 0;) msg.append(buf, size_t(n));
+  close(fds[0]);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_EQ(msg.rfind("failed " + path + ": write failed: ", 0), 0u) << msg;
+  EXPECT_EQ(slurp(path), before) << "the old results are intact";
+  EXPECT_FALSE(any_temp_file(dir));
+  fs::remove_all(dir);
+}
