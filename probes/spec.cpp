@@ -120,6 +120,8 @@ namespace {
 struct Check {
   std::function<std::string(const std::string&)> fn;
   std::string values;  // for --help: "a|b|c" or "1..256"
+  // The canonical spelling of a valid value (numbers: "01" and "1" are one value, "-0" is "0").
+  std::function<std::string(const std::string&)> canon = [](const std::string& v) { return v; };
   std::string operator()(const std::string& v) const { return fn(v); }
 };
 struct KeyRule {
@@ -154,7 +156,13 @@ Check int_in(int64_t lo, int64_t hi, std::vector<std::string> words = {}) {
     if (x < lo || x > hi) return fmt::format("expected {} <= value <= {}", lo, hi);
     return "";
   },
-          values};
+          values,
+          [=](const std::string& v) -> std::string {
+            if (std::find(words.begin(), words.end(), v) != words.end()) return v;
+            int64_t x = 0;
+            std::from_chars(v.data(), v.data() + v.size(), x);
+            return std::to_string(x);
+          }};
 }
 
 // Core types OpenBLAS 0.3.21 recognises. It silently runs an unknown name (and "SapphireRapids") as
@@ -315,7 +323,7 @@ bool validate(const std::vector<NameRule>& rules, const char* what, const std::s
   canon.device = out->device;
   for (auto& kr : rule->keys) {
     if (out->has(kr.key))
-      canon.params.emplace_back(kr.key, out->get(kr.key));
+      canon.params.emplace_back(kr.key, kr.check.canon(out->get(kr.key)));
     else if (!kr.fallback.empty())
       canon.params.emplace_back(kr.key, kr.fallback);
   }

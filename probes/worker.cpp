@@ -14,18 +14,13 @@
 
 #include <fmt/format.h>
 
+#include "probes/child.hpp"
+#include "probes/oracle_cache.hpp"
 #include "probes/targets.hpp"
 #include "probes/workload.hpp"
-
-extern char** environ;
+#include "report/results.hpp"
 
 namespace detaudit {
-
-std::string signal_description(int sig) {
-  const char* abbrev = sigabbrev_np(sig);
-  const char* desc = strsignal(sig);
-  return fmt::format("SIG{} ({})", abbrev ? abbrev : std::to_string(sig).c_str(), desc ? desc : "unknown");
-}
 
 // ------------------------------------------------------------------------------------------------
 // Worker side
@@ -48,13 +43,6 @@ bool write_all(int fd, const std::string& s) {
 }
 
 void emit(int fd, const nlohmann::json& j) { write_all(fd, j.dump() + "\n"); }
-
-bool read_file(const std::string& path, std::vector<uint8_t>* out) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return false;
-  out->assign(std::istreambuf_iterator<char>(f), {});
-  return true;
-}
 
 ObsStatus status_for(const Status& st) {
   return (st.code() == Status::Code::kUnsupported || st.code() == Status::Code::kUnavailable) ? ObsStatus::kSkipped
@@ -84,8 +72,25 @@ Observation observe(Backend* backend, const std::string& target_text, const Work
   Status st = w->setup(*backend);
   if (!st) return fail(st);
 
+  // The oracle entry was checked by the parent; the worker checks it again (it may have changed since)
+  // and compares the inputs it generated with those the oracle was computed from.
   std::vector<uint8_t> oracle;
-  bool have_oracle = !item.oracle_path.empty() && read_file(item.oracle_path, &oracle) && oracle.size() == w->output_bytes();
+  bool have_oracle = false;
+  if (!item.oracle_path.empty()) {
+    OracleEntry e;
+    std::string why;
+    if (!read_oracle_entry(item.oracle_path, oracle_key(item.workload), &e, &why))
+      o.details["oracle_problem"] = why;
+    else if (e.inputs != w->input_fingerprint())
+      o.details["oracle_problem"] = "oracle computed from other inputs (" + e.inputs.hex() + ", here " +
+                                    w->input_fingerprint().hex() + ")";
+    else if (e.payload.size() != w->output_bytes())
+      o.details["oracle_problem"] = fmt::format("oracle holds {} bytes, output has {}", e.payload.size(), w->output_bytes());
+    else {
+      oracle = std::move(e.payload);
+      have_oracle = true;
+    }
+  }
   std::vector<uint8_t> host(w->output_bytes());
   std::map<std::string, bool> seen;  // fingerprints whose output has been compared with the oracle
   OracleDistance dist;
@@ -142,7 +147,66 @@ Observation observe(Backend* backend, const std::string& target_text, const Work
   return o;
 }
 
+bool parse_worker_request(const std::string& text, WorkerRequest* out, std::string* err) {
+  nlohmann::json req = nlohmann::json::parse(text, nullptr, false);
+  auto bad = [&](const std::string& why) {
+    *err = "malformed request: " + why;
+    return false;
+  };
+  if (req.is_discarded() || !req.is_object()) return bad("not a JSON object");
+  if (!req.contains("protocol") || !req["protocol"].is_string() || req["protocol"] != kWorkerProtocol)
+    return bad(fmt::format("\"protocol\" must be \"{}\"", kWorkerProtocol));
+  if (!req.contains("target") || !req["target"].is_string()) return bad("\"target\" must be a string");
+  WorkerRequest r;
+  if (!parse_target(req["target"].get<std::string>(), &r.target, err)) return bad(*err);
+  const auto& rep = req.contains("repeats") ? req["repeats"] : nlohmann::json();
+  if (!rep.is_number_integer() || rep.get<int64_t>() < 1 || rep.get<int64_t>() > kMaxRepeats)
+    return bad(fmt::format("\"repeats\" must be an integer in 1..{}", kMaxRepeats));
+  r.repeats = int(rep.get<int64_t>());
+  if (!req.contains("items") || !req["items"].is_array()) return bad("\"items\" must be an array");
+  for (const auto& it : req["items"]) {
+    if (!it.is_object()) return bad("every item must be an object");
+    if (!it.contains("index") || !it["index"].is_number_unsigned()) return bad("item \"index\" must be an unsigned integer");
+    if (!it.contains("workload") || !it["workload"].is_string()) return bad("item \"workload\" must be a string");
+    WorkItem wi;
+    if (!parse_workload(it["workload"].get<std::string>(), &wi.workload, err)) return bad(*err);
+    for (auto [key, dst] : {std::pair{"oracle", &wi.oracle_path}, {"write_oracle", &wi.write_oracle}}) {
+      if (!it.contains(key)) continue;
+      if (!it[key].is_string()) return bad(fmt::format("item \"{}\" must be a string", key));
+      *dst = it[key].get<std::string>();
+    }
+    r.items.push_back(std::move(wi));
+    r.indices.push_back(it["index"].get<size_t>());
+  }
+  *out = std::move(r);
+  return true;
+}
+
+namespace {
+// An oracle item: compute cpu-ref's output and write it where the parent asked. Its "observation" says
+// only whether that worked; a crash or timeout is charged to the oracle by the parent.
+Observation observe_oracle(const WorkItem& item) {
+  Observation o;
+  o.workload = item.workload.str();
+  o.target = "cpu-ref";
+  o.repeats = 1;
+  OracleEntry e;
+  e.key = oracle_key(item.workload);
+  Status st = compute_oracle(item.workload, &e.payload, &e.inputs);
+  std::string err;
+  if (!st) {
+    o.status = status_for(st);
+    o.reason = st.message();
+  } else if (!write_oracle_entry(item.write_oracle, e, &err)) {
+    o.status = ObsStatus::kError;
+    o.reason = err;
+  }
+  return o;
+}
+}  // namespace
+
 int worker_main(int in_fd, int out_fd) {
+  child_die_with_parent();
   std::string input;
   char buf[65536];
   for (;;) {
@@ -151,46 +215,32 @@ int worker_main(int in_fd, int out_fd) {
     if (n <= 0) break;
     input.append(buf, size_t(n));
   }
-  nlohmann::json req = nlohmann::json::parse(input, nullptr, false);
-  if (req.is_discarded() || req.value("protocol", "") != kWorkerProtocol) {
-    fmt::print(stderr, "detaudit worker: malformed request (expected protocol {})\n", kWorkerProtocol);
-    return 2;
-  }
-  Spec target;
+  WorkerRequest req;
   std::string err;
-  if (!parse_target(req.value("target", ""), &target, &err)) {
+  if (!parse_worker_request(input, &req, &err)) {
     fmt::print(stderr, "detaudit worker: {}\n", err);
     return 2;
   }
-  int repeats = req.value("repeats", 1);
-  std::vector<WorkItem> items;
-  std::vector<int> indices;
-  for (auto& it : req.at("items")) {
-    WorkItem wi;
-    if (!parse_workload(it.value("workload", ""), &wi.workload, &err)) {
-      fmt::print(stderr, "detaudit worker: {}\n", err);
-      return 2;
-    }
-    wi.oracle_path = it.value("oracle", "");
-    items.push_back(wi);
-    indices.push_back(it.value("index", 0));
-  }
-
   Status st;
-  std::unique_ptr<Backend> backend = make_target_backend(target, &st);
-  for (size_t i = 0; i < items.size(); ++i) {
-    emit(out_fd, {{"event", "begin"}, {"index", indices[i]}});
+  std::unique_ptr<Backend> backend;
+  bool any_target_item = false;
+  for (auto& it : req.items) any_target_item |= it.write_oracle.empty();
+  if (any_target_item) backend = make_target_backend(req.target, &st);
+  for (size_t i = 0; i < req.items.size(); ++i) {
+    emit(out_fd, {{"event", "begin"}, {"index", req.indices[i]}});
     Observation o;
-    if (!backend) {
-      o.workload = items[i].workload.str();
-      o.target = target.str();
-      o.repeats = repeats;
+    if (!req.items[i].write_oracle.empty()) {
+      o = observe_oracle(req.items[i]);
+    } else if (!backend) {
+      o.workload = req.items[i].workload.str();
+      o.target = req.target.str();
+      o.repeats = req.repeats;
       o.status = status_for(st);
       o.reason = st.message();
     } else {
-      o = observe(backend.get(), target.str(), items[i], repeats);
+      o = observe(backend.get(), req.target.str(), req.items[i], req.repeats);
     }
-    emit(out_fd, {{"event", "observation"}, {"index", indices[i]}, {"observation", to_json(o)}});
+    emit(out_fd, {{"event", "observation"}, {"index", req.indices[i]}, {"observation", to_json(o)}});
   }
   emit(out_fd, {{"event", "done"}});
   return 0;
@@ -199,78 +249,6 @@ int worker_main(int in_fd, int out_fd) {
 // ------------------------------------------------------------------------------------------------
 // Parent side
 // ------------------------------------------------------------------------------------------------
-namespace {
-
-struct Child {
-  pid_t pid = -1;
-  int out_fd = -1;
-};
-
-std::vector<std::string> build_env(const std::map<std::string, std::string>& overrides) {
-  std::vector<std::string> env;
-  for (char** e = environ; *e; ++e) {
-    std::string kv = *e;
-    std::string key = kv.substr(0, kv.find('='));
-    if (overrides.count(key)) continue;
-    env.push_back(kv);
-  }
-  for (auto& [k, v] : overrides)
-    if (!v.empty()) env.push_back(k + "=" + v);
-  return env;
-}
-
-// Starts a worker in its own process group; writes the request to its stdin and closes it.
-bool spawn_worker(const WorkerOptions& opt, const Spec& target, const std::string& request, Child* child,
-                  std::string* err) {
-  int in_pipe[2], out_pipe[2];
-  if (pipe2(in_pipe, O_CLOEXEC) != 0 || pipe2(out_pipe, O_CLOEXEC) != 0) {
-    *err = std::string("pipe: ") + std::strerror(errno);
-    return false;
-  }
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, in_pipe[0], 0);
-  posix_spawn_file_actions_adddup2(&fa, out_pipe[1], 1);
-  if (!opt.log_path.empty())
-    posix_spawn_file_actions_addopen(&fa, 2, opt.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
-  posix_spawnattr_setpgroup(&attr, 0);
-  sigset_t all, none;
-  sigfillset(&all);
-  sigemptyset(&none);
-  posix_spawnattr_setsigdefault(&attr, &all);
-  posix_spawnattr_setsigmask(&attr, &none);
-
-  std::vector<std::string> env = build_env(target_environment(target));
-  std::vector<char*> envp;
-  for (auto& e : env) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  std::string exe = opt.exe, sub = kWorkerSubcommand;
-  char* argv[] = {exe.data(), sub.data(), nullptr};
-  pid_t pid;
-  int rc = posix_spawn(&pid, exe.c_str(), &fa, &attr, argv, envp.data());
-  posix_spawn_file_actions_destroy(&fa);
-  posix_spawnattr_destroy(&attr);
-  ::close(in_pipe[0]);
-  ::close(out_pipe[1]);
-  if (rc != 0) {
-    ::close(in_pipe[1]);
-    ::close(out_pipe[0]);
-    *err = fmt::format("cannot start worker {}: {}", exe, std::strerror(rc));
-    return false;
-  }
-  // The request is small; a worker that dies before reading it gives EPIPE, which is ignored here
-  // (SIGPIPE is ignored by the CLI) and shows up as the worker's death.
-  write_all(in_pipe[1], request);
-  ::close(in_pipe[1]);
-  child->pid = pid;
-  child->out_fd = out_pipe[0];
-  return true;
-}
-
-}  // namespace
 
 void run_target(const Spec& target, const std::vector<WorkItem>& items, const WorkerOptions& opt,
                 const ObservationSink& sink, const ProgressSink& progress) {
@@ -287,89 +265,65 @@ void run_target(const Spec& target, const std::vector<WorkItem>& items, const Wo
   while (next < items.size()) {
     nlohmann::json req = {{"protocol", kWorkerProtocol}, {"target", target.str()}, {"repeats", opt.repeats}};
     nlohmann::json arr = nlohmann::json::array();
-    for (size_t i = next; i < items.size(); ++i)
-      arr.push_back({{"index", i}, {"workload", items[i].workload.str()}, {"oracle", items[i].oracle_path}});
+    for (size_t i = next; i < items.size(); ++i) {
+      nlohmann::json it = {{"index", i}, {"workload", items[i].workload.str()}, {"oracle", items[i].oracle_path}};
+      if (!items[i].write_oracle.empty()) it["write_oracle"] = items[i].write_oracle;
+      arr.push_back(std::move(it));
+    }
     req["items"] = arr;
-    Child child;
-    std::string err;
-    if (!spawn_worker(opt, target, req.dump(), &child, &err)) {
-      for (; next < items.size(); ++next) record(next, ObsStatus::kError, err);
+    ChildSpec cs;
+    cs.exe = opt.exe;
+    cs.args = {kWorkerSubcommand};
+    cs.env = target_environment(target);
+    cs.request = req.dump();
+    cs.log_path = opt.log_path;
+    bool done = false;
+    ChildExit ex = run_child(cs, opt.timeout_s, [&](const std::string& line) {
+      nlohmann::json ev = nlohmann::json::parse(line, nullptr, false);
+      if (!ev.is_object()) return false;  // not a protocol line
+      std::string kind = ev.value("event", "");
+      const auto* ix = ev.contains("index") && ev["index"].is_number_unsigned() ? &ev["index"] : nullptr;
+      size_t idx = ix ? ix->get<size_t>() : size_t(-1);
+      if (kind == "begin" && idx == next) {
+        if (progress) progress(items[next]);
+        return true;
+      }
+      if (kind == "observation" && idx == next && next < items.size()) {
+        Observation o;
+        std::string perr;
+        if (!ev.contains("observation") || !from_json(ev["observation"], &o, &perr)) {
+          o = Observation{};
+          o.workload = items[idx].workload.str();
+          o.target = target.str();
+          o.repeats = opt.repeats;
+          o.status = ObsStatus::kError;
+          o.reason = "worker sent " + (perr.empty() ? std::string("no observation") : perr);
+        }
+        sink(items[idx], std::move(o));
+        ++next;
+        return true;
+      }
+      if (kind == "done") done = true;
+      return false;
+    });
+    if (!ex.started) {
+      for (; next < items.size(); ++next) record(next, ObsStatus::kError, ex.error);
       return;
     }
-    std::string pending;
-    bool done = false, timed_out = false;
-    auto deadline = Clock::now() + std::chrono::duration<double>(opt.timeout_s);
-    bool eof = false;
-    while (!eof && !done) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-      if (left <= 0) {
-        timed_out = true;
-        break;
-      }
-      pollfd pfd{child.out_fd, POLLIN, 0};
-      int pr = ::poll(&pfd, 1, int(std::min<int64_t>(left, 1000)));
-      if (pr < 0 && errno == EINTR) continue;
-      if (pr <= 0) continue;
-      char buf[65536];
-      ssize_t n = ::read(child.out_fd, buf, sizeof buf);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        eof = true;
-        break;
-      }
-      pending.append(buf, size_t(n));
-      size_t nl;
-      while ((nl = pending.find('\n')) != std::string::npos) {
-        std::string line = pending.substr(0, nl);
-        pending.erase(0, nl + 1);
-        nlohmann::json ev = nlohmann::json::parse(line, nullptr, false);
-        if (ev.is_discarded()) continue;  // not a protocol line
-        std::string kind = ev.value("event", "");
-        if (kind == "begin") {
-          size_t idx = ev.value("index", size_t(0));
-          if (idx == next) {
-            deadline = Clock::now() + std::chrono::duration<double>(opt.timeout_s);
-            if (progress) progress(items[next]);
-          }
-        } else if (kind == "observation") {
-          size_t idx = ev.value("index", size_t(0));
-          Observation o;
-          std::string perr;
-          if (idx != next) continue;
-          if (!from_json(ev.at("observation"), &o, &perr)) {
-            o = Observation{};
-            o.workload = items[idx].workload.str();
-            o.target = target.str();
-            o.repeats = opt.repeats;
-            o.status = ObsStatus::kError;
-            o.reason = "worker sent " + perr;
-          }
-          sink(items[idx], std::move(o));
-          ++next;
-          deadline = Clock::now() + std::chrono::duration<double>(opt.timeout_s);
-        } else if (kind == "done") {
-          done = true;
-        }
-      }
-    }
-    if (timed_out) ::kill(-child.pid, SIGKILL);
-    ::close(child.out_fd);
-    int wstatus = 0;
-    while (::waitpid(child.pid, &wstatus, 0) < 0 && errno == EINTR) {
-    }
-    if (timed_out) {
-      if (next < items.size())
-        record(next++, ObsStatus::kTimeout, fmt::format("no result after {:g} s; worker killed", opt.timeout_s));
+    // Interrupted: the item in progress is not finished and is not recorded; the caller stops.
+    if (ex.interrupted) return;
+    if (next >= items.size()) break;
+    if (ex.timed_out) {
+      record(next++, ObsStatus::kTimeout, fmt::format("no result after {:g} s; worker killed", opt.timeout_s));
       continue;
     }
-    if (done && next >= items.size()) break;
-    if (next >= items.size()) break;
     // The worker died with items left: the one in progress is the casualty.
-    if (WIFSIGNALED(wstatus))
-      record(next++, ObsStatus::kCrashed, signal_description(WTERMSIG(wstatus)));
+    if (ex.signaled)
+      record(next++, ObsStatus::kCrashed, signal_description(ex.sig));
+    else if (done)
+      record(next++, ObsStatus::kError, "worker said done before finishing every item");
     else
-      record(next++, ObsStatus::kError,
-             fmt::format("worker exited with code {} before finishing", WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : -1));
+      record(next++, ObsStatus::kError, fmt::format("worker exited with code {} before finishing", ex.code));
   }
 }
 

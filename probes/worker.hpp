@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "probes/child.hpp"
 #include "probes/observation.hpp"
 #include "probes/spec.hpp"
 
@@ -25,10 +26,12 @@ namespace detaudit {
 
 inline constexpr const char* kWorkerProtocol = "detaudit-worker/1";
 inline constexpr const char* kWorkerSubcommand = "__worker";
+inline constexpr int64_t kMaxRepeats = 100000;
 
 struct WorkItem {
   Spec workload;
   std::string oracle_path;  // raw output bytes of cpu-ref for this workload; empty: no oracle
+  std::string write_oracle;  // oracle workers only: compute the oracle and write it here (no target run)
 };
 
 struct WorkerOptions {
@@ -46,13 +49,20 @@ using ProgressSink = std::function<void(const WorkItem&)>;  // called when a wor
 void run_target(const Spec& target, const std::vector<WorkItem>& items, const WorkerOptions& opt,
                 const ObservationSink& sink, const ProgressSink& progress);
 
+// A parsed and validated worker request (every field checked: protocol, target, repeats in
+// 1..100000, items an array of {index: unsigned, workload: spec, oracle: string, write_oracle: string}).
+struct WorkerRequest {
+  Spec target;
+  int repeats = 1;
+  std::vector<WorkItem> items;
+  std::vector<size_t> indices;
+};
+bool parse_worker_request(const std::string& text, WorkerRequest* out, std::string* err);
+
 // Worker side: reads the request from `in_fd`, writes events to `out_fd`. Returns the exit code.
 int worker_main(int in_fd, int out_fd);
 
 // Runs one workload on one backend in this process (what a worker does per item). Exposed for tests.
 Observation observe(Backend* backend, const std::string& target_text, const WorkItem& item, int repeats);
-
-// "SIGILL (Illegal instruction)".
-std::string signal_description(int sig);
 
 }  // namespace detaudit

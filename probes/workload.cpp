@@ -1,6 +1,8 @@
 #include "probes/workload.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <cstring>
 
 #include "kernels/cpu/ref.hpp"
@@ -23,6 +25,7 @@ void* Workload::upload_floats(Backend& b, const std::vector<float>& v, Status* s
     return nullptr;
   }
   buffers_.push_back(p);
+  input_hashes_ += fingerprint_bytes(v.data(), v.size() * sizeof(float)).hex();
   *st = b.upload(p, v.data(), v.size() * sizeof(float));
   return p;
 }
@@ -33,6 +36,7 @@ void* Workload::upload_doubles(Backend& b, const std::vector<double>& v, Status*
     return nullptr;
   }
   buffers_.push_back(p);
+  input_hashes_ += fingerprint_bytes(v.data(), v.size() * sizeof(double)).hex();
   *st = b.upload(p, v.data(), v.size() * sizeof(double));
   return p;
 }
@@ -49,6 +53,7 @@ void* Workload::alloc_zero(Backend& b, size_t bytes, Status* st) {
 void Workload::teardown(Backend& b) {
   for (void* p : buffers_) b.free(p);
   buffers_.clear();
+  input_hashes_.clear();
   out_ = nullptr;
 }
 
@@ -280,11 +285,12 @@ std::unique_ptr<Workload> Workload::create(const Spec& spec) {
   return nullptr;
 }
 
-Status compute_oracle(const Spec& workload, std::vector<uint8_t>* out) {
+Status compute_oracle(const Spec& workload, std::vector<uint8_t>* out, Fingerprint* inputs) {
   auto ref = make_cpu_ref();
   auto w = Workload::create(workload);
   if (!w) return Status::invalid("unknown workload " + workload.name);
   Status st = w->setup(*ref);
+  if (st && inputs) *inputs = w->input_fingerprint();
   if (st) st = w->run(*ref);
   if (st) {
     out->resize(w->output_bytes());
@@ -292,6 +298,79 @@ Status compute_oracle(const Spec& workload, std::vector<uint8_t>* out) {
   }
   w->teardown(*ref);
   return st;
+}
+
+MemoryEstimate estimate_memory(const Spec& w) {
+  // In doubles: the parser's limits allow products far beyond 2^64 bytes.
+  auto d = [&](const char* k, double fallback) { return double(w.get_int(k, int64_t(fallback))); };
+  MemoryEstimate e;
+  double es = w.get("dtype", "f32") == "f64" ? 8 : 4;
+  double in = 0, out = 0, work = 0;
+  if (w.name == "matmul" || w.name == "batchinv") {
+    double m = d("m", 1), n = d("n", 1), k = d("k", 1);
+    in = (m * k + k * n) * es;
+    out = m * n * es;
+    work = in;  // packed copies of A and B panels
+  } else if (w.name == "conv2d") {
+    double n = d("n", 1), c = d("c", 1), h = d("h", 1), wd = d("w", 1), k = d("k", 1), r = d("r", 1), s = d("s", 1),
+           st = d("stride", 1), pad = d("pad", 0);
+    double p = std::floor((h + 2 * pad - r) / st) + 1, q = std::floor((wd + 2 * pad - s) / st) + 1;
+    double x = n * c * h * wd * 4, y = n * k * p * q * 4, f = k * c * r * s * 4;
+    std::string pass = w.get("pass", "fwd");
+    out = pass == "fwd" ? y : pass == "bwd_data" ? x : f;
+    in = x + y + f - out;
+    work = n * p * q * c * r * s * 4;  // one im2col matrix
+  } else if (w.name == "reduce") {
+    double n = d("n", 1);
+    in = n * 4 * (w.get("op") == "dot" ? 2 : 1);
+    out = w.get("op") == "softmax" ? n * 4 : 4;
+    work = w.get("op") == "softmax" ? n * 8 : 0;
+  } else if (w.name == "maxpool") {
+    double n = d("n", 1), c = d("c", 1), h = d("h", 1), wd = d("w", 1), win = d("window", 2), st = d("stride", 2);
+    double y = n * c * (std::floor((h - win) / st) + 1) * (std::floor((wd - win) / st) + 1) * 4, x = n * c * h * wd * 4;
+    bool bwd = w.get("pass", "bwd") == "bwd";
+    out = bwd ? x : y;
+    in = bwd ? x + 2 * y : x;
+    work = bwd ? x : 0;
+  }
+  e.inputs = 2 * in;        // the host vectors and the backend's copies
+  e.outputs = 3 * out;      // the backend's output, its host copy and the oracle's output
+  e.oracle = out / es * 8;  // cpu-ref accumulates in double
+  e.workspace = work;
+  return e;
+}
+
+uint64_t available_memory_bytes(std::string* source) {
+  uint64_t avail = 0;
+  if (FILE* f = std::fopen("/proc/meminfo", "r")) {
+    char line[256];
+    while (std::fgets(line, sizeof line, f)) {
+      unsigned long long kb = 0;
+      if (std::sscanf(line, "MemAvailable: %llu kB", &kb) == 1) {
+        avail = uint64_t(kb) * 1024;
+        if (source) *source = "MemAvailable in /proc/meminfo";
+      }
+    }
+    std::fclose(f);
+  }
+  auto read_u64 = [](const char* path, uint64_t* v) {
+    FILE* f = std::fopen(path, "r");
+    if (!f) return false;
+    unsigned long long x = 0;
+    bool ok = std::fscanf(f, "%llu", &x) == 1;  // "max" (no limit) does not parse
+    std::fclose(f);
+    *v = x;
+    return ok;
+  };
+  uint64_t max = 0, cur = 0;
+  if (read_u64("/sys/fs/cgroup/memory.max", &max) && read_u64("/sys/fs/cgroup/memory.current", &cur)) {
+    uint64_t left = max > cur ? max - cur : 0;
+    if (avail == 0 || left < avail) {
+      avail = left;
+      if (source) *source = "the cgroup's memory.max less memory.current";
+    }
+  }
+  return avail;
 }
 
 }  // namespace detaudit

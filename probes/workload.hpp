@@ -30,6 +30,8 @@ class Workload {
   // Batch invariance (batchinv only): after run(), recompute sampled rows alone and compare bitwise.
   virtual Status batch_check(Backend& b, BatchInvariance* out) { return Status::unsupported("not a batchinv workload"); }
   void* output() const { return out_; }
+  // Fingerprint of every input uploaded by setup(), in order: what the oracle cache is keyed by.
+  Fingerprint input_fingerprint() const { return fingerprint_bytes(input_hashes_.data(), input_hashes_.size()); }
   void teardown(Backend& b);
 
  protected:
@@ -43,9 +45,24 @@ class Workload {
   size_t out_elems_ = 0;
   void* out_ = nullptr;
   std::vector<void*> buffers_;  // everything allocated on the backend, freed by teardown
+  std::string input_hashes_;    // hex fingerprints of the inputs, in upload order
 };
 
-// Runs the workload once on cpu-ref and returns the output bytes.
-Status compute_oracle(const Spec& workload, std::vector<uint8_t>* out);
+// Runs the workload once on cpu-ref and returns the output bytes (and the inputs' fingerprint).
+Status compute_oracle(const Spec& workload, std::vector<uint8_t>* out, Fingerprint* inputs = nullptr);
+
+// Host memory one worker needs for a workload, in bytes, estimated from the spec before anything is
+// allocated: the inputs (generated on the host, then copied into the backend), the output (on the
+// backend, a host copy, and the oracle's output it is compared with), the oracle's own double
+// accumulators, and the workspace of the largest kernel (im2col panels of a convolution, gemm packing).
+struct MemoryEstimate {
+  double inputs = 0, outputs = 0, oracle = 0, workspace = 0;
+  double total() const { return inputs + outputs + oracle + workspace; }
+};
+MemoryEstimate estimate_memory(const Spec& workload);
+
+// Memory this process may still use: MemAvailable of /proc/meminfo, or the cgroup's memory.max less
+// its memory.current when that is lower. *source says which. 0 when neither can be read.
+uint64_t available_memory_bytes(std::string* source);
 
 }  // namespace detaudit

@@ -9,10 +9,10 @@
 #include <set>
 
 #include <fmt/format.h>
-#define XXH_INLINE_ALL
-#include <xxhash.h>
 
+#include "probes/child.hpp"
 #include "probes/env.hpp"
+#include "probes/oracle_cache.hpp"
 #include "probes/worker.hpp"
 #include "probes/workload.hpp"
 #include "report/train_report.hpp"
@@ -200,29 +200,96 @@ bool applicable(const Spec& t, const Spec& w) {
 }
 
 namespace {
-std::string oracle_path(const std::string& dir, const Spec& w) {
-  std::string s = w.str();
-  return fmt::format("{}/.oracle/{:016x}.bin", dir, XXH3_64bits(s.data(), s.size()));
-}
-
 std::string safe_name(const std::string& s) {
   std::string o;
   for (char c : s) o += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.') ? c : '_';
   return o;
 }
+
+std::string human_bytes(double b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  int u = 0;
+  while (b >= 1024 && u < 6) {
+    b /= 1024;
+    ++u;
+  }
+  return fmt::format("{:.1f} {}", b, units[u]);
+}
+
+// The oracle entries of every workload: reused when they pass every check, otherwise (missing, corrupt,
+// a directory in their place) removed and computed again by a cpu-ref worker under the plan's timeout.
+// A failed oracle is recorded in r->oracle_failures and its workload is compared with nothing.
+void prepare_oracles(const ProbePlan& plan, const ProbeRunOptions& opt, Results* r,
+                     const std::function<void(const std::string&)>& say) {
+  std::vector<WorkItem> todo;
+  for (auto& w : plan.workloads) {
+    std::string path = oracle_path(opt.out_dir, w), why;
+    OracleEntry e;
+    std::error_code ec;
+    if (!fs::exists(fs::symlink_status(path, ec))) {
+      todo.push_back({w, "", path});
+      continue;
+    }
+    if (read_oracle_entry(path, oracle_key(w), &e, &why)) continue;
+    say(fmt::format("oracle entry rejected, computing it again: {}", why));
+    fs::remove_all(path, ec);
+    todo.push_back({w, "", path});
+  }
+  if (todo.empty()) return;
+  WorkerOptions wo;
+  wo.exe = opt.exe;
+  wo.repeats = 1;
+  wo.timeout_s = plan.timeout_s;
+  wo.log_path = opt.out_dir + "/logs/oracle.log";
+  Spec ref;
+  std::string err;
+  parse_target("cpu-ref", &ref, &err);
+  size_t n = 0;
+  run_target(
+      ref, todo, wo,
+      [&](const WorkItem& w, Observation&& o) {
+        if (o.status == ObsStatus::kOk) {
+          r->oracle_failures.erase(w.workload.str());
+          return;
+        }
+        std::string why = fmt::format("{}{}", to_string(o.status), o.reason.empty() ? "" : ": " + o.reason);
+        say(fmt::format("oracle of {} failed ({}); its observations carry no distance", w.workload.str(), why));
+        r->oracle_failures[w.workload.str()] = why;
+      },
+      [&](const WorkItem& w) {
+        say(fmt::format("oracle {}/{}: {}", ++n, todo.size(), w.workload.str()));
+      });
+}
 }  // namespace
+
+size_t count_cells(const ProbePlan& plan) {
+  size_t n = 0;
+  for (auto& t : plan.targets)
+    for (auto& w : plan.workloads) n += applicable(t, w);
+  return n;
+}
+
+bool check_memory(const ProbePlan& plan, uint64_t available, const std::string& source, std::string* err) {
+  if (available == 0) return true;  // unknown: nothing to compare with
+  for (auto& w : plan.workloads) {
+    MemoryEstimate e = estimate_memory(w);
+    if (e.total() > double(available)) {
+      *err = fmt::format("workload {} needs about {} ({:.0f} bytes: inputs {}, outputs {}, oracle {}, workspace {}) "
+                         "but {} are available ({})",
+                         w.str(), human_bytes(e.total()), e.total(), human_bytes(e.inputs), human_bytes(e.outputs),
+                         human_bytes(e.oracle), human_bytes(e.workspace), human_bytes(double(available)), source);
+      return false;
+    }
+  }
+  return true;
+}
 
 int run_probe_suite(const ProbePlan& plan, const ProbeRunOptions& opt, Results* results, std::string* err) {
   auto say = [&](const std::string& s) {
     if (opt.progress) opt.progress(s);
   };
-  std::error_code ec;
-  fs::create_directories(opt.out_dir + "/.oracle", ec);
-  fs::create_directories(opt.out_dir + "/logs", ec);
-  if (ec) {
-    *err = fmt::format("cannot create {}: {}", opt.out_dir, ec.message());
-    return 2;
-  }
+  std::string source;
+  if (!check_memory(plan, available_memory_bytes(&source), source, err)) return 2;
   const std::string results_path = opt.out_dir + "/results.json";
   Results r;
   std::set<std::pair<std::string, std::string>> done;
@@ -245,23 +312,32 @@ int run_probe_suite(const ProbePlan& plan, const ProbeRunOptions& opt, Results* 
   } else {
     r.started_at = utc_now_iso8601();
   }
+  // Only now, with the old results read and accepted, is anything in out_dir created or removed.
+  std::error_code ec;
+  if (opt.fresh) fs::remove_all(opt.out_dir + "/.oracle", ec);
+  ec.clear();
+  fs::create_directories(opt.out_dir + "/.oracle", ec);
+  if (!ec) fs::create_directories(opt.out_dir + "/logs", ec);
+  if (ec) {
+    *err = fmt::format("cannot create {}: {}", opt.out_dir, ec.message());
+    return 2;
+  }
+  say(fmt::format("{}: {} targets x {} workloads ({} cells), {} repeats, results in {}",
+                  opt.custom ? "plan" : "suite " + plan.suite, plan.targets.size(), plan.workloads.size(),
+                  count_cells(plan), plan.repeats, opt.out_dir));
   r.finished_at.clear();
   r.command = opt.command;
   r.plan = plan.to_json();
   r.machine = machine_fingerprint();
   if (!save_results(results_path, r, err)) return 2;
 
-  // Oracle outputs, once per workload, shared with every worker through files.
-  for (size_t i = 0; i < plan.workloads.size(); ++i) {
-    std::string path = oracle_path(opt.out_dir, plan.workloads[i]);
-    if (fs::exists(path)) continue;
-    say(fmt::format("oracle {}/{}: {}", i + 1, plan.workloads.size(), plan.workloads[i].str()));
-    std::vector<uint8_t> bytes;
-    Status st = compute_oracle(plan.workloads[i], &bytes);
-    if (!st) continue;  // no oracle for this workload; observations then carry no distance
-    std::string content(bytes.begin(), bytes.end());
-    if (!write_file_atomic(path, content, err)) return 2;
-  }
+  auto stop = [&]() {
+    *results = r;
+    return kProbeInterrupted;
+  };
+  prepare_oracles(plan, opt, &r, say);
+  if (interrupted()) return stop();
+  if (!save_results(results_path, r, err)) return 2;
 
   WorkerOptions wo;
   wo.exe = opt.exe;
@@ -270,9 +346,11 @@ int run_probe_suite(const ProbePlan& plan, const ProbeRunOptions& opt, Results* 
   for (size_t ti = 0; ti < plan.targets.size(); ++ti) {
     const Spec& target = plan.targets[ti];
     std::vector<WorkItem> items;
-    for (auto& w : plan.workloads)
-      if (applicable(target, w) && !done.count({w.str(), target.str()}))
-        items.push_back({w, fs::exists(oracle_path(opt.out_dir, w)) ? oracle_path(opt.out_dir, w) : ""});
+    for (auto& w : plan.workloads) {
+      if (!applicable(target, w) || done.count({w.str(), target.str()})) continue;
+      std::string path = oracle_path(opt.out_dir, w);
+      items.push_back({w, r.oracle_failures.count(w.str()) || !fs::exists(path) ? "" : path, ""});
+    }
     if (items.empty()) continue;
     wo.log_path = opt.out_dir + "/logs/" + safe_name(target.str()) + ".log";
     size_t n = 0;
@@ -286,7 +364,7 @@ int run_probe_suite(const ProbePlan& plan, const ProbeRunOptions& opt, Results* 
           if (!o.reason.empty()) line += ": " + o.reason;
           say(line);
           r.observations.push_back(std::move(o));
-          if (!save_results(results_path, r, err)) save_failed = true;
+          if (!save_failed && !save_results(results_path, r, err)) save_failed = true;
         },
         [&](const WorkItem& w) {
           ++n;
@@ -294,6 +372,7 @@ int run_probe_suite(const ProbePlan& plan, const ProbeRunOptions& opt, Results* 
                           items.size(), w.workload.str()));
         });
     if (save_failed) return 2;
+    if (interrupted()) return stop();
   }
   r.finished_at = utc_now_iso8601();
   if (!save_results(results_path, r, err)) return 2;

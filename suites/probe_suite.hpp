@@ -33,11 +33,24 @@ struct ProbeRunOptions {
   std::string exe;       // the detaudit executable, for workers
   std::string command;   // recorded in results.json
   bool fresh = false;    // ignore existing results in out_dir
+  bool custom = false;   // targets or workloads came from the command line (progress wording only)
   std::function<void(const std::string&)> progress;  // one line per event, no newline
 };
 
+// The number of cells (target x workload pairs that apply) of a plan.
+size_t count_cells(const ProbePlan& plan);
+
+// False with *err naming the workload, the bytes it needs and those available when one of the plan's
+// workloads cannot fit in `available` bytes of memory (estimate_memory). available 0: unknown, true.
+bool check_memory(const ProbePlan& plan, uint64_t available, const std::string& source, std::string* err);
+
+inline constexpr int kProbeInterrupted = 3;
+
 // Runs the plan. Returns 0 when the audit completed (whatever it found), 2 when it could not run
-// (*err says why). Writes out_dir/results.json after every observation and the reports at the end.
+// (*err says why), kProbeInterrupted when SIGINT/SIGTERM/SIGHUP stopped it (every finished observation
+// is saved in out_dir/results.json and *results holds them; the run resumes with the same --out).
+// Refuses (2) before writing anything when a workload cannot fit in memory. Writes
+// out_dir/results.json after every observation and the reports at the end.
 int run_probe_suite(const ProbePlan& plan, const ProbeRunOptions& opt, Results* results, std::string* err);
 
 }  // namespace detaudit

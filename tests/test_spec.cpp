@@ -81,3 +81,21 @@ TEST(Spec, TestingTargetIsHiddenFromHelp) {
   EXPECT_EQ(target_help().find("testing"), std::string::npos);
   EXPECT_NE(target_help().find("openblas"), std::string::npos);
 }
+
+// Equal targets compare equal: a number has one spelling, so `threads=01` and `threads=1` are one
+// target in a plan, and `seed=-0` is `seed=0`.
+TEST(Spec, NumbersHaveOneCanonicalSpelling) {
+  auto canon = [](const std::string& text, bool target) {
+    Spec s;
+    std::string err;
+    EXPECT_TRUE(target ? parse_target(text, &s, &err) : parse_workload(text, &s, &err)) << err;
+    return s.str();
+  };
+  EXPECT_EQ(canon("cpu?threads=01", true), canon("cpu?threads=1", true));
+  EXPECT_EQ(canon("cpu?threads=0002&order=atomic", true), "cpu?order=atomic&threads=2&isa=auto");
+  EXPECT_EQ(canon("cuda:00?order=tree", true), canon("cuda:0", true));
+  EXPECT_EQ(canon("cudnn:0?fwd_algo=03", true), canon("cudnn:0?fwd_algo=3", true));
+  EXPECT_EQ(canon("cudnn:0?fwd_algo=auto", true), canon("cudnn:0", true));
+  EXPECT_EQ(canon("reduce?op=sum&n=100&seed=-0", false), canon("reduce?op=sum&n=0100&seed=0", false));
+  EXPECT_EQ(canon("matmul?m=8&n=8&k=8&seed=007", false), "matmul?m=8&n=8&k=8&ta=n&tb=n&dtype=f32&dist=uniform&seed=7");
+}

@@ -1,0 +1,57 @@
+// Child processes of detaudit (probe workers, oracle workers, training workers): started in their own
+// process group with their own environment, fed one request on stdin, read line by line on stdout
+// under a timeout, and never outliving the parent:
+//   - the child asks the kernel to kill it when the parent dies (PR_SET_PDEATHSIG, see
+//     child_die_with_parent(), called first thing in every hidden worker subcommand);
+//   - SIGINT/SIGTERM/SIGHUP in the parent (install_interrupt_handlers) kill every live child's group at
+//     once, and interrupted() then tells the orchestration to save what finished and stop.
+#pragma once
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace detaudit {
+
+struct ChildSpec {
+  std::string exe;                                 // the detaudit executable
+  std::vector<std::string> args;                   // after argv[0], e.g. {"__worker"}
+  std::map<std::string, std::string> env;          // overrides; an empty value unsets the variable
+  std::string request;                             // written to the child's stdin, which is then closed
+  std::string log_path;                            // the child's stderr is appended here ("" = inherit)
+};
+
+struct ChildExit {
+  bool started = false;       // false: it could not be started (error says why)
+  bool timed_out = false;     // killed after timeout_s without progress
+  bool interrupted = false;   // killed because detaudit itself was interrupted
+  bool signaled = false;      // died by signal `sig`
+  int sig = 0;
+  int code = -1;              // exit code when it exited normally
+  std::string error;
+};
+
+// Called for every line the child writes on stdout (without the newline). Return true when the line
+// is progress, which restarts the timeout.
+using LineSink = std::function<bool(const std::string& line)>;
+
+// Runs the child to its end, or kills its whole process group after timeout_s seconds without progress
+// (or at once when detaudit is interrupted).
+ChildExit run_child(const ChildSpec& spec, double timeout_s, const LineSink& on_line);
+
+// The parent side of interruption: SIGINT, SIGTERM and SIGHUP kill every running child group and set a
+// flag instead of ending the process; SIGPIPE is ignored (a closed stdout must not stop an audit).
+void install_interrupt_handlers();
+// The signal that interrupted detaudit, or 0.
+int interrupted();
+// For tests: forget an interruption.
+void clear_interrupted();
+
+// The child side: die when the parent dies, even when the parent is killed with SIGKILL. Exits at once
+// when the parent is already gone. Reads DETAUDIT_PARENT_PID, set by run_child.
+void child_die_with_parent();
+
+// "SIGILL (Illegal instruction)".
+std::string signal_description(int sig);
+
+}  // namespace detaudit

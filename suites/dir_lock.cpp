@@ -1,0 +1,52 @@
+#include "suites/dir_lock.hpp"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+namespace detaudit {
+
+DirLock::~DirLock() {
+  if (fd_ >= 0) ::close(fd_);  // releases the flock
+}
+
+bool DirLock::acquire(const std::string& dir, std::string* err) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    *err = fmt::format("cannot create {}: {}", dir, ec.message());
+    return false;
+  }
+  std::string path = dir + "/.lock";
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    *err = fmt::format("cannot open {}: {}", path, std::strerror(errno));
+    return false;
+  }
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    int e = errno;
+    char buf[32] = {};
+    ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+    ::close(fd);
+    long pid = n > 0 ? std::strtol(buf, nullptr, 10) : 0;
+    if (e == EWOULDBLOCK)
+      *err = pid > 0 ? fmt::format("{} is in use by pid {}", dir, pid) : fmt::format("{} is in use by another detaudit", dir);
+    else
+      *err = fmt::format("cannot lock {}: {}", path, std::strerror(e));
+    return false;
+  }
+  std::string me = fmt::format("{}\n", ::getpid());
+  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, me.data(), me.size(), 0) != ssize_t(me.size())) {
+    // The lock holds anyway; only the pid shown to a second process is missing.
+  }
+  fd_ = fd;
+  return true;
+}
+
+}  // namespace detaudit
