@@ -1,22 +1,21 @@
 #include "suites/train_design.hpp"
 
 #include <algorithm>
-#include <chrono>
+#include <cctype>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <map>
-#include <memory>
 #include <set>
 
 #include <fmt/format.h>
-#define XXH_INLINE_ALL
-#include <xxhash.h>
 
 #include "analysis/phases.hpp"
 #include "analysis/stats.hpp"
 #include "analysis/variance.hpp"
-#include "models/autoencoder.hpp"
+#include "kernels/fingerprint.hpp"
 #include "models/idx.hpp"
+#include "probes/child.hpp"
 #include "probes/env.hpp"
 #include "probes/targets.hpp"
 #include "report/train_report.hpp"
@@ -114,17 +113,219 @@ std::vector<PlannedRun> plan_runs(const TrainDesign& d, const std::vector<Target
   return runs;
 }
 
-std::string hash_hex(const void* p, size_t n) {
-  XXH128_hash_t h = XXH3_128bits(p, n);
-  return fmt::format("{:016x}{:016x}", h.high64, h.low64);
+std::string safe_name(const std::string& s) {
+  std::string o;
+  for (char c : s) o += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.') ? c : '_';
+  return o;
 }
 
-double window_mean(const std::vector<float>& curve, int window) {
-  if (curve.empty()) return NAN;
-  size_t w = std::min<size_t>(size_t(std::max(window, 1)), curve.size());
-  double s = 0;
-  for (size_t i = curve.size() - w; i < curve.size(); ++i) s += double(curve[i]);
-  return s / double(w);
+// JSON has no NaN or infinity: a non-finite loss comes back from the worker as null and is NaN again
+// here, as it was when runs ran in this process (results.json writes it as null either way).
+double number_or_nan(const nlohmann::json& j) { return j.is_number() ? j.get<double>() : NAN; }
+
+bool is_hex32(const nlohmann::json& j) {
+  Fingerprint fp;
+  return j.is_string() && Fingerprint::from_hex(j.get<std::string>(), &fp);
+}
+
+// The worker's "run" object, checked field by field before it enters results.json. False with *why.
+bool accept_worker_run(const nlohmann::json& w, int batches, nlohmann::json* out, std::string* why) {
+  if (!w.is_object() || !w.contains("status") || !w["status"].is_string()) return *why = "no status", false;
+  const std::string status = w["status"];
+  if (status == "skipped" || status == "error") {
+    if (w.size() != 2 || !w.contains("reason") || !w["reason"].is_string())
+      return *why = status + " without a reason", false;
+    *out = w;
+    return true;
+  }
+  if (status != "ok") return *why = "status '" + status + "'", false;
+  auto num_or_null = [](const nlohmann::json& j) { return j.is_number() || j.is_null(); };
+  const nlohmann::json no = nullptr;
+  auto get = [&](const char* k) -> const nlohmann::json& { return w.contains(k) ? w[k] : no; };
+  if (!num_or_null(get("final_loss")) || !w.contains("final_loss")) return *why = "final_loss", false;
+  const auto& curve = get("curve");
+  if (!curve.is_array() || curve.size() != size_t(batches) || !std::all_of(curve.begin(), curve.end(), num_or_null))
+    return *why = fmt::format("curve (expected {} losses)", batches), false;
+  for (const char* k : {"curve_fingerprint", "initial_weights_fingerprint", "weights_fingerprint"})
+    if (!is_hex32(get(k))) return *why = k, false;
+  for (const char* k : {"seconds", "steps_per_second"})
+    if (!get(k).is_number()) return *why = k, false;
+  if (!get("phases").is_object()) return *why = "phases", false;
+  if (w.size() != 9) return *why = "unknown fields", false;
+  *out = w;
+  (*out)["final_loss"] = number_or_nan(w["final_loss"]);
+  for (auto& x : (*out)["curve"]) x = number_or_nan(x);
+  return true;
+}
+
+// What became of a worker that sent no result: crashed (a signal), timeout (no progress), or error.
+nlohmann::json failure_fields(const ChildExit& ex, double timeout_s, uint64_t batches_done, int batches,
+                              const std::string& log_path) {
+  const std::string after = fmt::format("after batch {} of {}", batches_done, batches);
+  if (!ex.started) return {{"status", "error"}, {"reason", ex.error}};
+  if (ex.timed_out)
+    return {{"status", "timeout"},
+            {"reason", fmt::format("no progress for {:g} s {}; worker killed", timeout_s, after)},
+            {"timeout_s", timeout_s},
+            {"batches_done", batches_done}};
+  if (ex.signaled) {
+    const std::string sig = signal_description(ex.sig);  // "SIGSEGV (Segmentation fault)"
+    return {{"status", "crashed"},
+            {"reason", sig},
+            {"signal", sig.substr(0, sig.find(' '))},
+            {"batches_done", batches_done}};
+  }
+  return {
+      {"status", "error"},
+      {"reason", fmt::format("the worker exited with code {} without a result {} (see {})", ex.code, after, log_path)},
+      {"batches_done", batches_done}};
+}
+
+struct WorkerOutcome {
+  bool interrupted = false;
+  nlohmann::json fields;  // what the run adds to its identity: status, reason, results
+};
+
+// Runs one training run in a worker and turns whatever happened into the run's fields: the worker's
+// result, or crashed / timeout / error. `say` gets the batch progress.
+WorkerOutcome run_in_worker(const TrainRunRequest& q, const std::string& exe, double timeout_s,
+                            const std::string& log_path, const std::function<void(const std::string&)>& say) {
+  ChildSpec cs;
+  cs.exe = exe;
+  cs.args = {kTrainWorkerSubcommand};
+  cs.env = target_environment(q.target);
+  cs.request = q.to_json().dump();
+  cs.log_path = log_path;
+  const int every = std::max(1, q.batches / 4);
+  uint64_t batches_done = 0;
+  nlohmann::json result;
+  bool got_run = false;
+  ChildExit ex = run_child(cs, timeout_s, [&](const std::string& line) {
+    const nlohmann::json ev = nlohmann::json::parse(line, nullptr, false);
+    if (!ev.is_object() || !ev.contains("event") || !ev["event"].is_string()) return false;
+    const std::string kind = ev["event"];
+    if (kind == "ready") return true;
+    if (kind == "step" && ev.contains("step") && ev["step"].is_number_unsigned()) {
+      batches_done = ev["step"].get<uint64_t>();
+      if (batches_done % uint64_t(every) == 0 && ev.contains("loss") && ev["loss"].is_number())
+        say(fmt::format("batch {}/{} loss {:.5f}", batches_done, q.batches, ev["loss"].get<double>()));
+      return true;
+    }
+    if (kind == "run" && !got_run && ev.contains("run")) {
+      result = ev["run"];
+      got_run = true;
+      return true;
+    }
+    return false;
+  });
+  WorkerOutcome o;
+  o.interrupted = ex.interrupted;
+  if (o.interrupted) return o;
+  std::string why;
+  if (got_run) {
+    // A result that arrived is the run's, even if the worker then failed to exit cleanly.
+    if (!accept_worker_run(result, q.batches, &o.fields, &why))
+      o.fields = {{"status", "error"}, {"reason", "the worker sent a malformed result (" + why + ")"}};
+  } else {
+    o.fields = failure_fields(ex, timeout_s, batches_done, q.batches, log_path);
+  }
+  return o;
+}
+
+// The design's bounds, checked before anything runs. Empty when fine.
+std::string design_error(const TrainDesign& d) {
+  if (d.model != "autoencoder") return fmt::format("model '{}': only autoencoder is implemented", d.model);
+  if (d.seeds < 1) return "--seeds must be positive";
+  if (d.replicates < 1) return "--replicates must be positive";
+  if (d.batches < 1 || d.batches > kMaxTrainBatches) return fmt::format("--batches must be in 1..{}", kMaxTrainBatches);
+  if (d.window < 1 || d.window > d.batches)
+    return fmt::format("--window {} must be in 1..--batches ({})", d.window, d.batches);
+  if (d.batch_size < 1 || d.batch_size > kMaxTrainBatchSize)
+    return fmt::format("batch size {} must be in 1..{}", d.batch_size, kMaxTrainBatchSize);
+  return "";
+}
+
+// Loads the data set, checks that the model can use it, and returns the fingerprint of its pixels
+// (what every worker must load too). The pixels are not kept: the workers load their own.
+bool check_data(const TrainDesign& d, const std::function<void(const std::string&)>& say, std::string* fingerprint,
+                std::string* err) {
+  Dataset data;
+  Status st = load_dataset(d.data_dir, "train", &data);
+  if (st) st = check_dataset_for_model(data, d.model, kAutoencoderImageSide, kAutoencoderImageSide, d.batch_size);
+  if (!st) return *err = st.message(), false;
+  say(fmt::format("data: {} images {}x{} from {}", data.count, data.rows, data.cols, data.images_path));
+  *fingerprint = dataset_fingerprint(data);
+  return true;
+}
+
+// results.json of a fresh design, or the one being resumed (its finished runs' keys in *done).
+bool open_results(const TrainDesign& d, const TrainRunOptions& opt, size_t planned, Results* r,
+                  std::set<std::string>* done, const std::function<void(const std::string&)>& say, std::string* err) {
+  std::error_code ec;
+  fs::create_directories(opt.out_dir + "/logs", ec);
+  if (ec) return *err = fmt::format("cannot create {}: {}", opt.out_dir, ec.message()), false;
+  const std::string path = opt.out_dir + "/results.json";
+  nlohmann::json plan = {{"kind", "train"}, {"design", d.to_json()}, {"runs", planned}};
+  if (!opt.fresh && fs::exists(path)) {
+    if (!load_results(path, r, err)) return *err += " (use --fresh to start over)", false;
+    if (r->plan.value("design", nlohmann::json()) != plan["design"])
+      return *err = fmt::format("{} holds results of a different plan; use --fresh to replace them or another --out",
+                                path),
+             false;
+    for (auto& run : r->training) done->insert(run.value("key", ""));
+    if (!done->empty()) say(fmt::format("resuming: {} finished runs kept from {}", done->size(), path));
+  } else {
+    r->started_at = utc_now_iso8601();
+  }
+  r->finished_at.clear();
+  r->command = opt.command;
+  r->plan = plan;
+  r->machine = machine_fingerprint();
+  return save_results(path, *r, err);
+}
+
+nlohmann::json run_identity(const TrainDesign& d, const PlannedRun& p, const std::string& machine_id) {
+  return {{"key", p.key()},
+          {"model", d.model},
+          {"design", d.design},
+          {"condition", p.condition},
+          {"init", p.random_init ? "random" : "fixed"},
+          {"determinism", p.nondeterministic ? "off" : "on"},
+          {"nondeterminism", p.nondeterministic ? "on" : "off"},
+          {"target", p.target.str()},
+          {"base_target", p.base.str()},
+          {"seed", p.seed},
+          {"replicate", p.replicate},
+          {"data_seed", d.data_seed},
+          {"batches", d.batches},
+          {"window", d.window},
+          {"machine_id", machine_id}};
+}
+
+TrainRunRequest request_for(const TrainDesign& d, const PlannedRun& p, size_t index, const std::string& data_fp) {
+  TrainRunRequest q;
+  q.index = index;
+  q.key = p.key();
+  q.model = d.model;
+  q.target = p.target;
+  q.init_seed = p.seed;
+  q.data_seed = d.data_seed;
+  q.batches = d.batches, q.batch_size = d.batch_size, q.window = d.window;
+  q.data_dir = d.data_dir;
+  q.data_fingerprint = data_fp;
+  return q;
+}
+
+// One progress line for a finished run.
+std::string run_summary(const nlohmann::json& run) {
+  const std::string status = run["status"];
+  if (status == "crashed")
+    return fmt::format("crashed: {} after batch {} of {}; going on with the next run", run.value("reason", ""),
+                       run.value("batches_done", uint64_t(0)), run.value("batches", 0));
+  if (status == "timeout") return "timeout: " + run.value("reason", "") + "; going on with the next run";
+  if (status != "ok") return status + ": " + run.value("reason", "");
+  return fmt::format("final loss {:.6f} ({:.1f} steps/s, weights {})", number_or_nan(run["final_loss"]),
+                     run["steps_per_second"].get<double>(), run["weights_fingerprint"].get<std::string>().substr(0, 8));
 }
 
 }  // namespace
@@ -133,129 +334,55 @@ int run_train_design(const TrainDesign& d, const TrainRunOptions& opt, Results* 
   auto say = [&](const std::string& s) {
     if (opt.progress) opt.progress(s);
   };
+  if (std::string e = design_error(d); !e.empty()) return *err = e, 2;
+  if (opt.exe.empty()) return *err = "internal error: no detaudit executable for the training workers", 2;
   std::vector<TargetVariants> vars;
   for (auto& t : d.targets) {
     TargetVariants v;
     if (!derive_variants(t, &v, err)) return 2;
     vars.push_back(v);
   }
-  Dataset data;
-  Status st = load_dataset(d.data_dir, "train", &data);
-  if (!st) {
-    *err = st.message();
-    return 2;
-  }
-  say(fmt::format("data: {} images {}x{} from {}", data.count, data.rows, data.cols, data.images_path));
-
-  std::error_code ec;
-  fs::create_directories(opt.out_dir, ec);
-  if (ec) {
-    *err = fmt::format("cannot create {}: {}", opt.out_dir, ec.message());
-    return 2;
-  }
-  const std::string path = opt.out_dir + "/results.json";
+  std::string data_fp;
+  if (!check_data(d, say, &data_fp, err)) return 2;
+  const std::vector<PlannedRun> runs = plan_runs(d, vars);
   Results r;
   std::set<std::string> done;
-  nlohmann::json plan = {{"kind", "train"}, {"design", d.to_json()}};
-  if (!opt.fresh && fs::exists(path)) {
-    if (!load_results(path, &r, err)) {
-      *err += " (use --fresh to start over)";
-      return 2;
-    }
-    if (r.plan.value("design", nlohmann::json()) != plan["design"]) {
-      *err = fmt::format("{} holds results of a different plan; use --fresh to replace them or another --out", path);
-      return 2;
-    }
-    for (auto& run : r.training) done.insert(run.value("key", ""));
-    if (!done.empty()) say(fmt::format("resuming: {} finished runs kept from {}", done.size(), path));
-  } else {
-    r.started_at = utc_now_iso8601();
-  }
-  r.finished_at.clear();
-  r.command = opt.command;
-  r.plan = plan;
-  r.machine = machine_fingerprint();
-  const std::string machine_id = hash_hex(r.machine.dump().data(), r.machine.dump().size()).substr(0, 16);
-  if (!save_results(path, r, err)) return 2;
+  if (!open_results(d, opt, runs.size(), &r, &done, say, err)) return 2;
+  const std::string path = opt.out_dir + "/results.json";
+  const std::string machine_dump = r.machine.dump();
+  const std::string machine_id = fingerprint_bytes(machine_dump.data(), machine_dump.size()).hex().substr(0, 16);
+  const double timeout_s = opt.run_timeout_s > 0 ? opt.run_timeout_s : kDefaultRunTimeoutS;
+  auto stop_interrupted = [&] {
+    *err = "interrupted by " + signal_description(interrupted());
+    *results = std::move(r);
+    return kTrainInterrupted;
+  };
 
-  std::vector<PlannedRun> runs = plan_runs(d, vars);
-  std::map<std::string, std::unique_ptr<Backend>> backends;
-  std::map<std::string, Status> backend_status;
-  size_t index = 0;
-  for (auto& p : runs) {
-    ++index;
+  // A target that cannot run here (no device, library not built) is asked once; its other runs are
+  // skipped with the same reason.
+  std::map<std::string, nlohmann::json> skipped;
+  for (size_t index = 1; index <= runs.size(); ++index) {
+    const PlannedRun& p = runs[index - 1];
     if (done.count(p.key())) continue;
-    nlohmann::json run = {{"key", p.key()},
-                          {"model", d.model},
-                          {"design", d.design},
-                          {"condition", p.condition},
-                          {"init", p.random_init ? "random" : "fixed"},
-                          {"determinism", p.nondeterministic ? "off" : "on"},
-                          {"nondeterminism", p.nondeterministic ? "on" : "off"},
-                          {"target", p.target.str()},
-                          {"base_target", p.base.str()},
-                          {"seed", p.seed},
-                          {"replicate", p.replicate},
-                          {"data_seed", d.data_seed},
-                          {"batches", d.batches},
-                          {"window", d.window},
-                          {"machine_id", machine_id}};
-    std::string tkey = p.target.str();
-    if (!backends.count(tkey) && !backend_status.count(tkey)) {
-      Status bs;
-      auto b = make_target_backend(p.target, &bs);
-      if (b)
-        backends[tkey] = std::move(b);
-      else
-        backend_status[tkey] = bs;
-    }
-    std::string prefix = fmt::format("run {}/{} ({}) {} seed {} rep {}", index, runs.size(), p.condition, tkey, p.seed,
-                                     p.replicate);
-    if (!backends.count(tkey)) {
-      const Status& bs = backend_status[tkey];
-      run["status"] = bs.code() == Status::Code::kUnavailable || bs.code() == Status::Code::kUnsupported ? "skipped"
-                                                                                                        : "error";
-      run["reason"] = bs.message();
-      say(prefix + ": " + run["status"].get<std::string>() + ": " + bs.message());
+    if (interrupted()) return stop_interrupted();
+    const std::string tkey = p.target.str();
+    const std::string prefix =
+        fmt::format("run {}/{} ({}) {} seed {} rep {}", index, runs.size(), p.condition, tkey, p.seed, p.replicate);
+    nlohmann::json run = run_identity(d, p, machine_id);
+    nlohmann::json fields;
+    if (auto it = skipped.find(tkey); it != skipped.end()) {
+      fields = it->second;
     } else {
-      TrainConfig cfg;
-      cfg.init_seed = p.seed;
-      cfg.data_seed = d.data_seed;
-      cfg.batches = d.batches;
-      cfg.batch_size = d.batch_size;
-      TrainCallbacks cb;
-      int every = std::max(1, d.batches / 4);
-      cb.on_step = [&](int step, float loss) {
-        if ((step + 1) % every == 0) say(fmt::format("{}: batch {}/{} loss {:.5f}", prefix, step + 1, d.batches, loss));
-        return true;
-      };
-      TrainResult tr;
-      Status ts = train_autoencoder(*backends[tkey], data, cfg, cb, &tr);
-      if (!ts) {
-        run["status"] = ts.code() == Status::Code::kUnsupported || ts.code() == Status::Code::kUnavailable ? "skipped"
-                                                                                                         : "error";
-        run["reason"] = ts.message();
-        say(prefix + ": " + run["status"].get<std::string>() + ": " + ts.message());
-      } else {
-        run["status"] = "ok";
-        run["final_loss"] = window_mean(tr.curve, d.window);
-        run["curve"] = tr.curve;
-        run["curve_fingerprint"] = hash_hex(tr.curve.data(), tr.curve.size() * sizeof(float));
-        run["initial_weights_fingerprint"] = tr.initial_weights.hex();
-        run["weights_fingerprint"] = tr.final_weights.hex();
-        run["seconds"] = tr.seconds;
-        run["steps_per_second"] = tr.seconds > 0 ? double(tr.curve.size()) / tr.seconds : 0.0;
-        std::vector<double> c(tr.curve.begin(), tr.curve.end());
-        PhaseResult ph = detect_phases(c);
-        run["phases"] = {{"label", ph.label},
-                         {"segments", ph.segments.size()},
-                         {"escape_step", ph.escape_step ? nlohmann::json(*ph.escape_step) : nlohmann::json(nullptr)},
-                         {"censored", ph.censored}};
-        say(fmt::format("{}: final loss {:.6f} ({:.1f} steps/s, weights {})", prefix, run["final_loss"].get<double>(),
-                        run["steps_per_second"].get<double>(), tr.final_weights.hex().substr(0, 8)));
-      }
+      const std::string log = opt.out_dir + "/logs/train-" + safe_name(tkey) + ".log";
+      WorkerOutcome w = run_in_worker(request_for(d, p, index, data_fp), opt.exe, timeout_s, log,
+                                      [&](const std::string& s) { say(prefix + ": " + s); });
+      if (w.interrupted) return stop_interrupted();
+      fields = std::move(w.fields);
+      if (fields["status"] == "skipped") skipped[tkey] = fields;
     }
-    r.training.push_back(run);
+    for (auto& [k, v] : fields.items()) run[k] = v;
+    say(prefix + ": " + run_summary(run));
+    r.training.push_back(std::move(run));
     if (!save_results(path, r, err)) return 2;
   }
   r.analysis = analyze_training(r.training, r.machine, d);
@@ -304,7 +431,7 @@ nlohmann::json variance_for(const nlohmann::json& runs, const std::string& condi
     if (std::find(targets.begin(), targets.end(), t) == targets.end()) targets.push_back(t);
     if (std::find(seeds.begin(), seeds.end(), s) == seeds.end()) seeds.push_back(s);
     reps = std::max(reps, k + 1);
-    y[{t, s, k}] = r["final_loss"].get<double>();
+    y[{t, s, k}] = number_or_nan(r["final_loss"]);
   }
   nlohmann::json out = {{"condition", condition}, {"targets", targets}, {"seeds", seeds.size()}, {"replicates", reps}};
   Cube c;
@@ -383,7 +510,7 @@ nlohmann::json analyze_training(const nlohmann::json& runs, const nlohmann::json
           ++failed;
           continue;
         }
-        v.push_back(r["final_loss"].get<double>());
+        v.push_back(number_or_nan(r["final_loss"]));
         wfp.insert(r.value("weights_fingerprint", ""));
         cfp.insert(r.value("curve_fingerprint", ""));
       }
@@ -425,7 +552,8 @@ nlohmann::json analyze_training(const nlohmann::json& runs, const nlohmann::json
   std::vector<RunPhases> rp;
   for (auto& r : runs) {
     if (r.value("status", "") != "ok") continue;
-    std::vector<double> c = r["curve"].get<std::vector<double>>();
+    std::vector<double> c;
+    for (auto& x : r.value("curve", nlohmann::json::array())) c.push_back(number_or_nan(x));
     rp.push_back({r["condition"].get<std::string>(), detect_phases(c)});
   }
   nlohmann::json phases = nlohmann::json::object();
@@ -440,6 +568,17 @@ nlohmann::json analyze_training(const nlohmann::json& runs, const nlohmann::json
                     {"escape_q75", opt_num(s.escape_q75)}};
   out["phases"] = phases;
   return out;
+}
+
+// Variants that cannot be derived plan no runs (run_train_design refuses such a design).
+size_t planned_runs(const TrainDesign& d) {
+  std::vector<TargetVariants> vars;
+  std::string err;
+  for (auto& t : d.targets) {
+    TargetVariants v;
+    if (derive_variants(t, &v, &err)) vars.push_back(v);
+  }
+  return plan_runs(d, vars).size();
 }
 
 }  // namespace detaudit

@@ -13,12 +13,18 @@
 
 #include <nlohmann/json.hpp>
 
+#include "models/idx.hpp"
 #include "probes/spec.hpp"
 #include "report/results.hpp"
 
 namespace detaudit {
 
 inline constexpr uint64_t kInitSeedBase = 1000;
+// The autoencoder's input (models/autoencoder.hpp): 28 x 28 x 1 images; a data set needs at least one
+// batch of them.
+inline constexpr int kAutoencoderImageSide = 28;
+// Bounds of a design (and of a worker request).
+inline constexpr int kMaxTrainBatches = 10'000'000, kMaxTrainBatchSize = 65536;
 
 struct TargetVariants {
   Spec base, deterministic, nondeterministic;
@@ -40,16 +46,94 @@ struct TrainDesign {
 // Defaults for a quick run; `paper` gives the paper's protocol (12 runs, 5000 batches, window 50).
 TrainDesign default_design(bool paper);
 
+// Every training run runs in its own worker process (the detaudit executable, hidden subcommand
+// `__train-worker`) with its target's environment (target_environment), so a run that dies by a
+// signal or hangs becomes a failed run and the design goes on:
+//   status "crashed"  reason = the signal, e.g. "SIGSEGV (Segmentation fault)"; fields "signal",
+//                     "batches_done"
+//   status "timeout"  the worker finished no batch for run_timeout_s seconds and was killed; reason
+//                     "no progress for S s after batch K of N; worker killed"; fields "timeout_s",
+//                     "batches_done"
+//   status "error"    the worker could not start, exited without a result, or sent a malformed one
+// (besides "ok", and "skipped"/"error" for a target that cannot run here or a run that fails with a
+// status). The worker's stderr is appended to <out>/logs/train-<target>.log.
+//
+// Timeout: run_timeout_s is a stall timeout, not a budget for the whole run: the clock restarts at
+// every finished batch. The first batch's clock starts with the worker and so also covers building
+// the backend, loading the data and initialising the weights.
+inline constexpr double kDefaultRunTimeoutS = 300;
+
 struct TrainRunOptions {
   std::string out_dir, command;
+  std::string exe;            // the detaudit executable, for training workers (hidden `__train-worker`)
+  double run_timeout_s = 0;   // seconds a run may go without finishing a batch; 0: kDefaultRunTimeoutS
   bool fresh = false;
   std::function<void(const std::string&)> progress;
 };
 
 // Runs the design, writing results.json after every finished run (an interrupted design resumes
-// without redoing finished runs), then the analysis and the reports. Returns 0 when the design ran
-// (whatever it found), 2 when it could not run (*err: one line).
+// without redoing finished runs; failed runs, crashed and timed-out ones included, count as finished),
+// then the analysis and the reports. Before any run, the data set is loaded and checked: a bad IDX
+// file, or images the model cannot use (not 28x28, fewer than one batch), return 2.
+// Returns
+//   0  the design ran to its end (whatever it found, crashes and timeouts included);
+//   2  it could not run (*err: one line);
+//   3  (kTrainInterrupted) detaudit was interrupted (SIGINT/SIGTERM/SIGHUP, see probes/child.hpp): the run
+//      in progress is dropped, results.json keeps the finished runs, no analysis or report is written,
+//      *err says which signal ("interrupted by SIGINT (Interrupt)").
+// On 0 and 3, results->training holds the finished runs (those of earlier sessions included) and
+// results->plan["runs"] the planned count (== planned_runs(d)), so the CLI can say "interrupted: N of M
+// runs done".
+inline constexpr int kTrainInterrupted = 3;
 int run_train_design(const TrainDesign& d, const TrainRunOptions& opt, Results* results, std::string* err);
+// How many runs the design plans: per base target, seeds x replicates under (a), seeds under (b), (c), (d).
+size_t planned_runs(const TrainDesign& d);
+
+// ---- training workers ------------------------------------------------------------------------------
+// Exchange format "detaudit-train-worker/1", one run per worker:
+//   parent -> worker, on stdin, one JSON document (TrainRunRequest::to_json):
+//     {"protocol": "detaudit-train-worker/1", "index": i, "key": "<run key>", "model": "autoencoder",
+//      "target": "<spec>", "init_seed": s, "data_seed": s, "batches": N, "batch_size": B, "window": W,
+//      "data_dir": "<dir or empty>", "data_fingerprint": "<32 hex>"}
+//   worker -> parent, on stdout, one JSON object per line:
+//     {"event": "ready"}                                backend built, data loaded and checked
+//     {"event": "step", "step": k, "loss": x}           after batch k (1-based) of N
+//     {"event": "run", "run": {"status": "ok", "final_loss", "curve", "curve_fingerprint",
+//        "initial_weights_fingerprint", "weights_fingerprint", "seconds", "steps_per_second",
+//        "phases"}}                                     or {"status": "skipped"|"error", "reason"}
+//   "ready" and "step" restart the parent's stall timeout. A worker that dies or stops without "run"
+//   is charged with its run. A malformed request: a message on stderr and exit code 2.
+//
+// Test hook (fault injection), read by the worker only: DETAUDIT_FAULT="train:<sel>:<fault>[,...]",
+// where <sel> is a run's 1-based index in the plan ("run 3/10") or a substring of its key
+// (condition|target|seed|replicate), and <fault> one of segv (an invalid write: SIGSEGV), ill
+// (SIGILL), abort (SIGABRT) or hang (sleeps until killed). The fault fires after the run's first
+// batch. Entries that do not start with "train:" are left to other hooks.
+inline constexpr const char* kTrainWorkerSubcommand = "__train-worker";
+inline constexpr const char* kTrainWorkerProtocol = "detaudit-train-worker/1";
+
+struct TrainRunRequest {
+  uint64_t index = 0;  // 1-based position in the plan
+  std::string key;
+  std::string model = "autoencoder";
+  Spec target;
+  uint64_t init_seed = 0, data_seed = 0;
+  int batches = 0, batch_size = 0, window = 0;
+  std::string data_dir;          // as the design has it ("" = Fashion-MNIST's default folder)
+  std::string data_fingerprint;  // of the pixels the parent loaded: the worker must load the same ones
+  nlohmann::json to_json() const;
+};
+// Strict: every field present with its type and range (index >= 1, batches 1..10^7, batch_size
+// 1..65536, window 1..batches, model "autoencoder", target a valid spec, fingerprint 32 hex digits),
+// no unknown field. False with a one-line *err.
+bool parse_train_request(const std::string& text, TrainRunRequest* out, std::string* err);
+
+// The fingerprint of a data set's pixels (what parent and worker compare).
+std::string dataset_fingerprint(const Dataset& data);
+
+// Worker side: reads one run's request from in_fd, runs it, writes its events to out_fd. Returns the
+// exit code (0, or 2 for a malformed request or fault hook).
+int train_worker_main(int in_fd, int out_fd);
 
 // The analysis of a results document's training runs (table, variance components, confounding
 // guard, phases). Pure function of the runs; stored in results.json "analysis".

@@ -1,18 +1,26 @@
 // Short autoencoder training runs: bitwise reproducible on deterministic targets (native blocked,
 // cpu-ref), the loss goes down, two forced atomic orders give different curves (no reliance on thread
 // timing), and the seeds mean what they say. Uses Fashion-MNIST when installed, otherwise a synthetic
-// set of 28 x 28 images from the counter generator.
+// set of 28 x 28 images from the counter generator. Then the design's training workers: a run in a
+// worker gives the bits of the same run in this process, and an interruption stops the design at once
+// (return code 3), keeps the finished runs and resumes.
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <set>
 
 #include "kernels/cpu/native.hpp"
 #include "kernels/cpu/ref.hpp"
+#include "kernels/fingerprint.hpp"
 #include "models/autoencoder.hpp"
+#include "probes/child.hpp"
 #include "probes/generator.hpp"
+#include "probes/targets.hpp"
+#include "suites/train_design.hpp"
 #include "tests/test_inputs.hpp"
 
 namespace detaudit {
@@ -134,6 +142,153 @@ TEST(Train, BatchOrderIsAPermutationPerEpochFromTheSeedOnly) {
   a.batch(0, &e0);
   a.batch(15, &e1);
   EXPECT_NE(e0, e1) << "each epoch reshuffles";
+}
+
+// ---- the design's training workers -----------------------------------------------------------------
+
+namespace fs = std::filesystem;
+
+// The first n images of the test data set as a raw IDX pair in a fresh folder.
+fs::path write_data(const std::string& name, int n) {
+  const fs::path dir = fs::temp_directory_path() / ("detaudit-train-" + name + "-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  auto be32 = [](std::ofstream& f, uint32_t v) {
+    const char b[4] = {char(v >> 24), char(v >> 16), char(v >> 8), char(v)};
+    f.write(b, 4);
+  };
+  std::ofstream img(dir / "train-images-idx3-ubyte", std::ios::binary),
+      lab(dir / "train-labels-idx1-ubyte", std::ios::binary);
+  for (uint32_t v : {0x803u, uint32_t(n), 28u, 28u}) be32(img, v);
+  img.write(reinterpret_cast<const char*>(data().pixels.data()), std::streamsize(size_t(n) * 28 * 28));
+  for (uint32_t v : {0x801u, uint32_t(n)}) be32(lab, v);
+  lab.write(reinterpret_cast<const char*>(data().labels.data()), n);
+  return dir;
+}
+
+TrainDesign tiny_design(const fs::path& data_dir, int batches) {
+  TrainDesign d;
+  Spec t;
+  std::string err;
+  EXPECT_TRUE(parse_target("cpu?threads=2", &t, &err)) << err;
+  d.targets = {t};
+  d.seeds = 1, d.replicates = 1, d.batches = batches, d.window = 2;
+  d.data_dir = data_dir.string();
+  return d;
+}
+
+TEST(TrainDesign, RunsInWorkersGiveTheBitsOfTheSameRunInProcess) {
+  const fs::path dir = write_data("bits", 256);
+  const TrainDesign d = tiny_design(dir, 5);
+  TrainRunOptions opt;
+  opt.out_dir = (dir / "out").string();
+  opt.exe = DETAUDIT_EXE;
+  Results res;
+  std::string err;
+  ASSERT_EQ(run_train_design(d, opt, &res, &err), 0) << err;
+  ASSERT_EQ(res.training.size(), 4u);
+  EXPECT_EQ(res.plan["runs"], 4);
+  EXPECT_EQ(planned_runs(d), 4u);
+
+  // The same runs here: the deterministic variant from the same seeds on the same files.
+  TargetVariants v;
+  ASSERT_TRUE(derive_variants(d.targets[0], &v, &err)) << err;
+  Status st;
+  auto be = make_target_backend(v.deterministic, &st);
+  ASSERT_TRUE(be) << st.message();
+  Dataset files;
+  ASSERT_TRUE(load_dataset(dir.string(), "train", &files));
+  TrainConfig cfg;
+  cfg.init_seed = kInitSeedBase;
+  cfg.data_seed = d.data_seed;
+  cfg.batches = d.batches;
+  TrainResult here;
+  ASSERT_TRUE(train_autoencoder(*be, files, cfg, {}, &here));
+  int compared = 0;
+  for (auto& run : res.training) {
+    ASSERT_EQ(run["status"], "ok") << run;
+    if (run["determinism"] != "on") continue;  // (b) and (d): blocked order, seed 1000 both
+    ++compared;
+    EXPECT_EQ(run["target"], v.deterministic.str());
+    EXPECT_EQ(run["weights_fingerprint"], here.final_weights.hex());
+    EXPECT_EQ(run["initial_weights_fingerprint"], here.initial_weights.hex());
+    EXPECT_EQ(run["curve_fingerprint"], fingerprint_bytes(here.curve.data(), here.curve.size() * sizeof(float)).hex());
+    ASSERT_EQ(run["curve"].size(), here.curve.size());
+    for (size_t i = 0; i < here.curve.size(); ++i) EXPECT_EQ(run["curve"][i].get<double>(), double(here.curve[i])) << i;
+    EXPECT_EQ(run["final_loss"].get<double>(), (double(here.curve[3]) + double(here.curve[4])) / 2);
+  }
+  EXPECT_EQ(compared, 2);
+  fs::remove_all(dir);
+}
+
+TEST(TrainDesign, InterruptionStopsAtOnceKeepsFinishedRunsAndResumes) {
+  const fs::path dir = write_data("interrupt", 128);
+  const TrainDesign d = tiny_design(dir, 4);
+  TrainRunOptions opt;
+  opt.out_dir = (dir / "out").string();
+  opt.exe = DETAUDIT_EXE;
+  // Ctrl-C in the middle of run 2, raised from its progress line (so at a known point, not a time).
+  struct sigaction saved[4];
+  const int sigs[4] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
+  for (int i = 0; i < 4; ++i) sigaction(sigs[i], nullptr, &saved[i]);
+  install_interrupt_handlers();
+  std::vector<std::string> lines;
+  bool raised = false;
+  opt.progress = [&](const std::string& line) {
+    lines.push_back(line);
+    if (!raised && line.find("run 2/4") != std::string::npos && line.find("batch 1/4") != std::string::npos) {
+      raised = true;
+      ::raise(SIGINT);
+    }
+  };
+  Results res;
+  std::string err;
+  const int rc = run_train_design(d, opt, &res, &err);
+  clear_interrupted();
+  for (int i = 0; i < 4; ++i) sigaction(sigs[i], &saved[i], nullptr);
+  ASSERT_EQ(rc, kTrainInterrupted) << err;
+  EXPECT_EQ(err, "interrupted by SIGINT (Interrupt)");
+  ASSERT_EQ(res.training.size(), 1u) << "the run in progress is not recorded";
+  EXPECT_EQ(res.plan["runs"], 4);
+  EXPECT_EQ(res.training[0]["status"], "ok");
+  EXPECT_TRUE(lines.back().find("run 2/4") != std::string::npos && lines.back().find("batch 1/4") != std::string::npos)
+      << "nothing ran after the interruption: " << lines.back();
+  Results saved_results;
+  ASSERT_TRUE(load_results(opt.out_dir + "/results.json", &saved_results, &err)) << err;
+  EXPECT_EQ(saved_results.training, res.training);
+  EXPECT_TRUE(saved_results.finished_at.empty());
+  EXPECT_FALSE(fs::exists(opt.out_dir + "/report.md"));
+
+  // The same design again resumes after run 1.
+  lines.clear();
+  Results done;
+  ASSERT_EQ(run_train_design(d, opt, &done, &err), 0) << err;
+  ASSERT_EQ(done.training.size(), 4u);
+  EXPECT_EQ(done.training[0], res.training[0]);
+  for (auto& line : lines) EXPECT_EQ(line.find("run 1/4"), std::string::npos) << line;
+  fs::remove_all(dir);
+}
+
+TEST(TrainDesign, WorkerRequestRoundTripsAndTheDesignNeedsAnExecutable) {
+  TrainRunRequest q;
+  q.index = 7;
+  q.key = "b|cpu?order=blocked&threads=1&isa=auto|1001|0";
+  std::string err;
+  ASSERT_TRUE(parse_target("cpu?order=blocked&threads=1", &q.target, &err));
+  q.init_seed = 1001, q.data_seed = 3, q.batches = 9, q.batch_size = 32, q.window = 4;
+  q.data_dir = "/x";
+  q.data_fingerprint = std::string(31, 'a') + "b";
+  TrainRunRequest back;
+  ASSERT_TRUE(parse_train_request(q.to_json().dump(), &back, &err)) << err;
+  EXPECT_EQ(back.to_json(), q.to_json());
+
+  const fs::path dir = write_data("noexe", 64);
+  TrainRunOptions opt;
+  opt.out_dir = (dir / "out").string();
+  Results res;
+  EXPECT_EQ(run_train_design(tiny_design(dir, 2), opt, &res, &err), 2);
+  EXPECT_NE(err.find("executable"), std::string::npos) << err;
+  fs::remove_all(dir);
 }
 
 }  // namespace

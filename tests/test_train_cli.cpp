@@ -1,10 +1,18 @@
 // The sony2021 design end to end through the CLI, on a tiny scale: the results contract of training
-// runs, bitwise-identical condition (d), resume, and exit code 2 for bad data and bad targets.
+// runs, bitwise-identical condition (d), resume, exit code 2 for bad data and bad targets before any
+// run, training runs isolated in workers (a crash or a hang is a failed run and the design goes on,
+// through the DETAUDIT_FAULT test hook), and the worker's refusal of malformed requests.
 #include <gtest/gtest.h>
+#include <zlib.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
+#include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -20,8 +28,8 @@ namespace {
 
 bool have_fashion_mnist() { return fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"); }
 
-// Writes a small, valid MNIST-format pair (raw IDX) into dir: n images of 28x28 with a pattern.
-void write_idx(const fs::path& dir, int n, int labels_n) {
+// Writes a small, valid MNIST-format pair (raw IDX) into dir: n images of side x side with a pattern.
+void write_idx(const fs::path& dir, int n, int labels_n, int side = 28) {
   fs::create_directories(dir);
   auto be32 = [](std::ofstream& f, uint32_t v) {
     unsigned char b[4] = {uint8_t(v >> 24), uint8_t(v >> 16), uint8_t(v >> 8), uint8_t(v)};
@@ -30,9 +38,9 @@ void write_idx(const fs::path& dir, int n, int labels_n) {
   std::ofstream img(dir / "train-images-idx3-ubyte", std::ios::binary);
   be32(img, 0x803);
   be32(img, uint32_t(n));
-  be32(img, 28);
-  be32(img, 28);
-  for (int i = 0; i < n * 28 * 28; ++i) img.put(char((i * 37 + i / 784) % 256));
+  be32(img, uint32_t(side));
+  be32(img, uint32_t(side));
+  for (int i = 0; i < n * side * side; ++i) img.put(char((i * 37 + i / (side * side)) % 256));
   std::ofstream lab(dir / "train-labels-idx1-ubyte", std::ios::binary);
   be32(lab, 0x801);
   be32(lab, uint32_t(labels_n));
@@ -115,8 +123,11 @@ TEST(TrainCli, Sony2021DesignWritesRunsAnalysisAndReports) {
   ASSERT_EQ(k["training"].size(), 10u);
   for (int i = 0; i < 4; ++i) EXPECT_EQ(k["training"][i], first[i]);
   // The deterministic runs redone after the interruption are bit for bit the ones before it.
-  for (size_t i = 4; i < 10; ++i)
-    if (first[i]["determinism"] == "on") EXPECT_EQ(k["training"][i]["weights_fingerprint"], first[i]["weights_fingerprint"]);
+  for (size_t i = 4; i < 10; ++i) {
+    if (first[i]["determinism"] == "on") {
+      EXPECT_EQ(k["training"][i]["weights_fingerprint"], first[i]["weights_fingerprint"]);
+    }
+  }
 
   // `report` renders training results again.
   fs::remove(dir / "report.md");
@@ -138,6 +149,31 @@ TEST(TrainCli, BadDataAndTargetsExitTwoWithOneLine) {
     f.seekp(3);
     f.put(char(0x01));
   }
+  // Images the model cannot use: 27 x 27, or fewer than one batch of 64.
+  fs::path small = fresh_dir("train-27x27");
+  write_idx(small, 100, 100, 27);
+  fs::path few = fresh_dir("train-few");
+  write_idx(few, 10, 10);
+  // A header whose dims wrap a 64-bit byte count to 0 (2^24 x 2^24 x 2^16), over an empty data part.
+  fs::path wrap = fresh_dir("train-wrap");
+  write_idx(wrap, 64, 64);
+  {
+    std::ofstream f(wrap / "train-images-idx3-ubyte", std::ios::binary | std::ios::trunc);
+    const unsigned char head[16] = {0, 0, 8, 3, 1, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0};
+    f.write(reinterpret_cast<const char*>(head), 16);
+  }
+  // A gzip'd images file with bytes after its gzip stream.
+  fs::path tail = fresh_dir("train-gz-tail");
+  write_idx(tail, 64, 64);
+  {
+    const std::string raw = slurp(tail / "train-images-idx3-ubyte");
+    fs::remove(tail / "train-images-idx3-ubyte");
+    gzFile g = gzopen((tail / "train-images-idx3-ubyte.gz").c_str(), "wb");
+    ASSERT_NE(g, nullptr);
+    ASSERT_EQ(gzwrite(g, raw.data(), unsigned(raw.size())), int(raw.size()));
+    gzclose(g);
+    std::ofstream(tail / "train-images-idx3-ubyte.gz", std::ios::binary | std::ios::app) << "garbage";
+  }
   struct Case {
     std::string args, must_say;
   };
@@ -146,6 +182,10 @@ TEST(TrainCli, BadDataAndTargetsExitTwoWithOneLine) {
       {"--data " + trunc.string(), "train-images-idx3-ubyte"},
       {"--data " + mismatch.string(), "train-labels-idx1-ubyte"},
       {"--data " + badmagic.string(), "magic"},
+      {"--data " + small.string(), "train-images-idx3-ubyte: images are 27x27, the autoencoder needs 28x28"},
+      {"--data " + few.string(), "train-images-idx3-ubyte: 10 images, fewer than one batch of 64"},
+      {"--data " + wrap.string(), "train-images-idx3-ubyte: header dimensions 16777216 x 16777216 x 65536 overflow"},
+      {"--data " + tail.string(), "train-images-idx3-ubyte.gz: trailing data after the gzip stream"},
       {"--targets cpu-ref", "cpu-ref"},
       {"--targets 'cpu?order=sideways'", "sideways"},
       {"--window 50 --batches 10", "--window"},
@@ -156,6 +196,7 @@ TEST(TrainCli, BadDataAndTargetsExitTwoWithOneLine) {
     EXPECT_EQ(r.code, 2) << c.args << ": " << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << c.args << ": " << r.err;
     EXPECT_NE(r.err.find(c.must_say), std::string::npos) << c.args << ": " << r.err;
+    EXPECT_FALSE(fs::exists(out / "results.json")) << c.args << ": refused before any run";
   }
 }
 
@@ -166,4 +207,167 @@ TEST(TrainCli, RealFashionMnistIsTheDefault) {
                      dir.string());
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.err.find("60000 images 28x28"), std::string::npos) << r.err;
+}
+
+// Sets DETAUDIT_FAULT (the training worker's fault-injection hook) for the commands run in its scope.
+class FaultHook {
+ public:
+  explicit FaultHook(const std::string& faults) { ::setenv("DETAUDIT_FAULT", faults.c_str(), 1); }
+  ~FaultHook() { ::unsetenv("DETAUDIT_FAULT"); }
+  FaultHook(const FaultHook&) = delete;
+  FaultHook& operator=(const FaultHook&) = delete;
+};
+
+TEST(TrainCli, CrashedAndHungRunsAreRecordedAndTheDesignGoesOn) {
+  // Five runs: (a) twice, (b), (c), (d). Run 2 aborts (selected by its key), run 3 dies of SIGSEGV
+  // (selected by its index), run 4 hangs after its first batch and is killed by the 5 s stall timeout;
+  // runs 1 and 5 are untouched.
+  fs::path data = fresh_dir("train-fault-data");
+  write_idx(data, 128, 128);
+  fs::path dir = fresh_dir("train-fault");
+  CliRun r;
+  {
+    FaultHook hook("probe:1:segv,train:a|cpu?order=atomic&threads=1&isa=auto|1000|1:abort,train:3:segv,train:4:hang");
+    r = run_cli(
+        "train autoencoder --seeds 1 --batches 4 --window 2 --replicates 2 --targets 'cpu?threads=1' "
+        "--run-timeout 5 --data " +
+        data.string() + " --out " + dir.string());
+  }
+  ASSERT_EQ(r.code, 0) << "crashes and hangs are findings, not errors: " << r.err;
+  EXPECT_NE(r.err.find("run 3/5 (b) cpu?order=blocked&threads=1&isa=auto seed 1000 rep 0: crashed: SIGSEGV "
+                       "(Segmentation fault) after batch 1 of 4"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("run 4/5 (c) cpu?order=atomic&threads=1&isa=auto seed 1000 rep 0: timeout: no progress for 5 s"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("run 5/5 (d) cpu?order=blocked&threads=1&isa=auto seed 1000 rep 0: final loss"),
+            std::string::npos)
+      << "the design goes on after a hang: " << r.err;
+
+  auto j = nlohmann::json::parse(slurp(dir / "results.json"));
+  auto& runs = j["training"];
+  ASSERT_EQ(runs.size(), 5u) << "every run is in results.json, failed ones included";
+  EXPECT_EQ(j["plan"]["runs"], 5);
+  EXPECT_EQ(runs[0]["status"], "ok");
+  EXPECT_EQ(runs[1]["status"], "crashed");
+  EXPECT_EQ(runs[1]["reason"], "SIGABRT (Aborted)");
+  EXPECT_EQ(runs[1]["signal"], "SIGABRT");
+  EXPECT_EQ(runs[2]["status"], "crashed");
+  EXPECT_EQ(runs[2]["reason"], "SIGSEGV (Segmentation fault)");
+  EXPECT_EQ(runs[2]["signal"], "SIGSEGV");
+  EXPECT_EQ(runs[2]["batches_done"], 1) << "the fault fires after the first batch";
+  EXPECT_EQ(runs[3]["status"], "timeout");
+  EXPECT_EQ(runs[3]["timeout_s"], 5.0);
+  EXPECT_EQ(runs[3]["batches_done"], 1);
+  EXPECT_NE(runs[3]["reason"].get<std::string>().find("no progress for 5 s after batch 1 of 4"), std::string::npos)
+      << runs[3]["reason"];
+  EXPECT_EQ(runs[4]["status"], "ok");
+  for (size_t i : {0u, 4u}) {
+    EXPECT_EQ(runs[i]["curve"].size(), 4u);
+    EXPECT_EQ(runs[i]["weights_fingerprint"].get<std::string>().size(), 32u);
+  }
+  const char* condition[] = {"a", "a", "b", "c", "d"};
+  for (size_t i : {1u, 2u, 3u}) {
+    EXPECT_FALSE(runs[i].contains("final_loss")) << runs[i];
+    EXPECT_EQ(runs[i]["condition"], condition[i]) << "failed runs keep their identity";
+  }
+  // The analysis counts them as failed and leaves them out of the statistics.
+  int failed = 0, counted = 0;
+  for (auto& row : j["analysis"]["table"]) failed += row["failed"].get<int>(), counted += row["runs"].get<int>();
+  EXPECT_EQ(failed, 3);
+  EXPECT_EQ(counted, 2);
+  // The report names them and their reasons at the top, before any statistic.
+  const std::string md = slurp(dir / "report.md");
+  size_t top = md.find("**Runs that did not finish: 2 crashed, 1 timed out.**");
+  ASSERT_NE(top, std::string::npos) << md.substr(0, 2000);
+  EXPECT_LT(top, md.find("## Final loss by condition and target"));
+  EXPECT_LT(top, md.find("SIGSEGV (Segmentation fault)"));
+  EXPECT_NE(md.find("SIGSEGV (Segmentation fault)"), std::string::npos);
+  EXPECT_NE(md.find("SIGABRT (Aborted)"), std::string::npos);
+  EXPECT_NE(md.find("no progress for 5 s"), std::string::npos);
+  EXPECT_TRUE(fs::exists(dir / "logs" / "train-cpu_order_blocked_threads_1_isa_auto.log"));
+
+  // Resuming keeps failed runs as they are: nothing is redone.
+  CliRun again = run_cli(
+      "train autoencoder --seeds 1 --batches 4 --window 2 --replicates 2 --targets 'cpu?threads=1' "
+      "--run-timeout 5 --data " +
+      data.string() + " --out " + dir.string());
+  ASSERT_EQ(again.code, 0) << again.err;
+  EXPECT_EQ(nlohmann::json::parse(slurp(dir / "results.json"))["training"], runs);
+}
+
+TEST(TrainCli, TargetsThatCannotRunHereAreSkippedWithTheReason) {
+  // No machine has CUDA device 7 in these tests' world: every run is skipped, and the design completes.
+  fs::path data = fresh_dir("train-skip-data");
+  write_idx(data, 64, 64);
+  fs::path dir = fresh_dir("train-skip");
+  CliRun r = run_cli("train autoencoder --seeds 1 --batches 2 --window 1 --replicates 1 --targets cuda:7 --data " +
+                     data.string() + " --out " + dir.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto runs = nlohmann::json::parse(slurp(dir / "results.json"))["training"];
+  ASSERT_EQ(runs.size(), 4u);
+  for (auto& run : runs) {
+    EXPECT_EQ(run["status"], "skipped") << run;
+    EXPECT_FALSE(run["reason"].get<std::string>().empty());
+  }
+}
+
+TEST(TrainCli, TrainWorkerRefusesMalformedRequests) {
+  fs::path dir = fresh_dir("train-worker-requests");
+  fs::create_directories(dir);
+  const nlohmann::json good = {{"protocol", "detaudit-train-worker/1"},
+                               {"index", 1},
+                               {"key", "d|cpu?order=blocked&threads=1&isa=auto|1000|0"},
+                               {"model", "autoencoder"},
+                               {"target", "cpu?order=blocked&threads=1"},
+                               {"init_seed", 1000},
+                               {"data_seed", 1},
+                               {"batches", 2},
+                               {"batch_size", 64},
+                               {"window", 1},
+                               {"data_dir", dir.string()},
+                               {"data_fingerprint", std::string(32, '0')}};
+  auto with = [&](const char* k, const nlohmann::json& v) {
+    nlohmann::json j = good;
+    j[k] = v;
+    return j.dump();
+  };
+  nlohmann::json no_key = good;
+  no_key.erase("key");
+  struct Case {
+    std::string request, must_say;
+  };
+  const std::vector<Case> cases = {
+      {"not json", "not a JSON object"},
+      {"[1, 2]", "not a JSON object"},
+      {with("protocol", "detaudit-worker/1"), "\"protocol\""},
+      {no_key.dump(), "\"key\" must be a string"},
+      {with("extra", 1), "unknown field \"extra\""},
+      {with("index", 0), "\"index\""},
+      {with("batches", -3), "\"batches\""},
+      {with("batches", 1.5), "\"batches\""},
+      {with("window", 3), "\"window\" must be an integer in 1..2"},
+      {with("batch_size", 100000), "\"batch_size\""},
+      {with("model", "prednet"), "\"model\""},
+      {with("target", "cpu?order=sideways"), "sideways"},
+      {with("data_fingerprint", "xyz"), "\"data_fingerprint\""},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const fs::path req = dir / ("request-" + std::to_string(i));
+    std::ofstream(req) << cases[i].request;
+    CliRun r = run_cli("__train-worker < " + req.string());
+    EXPECT_EQ(r.code, 2) << cases[i].request << ": " << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << cases[i].request << ": " << r.err;
+    EXPECT_NE(r.err.find("malformed request: "), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(cases[i].must_say), std::string::npos) << cases[i].request << ": " << r.err;
+    EXPECT_TRUE(r.out.empty()) << "nothing on the protocol stream: " << r.out;
+  }
+  // A malformed fault hook is refused too, before anything runs.
+  const fs::path req = dir / "request-good";
+  std::ofstream(req) << good.dump();
+  FaultHook hook("train:1:explode");
+  CliRun r = run_cli("__train-worker < " + req.string());
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("DETAUDIT_FAULT entry 'train:1:explode'"), std::string::npos) << r.err;
 }

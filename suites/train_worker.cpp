@@ -1,0 +1,272 @@
+// The training worker: one run of the design in its own process (exchange format, fault-injection
+// hook and the parent side: suites/train_design.hpp and train_design.cpp).
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstdlib>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "analysis/phases.hpp"
+#include "kernels/fingerprint.hpp"
+#include "models/autoencoder.hpp"
+#include "probes/child.hpp"
+#include "probes/targets.hpp"
+#include "suites/train_design.hpp"
+
+namespace detaudit {
+
+namespace {
+
+bool write_all(int fd, const std::string& s) {
+  size_t off = 0;
+  while (off < s.size()) {
+    ssize_t w = ::write(fd, s.data() + off, s.size() - off);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    off += size_t(w);
+  }
+  return true;
+}
+
+void emit(int fd, const nlohmann::json& j) { write_all(fd, j.dump() + "\n"); }
+
+std::string read_all(int fd) {
+  std::string input;
+  char buf[65536];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    input.append(buf, size_t(n));
+  }
+  return input;
+}
+
+}  // namespace
+
+nlohmann::json TrainRunRequest::to_json() const {
+  return {{"protocol", kTrainWorkerProtocol},
+          {"index", index},
+          {"key", key},
+          {"model", model},
+          {"target", target.str()},
+          {"init_seed", init_seed},
+          {"data_seed", data_seed},
+          {"batches", batches},
+          {"batch_size", batch_size},
+          {"window", window},
+          {"data_dir", data_dir},
+          {"data_fingerprint", data_fingerprint}};
+}
+
+bool parse_train_request(const std::string& text, TrainRunRequest* out, std::string* err) {
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  auto bad = [&](const std::string& why) {
+    *err = "malformed request: " + why;
+    return false;
+  };
+  if (j.is_discarded() || !j.is_object()) return bad("not a JSON object");
+  static const std::set<std::string> kFields = {"protocol",   "index",     "key",       "model",
+                                                "target",     "init_seed", "data_seed", "batches",
+                                                "batch_size", "window",    "data_dir",  "data_fingerprint"};
+  for (auto& [k, v] : j.items())
+    if (!kFields.count(k)) return bad(fmt::format("unknown field \"{}\"", k));
+  auto str = [&](const char* k, std::string* dst) {
+    if (!j.contains(k) || !j[k].is_string()) return bad(fmt::format("\"{}\" must be a string", k));
+    *dst = j[k].get<std::string>();
+    return true;
+  };
+  auto unsigned_in = [&](const char* k, uint64_t lo, uint64_t hi, uint64_t* dst) {
+    if (!j.contains(k) || !j[k].is_number_unsigned() || j[k].get<uint64_t>() < lo || j[k].get<uint64_t>() > hi)
+      return bad(fmt::format("\"{}\" must be an integer in {}..{}", k, lo, hi));
+    *dst = j[k].get<uint64_t>();
+    return true;
+  };
+  TrainRunRequest q;
+  std::string protocol, target;
+  uint64_t batches = 0, batch_size = 0, window = 0;
+  if (!str("protocol", &protocol)) return false;
+  if (protocol != kTrainWorkerProtocol) return bad(fmt::format("\"protocol\" must be \"{}\"", kTrainWorkerProtocol));
+  if (!unsigned_in("index", 1, UINT64_MAX, &q.index) || !str("key", &q.key) || !str("model", &q.model) ||
+      !str("target", &target) || !unsigned_in("init_seed", 0, UINT64_MAX, &q.init_seed) ||
+      !unsigned_in("data_seed", 0, UINT64_MAX, &q.data_seed) ||
+      !unsigned_in("batches", 1, uint64_t(kMaxTrainBatches), &batches) ||
+      !unsigned_in("batch_size", 1, uint64_t(kMaxTrainBatchSize), &batch_size) ||
+      !unsigned_in("window", 1, batches, &window) || !str("data_dir", &q.data_dir) ||
+      !str("data_fingerprint", &q.data_fingerprint))
+    return false;
+  if (q.key.empty()) return bad("\"key\" is empty");
+  if (q.model != "autoencoder") return bad("\"model\" must be \"autoencoder\"");
+  if (!parse_target(target, &q.target, err)) return bad(*err);
+  Fingerprint fp;
+  if (!Fingerprint::from_hex(q.data_fingerprint, &fp))
+    return bad("\"data_fingerprint\" must be 32 lowercase hex digits");
+  q.batches = int(batches), q.batch_size = int(batch_size), q.window = int(window);
+  *out = std::move(q);
+  return true;
+}
+
+std::string dataset_fingerprint(const Dataset& data) {
+  return fingerprint_bytes(data.pixels.data(), data.pixels.size()).hex();
+}
+
+// ------------------------------------------------------------------------------------------------
+// Fault injection (test hook, see train_design.hpp)
+// ------------------------------------------------------------------------------------------------
+namespace {
+
+enum class Fault { kNone, kSegv, kIll, kAbort, kHang };
+
+// The fault DETAUDIT_FAULT asks for this run (the first matching entry). False with *err when an entry
+// meant for training is malformed.
+bool fault_for(const TrainRunRequest& q, Fault* out, std::string* err) {
+  *out = Fault::kNone;
+  const char* env = std::getenv("DETAUDIT_FAULT");
+  if (!env) return true;
+  const std::string all = env;
+  for (size_t at = 0; at <= all.size();) {
+    size_t end = all.find(',', at);
+    if (end == std::string::npos) end = all.size();
+    const std::string entry = all.substr(at, end - at);
+    at = end + 1;
+    if (entry.rfind("train:", 0) != 0) continue;
+    const std::string rest = entry.substr(6);
+    const size_t colon = rest.rfind(':');
+    const std::string sel = colon == std::string::npos ? "" : rest.substr(0, colon);
+    const std::string what = colon == std::string::npos ? "" : rest.substr(colon + 1);
+    Fault f = what == "segv"    ? Fault::kSegv
+              : what == "ill"   ? Fault::kIll
+              : what == "abort" ? Fault::kAbort
+              : what == "hang"  ? Fault::kHang
+                                : Fault::kNone;
+    if (sel.empty() || f == Fault::kNone) {
+      *err = fmt::format("DETAUDIT_FAULT entry '{}' is not train:<run index or key part>:segv|ill|abort|hang", entry);
+      return false;
+    }
+    const bool index = sel.find_first_not_of("0123456789") == std::string::npos;
+    if (index ? sel == std::to_string(q.index) : q.key.find(sel) != std::string::npos) {
+      *out = f;
+      return true;
+    }
+  }
+  return true;
+}
+
+[[noreturn]] void inject(Fault f) {
+  switch (f) {
+    case Fault::kSegv: {
+      // A real invalid write; the address is read through a volatile so the compiler cannot turn it
+      // into a trap instruction.
+      volatile uintptr_t addr = 0;
+      *reinterpret_cast<volatile int*>(addr) = 1;
+      std::raise(SIGSEGV);
+      break;
+    }
+    case Fault::kIll:
+      std::raise(SIGILL);
+      break;
+    case Fault::kAbort:
+      std::abort();
+    case Fault::kHang:
+    case Fault::kNone:
+      break;
+  }
+  for (;;) ::pause();  // hang: until the parent kills the process group
+}
+
+// ------------------------------------------------------------------------------------------------
+// One run
+// ------------------------------------------------------------------------------------------------
+
+nlohmann::json failed(const Status& st) {
+  const bool skipped = st.code() == Status::Code::kUnsupported || st.code() == Status::Code::kUnavailable;
+  return {{"status", skipped ? "skipped" : "error"}, {"reason", st.message()}};
+}
+
+double window_mean(const std::vector<float>& curve, int window) {
+  if (curve.empty()) return NAN;
+  size_t w = std::min<size_t>(size_t(std::max(window, 1)), curve.size());
+  double s = 0;
+  for (size_t i = curve.size() - w; i < curve.size(); ++i) s += double(curve[i]);
+  return s / double(w);
+}
+
+nlohmann::json finished(const TrainResult& tr, int window) {
+  nlohmann::json run;
+  run["status"] = "ok";
+  run["final_loss"] = window_mean(tr.curve, window);
+  run["curve"] = tr.curve;
+  run["curve_fingerprint"] = fingerprint_bytes(tr.curve.data(), tr.curve.size() * sizeof(float)).hex();
+  run["initial_weights_fingerprint"] = tr.initial_weights.hex();
+  run["weights_fingerprint"] = tr.final_weights.hex();
+  run["seconds"] = tr.seconds;
+  run["steps_per_second"] = tr.seconds > 0 ? double(tr.curve.size()) / tr.seconds : 0.0;
+  std::vector<double> c(tr.curve.begin(), tr.curve.end());
+  PhaseResult ph = detect_phases(c);
+  run["phases"] = {{"label", ph.label},
+                   {"segments", ph.segments.size()},
+                   {"escape_step", ph.escape_step ? nlohmann::json(*ph.escape_step) : nlohmann::json(nullptr)},
+                   {"censored", ph.censored}};
+  return run;
+}
+
+// Builds the backend, loads and checks the data (the same pixels the parent saw), trains. Emits "ready"
+// and a "step" per batch; returns the run's result fields.
+nlohmann::json run_request(const TrainRunRequest& q, Fault fault, int out_fd) {
+  Status st;
+  std::unique_ptr<Backend> backend = make_target_backend(q.target, &st);
+  if (!backend) return failed(st);
+  Dataset data;
+  st = load_dataset(q.data_dir, "train", &data);
+  if (st) st = check_dataset_for_model(data, q.model, kAutoencoderImageSide, kAutoencoderImageSide, q.batch_size);
+  // The parent loaded these files a moment ago: any failure now means they changed.
+  if (!st) return {{"status", "error"}, {"reason", st.message()}};
+  if (const std::string fp = dataset_fingerprint(data); fp != q.data_fingerprint)
+    return {{"status", "error"},
+            {"reason", fmt::format("{}: the data changed during the design (pixel fingerprint {}, the design started "
+                                   "with {})",
+                                   data.images_path, fp, q.data_fingerprint)}};
+  emit(out_fd, {{"event", "ready"}});
+
+  TrainConfig cfg;
+  cfg.init_seed = q.init_seed;
+  cfg.data_seed = q.data_seed;
+  cfg.batches = q.batches;
+  cfg.batch_size = q.batch_size;
+  TrainCallbacks cb;
+  cb.on_step = [&](int step, float loss) {
+    emit(out_fd, {{"event", "step"}, {"step", step + 1}, {"loss", loss}});
+    if (step == 0 && fault != Fault::kNone) inject(fault);
+    return true;
+  };
+  TrainResult tr;
+  st = train_autoencoder(*backend, data, cfg, cb, &tr);
+  if (!st) return failed(st);
+  return finished(tr, q.window);
+}
+
+}  // namespace
+
+int train_worker_main(int in_fd, int out_fd) {
+  child_die_with_parent();
+  TrainRunRequest q;
+  std::string err;
+  if (!parse_train_request(read_all(in_fd), &q, &err)) {
+    fmt::print(stderr, "detaudit train worker: {}\n", err);
+    return 2;
+  }
+  Fault fault;
+  if (!fault_for(q, &fault, &err)) {
+    fmt::print(stderr, "detaudit train worker: {}\n", err);
+    return 2;
+  }
+  emit(out_fd, {{"event", "run"}, {"run", run_request(q, fault, out_fd)}});
+  return 0;
+}
+
+}  // namespace detaudit
