@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -10,11 +11,14 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "probes/child.hpp"
 #include "probes/env.hpp"
 #include "probes/spec.hpp"
 #include "probes/verdict.hpp"
 #include "probes/worker.hpp"
+#include "probes/workload.hpp"
 #include "report/results.hpp"
+#include "suites/dir_lock.hpp"
 #include "suites/probe_suite.hpp"
 #include "suites/train_design.hpp"
 #include "report/train_report.hpp"
@@ -24,9 +28,67 @@ using namespace detaudit;
 
 namespace {
 
+// Output never stops an audit: a closed stdout or stderr (`| head -1`) loses the text, not the run.
+// SIGPIPE is ignored, and write errors are dropped here instead of throwing.
+void put(FILE* f, const std::string& s) {
+  if (std::fwrite(s.data(), 1, s.size(), f) != s.size()) std::clearerr(f);
+  if (std::fflush(f) != 0) std::clearerr(f);
+}
+template <typename... Args>
+void say(FILE* f, fmt::format_string<Args...> format, Args&&... args) {
+  put(f, fmt::format(format, std::forward<Args>(args)...));
+}
+
 int fail(const std::string& msg) {
-  fmt::print(stderr, "detaudit: error: {}\n", msg);
+  say(stderr, "detaudit: error: {}\n", msg);
   return 2;
+}
+
+// The command line again, shell-quoted, with `--out DIR` in place of any --out/--fresh/--resume:
+// what resumes an interrupted run.
+std::string resume_command(int argc, char** argv, const std::string& out_dir) {
+  auto quote = [](const std::string& a) {
+    bool plain = !a.empty() && a.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+                                                   "_-./:=,+@%") == std::string::npos;
+    if (plain) return a;
+    std::string q = "'";
+    for (char c : a) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return q + "'";
+  };
+  std::string cmd;
+  for (int i = 0; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--fresh" || a == "--resume") continue;
+    if (a == "--out") {
+      ++i;
+      continue;
+    }
+    if (a.rfind("--out=", 0) == 0) continue;
+    cmd += (cmd.empty() ? "" : " ") + quote(a);
+  }
+  return cmd + " --out " + quote(out_dir);
+}
+
+// The latest unfinished run of a suite under results/ (default directories are results/<suite>-<time>,
+// so the names sort by time).
+std::string latest_unfinished(const std::string& prefix) {
+  std::vector<std::string> dirs;
+  std::error_code ec;
+  for (auto& e : fs::directory_iterator("results", ec))
+    if (e.is_directory() && e.path().filename().string().rfind(prefix + "-", 0) == 0) dirs.push_back(e.path().string());
+  std::sort(dirs.rbegin(), dirs.rend());
+  for (auto& d : dirs) {
+    Results r;
+    std::string err;
+    if (load_results(d + "/results.json", &r, &err) && r.finished_at.empty()) return d;
+  }
+  return "";
+}
+
+int interrupted_exit(const std::string& what, size_t done, size_t total, const std::string& resume) {
+  int sig = interrupted();
+  say(stderr, "interrupted: {} of {} {} done; resume with: {}\n", done, total, what, resume);
+  return 128 + (sig ? sig : SIGINT);
 }
 
 std::string self_exe(const char* argv0) {
@@ -49,40 +111,142 @@ void print_env_text(const nlohmann::json& m) {
     if (!m.contains(k)) return "unknown";
     return m[k].is_string() ? m[k].get<std::string>() : m[k].dump();
   };
-  fmt::print("host       {}\nos         {}\ncpu        {}\n", s("hostname"), s("os"), s("cpu_model"));
-  fmt::print("topology   packages {}, cores {}, PUs {}, NUMA nodes {}\n", s("packages"), s("cores"), s("pus"),
+  say(stdout, "host       {}\nos         {}\ncpu        {}\n", s("hostname"), s("os"), s("cpu_model"));
+  say(stdout, "topology   packages {}, cores {}, PUs {}, NUMA nodes {}\n", s("packages"), s("cores"), s("pus"),
              s("numa_nodes"));
-  if (m.contains("topology_error")) fmt::print("           ({})\n", s("topology_error"));
+  if (m.contains("topology_error")) say(stdout, "           ({})\n", s("topology_error"));
   if (m.contains("caches"))
     for (auto& c : m["caches"])
-      fmt::print("cache      L{} {} KiB x {}\n", c.value("level", 0), c.value("size_bytes", uint64_t(0)) / 1024, c.value("count", 0));
-  fmt::print("features   {}\ncompiler   {}\n", s("cpu_features"), s("compiler"));
+      say(stdout, "cache      L{} {} KiB x {}\n", c.value("level", 0), c.value("size_bytes", uint64_t(0)) / 1024, c.value("count", 0));
+  say(stdout, "features   {}\ncompiler   {}\n", s("cpu_features"), s("compiler"));
   for (auto& [k, v] : m["libraries"].items())
-    fmt::print("{:<10} {}\n", k, v.is_string() ? v.get<std::string>() : v.dump());
-  fmt::print("cuda       {}\n", s("cuda"));
+    say(stdout, "{:<10} {}\n", k, v.is_string() ? v.get<std::string>() : v.dump());
+  say(stdout, "cuda       {}\n", s("cuda"));
   for (auto& g : m["gpus"])
-    fmt::print("gpu {}      {} ({}), CC {}, {} SMs, {:.1f} GiB, L2 {} MiB, ECC {}, PCI {}, local CPUs {}\n", g.value("index", 0),
+    say(stdout, "gpu {}      {} ({}), CC {}, {} SMs, {:.1f} GiB, L2 {} MiB, ECC {}, PCI {}, local CPUs {}\n", g.value("index", 0),
                g.value("name", ""), g.value("uuid", ""), g.value("compute_capability", ""), g.value("sm_count", 0),
                g.value("memory_bytes", uint64_t(0)) / 1073741824.0, g.value("l2_bytes", 0) / 1048576,
                g.value("ecc", false) ? "on" : "off", g.value("pci_bus_id", ""), g.value("local_cpuset", "unknown"));
 }
 
-}  // namespace
 
-int main(int argc, char** argv) {
-  // The worker speaks its protocol on a private copy of stdout; anything a library prints goes to stderr.
-  if (argc >= 2 && std::string(argv[1]) == kWorkerSubcommand) {
-    int proto = ::dup(1);
-    ::dup2(2, 1);
-    return worker_main(0, proto);
+// CLI11 validators shared by the subcommands.
+const CLI::Validator kNonEmpty(
+    [](std::string& v) { return v.find_first_not_of(", ") == std::string::npos ? std::string("must not be empty") : ""; },
+    "NONEMPTY");
+
+struct ProbeArgs {
+  std::string suite = "quick", targets, workloads, out;
+  int repeats = 0;
+  double timeout = 120;
+  bool fresh = false, resume = false;
+};
+
+struct TrainArgs {
+  std::string model, design = "sony2021", targets, out, data;
+  int seeds = 0, batches = 0, window = 0, replicates = 0;
+  double run_timeout = 0;
+  bool paper = false, fresh = false;
+};
+
+int run_probe(const ProbeArgs& a, int argc, char** argv) {
+  ProbePlan plan;
+  std::string err;
+  if (!make_plan(a.suite, a.targets, a.workloads, a.repeats, a.timeout, &plan, &err)) return fail(err);
+  ProbeRunOptions opt;
+  opt.out_dir = a.out;
+  if (a.resume && a.fresh) return fail("--resume and --fresh contradict each other");
+  if (opt.out_dir.empty() && a.resume) {
+    opt.out_dir = latest_unfinished(a.suite);
+    if (opt.out_dir.empty()) return fail(fmt::format("--resume: no unfinished {} run under results/", a.suite));
   }
-  ::signal(SIGPIPE, SIG_IGN);
+  if (opt.out_dir.empty()) opt.out_dir = default_out(a.suite);
+  // Refuse a workload that cannot fit before anything is written.
+  std::string source;
+  if (!check_memory(plan, available_memory_bytes(&source), source, &err)) return fail(err);
+  DirLock lock;
+  if (!lock.acquire(opt.out_dir, &err)) return fail(err);
+  opt.exe = self_exe(argv[0]);
+  opt.fresh = a.fresh;
+  for (int i = 0; i < argc; ++i) opt.command += (i ? " " : "") + std::string(argv[i]);
+  opt.progress = [](const std::string& line) { say(stderr, "[detaudit] {}\n", line); };
+  opt.custom = !a.targets.empty() || !a.workloads.empty();
+  Results results;
+  int rc = run_probe_suite(plan, opt, &results, &err);
+  if (rc == kProbeInterrupted)
+    return interrupted_exit("cells", results.observations.size(), count_cells(plan),
+                            resume_command(argc, argv, opt.out_dir));
+  if (rc != 0) return fail(err);
+  auto s = summarize(results.observations);
+  say(stdout, "{} of {} cells deterministic, {} nondeterministic, {} crashed, {} timed out, {} skipped, {} errors\n",
+      s.deterministic, s.deterministic + s.nondeterministic, s.nondeterministic, s.crashed, s.timeout, s.skipped,
+      s.error);
+  say(stdout, "report: {}/report.md and {}/report.html\n", opt.out_dir, opt.out_dir);
+  return 0;
+}
 
+int run_train(const TrainArgs& a, int argc, char** argv) {
+  TrainDesign d = default_design(a.paper);
+  if (!a.targets.empty()) {
+    d.targets.clear();
+    for (auto& t : split_list(a.targets)) {
+      Spec s;
+      std::string err;
+      if (!parse_target(t, &s, &err)) return fail(err);
+      if (std::none_of(d.targets.begin(), d.targets.end(), [&](const Spec& x) { return x.str() == s.str(); }))
+        d.targets.push_back(s);
+    }
+    if (d.targets.empty()) return fail("--targets is empty");
+  }
+  if (a.seeds > 0) d.seeds = a.seeds;
+  if (a.batches > 0) d.batches = a.batches;
+  if (a.window > 0) d.window = a.window;
+  if (a.replicates > 0) d.replicates = a.replicates;
+  if (d.window > d.batches) return fail(fmt::format("--window {} exceeds --batches {}", d.window, d.batches));
+  d.data_dir = a.data;
+  d.model = a.model;
+  d.design = a.design;
+  TrainRunOptions opt;
+  opt.out_dir = a.out.empty() ? default_out("train") : a.out;
+  std::string err;
+  DirLock lock;
+  if (!lock.acquire(opt.out_dir, &err)) return fail(err);
+  opt.exe = self_exe(argv[0]);
+  opt.fresh = a.fresh;
+  opt.run_timeout_s = a.run_timeout;
+  for (int i = 0; i < argc; ++i) opt.command += (i ? " " : "") + std::string(argv[i]);
+  opt.progress = [](const std::string& line) { say(stderr, "[detaudit] {}\n", line); };
+  Results results;
+  int rc = run_train_design(d, opt, &results, &err);
+  if (rc == kTrainInterrupted)
+    return interrupted_exit("runs", results.training.size(), planned_runs(d), resume_command(argc, argv, opt.out_dir));
+  if (rc != 0) return fail(err);
+  say(stdout, "{} training runs; report: {}/report.md and {}/report.html\n", results.training.size(), opt.out_dir,
+      opt.out_dir);
+  return 0;
+}
+
+int run_report(const std::string& dir, const std::string& format) {
+  Results r;
+  std::string err;
+  if (!fs::is_directory(dir)) return fail(fmt::format("{}: not a directory", dir));
+  if (!load_results(dir + "/results.json", &r, &err)) return fail(err);
+  DirLock lock;
+  if (!lock.acquire(dir, &err)) return fail(err);
+  bool md = format == "md" || format == "both", html = format == "html" || format == "both";
+  if (!write_reports(dir, r, &err, md, html)) return fail(err);
+  if (md) say(stdout, "{}/report.md\n", dir);
+  if (html) say(stdout, "{}/report.html\n", dir);
+  return 0;
+}
+
+int main_cli(int argc, char** argv) {
   CLI::App app{"detaudit: audits numerical determinism at the hardware level.\n"
                "Runs conv, matmul and reduction workloads again and again on each target, fingerprints every\n"
                "output bit for bit, and reports which targets are deterministic, which agree with each other,\n"
                "and how far each is from the double-accumulated oracle.\n"
-               "Exit codes: 0 the audit completed, 1 a check failed, 2 could not run.",
+               "Exit codes: 0 the audit completed, 1 a check failed, 2 could not run (one line on stderr),\n"
+               "128+N interrupted by signal N (finished work is saved; the message says how to resume).",
                "detaudit"};
   app.set_version_flag("--version", std::string("detaudit ") + DETAUDIT_VERSION);
   app.require_subcommand(1);
@@ -92,47 +256,62 @@ int main(int argc, char** argv) {
   env->add_flag("--json", env_json, "Print JSON instead of text");
 
   auto* probe = app.add_subcommand("probe", "Run a probe suite and write results.json, report.md and report.html.");
-  std::string suite = "quick", targets, workloads, out;
-  int repeats = 0;
-  double timeout = 120;
-  bool fresh = false;
-  probe->add_option("--suite", suite, "Suite: quick (under 2 minutes on 2 cores) or full")->capture_default_str();
-  probe->add_option("--targets", targets, "Comma-separated target specs, replacing the suite's");
-  probe->add_option("--workloads", workloads, "Comma-separated workload specs, replacing the suite's");
-  probe->add_option("--repeats", repeats, "Repeats per workload x target (default: the suite's, 10 quick, 20 full)");
-  probe->add_option("--timeout", timeout, "Seconds one workload may take on a target, all repeats together")
+  ProbeArgs pa;
+  probe->add_option("--suite", pa.suite, "Suite: quick (under 2 minutes on 2 cores) or full")->capture_default_str();
+  probe->add_option("--targets", pa.targets, "Comma-separated target specs, replacing the suite's")->check(kNonEmpty);
+  probe->add_option("--workloads", pa.workloads, "Comma-separated workload specs, replacing the suite's")->check(kNonEmpty);
+  probe->add_option("--repeats", pa.repeats, "Repeats per workload x target (default: the suite's, 10 quick, 20 full)")
+      ->check(CLI::Range(1, int(kMaxRepeats)));
+  probe->add_option("--timeout", pa.timeout,
+                    "Seconds one workload may take on a target, all repeats together (also the oracle's limit)")
+      ->check(CLI::Range(0.001, 604800.0))
       ->capture_default_str();
-  probe->add_option("--out", out, "Results directory (default results/<suite>-<time>); an unfinished run there resumes");
-  probe->add_flag("--fresh", fresh, "Discard results already in --out instead of resuming");
+  probe->add_option("--out", pa.out,
+                    "Results directory (default results/<suite>-<time>); an unfinished run there resumes")
+      ->check(kNonEmpty);
+  probe->add_flag("--fresh", pa.fresh, "Discard results and cached oracle outputs already in --out instead of resuming");
+  probe->add_flag("--resume", pa.resume, "Without --out: continue the latest unfinished run of --suite under results/");
   probe->footer("\nTARGETS (backend[:device][?key=value&...]):\n" + target_help() +
                 "\nWORKLOADS (op?key=value&...; every workload also takes dist=uniform|int and seed=N):\n" +
                 workload_help() +
                 "\nA target that crashes (e.g. SIGILL) or runs past --timeout is recorded as an observation and the\n"
-                "audit goes on. GPU targets are skipped with the reason on machines without a CUDA device.");
+                "audit goes on. GPU targets are skipped with the reason on machines without a CUDA device.\n"
+                "A workload whose estimated memory exceeds what the machine has available is refused (exit 2).\n"
+                "Ctrl-C (or SIGTERM) stops the workers, keeps every finished cell and prints the command that resumes.");
 
   auto* train = app.add_subcommand("train", "Run a training regression design and write results.json and the reports.");
-  std::string model, design_name = "sony2021", train_targets, train_out, data_dir;
-  int seeds = 0, batches = 0, window = 0, replicates = -1;
-  bool paper = false, train_fresh = false;
-  train->add_option("MODEL", model, "Model: autoencoder")->required()->check(CLI::IsMember({"autoencoder"}));
-  train->add_option("--design", design_name, "Design: sony2021 (conditions a-d: init random/fixed x nondeterminism on/off)")
+  TrainArgs ta;
+  train->add_option("MODEL", ta.model, "Model: autoencoder")->required()->check(CLI::IsMember({"autoencoder"}));
+  train->add_option("--design", ta.design, "Design: sony2021 (conditions a-d: init random/fixed x nondeterminism on/off)")
       ->check(CLI::IsMember({"sony2021"}))
       ->capture_default_str();
-  train->add_option("--targets", train_targets,
+  train->add_option("--targets", ta.targets,
                     "Comma-separated base targets; each runs in its deterministic and nondeterministic variant "
-                    "(default cpu?threads=2,cpu?threads=1)");
-  train->add_option("--seeds", seeds, "Runs per condition and target (default 3; --paper: 12)");
-  train->add_option("--batches", batches, "Batches per run (default 200; --paper: 5000)");
-  train->add_option("--window", window, "Final metric = mean loss of the last N batches (default 20; --paper: 50)");
-  train->add_option("--replicates", replicates, "Repeats of each seed under condition (a), for the run-to-run term (default 2)");
-  train->add_flag("--paper", paper, "The paper's protocol: 12 runs, 5000 batches, window 50");
-  train->add_option("--data", data_dir, "Folder of MNIST-format IDX files (default: Fashion-MNIST from dataset-fashion-mnist)");
-  train->add_option("--out", train_out, "Results directory (default results/train-<time>); an unfinished design there resumes");
-  train->add_flag("--fresh", train_fresh, "Discard results already in --out instead of resuming");
+                    "(default cpu?threads=2,cpu?threads=1)")
+      ->check(kNonEmpty);
+  train->add_option("--seeds", ta.seeds, "Runs per condition and target (default 3; --paper: 12)")
+      ->check(CLI::Range(1, 10000));
+  train->add_option("--batches", ta.batches, "Batches per run (default 200; --paper: 5000)")->check(CLI::Range(1, 10000000));
+  train->add_option("--window", ta.window, "Final metric = mean loss of the last N batches (default 20; --paper: 50)")
+      ->check(CLI::Range(1, 10000000));
+  train->add_option("--replicates", ta.replicates,
+                    "Repeats of each seed under condition (a), for the run-to-run term (default 2)")
+      ->check(CLI::Range(1, 1000));
+  train->add_option("--run-timeout", ta.run_timeout,
+                    "Seconds a training run may go without finishing a batch before its worker is killed and the "
+                    "run recorded as timeout (the first batch also covers starting the worker and loading the data; "
+                    "default 300)")
+      ->check(CLI::Range(0.001, 604800.0));
+  train->add_flag("--paper", ta.paper, "The paper's protocol: 12 runs, 5000 batches, window 50");
+  train->add_option("--data", ta.data, "Folder of MNIST-format IDX files (default: Fashion-MNIST from dataset-fashion-mnist)")
+      ->check(kNonEmpty);
+  train->add_option("--out", ta.out, "Results directory (default results/train-<time>); an unfinished design there resumes")
+      ->check(kNonEmpty);
+  train->add_flag("--fresh", ta.fresh, "Discard results already in --out instead of resuming");
 
   auto* report = app.add_subcommand("report", "Render a results directory's report again.");
   std::string report_dir, format = "both";
-  report->add_option("DIR", report_dir, "Results directory holding results.json")->required();
+  report->add_option("DIR", report_dir, "Results directory holding results.json")->required()->check(kNonEmpty);
   report->add_option("--format", format, "md, html or both")->check(CLI::IsMember({"md", "html", "both"}))->capture_default_str();
 
   try {
@@ -144,90 +323,44 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    return fail(e.what());
+    std::string msg = e.what();
+    std::replace(msg.begin(), msg.end(), '\n', ' ');
+    return fail(msg);
   }
 
   if (env->parsed()) {
     nlohmann::json m = machine_fingerprint();
     if (env_json)
-      fmt::print("{}\n", m.dump(2));
+      say(stdout, "{}\n", m.dump(2));
     else
       print_env_text(m);
     return 0;
   }
-
-  if (probe->parsed()) {
-    ProbePlan plan;
-    std::string err;
-    if (!make_plan(suite, targets, workloads, repeats, timeout, &plan, &err)) return fail(err);
-    ProbeRunOptions opt;
-    opt.out_dir = out.empty() ? default_out(suite) : out;
-    opt.exe = self_exe(argv[0]);
-    opt.fresh = fresh;
-    for (int i = 0; i < argc; ++i) opt.command += (i ? " " : "") + std::string(argv[i]);
-    opt.progress = [](const std::string& line) { fmt::print(stderr, "[detaudit] {}\n", line); };
-    fmt::print(stderr, "[detaudit] suite {}: {} targets x {} workloads, {} repeats, results in {}\n", plan.suite,
-               plan.targets.size(), plan.workloads.size(), plan.repeats, opt.out_dir);
-    Results results;
-    int rc = run_probe_suite(plan, opt, &results, &err);
-    if (rc != 0) return fail(err);
-    auto s = summarize(results.observations);
-    fmt::print("{} of {} cells deterministic, {} nondeterministic, {} crashed, {} timed out, {} skipped, {} errors\n",
-               s.deterministic, s.deterministic + s.nondeterministic, s.nondeterministic, s.crashed, s.timeout, s.skipped,
-               s.error);
-    fmt::print("report: {}/report.md and {}/report.html\n", opt.out_dir, opt.out_dir);
-    return 0;
-  }
-
-  if (train->parsed()) {
-    TrainDesign d = default_design(paper);
-    if (!train_targets.empty()) {
-      d.targets.clear();
-      for (auto& t : split_list(train_targets)) {
-        Spec s;
-        std::string err;
-        if (!parse_target(t, &s, &err)) return fail(err);
-        d.targets.push_back(s);
-      }
-      if (d.targets.empty()) return fail("--targets is empty");
-    }
-    auto positive = [](int v, const char* what) -> std::string {
-      return v < 0 ? fmt::format("{} must be positive", what) : "";
-    };
-    for (auto [v, what] : {std::pair{seeds, "--seeds"}, {batches, "--batches"}, {window, "--window"}})
-      if (auto e = positive(v, what); !e.empty()) return fail(e);
-    if (seeds > 0) d.seeds = seeds;
-    if (batches > 0) d.batches = batches;
-    if (window > 0) d.window = window;
-    if (replicates == 0 || replicates < -1) return fail("--replicates must be positive");
-    if (replicates > 0) d.replicates = replicates;
-    if (d.window > d.batches) return fail(fmt::format("--window {} exceeds --batches {}", d.window, d.batches));
-    d.data_dir = data_dir;
-    d.model = model;
-    d.design = design_name;
-    TrainRunOptions opt;
-    opt.out_dir = train_out.empty() ? default_out("train") : train_out;
-    opt.fresh = train_fresh;
-    for (int i = 0; i < argc; ++i) opt.command += (i ? " " : "") + std::string(argv[i]);
-    opt.progress = [](const std::string& line) { fmt::print(stderr, "[detaudit] {}\n", line); };
-    Results results;
-    std::string err;
-    if (run_train_design(d, opt, &results, &err) != 0) return fail(err);
-    fmt::print("{} training runs; report: {}/report.md and {}/report.html\n", results.training.size(), opt.out_dir,
-               opt.out_dir);
-    return 0;
-  }
-
-  if (report->parsed()) {
-    Results r;
-    std::string err;
-    std::string path = report_dir + "/results.json";
-    if (!load_results(path, &r, &err)) return fail(err);
-    bool md = format == "md" || format == "both", html = format == "html" || format == "both";
-    if (!write_reports(report_dir, r, &err, md, html)) return fail(err);
-    if (md) fmt::print("{}/report.md\n", report_dir);
-    if (html) fmt::print("{}/report.html\n", report_dir);
-    return 0;
-  }
+  if (probe->parsed()) return run_probe(pa, argc, argv);
+  if (train->parsed()) return run_train(ta, argc, argv);
+  if (report->parsed()) return run_report(report_dir, format);
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // The workers speak their protocol on a private copy of stdout; anything a library prints goes to stderr.
+  if (argc >= 2 && std::string(argv[1]) == kWorkerSubcommand) {
+    int proto = ::dup(1);
+    ::dup2(2, 1);
+    return worker_main(0, proto);
+  }
+  if (argc >= 2 && std::string(argv[1]) == kTrainWorkerSubcommand) {
+    int proto = ::dup(1);
+    ::dup2(2, 1);
+    return train_worker_main(0, proto);
+  }
+  install_interrupt_handlers();
+  try {
+    return main_cli(argc, argv);
+  } catch (const std::exception& e) {
+    // Nothing below the CLI should throw; if something does, it is still one line and exit 2.
+    return fail(std::string("internal error: ") + e.what());
+  }
 }
