@@ -19,6 +19,31 @@ extern char** environ;
 
 namespace detaudit {
 
+bool write_all(int fd, const std::string& s) {
+  size_t off = 0;
+  while (off < s.size()) {
+    ssize_t w = ::write(fd, s.data() + off, s.size() - off);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    off += size_t(w);
+  }
+  return true;
+}
+
+std::string read_all(int fd) {
+  std::string input;
+  char buf[65536];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    input.append(buf, size_t(n));
+  }
+  return input;
+}
+
 std::string signal_description(int sig) {
   const char* abbrev = sigabbrev_np(sig);
   const char* desc = strsignal(sig);
@@ -48,19 +73,6 @@ int register_child(pid_t pid) {
     if (g_children[i].compare_exchange_strong(expected, pid)) return i;
   }
   return -1;
-}
-
-bool write_all(int fd, const std::string& s) {
-  size_t off = 0;
-  while (off < s.size()) {
-    ssize_t w = ::write(fd, s.data() + off, s.size() - off);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    off += size_t(w);
-  }
-  return true;
 }
 
 std::vector<std::string> build_env(const std::map<std::string, std::string>& overrides) {

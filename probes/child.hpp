@@ -51,6 +51,11 @@ void clear_interrupted();
 // when the parent is already gone. Reads DETAUDIT_PARENT_PID, set by run_child.
 void child_die_with_parent();
 
+// The child side's I/O: the whole request from fd (until EOF), and one protocol line (EINTR and short
+// writes handled; false when the parent is gone).
+std::string read_all(int fd);
+bool write_all(int fd, const std::string& s);
+
 // "SIGILL (Illegal instruction)".
 std::string signal_description(int sig);
 

@@ -29,19 +29,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-bool write_all(int fd, const std::string& s) {
-  size_t off = 0;
-  while (off < s.size()) {
-    ssize_t w = ::write(fd, s.data() + off, s.size() - off);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    off += size_t(w);
-  }
-  return true;
-}
-
 void emit(int fd, const nlohmann::json& j) { write_all(fd, j.dump() + "\n"); }
 
 ObsStatus status_for(const Status& st) {
@@ -207,14 +194,7 @@ Observation observe_oracle(const WorkItem& item) {
 
 int worker_main(int in_fd, int out_fd) {
   child_die_with_parent();
-  std::string input;
-  char buf[65536];
-  for (;;) {
-    ssize_t n = ::read(in_fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    input.append(buf, size_t(n));
-  }
+  std::string input = read_all(in_fd);
   WorkerRequest req;
   std::string err;
   if (!parse_worker_request(input, &req, &err)) {

@@ -143,6 +143,14 @@ void add_verdict_section(Document& d, const Results& r) {
                                   inline_code(o.workload), inline_code(o.target), o.batch->rows_differing,
                                   o.batch->rows_checked));
   cap_list(&other, "the batch invariance section and results.json");
+  // An oracle that could not be computed is the oracle's failure, not a target's: its workload's cells
+  // show no distance.
+  std::vector<std::string> oracle;
+  for (auto& [w, why] : r.oracle_failures)
+    oracle.push_back(fmt::format("oracle failed: {}: {}; its cells carry no distance to the oracle", inline_code(w),
+                                 inline_text(why)));
+  cap_list(&oracle, "results.json's oracle_failures");
+  other.insert(other.begin(), oracle.begin(), oracle.end());
   std::vector<std::string> items = std::move(nondet);
   items.insert(items.end(), failures.begin(), failures.end());
   items.insert(items.end(), other.begin(), other.end());

@@ -20,32 +20,7 @@ namespace detaudit {
 
 namespace {
 
-bool write_all(int fd, const std::string& s) {
-  size_t off = 0;
-  while (off < s.size()) {
-    ssize_t w = ::write(fd, s.data() + off, s.size() - off);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    off += size_t(w);
-  }
-  return true;
-}
-
 void emit(int fd, const nlohmann::json& j) { write_all(fd, j.dump() + "\n"); }
-
-std::string read_all(int fd) {
-  std::string input;
-  char buf[65536];
-  for (;;) {
-    ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    input.append(buf, size_t(n));
-  }
-  return input;
-}
 
 }  // namespace
 

@@ -152,6 +152,7 @@ TEST(Faults, OracleThatTimesOutIsReportedAsTheOraclesFault) {
       EXPECT_FALSE(o["oracle"].is_null()) << "the small workload's oracle was computed";
     }
   }
+  EXPECT_NE(slurp(dir / "report.md").find("oracle failed: `" + big + "`: timeout"), std::string::npos);
 }
 
 // --- 3. Two processes on one --out ----------------------------------------------------------------
