@@ -303,7 +303,7 @@ bool validate(const std::vector<NameRule>& rules, const char* what, const std::s
   }
   if (rule->device && out->device < 0) out->device = 0;
   for (auto& [k, v] : out->params) {
-    auto it = std::find_if(rule->keys.begin(), rule->keys.end(), [&](const KeyRule& kr) { return kr.key == k; });
+    auto it = std::find_if(rule->keys.begin(), rule->keys.end(), [&key = k](const KeyRule& kr) { return kr.key == key; });
     if (it == rule->keys.end()) {
       std::vector<std::string> keys;
       for (auto& kr : rule->keys) keys.push_back(kr.key);

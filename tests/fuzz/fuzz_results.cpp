@@ -1,0 +1,26 @@
+// Fuzzes the results.json loader (report/results.hpp): load_results on any bytes must answer true or
+// false with a message, never throw. A file it accepts must save and load again to the same JSON (compared
+// as text: a NaN loss is written as null and read back as NaN, and NaN != NaN).
+#include <string>
+
+#include "report/results.hpp"
+#include "tests/fuzz/fuzz_util.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  static const std::string path = detaudit::fuzz::scratch_path("-results.json");
+  static const std::string again_path = detaudit::fuzz::scratch_path("-results-again.json");
+  detaudit::fuzz::write_scratch(path, data, size);
+  detaudit::Results r;
+  std::string err;
+  if (!detaudit::load_results(path, &r, &err)) {
+    if (err.empty()) detaudit::fuzz::fail("rejected without a message", "");
+    return 0;
+  }
+  const std::string first = detaudit::to_json(r).dump();
+  if (!detaudit::save_results(again_path, r, &err)) detaudit::fuzz::fail("cannot save what was loaded", err);
+  detaudit::Results again;
+  if (!detaudit::load_results(again_path, &again, &err)) detaudit::fuzz::fail("saved results do not load", err);
+  if (const std::string second = detaudit::to_json(again).dump(); second != first)
+    detaudit::fuzz::fail("results change on a save/load round trip", first + "\n->\n" + second);
+  return 0;
+}

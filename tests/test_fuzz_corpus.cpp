@@ -1,0 +1,102 @@
+// The checked-in fuzz seeds (tests/fuzz/<harness>/, run by scripts/ci-extra.sh fuzz) still say what
+// they were written to say: a seed named bad_* is rejected with a message, every other one is accepted,
+// so the fuzzers start from inputs that reach past the first check. Run through the same functions as
+// the harnesses, in the regular build.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "models/idx.hpp"
+#include "probes/spec.hpp"
+#include "probes/worker.hpp"
+#include "report/results.hpp"
+
+namespace detaudit {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Seed {
+  std::string name;
+  fs::path path;
+  std::string bytes;
+  bool bad() const { return name.rfind("bad_", 0) == 0; }
+  // The name without "bad_", e.g. "images_raw" or "target_openblas".
+  std::string kind() const { return bad() ? name.substr(4) : name; }
+};
+
+std::vector<Seed> seeds(const std::string& harness) {
+  std::vector<Seed> out;
+  for (const auto& e : fs::directory_iterator(fs::path(DETAUDIT_SOURCE_DIR) / "tests" / "fuzz" / harness)) {
+    std::ifstream f(e.path(), std::ios::binary);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    out.push_back({e.path().filename().string(), e.path(), ss.str()});
+  }
+  EXPECT_GE(out.size(), 3u) << "tests/fuzz/" << harness << " holds a handful of seeds";
+  return out;
+}
+
+TEST(FuzzSeeds, SpecSeedsParseOrAreRejectedWithAReason) {
+  for (const Seed& s : seeds("spec")) {
+    const bool target = s.kind().rfind("target_", 0) == 0;
+    ASSERT_TRUE(target || s.kind().rfind("workload_", 0) == 0) << s.name << ": name it [bad_]target_* or [bad_]workload_*";
+    Spec spec;
+    std::string err;
+    const bool ok = target ? parse_target(s.bytes, &spec, &err) : parse_workload(s.bytes, &spec, &err);
+    EXPECT_EQ(ok, !s.bad()) << s.name << ": " << err;
+    if (!ok) {
+      EXPECT_FALSE(err.empty()) << s.name;
+    }
+  }
+}
+
+TEST(FuzzSeeds, WorkerRequestSeedsParseOrAreRejectedWithAReason) {
+  for (const Seed& s : seeds("worker_request")) {
+    WorkerRequest req;
+    std::string err;
+    const bool ok = parse_worker_request(s.bytes, &req, &err);
+    EXPECT_EQ(ok, !s.bad()) << s.name << ": " << err;
+    if (!ok) {
+      EXPECT_FALSE(err.empty()) << s.name;
+    }
+  }
+}
+
+TEST(FuzzSeeds, ResultsSeedsLoadOrAreRejectedWithAReason) {
+  for (const Seed& s : seeds("results")) {
+    Results r;
+    std::string err;
+    const bool ok = load_results(s.path.string(), &r, &err);
+    EXPECT_EQ(ok, !s.bad()) << s.name << ": " << err;
+    if (!ok) {
+      EXPECT_FALSE(err.empty()) << s.name;
+    }
+  }
+}
+
+// The first byte of an IDX seed is the harness's switch (odd: gzip the rest first); the rest is the
+// file, raw or already gzip'd, which both parsers read as it is.
+TEST(FuzzSeeds, IdxSeedsParseOrAreRejectedWithAReason) {
+  for (const Seed& s : seeds("idx")) {
+    const bool images = s.kind().rfind("images_", 0) == 0;
+    ASSERT_TRUE(images || s.kind().rfind("labels_", 0) == 0) << s.name << ": name it [bad_]images_* or [bad_]labels_*";
+    ASSERT_FALSE(s.bytes.empty()) << s.name;
+    const auto* p = reinterpret_cast<const uint8_t*>(s.bytes.data()) + 1;
+    const size_t n = s.bytes.size() - 1;
+    IdxImages im;
+    IdxLabels lb;
+    const Status st = images ? parse_idx_images(s.name, p, n, &im) : parse_idx_labels(s.name, p, n, &lb);
+    EXPECT_EQ(st.is_ok(), !s.bad()) << s.name << ": " << st.message();
+    if (!st.is_ok()) {
+      EXPECT_FALSE(st.message().empty()) << s.name;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace detaudit
