@@ -53,7 +53,8 @@ bool check_keys(const nlohmann::json& obj, std::initializer_list<KeyType> keys, 
 // "plan": a probe plan (suite, targets, workloads, repeats, timeout) or a training design.
 bool check_plan(const nlohmann::json& p, std::string* err) {
   if (!check_json(p, T::kObject, "plan", err) ||
-      !check_keys(p, {{"suite", T::kString}, {"kind", T::kString}, {"repeats", T::kCount}, {"timeout_s", T::kNumber}},
+      !check_keys(p, {{"suite", T::kString}, {"kind", T::kString}, {"repeats", T::kCount}, {"timeout_s", T::kNumber},
+                      {"runs", T::kCount}},
                   "plan", err) ||
       !check_array_key(p, "targets", T::kString, false, "plan", err) ||
       !check_array_key(p, "workloads", T::kString, false, "plan", err) ||
@@ -137,7 +138,8 @@ bool check_training_run(nlohmann::json& run, const std::string& path, std::strin
                    {"window", T::kCount},       {"machine_id", T::kString},  {"curve_fingerprint", T::kString},
                    {"weights_fingerprint", T::kString}, {"initial_weights_fingerprint", T::kString},
                    {"seconds", T::kNumber},     {"steps_per_second", T::kNumber}, {"phases", T::kObject},
-                   {"curve", T::kArray}},
+                   {"curve", T::kArray},        {"signal", T::kString},      {"timeout_s", T::kNumber},
+                   {"batches_done", T::kCount}},
                   path, err))
     return false;
   bool ok = run.contains("status") && run["status"] == "ok";
