@@ -143,10 +143,6 @@ bool check_array_key(const nlohmann::json& obj, const char* key, JsonType elem, 
 
 namespace {
 
-bool is_fingerprint(const std::string& s) {
-  return s.size() == 32 && std::all_of(s.begin(), s.end(), [](char c) { return std::isxdigit(static_cast<unsigned char>(c)); });
-}
-
 bool kernel_from_json(const nlohmann::json& j, KernelRecord* k, const std::string& path, std::string* err) {
   using T = JsonType;
   if (!check_json(j, T::kObject, path, err) || !check_key(j, "name", T::kString, false, path, err) ||
@@ -218,7 +214,7 @@ bool required_from_json(const nlohmann::json& j, Observation* r, const std::stri
   r->repeats = j["repeats"].get<int>();
   r->fingerprints = j["fingerprints"].get<std::vector<std::string>>();
   for (size_t i = 0; i < r->fingerprints.size(); ++i)
-    if (!is_fingerprint(r->fingerprints[i])) {
+    if (Fingerprint fp; !Fingerprint::from_hex(r->fingerprints[i], &fp)) {
       *err = json_path(json_path(path, "fingerprints"), i) + " must be 32 hex digits";
       return false;
     }

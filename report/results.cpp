@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -14,7 +15,15 @@
 
 #include <fmt/format.h>
 
+#include "probes/child.hpp"
+
 namespace detaudit {
+
+std::string safe_file_name(const std::string& s) {
+  std::string o;
+  for (char c : s) o += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.') ? c : '_';
+  return o;
+}
 
 std::string utc_now_iso8601() {
   std::time_t t = std::time(nullptr);
@@ -245,15 +254,7 @@ bool write_file_atomic(const std::string& path, const std::string& content, std:
     *err = fmt::format("{}: {}: {}", path, what, std::strerror(e));
     return false;
   };
-  size_t off = 0;
-  while (off < content.size()) {
-    ssize_t w = ::write(fd, content.data() + off, content.size() - off);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return fail("write failed", errno);
-    }
-    off += size_t(w);
-  }
+  if (!write_all(fd, content)) return fail("write failed", errno);
   if (::fsync(fd) != 0) return fail("fsync failed", errno);
   int closed = ::close(fd);
   fd = -1;

@@ -39,4 +39,8 @@ bool write_file_atomic(const std::string& path, const std::string& content, std:
 
 std::string utc_now_iso8601();
 
+// A target spec as a file name (every character but letters, digits, '-' and '.' becomes '_'): the
+// workers' logs are DIR/logs/<name>.log (probes) and DIR/logs/train-<name>.log (training).
+std::string safe_file_name(const std::string& s);
+
 }  // namespace detaudit

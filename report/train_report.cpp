@@ -1,6 +1,5 @@
 #include "report/train_report.hpp"
 
-#include <cctype>
 #include <cmath>
 #include <map>
 #include <optional>
@@ -8,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "report/json_fields.hpp"
+#include "report/results.hpp"
 #include "report/probe_report.hpp"
 #include "report/svg.hpp"
 
@@ -60,15 +60,14 @@ void add_failed_runs(Section& v, const nlohmann::json& runs) {
     if (run_ok(run)) continue;
     std::string st = jf::str(run, "status", "no status");
     ++by_status[st];
-    std::string target = jf::str(run, "target"), log;
-    for (char c : target) log += std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' ? c : '_';
+    std::string target = jf::str(run, "target");
     std::string where = run.contains("batches_done")
                             ? fmt::format(" after batch {} of {}", jf::integer(run, "batches_done"), jf::integer(run, "batches"))
                             : "";
     items.push_back(fmt::format("{}: {} ({}) seed {} replicate {}{}: {} (log: {})", inline_text(st), inline_code(target),
                                 inline_text(jf::str(run, "condition")), jf::integer(run, "seed"),
                                 jf::integer(run, "replicate"), where, inline_text(jf::str(run, "reason")),
-                                inline_code("logs/train-" + log + ".log")));
+                                inline_code("logs/train-" + safe_file_name(target) + ".log")));
   }
   if (items.empty()) return;
   std::vector<std::string> counts;
