@@ -16,7 +16,6 @@
 #include "probes/spec.hpp"
 #include "probes/verdict.hpp"
 #include "probes/worker.hpp"
-#include "probes/workload.hpp"
 #include "report/results.hpp"
 #include "suites/dir_lock.hpp"
 #include "suites/probe_suite.hpp"
@@ -161,11 +160,6 @@ int run_probe(const ProbeArgs& a, int argc, char** argv) {
     if (opt.out_dir.empty()) return fail(fmt::format("--resume: no unfinished {} run under results/", a.suite));
   }
   if (opt.out_dir.empty()) opt.out_dir = default_out(a.suite);
-  // Refuse a workload that cannot fit before anything is written.
-  std::string source;
-  if (!check_memory(plan, available_memory_bytes(&source), source, &err)) return fail(err);
-  DirLock lock;
-  if (!lock.acquire(opt.out_dir, &err)) return fail(err);
   opt.exe = self_exe(argv[0]);
   opt.fresh = a.fresh;
   for (int i = 0; i < argc; ++i) opt.command += (i ? " " : "") + std::string(argv[i]);
@@ -202,15 +196,12 @@ int run_train(const TrainArgs& a, int argc, char** argv) {
   if (a.batches > 0) d.batches = a.batches;
   if (a.window > 0) d.window = a.window;
   if (a.replicates > 0) d.replicates = a.replicates;
-  if (d.window > d.batches) return fail(fmt::format("--window {} exceeds --batches {}", d.window, d.batches));
   d.data_dir = a.data;
   d.model = a.model;
   d.design = a.design;
   TrainRunOptions opt;
   opt.out_dir = a.out.empty() ? default_out("train") : a.out;
   std::string err;
-  DirLock lock;
-  if (!lock.acquire(opt.out_dir, &err)) return fail(err);
   opt.exe = self_exe(argv[0]);
   opt.fresh = a.fresh;
   opt.run_timeout_s = a.run_timeout;
@@ -219,7 +210,8 @@ int run_train(const TrainArgs& a, int argc, char** argv) {
   Results results;
   int rc = run_train_design(d, opt, &results, &err);
   if (rc == kTrainInterrupted)
-    return interrupted_exit("runs", results.training.size(), planned_runs(d), resume_command(argc, argv, opt.out_dir));
+    return interrupted_exit("runs", results.training.size(), results.plan.value("runs", size_t(0)),
+                            resume_command(argc, argv, opt.out_dir));
   if (rc != 0) return fail(err);
   say(stdout, "{} training runs; report: {}/report.md and {}/report.html\n", results.training.size(), opt.out_dir,
       opt.out_dir);

@@ -15,6 +15,7 @@
 #include "probes/oracle_cache.hpp"
 #include "probes/worker.hpp"
 #include "probes/workload.hpp"
+#include "suites/dir_lock.hpp"
 #include "report/train_report.hpp"
 
 namespace detaudit {
@@ -200,12 +201,6 @@ bool applicable(const Spec& t, const Spec& w) {
 }
 
 namespace {
-std::string safe_name(const std::string& s) {
-  std::string o;
-  for (char c : s) o += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.') ? c : '_';
-  return o;
-}
-
 std::string human_bytes(double b) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
   int u = 0;
@@ -290,6 +285,8 @@ int run_probe_suite(const ProbePlan& plan, const ProbeRunOptions& opt, Results* 
   };
   std::string source;
   if (!check_memory(plan, available_memory_bytes(&source), source, err)) return 2;
+  DirLock lock;
+  if (!lock.acquire(opt.out_dir, err)) return 2;
   const std::string results_path = opt.out_dir + "/results.json";
   Results r;
   std::set<std::pair<std::string, std::string>> done;
@@ -348,11 +345,11 @@ int run_probe_suite(const ProbePlan& plan, const ProbeRunOptions& opt, Results* 
     std::vector<WorkItem> items;
     for (auto& w : plan.workloads) {
       if (!applicable(target, w) || done.count({w.str(), target.str()})) continue;
-      std::string path = oracle_path(opt.out_dir, w);
-      items.push_back({w, r.oracle_failures.count(w.str()) || !fs::exists(path) ? "" : path, ""});
+      // prepare_oracles left a checked entry for every workload whose oracle did not fail.
+      items.push_back({w, r.oracle_failures.count(w.str()) ? "" : oracle_path(opt.out_dir, w), ""});
     }
     if (items.empty()) continue;
-    wo.log_path = opt.out_dir + "/logs/" + safe_name(target.str()) + ".log";
+    wo.log_path = opt.out_dir + "/logs/" + safe_file_name(target.str()) + ".log";
     size_t n = 0;
     bool save_failed = false;
     run_target(

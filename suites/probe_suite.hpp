@@ -49,7 +49,8 @@ inline constexpr int kProbeInterrupted = 3;
 // Runs the plan. Returns 0 when the audit completed (whatever it found), 2 when it could not run
 // (*err says why), kProbeInterrupted when SIGINT/SIGTERM/SIGHUP stopped it (every finished observation
 // is saved in out_dir/results.json and *results holds them; the run resumes with the same --out).
-// Refuses (2) before writing anything when a workload cannot fit in memory. Writes
+// Refuses (2) before writing anything when a workload cannot fit in memory, and when another process
+// holds out_dir (DirLock). Writes
 // out_dir/results.json after every observation and the reports at the end.
 int run_probe_suite(const ProbePlan& plan, const ProbeRunOptions& opt, Results* results, std::string* err);
 

@@ -19,6 +19,7 @@
 #include "probes/env.hpp"
 #include "probes/targets.hpp"
 #include "report/train_report.hpp"
+#include "suites/dir_lock.hpp"
 
 namespace detaudit {
 
@@ -111,12 +112,6 @@ std::vector<PlannedRun> plan_runs(const TrainDesign& d, const std::vector<Target
         }
       }
   return runs;
-}
-
-std::string safe_name(const std::string& s) {
-  std::string o;
-  for (char c : s) o += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.') ? c : '_';
-  return o;
 }
 
 // JSON has no NaN or infinity: a non-finite loss comes back from the worker as null and is NaN again
@@ -344,6 +339,8 @@ int run_train_design(const TrainDesign& d, const TrainRunOptions& opt, Results* 
   }
   std::string data_fp;
   if (!check_data(d, say, &data_fp, err)) return 2;
+  DirLock lock;
+  if (!lock.acquire(opt.out_dir, err)) return 2;
   const std::vector<PlannedRun> runs = plan_runs(d, vars);
   Results r;
   std::set<std::string> done;
@@ -373,7 +370,7 @@ int run_train_design(const TrainDesign& d, const TrainRunOptions& opt, Results* 
     if (auto it = skipped.find(tkey); it != skipped.end()) {
       fields = it->second;
     } else {
-      const std::string log = opt.out_dir + "/logs/train-" + safe_name(tkey) + ".log";
+      const std::string log = opt.out_dir + "/logs/train-" + safe_file_name(tkey) + ".log";
       WorkerOutcome w = run_in_worker(request_for(d, p, index, data_fp), opt.exe, timeout_s, log,
                                       [&](const std::string& s) { say(prefix + ": " + s); });
       if (w.interrupted) return stop_interrupted();

@@ -77,7 +77,7 @@ struct TrainRunOptions {
 // file, or images the model cannot use (not 28x28, fewer than one batch), return 2.
 // Returns
 //   0  the design ran to its end (whatever it found, crashes and timeouts included);
-//   2  it could not run (*err: one line);
+//   2  it could not run (*err: one line), e.g. bad data, or out_dir in use by another process (DirLock);
 //   3  (kTrainInterrupted) detaudit was interrupted (SIGINT/SIGTERM/SIGHUP, see probes/child.hpp): the run
 //      in progress is dropped, results.json keeps the finished runs, no analysis or report is written,
 //      *err says which signal ("interrupted by SIGINT (Interrupt)").
