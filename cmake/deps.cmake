@@ -99,6 +99,19 @@ find_path(XXHASH_INCLUDE xxhash.h HINTS ${_deps_inc} REQUIRED)
 add_library(detaudit::xxhash INTERFACE IMPORTED)
 target_include_directories(detaudit::xxhash INTERFACE ${XXHASH_INCLUDE})
 
+# SQLite: the result history (gates/history.cpp). Where its headers are missing (the GPU machines), the
+# vendored header is used with a libsqlite3.so.0 from the system or from the vendored folder.
+find_package(SQLite3 QUIET)
+add_library(detaudit::sqlite3 INTERFACE IMPORTED)
+if(SQLite3_FOUND AND NOT _deps_inc)
+  target_link_libraries(detaudit::sqlite3 INTERFACE SQLite::SQLite3)
+else()
+  find_path(SQLITE3_VENDORED_INCLUDE sqlite3.h HINTS ${_deps_inc} REQUIRED)
+  find_library(SQLITE3_RUNTIME NAMES sqlite3 libsqlite3.so.0 HINTS ${DETAUDIT_DEPS_DIR}/lib REQUIRED)
+  target_include_directories(detaudit::sqlite3 INTERFACE ${SQLITE3_VENDORED_INCLUDE})
+  target_link_libraries(detaudit::sqlite3 INTERFACE ${SQLITE3_RUNTIME})
+endif()
+
 set(DETAUDIT_HAVE_HWLOC OFF)
 add_library(detaudit::hwloc INTERFACE IMPORTED)
 if(DETAUDIT_WITH_HWLOC AND PkgConfig_FOUND)

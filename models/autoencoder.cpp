@@ -2,7 +2,7 @@
 
 #include <chrono>
 
-#include "probes/generator.hpp"
+#include "kernels/generator.hpp"
 
 namespace detaudit {
 

@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "probes/generator.hpp"
+#include "kernels/generator.hpp"
 
 namespace detaudit {
 

@@ -4,7 +4,7 @@
 // must stay unchanged between a layer's forward and backward (true for a chain of layers, each of
 // which owns its output).
 // Initialisation: Glorot-uniform kernels (limit sqrt(6/(fan_in + fan_out))) from the counter-based
-// generator of probes/generator.hpp, biases zero: identical initial weights on every target.
+// generator of kernels/generator.hpp, biases zero: identical initial weights on every target.
 #pragma once
 #include <cstdint>
 #include <memory>

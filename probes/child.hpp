@@ -59,4 +59,8 @@ bool write_all(int fd, const std::string& s);
 // "SIGILL (Illegal instruction)".
 std::string signal_description(int sig);
 
+// Writes path atomically: a temporary file of its own (path.tmp.<pid>.<n>, created exclusively),
+// fsync, rename. On any failure the temporary file is removed and path is left as it was.
+bool write_file_atomic(const std::string& path, const std::string& content, std::string* err);
+
 }  // namespace detaudit

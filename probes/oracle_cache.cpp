@@ -7,7 +7,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
-#include "report/results.hpp"
+#include "probes/child.hpp"
 
 namespace detaudit {
 

@@ -18,7 +18,7 @@
 #include "probes/oracle_cache.hpp"
 #include "probes/targets.hpp"
 #include "probes/workload.hpp"
-#include "report/results.hpp"
+#include "probes/child.hpp"
 
 namespace detaudit {
 

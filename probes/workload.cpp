@@ -6,7 +6,7 @@
 #include <cstring>
 
 #include "kernels/cpu/ref.hpp"
-#include "probes/generator.hpp"
+#include "kernels/generator.hpp"
 
 namespace detaudit {
 

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "probes/child.hpp"  // write_file_atomic
 #include "probes/observation.hpp"
 
 namespace detaudit {
@@ -32,10 +33,8 @@ nlohmann::json to_json(const Results& r);
 // type is an error of one line naming the file and the field's path ("observations[3].repeats must be
 // an integer ..."). Never throws; never touches the file.
 bool load_results(const std::string& path, Results* out, std::string* err);
-// Writes path atomically: a temporary file of its own (path.tmp.<pid>.<n>, created exclusively),
-// fsync, rename. On any failure the temporary file is removed and path is left as it was.
+// Writes path atomically (write_file_atomic, probes/child.hpp).
 bool save_results(const std::string& path, const Results& r, std::string* err);
-bool write_file_atomic(const std::string& path, const std::string& content, std::string* err);
 
 std::string utc_now_iso8601();
 

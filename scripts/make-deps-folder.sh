@@ -10,12 +10,14 @@ mkdir -p "$out/include"
 cp -r /usr/include/nlohmann "$out/include/"
 cp -r /usr/include/CLI "$out/include/"
 cp -r /usr/include/fmt "$out/include/"
-cp /usr/include/xxhash.h /usr/include/zlib.h /usr/include/zconf.h "$out/include/"
+cp /usr/include/xxhash.h /usr/include/zlib.h /usr/include/zconf.h /usr/include/sqlite3.h "$out/include/"
 cp -r /usr/src/googletest "$out/googletest"
 # hwloc: headers and the shared library (it needs only libc, libm and libudev at run time).
 cp -r /usr/include/hwloc.h /usr/include/hwloc "$out/include/"
 mkdir -p "$out/lib"
 cp -L /usr/lib/x86_64-linux-gnu/libhwloc.so.15 "$out/lib/"
+# SQLite for the result history, in case the GPU machine has no libsqlite3.so.0 of its own.
+cp -L /usr/lib/x86_64-linux-gnu/libsqlite3.so.0 "$out/lib/"
 # The training set, for the training design on machines without dataset-fashion-mnist.
 if [ -d /usr/share/datasets/fashion-mnist ]; then
   mkdir -p "$out/fashion-mnist"

@@ -19,6 +19,7 @@ packages=(
   libsqlite3-dev zlib1g-dev             # result history; gzip'd IDX datasets
   googletest libgtest-dev libbenchmark-dev     # tests and benchmarks
   clang libclang-rt-14-dev              # libFuzzer targets (tests/fuzz) run by .ci/run
+  chromium                              # headless browser: the report rendering tests (tests/test_browser.cpp)
   dataset-fashion-mnist                 # training data (IDX files in /usr/share/datasets/fashion-mnist)
 )
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "models/idx.hpp"
-#include "probes/generator.hpp"
+#include "kernels/generator.hpp"
 
 namespace detaudit::test_support {
 

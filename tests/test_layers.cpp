@@ -15,7 +15,7 @@
 #include "kernels/cpu/native.hpp"
 #include "kernels/cpu/ref.hpp"
 #include "models/layers.hpp"
-#include "probes/generator.hpp"
+#include "kernels/generator.hpp"
 
 namespace detaudit {
 namespace {

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "kernels/fingerprint.hpp"
-#include "probes/generator.hpp"
+#include "kernels/generator.hpp"
 #include "probes/metrics.hpp"
 
 using namespace detaudit;

@@ -18,7 +18,7 @@
 #include "kernels/fingerprint.hpp"
 #include "models/autoencoder.hpp"
 #include "probes/child.hpp"
-#include "probes/generator.hpp"
+#include "kernels/generator.hpp"
 #include "probes/targets.hpp"
 #include "suites/train_design.hpp"
 #include "tests/test_inputs.hpp"

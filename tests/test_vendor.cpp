@@ -14,7 +14,7 @@
 
 #include "kernels/cpu/ref.hpp"
 #include "kernels/cpu/vendor.hpp"
-#include "probes/generator.hpp"
+#include "kernels/generator.hpp"
 
 namespace detaudit {
 namespace {

@@ -17,7 +17,7 @@
 #include "kernels/cpu/train_ops.hpp"
 #include "kernels/cuda/cuda.hpp"
 #include "models/autoencoder.hpp"
-#include "probes/generator.hpp"
+#include "kernels/generator.hpp"
 #include "tests/test_inputs.hpp"
 
 namespace detaudit {
