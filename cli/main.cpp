@@ -11,6 +11,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "cli/common.hpp"
 #include "probes/child.hpp"
 #include "probes/env.hpp"
 #include "probes/spec.hpp"
@@ -24,24 +25,9 @@
 
 namespace fs = std::filesystem;
 using namespace detaudit;
+using namespace detaudit::cli;
 
 namespace {
-
-// Output never stops an audit: a closed stdout or stderr (`| head -1`) loses the text, not the run.
-// SIGPIPE is ignored, and write errors are dropped here instead of throwing.
-void put(FILE* f, const std::string& s) {
-  if (std::fwrite(s.data(), 1, s.size(), f) != s.size()) std::clearerr(f);
-  if (std::fflush(f) != 0) std::clearerr(f);
-}
-template <typename... Args>
-void say(FILE* f, fmt::format_string<Args...> format, Args&&... args) {
-  put(f, fmt::format(format, std::forward<Args>(args)...));
-}
-
-int fail(const std::string& msg) {
-  say(stderr, "detaudit: error: {}\n", msg);
-  return 2;
-}
 
 // The command line again, shell-quoted, with `--out DIR` in place of any --out/--fresh/--resume:
 // what resumes an interrupted run.
@@ -128,11 +114,6 @@ void print_env_text(const nlohmann::json& m) {
                g.value("ecc", false) ? "on" : "off", g.value("pci_bus_id", ""), g.value("local_cpuset", "unknown"));
 }
 
-
-// CLI11 validators shared by the subcommands.
-const CLI::Validator kNonEmpty(
-    [](std::string& v) { return v.find_first_not_of(", ") == std::string::npos ? std::string("must not be empty") : ""; },
-    "NONEMPTY");
 
 struct ProbeArgs {
   std::string suite = "quick", targets, workloads, out;
@@ -306,6 +287,9 @@ int main_cli(int argc, char** argv) {
   report->add_option("DIR", report_dir, "Results directory holding results.json")->required()->check(kNonEmpty);
   report->add_option("--format", format, "md, html or both")->check(CLI::IsMember({"md", "html", "both"}))->capture_default_str();
 
+  std::vector<Command> commands;
+  for (auto& [order, factory] : registered_commands()) commands.push_back(factory(app, argc, argv));
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -331,6 +315,8 @@ int main_cli(int argc, char** argv) {
   if (probe->parsed()) return run_probe(pa, argc, argv);
   if (train->parsed()) return run_train(ta, argc, argv);
   if (report->parsed()) return run_report(report_dir, format);
+  for (auto& c : commands)
+    if (c.app->parsed()) return c.run();
   return 0;
 }
 

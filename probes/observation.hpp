@@ -38,6 +38,9 @@ struct Observation {
   std::map<std::string, std::string> details;           // backend settings: isa, corename, algo, ...
   std::optional<BatchInvariance> batch;                 // batchinv workloads only
   std::string describe;                                 // what ran, in the backend's words
+  // Set by gates/verdict.cpp (judge): PASS, FAIL, EXPECTED, WARN or SKIP, and why in one line. Empty
+  // until judged (results.json of older runs, a run in progress).
+  std::string verdict, verdict_reason;
 
   bool deterministic() const { return status == ObsStatus::kOk && distinct == 1; }
 };

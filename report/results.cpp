@@ -37,7 +37,7 @@ std::string utc_now_iso8601() {
 nlohmann::json to_json(const Results& r) {
   nlohmann::json obs = nlohmann::json::array();
   for (auto& o : r.observations) obs.push_back(to_json(o));
-  return {{"schema", kResultsSchema}, {"tool_version", r.tool_version}, {"started_at", r.started_at},
+  return {{"schema", kResultsSchema}, {"tool_version", r.tool_version}, {"tool_commit", r.tool_commit}, {"started_at", r.started_at},
           {"finished_at", r.finished_at}, {"command", r.command},        {"plan", r.plan},
           {"machine", r.machine},         {"observations", obs},         {"training", r.training},
           {"analysis", r.analysis}, {"oracle_failures", r.oracle_failures}};
@@ -170,6 +170,7 @@ bool results_from_json(nlohmann::json& j, Results* out, std::string* err) {
   Results r;
   if (!check_keys(j,
                   {{"tool_version", T::kString},
+                   {"tool_commit", T::kString},
                    {"started_at", T::kString},
                    {"finished_at", T::kString},
                    {"command", T::kString},
@@ -180,6 +181,7 @@ bool results_from_json(nlohmann::json& j, Results* out, std::string* err) {
       !check_key(j, "observations", T::kArray, true, "", err))
     return false;
   r.tool_version = j.value("tool_version", "");
+  r.tool_commit = j.value("tool_commit", "");
   r.started_at = j.value("started_at", "");
   r.finished_at = j.value("finished_at", "");
   r.command = j.value("command", "");

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "detaudit_git.hpp"
 #include "probes/child.hpp"  // write_file_atomic
 #include "probes/observation.hpp"
 
@@ -16,6 +17,7 @@ inline constexpr const char* kResultsSchema = "detaudit/1";
 
 struct Results {
   std::string tool_version = DETAUDIT_VERSION;
+  std::string tool_commit = DETAUDIT_GIT_COMMIT;  // git describe of the source tree built ("unknown" outside git)
   std::string started_at;  // ISO 8601, UTC
   std::string finished_at;  // empty while running
   std::string command;      // the command line that produced it

@@ -1,0 +1,47 @@
+// What every subcommand of the detaudit executable shares: output that never stops an audit, the
+// one-line error with exit 2, and the registration of a subcommand (one file per command: cli/cmd_*.cpp).
+#pragma once
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+namespace detaudit::cli {
+
+// Output never stops an audit: a closed stdout or stderr (`| head -1`) loses the text, not the run.
+void put(FILE* f, const std::string& s);
+template <typename... Args>
+void say(FILE* f, fmt::format_string<Args...> format, Args&&... args) {
+  put(f, fmt::format(format, std::forward<Args>(args)...));
+}
+// "detaudit: error: <msg>" on stderr; returns 2 ("could not run").
+int fail(const std::string& msg);
+
+// The command line as one string, for the reports and the history.
+std::string command_line(int argc, char** argv);
+
+// A subcommand: registered on the app before parsing; `run` is called when it was the one parsed and
+// returns the exit code (0 ok, 1 a check failed, 2 could not run).
+struct Command {
+  CLI::App* app = nullptr;
+  std::function<int()> run;
+};
+
+// Each cli/cmd_<name>.cpp registers its subcommand with a file-scope
+//   static const CommandRegistration reg(ORDER, add_<name>_command);
+// main.cpp adds them in ORDER (their place in --help) after the built-in ones (env, probe, train, report).
+// The factory receives argc/argv for recording the command line.
+using CommandFactory = Command (*)(CLI::App& app, int argc, char** argv);
+struct CommandRegistration {
+  CommandRegistration(int order, CommandFactory factory);
+};
+std::vector<std::pair<int, CommandFactory>> registered_commands();  // sorted by order
+
+// Rejects empty and all-comma values.
+extern const CLI::Validator kNonEmpty;
+
+}  // namespace detaudit::cli

@@ -1,0 +1,81 @@
+// The backend registry: everything detaudit knows about one backend, in one entry (after ggml's
+// ggml_backend_reg). Per backend: its spec keys and defaults, the environment its worker needs, the
+// factory, the workloads it supports, how `key=all` enumerates algorithms, its deterministic and
+// nondeterministic training variants, and its promises (what the library or detaudit's own code
+// claims), which gates/verdict.cpp judges observations against. Adding a backend is one entry here.
+#pragma once
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "kernels/backend.hpp"
+#include "probes/spec.hpp"
+
+namespace detaudit {
+
+// What a target promises for one workload. Built from the registry entry, the target's settings, the
+// workload and (where the claim comes from the library at run time, as cuDNN's per-algorithm
+// `determinism`) the observation's details.
+struct Promise {
+  enum class RunToRun {
+    kDeterministic,     // every repeat must give the same bits
+    kNondeterministic,  // variation is promised (atomics, completion order): seeing it is EXPECTED
+    kNone,              // nothing is promised either way
+  };
+  RunToRun run_to_run = RunToRun::kNone;
+  std::string run_to_run_source;  // who promises it, in words: "cuDNN claims CUDNN_NON_DETERMINISTIC for ..."
+
+  // Targets with the same non-empty class must give identical bits on a workload: e.g.
+  // "cpu?order=sequential" for every thread count and isa. Empty: no equality promised.
+  std::string equality_class;
+
+  bool batch_invariance_claimed = false;  // a batchinv workload must show invariance
+
+  // Requirements the machine must meet to run the target ("AVX-512F", "a CUDA device"). When one is
+  // unmet, a crash (SIGILL) or a skip is EXPECTED, not a failure.
+  std::vector<std::string> requirements;
+  std::vector<std::string> unmet;  // those of `requirements` this machine does not meet
+
+  // Unit roundoff of the inputs as the target consumes them, beyond the workload's own format:
+  // 0 for full precision; 2^-11 for TF32 (10 stored mantissa bits). The error budget of the oracle
+  // check widens by it (gates/verdict.cpp).
+  double input_unit_roundoff = 0;
+};
+
+// One backend.
+struct BackendEntry {
+  std::string name;        // "cpu", "openblas", ...
+  bool gpu = false;        // takes :N and needs a CUDA device
+  std::string summary;     // one line for --help
+  bool hidden = false;     // test-only (testing?fault=...)
+  // The workloads (workload names, and for conv2d the passes) it implements; others are not run.
+  bool (*applicable)(const Spec& target, const Spec& workload) = nullptr;
+  // ... the rest is the implementer's: keys, environment, factory, enumeration, variants, promises.
+};
+
+// All entries, in --help order.
+const std::vector<BackendEntry>& backend_registry();
+const BackendEntry* find_backend(const std::string& name);
+
+// Environment variables for the worker of this target (empty value: unset it).
+std::map<std::string, std::string> target_environment(const Spec& target);
+// Creates the backend in this process; nullptr with *st = unavailable/unsupported when it cannot run here.
+std::unique_ptr<Backend> make_target_backend(const Spec& target, Status* st);
+// Whether the target runs this workload at all (inapplicable cells are not run).
+bool applicable(const Spec& target, const Spec& workload);
+// `key=all` expands to one target per algorithm index.
+std::vector<Spec> expand_all(const Spec& target);
+
+// The promise of a target for a workload. `machine` is machine_fingerprint() of the machine that ran
+// it (cpu_features, gpus); `details` the observation's details (cuDNN's claimed_deterministic).
+Promise promise_for(const Spec& target, const Spec& workload, const nlohmann::json& machine,
+                    const std::map<std::string, std::string>& details);
+
+// Training: a base target's deterministic and nondeterministic variants (what derive_variants of
+// suites/train_design does today; false with *err when the backend has none).
+bool training_variants(const Spec& base, Spec* deterministic, Spec* nondeterministic, std::string* err);
+
+}  // namespace detaudit
