@@ -51,6 +51,10 @@ struct BackendEntry {
   bool gpu = false;        // takes :N and needs a CUDA device
   std::string summary;     // one line for --help
   bool hidden = false;     // test-only (testing?fault=...)
+  // Keys of machine_fingerprint()["libraries"] whose versions this backend's bits depend on (openblas:
+  // {"openblas", "openblas_core"}; cublas: {"cublas", "cuda_runtime", "cuda_driver"}; cudnn adds "cudnn").
+  // The baselines key their entries by these (gates/baseline.cpp), with the CPU or the GPU.
+  std::vector<std::string> libraries;
   // The workloads (workload names, and for conv2d the passes) it implements; others are not run.
   bool (*applicable)(const Spec& target, const Spec& workload) = nullptr;
   // ... the rest is the implementer's: keys, environment, factory, enumeration, variants, promises.
