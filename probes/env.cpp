@@ -38,7 +38,16 @@ nlohmann::json cpu_features() {
   nlohmann::json f = nlohmann::json::array();
 #if defined(__x86_64__)
   __builtin_cpu_init();
+  // The instruction sets the backend registry's requirements name (probes/registry.cpp: OpenBLAS core
+  // types, cpu?isa=); a requirement whose feature is missing here is unmet.
+  if (__builtin_cpu_supports("sse2")) f.push_back("sse2");
+  if (__builtin_cpu_supports("sse3")) f.push_back("sse3");
+  if (__builtin_cpu_supports("ssse3")) f.push_back("ssse3");
   if (__builtin_cpu_supports("sse4.1")) f.push_back("sse4.1");
+  if (__builtin_cpu_supports("sse4.2")) f.push_back("sse4.2");
+  if (__builtin_cpu_supports("sse4a")) f.push_back("sse4a");
+  if (__builtin_cpu_supports("fma4")) f.push_back("fma4");
+  if (__builtin_cpu_supports("xop")) f.push_back("xop");
   if (__builtin_cpu_supports("avx")) f.push_back("avx");
   if (__builtin_cpu_supports("avx2")) f.push_back("avx2");
   if (__builtin_cpu_supports("fma")) f.push_back("fma");

@@ -43,6 +43,11 @@ struct Promise {
   // 0 for full precision; 2^-11 for TF32 (10 stored mantissa bits). The error budget of the oracle
   // check widens by it (gates/verdict.cpp).
   double input_unit_roundoff = 0;
+
+  // Non-empty: why the summation error bound does not apply to this target's algorithm (cuDNN's FFT and
+  // Winograd convolutions transform the inputs and do not form the sum of products the bound is for).
+  // The oracle error is then reported, not judged; NaN against a number still fails.
+  std::string error_bound_exempt;
 };
 
 // One backend.
@@ -55,9 +60,23 @@ struct BackendEntry {
   // {"openblas", "openblas_core"}; cublas: {"cublas", "cuda_runtime", "cuda_driver"}; cudnn adds "cudnn").
   // The baselines key their entries by these (gates/baseline.cpp), with the CPU or the GPU.
   std::vector<std::string> libraries;
+  // Its spec keys in canonical order, with defaults, validators and --help values (probes/spec.hpp).
+  std::vector<KeyRule> keys;
+  // Environment variables its worker needs beyond the pinned thread counts every target gets (set by
+  // the parent before exec, since libraries read them when they load); an empty value unsets one.
+  void (*environment)(const Spec& target, std::map<std::string, std::string>* env) = nullptr;
+  // Creates the backend in this process (make_target_backend).
+  std::unique_ptr<Backend> (*make)(const Spec& target, Status* st) = nullptr;
   // The workloads (workload names, and for conv2d the passes) it implements; others are not run.
   bool (*applicable)(const Spec& target, const Spec& workload) = nullptr;
-  // ... the rest is the implementer's: keys, environment, factory, enumeration, variants, promises.
+  // Its promise for a workload, without `unmet` (promise_for fills that from the machine).
+  Promise (*promise)(const Spec& target, const Spec& workload,
+                     const std::map<std::string, std::string>& details) = nullptr;
+  // `key=all` enumerates 0..N-1 for these keys (cudnn: fwd_algo 8, bwd_data_algo 6, bwd_filter_algo 7).
+  std::map<std::string, int> all_counts;
+  // Training: turns copies of a base target into its deterministic and nondeterministic variant;
+  // nullptr when the backend has no nondeterministic variant.
+  void (*variants)(Spec* deterministic, Spec* nondeterministic) = nullptr;
 };
 
 // All entries, in --help order.

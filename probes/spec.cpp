@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "probes/registry.hpp"
+
 namespace detaudit {
 
 bool Spec::has(const std::string& key) const {
@@ -113,49 +115,29 @@ bool parse_spec_syntax(const std::string& text, Spec* out, std::string* err) {
   return true;
 }
 
-namespace {
-
-// A key's rule: default value (empty: optional with no default) and a validator returning an error
-// message, or "" when the value is good.
-struct Check {
-  std::function<std::string(const std::string&)> fn;
-  std::string values;  // for --help: "a|b|c" or "1..256"
-  // The canonical spelling of a valid value (numbers: "01" and "1" are one value, "-0" is "0").
-  std::function<std::string(const std::string&)> canon = [](const std::string& v) { return v; };
-  std::string operator()(const std::string& v) const { return fn(v); }
-};
-struct KeyRule {
-  std::string key;
-  std::string fallback;
-  Check check;
-};
-struct NameRule {
-  std::string name;
-  bool device;  // takes :N
-  std::vector<KeyRule> keys;
-  std::string summary;
-  bool hidden = false;
-};
-
-Check one_of(std::vector<std::string> allowed) {
-  return {[allowed](const std::string& v) -> std::string {
+KeyRule key_one_of(std::string key, std::string fallback, std::vector<std::string> allowed) {
+  return {std::move(key), std::move(fallback),
+          [allowed](const std::string& v) -> std::string {
             if (std::find(allowed.begin(), allowed.end(), v) != allowed.end()) return "";
             return fmt::format("expected one of {}", fmt::join(allowed, "|"));
           },
-          fmt::format("{}", fmt::join(allowed, "|"))};
+          fmt::format("{}", fmt::join(allowed, "|")), [](const std::string& v) { return v; }};
 }
-Check int_in(int64_t lo, int64_t hi, std::vector<std::string> words = {}) {
+
+KeyRule key_int_in(std::string key, std::string fallback, int64_t lo, int64_t hi, std::vector<std::string> words) {
   std::string values = fmt::format("{}..{}", lo, hi);
   for (auto& w : words) values += "|" + w;
-  return {[=](const std::string& v) -> std::string {
-    if (std::find(words.begin(), words.end(), v) != words.end()) return "";
-    int64_t x = 0;
-    auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
-    if (ec != std::errc() || p != v.data() + v.size())
-      return words.empty() ? "expected an integer" : fmt::format("expected an integer or {}", fmt::join(words, "|"));
-    if (x < lo || x > hi) return fmt::format("expected {} <= value <= {}", lo, hi);
-    return "";
-  },
+  return {std::move(key), std::move(fallback),
+          [=](const std::string& v) -> std::string {
+            if (std::find(words.begin(), words.end(), v) != words.end()) return "";
+            int64_t x = 0;
+            auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+            if (ec != std::errc() || p != v.data() + v.size())
+              return words.empty() ? "expected an integer"
+                                   : fmt::format("expected an integer or {}", fmt::join(words, "|"));
+            if (x < lo || x > hi) return fmt::format("expected {} <= value <= {}", lo, hi);
+            return "";
+          },
           values,
           [=](const std::string& v) -> std::string {
             if (std::find(words.begin(), words.end(), v) != words.end()) return v;
@@ -165,118 +147,85 @@ Check int_in(int64_t lo, int64_t hi, std::vector<std::string> words = {}) {
           }};
 }
 
-// Core types OpenBLAS 0.3.21 recognises. It silently runs an unknown name (and "SapphireRapids") as
-// Cooperlake, so only names it knows are accepted, and the core it really ran is recorded per observation.
-const std::vector<std::string> kOpenblasCores = {
-    "auto",      "Prescott",   "Core2",     "Penryn",    "Dunnington", "Nehalem",   "Atom",
-    "Nano",      "Sandybridge", "Haswell",  "Zen",       "SkylakeX",   "CooperLake", "Barcelona",
-    "Opteron",   "Bulldozer",  "Piledriver", "Steamroller", "Excavator"};
-const std::vector<std::string> kOnednnIsas = {"SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX512_CORE",
-                                              "AVX512_CORE_VNNI", "AVX512_CORE_BF16", "AVX512_CORE_AMX", "ALL"};
+namespace {
 
+struct NameRule {
+  std::string name;
+  bool device;  // takes :N
+  std::vector<KeyRule> keys;
+  std::string summary;
+  bool hidden = false;
+};
+
+// Targets: one rule per backend of the registry, in its order.
 const std::vector<NameRule>& target_rules() {
-  static const std::vector<NameRule> rules = {
-      {"cpu-ref", false, {}, "the oracle: fixed order, double accumulation, one thread"},
-      {"cpu",
-       false,
-       {{"order", "blocked", one_of({"sequential", "pairwise", "blocked", "atomic"})},
-        {"threads", "1", int_in(1, 256)},
-        {"isa", "auto", one_of({"auto", "avx512", "avx2", "scalar"})}},
-       "detaudit's own multithreaded kernels with a selectable reduction order"},
-      {"openblas",
-       false,
-       {{"core", "auto", one_of(kOpenblasCores)}, {"threads", "1", int_in(1, 256)}},
-       "OpenBLAS sgemm/dgemm, conv2d by im2col+gemm; core= sets OPENBLAS_CORETYPE"},
-      {"onednn",
-       false,
-       {{"isa", "ALL", one_of(kOnednnIsas)},
-        {"threads", "1", int_in(1, 256)},
-        {"layout", "plain", one_of({"plain", "blocked"})}},
-       "oneDNN conv2d, matmul, reductions; isa= sets ONEDNN_MAX_CPU_ISA; layout=blocked lets conv pick its own"},
-      {"cuda", true, {{"order", "tree", one_of({"tree", "atomic"})}},
-       "native CUDA kernels; tree (deterministic) or atomic reductions"},
-      {"cublas",
-       true,
-       {{"math", "default", one_of({"default", "pedantic", "tf32", "bf16x9"})},
-        {"atomics", "not_allowed", one_of({"allowed", "not_allowed"})},
-        {"streams", "1", int_in(1, 16)},
-        {"workspace", "per_stream", one_of({"shared", "per_stream"})}},
-       "cuBLAS gemm with every setting pinned"},
-      {"cublaslt",
-       true,
-       {{"algo", "0", int_in(0, 63, {"all"})}, {"reduction", "", one_of({"none", "inplace", "compute", "output"})}},
-       "cuBLASLt gemm through the heuristic's K-th algorithm"},
-      {"cudnn",
-       true,
-       {{"fwd_algo", "auto", int_in(0, 7, {"auto", "all"})},
-        {"bwd_data_algo", "auto", int_in(0, 5, {"auto", "all"})},
-        {"bwd_filter_algo", "auto", int_in(0, 6, {"auto", "all"})},
-        {"math", "fma", one_of({"fma", "tf32"})},
-        {"pool", "deterministic", one_of({"deterministic", "nondeterministic"})}},
-       "cuDNN convolutions with pinned algorithms; pooling"},
-      {"testing", false, {{"fault", "none", one_of({"none", "segv", "ill", "abort", "hang"})}},
-       "test-only: a worker that faults on purpose", true},
-  };
+  static const std::vector<NameRule> rules = [] {
+    std::vector<NameRule> r;
+    for (auto& e : backend_registry()) r.push_back({e.name, e.gpu, e.keys, e.summary, e.hidden});
+    return r;
+  }();
   return rules;
 }
 
 const std::vector<NameRule>& workload_rules() {
-  static const auto dims = [](int64_t hi) { return int_in(1, hi); };
-  static const KeyRule seed{"seed", "1", int_in(0, INT64_MAX)};
-  static const KeyRule dist{"dist", "uniform", one_of({"uniform", "int"})};
+  static const auto dims = [](const char* key, const char* fallback, int64_t hi) {
+    return key_int_in(key, fallback, 1, hi);
+  };
+  static const KeyRule seed = key_int_in("seed", "1", 0, INT64_MAX);
+  static const KeyRule dist = key_one_of("dist", "uniform", {"uniform", "int"});
   static const std::vector<NameRule> rules = {
       {"matmul",
        false,
-       {{"m", "256", dims(1 << 15)},
-        {"n", "256", dims(1 << 15)},
-        {"k", "256", dims(1 << 15)},
-        {"ta", "n", one_of({"n", "t"})},
-        {"tb", "n", one_of({"n", "t"})},
-        {"dtype", "f32", one_of({"f32", "f64"})},
+       {dims("m", "256", 1 << 15),
+        dims("n", "256", 1 << 15),
+        dims("k", "256", 1 << 15),
+        key_one_of("ta", "n", {"n", "t"}),
+        key_one_of("tb", "n", {"n", "t"}),
+        key_one_of("dtype", "f32", {"f32", "f64"}),
         dist,
         seed},
        "C = op(A)·op(B), row-major, m x k times k x n"},
       {"conv2d",
        false,
-       {{"n", "4", dims(4096)},
-        {"c", "16", dims(4096)},
-        {"h", "16", dims(4096)},
-        {"w", "16", dims(4096)},
-        {"k", "16", dims(4096)},
-        {"r", "3", dims(15)},
-        {"s", "3", dims(15)},
-        {"stride", "1", dims(8)},
-        {"pad", "1", int_in(0, 8)},
-        {"pass", "fwd", one_of({"fwd", "bwd_data", "bwd_filter"})},
+       {dims("n", "4", 4096),
+        dims("c", "16", 4096),
+        dims("h", "16", 4096),
+        dims("w", "16", 4096),
+        dims("k", "16", 4096),
+        dims("r", "3", 15),
+        dims("s", "3", 15),
+        dims("stride", "1", 8),
+        key_int_in("pad", "1", 0, 8),
+        key_one_of("pass", "fwd", {"fwd", "bwd_data", "bwd_filter"}),
         dist,
         seed},
        "2-D convolution (NCHW, KCRS), forward or backward"},
       {"reduce",
        false,
-       {{"op", "sum", one_of({"sum", "dot", "norm", "softmax"})},
-        {"n", "1000000", dims(int64_t(1) << 31)},
-        {"cols", "", dims(1 << 24)},
+       {key_one_of("op", "sum", {"sum", "dot", "norm", "softmax"}),
+        dims("n", "1000000", int64_t(1) << 31),
+        dims("cols", "", 1 << 24),
         dist,
         seed},
        "sum, dot, L2 norm over n elements; softmax along rows of `cols` (default 1000)"},
       {"maxpool",
        false,
-       {{"n", "4", dims(4096)},
-        {"c", "16", dims(4096)},
-        {"h", "32", dims(4096)},
-        {"w", "32", dims(4096)},
-        {"window", "3", dims(8)},
-        {"stride", "2", dims(8)},
-        {"pass", "bwd", one_of({"fwd", "bwd"})},
+       {dims("n", "4", 4096),
+        dims("c", "16", 4096),
+        dims("h", "32", 4096),
+        dims("w", "32", 4096),
+        dims("window", "3", 8),
+        dims("stride", "2", 8),
+        key_one_of("pass", "bwd", {"fwd", "bwd"}),
         dist,
         seed},
        "max pooling; overlapping windows when stride < window"},
       {"batchinv",
        false,
-       {{"m", "128", dims(1 << 15)},
-        {"n", "256", dims(1 << 15)},
-        {"k", "256", dims(1 << 15)},
-        {"rows", "8", dims(1 << 15)},
+       {dims("m", "128", 1 << 15),
+        dims("n", "256", 1 << 15),
+        dims("k", "256", 1 << 15),
+        dims("rows", "8", 1 << 15),
         dist,
         seed},
        "batch invariance: row i of A·B alone vs inside the full product"},
@@ -323,7 +272,7 @@ bool validate(const std::vector<NameRule>& rules, const char* what, const std::s
   canon.device = out->device;
   for (auto& kr : rule->keys) {
     if (out->has(kr.key))
-      canon.params.emplace_back(kr.key, kr.check.canon(out->get(kr.key)));
+      canon.params.emplace_back(kr.key, kr.canon(out->get(kr.key)));
     else if (!kr.fallback.empty())
       canon.params.emplace_back(kr.key, kr.fallback);
   }
@@ -337,7 +286,7 @@ std::string help_of(const std::vector<NameRule>& rules) {
     if (r.hidden) continue;
     s += fmt::format("  {}{}  {}\n", r.name, r.device ? "[:N]" : "", r.summary);
     for (auto& k : r.keys)
-      s += fmt::format("      {:<16} {}{}\n", k.key + "=" + (k.fallback.empty() ? "" : k.fallback), k.check.values,
+      s += fmt::format("      {:<16} {}{}\n", k.key + "=" + (k.fallback.empty() ? "" : k.fallback), k.values,
                        k.fallback.empty() ? " (optional)" : "");
   }
   return s;
@@ -391,9 +340,5 @@ bool parse_workload(const std::string& text, Spec* out, std::string* err) {
 
 std::string target_help() { return help_of(target_rules()); }
 std::string workload_help() { return help_of(workload_rules()); }
-
-bool is_gpu_backend(const std::string& name) {
-  return name == "cuda" || name == "cublas" || name == "cublaslt" || name == "cudnn";
-}
 
 }  // namespace detaudit

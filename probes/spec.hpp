@@ -3,6 +3,7 @@
 // error whose message names the bad part.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -21,6 +22,22 @@ struct Spec {
   std::string str() const;  // canonical text
 };
 
+// One key of a spec: its default (empty: optional, no default), a validator returning an error message
+// ("" when the value is good), the values for --help ("a|b|c", "1..256") and the canonical spelling of
+// a valid value (numbers: "01" and "1" are one value, "-0" is "0"). The target keys live in the backend
+// registry (probes/registry.cpp), the workload keys in spec.cpp.
+struct KeyRule {
+  std::string key;
+  std::string fallback;
+  std::function<std::string(const std::string&)> check;
+  std::string values;
+  std::function<std::string(const std::string&)> canon;
+};
+// A key whose value is one of `allowed`.
+KeyRule key_one_of(std::string key, std::string fallback, std::vector<std::string> allowed);
+// A key whose value is an integer in [lo, hi] or one of `words` ("auto", "all").
+KeyRule key_int_in(std::string key, std::string fallback, int64_t lo, int64_t hi, std::vector<std::string> words = {});
+
 // Syntax only: name, device, key=value pairs (no duplicates, no empty keys or values).
 bool parse_spec_syntax(const std::string& text, Spec* out, std::string* err);
 
@@ -36,7 +53,5 @@ std::vector<std::string> split_list(const std::string& text);
 // Names known to the parser, for --help and error messages.
 std::string target_help();
 std::string workload_help();
-
-bool is_gpu_backend(const std::string& name);
 
 }  // namespace detaudit

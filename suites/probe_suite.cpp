@@ -3,16 +3,21 @@
 #include <sys/stat.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <set>
+#include <thread>
 
 #include <fmt/format.h>
 
 #include "probes/child.hpp"
 #include "probes/env.hpp"
 #include "probes/oracle_cache.hpp"
+#include "probes/registry.hpp"
+#include "probes/verdict.hpp"
 #include "probes/worker.hpp"
 #include "probes/workload.hpp"
 #include "suites/dir_lock.hpp"
@@ -115,23 +120,6 @@ SuiteDef suite_def(const std::string& name) {
   return d;
 }
 
-// `key=all` expands to one target per algorithm index.
-std::vector<Spec> expand_all(const Spec& t) {
-  static const std::map<std::string, int> counts = {
-      {"algo", 8}, {"fwd_algo", 8}, {"bwd_data_algo", 6}, {"bwd_filter_algo", 7}};
-  for (auto& [k, v] : t.params) {
-    if (v != "all") continue;
-    std::vector<Spec> out;
-    for (int i = 0; i < counts.at(k); ++i) {
-      Spec s = t;
-      s.set(k, std::to_string(i));
-      for (auto& e : expand_all(s)) out.push_back(e);
-    }
-    return out;
-  }
-  return {t};
-}
-
 bool parse_all(const std::vector<std::string>& texts, bool target, std::vector<Spec>* out, std::string* err) {
   std::set<std::string> seen;
   for (auto& t : texts) {
@@ -182,25 +170,122 @@ bool make_plan(const std::string& suite, const std::string& targets_csv, const s
   return true;
 }
 
-bool applicable(const Spec& t, const Spec& w) {
-  bool gemm_like = w.name == "matmul" || w.name == "batchinv";
-  if (t.name == "cublas" || t.name == "cublaslt") return gemm_like || (t.name == "cublas" && w.name == "reduce" && w.get("op") != "softmax");
-  if (t.name == "cudnn") {
-    std::string pass = w.name == "conv2d" ? w.get("pass") : "";
-    bool pins_fwd = t.get("fwd_algo", "auto") != "auto", pins_bd = t.get("bwd_data_algo", "auto") != "auto",
-         pins_bf = t.get("bwd_filter_algo", "auto") != "auto";
-    bool pins_pool = t.get("pool", "deterministic") != "deterministic";
-    bool pins_math = t.get("math", "fma") != "fma";
-    if (w.name == "maxpool") return !pins_fwd && !pins_bd && !pins_bf && !pins_math;
-    if (w.name != "conv2d" || pins_pool) return false;
-    if (pins_fwd || pins_bd || pins_bf)
-      return (pass == "fwd" && pins_fwd) || (pass == "bwd_data" && pins_bd) || (pass == "bwd_filter" && pins_bf);
-    return true;
-  }
-  return true;
+namespace {
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-namespace {
+// "0:35", "12:04", "1:02:03".
+std::string clock_text(double seconds) {
+  long s = long(seconds + 0.5);
+  if (s >= 3600) return fmt::format("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60);
+  return fmt::format("{}:{:02}", s / 60, s % 60);
+}
+
+// One line per finished target: its outcomes by status, how long it took, the time so far and an
+// estimate of the time left (from the cells per second so far). A skip reason is said once; a later
+// target skipped for a reason already said says "skipped (same reason)".
+class TargetProgress {
+ public:
+  TargetProgress(size_t targets, size_t cells, std::chrono::steady_clock::time_point start)
+      : targets_(targets), cells_(cells), start_(start), loop_start_(std::chrono::steady_clock::now()) {}
+
+  std::string line(size_t ti, const Spec& target, const std::vector<Observation>& obs, double seconds) {
+    cells_done_ += obs.size();
+    std::string head = fmt::format("target {}/{} {}: ", ti + 1, targets_, target.str());
+    std::string body;
+    std::set<std::string> skip_reasons;
+    for (auto& o : obs)
+      if (o.status == ObsStatus::kSkipped) skip_reasons.insert(o.reason);
+    const bool all_skipped = !obs.empty() && skip_reasons.size() == 1 &&
+                             std::all_of(obs.begin(), obs.end(), [](const Observation& o) { return o.status == ObsStatus::kSkipped; });
+    if (all_skipped) {
+      const std::string& why = *skip_reasons.begin();
+      body = said_skips_.insert(why).second
+                 ? fmt::format("{} {} skipped: {}", obs.size(), obs.size() == 1 ? "workload" : "workloads", why)
+                 : "skipped (same reason)";
+    } else {
+      body = fmt::format("{} {}, {}", obs.size(), obs.size() == 1 ? "workload" : "workloads", counts(obs));
+      // The first reason of each kind of failure, so a crash says which signal; a skip reason only the
+      // first time it comes.
+      std::set<CellVerdict> said;
+      for (auto& o : obs) {
+        CellVerdict v = cell_verdict(o);
+        if (o.reason.empty() || v == CellVerdict::kDeterministic || v == CellVerdict::kNondeterministic) continue;
+        if (v == CellVerdict::kSkipped ? !said_skips_.insert(o.reason).second : !said.insert(v).second) continue;
+        body += fmt::format("; {}: {}", to_string(v), o.reason);
+      }
+    }
+    return head + body + fmt::format(" in {:.1f} s; {}", seconds, timing());
+  }
+
+ private:
+  static std::string counts(const std::vector<Observation>& obs) {
+    std::map<CellVerdict, size_t> n;
+    for (auto& o : obs) ++n[cell_verdict(o)];
+    std::vector<std::string> parts;
+    for (auto& [v, k] : n) parts.push_back(fmt::format("{} {}", k, to_string(v)));
+    return fmt::format("{}", fmt::join(parts, ", "));
+  }
+  std::string timing() const {
+    std::string t = "elapsed " + clock_text(seconds_since(start_));
+    const double loop = seconds_since(loop_start_);
+    if (cells_done_ > 0 && cells_done_ < cells_)
+      t += ", ETA " + clock_text(loop / double(cells_done_) * double(cells_ - cells_done_));
+    return t;
+  }
+  size_t targets_, cells_, cells_done_ = 0;
+  std::chrono::steady_clock::time_point start_, loop_start_;
+  std::set<std::string> said_skips_;
+};
+
+// While a workload runs longer than 10 s, says so (then every 60 s), so a slow or hanging target is
+// visible before its line: "target 2/9 openblas?core=Haswell&threads=1: workload 3/13 conv2d?... running
+// for 10 s".
+class Heartbeat {
+ public:
+  explicit Heartbeat(std::function<void(const std::string&)> say) : say_(std::move(say)), thread_([this] { loop(); }) {}
+  ~Heartbeat() {
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  void started(std::string what) {
+    std::lock_guard<std::mutex> g(mu_);
+    what_ = std::move(what);
+    since_ = std::chrono::steady_clock::now();
+    next_ = 10;
+  }
+  void idle() {
+    std::lock_guard<std::mutex> g(mu_);
+    what_.clear();
+  }
+
+ private:
+  void loop() {
+    std::unique_lock<std::mutex> g(mu_);
+    while (!stop_) {
+      cv_.wait_for(g, std::chrono::milliseconds(500));
+      if (stop_ || what_.empty()) continue;
+      const double s = seconds_since(since_);
+      if (s < next_) continue;
+      next_ += next_ < 60 ? 50 : 60;
+      say_(fmt::format("{} running for {}", what_, clock_text(s)));
+    }
+  }
+  std::function<void(const std::string&)> say_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::string what_;
+  std::chrono::steady_clock::time_point since_;
+  double next_ = 10;
+  std::thread thread_;  // last: starts after the members it uses
+};
+
 std::string human_bytes(double b) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
   int u = 0;
@@ -239,7 +324,9 @@ void prepare_oracles(const ProbePlan& plan, const ProbeRunOptions& opt, Results*
   Spec ref;
   std::string err;
   parse_target("cpu-ref", &ref, &err);
-  size_t n = 0;
+  say(fmt::format("oracles: computing {} with cpu-ref", todo.size()));
+  const auto t0 = std::chrono::steady_clock::now();
+  size_t failed = 0;
   run_target(
       ref, todo, wo,
       [&](const WorkItem& w, Observation&& o) {
@@ -250,10 +337,11 @@ void prepare_oracles(const ProbePlan& plan, const ProbeRunOptions& opt, Results*
         std::string why = fmt::format("{}{}", to_string(o.status), o.reason.empty() ? "" : ": " + o.reason);
         say(fmt::format("oracle of {} failed ({}); its observations carry no distance", w.workload.str(), why));
         r->oracle_failures[w.workload.str()] = why;
+        ++failed;
       },
-      [&](const WorkItem& w) {
-        say(fmt::format("oracle {}/{}: {}", ++n, todo.size(), w.workload.str()));
-      });
+      [](const WorkItem&) {});
+  say(fmt::format("oracles: {} of {} computed in {:.1f} s", todo.size() - failed, todo.size(),
+                  seconds_since(t0)));
 }
 }  // namespace
 
@@ -280,7 +368,10 @@ bool check_memory(const ProbePlan& plan, uint64_t available, const std::string& 
 }
 
 int run_probe_suite(const ProbePlan& plan, const ProbeRunOptions& opt, Results* results, std::string* err) {
+  const auto start = std::chrono::steady_clock::now();
+  std::mutex say_mu;  // the heartbeat thread says things too
   auto say = [&](const std::string& s) {
+    std::lock_guard<std::mutex> g(say_mu);
     if (opt.progress) opt.progress(s);
   };
   std::string source;
@@ -340,36 +431,43 @@ int run_probe_suite(const ProbePlan& plan, const ProbeRunOptions& opt, Results* 
   wo.exe = opt.exe;
   wo.repeats = plan.repeats;
   wo.timeout_s = plan.timeout_s;
+  // The cells this session runs (a resumed run skips the finished ones), for the ETA.
+  std::vector<std::vector<WorkItem>> work(plan.targets.size());
+  size_t cells = 0;
+  for (size_t ti = 0; ti < plan.targets.size(); ++ti) {
+    for (auto& w : plan.workloads) {
+      if (!applicable(plan.targets[ti], w) || done.count({w.str(), plan.targets[ti].str()})) continue;
+      // prepare_oracles left a checked entry for every workload whose oracle did not fail.
+      work[ti].push_back({w, r.oracle_failures.count(w.str()) ? "" : oracle_path(opt.out_dir, w), ""});
+    }
+    cells += work[ti].size();
+  }
+  TargetProgress progress(plan.targets.size(), cells, start);
+  Heartbeat heartbeat(say);
   for (size_t ti = 0; ti < plan.targets.size(); ++ti) {
     const Spec& target = plan.targets[ti];
-    std::vector<WorkItem> items;
-    for (auto& w : plan.workloads) {
-      if (!applicable(target, w) || done.count({w.str(), target.str()})) continue;
-      // prepare_oracles left a checked entry for every workload whose oracle did not fail.
-      items.push_back({w, r.oracle_failures.count(w.str()) ? "" : oracle_path(opt.out_dir, w), ""});
-    }
+    const std::vector<WorkItem>& items = work[ti];
     if (items.empty()) continue;
     wo.log_path = opt.out_dir + "/logs/" + safe_file_name(target.str()) + ".log";
     size_t n = 0;
     bool save_failed = false;
+    std::vector<Observation> finished;
+    const auto t0 = std::chrono::steady_clock::now();
     run_target(
         target, items, wo,
         [&](const WorkItem&, Observation&& o) {
-          std::string line = fmt::format("target {}/{} {}: {} -> {}", ti + 1, plan.targets.size(), target.str(),
-                                         o.workload, to_string(o.status));
-          if (o.status == ObsStatus::kOk) line += fmt::format(" ({} distinct in {})", o.distinct, o.fingerprints.size());
-          if (!o.reason.empty()) line += ": " + o.reason;
-          say(line);
+          finished.push_back(o);
           r.observations.push_back(std::move(o));
           if (!save_failed && !save_results(results_path, r, err)) save_failed = true;
         },
         [&](const WorkItem& w) {
-          ++n;
-          say(fmt::format("target {}/{} {}: workload {}/{} {}", ti + 1, plan.targets.size(), target.str(), n,
-                          items.size(), w.workload.str()));
+          heartbeat.started(fmt::format("target {}/{} {}: workload {}/{} {}", ti + 1, plan.targets.size(),
+                                        target.str(), ++n, items.size(), w.workload.str()));
         });
+    heartbeat.idle();
     if (save_failed) return 2;
     if (interrupted()) return stop();
+    say(progress.line(ti, target, finished, seconds_since(t0)));
   }
   r.finished_at = utc_now_iso8601();
   if (!save_results(results_path, r, err)) return 2;

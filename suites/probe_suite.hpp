@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "probes/registry.hpp"  // applicable(), expand_all()
 #include "probes/spec.hpp"
 #include "report/results.hpp"
 
@@ -23,10 +24,6 @@ std::vector<std::string> suite_names();
 // algorithm keys. False with a one-line *err naming the bad part.
 bool make_plan(const std::string& suite, const std::string& targets_csv, const std::string& workloads_csv,
                int repeats, double timeout_s, ProbePlan* plan, std::string* err);
-
-// Whether a target's pinned settings concern this workload at all (a cuDNN target that pins only the
-// forward algorithm says nothing about backward-filter). Inapplicable cells are not run.
-bool applicable(const Spec& target, const Spec& workload);
 
 struct ProbeRunOptions {
   std::string out_dir;

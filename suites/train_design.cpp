@@ -17,7 +17,7 @@
 #include "models/idx.hpp"
 #include "probes/child.hpp"
 #include "probes/env.hpp"
-#include "probes/targets.hpp"
+#include "probes/registry.hpp"
 #include "report/train_report.hpp"
 #include "suites/dir_lock.hpp"
 
@@ -27,26 +27,7 @@ namespace fs = std::filesystem;
 
 bool derive_variants(const Spec& base, TargetVariants* out, std::string* err) {
   TargetVariants v{base, base, base};
-  if (base.name == "cpu") {
-    v.deterministic.set("order", "blocked");
-    v.nondeterministic.set("order", "atomic");
-  } else if (base.name == "cuda") {
-    v.deterministic.set("order", "tree");
-    v.nondeterministic.set("order", "atomic");
-  } else if (base.name == "cublas") {
-    v.deterministic.set("atomics", "not_allowed");
-    v.nondeterministic.set("atomics", "allowed");
-  } else if (base.name == "cudnn") {
-    // Legacy algorithm 1 is deterministic for every pass; backward algorithm 0 accumulates with atomics.
-    for (const char* k : {"fwd_algo", "bwd_data_algo", "bwd_filter_algo"}) v.deterministic.set(k, "1");
-    v.nondeterministic.set("fwd_algo", "1");
-    v.nondeterministic.set("bwd_data_algo", "0");
-    v.nondeterministic.set("bwd_filter_algo", "0");
-  } else {
-    *err = fmt::format("target '{}' has no nondeterministic variant (training targets: cpu, cuda, cublas, cudnn)",
-                       base.str());
-    return false;
-  }
+  if (!training_variants(base, &v.deterministic, &v.nondeterministic, err)) return false;
   *out = v;
   return true;
 }
@@ -406,7 +387,7 @@ nlohmann::json interval_json(const Interval& i) { return nlohmann::json::array({
 std::string hardware_of(const std::string& target, const nlohmann::json& machine) {
   Spec s;
   std::string err;
-  if (parse_target(target, &s, &err) && is_gpu_backend(s.name)) {
+  if (parse_target(target, &s, &err) && find_backend(s.name) && find_backend(s.name)->gpu) {
     for (auto& g : machine.value("gpus", nlohmann::json::array()))
       if (g.value("index", -1) == s.device) return g.value("name", "GPU") + " #" + std::to_string(s.device);
     return "GPU " + std::to_string(s.device) + " (not present)";

@@ -13,7 +13,7 @@
 #include "kernels/fingerprint.hpp"
 #include "models/autoencoder.hpp"
 #include "probes/child.hpp"
-#include "probes/targets.hpp"
+#include "probes/registry.hpp"
 #include "suites/train_design.hpp"
 
 namespace detaudit {

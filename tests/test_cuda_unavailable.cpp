@@ -18,12 +18,45 @@ TEST(CudaAvailability, EnvironmentAnswersEitherWay) {
   }
   EXPECT_TRUE(env.gpus.empty());
   ASSERT_FALSE(env.reason.empty());
-  // The cause, in words: built without CUDA, or what cudaGetDeviceCount said.
-  EXPECT_NE(env.reason.find(built_with_cuda() ? "cudaGetDeviceCount" : "without CUDA"), std::string::npos)
-      << env.reason;
+  // The cause, in words: built without CUDA, what is missing (device files, driver library), or what
+  // cudaGetDeviceCount said when both are there. Never the runtime's "driver version is insufficient"
+  // alone, which is what it says when there is no driver at all.
+  if (!built_with_cuda()) {
+    EXPECT_NE(env.reason.find("without CUDA"), std::string::npos) << env.reason;
+  } else {
+    EXPECT_TRUE(env.reason.find("/dev/nvidia") != std::string::npos ||
+                env.reason.find("cudaGetDeviceCount") != std::string::npos)
+        << env.reason;
+    EXPECT_NE(env.reason.rfind("CUDA driver version is insufficient", 0), 0u) << env.reason;
+  }
   if (built_with_cuda()) {
     EXPECT_FALSE(env.cudnn_version.empty()) << "cudnnGetVersion answers without a device";
   }
+}
+
+TEST(CudaAvailability, NoDeviceReasonSaysWhatIsMissing) {
+  const std::string said =
+      "cudaGetDeviceCount returned cudaErrorInsufficientDriver (35): CUDA driver version is insufficient for CUDA "
+      "runtime version";
+  EXPECT_EQ(explain_no_cuda_device(false, false, "libcuda.so.1: cannot open shared object file", said),
+            "no /dev/nvidia* device files and no libcuda.so.1 (NVIDIA driver not installed)");
+  std::string r = explain_no_cuda_device(false, true, "", said);
+  EXPECT_EQ(r.rfind("no /dev/nvidia* device files (", 0), 0u) << r;
+  EXPECT_NE(r.find(said), std::string::npos) << r;
+  r = explain_no_cuda_device(true, false, "libcuda.so.1: cannot open shared object file", said);
+  EXPECT_NE(r.find("libcuda.so.1 does not load (libcuda.so.1: cannot open shared object file)"), std::string::npos) << r;
+  EXPECT_EQ(explain_no_cuda_device(true, true, "", said), said);
+}
+
+TEST(CudaAvailability, MakeGpuBackendNamesTheMissingPiece) {
+  // The skip reason of every GPU target on a machine without a device.
+  if (!built_with_cuda() || query_cuda_environment().available) GTEST_SKIP() << "needs a CUDA build without a device";
+  Status st;
+  EXPECT_EQ(make_gpu_backend("cublas", 0, {}, &st), nullptr);
+  EXPECT_EQ(st.message().rfind("no CUDA device: ", 0), 0u) << st.message();
+  EXPECT_TRUE(st.message().find("/dev/nvidia") != std::string::npos ||
+              st.message().find("cudaGetDeviceCount") != std::string::npos)
+      << st.message();
 }
 
 TEST(CudaAvailability, MakeGpuBackendEitherWorksOrSaysWhy) {

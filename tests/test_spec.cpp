@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include "probes/registry.hpp"
 #include "probes/spec.hpp"
 
 using namespace detaudit;
@@ -98,4 +99,19 @@ TEST(Spec, NumbersHaveOneCanonicalSpelling) {
   EXPECT_EQ(canon("cudnn:0?fwd_algo=auto", true), canon("cudnn:0", true));
   EXPECT_EQ(canon("reduce?op=sum&n=100&seed=-0", false), canon("reduce?op=sum&n=0100&seed=0", false));
   EXPECT_EQ(canon("matmul?m=8&n=8&k=8&seed=007", false), "matmul?m=8&n=8&k=8&ta=n&tb=n&dtype=f32&dist=uniform&seed=7");
+}
+
+// The target table is the backend registry's: --help lists every visible backend, in registry order,
+// with each of its keys.
+TEST(Spec, TargetHelpComesFromTheRegistry) {
+  const std::string help = target_help();
+  size_t at = 0;
+  for (auto& e : backend_registry()) {
+    if (e.hidden) continue;
+    size_t pos = help.find("  " + e.name + (e.gpu ? "[:N]" : "") + "  " + e.summary + "\n");
+    ASSERT_NE(pos, std::string::npos) << e.name;
+    EXPECT_GE(pos, at) << e.name << " out of registry order";
+    at = pos;
+    for (auto& k : e.keys) EXPECT_NE(help.find("      " + k.key + "=", pos), std::string::npos) << e.name << " " << k.key;
+  }
 }

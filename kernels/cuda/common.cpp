@@ -1,12 +1,15 @@
 #include "kernels/cuda/common.hpp"
 
 #include <cublas_v2.h>
+#include <dlfcn.h>
 #include <fmt/format.h>
 
 #include <cstring>
+#include <filesystem>
 #include <cstdlib>
 #include <limits>
 
+#include "kernels/cuda/cuda.hpp"
 #include "kernels/cuda/cupti_tracer.hpp"
 #include "kernels/cuda/native_kernels.hpp"
 #include "kernels/cuda/train_kernels.hpp"
@@ -34,16 +37,51 @@ Status from_cublas(cublasStatus_t e, const char* expr) {
   return e == CUBLAS_STATUS_NOT_SUPPORTED ? Status::unsupported(m) : Status::error(m);
 }
 
+namespace {
+
+bool nvidia_device_files() {
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator("/dev", ec); !ec && it != std::filesystem::directory_iterator();
+       it.increment(ec))
+    if (it->path().filename().string().rfind("nvidia", 0) == 0) return true;
+  return false;
+}
+
+// Whether the driver's libcuda.so.1 loads here: already loaded (the runtime loads it), or loadable.
+// Never linked (REFERENCE.md: a binary linked to the stub fails to start without a driver).
+bool libcuda_loads(std::string* error) {
+  if (void* h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD)) {
+    dlclose(h);
+    return true;
+  }
+  void* h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+  if (!h) {
+    const char* e = dlerror();
+    *error = e ? e : "";
+    return false;
+  }
+  dlclose(h);
+  return true;
+}
+
+}  // namespace
+
 int device_count(std::string* reason) {
   int n = 0;  // left untouched by cudaGetDeviceCount without a driver
   cudaError_t e = cudaGetDeviceCount(&n);
+  std::string said;
   if (e != cudaSuccess) {
     cudaGetLastError();  // clear it, so a later cudaGetLastError() does not report it again
-    *reason = fmt::format("cudaGetDeviceCount returned {} ({}): {}", cudaGetErrorName(e), int(e),
-                          cudaGetErrorString(e));
-    return 0;
+    said = fmt::format("cudaGetDeviceCount returned {} ({}): {}", cudaGetErrorName(e), int(e), cudaGetErrorString(e));
+    n = 0;
+  } else if (n <= 0) {
+    said = "cudaGetDeviceCount found 0 devices";
   }
-  if (n <= 0) *reason = "cudaGetDeviceCount found 0 devices";
+  if (n <= 0) {
+    std::string dl_error;
+    const bool lib = libcuda_loads(&dl_error);
+    *reason = explain_no_cuda_device(nvidia_device_files(), lib, dl_error, said);
+  }
   return n;
 }
 

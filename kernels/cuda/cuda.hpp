@@ -22,13 +22,32 @@ struct GpuInfo {
 
 struct CudaEnvironment {
   bool available = false;     // true when at least one device can run work
-  std::string reason;         // why not, e.g. "cudaGetDeviceCount: cudaErrorInsufficientDriver (35) ..."
+  std::string reason;         // why not, e.g. "no /dev/nvidia* device files and no libcuda.so.1 (...)"
   int driver_version = 0, runtime_version = 0;  // as cudaDriverGetVersion / cudaRuntimeGetVersion
   std::string cudnn_version, cublas_version, nccl_version, cupti_version;
   std::vector<GpuInfo> gpus;
 };
 
 bool built_with_cuda();
+
+// Why there is no CUDA device, in words a user can act on. Without an NVIDIA driver, cudaGetDeviceCount
+// says "CUDA driver version is insufficient for CUDA runtime version", which points at the wrong fix;
+// so the cause is read from the machine: the /dev/nvidia* device files and whether libcuda.so.1 (the
+// driver's user-space library, never linked: dlopen only) loads. `runtime_said` is what the runtime
+// reported; it is kept where the two pieces exist and the runtime still found no device.
+inline std::string explain_no_cuda_device(bool device_files, bool libcuda, const std::string& libcuda_error,
+                                          const std::string& runtime_said) {
+  if (!device_files && !libcuda)
+    return "no /dev/nvidia* device files and no libcuda.so.1 (NVIDIA driver not installed)";
+  if (!device_files)
+    return "no /dev/nvidia* device files (no NVIDIA GPU visible here, or its kernel module is not loaded); " +
+           runtime_said;
+  if (!libcuda)
+    return "/dev/nvidia* device files exist but libcuda.so.1 does not load" +
+           (libcuda_error.empty() ? std::string() : " (" + libcuda_error + ")") +
+           " (the NVIDIA driver's user-space library is missing); " + runtime_said;
+  return runtime_said;
+}
 // Never aborts. Versions of libraries are filled even without a device where the library answers.
 CudaEnvironment query_cuda_environment();
 

@@ -66,7 +66,7 @@ CudaEnvironment query_cuda_environment() {
   std::string why;
   int n = gpu::device_count(&why);
   if (n <= 0) {
-    env.reason = why;  // e.g. "cudaGetDeviceCount returned cudaErrorInsufficientDriver (35): ..."
+    env.reason = why;  // e.g. "no /dev/nvidia* device files and no libcuda.so.1 (NVIDIA driver not installed)"
     return env;
   }
   for (int i = 0; i < n; ++i) {
@@ -100,15 +100,32 @@ CudaEnvironment query_cuda_environment() {
   return env;
 }
 
+namespace {
+// The GPU backends of this build, one line each (the probes' registry, probes/registry.cpp, names them
+// by the same strings).
+struct GpuFactory {
+  const char* name;
+  Status (*validate)(const gpu::Params&);
+  std::unique_ptr<Backend> (*make)(int device, const gpu::Params&, Status*);
+};
+constexpr GpuFactory kGpuFactories[] = {{"cuda", gpu::validate_cuda_native, gpu::make_cuda_native},
+                                        {"cublas", gpu::validate_cublas, gpu::make_cublas},
+                                        {"cublaslt", gpu::validate_cublaslt, gpu::make_cublaslt},
+                                        {"cudnn", gpu::validate_cudnn, gpu::make_cudnn}};
+}  // namespace
+
 std::unique_ptr<Backend> make_gpu_backend(const std::string& backend, int device,
                                           const std::map<std::string, std::string>& params, Status* st) {
   gpu::Params p(params);
+  const GpuFactory* f = nullptr;
+  for (auto& g : kGpuFactories)
+    if (backend == g.name) f = &g;
+  if (!f) {
+    *st = Status::invalid("unknown GPU backend '" + backend + "' (expected cuda, cublas, cublaslt or cudnn)");
+    return nullptr;
+  }
   // Values first, so a bad spec is reported as such on machines without a GPU too.
-  if (backend == "cuda") *st = gpu::validate_cuda_native(p);
-  else if (backend == "cublas") *st = gpu::validate_cublas(p);
-  else if (backend == "cublaslt") *st = gpu::validate_cublaslt(p);
-  else if (backend == "cudnn") *st = gpu::validate_cudnn(p);
-  else *st = Status::invalid("unknown GPU backend '" + backend + "' (expected cuda, cublas, cublaslt or cudnn)");
+  *st = f->validate(p);
   if (!st->is_ok()) return nullptr;
 
   std::string why;
@@ -122,10 +139,7 @@ std::unique_ptr<Backend> make_gpu_backend(const std::string& backend, int device
     *st = Status::unavailable(fmt::format("no CUDA device {}: this machine has {}", device, n));
     return nullptr;
   }
-  if (backend == "cuda") return gpu::make_cuda_native(device, p, st);
-  if (backend == "cublas") return gpu::make_cublas(device, p, st);
-  if (backend == "cublaslt") return gpu::make_cublaslt(device, p, st);
-  return gpu::make_cudnn(device, p, st);
+  return f->make(device, p, st);
 }
 
 }  // namespace detaudit

@@ -1,0 +1,380 @@
+// The backend registry: one entry per backend, the promises, requirements against a machine, `=all`
+// expansion, applicability and training variants.
+#include <gtest/gtest.h>
+
+#include <regex>
+#include <set>
+
+#include "cli_helpers.hpp"
+#include "kernels/cuda/cuda.hpp"
+#include "probes/registry.hpp"
+#include "suites/probe_suite.hpp"
+#include "suites/train_design.hpp"
+
+using namespace detaudit;
+using RunToRun = Promise::RunToRun;
+
+namespace {
+
+Spec target(const std::string& text) {
+  Spec s;
+  std::string err;
+  EXPECT_TRUE(parse_target(text, &s, &err)) << err;
+  return s;
+}
+Spec workload(const std::string& text) {
+  Spec s;
+  std::string err;
+  EXPECT_TRUE(parse_workload(text, &s, &err)) << err;
+  return s;
+}
+
+// A machine with these CPU features and `gpus` GPUs, as machine_fingerprint() writes it.
+nlohmann::json machine(std::vector<std::string> features, int gpus) {
+  nlohmann::json m;
+  m["cpu_features"] = features;
+  m["gpus"] = nlohmann::json::array();
+  for (int i = 0; i < gpus; ++i) m["gpus"].push_back({{"index", i}, {"name", "H200"}});
+  return m;
+}
+const nlohmann::json kEverything = machine({"sse2", "sse3", "ssse3", "sse4.1", "sse4.2", "sse4a", "avx", "avx2", "fma",
+                                            "fma4", "xop", "avx512f", "avx512bw", "avx512bf16"},
+                                           1);
+
+}  // namespace
+
+TEST(Registry, EveryBackendHasOneEntry) {
+  std::set<std::string> names;
+  for (auto& e : backend_registry()) {
+    EXPECT_TRUE(names.insert(e.name).second) << e.name << " registered twice";
+    EXPECT_FALSE(e.summary.empty()) << e.name;
+    EXPECT_NE(e.promise, nullptr) << e.name;
+    EXPECT_NE(e.applicable, nullptr) << e.name;
+    EXPECT_EQ(find_backend(e.name), &e);
+    EXPECT_TRUE(target(e.name).name == e.name) << "the parser accepts " << e.name;
+  }
+  EXPECT_EQ(names, (std::set<std::string>{"cpu-ref", "cpu", "openblas", "onednn", "cuda", "cublas", "cublaslt",
+                                          "cudnn", "testing"}));
+  EXPECT_EQ(find_backend("opencl"), nullptr);
+  EXPECT_TRUE(find_backend("testing")->hidden);
+  for (const char* g : {"cuda", "cublas", "cublaslt", "cudnn"}) EXPECT_TRUE(find_backend(g)->gpu) << g;
+  for (const char* c : {"cpu-ref", "cpu", "openblas", "onednn", "testing"}) EXPECT_FALSE(find_backend(c)->gpu) << c;
+}
+
+TEST(Registry, LibrariesTheBitsDependOn) {
+  using L = std::vector<std::string>;
+  EXPECT_EQ(find_backend("openblas")->libraries, (L{"openblas", "openblas_core"}));
+  EXPECT_EQ(find_backend("onednn")->libraries, (L{"onednn"}));
+  EXPECT_EQ(find_backend("cuda")->libraries, (L{"cuda_runtime", "cuda_driver"}));
+  EXPECT_EQ(find_backend("cublas")->libraries, (L{"cublas", "cuda_runtime", "cuda_driver"}));
+  EXPECT_EQ(find_backend("cublaslt")->libraries, (L{"cublas", "cuda_runtime", "cuda_driver"}));
+  EXPECT_EQ(find_backend("cudnn")->libraries, (L{"cudnn", "cuda_runtime", "cuda_driver"}));
+  EXPECT_TRUE(find_backend("cpu")->libraries.empty());
+  EXPECT_TRUE(find_backend("cpu-ref")->libraries.empty());
+}
+
+struct PromiseCase {
+  const char* target;
+  const char* workload;
+  RunToRun run_to_run;
+  const char* equality_class;
+  bool batch_invariance;
+  double input_unit_roundoff;
+};
+
+class RegistryPromise : public ::testing::TestWithParam<PromiseCase> {};
+
+TEST_P(RegistryPromise, MatchesTheTable) {
+  const PromiseCase& c = GetParam();
+  Promise p = promise_for(target(c.target), workload(c.workload), kEverything, {});
+  EXPECT_EQ(int(p.run_to_run), int(c.run_to_run)) << p.run_to_run_source;
+  EXPECT_EQ(p.equality_class, c.equality_class);
+  EXPECT_EQ(p.batch_invariance_claimed, c.batch_invariance);
+  EXPECT_DOUBLE_EQ(p.input_unit_roundoff, c.input_unit_roundoff);
+  EXPECT_FALSE(p.run_to_run_source.empty()) << "every promise says who makes it";
+  EXPECT_TRUE(p.unmet.empty()) << "this machine has everything";
+}
+
+constexpr auto kDet = RunToRun::kDeterministic, kNondet = RunToRun::kNondeterministic, kNone = RunToRun::kNone;
+constexpr double kTf32 = 1.0 / 2048;
+const char* kMatmul = "matmul?m=256&n=256&k=515";
+const char* kConvBf = "conv2d?n=4&c=16&h=16&w=16&k=32&pass=bwd_filter";
+
+INSTANTIATE_TEST_SUITE_P(
+    Table, RegistryPromise,
+    ::testing::Values(
+        PromiseCase{"cpu-ref", kMatmul, kDet, "cpu-ref", true, 0},
+        PromiseCase{"cpu?order=sequential&threads=1", kMatmul, kDet, "cpu?order=sequential", true, 0},
+        PromiseCase{"cpu?order=sequential&threads=4&isa=scalar", kMatmul, kDet, "cpu?order=sequential", true, 0},
+        PromiseCase{"cpu?order=pairwise&threads=2&isa=avx2", "reduce?op=sum", kDet, "cpu?order=pairwise", true, 0},
+        PromiseCase{"cpu?order=blocked&threads=2", kMatmul, kDet, "cpu?order=blocked&threads=2", true, 0},
+        PromiseCase{"cpu?order=blocked&threads=2&isa=avx512", kMatmul, kDet, "cpu?order=blocked&threads=2", true, 0},
+        PromiseCase{"cpu?order=atomic&threads=2", kMatmul, kNondet, "", false, 0},
+        PromiseCase{"cpu?order=atomic&threads=2", "reduce?op=dot", kNondet, "", false, 0},
+        PromiseCase{"cpu?order=atomic&threads=1", kMatmul, kNone, "", false, 0},
+        PromiseCase{"openblas?core=Haswell&threads=1", kMatmul, kDet, "", false, 0},
+        PromiseCase{"openblas?core=Haswell&threads=2", "reduce?op=dot", kDet, "", false, 0},
+        PromiseCase{"onednn?isa=AVX2&threads=1", kConvBf, kNone, "", false, 0},
+        PromiseCase{"onednn?isa=ALL&threads=2&layout=blocked", kMatmul, kNone, "", false, 0},
+        PromiseCase{"cuda?order=tree", kMatmul, kDet, "", false, 0},
+        PromiseCase{"cuda?order=atomic", kMatmul, kNondet, "", false, 0},
+        PromiseCase{"cublas?math=pedantic", kMatmul, kDet, "", false, 0},
+        PromiseCase{"cublas?math=tf32", kMatmul, kDet, "", false, kTf32},
+        PromiseCase{"cublas?math=bf16x9", kMatmul, kDet, "", false, 0},
+        PromiseCase{"cublas?math=pedantic&atomics=allowed", kMatmul, kNone, "", false, 0},
+        PromiseCase{"cublas?math=pedantic&streams=4&workspace=shared", kMatmul, kNone, "", false, 0},
+        PromiseCase{"cublas?math=pedantic&streams=4&workspace=per_stream", kMatmul, kDet, "", false, 0},
+        PromiseCase{"cublaslt?algo=3", kMatmul, kDet, "", false, 0},
+        // cuDNN without details: the static list of cudnn_cnn.h.
+        PromiseCase{"cudnn?bwd_filter_algo=0", kConvBf, kNondet, "", false, 0},
+        PromiseCase{"cudnn?bwd_filter_algo=3", kConvBf, kNondet, "", false, 0},
+        PromiseCase{"cudnn?bwd_filter_algo=1", kConvBf, kDet, "", false, 0},
+        PromiseCase{"cudnn?bwd_data_algo=0", "conv2d?pass=bwd_data", kNondet, "", false, 0},
+        PromiseCase{"cudnn?fwd_algo=0&math=tf32", "conv2d?pass=fwd", kDet, "", false, kTf32},
+        PromiseCase{"cudnn?pool=nondeterministic", "maxpool?pass=bwd", kNondet, "", false, 0},
+        PromiseCase{"cudnn", "maxpool?pass=bwd", kDet, "", false, 0},
+        PromiseCase{"cudnn", kConvBf, kNone, "", false, 0},  // auto: unknown until cuDNN says
+        PromiseCase{"testing?fault=segv", kMatmul, kNone, "", false, 0}));
+
+TEST(Registry, CpuAtomicPromisesNoVariationWhereTheRaceCannotHappen) {
+  // maxpool has no reduction order; a gemm with k < 64 is one chain per element.
+  Promise p = promise_for(target("cpu?order=atomic&threads=2"), workload("maxpool"), kEverything, {});
+  EXPECT_EQ(p.run_to_run, kDet);
+  p = promise_for(target("cpu?order=atomic&threads=2"), workload("matmul?k=63"), kEverything, {});
+  EXPECT_EQ(p.run_to_run, kDet);
+  EXPECT_EQ(p.equality_class, "cpu?order=sequential");
+  EXPECT_EQ(promise_for(target("cpu?order=atomic&threads=4"), workload("reduce?op=sum&n=128"), kEverything, {}).run_to_run,
+            kDet);
+  EXPECT_EQ(promise_for(target("cpu?order=atomic&threads=4"), workload("reduce?op=sum&n=129"), kEverything, {}).run_to_run,
+            kNondet);
+}
+
+TEST(Registry, UnmetRequirementsFollowTheMachine) {
+  const nlohmann::json no_avx512 = machine({"sse4.1", "avx", "avx2", "fma"}, 0);
+  const nlohmann::json with_avx512 = machine({"sse4.1", "avx", "avx2", "fma", "avx512f", "avx512bw"}, 1);
+  using V = std::vector<std::string>;
+
+  Promise p = promise_for(target("cpu?isa=avx512"), workload(kMatmul), no_avx512, {});
+  EXPECT_EQ(p.requirements, V{"AVX-512F"});
+  EXPECT_EQ(p.unmet, V{"AVX-512F"});
+  EXPECT_TRUE(promise_for(target("cpu?isa=avx512"), workload(kMatmul), with_avx512, {}).unmet.empty());
+  EXPECT_EQ(promise_for(target("cpu?isa=avx2"), workload(kMatmul), machine({"avx2"}, 0), {}).unmet, V{"FMA"});
+  EXPECT_TRUE(promise_for(target("cpu?isa=auto"), workload(kMatmul), machine({}, 0), {}).requirements.empty());
+
+  p = promise_for(target("openblas?core=SkylakeX"), workload(kMatmul), no_avx512, {});
+  EXPECT_EQ(p.unmet, V{"AVX-512F"});
+  EXPECT_TRUE(promise_for(target("openblas?core=SkylakeX"), workload(kMatmul), with_avx512, {}).unmet.empty());
+  p = promise_for(target("openblas?core=Bulldozer"), workload(kMatmul), with_avx512, {});
+  EXPECT_EQ(p.unmet, (V{"FMA4", "XOP"}));
+  p = promise_for(target("openblas?core=CooperLake"), workload(kMatmul), with_avx512, {});
+  EXPECT_EQ(p.unmet, V{"AVX-512 BF16"});
+  EXPECT_TRUE(promise_for(target("openblas?core=Haswell"), workload(kMatmul), no_avx512, {}).unmet.empty());
+  EXPECT_TRUE(promise_for(target("openblas"), workload(kMatmul), machine({}, 0), {}).requirements.empty());
+
+  // oneDNN's isa is a cap: nothing to meet.
+  EXPECT_TRUE(promise_for(target("onednn?isa=AVX512_CORE"), workload(kMatmul), no_avx512, {}).requirements.empty());
+
+  for (const char* g : {"cuda", "cublas", "cublaslt", "cudnn"}) {
+    p = promise_for(target(g), workload(kMatmul), no_avx512, {});
+    EXPECT_EQ(p.requirements, V{"a CUDA device"}) << g;
+    EXPECT_EQ(p.unmet, V{"a CUDA device"}) << g;
+    EXPECT_TRUE(promise_for(target(g), workload(kMatmul), with_avx512, {}).unmet.empty()) << g;
+    nlohmann::json no_gpus_key = with_avx512;
+    no_gpus_key.erase("gpus");
+    EXPECT_EQ(promise_for(target(g), workload(kMatmul), no_gpus_key, {}).unmet, V{"a CUDA device"}) << g;
+  }
+}
+
+TEST(Registry, CudnnPromiseComesFromItsClaim) {
+  const Spec t = target("cudnn"), w = workload(kConvBf);
+  Promise p = promise_for(t, w, kEverything,
+                          {{"claimed_deterministic", "no"}, {"algo_name", "CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0"}});
+  EXPECT_EQ(p.run_to_run, kNondet);
+  EXPECT_NE(p.run_to_run_source.find("cuDNN"), std::string::npos) << p.run_to_run_source;
+  EXPECT_NE(p.run_to_run_source.find("CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0"), std::string::npos) << p.run_to_run_source;
+
+  p = promise_for(t, w, kEverything, {{"claimed_deterministic", "yes"}, {"algo_name", "CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1"}});
+  EXPECT_EQ(p.run_to_run, kDet);
+  EXPECT_NE(p.run_to_run_source.find("CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1"), std::string::npos);
+
+  // The claim wins over the static list: cuDNN may report a pinned algorithm as deterministic.
+  p = promise_for(target("cudnn?bwd_filter_algo=0"), w, kEverything, {{"claimed_deterministic", "yes"}});
+  EXPECT_EQ(p.run_to_run, kDet);
+}
+
+TEST(Registry, ExpandAllCounts) {
+  EXPECT_EQ(expand_all(target("cublaslt?algo=all")).size(), 8u);
+  EXPECT_EQ(expand_all(target("cudnn?fwd_algo=all")).size(), 8u);
+  EXPECT_EQ(expand_all(target("cudnn?bwd_data_algo=all")).size(), 6u);
+  EXPECT_EQ(expand_all(target("cudnn?bwd_filter_algo=all")).size(), 7u);
+  EXPECT_EQ(expand_all(target("cudnn?fwd_algo=all&bwd_data_algo=all")).size(), 48u);
+  EXPECT_EQ(expand_all(target("cpu?threads=2")).size(), 1u);
+  auto v = expand_all(target("cudnn:1?bwd_filter_algo=all"));
+  for (size_t i = 0; i < v.size(); ++i) {
+    EXPECT_EQ(v[i].get("bwd_filter_algo"), std::to_string(i));
+    EXPECT_EQ(v[i].device, 1);
+    std::string err;
+    Spec again;
+    EXPECT_TRUE(parse_target(v[i].str(), &again, &err)) << err;
+    EXPECT_EQ(again.str(), v[i].str());
+  }
+}
+
+TEST(Registry, Applicable) {
+  struct Case {
+    const char* target;
+    const char* workload;
+    bool applies;
+  };
+  const Case cases[] = {
+      {"cpu", "maxpool", true},
+      {"cpu-ref", "conv2d?pass=bwd_data", true},
+      {"openblas", "maxpool", true},
+      {"onednn", "reduce?op=softmax", true},
+      {"cuda", "conv2d", true},
+      {"testing?fault=segv", "matmul", true},
+      {"cublas", "matmul", true},
+      {"cublas", "batchinv", true},
+      {"cublas", "reduce?op=sum", true},
+      {"cublas", "reduce?op=softmax", false},
+      {"cublas", "conv2d", false},
+      {"cublas", "maxpool", false},
+      {"cublaslt", "matmul", true},
+      {"cublaslt", "batchinv", true},
+      {"cublaslt", "reduce?op=sum", false},
+      {"cudnn", "conv2d?pass=fwd", true},
+      {"cudnn", "conv2d?pass=bwd_filter", true},
+      {"cudnn", "maxpool", true},
+      {"cudnn", "matmul", false},
+      {"cudnn", "reduce", false},
+      {"cudnn?fwd_algo=3", "conv2d?pass=fwd", true},
+      {"cudnn?fwd_algo=3", "conv2d?pass=bwd_data", false},
+      {"cudnn?fwd_algo=3", "maxpool", false},
+      {"cudnn?bwd_data_algo=1", "conv2d?pass=bwd_data", true},
+      {"cudnn?bwd_filter_algo=1", "conv2d?pass=bwd_filter", true},
+      {"cudnn?bwd_filter_algo=1", "conv2d?pass=fwd", false},
+      {"cudnn?math=tf32", "conv2d?pass=fwd", true},
+      {"cudnn?math=tf32", "maxpool", false},
+      {"cudnn?pool=nondeterministic", "maxpool", true},
+      {"cudnn?pool=nondeterministic", "conv2d", false},
+  };
+  for (auto& c : cases) EXPECT_EQ(applicable(target(c.target), workload(c.workload)), c.applies) << c.target << " x " << c.workload;
+}
+
+TEST(Registry, TrainingVariants) {
+  struct Case {
+    const char* base;
+    const char* det;
+    const char* nondet;
+  };
+  const Case cases[] = {
+      {"cpu?threads=2", "cpu?order=blocked&threads=2&isa=auto", "cpu?order=atomic&threads=2&isa=auto"},
+      {"cpu?order=sequential&threads=4&isa=avx2", "cpu?order=blocked&threads=4&isa=avx2",
+       "cpu?order=atomic&threads=4&isa=avx2"},
+      {"cuda:1", "cuda:1?order=tree", "cuda:1?order=atomic"},
+      {"cublas?math=tf32", "cublas:0?math=tf32&atomics=not_allowed&streams=1&workspace=per_stream",
+       "cublas:0?math=tf32&atomics=allowed&streams=1&workspace=per_stream"},
+      {"cudnn", "cudnn:0?fwd_algo=1&bwd_data_algo=1&bwd_filter_algo=1&math=fma&pool=deterministic",
+       "cudnn:0?fwd_algo=1&bwd_data_algo=0&bwd_filter_algo=0&math=fma&pool=deterministic"},
+  };
+  for (auto& c : cases) {
+    Spec d, n;
+    std::string err;
+    ASSERT_TRUE(training_variants(target(c.base), &d, &n, &err)) << c.base << ": " << err;
+    EXPECT_EQ(d.str(), c.det);
+    EXPECT_EQ(n.str(), c.nondet);
+    TargetVariants v;
+    ASSERT_TRUE(derive_variants(target(c.base), &v, &err)) << err;
+    EXPECT_EQ(v.deterministic.str(), c.det);
+    EXPECT_EQ(v.nondeterministic.str(), c.nondet);
+    EXPECT_EQ(v.base.str(), target(c.base).str());
+  }
+  for (const char* none : {"cpu-ref", "openblas", "onednn", "cublaslt", "testing?fault=none"}) {
+    Spec d, n;
+    std::string err;
+    EXPECT_FALSE(training_variants(target(none), &d, &n, &err)) << none;
+    EXPECT_EQ(err, "target '" + target(none).str() +
+                       "' has no nondeterministic variant (training targets: cpu, cuda, cublas, cudnn)");
+  }
+}
+
+TEST(Registry, EverySuiteSpecParsesAndHasAnEntry) {
+  for (const std::string& suite : suite_names()) {
+    ProbePlan plan;
+    std::string err;
+    ASSERT_TRUE(make_plan(suite, "", "", 0, 60, &plan, &err)) << suite << ": " << err;
+    EXPECT_FALSE(plan.targets.empty());
+    for (auto& t : plan.targets) {
+      const BackendEntry* e = find_backend(t.name);
+      ASSERT_NE(e, nullptr) << t.str();
+      for (auto& w : plan.workloads) {
+        Promise p = promise_for(t, w, kEverything, {});
+        EXPECT_FALSE(p.run_to_run_source.empty()) << t.str() << " x " << w.str();
+      }
+    }
+  }
+}
+
+TEST(Registry, WorkerEnvironment) {
+  using Env = std::map<std::string, std::string>;
+  EXPECT_EQ(target_environment(target("cpu?threads=4")), (Env{{"OMP_NUM_THREADS", "4"}, {"OPENBLAS_NUM_THREADS", "4"}}));
+  EXPECT_EQ(target_environment(target("cpu-ref")), (Env{{"OMP_NUM_THREADS", "1"}, {"OPENBLAS_NUM_THREADS", "1"}}));
+  EXPECT_EQ(target_environment(target("openblas?core=Haswell&threads=2")),
+            (Env{{"OMP_NUM_THREADS", "2"}, {"OPENBLAS_NUM_THREADS", "2"}, {"OPENBLAS_CORETYPE", "Haswell"}}));
+  EXPECT_EQ(target_environment(target("openblas")).at("OPENBLAS_CORETYPE"), "") << "auto unsets it";
+  EXPECT_EQ(target_environment(target("onednn?isa=AVX2")),
+            (Env{{"OMP_NUM_THREADS", "1"},
+                 {"OPENBLAS_NUM_THREADS", "1"},
+                 {"ONEDNN_MAX_CPU_ISA", "AVX2"},
+                 {"DNNL_MAX_CPU_ISA", "AVX2"}}));
+}
+
+TEST(Registry, Factory) {
+  Status st;
+  auto ref = make_target_backend(target("cpu-ref"), &st);
+  ASSERT_NE(ref, nullptr) << st.message();
+  auto cpu = make_target_backend(target("cpu?order=pairwise&threads=2&isa=scalar"), &st);
+  ASSERT_NE(cpu, nullptr) << st.message();
+  EXPECT_EQ(cpu->name(), "cpu?order=pairwise&threads=2&isa=scalar");
+  auto t = make_target_backend(target("testing?fault=none"), &st);
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->name(), "testing?fault=none");
+  float c[4] = {1, 1, 1, 1};
+  EXPECT_TRUE(t->gemm(Trans::kN, Trans::kN, 2, 2, 1, 1.0f, c, 1, c, 2, 0.0f, c, 2).is_ok());
+  EXPECT_EQ(c[0], 0.0f);
+  Spec bogus;
+  bogus.name = "opencl";
+  EXPECT_EQ(make_target_backend(bogus, &st), nullptr);
+  EXPECT_EQ(st.code(), Status::Code::kInvalid);
+  // A GPU target here: either a backend or unavailable with a reason, never a crash.
+  auto g = make_target_backend(target("cublas"), &st);
+  if (!g) {
+    EXPECT_EQ(st.code(), Status::Code::kUnavailable) << st.message();
+    EXPECT_FALSE(st.message().empty());
+  }
+}
+
+// `detaudit probe` says one line per finished target, with its outcomes, elapsed time and ETA; a skip
+// reason is said once.
+TEST(ProbeProgress, OneLinePerTargetAndSkipReasonsOnce) {
+  auto dir = cli_test::fresh_dir("registry-progress");
+  cli_test::CliRun r = cli_test::run_cli(
+      "probe --targets 'cpu-ref,cpu?order=sequential&threads=2,cuda:0?order=tree,cublas:0?math=tf32' "
+      "--workloads 'reduce?op=sum&n=1000,matmul?m=8&n=8&k=8' --repeats 2 --no-fail --out " + dir.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::vector<std::string> target_lines;
+  std::istringstream in(r.err);
+  for (std::string line; std::getline(in, line);)
+    if (line.find("] target ") != std::string::npos) target_lines.push_back(line);
+  ASSERT_EQ(target_lines.size(), 4u) << r.err;
+  EXPECT_NE(target_lines[0].find("target 1/4 cpu-ref: 2 workloads, 2 deterministic in "), std::string::npos)
+      << target_lines[0];
+  EXPECT_TRUE(std::regex_search(target_lines[1], std::regex(R"(target 2/4 cpu\?order=sequential&threads=2&isa=auto: )"
+                                                            R"(2 workloads, 2 deterministic in [0-9.]+ s; elapsed [0-9]+:[0-9]{2}, ETA [0-9]+:[0-9]{2}$)")))
+      << target_lines[1];
+  if (query_cuda_environment().available) return;  // the GPU targets ran
+  EXPECT_NE(target_lines[2].find("target 3/4 cuda:0?order=tree: 2 workloads skipped: no CUDA device: "), std::string::npos)
+      << target_lines[2];
+  EXPECT_NE(target_lines[3].find(": skipped (same reason) in "), std::string::npos) << target_lines[3];
+  EXPECT_EQ(target_lines[3].find("ETA"), std::string::npos) << "nothing is left after the last target";
+}
