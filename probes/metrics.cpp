@@ -30,24 +30,56 @@ uint64_t ulp_impl(F a, F b) {
 }
 
 template <typename F, typename I>
-OracleDistance compare_impl(const F* out, const F* oracle, size_t n) {
+OracleDistance compare_impl(const F* out, const F* oracle, size_t n, const ErrorBound* eb) {
+  constexpr bool kF64 = sizeof(F) == 8;
+  constexpr double kInf = std::numeric_limits<double>::infinity();
   OracleDistance d;
   const double tiny = double(std::numeric_limits<F>::min());
+  const bool bounded = eb && eb->bound.size() == n;
+  if (bounded) {
+    d.err_ratio = 0;
+    d.bound_k = eb->k;
+    d.ratio_hist.assign(kRatioBuckets, 0);
+  }
+  double max_diff = 0, max_ref = 0;  // for the bits of agreement
   for (size_t i = 0; i < n; ++i) {
-    if (std::memcmp(&out[i], &oracle[i], sizeof(F)) == 0) continue;
+    const double ref = double(oracle[i]);
+    if (std::isfinite(ref)) max_ref = std::max(max_ref, std::fabs(ref));
+    if (std::memcmp(&out[i], &oracle[i], sizeof(F)) == 0) {
+      if (bounded) ++d.ratio_hist[0];
+      continue;
+    }
     ++d.mismatched;
     uint64_t u = ulp_impl<F, I>(out[i], oracle[i]);
     d.max_ulp = std::max(d.max_ulp, u);
-    double rel;
+    // |out - oracle|: 0 for two NaNs (payloads differ) and signed zeros, inf for NaN against a number.
+    double diff;
     if (u == kUlpInfinite)
-      rel = std::numeric_limits<double>::infinity();
+      diff = kInf;
     else if (std::isnan(double(out[i])))
-      rel = 0;  // both NaN, payloads differ
+      diff = 0;
     else
-      rel = std::fabs(double(out[i]) - double(oracle[i])) / std::max(std::fabs(double(oracle[i])), tiny);
-    if (std::isnan(rel)) rel = std::numeric_limits<double>::infinity();  // inf - inf
+      diff = std::fabs(double(out[i]) - ref);
+    if (std::isnan(diff)) diff = kInf;
+    max_diff = std::max(max_diff, diff);
+    double rel = diff == 0 ? 0 : diff / std::max(std::fabs(ref), tiny);
+    if (std::isnan(rel)) rel = kInf;  // inf - inf
     d.max_rel_err = std::max(d.max_rel_err, rel);
+    if (bounded) {
+      // A difference where the bound is 0 (a selection, which must be exact) is infinitely far out.
+      double ratio = diff == 0 ? 0 : diff / eb->bound[i];
+      if (std::isnan(ratio)) ratio = kInf;
+      d.err_ratio = std::max(d.err_ratio, ratio);
+      ++d.ratio_hist[ratio_bucket(ratio)];
+    }
   }
+  const int precision = kF64 ? kPrecisionF64 : kPrecisionF32;
+  if (max_diff == 0)
+    d.agree_bits = precision;
+  else if (!std::isfinite(max_diff) || max_ref == 0)
+    d.agree_bits = 0;
+  else
+    d.agree_bits = std::clamp(-std::log2(max_diff / max_ref), 0.0, double(precision));
   return d;
 }
 }  // namespace
@@ -55,17 +87,36 @@ OracleDistance compare_impl(const F* out, const F* oracle, size_t n) {
 uint64_t ulp_distance(float a, float b) { return ulp_impl<float, int32_t>(a, b); }
 uint64_t ulp_distance(double a, double b) { return ulp_impl<double, int64_t>(a, b); }
 
+double gamma_n(double n, double u) {
+  double nu = n * u;
+  return nu >= 1 ? std::numeric_limits<double>::infinity() : nu / (1 - nu);
+}
+
+int ratio_bucket(double ratio) {
+  // Bucket b (1..13) ends at 2^(2b-24); compared with exact powers of two, no log2 rounding.
+  for (int b = 1; b <= kRatioBuckets - 2; ++b)
+    if (ratio <= std::ldexp(1.0, 2 * b - 24)) return b;
+  return kRatioBuckets - 1;  // > 4, inf and NaN
+}
+
 void OracleDistance::merge(const OracleDistance& o) {
   max_ulp = std::max(max_ulp, o.max_ulp);
   max_rel_err = std::max(max_rel_err, o.max_rel_err);
   mismatched = std::max(mismatched, o.mismatched);
+  if (o.agree_bits >= 0) agree_bits = agree_bits < 0 ? o.agree_bits : std::min(agree_bits, o.agree_bits);
+  // -1 (no bound) is below every ratio; the worst output brings its histogram.
+  if (o.err_ratio >= 0 && (err_ratio < 0 || o.err_ratio > err_ratio)) {
+    err_ratio = o.err_ratio;
+    ratio_hist = o.ratio_hist;
+  }
+  bound_k = std::max(bound_k, o.bound_k);
 }
 
-OracleDistance compare_to_oracle(const float* out, const float* oracle, size_t n) {
-  return compare_impl<float, int32_t>(out, oracle, n);
+OracleDistance compare_to_oracle(const float* out, const float* oracle, size_t n, const ErrorBound* bound) {
+  return compare_impl<float, int32_t>(out, oracle, n, bound);
 }
-OracleDistance compare_to_oracle(const double* out, const double* oracle, size_t n) {
-  return compare_impl<double, int64_t>(out, oracle, n);
+OracleDistance compare_to_oracle(const double* out, const double* oracle, size_t n, const ErrorBound* bound) {
+  return compare_impl<double, int64_t>(out, oracle, n, bound);
 }
 
 }  // namespace detaudit

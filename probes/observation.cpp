@@ -65,11 +65,17 @@ nlohmann::json to_json(const Observation& o) {
   if (o.oracle) {
     j["oracle"] = {{"max_ulp", o.oracle->max_ulp == kUlpInfinite ? nlohmann::json("inf") : nlohmann::json(o.oracle->max_ulp)},
                    {"max_rel_err", num(o.oracle->max_rel_err)},
-                   {"mismatched", o.oracle->mismatched}};
+                   {"mismatched", o.oracle->mismatched},
+                   {"err_ratio", num(o.oracle->err_ratio)},
+                   {"agree_bits", o.oracle->agree_bits},
+                   {"bound_k", uint64_t(std::max<int64_t>(o.oracle->bound_k, 0))},
+                   {"ratio_hist", o.oracle->ratio_hist}};
   } else {
     j["oracle"] = nullptr;
   }
   if (!o.tracing.empty()) j["tracing"] = o.tracing;
+  if (!o.verdict.empty()) j["verdict"] = o.verdict;
+  if (!o.verdict_reason.empty()) j["verdict_reason"] = o.verdict_reason;
   nlohmann::json ks = nlohmann::json::array();
   for (auto& rep : o.kernels) {
     nlohmann::json r = nlohmann::json::array();
@@ -169,7 +175,9 @@ bool kernel_from_json(const nlohmann::json& j, KernelRecord* k, const std::strin
   return true;
 }
 
-// "oracle": null, or {"max_ulp": N | "inf", "max_rel_err": x | "inf", "mismatched": N}.
+// "oracle": null, or {"max_ulp": N | "inf", "max_rel_err": x | "inf", "mismatched": N, and, optional
+// (older results lack them): "err_ratio": x >= 0 | -1 | "inf", "agree_bits": x in [0, 53] | -1,
+// "bound_k": N, "ratio_hist": [] | [kRatioBuckets counts]}.
 bool oracle_from_json(const nlohmann::json& j, std::optional<OracleDistance>* out, const std::string& path,
                       std::string* err) {
   if (j.is_null()) return true;
@@ -188,7 +196,45 @@ bool oracle_from_json(const nlohmann::json& j, std::optional<OracleDistance>* ou
                        v.is_number() ? v.dump() : v.type_name());
     return false;
   }
-  if (!check_key(j, "mismatched", JsonType::kUnsigned, true, path, err)) return false;
+  if (!check_key(j, "mismatched", JsonType::kUnsigned, true, path, err) ||
+      !check_key(j, "bound_k", JsonType::kUnsigned, false, path, err) ||
+      !check_array_key(j, "ratio_hist", JsonType::kUnsigned, false, path, err))
+    return false;
+  if (j.contains("err_ratio")) {
+    const auto& v = j["err_ratio"];
+    bool ok = (v.is_string() && v.get<std::string>() == "inf") ||
+              (v.is_number() && (v.get<double>() >= 0 || v.get<double>() == -1));
+    if (!ok) {
+      *err = fmt::format("{} must be a non-negative number, -1 or \"inf\" (got {})", json_path(path, "err_ratio"),
+                         v.is_number() ? v.dump() : v.type_name());
+      return false;
+    }
+    d.err_ratio = num_from(v);
+  }
+  if (j.contains("agree_bits")) {
+    const auto& v = j["agree_bits"];
+    if (!v.is_number() || !((v.get<double>() >= 0 && v.get<double>() <= kPrecisionF64) || v.get<double>() == -1)) {
+      *err = fmt::format("{} must be a number from 0 to {} or -1 (got {})", json_path(path, "agree_bits"), kPrecisionF64,
+                         v.is_number() ? v.dump() : v.type_name());
+      return false;
+    }
+    d.agree_bits = v.get<double>();
+  }
+  if (j.contains("bound_k")) {
+    if (j["bound_k"].get<uint64_t>() > uint64_t(INT64_MAX)) {
+      *err = json_path(path, "bound_k") + " is out of range";
+      return false;
+    }
+    d.bound_k = int64_t(j["bound_k"].get<uint64_t>());
+  }
+  if (j.contains("ratio_hist")) {
+    d.ratio_hist = j["ratio_hist"].get<std::vector<uint64_t>>();
+    if (!d.ratio_hist.empty() && d.ratio_hist.size() != size_t(kRatioBuckets)) {
+      *err = fmt::format("{} must have 0 or {} elements (got {})", json_path(path, "ratio_hist"), kRatioBuckets,
+                         d.ratio_hist.size());
+      return false;
+    }
+  }
   d.max_ulp = j["max_ulp"].is_string() ? kUlpInfinite : j["max_ulp"].get<uint64_t>();
   d.max_rel_err = num_from(j["max_rel_err"]);
   d.mismatched = j["mismatched"].get<uint64_t>();
@@ -225,7 +271,8 @@ bool required_from_json(const nlohmann::json& j, Observation* r, const std::stri
 bool optional_from_json(const nlohmann::json& j, Observation* r, const std::string& path, std::string* err) {
   using T = JsonType;
   if (!check_key(j, "reason", T::kString, false, path, err) || !check_key(j, "describe", T::kString, false, path, err) ||
-      !check_key(j, "tracing", T::kString, false, path, err) ||
+      !check_key(j, "tracing", T::kString, false, path, err) || !check_key(j, "verdict", T::kString, false, path, err) ||
+      !check_key(j, "verdict_reason", T::kString, false, path, err) ||
       !check_array_key(j, "seconds", T::kNumber, false, path, err) ||
       !check_key(j, "details", T::kObject, false, path, err) ||
       !check_array_key(j, "kernels", T::kArray, false, path, err) ||
@@ -234,6 +281,8 @@ bool optional_from_json(const nlohmann::json& j, Observation* r, const std::stri
   r->reason = j.value("reason", "");
   r->describe = j.value("describe", "");
   r->tracing = j.value("tracing", "");
+  r->verdict = j.value("verdict", "");
+  r->verdict_reason = j.value("verdict_reason", "");
   if (j.contains("seconds")) r->seconds = j["seconds"].get<std::vector<double>>();
   if (j.contains("details"))
     for (auto& [k, v] : j["details"].items()) {

@@ -1,5 +1,8 @@
 #include "probes/oracle_cache.hpp"
 
+#include <bit>
+#include <climits>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 
@@ -12,8 +15,9 @@
 namespace detaudit {
 
 namespace {
-constexpr char kMagic[8] = {'D', 'A', 'O', 'R', 'A', 'C', 'L', '1'};
-constexpr size_t kFixed = 8 + 16 + 16 + 8 + 4;
+// The last character is the format: '1' (no bound) is refused with its own message.
+constexpr char kMagic[8] = {'D', 'A', 'O', 'R', 'A', 'C', 'L', '2'};
+constexpr size_t kFixed = 8 + 16 + 16 + 8 + 8 + 8 + 4;
 constexpr uint32_t kMaxKey = 4096;
 
 void put_u64(std::string* s, uint64_t v) {
@@ -42,14 +46,18 @@ std::string oracle_path(const std::string& out_dir, const Spec& workload) {
 }
 
 bool write_oracle_entry(const std::string& path, const OracleEntry& e, std::string* err) {
+  std::string body(reinterpret_cast<const char*>(e.payload.data()), e.payload.size());
+  for (double b : e.bound.bound) put_u64(&body, std::bit_cast<uint64_t>(b));
   std::string s(kMagic, 8);
-  put_fp(&s, fingerprint_bytes(e.payload.data(), e.payload.size()));
+  put_fp(&s, fingerprint_bytes(body.data(), body.size()));
   put_fp(&s, e.inputs);
   put_u64(&s, e.payload.size());
+  put_u64(&s, uint64_t(e.bound.k));
+  put_u64(&s, e.bound.bound.size());
   uint32_t kl = uint32_t(e.key.size());
   for (int i = 0; i < 4; ++i) s.push_back(char((kl >> (8 * i)) & 0xff));
   s += e.key;
-  s.append(reinterpret_cast<const char*>(e.payload.data()), e.payload.size());
+  s += body;
   return write_file_atomic(path, s, err);
 }
 
@@ -60,7 +68,13 @@ bool read_oracle_entry(const std::string& path, const std::string& expected_key,
     return false;
   }
   uint8_t head[kFixed];
-  if (!f.read(reinterpret_cast<char*>(head), kFixed)) {
+  f.read(reinterpret_cast<char*>(head), kFixed);
+  // Format 1 (no bound) is named before its shorter header can read as a truncated one.
+  if (f.gcount() >= 8 && std::memcmp(head, kMagic, 7) == 0 && head[7] == '1') {
+    *err = fmt::format("{}: oracle entry of format 1 (no error bound; this detaudit reads format 2)", path);
+    return false;
+  }
+  if (f.gcount() != std::streamsize(kFixed)) {
     *err = fmt::format("{}: truncated header (or not a file)", path);
     return false;
   }
@@ -71,8 +85,15 @@ bool read_oracle_entry(const std::string& path, const std::string& expected_key,
   Fingerprint sum = get_fp(head + 8);
   OracleEntry e;
   e.inputs = get_fp(head + 24);
-  uint64_t size = get_u64(head + 40);
-  uint32_t kl = uint32_t(head[48]) | uint32_t(head[49]) << 8 | uint32_t(head[50]) << 16 | uint32_t(head[51]) << 24;
+  uint64_t size = get_u64(head + 40), k = get_u64(head + 48), nb = get_u64(head + 56);
+  uint32_t kl = uint32_t(head[64]) | uint32_t(head[65]) << 8 | uint32_t(head[66]) << 16 | uint32_t(head[67]) << 24;
+  // The bound has one double per output element (4 or 8 payload bytes each), or none. Sizes past 2^62
+  // are corrupt (no file is that large), which keeps the sums below from overflowing.
+  const bool nb_ok = nb == 0 || (size % 4 == 0 && nb == size / 4) || (size % 8 == 0 && nb == size / 8);
+  if (size > (uint64_t(1) << 62) || k > uint64_t(INT64_MAX) || !nb_ok) {
+    *err = fmt::format("{}: corrupt bound header (k {}, {} elements for a payload of {} bytes)", path, k, nb, size);
+    return false;
+  }
   if (kl > kMaxKey) {
     *err = fmt::format("{}: corrupt key length {}", path, kl);
     return false;
@@ -86,25 +107,31 @@ bool read_oracle_entry(const std::string& path, const std::string& expected_key,
     *err = fmt::format("{}: entry for '{}', expected '{}'", path, e.key, expected_key);
     return false;
   }
-  // The payload size must match the rest of the file exactly before anything that large is allocated.
+  // The sizes must match the rest of the file exactly before anything that large is allocated.
+  const uint64_t body_size = size + nb * 8;
   auto here = f.tellg();
   f.seekg(0, std::ios::end);
   auto end = f.tellg();
-  if (here < 0 || end < 0 || uint64_t(end - here) != size) {
-    *err = fmt::format("{}: payload of {} bytes expected, file holds {}", path, size,
+  if (here < 0 || end < 0 || uint64_t(end - here) != body_size) {
+    *err = fmt::format("{}: payload and bound of {} bytes expected, file holds {}", path, body_size,
                        here < 0 || end < 0 ? int64_t(-1) : int64_t(end - here));
     return false;
   }
   f.seekg(here);
-  e.payload.resize(size);
-  if (size && !f.read(reinterpret_cast<char*>(e.payload.data()), std::streamsize(size))) {
+  std::vector<uint8_t> body(body_size);
+  if (body_size && !f.read(reinterpret_cast<char*>(body.data()), std::streamsize(body_size))) {
     *err = fmt::format("{}: truncated payload", path);
     return false;
   }
-  if (fingerprint_bytes(e.payload.data(), e.payload.size()) != sum) {
+  if (fingerprint_bytes(body.data(), body.size()) != sum) {
     *err = fmt::format("{}: checksum mismatch (corrupt entry)", path);
     return false;
   }
+  e.bound.k = int64_t(k);
+  e.bound.bound.resize(nb);
+  for (uint64_t i = 0; i < nb; ++i) e.bound.bound[i] = std::bit_cast<double>(get_u64(body.data() + size + 8 * i));
+  body.resize(size);
+  e.payload = std::move(body);
   *out = std::move(e);
   return true;
 }

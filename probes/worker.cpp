@@ -18,7 +18,6 @@
 #include "probes/oracle_cache.hpp"
 #include "probes/targets.hpp"
 #include "probes/workload.hpp"
-#include "probes/child.hpp"
 
 namespace detaudit {
 
@@ -62,6 +61,7 @@ Observation observe(Backend* backend, const std::string& target_text, const Work
   // The oracle entry was checked by the parent; the worker checks it again (it may have changed since)
   // and compares the inputs it generated with those the oracle was computed from.
   std::vector<uint8_t> oracle;
+  ErrorBound bound;  // empty when the entry carries none: the distance then has no err_ratio
   bool have_oracle = false;
   if (!item.oracle_path.empty()) {
     OracleEntry e;
@@ -73,8 +73,12 @@ Observation observe(Backend* backend, const std::string& target_text, const Work
                                     w->input_fingerprint().hex() + ")";
     else if (e.payload.size() != w->output_bytes())
       o.details["oracle_problem"] = fmt::format("oracle holds {} bytes, output has {}", e.payload.size(), w->output_bytes());
+    else if (!e.bound.bound.empty() && e.bound.bound.size() != w->output_elems())
+      o.details["oracle_problem"] =
+          fmt::format("oracle's error bound has {} elements, output has {}", e.bound.bound.size(), w->output_elems());
     else {
       oracle = std::move(e.payload);
+      bound = std::move(e.bound);
       have_oracle = true;
     }
   }
@@ -109,10 +113,12 @@ Observation observe(Backend* backend, const std::string& target_text, const Work
       seen[hex] = true;
       st = backend->download(host.data(), w->output(), host.size());
       if (!st) return fail(st);
+      const ErrorBound* b = bound.bound.empty() ? nullptr : &bound;
       OracleDistance d = w->is_f64() ? compare_to_oracle(reinterpret_cast<const double*>(host.data()),
-                                                         reinterpret_cast<const double*>(oracle.data()), host.size() / 8)
+                                                         reinterpret_cast<const double*>(oracle.data()), host.size() / 8, b)
                                      : compare_to_oracle(reinterpret_cast<const float*>(host.data()),
-                                                         reinterpret_cast<const float*>(oracle.data()), host.size() / 4);
+                                                         reinterpret_cast<const float*>(oracle.data()), host.size() / 4, b);
+      // Across distinct outputs: OracleDistance::merge (the worst ratio, with its output's histogram).
       dist.merge(d);
     }
   }
@@ -179,7 +185,7 @@ Observation observe_oracle(const WorkItem& item) {
   o.repeats = 1;
   OracleEntry e;
   e.key = oracle_key(item.workload);
-  Status st = compute_oracle(item.workload, &e.payload, &e.inputs);
+  Status st = compute_oracle(item.workload, &e.payload, &e.inputs, &e.bound);
   std::string err;
   if (!st) {
     o.status = status_for(st);

@@ -16,6 +16,66 @@ constexpr uint64_t kStreamA = 1, kStreamB = 2, kStreamC = 3;
 
 Dist dist_of(const Spec& s) { return s.get("dist") == "int" ? Dist::kInt : Dist::kUniform; }
 uint64_t seed_of(const Spec& s) { return uint64_t(s.get_int("seed", 1)); }
+
+// ---- Error bounds (issue 9) ------------------------------------------------------------------------
+// Notation: y the exact result, y_o the oracle's (cpu-ref) output, y^ a target's; u the unit roundoff of
+// the workload's format (2^-24 f32, 2^-53 f64), u_a that of cpu-ref's accumulator (2^-53, double; 2^-64,
+// long double, for gemm_f64); γ_n(u) = n·u / (1 − n·u) (probes/metrics.hpp). Every bound holds for any
+// summation order and any blocking: Higham's bounds (Accuracy and Stability of Numerical Algorithms,
+// 3.1 and Lemma 3.3) hold for every binary tree of additions, and an FMA only removes roundings.
+// Assumed: no overflow and no underflow. The generator's inputs are on a 2^-23 grid in [-1, 1) or
+// small integers, so every product is a multiple of 2^-46 and every value any order forms a multiple
+// of 2^-69 (f32; 2^-98 in f64): zero or far above the subnormal range, where rounding is relative.
+
+// A sum of k products (matmul, batchinv, conv2d, reduce sum and dot, maxpool bwd): y = Σ_{t<=k} p_t and
+// M = Σ|p_t|, which the magnitude run gives: the same op on cpu-ref with every operand replaced by its
+// absolute values (maxpool bwd: the argmax of each window from the real x, gradients |dy|).
+//  - a correct kernel: |y^ − y| <= γ_k(u)·M;
+//  - the oracle: |y_acc − y| <= γ_k(u_a)·M, and y_o = fl(y_acc) adds u·|y_acc| <= u·(1 + γ_k(u_a))·M;
+//  - so |y^ − y_o| <= (γ_k(u) + u + (1 + u)·γ_k(u_a))·M <= (γ_{k+1}(u) + (1 + u)·γ_k(u_a))·M, since
+//    γ_k + u <= γ_{k+1}: the +1 is the oracle's own rounding of its result to the output format;
+//  - M is known as M_o = fl(M_acc), with M_acc >= (1 − γ_k(u_a))·M (the terms are nonnegative), so
+//    M <= M_o / ((1 − u)·(1 − γ_k(u_a))).
+// The u_a terms move the bound by under 2^-20 of itself in f32, under 2^-10 in f64.
+double sum_bound_of(double m_o, int64_t k, double u, double ua) {
+  const double ga = gamma_n(double(k), ua);
+  return (gamma_n(double(k + 1), u) + (1 + u) * ga) * m_o / ((1 - u) * (1 - ga));
+}
+
+// L2 norm, y = sqrt(s), s = Σ x_i² over n elements (f32).
+//  - a correct kernel: s^ = Σ x_i²·(1 + θ_i), |θ_i| <= γ_n(u) (a dot product of x with itself), so
+//    s^ = s·(1 + θ), |θ| <= γ_n(u); y^ = fl(√s^) = √s·√(1 + θ)·(1 + δ) with |√(1 + θ) − 1| <= |θ|
+//    and |δ| <= u: |y^ − y| <= ((1 + γ_n)(1 + u) − 1)·y <= γ_{n+1}(u)·y;
+//  - the oracle: x_i² is exact in double, the sum has |θ_a| <= γ_{n−1}(u_a), the double sqrt one
+//    rounding, so |y_d − y| <= γ_n(u_a)·y, and y_o = fl(y_d): |y_o − y| <= ρ·y with
+//    ρ = u·(1 + γ_n(u_a)) + γ_n(u_a);
+//  - so |y^ − y_o| <= (γ_{n+1}(u) + ρ)·y <= (γ_{n+1}(u) + ρ) / (1 − ρ)·y_o.
+// A kernel that rescales by the largest |x_i| on the way (the old reference snrm2) rounds more often
+// and is outside this bound; scaling by powers of two (Blue's algorithm) is exact and inside it.
+double norm_bound_of(double y_o, int64_t n, double u, double ua) {
+  const double ga = gamma_n(double(n), ua), rho = u * (1 + ga) + ga;
+  return (gamma_n(double(n + 1), u) + rho) / (1 - rho) * std::fabs(y_o);
+}
+
+// Softmax over a row of `cols` elements: y_j = e_j / S, e_j = exp(x_j − m), S = Σ e_j, m the row max
+// (a selection: exact). The three-pass form every backend here computes, in any summation order:
+//  - d^_j = fl(x_j − m) = (x_j − m)(1 + δ_j), so exp(d^_j) = e_j·exp((x_j − m)·δ_j): a relative error of
+//    at most expm1(D·u), D = max_j |x_j − m| (none in fact for these inputs, whose differences are
+//    exact in float, but the bound does not rely on it);
+//  - exp itself is within `exp_ulps` ulps, a relative error of at most 2·exp_ulps·u (1 ulp <= 2u·|v|):
+//    each e^_j is within a factor [1 − α, 1 + α] of e_j, α = expm1(D·u) + 2·exp_ulps·u·exp(D·u);
+//  - the positive sum: S^ within [(1 − α)(1 − γ_{cols−1}), (1 + α)(1 + γ_{cols−1})]·S;
+//  - the division, as e^_j / S^ or e^_j · fl(1 / S^): `div_roundings` roundings, γ_{div}(u);
+//  so y^_j / y_j lies in [lo, hi] below, and |y^_j − y_j| <= max(hi − 1, 1 − lo)·y_j.
+// An online softmax (rescaling the running sum by exp(m_old − m_new) as the max grows) runs more
+// exps per term and is outside this bound.
+double softmax_rel_err(double u, double exp_ulps, int div_roundings, size_t cols, double span) {
+  const double alpha = std::expm1(span * u) + 2 * exp_ulps * u * std::exp(span * u);
+  const double gs = gamma_n(double(cols - 1), u), gd = gamma_n(div_roundings, u);
+  const double hi = (1 + alpha) * (1 + gd) / ((1 - alpha) * (1 - gs));
+  const double lo = (1 - alpha) * (1 - gd) / ((1 + alpha) * (1 + gs));
+  return std::max(hi - 1, 1 - lo);
+}
 }  // namespace
 
 void* Workload::upload_floats(Backend& b, const std::vector<float>& v, Status* st) {
@@ -50,6 +110,43 @@ void* Workload::alloc_zero(Backend& b, size_t bytes, Status* st) {
   *st = b.zero(p, bytes);
   return p;
 }
+template <typename T>
+std::vector<T> Workload::operand(std::vector<T> v) const {
+  if (magnitude_)
+    for (T& x : v) x = std::fabs(x);
+  return v;
+}
+
+Status Workload::error_bound(Backend& ref, const void*, ErrorBound* out) const { return sum_bound(ref, out); }
+
+// The magnitude run: this workload again, on cpu-ref, with |operands|; M_o per element, then the bound.
+Status Workload::sum_bound(Backend& ref, ErrorBound* out) const {
+  auto m = Workload::create(spec_);
+  m->magnitude_ = true;
+  Status st = m->setup(ref);
+  if (st) st = m->run(ref);
+  std::vector<uint8_t> mag(output_bytes());
+  if (st) st = ref.download(mag.data(), m->output(), mag.size());
+  m->teardown(ref);
+  DETAUDIT_RETURN_IF_ERROR(st);
+  const double u = f64_ ? kUnitRoundoffF64 : kUnitRoundoffF32;
+  const double ua = f64_ ? kRefAccumUnitRoundoffF64 : kRefAccumUnitRoundoff;
+  out->k = bound_k();
+  out->bound.resize(out_elems_);
+  for (size_t i = 0; i < out_elems_; ++i) {
+    double m_o;
+    if (f64_)
+      std::memcpy(&m_o, mag.data() + 8 * i, 8);
+    else {
+      float f;
+      std::memcpy(&f, mag.data() + 4 * i, 4);
+      m_o = f;
+    }
+    out->bound[i] = sum_bound_of(m_o, out->k, u, ua);
+  }
+  return Status::ok();
+}
+
 void Workload::teardown(Backend& b) {
   for (void* p : buffers_) b.free(p);
   buffers_.clear();
@@ -74,13 +171,13 @@ class MatmulWorkload : public Workload {
     Status st;
     size_t na = size_t(m_) * k_, nb = size_t(k_) * n_;
     if (f64_) {
-      a_ = upload_doubles(b, make_input<double>(na, seed_of(spec_), kStreamA, dist_of(spec_)), &st);
+      a_ = upload_doubles(b, operand(make_input<double>(na, seed_of(spec_), kStreamA, dist_of(spec_))), &st);
       DETAUDIT_RETURN_IF_ERROR(st);
-      b_ = upload_doubles(b, make_input<double>(nb, seed_of(spec_), kStreamB, dist_of(spec_)), &st);
+      b_ = upload_doubles(b, operand(make_input<double>(nb, seed_of(spec_), kStreamB, dist_of(spec_))), &st);
     } else {
-      a_ = upload_floats(b, make_input<float>(na, seed_of(spec_), kStreamA, dist_of(spec_)), &st);
+      a_ = upload_floats(b, operand(make_input<float>(na, seed_of(spec_), kStreamA, dist_of(spec_))), &st);
       DETAUDIT_RETURN_IF_ERROR(st);
-      b_ = upload_floats(b, make_input<float>(nb, seed_of(spec_), kStreamB, dist_of(spec_)), &st);
+      b_ = upload_floats(b, operand(make_input<float>(nb, seed_of(spec_), kStreamB, dist_of(spec_))), &st);
     }
     DETAUDIT_RETURN_IF_ERROR(st);
     out_ = alloc_zero(b, output_bytes(), &st);
@@ -99,6 +196,8 @@ class MatmulWorkload : public Workload {
   }
 
  protected:
+  int64_t bound_k() const override { return k_; }  // each output sums K products
+
   int m_, n_, k_;
   Trans ta_, tb_;
   void *a_ = nullptr, *b_ = nullptr;
@@ -154,9 +253,9 @@ class ConvWorkload : public Workload {
     // Inputs by pass: fwd (x, w), bwd_data (dy, w), bwd_filter (x, dy).
     size_t n0 = pass_ == "bwd_data" ? cs_.y_size() : cs_.x_size();
     size_t n1 = pass_ == "bwd_filter" ? cs_.y_size() : cs_.w_size();
-    in0_ = upload_floats(b, make_input<float>(n0, seed_of(spec_), kStreamA, dist_of(spec_)), &st);
+    in0_ = upload_floats(b, operand(make_input<float>(n0, seed_of(spec_), kStreamA, dist_of(spec_))), &st);
     DETAUDIT_RETURN_IF_ERROR(st);
-    in1_ = upload_floats(b, make_input<float>(n1, seed_of(spec_), kStreamB, dist_of(spec_)), &st);
+    in1_ = upload_floats(b, operand(make_input<float>(n1, seed_of(spec_), kStreamB, dist_of(spec_))), &st);
     DETAUDIT_RETURN_IF_ERROR(st);
     out_ = alloc_zero(b, output_bytes(), &st);
     return st;
@@ -176,6 +275,18 @@ class ConvWorkload : public Workload {
   }
 
  private:
+  // fwd: y[n][k][p][q] sums C·R·S products. bwd_data: dx[n][c][h][w] sums w·dy over k < K and the (r, s)
+  // with h = p·stride − pad + r (w likewise): r ≡ h + pad (mod stride) leaves at most ceil(R/stride)
+  // values of r and ceil(S/stride) of s, whether a kernel gathers them or scatters a gemm's columns
+  // with col2im (a tree of the same products). bwd_filter: dw[k][c][r][s] sums N·P·Q products (the
+  // padded positions among them are zero).
+  int64_t bound_k() const override {
+    auto ceil_div = [](int64_t a, int64_t b) { return (a + b - 1) / b; };
+    if (pass_ == "fwd") return int64_t(cs_.c) * cs_.r * cs_.s;
+    if (pass_ == "bwd_data") return int64_t(cs_.k) * ceil_div(cs_.r, cs_.stride) * ceil_div(cs_.s, cs_.stride);
+    return int64_t(cs_.n) * cs_.p() * cs_.q();
+  }
+
   ConvShape cs_;
   std::string pass_;
   void *in0_ = nullptr, *in1_ = nullptr;
@@ -191,10 +302,10 @@ class ReduceWorkload : public Workload {
   }
   Status setup(Backend& b) override {
     Status st;
-    x_ = upload_floats(b, make_input<float>(n_, seed_of(spec_), kStreamA, dist_of(spec_)), &st);
+    x_ = upload_floats(b, operand(x_input()), &st);
     DETAUDIT_RETURN_IF_ERROR(st);
     if (op_ == "dot") {
-      y_ = upload_floats(b, make_input<float>(n_, seed_of(spec_), kStreamB, dist_of(spec_)), &st);
+      y_ = upload_floats(b, operand(make_input<float>(n_, seed_of(spec_), kStreamB, dist_of(spec_))), &st);
       DETAUDIT_RETURN_IF_ERROR(st);
     }
     out_ = alloc_zero(b, output_bytes(), &st);
@@ -213,7 +324,39 @@ class ReduceWorkload : public Workload {
     return b.synchronize();
   }
 
+  // sum and dot: sums of n terms (sum_bound: Σ|x_i|, Σ|x_i·y_i|); norm and softmax: below.
+  Status error_bound(Backend& ref, const void* oracle, ErrorBound* out) const override {
+    if (op_ == "sum" || op_ == "dot") return sum_bound(ref, out);
+    const double u = kUnitRoundoffF32, ua = kRefAccumUnitRoundoff;
+    const float* y = static_cast<const float*>(oracle);
+    out->k = bound_k();
+    out->bound.resize(out_elems_);
+    if (op_ == "norm") {
+      out->bound[0] = norm_bound_of(y[0], out->k, u, ua);
+      return Status::ok();
+    }
+    // softmax: per row, D = max_j |x_j − m| (in double: exact for floats this close), then
+    // |y^_j − y_o,j| <= (r + ρ) / (1 − ρ)·y_o,j, r the target's relative error (softmax_rel_err), ρ
+    // the oracle's: its own relative error (double exp within kRefExpUlps, one division) plus the
+    // rounding to float, u·(1 + ρ_d) + ρ_d.
+    const std::vector<float> x = x_input();
+    for (size_t r0 = 0; r0 < n_; r0 += cols_) {
+      const float* xr = x.data() + r0;
+      double mx = xr[0], mn = xr[0];
+      for (size_t j = 1; j < cols_; ++j) mx = std::max(mx, double(xr[j])), mn = std::min(mn, double(xr[j]));
+      const double span = mx - mn;
+      const double r = softmax_rel_err(u, kSoftmaxExpUlps, 2, cols_, span);
+      const double rho_d = softmax_rel_err(ua, kRefExpUlps, 1, cols_, span), rho = u * (1 + rho_d) + rho_d;
+      for (size_t j = 0; j < cols_; ++j) out->bound[r0 + j] = (r + rho) / (1 - rho) * std::fabs(double(y[r0 + j]));
+    }
+    return Status::ok();
+  }
+
  private:
+  // sum, dot and norm: n terms; softmax: a row's sum of `cols` exps.
+  int64_t bound_k() const override { return int64_t(op_ == "softmax" ? cols_ : n_); }
+  std::vector<float> x_input() const { return make_input<float>(n_, seed_of(spec_), kStreamA, dist_of(spec_)); }
+
   std::string op_;
   size_t n_, cols_;
   void *x_ = nullptr, *y_ = nullptr;
@@ -251,7 +394,8 @@ class PoolWorkload : public Workload {
           }
       y_ = upload_floats(b, y, &st);
       DETAUDIT_RETURN_IF_ERROR(st);
-      dy_ = upload_floats(b, make_input<float>(ps_.y_size(), seed_of(spec_), kStreamC, dist_of(spec_)), &st);
+      // The magnitude run keeps the real x (and so each window's argmax) and takes |dy|.
+      dy_ = upload_floats(b, operand(make_input<float>(ps_.y_size(), seed_of(spec_), kStreamC, dist_of(spec_))), &st);
       DETAUDIT_RETURN_IF_ERROR(st);
     }
     out_ = alloc_zero(b, output_bytes(), &st);
@@ -268,7 +412,23 @@ class PoolWorkload : public Workload {
     return b.synchronize();
   }
 
+  // fwd: a selection, exact on every correct target (bound 0). bwd: sum_bound with |dy|.
+  Status error_bound(Backend& ref, const void* oracle, ErrorBound* out) const override {
+    if (bwd_) return sum_bound(ref, out);
+    out->k = 0;
+    out->bound.assign(out_elems_, 0.0);
+    return Status::ok();
+  }
+
  private:
+  // bwd: dx gets the gradient of every window whose argmax it is; along one axis the windows p with
+  // p·stride <= h < p·stride + window number at most ceil(window/stride), so ceil(window/stride)^2.
+  int64_t bound_k() const override {
+    if (!bwd_) return 0;
+    int64_t per_axis = (ps_.window + ps_.stride - 1) / ps_.stride;
+    return per_axis * per_axis;
+  }
+
   PoolShape ps_;
   bool bwd_;
   void *x_ = nullptr, *y_ = nullptr, *dy_ = nullptr;
@@ -285,7 +445,7 @@ std::unique_ptr<Workload> Workload::create(const Spec& spec) {
   return nullptr;
 }
 
-Status compute_oracle(const Spec& workload, std::vector<uint8_t>* out, Fingerprint* inputs) {
+Status compute_oracle(const Spec& workload, std::vector<uint8_t>* out, Fingerprint* inputs, ErrorBound* bound) {
   auto ref = make_cpu_ref();
   auto w = Workload::create(workload);
   if (!w) return Status::invalid("unknown workload " + workload.name);
@@ -296,7 +456,8 @@ Status compute_oracle(const Spec& workload, std::vector<uint8_t>* out, Fingerpri
     out->resize(w->output_bytes());
     st = ref->download(out->data(), w->output(), w->output_bytes());
   }
-  w->teardown(*ref);
+  w->teardown(*ref);  // before the bound's magnitude run, which sets up inputs of its own
+  if (st && bound) st = w->error_bound(*ref, out->data(), bound);
   return st;
 }
 
@@ -333,9 +494,12 @@ MemoryEstimate estimate_memory(const Spec& w) {
     in = bwd ? x + 2 * y : x;
     work = bwd ? x : 0;
   }
-  e.inputs = 2 * in;        // the host vectors and the backend's copies
-  e.outputs = 3 * out;      // the backend's output, its host copy and the oracle's output
-  e.oracle = out / es * 8;  // cpu-ref accumulates in double
+  e.inputs = 2 * in;    // the host vectors and the backend's copies
+  e.outputs = 3 * out;  // the backend's output, its host copy and the oracle's output
+  // cpu-ref accumulates in double; the error bound is a double per output element, next to the oracle's
+  // output in every worker. (The bound's magnitude run comes after the oracle's run is torn down: its
+  // inputs and output take the place of the run's.)
+  e.oracle = 2 * (out / es * 8);
   e.workspace = work;
   return e;
 }

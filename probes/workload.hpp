@@ -29,6 +29,11 @@ class Workload {
   virtual Status run(Backend& b) = 0;
   // Batch invariance (batchinv only): after run(), recompute sampled rows alone and compare bitwise.
   virtual Status batch_check(Backend& b, BatchInvariance* out) { return Status::unsupported("not a batchinv workload"); }
+  // The error bound of the oracle's output (issue 9): the most a correct kernel, in any summation order
+  // and any blocking, may differ from the oracle, per output element; each op's derivation is in
+  // workload.cpp. `oracle` is cpu-ref's output (output_bytes()); `ref` is cpu-ref, on which the bound
+  // runs what it needs (the op on |inputs|) in workloads of its own: this one need not be set up.
+  virtual Status error_bound(Backend& ref, const void* oracle, ErrorBound* out) const;
   void* output() const { return out_; }
   // Fingerprint of every input uploaded by setup(), in order: what the oracle cache is keyed by.
   Fingerprint input_fingerprint() const { return fingerprint_bytes(input_hashes_.data(), input_hashes_.size()); }
@@ -39,6 +44,13 @@ class Workload {
   void* upload_floats(Backend& b, const std::vector<float>& v, Status* st);
   void* upload_doubles(Backend& b, const std::vector<double>& v, Status* st);
   void* alloc_zero(Backend& b, size_t bytes, Status* st);
+  // An operand of the op as setup() uploads it: its absolute values in a magnitude run (error_bound).
+  template <typename T>
+  std::vector<T> operand(std::vector<T> v) const;
+  // The accumulation length k of the bound: the most terms summed into one output element.
+  virtual int64_t bound_k() const = 0;
+  // The bound of a sum of k products from the magnitude run (see workload.cpp).
+  Status sum_bound(Backend& ref, ErrorBound* out) const;
 
   Spec spec_;
   bool f64_ = false;
@@ -46,15 +58,28 @@ class Workload {
   void* out_ = nullptr;
   std::vector<void*> buffers_;  // everything allocated on the backend, freed by teardown
   std::string input_hashes_;    // hex fingerprints of the inputs, in upload order
+  bool magnitude_ = false;      // setup() uploads |operands|: the magnitude run of the error bound
 };
 
-// Runs the workload once on cpu-ref and returns the output bytes (and the inputs' fingerprint).
-Status compute_oracle(const Spec& workload, std::vector<uint8_t>* out, Fingerprint* inputs = nullptr);
+// The accuracy the softmax bound assumes of the exp (expf) a target calls, in ulps of the result: glibc's
+// expf is within 1 ulp (0.502 since glibc 2.28), CUDA's expf within 2 (CUDA C++ Programming Guide,
+// single-precision mathematical functions; no fast math here), oneDNN's vectorised exp (2^n·p(r), a
+// polynomial) within 2 of the correctly rounded value on the arguments softmax gives it (measured in
+// tests/test_error_bound.cpp). 4 leaves room for other vendors' vector exps; a kernel less accurate
+// than that is outside the bound.
+inline constexpr double kSoftmaxExpUlps = 4;
+
+// Runs the workload once on cpu-ref and returns the output bytes (and the inputs' fingerprint, and the
+// output's error bound).
+Status compute_oracle(const Spec& workload, std::vector<uint8_t>* out, Fingerprint* inputs = nullptr,
+                      ErrorBound* bound = nullptr);
 
 // Host memory one worker needs for a workload, in bytes, estimated from the spec before anything is
 // allocated: the inputs (generated on the host, then copied into the backend), the output (on the
 // backend, a host copy, and the oracle's output it is compared with), the oracle's own double
-// accumulators, and the workspace of the largest kernel (im2col panels of a convolution, gemm packing).
+// accumulators and its error bound (a double per output element, computed with the oracle by a
+// second run of the op on |inputs| and read by every worker), and the workspace of the largest kernel
+// (im2col panels of a convolution, gemm packing).
 struct MemoryEstimate {
   double inputs = 0, outputs = 0, oracle = 0, workspace = 0;
   double total() const { return inputs + outputs + oracle + workspace; }

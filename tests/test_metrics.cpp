@@ -108,3 +108,90 @@ TEST(Generator, CounterBasedAndSliceable) {
     EXPECT_LE(std::fabs(x), 4.0f);
   }
 }
+
+TEST(ErrorRatio, GammaAndBuckets) {
+  EXPECT_DOUBLE_EQ(gamma_n(1, kUnitRoundoffF32), 0x1p-24 / (1 - 0x1p-24));
+  EXPECT_DOUBLE_EQ(gamma_n(1000, 0.25e-3), 0.25 / 0.75);
+  EXPECT_TRUE(std::isinf(gamma_n(4, 0.25)));  // n·u >= 1: the bound says nothing
+  EXPECT_EQ(gamma_n(0, kUnitRoundoffF32), 0.0);
+  // Bucket b holds (2^(2b-26), 2^(2b-24)]; bucket 1 everything down to 0; 14 above 4.
+  EXPECT_EQ(ratio_bucket(0), 1);
+  EXPECT_EQ(ratio_bucket(0x1p-30), 1);
+  EXPECT_EQ(ratio_bucket(0x1p-22), 1);
+  EXPECT_EQ(ratio_bucket(std::nextafter(0x1p-22, 1.0)), 2);
+  EXPECT_EQ(ratio_bucket(0.25), 11);
+  EXPECT_EQ(ratio_bucket(0.3), 12);
+  EXPECT_EQ(ratio_bucket(1), 12);
+  EXPECT_EQ(ratio_bucket(std::nextafter(1.0, 2.0)), 13);
+  EXPECT_EQ(ratio_bucket(4), 13);
+  EXPECT_EQ(ratio_bucket(std::nextafter(4.0, 5.0)), 14);
+  EXPECT_EQ(ratio_bucket(INFINITY), 14);
+  EXPECT_EQ(ratio_bucket(NAN), 14);
+}
+
+TEST(ErrorRatio, CompareWithABound) {
+  std::vector<float> ref = {1, 2, -0.0f, 4, 0, 8}, out = ref;
+  ErrorBound b{7, {0x1p-20, 0x1p-20, 0, 0x1p-20, 0, 0x1p-20}};
+  out[1] = 2 + 0x1p-22f;  // ratio 1/4
+  out[2] = 0.0f;          // signed zero against a bound of 0: no difference, ratio 0
+  out[3] = 4 + 0x1p-19f;  // ratio 2
+  auto d = compare_to_oracle(out.data(), ref.data(), out.size(), &b);
+  EXPECT_EQ(d.mismatched, 3u);
+  EXPECT_DOUBLE_EQ(d.err_ratio, 2);
+  EXPECT_EQ(d.bound_k, 7);
+  ASSERT_EQ(d.ratio_hist.size(), size_t(kRatioBuckets));
+  std::vector<uint64_t> want(kRatioBuckets, 0);
+  want[0] = 3, want[1] = 1, want[11] = 1, want[13] = 1;  // (2^-4, 2^-2] and (1, 4]
+  EXPECT_EQ(d.ratio_hist, want);
+  EXPECT_DOUBLE_EQ(d.agree_bits, 22);  // max diff 2^-19 against max |y| 8
+  // A difference where the bound is 0 is infinitely far out.
+  out[4] = std::numeric_limits<float>::denorm_min();
+  d = compare_to_oracle(out.data(), ref.data(), out.size(), &b);
+  EXPECT_TRUE(std::isinf(d.err_ratio));
+  EXPECT_EQ(d.ratio_hist[14], 1u);
+  // Without a bound (or one of another size): no ratio, but the bits of agreement.
+  for (const ErrorBound* none : std::initializer_list<const ErrorBound*>{nullptr, &b}) {
+    d = compare_to_oracle(out.data(), ref.data(), none ? 3 : out.size(), none);
+    EXPECT_EQ(d.err_ratio, -1);
+    EXPECT_TRUE(d.ratio_hist.empty());
+    EXPECT_EQ(d.bound_k, 0);
+    EXPECT_GT(d.agree_bits, 0);
+  }
+}
+
+TEST(ErrorRatio, NanAndIdenticalOutputs) {
+  float qnan = f_bits(0x7fc00000), payload = f_bits(0x7fc00123);
+  std::vector<float> ref = {qnan, 1, 2}, out = {payload, 1, 2};
+  ErrorBound b{3, {1e-6, 1e-6, 1e-6}};
+  auto d = compare_to_oracle(out.data(), ref.data(), 3, &b);
+  EXPECT_EQ(d.err_ratio, 0) << "two NaNs are no difference";
+  EXPECT_EQ(d.ratio_hist[1], 1u);
+  EXPECT_EQ(d.agree_bits, 24) << "no difference anywhere: full precision";
+  out[1] = qnan;
+  d = compare_to_oracle(out.data(), ref.data(), 3, &b);
+  EXPECT_TRUE(std::isinf(d.err_ratio));
+  EXPECT_EQ(d.agree_bits, 0);
+  std::vector<double> r64 = {1, 2}, o64 = {1, 2};
+  ErrorBound b64{2, {0, 0}};
+  auto e = compare_to_oracle(o64.data(), r64.data(), 2, &b64);
+  EXPECT_EQ(e.err_ratio, 0);
+  EXPECT_EQ(e.agree_bits, 53);
+  EXPECT_EQ(e.ratio_hist[0], 2u);
+}
+
+TEST(ErrorRatio, MergeKeepsTheWorstOutputsHistogram) {
+  OracleDistance a, b, c, none;
+  a.err_ratio = 0.5, a.agree_bits = 20, a.bound_k = 9, a.ratio_hist.assign(kRatioBuckets, 0), a.ratio_hist[12] = 4;
+  b.err_ratio = 0.75, b.agree_bits = 21, b.bound_k = 9, b.ratio_hist.assign(kRatioBuckets, 0), b.ratio_hist[13] = 4;
+  c.err_ratio = 0.75, c.agree_bits = 19, c.bound_k = 9, c.ratio_hist.assign(kRatioBuckets, 0), c.ratio_hist[1] = 4;
+  OracleDistance m;  // as the worker starts: nothing compared yet
+  for (const OracleDistance* d : {&a, &b, &c, &none}) m.merge(*d);
+  EXPECT_EQ(m.err_ratio, 0.75);
+  EXPECT_EQ(m.ratio_hist, b.ratio_hist) << "the first output with the largest ratio";
+  EXPECT_EQ(m.agree_bits, 19);
+  EXPECT_EQ(m.bound_k, 9);
+  OracleDistance only_none;
+  only_none.merge(none);
+  EXPECT_EQ(only_none.err_ratio, -1);
+  EXPECT_EQ(only_none.agree_bits, -1);
+}

@@ -52,7 +52,17 @@ nlohmann::json good_document() {
   o.repeats = 2;
   o.fingerprints = {std::string(32, 'a'), std::string(32, 'b')};
   o.distinct = 2;
-  o.oracle = OracleDistance{kUlpInfinite, INFINITY, 3};
+  o.oracle = OracleDistance{};
+  o.oracle->max_ulp = kUlpInfinite;
+  o.oracle->max_rel_err = INFINITY;
+  o.oracle->mismatched = 3;
+  o.oracle->err_ratio = INFINITY;
+  o.oracle->agree_bits = 0;
+  o.oracle->bound_k = 100;
+  o.oracle->ratio_hist.assign(kRatioBuckets, 0);
+  o.oracle->ratio_hist[0] = 97, o.oracle->ratio_hist[14] = 3;
+  o.verdict = "FAIL";
+  o.verdict_reason = "NaN or infinity where the oracle has a number (or the reverse)";
   o.seconds = {0.5, 0.25};
   o.details["isa"] = "avx2";
   KernelRecord k;
@@ -121,6 +131,20 @@ std::vector<Corruption> corruptions() {
       {"/observations/0/oracle/max_ulp", -1, false, "observations[0].oracle.max_ulp must be a non-negative integer or \"inf\""},
       {"/observations/0/oracle/max_rel_err", "big", false, "observations[0].oracle.max_rel_err must be a number or \"inf\""},
       {"/observations/0/oracle/mismatched", nullptr, true, "observations[0].oracle.mismatched is missing"},
+      {"/observations/0/oracle/err_ratio", "big", false,
+       "observations[0].oracle.err_ratio must be a non-negative number, -1 or \"inf\" (got string)"},
+      {"/observations/0/oracle/err_ratio", -0.5, false,
+       "observations[0].oracle.err_ratio must be a non-negative number, -1 or \"inf\" (got -0.5)"},
+      {"/observations/0/oracle/err_ratio", J::array(), false, "observations[0].oracle.err_ratio must be"},
+      {"/observations/0/oracle/agree_bits", "24", false, "observations[0].oracle.agree_bits must be a number from 0 to 53"},
+      {"/observations/0/oracle/agree_bits", 60, false, "observations[0].oracle.agree_bits must be a number from 0 to 53"},
+      {"/observations/0/oracle/bound_k", -3, false, "observations[0].oracle.bound_k must be a non-negative integer"},
+      {"/observations/0/oracle/ratio_hist", 5, false, "observations[0].oracle.ratio_hist must be an array"},
+      {"/observations/0/oracle/ratio_hist/3", 1.5, false, "observations[0].oracle.ratio_hist[3] must be a non-negative integer"},
+      {"/observations/0/oracle/ratio_hist", J::array({1, 2}), false,
+       "observations[0].oracle.ratio_hist must have 0 or 15 elements (got 2)"},
+      {"/observations/0/verdict", 1, false, "observations[0].verdict must be a string"},
+      {"/observations/0/verdict_reason", J::array(), false, "observations[0].verdict_reason must be a string"},
       {"/observations/0/kernels", J::object(), false, "observations[0].kernels must be an array"},
       {"/observations/0/kernels/0", 1, false, "observations[0].kernels[0] must be an array"},
       {"/observations/0/kernels/0/0/grid", J::array({1, 2}), false, "observations[0].kernels[0][0].grid must have 3 elements"},
@@ -171,6 +195,48 @@ TEST(ResultsFile, GoodDocumentLoadsAndRoundTrips) {
   EXPECT_TRUE(std::isnan(r.training[0]["final_loss"].get<double>())) << "null reads back as NaN";
   EXPECT_TRUE(std::isnan(r.training[0]["curve"][1].get<double>()));
   EXPECT_EQ(to_json(r).dump(), j.dump()) << "NaN is written as null again";
+  fs::remove_all(dir);
+}
+
+// Results of runs before the error bound: the oracle object has only max_ulp, max_rel_err and
+// mismatched, and no verdict. They load with err_ratio -1 (no bound known) and no verdict.
+TEST(ResultsFile, ResultsWithoutTheErrorBoundLoad) {
+  fs::path dir = fresh_dir("results-old-oracle");
+  fs::create_directories(dir);
+  nlohmann::json j = good_document();
+  auto& o = j["observations"][0];
+  for (const char* k : {"err_ratio", "agree_bits", "bound_k", "ratio_hist"}) o["oracle"].erase(k);
+  o.erase("verdict");
+  o.erase("verdict_reason");
+  o["oracle"]["max_ulp"] = 12;
+  o["oracle"]["max_rel_err"] = 1e-6;
+  std::ofstream(dir / "results.json") << j.dump();
+  Results r;
+  std::string err;
+  ASSERT_TRUE(load_results((dir / "results.json").string(), &r, &err)) << err;
+  ASSERT_TRUE(r.observations[0].oracle.has_value());
+  const OracleDistance& d = *r.observations[0].oracle;
+  EXPECT_EQ(d.max_ulp, 12u);
+  EXPECT_EQ(d.err_ratio, -1);
+  EXPECT_EQ(d.agree_bits, -1);
+  EXPECT_EQ(d.bound_k, 0);
+  EXPECT_TRUE(d.ratio_hist.empty());
+  EXPECT_TRUE(r.observations[0].verdict.empty());
+  // And the fields the bound brings round-trip: a finite ratio, the histogram, the verdict.
+  Observation back;
+  Observation with = r.observations[0];
+  with.oracle->err_ratio = 0.125;
+  with.oracle->agree_bits = 21.5;
+  with.oracle->bound_k = 515;
+  with.oracle->ratio_hist.assign(kRatioBuckets, 2);
+  with.verdict = "PASS";
+  ASSERT_TRUE(from_json(to_json(with), &back, &err)) << err;
+  EXPECT_EQ(back.oracle->err_ratio, 0.125);
+  EXPECT_EQ(back.oracle->agree_bits, 21.5);
+  EXPECT_EQ(back.oracle->bound_k, 515);
+  EXPECT_EQ(back.oracle->ratio_hist, with.oracle->ratio_hist);
+  EXPECT_EQ(back.verdict, "PASS");
+  EXPECT_EQ(to_json(back).dump(), to_json(with).dump());
   fs::remove_all(dir);
 }
 

@@ -2,10 +2,16 @@
 // signals) are recorded as observations, and the parent goes on.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #include "kernels/cpu/native.hpp"
+#include "probes/oracle_cache.hpp"
 #include "probes/worker.hpp"
+#include "probes/workload.hpp"
 
 using namespace detaudit;
 
@@ -130,4 +136,94 @@ TEST(Detection, ForcedOrdersAreCountedAsDistinctOutputs) {
   EXPECT_NE(o.fingerprints[1], o.fingerprints[2]);
   EXPECT_NE(o.fingerprints[0], o.fingerprints[2]);
   EXPECT_EQ(o.distinct, 3) << "three forced orders give three different sums on this input";
+}
+
+// --- The oracle's error bound, as the worker reads it from the cache --------------------------------
+namespace {
+std::string write_entry(const std::string& name, const WorkItem& wi, bool with_bound) {
+  OracleEntry e;
+  e.key = oracle_key(wi.workload);
+  Status st = compute_oracle(wi.workload, &e.payload, &e.inputs, with_bound ? &e.bound : nullptr);
+  EXPECT_TRUE(st.is_ok()) << st.message();
+  std::string path = (std::filesystem::temp_directory_path() / (name + "-" + std::to_string(getpid()) + ".bin")).string();
+  std::string err;
+  EXPECT_TRUE(write_oracle_entry(path, e, &err)) << err;
+  return path;
+}
+uint64_t hist_total(const OracleDistance& d) {
+  uint64_t n = 0;
+  for (uint64_t c : d.ratio_hist) n += c;
+  return n;
+}
+}  // namespace
+
+TEST(Detection, DistinctOutputsAreJudgedAgainstTheBound) {
+  // Three forced orders, three sums: each within the bound; the worst one's histogram is kept.
+  RotatingOrderBackend b;
+  WorkItem wi = item("reduce?op=sum&n=200000");
+  wi.oracle_path = write_entry("bound-sum", wi, true);
+  Observation o = observe(&b, "rotating", wi, 3);
+  ASSERT_EQ(o.status, ObsStatus::kOk) << o.reason;
+  EXPECT_EQ(o.distinct, 3);
+  ASSERT_TRUE(o.oracle.has_value()) << o.details["oracle_problem"];
+  EXPECT_GT(o.oracle->max_ulp, 0u);
+  EXPECT_GT(o.oracle->err_ratio, 0);
+  EXPECT_LT(o.oracle->err_ratio, 1);
+  EXPECT_EQ(o.oracle->bound_k, 200000);
+  EXPECT_EQ(hist_total(*o.oracle), 1u) << "one output element, counted once whatever the repeats";
+  EXPECT_GT(o.oracle->agree_bits, 10);
+  std::filesystem::remove(wi.oracle_path);
+
+  // A real op on a real target: every element counted.
+  CpuNativeOptions opt;
+  opt.threads = 2;
+  auto cpu = make_cpu_native(opt);
+  WorkItem conv = item("conv2d?n=2&c=8&h=12&w=12&k=8&pass=bwd_data");
+  conv.oracle_path = write_entry("bound-conv", conv, true);
+  o = observe(cpu.get(), "cpu?order=blocked&threads=2", conv, 2);
+  ASSERT_EQ(o.status, ObsStatus::kOk) << o.reason;
+  ASSERT_TRUE(o.oracle.has_value()) << o.details["oracle_problem"];
+  EXPECT_LT(o.oracle->err_ratio, 1);
+  EXPECT_EQ(o.oracle->bound_k, 8 * 3 * 3);
+  EXPECT_EQ(hist_total(*o.oracle), 2u * 8 * 12 * 12);
+  std::filesystem::remove(conv.oracle_path);
+}
+
+TEST(Detection, OracleWithoutABoundOrOfTheOldFormat) {
+  CpuNativeOptions opt;
+  auto cpu = make_cpu_native(opt);
+  WorkItem wi = item("matmul?m=8&n=8&k=33");
+  // Written without a bound: compared, with no ratio (err_ratio -1), as results of older runs.
+  wi.oracle_path = write_entry("bound-none", wi, false);
+  Observation o = observe(cpu.get(), "cpu", wi, 1);
+  ASSERT_TRUE(o.oracle.has_value()) << o.details["oracle_problem"];
+  EXPECT_EQ(o.oracle->err_ratio, -1);
+  EXPECT_TRUE(o.oracle->ratio_hist.empty());
+  EXPECT_GE(o.oracle->agree_bits, 0);
+  // An entry in the format before the bound: refused, naming the format; nothing compared.
+  std::string bytes;
+  {
+    std::ifstream f(wi.oracle_path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(f), {});
+  }
+  ASSERT_EQ(bytes.substr(0, 8), "DAORACL2");
+  bytes[7] = '1';
+  std::ofstream(wi.oracle_path, std::ios::binary | std::ios::trunc) << bytes;
+  o = observe(cpu.get(), "cpu", wi, 1);
+  EXPECT_FALSE(o.oracle.has_value());
+  EXPECT_NE(o.details["oracle_problem"].find("format 1"), std::string::npos) << o.details["oracle_problem"];
+  // Another workload's bound (of other size) under this key: refused.
+  WorkItem other = item("matmul?m=8&n=4&k=33");
+  OracleEntry e;
+  e.key = oracle_key(wi.workload);
+  ASSERT_TRUE(compute_oracle(wi.workload, &e.payload, &e.inputs).is_ok());
+  std::vector<uint8_t> other_out;
+  ASSERT_TRUE(compute_oracle(other.workload, &other_out, nullptr, &e.bound).is_ok());
+  std::string err;
+  ASSERT_TRUE(write_oracle_entry(wi.oracle_path, e, &err)) << err;
+  o = observe(cpu.get(), "cpu", wi, 1);
+  EXPECT_FALSE(o.oracle.has_value());
+  EXPECT_NE(o.details["oracle_problem"].find("error bound has 32 elements, output has 64"), std::string::npos)
+      << o.details["oracle_problem"];
+  std::filesystem::remove(wi.oracle_path);
 }

@@ -1,0 +1,359 @@
+// The error bound of each op's oracle output (probes/workload.cpp, issue 9): correct kernels in every
+// order this build has (cpu's sequential, pairwise, blocked and forced atomic orders, OpenBLAS, oneDNN)
+// stay below ratio 1, also where cancellation makes the ULP count huge; an error planted above the
+// bound goes over 1; the accumulation length k per op; the exact selection; f64; NaN; the histogram.
+// Everything runs in this process, single- or two-threaded with fixed orders: deterministic.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <iterator>
+#include <limits>
+#include <memory>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/native.hpp"
+#include "kernels/cpu/vendor.hpp"
+#include "probes/workload.hpp"
+
+namespace detaudit {
+namespace {
+
+Spec workload(const std::string& text) {
+  Spec s;
+  std::string err;
+  EXPECT_TRUE(parse_workload(text, &s, &err)) << err;
+  return s;
+}
+
+struct Oracle {
+  std::vector<uint8_t> out;
+  ErrorBound bound;
+};
+
+Oracle oracle_of(const Spec& w) {
+  Oracle o;
+  Status st = compute_oracle(w, &o.out, nullptr, &o.bound);
+  EXPECT_TRUE(st.is_ok()) << w.str() << ": " << st.message();
+  return o;
+}
+
+// One run of `w` on `b`; false with *why when the backend does not provide the op.
+bool run_on(Backend& b, const Spec& w, std::vector<uint8_t>* out, std::string* why) {
+  auto wl = Workload::create(w);
+  Status st = wl->setup(b);
+  if (st) st = wl->run(b);
+  if (st) {
+    out->resize(wl->output_bytes());
+    st = b.download(out->data(), wl->output(), out->size());
+  }
+  wl->teardown(b);
+  if (!st) *why = st.message();
+  return st.is_ok();
+}
+
+bool is_f64(const Spec& w) { return w.get("dtype", "f32") == "f64"; }
+
+OracleDistance distance(const Spec& w, const std::vector<uint8_t>& out, const Oracle& o) {
+  if (is_f64(w))
+    return compare_to_oracle(reinterpret_cast<const double*>(out.data()), reinterpret_cast<const double*>(o.out.data()),
+                             out.size() / 8, &o.bound);
+  return compare_to_oracle(reinterpret_cast<const float*>(out.data()), reinterpret_cast<const float*>(o.out.data()),
+                           out.size() / 4, &o.bound);
+}
+
+uint64_t hist_total(const OracleDistance& d) { return std::accumulate(d.ratio_hist.begin(), d.ratio_hist.end(), uint64_t(0)); }
+
+struct Target {
+  std::string name;
+  std::unique_ptr<Backend> backend;
+};
+
+std::unique_ptr<Backend> native(ReduceOrder order, int threads, uint64_t forced_seed = 0) {
+  CpuNativeOptions o;
+  o.order = order;
+  o.threads = threads;
+  o.forced_atomic_order_seed = forced_seed;
+  return make_cpu_native(o);
+}
+
+// Every correct kernel of this build, in fixed orders (the atomic order forced, so no thread timing).
+std::vector<Target> correct_targets() {
+  std::vector<Target> t;
+  for (ReduceOrder order : {ReduceOrder::kSequential, ReduceOrder::kPairwise, ReduceOrder::kBlocked})
+    for (int threads : {1, 2})
+      t.push_back({std::string("cpu?order=") + to_string(order) + "&threads=" + std::to_string(threads),
+                   native(order, threads)});
+  for (uint64_t seed : {1, 2})
+    t.push_back({"cpu?order=atomic (forced order " + std::to_string(seed) + ")", native(ReduceOrder::kAtomic, 2, seed)});
+  Status st;
+  for (int threads : {1, 2})
+    if (auto b = make_openblas(OpenblasOptions{threads}, &st))
+      t.push_back({"openblas?threads=" + std::to_string(threads), std::move(b)});
+  if (auto b = make_onednn(OnednnOptions{1}, &st)) t.push_back({"onednn", std::move(b)});
+  if (auto b = make_onednn(OnednnOptions{1}, OnednnConvLayout::kBlocked, &st))
+    t.push_back({"onednn?layout=blocked", std::move(b)});
+  return t;
+}
+
+// Small versions of the quick suite's workloads, every op and pass, uniform inputs (cancellation).
+const char* const kWorkloads[] = {
+    "matmul?m=64&n=48&k=515",
+    "matmul?m=24&n=20&k=72&ta=t&tb=t",
+    "matmul?m=32&n=32&k=257&dtype=f64",
+    "batchinv?m=16&n=64&k=256&rows=4",
+    "conv2d?n=2&c=16&h=16&w=16&k=32&pass=fwd",
+    "conv2d?n=2&c=16&h=16&w=16&k=32&pass=bwd_data",
+    "conv2d?n=2&c=16&h=16&w=16&k=32&pass=bwd_filter",
+    "conv2d?n=2&c=8&h=15&w=15&k=8&stride=2&pad=1&pass=bwd_data",
+    "conv2d?n=2&c=8&h=15&w=15&k=8&stride=2&pad=1&pass=bwd_filter",
+    "reduce?op=sum&n=200000",
+    "reduce?op=dot&n=200000",
+    "reduce?op=norm&n=200000",
+    "reduce?op=softmax&n=64000&cols=1000",
+    "maxpool?n=2&c=8&h=32&w=32&window=3&stride=2&pass=bwd",
+    "maxpool?n=2&c=8&h=32&w=32&window=2&stride=2&pass=fwd",
+};
+
+TEST(ErrorBound, CorrectKernelsInEveryOrderStayBelowOne) {
+  auto targets = correct_targets();
+  size_t compared = 0, differing = 0;
+  for (const char* text : kWorkloads) {
+    Spec w = workload(text);
+    Oracle o = oracle_of(w);
+    const size_t elems = o.out.size() / (is_f64(w) ? 8 : 4);
+    ASSERT_EQ(o.bound.bound.size(), elems) << text;
+    double worst = 0;
+    for (auto& t : targets) {
+      SCOPED_TRACE(std::string(text) + " on " + t.name);
+      std::vector<uint8_t> out;
+      std::string why;
+      if (!run_on(*t.backend, w, &out, &why)) continue;  // the backend does not provide the op
+      OracleDistance d = distance(w, out, o);
+      ++compared;
+      differing += d.mismatched > 0;
+      EXPECT_GE(d.err_ratio, 0);
+      EXPECT_LT(d.err_ratio, 1) << "max ulp " << d.max_ulp;
+      EXPECT_EQ(d.bound_k, o.bound.k);
+      ASSERT_EQ(d.ratio_hist.size(), size_t(kRatioBuckets));
+      EXPECT_EQ(hist_total(d), elems);
+      EXPECT_EQ(d.ratio_hist[0], elems - d.mismatched);
+      EXPECT_EQ(d.ratio_hist[kRatioBuckets - 2] + d.ratio_hist[kRatioBuckets - 1], 0u) << "nothing above ratio 1";
+      EXPECT_GE(d.agree_bits, 0);
+      EXPECT_LE(d.agree_bits, is_f64(w) ? 53 : 24);
+      worst = std::max(worst, d.err_ratio);
+    }
+    std::printf("%-62s k %-7lld worst ratio %.3g\n", text, static_cast<long long>(o.bound.k), worst);
+  }
+  // The native orders provide every op: the comparisons really ran, and most differ from the oracle.
+  EXPECT_GE(compared, std::size(kWorkloads) * 8);
+  EXPECT_GE(differing, compared / 2);
+}
+
+// The case of issue 9: the quick suite's conv2d forward on the sequential order, off by hundreds of
+// thousands of ulps at outputs near zero (cancellation), is well inside the bound.
+TEST(ErrorBound, CancellationGivesHugeUlpsButARatioBelowOne) {
+  Spec w = workload("conv2d?n=4&c=16&h=16&w=16&k=32&pass=fwd");
+  Oracle o = oracle_of(w);
+  auto b = native(ReduceOrder::kSequential, 1);
+  std::vector<uint8_t> out;
+  std::string why;
+  ASSERT_TRUE(run_on(*b, w, &out, &why)) << why;
+  OracleDistance d = distance(w, out, o);
+  EXPECT_GT(d.max_ulp, 100000u);
+  EXPECT_GT(d.max_rel_err, 1e-3);
+  EXPECT_LT(d.err_ratio, 1);
+  EXPECT_GT(d.err_ratio, 0);
+  EXPECT_GT(d.agree_bits, 16) << "the largest difference is small beside the largest output";
+  std::printf("conv2d fwd, cpu?order=sequential: max ulp %llu, ratio %.3g, %.1f bits of agreement\n",
+              static_cast<unsigned long long>(d.max_ulp), d.err_ratio, d.agree_bits);
+}
+
+// Moves element i of `out` away from the oracle's value until it is more than `factor` bounds off.
+template <typename T>
+void plant(std::vector<uint8_t>* out, const Oracle& o, size_t i, double factor) {
+  T* y = reinterpret_cast<T*>(out->data());
+  const T ref = reinterpret_cast<const T*>(o.out.data())[i];
+  const double b = o.bound.bound[i];
+  T v = T(double(ref) + factor * b);
+  while (std::fabs(double(v) - double(ref)) <= factor * b) v = std::nextafter(v, std::numeric_limits<T>::infinity());
+  y[i] = v;
+}
+
+TEST(ErrorBound, PlantedErrorAboveTheBoundGoesOverOne) {
+  for (const char* text : {"matmul?m=64&n=48&k=515", "matmul?m=32&n=32&k=257&dtype=f64",
+                           "conv2d?n=2&c=16&h=16&w=16&k=32&pass=bwd_data", "reduce?op=norm&n=200000",
+                           "reduce?op=softmax&n=64000&cols=1000", "maxpool?n=2&c=8&h=32&w=32&window=3&stride=2&pass=bwd"}) {
+    SCOPED_TRACE(text);
+    Spec w = workload(text);
+    Oracle o = oracle_of(w);
+    const size_t elems = o.bound.bound.size();
+    // The first element whose bound is not zero (maxpool bwd: one that receives a gradient).
+    size_t i = 0;
+    while (i < elems && o.bound.bound[i] == 0) ++i;
+    ASSERT_LT(i, elems);
+    std::vector<uint8_t> out = o.out;
+    if (is_f64(w))
+      plant<double>(&out, o, i, 1.5);
+    else
+      plant<float>(&out, o, i, 1.5);
+    OracleDistance d = distance(w, out, o);
+    EXPECT_GT(d.err_ratio, 1.5);
+    EXPECT_LT(d.err_ratio, 4);
+    EXPECT_EQ(d.mismatched, 1u);
+    EXPECT_EQ(d.ratio_hist[13], 1u) << "one element in (1, 4]";
+    EXPECT_EQ(hist_total(d), elems);
+    // Within the bound elsewhere: the ratio stays below 1.
+    out = o.out;
+    size_t j = elems - 1;
+    while (j > 0 && o.bound.bound[j] == 0) --j;
+    if (is_f64(w))
+      plant<double>(&out, o, j, 0.25);
+    else
+      plant<float>(&out, o, j, 0.25);
+    d = distance(w, out, o);
+    EXPECT_GT(d.err_ratio, 0.25);
+    EXPECT_LT(d.err_ratio, 1);
+  }
+}
+
+// Largest number of terms summed into one element, by brute force over the index maps of the ops.
+int64_t count_bwd_data_terms(const ConvShape& s) {
+  int64_t most = 0;
+  for (int h = 0; h < s.h; ++h)
+    for (int x = 0; x < s.w; ++x) {
+      int64_t n = 0;
+      for (int r = 0; r < s.r; ++r)
+        for (int t = 0; t < s.s; ++t) {
+          int ph = h + s.pad - r, qw = x + s.pad - t;
+          n += ph >= 0 && qw >= 0 && ph % s.stride == 0 && qw % s.stride == 0 && ph / s.stride < s.p() &&
+               qw / s.stride < s.q();
+        }
+      most = std::max(most, n * s.k);
+    }
+  return most;
+}
+int64_t count_pool_windows(int h, int window, int stride) {
+  int p = (h - window) / stride + 1;
+  int64_t most = 0;
+  for (int i = 0; i < h; ++i) {
+    int64_t n = 0;
+    for (int j = 0; j < p; ++j) n += j * stride <= i && i < j * stride + window;
+    most = std::max(most, n * n);
+  }
+  return most;
+}
+
+TEST(ErrorBound, AccumulationLengthPerOp) {
+  struct Case {
+    const char* spec;
+    int64_t k;
+  };
+  for (auto [text, k] : std::vector<Case>{
+           {"matmul?m=4&n=3&k=37", 37},
+           {"matmul?m=4&n=3&k=37&dtype=f64", 37},
+           {"batchinv?m=4&n=8&k=19&rows=2", 19},
+           {"conv2d?n=2&c=3&h=9&w=9&k=4&r=5&s=5&pass=fwd", 3 * 5 * 5},
+           {"conv2d?n=2&c=3&h=9&w=9&k=4&r=3&s=3&pass=bwd_data", 4 * 3 * 3},
+           {"conv2d?n=2&c=3&h=15&w=15&k=8&r=3&s=3&stride=2&pad=1&pass=bwd_data", 8 * 2 * 2},
+           {"conv2d?n=1&c=2&h=31&w=31&k=4&r=5&s=5&stride=2&pad=2&pass=bwd_data", 4 * 3 * 3},
+           {"conv2d?n=2&c=3&h=15&w=15&k=8&stride=2&pad=1&pass=bwd_filter", 2 * 8 * 8},
+           {"conv2d?n=3&c=2&h=9&w=7&k=2&pass=bwd_filter", 3 * 9 * 7},  // r = s = 3, pad 1: P = 9, Q = 7
+           {"conv2d?n=3&c=2&h=9&w=7&k=2&pad=0&pass=bwd_filter", 3 * 7 * 5},
+           {"reduce?op=sum&n=1000", 1000},
+           {"reduce?op=dot&n=999", 999},
+           {"reduce?op=norm&n=77", 77},
+           {"reduce?op=softmax&n=2000&cols=100", 100},
+           {"maxpool?n=1&c=2&h=9&w=9&window=3&stride=2&pass=bwd", 4},
+           {"maxpool?n=1&c=2&h=8&w=8&window=2&stride=2&pass=bwd", 1},
+           {"maxpool?n=1&c=2&h=9&w=9&window=3&stride=1&pass=bwd", 9},
+           {"maxpool?n=1&c=2&h=9&w=9&window=3&stride=2&pass=fwd", 0}}) {
+    SCOPED_TRACE(text);
+    Spec w = workload(text);
+    Oracle o = oracle_of(w);
+    EXPECT_EQ(o.bound.k, k);
+  }
+  // The formulas are the brute-force maxima of the index maps (attained, not just upper bounds).
+  for (ConvShape s : {ConvShape{2, 3, 9, 9, 4, 3, 3, 1, 0}, ConvShape{2, 3, 15, 15, 8, 3, 3, 2, 1},
+                      ConvShape{1, 2, 31, 31, 4, 5, 5, 2, 2}, ConvShape{1, 2, 12, 12, 3, 4, 2, 3, 1}}) {
+    Spec w = workload("conv2d?n=" + std::to_string(s.n) + "&c=" + std::to_string(s.c) + "&h=" + std::to_string(s.h) +
+                      "&w=" + std::to_string(s.w) + "&k=" + std::to_string(s.k) + "&r=" + std::to_string(s.r) +
+                      "&s=" + std::to_string(s.s) + "&stride=" + std::to_string(s.stride) +
+                      "&pad=" + std::to_string(s.pad) + "&pass=bwd_data");
+    EXPECT_EQ(oracle_of(w).bound.k, count_bwd_data_terms(s)) << w.str();
+  }
+  for (auto [window, stride] : {std::pair{3, 2}, {2, 2}, {3, 1}, {5, 2}, {4, 3}}) {
+    Spec w = workload("maxpool?n=1&c=1&h=13&w=13&window=" + std::to_string(window) + "&stride=" + std::to_string(stride) +
+                      "&pass=bwd");
+    EXPECT_EQ(oracle_of(w).bound.k, count_pool_windows(13, window, stride)) << w.str();
+  }
+}
+
+// Max pooling forward selects an input: the bound is 0, and any difference is infinitely far out.
+TEST(ErrorBound, SelectionMustBeExact) {
+  Spec w = workload("maxpool?n=2&c=8&h=32&w=32&window=2&stride=2&pass=fwd");
+  Oracle o = oracle_of(w);
+  EXPECT_EQ(o.bound.k, 0);
+  for (double b : o.bound.bound) ASSERT_EQ(b, 0.0);
+  std::vector<uint8_t> out;
+  std::string why;
+  ASSERT_TRUE(run_on(*native(ReduceOrder::kBlocked, 2), w, &out, &why)) << why;
+  OracleDistance d = distance(w, out, o);
+  EXPECT_EQ(d.err_ratio, 0);
+  EXPECT_EQ(d.ratio_hist[0], o.bound.bound.size());
+  float* y = reinterpret_cast<float*>(out.data());
+  y[5] = std::nextafter(y[5], 2.0f);
+  d = distance(w, out, o);
+  EXPECT_EQ(d.max_ulp, 1u);
+  EXPECT_TRUE(std::isinf(d.err_ratio));
+  EXPECT_EQ(d.ratio_hist[kRatioBuckets - 1], 1u);
+}
+
+TEST(ErrorBound, NanAgainstTheOracleIsInfinitelyFarOut) {
+  Spec w = workload("reduce?op=softmax&n=2000&cols=100");
+  Oracle o = oracle_of(w);
+  std::vector<uint8_t> out = o.out;
+  float* y = reinterpret_cast<float*>(out.data());
+  y[7] = std::numeric_limits<float>::quiet_NaN();
+  OracleDistance d = distance(w, out, o);
+  EXPECT_TRUE(std::isinf(d.err_ratio));
+  EXPECT_EQ(d.max_ulp, kUlpInfinite);
+  EXPECT_EQ(d.agree_bits, 0);
+  EXPECT_EQ(d.ratio_hist[kRatioBuckets - 1], 1u);
+  EXPECT_EQ(hist_total(d), 2000u);
+}
+
+// The exp accuracy the softmax bound assumes (kSoftmaxExpUlps) against glibc's expf and oneDNN's exp,
+// on the arguments softmax gives them (x - max: [-2, 0] for uniform inputs, [-8, 0] for integers), in
+// ulps of the correctly rounded result (its own rounding adds at most half an ulp).
+TEST(ErrorBound, ExpAccuracyAssumedBySoftmax) {
+  const size_t n = 1 << 16;
+  std::vector<float> d(n), want(n), got(n);
+  for (size_t i = 0; i < n; ++i) d[i] = -8.0f * float(i) / float(n - 1);
+  for (size_t i = 0; i < n; ++i) want[i] = float(std::exp(double(d[i])));
+  auto worst_ulps = [&](const std::vector<float>& v) {
+    uint64_t w = 0;
+    for (size_t i = 0; i < n; ++i) w = std::max(w, ulp_distance(v[i], want[i]));
+    return w;
+  };
+  for (size_t i = 0; i < n; ++i) got[i] = std::exp(d[i]);
+  uint64_t glibc = worst_ulps(got);
+  EXPECT_LE(double(glibc) + 0.5, kSoftmaxExpUlps);
+  Status st;
+  auto dnnl = make_onednn(OnednnOptions{1}, &st);
+  if (!dnnl) GTEST_SKIP() << "oneDNN: " << st.message();
+  ASSERT_TRUE(dnnl->unary(UnaryOp::kExp, d.data(), got.data(), n).is_ok());
+  uint64_t onednn = worst_ulps(got);
+  EXPECT_LE(double(onednn) + 0.5, kSoftmaxExpUlps);
+  EXPECT_LE(onednn, 2u) << "workload.hpp says oneDNN's exp is within 2 ulps here";
+  std::printf("exp on [-8, 0]: glibc expf within %llu ulp, oneDNN within %llu ulp\n",
+              static_cast<unsigned long long>(glibc), static_cast<unsigned long long>(onednn));
+}
+
+}  // namespace
+}  // namespace detaudit
