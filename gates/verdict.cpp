@@ -1,0 +1,302 @@
+#include "gates/verdict.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "probes/registry.hpp"
+#include "probes/spec.hpp"
+
+namespace detaudit {
+
+const char* to_string(Verdict v) {
+  switch (v) {
+    case Verdict::kPass: return "PASS";
+    case Verdict::kFail: return "FAIL";
+    case Verdict::kExpected: return "EXPECTED";
+    case Verdict::kWarn: return "WARN";
+    case Verdict::kSkip: return "SKIP";
+  }
+  return "FAIL";
+}
+
+bool parse_verdict(const std::string& s, Verdict* out) {
+  for (Verdict v : {Verdict::kPass, Verdict::kFail, Verdict::kExpected, Verdict::kWarn, Verdict::kSkip})
+    if (s == to_string(v)) {
+      *out = v;
+      return true;
+    }
+  return false;
+}
+
+double oracle_budget(int64_t bound_k, double unit_roundoff, double input_unit_roundoff) {
+  if (input_unit_roundoff <= 0) return 1;
+  double ku = double(bound_k + 1) * unit_roundoff;
+  // (k+1)u >= 1: γ is infinite (the bound says nothing), and the inputs' term vanishes beside it.
+  if (ku >= 1) return 1;
+  double gamma = ku / (1 - ku);
+  return (gamma + 2 * input_unit_roundoff + input_unit_roundoff * input_unit_roundoff) / gamma;
+}
+
+std::vector<std::string> fingerprint_set(const Observation& o) {
+  std::set<std::string> s(o.fingerprints.begin(), o.fingerprints.end());
+  return {s.begin(), s.end()};
+}
+
+std::string short_fingerprints(const std::vector<std::string>& fps) {
+  std::vector<std::string> s;
+  for (auto& f : fps) s.push_back(f.substr(0, 8));
+  return fmt::format("{}", fmt::join(s, ","));
+}
+
+double oracle_budget(const Observation& o, const Promise& p) {
+  Spec w;
+  std::string err;
+  bool f64 = parse_workload(o.workload, &w, &err) && w.get("dtype") == "f64";
+  return oracle_budget(o.oracle ? o.oracle->bound_k : 0, f64 ? std::ldexp(1.0, -53) : std::ldexp(1.0, -24),
+                       p.input_unit_roundoff);
+}
+
+namespace {
+
+// One thing said about a cell. The worst finding is the verdict; every reason is kept.
+struct Finding {
+  Verdict verdict;
+  std::string reason;
+};
+
+int severity(Verdict v) {
+  switch (v) {
+    case Verdict::kPass: return 0;
+    case Verdict::kSkip: return 0;
+    case Verdict::kExpected: return 1;
+    case Verdict::kWarn: return 2;
+    case Verdict::kFail: return 3;
+  }
+  return 3;
+}
+
+struct Findings {
+  Verdict base = Verdict::kPass;  // PASS for an observation that ran, SKIP for a skipped one
+  std::vector<Finding> findings;
+  std::string fallback;  // said only when nothing else is
+};
+
+struct Judged {
+  Promise promise;
+  Findings cell;
+};
+
+// "a, b, c and 4 more"
+std::string name_list(const std::vector<std::string>& names, size_t cap = 4) {
+  std::vector<std::string> shown(names.begin(), names.begin() + std::min(cap, names.size()));
+  std::string s = fmt::format("{}", fmt::join(shown, ", "));
+  if (names.size() > cap) s += fmt::format(" and {} more", names.size() - cap);
+  return s;
+}
+
+std::string needs(const Promise& p) {
+  return fmt::format("needs {}, which this machine lacks", fmt::join(p.unmet, " and "));
+}
+
+// A crash, timeout or worker error. The worker turns a backend's "unsupported" and "unavailable"
+// statuses into `skipped` (probes/worker.cpp, status_for), so what arrives as `error` is a real one:
+// invalid settings, a library call that failed, a worker that exited early or broke its protocol. Each
+// is a FAIL unless the target needs something this machine lacks, which explains it.
+void judge_failure(const Observation& o, const Promise& p, Findings* c) {
+  std::string what = o.status == ObsStatus::kCrashed ? "crashed" : o.status == ObsStatus::kTimeout ? "timed out" : "error";
+  if (!p.unmet.empty())
+    c->findings.push_back({Verdict::kExpected, fmt::format("{}: {}", o.reason.empty() ? what : o.reason, needs(p))});
+  else
+    c->findings.push_back({Verdict::kFail, o.reason.empty() ? what : fmt::format("{}: {}", what, o.reason)});
+}
+
+void judge_run_to_run(const Observation& o, const Promise& p, Findings* c) {
+  size_t n = o.fingerprints.size();
+  int k = count_distinct(o.fingerprints);
+  std::string source = p.run_to_run_source.empty() ? std::string("its registry entry") : p.run_to_run_source;
+  if (k > 1) {
+    switch (p.run_to_run) {
+      case Promise::RunToRun::kDeterministic:
+        c->findings.push_back(
+            {Verdict::kFail, fmt::format("{} distinct outputs in {} runs; {} promises determinism", k, n, source)});
+        break;
+      case Promise::RunToRun::kNondeterministic:
+        c->findings.push_back(
+            {Verdict::kExpected, fmt::format("{} distinct outputs in {} runs, as promised: {}", k, n, source)});
+        break;
+      case Promise::RunToRun::kNone:
+        c->findings.push_back({Verdict::kWarn, fmt::format("{} distinct outputs in {} runs; nothing promises either way{}", k,
+                                                           n, p.run_to_run_source.empty() ? "" : " (" + p.run_to_run_source + ")")});
+        break;
+    }
+  } else if (p.run_to_run == Promise::RunToRun::kNondeterministic) {
+    c->findings.push_back(
+        {Verdict::kWarn, fmt::format("claimed nondeterministic ({}), no variation seen in {} runs", source, n)});
+  }
+}
+
+void judge_oracle(const Observation& o, const Results& r, const Promise& p, Findings* c) {
+  if (!o.oracle) {
+    std::string why;
+    if (auto it = r.oracle_failures.find(o.workload); it != r.oracle_failures.end())
+      why = "the oracle failed: " + it->second;
+    else if (auto d = o.details.find("oracle_problem"); d != o.details.end())
+      why = d->second;
+    else
+      why = "no oracle output";
+    c->findings.push_back({Verdict::kWarn, "not compared with the oracle: " + why});
+    return;
+  }
+  double ratio = o.oracle->err_ratio;
+  if (ratio == -1) {
+    c->fallback = "no error bound known (results of an older detaudit): not judged against the oracle";
+    return;
+  }
+  if (!std::isfinite(ratio)) {
+    c->findings.push_back({Verdict::kFail, "NaN or infinity where the oracle has a number (or the reverse)"});
+    return;
+  }
+  if (!p.error_bound_exempt.empty()) {
+    c->fallback = fmt::format("error {:.3g} x the summation bound, not judged: {}", ratio, p.error_bound_exempt);
+    return;
+  }
+  double budget = oracle_budget(o, p);
+  if (ratio <= budget) return;
+  std::string reason = fmt::format("error {:.3g} x the summation error bound", ratio);
+  if (budget != 1) reason += fmt::format(" (budget {:.3g} for inputs rounded to u = 2^{:g})", budget,
+                                         std::log2(p.input_unit_roundoff));
+  c->findings.push_back({Verdict::kFail, reason});
+}
+
+void judge_batch(const Observation& o, const Promise& p, Findings* c) {
+  if (!o.batch || o.batch->invariant()) return;
+  std::string fact = fmt::format("{} of {} rows differ from the row computed alone", o.batch->rows_differing,
+                                 o.batch->rows_checked);
+  if (p.batch_invariance_claimed)
+    c->findings.push_back({Verdict::kFail, "batch invariance promised, but " + fact});
+  else
+    c->findings.push_back({Verdict::kPass, "not batch invariant (not promised): " + fact});
+}
+
+void judge_one(const Observation& o, const Results& r, Judged* j) {
+  Findings& c = j->cell;
+  const Promise& p = j->promise;
+  switch (o.status) {
+    case ObsStatus::kSkipped:
+      c.base = Verdict::kSkip;
+      c.findings.push_back({Verdict::kSkip, p.unmet.empty() ? o.reason : fmt::format("{} ({})", o.reason, needs(p))});
+      return;
+    case ObsStatus::kCrashed:
+    case ObsStatus::kTimeout:
+    case ObsStatus::kError: judge_failure(o, p, &c); return;
+    case ObsStatus::kOk: break;
+  }
+  if (o.fingerprints.empty()) {
+    c.findings.push_back({Verdict::kFail, "status ok but no output fingerprint recorded"});
+    return;
+  }
+  judge_run_to_run(o, p, &c);
+  judge_oracle(o, r, p, &c);
+  judge_batch(o, p, &c);
+}
+
+// Targets promised to agree (the same non-empty equality class) that did not: per workload and class,
+// the ok observations are grouped by fingerprint set; the largest group stands (ties: the one holding
+// the target that sorts first) and every member of the others fails.
+void judge_equality_classes(const std::vector<Observation>& obs, std::vector<Judged>* judged) {
+  std::map<std::pair<std::string, std::string>, std::vector<size_t>> members;  // (workload, class) -> indices
+  for (size_t i = 0; i < obs.size(); ++i)
+    if (obs[i].status == ObsStatus::kOk && !obs[i].fingerprints.empty() && !(*judged)[i].promise.equality_class.empty())
+      members[{obs[i].workload, (*judged)[i].promise.equality_class}].push_back(i);
+  for (auto& [key, idx] : members) {
+    struct Group {
+      std::vector<std::string> fps;
+      std::vector<size_t> members;
+      std::vector<std::string> targets;
+    };
+    std::vector<Group> groups;
+    for (size_t i : idx) {
+      auto fps = fingerprint_set(obs[i]);
+      auto g = std::find_if(groups.begin(), groups.end(), [&](const Group& x) { return x.fps == fps; });
+      if (g == groups.end()) g = groups.insert(groups.end(), Group{fps, {}, {}});
+      g->members.push_back(i);
+      g->targets.push_back(obs[i].target);
+    }
+    if (groups.size() < 2) continue;
+    auto first_target = [](const Group& g) { return *std::min_element(g.targets.begin(), g.targets.end()); };
+    auto keep = std::min_element(groups.begin(), groups.end(), [&](const Group& a, const Group& b) {
+      if (a.members.size() != b.members.size()) return a.members.size() > b.members.size();
+      return first_target(a) < first_target(b);
+    });
+    for (auto g = groups.begin(); g != groups.end(); ++g) {
+      if (g == keep) continue;
+      std::string reason = fmt::format("equality class {} split on {}: {} gave {}, but {} gave {}", key.second,
+                                       key.first, name_list(g->targets), short_fingerprints(g->fps), name_list(keep->targets),
+                                       short_fingerprints(keep->fps));
+      for (size_t i : g->members) (*judged)[i].cell.findings.push_back({Verdict::kFail, reason});
+    }
+  }
+}
+
+void settle(const Findings& c, Observation* o) {
+  std::vector<Finding> f = c.findings;
+  std::stable_sort(f.begin(), f.end(),
+                   [](const Finding& a, const Finding& b) { return severity(a.verdict) > severity(b.verdict); });
+  Verdict v = f.empty() || severity(f[0].verdict) == 0 ? c.base : f[0].verdict;
+  std::vector<std::string> reasons;
+  for (auto& x : f)
+    if (!x.reason.empty()) reasons.push_back(x.reason);
+  if (reasons.empty() && !c.fallback.empty()) reasons.push_back(c.fallback);
+  o->verdict = to_string(v);
+  o->verdict_reason = fmt::format("{}", fmt::join(reasons, "; "));
+}
+
+}  // namespace
+
+void judge(Results* r) {
+  std::vector<Judged> judged(r->observations.size());
+  for (size_t i = 0; i < r->observations.size(); ++i) {
+    const Observation& o = r->observations[i];
+    Judged& j = judged[i];
+    Spec target, workload;
+    std::string terr, werr;
+    bool target_ok = parse_target(o.target, &target, &terr);
+    bool workload_ok = parse_workload(o.workload, &workload, &werr);
+    if (target_ok && workload_ok) {
+      j.promise = promise_for(target, workload, r->machine, o.details);
+    } else if (o.status != ObsStatus::kSkipped) {
+      // Results of another detaudit may name what this one does not know: judged without a promise.
+      j.cell.findings.push_back({Verdict::kWarn, "no promise known: " + (target_ok ? werr : terr)});
+    }
+    judge_one(o, *r, &j);
+  }
+  judge_equality_classes(r->observations, &judged);
+  for (size_t i = 0; i < r->observations.size(); ++i) settle(judged[i].cell, &r->observations[i]);
+}
+
+VerdictCounts count_verdicts(const Results& r) {
+  VerdictCounts c;
+  for (auto& o : r.observations) {
+    Verdict v;
+    if (!parse_verdict(o.verdict, &v)) {
+      ++c.unjudged;
+      continue;
+    }
+    switch (v) {
+      case Verdict::kPass: ++c.pass; break;
+      case Verdict::kFail: ++c.fail; break;
+      case Verdict::kExpected: ++c.expected; break;
+      case Verdict::kWarn: ++c.warn; break;
+      case Verdict::kSkip: ++c.skip; break;
+    }
+  }
+  return c;
+}
+
+}  // namespace detaudit

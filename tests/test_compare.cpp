@@ -1,0 +1,239 @@
+// detaudit compare: two results directories written with save_results, compared by the CLI binary
+// (exit codes, the cells named, the machine differences) and by gates/compare.cpp directly (formats).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "gates/compare.hpp"
+#include "probes/spec.hpp"
+#include "report/probe_report.hpp"
+#include "report/results.hpp"
+#include "tests/cli_helpers.hpp"
+
+namespace fs = std::filesystem;
+using namespace detaudit;
+using detaudit::cli_test::fresh_dir;
+using detaudit::cli_test::run_cli;
+using detaudit::cli_test::slurp;
+
+namespace {
+
+const std::string A(32, 'a'), B(32, 'b'), C(32, 'c');
+// Specs as results.json holds them: canonical, every default written out.
+std::string T(const std::string& text) {
+  Spec s;
+  std::string err;
+  return parse_target(text, &s, &err) ? s.str() : "bad target: " + err;
+}
+std::string W(const std::string& text) {
+  Spec s;
+  std::string err;
+  return parse_workload(text, &s, &err) ? s.str() : "bad workload: " + err;
+}
+const std::string kMatmul = W("matmul?m=64&n=64&k=256");
+const std::string kReduce = W("reduce?op=sum&n=1000");
+const std::string kCpu = T("cpu"), kOpenblas = T("openblas"), kOnednn = T("onednn");
+
+Observation ok(const std::string& w, const std::string& t, std::vector<std::string> fps) {
+  Observation o;
+  o.workload = w;
+  o.target = t;
+  o.repeats = int(fps.size());
+  o.fingerprints = std::move(fps);
+  o.distinct = count_distinct(o.fingerprints);
+  return o;
+}
+
+Results run_on(const std::string& openblas, std::vector<Observation> obs) {
+  Results r;
+  r.started_at = "2026-01-01T00:00:00Z";
+  r.finished_at = "2026-01-01T00:01:00Z";
+  r.command = "detaudit probe";
+  r.plan = {{"suite", "custom"}, {"repeats", 2}};
+  r.machine = {{"hostname", "h"},
+               {"cpu_model", "AMD EPYC"},
+               {"cpu_features", {"avx", "avx2"}},
+               {"cores", 2},
+               {"gpus", nlohmann::json::array()},
+               {"libraries", {{"openblas", openblas}}},
+               {"cuda", "no CUDA device"}};
+  r.observations = std::move(obs);
+  return r;
+}
+
+std::vector<Observation> cells() {
+  return {ok(kMatmul, kCpu, {A, A}), ok(kMatmul, kOpenblas, {B, B}), ok(kReduce, kCpu, {C, C})};
+}
+
+// Writes DIR/results.json; returns DIR.
+std::string save(const std::string& name, const Results& r) {
+  fs::path d = fresh_dir(name);
+  fs::create_directories(d);
+  std::string err;
+  EXPECT_TRUE(save_results((d / "results.json").string(), r, &err)) << err;
+  return d.string();
+}
+
+}  // namespace
+
+TEST(Compare, IdenticalRunsExitZero) {
+  std::string a = save("cmp-same-a", run_on("0.3.21", cells())), b = save("cmp-same-b", run_on("0.3.21", cells()));
+  auto r = run_cli("compare " + a + " " + b);
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("3 same bits, 0 changed, 0 only in A, 0 only in B"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("machine and software differences:\n  none"), std::string::npos) << r.out;
+  // Every target of both runs sits in its group with its twin.
+  EXPECT_NE(r.out.find("[aaaaaaaa] " + kCpu + "@A, " + kCpu + "@B"), std::string::npos) << r.out;
+  fs::remove_all(a);
+  fs::remove_all(b);
+}
+
+TEST(Compare, FlippedFingerprintExitsOneNamingTheCell) {
+  auto changed = cells();
+  changed[1].fingerprints = {C, C};
+  changed[1].distinct = 1;
+  std::string a = save("cmp-flip-a", run_on("0.3.21", cells())), b = save("cmp-flip-b", run_on("0.3.26", changed));
+  auto r = run_cli("compare " + a + " " + b);
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("2 same bits, 1 changed"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\n" + kMatmul + "\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("changed    " + kOpenblas + ": bbbbbbbb (1 distinct) -> cccccccc (1 distinct)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("libraries.openblas: 0.3.21 -> 0.3.26"), std::string::npos) << r.out;
+
+  auto md = run_cli("compare " + a + " " + b + " --format md");
+  EXPECT_EQ(md.code, 1);
+  EXPECT_NE(md.out.find("changed"), std::string::npos) << md.out;
+  EXPECT_NE(md.out.find("cccccccc (1 distinct)"), std::string::npos) << md.out;
+
+  auto js = run_cli("compare " + a + " " + b + " --format json");
+  EXPECT_EQ(js.code, 1);
+  nlohmann::json j = nlohmann::json::parse(js.out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << js.out;
+  EXPECT_EQ(j["summary"]["changed"], 1);
+  EXPECT_EQ(j["cells"][1]["kind"], "changed");
+  EXPECT_EQ(j["cells"][1]["b"]["fingerprints"], (std::vector<std::string>{C}));
+  fs::remove_all(a);
+  fs::remove_all(b);
+}
+
+// A nondeterministic cell gives other outputs in another run: listed as "varies", not a difference.
+// Seen varying (2 distinct) on one side, or promised nondeterministic (cpu?order=atomic&threads=2) even
+// when each run happened to see one output.
+TEST(Compare, NondeterministicCellsVaryWithoutCountingAsDifferences) {
+  const std::string atomic = T("cpu?order=atomic&threads=2");
+  auto base = cells();
+  base.push_back(ok(kReduce, atomic, {A, A}));
+  auto other = cells();
+  other[1].fingerprints = {B, C};  // openblas: seen varying in B
+  other[1].distinct = 2;
+  other.push_back(ok(kReduce, atomic, {B, B}));  // atomic: one output each time, a different one
+  std::string a = save("cmp-var-a", run_on("0.3.21", base)), b = save("cmp-var-b", run_on("0.3.21", other));
+  auto r = run_cli("compare " + a + " " + b);
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("2 same bits, 0 changed, 0 only in A, 0 only in B, 2 nondeterministic"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("varies     " + kOpenblas + ": bbbbbbbb (1 distinct) -> bbbbbbbb,cccccccc (2 distinct)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("varies     " + atomic + ": aaaaaaaa (1 distinct) -> bbbbbbbb (1 distinct)"), std::string::npos)
+      << r.out;
+  fs::remove_all(a);
+  fs::remove_all(b);
+}
+
+TEST(Compare, CellsOnOneSideOnly) {
+  auto only_a = cells(), only_b = cells();
+  only_a.push_back(ok(kReduce, kOpenblas, {A}));
+  only_b.push_back(ok(kReduce, kOnednn, {A}));
+  std::string a = save("cmp-only-a", run_on("0.3.21", only_a)), b = save("cmp-only-b", run_on("0.3.21", only_b));
+  auto r = run_cli("compare " + a + " " + b);
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("3 same bits, 0 changed, 1 only in A, 1 only in B"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("only in A  " + kOpenblas + ": aaaaaaaa (1 distinct)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("only in B  " + kOnednn + ": aaaaaaaa (1 distinct)"), std::string::npos) << r.out;
+  // Bit-identical across runs and targets: reduce's openblas@A and onednn@B agree.
+  EXPECT_NE(r.out.find("[aaaaaaaa] " + kOpenblas + "@A, " + kOnednn + "@B"), std::string::npos) << r.out;
+  fs::remove_all(a);
+  fs::remove_all(b);
+}
+
+TEST(Compare, MachineAndSoftwareDifferencesListed) {
+  Results ra = run_on("0.3.21", cells()), rb = run_on("0.3.21", cells());
+  rb.machine["cpu_features"] = {"avx", "avx2", "avx512f"};
+  rb.machine["gpus"] = {{{"index", 0}, {"name", "NVIDIA H200"}, {"compute_capability", "9.0"}, {"sm_count", 132}}};
+  rb.machine["libraries"]["cudnn"] = "9.19.0";
+  rb.machine["hostname"] = "other";  // not a bitwise key: not listed
+  rb.tool_commit = "v0.2-3-gabcdef";
+  Comparison c = compare_results(ra, rb, "a", "b");
+  EXPECT_FALSE(c.cells_differ());
+  std::string text = render_comparison(c, CompareFormat::kText);
+  for (const char* line : {"cpu_features: avx avx2 -> avx avx2 avx512f", "gpus[0].name: (absent) -> NVIDIA H200",
+                           "gpus[0].compute_capability: (absent) -> 9.0", "gpus[0].sm_count: (absent) -> 132",
+                           "libraries.cudnn: (absent) -> 9.19.0"})
+    EXPECT_NE(text.find(line), std::string::npos) << text << "\nlacks: " << line;
+  EXPECT_NE(text.find("tool_commit: " + ra.tool_commit + " -> v0.2-3-gabcdef"), std::string::npos) << text;
+  EXPECT_EQ(text.find("hostname"), std::string::npos) << text;
+  EXPECT_EQ(c.differences.size(), 6u);
+}
+
+TEST(Compare, SpellingsOfOneSpecMeet) {
+  // A default written out, keys in another order: the same cell.
+  Results ra = run_on("0.3.21", {ok("reduce?n=1000&op=sum", "cpu?threads=1", {A})});
+  Results rb = run_on("0.3.21", {ok(kReduce, kCpu, {A})});
+  Comparison c = compare_results(ra, rb, "a", "b");
+  EXPECT_EQ(c.same, 1);
+  EXPECT_FALSE(c.cells_differ());
+}
+
+TEST(Compare, StatusChangeIsAChange) {
+  auto crashed = cells();
+  crashed[0].status = ObsStatus::kCrashed;
+  crashed[0].reason = "SIGILL (Illegal instruction)";
+  crashed[0].fingerprints.clear();
+  crashed[0].distinct = 0;
+  Comparison c = compare_results(run_on("x", cells()), run_on("x", crashed), "a", "b");
+  EXPECT_EQ(c.changed, 1);
+  EXPECT_NE(render_comparison(c, CompareFormat::kText).find("aaaaaaaa (1 distinct) -> crashed"), std::string::npos);
+}
+
+TEST(Compare, MarkdownStaysUnderACommentsSize) {
+  std::vector<Observation> a, b;
+  for (int w = 0; w < 100; ++w)
+    for (int t = 1; t <= 40; ++t) {
+      std::string wl = "reduce?op=sum&n=" + std::to_string(1000 + w), tg = "cpu?threads=" + std::to_string(t);
+      a.push_back(ok(wl, tg, {A}));
+      b.push_back(ok(wl, tg, {t % 2 ? B : A}));
+    }
+  Comparison c = compare_results(run_on("x", a), run_on("y", b), "a", "b");
+  EXPECT_EQ(c.changed, 2000);
+  std::string md = render_comparison(c, CompareFormat::kMarkdown);
+  EXPECT_LT(md.size(), kMarkdownLimit);
+  EXPECT_NE(md.find("... and "), std::string::npos);
+  EXPECT_NE(md.find("2000 changed"), std::string::npos);
+}
+
+TEST(Compare, TruncatedResultsExitTwoNamingTheFile) {
+  std::string a = save("cmp-trunc-a", run_on("0.3.21", cells())), b = save("cmp-trunc-b", run_on("0.3.21", cells()));
+  std::string file = b + "/results.json";
+  std::string text = slurp(file);
+  std::ofstream(file, std::ios::trunc) << text.substr(0, text.size() / 2);
+  auto r = run_cli("compare " + a + " " + b);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  EXPECT_NE(r.err.find(file + ": not valid JSON"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+
+  auto missing = run_cli("compare " + a + " " + b + "/nowhere");
+  EXPECT_EQ(missing.code, 2);
+  EXPECT_NE(missing.err.find(b + "/nowhere/results.json: cannot open"), std::string::npos) << missing.err;
+  // A results file may be named instead of its directory.
+  auto by_file = run_cli("compare " + a + "/results.json " + a);
+  EXPECT_EQ(by_file.code, 0) << by_file.out << by_file.err;
+  fs::remove_all(a);
+  fs::remove_all(b);
+}
