@@ -1,0 +1,51 @@
+// `detaudit check DIR --baseline FILE [--format text|md|json]`: a results directory against a baseline
+// (gates/check.hpp says what is compared how). Exit 0 all pass (warnings allowed), 1 any failure, 2 could
+// not run.
+#include <memory>
+
+#include "cli/common.hpp"
+#include "cli/history_flags.hpp"
+#include "gates/check.hpp"
+
+namespace detaudit::cli {
+namespace {
+
+struct CheckArgs {
+  std::string dir, baseline, format = "text";
+  HistoryFlags hist;
+};
+
+Command add_check_command(CLI::App& app, int argc, char** argv) {
+  auto* check = app.add_subcommand("check", "Check a results directory against a baseline (`detaudit baseline save`).");
+  auto args = std::make_shared<CheckArgs>();
+  check->add_option("DIR", args->dir, "Results directory holding results.json")->required()->check(kNonEmpty);
+  check->add_option("--baseline", args->baseline, "Baseline file")->required()->check(kNonEmpty);
+  check->add_option("--format", args->format, "text (terminal), md (a PR comment, under 60,000 characters) or json")
+      ->check(CLI::IsMember({"text", "md", "json"}))
+      ->capture_default_str();
+  add_history_flags(check, &args->hist);
+  check->footer(
+      "\nWhere an entry's machine key matches (CPU model and ISA or GPU, library versions, tool version), bitwise:\n"
+      "a deterministic cell whose fingerprint changed FAILs. Where it differs, the cell's verdict must hold and its\n"
+      "error ratio stay within max(baseline's, the promise's budget). A training run's final loss must fall in the\n"
+      "95% prediction interval of the baseline's runs of its cell (bitwise for condition d on the same key).\n"
+      "Exit codes: 0 nothing failed (warnings allowed), 1 a failure (each listed), 2 could not run (a missing,\n"
+      "truncated or wrong-schema baseline or results file).");
+  return {check, [args]() {
+            CheckOptions opt;
+            opt.dir = args->dir;
+            opt.baseline = args->baseline;
+            if (!parse_check_format(args->format, &opt.format)) return fail("--format must be text, md or json");
+            std::string report, err;
+            Results checked;
+            int rc = run_check(opt, &report, &err, &checked);
+            if (rc == 2) return fail(err);
+            put(stdout, report);
+            return record_history(args->hist, "check", checked, opt.dir, rc);
+          }};
+}
+
+const CommandRegistration reg(20, add_check_command);
+
+}  // namespace
+}  // namespace detaudit::cli

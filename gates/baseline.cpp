@@ -1,0 +1,501 @@
+#include "gates/baseline.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <set>
+#include <sstream>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "analysis/stats.hpp"
+#include "gates/verdict.hpp"
+#include "kernels/fingerprint.hpp"
+#include "probes/spec.hpp"
+#include "report/json_fields.hpp"
+
+namespace detaudit {
+
+namespace fs = std::filesystem;
+using T = JsonType;
+
+std::string promise_name(const Promise::RunToRun& r) {
+  switch (r) {
+    case Promise::RunToRun::kDeterministic: return "deterministic";
+    case Promise::RunToRun::kNondeterministic: return "nondeterministic";
+    case Promise::RunToRun::kNone: return "none";
+  }
+  return "none";
+}
+
+nlohmann::json entry_key(const Results& r, const std::string& target) {
+  Spec spec;
+  std::string perr;
+  if (!parse_spec_syntax(target, &spec, &perr)) spec = Spec{target, -1, {}};
+  const BackendEntry* be = find_backend(spec.name);
+  bool gpu = be ? be->gpu : spec.device >= 0;  // an unknown backend: a device index means a GPU
+  const auto& libs = json_fields::object(r.machine, "libraries");
+  nlohmann::json k = nlohmann::json::object();
+  nlohmann::json kl = nlohmann::json::object();
+  if (be)
+    for (auto& name : be->libraries) kl[name] = libs.contains(name) ? libs[name] : nlohmann::json("(absent)");
+  k["libraries"] = kl;
+  k["tool_version"] = r.tool_version;
+  if (!gpu) {
+    k["kind"] = "cpu";
+    k["cpu_model"] = json_fields::str(r.machine, "cpu_model", "(unknown)");
+    k["cpu_features"] = json_fields::array(r.machine, "cpu_features");
+    return k;
+  }
+  k["kind"] = "gpu";
+  int device = spec.device < 0 ? 0 : spec.device;
+  for (auto& g : json_fields::array(r.machine, "gpus"))
+    if (json_fields::integer(g, "index", -1) == device) {
+      k["gpu_name"] = json_fields::str(g, "name", "(unknown)");
+      k["compute_capability"] = json_fields::str(g, "compute_capability", "(unknown)");
+      k["sm_count"] = json_fields::integer(g, "sm_count", 0);
+      return k;
+    }
+  k["gpu_name"] = "(none)";  // no such device on this machine: the cell was skipped
+  return k;
+}
+
+std::string key_id(const nlohmann::json& key) {
+  std::string text = key.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  std::string kind = json_fields::str(key, "kind", "key");
+  return kind + "-" + fingerprint_bytes(text.data(), text.size()).hex().substr(0, 12);
+}
+
+namespace {
+
+// Leaves of a key as "path" -> text (objects flattened with '.', arrays as one JSON value).
+void flatten(const nlohmann::json& j, const std::string& path, std::map<std::string, std::string>* out) {
+  if (j.is_object()) {
+    for (auto& [k, v] : j.items()) flatten(v, path.empty() ? k : path + "." + k, out);
+    return;
+  }
+  (*out)[path] = json_fields::text(j);
+}
+
+}  // namespace
+
+std::string key_difference(const nlohmann::json& old_key, const nlohmann::json& new_key) {
+  std::map<std::string, std::string> a, b;
+  flatten(old_key, "", &a);
+  flatten(new_key, "", &b);
+  std::set<std::string> paths;
+  for (auto& [k, v] : a) paths.insert(k);
+  for (auto& [k, v] : b) paths.insert(k);
+  std::string out;
+  for (auto& p : paths) {
+    auto ia = a.find(p), ib = b.find(p);
+    std::string va = ia == a.end() ? "(absent)" : ia->second, vb = ib == b.end() ? "(absent)" : ib->second;
+    if (va == vb) continue;
+    out += fmt::format("{}{}: {} -> {}", out.empty() ? "" : "; ", p, va, vb);
+  }
+  return out;
+}
+
+std::map<std::string, std::vector<std::string>> kernels_by_fingerprint(const Observation& o) {
+  std::map<std::string, std::vector<std::string>> out;
+  for (size_t i = 0; i < o.fingerprints.size() && i < o.kernels.size(); ++i) {
+    if (out.count(o.fingerprints[i]) || o.kernels[i].empty()) continue;
+    std::vector<std::string> names;
+    for (auto& k : o.kernels[i])
+      if (std::find(names.begin(), names.end(), k.name) == names.end()) names.push_back(k.name);
+    out[o.fingerprints[i]] = names;
+  }
+  return out;
+}
+
+namespace {
+
+std::string cell_promise(const Observation& o, const nlohmann::json& machine) {
+  Spec t, w;
+  std::string err;
+  if (!parse_target(o.target, &t, &err) || !parse_workload(o.workload, &w, &err)) return "none";
+  return promise_name(promise_for(t, w, machine, o.details).run_to_run);
+}
+
+BaselineCell make_cell(const Results& r, const Observation& o, std::map<std::string, nlohmann::json>* keys) {
+  BaselineCell c;
+  c.workload = o.workload;
+  c.target = o.target;
+  nlohmann::json key = entry_key(r, o.target);
+  c.key = key_id(key);
+  (*keys)[c.key] = key;
+  c.status = o.status;
+  if (o.status != ObsStatus::kOk) c.reason = o.reason;
+  c.repeats = o.repeats;
+  std::set<std::string> fps(o.fingerprints.begin(), o.fingerprints.end());
+  c.fingerprints.assign(fps.begin(), fps.end());
+  c.distinct = int(fps.size());
+  c.verdict = o.verdict;
+  c.verdict_reason = o.verdict_reason;
+  c.promise = cell_promise(o, r.machine);
+  if (o.oracle && o.oracle->err_ratio >= 0) c.err_ratio = o.oracle->err_ratio;
+  if (json_fields::str(key, "kind") == "gpu") c.kernels = kernels_by_fingerprint(o);
+  if (!o.seconds.empty()) c.median_seconds = median(o.seconds);
+  return c;
+}
+
+void add_training(const Results& r, Baseline* b) {
+  using Cell = std::tuple<std::string, std::string, std::string, std::string>;
+  std::map<Cell, BaselineTraining> cells;
+  for (auto& run : r.training) {
+    if (json_fields::str(run, "status") != "ok") continue;  // failed runs have no final loss
+    Cell id{json_fields::str(run, "model"), json_fields::str(run, "design"), json_fields::str(run, "condition"),
+            json_fields::str(run, "target")};
+    auto& t = cells[id];
+    std::tie(t.model, t.design, t.condition, t.target) = id;
+    t.init = json_fields::str(run, "init");
+    t.determinism = json_fields::str(run, "determinism");
+    BaselineRun br;
+    const auto& seed = json_fields::get(run, "seed");
+    br.seed = seed.is_number_unsigned() ? seed.get<uint64_t>() : 0;
+    br.replicate = int(json_fields::integer(run, "replicate", 0));
+    br.final_loss = json_fields::number(run, "final_loss").value_or(std::numeric_limits<double>::quiet_NaN());
+    br.weights_fingerprint = json_fields::str(run, "weights_fingerprint");
+    t.runs.push_back(br);
+  }
+  for (auto& [id, t] : cells) {
+    std::sort(t.runs.begin(), t.runs.end(),
+              [](const BaselineRun& a, const BaselineRun& b) { return std::tie(a.seed, a.replicate) < std::tie(b.seed, b.replicate); });
+    std::vector<double> finite;
+    for (auto& run : t.runs)
+      if (std::isfinite(run.final_loss)) finite.push_back(run.final_loss);
+    t.n = int(finite.size());
+    if (t.n >= 1) t.mean = mean(finite);
+    if (t.n >= 2) t.sd = sample_std(finite);
+    nlohmann::json key = entry_key(r, t.target);
+    t.key = key_id(key);
+    b->keys[t.key] = key;
+    b->training.push_back(t);
+  }
+}
+
+}  // namespace
+
+Baseline make_baseline(const Results& in, const std::string& source_dir, const std::string& created_at) {
+  const Results* r = &in;
+  Results judged;
+  if (std::any_of(in.observations.begin(), in.observations.end(), [](const Observation& o) { return o.verdict.empty(); })) {
+    judged = in;
+    judge(&judged);
+    r = &judged;
+  }
+  Baseline b;
+  b.created_at = created_at.empty() ? utc_now_iso8601() : created_at;
+  b.tool_version = DETAUDIT_VERSION;
+  b.tool_commit = git_commit();
+  b.source_dir = source_dir;
+  b.source_command = r->command;
+  b.source_started_at = r->started_at;
+  b.source_finished_at = r->finished_at;
+  // One entry per cell; a cell observed twice (it should not be) keeps its last observation.
+  std::map<std::pair<std::string, std::string>, const Observation*> by_cell;
+  for (auto& o : r->observations) by_cell[{o.workload, o.target}] = &o;
+  for (auto& [id, o] : by_cell) b.cells.push_back(make_cell(*r, *o, &b.keys));
+  add_training(*r, &b);
+  return b;
+}
+
+namespace {
+
+nlohmann::json number_or_null(double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr); }
+
+nlohmann::json cell_json(const BaselineCell& c) {
+  nlohmann::json j = {{"workload", c.workload},
+                      {"target", c.target},
+                      {"key", c.key},
+                      {"status", to_string(c.status)},
+                      {"repeats", c.repeats},
+                      {"fingerprints", c.fingerprints},
+                      {"distinct", c.distinct},
+                      {"verdict", c.verdict},
+                      {"verdict_reason", c.verdict_reason},
+                      {"promise", c.promise}};
+  if (!c.reason.empty()) j["reason"] = c.reason;
+  if (c.err_ratio) j["err_ratio"] = number_or_null(*c.err_ratio);
+  if (!c.kernels.empty()) j["kernels"] = c.kernels;
+  if (c.median_seconds) j["median_seconds"] = number_or_null(*c.median_seconds);
+  return j;
+}
+
+nlohmann::json training_json(const BaselineTraining& t) {
+  nlohmann::json runs = nlohmann::json::array();
+  for (auto& r : t.runs)
+    runs.push_back({{"seed", r.seed},
+                    {"replicate", r.replicate},
+                    {"final_loss", number_or_null(r.final_loss)},
+                    {"weights_fingerprint", r.weights_fingerprint}});
+  return {{"model", t.model},
+          {"design", t.design},
+          {"condition", t.condition},
+          {"init", t.init},
+          {"determinism", t.determinism},
+          {"target", t.target},
+          {"key", t.key},
+          {"runs", runs},
+          {"n", t.n},
+          {"mean", t.mean ? number_or_null(*t.mean) : nlohmann::json(nullptr)},
+          {"sd", t.sd ? number_or_null(*t.sd) : nlohmann::json(nullptr)}};
+}
+
+}  // namespace
+
+nlohmann::json to_json(const Baseline& b) {
+  nlohmann::json cells = nlohmann::json::array(), training = nlohmann::json::array();
+  std::vector<const BaselineCell*> cs;
+  for (auto& c : b.cells) cs.push_back(&c);
+  std::sort(cs.begin(), cs.end(), [](auto* x, auto* y) { return std::tie(x->workload, x->target) < std::tie(y->workload, y->target); });
+  for (auto* c : cs) cells.push_back(cell_json(*c));
+  std::vector<const BaselineTraining*> ts;
+  for (auto& t : b.training) ts.push_back(&t);
+  std::sort(ts.begin(), ts.end(), [](auto* x, auto* y) {
+    return std::tie(x->model, x->design, x->condition, x->target) < std::tie(y->model, y->design, y->condition, y->target);
+  });
+  for (auto* t : ts) training.push_back(training_json(*t));
+  nlohmann::json keys = nlohmann::json::object();
+  for (auto& [id, k] : b.keys) keys[id] = k;
+  return {{"schema", kBaselineSchema},
+          {"created_at", b.created_at},
+          {"tool_version", b.tool_version},
+          {"tool_commit", b.tool_commit},
+          {"source",
+           {{"dir", b.source_dir},
+            {"command", b.source_command},
+            {"started_at", b.source_started_at},
+            {"finished_at", b.source_finished_at}}},
+          {"keys", keys},
+          {"entries", cells},
+          {"training", training}};
+}
+
+std::string baseline_text(const Baseline& b) {
+  // nlohmann::json keeps object keys sorted; entries are sorted above: the same baseline, the same bytes.
+  return to_json(b).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
+bool save_baseline(const std::string& path, const Baseline& b, std::string* err) {
+  return write_file_atomic(path, baseline_text(b), err);
+}
+
+// ---- loading ---------------------------------------------------------------------------------------
+namespace {
+
+bool number_or_null_key(const nlohmann::json& obj, const char* key, const std::string& path, std::optional<double>* out,
+                        std::string* err) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return true;
+  if (!check_json(*it, T::kNumber, json_path(path, key), err)) return false;
+  *out = it->get<double>();
+  return true;
+}
+
+bool string_key(const nlohmann::json& obj, const char* key, bool required, const std::string& path, std::string* out,
+                std::string* err) {
+  if (!check_key(obj, key, T::kString, required, path, err)) return false;
+  if (obj.contains(key)) *out = obj[key].get<std::string>();
+  return true;
+}
+
+bool fingerprint_ok(const nlohmann::json& v, const std::string& path, std::string* err) {
+  Fingerprint f;
+  if (!check_json(v, T::kString, path, err)) return false;
+  if (Fingerprint::from_hex(v.get<std::string>(), &f)) return true;
+  *err = path + " must be 32 hex digits (got \"" + json_fields::text(v).substr(0, 40) + "\")";
+  return false;
+}
+
+bool cell_from_json(const nlohmann::json& j, const std::string& path, const Baseline& b, BaselineCell* c, std::string* err) {
+  if (!check_json(j, T::kObject, path, err)) return false;
+  std::string status;
+  if (!string_key(j, "workload", true, path, &c->workload, err) || !string_key(j, "target", true, path, &c->target, err) ||
+      !string_key(j, "key", true, path, &c->key, err) || !string_key(j, "status", true, path, &status, err) ||
+      !string_key(j, "reason", false, path, &c->reason, err) ||
+      !string_key(j, "verdict", false, path, &c->verdict, err) ||
+      !string_key(j, "verdict_reason", false, path, &c->verdict_reason, err) ||
+      !string_key(j, "promise", false, path, &c->promise, err) ||
+      !check_key(j, "repeats", T::kCount, true, path, err) || !check_key(j, "distinct", T::kCount, true, path, err) ||
+      !check_key(j, "fingerprints", T::kArray, true, path, err) || !check_key(j, "kernels", T::kObject, false, path, err) ||
+      !number_or_null_key(j, "err_ratio", path, &c->err_ratio, err) ||
+      !number_or_null_key(j, "median_seconds", path, &c->median_seconds, err))
+    return false;
+  if (!b.keys.count(c->key)) {
+    *err = json_path(path, "key") + " names no entry of \"keys\" (got \"" + c->key + "\")";
+    return false;
+  }
+  if (!parse_obs_status(status, &c->status)) {
+    *err = json_path(path, "status") + " must be ok, crashed, timeout, skipped or error (got \"" + status + "\")";
+    return false;
+  }
+  Verdict v;
+  if (!c->verdict.empty() && !parse_verdict(c->verdict, &v)) {
+    *err = json_path(path, "verdict") + " must be PASS, FAIL, EXPECTED, WARN or SKIP (got \"" + c->verdict + "\")";
+    return false;
+  }
+  if (c->promise != "deterministic" && c->promise != "nondeterministic" && c->promise != "none") {
+    *err = json_path(path, "promise") + " must be deterministic, nondeterministic or none (got \"" + c->promise + "\")";
+    return false;
+  }
+  c->repeats = j["repeats"].get<int>();
+  c->distinct = j["distinct"].get<int>();
+  const auto& fps = j["fingerprints"];
+  for (size_t i = 0; i < fps.size(); ++i) {
+    if (!fingerprint_ok(fps[i], json_path(json_path(path, "fingerprints"), i), err)) return false;
+    c->fingerprints.push_back(fps[i].get<std::string>());
+  }
+  if (size_t(c->distinct) != std::set<std::string>(c->fingerprints.begin(), c->fingerprints.end()).size()) {
+    *err = fmt::format("{} must be the number of distinct fingerprints ({}; got {})", json_path(path, "distinct"),
+                       std::set<std::string>(c->fingerprints.begin(), c->fingerprints.end()).size(), c->distinct);
+    return false;
+  }
+  if (j.contains("kernels"))
+    for (auto& [fp, names] : j["kernels"].items()) {
+      std::string kp = json_path(json_path(path, "kernels"), fp);
+      if (!check_json(names, T::kArray, kp, err)) return false;
+      for (size_t i = 0; i < names.size(); ++i) {
+        if (!check_json(names[i], T::kString, json_path(kp, i), err)) return false;
+        c->kernels[fp].push_back(names[i].get<std::string>());
+      }
+    }
+  return true;
+}
+
+bool run_from_json(const nlohmann::json& j, const std::string& path, BaselineRun* r, std::string* err) {
+  if (!check_json(j, T::kObject, path, err) || !check_key(j, "seed", T::kUnsigned, true, path, err) ||
+      !check_key(j, "replicate", T::kCount, true, path, err) ||
+      !string_key(j, "weights_fingerprint", false, path, &r->weights_fingerprint, err))
+    return false;
+  r->seed = j["seed"].get<uint64_t>();
+  r->replicate = j["replicate"].get<int>();
+  std::optional<double> loss;
+  if (!j.contains("final_loss")) {
+    *err = json_path(path, "final_loss") + " is missing";
+    return false;
+  }
+  if (!number_or_null_key(j, "final_loss", path, &loss, err)) return false;
+  r->final_loss = loss.value_or(std::numeric_limits<double>::quiet_NaN());
+  return true;
+}
+
+bool training_from_json(const nlohmann::json& j, const std::string& path, const Baseline& b, BaselineTraining* t,
+                        std::string* err) {
+  if (!check_json(j, T::kObject, path, err)) return false;
+  const std::pair<const char*, std::string*> required[] = {
+      {"model", &t->model}, {"design", &t->design}, {"condition", &t->condition}, {"target", &t->target}, {"key", &t->key}};
+  for (auto& [key, field] : required)
+    if (!string_key(j, key, true, path, field, err)) return false;
+  if (!string_key(j, "init", false, path, &t->init, err) ||
+      !string_key(j, "determinism", false, path, &t->determinism, err) ||
+      !check_key(j, "runs", T::kArray, true, path, err) || !check_key(j, "n", T::kCount, true, path, err) ||
+      !number_or_null_key(j, "mean", path, &t->mean, err) || !number_or_null_key(j, "sd", path, &t->sd, err))
+    return false;
+  if (!b.keys.count(t->key)) {
+    *err = json_path(path, "key") + " names no entry of \"keys\" (got \"" + t->key + "\")";
+    return false;
+  }
+  t->n = j["n"].get<int>();
+  const auto& runs = j["runs"];
+  for (size_t i = 0; i < runs.size(); ++i) {
+    BaselineRun r;
+    if (!run_from_json(runs[i], json_path(json_path(path, "runs"), i), &r, err)) return false;
+    t->runs.push_back(r);
+  }
+  return true;
+}
+
+bool baseline_from_json(const nlohmann::json& j, Baseline* out, std::string* err) {
+  Baseline b;
+  const std::pair<const char*, std::string*> header[] = {
+      {"created_at", &b.created_at}, {"tool_version", &b.tool_version}, {"tool_commit", &b.tool_commit}};
+  for (auto& [key, field] : header)
+    if (!string_key(j, key, true, "", field, err)) return false;
+  if (!check_key(j, "source", T::kObject, true, "", err) || !check_key(j, "keys", T::kObject, true, "", err) ||
+      !check_key(j, "entries", T::kArray, true, "", err) || !check_key(j, "training", T::kArray, false, "", err))
+    return false;
+  const auto& src = j["source"];
+  if (!string_key(src, "dir", false, "source", &b.source_dir, err) ||
+      !string_key(src, "command", false, "source", &b.source_command, err) ||
+      !string_key(src, "started_at", false, "source", &b.source_started_at, err) ||
+      !string_key(src, "finished_at", false, "source", &b.source_finished_at, err))
+    return false;
+  for (auto& [id, k] : j["keys"].items()) {
+    if (!check_json(k, T::kObject, json_path("keys", id), err) || !check_key(k, "kind", T::kString, true, json_path("keys", id), err))
+      return false;
+    b.keys[id] = k;
+  }
+  const auto& entries = j["entries"];
+  for (size_t i = 0; i < entries.size(); ++i) {
+    BaselineCell c;
+    if (!cell_from_json(entries[i], json_path("entries", i), b, &c, err)) return false;
+    b.cells.push_back(std::move(c));
+  }
+  if (j.contains("training"))
+    for (size_t i = 0; i < j["training"].size(); ++i) {
+      BaselineTraining t;
+      if (!training_from_json(j["training"][i], json_path("training", i), b, &t, err)) return false;
+      b.training.push_back(std::move(t));
+    }
+  *out = std::move(b);
+  return true;
+}
+
+}  // namespace
+
+bool load_baseline(const std::string& path, Baseline* out, std::string* err) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) {
+    *err = path + ": cannot open (" + std::strerror(errno) + ")";
+    return false;
+  }
+  std::stringstream ss;
+  ss << f.rdbuf();
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(ss.str());
+  } catch (const nlohmann::json::exception& e) {
+    *err = path + ": not valid JSON (truncated or corrupt): " + e.what();
+    return false;
+  }
+  if (!j.is_object() || !j.contains("schema") || j["schema"] != kBaselineSchema) {
+    *err = path + ": not a detaudit baseline (expected \"schema\": \"" + kBaselineSchema + "\")";
+    return false;
+  }
+  std::string e;
+  if (!baseline_from_json(j, out, &e)) {
+    *err = path + ": " + e;
+    return false;
+  }
+  return true;
+}
+
+int run_baseline_save(const std::string& dir, const std::string& out, BaselineSaved* saved, std::string* err) {
+  if (!fs::is_directory(dir)) {
+    *err = dir + ": not a directory";
+    return 2;
+  }
+  Results r;
+  if (!load_results(dir + "/results.json", &r, err)) return 2;
+  if (r.observations.empty() && r.training.empty()) {
+    *err = dir + "/results.json: no observations and no training runs to make a baseline of";
+    return 2;
+  }
+  Baseline b = make_baseline(r, dir);
+  std::string path = out.empty() ? dir + "/baseline.json" : out;
+  if (!save_baseline(path, b, err)) return 2;
+  saved->path = path;
+  saved->cells = b.cells.size();
+  saved->training = b.training.size();
+  saved->keys = b.keys.size();
+  saved->unfinished = r.finished_at.empty();
+  return 0;
+}
+
+}  // namespace detaudit

@@ -1,0 +1,122 @@
+// `detaudit check DIR --baseline FILE`: a results directory judged against a baseline (gates/baseline.hpp).
+// Observations without a verdict are judged first (gates/verdict.hpp). Per baseline entry and the
+// matching cell of DIR:
+//   * Key matches (the key of DIR's machine for that entry equals the baseline's: same CPU model and ISA
+//     or GPU name, compute capability and SM count, same library versions, same tool version): bitwise.
+//     A deterministic cell (1 output in the baseline, and no promised nondeterminism) whose outputs
+//     differ FAILs, naming workload, target, old and new fingerprint and the kernels that ran (GPU). A
+//     nondeterministic cell's outputs outside the baseline's set FAIL when the target promises
+//     determinism, and are a WARN ("new outputs of a nondeterministic target") otherwise.
+//   * Key differs: different bits are no failure (said, as PASS). The determinism verdict must hold: the
+//     cell's verdict is not FAIL, and a cell deterministic in the baseline that is promised deterministic
+//     still gives 1 output. The error ratio must stay within the budget
+//         budget = max(baseline err_ratio, promise budget)
+//     where the promise budget is what the verdict allows (1 for full-precision inputs; more for inputs
+//     rounded before the op, TF32: oracle_budget, gates/verdict.hpp). A correct kernel stays below the
+//     promise budget whatever its summation order, so only an error beyond both what the baseline
+//     showed and what correct summation allows fails. When either side has no err_ratio, that is said
+//     (SKIP) and not judged.
+//   * Whatever the key, a cell whose verdict is FAIL fails the check, except where the key matches and
+//     the baseline holds the same FAIL with the same outputs (a known failure: WARN).
+//   * A status change (ok -> crashed, skipped -> ok, ...) not already a FAIL is a WARN.
+//   * A baseline entry missing from DIR: WARN "not run", or FAIL when DIR's plan includes the cell (the
+//     run is unfinished or lost it). A cell of DIR without a baseline entry: "new, no baseline" (SKIP;
+//     FAIL when its own verdict is FAIL).
+//   * Training, per run of DIR and the baseline's cell (model, design, condition, target):
+//       - key matches and the condition is deterministic (fixed initial weights, nondeterminism off:
+//         sony2021's d): bitwise, the final loss and the final weights' fingerprint equal the baseline
+//         run's of the same seed and replicate (else its first run's);
+//       - otherwise, with n >= 2 baseline runs, the final loss must fall inside the 95% prediction
+//         interval mean ± t_{n-1,0.975} · sd · sqrt(1 + 1/n). With sd == 0 the interval is the point:
+//         where the key matches the loss must equal it; where the key differs a point interval would be
+//         a bitwise comparison across keys, which a key difference excuses: WARN, not judged;
+//       - n < 2: no interval exists (WARN, not judged);
+//       - a run that crashed, timed out, failed or diverged (NaN loss) FAILs; a skipped run is a WARN.
+// Exit 0: nothing FAILed (WARNs allowed); 1: a failure (each listed); 2: could not run (a missing,
+// truncated or wrong-schema baseline or results file: one line naming the file).
+#pragma once
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "gates/baseline.hpp"
+#include "gates/verdict.hpp"
+#include "report/results.hpp"
+
+namespace detaudit {
+
+enum class FindingKind {
+  kSame,                // key matches, outputs as in the baseline (or the same non-ok status)
+  kBitsChanged,         // key matches, a deterministic cell's output changed
+  kNewOutputs,          // key matches, outputs outside a nondeterministic cell's set
+  kOtherKey,            // key differs, the verdict and the error budget hold (bits may differ)
+  kDeterminism,         // key differs, a deterministic, promised-deterministic cell gave k > 1 outputs
+  kErrRatio,            // key differs, err_ratio beyond the budget, or not judged (unknown)
+  kVerdict,             // the cell's own verdict is FAIL
+  kStatusChanged,       // ok -> crashed, skipped -> ok, ...
+  kNotRun,              // in the baseline, not in DIR
+  kNoBaseline,          // in DIR, not in the baseline ("new, no baseline")
+  kTrainingInterval,    // final loss against the prediction interval
+  kTrainingBits,        // deterministic condition on the same key: final loss and weights bitwise
+  kTrainingNoInterval,  // fewer than 2 baseline runs, or sd 0 on another key: not judged
+  kTrainingRun,         // a run that crashed, timed out, failed, diverged or was skipped
+  kTrainingNotRun,      // a baseline training cell without runs in DIR
+  kTrainingNoBaseline,  // a training cell of DIR without a baseline cell
+};
+const char* to_string(FindingKind k);  // "same", "bits_changed", ... (the JSON "kind")
+
+struct CheckFinding {
+  FindingKind kind = FindingKind::kSame;
+  Verdict verdict = Verdict::kPass;  // PASS, FAIL, WARN, or SKIP (not judged)
+  std::string workload, target;      // training: workload "train <model>/<design> (<condition>)"
+  std::string old_value, new_value;  // fingerprints, statuses, err_ratios, final losses
+  std::string message;               // one line
+  std::vector<std::string> old_kernels, new_kernels;  // GPU cells whose bits changed
+  bool key_matches = false;
+};
+
+struct CheckReport {
+  std::string dir, baseline_path;                // as given
+  std::string baseline_created_at, baseline_tool, baseline_source;
+  std::vector<CheckFinding> findings;            // in baseline order, then DIR's new cells, then training
+  int cells_compared = 0, cells_same_key = 0, cells_other_key = 0, cells_other_key_bits_changed = 0;
+  int runs_compared = 0;
+  int count(Verdict v) const;
+  int exit_code() const { return count(Verdict::kFail) ? 1 : 0; }
+};
+
+// The 97.5% (or any p) quantile of Student's t with df degrees of freedom: exact closed forms for
+// df = 1 and 2, otherwise the root of the CDF (via the regularised incomplete beta of analysis/stats)
+// found by bisection to the last bit. NaN for p outside (0, 1) or df <= 0.
+double student_t_quantile(double p, double df);
+
+// The 95% prediction interval of one more draw from the runs' population: mean ± t_{n-1,0.975} · sd ·
+// sqrt(1 + 1/n). False when n < 2 (no interval).
+bool prediction_interval(int n, double mean, double sd, double* lo, double* hi);
+
+// The core, for `check` and `qualify`: every finding of `r` (judged on a copy first if it carries no
+// verdicts) against `b`. `dir` and `baseline_path` only label the report.
+CheckReport check_against_baseline(const Baseline& b, const Results& r, const std::string& dir,
+                                   const std::string& baseline_path);
+
+enum class CheckFormat { kText, kMarkdown, kJson };
+bool parse_check_format(const std::string& s, CheckFormat* out);
+// Text for a terminal (every failure listed; long lists of warnings capped with "... and N more"), markdown
+// for a PR comment (always under kCheckMarkdownLimit characters), or JSON ("detaudit-check/1": every
+// finding with kind, verdict, workload, target, old, new, message).
+inline constexpr size_t kCheckMarkdownLimit = 60000;
+std::string render_check(const CheckReport& rep, CheckFormat format);
+nlohmann::json to_json(const CheckReport& rep);
+
+struct CheckOptions {
+  std::string dir;       // results directory (DIR/results.json)
+  std::string baseline;  // baseline file
+  CheckFormat format = CheckFormat::kText;
+};
+// Loads both, checks, renders into *report. Returns 0 all pass, 1 any failure, 2 could not run (*err: one
+// line naming the file; *report untouched).
+// *checked (optional): DIR's results as checked (judged when they carried no verdicts), for the history.
+int run_check(const CheckOptions& opt, std::string* report, std::string* err, Results* checked = nullptr);
+
+}  // namespace detaudit

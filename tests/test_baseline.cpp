@@ -1,0 +1,341 @@
+// gates/baseline: the file `detaudit baseline save` writes, read back strictly; keys per entry.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "gates/baseline.hpp"
+#include "gates/verdict.hpp"
+#include "probes/registry.hpp"
+#include "probes/spec.hpp"
+#include "tests/cli_helpers.hpp"
+
+using namespace detaudit;
+using namespace detaudit::cli_test;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string A(32, 'a'), B(32, 'b'), C(32, 'c');
+
+std::string target(const std::string& text) {
+  Spec s;
+  std::string err;
+  EXPECT_TRUE(parse_target(text, &s, &err)) << err;
+  return s.str();
+}
+std::string workload(const std::string& text) {
+  Spec s;
+  std::string err;
+  EXPECT_TRUE(parse_workload(text, &s, &err)) << err;
+  return s.str();
+}
+
+nlohmann::json test_machine() {
+  return {{"cpu_model", "Test CPU 9000"},
+          {"cpu_features", {"sse4.1", "avx", "avx2", "fma"}},
+          {"cores", 2},
+          {"libraries",
+           {{"openblas", "0.3.21"}, {"openblas_core", "Haswell"}, {"onednn", "2.6.0"}, {"cuda_runtime", 12040},
+            {"cuda_driver", 12060}, {"cublas", "12.4.5"}}},
+          {"gpus", {{{"index", 0}, {"name", "NVIDIA H200"}, {"compute_capability", "9.0"}, {"sm_count", 132}}}}};
+}
+
+Observation cell(const std::string& w, const std::string& t, std::vector<std::string> fps, const std::string& verdict = "PASS") {
+  Observation o;
+  o.workload = w;
+  o.target = t;
+  o.repeats = int(fps.size());
+  o.fingerprints = std::move(fps);
+  o.distinct = count_distinct(o.fingerprints);
+  o.verdict = verdict;
+  o.verdict_reason = "set by the test";
+  for (size_t i = 0; i < o.fingerprints.size(); ++i) o.seconds.push_back(0.001 * double(i + 1));
+  return o;
+}
+
+nlohmann::json train_run(const std::string& cond, const std::string& t, uint64_t seed, int rep, double loss,
+                         const std::string& status = "ok") {
+  bool fixed = cond == "c" || cond == "d", det = cond == "b" || cond == "d";
+  nlohmann::json j = {{"key", cond + "|" + t + "|" + std::to_string(seed) + "|" + std::to_string(rep)},
+                      {"model", "autoencoder"},
+                      {"design", "sony2021"},
+                      {"condition", cond},
+                      {"init", fixed ? "fixed" : "random"},
+                      {"determinism", det ? "on" : "off"},
+                      {"target", t},
+                      {"status", status},
+                      {"seed", seed},
+                      {"replicate", rep}};
+  if (status == "ok") {
+    j["final_loss"] = loss;
+    j["curve"] = {loss};
+    j["weights_fingerprint"] = std::string(32, std::isfinite(loss) ? 'e' : 'f');
+  } else {
+    j["reason"] = "SIGSEGV (Segmentation fault)";
+  }
+  return j;
+}
+
+Results sample_results() {
+  Results r;
+  r.started_at = "2026-01-01T00:00:00Z";
+  r.finished_at = "2026-01-01T00:01:00Z";
+  r.command = "detaudit probe --suite quick";
+  r.machine = test_machine();
+  r.plan = {{"suite", "test"}};
+  const std::string w = workload("matmul?m=8&n=8&k=515");  // k >= 64: order=atomic can race
+  r.observations.push_back(cell(w, target("cpu?order=sequential&threads=1"), {A, A, A}));
+  r.observations.push_back(cell(w, target("openblas?core=Haswell&threads=1"), {B, B, B}));
+  r.observations.push_back(cell(w, target("cpu?order=atomic&threads=2"), {A, C, A}, "EXPECTED"));
+  Observation gpu = cell(w, target("cuda:0?order=tree"), {C, C});
+  gpu.kernels = {{KernelRecord{"gemm_tree"}, KernelRecord{"reduce_tree"}, KernelRecord{"gemm_tree"}},
+                 {KernelRecord{"gemm_tree"}, KernelRecord{"reduce_tree"}}};
+  gpu.oracle = OracleDistance{};
+  gpu.oracle->err_ratio = 0.25;
+  gpu.oracle->bound_k = 8;
+  r.observations.push_back(gpu);
+  Observation crashed = cell(w, target("openblas?core=SkylakeX&threads=1"), {}, "EXPECTED");
+  crashed.status = ObsStatus::kCrashed;
+  crashed.reason = "SIGILL (Illegal instruction)";
+  crashed.repeats = 3;
+  r.observations.push_back(crashed);
+  const std::string t = target("cpu?order=atomic&threads=2");
+  for (auto [seed, rep, loss] : {std::tuple{1001, 0, 3.0}, {1000, 1, 2.0}, {1000, 0, 1.0}})
+    r.training.push_back(train_run("a", t, seed, rep, loss));
+  r.training.push_back(train_run("a", t, 1002, 0, 0, "crashed"));  // no final loss: not in the baseline
+  return r;
+}
+
+void write(const fs::path& p, const std::string& s) {
+  std::ofstream f(p, std::ios::binary);
+  f << s;
+}
+
+const BaselineCell* find_cell(const Baseline& b, const std::string& t) {
+  for (auto& c : b.cells)
+    if (c.target == t) return &c;
+  return nullptr;
+}
+
+}  // namespace
+
+TEST(Baseline, EntriesHoldFingerprintsVerdictsKernelsAndTimes) {
+  Baseline b = make_baseline(sample_results(), "dirX", "2026-02-02T00:00:00Z");
+  ASSERT_EQ(b.cells.size(), 5u);
+  EXPECT_TRUE(std::is_sorted(b.cells.begin(), b.cells.end(), [](auto& x, auto& y) {
+    return std::tie(x.workload, x.target) < std::tie(y.workload, y.target);
+  }));
+  auto* atomic = find_cell(b, target("cpu?order=atomic&threads=2"));
+  ASSERT_NE(atomic, nullptr);
+  EXPECT_EQ(atomic->fingerprints, (std::vector<std::string>{A, C}));  // the set, sorted
+  EXPECT_EQ(atomic->distinct, 2);
+  EXPECT_EQ(atomic->repeats, 3);
+  EXPECT_EQ(atomic->verdict, "EXPECTED");
+  EXPECT_EQ(atomic->promise, "nondeterministic");
+  ASSERT_TRUE(atomic->median_seconds.has_value());
+  EXPECT_DOUBLE_EQ(*atomic->median_seconds, 0.002);
+  EXPECT_TRUE(atomic->kernels.empty());  // CPU targets have none
+  EXPECT_FALSE(atomic->err_ratio.has_value());
+  auto* seq = find_cell(b, target("cpu?order=sequential&threads=1"));
+  ASSERT_NE(seq, nullptr);
+  EXPECT_EQ(seq->promise, "deterministic");
+  auto* gpu = find_cell(b, target("cuda:0?order=tree"));
+  ASSERT_NE(gpu, nullptr);
+  ASSERT_TRUE(gpu->err_ratio.has_value());
+  EXPECT_DOUBLE_EQ(*gpu->err_ratio, 0.25);
+  ASSERT_EQ(gpu->kernels.count(C), 1u);
+  EXPECT_EQ(gpu->kernels.at(C), (std::vector<std::string>{"gemm_tree", "reduce_tree"}));  // launch order, once each
+  auto* crashed = find_cell(b, target("openblas?core=SkylakeX&threads=1"));
+  ASSERT_NE(crashed, nullptr);
+  EXPECT_EQ(crashed->status, ObsStatus::kCrashed);
+  EXPECT_EQ(crashed->reason, "SIGILL (Illegal instruction)");
+  EXPECT_TRUE(crashed->fingerprints.empty());
+}
+
+TEST(Baseline, KeysPerBackendAndDevice) {
+  Results r = sample_results();
+  Baseline b = make_baseline(r, "dirX", "2026-02-02T00:00:00Z");
+  auto* seq = find_cell(b, target("cpu?order=sequential&threads=1"));
+  auto* ob = find_cell(b, target("openblas?core=Haswell&threads=1"));
+  auto* sk = find_cell(b, target("openblas?core=SkylakeX&threads=1"));
+  auto* gpu = find_cell(b, target("cuda:0?order=tree"));
+  ASSERT_TRUE(seq && ob && sk && gpu);
+  // Two openblas targets share one key; cpu (own kernels, no library) has another; the GPU its own.
+  EXPECT_EQ(ob->key, sk->key);
+  EXPECT_NE(seq->key, ob->key);
+  EXPECT_EQ(b.keys.size(), 3u);
+  const auto& cpu_key = b.keys.at(ob->key);
+  EXPECT_EQ(ob->key.rfind("cpu-", 0), 0u);
+  EXPECT_EQ(cpu_key["cpu_model"], "Test CPU 9000");
+  EXPECT_EQ(cpu_key["cpu_features"], test_machine()["cpu_features"]);
+  EXPECT_EQ(cpu_key["tool_version"], DETAUDIT_VERSION);
+  // Exactly the libraries the registry says openblas's bits depend on.
+  const BackendEntry* e = find_backend("openblas");
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(cpu_key["libraries"].size(), e->libraries.size());
+  EXPECT_EQ(cpu_key["libraries"]["openblas"], "0.3.21");
+  EXPECT_EQ(b.keys.at(seq->key)["libraries"].size(), find_backend("cpu")->libraries.size());
+  const auto& gpu_key = b.keys.at(gpu->key);
+  EXPECT_EQ(gpu->key.rfind("gpu-", 0), 0u);
+  EXPECT_EQ(gpu_key["gpu_name"], "NVIDIA H200");
+  EXPECT_EQ(gpu_key["compute_capability"], "9.0");
+  EXPECT_EQ(gpu_key["sm_count"], 132);
+  EXPECT_EQ(gpu_key["libraries"]["cuda_driver"], 12060);
+  EXPECT_FALSE(gpu_key.contains("cpu_model"));
+  // A library version moves the key of the backends that depend on it only.
+  Results r2 = r;
+  r2.machine["libraries"]["openblas"] = "0.3.26";
+  EXPECT_NE(key_id(entry_key(r2, ob->target)), ob->key);
+  EXPECT_EQ(key_id(entry_key(r2, seq->target)), seq->key);
+  EXPECT_EQ(key_id(entry_key(r2, gpu->target)), gpu->key);
+  EXPECT_EQ(key_difference(entry_key(r, ob->target), entry_key(r2, ob->target)), "libraries.openblas: 0.3.21 -> 0.3.26");
+  // A GPU target on a machine without that device.
+  r2.machine["gpus"] = nlohmann::json::array();
+  EXPECT_EQ(entry_key(r2, gpu->target)["gpu_name"], "(none)");
+}
+
+TEST(Baseline, TrainingCellsSortedWithMeanAndSd) {
+  Baseline b = make_baseline(sample_results(), "dirX", "2026-02-02T00:00:00Z");
+  ASSERT_EQ(b.training.size(), 1u);
+  const auto& t = b.training[0];
+  EXPECT_EQ(t.condition, "a");
+  EXPECT_EQ(t.init, "random");
+  EXPECT_EQ(t.determinism, "off");
+  ASSERT_EQ(t.runs.size(), 3u);  // the crashed run has no final loss
+  EXPECT_EQ(t.runs[0].seed, 1000u);
+  EXPECT_EQ(t.runs[0].replicate, 0);
+  EXPECT_EQ(t.runs[0].final_loss, 1.0);
+  EXPECT_EQ(t.runs[1].replicate, 1);
+  EXPECT_EQ(t.runs[2].seed, 1001u);
+  EXPECT_EQ(t.runs[2].final_loss, 3.0);
+  EXPECT_EQ(t.runs[0].weights_fingerprint, std::string(32, 'e'));
+  EXPECT_EQ(t.n, 3);
+  EXPECT_DOUBLE_EQ(*t.mean, 2.0);
+  EXPECT_DOUBLE_EQ(*t.sd, 1.0);
+  EXPECT_FALSE(t.deterministic_condition());
+}
+
+TEST(Baseline, RoundTripAndSameBytes) {
+  auto dir = fresh_dir("baseline-roundtrip");
+  fs::create_directories(dir);
+  Results r = sample_results();
+  r.training.push_back(train_run("d", target("cpu?order=blocked&threads=2"), 1000, 0, NAN));  // diverged: null
+  Baseline b = make_baseline(r, "dirX", "2026-02-02T00:00:00Z");
+  std::string err;
+  ASSERT_TRUE(save_baseline((dir / "one.json").string(), b, &err)) << err;
+  ASSERT_TRUE(save_baseline((dir / "two.json").string(), b, &err)) << err;
+  std::string one = slurp(dir / "one.json");
+  EXPECT_EQ(one, slurp(dir / "two.json"));
+  EXPECT_NE(one.find("\"schema\": \"detaudit-baseline/1\""), std::string::npos);
+  EXPECT_NE(one.find("\"final_loss\": null"), std::string::npos);
+  // Loaded and saved again: the same bytes (every field read back, every number exactly).
+  Baseline back;
+  ASSERT_TRUE(load_baseline((dir / "one.json").string(), &back, &err)) << err;
+  EXPECT_EQ(baseline_text(back), one);
+  EXPECT_EQ(back.cells.size(), b.cells.size());
+  EXPECT_EQ(back.keys, b.keys);
+  EXPECT_EQ(back.source_dir, "dirX");
+  EXPECT_EQ(back.source_command, "detaudit probe --suite quick");
+  EXPECT_TRUE(std::isnan(back.training.back().runs[0].final_loss));
+  // The order of observations and runs in results.json does not change a byte.
+  std::mt19937 rng(7);
+  std::shuffle(r.observations.begin(), r.observations.end(), rng);
+  std::shuffle(r.training.begin(), r.training.end(), rng);
+  EXPECT_EQ(baseline_text(make_baseline(r, "dirX", "2026-02-02T00:00:00Z")), one);
+  fs::remove_all(dir);
+}
+
+TEST(Baseline, UnjudgedResultsAreJudgedFirst) {
+  Results r = sample_results();
+  for (auto& o : r.observations) o.verdict.clear(), o.verdict_reason.clear();
+  Baseline b = make_baseline(r, "dirX", "2026-02-02T00:00:00Z");
+  for (auto& c : b.cells) {
+    Verdict v;
+    EXPECT_TRUE(parse_verdict(c.verdict, &v)) << c.target << ": '" << c.verdict << "'";
+  }
+}
+
+TEST(Baseline, MalformedFilesNameTheFileAndTheField) {
+  auto dir = fresh_dir("baseline-malformed");
+  fs::create_directories(dir);
+  std::string err;
+  std::string good = baseline_text(make_baseline(sample_results(), "dirX", "2026-02-02T00:00:00Z"));
+  nlohmann::json j = nlohmann::json::parse(good);
+  struct Case {
+    std::string name, text, expect;
+  };
+  auto edit = [&](auto f) {
+    nlohmann::json c = j;
+    f(c);
+    return c.dump(2);
+  };
+  std::vector<Case> cases = {
+      {"truncated", good.substr(0, good.size() / 2), "not valid JSON"},
+      {"empty", "", "not valid JSON"},
+      {"schema", edit([](nlohmann::json& c) { c["schema"] = "detaudit/1"; }), "detaudit-baseline/1"},
+      {"noschema", edit([](nlohmann::json& c) { c.erase("schema"); }), "detaudit-baseline/1"},
+      {"repeats", edit([](nlohmann::json& c) { c["entries"][1]["repeats"] = "3"; }), "entries[1].repeats must be"},
+      {"fingerprint", edit([](nlohmann::json& c) { c["entries"][0]["fingerprints"][0] = "xyz"; }),
+       "entries[0].fingerprints[0] must be 32 hex digits"},
+      {"distinct", edit([](nlohmann::json& c) { c["entries"][0]["distinct"] = 7; }), "entries[0].distinct"},
+      {"key", edit([](nlohmann::json& c) { c["entries"][2]["key"] = "cpu-000000000000"; }), "entries[2].key names no entry"},
+      {"status", edit([](nlohmann::json& c) { c["entries"][0]["status"] = "fine"; }), "entries[0].status must be"},
+      {"verdict", edit([](nlohmann::json& c) { c["entries"][0]["verdict"] = "GOOD"; }), "entries[0].verdict must be"},
+      {"err_ratio", edit([](nlohmann::json& c) { c["entries"][0]["err_ratio"] = "0.5"; }), "entries[0].err_ratio must be a number"},
+      {"kernels", edit([](nlohmann::json& c) { c["entries"][0]["kernels"] = {{A, {1}}}; }), "entries[0].kernels." + A + "[0] must be a string"},
+      {"entries", edit([](nlohmann::json& c) { c["entries"] = nlohmann::json::object(); }), "entries must be an array"},
+      {"keys", edit([](nlohmann::json& c) { c.erase("keys"); }), "keys is missing"},
+      {"loss", edit([](nlohmann::json& c) { c["training"][0]["runs"][1]["final_loss"] = "1"; }),
+       "training[0].runs[1].final_loss must be a number"},
+      {"seed", edit([](nlohmann::json& c) { c["training"][0]["runs"][0]["seed"] = -1; }), "training[0].runs[0].seed must be"},
+      {"n", edit([](nlohmann::json& c) { c["training"][0].erase("n"); }), "training[0].n is missing"},
+  };
+  for (auto& c : cases) {
+    fs::path p = dir / (c.name + ".json");
+    write(p, c.text);
+    Baseline b;
+    EXPECT_FALSE(load_baseline(p.string(), &b, &err)) << c.name;
+    EXPECT_EQ(err.rfind(p.string() + ": ", 0), 0u) << c.name << ": " << err;
+    EXPECT_NE(err.find(c.expect), std::string::npos) << c.name << ": " << err;
+    EXPECT_EQ(err.find('\n'), std::string::npos) << c.name << ": " << err;
+  }
+  Baseline b;
+  EXPECT_FALSE(load_baseline((dir / "absent.json").string(), &b, &err));
+  EXPECT_NE(err.find("absent.json: cannot open"), std::string::npos) << err;
+  fs::remove_all(dir);
+}
+
+TEST(Baseline, CliSaveWritesWhereItSays) {
+  auto dir = fresh_dir("baseline-cli");
+  fs::create_directories(dir);
+  std::string err;
+  ASSERT_TRUE(save_results((dir / "results.json").string(), sample_results(), &err)) << err;
+  auto r = run_cli("baseline save " + dir.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find((dir / "baseline.json").string()), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("5 cells, 1 training cells, 3 machine keys"), std::string::npos) << r.out;
+  Baseline b;
+  ASSERT_TRUE(load_baseline((dir / "baseline.json").string(), &b, &err)) << err;
+  EXPECT_EQ(b.cells.size(), 5u);
+  EXPECT_EQ(b.source_dir, dir.string());
+  auto other = dir / "elsewhere.json";
+  r = run_cli("baseline save " + dir.string() + " --out " + other.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find(other.string()), std::string::npos);
+  EXPECT_TRUE(fs::exists(other));
+  // Could not run: exit 2, one line naming what.
+  r = run_cli("baseline save " + (dir / "nothing").string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("nothing: not a directory"), std::string::npos) << r.err;
+  write(dir / "results.json", "{\"schema\": \"detaudit/1\", \"observ");
+  r = run_cli("baseline save " + dir.string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("results.json: not valid JSON"), std::string::npos) << r.err;
+  r = run_cli("baseline");
+  EXPECT_EQ(r.code, 2);
+  fs::remove_all(dir);
+}

@@ -1,0 +1,447 @@
+// gates/check and `detaudit check`: a results directory against a baseline.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include "gates/baseline.hpp"
+#include "gates/check.hpp"
+#include "probes/spec.hpp"
+#include "tests/cli_helpers.hpp"
+
+using namespace detaudit;
+using namespace detaudit::cli_test;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string FA(32, 'a'), FB(32, 'b'), FC(32, 'c'), FD(32, 'd'), FE(32, 'e');
+
+std::string canon_target(const std::string& text) {
+  Spec s;
+  std::string err;
+  EXPECT_TRUE(parse_target(text, &s, &err)) << err;
+  return s.str();
+}
+std::string canon_workload(const std::string& text) {
+  Spec s;
+  std::string err;
+  EXPECT_TRUE(parse_workload(text, &s, &err)) << err;
+  return s.str();
+}
+
+const std::string& W() {
+  static const std::string w = canon_workload("matmul?m=8&n=8&k=515");  // k >= 64: order=atomic can race
+  return w;
+}
+const std::string& SEQ() {
+  static const std::string t = canon_target("cpu?order=sequential&threads=1");
+  return t;
+}
+const std::string& ATOMIC() {
+  static const std::string t = canon_target("cpu?order=atomic&threads=2");
+  return t;
+}
+const std::string& GPU() {
+  static const std::string t = canon_target("cuda:0?order=tree");
+  return t;
+}
+
+Observation ok_cell(const std::string& w, const std::string& t, std::vector<std::string> fps) {
+  Observation o;
+  o.workload = w;
+  o.target = t;
+  o.repeats = int(fps.size());
+  o.fingerprints = std::move(fps);
+  o.distinct = count_distinct(o.fingerprints);
+  o.seconds.assign(o.fingerprints.size(), 0.01);
+  return o;
+}
+
+nlohmann::json machine() {
+  return {{"cpu_model", "Test CPU 9000"},
+          {"cpu_features", {"sse4.1", "avx", "avx2"}},
+          {"libraries", {{"openblas", "0.3.21"}, {"openblas_core", "Haswell"}, {"cuda_runtime", 12040}, {"cuda_driver", 12060}}},
+          {"gpus", {{{"index", 0}, {"name", "NVIDIA H200"}, {"compute_capability", "9.0"}, {"sm_count", 132}}}},
+          {"cuda", "available"}};
+}
+
+// A probe run: a deterministic CPU cell, a nondeterministic one, and a GPU cell with its kernels.
+Results probe_results() {
+  Results r;
+  r.started_at = "2026-01-01T00:00:00Z";
+  r.finished_at = "2026-01-01T00:01:00Z";
+  r.machine = machine();
+  r.plan = {{"suite", "test"}, {"targets", {SEQ(), ATOMIC(), GPU()}}, {"workloads", {W()}}, {"repeats", 3}};
+  r.observations.push_back(ok_cell(W(), SEQ(), {FA, FA, FA}));
+  r.observations.push_back(ok_cell(W(), ATOMIC(), {FB, FC, FB}));
+  Observation g = ok_cell(W(), GPU(), {FD, FD, FD});
+  g.kernels.assign(3, {KernelRecord{"gemm_tree_kernel"}, KernelRecord{"reduce_tree_kernel"}});
+  r.observations.push_back(g);
+  return r;
+}
+
+Observation& cell_of(Results& r, const std::string& target) {
+  for (auto& o : r.observations)
+    if (o.target == target) return o;
+  throw std::runtime_error("no cell " + target);
+}
+
+void set_fps(Observation& o, std::vector<std::string> fps) {
+  o.fingerprints = std::move(fps);
+  o.distinct = count_distinct(o.fingerprints);
+  o.repeats = int(o.fingerprints.size());
+  o.verdict.clear();  // judged again
+}
+
+struct Dirs {
+  fs::path root;
+  explicit Dirs(const std::string& name) : root(fresh_dir(name)) { fs::create_directories(root); }
+  ~Dirs() { fs::remove_all(root); }
+  // A results directory written as `probe` writes it.
+  std::string results(const std::string& name, const Results& r) const {
+    fs::path d = root / name;
+    fs::create_directories(d);
+    std::string err;
+    EXPECT_TRUE(save_results((d / "results.json").string(), r, &err)) << err;
+    return d.string();
+  }
+};
+
+const CheckFinding* first(const CheckReport& rep, FindingKind k, const std::string& target = "") {
+  for (auto& f : rep.findings)
+    if (f.kind == k && (target.empty() || f.target == target)) return &f;
+  return nullptr;
+}
+
+nlohmann::json train_run(const std::string& cond, const std::string& t, uint64_t seed, int rep, double loss,
+                         const std::string& weights = std::string(32, 'e')) {
+  bool fixed = cond == "c" || cond == "d", det = cond == "b" || cond == "d";
+  return {{"key", cond + "|" + t + "|" + std::to_string(seed) + "|" + std::to_string(rep)},
+          {"model", "autoencoder"},
+          {"design", "sony2021"},
+          {"condition", cond},
+          {"init", fixed ? "fixed" : "random"},
+          {"determinism", det ? "on" : "off"},
+          {"target", t},
+          {"status", "ok"},
+          {"seed", seed},
+          {"replicate", rep},
+          {"final_loss", loss},
+          {"curve", {loss}},
+          {"weights_fingerprint", weights}};
+}
+
+}  // namespace
+
+TEST(Check, StudentTQuantileIsExact) {
+  // Closed forms: df 1 is Cauchy, tan(π(p - 1/2)); df 2 is (2p - 1)/sqrt(2p(1 - p)), which for p = 0.975 is
+  // 0.95/sqrt(0.04875) = 4.30265272974946385... (40-digit decimal arithmetic).
+  EXPECT_NEAR(student_t_quantile(0.975, 1), 12.706204736174703, 1e-12);
+  EXPECT_NEAR(student_t_quantile(0.975, 2), 4.3026527297494639, 1e-14);
+  // df >= 3 through the incomplete beta, against the roots of the closed-form CDFs of integer df
+  // (Abramowitz & Stegun 26.7.3 and 26.7.4: finite sums in atan and cos for odd df, in t/sqrt(df + t²)
+  // for even df), solved independently by bisection in double precision.
+  EXPECT_NEAR(student_t_quantile(0.975, 3), 3.1824463052837064, 1e-12);
+  EXPECT_NEAR(student_t_quantile(0.975, 4), 2.7764451051977934, 1e-12);
+  EXPECT_NEAR(student_t_quantile(0.975, 5), 2.5705818356363146, 1e-12);
+  EXPECT_NEAR(student_t_quantile(0.975, 10), 2.228138851986273, 1e-12);
+  EXPECT_NEAR(student_t_quantile(0.975, 30), 2.042272456301238, 1e-12);
+  EXPECT_NEAR(student_t_quantile(0.975, 1e7), 1.959963984540054, 1e-6);  // the normal's 1.959964
+  EXPECT_NEAR(student_t_quantile(0.025, 5), -2.570581835636314, 1e-12);
+  EXPECT_EQ(student_t_quantile(0.5, 4), 0);
+  EXPECT_TRUE(std::isnan(student_t_quantile(1.0, 4)));
+  EXPECT_TRUE(std::isnan(student_t_quantile(0.9, 0)));
+  double lo, hi;
+  EXPECT_FALSE(prediction_interval(1, 2.0, 0.0, &lo, &hi));
+  ASSERT_TRUE(prediction_interval(3, 2.0, 1.0, &lo, &hi));
+  EXPECT_NEAR(hi, 2.0 + 4.3026527297494639 * std::sqrt(4.0 / 3.0), 1e-13);
+  EXPECT_NEAR(lo, 2.0 - 4.3026527297494639 * std::sqrt(4.0 / 3.0), 1e-13);
+}
+
+// THE KEY TEST: a flipped fingerprint on the same machine key makes `detaudit check` exit 1 and name
+// the cell (workload, target, old and new fingerprint) and, on a GPU, the kernels that ran.
+TEST(Check, FlippedFingerprintFailsAndNamesTheCell) {
+  Dirs d("check-flip");
+  Results r = probe_results();
+  std::string base_dir = d.results("base", r);
+  auto saved = run_cli("baseline save " + base_dir);
+  ASSERT_EQ(saved.code, 0) << saved.err;
+  std::string baseline = base_dir + "/baseline.json";
+
+  auto same = run_cli("check " + base_dir + " --baseline " + baseline);
+  EXPECT_EQ(same.code, 0) << same.out << same.err;
+  EXPECT_NE(same.out.find("check passed"), std::string::npos) << same.out;
+
+  Results flipped = r;
+  set_fps(cell_of(flipped, SEQ()), {FE, FE, FE});
+  set_fps(cell_of(flipped, GPU()), {FC, FC, FC});
+  cell_of(flipped, GPU()).kernels.assign(3, {KernelRecord{"gemm_splitk_kernel"}});
+  std::string dir = d.results("flipped", flipped);
+  auto res = run_cli("check " + dir + " --baseline '" + baseline + "'");
+  EXPECT_EQ(res.code, 1) << res.out << res.err;
+  for (const std::string& s : {W(), SEQ(), FA, FE, GPU(), FD, FC, std::string("bits_changed"),
+                               std::string("gemm_tree_kernel"), std::string("gemm_splitk_kernel"),
+                               std::string("check FAILED: 2 failures")})
+    EXPECT_NE(res.out.find(s), std::string::npos) << "missing '" << s << "' in:\n" << res.out;
+  // The nondeterministic cell with a new output is a warning, not a failure.
+  Results nondet = r;
+  set_fps(cell_of(nondet, ATOMIC()), {FB, FE, FB});
+  auto warn = run_cli("check " + d.results("nondet", nondet) + " --baseline " + baseline);
+  EXPECT_EQ(warn.code, 0) << warn.out;
+  EXPECT_NE(warn.out.find("new outputs of a nondeterministic target"), std::string::npos) << warn.out;
+
+  // JSON: every finding with kind, verdict, workload, target, old, new, message.
+  auto js = run_cli("check " + dir + " --baseline " + baseline + " --format json");
+  EXPECT_EQ(js.code, 1);
+  auto j = nlohmann::json::parse(js.out);
+  EXPECT_EQ(j["schema"], "detaudit-check/1");
+  EXPECT_EQ(j["exit_code"], 1);
+  int changed = 0;
+  for (auto& f : j["findings"]) {
+    for (const char* k : {"kind", "verdict", "workload", "target", "old", "new", "message"}) EXPECT_TRUE(f.contains(k)) << k;
+    if (f["kind"] == "bits_changed") {
+      ++changed;
+      EXPECT_EQ(f["verdict"], "FAIL");
+      if (f["target"] == SEQ()) {
+        EXPECT_EQ(f["old"], FA);
+        EXPECT_EQ(f["new"], FE);
+      }
+      if (f["target"] == GPU()) {
+        EXPECT_EQ(f["old_kernels"][0], "gemm_tree_kernel");
+        EXPECT_EQ(f["new_kernels"][0], "gemm_splitk_kernel");
+      }
+    }
+  }
+  EXPECT_EQ(changed, 2);
+  auto md = run_cli("check " + dir + " --baseline " + baseline + " --format md");
+  EXPECT_EQ(md.code, 1);
+  EXPECT_NE(md.out.find("## detaudit check: FAIL (2 failures)"), std::string::npos) << md.out;
+  EXPECT_NE(md.out.find(FE), std::string::npos);
+}
+
+TEST(Check, KeyDiffersBitsAloneDoNotFailDeterminismDoes) {
+  Dirs d("check-otherkey");
+  Results r = probe_results();
+  std::string base_dir = d.results("base", r);
+  ASSERT_EQ(run_cli("baseline save " + base_dir).code, 0);
+  std::string baseline = base_dir + "/baseline.json";
+
+  Results other = r;
+  other.machine["cpu_model"] = "Other CPU 1";
+  set_fps(cell_of(other, SEQ()), {FE, FE, FE});  // other bits on another CPU: no failure
+  auto res = run_cli("check " + d.results("other", other) + " --baseline " + baseline + " --format json");
+  EXPECT_EQ(res.code, 0) << res.out << res.err;
+  auto j = nlohmann::json::parse(res.out);
+  EXPECT_EQ(j["cells_other_key"], 2);  // the two CPU cells; the GPU's key holds no CPU
+  EXPECT_EQ(j["cells_other_key_bits_changed"], 1);
+  bool said = false;
+  for (auto& f : j["findings"])
+    if (f["kind"] == "other_key" && f["target"] == SEQ()) {
+      said = true;
+      EXPECT_EQ(f["verdict"], "PASS");
+      EXPECT_NE(f["message"].get<std::string>().find("cpu_model: Test CPU 9000 -> Other CPU 1"), std::string::npos) << f;
+      EXPECT_NE(f["message"].get<std::string>().find("bits changed"), std::string::npos) << f;
+    }
+  EXPECT_TRUE(said) << res.out;
+
+  // A cell deterministic in the baseline and promised deterministic that now gives 2 outputs fails.
+  set_fps(cell_of(other, SEQ()), {FE, FA, FE});
+  res = run_cli("check " + d.results("nondet", other) + " --baseline " + baseline);
+  EXPECT_EQ(res.code, 1) << res.out;
+  EXPECT_NE(res.out.find(SEQ()), std::string::npos) << res.out;
+}
+
+TEST(Check, ErrorRatioBudgetWhereTheKeyDiffers) {
+  Results r = probe_results();
+  auto with_err = [](Results& x, double e) {
+    auto& o = cell_of(x, SEQ());
+    o.oracle = OracleDistance{};
+    o.oracle->bound_k = 8;
+    o.oracle->err_ratio = e;
+    o.verdict = "PASS";  // judged as the verdict would on its own budget; here only the check's budget counts
+    for (auto& c : x.observations)
+      if (c.verdict.empty()) c.verdict = "PASS";
+  };
+  auto run = [&](double base_err, double new_err) {
+    Results a = r, b = r;
+    with_err(a, base_err);
+    with_err(b, new_err);
+    b.machine["cpu_model"] = "Other CPU 1";
+    return check_against_baseline(make_baseline(a, "a", "t"), b, "b", "base.json");
+  };
+  // Budget = max(baseline's err_ratio, the promise's 1 for full-precision inputs).
+  EXPECT_EQ(run(0.5, 0.9).exit_code(), 0);
+  CheckReport beyond = run(0.5, 1.5);
+  EXPECT_EQ(beyond.exit_code(), 1);
+  auto* f = first(beyond, FindingKind::kErrRatio, SEQ());
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->verdict, Verdict::kFail);
+  EXPECT_EQ(f->target, SEQ());
+  EXPECT_NE(f->message.find("beyond the budget 1"), std::string::npos) << f->message;
+  EXPECT_EQ(run(2.0, 1.9).exit_code(), 0);  // the baseline's own ratio is the budget when above 1
+  EXPECT_EQ(run(2.0, 2.5).exit_code(), 1);
+  // Unknown on one side: said, not judged.
+  Results a = r, b = r;
+  with_err(a, 0.5);
+  for (auto& c : b.observations) c.verdict = "PASS";
+  b.machine["cpu_model"] = "Other CPU 1";
+  CheckReport unknown = check_against_baseline(make_baseline(a, "a", "t"), b, "b", "base.json");
+  EXPECT_EQ(unknown.exit_code(), 0);
+  f = first(unknown, FindingKind::kErrRatio, SEQ());
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->verdict, Verdict::kSkip);
+  EXPECT_NE(f->message.find("not known in this run"), std::string::npos) << f->message;
+}
+
+TEST(Check, TrainingLossAgainstThePredictionInterval) {
+  Dirs d("check-train");
+  const std::string t = ATOMIC();
+  Results base;
+  base.machine = machine();
+  base.plan = {{"kind", "train"}};
+  base.started_at = "2026-01-01T00:00:00Z";
+  // Losses 1, 2, 3: mean 2, sd 1, n 3, so the interval is 2 ± t_{2,0.975}·1·sqrt(1 + 1/3).
+  for (auto [seed, loss] : {std::pair{1000, 1.0}, {1001, 2.0}, {1002, 3.0}}) base.training.push_back(train_run("a", t, seed, 0, loss));
+  base.training.push_back(train_run("c", t, 1000, 0, 0.5));  // n = 1: no interval
+  for (int s = 0; s < 3; ++s) base.training.push_back(train_run("d", canon_target("cpu?order=blocked&threads=2"), 1000 + s, 0, 0.25));
+  std::string base_dir = d.results("base", base);
+  ASSERT_EQ(run_cli("baseline save " + base_dir).code, 0);
+  std::string baseline = base_dir + "/baseline.json";
+  const double half = 4.3026527297494639 * std::sqrt(1 + 1.0 / 3);  // t_{2,0.975} = 0.95/sqrt(0.04875)
+  auto with_loss = [&](double a_loss) {
+    Results r = base;
+    r.training[0]["final_loss"] = a_loss;
+    return r;
+  };
+  auto inside = run_cli("check " + d.results("in", with_loss(2 + half - 1e-9)) + " --baseline " + baseline);
+  EXPECT_EQ(inside.code, 0) << inside.out;
+  EXPECT_NE(inside.out.find("no prediction interval: the baseline has 1 finished run(s)"), std::string::npos) << inside.out;
+  auto outside = run_cli("check " + d.results("out", with_loss(2 + half + 1e-9)) + " --baseline " + baseline);
+  EXPECT_EQ(outside.code, 1) << outside.out;
+  EXPECT_NE(outside.out.find("outside the 95% prediction interval"), std::string::npos) << outside.out;
+  EXPECT_NE(outside.out.find("train autoencoder/sony2021 (a)"), std::string::npos) << outside.out;
+  auto low = run_cli("check " + d.results("low", with_loss(2 - half - 1e-9)) + " --baseline " + baseline);
+  EXPECT_EQ(low.code, 1) << low.out;
+
+  // Condition d on the same key is bitwise: any other loss fails, however close.
+  Results dd = base;
+  dd.training[5]["final_loss"] = std::nextafter(0.25, 1.0);
+  auto bits = run_cli("check " + d.results("dbits", dd) + " --baseline " + baseline);
+  EXPECT_EQ(bits.code, 1) << bits.out;
+  EXPECT_NE(bits.out.find("training_bits"), std::string::npos) << bits.out;
+  // ... and the same loss with other final weights too.
+  Results dw = base;
+  dw.training[4]["weights_fingerprint"] = std::string(32, '9');
+  EXPECT_EQ(run_cli("check " + d.results("dweights", dw) + " --baseline " + baseline).code, 1);
+  // On another CPU, sd 0 is a point interval a key difference excuses: a warning, not judged.
+  dd.machine["cpu_model"] = "Other CPU 1";
+  auto excused = run_cli("check " + d.results("dother", dd) + " --baseline " + baseline);
+  EXPECT_EQ(excused.code, 0) << excused.out;
+  EXPECT_NE(excused.out.find("sd 0"), std::string::npos) << excused.out;
+}
+
+TEST(Check, NotRunAndNewCells) {
+  Results r = probe_results();
+  for (auto& o : r.observations) o.verdict = "PASS";
+  Baseline b = make_baseline(r, "a", "t");
+  Results fewer = r;
+  fewer.observations.erase(fewer.observations.begin());  // SEQ, planned
+  fewer.observations.push_back(ok_cell(canon_workload("matmul?m=16&n=16&k=16"), SEQ(), {FA}));
+  fewer.observations.back().verdict = "PASS";
+  CheckReport rep = check_against_baseline(b, fewer, "b", "base.json");
+  auto* lost = first(rep, FindingKind::kNotRun);
+  ASSERT_NE(lost, nullptr);
+  EXPECT_EQ(lost->verdict, Verdict::kFail);  // the plan includes it: a lost result
+  auto* fresh = first(rep, FindingKind::kNoBaseline);
+  ASSERT_NE(fresh, nullptr);
+  EXPECT_EQ(fresh->verdict, Verdict::kSkip);
+  EXPECT_NE(fresh->message.find("new, no baseline"), std::string::npos);
+  fewer.plan["targets"] = {ATOMIC(), GPU()};  // not planned: only a warning
+  rep = check_against_baseline(b, fewer, "b", "base.json");
+  EXPECT_EQ(first(rep, FindingKind::kNotRun)->verdict, Verdict::kWarn);
+  EXPECT_EQ(first(rep, FindingKind::kNotRun)->message, "not run (not in this run's plan)");
+  EXPECT_EQ(rep.exit_code(), 0);
+}
+
+TEST(Check, CouldNotRunExitsTwoNamingTheFile) {
+  Dirs d("check-bad");
+  std::string dir = d.results("run", probe_results());
+  ASSERT_EQ(run_cli("baseline save " + dir).code, 0);
+  std::string good = slurp(dir + "/baseline.json");
+  auto bad = [&](const std::string& name, const std::string& text) {
+    fs::path p = d.root / name;
+    std::ofstream(p, std::ios::binary) << text;
+    return p.string();
+  };
+  for (auto& [path, expect] : std::vector<std::pair<std::string, std::string>>{
+           {bad("trunc.json", good.substr(0, good.size() - 40)), "not valid JSON"},
+           {bad("schema.json", "{\"schema\": \"detaudit/1\"}"), "not a detaudit baseline"},
+           {bad("type.json", [&] {
+              auto j = nlohmann::json::parse(good);
+              j["entries"] = 3;
+              return j.dump();
+            }()),
+            "entries must be an array"},
+           {(d.root / "missing.json").string(), "cannot open"}}) {
+    auto res = run_cli("check " + dir + " --baseline " + path);
+    EXPECT_EQ(res.code, 2) << path << res.out;
+    EXPECT_NE(res.err.find(path + ": "), std::string::npos) << res.err;
+    EXPECT_NE(res.err.find(expect), std::string::npos) << res.err;
+    EXPECT_EQ(std::count(res.err.begin(), res.err.end(), '\n'), 1) << res.err;
+    EXPECT_TRUE(res.out.empty()) << res.out;
+  }
+  // A missing or broken results file is "could not run" too.
+  auto res = run_cli("check " + (d.root / "none").string() + " --baseline " + dir + "/baseline.json");
+  EXPECT_EQ(res.code, 2);
+  std::ofstream(dir + "/results.json") << "{\"schema\": \"detaudit/1\", \"obs";
+  res = run_cli("check " + dir + " --baseline " + dir + "/baseline.json");
+  EXPECT_EQ(res.code, 2);
+  EXPECT_NE(res.err.find(dir + "/results.json: not valid JSON"), std::string::npos) << res.err;
+}
+
+TEST(Check, MarkdownStaysUnderTheCommentLimitFor2000Cells) {
+  // 2000 cells, every list long: same-key flips (FAIL), new outputs of a nondeterministic target (WARN),
+  // other bits on another key (listed, not failures) with unknown error ratios (not judged), and cells
+  // without a baseline.
+  const std::string openblas = canon_target("openblas?core=Haswell&threads=1");
+  Results base, now;
+  base.machine = now.machine = machine();
+  now.machine["libraries"]["openblas"] = "0.3.26";
+  for (int i = 0; i < 2000; ++i) {
+    std::string w = canon_workload(fmt::format("conv2d?n=8&c=32&h=28&w=28&k=64&r=3&s=3&stride=1&pad=1&pass=bwd_filter&seed={}", i));
+    Observation b, n;
+    switch (i % 4) {
+      case 0: b = ok_cell(w, SEQ(), {FA}), n = ok_cell(w, SEQ(), {FB}); break;
+      case 1: b = ok_cell(w, ATOMIC(), {FB, FC}), n = ok_cell(w, ATOMIC(), {FD, FB}); break;
+      case 2: b = ok_cell(w, openblas, {FA}), n = ok_cell(w, openblas, {FE}); break;
+      case 3: b = ok_cell(w, SEQ(), {FA}), n = ok_cell(w + "&dist=int", SEQ(), {FA}); break;
+    }
+    b.verdict = n.verdict = i % 4 == 1 ? "EXPECTED" : "PASS";
+    base.observations.push_back(b);
+    now.observations.push_back(n);
+  }
+  Baseline b = make_baseline(base, "results/quick-20260101-000000", "t");
+  CheckReport rep = check_against_baseline(b, now, "results/quick-20260102-000000", "baselines/fleet.json");
+  EXPECT_EQ(rep.count(Verdict::kFail), 500);   // the flips
+  EXPECT_EQ(rep.count(Verdict::kWarn), 1000);  // new outputs, and the baseline cells not run (no plan)
+  std::string md = render_check(rep, CheckFormat::kMarkdown);
+  EXPECT_LT(md.size(), kCheckMarkdownLimit);
+  RecordProperty("markdown_chars", int(md.size()));
+  for (const char* s : {"### Failures (", "<summary>Warnings (1000)", "<summary>Not judged (500)", "<summary>New, no baseline (500)",
+                        "<summary>Other bits where the key differs, not failures (500)"})
+    EXPECT_NE(md.find(s), std::string::npos) << s;
+  size_t more = 0;
+  for (size_t p = md.find("more (`--format json` lists every finding)"); p != std::string::npos;
+       p = md.find("more (`--format json` lists every finding)", p + 1))
+    ++more;
+  EXPECT_EQ(more, 5u);
+  // The terminal lists every failure.
+  std::string text = render_check(rep, CheckFormat::kText);
+  size_t lines = 0;
+  for (size_t p = text.find("  FAIL     "); p != std::string::npos; p = text.find("  FAIL     ", p + 1)) ++lines;
+  EXPECT_EQ(lines, size_t(rep.count(Verdict::kFail)));
+}
