@@ -1,0 +1,1079 @@
+#include "gates/history.hpp"
+
+#include <sqlite3.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "kernels/fingerprint.hpp"
+
+namespace fs = std::filesystem;
+
+namespace detaudit {
+
+namespace {
+
+constexpr int kBusyTimeoutMs = 10000;
+constexpr int kMedianWindow = 50;
+constexpr const char* kLeaveIt =
+    "detaudit never repairs, replaces or recreates a history: move the file away, or pass --history FILE or "
+    "--no-history";
+
+// ---- schema and migrations ---------------------------------------------------------------------------
+// Step i takes a database from version i to version i + 1. A step, once released, never changes: a
+// new version is a new step at the end (and its columns in kTables).
+const char* const kMigrations[] = {
+    // 0 -> 1: machines, runs, cells
+    R"sql(
+CREATE TABLE machines (
+  key TEXT PRIMARY KEY NOT NULL,
+  cpu_model TEXT NOT NULL,
+  cpu_features TEXT NOT NULL,
+  cores INTEGER NOT NULL,
+  gpus TEXT NOT NULL,
+  identity TEXT NOT NULL,
+  first_seen TEXT NOT NULL,
+  last_seen TEXT NOT NULL
+);
+CREATE TABLE runs (
+  id INTEGER PRIMARY KEY,
+  kind TEXT NOT NULL CHECK (kind IN ('probe', 'train', 'check', 'qualify')),
+  started_at TEXT NOT NULL,
+  finished_at TEXT NOT NULL,
+  recorded_at TEXT NOT NULL,
+  command TEXT NOT NULL,
+  results_dir TEXT NOT NULL,
+  tool_version TEXT NOT NULL,
+  tool_commit TEXT NOT NULL,
+  machine_key TEXT NOT NULL REFERENCES machines(key),
+  hostname TEXT NOT NULL,
+  machine TEXT NOT NULL,
+  software TEXT NOT NULL,
+  exit_code INTEGER NOT NULL,
+  cells INTEGER NOT NULL,
+  pass INTEGER NOT NULL,
+  fail INTEGER NOT NULL,
+  expected INTEGER NOT NULL,
+  warn INTEGER NOT NULL,
+  skip INTEGER NOT NULL,
+  unjudged INTEGER NOT NULL,
+  training_runs INTEGER NOT NULL
+);
+CREATE TABLE cells (
+  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  workload TEXT NOT NULL,
+  target TEXT NOT NULL,
+  status TEXT NOT NULL,
+  reason TEXT NOT NULL,
+  verdict TEXT NOT NULL,
+  verdict_reason TEXT NOT NULL,
+  repeats INTEGER NOT NULL,
+  distinct_outputs INTEGER NOT NULL,
+  fingerprints TEXT NOT NULL,
+  err_ratio REAL,
+  median_seconds REAL,
+  PRIMARY KEY (run_id, workload, target)
+) WITHOUT ROWID;
+)sql",
+    // 1 -> 2: training runs; indexes for `history` and the performance medians
+    R"sql(
+CREATE TABLE training (
+  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  key TEXT NOT NULL,
+  model TEXT NOT NULL,
+  design TEXT NOT NULL,
+  condition TEXT NOT NULL,
+  target TEXT NOT NULL,
+  seed INTEGER NOT NULL,
+  replicate INTEGER NOT NULL,
+  status TEXT NOT NULL,
+  final_loss REAL,
+  weights_fingerprint TEXT NOT NULL,
+  PRIMARY KEY (run_id, key)
+) WITHOUT ROWID;
+CREATE INDEX cells_by_cell ON cells(workload, target);
+CREATE INDEX runs_by_machine ON runs(machine_key, started_at);
+)sql",
+};
+static_assert(sizeof kMigrations / sizeof kMigrations[0] == kHistorySchemaVersion);
+
+// The columns each table has at the current version: a database claiming this version must have them.
+struct TableColumns {
+  const char* table;
+  int since_version;
+  const char* columns;
+};
+const TableColumns kTables[] = {
+    {"machines", 1, "key, cpu_model, cpu_features, cores, gpus, identity, first_seen, last_seen"},
+    {"runs", 1,
+     "id, kind, started_at, finished_at, recorded_at, command, results_dir, tool_version, tool_commit, machine_key, "
+     "hostname, machine, software, exit_code, cells, pass, fail, expected, warn, skip, unjudged, training_runs"},
+    {"cells", 1,
+     "run_id, workload, target, status, reason, verdict, verdict_reason, repeats, distinct_outputs, fingerprints, "
+     "err_ratio, median_seconds"},
+    {"training", 2,
+     "run_id, key, model, design, condition, target, seed, replicate, status, final_loss, weights_fingerprint"},
+};
+
+// ---- a thin layer over the C API ----------------------------------------------------------------------
+
+struct Db {
+  sqlite3* h = nullptr;
+  std::string path;
+  ~Db() {
+    if (h) sqlite3_close_v2(h);
+  }
+  std::string errmsg() const { return h ? sqlite3_errmsg(h) : "out of memory"; }
+  // "history PATH: what" (one line).
+  std::string error(const std::string& what) const { return fmt::format("history {}: {}", path, what); }
+};
+
+class Stmt {
+ public:
+  Stmt(sqlite3* db, const char* sql) { prepared_ = (rc_ = sqlite3_prepare_v2(db, sql, -1, &s_, nullptr)) == SQLITE_OK; }
+  ~Stmt() { sqlite3_finalize(s_); }
+  Stmt(const Stmt&) = delete;
+  Stmt& operator=(const Stmt&) = delete;
+  bool ok() const { return prepared_; }  // prepared
+  void bind(int i, const std::string& v) { sqlite3_bind_text(s_, i, v.data(), int(v.size()), SQLITE_TRANSIENT); }
+  void bind(int i, int64_t v) { sqlite3_bind_int64(s_, i, v); }
+  void bind(int i, int v) { sqlite3_bind_int64(s_, i, v); }
+  void bind(int i, std::optional<double> v) {
+    if (v && std::isfinite(*v))
+      sqlite3_bind_double(s_, i, *v);
+    else
+      sqlite3_bind_null(s_, i);
+  }
+  int step() { return rc_ = sqlite3_step(s_); }
+  void reset() {
+    sqlite3_reset(s_);
+    sqlite3_clear_bindings(s_);
+  }
+  std::string text(int i) const {
+    auto p = reinterpret_cast<const char*>(sqlite3_column_text(s_, i));
+    return p ? std::string(p, size_t(sqlite3_column_bytes(s_, i))) : std::string();
+  }
+  int64_t integer(int i) const { return sqlite3_column_int64(s_, i); }
+  std::optional<double> real(int i) const {
+    if (sqlite3_column_type(s_, i) == SQLITE_NULL) return std::nullopt;
+    return sqlite3_column_double(s_, i);
+  }
+  int rc() const { return rc_; }
+
+ private:
+  sqlite3_stmt* s_ = nullptr;
+  bool prepared_ = false;
+  int rc_ = SQLITE_OK;  // of the last prepare or step
+};
+
+// What went wrong, in words a user can act on.
+std::string describe_sqlite_error(const Db& db, int rc) {
+  int primary = rc & 0xff;
+  if (primary == SQLITE_NOTADB) return db.error(fmt::format("file is not a database; {}", kLeaveIt));
+  if (primary == SQLITE_CORRUPT)
+    return db.error(fmt::format("damaged ({}); {}", db.errmsg(), kLeaveIt));
+  if (primary == SQLITE_BUSY || primary == SQLITE_LOCKED)
+    return db.error(fmt::format("still locked by another process after {} s ({}, code {})", kBusyTimeoutMs / 1000, db.errmsg(), rc));
+  return db.error(db.errmsg());
+}
+
+bool exec(Db& db, const char* sql, std::string* err) {
+  char* msg = nullptr;
+  int rc = sqlite3_exec(db.h, sql, nullptr, nullptr, &msg);
+  if (rc == SQLITE_OK) return true;
+  sqlite3_free(msg);
+  *err = describe_sqlite_error(db, rc);
+  return false;
+}
+
+bool pragma_int(Db& db, const char* sql, int64_t* v, std::string* err) {
+  Stmt s(db.h, sql);
+  if (!s.ok() || s.step() != SQLITE_ROW) {
+    *err = describe_sqlite_error(db, s.rc());
+    return false;
+  }
+  *v = s.integer(0);
+  return true;
+}
+
+// Rolls back on destruction unless committed.
+class Transaction {
+ public:
+  explicit Transaction(Db& db) : db_(db) {}
+  ~Transaction() {
+    if (open_) sqlite3_exec(db_.h, "ROLLBACK", nullptr, nullptr, nullptr);
+  }
+  bool begin_immediate(std::string* err) { return open_ = exec(db_, "BEGIN IMMEDIATE", err); }
+  bool commit(std::string* err) {
+    if (!exec(db_, "COMMIT", err)) return false;
+    open_ = false;
+    return true;
+  }
+
+ private:
+  Db& db_;
+  bool open_ = false;
+};
+
+// ---- opening -----------------------------------------------------------------------------------------
+
+enum class Mode { kWrite, kRead };
+
+// Paths whose integrity this process has checked (reads check once per process; writes every time).
+std::mutex g_checked_mutex;
+std::set<std::string> g_checked;
+
+bool quick_check(Db& db, std::string* err) {
+  Stmt s(db.h, "PRAGMA quick_check(1)");
+  if (!s.ok()) {
+    *err = describe_sqlite_error(db, sqlite3_errcode(db.h));
+    return false;
+  }
+  int rc = s.step();
+  if (rc != SQLITE_ROW) {
+    *err = describe_sqlite_error(db, rc);
+    return false;
+  }
+  std::string r = s.text(0);
+  if (r == "ok") return true;
+  std::replace(r.begin(), r.end(), '\n', ' ');
+  *err = db.error(fmt::format("damaged (quick_check: {}); {}", r, kLeaveIt));
+  return false;
+}
+
+// The version, application id and tables of an opened file: is it a detaudit history this tool can use?
+bool check_identity(Db& db, int64_t* version, std::string* err) {
+  // One snapshot for all the reads below: another process may migrate the file between two of them.
+  struct ReadSnapshot {
+    Db& db;
+    bool own = false;
+    ~ReadSnapshot() {
+      if (own) sqlite3_exec(db.h, "COMMIT", nullptr, nullptr, nullptr);
+    }
+  } snapshot{db};
+  if (sqlite3_get_autocommit(db.h)) {
+    if (!exec(db, "BEGIN", err)) return false;
+    snapshot.own = true;
+  }
+  int64_t app = 0;
+  if (!pragma_int(db, "PRAGMA application_id", &app, err) || !pragma_int(db, "PRAGMA user_version", version, err))
+    return false;
+  if (app != 0 && app != kHistoryApplicationId) {
+    *err = db.error(fmt::format("not a detaudit history (SQLite application_id {:#x}); {}", app, kLeaveIt));
+    return false;
+  }
+  if (*version > kHistorySchemaVersion) {
+    *err = db.error(fmt::format("made by a newer detaudit (history schema version {}, this detaudit knows up to {}); "
+                                "use a newer detaudit, or pass --history FILE or --no-history",
+                                *version, kHistorySchemaVersion));
+    return false;
+  }
+  if (*version < 0 || (app == 0 && *version != 0)) {
+    *err = db.error(fmt::format("not a detaudit history (user_version {} without detaudit's application_id); {}",
+                                *version, kLeaveIt));
+    return false;
+  }
+  if (*version == 0) {
+    int64_t objects = 0;
+    if (!pragma_int(db, "SELECT count(*) FROM sqlite_master", &objects, err)) return false;
+    if (objects != 0) {
+      *err = db.error(fmt::format("not a detaudit history (an SQLite database holding {} tables or indexes of "
+                                  "another program); {}",
+                                  objects, kLeaveIt));
+      return false;
+    }
+  }
+  return true;
+}
+
+// Every table the version has, with every column.
+bool check_tables(Db& db, int64_t version, std::string* err) {
+  for (auto& t : kTables) {
+    if (t.since_version > version) continue;
+    std::string sql = fmt::format("SELECT {} FROM {} LIMIT 0", t.columns, t.table);
+    Stmt s(db.h, sql.c_str());
+    if (!s.ok()) {
+      *err = db.error(fmt::format("its tables do not match history schema version {} ({}); {}", version, db.errmsg(),
+                                  kLeaveIt));
+      return false;
+    }
+  }
+  return true;
+}
+
+bool migrate(Db& db, std::string* err) {
+  Transaction tx(db);
+  if (!tx.begin_immediate(err)) return false;
+  int64_t version = 0;
+  // Again inside the transaction: another process may have migrated it meanwhile.
+  if (!check_identity(db, &version, err)) return false;
+  if (version == kHistorySchemaVersion) return true;  // (rolled back: nothing written)
+  for (int64_t v = version; v < kHistorySchemaVersion; ++v)
+    if (!exec(db, kMigrations[v], err)) {
+      *err += fmt::format(" (migrating the history from schema version {} to {})", v, v + 1);
+      return false;
+    }
+  std::string set = fmt::format("PRAGMA application_id = {}; PRAGMA user_version = {};", kHistoryApplicationId,
+                                kHistorySchemaVersion);
+  if (!exec(db, set.c_str(), err) || !check_tables(db, kHistorySchemaVersion, err)) return false;
+  return tx.commit(err);
+}
+
+// Switches the file to WAL unless it is already. SQLite does not call the busy handler while it waits
+// for the exclusive lock this needs (two processes creating the history at once), so the wait is here.
+bool ensure_wal(Db& db, std::string* err) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kBusyTimeoutMs);
+  for (;;) {
+    std::string journal;
+    {
+      Stmt s(db.h, "PRAGMA journal_mode");  // (finalized before the switch: a live statement is a transaction)
+      if (!s.ok() || s.step() != SQLITE_ROW) {
+        *err = describe_sqlite_error(db, s.rc());
+        return false;
+      }
+      journal = s.text(0);
+    }
+    if (journal == "wal") return true;
+    Stmt w(db.h, "PRAGMA journal_mode = WAL");
+    int rc = w.ok() ? w.step() : w.rc();
+    if (rc == SQLITE_ROW) {
+      if (w.text(0) == "wal") return true;
+      *err = db.error("cannot switch it to WAL mode (journal_mode " + w.text(0) + ")");
+      return false;
+    }
+    if ((rc & 0xff) != SQLITE_BUSY || std::chrono::steady_clock::now() > deadline) {
+      *err = describe_sqlite_error(db, rc);
+      return false;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+bool file_error(const std::string& path, const std::string& what, std::string* err) {
+  *err = fmt::format("history {}: {}", path, what);
+  return false;
+}
+
+// Opens db_path as a detaudit history of the current schema: checks what the file is before SQLite
+// writes anything to it, migrates an older schema, turns WAL on. In kRead mode a missing file is
+// *exists = false (and true); in kWrite mode it is created with its parent folder.
+bool open_history(const std::string& db_path, Mode mode, Db* db, bool* exists, std::string* err) {
+  db->path = db_path;
+  *exists = false;
+  if (db_path.empty()) return file_error(db_path, "no file name", err);
+  struct stat st {};
+  if (::stat(db_path.c_str(), &st) != 0) {
+    if (errno != ENOENT) return file_error(db_path, std::strerror(errno), err);
+    if (mode == Mode::kRead) return true;
+    fs::path parent = fs::path(db_path).parent_path();
+    std::error_code ec;
+    if (!parent.empty() && !fs::is_directory(parent, ec)) {
+      fs::create_directories(parent, ec);
+      if (ec) return file_error(db_path, fmt::format("cannot create its folder {}: {}", parent.string(), ec.message()), err);
+    }
+  } else {
+    if (S_ISDIR(st.st_mode)) return file_error(db_path, "is a directory", err);
+    if (!S_ISREG(st.st_mode)) return file_error(db_path, "is not a regular file", err);
+    // Before SQLite sees it: an SQLite file starts with its magic string (an empty file is a new database).
+    if (st.st_size > 0) {
+      std::ifstream f(db_path, std::ios::binary);
+      if (!f) return file_error(db_path, "cannot read it", err);
+      char head[16] = {0};
+      f.read(head, sizeof head);
+      if (f.gcount() < std::streamsize(sizeof head))
+        return file_error(db_path,
+                          fmt::format("file is not a database ({} bytes, shorter than an SQLite header); {}",
+                                      int64_t(st.st_size), kLeaveIt),
+                          err);
+      if (std::memcmp(head, "SQLite format 3", 16) != 0)
+        return file_error(db_path, fmt::format("file is not a database (no SQLite header); {}", kLeaveIt), err);
+      if (st.st_size < 512)
+        return file_error(db_path, fmt::format("file is not a database (truncated to {} bytes); {}",
+                                               int64_t(st.st_size), kLeaveIt),
+                          err);
+    }
+    *exists = true;
+  }
+  int flags = SQLITE_OPEN_READWRITE | (mode == Mode::kWrite ? SQLITE_OPEN_CREATE : 0);
+  int rc = sqlite3_open_v2(db_path.c_str(), &db->h, flags, nullptr);
+  if (rc != SQLITE_OK && mode == Mode::kRead) {
+    sqlite3_close_v2(db->h);
+    db->h = nullptr;
+    rc = sqlite3_open_v2(db_path.c_str(), &db->h, SQLITE_OPEN_READONLY, nullptr);
+  }
+  if (rc != SQLITE_OK) {
+    *err = db->error(fmt::format("cannot open it: {}", db->errmsg()));
+    return false;
+  }
+  *exists = true;
+  sqlite3_extended_result_codes(db->h, 1);
+  sqlite3_busy_timeout(db->h, kBusyTimeoutMs);
+  if (!exec(*db, "PRAGMA foreign_keys = ON", err)) return false;
+
+  int64_t version = 0;
+  if (!check_identity(*db, &version, err)) return false;
+  // Damage (a truncated file, a page overwritten) shows here rather than halfway through a write.
+  bool check = mode == Mode::kWrite;
+  if (!check) {
+    std::lock_guard<std::mutex> lock(g_checked_mutex);
+    check = !g_checked.count(db_path);
+  }
+  if (check) {
+    if (!quick_check(*db, err)) return false;
+    std::lock_guard<std::mutex> lock(g_checked_mutex);
+    g_checked.insert(db_path);
+  }
+  if (version != 0 && !check_tables(*db, version, err)) return false;
+  if (mode == Mode::kRead && version == 0) {  // an empty file (or one being created): an empty history
+    *exists = false;
+    return true;
+  }
+
+  if (mode == Mode::kWrite || version < kHistorySchemaVersion) {
+    if (sqlite3_db_readonly(db->h, "main") == 1) {
+      if (mode == Mode::kWrite) return file_error(db_path, "is read-only: the run cannot be recorded", err);
+      return file_error(db_path,
+                        fmt::format("is read-only and its history schema version {} is older than this detaudit's "
+                                    "{}: open it once where it is writable to migrate it",
+                                    version, kHistorySchemaVersion),
+                        err);
+    }
+    // WAL first (it takes an exclusive lock, outside any transaction), then the migration.
+    if (!ensure_wal(*db, err)) return false;
+    if (version < kHistorySchemaVersion && !migrate(*db, err)) return false;
+  }
+  return true;
+}
+
+// ---- recording ---------------------------------------------------------------------------------------
+
+std::string str_of(const nlohmann::json& j, const char* key) {
+  if (!j.is_object() || !j.contains(key)) return "";
+  const auto& v = j[key];
+  return v.is_string() ? v.get<std::string>() : v.is_null() ? "" : v.dump();
+}
+
+int64_t int_of(const nlohmann::json& j, const char* key) {
+  if (!j.is_object() || !j.contains(key) || !j[key].is_number()) return 0;
+  return j[key].is_number_float() ? int64_t(j[key].get<double>()) : j[key].get<int64_t>();
+}
+
+std::optional<double> median(std::vector<double> v) {
+  v.erase(std::remove_if(v.begin(), v.end(), [](double x) { return !std::isfinite(x); }), v.end());
+  if (v.empty()) return std::nullopt;
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+std::vector<std::string> distinct_sorted(std::vector<std::string> v) {
+  std::sort(v.begin(), v.end());
+  v.erase(std::unique(v.begin(), v.end()), v.end());
+  return v;
+}
+
+std::string join(const std::vector<std::string>& v, const char* sep) {
+  std::string s;
+  for (auto& x : v) s += (s.empty() ? "" : sep) + x;
+  return s;
+}
+
+std::vector<std::string> split_spaces(const std::string& s) {
+  std::vector<std::string> out;
+  size_t i = 0;
+  while (i < s.size()) {
+    size_t j = s.find(' ', i);
+    if (j == std::string::npos) j = s.size();
+    if (j > i) out.push_back(s.substr(i, j - i));
+    i = j + 1;
+  }
+  return out;
+}
+
+nlohmann::json parse_json_or_null(const std::string& s) {
+  auto j = nlohmann::json::parse(s, nullptr, false);
+  return j.is_discarded() ? nlohmann::json() : j;
+}
+
+bool step_done(Db& db, Stmt& s, std::string* err) {
+  if (!s.ok()) {
+    *err = describe_sqlite_error(db, sqlite3_errcode(db.h));
+    return false;
+  }
+  int rc = s.step();
+  if (rc != SQLITE_DONE) {
+    *err = describe_sqlite_error(db, rc);
+    return false;
+  }
+  s.reset();
+  return true;
+}
+
+std::string absolute_dir(const std::string& dir) {
+  if (dir.empty()) return dir;
+  std::error_code ec;
+  fs::path p = fs::absolute(dir, ec);
+  if (ec) return dir;
+  fs::path c = fs::weakly_canonical(p, ec);
+  return ec ? p.lexically_normal().string() : c.string();
+}
+
+}  // namespace
+
+bool resolve_history_path(const HistoryFlags& flags, std::string* path, std::string* err) {
+  path->clear();
+  if (flags.disabled) {
+    if (!flags.file.empty()) return *err = "--history and --no-history contradict each other", false;
+    return true;
+  }
+  if (!flags.file.empty()) return *path = flags.file, true;
+  auto env = [](const char* name) {
+    const char* v = std::getenv(name);
+    return std::string(v ? v : "");
+  };
+  if (std::string v = env("DETAUDIT_HISTORY"); !v.empty()) return *path = v, true;
+  if (std::string v = env("XDG_DATA_HOME"); !v.empty() && v[0] == '/')
+    return *path = (fs::path(v) / "detaudit" / "history.db").string(), true;
+  if (std::string v = env("HOME"); !v.empty())
+    return *path = (fs::path(v) / ".local" / "share" / "detaudit" / "history.db").string(), true;
+  *err = "no place for the history: none of --history FILE, DETAUDIT_HISTORY, XDG_DATA_HOME (absolute) or HOME is "
+         "set (--no-history records nothing)";
+  return false;
+}
+
+nlohmann::json machine_identity(const nlohmann::json& machine) {
+  nlohmann::json features = nlohmann::json::array();
+  if (machine.is_object() && machine.contains("cpu_features") && machine["cpu_features"].is_array()) {
+    std::vector<std::string> f;
+    for (auto& x : machine["cpu_features"])
+      if (x.is_string()) f.push_back(x.get<std::string>());
+    for (auto& x : distinct_sorted(f)) features.push_back(x);
+  }
+  std::vector<nlohmann::json> gpus;
+  if (machine.is_object() && machine.contains("gpus") && machine["gpus"].is_array())
+    for (auto& g : machine["gpus"])
+      gpus.push_back({{"name", str_of(g, "name")},
+                      {"compute_capability", str_of(g, "compute_capability")},
+                      {"sm_count", int_of(g, "sm_count")}});
+  std::sort(gpus.begin(), gpus.end(), [](auto& a, auto& b) { return a.dump() < b.dump(); });
+  return {{"cpu_model", str_of(machine, "cpu_model")},
+          {"cpu_features", features},
+          {"cores", int_of(machine, "cores")},
+          {"gpus", gpus}};
+}
+
+std::string machine_key(const nlohmann::json& machine) {
+  std::string canon = machine_identity(machine).dump();
+  return fingerprint_bytes(canon.data(), canon.size()).hex().substr(0, 16);
+}
+
+nlohmann::json software_of(const Results& r) {
+  nlohmann::json libs = r.machine.is_object() && r.machine.contains("libraries") && r.machine["libraries"].is_object()
+                            ? r.machine["libraries"]
+                            : nlohmann::json::object();
+  return {{"tool_version", r.tool_version}, {"tool_commit", r.tool_commit}, {"os", str_of(r.machine, "os")},
+          {"compiler", str_of(r.machine, "compiler")}, {"hwloc", str_of(r.machine, "hwloc")},
+          {"libraries", libs}};
+}
+
+bool record_run(const std::string& db_path, const std::string& kind, const Results& r, const std::string& results_dir,
+                int exit_code, std::string* err) {
+  if (kind != "probe" && kind != "train" && kind != "check" && kind != "qualify")
+    return file_error(db_path, fmt::format("unknown run kind '{}' (probe, train, check or qualify)", kind), err);
+  Db db;
+  bool exists = false;
+  if (!open_history(db_path, Mode::kWrite, &db, &exists, err)) return false;
+
+  const std::string key = machine_key(r.machine);
+  const nlohmann::json identity = machine_identity(r.machine);
+  const std::string now = utc_now_iso8601();
+  const std::string seen = r.started_at.empty() ? now : r.started_at;
+  int pass = 0, fail = 0, expected = 0, warn = 0, skip = 0, unjudged = 0;
+  for (auto& o : r.observations) {
+    const std::string& v = o.verdict;
+    if (v == "PASS") ++pass;
+    else if (v == "FAIL") ++fail;
+    else if (v == "EXPECTED") ++expected;
+    else if (v == "WARN") ++warn;
+    else if (v == "SKIP") ++skip;
+    else ++unjudged;
+  }
+
+  Transaction tx(db);
+  if (!tx.begin_immediate(err)) return false;
+  {
+    std::vector<std::string> features;
+    for (auto& f : identity["cpu_features"]) features.push_back(f.get<std::string>());
+    Stmt m(db.h,
+           "INSERT OR IGNORE INTO machines (key, cpu_model, cpu_features, cores, gpus, identity, first_seen, last_seen) "
+           "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7)");
+    m.bind(1, key);
+    m.bind(2, identity["cpu_model"].get<std::string>());
+    m.bind(3, join(features, " "));
+    m.bind(4, identity["cores"].get<int64_t>());
+    m.bind(5, identity["gpus"].dump());
+    m.bind(6, identity.dump());
+    m.bind(7, seen);
+    if (!step_done(db, m, err)) return false;
+    Stmt u(db.h,
+           "UPDATE machines SET first_seen = min(first_seen, ?2), last_seen = max(last_seen, ?2) WHERE key = ?1");
+    u.bind(1, key);
+    u.bind(2, seen);
+    if (!step_done(db, u, err)) return false;
+  }
+  {
+    Stmt s(db.h,
+           "INSERT INTO runs (kind, started_at, finished_at, recorded_at, command, results_dir, tool_version, "
+           "tool_commit, machine_key, hostname, machine, software, exit_code, cells, pass, fail, expected, warn, skip, "
+           "unjudged, training_runs) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, "
+           "?17, ?18, ?19, ?20, ?21)");
+    s.bind(1, kind);
+    s.bind(2, seen);
+    s.bind(3, r.finished_at);
+    s.bind(4, now);
+    s.bind(5, r.command);
+    s.bind(6, absolute_dir(results_dir));
+    s.bind(7, r.tool_version);
+    s.bind(8, r.tool_commit);
+    s.bind(9, key);
+    s.bind(10, str_of(r.machine, "hostname"));
+    s.bind(11, r.machine.is_null() ? std::string("{}") : r.machine.dump());
+    s.bind(12, software_of(r).dump());
+    s.bind(13, exit_code);
+    s.bind(14, int64_t(r.observations.size()));
+    s.bind(15, pass);
+    s.bind(16, fail);
+    s.bind(17, expected);
+    s.bind(18, warn);
+    s.bind(19, skip);
+    s.bind(20, unjudged);
+    s.bind(21, int64_t(r.training.is_array() ? r.training.size() : 0));
+    if (!step_done(db, s, err)) return false;
+  }
+  const int64_t run_id = sqlite3_last_insert_rowid(db.h);
+  {
+    // A cell twice in one results file would be a bug elsewhere; the last one is kept rather than the
+    // history refused.
+    Stmt c(db.h,
+           "INSERT OR REPLACE INTO cells (run_id, workload, target, status, reason, verdict, verdict_reason, repeats, "
+           "distinct_outputs, fingerprints, err_ratio, median_seconds) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, "
+           "?10, ?11, ?12)");
+    for (auto& o : r.observations) {
+      c.bind(1, run_id);
+      c.bind(2, o.workload);
+      c.bind(3, o.target);
+      c.bind(4, std::string(to_string(o.status)));
+      c.bind(5, o.reason);
+      c.bind(6, o.verdict);
+      c.bind(7, o.verdict_reason);
+      c.bind(8, o.repeats);
+      c.bind(9, o.distinct);
+      c.bind(10, join(distinct_sorted(o.fingerprints), " "));
+      std::optional<double> ratio;
+      if (o.oracle && o.oracle->err_ratio >= 0) ratio = o.oracle->err_ratio;
+      c.bind(11, ratio);
+      c.bind(12, median(o.seconds));
+      if (!step_done(db, c, err)) return false;
+    }
+  }
+  if (r.training.is_array()) {
+    Stmt t(db.h,
+           "INSERT OR REPLACE INTO training (run_id, key, model, design, condition, target, seed, replicate, status, "
+           "final_loss, weights_fingerprint) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)");
+    for (auto& run : r.training) {
+      if (!run.is_object()) continue;
+      t.bind(1, run_id);
+      t.bind(2, str_of(run, "key"));
+      t.bind(3, str_of(run, "model"));
+      t.bind(4, str_of(run, "design"));
+      t.bind(5, str_of(run, "condition"));
+      t.bind(6, str_of(run, "target"));
+      // Seeds are unsigned 64-bit; SQLite integers are signed: a seed past 2^63 is kept as text.
+      if (run.contains("seed") && run["seed"].is_number_unsigned() &&
+          run["seed"].get<uint64_t>() > uint64_t(INT64_MAX))
+        t.bind(7, std::to_string(run["seed"].get<uint64_t>()));
+      else
+        t.bind(7, int_of(run, "seed"));
+      t.bind(8, int_of(run, "replicate"));
+      t.bind(9, str_of(run, "status"));
+      std::optional<double> loss;
+      if (run.contains("final_loss") && run["final_loss"].is_number()) loss = run["final_loss"].get<double>();
+      t.bind(10, loss);
+      t.bind(11, str_of(run, "weights_fingerprint"));
+      if (!step_done(db, t, err)) return false;
+    }
+  }
+  return tx.commit(err);
+}
+
+bool median_seconds_history(const std::string& db_path, const std::string& workload, const std::string& target,
+                            const std::string& mkey, double* median_out, int* n, std::string* err) {
+  *median_out = 0;
+  *n = 0;
+  Db db;
+  bool exists = false;
+  if (!open_history(db_path, Mode::kRead, &db, &exists, err)) return false;
+  if (!exists) return true;
+  Stmt s(db.h,
+         "SELECT r.results_dir, r.started_at, c.median_seconds FROM cells c JOIN runs r ON r.id = c.run_id "
+         "WHERE c.workload = ?1 AND c.target = ?2 AND r.machine_key = ?3 AND c.status = 'ok' "
+         "AND c.median_seconds IS NOT NULL ORDER BY r.started_at DESC, r.id DESC");
+  if (!s.ok()) {
+    *err = describe_sqlite_error(db, sqlite3_errcode(db.h));
+    return false;
+  }
+  s.bind(1, workload);
+  s.bind(2, target);
+  s.bind(3, mkey);
+  std::set<std::pair<std::string, std::string>> seen;
+  std::vector<double> v;
+  int rc = SQLITE_DONE;
+  while (int(v.size()) < kMedianWindow && (rc = s.step()) == SQLITE_ROW)
+    if (seen.insert({s.text(0), s.text(1)}).second) v.push_back(*s.real(2));
+  if (int(v.size()) < kMedianWindow && rc != SQLITE_DONE) {
+    *err = describe_sqlite_error(db, rc);
+    return false;
+  }
+  auto m = median(v);
+  if (m) *median_out = *m;
+  *n = int(v.size());
+  return true;
+}
+
+// ---- reading -----------------------------------------------------------------------------------------
+
+namespace {
+
+// Which of names the filter selects: those equal to it when there are any ("exact"), else those
+// containing it ("substring"), else none ("none").
+std::string match_mode(const std::string& filter, const std::set<std::string>& names) {
+  if (filter.empty()) return "";
+  if (names.count(filter)) return "exact";
+  for (auto& n : names)
+    if (n.find(filter) != std::string::npos) return "substring";
+  return "none";
+}
+
+bool distinct_column(Db& db, const char* sql, std::set<std::string>* out, std::string* err) {
+  Stmt s(db.h, sql);
+  if (!s.ok()) {
+    *err = describe_sqlite_error(db, sqlite3_errcode(db.h));
+    return false;
+  }
+  int rc;
+  while ((rc = s.step()) == SQLITE_ROW) out->insert(s.text(0));
+  if (rc != SQLITE_DONE) {
+    *err = describe_sqlite_error(db, rc);
+    return false;
+  }
+  return true;
+}
+
+std::string value_text(const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
+
+void flatten(const nlohmann::json& j, const std::string& prefix, std::map<std::string, std::string>* out) {
+  if (j.is_object()) {
+    for (auto& [k, v] : j.items()) flatten(v, prefix.empty() ? k : prefix + "." + k, out);
+    return;
+  }
+  (*out)[prefix] = value_text(j);
+}
+
+std::string state_of(const CellRecord& c) {
+  if (c.status != "ok") return c.status;
+  if (c.distinct > 1 || c.fingerprints.size() > 1) return "nondeterministic";
+  if (c.fingerprints.size() == 1) return "fp " + c.fingerprints[0];
+  return "ok (no output)";
+}
+
+void add_sorted_unique(std::vector<std::string>* v, const std::string& x) {
+  if (x.empty()) return;
+  auto it = std::lower_bound(v->begin(), v->end(), x);
+  if (it == v->end() || *it != x) v->insert(it, x);
+}
+
+}  // namespace
+
+bool query_history(const std::string& db_path, const HistoryFilter& f, HistoryQueryResult* out, std::string* err) {
+  *out = HistoryQueryResult{};
+  Db db;
+  bool exists = false;
+  if (!open_history(db_path, Mode::kRead, &db, &exists, err)) return false;
+  out->exists = exists;
+  if (!exists) return true;
+  int64_t runs = 0;
+  if (!pragma_int(db, "SELECT count(*) FROM runs", &runs, err)) return false;
+  out->runs = int(runs);
+
+  std::set<std::string> targets, workloads;
+  if (!distinct_column(db, "SELECT DISTINCT target FROM cells", &targets, err) ||
+      !distinct_column(db, "SELECT DISTINCT workload FROM cells", &workloads, err))
+    return false;
+  out->target_match = match_mode(f.target, targets);
+  out->workload_match = match_mode(f.workload, workloads);
+
+  // The machines, with the hostnames that ran on them.
+  std::map<std::string, MachineRecord> machines;
+  {
+    Stmt s(db.h,
+           "SELECT m.key, m.cpu_model, m.cpu_features, m.cores, m.gpus, m.first_seen, m.last_seen, "
+           "(SELECT count(*) FROM runs r WHERE r.machine_key = m.key) FROM machines m");
+    int rc;
+    while ((rc = s.step()) == SQLITE_ROW) {
+      MachineRecord m;
+      m.key = s.text(0);
+      m.cpu_model = s.text(1);
+      m.cpu_features = s.text(2);
+      m.cores = int(s.integer(3));
+      m.gpus = parse_json_or_null(s.text(4));
+      if (!m.gpus.is_array()) m.gpus = nlohmann::json::array();
+      m.first_seen = s.text(5);
+      m.last_seen = s.text(6);
+      m.runs = int(s.integer(7));
+      machines[m.key] = m;
+    }
+    if (rc != SQLITE_DONE) {
+      *err = describe_sqlite_error(db, rc);
+      return false;
+    }
+    Stmt h(db.h, "SELECT DISTINCT machine_key, hostname FROM runs");
+    while ((rc = h.step()) == SQLITE_ROW)
+      if (machines.count(h.text(0))) add_sorted_unique(&machines[h.text(0)].hostnames, h.text(1));
+    if (rc != SQLITE_DONE) {
+      *err = describe_sqlite_error(db, rc);
+      return false;
+    }
+  }
+  // --machine: a key or a hostname; a key selects every host of that hardware, a hostname that host.
+  std::set<std::string> machine_keys, hosts;
+  if (!f.machine.empty()) {
+    for (auto& [k, m] : machines) {
+      if (k == f.machine) machine_keys.insert(k);
+      for (auto& h : m.hostnames)
+        if (h == f.machine) hosts.insert(h);
+    }
+    out->machine_match = "exact";
+    if (machine_keys.empty() && hosts.empty()) {
+      for (auto& [k, m] : machines) {
+        if (k.rfind(f.machine, 0) == 0) machine_keys.insert(k);
+        for (auto& h : m.hostnames)
+          if (h.find(f.machine) != std::string::npos) hosts.insert(h);
+      }
+      out->machine_match = machine_keys.empty() && hosts.empty() ? "none" : "substring";
+    }
+  }
+  // The name filters in SQL (the index on cells(workload, target) serves the exact ones).
+  std::string sql =
+      "SELECT r.id, r.kind, r.started_at, r.results_dir, r.hostname, r.machine_key, r.tool_version, r.tool_commit, "
+      "c.workload, c.target, c.status, c.reason, c.verdict, c.verdict_reason, c.repeats, c.distinct_outputs, "
+      "c.fingerprints, c.err_ratio, c.median_seconds FROM cells c JOIN runs r ON r.id = c.run_id "
+      "WHERE r.started_at >= ?1";
+  auto name_sql = [](const char* column, int param, const std::string& mode) -> std::string {
+    if (mode == "exact") return fmt::format(" AND c.{} = ?{}", column, param);
+    if (mode == "substring") return fmt::format(" AND instr(c.{}, ?{}) > 0", column, param);
+    if (mode == "none") return " AND 0";
+    return "";
+  };
+  sql += name_sql("target", 2, out->target_match) + name_sql("workload", 3, out->workload_match);
+  sql += " ORDER BY r.started_at, r.id";
+  Stmt s(db.h, sql.c_str());
+  Stmt sw(db.h, "SELECT software FROM runs WHERE id = ?1");
+  if (!s.ok() || !sw.ok()) {
+    *err = describe_sqlite_error(db, sqlite3_errcode(db.h));
+    return false;
+  }
+  s.bind(1, f.since);
+  if (!out->target_match.empty()) s.bind(2, f.target);
+  if (!out->workload_match.empty()) s.bind(3, f.workload);
+  std::map<int64_t, nlohmann::json> software;  // read and parsed once per run
+  std::set<std::tuple<std::string, std::string, std::string, std::string>> seen;
+  std::set<std::string> used_machines;
+  int rc;
+  while ((rc = s.step()) == SQLITE_ROW) {
+    CellRecord c;
+    c.machine_key = s.text(5);
+    c.hostname = s.text(4);
+    if (!f.machine.empty() && !machine_keys.count(c.machine_key) && !hosts.count(c.hostname)) continue;
+    c.workload = s.text(8);
+    c.target = s.text(9);
+    c.run_id = s.integer(0);
+    c.kind = s.text(1);
+    c.started_at = s.text(2);
+    c.results_dir = s.text(3);
+    if (!seen.insert({c.results_dir, c.started_at, c.workload, c.target}).second) continue;
+    c.tool_version = s.text(6);
+    c.tool_commit = s.text(7);
+    auto it = software.find(c.run_id);
+    if (it == software.end()) {
+      sw.bind(1, c.run_id);
+      int src = sw.step();
+      if (src != SQLITE_ROW) {
+        *err = describe_sqlite_error(db, src);
+        return false;
+      }
+      it = software.emplace(c.run_id, parse_json_or_null(sw.text(0))).first;
+      sw.reset();
+    }
+    c.software = it->second;
+    c.status = s.text(10);
+    c.reason = s.text(11);
+    c.verdict = s.text(12);
+    c.verdict_reason = s.text(13);
+    c.repeats = int(s.integer(14));
+    c.distinct = int(s.integer(15));
+    c.fingerprints = split_spaces(s.text(16));
+    c.err_ratio = s.real(17);
+    c.median_seconds = s.real(18);
+    used_machines.insert(c.machine_key);
+    out->cells.push_back(std::move(c));
+  }
+  if (rc != SQLITE_DONE) {
+    *err = describe_sqlite_error(db, rc);
+    return false;
+  }
+  for (auto& k : used_machines)
+    if (machines.count(k)) out->machines.push_back(machines[k]);
+  return true;
+}
+
+std::vector<SoftwareChange> software_diff(const nlohmann::json& before, const nlohmann::json& after) {
+  std::map<std::string, std::string> a, b;
+  flatten(before, "", &a);
+  flatten(after, "", &b);
+  std::set<std::string> keys;
+  for (auto& [k, v] : a) keys.insert(k);
+  for (auto& [k, v] : b) keys.insert(k);
+  std::vector<SoftwareChange> out;
+  for (auto& k : keys) {
+    auto ia = a.find(k), ib = b.find(k);
+    std::string va = ia == a.end() ? "(absent)" : ia->second, vb = ib == b.end() ? "(absent)" : ib->second;
+    if (va != vb) out.push_back({k.empty() ? "software" : k, va, vb});
+  }
+  // The tool first: what a reader looks at before the libraries.
+  std::stable_sort(out.begin(), out.end(), [](auto& x, auto& y) {
+    auto rank = [](const std::string& p) { return p == "tool_version" ? 0 : p == "tool_commit" ? 1 : 2; };
+    return rank(x.path) < rank(y.path);
+  });
+  return out;
+}
+
+std::vector<CellTimeline> cell_timelines(const std::vector<CellRecord>& cells) {
+  std::map<std::tuple<std::string, std::string, std::string>, size_t> index;
+  std::vector<CellTimeline> out;
+  for (auto& c : cells) {
+    auto key = std::make_tuple(c.workload, c.target, c.machine_key);
+    auto it = index.find(key);
+    if (it == index.end()) {
+      it = index.emplace(key, out.size()).first;
+      out.push_back({c.workload, c.target, c.machine_key, {}});
+    }
+    CellTimeline& t = out[it->second];
+    std::string state = state_of(c);
+    if (t.segments.empty() || t.segments.back().state != state) {
+      HistorySegment s;
+      s.state = state;
+      s.first_at = c.started_at;
+      s.first = c;
+      if (!t.segments.empty()) s.changes = software_diff(t.segments.back().last.software, c.software);
+      t.segments.push_back(std::move(s));
+    }
+    HistorySegment& s = t.segments.back();
+    s.last_at = c.started_at;
+    s.last = c;
+    ++s.observations;
+    s.max_distinct = std::max(s.max_distinct, c.distinct);
+    for (auto& fp : c.fingerprints) add_sorted_unique(&s.fingerprints, fp);
+    add_sorted_unique(&s.hostnames, c.hostname);
+    add_sorted_unique(&s.verdicts, c.verdict);
+  }
+  // By cell, then by when each machine first saw it.
+  std::stable_sort(out.begin(), out.end(), [](const CellTimeline& a, const CellTimeline& b) {
+    return std::tie(a.workload, a.target, a.segments.front().first_at) <
+           std::tie(b.workload, b.target, b.segments.front().first_at);
+  });
+  return out;
+}
+
+bool parse_since(const std::string& text, std::string* utc_iso, std::string* err) {
+  auto bad = [&](const std::string& why) {
+    *err = fmt::format("--since '{}': {} (expected YYYY-MM-DD or an ISO 8601 time such as 2026-12-01T09:30:00Z)",
+                       text, why);
+    return false;
+  };
+  size_t i = 0;
+  auto digits = [&](size_t n, int* v) {
+    if (i + n > text.size()) return false;
+    int x = 0;
+    for (size_t k = 0; k < n; ++k) {
+      char ch = text[i + k];
+      if (ch < '0' || ch > '9') return false;
+      x = x * 10 + (ch - '0');
+    }
+    i += n;
+    *v = x;
+    return true;
+  };
+  auto lit = [&](char ch) {
+    if (i < text.size() && text[i] == ch) return ++i, true;
+    return false;
+  };
+  int year = 0, month = 0, day = 0, hour = 0, minute = 0, second = 0, off_h = 0, off_m = 0, sign = 0;
+  if (!digits(4, &year) || !lit('-') || !digits(2, &month) || !lit('-') || !digits(2, &day)) return bad("not a date");
+  if (i < text.size()) {
+    if (!lit('T') && !lit('t') && !lit(' ')) return bad("unexpected text after the date");
+    if (!digits(2, &hour) || !lit(':') || !digits(2, &minute)) return bad("not a time of day (HH:MM)");
+    if (lit(':')) {
+      if (!digits(2, &second)) return bad("not seconds");
+      if (lit('.') || lit(',')) {
+        size_t start = i;
+        while (i < text.size() && text[i] >= '0' && text[i] <= '9') ++i;
+        if (i == start) return bad("no digits after the decimal point");
+      }
+    }
+    if (lit('Z') || lit('z')) {
+    } else if (i < text.size() && (text[i] == '+' || text[i] == '-')) {
+      sign = text[i] == '+' ? 1 : -1;
+      ++i;
+      if (!digits(2, &off_h)) return bad("not a UTC offset (+HH:MM)");
+      lit(':');
+      if (!digits(2, &off_m)) return bad("not a UTC offset (+HH:MM)");
+      if (off_h > 23 || off_m > 59) return bad("UTC offset out of range");
+    }
+    if (i != text.size()) return bad("unexpected text after the time");
+  }
+  if (month < 1 || month > 12 || day < 1 || day > 31 || hour > 23 || minute > 59 || second > 60)
+    return bad("out of range");
+  std::tm tm{};
+  tm.tm_year = year - 1900;
+  tm.tm_mon = month - 1;
+  tm.tm_mday = day;
+  tm.tm_hour = hour;
+  tm.tm_min = minute;
+  tm.tm_sec = std::min(second, 59);
+  std::time_t t = timegm(&tm);
+  if (tm.tm_mday != day || tm.tm_mon != month - 1) return bad("no such day");
+  t -= sign * (off_h * 3600 + off_m * 60);
+  std::tm u{};
+  gmtime_r(&t, &u);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &u);
+  *utc_iso = buf;
+  return true;
+}
+
+}  // namespace detaudit

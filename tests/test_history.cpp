@@ -1,0 +1,660 @@
+// The SQLite run history (gates/history.hpp) and `detaudit history` (issue 9, section 4). Every test
+// uses its own temporary database: the user's ~/.local/share is never touched.
+#include <sqlite3.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <string>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "cli_helpers.hpp"
+#include "gates/history.hpp"
+
+namespace fs = std::filesystem;
+using namespace detaudit;
+using detaudit::cli_test::fresh_dir;
+using detaudit::cli_test::run_cli;
+using detaudit::cli_test::slurp;
+
+namespace {
+
+// Sets (or unsets) an environment variable for one scope, then restores it.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* v = std::getenv(name)) old_ = std::string(v);
+    if (value)
+      setenv(name, value, 1);
+    else
+      unsetenv(name);
+  }
+  ~ScopedEnv() {
+    if (old_)
+      setenv(name_.c_str(), old_->c_str(), 1);
+    else
+      unsetenv(name_.c_str());
+  }
+
+ private:
+  std::string name_;
+  std::optional<std::string> old_;
+};
+
+std::string fp(char c) { return std::string(32, c); }
+
+nlohmann::json machine(const std::string& host, const std::string& openblas = "0.3.21") {
+  return {{"hostname", host},
+          {"os", "Linux 6.1.0 x86_64"},
+          {"cpu_model", "Test CPU 9000"},
+          {"cores", 8},
+          {"cpu_features", {"fma", "avx2", "avx"}},
+          {"compiler", "gcc 12.2.0"},
+          {"libraries", {{"openblas", openblas}, {"onednn", "3.0.0"}}},
+          {"gpus", nlohmann::json::array()}};
+}
+
+Observation cell(const std::string& workload, const std::string& target, std::vector<std::string> fps,
+                 ObsStatus status = ObsStatus::kOk) {
+  Observation o;
+  o.workload = workload;
+  o.target = target;
+  o.status = status;
+  o.repeats = int(fps.size());
+  o.fingerprints = fps;
+  o.distinct = count_distinct(fps);
+  o.seconds = std::vector<double>(fps.size(), 0.25);
+  o.verdict = status == ObsStatus::kOk && o.distinct == 1 ? "PASS" : "FAIL";
+  o.verdict_reason = "test";
+  return o;
+}
+
+Results results(const std::string& started, const std::string& host, const std::string& fp_matmul,
+                const std::string& openblas = "0.3.21") {
+  Results r;
+  r.started_at = started;
+  r.finished_at = started;
+  r.command = "detaudit probe --suite quick";
+  r.machine = machine(host, openblas);
+  r.observations.push_back(cell("matmul?m=8", "cpu?order=sequential", {fp_matmul, fp_matmul, fp_matmul}));
+  r.observations.push_back(cell("conv2d?n=1", "cpu?order=atomic", {fp('1'), fp('2'), fp('1')}));
+  Observation crashed = cell("conv2d?n=1", "cpu?isa=avx512", {}, ObsStatus::kCrashed);
+  crashed.reason = "SIGILL (Illegal instruction)";
+  crashed.repeats = 3;
+  r.observations.push_back(crashed);
+  return r;
+}
+
+std::string read_bytes(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+int64_t sql_int(const fs::path& db, const std::string& sql) {
+  sqlite3* h = nullptr;
+  EXPECT_EQ(sqlite3_open_v2(db.c_str(), &h, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+  sqlite3_stmt* s = nullptr;
+  int64_t v = -1;
+  if (sqlite3_prepare_v2(h, sql.c_str(), -1, &s, nullptr) == SQLITE_OK && sqlite3_step(s) == SQLITE_ROW)
+    v = sqlite3_column_int64(s, 0);
+  else
+    ADD_FAILURE() << sql << ": " << sqlite3_errmsg(h);
+  sqlite3_finalize(s);
+  sqlite3_close(h);
+  return v;
+}
+
+std::string sql_text(const fs::path& db, const std::string& sql) {
+  sqlite3* h = nullptr;
+  EXPECT_EQ(sqlite3_open_v2(db.c_str(), &h, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+  sqlite3_stmt* s = nullptr;
+  std::string v;
+  if (sqlite3_prepare_v2(h, sql.c_str(), -1, &s, nullptr) == SQLITE_OK && sqlite3_step(s) == SQLITE_ROW)
+    v = reinterpret_cast<const char*>(sqlite3_column_text(s, 0));
+  else
+    ADD_FAILURE() << sql << ": " << sqlite3_errmsg(h);
+  sqlite3_finalize(s);
+  sqlite3_close(h);
+  return v;
+}
+
+void sql_exec(const fs::path& db, const std::string& sql) {
+  sqlite3* h = nullptr;
+  ASSERT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
+  char* msg = nullptr;
+  int rc = sqlite3_exec(h, sql.c_str(), nullptr, nullptr, &msg);
+  EXPECT_EQ(rc, SQLITE_OK) << (msg ? msg : "");
+  sqlite3_free(msg);
+  sqlite3_close(h);
+}
+
+// A database made by an older detaudit: schema version 1, frozen as it was released.
+const char* kSchemaV1 = R"sql(
+CREATE TABLE machines (key TEXT PRIMARY KEY NOT NULL, cpu_model TEXT NOT NULL, cpu_features TEXT NOT NULL,
+  cores INTEGER NOT NULL, gpus TEXT NOT NULL, identity TEXT NOT NULL, first_seen TEXT NOT NULL, last_seen TEXT NOT NULL);
+CREATE TABLE runs (id INTEGER PRIMARY KEY, kind TEXT NOT NULL CHECK (kind IN ('probe', 'train', 'check', 'qualify')),
+  started_at TEXT NOT NULL, finished_at TEXT NOT NULL, recorded_at TEXT NOT NULL, command TEXT NOT NULL,
+  results_dir TEXT NOT NULL, tool_version TEXT NOT NULL, tool_commit TEXT NOT NULL,
+  machine_key TEXT NOT NULL REFERENCES machines(key), hostname TEXT NOT NULL, machine TEXT NOT NULL,
+  software TEXT NOT NULL, exit_code INTEGER NOT NULL, cells INTEGER NOT NULL, pass INTEGER NOT NULL,
+  fail INTEGER NOT NULL, expected INTEGER NOT NULL, warn INTEGER NOT NULL, skip INTEGER NOT NULL,
+  unjudged INTEGER NOT NULL, training_runs INTEGER NOT NULL);
+CREATE TABLE cells (run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE, workload TEXT NOT NULL,
+  target TEXT NOT NULL, status TEXT NOT NULL, reason TEXT NOT NULL, verdict TEXT NOT NULL,
+  verdict_reason TEXT NOT NULL, repeats INTEGER NOT NULL, distinct_outputs INTEGER NOT NULL,
+  fingerprints TEXT NOT NULL, err_ratio REAL, median_seconds REAL, PRIMARY KEY (run_id, workload, target)) WITHOUT ROWID;
+PRAGMA application_id = 1685348725;
+PRAGMA user_version = 1;
+INSERT INTO machines VALUES ('00112233aabbccdd', 'Old CPU', 'avx', 4, '[]', '{}', '2025-01-01T00:00:00Z',
+  '2025-01-01T00:00:00Z');
+INSERT INTO runs VALUES (1, 'probe', '2025-01-01T00:00:00Z', '2025-01-01T00:01:00Z', '2025-01-01T00:01:00Z',
+  'detaudit probe', '/r/old', '0.0.9', 'v0.0.9', '00112233aabbccdd', 'old-host', '{}',
+  '{"tool_version": "0.0.9", "tool_commit": "v0.0.9", "libraries": {"openblas": "0.3.13"}}', 0, 1, 1, 0, 0, 0, 0, 0, 0);
+INSERT INTO cells VALUES (1, 'matmul?m=8', 'cpu?order=sequential', 'ok', '', 'PASS', '', 3, 1,
+  'cccccccccccccccccccccccccccccccc', NULL, 0.5);
+)sql";
+
+// A history with a fingerprint change: 3 runs at fingerprint a on openblas 0.3.21, then 2 runs at
+// fingerprint b on openblas 0.3.26, all on host-a; one run on host-b (same hardware) in between.
+fs::path history_with_change(const fs::path& dir) {
+  fs::path db = dir / "h.db";
+  std::string err;
+  const char* days[] = {"2026-11-28T10:00:00Z", "2026-11-29T10:00:00Z", "2026-11-30T12:00:00Z"};
+  for (auto* d : days) EXPECT_TRUE(record_run(db, "probe", results(d, "host-a", fp('a')), dir / "r1", 0, &err)) << err;
+  EXPECT_TRUE(record_run(db, "probe", results("2026-11-30T13:00:00Z", "host-b", fp('a')), dir / "r2", 0, &err)) << err;
+  Results later = results("2026-12-01T09:00:00Z", "host-a", fp('b'), "0.3.26");
+  later.tool_commit = "v0.1.0-5-gdef";
+  EXPECT_TRUE(record_run(db, "probe", later, dir / "r3", 1, &err)) << err;
+  later.started_at = "2026-12-02T09:00:00Z";
+  EXPECT_TRUE(record_run(db, "probe", later, dir / "r4", 1, &err)) << err;
+  return db;
+}
+
+}  // namespace
+
+TEST(HistoryPath, ResolutionOrder) {
+  ScopedEnv h("DETAUDIT_HISTORY", "/env/history.db"), x("XDG_DATA_HOME", "/xdg"), home("HOME", "/home/u");
+  std::string path, err;
+  HistoryFlags f;
+  f.file = "/flag/h.db";
+  ASSERT_TRUE(resolve_history_path(f, &path, &err)) << err;
+  EXPECT_EQ(path, "/flag/h.db");
+  f.file.clear();
+  ASSERT_TRUE(resolve_history_path(f, &path, &err)) << err;
+  EXPECT_EQ(path, "/env/history.db");
+  {
+    ScopedEnv none("DETAUDIT_HISTORY", nullptr);
+    ASSERT_TRUE(resolve_history_path(f, &path, &err)) << err;
+    EXPECT_EQ(path, "/xdg/detaudit/history.db");
+    {
+      ScopedEnv relative("XDG_DATA_HOME", "relative/dir");  // not absolute: ignored, as the XDG spec says
+      ASSERT_TRUE(resolve_history_path(f, &path, &err)) << err;
+      EXPECT_EQ(path, "/home/u/.local/share/detaudit/history.db");
+    }
+    {
+      ScopedEnv unset("XDG_DATA_HOME", nullptr);
+      ASSERT_TRUE(resolve_history_path(f, &path, &err)) << err;
+      EXPECT_EQ(path, "/home/u/.local/share/detaudit/history.db");
+      ScopedEnv no_home("HOME", nullptr);
+      EXPECT_FALSE(resolve_history_path(f, &path, &err));
+      EXPECT_NE(err.find("--no-history"), std::string::npos) << err;
+    }
+  }
+  f.disabled = true;
+  ASSERT_TRUE(resolve_history_path(f, &path, &err)) << err;
+  EXPECT_EQ(path, "");
+  f.file = "/flag/h.db";
+  EXPECT_FALSE(resolve_history_path(f, &path, &err));
+  EXPECT_FALSE(fs::exists("/env")) << "resolving creates nothing";
+}
+
+TEST(HistoryMachineKey, HardwareOnlyAndStable) {
+  nlohmann::json a = machine("host-a"), b = machine("host-b", "0.3.26");
+  EXPECT_EQ(machine_key(a), machine_key(b)) << "hostname and library versions are not in the key";
+  EXPECT_EQ(machine_key(a).size(), 16u);
+  nlohmann::json reordered = a;
+  reordered["cpu_features"] = {"avx", "avx2", "fma"};
+  EXPECT_EQ(machine_key(a), machine_key(reordered));
+  nlohmann::json more_cores = a;
+  more_cores["cores"] = 16;
+  EXPECT_NE(machine_key(a), machine_key(more_cores));
+  nlohmann::json gpu = a, other_gpu = a;
+  gpu["gpus"] = {{{"index", 0}, {"name", "NVIDIA H200"}, {"compute_capability", "9.0"}, {"sm_count", 132},
+                  {"uuid", "GPU-1"}}};
+  other_gpu["gpus"] = {{{"index", 0}, {"name", "NVIDIA H200"}, {"compute_capability", "9.0"}, {"sm_count", 132},
+                        {"uuid", "GPU-2"}}};
+  EXPECT_NE(machine_key(a), machine_key(gpu));
+  EXPECT_EQ(machine_key(gpu), machine_key(other_gpu)) << "a GPU's serial (uuid) is not its kind";
+  EXPECT_EQ(machine_key(nlohmann::json()), machine_key(nlohmann::json::object()));
+}
+
+TEST(History, RecordAndQueryRoundTrip) {
+  fs::path dir = fresh_dir("history-roundtrip");
+  fs::path db = dir / "nested" / "folder" / "history.db";  // the parent folders are created
+  Results r = results("2026-11-30T12:00:00Z", "host-a", fp('a'));
+  r.observations[0].oracle = OracleDistance{};
+  r.observations[0].oracle->err_ratio = 0.25;
+  r.training = nlohmann::json::array(
+      {{{"key", "a|cpu|1|0"}, {"model", "autoencoder"}, {"design", "sony2021"}, {"condition", "a"},
+        {"target", "cpu?threads=2"}, {"seed", 1}, {"replicate", 0}, {"status", "ok"}, {"final_loss", 0.125},
+        {"weights_fingerprint", fp('e')}}});
+  std::string err;
+  ASSERT_TRUE(record_run(db.string(), "probe", r, (dir / "results").string(), 1, &err)) << err;
+
+  EXPECT_EQ(sql_int(db, "PRAGMA user_version"), kHistorySchemaVersion);
+  EXPECT_EQ(sql_int(db, "PRAGMA application_id"), kHistoryApplicationId);
+  EXPECT_EQ(sql_text(db, "PRAGMA journal_mode"), "wal");
+  EXPECT_EQ(sql_int(db, "SELECT exit_code FROM runs"), 1);
+  EXPECT_EQ(sql_int(db, "SELECT pass FROM runs"), 1);
+  EXPECT_EQ(sql_int(db, "SELECT fail FROM runs"), 2);
+  EXPECT_EQ(sql_int(db, "SELECT training_runs FROM runs"), 1);
+  EXPECT_EQ(sql_text(db, "SELECT hostname FROM runs"), "host-a");
+  EXPECT_EQ(sql_text(db, "SELECT machine_key FROM runs"), machine_key(r.machine));
+  EXPECT_EQ(sql_text(db, "SELECT cpu_model FROM machines"), "Test CPU 9000");
+  EXPECT_EQ(sql_text(db, "SELECT results_dir FROM runs"), (dir / "results").string());
+  EXPECT_EQ(nlohmann::json::parse(sql_text(db, "SELECT software FROM runs"))["libraries"]["openblas"], "0.3.21");
+  EXPECT_EQ(sql_text(db, "SELECT weights_fingerprint FROM training"), fp('e'));
+  EXPECT_EQ(sql_text(db, "SELECT fingerprints FROM cells WHERE target = 'cpu?order=atomic'"), fp('1') + " " + fp('2'));
+
+  HistoryQueryResult q;
+  ASSERT_TRUE(query_history(db.string(), {}, &q, &err)) << err;
+  ASSERT_TRUE(q.exists);
+  EXPECT_EQ(q.runs, 1);
+  ASSERT_EQ(q.cells.size(), 3u);
+  ASSERT_EQ(q.machines.size(), 1u);
+  EXPECT_EQ(q.machines[0].hostnames, std::vector<std::string>{"host-a"});
+  EXPECT_EQ(q.machines[0].cores, 8);
+  const CellRecord* mm = nullptr;
+  for (auto& c : q.cells)
+    if (c.workload == "matmul?m=8") mm = &c;
+  ASSERT_NE(mm, nullptr);
+  EXPECT_EQ(mm->target, "cpu?order=sequential");
+  EXPECT_EQ(mm->status, "ok");
+  EXPECT_EQ(mm->verdict, "PASS");
+  EXPECT_EQ(mm->distinct, 1);
+  EXPECT_EQ(mm->repeats, 3);
+  EXPECT_EQ(mm->fingerprints, std::vector<std::string>{fp('a')});
+  ASSERT_TRUE(mm->err_ratio.has_value());
+  EXPECT_DOUBLE_EQ(*mm->err_ratio, 0.25);
+  EXPECT_DOUBLE_EQ(mm->median_seconds.value_or(-1), 0.25);
+  EXPECT_EQ(mm->software["tool_version"], r.tool_version);
+
+  // Filters: exact when a recorded name equals it, else substring.
+  HistoryFilter f;
+  f.target = "cpu?order";
+  ASSERT_TRUE(query_history(db.string(), f, &q, &err)) << err;
+  EXPECT_EQ(q.target_match, "substring");
+  EXPECT_EQ(q.cells.size(), 2u);
+  f.target = "cpu?order=atomic";
+  ASSERT_TRUE(query_history(db.string(), f, &q, &err)) << err;
+  EXPECT_EQ(q.target_match, "exact");
+  EXPECT_EQ(q.cells.size(), 1u);
+  f.target = "cuda";
+  ASSERT_TRUE(query_history(db.string(), f, &q, &err)) << err;
+  EXPECT_EQ(q.target_match, "none");
+  EXPECT_TRUE(q.cells.empty());
+  f = {};
+  f.machine = "host";
+  ASSERT_TRUE(query_history(db.string(), f, &q, &err)) << err;
+  EXPECT_EQ(q.machine_match, "substring");
+  EXPECT_EQ(q.cells.size(), 3u);
+  f.machine = machine_key(r.machine).substr(0, 6);
+  ASSERT_TRUE(query_history(db.string(), f, &q, &err)) << err;
+  EXPECT_EQ(q.cells.size(), 3u);
+  f = {};
+  f.since = "2026-12-01T00:00:00Z";
+  ASSERT_TRUE(query_history(db.string(), f, &q, &err)) << err;
+  EXPECT_TRUE(q.cells.empty());
+
+  // The same observation recorded again (a check of the same results directory) counts once.
+  ASSERT_TRUE(record_run(db.string(), "check", r, (dir / "results").string(), 0, &err)) << err;
+  ASSERT_TRUE(query_history(db.string(), {}, &q, &err)) << err;
+  EXPECT_EQ(q.runs, 2);
+  EXPECT_EQ(q.cells.size(), 3u);
+
+  double median = -1;
+  int n = -1;
+  ASSERT_TRUE(median_seconds_history(db.string(), "matmul?m=8", "cpu?order=sequential", machine_key(r.machine),
+                                     &median, &n, &err))
+      << err;
+  EXPECT_EQ(n, 1);
+  EXPECT_DOUBLE_EQ(median, 0.25);
+  ASSERT_TRUE(median_seconds_history(db.string(), "matmul?m=8", "cpu?order=sequential", "0000000000000000", &median,
+                                     &n, &err));
+  EXPECT_EQ(n, 0);
+  ASSERT_TRUE(median_seconds_history((dir / "missing.db").string(), "w", "t", "k", &median, &n, &err)) << err;
+  EXPECT_EQ(n, 0);
+  EXPECT_FALSE(fs::exists(dir / "missing.db")) << "reading never creates";
+
+  EXPECT_FALSE(record_run(db.string(), "bench", r, "x", 0, &err));
+  EXPECT_NE(err.find("bench"), std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST(History, MissingDatabaseIsAnEmptyHistory) {
+  fs::path dir = fresh_dir("history-missing");
+  HistoryQueryResult q;
+  std::string err;
+  ASSERT_TRUE(query_history((dir / "none.db").string(), {}, &q, &err)) << err;
+  EXPECT_FALSE(q.exists);
+  EXPECT_TRUE(q.cells.empty());
+  EXPECT_FALSE(fs::exists(dir));
+}
+
+TEST(History, MigratesFromAnEmptyFile) {
+  fs::path dir = fresh_dir("history-v0");
+  fs::create_directories(dir);
+  fs::path db = dir / "h.db";
+  std::ofstream(db).close();  // 0 bytes: an SQLite database of version 0
+  std::string err;
+  HistoryQueryResult q;
+  ASSERT_TRUE(query_history(db.string(), {}, &q, &err)) << err;
+  EXPECT_FALSE(q.exists) << "an empty file is an empty history";
+  EXPECT_EQ(fs::file_size(db), 0u) << "reading does not write";
+  ASSERT_TRUE(record_run(db.string(), "probe", results("2026-11-30T12:00:00Z", "h", fp('a')), "r", 0, &err)) << err;
+  EXPECT_EQ(sql_int(db, "PRAGMA user_version"), kHistorySchemaVersion);
+  EXPECT_EQ(sql_int(db, "SELECT count(*) FROM cells"), 3);
+  fs::remove_all(dir);
+}
+
+TEST(History, MigratesFromVersion1KeepingItsRuns) {
+  fs::path dir = fresh_dir("history-v1");
+  fs::create_directories(dir);
+  fs::path db = dir / "h.db";
+  sql_exec(db, kSchemaV1);
+  ASSERT_EQ(sql_int(db, "PRAGMA user_version"), 1);
+  std::string err;
+  Results r = results("2026-11-30T12:00:00Z", "h", fp('a'));
+  r.training = nlohmann::json::array({{{"key", "k"}, {"condition", "d"}, {"status", "ok"}, {"final_loss", 0.5}}});
+  ASSERT_TRUE(record_run(db.string(), "train", r, "r", 0, &err)) << err;
+  EXPECT_EQ(sql_int(db, "PRAGMA user_version"), 2);
+  EXPECT_EQ(sql_int(db, "SELECT count(*) FROM runs"), 2);
+  EXPECT_EQ(sql_int(db, "SELECT count(*) FROM training"), 1);
+  EXPECT_EQ(sql_int(db, "SELECT count(*) FROM sqlite_master WHERE name = 'cells_by_cell'"), 1);
+  HistoryQueryResult q;
+  HistoryFilter f;
+  f.workload = "matmul?m=8";
+  ASSERT_TRUE(query_history(db.string(), f, &q, &err)) << err;
+  ASSERT_EQ(q.cells.size(), 2u);
+  EXPECT_EQ(q.cells[0].hostname, "old-host");
+  EXPECT_EQ(q.cells[0].fingerprints, std::vector<std::string>{std::string(32, 'c')});
+  fs::remove_all(dir);
+}
+
+TEST(History, RefusesANewerSchemaAndForeignDatabases) {
+  fs::path dir = fresh_dir("history-newer");
+  fs::create_directories(dir);
+  std::string err;
+  Results r = results("2026-11-30T12:00:00Z", "h", fp('a'));
+
+  fs::path newer = dir / "newer.db";
+  ASSERT_TRUE(record_run(newer.string(), "probe", r, "r", 0, &err)) << err;
+  sql_exec(newer, "PRAGMA user_version = 99");
+  std::string before = read_bytes(newer);
+  EXPECT_FALSE(record_run(newer.string(), "probe", r, "r", 0, &err));
+  EXPECT_NE(err.find("made by a newer detaudit"), std::string::npos) << err;
+  EXPECT_NE(err.find(newer.string()), std::string::npos) << err;
+  HistoryQueryResult q;
+  EXPECT_FALSE(query_history(newer.string(), {}, &q, &err));
+  EXPECT_NE(err.find("made by a newer detaudit"), std::string::npos) << err;
+  EXPECT_EQ(read_bytes(newer), before);
+
+  fs::path foreign = dir / "foreign.db";
+  sql_exec(foreign, "CREATE TABLE notes (text TEXT); INSERT INTO notes VALUES ('mine');");
+  before = read_bytes(foreign);
+  EXPECT_FALSE(record_run(foreign.string(), "probe", r, "r", 0, &err));
+  EXPECT_NE(err.find("not a detaudit history"), std::string::npos) << err;
+  EXPECT_EQ(read_bytes(foreign), before);
+
+  fs::path mismatched = dir / "mismatched.db";  // says version 2, lacks the tables
+  sql_exec(mismatched, "PRAGMA application_id = 1685348725; PRAGMA user_version = 2; CREATE TABLE runs (id);");
+  EXPECT_FALSE(record_run(mismatched.string(), "probe", r, "r", 0, &err));
+  EXPECT_NE(err.find("do not match"), std::string::npos) << err;
+  EXPECT_EQ(err.find('\n'), std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST(History, CorruptFileIsAnErrorAndLeftAsItIs) {
+  fs::path dir = fresh_dir("history-corrupt");
+  fs::create_directories(dir);
+  std::string err;
+  Results r = results("2026-11-30T12:00:00Z", "h", fp('a'));
+
+  // Garbage bytes.
+  fs::path garbage = dir / "garbage.db";
+  {
+    std::ofstream f(garbage, std::ios::binary);
+    for (int i = 0; i < 8192; ++i) f.put(char((i * 131 + 7) & 0xff));
+  }
+  std::string before = read_bytes(garbage);
+  EXPECT_FALSE(record_run(garbage.string(), "probe", r, "r", 0, &err));
+  EXPECT_NE(err.find(garbage.string()), std::string::npos) << err;
+  EXPECT_NE(err.find("not a database"), std::string::npos) << err;
+  EXPECT_EQ(err.find('\n'), std::string::npos);
+  HistoryQueryResult q;
+  EXPECT_FALSE(query_history(garbage.string(), {}, &q, &err));
+  EXPECT_NE(err.find(garbage.string()), std::string::npos) << err;
+  double median;
+  int n;
+  EXPECT_FALSE(median_seconds_history(garbage.string(), "w", "t", "k", &median, &n, &err));
+  EXPECT_EQ(read_bytes(garbage), before);
+
+  // A real history, truncated to half its size.
+  fs::path truncated = dir / "truncated.db";
+  for (int i = 0; i < 40; ++i) {
+    Results big = r;
+    for (int k = 0; k < 40; ++k)
+      big.observations.push_back(cell(fmt::format("w{}", k), fmt::format("t{}", i), {fp(char('a' + k % 6))}));
+    ASSERT_TRUE(record_run(truncated.string(), "probe", big, fmt::format("r{}", i), 0, &err)) << err;
+  }
+  ASSERT_FALSE(fs::exists(truncated.string() + "-wal")) << "the last connection checkpointed";
+  auto size = fs::file_size(truncated);
+  ASSERT_GT(size, 16384u);
+  fs::resize_file(truncated, size / 2);
+  before = read_bytes(truncated);
+  EXPECT_FALSE(record_run(truncated.string(), "probe", r, "r", 0, &err));
+  EXPECT_NE(err.find(truncated.string()), std::string::npos) << err;
+  EXPECT_EQ(err.find('\n'), std::string::npos);
+  EXPECT_EQ(read_bytes(truncated), before);
+  EXPECT_FALSE(query_history(truncated.string(), {}, &q, &err));
+  EXPECT_EQ(read_bytes(truncated), before);
+
+  // Shorter than an SQLite header.
+  fs::path stub = dir / "stub.db";
+  std::ofstream(stub) << "SQLite";
+  EXPECT_FALSE(record_run(stub.string(), "probe", r, "r", 0, &err));
+  EXPECT_NE(err.find("not a database"), std::string::npos) << err;
+  EXPECT_EQ(read_bytes(stub), "SQLite");
+
+  // A folder where the file should be.
+  EXPECT_FALSE(record_run(dir.string(), "probe", r, "r", 0, &err));
+  EXPECT_NE(err.find("directory"), std::string::npos) << err;
+  fs::remove_all(dir);
+}
+
+TEST(History, TwoConcurrentWritersLoseNothing) {
+  fs::path dir = fresh_dir("history-concurrent");
+  fs::create_directories(dir);
+  fs::path db = dir / "h.db";  // created by whichever writer comes first
+  constexpr int kRuns = 50;
+  pid_t pids[2];
+  for (int w = 0; w < 2; ++w) {
+    pids[w] = fork();
+    ASSERT_GE(pids[w], 0);
+    if (pids[w] == 0) {
+      int failed = 0;
+      for (int i = 0; i < kRuns; ++i) {
+        std::string err;
+        Results r = results("2026-11-30T12:00:00Z", fmt::format("host-{}", w), fp('a'));
+        r.command = fmt::format("writer {} run {}", w, i);
+        if (!record_run(db.string(), "probe", r, fmt::format("r{}-{}", w, i), 0, &err)) {
+          fprintf(stderr, "writer %d: %s\n", w, err.c_str());
+          ++failed;
+        }
+      }
+      _exit(failed ? 1 : 0);
+    }
+  }
+  for (pid_t p : pids) {
+    int st = 0;
+    ASSERT_EQ(waitpid(p, &st, 0), p);
+    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "a writer failed (its error is on stderr)";
+  }
+  EXPECT_EQ(sql_int(db, "SELECT count(*) FROM runs"), 2 * kRuns);
+  EXPECT_EQ(sql_int(db, "SELECT count(DISTINCT command) FROM runs"), 2 * kRuns);
+  EXPECT_EQ(sql_int(db, "SELECT count(*) FROM cells"), 2 * kRuns * 3);
+  EXPECT_EQ(sql_int(db, "SELECT count(*) FROM machines"), 1);
+  EXPECT_EQ(sql_text(db, "PRAGMA integrity_check"), "ok");
+  fs::remove_all(dir);
+}
+
+TEST(History, TimelinesOneSegmentPerChangeWithTheSoftwareDifference) {
+  fs::path dir = fresh_dir("history-timeline");
+  fs::create_directories(dir);
+  fs::path db = history_with_change(dir);
+  HistoryQueryResult q;
+  std::string err;
+  HistoryFilter f;
+  f.target = "cpu?order=sequential";
+  ASSERT_TRUE(query_history(db.string(), f, &q, &err)) << err;
+  auto t = cell_timelines(q.cells);
+  ASSERT_EQ(t.size(), 1u) << "host-a and host-b are one machine (same hardware)";
+  ASSERT_EQ(t[0].segments.size(), 2u);
+  auto& s0 = t[0].segments[0];
+  auto& s1 = t[0].segments[1];
+  EXPECT_EQ(s0.state, "fp " + fp('a'));
+  EXPECT_EQ(s0.observations, 4);
+  EXPECT_EQ(s0.hostnames, (std::vector<std::string>{"host-a", "host-b"}));
+  EXPECT_EQ(s0.first_at, "2026-11-28T10:00:00Z");
+  EXPECT_EQ(s0.last_at, "2026-11-30T13:00:00Z");
+  EXPECT_EQ(s1.state, "fp " + fp('b'));
+  EXPECT_EQ(s1.observations, 2);
+  EXPECT_EQ(s1.first_at, "2026-12-01T09:00:00Z");
+  ASSERT_EQ(s1.changes.size(), 2u);
+  EXPECT_EQ(s1.changes[0].path, "tool_commit");
+  EXPECT_EQ(s1.changes[0].after, "v0.1.0-5-gdef");
+  EXPECT_EQ(s1.changes[1].path, "libraries.openblas");
+  EXPECT_EQ(s1.changes[1].before, "0.3.21");
+  EXPECT_EQ(s1.changes[1].after, "0.3.26");
+
+  // --machine: a hostname selects that host's runs, a key (or its prefix) every host of the hardware.
+  f.machine = "host-b";
+  ASSERT_TRUE(query_history(db.string(), f, &q, &err)) << err;
+  EXPECT_EQ(q.machine_match, "exact");
+  ASSERT_EQ(q.cells.size(), 1u);
+  EXPECT_EQ(q.cells[0].hostname, "host-b");
+  f.machine = machine_key(machine("x")).substr(0, 4);
+  ASSERT_TRUE(query_history(db.string(), f, &q, &err)) << err;
+  EXPECT_EQ(q.machine_match, "substring");
+  EXPECT_EQ(q.cells.size(), 6u);
+  f.machine.clear();
+
+  // A nondeterministic cell is one stretch however its outputs vary; a crash is its status.
+  f.target = "cpu?order=atomic";
+  ASSERT_TRUE(query_history(db.string(), f, &q, &err)) << err;
+  t = cell_timelines(q.cells);
+  ASSERT_EQ(t.size(), 1u);
+  ASSERT_EQ(t[0].segments.size(), 1u);
+  EXPECT_EQ(t[0].segments[0].state, "nondeterministic");
+  EXPECT_EQ(t[0].segments[0].max_distinct, 2);
+  f.target = "cpu?isa=avx512";
+  ASSERT_TRUE(query_history(db.string(), f, &q, &err)) << err;
+  t = cell_timelines(q.cells);
+  ASSERT_EQ(t.size(), 1u);
+  EXPECT_EQ(t[0].segments[0].state, "crashed");
+
+  auto d = software_diff({{"a", 1}, {"libs", {{"x", "1"}}}}, {{"libs", {{"x", "2"}, {"y", "3"}}}});
+  ASSERT_EQ(d.size(), 3u);
+  EXPECT_EQ(d[0].path, "a");
+  EXPECT_EQ(d[0].after, "(absent)");
+  EXPECT_EQ(d[1].path, "libs.x");
+  EXPECT_EQ(d[2].before, "(absent)");
+  fs::remove_all(dir);
+}
+
+TEST(History, ParseSince) {
+  std::string out, err;
+  ASSERT_TRUE(parse_since("2026-12-01", &out, &err)) << err;
+  EXPECT_EQ(out, "2026-12-01T00:00:00Z");
+  ASSERT_TRUE(parse_since("2026-12-01T09:30", &out, &err)) << err;
+  EXPECT_EQ(out, "2026-12-01T09:30:00Z");
+  ASSERT_TRUE(parse_since("2026-12-01 09:30:15.250Z", &out, &err)) << err;
+  EXPECT_EQ(out, "2026-12-01T09:30:15Z");
+  ASSERT_TRUE(parse_since("2026-12-01T01:30:00+02:00", &out, &err)) << err;
+  EXPECT_EQ(out, "2026-11-30T23:30:00Z");
+  ASSERT_TRUE(parse_since("2026-12-01T20:00:00-0500", &out, &err)) << err;
+  EXPECT_EQ(out, "2026-12-02T01:00:00Z");
+  for (const char* bad : {"", "yesterday", "2026-13-01", "2026-02-30", "2026-12-01T25:00", "2026-12-01T09",
+                          "2026-12-01T09:30:00+2", "2026-12-01x", "26-12-01", "2026-12-01T09:30:00Zjunk"}) {
+    EXPECT_FALSE(parse_since(bad, &out, &err)) << bad;
+    EXPECT_NE(err.find("--since"), std::string::npos);
+  }
+}
+
+TEST(HistoryCli, ShowsTheChangeAndTheSoftwareDifference) {
+  fs::path dir = fresh_dir("history-cli");
+  fs::create_directories(dir);
+  fs::path db = history_with_change(dir);
+  auto r = run_cli("history --history " + db.string() + " --target 'cpu?order=sequential'");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("target 'cpu?order=sequential': exact match"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("matmul?m=8 @ cpu?order=sequential  [changed 1 time]"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("2026-11-28 10:00 to 2026-11-30 13:00  fp aaaaaaaaaaaaaaaa  4 runs  host-a, host-b"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("-> 2026-12-01 09:00 to 2026-12-02 09:00  fp bbbbbbbbbbbbbbbb  2 runs  host-a"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("software: tool_commit "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("libraries.openblas 0.3.21 -> 0.3.26"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(machine_key(machine("x"))), std::string::npos) << r.out;
+  EXPECT_EQ(r.err, "");
+
+  // Substring filters, --changed, --since.
+  r = run_cli("history --history " + db.string() + " --target cpu --changed");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("target 'cpu': substring match"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("cpu?order=sequential"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("@ cpu?order=atomic"), std::string::npos) << "--changed hides unchanged cells\n" << r.out;
+  EXPECT_NE(r.out.find("3 cells, 1 with a change"), std::string::npos) << r.out;
+  r = run_cli("history --history " + db.string() + " --since 2026-12-01 --target cpu?order=sequential");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("[no change]"), std::string::npos) << r.out;
+
+  // JSON.
+  r = run_cli("history --history " + db.string() + " --format json --workload matmul");
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << r.out;
+  EXPECT_EQ(j["filters"]["workload"]["match"], "substring");
+  ASSERT_EQ(j["cells"].size(), 1u);
+  auto& segs = j["cells"][0]["machines"][0]["segments"];
+  ASSERT_EQ(segs.size(), 2u);
+  EXPECT_EQ(segs[1]["fingerprints"][0], fp('b'));
+  EXPECT_EQ(segs[1]["changes"][1]["path"], "libraries.openblas");
+  EXPECT_EQ(j["summary"]["changed"], 1);
+
+  // Errors: a bad date and a damaged file exit 2 naming what; a missing database is an empty history.
+  r = run_cli("history --history " + db.string() + " --since 2026-02-30");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--since '2026-02-30'"), std::string::npos) << r.err;
+  fs::path garbage = dir / "garbage.db";
+  std::ofstream(garbage) << std::string(4096, 'x');
+  r = run_cli("history --history " + garbage.string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find(garbage.string()), std::string::npos) << r.err;
+  EXPECT_EQ(slurp(garbage), std::string(4096, 'x'));
+  r = run_cli("history --history " + (dir / "none.db").string());
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("no history yet at " + (dir / "none.db").string()), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(dir / "none.db"));
+  r = run_cli("history --history " + (dir / "none.db").string() + " --format json");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out, nullptr, false)["exists"], false) << r.out;
+  fs::remove_all(dir);
+}
