@@ -1,5 +1,7 @@
 #include "report/document.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 namespace detaudit {
@@ -33,6 +35,35 @@ Section& Section::svg(std::string markup, std::string alt) {
   b.text = std::move(markup);
   b.items = {std::move(alt)};
   blocks.push_back(std::move(b));
+  return *this;
+}
+Section& Section::details(std::string summary, Section inner, bool open, std::string cls) {
+  Block b;
+  b.kind = Block::Kind::kDetails;
+  b.text = std::move(summary);
+  b.children = std::move(inner.blocks);
+  b.open = open;
+  b.cls = std::move(cls);
+  blocks.push_back(std::move(b));
+  return *this;
+}
+Section& Section::html_only() {
+  if (!blocks.empty()) blocks.back().shown = Block::Shown::kHtmlOnly;
+  return *this;
+}
+Section& Section::markdown_only() {
+  if (!blocks.empty()) blocks.back().shown = Block::Shown::kMarkdownOnly;
+  return *this;
+}
+Section& Section::md_budget(std::size_t chars) {
+  if (!blocks.empty()) blocks.back().md_budget = chars;
+  return *this;
+}
+Section& Section::cap(std::size_t items, std::string where) {
+  if (!blocks.empty()) {
+    blocks.back().cap = items;
+    blocks.back().cap_where = std::move(where);
+  }
   return *this;
 }
 Section& Document::add(std::string t) {
@@ -136,41 +167,6 @@ std::string markdown_escape(const std::string& s) {
   return o;
 }
 
-std::string render_markdown(const Document& d) {
-  std::string out = "# " + markdown_escape(d.title) + "\n\n";
-  for (auto& s : d.sections) {
-    out += "## " + markdown_escape(s.title) + "\n\n";
-    for (auto& b : s.blocks) {
-      switch (b.kind) {
-        case Block::Kind::kParagraph: out += inline_markdown(b.text) + "\n\n"; break;
-        case Block::Kind::kList:
-          for (auto& i : b.items) out += "- " + inline_markdown(i) + "\n";
-          out += "\n";
-          break;
-        case Block::Kind::kTable: {
-          out += "|";
-          for (auto& h : b.header) out += " " + md_cell(h) + " |";
-          out += "\n|";
-          for (size_t i = 0; i < b.header.size(); ++i) out += "---|";
-          out += "\n";
-          for (auto& r : b.rows) {
-            out += "|";
-            for (auto& c : r) out += " " + md_cell(c.text) + " |";
-            out += "\n";
-          }
-          out += "\n";
-          break;
-        }
-        case Block::Kind::kSvg:
-          out += "*(figure: " + markdown_escape(b.items.empty() ? std::string("plot") : b.items[0]) +
-                 "; see report.html)*\n\n";
-          break;
-      }
-    }
-  }
-  return out;
-}
-
 std::string html_escape(const std::string& s) {
   std::string o;
   o.reserve(s.size());
@@ -187,6 +183,7 @@ std::string html_escape(const std::string& s) {
 }
 
 namespace {
+
 std::string inline_html(const std::string& markup) {
   std::string o;
   bool bold = false;
@@ -201,7 +198,119 @@ std::string inline_html(const std::string& markup) {
   if (bold) o += "</strong>";
   return o;
 }
+
+std::string class_attr(const std::string& cls) { return cls.empty() ? "" : " class=\"" + html_escape(cls) + "\""; }
+
+// The line that replaces what a markdown budget left out.
+std::string more_in_html(size_t n, const char* what) {
+  return fmt::format("… and {} more{} (see report.html)", n, what);
+}
+
+void markdown_table(const Block& b, std::string& out) {
+  std::string head = "|";
+  for (auto& h : b.header) head += " " + md_cell(h) + " |";
+  head += "\n|";
+  for (size_t i = 0; i < b.header.size(); ++i) head += "---|";
+  head += "\n";
+  std::string body;
+  size_t shown = 0;
+  for (auto& r : b.rows) {
+    std::string line = "|";
+    for (auto& c : r) line += " " + md_cell(c.text) + " |";
+    line += "\n";
+    if (b.md_budget && head.size() + body.size() + line.size() > b.md_budget) break;
+    body += line;
+    ++shown;
+  }
+  if (shown > 0 || b.rows.empty()) out += head + body + "\n";
+  if (shown < b.rows.size()) out += inline_markdown(more_in_html(b.rows.size() - shown, " rows")) + "\n\n";
+}
+
+void markdown_blocks(const std::vector<Block>& blocks, std::string& out) {
+  for (auto& b : blocks) {
+    if (b.shown == Block::Shown::kHtmlOnly) continue;
+    switch (b.kind) {
+      case Block::Kind::kParagraph: out += inline_markdown(b.text) + "\n\n"; break;
+      case Block::Kind::kList: {
+        const size_t n = b.items.size(), capped = b.cap ? std::min(b.cap, n) : n;
+        size_t used = 0, shown = 0;
+        for (; shown < capped; ++shown) {
+          std::string line = "- " + inline_markdown(b.items[shown]) + "\n";
+          if (b.md_budget && used + line.size() > b.md_budget) break;
+          out += line;
+          used += line.size();
+        }
+        if (shown < n) {
+          // Left out by the budget: report.html has them (up to the cap); by the cap: cap_where.
+          std::string where = shown < capped ? (capped < n ? "report.html and " + b.cap_where : "report.html") : b.cap_where;
+          out += "- " + inline_markdown(fmt::format("… and {} more (see {})", n - shown, where)) + "\n";
+        }
+        out += "\n";
+        break;
+      }
+      case Block::Kind::kTable: markdown_table(b, out); break;
+      case Block::Kind::kSvg:
+        out += "*(figure: " + markdown_escape(b.items.empty() ? std::string("plot") : b.items[0]) +
+               "; see report.html)*\n\n";
+        break;
+      case Block::Kind::kDetails:
+        // An HTML block in GitHub markdown: the summary is HTML (escaped by inline_html), the content
+        // between the blank lines is markdown again.
+        out += std::string(b.open ? "<details open>" : "<details>") + "<summary>" + inline_html(b.text) +
+               "</summary>\n\n";
+        markdown_blocks(b.children, out);
+        out += "</details>\n\n";
+        break;
+    }
+  }
+}
+
+void html_blocks(const std::vector<Block>& blocks, std::string& out) {
+  for (auto& b : blocks) {
+    if (b.shown == Block::Shown::kMarkdownOnly) continue;
+    switch (b.kind) {
+      case Block::Kind::kParagraph: out += "<p" + class_attr(b.cls) + ">" + inline_html(b.text) + "</p>\n"; break;
+      case Block::Kind::kList: {
+        const size_t n = b.items.size(), capped = b.cap ? std::min(b.cap, n) : n;
+        out += "<ul>\n";
+        for (size_t i = 0; i < capped; ++i) out += "<li>" + inline_html(b.items[i]) + "</li>\n";
+        if (capped < n) out += "<li>" + inline_html(fmt::format("… and {} more (see {})", n - capped, b.cap_where)) + "</li>\n";
+        out += "</ul>\n";
+        break;
+      }
+      case Block::Kind::kTable:
+        out += "<table><thead><tr>";
+        for (auto& h : b.header) out += "<th>" + inline_html(h) + "</th>";
+        out += "</tr></thead><tbody>\n";
+        for (auto& r : b.rows) {
+          out += "<tr>";
+          for (auto& c : r) out += "<td" + class_attr(c.cls) + ">" + inline_html(c.text) + "</td>";
+          out += "</tr>\n";
+        }
+        out += "</tbody></table>\n";
+        break;
+      case Block::Kind::kSvg: out += "<figure>" + b.text + "</figure>\n"; break;
+      case Block::Kind::kDetails:
+        out += "<details" + class_attr(b.cls) + (b.open ? " open" : "") + "><summary>" + inline_html(b.text) +
+               "</summary>\n";
+        html_blocks(b.children, out);
+        out += "</details>\n";
+        break;
+    }
+  }
+}
+
 }  // namespace
+
+std::string render_markdown(const Document& d) {
+  std::string out = "# " + markdown_escape(d.title) + "\n\n";
+  for (auto& s : d.sections) {
+    if (!s.title.empty()) out += "## " + markdown_escape(s.title) + "\n\n";
+    markdown_blocks(s.blocks, out);
+  }
+  return out;
+}
+
 std::string render_html(const Document& d) {
   std::string out = fmt::format(R"(<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{0}</title>
@@ -209,39 +318,17 @@ std::string render_html(const Document& d) {
 body{{font-family:system-ui,sans-serif;margin:2em;max-width:110em;color:#222}}
 table{{border-collapse:collapse;margin:.5em 0 1.5em}} th,td{{border:1px solid #ccc;padding:.25em .5em;font-size:90%;vertical-align:top}}
 th{{background:#f3f3f3;text-align:left}} code{{background:#f5f5f5;padding:0 .2em}}
-td.ok{{background:#e6f4e6}} td.bad{{background:#fbe3e3}} td.warn{{background:#fff4d6}} td.skip{{background:#eee;color:#666}} td.muted{{color:#888}}
-p.ok{{color:#185c18;font-weight:600}} p.bad{{color:#9b1c1c;font-weight:600}} p.warn{{color:#8a5a00;font-weight:600}}
+td.ok{{background:#e6f4e6}} td.bad{{background:#fbe3e3}} td.expected{{background:#e3ecf9}} td.warn{{background:#fff4d6}} td.skip{{background:#eee;color:#666}} td.muted{{color:#888}}
+p.ok{{color:#185c18;font-weight:600}} p.bad{{color:#9b1c1c;font-weight:600}} p.expected{{color:#1d4f91;font-weight:600}} p.warn{{color:#8a5a00;font-weight:600}}
+details{{margin:.4em 0 1em}} summary{{cursor:pointer;font-weight:600}} details.bad>summary{{color:#9b1c1c}} details.expected>summary{{color:#1d4f91}} details.warn>summary{{color:#8a5a00}}
+figure{{margin:1em 0;overflow-x:auto}}
 </style></head><body>
 <h1>{0}</h1>
 )",
                                 html_escape(d.title));
   for (auto& s : d.sections) {
-    out += "<h2>" + html_escape(s.title) + "</h2>\n";
-    for (auto& b : s.blocks) {
-      switch (b.kind) {
-        case Block::Kind::kParagraph:
-          out += (b.cls.empty() ? std::string("<p>") : "<p class=\"" + b.cls + "\">") + inline_html(b.text) + "</p>\n";
-          break;
-        case Block::Kind::kList:
-          out += "<ul>\n";
-          for (auto& i : b.items) out += "<li>" + inline_html(i) + "</li>\n";
-          out += "</ul>\n";
-          break;
-        case Block::Kind::kTable:
-          out += "<table><thead><tr>";
-          for (auto& h : b.header) out += "<th>" + inline_html(h) + "</th>";
-          out += "</tr></thead><tbody>\n";
-          for (auto& r : b.rows) {
-            out += "<tr>";
-            for (auto& c : r)
-              out += (c.cls.empty() ? std::string("<td>") : "<td class=\"" + c.cls + "\">") + inline_html(c.text) + "</td>";
-            out += "</tr>\n";
-          }
-          out += "</tbody></table>\n";
-          break;
-        case Block::Kind::kSvg: out += "<figure>" + b.text + "</figure>\n"; break;
-      }
-    }
+    if (!s.title.empty()) out += "<h2>" + html_escape(s.title) + "</h2>\n";
+    html_blocks(s.blocks, out);
   }
   out += "</body></html>\n";
   return out;

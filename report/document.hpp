@@ -1,6 +1,7 @@
-// A report is built once as a document (sections of paragraphs, lists, tables) and rendered to
-// markdown and to HTML, so the two formats always say the same thing.
+// A report is built once as a document (sections of paragraphs, lists, tables, figures and collapsible
+// details) and rendered to markdown and to HTML, so the two formats always say the same thing.
 #pragma once
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -12,26 +13,47 @@ namespace detaudit {
 // name can break a table, open a tag or inject markup in either report.
 struct Cell {
   std::string text;
-  std::string cls;  // HTML class: ok, bad, warn, skip, muted ("" = none)
+  std::string cls;  // HTML class: ok, bad, expected, warn, skip, muted ("" = none)
 };
 
 struct Block {
-  enum class Kind { kParagraph, kList, kTable, kSvg };
+  enum class Kind { kParagraph, kList, kTable, kSvg, kDetails };
+  // Where the block appears: report.md is read in a PR comment and has a size limit; report.html has
+  // the figures and the full tables.
+  enum class Shown { kBoth, kHtmlOnly, kMarkdownOnly };
   Kind kind = Kind::kParagraph;
-  std::string text;                     // paragraph, or SVG markup
-  std::vector<std::string> items;       // list items
+  std::string text;                     // paragraph, SVG markup, or the summary line of details
+  std::vector<std::string> items;       // list items; for kSvg, items[0] is the figure's alt text
   std::vector<std::string> header;      // table
   std::vector<std::vector<Cell>> rows;  // table
-  std::string cls;                      // paragraph class (verdict colouring)
+  std::string cls;                      // paragraph or details class (verdict colouring)
+  std::vector<Block> children;          // details: collapsed content
+  bool open = false;                    // details: shown expanded
+  Shown shown = Shown::kBoth;
+  // Lists and tables: at most this many characters of markdown (0: no limit). Items or rows past it
+  // are left out of report.md and counted in one line that points to report.html, where all are shown.
+  std::size_t md_budget = 0;
+  // Lists: at most this many items in either format (0: no limit); the rest are counted in one line
+  // that says where to find them (cap_where, e.g. "results.json").
+  std::size_t cap = 0;
+  std::string cap_where;
 };
 
 struct Section {
-  std::string title;
+  std::string title;  // empty: no heading (the lines under the document's title)
   std::vector<Block> blocks;
   Section& para(std::string t, std::string cls = "");
   Section& list(std::vector<std::string> items);
   Section& table(std::vector<std::string> header, std::vector<std::vector<Cell>> rows);
   Section& svg(std::string markup, std::string alt);
+  // A collapsible block: <details><summary>summary</summary> ... </details> in both formats (GitHub
+  // renders the HTML element in markdown). The blocks of `inner` are its content.
+  Section& details(std::string summary, Section inner, bool open = false, std::string cls = "");
+  // Modifiers of the block added last.
+  Section& html_only();
+  Section& markdown_only();
+  Section& md_budget(std::size_t chars);
+  Section& cap(std::size_t items, std::string where);
 };
 
 struct Document {

@@ -1,5 +1,7 @@
-// The probe report: verdict first, then the determinism matrix, bit-identical groups, claimed vs
-// observed determinism, kernel attribution, batch invariance, and the machine's fingerprint.
+// The probe report: verdict first (the FAIL list, counts per verdict, the WARN list), then the
+// determinism matrix with its pictures, bit-identical groups, claimed vs observed determinism, kernel
+// attribution, batch invariance, timing, and the machine. Verdicts are rendered as results.json holds
+// them (gates/verdict.cpp judges); observations without one are shown by their status.
 #pragma once
 #include <string>
 
@@ -8,7 +10,15 @@
 
 namespace detaudit {
 
-Document build_probe_document(const Results& r);
+// The probe sections, verdict to timing (build_report in train_report.hpp puts a report together).
+void add_probe_sections(Document& d, const Results& r);
+// The lines under the title of every report: the command line, tool version and git commit, when it
+// ran, and the machine in one line (the full description is the machine section at the end).
+void add_run_lines(Document& d, const Results& r);
 void add_machine_section(Document& d, const nlohmann::json& machine);
+
+// report.md stays under this many characters whatever the suite (GitHub's comment limit is 65,536):
+// every list and table of a report has a markdown budget, and report.html holds everything.
+inline constexpr size_t kMarkdownLimit = 60000;
 
 }  // namespace detaudit

@@ -7,7 +7,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "detaudit_git.hpp"
 #include "probes/child.hpp"  // write_file_atomic
 #include "probes/observation.hpp"
 
@@ -15,13 +14,17 @@ namespace detaudit {
 
 inline constexpr const char* kResultsSchema = "detaudit/1";
 
+// `git describe --always --dirty` of the tree this binary was built from (report/version.cpp, the one
+// file that includes the generated header, so a new commit recompiles one file).
+const char* git_commit();
+
 struct Results {
   std::string tool_version = DETAUDIT_VERSION;
-  std::string tool_commit = DETAUDIT_GIT_COMMIT;  // git describe of the source tree built ("unknown" outside git)
+  std::string tool_commit = git_commit();  // git describe of the source tree built ("unknown" outside git)
   std::string started_at;  // ISO 8601, UTC
   std::string finished_at;  // empty while running
   std::string command;      // the command line that produced it
-  nlohmann::json plan;      // suite name, targets, workloads, repeats, timeout
+  nlohmann::json plan = nlohmann::json::object();  // suite name, targets, workloads, repeats, timeout
   nlohmann::json machine;
   std::vector<Observation> observations;
   std::map<std::string, std::string> oracle_failures;  // workload -> why its oracle could not be computed

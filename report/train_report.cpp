@@ -212,18 +212,27 @@ void add_confounding_section(Document& d, const nlohmann::json& an) {
 }
 
 void add_curves_section(Document& d, const Results& r) {
-  std::vector<PlotSeries> series;
-  for (auto& run : r.training)
-    if (run_ok(run)) series.push_back({cond_label(jf::str(run, "condition")), {}, numbers(jf::array(run, "curve"))});
+  // One panel per condition on shared axes, curves coloured by target: in one panel the four
+  // conditions' curves lie on top of each other and read as one colour.
+  std::map<std::string, Facet> by_cond;
+  for (auto& run : r.training) {
+    if (!run_ok(run)) continue;
+    std::string c = jf::str(run, "condition");
+    auto& f = by_cond[c];
+    f.title = cond_label(c);
+    f.series.push_back({jf::str(run, "target"), {}, numbers(jf::array(run, "curve"))});
+  }
   auto& cs = d.add("Learning curves and phases");
-  if (!series.empty()) {
-    LinePlotOptions lo;
-    lo.title = "Loss per batch, every run";
-    lo.x_label = "batch";
-    lo.y_label = "loss";
-    lo.log_x = true;
-    lo.log_y = true;
-    cs.svg(svg_line_plot(series, lo), "learning curves coloured by condition");
+  if (!by_cond.empty()) {
+    std::vector<Facet> facets;
+    for (auto& [c, f] : by_cond) facets.push_back(std::move(f));
+    FacetOptions fo;
+    fo.title = "Loss per batch, every run, one panel per condition";
+    fo.x_label = "batch";
+    fo.y_label = "loss";
+    fo.log_x = true;
+    fo.log_y = true;
+    cs.svg(svg_faceted_line_plot(facets, fo), "learning curves, one panel per condition, coloured by target");
   }
   std::vector<std::vector<Cell>> pr;
   for (auto& [c, s] : jf::object(r.analysis, "phases").items()) {
@@ -255,14 +264,12 @@ void add_train_sections(Document& d, const Results& r) {
 }
 
 Document build_report(const Results& r) {
-  if (!r.observations.empty() || r.training.empty()) {
-    Document d = build_probe_document(r);  // ends with the machine
-    if (!r.training.empty()) add_train_sections(d, r);
-    return d;
-  }
+  const bool probe = !r.observations.empty() || r.training.empty();
   Document d;
-  d.title = "detaudit training report";
-  add_train_sections(d, r);
+  d.title = probe ? "detaudit probe report" : "detaudit training report";
+  add_run_lines(d, r);
+  if (probe) add_probe_sections(d, r);
+  if (!r.training.empty()) add_train_sections(d, r);
   add_machine_section(d, r.machine);
   return d;
 }

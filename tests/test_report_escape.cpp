@@ -34,11 +34,16 @@ Observation obs(const std::string& w, const std::string& t, ObsStatus st, const 
 Results nasty_results() {
   Results r;
   r.started_at = kScript;
+  r.finished_at = "x|`y`";
+  r.command = "detaudit probe --targets '" + kScript + "|`x`'";
+  r.tool_commit = "<b>|`";
+  r.tool_version = "0.1 **b**";
   r.plan = {{"suite", "s|`<b>`"}, {"repeats", 2}};
   r.machine = {{"hostname", kScript + "|x\ny"},
                {"cpu_model", "cpu`|"},
                {"libraries", {{"lib<i>|", "1.0 <script>"}}},
-               {"gpus", {{{"index", 0}, {"name", "H|200 `x`"}, {"uuid", kScript}}}}};
+               {"gpus", {{{"index", 0}, {"name", "H|200 `x`"}, {"uuid", kScript}, {"compute_capability", "<9>"}}}},
+               {"cuda", kScript + ": x"}};
   for (size_t i = 0; i < kNasty.size(); ++i) {
     const std::string& s = kNasty[i];
     Observation nd = obs(s, s, ObsStatus::kOk, s, 2);
@@ -49,11 +54,26 @@ Results nasty_results() {
     nd.details = {{"claimed_deterministic", "yes"}, {"algo_name", s}, {"corename", s}};
     nd.target = s + "?core=" + s;
     nd.batch = BatchInvariance{4, 1};
+    // Judged: the verdict's reason is text from results.json too, shown in the lists and the figures.
+    nd.verdict = "FAIL";
+    nd.verdict_reason = s;
+    OracleDistance dist;
+    dist.err_ratio = 3.0;
+    dist.agree_bits = 4;
+    dist.ratio_hist = std::vector<uint64_t>(kRatioBuckets, 1);
+    nd.oracle = dist;
     r.observations.push_back(nd);
-    r.observations.push_back(obs(s, "ok-" + s, ObsStatus::kOk, "", 1));
-    r.observations.push_back(obs("w" + std::to_string(i), s, ObsStatus::kCrashed, s + " more", 0));
+    Observation ok = obs(s, "ok-" + s, ObsStatus::kOk, "", 1);
+    ok.verdict = i % 2 ? "WARN" : "PASS";
+    ok.verdict_reason = s;
+    r.observations.push_back(ok);
+    Observation crash = obs("w" + std::to_string(i), s, ObsStatus::kCrashed, s + " more", 0);
+    crash.verdict = "EXPECTED";
+    crash.verdict_reason = s;
+    r.observations.push_back(crash);
     r.observations.push_back(obs("w" + std::to_string(i), "cuda:" + s, ObsStatus::kSkipped, s, 0));
   }
+  r.observations.back().verdict = kScript;  // not a verdict: shown as not judged, never as markup
   r.observations.push_back(obs("reduce?op=sum&n=100", "cpu?order=atomic&threads=2", ObsStatus::kOk, "", 2));
   return r;
 }
@@ -68,7 +88,8 @@ int borders(const std::string& line) {
   return n;
 }
 
-// Every table row has the header's number of borders, and no '<' is left but the <code> tags.
+// Every table row has the header's number of borders, and no '<' is left but the tags the renderer
+// writes itself (<code>, and the collapsible <details><summary> with <strong> in a summary).
 testing::AssertionResult safe_markdown(const std::string& md) {
   std::istringstream in(md);
   std::string line;
@@ -87,7 +108,8 @@ testing::AssertionResult safe_markdown(const std::string& md) {
                                          << header << ": " << line;
     }
     std::string rest = line;
-    for (const char* tag : {"<code>", "</code>"})
+    for (const char* tag : {"<code>", "</code>", "<details>", "<details open>", "</details>", "<summary>", "</summary>",
+                            "<strong>", "</strong>"})
       for (size_t p; (p = rest.find(tag)) != std::string::npos;) rest.erase(p, std::string(tag).size());
     if (rest.find('<') != std::string::npos)
       return testing::AssertionFailure() << "raw '<' on line " << lineno << ": " << line;
@@ -132,6 +154,14 @@ TEST(ReportEscape, UntrustedNamesCannotBreakMarkdownOrHtml) {
   EXPECT_EQ(outside.find("**bold**"), std::string::npos) << "no injected bold";
   EXPECT_EQ(outside.find("](http"), std::string::npos) << "no injected link";
   EXPECT_EQ(html.find("<strong>bold"), std::string::npos) << "no injected bold in HTML";
+  EXPECT_EQ(md.find("<b>"), std::string::npos);
+  EXPECT_EQ(html.find("<b>"), std::string::npos);
+  EXPECT_EQ(html.find("<9>"), std::string::npos);
+  // The new text paths: the run line, the FAIL list, the figures' labels and tooltips.
+  EXPECT_NE(md.find("<code>detaudit probe --targets '&lt;script&gt;"), std::string::npos) << md.substr(0, 600);
+  EXPECT_NE(html.find("<title>&lt;script&gt;alert(1)&lt;/script&gt; on &lt;script&gt;"), std::string::npos)
+      << "SVG tooltips escaped";
+  EXPECT_NE(html.find("<h2>Error distribution of failing cells</h2>"), std::string::npos);
   EXPECT_NE(html.find("<code>x`y`z</code>"), std::string::npos) << "a backtick stays inside its code span";
   // Ordinary specs keep their plain code spans.
   EXPECT_NE(md.find(": `reduce?op=sum&n=100`\n"), std::string::npos) << md;

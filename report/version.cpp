@@ -1,0 +1,8 @@
+#include "detaudit_git.hpp"
+#include "report/results.hpp"
+
+namespace detaudit {
+
+const char* git_commit() { return DETAUDIT_GIT_COMMIT; }
+
+}  // namespace detaudit
