@@ -12,9 +12,11 @@
 #include <fmt/format.h>
 
 #include "cli/common.hpp"
+#include "cli/history_flags.hpp"
 #include "probes/child.hpp"
 #include "probes/env.hpp"
 #include "probes/spec.hpp"
+#include "gates/verdict.hpp"
 #include "probes/verdict.hpp"
 #include "probes/worker.hpp"
 #include "report/results.hpp"
@@ -119,7 +121,8 @@ struct ProbeArgs {
   std::string suite = "quick", targets, workloads, out;
   int repeats = 0;
   double timeout = 120;
-  bool fresh = false, resume = false;
+  bool fresh = false, resume = false, no_fail = false;
+  HistoryFlags hist;
 };
 
 struct TrainArgs {
@@ -127,6 +130,7 @@ struct TrainArgs {
   int seeds = 0, batches = 0, window = 0, replicates = 0;
   double run_timeout = 0;
   bool paper = false, fresh = false;
+  HistoryFlags hist;
 };
 
 int run_probe(const ProbeArgs& a, int argc, char** argv) {
@@ -152,12 +156,22 @@ int run_probe(const ProbeArgs& a, int argc, char** argv) {
     return interrupted_exit("cells", results.observations.size(), count_cells(plan),
                             resume_command(argc, argv, opt.out_dir));
   if (rc != 0) return fail(err);
+  // Judge every cell against its target's promise, then write the results and reports again with the
+  // verdicts (the suite wrote them while running).
+  judge(&results);
+  if (!save_results(opt.out_dir + "/results.json", results, &err) || !write_reports(opt.out_dir, results, &err))
+    return fail(err);
   auto s = summarize(results.observations);
+  VerdictCounts v = count_verdicts(results);
   say(stdout, "{} of {} cells deterministic, {} nondeterministic, {} crashed, {} timed out, {} skipped, {} errors\n",
       s.deterministic, s.deterministic + s.nondeterministic, s.nondeterministic, s.crashed, s.timeout, s.skipped,
       s.error);
+  say(stdout, "verdicts: {} PASS, {} FAIL, {} EXPECTED, {} WARN, {} SKIP\n", v.pass, v.fail, v.expected, v.warn, v.skip);
+  for (auto& o : results.observations)
+    if (o.verdict == "FAIL") say(stdout, "FAIL {} on {}: {}\n", o.workload, o.target, o.verdict_reason);
   say(stdout, "report: {}/report.md and {}/report.html\n", opt.out_dir, opt.out_dir);
-  return 0;
+  if (v.fail && a.no_fail) say(stdout, "--no-fail: exit 0 despite {} FAIL\n", v.fail);
+  return record_history(a.hist, "probe", results, opt.out_dir, v.fail && !a.no_fail ? 1 : 0);
 }
 
 int run_train(const TrainArgs& a, int argc, char** argv) {
@@ -196,7 +210,7 @@ int run_train(const TrainArgs& a, int argc, char** argv) {
   if (rc != 0) return fail(err);
   say(stdout, "{} training runs; report: {}/report.md and {}/report.html\n", results.training.size(), opt.out_dir,
       opt.out_dir);
-  return 0;
+  return record_history(a.hist, "train", results, opt.out_dir, 0);
 }
 
 int run_report(const std::string& dir, const std::string& format) {
@@ -206,6 +220,10 @@ int run_report(const std::string& dir, const std::string& format) {
   if (!load_results(dir + "/results.json", &r, &err)) return fail(err);
   DirLock lock;
   if (!lock.acquire(dir, &err)) return fail(err);
+  // Results written before verdicts existed (or by a run in progress) are judged for the report; the
+  // results file itself is left as it is.
+  if (std::any_of(r.observations.begin(), r.observations.end(), [](const Observation& o) { return o.verdict.empty(); }))
+    judge(&r);
   bool md = format == "md" || format == "both", html = format == "html" || format == "both";
   if (!write_reports(dir, r, &err, md, html)) return fail(err);
   if (md) say(stdout, "{}/report.md\n", dir);
@@ -218,10 +236,11 @@ int main_cli(int argc, char** argv) {
                "Runs conv, matmul and reduction workloads again and again on each target, fingerprints every\n"
                "output bit for bit, and reports which targets are deterministic, which agree with each other,\n"
                "and how far each is from the double-accumulated oracle.\n"
-               "Exit codes: 0 the audit completed, 1 a check failed, 2 could not run (one line on stderr),\n"
+               "Exit codes: 0 the audit completed and nothing FAILed, 1 a check failed (a FAIL verdict: a broken\n"
+               "promise, a changed fingerprint, a disqualified machine), 2 could not run (one line on stderr),\n"
                "128+N interrupted by signal N (finished work is saved; the message says how to resume).",
                "detaudit"};
-  app.set_version_flag("--version", std::string("detaudit ") + DETAUDIT_VERSION);
+  app.set_version_flag("--version", std::string("detaudit ") + DETAUDIT_VERSION + " (" + git_commit() + ")");
   app.require_subcommand(1);
 
   auto* env = app.add_subcommand("env", "Print this machine's fingerprint: CPU topology, libraries, GPUs.");
@@ -243,10 +262,17 @@ int main_cli(int argc, char** argv) {
                     "Results directory (default results/<suite>-<time>); an unfinished run there resumes")
       ->check(kNonEmpty);
   probe->add_flag("--fresh", pa.fresh, "Discard results and cached oracle outputs already in --out instead of resuming");
+  add_history_flags(probe, &pa.hist);
+  probe->add_flag("--no-fail", pa.no_fail, "Exit 0 even when a cell FAILs (the verdicts are still reported)");
   probe->add_flag("--resume", pa.resume, "Without --out: continue the latest unfinished run of --suite under results/");
   probe->footer("\nTARGETS (backend[:device][?key=value&...]):\n" + target_help() +
                 "\nWORKLOADS (op?key=value&...; every workload also takes dist=uniform|int and seed=N):\n" +
                 workload_help() +
+                "\nVERDICTS: each cell is judged against its target's promise: PASS, FAIL (a deterministic target gave\n"
+                "several outputs, an equality class split, an unexpected crash, oracle error beyond the summation\n"
+                "error bound), EXPECTED (promised nondeterminism, or a crash the machine's missing ISA/device explains),\n"
+                "WARN (claimed nondeterministic but no variation seen), SKIP. probe exits 1 when any cell FAILs\n"
+                "(--no-fail: 0).\n"
                 "\nA target that crashes (e.g. SIGILL) or runs past --timeout is recorded as an observation and the\n"
                 "audit goes on. GPU targets are skipped with the reason on machines without a CUDA device.\n"
                 "A workload whose estimated memory exceeds what the machine has available is refused (exit 2).\n"
@@ -280,6 +306,7 @@ int main_cli(int argc, char** argv) {
       ->check(kNonEmpty);
   train->add_option("--out", ta.out, "Results directory (default results/train-<time>); an unfinished design there resumes")
       ->check(kNonEmpty);
+  add_history_flags(train, &ta.hist);
   train->add_flag("--fresh", ta.fresh, "Discard results already in --out instead of resuming");
 
   auto* report = app.add_subcommand("report", "Render a results directory's report again.");

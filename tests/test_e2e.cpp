@@ -28,9 +28,13 @@ TEST(EndToEnd, TinySuiteWritesTheResultsContract) {
   fs::path dir = fresh_dir("contract");
   CliRun r = run(std::string("probe --targets ") + kTargets + " --workloads " + kWorkloads + " --repeats 3 --out " +
               dir.string());
-  ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_NE(r.err.find("workload 1/3"), std::string::npos) << "progress lines on stderr";
+  // testing?fault=ill crashes with SIGILL on purpose, and nothing excuses it (no unmet requirement):
+  // its cells FAIL, so probe exits 1 and names them.
+  ASSERT_EQ(r.code, 1) << r.err;
+  EXPECT_NE(r.err.find("target 1/4 cpu-ref: 3 workloads"), std::string::npos) << "one progress line per target: " << r.err;
   EXPECT_NE(r.out.find("report.md"), std::string::npos);
+  EXPECT_NE(r.out.find("FAIL reduce?op=sum&n=100000&dist=uniform&seed=1 on testing?fault=ill: crashed: SIGILL"), std::string::npos)
+      << r.out;
 
   auto j = nlohmann::json::parse(slurp(dir / "results.json"));
   EXPECT_EQ(j["schema"], "detaudit/1");
@@ -46,6 +50,9 @@ TEST(EndToEnd, TinySuiteWritesTheResultsContract) {
                           "seconds", "kernels"})
       EXPECT_TRUE(o.contains(k)) << k << " in " << o.dump();
     std::string st = o["status"];
+    // Every cell is judged: the crash of the test target FAILs, skips are SKIP, the rest PASS here.
+    EXPECT_EQ(o.value("verdict", ""), st == "crashed" ? "FAIL" : st == "skipped" ? "SKIP" : "PASS") << o.dump();
+    if (st != "ok") EXPECT_FALSE(o.value("verdict_reason", "").empty()) << "a FAIL or SKIP says why: " << o.dump();
     if (st == "ok") {
       ++ok;
       ASSERT_EQ(o["fingerprints"].size(), 3u);
@@ -100,8 +107,9 @@ TEST(EndToEnd, TinySuiteWritesTheResultsContract) {
 
 TEST(EndToEnd, InterruptedRunResumesWithoutRedoingFinishedWork) {
   fs::path dir = fresh_dir("resume");
-  std::string args = std::string("probe --targets ") + kTargets + " --workloads " + kWorkloads + " --repeats 2 --out " +
-                     dir.string();
+  // --no-fail: the crashing test target's FAILs do not change the exit code, the verdicts stay.
+  std::string args = std::string("probe --no-fail --targets ") + kTargets + " --workloads " + kWorkloads +
+                     " --repeats 2 --out " + dir.string();
   ASSERT_EQ(run(args).code, 0);
   // Simulate an interruption after 5 observations.
   auto j = nlohmann::json::parse(slurp(dir / "results.json"));

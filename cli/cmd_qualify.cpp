@@ -1,0 +1,84 @@
+// `detaudit qualify`: the machine qualification (gates/qualify.hpp).
+#include <filesystem>
+
+#include "cli/common.hpp"
+#include "cli/history_flags.hpp"
+#include "gates/qualify.hpp"
+
+namespace detaudit::cli {
+
+namespace {
+
+struct QualifyArgs {
+  int level = 1;
+  std::string baseline, targets, out;
+  bool json = false;
+  HistoryFlags hist;
+};
+
+std::string default_qualify_out() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  char buf[64];
+  std::strftime(buf, sizeof buf, "%Y%m%d-%H%M%S", &tm);
+  return fmt::format("results/qualify-{}", buf);
+}
+
+Command add_qualify_command(CLI::App& app, int argc, char** argv) {
+  auto* sub = app.add_subcommand(
+      "qualify",
+      "Qualify this machine: probes judged against each target's promise (level 1), plus a short training "
+      "regression and timing outliers (level 2), or the full suite and a longer design (level 3).");
+  auto a = std::make_shared<QualifyArgs>();
+  sub->add_option("--level", a->level,
+                  "1: the quick probes (under 2 min on 2 cores); 2: adds a short sony2021 training regression "
+                  "(condition (d) bitwise identical, the model learns) and timing outliers (3x slower than the "
+                  "baseline or history median WARNs, 10x FAILs); 3: the full suite and the default design")
+      ->check(CLI::Range(1, 3))
+      ->capture_default_str();
+  sub->add_option("--baseline", a->baseline, "Also check the probe results against this baseline (detaudit baseline save)")
+      ->check(kNonEmpty);
+  sub->add_option("--targets", a->targets,
+                  "Comma-separated targets to qualify instead of the suite's; each is required (a GPU target on a "
+                  "machine without a CUDA device exits 2)")
+      ->check(kNonEmpty);
+  sub->add_option("--out", a->out, "Results directory (default results/qualify-<time>): probe/, train/, qualify.json")
+      ->check(kNonEmpty);
+  add_history_flags(sub, &a->hist);
+  sub->add_flag("--json", a->json, "Print the machine-readable summary (qualify.json) on stdout instead of the table");
+  sub->footer(
+      "\nExit codes: 0 qualified (nothing failed, nothing required skipped), 1 a check failed, 2 could not run "
+      "(bad input, a required target or check that cannot run here).");
+  std::string exe = argv[0], command = command_line(argc, argv);
+  return {sub, [a, exe, command]() {
+            QualifyOptions o;
+            o.level = a->level;
+            o.baseline = a->baseline;
+            o.targets = a->targets;
+            o.out_dir = a->out.empty() ? default_qualify_out() : a->out;
+            std::error_code ec;
+            auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+            o.exe = ec ? exe : self.string();
+            o.command = command;
+            o.progress = [](const std::string& line) { say(stderr, "[detaudit] {}\n", line); };
+            QualifyOutcome out;
+            std::string err;
+            // The history gives the timing references when no baseline does; it is read before this
+            // run is recorded into it.
+            if (!resolve_history_path(a->hist, &o.history, &err)) return fail(err);
+            int rc = run_qualify(o, &out, &err);
+            if (!err.empty()) return fail(err);
+            if (a->json)
+              say(stdout, "{}\n", out.to_json().dump(2));
+            else
+              say(stdout, "{}results: {}\n", out.table(), o.out_dir);
+            return record_history(a->hist, "qualify", out.probe, out.probe_dir, rc);
+          }};
+}
+
+const CommandRegistration reg(40, add_qualify_command);
+
+}  // namespace
+
+}  // namespace detaudit::cli
