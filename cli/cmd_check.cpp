@@ -26,9 +26,12 @@ Command add_check_command(CLI::App& app, int argc, char** argv) {
   add_history_flags(check, &args->hist);
   check->footer(
       "\nWhere an entry's machine key matches (CPU model and ISA or GPU, library versions, tool version), bitwise:\n"
-      "a deterministic cell whose fingerprint changed FAILs. Where it differs, the cell's verdict must hold and its\n"
-      "error ratio stay within max(baseline's, the promise's budget). A training run's final loss must fall in the\n"
-      "95% prediction interval of the baseline's runs of its cell (bitwise for condition d on the same key).\n"
+      "a deterministic cell whose fingerprint changed FAILs, unless another algorithm ran (cuDNN's automatic choice:\n"
+      "a warning) or the target promises nothing run to run (a warning). Where it differs, the cell's verdict must hold\n"
+      "and its error ratio stay within max(baseline's, the promise's budget) (FFT/Winograd: not judged). Per training\n"
+      "cell, the mean final loss of its m runs must fall in the prediction interval for the mean of m new runs,\n"
+      "mean ± t(n-1, 1-α/2)·sd·sqrt(1/m + 1/n) of the baseline's n runs, α = 0.05 / cells judged (bitwise for\n"
+      "condition d on the same key); a crashed or diverged run fails on its own.\n"
       "Exit codes: 0 nothing failed (warnings allowed), 1 a failure (each listed), 2 could not run (a missing,\n"
       "truncated or wrong-schema baseline or results file).");
   return {check, [args]() {
@@ -36,6 +39,7 @@ Command add_check_command(CLI::App& app, int argc, char** argv) {
             opt.dir = args->dir;
             opt.baseline = args->baseline;
             if (!parse_check_format(args->format, &opt.format)) return fail("--format must be text, md or json");
+            if (int rc = precheck_history(args->hist)) return rc;
             std::string report, err;
             Results checked;
             int rc = run_check(opt, &report, &err, &checked);

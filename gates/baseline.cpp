@@ -140,6 +140,7 @@ BaselineCell make_cell(const Results& r, const Observation& o, std::map<std::str
   c.promise = cell_promise(o, r.machine);
   if (o.oracle && o.oracle->err_ratio >= 0) c.err_ratio = o.oracle->err_ratio;
   if (json_fields::str(key, "kind") == "gpu") c.kernels = kernels_by_fingerprint(o);
+  if (auto it = o.details.find("algo_name"); it != o.details.end()) c.algo = it->second;
   if (!o.seconds.empty()) c.median_seconds = median(o.seconds);
   return c;
 }
@@ -182,13 +183,8 @@ void add_training(const Results& r, Baseline* b) {
 }  // namespace
 
 Baseline make_baseline(const Results& in, const std::string& source_dir, const std::string& created_at) {
-  const Results* r = &in;
   Results judged;
-  if (std::any_of(in.observations.begin(), in.observations.end(), [](const Observation& o) { return o.verdict.empty(); })) {
-    judged = in;
-    judge(&judged);
-    r = &judged;
-  }
+  const Results* r = judged_view(in, &judged);
   Baseline b;
   b.created_at = created_at.empty() ? utc_now_iso8601() : created_at;
   b.tool_version = DETAUDIT_VERSION;
@@ -223,6 +219,7 @@ nlohmann::json cell_json(const BaselineCell& c) {
   if (!c.reason.empty()) j["reason"] = c.reason;
   if (c.err_ratio) j["err_ratio"] = number_or_null(*c.err_ratio);
   if (!c.kernels.empty()) j["kernels"] = c.kernels;
+  if (!c.algo.empty()) j["algo"] = c.algo;
   if (c.median_seconds) j["median_seconds"] = number_or_null(*c.median_seconds);
   return j;
 }
@@ -322,6 +319,7 @@ bool cell_from_json(const nlohmann::json& j, const std::string& path, const Base
       !string_key(j, "verdict", false, path, &c->verdict, err) ||
       !string_key(j, "verdict_reason", false, path, &c->verdict_reason, err) ||
       !string_key(j, "promise", false, path, &c->promise, err) ||
+      !string_key(j, "algo", false, path, &c->algo, err) ||
       !check_key(j, "repeats", T::kCount, true, path, err) || !check_key(j, "distinct", T::kCount, true, path, err) ||
       !check_key(j, "fingerprints", T::kArray, true, path, err) || !check_key(j, "kernels", T::kObject, false, path, err) ||
       !number_or_null_key(j, "err_ratio", path, &c->err_ratio, err) ||
@@ -450,24 +448,8 @@ bool baseline_from_json(const nlohmann::json& j, Baseline* out, std::string* err
 }  // namespace
 
 bool load_baseline(const std::string& path, Baseline* out, std::string* err) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) {
-    *err = path + ": cannot open (" + std::strerror(errno) + ")";
-    return false;
-  }
-  std::stringstream ss;
-  ss << f.rdbuf();
   nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(ss.str());
-  } catch (const nlohmann::json::exception& e) {
-    *err = path + ": not valid JSON (truncated or corrupt): " + e.what();
-    return false;
-  }
-  if (!j.is_object() || !j.contains("schema") || j["schema"] != kBaselineSchema) {
-    *err = path + ": not a detaudit baseline (expected \"schema\": \"" + kBaselineSchema + "\")";
-    return false;
-  }
+  if (!load_json_document(path, kBaselineSchema, "baseline", &j, err)) return false;
   std::string e;
   if (!baseline_from_json(j, out, &e)) {
     *err = path + ": " + e;

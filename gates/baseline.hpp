@@ -17,7 +17,8 @@
 //                   "fingerprints" (the distinct ones, sorted), "distinct", "verdict", "verdict_reason",
 //                   "promise" ("deterministic" | "nondeterministic" | "none"),
 //                   "err_ratio" (when known), "kernels" ({fingerprint: [kernel names]}, GPU targets),
-//                   "median_seconds" (per repeat, when timed)} ],
+//                   "algo" (the algorithm the cell ran, when the backend names it: cuDNN's "algo_name"
+//                   detail; optional), "median_seconds" (per repeat, when timed)} ],
 //     "training": [ {"model", "design", "condition", "init", "determinism", "target", "key",
 //                    "runs": [{"seed", "replicate", "final_loss" (null: diverged), "weights_fingerprint"}]
 //                    (sorted by seed, replicate), "n" (finite losses), "mean", "sd" (null when n < 2)} ] }
@@ -49,6 +50,7 @@ struct BaselineCell {
   std::string promise = "none";         // run-to-run promise: "deterministic", "nondeterministic", "none"
   std::optional<double> err_ratio;      // oracle error / summation error bound, when known
   std::map<std::string, std::vector<std::string>> kernels;  // fingerprint -> kernels that ran (GPU)
+  std::string algo;  // the algorithm the cell ran (details "algo_name"), empty when not reported
   std::optional<double> median_seconds;                     // per repeat
 };
 

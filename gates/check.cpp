@@ -8,6 +8,7 @@
 #include <map>
 #include <numbers>
 #include <set>
+#include <string_view>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -29,6 +30,7 @@ const char* to_string(FindingKind k) {
     case FindingKind::kSame: return "same";
     case FindingKind::kBitsChanged: return "bits_changed";
     case FindingKind::kNewOutputs: return "new_outputs";
+    case FindingKind::kAlgorithmChanged: return "algorithm_changed";
     case FindingKind::kOtherKey: return "other_key";
     case FindingKind::kDeterminism: return "determinism";
     case FindingKind::kErrRatio: return "err_ratio";
@@ -72,9 +74,9 @@ double student_t_quantile(double p, double df) {
   return lo + (hi - lo) / 2;
 }
 
-bool prediction_interval(int n, double mean, double sd, double* lo, double* hi) {
-  if (n < 2) return false;
-  double half = student_t_quantile(0.975, n - 1) * sd * std::sqrt(1 + 1.0 / n);
+bool prediction_interval(int n, double mean, double sd, double* lo, double* hi, int m, double alpha) {
+  if (n < 2 || m < 1 || !(alpha > 0 && alpha < 1)) return false;
+  double half = student_t_quantile(1 - alpha / 2, n - 1) * sd * std::sqrt(1.0 / m + 1.0 / n);
   *lo = mean - half;
   *hi = mean + half;
   return true;
@@ -140,6 +142,30 @@ struct CellContext {
   }
 };
 
+// Whether cuDNN chooses the algorithm of this cell itself (conv2d, the pass's *_algo key "auto"): Find
+// times the algorithms, so another process can pick another one (kernels/cuda/cudnn_backend.cpp).
+bool automatic_algorithm(const std::string& target, const std::string& workload) {
+  Spec t, w;
+  std::string err;
+  if (!parse_target(target, &t, &err) || !parse_workload(workload, &w, &err)) return false;
+  if (t.name != "cudnn" || w.name != "conv2d") return false;
+  return t.get(w.get("pass", "fwd") + "_algo", "auto") == "auto";
+}
+
+// Same key, other bits: whether another algorithm ran (the algorithm names differ, or the target lets
+// cuDNN choose and a side did not name its algorithm). *text: "X -> Y".
+bool algorithm_changed(const CellContext& c, std::string* text) {
+  auto it = c.o.details.find("algo_name");
+  std::string now = it != c.o.details.end() ? it->second : "";
+  const std::string& before = c.bc.algo;
+  bool changed = (!before.empty() && !now.empty()) ? before != now
+                                                   : ((before.empty() || now.empty()) &&
+                                                      automatic_algorithm(c.o.target, c.o.workload));
+  if (changed)
+    *text = fmt::format("{} -> {}", before.empty() ? "(not recorded)" : before, now.empty() ? "(not reported)" : now);
+  return changed;
+}
+
 // Key matches, both ran: bitwise.
 void bitwise(CellContext& c, Promise::RunToRun promise) {
   std::set<std::string> old_fps(c.bc.fingerprints.begin(), c.bc.fingerprints.end());
@@ -155,27 +181,44 @@ void bitwise(CellContext& c, Promise::RunToRun promise) {
   }
   auto new_kernels = kernels_by_fingerprint(c.o);
   std::string shown_new = !outside.empty() ? outside.front() : (new_fps.empty() ? "" : *new_fps.begin());
-  if (deterministic_cell) {
-    auto& f = c.add(FindingKind::kBitsChanged, Verdict::kFail, c.bc.fingerprints.front(),
-                    fps_text({new_fps.begin(), new_fps.end()}),
-                    fmt::format("fingerprint changed on the same machine key: {} -> {}{}", c.bc.fingerprints.front(),
-                                fps_text({new_fps.begin(), new_fps.end()}),
-                                new_fps.size() > 1 ? fmt::format(" ({} distinct outputs now)", new_fps.size()) : ""));
-    auto it = c.bc.kernels.find(c.bc.fingerprints.front());
+  auto with_kernels = [&](CheckFinding& f) {
+    auto it = deterministic_cell ? c.bc.kernels.find(c.bc.fingerprints.front()) : c.bc.kernels.begin();
     if (it != c.bc.kernels.end()) f.old_kernels = it->second;
     if (new_kernels.count(shown_new)) f.new_kernels = new_kernels[shown_new];
+  };
+  std::string new_text = fps_text({new_fps.begin(), new_fps.end()});
+  // Another algorithm (cuDNN's automatic choice): other bits are no broken promise.
+  std::string algo_change;
+  if (algorithm_changed(c, &algo_change)) {
+    with_kernels(c.add(FindingKind::kAlgorithmChanged, Verdict::kWarn, fps_text(c.bc.fingerprints), new_text,
+                       fmt::format("another algorithm chosen ({}): fingerprint {} -> {} on the same machine key, "
+                                   "not judged bitwise",
+                                   algo_change, fps_text(c.bc.fingerprints), new_text)));
+    return;
+  }
+  // Nothing promised either way (cuBLAS atomics=allowed, shared workspaces, oneDNN): new bits are said, not failed.
+  if (promise == Promise::RunToRun::kNone) {
+    with_kernels(c.add(deterministic_cell ? FindingKind::kBitsChanged : FindingKind::kNewOutputs, Verdict::kWarn,
+                       fps_text(c.bc.fingerprints), deterministic_cell ? new_text : fps_text(outside),
+                       fmt::format("nothing promised; new bits: fingerprint {} -> {} on the same machine key",
+                                   fps_text(c.bc.fingerprints), new_text)));
+    return;
+  }
+  if (deterministic_cell) {
+    with_kernels(c.add(FindingKind::kBitsChanged, Verdict::kFail, c.bc.fingerprints.front(), new_text,
+                       fmt::format("fingerprint changed on the same machine key: {} -> {}{}", c.bc.fingerprints.front(),
+                                   new_text,
+                                   new_fps.size() > 1 ? fmt::format(" ({} distinct outputs now)", new_fps.size()) : "")));
     return;
   }
   bool promised = promise == Promise::RunToRun::kDeterministic;
-  auto& f = c.add(FindingKind::kNewOutputs, promised ? Verdict::kFail : Verdict::kWarn, fps_text(c.bc.fingerprints),
-                  fps_text(outside),
-                  promised ? fmt::format("{} output(s) outside the baseline's {} and the target promises determinism",
-                                         outside.size(), old_fps.size())
-                           : fmt::format("new outputs of a nondeterministic target: {} of {} distinct not among the "
-                                         "baseline's {}",
-                                         outside.size(), new_fps.size(), old_fps.size()));
-  if (!c.bc.kernels.empty()) f.old_kernels = c.bc.kernels.begin()->second;
-  if (new_kernels.count(shown_new)) f.new_kernels = new_kernels[shown_new];
+  with_kernels(c.add(FindingKind::kNewOutputs, promised ? Verdict::kFail : Verdict::kWarn, fps_text(c.bc.fingerprints),
+                     fps_text(outside),
+                     promised ? fmt::format("{} output(s) outside the baseline's {} and the target promises determinism",
+                                            outside.size(), old_fps.size())
+                              : fmt::format("new outputs of a nondeterministic target: {} of {} distinct not among the "
+                                            "baseline's {}",
+                                            outside.size(), new_fps.size(), old_fps.size())));
 }
 
 // Key differs, both ran: the determinism verdict and the error budget.
@@ -188,7 +231,12 @@ void other_key(CellContext& c, Promise::RunToRun promise, const Promise& full) {
                       now, c.o.fingerprints.size(), c.key_diff));
   std::optional<double> err_now;
   if (c.o.oracle && c.o.oracle->err_ratio >= 0) err_now = c.o.oracle->err_ratio;
-  if (err_now && c.bc.err_ratio) {
+  if (!full.error_bound_exempt.empty()) {
+    // FFT, Winograd: no summation error bound applies, so no budget either (the verdict still fails a NaN).
+    c.add(FindingKind::kErrRatio, Verdict::kSkip, c.bc.err_ratio ? fmt::format("{:.4g}", *c.bc.err_ratio) : "unknown",
+          err_now ? fmt::format("{:.4g}", *err_now) : "unknown",
+          "error ratio not judged: " + full.error_bound_exempt);
+  } else if (err_now && c.bc.err_ratio) {
     double pb = promise_budget(c.o, full);
     double budget = std::max(*c.bc.err_ratio, pb);
     if (!(*err_now <= budget))
@@ -336,12 +384,31 @@ RunView view(const nlohmann::json& run) {
   return v;
 }
 
-void check_run(const BaselineTraining& bt, bool key_matches, const std::string& key_diff, const TrainCell& id,
-               const RunView& run, CheckReport* rep) {
+// One training cell of DIR against its baseline cell.
+struct TrainPlan {
+  const BaselineTraining* bt = nullptr;
+  TrainCell id;
+  bool key_matches = false;
+  std::string key_diff;
+  std::vector<RunView> runs;  // sorted by (seed, replicate)
+  bool bitwise = false;       // deterministic condition on the same key: each run bitwise
+  std::vector<double> finite;  // the final losses of its finished, finite runs (the m of the mean's test)
+  bool judged = false;        // one test of the mean of `finite` (an interval, or sd 0 on the same key: a point)
+};
+
+CheckFinding train_finding(const TrainPlan& p) {
   CheckFinding f;
-  f.workload = train_label(id);
-  f.target = std::get<3>(id);
-  f.key_matches = key_matches;
+  f.workload = train_label(p.id);
+  f.target = std::get<3>(p.id);
+  f.key_matches = p.key_matches;
+  return f;
+}
+
+// Per run: a run that did not finish or diverged fails (skipped: a warning); on the deterministic
+// condition with the same key, its final loss and weights bitwise.
+void check_run(const TrainPlan& p, const RunView& run, CheckReport* rep) {
+  const BaselineTraining& bt = *p.bt;
+  CheckFinding f = train_finding(p);
   f.new_value = loss_text(run.loss);
   std::string which = fmt::format("seed {} rep {}", run.seed, run.replicate);
   auto push = [&](FindingKind k, Verdict v, std::string msg) {
@@ -361,42 +428,78 @@ void check_run(const BaselineTraining& bt, bool key_matches, const std::string& 
     push(FindingKind::kTrainingRun, Verdict::kFail, "final loss is not finite (the run diverged)");
     return;
   }
-  if (key_matches && bt.deterministic_condition() && !bt.runs.empty()) {
-    const BaselineRun* ref = &bt.runs.front();
-    for (auto& br : bt.runs)
-      if (br.seed == run.seed && br.replicate == run.replicate) ref = &br;
-    f.old_value = loss_text(ref->final_loss);
-    bool same_loss = std::memcmp(&ref->final_loss, &run.loss, sizeof(double)) == 0;
-    bool same_weights = ref->weights_fingerprint.empty() || run.weights.empty() || ref->weights_fingerprint == run.weights;
-    if (same_loss && same_weights)
-      push(FindingKind::kTrainingBits, Verdict::kPass, "deterministic condition on the same key: same final loss and weights");
-    else
-      push(FindingKind::kTrainingBits, Verdict::kFail,
-           fmt::format("deterministic condition on the same key: final loss {} -> {}, weights {} -> {}",
-                       loss_text(ref->final_loss), loss_text(run.loss), ref->weights_fingerprint, run.weights));
-    return;
-  }
-  if (bt.n < 2 || !bt.mean || !bt.sd) {
+  if (!p.bitwise) return;  // judged with the cell's other runs, on their mean
+  const BaselineRun* ref = &bt.runs.front();
+  for (auto& br : bt.runs)
+    if (br.seed == run.seed && br.replicate == run.replicate) ref = &br;
+  f.old_value = loss_text(ref->final_loss);
+  bool same_loss = std::memcmp(&ref->final_loss, &run.loss, sizeof(double)) == 0;
+  bool same_weights = ref->weights_fingerprint.empty() || run.weights.empty() || ref->weights_fingerprint == run.weights;
+  if (same_loss && same_weights)
+    push(FindingKind::kTrainingBits, Verdict::kPass, "deterministic condition on the same key: same final loss and weights");
+  else
+    push(FindingKind::kTrainingBits, Verdict::kFail,
+         fmt::format("deterministic condition on the same key: final loss {} -> {}, weights {} -> {}",
+                     loss_text(ref->final_loss), loss_text(run.loss), ref->weights_fingerprint, run.weights));
+}
+
+// The cell's one test: the mean of its m finite runs against the prediction interval for the mean of m
+// new draws at alpha = 0.05 / `judged` (Bonferroni over the cells judged).
+void check_mean(const TrainPlan& p, int judged, CheckReport* rep) {
+  const BaselineTraining& bt = *p.bt;
+  CheckFinding f = train_finding(p);
+  auto push = [&](FindingKind k, Verdict v, std::string msg) {
+    f.kind = k;
+    f.verdict = v;
+    f.message = std::move(msg);
+    rep->findings.push_back(f);
+  };
+  const int m = int(p.finite.size());
+  if (m == 0) return;  // every run failed or diverged: said per run
+  const double now = mean(p.finite);
+  f.new_value = fmt::format("mean {} of {} runs", loss_text(now), m);
+  if (!p.judged) {
     f.old_value = bt.mean ? loss_text(*bt.mean) : "-";
-    push(FindingKind::kTrainingNoInterval, Verdict::kWarn,
-         fmt::format("no prediction interval: the baseline has {} finished run(s) of this cell", bt.n));
+    if (bt.n < 2 || !bt.mean || !bt.sd)
+      push(FindingKind::kTrainingNoInterval, Verdict::kWarn,
+           fmt::format("no prediction interval: the baseline has {} finished run(s) of this cell; mean final loss {} of "
+                       "{} runs not judged",
+                       bt.n, loss_text(now), m));
+    else
+      push(FindingKind::kTrainingNoInterval, Verdict::kWarn,
+           fmt::format("the baseline's {} runs are identical (sd 0): the interval is the point {}, a bitwise comparison "
+                       "that a different key excuses ({}); mean final loss {} of {} runs not judged",
+                       bt.n, loss_text(*bt.mean), p.key_diff, loss_text(now), m));
     return;
   }
+  if (*bt.sd == 0) {
+    // Same key, identical baseline runs: every run must give that loss.
+    double point = *bt.mean;
+    for (auto& br : bt.runs)
+      if (std::isfinite(br.final_loss)) {
+        point = br.final_loss;
+        break;
+      }
+    int differ = int(std::count_if(p.finite.begin(), p.finite.end(), [&](double x) { return x != point; }));
+    f.old_value = fmt::format("[{}, {}]", loss_text(point), loss_text(point));
+    push(FindingKind::kTrainingInterval, differ ? Verdict::kFail : Verdict::kPass,
+         fmt::format("the baseline's {} runs are identical (sd 0) on the same key: the interval is the point {}; {} of "
+                     "the {} runs {} (mean final loss {})",
+                     bt.n, loss_text(point), differ ? differ : m, m, differ ? "differ" : "equal it", loss_text(now)));
+    return;
+  }
+  const double alpha = 0.05 / judged;
   double lo = 0, hi = 0;
-  prediction_interval(bt.n, *bt.mean, *bt.sd, &lo, &hi);
+  prediction_interval(bt.n, *bt.mean, *bt.sd, &lo, &hi, m, alpha);
   f.old_value = fmt::format("[{}, {}]", loss_text(lo), loss_text(hi));
-  if (*bt.sd == 0 && !key_matches) {
-    push(FindingKind::kTrainingNoInterval, Verdict::kWarn,
-         fmt::format("the baseline's {} runs are identical (sd 0): the interval is the point {}, a bitwise comparison "
-                     "that a different key excuses ({}); final loss {} not judged",
-                     bt.n, loss_text(*bt.mean), key_diff, loss_text(run.loss)));
-    return;
-  }
-  bool inside = run.loss >= lo && run.loss <= hi;
+  bool inside = now >= lo && now <= hi;
   push(FindingKind::kTrainingInterval, inside ? Verdict::kPass : Verdict::kFail,
-       fmt::format("final loss {} {} the 95% prediction interval [{}, {}] of the baseline's {} runs (mean {}, sd {})",
-                   loss_text(run.loss), inside ? "inside" : "outside", loss_text(lo), loss_text(hi), bt.n,
-                   loss_text(*bt.mean), loss_text(*bt.sd)));
+       fmt::format("mean final loss {} of {} runs {} [{}, {}], the prediction interval for the mean of {} new runs: "
+                   "baseline mean {} ± t_{{{},1-α/2}} {:.6g} · sd {} · sqrt(1/{} + 1/{}), α = 0.05/{} = {:.4g} "
+                   "(Bonferroni: 95% over the {} training cell(s) judged)",
+                   loss_text(now), m, inside ? "inside" : "outside", loss_text(lo), loss_text(hi), m, loss_text(*bt.mean),
+                   bt.n - 1, student_t_quantile(1 - alpha / 2, bt.n - 1), loss_text(*bt.sd), m, bt.n, judged, alpha,
+                   judged));
 }
 
 void check_training(const Baseline& b, const Results& r, CheckReport* rep) {
@@ -405,36 +508,54 @@ void check_training(const Baseline& b, const Results& r, CheckReport* rep) {
     dir_cells[{json_fields::str(run, "model"), json_fields::str(run, "design"), json_fields::str(run, "condition"),
                json_fields::str(run, "target")}]
         .push_back(view(run));
+  // First the plans, to know how many cells are judged (the Bonferroni divisor); then the findings, in
+  // baseline order.
   std::set<TrainCell> seen;
-  int not_run = 0;
+  std::vector<TrainPlan> plans;
+  int not_run = 0, judged = 0;
   for (auto& bt : b.training) {
     TrainCell id{bt.model, bt.design, bt.condition, bt.target};
     seen.insert(id);
+    TrainPlan p;
+    p.bt = &bt;
+    p.id = id;
     auto it = dir_cells.find(id);
     if (it == dir_cells.end()) {
       if (r.training.empty()) {
         ++not_run;
         continue;
       }
-      CheckFinding f;
+      plans.push_back(std::move(p));  // runs empty: not run
+      continue;
+    }
+    nlohmann::json nkey = entry_key(r, bt.target);
+    p.key_matches = nkey == b.keys.at(bt.key);
+    if (!p.key_matches) p.key_diff = key_difference(b.keys.at(bt.key), nkey);
+    p.runs = it->second;
+    std::sort(p.runs.begin(), p.runs.end(),
+              [](const RunView& x, const RunView& y) { return std::tie(x.seed, x.replicate) < std::tie(y.seed, y.replicate); });
+    p.bitwise = p.key_matches && bt.deterministic_condition() && !bt.runs.empty();
+    if (!p.bitwise) {
+      for (auto& run : p.runs)
+        if (run.status == "ok" && std::isfinite(run.loss)) p.finite.push_back(run.loss);
+      p.judged = !p.finite.empty() && bt.n >= 2 && bt.mean && bt.sd && (*bt.sd != 0 || p.key_matches);
+      judged += p.judged;
+    }
+    plans.push_back(std::move(p));
+  }
+  for (auto& p : plans) {
+    if (p.runs.empty()) {
+      CheckFinding f = train_finding(p);
       f.kind = FindingKind::kTrainingNotRun;
       f.verdict = Verdict::kWarn;
-      f.workload = train_label(id);
-      f.target = bt.target;
-      f.old_value = fmt::format("{} runs", bt.runs.size());
+      f.old_value = fmt::format("{} runs", p.bt->runs.size());
       f.new_value = "not run";
       f.message = "not run";
       rep->findings.push_back(f);
       continue;
     }
-    nlohmann::json nkey = entry_key(r, bt.target);
-    const nlohmann::json& bkey = b.keys.at(bt.key);
-    bool match = nkey == bkey;
-    std::string diff = match ? "" : key_difference(bkey, nkey);
-    auto runs = it->second;
-    std::sort(runs.begin(), runs.end(),
-              [](const RunView& x, const RunView& y) { return std::tie(x.seed, x.replicate) < std::tie(y.seed, y.replicate); });
-    for (auto& run : runs) check_run(bt, match, diff, id, run, rep);
+    for (auto& run : p.runs) check_run(p, run, rep);
+    if (!p.bitwise) check_mean(p, judged, rep);
   }
   if (not_run) {
     CheckFinding f;
@@ -461,13 +582,8 @@ void check_training(const Baseline& b, const Results& r, CheckReport* rep) {
 
 CheckReport check_against_baseline(const Baseline& b, const Results& in, const std::string& dir,
                                    const std::string& baseline_path) {
-  const Results* r = &in;
   Results judged;
-  if (std::any_of(in.observations.begin(), in.observations.end(), [](const Observation& o) { return o.verdict.empty(); })) {
-    judged = in;
-    judge(&judged);
-    r = &judged;
-  }
+  const Results* r = judged_view(in, &judged);
   CheckReport rep;
   rep.dir = dir;
   rep.baseline_path = baseline_path;
@@ -481,6 +597,8 @@ CheckReport check_against_baseline(const Baseline& b, const Results& in, const s
 
 // ---- rendering -------------------------------------------------------------------------------------
 namespace {
+
+constexpr size_t kMdField = 300;  // a header field in the markdown (from the baseline file, or a path)
 
 std::string plural(int n, const char* what) { return fmt::format("{} {}{}", n, what, n == 1 ? "" : "s"); }
 
@@ -505,10 +623,18 @@ std::vector<const CheckFinding*> other_key_changes(const CheckReport& rep) {
   return out;
 }
 
+// At most `max` bytes of `s` and "..." when clipped, never cutting a UTF-8 character.
+std::string clip(const std::string& s, size_t max) {
+  if (s.size() <= max) return s;
+  size_t cut = max;
+  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;  // s[cut] starts a character
+  return s.substr(0, cut) + "...";
+}
+
 std::string kernels_text(const std::vector<std::string>& ks, size_t max_names, size_t max_len) {
   std::string s;
   for (size_t i = 0; i < ks.size() && i < max_names; ++i) {
-    std::string k = ks[i].size() > max_len ? ks[i].substr(0, max_len) + "..." : ks[i];
+    std::string k = clip(ks[i], max_len);
     s += (i ? ", " : "") + k;
   }
   if (ks.size() > max_names) s += fmt::format(", ... and {} more", ks.size() - max_names);
@@ -564,7 +690,7 @@ std::string md_row(const CheckFinding& f) {
   std::string change;
   if (!f.old_value.empty() || !f.new_value.empty())
     change = markdown_escape(f.old_value.empty() ? "-" : f.old_value) + " → " + markdown_escape(f.new_value.empty() ? "-" : f.new_value);
-  std::string msg = markdown_escape(f.message.size() > 400 ? f.message.substr(0, 400) + "..." : f.message);
+  std::string msg = markdown_escape(clip(f.message, 400));
   if (!f.old_kernels.empty()) msg += "<br>kernels before: " + markdown_escape(kernels_text(f.old_kernels, 3, 80));
   if (!f.new_kernels.empty()) msg += "<br>kernels now: " + markdown_escape(kernels_text(f.new_kernels, 3, 80));
   return fmt::format("| {} | {} | {} | {} | {} | {} |\n", to_string(f.verdict), what, md_code(f.workload),
@@ -589,9 +715,11 @@ std::string render_md(const CheckReport& rep) {
   int fails = rep.count(Verdict::kFail), warns = rep.count(Verdict::kWarn);
   std::string s = fmt::format("## detaudit check: {}\n\n", fails ? "FAIL (" + plural(fails, "failure") + ")"
                                                               : (warns ? "PASS (" + plural(warns, "warning") + ")" : "PASS"));
-  s += fmt::format("{} against {} (baseline of {}, created {}, detaudit {}).\n\n", md_code(rep.dir),
-                   md_code(rep.baseline_path), md_code(rep.baseline_source), markdown_escape(rep.baseline_created_at),
-                   markdown_escape(rep.baseline_tool));
+  // The baseline file's header fields and the paths are whatever they are: each clipped.
+  s += fmt::format("{} against {} (baseline of {}, created {}, detaudit {}).\n\n", md_code(clip(rep.dir, kMdField)),
+                   md_code(clip(rep.baseline_path, kMdField)), md_code(clip(rep.baseline_source, kMdField)),
+                   markdown_escape(clip(rep.baseline_created_at, kMdField)),
+                   markdown_escape(clip(rep.baseline_tool, kMdField)));
   s += markdown_escape(summary_line(rep)) + "\n\n";
   // Budgets: failures first and most; the whole stays under kCheckMarkdownLimit.
   auto fl = pick(rep, Verdict::kFail), wl = pick(rep, Verdict::kWarn), sl = pick(rep, Verdict::kSkip),
@@ -608,10 +736,37 @@ std::string render_md(const CheckReport& rep) {
   if (!ol.empty())
     s += fmt::format("<details><summary>Other bits where the key differs, not failures ({})</summary>\n\n", ol.size()) +
          md_table(ol, 5000) + "\n</details>\n";
-  return s.size() <= kCheckMarkdownLimit ? s : s.substr(0, kCheckMarkdownLimit - 32) + "\n\n... (truncated)\n";
+  return cap_markdown(s, kCheckMarkdownLimit);
 }
 
 }  // namespace
+
+std::string cap_markdown(const std::string& md, size_t limit) {
+  if (md.size() < limit) return md;
+  // Cut after a whole line, so neither a UTF-8 character nor a table row nor a tag is split, then close
+  // the <details> blocks still open there (ours start a line with "<details>" and end one as
+  // "</details>"; escaped user text cannot).
+  size_t reserve = 64;
+  while (true) {
+    size_t end = 0;  // bytes kept: md[0, end)
+    if (limit > reserve) {
+      size_t nl = md.rfind('\n', limit - reserve - 1);
+      end = nl == std::string::npos ? 0 : nl + 1;
+    }
+    int open = 0;
+    for (size_t p = 0; p < end;) {
+      size_t q = md.find('\n', p);
+      std::string_view line(md.data() + p, (q == std::string::npos || q >= end ? end : q) - p);
+      if (line.starts_with("<details>")) ++open;
+      else if (line.starts_with("</details>") && open > 0) --open;
+      p = q == std::string::npos ? end : q + 1;
+    }
+    std::string tail = "\n... (truncated: `--format json` lists every finding)\n";
+    for (int i = 0; i < open; ++i) tail += "\n</details>\n";
+    if (end + tail.size() < limit || end == 0) return md.substr(0, end) + tail;
+    reserve = limit - end + tail.size();  // cut earlier, leaving room for this tail
+  }
+}
 
 nlohmann::json to_json(const CheckReport& rep) {
   nlohmann::json fs = nlohmann::json::array();
@@ -671,8 +826,7 @@ int run_check(const CheckOptions& opt, std::string* report, std::string* err, Re
   CheckReport rep = check_against_baseline(b, r, opt.dir, opt.baseline);
   *report = render_check(rep, opt.format);
   if (checked) {
-    if (std::any_of(r.observations.begin(), r.observations.end(), [](const Observation& o) { return o.verdict.empty(); }))
-      judge(&r);
+    if (!is_judged(r)) judge(&r);
     *checked = std::move(r);
   }
   return rep.exit_code();

@@ -6,7 +6,14 @@
 //     A deterministic cell (1 output in the baseline, and no promised nondeterminism) whose outputs
 //     differ FAILs, naming workload, target, old and new fingerprint and the kernels that ran (GPU). A
 //     nondeterministic cell's outputs outside the baseline's set FAIL when the target promises
-//     determinism, and are a WARN ("new outputs of a nondeterministic target") otherwise.
+//     determinism, and are a WARN ("new outputs of a nondeterministic target") otherwise. Two
+//     exceptions make other bits a WARN, not a FAIL:
+//       - another algorithm ran: the baseline's "algo" and the observation's details "algo_name"
+//         differ, or the target lets cuDNN choose (conv2d, the pass's *_algo "auto": cuDNN's Find times
+//         the algorithms, so another process may pick another one) and either side lacks the name
+//         (WARN "another algorithm chosen (X -> Y)");
+//       - the target promises nothing run to run (Promise::RunToRun::kNone: cuBLAS atomics=allowed,
+//         shared workspaces, oneDNN): WARN "nothing promised; new bits".
 //   * Key differs: different bits are no failure (said, as PASS). The determinism verdict must hold: the
 //     cell's verdict is not FAIL, and a cell deterministic in the baseline that is promised deterministic
 //     still gives 1 output. The error ratio must stay within the budget
@@ -14,24 +21,30 @@
 //     where the promise budget is what the verdict allows (1 for full-precision inputs; more for inputs
 //     rounded before the op, TF32: oracle_budget, gates/verdict.hpp). A correct kernel stays below the
 //     promise budget whatever its summation order, so only an error beyond both what the baseline
-//     showed and what correct summation allows fails. When either side has no err_ratio, that is said
-//     (SKIP) and not judged.
+//     showed and what correct summation allows fails. When either side has no err_ratio, or the
+//     target's promise exempts its algorithm from the summation bound (Promise::error_bound_exempt:
+//     cuDNN's FFT and Winograd convolutions), that is said (SKIP, with the reason) and not judged.
 //   * Whatever the key, a cell whose verdict is FAIL fails the check, except where the key matches and
 //     the baseline holds the same FAIL with the same outputs (a known failure: WARN).
 //   * A status change (ok -> crashed, skipped -> ok, ...) not already a FAIL is a WARN.
 //   * A baseline entry missing from DIR: WARN "not run", or FAIL when DIR's plan includes the cell (the
 //     run is unfinished or lost it). A cell of DIR without a baseline entry: "new, no baseline" (SKIP;
 //     FAIL when its own verdict is FAIL).
-//   * Training, per run of DIR and the baseline's cell (model, design, condition, target):
+//   * Training, per cell (model, design, condition, target) of DIR and the baseline's cell:
+//       - per run: a run that crashed, timed out, failed or diverged (NaN loss) FAILs; a skipped run is
+//         a WARN;
 //       - key matches and the condition is deterministic (fixed initial weights, nondeterminism off:
-//         sony2021's d): bitwise, the final loss and the final weights' fingerprint equal the baseline
-//         run's of the same seed and replicate (else its first run's);
-//       - otherwise, with n >= 2 baseline runs, the final loss must fall inside the 95% prediction
-//         interval mean ± t_{n-1,0.975} · sd · sqrt(1 + 1/n). With sd == 0 the interval is the point:
-//         where the key matches the loss must equal it; where the key differs a point interval would be
-//         a bitwise comparison across keys, which a key difference excuses: WARN, not judged;
-//       - n < 2: no interval exists (WARN, not judged);
-//       - a run that crashed, timed out, failed or diverged (NaN loss) FAILs; a skipped run is a WARN.
+//         sony2021's d): per run, bitwise, the final loss and the final weights' fingerprint equal the
+//         baseline run's of the same seed and replicate (else its first run's);
+//       - otherwise ONE test per cell, on the mean x̄ of DIR's m finite final losses, with n >= 2 finite
+//         baseline runs (mean x̄_b, sd s_b): x̄ must fall inside the prediction interval for the mean of m
+//         new draws, x̄_b ± t_{n-1,1-α/2} · s_b · sqrt(1/m + 1/n), where α = 0.05 / K and K is the number
+//         of training cells so judged (Bonferroni: 95% for the check as a whole, so that an unchanged
+//         machine passes; judging each run against the interval of one draw would fail one of 12 runs
+//         in about 37% of checks). With s_b == 0 the interval is the point: where the key matches every
+//         run must equal it (a test counted in K); where the key differs a point interval would be a
+//         bitwise comparison across keys, which a key difference excuses: WARN, not judged;
+//       - n < 2: no interval exists (WARN, not judged).
 // Exit 0: nothing FAILed (WARNs allowed); 1: a failure (each listed); 2: could not run (a missing,
 // truncated or wrong-schema baseline or results file: one line naming the file).
 #pragma once
@@ -50,6 +63,7 @@ enum class FindingKind {
   kSame,                // key matches, outputs as in the baseline (or the same non-ok status)
   kBitsChanged,         // key matches, a deterministic cell's output changed
   kNewOutputs,          // key matches, outputs outside a nondeterministic cell's set
+  kAlgorithmChanged,    // key matches, other bits from another algorithm (cuDNN's choice): WARN
   kOtherKey,            // key differs, the verdict and the error budget hold (bits may differ)
   kDeterminism,         // key differs, a deterministic, promised-deterministic cell gave k > 1 outputs
   kErrRatio,            // key differs, err_ratio beyond the budget, or not judged (unknown)
@@ -57,7 +71,7 @@ enum class FindingKind {
   kStatusChanged,       // ok -> crashed, skipped -> ok, ...
   kNotRun,              // in the baseline, not in DIR
   kNoBaseline,          // in DIR, not in the baseline ("new, no baseline")
-  kTrainingInterval,    // final loss against the prediction interval
+  kTrainingInterval,    // a cell's mean final loss against the prediction interval for the mean
   kTrainingBits,        // deterministic condition on the same key: final loss and weights bitwise
   kTrainingNoInterval,  // fewer than 2 baseline runs, or sd 0 on another key: not judged
   kTrainingRun,         // a run that crashed, timed out, failed, diverged or was skipped
@@ -91,9 +105,10 @@ struct CheckReport {
 // found by bisection to the last bit. NaN for p outside (0, 1) or df <= 0.
 double student_t_quantile(double p, double df);
 
-// The 95% prediction interval of one more draw from the runs' population: mean ± t_{n-1,0.975} · sd ·
-// sqrt(1 + 1/n). False when n < 2 (no interval).
-bool prediction_interval(int n, double mean, double sd, double* lo, double* hi);
+// The (1 - alpha) prediction interval for the mean of m more draws from the population of n runs with
+// this mean and sd: mean ± t_{n-1,1-alpha/2} · sd · sqrt(1/m + 1/n) (m = 1, alpha = 0.05: the 95%
+// interval of one more draw). False when n < 2 (no interval), m < 1 or alpha outside (0, 1).
+bool prediction_interval(int n, double mean, double sd, double* lo, double* hi, int m = 1, double alpha = 0.05);
 
 // The core, for `check` and `qualify`: every finding of `r` (judged on a copy first if it carries no
 // verdicts) against `b`. `dir` and `baseline_path` only label the report.
@@ -103,10 +118,15 @@ CheckReport check_against_baseline(const Baseline& b, const Results& r, const st
 enum class CheckFormat { kText, kMarkdown, kJson };
 bool parse_check_format(const std::string& s, CheckFormat* out);
 // Text for a terminal (every failure listed; long lists of warnings capped with "... and N more"), markdown
-// for a PR comment (always under kCheckMarkdownLimit characters), or JSON ("detaudit-check/1": every
+// for a PR comment (always under kCheckMarkdownLimit characters; the baseline's header fields and the paths
+// clipped to a few hundred each), or JSON ("detaudit-check/1": every
 // finding with kind, verdict, workload, target, old, new, message).
 inline constexpr size_t kCheckMarkdownLimit = 60000;
 std::string render_check(const CheckReport& rep, CheckFormat format);
+// `md` itself when shorter than `limit`; otherwise its whole lines up to below the limit, a "truncated" line
+// and a "</details>" for each <details> block (a line starting "<details>") left open there: never a cut
+// UTF-8 character, row or tag.
+std::string cap_markdown(const std::string& md, size_t limit);
 nlohmann::json to_json(const CheckReport& rep);
 
 struct CheckOptions {

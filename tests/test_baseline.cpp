@@ -339,3 +339,39 @@ TEST(Baseline, CliSaveWritesWhereItSays) {
   EXPECT_EQ(r.code, 2);
   fs::remove_all(dir);
 }
+
+TEST(Baseline, EntriesRecordTheAlgorithmThatRan) {
+  auto dir = fresh_dir("baseline-algo");
+  fs::create_directories(dir);
+  Results r = sample_results();
+  Observation cd = cell(workload("conv2d?n=2&c=8&h=8&w=8&k=8&r=3&s=3&pass=fwd"), target("cudnn:0"), {A, A});
+  cd.details = {{"claimed_deterministic", "yes"}, {"algo_name", "CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM"},
+                {"algo_pinned", "auto"}};
+  r.observations.push_back(cd);
+  Baseline b = make_baseline(r, "dirX", "2026-02-02T00:00:00Z");
+  auto* c = find_cell(b, cd.target);
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->algo, "CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM");
+  EXPECT_TRUE(find_cell(b, target("cpu?order=sequential&threads=1"))->algo.empty());  // none reported: none stored
+  std::string err;
+  ASSERT_TRUE(save_baseline((dir / "b.json").string(), b, &err)) << err;
+  std::string text = slurp(dir / "b.json");
+  auto j = nlohmann::json::parse(text);
+  int with_algo = 0;
+  for (auto& e : j["entries"]) with_algo += e.contains("algo");
+  EXPECT_EQ(with_algo, 1);  // optional: only where the backend named its algorithm
+  Baseline back;
+  ASSERT_TRUE(load_baseline((dir / "b.json").string(), &back, &err)) << err;
+  EXPECT_EQ(find_cell(back, cd.target)->algo, "CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM");
+  EXPECT_EQ(baseline_text(back), text);
+  // A file without the field (older baselines) loads; a wrong type is named.
+  for (auto& e : j["entries"]) e.erase("algo");
+  std::ofstream(dir / "old.json") << j.dump();
+  ASSERT_TRUE(load_baseline((dir / "old.json").string(), &back, &err)) << err;
+  EXPECT_TRUE(find_cell(back, cd.target)->algo.empty());
+  j["entries"][0]["algo"] = 3;
+  std::ofstream(dir / "bad.json") << j.dump();
+  EXPECT_FALSE(load_baseline((dir / "bad.json").string(), &back, &err));
+  EXPECT_NE(err.find("entries[0].algo"), std::string::npos) << err;
+  fs::remove_all(dir);
+}

@@ -2,8 +2,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <numbers>
+#include <random>
 
 #include <fmt/format.h>
 
@@ -297,35 +300,76 @@ TEST(Check, ErrorRatioBudgetWhereTheKeyDiffers) {
   EXPECT_NE(f->message.find("not known in this run"), std::string::npos) << f->message;
 }
 
-TEST(Check, TrainingLossAgainstThePredictionInterval) {
+// t_{2,p} in closed form: (2p - 1)/sqrt(2p(1 - p)).
+double t2(double p) { return (2 * p - 1) / std::sqrt(2 * p * (1 - p)); }
+
+TEST(Check, TrainingMeanAgainstThePredictionIntervalForTheMean) {
   Dirs d("check-train");
   const std::string t = ATOMIC();
   Results base;
   base.machine = machine();
   base.plan = {{"kind", "train"}};
   base.started_at = "2026-01-01T00:00:00Z";
-  // Losses 1, 2, 3: mean 2, sd 1, n 3, so the interval is 2 ± t_{2,0.975}·1·sqrt(1 + 1/3).
+  // Cell a: losses 1, 2, 3, so n 3, mean 2, sd 1. DIR's m = 3 runs of it are judged once, on their mean,
+  // against 2 ± t_{2,1-α/2} · 1 · sqrt(1/3 + 1/3), with α = 0.05 / (cells judged).
   for (auto [seed, loss] : {std::pair{1000, 1.0}, {1001, 2.0}, {1002, 3.0}}) base.training.push_back(train_run("a", t, seed, 0, loss));
-  base.training.push_back(train_run("c", t, 1000, 0, 0.5));  // n = 1: no interval
+  base.training.push_back(train_run("c", t, 1000, 0, 0.5));  // n = 1: no interval, not judged
   for (int s = 0; s < 3; ++s) base.training.push_back(train_run("d", canon_target("cpu?order=blocked&threads=2"), 1000 + s, 0, 0.25));
   std::string base_dir = d.results("base", base);
   ASSERT_EQ(run_cli("baseline save " + base_dir).code, 0);
   std::string baseline = base_dir + "/baseline.json";
-  const double half = 4.3026527297494639 * std::sqrt(1 + 1.0 / 3);  // t_{2,0.975} = 0.95/sqrt(0.04875)
-  auto with_loss = [&](double a_loss) {
-    Results r = base;
-    r.training[0]["final_loss"] = a_loss;
+  // One cell judged (c has no interval, d is bitwise): α = 0.05, t_{2,0.975} = 0.95/sqrt(0.04875).
+  const double half = t2(0.975) * 1.0 * std::sqrt(1.0 / 3 + 1.0 / 3);
+  EXPECT_NEAR(t2(0.975), 4.3026527297494639, 1e-14);
+  double lo, hi;
+  ASSERT_TRUE(prediction_interval(3, 2.0, 1.0, &lo, &hi, 3, 0.05));
+  EXPECT_NEAR(hi, 2 + half, 1e-12);
+  EXPECT_NEAR(lo, 2 - half, 1e-12);
+  // DIR's runs of cell a: losses x, 2, 3, so their mean is (x + 5)/3.
+  auto with_mean = [&](Results r, double mean_a) {
+    r.training[0]["final_loss"] = 3 * mean_a - 5;
     return r;
   };
-  auto inside = run_cli("check " + d.results("in", with_loss(2 + half - 1e-9)) + " --baseline " + baseline);
+  auto inside = run_cli("check " + d.results("in", with_mean(base, 2 + half - 1e-9)) + " --baseline " + baseline);
   EXPECT_EQ(inside.code, 0) << inside.out;
   EXPECT_NE(inside.out.find("no prediction interval: the baseline has 1 finished run(s)"), std::string::npos) << inside.out;
-  auto outside = run_cli("check " + d.results("out", with_loss(2 + half + 1e-9)) + " --baseline " + baseline);
+  auto outside = run_cli("check " + d.results("out", with_mean(base, 2 + half + 1e-9)) + " --baseline " + baseline);
   EXPECT_EQ(outside.code, 1) << outside.out;
-  EXPECT_NE(outside.out.find("outside the 95% prediction interval"), std::string::npos) << outside.out;
-  EXPECT_NE(outside.out.find("train autoencoder/sony2021 (a)"), std::string::npos) << outside.out;
-  auto low = run_cli("check " + d.results("low", with_loss(2 - half - 1e-9)) + " --baseline " + baseline);
+  for (const char* s : {"train autoencoder/sony2021 (a)", "mean final loss", "of 3 runs outside",
+                        "the prediction interval for the mean of 3 new runs", "sqrt(1/3 + 1/3)", "α = 0.05/1 = 0.05"})
+    EXPECT_NE(outside.out.find(s), std::string::npos) << "missing '" << s << "' in:\n" << outside.out;
+  // One finding for the cell, not one per run.
+  auto j = nlohmann::json::parse(
+      run_cli("check " + d.results("outj", with_mean(base, 2 + half + 1e-9)) + " --baseline " + baseline + " --format json").out);
+  int interval = 0;
+  for (auto& f : j["findings"]) interval += f["kind"] == "training_interval";
+  EXPECT_EQ(interval, 1);
+  auto low = run_cli("check " + d.results("low", with_mean(base, 2 - half - 1e-9)) + " --baseline " + baseline);
   EXPECT_EQ(low.code, 1) << low.out;
+
+  // Bonferroni: with a second cell judged, α = 0.05/2 per cell and t_{2,0.9875} widens the interval, so
+  // the mean just outside above is inside now; just outside the wider interval fails.
+  Results two = base;
+  for (auto [seed, loss] : {std::pair{1000, 1.0}, {1001, 2.0}, {1002, 3.0}}) two.training.push_back(train_run("b", t, seed, 0, loss));
+  std::string two_dir = d.results("base2", two);
+  ASSERT_EQ(run_cli("baseline save " + two_dir).code, 0);
+  const double half2 = t2(1 - 0.025 / 2) * std::sqrt(2.0 / 3);
+  Results dir2 = with_mean(two, 2 + half + 1e-9);
+  CheckReport rep;
+  Baseline b2;
+  std::string err;
+  ASSERT_TRUE(load_baseline(two_dir + "/baseline.json", &b2, &err)) << err;
+  rep = check_against_baseline(b2, dir2, "d", "b");
+  EXPECT_EQ(rep.exit_code(), 0);
+  auto* f = first(rep, FindingKind::kTrainingInterval);
+  ASSERT_NE(f, nullptr);
+  EXPECT_NE(f->message.find("α = 0.05/2 = 0.025"), std::string::npos) << f->message;
+  double shown_lo = 0, shown_hi = 0;
+  ASSERT_EQ(std::sscanf(f->old_value.c_str(), "[%lf, %lf]", &shown_lo, &shown_hi), 2) << f->old_value;
+  EXPECT_NEAR(shown_lo, 2 - half2, 1e-12);
+  EXPECT_NEAR(shown_hi, 2 + half2, 1e-12);
+  rep = check_against_baseline(b2, with_mean(two, 2 + half2 + 1e-9), "d", "b");
+  EXPECT_EQ(rep.exit_code(), 1);
 
   // Condition d on the same key is bitwise: any other loss fails, however close.
   Results dd = base;
@@ -342,6 +386,196 @@ TEST(Check, TrainingLossAgainstThePredictionInterval) {
   auto excused = run_cli("check " + d.results("dother", dd) + " --baseline " + baseline);
   EXPECT_EQ(excused.code, 0) << excused.out;
   EXPECT_NE(excused.out.find("sd 0"), std::string::npos) << excused.out;
+  // A crashed or diverged run still fails on its own.
+  Results crashed = base;
+  crashed.training[1]["status"] = "crashed";
+  crashed.training[2]["final_loss"] = nullptr;
+  rep = check_against_baseline(make_baseline(base, "b", "t"), crashed, "d", "b");
+  EXPECT_EQ(rep.count(Verdict::kFail), 2);
+  EXPECT_NE(first(rep, FindingKind::kTrainingRun)->message.find("run crashed"), std::string::npos);
+}
+
+// Normal draws from mt19937 (whose sequence the standard fixes) by Box-Muller: the same numbers everywhere.
+std::vector<double> normals(std::mt19937_64& rng, int count, double mean, double sd) {
+  std::vector<double> out;
+  while (int(out.size()) < count) {
+    double u1 = (double(rng() >> 11) + 1) * 0x1p-53, u2 = double(rng() >> 11) * 0x1p-53;
+    double r = std::sqrt(-2 * std::log(u1));
+    out.push_back(mean + sd * r * std::cos(2 * std::numbers::pi * u2));
+    if (int(out.size()) < count) out.push_back(mean + sd * r * std::sin(2 * std::numbers::pi * u2));
+  }
+  return out;
+}
+
+// The finding this fixes: 12 runs each against the interval of one draw fail one run in ~37% of checks of
+// an unchanged machine. With one test per cell on the mean (Bonferroni over the cells), a machine that
+// changed nothing passes, and a shifted mean still fails.
+TEST(Check, TrainingUnchangedMachinePassesAShiftedMeanFails) {
+  const std::string t = ATOMIC();
+  std::mt19937_64 rng(20260101);
+  auto draw = [&](const std::vector<std::string>& conds, double shift_a) {
+    Results r;
+    r.machine = machine();
+    r.plan = {{"kind", "train"}};
+    for (auto& c : conds) {
+      auto losses = normals(rng, 12, 0.8, 0.05);
+      for (int i = 0; i < 12; ++i)
+        r.training.push_back(train_run(c, t, 1000 + i, 0, losses[i] + (c == "a" ? shift_a : 0.0)));
+    }
+    return r;
+  };
+  const std::vector<std::string> conds = {"a", "b"};  // random init: both judged on their mean
+  Results base = draw(conds, 0);
+  Baseline b = make_baseline(base, "base", "t");
+  // The same DIR against its own baseline.
+  CheckReport own = check_against_baseline(b, base, "base", "b");
+  EXPECT_EQ(own.exit_code(), 0) << render_check(own, CheckFormat::kText);
+  EXPECT_EQ(own.count(Verdict::kPass), 2);
+  EXPECT_EQ(own.runs_compared, 24);
+  // Fresh runs from the same distribution, 400 checks of an unchanged machine: the mean's test fails at
+  // most its 5% (Bonferroni over the 2 cells: 2.5% each), while judging each run against the interval of
+  // one draw would fail about half of them.
+  const int checks = 400;
+  int fails = 0, old_rule_fails = 0;
+  for (int k = 0; k < checks; ++k) {
+    Results now = draw(conds, 0);
+    fails += check_against_baseline(b, now, "now", "b").exit_code();
+    bool any = false;
+    for (auto& bt : b.training) {
+      double lo, hi;
+      ASSERT_TRUE(prediction_interval(bt.n, *bt.mean, *bt.sd, &lo, &hi));  // one draw, 95%
+      for (auto& run : now.training)
+        if (run["condition"] == bt.condition) any |= run["final_loss"] < lo || run["final_loss"] > hi;
+    }
+    old_rule_fails += any;
+  }
+  RecordProperty("unchanged_machine_failures", fails);
+  RecordProperty("per_run_rule_failures", old_rule_fails);
+  EXPECT_LE(fails, checks * 8 / 100) << fails << " of " << checks;
+  EXPECT_GE(old_rule_fails, checks * 30 / 100) << old_rule_fails << " of " << checks;
+  // Cell a's runs shifted by 4 sd of one run: its mean far outside, a FAIL naming it.
+  CheckReport shifted = check_against_baseline(b, draw(conds, 0.2), "now", "b");
+  EXPECT_EQ(shifted.exit_code(), 1);
+  auto* f = first(shifted, FindingKind::kTrainingInterval);
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->workload, "train autoencoder/sony2021 (a)");
+  EXPECT_EQ(f->verdict, Verdict::kFail);
+  EXPECT_NE(f->message.find("of 12 runs outside"), std::string::npos) << f->message;
+  EXPECT_NE(f->message.find("α = 0.05/2"), std::string::npos) << f->message;
+  // The same key with identical baseline runs (sd 0): every run must give that loss.
+  Results same;
+  same.machine = machine();
+  for (int i = 0; i < 3; ++i) same.training.push_back(train_run("c", t, 1000 + i, 0, 0.5));
+  Baseline sb = make_baseline(same, "s", "t");
+  EXPECT_EQ(check_against_baseline(sb, same, "s", "b").exit_code(), 0);
+  Results off = same;
+  off.training[2]["final_loss"] = std::nextafter(0.5, 1.0);
+  CheckReport point = check_against_baseline(sb, off, "s", "b");
+  EXPECT_EQ(point.exit_code(), 1);
+  EXPECT_NE(first(point, FindingKind::kTrainingInterval)->message.find("1 of the 3 runs differ"), std::string::npos)
+      << first(point, FindingKind::kTrainingInterval)->message;
+}
+
+// cuDNN's automatic algorithm choice, promises of nothing, and exemptions from the error bound.
+Results gpu_cell(const std::string& w, const std::string& t, std::vector<std::string> fps, const std::string& algo) {
+  Results r;
+  r.machine = machine();
+  r.machine["libraries"]["cudnn"] = "9.1.0";
+  r.machine["libraries"]["cublas"] = "12.4.5";
+  r.plan = {{"targets", {t}}, {"workloads", {w}}};
+  Observation o = ok_cell(w, t, std::move(fps));
+  o.details["claimed_deterministic"] = "yes";
+  if (!algo.empty()) o.details["algo_name"] = algo;
+  o.verdict = "PASS";
+  r.observations.push_back(o);
+  return r;
+}
+
+TEST(Check, AnotherCudnnAlgorithmIsAWarningNotAFailure) {
+  const std::string conv = canon_workload("conv2d?n=2&c=8&h=8&w=8&k=8&r=3&s=3&pass=fwd");
+  const std::string autot = canon_target("cudnn:0"), pinned = canon_target("cudnn:0?fwd_algo=1");
+  const std::string GEMM = "CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM", PRECOMP = "CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM";
+  auto check = [](const Results& base, const Results& now) {
+    return check_against_baseline(make_baseline(base, "b", "t"), now, "d", "b.json");
+  };
+  Baseline b = make_baseline(gpu_cell(conv, autot, {FA, FA}, GEMM), "b", "t");
+  ASSERT_EQ(b.cells.size(), 1u);
+  EXPECT_EQ(b.cells[0].algo, GEMM);
+  // Another algorithm, other bits: a warning naming both.
+  CheckReport rep = check(gpu_cell(conv, autot, {FA, FA}, GEMM), gpu_cell(conv, autot, {FB, FB}, PRECOMP));
+  EXPECT_EQ(rep.exit_code(), 0);
+  auto* f = first(rep, FindingKind::kAlgorithmChanged);
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->verdict, Verdict::kWarn);
+  EXPECT_NE(f->message.find("another algorithm chosen (" + GEMM + " -> " + PRECOMP + ")"), std::string::npos) << f->message;
+  // The same algorithm, other bits: the promise is broken.
+  rep = check(gpu_cell(conv, autot, {FA, FA}, GEMM), gpu_cell(conv, autot, {FB, FB}, GEMM));
+  EXPECT_EQ(rep.exit_code(), 1);
+  EXPECT_EQ(first(rep, FindingKind::kBitsChanged)->verdict, Verdict::kFail);
+  // auto, and a side without the name (an older baseline, or not reported): another algorithm may have run.
+  rep = check(gpu_cell(conv, autot, {FA, FA}, ""), gpu_cell(conv, autot, {FB, FB}, PRECOMP));
+  EXPECT_EQ(rep.exit_code(), 0);
+  EXPECT_NE(first(rep, FindingKind::kAlgorithmChanged)->message.find("(not recorded) -> " + PRECOMP), std::string::npos);
+  // A pinned algorithm without names on either side: bits must hold.
+  rep = check(gpu_cell(conv, pinned, {FA, FA}, ""), gpu_cell(conv, pinned, {FB, FB}, ""));
+  EXPECT_EQ(rep.exit_code(), 1);
+  EXPECT_EQ(first(rep, FindingKind::kAlgorithmChanged), nullptr);
+  // ... and a pinned one whose name still differs (another library build) is said, not failed.
+  rep = check(gpu_cell(conv, pinned, {FA, FA}, GEMM), gpu_cell(conv, pinned, {FB, FB}, PRECOMP));
+  EXPECT_EQ(rep.exit_code(), 0);
+  // Same bits with another algorithm: the same.
+  rep = check(gpu_cell(conv, autot, {FA, FA}, GEMM), gpu_cell(conv, autot, {FA, FA}, PRECOMP));
+  EXPECT_EQ(rep.exit_code(), 0);
+  EXPECT_NE(first(rep, FindingKind::kSame), nullptr);
+}
+
+TEST(Check, NothingPromisedNewBitsAreAWarning) {
+  const std::string allowed = canon_target("cublas:0?atomics=allowed"), strict = canon_target("cublas:0");
+  auto check = [](const Results& base, const Results& now) {
+    return check_against_baseline(make_baseline(base, "b", "t"), now, "d", "b.json");
+  };
+  CheckReport rep = check(gpu_cell(W(), allowed, {FA, FA}, ""), gpu_cell(W(), allowed, {FB, FB}, ""));
+  EXPECT_EQ(rep.exit_code(), 0);
+  auto* f = first(rep, FindingKind::kBitsChanged);
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->verdict, Verdict::kWarn);
+  EXPECT_NE(f->message.find("nothing promised; new bits"), std::string::npos) << f->message;
+  // Two outputs now, outside the baseline's one: a warning too.
+  rep = check(gpu_cell(W(), allowed, {FA, FA}, ""), gpu_cell(W(), allowed, {FA, FB}, ""));
+  EXPECT_EQ(rep.exit_code(), 0);
+  EXPECT_EQ(rep.count(Verdict::kWarn), 1);
+  // Promised deterministic: a failure.
+  rep = check(gpu_cell(W(), strict, {FA, FA}, ""), gpu_cell(W(), strict, {FB, FB}, ""));
+  EXPECT_EQ(rep.exit_code(), 1);
+}
+
+TEST(Check, ErrorBoundExemptAlgorithmsAreNotJudgedOnErrRatio) {
+  const std::string conv = canon_workload("conv2d?n=2&c=8&h=8&w=8&k=8&r=3&s=3&pass=fwd");
+  const std::string t = canon_target("cudnn:0");
+  auto with_err = [&](const std::string& algo, double e) {
+    Results r = gpu_cell(conv, t, {FA, FA}, algo);
+    r.observations[0].oracle = OracleDistance{};
+    r.observations[0].oracle->bound_k = 8;
+    r.observations[0].oracle->err_ratio = e;
+    return r;
+  };
+  Results base = with_err("CUDNN_CONVOLUTION_FWD_ALGO_FFT", 3.0);
+  Results now = with_err("CUDNN_CONVOLUTION_FWD_ALGO_FFT", 40.0);
+  now.machine["libraries"]["cudnn"] = "9.2.0";  // another key
+  CheckReport rep = check_against_baseline(make_baseline(base, "b", "t"), now, "d", "b.json");
+  EXPECT_EQ(rep.exit_code(), 0) << render_check(rep, CheckFormat::kText);
+  auto* f = first(rep, FindingKind::kErrRatio);
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->verdict, Verdict::kSkip);
+  EXPECT_NE(f->message.find("not judged: CUDNN_CONVOLUTION_FWD_ALGO_FFT transforms the inputs"), std::string::npos)
+      << f->message;
+  // A summing algorithm is judged.
+  now = with_err("CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM", 40.0);
+  now.machine["libraries"]["cudnn"] = "9.2.0";
+  rep = check_against_baseline(make_baseline(with_err("CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM", 0.5), "b", "t"), now,
+                               "d", "b.json");
+  EXPECT_EQ(rep.exit_code(), 1);
+  EXPECT_EQ(first(rep, FindingKind::kErrRatio)->verdict, Verdict::kFail);
 }
 
 TEST(Check, NotRunAndNewCells) {
@@ -444,4 +678,55 @@ TEST(Check, MarkdownStaysUnderTheCommentLimitFor2000Cells) {
   size_t lines = 0;
   for (size_t p = text.find("  FAIL     "); p != std::string::npos; p = text.find("  FAIL     ", p + 1)) ++lines;
   EXPECT_EQ(lines, size_t(rep.count(Verdict::kFail)));
+}
+
+bool valid_utf8(const std::string& s) {
+  for (size_t i = 0; i < s.size();) {
+    unsigned char c = s[i];
+    size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    if (!len || i + len > s.size()) return false;
+    for (size_t k = 1; k < len; ++k)
+      if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return false;
+    i += len;
+  }
+  return true;
+}
+
+size_t count(const std::string& s, const std::string& what) {
+  size_t n = 0;
+  for (size_t p = s.find(what); p != std::string::npos; p = s.find(what, p + 1)) ++n;
+  return n;
+}
+
+TEST(Check, MarkdownClipsUntrustedHeaderFieldsAndCutsCleanly) {
+  Results r = probe_results();
+  for (auto& o : r.observations) o.verdict = "PASS";
+  Baseline b = make_baseline(r, "", "t");
+  std::string huge;
+  for (int i = 0; i < 20000; ++i) huge += "ä<details>";  // multi-byte characters and would-be tags
+  b.source_dir = b.created_at = b.tool_version = huge;
+  CheckReport rep = check_against_baseline(b, r, huge, "b.json");
+  std::string md = render_check(rep, CheckFormat::kMarkdown);
+  EXPECT_LT(md.size(), 5000u);  // each field a few hundred characters
+  EXPECT_TRUE(valid_utf8(md));
+  EXPECT_NE(md.find("..."), std::string::npos);
+  // The final cut: whole lines, every <details> block closed, no character split, under the limit.
+  std::string doc = "## head\n\n";
+  for (int i = 0; i < 4; ++i) {
+    doc += "<details><summary>block</summary>\n\n| a | b |\n|---|---|\n";
+    for (int k = 0; k < 300; ++k) doc += "| ä€😀 row " + std::to_string(k) + " | `x` |\n";
+    doc += "\n</details>\n\n";
+  }
+  for (size_t limit : {size_t(100), size_t(5000), size_t(12345), size_t(20000), doc.size() - 1}) {
+    std::string cut = cap_markdown(doc, limit);
+    EXPECT_LT(cut.size(), limit) << limit;
+    EXPECT_TRUE(valid_utf8(cut)) << limit;
+    EXPECT_EQ(count(cut, "<details>"), count(cut, "</details>")) << limit;
+    EXPECT_NE(cut.find("(truncated"), std::string::npos) << limit;
+    size_t last_open = cut.rfind("<details>"), last_close = cut.rfind("</details>");
+    if (last_open != std::string::npos) {
+      EXPECT_GT(last_close, last_open) << limit;
+    }
+  }
+  EXPECT_EQ(cap_markdown(doc, doc.size() + 1), doc);
 }
