@@ -32,7 +32,7 @@ uint64_t ulp_impl(F a, F b) {
 template <typename F, typename I>
 OracleDistance compare_impl(const F* out, const F* oracle, size_t n, const ErrorBound* eb) {
   constexpr bool kF64 = sizeof(F) == 8;
-  constexpr double kInf = std::numeric_limits<double>::infinity();
+  constexpr double kInf = std::numeric_limits<double>::infinity(), kMax = std::numeric_limits<double>::max();
   OracleDistance d;
   const double tiny = double(std::numeric_limits<F>::min());
   const bool bounded = eb && eb->bound.size() == n;
@@ -52,23 +52,29 @@ OracleDistance compare_impl(const F* out, const F* oracle, size_t n, const Error
     ++d.mismatched;
     uint64_t u = ulp_impl<F, I>(out[i], oracle[i]);
     d.max_ulp = std::max(d.max_ulp, u);
-    // |out - oracle|: 0 for two NaNs (payloads differ) and signed zeros, inf for NaN against a number.
+    // |out - oracle|: 0 for two NaNs (payloads differ) and signed zeros; inf for NaN against a number
+    // and for an infinity against another value, and only then (two finite values whose difference
+    // overflows a double get the largest double), so that max_rel_err can tell those apart (metrics.hpp).
+    const double got = double(out[i]);
     double diff;
     if (u == kUlpInfinite)
       diff = kInf;
-    else if (std::isnan(double(out[i])))
+    else if (std::isnan(got))
       diff = 0;
+    else if (std::isinf(got) || std::isinf(ref))
+      diff = kInf;
     else
-      diff = std::fabs(double(out[i]) - ref);
-    if (std::isnan(diff)) diff = kInf;
+      diff = std::min(std::fabs(got - ref), kMax);
     max_diff = std::max(max_diff, diff);
-    double rel = diff == 0 ? 0 : diff / std::max(std::fabs(ref), tiny);
-    if (std::isnan(rel)) rel = kInf;  // inf - inf
+    const bool finite = std::isfinite(diff);
+    const double rel = diff == 0 ? 0 : !finite ? kInf : std::min(diff / std::max(std::fabs(ref), tiny), kMax);
     d.max_rel_err = std::max(d.max_rel_err, rel);
     if (bounded) {
-      // A difference where the bound is 0 (a selection, which must be exact) is infinitely far out.
-      double ratio = diff == 0 ? 0 : diff / eb->bound[i];
-      if (std::isnan(ratio)) ratio = kInf;
+      // A nonzero finite difference where the bound is 0 (an output a correct kernel gets exactly: a
+      // selection, a gradient no window routes there) is infinitely far out, like a non-finite one.
+      const double b = eb->bound[i];
+      double ratio = diff == 0 ? 0 : !finite || b == 0 ? kInf : std::min(diff / b, kMax);
+      if (std::isnan(ratio)) ratio = kInf;  // a NaN bound (never computed from finite inputs)
       d.err_ratio = std::max(d.err_ratio, ratio);
       ++d.ratio_hist[ratio_bucket(ratio)];
     }

@@ -1,6 +1,7 @@
 // Distance between an output and the oracle's: ULPs, relative error, count of mismatched elements, and
 // the error against the op's error bound with bits of agreement.
 #pragma once
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -41,13 +42,19 @@ struct ErrorBound {
   std::vector<double> bound;  // one per output element; empty: no bound known
 };
 
+// An infinite err_ratio has two causes, told apart by max_rel_err (nonfinite_mismatch(); both fields
+// are in results.json): (a) an element is NaN against a number, or an infinity against another value,
+// either way round: max_rel_err is infinite too; (b) a nonzero finite difference where the bound is 0
+// (the oracle's value is one every correct kernel gets exactly: a selection, a max-pool gradient
+// position no window routes to): max_rel_err is finite. Finite values never give an infinite
+// max_rel_err, nor, where the bound is positive, an infinite err_ratio: an overflowing quotient (or an
+// f64 difference that overflows) is clamped to the largest double.
 struct OracleDistance {
   uint64_t max_ulp = 0;
-  double max_rel_err = 0;  // |a - b| / |b|, with |b| floored at the smallest normal; inf if NaN mismatch
+  double max_rel_err = 0;  // |a - b| / |b|, with |b| floored at the smallest normal; inf: case (a) above
   uint64_t mismatched = 0;  // elements whose bits differ from the oracle's
   // Filled when the oracle entry carries the error bound; absent from older results (err_ratio -1).
-  double err_ratio = -1;     // max over elements of |y^ - y| / bound; -1: no bound known; inf: NaN
-                             // against a number, or a difference where the bound is 0
+  double err_ratio = -1;     // max over elements of |y^ - y| / bound; -1: no bound known; inf: (a) or (b)
   double agree_bits = -1;    // bits of agreement: -log2(max|y^ - y| / max|y|) in [0, precision], max|y|
                              // over the oracle's finite outputs (precision for identical outputs, 0
                              // for NaN against a number); -1: not measured (older results)
@@ -57,6 +64,9 @@ struct OracleDistance {
   // ratio, the fewest bits of agreement, and the histogram of the output with the largest ratio (so its
   // counts still sum to the element count; the first such output on ties).
   void merge(const OracleDistance& o);
+  // Case (a) above: some element is NaN or infinite where the other side has another value (also after
+  // merge, which keeps the largest max_rel_err). With an infinite err_ratio and this false: case (b).
+  bool nonfinite_mismatch() const { return std::isinf(max_rel_err); }
 };
 
 // `bound` (may be null, or of another size than n: no bound) fills err_ratio, bound_k and ratio_hist.

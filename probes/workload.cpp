@@ -27,9 +27,10 @@ uint64_t seed_of(const Spec& s) { return uint64_t(s.get_int("seed", 1)); }
 // small integers, so every product is a multiple of 2^-46 and every value any order forms a multiple
 // of 2^-69 (f32; 2^-98 in f64): zero or far above the subnormal range, where rounding is relative.
 
-// A sum of k products (matmul, batchinv, conv2d, reduce sum and dot, maxpool bwd): y = Σ_{t<=k} p_t and
-// M = Σ|p_t|, which the magnitude run gives: the same op on cpu-ref with every operand replaced by its
-// absolute values (maxpool bwd: the argmax of each window from the real x, gradients |dy|).
+// A sum of k products (matmul, batchinv, conv2d, reduce sum and dot): y = Σ_{t<=k} p_t and M = Σ|p_t|,
+// which the magnitude run gives: the same op on cpu-ref with every operand replaced by its absolute
+// values. (Max-pool backward, a sum of up to k gradients, computes its M on the host: see
+// PoolWorkload::error_bound.)
 //  - a correct kernel: |y^ − y| <= γ_k(u)·M;
 //  - the oracle: |y_acc − y| <= γ_k(u_a)·M, and y_o = fl(y_acc) adds u·|y_acc| <= u·(1 + γ_k(u_a))·M;
 //  - so |y^ − y_o| <= (γ_k(u) + u + (1 + u)·γ_k(u_a))·M <= (γ_{k+1}(u) + (1 + u)·γ_k(u_a))·M, since
@@ -394,8 +395,7 @@ class PoolWorkload : public Workload {
           }
       y_ = upload_floats(b, y, &st);
       DETAUDIT_RETURN_IF_ERROR(st);
-      // The magnitude run keeps the real x (and so each window's argmax) and takes |dy|.
-      dy_ = upload_floats(b, operand(make_input<float>(ps_.y_size(), seed_of(spec_), kStreamC, dist_of(spec_))), &st);
+      dy_ = upload_floats(b, make_input<float>(ps_.y_size(), seed_of(spec_), kStreamC, dist_of(spec_)), &st);
       DETAUDIT_RETURN_IF_ERROR(st);
     }
     out_ = alloc_zero(b, output_bytes(), &st);
@@ -412,11 +412,70 @@ class PoolWorkload : public Workload {
     return b.synchronize();
   }
 
-  // fwd: a selection, exact on every correct target (bound 0). bwd: sum_bound with |dy|.
-  Status error_bound(Backend& ref, const void* oracle, ErrorBound* out) const override {
-    if (bwd_) return sum_bound(ref, out);
-    out->k = 0;
-    out->bound.assign(out_elems_, 0.0);
+  // fwd: a selection, exact on every correct target (bound 0; tied maxima are equal values).
+  // bwd: dx_i = Σ dy_w over the windows w that route their gradient to position i. A window whose
+  // maximum is unique routes it to that position; one whose maximum is tied may route it to any of the
+  // tied positions, and correct kernels differ (cpu-ref, and this build's cpu kernels, take the first
+  // in row-major order; other libraries the last, or whichever their reduction finds). At position i,
+  // with U_i the windows whose unique maximum is at i and T_i those in which i ties with another:
+  //  - the exact result of any correct kernel is Σ_{U_i} dy_w + Σ_{w in S} dy_w for some S ⊆ T_i,
+  //    the oracle's for some S_o ⊆ T_i: they differ by at most D_i = Σ_{T_i} |dy_w|;
+  //  - each kernel's result (the oracle's too) is a sum of at most k of these gradients (k: the windows
+  //    covering i, bound_k), so with M_i = Σ_{U_i ∪ T_i} |dy_w|, the sum of |dy| of every window i may
+  //    win, the sum bound above holds between each one's result and its own exact sum, whichever S it
+  //    chose: |Σ_{U_i ∪ S} dy_w| <= M_i;
+  //  - so |y^_i − y_o,i| <= D_i + (γ_{k+1}(u) + (1 + u)·γ_k(u_a))·M_i (sum_bound_of).
+  // A position where no window's maximum lies has M_i = D_i = 0: every correct kernel writes 0 there.
+  // At a tied position the bound allows the whole of the tied gradients (that much is a choice the op
+  // leaves open), and rounding errors on top of them; elsewhere it is the sum bound alone.
+  // M_i and D_i are summed here in double, in window order: sums of at most k nonnegative terms, so at
+  // least (1 − γ_k(u_a)) times the exact ones (exact, in fact, for the generator's inputs: 24-bit
+  // values, k small). sum_bound_of divides M by that (and by 1 − u, for a rounding to float that M_i is
+  // spared here); D_i is divided by it below. Assumes finite inputs (the generator's): a NaN ties with
+  // nothing.
+  Status error_bound(Backend&, const void*, ErrorBound* out) const override {
+    out->k = bound_k();
+    if (!bwd_) {
+      out->bound.assign(out_elems_, 0.0);
+      return Status::ok();
+    }
+    out->bound.resize(out_elems_);
+    const double u = kUnitRoundoffF32, ua = kRefAccumUnitRoundoff, ga = gamma_n(double(out->k), ua);
+    const int P = ps_.p(), Q = ps_.q();
+    const size_t plane = size_t(ps_.h) * ps_.w, grads = size_t(P) * Q;
+    // One plane at a time (the generator is counter-based): no more memory than the oracle's run.
+    std::vector<float> x(plane), dy(grads);
+    std::vector<double> m(plane), d(plane);
+    for (size_t nc = 0; nc < size_t(ps_.n) * ps_.c; ++nc) {
+      for (size_t i = 0; i < plane; ++i)
+        x[i] = float(counter_value(seed_of(spec_), kStreamA, nc * plane + i, dist_of(spec_)));
+      for (size_t i = 0; i < grads; ++i)
+        dy[i] = float(counter_value(seed_of(spec_), kStreamC, nc * grads + i, dist_of(spec_)));
+      std::fill(m.begin(), m.end(), 0.0);
+      std::fill(d.begin(), d.end(), 0.0);
+      for (int p = 0; p < P; ++p)
+        for (int q = 0; q < Q; ++q) {
+          auto at = [&](int i, int j) { return size_t(p * ps_.stride + i) * ps_.w + size_t(q * ps_.stride + j); };
+          float mx = -INFINITY;
+          int ties = 0;
+          for (int i = 0; i < ps_.window; ++i)
+            for (int j = 0; j < ps_.window; ++j) {
+              const float v = x[at(i, j)];
+              if (v > mx)
+                mx = v, ties = 1;
+              else if (v == mx)
+                ++ties;
+            }
+          const double g = std::fabs(double(dy[size_t(p) * Q + q]));
+          for (int i = 0; i < ps_.window; ++i)
+            for (int j = 0; j < ps_.window; ++j)
+              if (x[at(i, j)] == mx) {
+                m[at(i, j)] += g;
+                if (ties > 1) d[at(i, j)] += g;
+              }
+        }
+      for (size_t i = 0; i < plane; ++i) out->bound[nc * plane + i] = sum_bound_of(m[i], out->k, u, ua) + d[i] / (1 - ga);
+    }
     return Status::ok();
   }
 

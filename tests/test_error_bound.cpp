@@ -19,6 +19,7 @@
 
 #include "kernels/cpu/native.hpp"
 #include "kernels/cpu/vendor.hpp"
+#include "kernels/generator.hpp"
 #include "probes/workload.hpp"
 
 namespace detaudit {
@@ -328,9 +329,116 @@ TEST(ErrorBound, NanAgainstTheOracleIsInfinitelyFarOut) {
   EXPECT_EQ(hist_total(d), 2000u);
 }
 
+// Max-pool backward on the host, each window's gradient routed to its first maximum in row-major order
+// (cpu-ref's choice) or its last, summed in float in window order.
+std::vector<float> maxpool_bwd_routed(const PoolShape& s, const std::vector<float>& x, const std::vector<float>& dy,
+                                      bool last) {
+  std::vector<float> dx(s.x_size(), 0.0f);
+  const int P = s.p(), Q = s.q();
+  const size_t plane = size_t(s.h) * s.w;
+  for (size_t nc = 0; nc < size_t(s.n) * s.c; ++nc)
+    for (int p = 0; p < P; ++p)
+      for (int q = 0; q < Q; ++q) {
+        size_t best = 0;
+        for (int i = 0; i < s.window; ++i)
+          for (int j = 0; j < s.window; ++j) {
+            const size_t idx = nc * plane + size_t(p * s.stride + i) * s.w + size_t(q * s.stride + j);
+            if ((i == 0 && j == 0) || x[idx] > x[best] || (last && x[idx] == x[best])) best = idx;
+          }
+        dx[best] += dy[(nc * P + p) * Q + q];
+      }
+  return dx;
+}
+
+std::string pool_spec(const PoolShape& s, const char* pass) {
+  return "maxpool?n=" + std::to_string(s.n) + "&c=" + std::to_string(s.c) + "&h=" + std::to_string(s.h) +
+         "&w=" + std::to_string(s.w) + "&window=" + std::to_string(s.window) + "&stride=" + std::to_string(s.stride) +
+         "&dist=int&pass=" + pass;
+}
+
+// Max-pool backward where maxima tie (integer inputs in [-4, 4] tie in most windows): a correct kernel
+// may route a window's gradient to any of its tied maxima, and libraries differ. Routing every one to
+// the last instead of the first (cpu-ref's) moves whole gradients, and stays within the bound (the tie
+// allowance of PoolWorkload::error_bound); so do the cpu targets. Where no window's maximum lies the
+// bound is 0, and a gradient landing there is infinitely far out, told apart from a NaN.
+TEST(ErrorBound, MaxpoolBackwardTiesMayRouteToAnyTiedMaximum) {
+  auto targets = correct_targets();
+  for (PoolShape s : {PoolShape{2, 8, 32, 32, 3, 2}, PoolShape{2, 8, 32, 32, 2, 2}, PoolShape{1, 4, 17, 17, 3, 1},
+                      PoolShape{1, 3, 15, 15, 4, 3}}) {
+    const std::string text = pool_spec(s, "bwd");
+    SCOPED_TRACE(text);
+    Spec w = workload(text);
+    Oracle o = oracle_of(w);
+    const size_t elems = s.x_size();
+    ASSERT_EQ(o.bound.bound.size(), elems);
+    const auto* y_o = reinterpret_cast<const float*>(o.out.data());
+    // The workload's inputs (seed 1; x on stream 1, dy on stream 3): the oracle routes as `first` does.
+    const std::vector<float> x = make_input<float>(s.x_size(), 1, 1, Dist::kInt);
+    const std::vector<float> dy = make_input<float>(s.y_size(), 1, 3, Dist::kInt);
+    const std::vector<float> first = maxpool_bwd_routed(s, x, dy, false);
+    ASSERT_EQ(std::memcmp(first.data(), y_o, o.out.size()), 0) << "not the workload's inputs";
+
+    const std::vector<float> last = maxpool_bwd_routed(s, x, dy, true);
+    OracleDistance d = compare_to_oracle(last.data(), y_o, elems, &o.bound);
+    EXPECT_GT(d.mismatched, elems / 20) << "the ties move gradients";
+    EXPECT_TRUE(std::isfinite(d.err_ratio));
+    EXPECT_LE(d.err_ratio, 1);
+    EXPECT_GT(d.err_ratio, 0.5) << "whole gradients moved: the tie allowance covers them, not rounding";
+    EXPECT_EQ(hist_total(d), elems);
+    EXPECT_EQ(d.ratio_hist[kRatioBuckets - 2] + d.ratio_hist[kRatioBuckets - 1], 0u);
+    std::printf("%-62s k %-3lld routed to the last tie: %llu elements differ, ratio %.9g\n", text.c_str(),
+                static_cast<long long>(o.bound.k), static_cast<unsigned long long>(d.mismatched), d.err_ratio);
+
+    size_t compared = 0;
+    for (auto& t : targets) {
+      SCOPED_TRACE(t.name);
+      std::vector<uint8_t> out;
+      std::string why;
+      if (!run_on(*t.backend, w, &out, &why)) continue;
+      ++compared;
+      OracleDistance e = distance(w, out, o);
+      EXPECT_GE(e.err_ratio, 0);
+      EXPECT_LT(e.err_ratio, 1) << "max ulp " << e.max_ulp;
+      EXPECT_EQ(hist_total(e), elems);
+    }
+    EXPECT_GE(compared, 8u) << "the native orders provide max pooling";
+
+    // A position where no window's maximum lies: bound 0, every correct kernel writes 0.
+    size_t i = 0;
+    while (i < elems && o.bound.bound[i] != 0) ++i;
+    ASSERT_LT(i, elems);
+    ASSERT_EQ(y_o[i], 0.0f);
+    std::vector<float> planted(y_o, y_o + elems);
+    planted[i] = 1.0f;
+    d = compare_to_oracle(planted.data(), y_o, elems, &o.bound);
+    EXPECT_TRUE(std::isinf(d.err_ratio));
+    EXPECT_FALSE(d.nonfinite_mismatch()) << "a finite difference where the bound is 0, not a NaN";
+    planted[i] = std::numeric_limits<float>::quiet_NaN();
+    d = compare_to_oracle(planted.data(), y_o, elems, &o.bound);
+    EXPECT_TRUE(std::isinf(d.err_ratio));
+    EXPECT_TRUE(d.nonfinite_mismatch());
+  }
+  // Forward, a selection: tied maxima are equal values, every target exact.
+  for (PoolShape s : {PoolShape{2, 8, 32, 32, 3, 2}, PoolShape{2, 8, 32, 32, 2, 2}}) {
+    const std::string text = pool_spec(s, "fwd");
+    SCOPED_TRACE(text);
+    Spec w = workload(text);
+    Oracle o = oracle_of(w);
+    for (auto& t : targets) {
+      SCOPED_TRACE(t.name);
+      std::vector<uint8_t> out;
+      std::string why;
+      if (!run_on(*t.backend, w, &out, &why)) continue;
+      EXPECT_EQ(distance(w, out, o).err_ratio, 0);
+    }
+  }
+}
+
 // The exp accuracy the softmax bound assumes (kSoftmaxExpUlps) against glibc's expf and oneDNN's exp,
 // on the arguments softmax gives them (x - max: [-2, 0] for uniform inputs, [-8, 0] for integers), in
-// ulps of the correctly rounded result (its own rounding adds at most half an ulp).
+// ulps of the correctly rounded result (its own rounding adds at most half an ulp). oneDNN JITs its exp
+// per ISA (AVX-512, AVX2, SSE4.1), so each is asserted only against the documented constant, which
+// holds on any x86-64 (glibc's expf is within 0.502 ulp since 2.28); the measured values are printed.
 TEST(ErrorBound, ExpAccuracyAssumedBySoftmax) {
   const size_t n = 1 << 16;
   std::vector<float> d(n), want(n), got(n);
@@ -350,7 +458,6 @@ TEST(ErrorBound, ExpAccuracyAssumedBySoftmax) {
   ASSERT_TRUE(dnnl->unary(UnaryOp::kExp, d.data(), got.data(), n).is_ok());
   uint64_t onednn = worst_ulps(got);
   EXPECT_LE(double(onednn) + 0.5, kSoftmaxExpUlps);
-  EXPECT_LE(onednn, 2u) << "workload.hpp says oneDNN's exp is within 2 ulps here";
   std::printf("exp on [-8, 0]: glibc expf within %llu ulp, oneDNN within %llu ulp\n",
               static_cast<unsigned long long>(glibc), static_cast<unsigned long long>(onednn));
 }

@@ -179,6 +179,50 @@ TEST(ErrorRatio, NanAndIdenticalOutputs) {
   EXPECT_EQ(e.ratio_hist[0], 2u);
 }
 
+// An infinite ratio has two causes, kept apart by max_rel_err (OracleDistance::nonfinite_mismatch):
+// a NaN or an infinity against another value, and a finite difference where the bound is 0. Finite
+// values never give an infinite relative error, nor an infinite ratio against a positive bound.
+TEST(ErrorRatio, InfiniteRatioCauses) {
+  constexpr float kInfF = std::numeric_limits<float>::infinity();
+  std::vector<float> ref = {1, 0, 2, 3}, out = ref;
+  ErrorBound b{4, {1e-6, 0, 1e-6, 1e-6}};
+  out[1] = 3;  // a difference where the bound is 0
+  auto d = compare_to_oracle(out.data(), ref.data(), out.size(), &b);
+  EXPECT_TRUE(std::isinf(d.err_ratio));
+  EXPECT_TRUE(std::isfinite(d.max_rel_err));
+  EXPECT_FALSE(d.nonfinite_mismatch());
+  EXPECT_EQ(d.ratio_hist[kRatioBuckets - 1], 1u);
+  for (float bad : {std::numeric_limits<float>::quiet_NaN(), kInfF, -kInfF}) {
+    std::vector<float> o2 = ref;
+    o2[2] = bad;  // NaN or infinity where the oracle has a number
+    d = compare_to_oracle(o2.data(), ref.data(), o2.size(), &b);
+    EXPECT_TRUE(std::isinf(d.err_ratio)) << bad;
+    EXPECT_TRUE(d.nonfinite_mismatch()) << bad;
+    d = compare_to_oracle(ref.data(), o2.data(), o2.size(), &b);  // the reverse
+    EXPECT_TRUE(std::isinf(d.err_ratio)) << bad;
+    EXPECT_TRUE(d.nonfinite_mismatch()) << bad;
+  }
+  // Both causes in one output, and across outputs after merge: the NaN is reported.
+  out[2] = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_TRUE(compare_to_oracle(out.data(), ref.data(), out.size(), &b).nonfinite_mismatch());
+  OracleDistance zero_bound = compare_to_oracle(out.data(), ref.data(), 2, &b), m;
+  m.merge(zero_bound);
+  EXPECT_FALSE(m.nonfinite_mismatch());
+  m.merge(compare_to_oracle(out.data(), ref.data(), out.size(), &b));
+  EXPECT_TRUE(m.nonfinite_mismatch());
+  EXPECT_TRUE(std::isinf(m.err_ratio));
+  // f64: finite values whose difference or quotients overflow stay finite (the largest double).
+  constexpr double kMax = std::numeric_limits<double>::max();
+  std::vector<double> r64 = {-kMax, std::numeric_limits<double>::min()}, o64 = {kMax, 1e300};
+  ErrorBound b64{2, {1e-300, 1e-300}};
+  auto e = compare_to_oracle(o64.data(), r64.data(), 2, &b64);
+  EXPECT_EQ(e.max_rel_err, kMax);
+  EXPECT_EQ(e.err_ratio, kMax);
+  EXPECT_FALSE(e.nonfinite_mismatch());
+  EXPECT_EQ(e.ratio_hist[kRatioBuckets - 1], 2u);
+  EXPECT_EQ(e.agree_bits, 0);
+}
+
 TEST(ErrorRatio, MergeKeepsTheWorstOutputsHistogram) {
   OracleDistance a, b, c, none;
   a.err_ratio = 0.5, a.agree_bits = 20, a.bound_k = 9, a.ratio_hist.assign(kRatioBuckets, 0), a.ratio_hist[12] = 4;
