@@ -4,6 +4,7 @@
 #include "cli/common.hpp"
 #include "cli/history_flags.hpp"
 #include "gates/qualify.hpp"
+#include "probes/child.hpp"
 
 namespace detaudit::cli {
 
@@ -49,7 +50,8 @@ Command add_qualify_command(CLI::App& app, int argc, char** argv) {
   sub->add_flag("--json", a->json, "Print the machine-readable summary (qualify.json) on stdout instead of the table");
   sub->footer(
       "\nExit codes: 0 qualified (nothing failed, nothing required skipped), 1 a check failed, 2 could not run "
-      "(bad input, a required target or check that cannot run here).");
+      "(bad input, a required target or check that cannot run here, and nothing failed), 128+N interrupted by "
+      "signal N (run again with the same --out to resume).");
   std::string exe = argv[0], command = command_line(argc, argv);
   return {sub, [a, exe, command]() {
             QualifyOptions o;
@@ -67,7 +69,13 @@ Command add_qualify_command(CLI::App& app, int argc, char** argv) {
             // The history gives the timing references when no baseline does; it is read before this
             // run is recorded into it.
             if (!resolve_history_path(a->hist, &o.history, &err)) return fail(err);
+            if (int rc = precheck_history(a->hist)) return rc;
             int rc = run_qualify(o, &out, &err);
+            // Interrupted (SIGINT/SIGTERM/SIGHUP): the finished work is saved; 128+N as every command.
+            if (int sig = interrupted(); sig && rc == 2) {
+              say(stderr, "{}\n", err.empty() ? "interrupted" : err);
+              return 128 + sig;
+            }
             if (!err.empty()) return fail(err);
             if (a->json)
               say(stdout, "{}\n", out.to_json().dump(2));

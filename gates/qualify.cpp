@@ -30,9 +30,21 @@ int severity(Verdict v) {
   return 0;
 }
 
+double finite_median(std::vector<double> v) {
+  v.erase(std::remove_if(v.begin(), v.end(), [](double x) { return !std::isfinite(x); }), v.end());
+  if (v.empty()) return NAN;
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
 // One check per target: the worst verdict of its cells (SKIP only when every cell skipped), with the
-// counts and the first failing cell's reason.
-void probe_checks(const Results& r, const std::set<std::string>& required, QualifyOutcome* out) {
+// counts and the first failing cell's reason. `unmet`: per target, the requirements this machine does
+// not meet (the suite's own targets only; a required target with any is refused before the run). Such
+// a target's cells are expected crashes and skips: its row is a SKIP saying what is missing, unless a
+// cell FAILed. A required target without any cell is a SKIP too (nothing of it ran).
+void probe_checks(const Results& r, const std::vector<std::string>& planned, const std::set<std::string>& required,
+                  const std::map<std::string, std::vector<std::string>>& unmet, QualifyOutcome* out) {
   struct PerTarget {
     std::map<std::string, int> counts;
     Verdict worst = Verdict::kSkip;
@@ -57,6 +69,10 @@ void probe_checks(const Results& r, const std::set<std::string>& required, Quali
     if (!t.ran || severity(v) > severity(t.worst)) t.worst = v;
     t.ran = true;
   }
+  for (auto& name : planned)
+    if (!by.count(name) && required.count(name)) {
+      out->checks.push_back({"probe " + name, Verdict::kSkip, "no cell ran: no workload of the suite applies to it", true});
+    }
   for (auto& name : order) {
     auto& t = by[name];
     std::vector<std::string> parts;
@@ -71,27 +87,43 @@ void probe_checks(const Results& r, const std::set<std::string>& required, Quali
       detail += "; " + t.skip_reason;
     // EXPECTED is a kept promise (promised nondeterminism, an expected crash): the target passes.
     Verdict v = t.worst == Verdict::kExpected ? Verdict::kPass : t.worst;
+    auto u = unmet.find(name);
+    if (u != unmet.end() && !u->second.empty() && v != Verdict::kFail) {
+      v = Verdict::kSkip;
+      detail = fmt::format("cannot run here: needs {}, which this machine lacks ({})", fmt::join(u->second, ", "), detail);
+    }
     out->checks.push_back({"probe " + name, v, detail, required.count(name) > 0});
   }
 }
 
+}  // namespace
+
 // Level 2+: the training regression. (d) = fixed initial weights, nondeterminism off: every run of a
 // target must end with the same weights, bit for bit. "Learns": the final loss (mean of the last
-// window) of every finished run is below half its first batch's loss.
-void training_checks(const Results& r, QualifyOutcome* out) {
+// window) of every finished run is below half its first batch's loss. The worker records the loss of
+// every batch in `curve` (suites/train_worker.cpp: models/autoencoder.cpp pushes each batch's loss,
+// computed before that batch's update), and the design checks it holds `batches` entries: curve[0] is
+// the first batch's loss, on the initial weights.
+std::vector<QualifyCheck> training_checks(const Results& r) {
+  std::vector<QualifyCheck> out;
   std::map<std::string, std::set<std::string>> d_weights;
   std::map<std::string, int> d_runs;
-  int ok = 0, failed = 0, learned = 0;
-  std::string first_failed, first_not_learned;
+  int ok = 0, failed = 0, skipped = 0, learned = 0;
+  std::string first_failed, first_skipped, first_not_learned;
   for (auto& run : r.training) {
     std::string status = run.value("status", "");
     std::string target = run.value("target", "");
+    // Every target with a planned condition (d) run gets its row, even when fewer than 2 finished.
+    if (run.value("condition", "") == "d") d_runs.try_emplace(target, 0);
     if (status != "ok") {
-      if (status != "skipped") {
-        ++failed;
-        if (first_failed.empty())
-          first_failed = fmt::format("{} condition {} seed {}: {} {}", target, run.value("condition", ""),
+      std::string what = fmt::format("{} condition {} seed {}: {} {}", target, run.value("condition", ""),
                                      run.value("seed", 0), status, run.value("reason", ""));
+      if (status == "skipped") {
+        ++skipped;
+        if (first_skipped.empty()) first_skipped = what;
+      } else {
+        ++failed;
+        if (first_failed.empty()) first_failed = what;
       }
       continue;
     }
@@ -110,56 +142,53 @@ void training_checks(const Results& r, QualifyOutcome* out) {
                                       run.value("condition", ""), run.value("seed", 0), first, final_loss);
   }
   if (ok == 0) {
-    out->checks.push_back({"training runs", Verdict::kFail,
-                           failed ? "no run finished; first: " + first_failed : "no training run could run here", true});
-    return;
+    // Nothing finished: runs that failed are a failure; runs that could not run here (skipped) are a
+    // required check that could not run.
+    if (failed)
+      out.push_back({"training runs finish", Verdict::kFail,
+                     fmt::format("no run finished: {} failed{}; first: {}", failed,
+                                 skipped ? fmt::format(", {} skipped", skipped) : "", first_failed),
+                     true});
+    else
+      out.push_back({"training runs finish", Verdict::kSkip,
+                     skipped ? fmt::format("no training run could run here ({} skipped); first: {}", skipped, first_skipped)
+                             : "no training run in the results",
+                     true});
+    return out;
   }
-  out->checks.push_back({"training runs finish", failed ? Verdict::kFail : Verdict::kPass,
-                         failed ? fmt::format("{} of {} runs failed; first: {}", failed, ok + failed, first_failed)
-                                : fmt::format("{} runs finished", ok),
-                         true});
-  for (auto& [target, fps] : d_weights) {
-    bool same = fps.size() == 1 && d_runs[target] >= 2;
-    std::string detail =
-        d_runs[target] < 2 ? fmt::format("only {} condition (d) run: nothing to compare", d_runs[target])
-                           : fmt::format("{} runs, {} distinct final weights", d_runs[target], fps.size());
-    out->checks.push_back({"training (d) bitwise identical on " + target,
-                           d_runs[target] < 2 ? Verdict::kSkip : (same ? Verdict::kPass : Verdict::kFail), detail, true});
+  std::string detail = failed ? fmt::format("{} of {} runs failed; first: {}", failed, ok + failed + skipped, first_failed)
+                              : fmt::format("{} runs finished", ok);
+  if (skipped) detail += fmt::format("; {} skipped, first: {}", skipped, first_skipped);
+  out.push_back({"training runs finish", failed ? Verdict::kFail : Verdict::kPass, detail, true});
+  for (auto& [target, n] : d_runs) {
+    const auto& fps = d_weights[target];
+    std::string d_detail = n < 2 ? fmt::format("only {} condition (d) run{} finished: nothing to compare", n, n == 1 ? "" : "s")
+                                 : fmt::format("{} runs, {} distinct final weights", n, fps.size());
+    out.push_back({"training (d) bitwise identical on " + target,
+                   n < 2 ? Verdict::kSkip : (fps.size() == 1 ? Verdict::kPass : Verdict::kFail), d_detail, true});
   }
-  out->checks.push_back({"training: the model learns", learned == ok ? Verdict::kPass : Verdict::kFail,
-                         learned == ok ? fmt::format("every run's final loss is below half its first batch's loss ({} runs)", ok)
-                                       : fmt::format("{} of {} runs did not halve their loss; first: {}", ok - learned, ok,
-                                                     first_not_learned),
-                         true});
+  out.push_back({"training: the model learns", learned == ok ? Verdict::kPass : Verdict::kFail,
+                 learned == ok ? fmt::format("every run's final loss is below half its first batch's loss ({} runs)", ok)
+                               : fmt::format("{} of {} runs did not halve their loss; first: {}", ok - learned, ok,
+                                             first_not_learned),
+                 true});
+  return out;
 }
 
-// Level 2+: timing outliers. Each ok cell's median seconds per repeat against a reference median: the
-// baseline's entry when a baseline is given, else this machine's history (median of its earlier
-// medians). A cell whose reference is below kMinTimedSeconds is not judged (timer noise).
-void timing_checks(const Results& r, const Baseline* baseline, const std::string& history, QualifyOutcome* out) {
-  std::map<std::pair<std::string, std::string>, double> base;
-  if (baseline)
-    for (auto& c : baseline->cells)
-      if (c.median_seconds) base[{c.workload, c.target}] = *c.median_seconds;
-  std::string key = machine_key(r.machine);
+// Level 2+: timing outliers against reference medians (run_qualify takes them from the baseline when
+// one is given, else from this machine's history).
+QualifyCheck timing_check(const Results& r, const TimingReferences& references, const std::string& source) {
   int judged = 0, too_fast = 0, no_reference = 0, warn = 0, failed = 0;
   std::vector<std::string> slow;
   double worst = 0;
   std::string worst_cell;
   for (auto& o : r.observations) {
     if (o.status != ObsStatus::kOk || o.seconds.empty()) continue;
-    std::vector<double> s = o.seconds;
-    std::sort(s.begin(), s.end());
-    double now = s[s.size() / 2], ref = 0;
-    auto it = base.find({o.workload, o.target});
-    if (it != base.end()) {
-      ref = it->second;
-    } else if (!history.empty()) {
-      int n = 0;
-      std::string e;
-      if (!median_seconds_history(history, o.workload, o.target, key, &ref, &n, &e) || n == 0) ref = 0;
-    }
-    if (ref <= 0) {
+    double now = finite_median(o.seconds);
+    if (!std::isfinite(now)) continue;  // no timed repeat
+    auto it = references.find({o.workload, o.target});
+    double ref = it == references.end() ? 0 : it->second;
+    if (!std::isfinite(ref) || ref <= 0) {
       ++no_reference;
       continue;
     }
@@ -169,7 +198,7 @@ void timing_checks(const Results& r, const Baseline* baseline, const std::string
     }
     ++judged;
     double ratio = now / ref;
-    if (ratio > worst) {
+    if (worst_cell.empty() || ratio > worst) {
       worst = ratio;
       worst_cell = fmt::format("{} on {}", o.workload, o.target);
     }
@@ -179,22 +208,31 @@ void timing_checks(const Results& r, const Baseline* baseline, const std::string
                                  ratio));
     }
   }
-  std::string source = baseline ? "the baseline" : "this machine's history";
-  if (judged == 0) {
-    out->checks.push_back({"timing outliers", Verdict::kSkip,
-                           fmt::format("nothing to compare with: {} cells without a reference in {}, {} faster than "
-                                       "{:.0f} ms in it",
-                                       no_reference, source, too_fast, kMinTimedSeconds * 1e3),
-                           false});
-    return;
-  }
+  if (judged == 0)
+    return {"timing outliers", Verdict::kSkip,
+            fmt::format("nothing to compare with: {} cells without a reference in {}, {} under {:.0f} ms in it",
+                        no_reference, source, too_fast, kMinTimedSeconds * 1e3),
+            false};
   std::string detail = fmt::format("{} cells against {}: slowest {:.2f}x ({})", judged, source, worst, worst_cell);
-  if (!slow.empty()) detail += fmt::format("; {} over {:.0f}x: {}", slow.size(), kOutlierWarn, slow.front());
+  if (!slow.empty())
+    detail += fmt::format("; {} over {:.0f}x ({} over {:.0f}x), first: {}", slow.size(), kOutlierWarn, failed,
+                          kOutlierFail, slow.front());
   if (too_fast || no_reference)
     detail += fmt::format("; not judged: {} under {:.0f} ms, {} without a reference", too_fast, kMinTimedSeconds * 1e3,
                           no_reference);
-  out->checks.push_back({"timing outliers", failed ? Verdict::kFail : warn ? Verdict::kWarn : Verdict::kPass, detail, false});
+  return {"timing outliers", failed ? Verdict::kFail : warn ? Verdict::kWarn : Verdict::kPass, detail, false};
 }
+
+int qualify_exit_code(const std::vector<QualifyCheck>& checks) {
+  bool failed = false, required_skipped = false;
+  for (auto& c : checks) {
+    failed |= c.verdict == Verdict::kFail;
+    required_skipped |= c.required && c.verdict == Verdict::kSkip;
+  }
+  return failed ? 1 : required_skipped ? 2 : 0;
+}
+
+namespace {
 
 std::string pad(const std::string& s, size_t n) { return s.size() >= n ? s : s + std::string(n - s.size(), ' '); }
 
@@ -229,7 +267,8 @@ std::string QualifyOutcome::table() const {
   std::vector<std::string> parts;
   for (const char* k : {"PASS", "FAIL", "WARN", "SKIP"})
     if (counts.count(k)) parts.push_back(fmt::format("{} {}", counts[k], k));
-  s += fmt::format("qualify level {}: {} checks ({}): {}\n", level, checks.size(), fmt::join(parts, ", "),
+  s += fmt::format("qualify level {}: {} check{} ({}): {}\n", level, checks.size(), checks.size() == 1 ? "" : "s",
+                   fmt::join(parts, ", "),
                    exit_code == 0 ? "QUALIFIED" : exit_code == 1 ? "NOT QUALIFIED (a check failed)"
                                                                  : "NOT QUALIFIED (a required check could not run)");
   return s;
@@ -251,13 +290,25 @@ int run_qualify(const QualifyOptions& opt, QualifyOutcome* out, std::string* err
   ProbePlan plan;
   if (!make_plan(suite, opt.targets, "", 0, 120, &plan, err)) return out->exit_code = 2;
 
-  // What this machine can run. A target the user asked for that needs a device the machine lacks
-  // cannot be qualified: that is "could not run", never a pass. The suite's own GPU targets are left
-  // out on a machine without a CUDA device, and the table says so.
+  // What this machine can run. A target the user asked for that needs a device or an instruction set
+  // the machine lacks cannot be qualified: that is "could not run", never a pass (its cells would only
+  // be expected crashes and skips). The suite's own GPU targets are left out on a machine without a
+  // CUDA device, and the table says so; its CPU targets with unmet requirements run (their crashes
+  // are expected) and show as SKIP rows saying what is missing.
   nlohmann::json machine = machine_fingerprint();
   bool has_gpu = machine.contains("gpus") && machine["gpus"].is_array() && !machine["gpus"].empty();
   std::string no_gpu = machine.value("cuda", std::string("no CUDA device"));
+  auto unmet_of = [&](const Spec& t) {
+    std::vector<std::string> u;
+    for (auto& w : plan.workloads) {
+      if (!applicable(t, w)) continue;
+      for (auto& r : promise_for(t, w, machine, {}).unmet)
+        if (std::find(u.begin(), u.end(), r) == u.end()) u.push_back(r);
+    }
+    return u;
+  };
   std::set<std::string> required;
+  std::map<std::string, std::vector<std::string>> unmet;
   if (!opt.targets.empty()) {
     for (auto& t : plan.targets) {
       const BackendEntry* b = find_backend(t.name);
@@ -265,23 +316,34 @@ int run_qualify(const QualifyOptions& opt, QualifyOutcome* out, std::string* err
         *err = fmt::format("cannot qualify {} on this machine: {}", t.str(), no_gpu);
         return out->exit_code = 2;
       }
+      auto u = unmet_of(t);
+      if (!u.empty()) {
+        *err = fmt::format("cannot qualify {} on this machine: it needs {}, which this machine lacks", t.str(),
+                           fmt::join(u, ", "));
+        return out->exit_code = 2;
+      }
       required.insert(t.str());
     }
-  } else if (!has_gpu) {
-    std::vector<Spec> cpu;
+  } else {
+    std::vector<Spec> run;
     size_t gpu = 0;
     for (auto& t : plan.targets) {
       const BackendEntry* b = find_backend(t.name);
-      if (b && b->gpu)
+      if (b && b->gpu && !has_gpu) {
         ++gpu;
-      else
-        cpu.push_back(t);
+        continue;
+      }
+      run.push_back(t);
+      auto u = unmet_of(t);
+      if (!u.empty()) unmet[t.str()] = u;
     }
-    plan.targets = cpu;
+    plan.targets = run;
     if (gpu)
       out->checks.push_back({"GPU targets", Verdict::kSkip,
                              fmt::format("{} GPU targets not run: {}; this qualifies the CPU only", gpu, no_gpu), false});
   }
+  std::vector<std::string> planned;
+  for (auto& t : plan.targets) planned.push_back(t.str());
 
   // 1. Probes.
   out->probe_dir = opt.out_dir + "/probe";
@@ -303,14 +365,14 @@ int run_qualify(const QualifyOptions& opt, QualifyOutcome* out, std::string* err
   if (rc != 0) return out->exit_code = 2;
   judge(&probe);
   if (!save_results(out->probe_dir + "/results.json", probe, err)) return out->exit_code = 2;
-  probe_checks(probe, required, out);
+  probe_checks(probe, planned, required, unmet, out);
   if (!opt.baseline.empty()) {
     CheckReport rep = check_against_baseline(baseline, probe, out->probe_dir, opt.baseline);
     int fails = rep.count(Verdict::kFail), warns = rep.count(Verdict::kWarn);
     std::string first;
     for (auto& f : rep.findings)
       if (f.verdict == Verdict::kFail) {
-        first = "; first: " + f.message;
+        first = fmt::format("; first: {} on {}: {}", f.workload, f.target, f.message);
         break;
       }
     out->checks.push_back({"baseline " + opt.baseline, fails ? Verdict::kFail : warns ? Verdict::kWarn : Verdict::kPass,
@@ -318,7 +380,33 @@ int run_qualify(const QualifyOptions& opt, QualifyOutcome* out, std::string* err
                                        rep.cells_same_key, fails, warns, first),
                            true});
   }
-  if (opt.level >= 2) timing_checks(probe, opt.baseline.empty() ? nullptr : &baseline, opt.history, out);
+  if (opt.level >= 2) {
+    // The references: the baseline's medians when a baseline is given, else this machine's history
+    // (read before this run is recorded into it).
+    TimingReferences refs;
+    std::string source, history_err;
+    if (!opt.baseline.empty()) {
+      source = "the baseline";
+      for (auto& c : baseline.cells)
+        if (c.median_seconds) refs[{c.workload, c.target}] = *c.median_seconds;
+    } else if (!opt.history.empty()) {
+      source = "this machine's history";
+      const std::string key = machine_key(probe.machine);
+      for (auto& o : probe.observations) {
+        if (o.status != ObsStatus::kOk || o.seconds.empty()) continue;
+        double m = 0;
+        int n = 0;
+        if (!median_seconds_history(opt.history, o.workload, o.target, key, &m, &n, &history_err)) break;
+        if (n > 0) refs[{o.workload, o.target}] = m;
+      }
+    }
+    if (opt.baseline.empty() && opt.history.empty())
+      out->checks.push_back({"timing outliers", Verdict::kSkip, "nothing to compare with: no baseline, no history (--no-history)", false});
+    else if (!history_err.empty())
+      out->checks.push_back({"timing outliers", Verdict::kSkip, "cannot read the history: " + history_err, false});
+    else
+      out->checks.push_back(timing_check(probe, refs, source));
+  }
   out->probe = probe;
 
   // 2. Training regression (levels 2 and 3).
@@ -354,17 +442,12 @@ int run_qualify(const QualifyOptions& opt, QualifyOutcome* out, std::string* err
       out->checks.push_back({"training regression", Verdict::kSkip, "could not run: " + *err, true});
       err->clear();
     } else {
-      training_checks(train, out);
+      for (auto& c : training_checks(train)) out->checks.push_back(c);
     }
   }
 
-  // Outcome: 2 when a required check could not run, 1 when a check failed, else 0.
-  bool failed = false, required_skipped = false;
-  for (auto& c : out->checks) {
-    failed |= c.verdict == Verdict::kFail;
-    required_skipped |= c.required && c.verdict == Verdict::kSkip;
-  }
-  out->exit_code = required_skipped ? 2 : failed ? 1 : 0;
+  // Outcome: 1 when a check failed, else 2 when a required check could not run, else 0.
+  out->exit_code = qualify_exit_code(out->checks);
   nlohmann::json j = out->to_json();
   if (!write_file_atomic(opt.out_dir + "/qualify.json", j.dump(1) + "\n", err)) return out->exit_code = 2;
   return out->exit_code;

@@ -6,11 +6,17 @@
 //   3  the full probe suite and a longer training design.
 // With --baseline, the probe results are also checked against it (gates/check.hpp).
 // The outcome is a table of checks, each PASS, FAIL, WARN or SKIP. Exit 0 only when nothing failed and
-// nothing required was skipped; asking for a target the machine cannot run (a GPU target without a
-// CUDA device) is "could not run" (2), never 0.
+// nothing required was skipped; 1 when a check failed (whatever else could not run: a failure seen
+// disqualifies the machine); 2 when a required check could not run and nothing failed. Asking for a
+// target the machine cannot run (a GPU target without a CUDA device, a CPU target needing an
+// instruction set this CPU lacks) is "could not run" (2) before anything runs, never 0.
+// Required: every target of --targets, the baseline check, the training checks. Not required: the
+// suite's own targets (without --targets), the timing outliers.
 #pragma once
 #include <functional>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -51,8 +57,31 @@ struct QualifyOutcome {
 // kMinTimedSeconds (in the reference) timings are timer noise and not judged.
 inline constexpr double kOutlierWarn = 3, kOutlierFail = 10, kMinTimedSeconds = 1e-3;
 
+// (workload, target) -> the reference median seconds per repeat of that cell.
+using TimingReferences = std::map<std::pair<std::string, std::string>, double>;
+
+// The "timing outliers" check (not required): each ok cell's median seconds per repeat (the median of
+// its finite repeats, the mean of the two middle ones for an even count, as the baseline and the
+// history compute theirs) against its reference: a ratio above kOutlierWarn WARNs, above kOutlierFail
+// FAILs. A cell without a (positive, finite) reference, or whose reference is under kMinTimedSeconds,
+// is not judged; SKIP when no cell is judged. `source` names the references in the detail ("the
+// baseline", "this machine's history").
+QualifyCheck timing_check(const Results& r, const TimingReferences& references, const std::string& source);
+
+// The training checks of a sony2021 run (all required): "training runs finish" (FAIL when a run
+// crashed, timed out or failed; SKIP when no run could run here), "training (d) bitwise identical on
+// <target>" per target (every finished condition (d) run ends with the same weights; SKIP with fewer
+// than 2), and "training: the model learns": every finished run's final loss (the mean of its last
+// window) is below half its first batch's loss (curve[0]: the loss of batch 1, computed on the
+// initial weights; the curve holds every batch's loss).
+std::vector<QualifyCheck> training_checks(const Results& train);
+
+// The exit code of a set of checks: 1 when one FAILed, else 2 when a required one was SKIPped, else 0.
+int qualify_exit_code(const std::vector<QualifyCheck>& checks);
+
 // Runs the levels. Returns the exit code (also in outcome->exit_code); 2 with *err when it could not run
-// at all (bad targets, a target this machine cannot run, a bad baseline, an interrupted run: *err says).
+// at all (bad targets, a target this machine cannot run, a bad baseline, an interrupted run: *err says;
+// the CLI turns an interruption into 128+N).
 int run_qualify(const QualifyOptions& opt, QualifyOutcome* outcome, std::string* err);
 
 }  // namespace detaudit
