@@ -14,6 +14,14 @@ void add_history_flags(CLI::App* sub, HistoryFlags* f) {
   file->excludes(off);
 }
 
+int precheck_history(const HistoryFlags& f) {
+  std::string path, err;
+  if (!resolve_history_path(f, &path, &err)) return fail(err);
+  if (path.empty()) return 0;
+  if (!check_history(path, &err)) return fail(err);
+  return 0;
+}
+
 int record_history(const HistoryFlags& f, const std::string& kind, const Results& r, const std::string& results_dir,
                    int exit_code) {
   std::string path, err;

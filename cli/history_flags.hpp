@@ -27,6 +27,10 @@ void add_history_flags(CLI::App* sub, HistoryFlags* f);
 //   "detaudit: error: history PATH: ..." on stderr, and 2 ("could not run") in place of 0 or 1 (the
 //   results and reports are written already; the history is what is missing). Other codes (an
 //   interruption's 128+N) are returned as they are.
+// Before a command's work: 0 when the history is disabled, missing (it will be created) or a readable
+// detaudit history; otherwise one line "detaudit: error: history PATH: ..." on stderr and 2.
+int precheck_history(const HistoryFlags& f);
+
 int record_history(const HistoryFlags& f, const std::string& kind, const Results& r, const std::string& results_dir,
                    int exit_code);
 

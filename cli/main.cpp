@@ -137,6 +137,7 @@ int run_probe(const ProbeArgs& a, int argc, char** argv) {
   ProbePlan plan;
   std::string err;
   if (!make_plan(a.suite, a.targets, a.workloads, a.repeats, a.timeout, &plan, &err)) return fail(err);
+  if (int rc = precheck_history(a.hist)) return rc;
   ProbeRunOptions opt;
   opt.out_dir = a.out;
   if (a.resume && a.fresh) return fail("--resume and --fresh contradict each other");
@@ -175,6 +176,7 @@ int run_probe(const ProbeArgs& a, int argc, char** argv) {
 }
 
 int run_train(const TrainArgs& a, int argc, char** argv) {
+  if (int rc = precheck_history(a.hist)) return rc;
   TrainDesign d = default_design(a.paper);
   if (!a.targets.empty()) {
     d.targets.clear();
@@ -222,8 +224,7 @@ int run_report(const std::string& dir, const std::string& format) {
   if (!lock.acquire(dir, &err)) return fail(err);
   // Results written before verdicts existed (or by a run in progress) are judged for the report; the
   // results file itself is left as it is.
-  if (std::any_of(r.observations.begin(), r.observations.end(), [](const Observation& o) { return o.verdict.empty(); }))
-    judge(&r);
+  if (!is_judged(r)) judge(&r);
   bool md = format == "md" || format == "both", html = format == "html" || format == "both";
   if (!write_reports(dir, r, &err, md, html)) return fail(err);
   if (md) say(stdout, "{}/report.md\n", dir);

@@ -118,9 +118,11 @@ Comparison compare_results(const Results& a, const Results& b, const std::string
       (side_a ? cell.distinct_a : cell.distinct_b) = count_distinct(o.fingerprints);
       Spec ts, ws;
       std::string e;
-      if (parse_target(o.target, &ts, &e) && parse_workload(o.workload, &ws, &e) &&
-          promise_for(ts, ws, r.machine, o.details).run_to_run == Promise::RunToRun::kNondeterministic)
-        cell.promised_nondeterministic = true;
+      if (parse_target(o.target, &ts, &e) && parse_workload(o.workload, &ws, &e)) {
+        auto promise = promise_for(ts, ws, r.machine, o.details).run_to_run;
+        cell.promised_nondeterministic |= promise == Promise::RunToRun::kNondeterministic;
+        cell.promised_deterministic |= promise == Promise::RunToRun::kDeterministic;
+      }
       Observation g;
       g.workload = w;
       g.target = t + (side_a ? "@A" : "@B");
@@ -144,7 +146,7 @@ Comparison compare_results(const Results& a, const Results& b, const std::string
       cell.kind = CellComparison::Kind::kOnlyB, ++c.only_b;
     else if (cell.status_a == cell.status_b && cell.fps_a == cell.fps_b)
       cell.kind = CellComparison::Kind::kSame, ++c.same;
-    else if (cell.status_a == "ok" && cell.status_b == "ok" &&
+    else if (cell.status_a == "ok" && cell.status_b == "ok" && !cell.promised_deterministic &&
              (cell.distinct_a > 1 || cell.distinct_b > 1 || cell.promised_nondeterministic))
       cell.kind = CellComparison::Kind::kVaries, ++c.varies;
     else

@@ -15,7 +15,8 @@ namespace detaudit {
 // One workload x target cell. `same` means the same status and the same set of fingerprints. `varies`:
 // both ran (ok) and their sets differ, but the cell is nondeterministic (more than one output on either
 // side, or its target promises nondeterminism), so a different set is what the target does, not a
-// change; it is listed, and does not count as a difference.
+// change; it is listed, and does not count as a difference. A target that promises determinism never
+// "varies": more outputs than one is a change.
 struct CellComparison {
   enum class Kind { kSame, kChanged, kOnlyA, kOnlyB, kVaries };
   Kind kind = Kind::kSame;
@@ -25,6 +26,7 @@ struct CellComparison {
   std::vector<std::string> fps_a, fps_b;
   int distinct_a = 0, distinct_b = 0;
   bool promised_nondeterministic = false;  // the target's promise on A's machine (or B's, for B-only cells)
+  bool promised_deterministic = false;
 };
 const char* to_string(CellComparison::Kind k);  // "same bits", "changed", "only in A", "only in B", "varies"
 

@@ -535,6 +535,12 @@ std::string absolute_dir(const std::string& dir) {
 
 }  // namespace
 
+bool check_history(const std::string& db_path, std::string* err) {
+  Db db;
+  bool exists = false;
+  return open_history(db_path, Mode::kRead, &db, &exists, err);
+}
+
 bool resolve_history_path(const HistoryFlags& flags, std::string* path, std::string* err) {
   path->clear();
   if (flags.disabled) {

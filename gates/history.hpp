@@ -76,6 +76,12 @@ bool resolve_history_path(const HistoryFlags& flags, std::string* path, std::str
 bool record_run(const std::string& db_path, const std::string& kind, const Results& r, const std::string& results_dir,
                 int exit_code, std::string* err);
 
+// Whether db_path can be recorded into later: a missing file is fine (it will be created); an existing
+// one must be a detaudit history this tool can read (the same checks as record_run, nothing written
+// except a migration of an older schema). The commands call it before their work, so a corrupt history
+// stops them at once instead of after an hour of probing. False with a one-line *err naming the file.
+bool check_history(const std::string& db_path, std::string* err);
+
 // Hash of the hardware identity of results.json's machine object, 16 hex digits (see above). Missing
 // fields count as empty, so any object has a key.
 std::string machine_key(const nlohmann::json& machine);

@@ -159,7 +159,10 @@ void judge_oracle(const Observation& o, const Results& r, const Promise& p, Find
     return;
   }
   if (!std::isfinite(ratio)) {
-    c->findings.push_back({Verdict::kFail, "NaN or infinity where the oracle has a number (or the reverse)"});
+    c->findings.push_back({Verdict::kFail, o.oracle->nonfinite_mismatch()
+                                               ? "NaN or infinity where the oracle has a number (or the reverse)"
+                                               : "differs from the oracle where its error bound is 0 (a value every "
+                                                 "correct kernel gets exactly)"});
     return;
   }
   if (!p.error_bound_exempt.empty()) {
@@ -229,16 +232,25 @@ void judge_equality_classes(const std::vector<Observation>& obs, std::vector<Jud
       g->targets.push_back(obs[i].target);
     }
     if (groups.size() < 2) continue;
-    auto first_target = [](const Group& g) { return *std::min_element(g.targets.begin(), g.targets.end()); };
-    auto keep = std::min_element(groups.begin(), groups.end(), [&](const Group& a, const Group& b) {
-      if (a.members.size() != b.members.size()) return a.members.size() > b.members.size();
-      return first_target(a) < first_target(b);
-    });
+    // The largest agreeing group stands; the others broke the promise. With no single largest group
+    // (a 1:1 split) nothing says which side is right, so every side FAILs.
+    auto keep = std::max_element(groups.begin(), groups.end(),
+                                 [](const Group& a, const Group& b) { return a.members.size() < b.members.size(); });
+    size_t largest = keep->members.size();
+    bool tie = std::count_if(groups.begin(), groups.end(), [&](const Group& g) { return g.members.size() == largest; }) > 1;
     for (auto g = groups.begin(); g != groups.end(); ++g) {
-      if (g == keep) continue;
-      std::string reason = fmt::format("equality class {} split on {}: {} gave {}, but {} gave {}", key.second,
-                                       key.first, name_list(g->targets), short_fingerprints(g->fps), name_list(keep->targets),
-                                       short_fingerprints(keep->fps));
+      if (g == keep && !tie) continue;
+      std::string reason;
+      if (tie) {
+        std::vector<std::string> sides;
+        for (auto& h : groups) sides.push_back(fmt::format("{} gave {}", name_list(h.targets), short_fingerprints(h.fps)));
+        reason = fmt::format("equality class {} split on {} with no majority: {}", key.second, key.first,
+                             fmt::join(sides, "; "));
+      } else {
+        reason = fmt::format("equality class {} split on {}: {} gave {}, but {} gave {}", key.second, key.first,
+                             name_list(g->targets), short_fingerprints(g->fps), name_list(keep->targets),
+                             short_fingerprints(keep->fps));
+      }
       for (size_t i : g->members) (*judged)[i].cell.findings.push_back({Verdict::kFail, reason});
     }
   }
@@ -278,6 +290,17 @@ void judge(Results* r) {
   }
   judge_equality_classes(r->observations, &judged);
   for (size_t i = 0; i < r->observations.size(); ++i) settle(judged[i].cell, &r->observations[i]);
+}
+
+bool is_judged(const Results& r) {
+  return std::none_of(r.observations.begin(), r.observations.end(), [](const Observation& o) { return o.verdict.empty(); });
+}
+
+const Results* judged_view(const Results& in, Results* storage) {
+  if (is_judged(in)) return &in;
+  *storage = in;
+  judge(storage);
+  return storage;
 }
 
 VerdictCounts count_verdicts(const Results& r) {

@@ -36,6 +36,11 @@ std::vector<std::string> fingerprint_set(const Observation& o);
 // Fingerprints shortened to 8 hex digits, comma-separated, for one line of text.
 std::string short_fingerprints(const std::vector<std::string>& fps);
 
+// Whether every observation carries a verdict (results of older versions, or of a run in progress, do not).
+bool is_judged(const Results& r);
+// `in` when it is judged, else a judged copy of it kept in *storage.
+const Results* judged_view(const Results& in, Results* storage);
+
 struct VerdictCounts {
   int pass = 0, fail = 0, expected = 0, warn = 0, skip = 0, unjudged = 0;
 };

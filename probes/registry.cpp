@@ -539,7 +539,9 @@ bool requirement_met(const std::string& req, const nlohmann::json& machine) {
   auto name = cpu_feature_names().find(req);
   if (name == cpu_feature_names().end()) return true;  // nothing to check it against
   auto it = machine.find("cpu_features");
-  if (it == machine.end() || !it->is_array()) return false;
+  // A machine whose features are not described (older results, another architecture): the requirement
+  // is unknown, and an unknown requirement excuses nothing.
+  if (it == machine.end() || !it->is_array()) return true;
   for (auto& f : *it)
     if (f.is_string() && f.get<std::string>() == name->second) return true;
   return false;

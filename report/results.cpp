@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -212,7 +213,13 @@ bool results_from_json(nlohmann::json& j, Results* out, std::string* err) {
 
 }  // namespace
 
-bool load_results(const std::string& path, Results* out, std::string* err) {
+bool load_json_document(const std::string& path, const std::string& schema, const std::string& what,
+                        nlohmann::json* out, std::string* err) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    *err = path + ": is a directory, not a " + what;
+    return false;
+  }
   std::ifstream f(path, std::ios::binary);
   if (!f) {
     *err = path + ": cannot open (" + std::strerror(errno) + ")";
@@ -220,17 +227,22 @@ bool load_results(const std::string& path, Results* out, std::string* err) {
   }
   std::stringstream ss;
   ss << f.rdbuf();
-  nlohmann::json j;
   try {
-    j = nlohmann::json::parse(ss.str());
+    *out = nlohmann::json::parse(ss.str());
   } catch (const nlohmann::json::exception& e) {
     *err = path + ": not valid JSON (truncated or corrupt): " + e.what();
     return false;
   }
-  if (!j.is_object() || !j.contains("schema") || j["schema"] != kResultsSchema) {
-    *err = path + ": not a detaudit results file (expected \"schema\": \"" + kResultsSchema + "\")";
+  if (!out->is_object() || !out->contains("schema") || (*out)["schema"] != schema) {
+    *err = path + ": not a detaudit " + what + " (expected \"schema\": \"" + schema + "\")";
     return false;
   }
+  return true;
+}
+
+bool load_results(const std::string& path, Results* out, std::string* err) {
+  nlohmann::json j;
+  if (!load_json_document(path, kResultsSchema, "results file", &j, err)) return false;
   std::string e;
   if (!results_from_json(j, out, &e)) {
     *err = path + ": " + e;

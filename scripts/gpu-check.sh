@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Everything a GPU machine should run, in under 5 minutes on one H200:
 #   build (CUDA for this machine's GPU), `detaudit env`, the `gpu` tests, the quick suite (its GPU
-#   targets included) and the GPU speed measurements, all written into OUTDIR.
+#   targets included, judged; its baseline checked against itself), `qualify --level 1`, a short GPU
+#   training design and the GPU speed measurements, all written into OUTDIR.
 # The GPU machines have the CUDA toolkit, cuDNN, CMake, ninja, a compiler and python3 but no Debian -dev
 # packages and no network: header-only dependencies and GoogleTest's sources come from .deps/
 # (scripts/make-deps-folder.sh, copied along with the tree); OpenBLAS, oneDNN and hwloc are optional.
@@ -61,10 +62,21 @@ rc_tests=$?
 log "gpu tests: exit $rc_tests; $(grep -E '^\[ +(PASSED|FAILED|SKIPPED) +\] [0-9]+ test' "$OUT/gpu-tests.log" | tr '\n' ' ')"
 grep -E '^\[  FAILED  \]' "$OUT/gpu-tests.log" | head -20 | tee -a "$OUT/summary.txt"
 
+# The history of this check stays in OUTDIR.
+export DETAUDIT_HISTORY="$OUT/history.db"
 log "quick suite"
 "$BIN/detaudit" probe --suite quick --repeats "${REPEATS:-10}" --out "$OUT/quick" --fresh >"$OUT/quick.log" 2>&1
-log "quick suite: exit $? in $(( $(date +%s) - start )) s total; $(tail -2 "$OUT/quick.log" | head -1)"
+log "quick suite: exit $? (1: a cell FAILed) in $(( $(date +%s) - start )) s total; $(grep -m1 '^verdicts:' "$OUT/quick.log")"
+grep '^FAIL ' "$OUT/quick.log" | head -20 | tee -a "$OUT/summary.txt"
 sed -n '/^## Verdict/,/^## Determinism matrix/p' "$OUT/quick/report.md" 2>/dev/null | head -60 >>"$OUT/summary.txt"
+"$BIN/detaudit" baseline save "$OUT/quick" >>"$OUT/quick.log" 2>&1
+"$BIN/detaudit" check "$OUT/quick" --baseline "$OUT/quick/baseline.json" >"$OUT/check.txt" 2>&1
+log "check against its own baseline: exit $? (expected 0); $(tail -1 "$OUT/check.txt")"
+
+log "qualify level 1"
+"$BIN/detaudit" qualify --level 1 --out "$OUT/qualify" >"$OUT/qualify.txt" 2>"$OUT/qualify.log"
+log "qualify: exit $?; $(grep -m1 '^qualify level' "$OUT/qualify.txt")"
+grep -E '  (FAIL|WARN) ' "$OUT/qualify.txt" | head -20 | tee -a "$OUT/summary.txt"
 
 log "gpu training"
 # Fashion-MNIST: the Debian package where installed, else a copy in .deps/fashion-mnist (train-*-ubyte.gz).

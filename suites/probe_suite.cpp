@@ -195,8 +195,11 @@ class TargetProgress {
     std::string head = fmt::format("target {}/{} {}: ", ti + 1, targets_, target.str());
     std::string body;
     std::set<std::string> skip_reasons;
+    // "cuda: no CUDA device: ..." and "cublas: no CUDA device: ..." are one reason.
+    const std::string prefix = target.name + ": ";
     for (auto& o : obs)
-      if (o.status == ObsStatus::kSkipped) skip_reasons.insert(o.reason);
+      if (o.status == ObsStatus::kSkipped)
+        skip_reasons.insert(o.reason.rfind(prefix, 0) == 0 ? o.reason.substr(prefix.size()) : o.reason);
     const bool all_skipped = !obs.empty() && skip_reasons.size() == 1 &&
                              std::all_of(obs.begin(), obs.end(), [](const Observation& o) { return o.status == ObsStatus::kSkipped; });
     if (all_skipped) {

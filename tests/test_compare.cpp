@@ -129,19 +129,30 @@ TEST(Compare, NondeterministicCellsVaryWithoutCountingAsDifferences) {
   const std::string atomic = T("cpu?order=atomic&threads=2");
   auto base = cells();
   base.push_back(ok(kReduce, atomic, {A, A}));
+  base.push_back(ok(kMatmul, kOnednn, {B, B}));
   auto other = cells();
-  other[1].fingerprints = {B, C};  // openblas: seen varying in B
-  other[1].distinct = 2;
   other.push_back(ok(kReduce, atomic, {B, B}));  // atomic: one output each time, a different one
+  other.push_back(ok(kMatmul, kOnednn, {B, C}));  // onednn (nothing promised): seen varying in B
   std::string a = save("cmp-var-a", run_on("0.3.21", base)), b = save("cmp-var-b", run_on("0.3.21", other));
   auto r = run_cli("compare " + a + " " + b);
   EXPECT_EQ(r.code, 0) << r.out << r.err;
-  EXPECT_NE(r.out.find("2 same bits, 0 changed, 0 only in A, 0 only in B, 2 nondeterministic"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("varies     " + kOpenblas + ": bbbbbbbb (1 distinct) -> bbbbbbbb,cccccccc (2 distinct)"),
+  EXPECT_NE(r.out.find("3 same bits, 0 changed, 0 only in A, 0 only in B, 2 nondeterministic"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("varies     " + kOnednn + ": bbbbbbbb (1 distinct) -> bbbbbbbb,cccccccc (2 distinct)"),
             std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("varies     " + atomic + ": aaaaaaaa (1 distinct) -> bbbbbbbb (1 distinct)"), std::string::npos)
       << r.out;
+  // A target that promises determinism and gave two outputs did not "vary": it changed.
+  auto broken = cells();
+  broken[0].fingerprints = {A, C};  // cpu (order=blocked) promises determinism
+  broken[0].distinct = 2;
+  std::string c = save("cmp-var-c", run_on("0.3.21", broken));
+  auto r2 = run_cli("compare " + a + " " + c);
+  EXPECT_EQ(r2.code, 1) << r2.out;
+  EXPECT_NE(r2.out.find("changed    " + kCpu + ": aaaaaaaa (1 distinct) -> aaaaaaaa,cccccccc (2 distinct)"),
+            std::string::npos)
+      << r2.out;
+  fs::remove_all(c);
   fs::remove_all(a);
   fs::remove_all(b);
 }

@@ -56,6 +56,12 @@ Observation ok(const std::string& workload, const std::string& target, int varia
   return o;
 }
 
+// A NaN against a number: the relative error is infinite too (OracleDistance::nonfinite_mismatch).
+Observation nan_mismatch(Observation o) {
+  o.oracle->max_rel_err = INFINITY;
+  return o;
+}
+
 Observation status(const std::string& workload, const std::string& target, ObsStatus st, const std::string& reason) {
   Observation o;
   o.workload = canon_workload(workload);
@@ -135,7 +141,9 @@ std::vector<Row> rows() {
       {"error within the bound", ok(kMatmul, "openblas", 1, 0.3), machine_avx2(), "PASS", ""},
       {"error beyond the bound", ok(kMatmul, "openblas", 1, 1.5), machine_avx2(), "FAIL",
        "error 1.5 x the summation error bound"},
-      {"NaN against a number", ok(kMatmul, "openblas", 1, INFINITY), machine_avx2(), "FAIL", "NaN"},
+      {"NaN against a number", nan_mismatch(ok(kMatmul, "openblas", 1, INFINITY)), machine_avx2(), "FAIL", "NaN"},
+      {"a difference where the bound is 0", ok(kMatmul, "openblas", 1, INFINITY), machine_avx2(), "FAIL",
+       "where its error bound is 0"},
       // TF32: budget (γ_257(2^-24) + 2·2^-11 + 2^-22) / γ_257(2^-24) ≈ 64.8.
       {"TF32 within its wider budget", ok(kMatmul, "cublas:0?math=tf32", 1, 30), machine_avx512(), "PASS", ""},
       {"TF32 beyond its budget", ok(kMatmul, "cublas:0?math=tf32", 1, 100), machine_avx512(), "FAIL",
@@ -207,13 +215,15 @@ TEST(GatesVerdict, EqualityClassSplitFailsTheMinority) {
   EXPECT_EQ(r.observations[3].verdict, "PASS") << r.observations[3].verdict_reason;
 }
 
-TEST(GatesVerdict, EqualityClassTieKeepsTheGroupOfTheFirstTarget) {
+TEST(GatesVerdict, EqualityClassSplitWithoutMajorityFailsEverySide) {
+  // 1:1: nothing says which side is right, so neither passes.
   Observation t2 = ok(kMatmul, "cpu?order=pairwise&threads=2");
   Observation t1 = ok(kMatmul, "cpu?order=pairwise&threads=1");
   for (auto& f : t2.fingerprints) f = B;
   Results r = judged({t2, t1});
-  EXPECT_EQ(r.observations[0].verdict, "FAIL");  // threads=2 sorts after threads=1
-  EXPECT_EQ(r.observations[1].verdict, "PASS");
+  EXPECT_EQ(r.observations[0].verdict, "FAIL");
+  EXPECT_EQ(r.observations[1].verdict, "FAIL");
+  EXPECT_NE(r.observations[1].verdict_reason.find("with no majority"), std::string::npos) << r.observations[1].verdict_reason;
 }
 
 TEST(GatesVerdict, ClassesAreNotMixed) {
@@ -227,7 +237,7 @@ TEST(GatesVerdict, ClassesAreNotMixed) {
 }
 
 TEST(GatesVerdict, CountsByStoredVerdict) {
-  Results r = judged({ok(kMatmul, "cpu?order=sequential"), ok(kMatmul, "cpu?order=sequential&threads=2", 2),
+  Results r = judged({ok(kMatmul, "cpu?order=sequential"), ok(kMatmul, "cpu?order=blocked&threads=2", 2),
                       ok(kMatmul, "cpu?order=atomic&threads=2", 2), ok(kMatmul, "cpu?order=atomic&threads=1", 2),
                       status(kMatmul, "onednn", ObsStatus::kSkipped, "not built")});
   Observation unjudged = ok(kMatmul, "cpu");

@@ -93,7 +93,11 @@ TEST(Verdict, Summary) {
 
 TEST(Verdict, ObservationJsonRoundTrip) {
   Observation o = ok("w", "t", {A, B});
-  o.oracle = OracleDistance{kUlpInfinite, INFINITY, 3};
+  OracleDistance d;
+  d.max_ulp = kUlpInfinite;
+  d.max_rel_err = INFINITY;
+  d.mismatched = 3;
+  o.oracle = d;
   o.seconds = {0.5, 0.25};
   o.details["isa"] = "avx2";
   KernelRecord kr;
