@@ -13,10 +13,10 @@
 
 #include "cli/common.hpp"
 #include "cli/history_flags.hpp"
+#include "gates/verdict.hpp"
 #include "probes/child.hpp"
 #include "probes/env.hpp"
 #include "probes/spec.hpp"
-#include "gates/verdict.hpp"
 #include "probes/verdict.hpp"
 #include "probes/worker.hpp"
 #include "report/results.hpp"
@@ -168,8 +168,13 @@ int run_probe(const ProbeArgs& a, int argc, char** argv) {
       s.deterministic, s.deterministic + s.nondeterministic, s.nondeterministic, s.crashed, s.timeout, s.skipped,
       s.error);
   say(stdout, "verdicts: {} PASS, {} FAIL, {} EXPECTED, {} WARN, {} SKIP\n", v.pass, v.fail, v.expected, v.warn, v.skip);
+  // Every FAIL on the terminal, up to a screenful; all of them are in the reports and results.json.
+  constexpr int kFailLines = 50;
+  int shown = 0;
   for (auto& o : results.observations)
-    if (o.verdict == "FAIL") say(stdout, "FAIL {} on {}: {}\n", o.workload, o.target, o.verdict_reason);
+    if (o.verdict == "FAIL" && shown++ < kFailLines)
+      say(stdout, "FAIL {} on {}: {}\n", o.workload, o.target, o.verdict_reason);
+  if (shown > kFailLines) say(stdout, "... and {} more FAIL (see {}/report.md)\n", shown - kFailLines, opt.out_dir);
   say(stdout, "report: {}/report.md and {}/report.html\n", opt.out_dir, opt.out_dir);
   if (v.fail && a.no_fail) say(stdout, "--no-fail: exit 0 despite {} FAIL\n", v.fail);
   return record_history(a.hist, "probe", results, opt.out_dir, v.fail && !a.no_fail ? 1 : 0);
