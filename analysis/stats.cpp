@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <numbers>
 #include <vector>
 
 namespace detaudit {
@@ -82,6 +83,13 @@ double sample_std(std::span<const double> xs) { return std::sqrt(sample_variance
 
 double median(std::span<const double> xs) { return quantile(xs, 0.5); }
 
+double finite_median(std::span<const double> xs) {
+  std::vector<double> v;
+  for (double x : xs)
+    if (std::isfinite(x)) v.push_back(x);
+  return median(v);
+}
+
 double mad(std::span<const double> xs) {
   if (xs.empty()) return kNaN;
   const double med = median(xs);
@@ -112,6 +120,26 @@ double f_upper_p(double f, double d1, double d2) {
   if (std::isinf(f)) return 0.0;
   const double p = incomplete_beta(d2 / (d2 + d1 * f), d2 / 2.0, d1 / 2.0);
   return std::clamp(p, 0.0, 1.0);
+}
+
+double student_t_quantile(double p, double df) {
+  if (!(p > 0 && p < 1) || !(df > 0)) return std::numeric_limits<double>::quiet_NaN();
+  if (p == 0.5) return 0;
+  if (p < 0.5) return -student_t_quantile(1 - p, df);
+  if (df == 1) return std::tan(std::numbers::pi * (p - 0.5));
+  if (df == 2) return (2 * p - 1) / std::sqrt(2 * p * (1 - p));
+  // Upper tail P(T > t) = I_{df/(df+t²)}(df/2, 1/2) / 2, decreasing in t: bisect until the interval
+  // cannot shrink any more (adjacent doubles).
+  double q = 1 - p;
+  auto upper = [&](double t) { return 0.5 * incomplete_beta(df / (df + t * t), df / 2, 0.5); };
+  double lo = 0, hi = 1;
+  while (upper(hi) > q && hi < 1e300) hi *= 2;
+  for (int i = 0; i < 2000; ++i) {
+    double mid = lo + (hi - lo) / 2;
+    if (mid <= lo || mid >= hi) break;
+    (upper(mid) > q ? lo : hi) = mid;
+  }
+  return lo + (hi - lo) / 2;
 }
 
 }  // namespace detaudit

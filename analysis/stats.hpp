@@ -14,6 +14,8 @@ double sample_variance(std::span<const double> xs);
 double sample_std(std::span<const double> xs);
 // Median (mean of the two middle values for even n). Empty input → NaN.
 double median(std::span<const double> xs);
+// Median of the finite values only (NaN and infinities left out); NaN when there are none.
+double finite_median(std::span<const double> xs);
 // Median absolute deviation about the median, unscaled (multiply by 1.4826 for a normal σ).
 double mad(std::span<const double> xs);
 // Quantile by linear interpolation between order statistics (Hyndman–Fan type 7, R's default):
@@ -26,5 +28,9 @@ double log_gamma(double x);
 double incomplete_beta(double x, double a, double b);
 // Upper tail P(F_{d1,d2} ≥ f) = I_{d2/(d2 + d1 f)}(d2/2, d1/2). f ≤ 0 → 1, f = +inf → 0.
 double f_upper_p(double f, double d1, double d2);
+// The p quantile of Student's t with df degrees of freedom: exact closed forms for df = 1 and 2,
+// otherwise the root of the upper tail I_{df/(df+t²)}(df/2, 1/2)/2 found by bisection to the last bit.
+// NaN for p outside (0, 1) or df <= 0.
+double student_t_quantile(double p, double df);
 
 }  // namespace detaudit

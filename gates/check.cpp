@@ -6,7 +6,6 @@
 #include <filesystem>
 #include <limits>
 #include <map>
-#include <numbers>
 #include <set>
 #include <string_view>
 #include <tuple>
@@ -54,26 +53,6 @@ int CheckReport::count(Verdict v) const {
 
 // ---- statistics ------------------------------------------------------------------------------------
 
-double student_t_quantile(double p, double df) {
-  if (!(p > 0 && p < 1) || !(df > 0)) return std::numeric_limits<double>::quiet_NaN();
-  if (p == 0.5) return 0;
-  if (p < 0.5) return -student_t_quantile(1 - p, df);
-  if (df == 1) return std::tan(std::numbers::pi * (p - 0.5));
-  if (df == 2) return (2 * p - 1) / std::sqrt(2 * p * (1 - p));
-  // Upper tail P(T > t) = I_{df/(df+t²)}(df/2, 1/2) / 2, decreasing in t: bisect until the interval
-  // cannot shrink any more (adjacent doubles).
-  double q = 1 - p;
-  auto upper = [&](double t) { return 0.5 * incomplete_beta(df / (df + t * t), df / 2, 0.5); };
-  double lo = 0, hi = 1;
-  while (upper(hi) > q && hi < 1e300) hi *= 2;
-  for (int i = 0; i < 2000; ++i) {
-    double mid = lo + (hi - lo) / 2;
-    if (mid <= lo || mid >= hi) break;
-    (upper(mid) > q ? lo : hi) = mid;
-  }
-  return lo + (hi - lo) / 2;
-}
-
 bool prediction_interval(int n, double mean, double sd, double* lo, double* hi, int m, double alpha) {
   if (n < 2 || m < 1 || !(alpha > 0 && alpha < 1)) return false;
   double half = student_t_quantile(1 - alpha / 2, n - 1) * sd * std::sqrt(1.0 / m + 1.0 / n);
@@ -105,15 +84,6 @@ Promise::RunToRun current_promise(const Observation& o, const nlohmann::json& ma
   if (bc && bc->promise == "deterministic") return Promise::RunToRun::kDeterministic;
   if (bc && bc->promise == "nondeterministic") return Promise::RunToRun::kNondeterministic;
   return Promise::RunToRun::kNone;
-}
-
-// What the verdict allows err_ratio to reach for this cell (gates/verdict.hpp's budget).
-double promise_budget(const Observation& o, const Promise& p) {
-  Spec w;
-  std::string err;
-  bool f64 = parse_workload(o.workload, &w, &err) && w.get("dtype") == "f64";
-  double u = f64 ? std::ldexp(1.0, -53) : std::ldexp(1.0, -24);
-  return oracle_budget(o.oracle ? o.oracle->bound_k : 0, u, p.input_unit_roundoff);
 }
 
 struct CellContext {
@@ -237,7 +207,7 @@ void other_key(CellContext& c, Promise::RunToRun promise, const Promise& full) {
           err_now ? fmt::format("{:.4g}", *err_now) : "unknown",
           "error ratio not judged: " + full.error_bound_exempt);
   } else if (err_now && c.bc.err_ratio) {
-    double pb = promise_budget(c.o, full);
+    double pb = oracle_budget(c.o, full);
     double budget = std::max(*c.bc.err_ratio, pb);
     if (!(*err_now <= budget))
       c.add(FindingKind::kErrRatio, Verdict::kFail, fmt::format("{:.4g}", *c.bc.err_ratio), fmt::format("{:.4g}", *err_now),
@@ -721,7 +691,7 @@ std::string render_md(const CheckReport& rep) {
                    markdown_escape(clip(rep.baseline_created_at, kMdField)),
                    markdown_escape(clip(rep.baseline_tool, kMdField)));
   s += markdown_escape(summary_line(rep)) + "\n\n";
-  // Budgets: failures first and most; the whole stays under kCheckMarkdownLimit.
+  // Budgets: failures first and most; the whole stays under kMarkdownLimit.
   auto fl = pick(rep, Verdict::kFail), wl = pick(rep, Verdict::kWarn), sl = pick(rep, Verdict::kSkip),
        nl = pick(rep, Verdict::kSkip, true);
   if (!fl.empty()) s += fmt::format("### Failures ({})\n\n", fl.size()) + md_table(fl, 28000) + "\n";
@@ -736,7 +706,7 @@ std::string render_md(const CheckReport& rep) {
   if (!ol.empty())
     s += fmt::format("<details><summary>Other bits where the key differs, not failures ({})</summary>\n\n", ol.size()) +
          md_table(ol, 5000) + "\n</details>\n";
-  return cap_markdown(s, kCheckMarkdownLimit);
+  return cap_markdown(s, kMarkdownLimit);
 }
 
 }  // namespace

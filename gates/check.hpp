@@ -53,8 +53,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "analysis/stats.hpp"  // student_t_quantile
 #include "gates/baseline.hpp"
 #include "gates/verdict.hpp"
+#include "report/probe_report.hpp"  // kMarkdownLimit
 #include "report/results.hpp"
 
 namespace detaudit {
@@ -100,11 +102,6 @@ struct CheckReport {
   int exit_code() const { return count(Verdict::kFail) ? 1 : 0; }
 };
 
-// The 97.5% (or any p) quantile of Student's t with df degrees of freedom: exact closed forms for
-// df = 1 and 2, otherwise the root of the CDF (via the regularised incomplete beta of analysis/stats)
-// found by bisection to the last bit. NaN for p outside (0, 1) or df <= 0.
-double student_t_quantile(double p, double df);
-
 // The (1 - alpha) prediction interval for the mean of m more draws from the population of n runs with
 // this mean and sd: mean ± t_{n-1,1-alpha/2} · sd · sqrt(1/m + 1/n) (m = 1, alpha = 0.05: the 95%
 // interval of one more draw). False when n < 2 (no interval), m < 1 or alpha outside (0, 1).
@@ -118,10 +115,9 @@ CheckReport check_against_baseline(const Baseline& b, const Results& r, const st
 enum class CheckFormat { kText, kMarkdown, kJson };
 bool parse_check_format(const std::string& s, CheckFormat* out);
 // Text for a terminal (every failure listed; long lists of warnings capped with "... and N more"), markdown
-// for a PR comment (always under kCheckMarkdownLimit characters; the baseline's header fields and the paths
-// clipped to a few hundred each), or JSON ("detaudit-check/1": every
-// finding with kind, verdict, workload, target, old, new, message).
-inline constexpr size_t kCheckMarkdownLimit = 60000;
+// for a PR comment (always under kMarkdownLimit characters, the reports' limit; the baseline's header
+// fields and the paths clipped to a few hundred each), or JSON ("detaudit-check/1": every finding with
+// kind, verdict, workload, target, old, new, message).
 std::string render_check(const CheckReport& rep, CheckFormat format);
 // `md` itself when shorter than `limit`; otherwise its whole lines up to below the limit, a "truncated" line
 // and a "</details>" for each <details> block (a line starting "<details>") left open there: never a cut

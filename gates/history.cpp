@@ -20,6 +20,7 @@
 
 #include <fmt/format.h>
 
+#include "analysis/stats.hpp"
 #include "kernels/fingerprint.hpp"
 
 namespace fs = std::filesystem;
@@ -473,12 +474,10 @@ int64_t int_of(const nlohmann::json& j, const char* key) {
   return j[key].is_number_float() ? int64_t(j[key].get<double>()) : j[key].get<int64_t>();
 }
 
-std::optional<double> median(std::vector<double> v) {
-  v.erase(std::remove_if(v.begin(), v.end(), [](double x) { return !std::isfinite(x); }), v.end());
-  if (v.empty()) return std::nullopt;
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+// The median of the finite values, or none (SQL NULL).
+std::optional<double> median_or_null(const std::vector<double>& v) {
+  double m = finite_median(v);
+  return std::isnan(m) ? std::nullopt : std::optional<double>(m);
 }
 
 std::vector<std::string> distinct_sorted(std::vector<std::string> v) {
@@ -693,7 +692,7 @@ bool record_run(const std::string& db_path, const std::string& kind, const Resul
       std::optional<double> ratio;
       if (o.oracle && o.oracle->err_ratio >= 0) ratio = o.oracle->err_ratio;
       c.bind(11, ratio);
-      c.bind(12, median(o.seconds));
+      c.bind(12, median_or_null(o.seconds));
       if (!step_done(db, c, err)) return false;
     }
   }
@@ -755,7 +754,7 @@ bool median_seconds_history(const std::string& db_path, const std::string& workl
     *err = describe_sqlite_error(db, rc);
     return false;
   }
-  auto m = median(v);
+  auto m = median_or_null(v);
   if (m) *median_out = *m;
   *n = int(v.size());
   return true;

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "analysis/stats.hpp"
 #include "gates/baseline.hpp"
 #include "gates/check.hpp"
 #include "gates/history.hpp"
@@ -28,14 +29,6 @@ int severity(Verdict v) {
     case Verdict::kSkip: return 0;
   }
   return 0;
-}
-
-double finite_median(std::vector<double> v) {
-  v.erase(std::remove_if(v.begin(), v.end(), [](double x) { return !std::isfinite(x); }), v.end());
-  if (v.empty()) return NAN;
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 // One check per target: the worst verdict of its cells (SKIP only when every cell skipped), with the

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "analysis/stats.hpp"
 #include "probes/verdict.hpp"
 #include "report/json_fields.hpp"
 #include "report/svg.hpp"
@@ -742,11 +743,6 @@ void add_batch_section(Document& d, const std::vector<Observation>& obs) {
                         variant, brows.size()))
       .details("Every target", Section{}.table({"workload", "target", "rows", "rows differing", "verdict"}, brows)
                                    .md_budget(kMdBatch));
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? NAN : v[v.size() / 2];
 }
 
 // The timing table summarised: per target the median over its cells of each cell's median, and its

@@ -663,7 +663,7 @@ TEST(Check, MarkdownStaysUnderTheCommentLimitFor2000Cells) {
   EXPECT_EQ(rep.count(Verdict::kFail), 500);   // the flips
   EXPECT_EQ(rep.count(Verdict::kWarn), 1000);  // new outputs, and the baseline cells not run (no plan)
   std::string md = render_check(rep, CheckFormat::kMarkdown);
-  EXPECT_LT(md.size(), kCheckMarkdownLimit);
+  EXPECT_LT(md.size(), kMarkdownLimit);
   RecordProperty("markdown_chars", int(md.size()));
   for (const char* s : {"### Failures (", "<summary>Warnings (1000)", "<summary>Not judged (500)", "<summary>New, no baseline (500)",
                         "<summary>Other bits where the key differs, not failures (500)"})
