@@ -38,7 +38,7 @@ Command add_check_command(CLI::App& app, int argc, char** argv) {
             CheckOptions opt;
             opt.dir = args->dir;
             opt.baseline = args->baseline;
-            if (!parse_check_format(args->format, &opt.format)) return fail("--format must be text, md or json");
+            if (!parse_output_format(args->format, &opt.format)) return fail("--format must be text, md or json");
             if (int rc = precheck_history(args->hist)) return rc;
             std::string report, err;
             Results checked;

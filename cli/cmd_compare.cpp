@@ -25,9 +25,8 @@ int run_compare(const CompareArgs& args) {
   if (!load_results(results_path(args.a), &a, &err)) return fail(err);
   if (!load_results(results_path(args.b), &b, &err)) return fail(err);
   Comparison c = compare_results(a, b, args.a, args.b);
-  CompareFormat f = args.format == "md" ? CompareFormat::kMarkdown
-                    : args.format == "json" ? CompareFormat::kJson
-                                            : CompareFormat::kText;
+  OutputFormat f = OutputFormat::kText;
+  if (!parse_output_format(args.format, &f)) return fail("--format must be text, md or json");
   put(stdout, render_comparison(c, f));
   return c.cells_differ() ? 1 : 0;
 }

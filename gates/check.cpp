@@ -767,19 +767,11 @@ nlohmann::json to_json(const CheckReport& rep) {
           {"findings", fs}};
 }
 
-bool parse_check_format(const std::string& s, CheckFormat* out) {
-  if (s == "text") *out = CheckFormat::kText;
-  else if (s == "md") *out = CheckFormat::kMarkdown;
-  else if (s == "json") *out = CheckFormat::kJson;
-  else return false;
-  return true;
-}
-
-std::string render_check(const CheckReport& rep, CheckFormat format) {
+std::string render_check(const CheckReport& rep, OutputFormat format) {
   switch (format) {
-    case CheckFormat::kText: return render_text(rep);
-    case CheckFormat::kMarkdown: return render_md(rep);
-    case CheckFormat::kJson: return to_json(rep).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+    case OutputFormat::kText: return render_text(rep);
+    case OutputFormat::kMarkdown: return render_md(rep);
+    case OutputFormat::kJson: return to_json(rep).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   }
   return render_text(rep);
 }

@@ -56,6 +56,7 @@
 #include "analysis/stats.hpp"  // student_t_quantile
 #include "gates/baseline.hpp"
 #include "gates/verdict.hpp"
+#include "report/document.hpp"      // OutputFormat
 #include "report/probe_report.hpp"  // kMarkdownLimit
 #include "report/results.hpp"
 
@@ -112,13 +113,11 @@ bool prediction_interval(int n, double mean, double sd, double* lo, double* hi, 
 CheckReport check_against_baseline(const Baseline& b, const Results& r, const std::string& dir,
                                    const std::string& baseline_path);
 
-enum class CheckFormat { kText, kMarkdown, kJson };
-bool parse_check_format(const std::string& s, CheckFormat* out);
 // Text for a terminal (every failure listed; long lists of warnings capped with "... and N more"), markdown
 // for a PR comment (always under kMarkdownLimit characters, the reports' limit; the baseline's header
 // fields and the paths clipped to a few hundred each), or JSON ("detaudit-check/1": every finding with
 // kind, verdict, workload, target, old, new, message).
-std::string render_check(const CheckReport& rep, CheckFormat format);
+std::string render_check(const CheckReport& rep, OutputFormat format);
 // `md` itself when shorter than `limit`; otherwise its whole lines up to below the limit, a "truncated" line
 // and a "</details>" for each <details> block (a line starting "<details>") left open there: never a cut
 // UTF-8 character, row or tag.
@@ -128,7 +127,7 @@ nlohmann::json to_json(const CheckReport& rep);
 struct CheckOptions {
   std::string dir;       // results directory (DIR/results.json)
   std::string baseline;  // baseline file
-  CheckFormat format = CheckFormat::kText;
+  OutputFormat format = OutputFormat::kText;
 };
 // Loads both, checks, renders into *report. Returns 0 all pass, 1 any failure, 2 could not run (*err: one
 // line naming the file; *report untouched).

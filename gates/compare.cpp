@@ -329,11 +329,11 @@ std::string render_md(const Comparison& c) {
 
 }  // namespace
 
-std::string render_comparison(const Comparison& c, CompareFormat f) {
+std::string render_comparison(const Comparison& c, OutputFormat f) {
   switch (f) {
-    case CompareFormat::kText: return render_text(c);
-    case CompareFormat::kMarkdown: return render_md(c);
-    case CompareFormat::kJson: return to_json(c).dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+    case OutputFormat::kText: return render_text(c);
+    case OutputFormat::kMarkdown: return render_md(c);
+    case OutputFormat::kJson: return to_json(c).dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   }
   return render_text(c);
 }

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "probes/verdict.hpp"
+#include "report/document.hpp"  // OutputFormat
 #include "report/results.hpp"
 
 namespace detaudit {
@@ -47,10 +48,9 @@ struct Comparison {
 
 Comparison compare_results(const Results& a, const Results& b, const std::string& name_a, const std::string& name_b);
 
-enum class CompareFormat { kText, kMarkdown, kJson };
 // Markdown stays under kMarkdownLimit (report/probe_report.hpp: a PR comment): long lists end with
 // "... and N more".
-std::string render_comparison(const Comparison& c, CompareFormat f);
+std::string render_comparison(const Comparison& c, OutputFormat f);
 nlohmann::json to_json(const Comparison& c);
 
 }  // namespace detaudit

@@ -302,6 +302,14 @@ void html_blocks(const std::vector<Block>& blocks, std::string& out) {
 
 }  // namespace
 
+bool parse_output_format(const std::string& s, OutputFormat* out) {
+  if (s == "text") *out = OutputFormat::kText;
+  else if (s == "md") *out = OutputFormat::kMarkdown;
+  else if (s == "json") *out = OutputFormat::kJson;
+  else return false;
+  return true;
+}
+
 std::string render_markdown(const Document& d) {
   std::string out = "# " + markdown_escape(d.title) + "\n\n";
   for (auto& s : d.sections) {

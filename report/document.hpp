@@ -66,6 +66,11 @@ struct Document {
 std::string inline_text(const std::string& s);
 std::string inline_code(const std::string& s);
 
+// The formats the gates' commands print (check, compare): text for a terminal, markdown for a pull
+// request comment, JSON for tools. parse_output_format takes "text", "md" or "json".
+enum class OutputFormat { kText, kMarkdown, kJson };
+bool parse_output_format(const std::string& s, OutputFormat* out);
+
 std::string render_markdown(const Document& d);
 std::string render_html(const Document& d);
 std::string html_escape(const std::string& s);

@@ -429,7 +429,7 @@ TEST(Check, TrainingUnchangedMachinePassesAShiftedMeanFails) {
   Baseline b = make_baseline(base, "base", "t");
   // The same DIR against its own baseline.
   CheckReport own = check_against_baseline(b, base, "base", "b");
-  EXPECT_EQ(own.exit_code(), 0) << render_check(own, CheckFormat::kText);
+  EXPECT_EQ(own.exit_code(), 0) << render_check(own, OutputFormat::kText);
   EXPECT_EQ(own.count(Verdict::kPass), 2);
   EXPECT_EQ(own.runs_compared, 24);
   // Fresh runs from the same distribution, 400 checks of an unchanged machine: the mean's test fails at
@@ -563,7 +563,7 @@ TEST(Check, ErrorBoundExemptAlgorithmsAreNotJudgedOnErrRatio) {
   Results now = with_err("CUDNN_CONVOLUTION_FWD_ALGO_FFT", 40.0);
   now.machine["libraries"]["cudnn"] = "9.2.0";  // another key
   CheckReport rep = check_against_baseline(make_baseline(base, "b", "t"), now, "d", "b.json");
-  EXPECT_EQ(rep.exit_code(), 0) << render_check(rep, CheckFormat::kText);
+  EXPECT_EQ(rep.exit_code(), 0) << render_check(rep, OutputFormat::kText);
   auto* f = first(rep, FindingKind::kErrRatio);
   ASSERT_NE(f, nullptr);
   EXPECT_EQ(f->verdict, Verdict::kSkip);
@@ -662,7 +662,7 @@ TEST(Check, MarkdownStaysUnderTheCommentLimitFor2000Cells) {
   CheckReport rep = check_against_baseline(b, now, "results/quick-20260102-000000", "baselines/fleet.json");
   EXPECT_EQ(rep.count(Verdict::kFail), 500);   // the flips
   EXPECT_EQ(rep.count(Verdict::kWarn), 1000);  // new outputs, and the baseline cells not run (no plan)
-  std::string md = render_check(rep, CheckFormat::kMarkdown);
+  std::string md = render_check(rep, OutputFormat::kMarkdown);
   EXPECT_LT(md.size(), kMarkdownLimit);
   RecordProperty("markdown_chars", int(md.size()));
   for (const char* s : {"### Failures (", "<summary>Warnings (1000)", "<summary>Not judged (500)", "<summary>New, no baseline (500)",
@@ -674,7 +674,7 @@ TEST(Check, MarkdownStaysUnderTheCommentLimitFor2000Cells) {
     ++more;
   EXPECT_EQ(more, 5u);
   // The terminal lists every failure.
-  std::string text = render_check(rep, CheckFormat::kText);
+  std::string text = render_check(rep, OutputFormat::kText);
   size_t lines = 0;
   for (size_t p = text.find("  FAIL     "); p != std::string::npos; p = text.find("  FAIL     ", p + 1)) ++lines;
   EXPECT_EQ(lines, size_t(rep.count(Verdict::kFail)));
@@ -706,7 +706,7 @@ TEST(Check, MarkdownClipsUntrustedHeaderFieldsAndCutsCleanly) {
   for (int i = 0; i < 20000; ++i) huge += "ä<details>";  // multi-byte characters and would-be tags
   b.source_dir = b.created_at = b.tool_version = huge;
   CheckReport rep = check_against_baseline(b, r, huge, "b.json");
-  std::string md = render_check(rep, CheckFormat::kMarkdown);
+  std::string md = render_check(rep, OutputFormat::kMarkdown);
   EXPECT_LT(md.size(), 5000u);  // each field a few hundred characters
   EXPECT_TRUE(valid_utf8(md));
   EXPECT_NE(md.find("..."), std::string::npos);

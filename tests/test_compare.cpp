@@ -182,7 +182,7 @@ TEST(Compare, MachineAndSoftwareDifferencesListed) {
   rb.tool_commit = "v0.2-3-gabcdef";
   Comparison c = compare_results(ra, rb, "a", "b");
   EXPECT_FALSE(c.cells_differ());
-  std::string text = render_comparison(c, CompareFormat::kText);
+  std::string text = render_comparison(c, OutputFormat::kText);
   for (const char* line : {"cpu_features: avx avx2 -> avx avx2 avx512f", "gpus[0].name: (absent) -> NVIDIA H200",
                            "gpus[0].compute_capability: (absent) -> 9.0", "gpus[0].sm_count: (absent) -> 132",
                            "libraries.cudnn: (absent) -> 9.19.0"})
@@ -209,7 +209,7 @@ TEST(Compare, StatusChangeIsAChange) {
   crashed[0].distinct = 0;
   Comparison c = compare_results(run_on("x", cells()), run_on("x", crashed), "a", "b");
   EXPECT_EQ(c.changed, 1);
-  EXPECT_NE(render_comparison(c, CompareFormat::kText).find("aaaaaaaa (1 distinct) -> crashed"), std::string::npos);
+  EXPECT_NE(render_comparison(c, OutputFormat::kText).find("aaaaaaaa (1 distinct) -> crashed"), std::string::npos);
 }
 
 TEST(Compare, MarkdownStaysUnderACommentsSize) {
@@ -222,7 +222,7 @@ TEST(Compare, MarkdownStaysUnderACommentsSize) {
     }
   Comparison c = compare_results(run_on("x", a), run_on("y", b), "a", "b");
   EXPECT_EQ(c.changed, 2000);
-  std::string md = render_comparison(c, CompareFormat::kMarkdown);
+  std::string md = render_comparison(c, OutputFormat::kMarkdown);
   EXPECT_LT(md.size(), kMarkdownLimit);
   EXPECT_NE(md.find("... and "), std::string::npos);
   EXPECT_NE(md.find("2000 changed"), std::string::npos);
