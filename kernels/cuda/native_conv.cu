@@ -7,6 +7,7 @@
 
 #include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/common.hpp"
+#include "kernels/cuda/geometry.hpp"
 #include "kernels/cuda/native_kernels.hpp"
 
 namespace detaudit::gpu {
@@ -14,7 +15,6 @@ namespace detaudit::gpu {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kChunk = 2048;  // N*P*Q terms per block in the atomic backward-filter
 
 struct Dims {  // ConvShape, trivially copyable for kernels
   int n, c, h, w, k, r, s, stride, pad, p, q;
@@ -97,13 +97,14 @@ __global__ void conv_bwd_filter_tree(Dims d, const float* __restrict__ x, const 
   }
 }
 
-// determinism: blockIdx.x picks a chunk of kChunk N*P*Q terms; the chunks' partial sums meet in dw[e]
-// through atomicAdd in a timing-dependent order, so dw varies run to run once there are 2+ chunks.
-__global__ void conv_bwd_filter_atomic(Dims d, const float* __restrict__ x, const float* __restrict__ dy,
+// determinism: blockIdx.x picks a chunk of `chunk` N*P*Q terms (geometry.hpp: at least kMinAtomicPartials
+// chunks where there are that many terms); the chunks' partial sums meet in dw[e] through atomicAdd in a
+// timing-dependent order, so dw varies run to run (three or more partials are needed, and given).
+__global__ void conv_bwd_filter_atomic(Dims d, size_t chunk, const float* __restrict__ x, const float* __restrict__ dy,
                                        float* __restrict__ dw) {
   __shared__ float sh[kThreads];
   const size_t total = size_t(d.k) * d.c * d.r * d.s, terms = size_t(d.n) * d.p * d.q;
-  const size_t j0 = size_t(blockIdx.x) * kChunk, j1 = j0 + kChunk < terms ? j0 + kChunk : terms;
+  const size_t j0 = size_t(blockIdx.x) * chunk, j1 = j0 + chunk < terms ? j0 + chunk : terms;
   for (size_t e = blockIdx.y; e < total; e += gridDim.y) {
     float v = bwd_filter_terms(d, x, dy, e, j0, j1, sh);
     if (threadIdx.x == 0) atomicAdd(dw + e, v);
@@ -204,11 +205,11 @@ Status native_conv_bwd_filter(const ConvShape& s, bool atomic, const float* x, c
   if (!atomic) {
     conv_bwd_filter_tree<<<unsigned(std::min<size_t>(elements, 1u << 20)), kThreads>>>(dims(s), x, dy, dw);
   } else {
-    const size_t chunks = (terms + kChunk - 1) / kChunk;
+    const size_t chunk = atomic_chunk(terms, kConvFilterChunk), chunks = (terms + chunk - 1) / chunk;
     if (chunks > 0x7fffffffu) return Status::unsupported("cuda conv2d backward-filter: too many terms");
     DETAUDIT_CUDA(cudaMemsetAsync(dw, 0, elements * sizeof(float)));
     dim3 grid(unsigned(chunks), unsigned(std::min<size_t>(elements, 65535)));
-    conv_bwd_filter_atomic<<<grid, kThreads>>>(dims(s), x, dy, dw);
+    conv_bwd_filter_atomic<<<grid, kThreads>>>(dims(s), chunk, x, dy, dw);
   }
   DETAUDIT_CUDA_LAUNCHED("cuda conv2d backward-filter kernel");
   return Status::ok();

@@ -6,6 +6,7 @@
 
 #include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/common.hpp"
+#include "kernels/cuda/geometry.hpp"
 #include "kernels/cuda/native_kernels.hpp"
 
 namespace detaudit::gpu {
@@ -14,6 +15,7 @@ namespace {
 
 constexpr int kTile = 16;
 constexpr int kThreads = 256;
+static_assert(kThreads == kReduceThreads, "reduce_blocks (geometry.hpp) counts blocks of kThreads");
 
 __device__ inline float fma_t(float a, float b, float c) { return fmaf(a, b, c); }
 __device__ inline double fma_t(double a, double b, double c) { return fma(a, b, c); }
@@ -194,8 +196,8 @@ Status native_reduce(ReduceOp op, bool atomic, const float* x, const float* y, s
   const int code = op == ReduceOp::kSum ? 0 : op == ReduceOp::kDot ? 1 : 2;
   const bool root = op == ReduceOp::kNorm2;
   // determinism: the grid depends only on n (at most kReducePartials blocks), not on the GPU's SM count,
-  // so the tree variant gives the same bits on every GPU.
-  const int blocks = int(std::clamp<size_t>((n + kThreads - 1) / kThreads, 1, kReducePartials));
+  // so the tree variant gives the same bits on every GPU; the atomic one has 3+ blocks where n allows.
+  const int blocks = int(reduce_blocks(n, atomic, kReducePartials));
   float* acc = scratch + kReducePartials;
   if (atomic) {
     DETAUDIT_CUDA(cudaMemsetAsync(acc, 0, sizeof(float)));

@@ -8,14 +8,15 @@
 
 #include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/common.hpp"
+#include "kernels/cuda/geometry.hpp"
 #include "kernels/cuda/train_kernels.hpp"
 
 namespace detaudit::gpu {
 
 namespace {
 
-constexpr int kThreads = 256;      // every kernel here; the trees below assume this power of two
-constexpr size_t kBiasChunk = 1024;  // N*HW terms per block in the atomic bias gradient
+constexpr int kThreads = 256;  // every kernel here; the trees below assume this power of two
+static_assert(kThreads == kReduceThreads, "reduce_blocks (geometry.hpp) counts blocks of kThreads");
 
 unsigned blocks_for(size_t n) { return unsigned(std::clamp<size_t>((n + kThreads - 1) / kThreads, 1, 65536)); }
 
@@ -49,11 +50,13 @@ __global__ void bias_grad_tree(const float* __restrict__ dy, float* __restrict__
   }
 }
 
-// determinism: NOT deterministic once a channel has 2+ chunks: blockIdx.x picks kBiasChunk terms, and the
-// chunks' partial sums meet in db[j] through atomicAdd in a timing-dependent order.
-__global__ void bias_grad_atomic(const float* __restrict__ dy, float* __restrict__ db, size_t n, size_t c, size_t hw) {
+// determinism: NOT deterministic: blockIdx.x picks `chunk` terms (geometry.hpp: at least kMinAtomicPartials
+// chunks where a channel has that many terms; three are needed for a race, two always add to the same
+// float), and the chunks' partial sums meet in db[j] through atomicAdd in a timing-dependent order.
+__global__ void bias_grad_atomic(const float* __restrict__ dy, float* __restrict__ db, size_t n, size_t c, size_t hw,
+                                 size_t chunk) {
   __shared__ float sh[kThreads];
-  const size_t terms = n * hw, t0 = size_t(blockIdx.x) * kBiasChunk, t1 = t0 + kBiasChunk < terms ? t0 + kBiasChunk : terms;
+  const size_t terms = n * hw, t0 = size_t(blockIdx.x) * chunk, t1 = t0 + chunk < terms ? t0 + chunk : terms;
   for (size_t j = blockIdx.y; j < c; j += gridDim.y) {
     float v = channel_terms(dy, c, hw, j, t0, t1, sh);
     if (threadIdx.x == 0) atomicAdd(db + j, v);
@@ -194,10 +197,10 @@ Status gpu_bias_grad(bool atomic, const float* dy, float* db, size_t n, size_t c
   if (!atomic) {
     bias_grad_tree<<<unsigned(std::min<size_t>(c, 1u << 20)), kThreads>>>(dy, db, n, c, hw);
   } else {
-    const size_t chunks = (terms + kBiasChunk - 1) / kBiasChunk;
+    const size_t chunk = atomic_chunk(terms, kBiasChunk), chunks = (terms + chunk - 1) / chunk;
     if (chunks > 0x7fffffffu) return Status::unsupported("bias gradient (atomic): too many terms per channel");
     dim3 grid(unsigned(chunks), unsigned(std::min<size_t>(c, 65535)));
-    bias_grad_atomic<<<grid, kThreads>>>(dy, db, n, c, hw);
+    bias_grad_atomic<<<grid, kThreads>>>(dy, db, n, c, hw, chunk);
   }
   DETAUDIT_CUDA_LAUNCHED(atomic ? "bias gradient (atomic) kernel" : "bias gradient (tree) kernel");
   return Status::ok();
@@ -248,8 +251,8 @@ Status gpu_loss(LossOp op, bool atomic, const float* y, const float* t, size_t n
   if (n == 0) return Status::invalid(std::string(to_string(op)) + " loss: no elements");
   const float fn = float(n);  // as train_ops::loss_terms_f32 and the CPU backends' mean
   // determinism: the grid depends only on n (at most kTrainPartials blocks), not on the GPU's SM count,
-  // so the tree variant gives the same bits on every GPU.
-  const int blocks = int(std::clamp<size_t>((n + kThreads - 1) / kThreads, 1, kTrainPartials));
+  // so the tree variant gives the same bits on every GPU; the atomic one has 3+ blocks where n allows.
+  const int blocks = int(reduce_blocks(n, atomic, kTrainPartials));
   float* acc = scratch + kTrainPartials;
   if (atomic) {
     DETAUDIT_CUDA(cudaMemsetAsync(acc, 0, sizeof(float)));
