@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
@@ -87,21 +88,22 @@ std::string fingerprint_section() {
   unsigned long long* h = nullptr;
   check(cudaMalloc(&src, bytes), "cudaMalloc");
   check(cudaMalloc(&dst, bytes), "cudaMalloc");
-  check(cudaMalloc(&h, 16), "cudaMalloc");
+  check(cudaMalloc(&h, gpu::kDeviceHashLanes * sizeof(unsigned long long)), "cudaMalloc");
   fill_uniform<<<4096, 256>>>(static_cast<float*>(src), bytes / 4, 1);
   check(cudaDeviceSynchronize(), "fill");
   // Check once: device pre-hash == its CPU reference, backend fingerprint == host XXH3 (on 64 MiB).
   std::vector<unsigned char> host(check_bytes);
   check(cudaMemcpy(host.data(), src, check_bytes, cudaMemcpyDeviceToHost), "cudaMemcpy");
-  uint64_t dev_h[2], cpu_h[2];
-  check(device_hash128(src, check_bytes, dev_h), "device_hash128");
-  device_hash128_host(host.data(), check_bytes, cpu_h);
-  if (dev_h[0] != cpu_h[0] || dev_h[1] != cpu_h[1]) throw Fail{"device hash differs from its CPU reference"};
+  const gpu::DeviceHashKey key = gpu::DeviceHashKey::random();
+  uint64_t dev_h[4], cpu_h[4];
+  check(device_hash(src, check_bytes, key, dev_h), "device_hash");
+  gpu::device_hash_host(host.data(), check_bytes, key, cpu_h);
+  if (!std::equal(dev_h, dev_h + 4, cpu_h)) throw Fail{"device hash differs from its CPU reference"};
   Fingerprint fp;
   check(be->fingerprint(src, check_bytes, &fp), "fingerprint");
   if (fp != fingerprint_bytes(host.data(), check_bytes)) throw Fail{"device fingerprint differs from the host's"};
 
-  float hash_ms = time_ms([&] { check(gpu::launch_device_hash(src, bytes, h, nullptr), "launch_device_hash"); });
+  float hash_ms = time_ms([&] { check(gpu::launch_device_hash(src, bytes, key, h, nullptr), "launch_device_hash"); });
   float copy_ms = time_ms([&] { check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice), "cudaMemcpyAsync"); });
   const double gb = double(bytes) / 1e9;
   std::string out = format(

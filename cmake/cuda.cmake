@@ -9,10 +9,13 @@ if(DETAUDIT_WITH_CUDA)
   endif()
   check_language(CUDA)
   if(CMAKE_CUDA_COMPILER)
-    # Documented default: Ampere (sm_80) and Hopper (sm_90) machine code plus PTX for newer chips.
+    # Documented default: machine code for Turing (sm_75: T4), Ampere (sm_80: A100), Ada (sm_89: L4, L40S)
+    # and Hopper (sm_90: H100, H200), plus PTX for newer chips (Blackwell JIT-compiles it). PTX runs only
+    # on chips at least as new as it, so a T4 or an L4 without its own machine code would find "no kernel
+    # image"; tests/cmake/cuda_archs.cmake checks the images in the built library.
     # `native` is not used: it fails on machines without a GPU. Override with -DCMAKE_CUDA_ARCHITECTURES=...
     if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
-      set(CMAKE_CUDA_ARCHITECTURES "80-real;90-real;90-virtual" CACHE STRING "CUDA architectures")
+      set(CMAKE_CUDA_ARCHITECTURES "75-real;80-real;89-real;90-real;90-virtual" CACHE STRING "CUDA architectures")
     endif()
     # One CUDA runtime per process: the shared libcudart that CUDA::cudart, cuBLAS and cuDNN use too.
     set(CMAKE_CUDA_RUNTIME_LIBRARY Shared)

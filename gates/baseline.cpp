@@ -17,6 +17,7 @@
 #include "gates/verdict.hpp"
 #include "kernels/fingerprint.hpp"
 #include "probes/spec.hpp"
+#include "probes/verdict.hpp"
 #include "report/json_fields.hpp"
 
 namespace detaudit {
@@ -101,14 +102,13 @@ std::string key_difference(const nlohmann::json& old_key, const nlohmann::json& 
   return out;
 }
 
-std::map<std::string, std::vector<std::string>> kernels_by_fingerprint(const Observation& o) {
+std::map<std::string, std::vector<std::string>> kernel_names_by_fingerprint(const Observation& o) {
   std::map<std::string, std::vector<std::string>> out;
-  for (size_t i = 0; i < o.fingerprints.size() && i < o.kernels.size(); ++i) {
-    if (out.count(o.fingerprints[i]) || o.kernels[i].empty()) continue;
-    std::vector<std::string> names;
-    for (auto& k : o.kernels[i])
-      if (std::find(names.begin(), names.end(), k.name) == names.end()) names.push_back(k.name);
-    out[o.fingerprints[i]] = names;
+  for (const KernelSequenceGroup& g : detaudit::kernels_by_fingerprint(o)) {
+    if (g.kernel_names.empty()) continue;  // no traced repeat made this output
+    std::vector<std::string>& names = out[g.fingerprint];
+    for (auto& k : g.kernel_names)
+      if (std::find(names.begin(), names.end(), k) == names.end()) names.push_back(k);
   }
   return out;
 }
@@ -139,7 +139,7 @@ BaselineCell make_cell(const Results& r, const Observation& o, std::map<std::str
   c.verdict_reason = o.verdict_reason;
   c.promise = cell_promise(o, r.machine);
   if (o.oracle && o.oracle->err_ratio >= 0) c.err_ratio = o.oracle->err_ratio;
-  if (json_fields::str(key, "kind") == "gpu") c.kernels = kernels_by_fingerprint(o);
+  if (json_fields::str(key, "kind") == "gpu") c.kernels = kernel_names_by_fingerprint(o);
   if (auto it = o.details.find("algo_name"); it != o.details.end()) c.algo = it->second;
   if (!o.seconds.empty()) c.median_seconds = median(o.seconds);
   return c;

@@ -90,7 +90,7 @@ std::string key_difference(const nlohmann::json& old_key, const nlohmann::json& 
 
 // The kernel names of the first repeat that gave each fingerprint, in launch order, each name once
 // (GPU targets with tracing; empty otherwise).
-std::map<std::string, std::vector<std::string>> kernels_by_fingerprint(const Observation& o);
+std::map<std::string, std::vector<std::string>> kernel_names_by_fingerprint(const Observation& o);
 
 // The baseline of a results directory's results. Observations without a verdict are judged on a copy
 // first (gates/verdict.hpp). `created_at` empty: now.

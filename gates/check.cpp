@@ -149,7 +149,7 @@ void bitwise(CellContext& c, Promise::RunToRun promise) {
           fmt::format("same bits ({} distinct in {} repeats)", new_fps.size(), c.o.fingerprints.size()));
     return;
   }
-  auto new_kernels = kernels_by_fingerprint(c.o);
+  auto new_kernels = kernel_names_by_fingerprint(c.o);
   std::string shown_new = !outside.empty() ? outside.front() : (new_fps.empty() ? "" : *new_fps.begin());
   auto with_kernels = [&](CheckFinding& f) {
     auto it = deterministic_cell ? c.bc.kernels.find(c.bc.fingerprints.front()) : c.bc.kernels.begin();

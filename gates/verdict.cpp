@@ -135,10 +135,31 @@ void judge_run_to_run(const Observation& o, const Promise& p, Findings* c) {
                                                            n, p.run_to_run_source.empty() ? "" : " (" + p.run_to_run_source + ")")});
         break;
     }
-  } else if (p.run_to_run == Promise::RunToRun::kNondeterministic) {
-    c->findings.push_back(
-        {Verdict::kWarn, fmt::format("claimed nondeterministic ({}), no variation seen in {} runs", source, n)});
   }
+  // The warm-up (probes/worker.cpp) ran the same op on the same inputs just before the repeats.
+  const bool warmup_differs = !o.warmup_fingerprint.empty() && !o.fingerprints.empty() &&
+                              std::find(o.fingerprints.begin(), o.fingerprints.end(), o.warmup_fingerprint) ==
+                                  o.fingerprints.end();
+  if (warmup_differs && p.run_to_run == Promise::RunToRun::kDeterministic)
+    c->findings.push_back({Verdict::kFail, fmt::format("the warm-up run gave bits that none of the {} repeats gave; "
+                                                       "{} promises determinism", n, source)});
+  else if (warmup_differs && p.run_to_run == Promise::RunToRun::kNone && k == 1)
+    c->findings.push_back({Verdict::kWarn, fmt::format("the warm-up run gave other bits than the {} repeats; nothing "
+                                                       "promises either way", n)});
+  else if (k == 1 && p.run_to_run == Promise::RunToRun::kNondeterministic)
+    c->findings.push_back(
+        warmup_differs
+            ? Finding{Verdict::kExpected, fmt::format("the warm-up run differed from the {} identical repeats, as "
+                                                      "promised: {}", n, source)}
+            : Finding{Verdict::kWarn, fmt::format("claimed nondeterministic ({}), no variation seen in {} runs", source, n)});
+}
+
+// Two claims for what ran that disagree: whichever is wrong, a user cannot rely on either.
+void judge_claims(const Observation& o, const Promise& p, Findings* c) {
+  if (p.claims_disagree.empty()) return;
+  c->findings.push_back({Verdict::kWarn, fmt::format("claims disagree: {}; observed {} distinct output{} in {} runs",
+                                                     p.claims_disagree, o.distinct, o.distinct == 1 ? "" : "s",
+                                                     o.fingerprints.size())});
 }
 
 void judge_oracle(const Observation& o, const Results& r, const Promise& p, Findings* c) {
@@ -205,6 +226,7 @@ void judge_one(const Observation& o, const Results& r, Judged* j) {
     return;
   }
   judge_run_to_run(o, p, &c);
+  judge_claims(o, p, &c);
   judge_oracle(o, r, p, &c);
   judge_batch(o, p, &c);
 }

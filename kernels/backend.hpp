@@ -91,7 +91,14 @@ class Backend {
   // device and download only new outputs.
   virtual Status fingerprint(const void* p, size_t bytes, Fingerprint* out);
 
+  // After an op failed: true, with *why, when nothing more can run in this process, as after a sticky
+  // CUDA error (an illegal address corrupts the context and every later call fails alike). The worker
+  // then ends after recording the cell, and the parent runs the remaining cells in a fresh worker.
+  virtual bool context_lost(std::string* why) { return false; }
+
   // ---- kernel tracing (CUPTI on GPUs) ----------------------------------------------------------
+  // Whether this backend traces kernels: the probes then keep one kernel list (or a failure) per repeat.
+  virtual bool traces_kernels() const { return false; }
   // trace_begin/trace_end bracket one repeat. Backends without tracing return unavailable(reason).
   virtual Status trace_begin(uint64_t repeat_id) { return Status::unavailable("not a GPU target"); }
   virtual Status trace_end(std::vector<KernelRecord>* kernels) {

@@ -74,12 +74,17 @@ nlohmann::json to_json(const Observation& o) {
     j["oracle"] = nullptr;
   }
   if (!o.tracing.empty()) j["tracing"] = o.tracing;
+  if (!o.warmup_fingerprint.empty()) j["warmup_fingerprint"] = o.warmup_fingerprint;
   if (!o.verdict.empty()) j["verdict"] = o.verdict;
   if (!o.verdict_reason.empty()) j["verdict_reason"] = o.verdict_reason;
   nlohmann::json ks = nlohmann::json::array();
   for (auto& rep : o.kernels) {
+    if (!rep) {
+      ks.push_back(nullptr);  // this repeat's tracing failed
+      continue;
+    }
     nlohmann::json r = nlohmann::json::array();
-    for (auto& k : rep) r.push_back(to_json(k));
+    for (auto& k : *rep) r.push_back(to_json(k));
     ks.push_back(r);
   }
   j["kernels"] = ks;
@@ -272,10 +277,11 @@ bool optional_from_json(const nlohmann::json& j, Observation* r, const std::stri
   using T = JsonType;
   if (!check_key(j, "reason", T::kString, false, path, err) || !check_key(j, "describe", T::kString, false, path, err) ||
       !check_key(j, "tracing", T::kString, false, path, err) || !check_key(j, "verdict", T::kString, false, path, err) ||
+      !check_key(j, "warmup_fingerprint", T::kString, false, path, err) ||
       !check_key(j, "verdict_reason", T::kString, false, path, err) ||
       !check_array_key(j, "seconds", T::kNumber, false, path, err) ||
       !check_key(j, "details", T::kObject, false, path, err) ||
-      !check_array_key(j, "kernels", T::kArray, false, path, err) ||
+      !check_key(j, "kernels", T::kArray, false, path, err) ||
       !check_key(j, "batch_invariance", T::kObject, false, path, err))
     return false;
   r->reason = j.value("reason", "");
@@ -283,6 +289,11 @@ bool optional_from_json(const nlohmann::json& j, Observation* r, const std::stri
   r->tracing = j.value("tracing", "");
   r->verdict = j.value("verdict", "");
   r->verdict_reason = j.value("verdict_reason", "");
+  r->warmup_fingerprint = j.value("warmup_fingerprint", "");
+  if (Fingerprint fp; !r->warmup_fingerprint.empty() && !Fingerprint::from_hex(r->warmup_fingerprint, &fp)) {
+    *err = json_path(path, "warmup_fingerprint") + " must be 32 hex digits";
+    return false;
+  }
   if (j.contains("seconds")) r->seconds = j["seconds"].get<std::vector<double>>();
   if (j.contains("details"))
     for (auto& [k, v] : j["details"].items()) {
@@ -290,15 +301,31 @@ bool optional_from_json(const nlohmann::json& j, Observation* r, const std::stri
       r->details[k] = v.get<std::string>();
     }
   if (j.contains("oracle") && !oracle_from_json(j["oracle"], &r->oracle, json_path(path, "oracle"), err)) return false;
-  if (j.contains("kernels"))
+  if (j.contains("kernels")) {
     for (size_t i = 0; i < j["kernels"].size(); ++i) {
       const auto& rep = j["kernels"][i];
       std::string rp = json_path(json_path(path, "kernels"), i);
+      if (rep.is_null()) {  // tracing failed for this repeat
+        r->kernels.push_back(std::nullopt);
+        continue;
+      }
+      if (!rep.is_array()) {
+        *err = rp + " must be an array or null (got " + std::string(rep.type_name()) + ")";
+        return false;
+      }
       std::vector<KernelRecord> ks(rep.size());
       for (size_t n = 0; n < rep.size(); ++n)
         if (!kernel_from_json(rep[n], &ks[n], json_path(rp, n), err)) return false;
       r->kernels.push_back(std::move(ks));
     }
+    // Older versions kept only the repeats whose tracing worked, so their lists cannot be paired with
+    // fingerprints: they are dropped rather than shown against the wrong outputs.
+    if (!r->kernels.empty() && r->kernels.size() != r->fingerprints.size()) {
+      r->tracing = fmt::format("kernel lists dropped: {} for {} repeats cannot be paired (results of an older detaudit)",
+                               r->kernels.size(), r->fingerprints.size());
+      r->kernels.clear();
+    }
+  }
   if (j.contains("batch_invariance")) {
     const auto& b = j["batch_invariance"];
     std::string bp = json_path(path, "batch_invariance");

@@ -24,6 +24,10 @@ struct BatchInvariance {
   bool invariant() const { return rows_differing == 0; }
 };
 
+// One repeat's kernels as CUPTI saw them, in launch order; nullopt: tracing failed for that repeat (the
+// reason is in Observation::tracing), so the entry still pairs with that repeat's fingerprint.
+using RepeatKernels = std::optional<std::vector<KernelRecord>>;
+
 struct Observation {
   std::string workload, target;
   ObsStatus status = ObsStatus::kOk;
@@ -31,10 +35,16 @@ struct Observation {
   int repeats = 0;     // requested repeats
   std::vector<std::string> fingerprints;  // one per completed repeat, 32 hex digits
   int distinct = 0;
+  // The untraced, untimed run before the repeats (one-time setup such as cuDNN's algorithm search runs
+  // there, so it appears in no repeat's kernels or seconds). Not counted in `distinct`; judged against
+  // the repeats by gates/verdict.cpp. Empty in results of older versions.
+  std::string warmup_fingerprint;
   std::optional<OracleDistance> oracle;  // absent when there is no oracle output to compare with
   std::vector<double> seconds;
-  std::string tracing;                                  // "ok", "unavailable: <reason>", or "" (CPU)
-  std::vector<std::vector<KernelRecord>> kernels;       // per repeat, GPU targets only
+  // "ok", "partial: <which repeats failed, why>", "tracing unavailable: <reason>", or "" (not a GPU target)
+  std::string tracing;
+  // Empty (no repeat traced, or not a GPU target), or exactly one entry per fingerprint.
+  std::vector<RepeatKernels> kernels;
   std::map<std::string, std::string> details;           // backend settings: isa, corename, algo, ...
   std::optional<BatchInvariance> batch;                 // batchinv workloads only
   std::string describe;                                 // what ran, in the backend's words

@@ -283,8 +283,15 @@ Promise promise_cudnn(const Spec& t, const Spec& w, const std::map<std::string, 
     p = claim->second == "yes"
             ? deterministic(fmt::format("cuDNN claims CUDNN_DETERMINISTIC for {}", algo))
             : nondeterministic(fmt::format("cuDNN claims CUDNN_NON_DETERMINISTIC for {}", algo));
+    // The second claim: the header's marks for the same algorithm (the backend records both).
+    auto doc = details.find("documented_deterministic");
+    if (doc != details.end() && (doc->second == "yes" || doc->second == "no") && doc->second != claim->second)
+      p.claims_disagree = fmt::format("cuDNN's Find reports {} for {}, but cudnn_ops.h {}",
+                                      claim->second == "yes" ? "CUDNN_DETERMINISTIC" : "CUDNN_NON_DETERMINISTIC", algo,
+                                      doc->second == "yes" ? "does not mark it non-deterministic"
+                                                           : "marks it /* non-deterministic */");
   } else {
-    // No details (the cell did not run): cudnn_cnn.h's /* non-deterministic */ marks and the pooling mode.
+    // No details (the cell did not run): cudnn_ops.h's /* non-deterministic */ marks and the pooling mode.
     std::string name;
     bool nondet = cudnn_static_nondeterministic(t, w, &name);
     if (name.empty())
@@ -364,11 +371,14 @@ std::unique_ptr<Backend> make_gpu_target(const Spec& t, Status* st) {
 }
 
 // Test-only target: its ops fault on purpose, so the worker isolation can be tested on real signals.
+// fault=sticky stands for a sticky GPU error: its gemm fails and loses the "context", after which every
+// op of this process fails (as every CUDA call does after an illegal address) and context_lost says so.
 class FaultBackend : public Backend {
  public:
   explicit FaultBackend(std::string fault) : fault_(std::move(fault)) {}
   std::string name() const override { return "testing?fault=" + fault_; }
   Status fault() {
+    if (lost_) return Status::error("testing: an earlier sticky fault lost the context");
     if (fault_ == "segv") {
       volatile int* p = nullptr;
       *p = 1;  // a real invalid access
@@ -381,9 +391,17 @@ class FaultBackend : public Backend {
     }
     return Status::ok();
   }
+  bool context_lost(std::string* why) override {
+    if (lost_) *why = "testing: sticky fault";
+    return lost_;
+  }
   Status gemm(Trans, Trans, int m, int n, int, float, const float*, int, const float*, int, float, float* c,
               int) override {
     DETAUDIT_RETURN_IF_ERROR(fault());
+    if (fault_ == "sticky") {
+      lost_ = true;
+      return Status::error("testing: sticky fault in gemm");
+    }
     for (int i = 0; i < m * n; ++i) c[i] = 0;
     return Status::ok();
   }
@@ -395,6 +413,7 @@ class FaultBackend : public Backend {
 
  private:
   std::string fault_;
+  bool lost_ = false;
 };
 std::unique_ptr<Backend> make_testing_backend(const Spec& t, Status*) {
   return std::make_unique<FaultBackend>(t.get("fault", "none"));
@@ -479,7 +498,7 @@ std::vector<BackendEntry> make_registry() {
 
   e = {};
   e.name = "cublaslt";
-  e.keys = {key_int_in("algo", "0", 0, 63, {"all"}),
+  e.keys = {key_int_in("algo", "0", 0, kCublasLtMaxAlgos - 1, {"all"}),
             key_one_of("reduction", "", {"none", "inplace", "compute", "output"})};
   e.make = make_gpu_target;
   e.gpu = true;
@@ -511,7 +530,7 @@ std::vector<BackendEntry> make_registry() {
 
   e = {};
   e.name = "testing";
-  e.keys = {key_one_of("fault", "none", {"none", "segv", "ill", "abort", "hang"})};
+  e.keys = {key_one_of("fault", "none", {"none", "segv", "ill", "abort", "hang", "sticky"})};
   e.make = make_testing_backend;
   e.summary = "test-only: a worker that faults on purpose";
   e.hidden = true;

@@ -27,6 +27,9 @@ struct Promise {
   };
   RunToRun run_to_run = RunToRun::kNone;
   std::string run_to_run_source;  // who promises it, in words: "cuDNN claims CUDNN_NON_DETERMINISTIC for ..."
+  // Non-empty: two claims for what ran disagree (cuDNN's Find against the marks of cudnn_ops.h), in
+  // words. run_to_run follows Find; the disagreement is a WARN whatever was observed (gates/verdict.cpp).
+  std::string claims_disagree;
 
   // Targets with the same non-empty class must give identical bits on a workload: e.g.
   // "cpu?order=sequential" for every thread count and isa. Empty: no equality promised.

@@ -54,18 +54,25 @@ std::vector<WorkloadGroups> identity_groups(const std::vector<Observation>& obs)
 
 std::vector<KernelSequenceGroup> kernels_by_fingerprint(const Observation& o) {
   std::vector<KernelSequenceGroup> out;
+  // Observation::kernels holds one entry per fingerprint (or none): repeat r's kernels made output r.
+  const bool traced = o.kernels.size() == o.fingerprints.size();
   for (size_t r = 0; r < o.fingerprints.size(); ++r) {
+    const RepeatKernels* rep = traced ? &o.kernels[r] : nullptr;
     std::vector<std::string> names;
-    if (r < o.kernels.size())
-      for (auto& k : o.kernels[r]) names.push_back(k.name);
+    if (rep && *rep)
+      for (auto& k : **rep) names.push_back(k.name);
     auto g = std::find_if(out.begin(), out.end(),
                           [&](const KernelSequenceGroup& x) { return x.fingerprint == o.fingerprints[r]; });
-    if (g == out.end()) {
-      out.push_back({o.fingerprints[r], 1, names, false});
-    } else {
-      ++g->runs;
-      if (g->kernel_names != names) g->sequence_varies = true;
+    if (g == out.end()) g = out.insert(out.end(), KernelSequenceGroup{o.fingerprints[r], 0, {}, false, 0});
+    ++g->runs;
+    if (rep && !*rep) {
+      ++g->untraced;
+      continue;
     }
+    if (g->runs - g->untraced == 1)
+      g->kernel_names = std::move(names);  // the first traced repeat of this output
+    else if (g->kernel_names != names)
+      g->sequence_varies = true;
   }
   std::stable_sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.runs > b.runs; });
   return out;

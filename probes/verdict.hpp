@@ -29,8 +29,9 @@ std::vector<WorkloadGroups> identity_groups(const std::vector<Observation>& obs)
 struct KernelSequenceGroup {
   std::string fingerprint;
   int runs = 0;
-  std::vector<std::string> kernel_names;  // the sequence of the first repeat with this fingerprint
-  bool sequence_varies = false;           // repeats with this fingerprint ran different sequences
+  std::vector<std::string> kernel_names;  // the sequence of the first traced repeat with this fingerprint
+  bool sequence_varies = false;           // traced repeats with this fingerprint ran different sequences
+  int untraced = 0;                       // repeats with this fingerprint whose tracing failed
 };
 std::vector<KernelSequenceGroup> kernels_by_fingerprint(const Observation& o);
 

@@ -35,9 +35,23 @@ ObsStatus status_for(const Status& st) {
                                                                                              : ObsStatus::kError;
 }
 
+// Observation::tracing for a traced backend; no kernel lists at all when no repeat was traced.
+std::string tracing_summary(std::vector<RepeatKernels>* kernels, const std::vector<int>& untraced,
+                            const std::string& reason) {
+  if (untraced.empty()) return "ok";
+  if (untraced.size() == kernels->size()) {
+    kernels->clear();
+    return reason.rfind("tracing unavailable", 0) == 0 ? reason : "tracing unavailable: " + reason;
+  }
+  std::vector<int> shown(untraced.begin(), untraced.begin() + std::min<size_t>(untraced.size(), 10));
+  return fmt::format("partial: {} of {} repeats not traced (repeat {}{}): {}", untraced.size(), kernels->size(),
+                     fmt::join(shown, ", "), untraced.size() > shown.size() ? ", ..." : "", reason);
+}
+
 }  // namespace
 
-Observation observe(Backend* backend, const std::string& target_text, const WorkItem& item, int repeats) {
+Observation observe(Backend* backend, const std::string& target_text, const WorkItem& item, int repeats,
+                    bool* context_lost) {
   Observation o;
   o.workload = item.workload.str();
   o.target = target_text;
@@ -52,6 +66,12 @@ Observation observe(Backend* backend, const std::string& target_text, const Work
   auto fail = [&](const Status& st) {
     o.status = status_for(st);
     o.reason = st.message();
+    if (std::string why; backend->context_lost(&why)) {
+      // Every later call of this process would fail alike: no teardown, and the worker ends.
+      o.reason += fmt::format("; the GPU context is lost ({}): the worker ended, later cells ran in a fresh one", why);
+      if (context_lost) *context_lost = true;
+      return o;
+    }
     w->teardown(*backend);
     return o;
   };
@@ -85,25 +105,43 @@ Observation observe(Backend* backend, const std::string& target_text, const Work
   std::vector<uint8_t> host(w->output_bytes());
   std::map<std::string, bool> seen;  // fingerprints whose output has been compared with the oracle
   OracleDistance dist;
-  bool traced_any = false;
-  std::string trace_reason;
+  const bool tracing = backend->traces_kernels();
+  std::string trace_reason;                   // the first repeat's tracing failure
+  std::vector<int> untraced;                  // repeats (1-based) whose tracing failed
+  Fingerprint fp;
+
+  // The warm-up: one run before the repeats, under its own correlation id (1; repeat r has r + 2). What
+  // runs once per process or shape (cuDNN's Find, cuBLAS's workspace fill, a library's thread pool, the
+  // CUPTI start) happens here and in no repeat.
+  {
+    Status tb = tracing ? backend->trace_begin(1) : Status::ok();
+    st = w->run(*backend);
+    std::vector<KernelRecord> setup;
+    Status te = tracing && tb ? backend->trace_end(&setup) : tb;
+    if (!st) return fail(st);
+    if (tracing && te) o.details["warmup_kernels"] = std::to_string(setup.size());
+    st = backend->fingerprint(w->output(), w->output_bytes(), &fp);
+    if (!st) return fail(st);
+    o.warmup_fingerprint = fp.hex();
+  }
 
   for (int r = 0; r < repeats; ++r) {
-    Status tb = backend->trace_begin(uint64_t(r) + 1);
+    Status tb = tracing ? backend->trace_begin(uint64_t(r) + 2) : Status::ok();
     auto t0 = Clock::now();
     st = w->run(*backend);
     auto t1 = Clock::now();
     std::vector<KernelRecord> kernels;
-    Status te = tb ? backend->trace_end(&kernels) : tb;
+    Status te = tracing && tb ? backend->trace_end(&kernels) : tb;
     if (!st) return fail(st);
     o.seconds.push_back(std::chrono::duration<double>(t1 - t0).count());
-    if (te) {
-      traced_any = true;
+    // One entry per repeat, a failed trace too, so that kernels[r] always belongs to fingerprints[r].
+    if (tracing && te) {
       o.kernels.push_back(std::move(kernels));
-    } else if (trace_reason.empty()) {
-      trace_reason = te.message();
+    } else if (tracing) {
+      o.kernels.push_back(std::nullopt);
+      untraced.push_back(r + 1);
+      if (trace_reason.empty()) trace_reason = te.message();
     }
-    Fingerprint fp;
     st = backend->fingerprint(w->output(), w->output_bytes(), &fp);
     if (!st) return fail(st);
     std::string hex = fp.hex();
@@ -130,10 +168,7 @@ Observation observe(Backend* backend, const std::string& target_text, const Work
     if (!st) return fail(st);
     o.batch = b;
   }
-  if (traced_any)
-    o.tracing = "ok";
-  else if (trace_reason != "not a GPU target")
-    o.tracing = trace_reason.rfind("tracing unavailable", 0) == 0 ? trace_reason : "tracing unavailable: " + trace_reason;
+  if (tracing) o.tracing = tracing_summary(&o.kernels, untraced, trace_reason);
   for (auto& [k, v] : backend->details()) o.details[k] = v;
   o.describe = backend->describe();
   w->teardown(*backend);
@@ -224,7 +259,12 @@ int worker_main(int in_fd, int out_fd) {
       o.status = status_for(st);
       o.reason = st.message();
     } else {
-      o = observe(backend.get(), req.target.str(), req.items[i], req.repeats);
+      bool lost = false;
+      o = observe(backend.get(), req.target.str(), req.items[i], req.repeats, &lost);
+      if (lost) {
+        emit(out_fd, {{"event", "observation"}, {"index", req.indices[i]}, {"observation", to_json(o)}});
+        return kWorkerContextLost;  // the parent runs the rest in a fresh worker
+      }
     }
     emit(out_fd, {{"event", "observation"}, {"index", req.indices[i]}, {"observation", to_json(o)}});
   }
@@ -249,6 +289,7 @@ void run_target(const Spec& target, const std::vector<WorkItem>& items, const Wo
     sink(items[i], std::move(o));
   };
   while (next < items.size()) {
+    const size_t first = next;
     nlohmann::json req = {{"protocol", kWorkerProtocol}, {"target", target.str()}, {"repeats", opt.repeats}};
     nlohmann::json arr = nlohmann::json::array();
     for (size_t i = next; i < items.size(); ++i) {
@@ -303,6 +344,8 @@ void run_target(const Spec& target, const std::vector<WorkItem>& items, const Wo
       record(next++, ObsStatus::kTimeout, fmt::format("no result after {:g} s; worker killed", opt.timeout_s));
       continue;
     }
+    // Its GPU context lost, the worker sent the cell that lost it and ended: the rest in a fresh worker.
+    if (!ex.signaled && ex.code == kWorkerContextLost && next > first) continue;
     // The worker died with items left: the one in progress is the casualty.
     if (ex.signaled)
       record(next++, ObsStatus::kCrashed, signal_description(ex.sig));

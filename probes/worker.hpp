@@ -13,6 +13,8 @@
 //   Anything else the worker or its libraries print goes to stderr, which the parent keeps in a log.
 //   The parent attributes a death (signal, nonzero exit, EOF without "done") or a timeout to the item
 //   that has begun but not finished, records it, and starts a new worker for the items after it.
+//   A worker whose GPU context is lost (a sticky CUDA error, Backend::context_lost) sends that item's
+//   observation and exits with kWorkerContextLost: the parent starts a fresh worker for the rest.
 #pragma once
 #include <functional>
 #include <string>
@@ -27,6 +29,7 @@ namespace detaudit {
 inline constexpr const char* kWorkerProtocol = "detaudit-worker/1";
 inline constexpr const char* kWorkerSubcommand = "__worker";
 inline constexpr int64_t kMaxRepeats = 100000;
+inline constexpr int kWorkerContextLost = 3;  // exit code: the item was sent, the backend can run no more
 
 struct WorkItem {
   Spec workload;
@@ -63,6 +66,11 @@ bool parse_worker_request(const std::string& text, WorkerRequest* out, std::stri
 int worker_main(int in_fd, int out_fd);
 
 // Runs one workload on one backend in this process (what a worker does per item). Exposed for tests.
-Observation observe(Backend* backend, const std::string& target_text, const WorkItem& item, int repeats);
+// First one warm-up run (traced under its own id on GPUs, so one-time setup such as cuDNN's algorithm
+// search stays out of every repeat's kernels and seconds; its fingerprint is kept apart), then `repeats`
+// traced, timed and fingerprinted repeats. *context_lost (may be null) is set when the backend can run
+// nothing more in this process.
+Observation observe(Backend* backend, const std::string& target_text, const WorkItem& item, int repeats,
+                    bool* context_lost = nullptr);
 
 }  // namespace detaudit

@@ -659,20 +659,29 @@ void add_claims_section(Document& d, const std::vector<Observation>& obs) {
                        : Cell{claimed == observed ? "agrees" : (claimed ? "CLAIM VIOLATED" : "no variation seen"),
                               claimed && !observed ? "bad" : ""};
     auto algo = o.details.find("algo_name");
+    // The second claim (cudnn_ops.h's marks; absent in results of older versions).
+    auto doc = o.details.find("documented_deterministic");
+    Cell header{"", ""};
+    if (doc != o.details.end() && (doc->second == "yes" || doc->second == "no"))
+      header = {doc->second == "yes" ? "deterministic" : "nondeterministic", (doc->second == "yes") != claimed ? "bad" : ""};
     claims.push_back({{inline_code(o.workload), ""},
                       {inline_code(o.target), ""},
                       {algo == o.details.end() ? "" : inline_text(algo->second), ""},
                       {claimed ? "deterministic" : "nondeterministic", ""},
+                      header,
                       {fmt::format("{} distinct in {}", o.distinct, o.fingerprints.size()),
                        observed ? "ok" : finding_cls(o)},
                       verdict});
   }
   if (!claims.empty())
     d.add("Claimed vs observed determinism")
-        .para("Each algorithm's own claim (cuDNN `determinism`) against what N bitwise-compared runs showed. A "
-              "nondeterministic claim with one output only means no variation was seen in these runs.")
+        .para("Each algorithm's two claims, cuDNN's own at run time (the `determinism` field of "
+              "cudnnFind*AlgorithmEx) and the `/* non-deterministic */` marks of cudnn_ops.h, against what N "
+              "bitwise-compared runs showed; two claims that disagree are a WARN. A nondeterministic claim with "
+              "one output only means no variation was seen in these runs.")
         .details(fmt::format("{} algorithms", claims.size()),
-                 Section{}.table({"workload", "target", "algorithm", "claimed", "observed", "verdict"}, claims)
+                 Section{}.table({"workload", "target", "algorithm", "Find claims", "cudnn_ops.h", "observed", "verdict"},
+                                 claims)
                      .md_budget(kMdClaims));
 }
 
@@ -684,23 +693,25 @@ void add_kernel_section(Document& d, const std::vector<Observation>& obs) {
     // reads at a glance, seven copies of one kernel list do not.
     struct BySequence {
       std::vector<std::string> names, fingerprints;
-      int runs = 0;
+      int runs = 0, untraced = 0;
       bool varies = false;
     };
     std::vector<BySequence> seqs;
     for (auto& g : kernels_by_fingerprint(o)) {
       auto it = std::find_if(seqs.begin(), seqs.end(), [&](const BySequence& s) { return s.names == g.kernel_names; });
-      if (it == seqs.end()) it = seqs.insert(seqs.end(), BySequence{g.kernel_names, {}, 0, false});
+      if (it == seqs.end()) it = seqs.insert(seqs.end(), BySequence{g.kernel_names, {}, 0, 0, false});
       it->fingerprints.push_back(fp_short(g.fingerprint));
       it->runs += g.runs;
+      it->untraced += g.untraced;
       it->varies = it->varies || g.sequence_varies;
     }
     std::string t = fmt::format("{} on {}:", inline_code(o.workload), inline_code(o.target));
     for (auto& s : seqs) {
       std::vector<std::string> names;
       for (auto& k : s.names) names.push_back(inline_code(k));
-      t += fmt::format(" fingerprint{} {} ({} run{}): kernels [{}]{};", s.fingerprints.size() == 1 ? "" : "s",
-                       fmt::join(s.fingerprints, ", "), s.runs, s.runs == 1 ? "" : "s", fmt::join(names, ", "),
+      t += fmt::format(" fingerprint{} {} ({} run{}{}): kernels [{}]{};", s.fingerprints.size() == 1 ? "" : "s",
+                       fmt::join(s.fingerprints, ", "), s.runs, s.runs == 1 ? "" : "s",
+                       s.untraced ? fmt::format(", {} not traced", s.untraced) : "", fmt::join(names, ", "),
                        s.varies ? " (sequence varies)" : "");
     }
     attributions.push_back(t);

@@ -92,8 +92,8 @@ Results sample_results() {
   r.observations.push_back(cell(w, target("openblas?core=Haswell&threads=1"), {B, B, B}));
   r.observations.push_back(cell(w, target("cpu?order=atomic&threads=2"), {A, C, A}, "EXPECTED"));
   Observation gpu = cell(w, target("cuda:0?order=tree"), {C, C});
-  gpu.kernels = {{KernelRecord{"gemm_tree"}, KernelRecord{"reduce_tree"}, KernelRecord{"gemm_tree"}},
-                 {KernelRecord{"gemm_tree"}, KernelRecord{"reduce_tree"}}};
+  gpu.kernels = {std::vector<KernelRecord>{KernelRecord{"gemm_tree"}, KernelRecord{"reduce_tree"}, KernelRecord{"gemm_tree"}},
+                 std::vector<KernelRecord>{KernelRecord{"gemm_tree"}, KernelRecord{"reduce_tree"}}};
   gpu.oracle = OracleDistance{};
   gpu.oracle->err_ratio = 0.25;
   gpu.oracle->bound_k = 8;

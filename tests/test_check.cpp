@@ -82,7 +82,7 @@ Results probe_results() {
   r.observations.push_back(ok_cell(W(), SEQ(), {FA, FA, FA}));
   r.observations.push_back(ok_cell(W(), ATOMIC(), {FB, FC, FB}));
   Observation g = ok_cell(W(), GPU(), {FD, FD, FD});
-  g.kernels.assign(3, {KernelRecord{"gemm_tree_kernel"}, KernelRecord{"reduce_tree_kernel"}});
+  g.kernels.assign(3, std::vector<KernelRecord>{KernelRecord{"gemm_tree_kernel"}, KernelRecord{"reduce_tree_kernel"}});
   r.observations.push_back(g);
   return r;
 }
@@ -182,7 +182,7 @@ TEST(Check, FlippedFingerprintFailsAndNamesTheCell) {
   Results flipped = r;
   set_fps(cell_of(flipped, SEQ()), {FE, FE, FE});
   set_fps(cell_of(flipped, GPU()), {FC, FC, FC});
-  cell_of(flipped, GPU()).kernels.assign(3, {KernelRecord{"gemm_splitk_kernel"}});
+  cell_of(flipped, GPU()).kernels.assign(3, std::vector<KernelRecord>{KernelRecord{"gemm_splitk_kernel"}});
   std::string dir = d.results("flipped", flipped);
   auto res = run_cli("check " + dir + " --baseline '" + baseline + "'");
   EXPECT_EQ(res.code, 1) << res.out << res.err;

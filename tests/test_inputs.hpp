@@ -32,6 +32,13 @@ inline std::vector<float> uniform(size_t n, uint64_t seed, double lo = -1.0, dou
   return v;
 }
 
+// Random bytes.
+inline std::vector<unsigned char> bytes_of(size_t n, uint64_t seed) {
+  std::vector<unsigned char> v(n);
+  for (auto& b : v) b = (unsigned char)(splitmix(seed) >> 56);
+  return v;
+}
+
 // Normal deviates by Box–Muller on raw mt19937_64 output: std::normal_distribution differs between
 // standard libraries, this does not.
 struct Normal {

@@ -125,7 +125,7 @@ INSTANTIATE_TEST_SUITE_P(
         PromiseCase{"cublas?math=pedantic&streams=4&workspace=shared", kMatmul, kNone, "", false, 0},
         PromiseCase{"cublas?math=pedantic&streams=4&workspace=per_stream", kMatmul, kDet, "", false, 0},
         PromiseCase{"cublaslt?algo=3", kMatmul, kDet, "", false, 0},
-        // cuDNN without details: the static list of cudnn_cnn.h.
+        // cuDNN without details: the static list of cudnn_ops.h.
         PromiseCase{"cudnn?bwd_filter_algo=0", kConvBf, kNondet, "", false, 0},
         PromiseCase{"cudnn?bwd_filter_algo=3", kConvBf, kNondet, "", false, 0},
         PromiseCase{"cudnn?bwd_filter_algo=1", kConvBf, kDet, "", false, 0},
@@ -380,4 +380,22 @@ TEST(ProbeProgress, OneLinePerTargetAndSkipReasonsOnce) {
       << target_lines[2];
   EXPECT_NE(target_lines[3].find(": skipped (same reason) in "), std::string::npos) << target_lines[3];
   EXPECT_EQ(target_lines[3].find("ETA"), std::string::npos) << "nothing is left after the last target";
+}
+
+TEST(Registry, CublasLtTakesEveryAlgorithmIndexItAsksTheHeuristicFor) {
+  // The backend asks cublasLtMatmulAlgoGetHeuristic for kCublasLtMaxAlgos results, so every index the
+  // spec accepts can be answered; one past it is refused with the range.
+  Spec t;
+  std::string err;
+  EXPECT_TRUE(parse_target("cublaslt:0?algo=" + std::to_string(kCublasLtMaxAlgos - 1), &t, &err)) << err;
+  EXPECT_FALSE(parse_target("cublaslt:0?algo=" + std::to_string(kCublasLtMaxAlgos), &t, &err));
+  EXPECT_NE(err.find(std::to_string(kCublasLtMaxAlgos - 1)), std::string::npos) << err;
+}
+
+TEST(Registry, Bf16x9IsEmulatedOnlyWhereCublasImplementsIt) {
+  EXPECT_TRUE(cublas_emulates_bf16x9(10, 0));   // B200, GB200
+  EXPECT_TRUE(cublas_emulates_bf16x9(10, 3));   // B300, GB300
+  EXPECT_FALSE(cublas_emulates_bf16x9(9, 0));   // H100, H200: plain FP32 runs
+  EXPECT_FALSE(cublas_emulates_bf16x9(8, 0));   // A100
+  EXPECT_FALSE(cublas_emulates_bf16x9(12, 0));  // RTX Blackwell
 }

@@ -49,7 +49,7 @@ Results nasty_results() {
     Observation nd = obs(s, s, ObsStatus::kOk, s, 2);
     KernelRecord k;
     k.name = s;
-    nd.kernels = {{k}, {k, k}};
+    nd.kernels = {std::vector<KernelRecord>{k}, std::vector<KernelRecord>{k, k}};
     nd.tracing = s;
     nd.details = {{"claimed_deterministic", "yes"}, {"algo_name", s}, {"corename", s}};
     nd.target = s + "?core=" + s;

@@ -232,7 +232,7 @@ Results full_with_gpu() {
       if (t.rfind("cu", 0) == 0) {
         KernelRecord kr;
         kr.name = "sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize128x128x32_warpgroupsize1x1x1_execute_segment_k_off";
-        o.kernels = std::vector<std::vector<KernelRecord>>(20, {kr, kr});
+        o.kernels = std::vector<RepeatKernels>(20, std::vector<KernelRecord>{kr, kr});
         o.tracing = "ok";
         o.details["claimed_deterministic"] = k % 2 ? "yes" : "no";
         o.details["algo_name"] = "CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM";
@@ -395,7 +395,7 @@ TEST(ReportSize, PathologicalResultsStillFitAPrComment) {
       o.verdict_reason = fmt::format("reason {} of cell {}: {}", t * 20 + w, w, std::string(300, 'r'));
       KernelRecord kr;
       kr.name = "kernel_" + std::string(200, 'k');
-      o.kernels = std::vector<std::vector<KernelRecord>>(20, {kr});
+      o.kernels = std::vector<RepeatKernels>(20, std::vector<KernelRecord>{kr});
       o.details["claimed_deterministic"] = "yes";
       o.batch = BatchInvariance{16, 3};
       r.observations.push_back(o);

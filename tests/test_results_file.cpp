@@ -67,7 +67,7 @@ nlohmann::json good_document() {
   o.details["isa"] = "avx2";
   KernelRecord k;
   k.name = "k";
-  o.kernels = {{k}, {}};
+  o.kernels = {std::vector<KernelRecord>{k}, std::vector<KernelRecord>{}};
   o.batch = BatchInvariance{4, 1};
   r.observations = {o};
   r.training = {{{"key", "a/cpu/1/0"}, {"status", "ok"}, {"condition", "a"}, {"target", "cpu"}, {"seed", 1001},
@@ -146,7 +146,7 @@ std::vector<Corruption> corruptions() {
       {"/observations/0/verdict", 1, false, "observations[0].verdict must be a string"},
       {"/observations/0/verdict_reason", J::array(), false, "observations[0].verdict_reason must be a string"},
       {"/observations/0/kernels", J::object(), false, "observations[0].kernels must be an array"},
-      {"/observations/0/kernels/0", 1, false, "observations[0].kernels[0] must be an array"},
+      {"/observations/0/kernels/0", 1, false, "observations[0].kernels[0] must be an array or null (got number)"},
       {"/observations/0/kernels/0/0/grid", J::array({1, 2}), false, "observations[0].kernels[0][0].grid must have 3 elements"},
       {"/observations/0/kernels/0/0/name", 1, false, "observations[0].kernels[0][0].name must be a string"},
       {"/observations/0/batch_invariance/rows_checked", "4", false,

@@ -64,7 +64,8 @@ TEST(Verdict, KernelSequencesByFingerprint) {
     r.name = n;
     return r;
   };
-  o.kernels = {{k("reduce"), k("finish")}, {k("reduce"), k("finish_b")}, {k("reduce"), k("finish")}, {k("other")}};
+  using KL = std::vector<KernelRecord>;
+  o.kernels = {KL{k("reduce"), k("finish")}, KL{k("reduce"), k("finish_b")}, KL{k("reduce"), k("finish")}, KL{k("other")}};
   auto g = kernels_by_fingerprint(o);
   ASSERT_EQ(g.size(), 2u);
   EXPECT_EQ(g[0].fingerprint, A);
@@ -103,7 +104,7 @@ TEST(Verdict, ObservationJsonRoundTrip) {
   KernelRecord kr;
   kr.name = "k";
   kr.grid[0] = 4;
-  o.kernels = {{kr}, {}};
+  o.kernels = {std::vector<KernelRecord>{kr}, std::nullopt};  // repeat 2's tracing failed
   o.batch = BatchInvariance{4, 1};
   Observation back;
   std::string err;
@@ -111,7 +112,9 @@ TEST(Verdict, ObservationJsonRoundTrip) {
   EXPECT_EQ(back.fingerprints, o.fingerprints);
   EXPECT_EQ(back.oracle->max_ulp, kUlpInfinite);
   EXPECT_TRUE(std::isinf(back.oracle->max_rel_err));
-  EXPECT_EQ(back.kernels[0][0].grid[0], 4u);
+  ASSERT_EQ(back.kernels.size(), 2u);
+  EXPECT_EQ((*back.kernels[0])[0].grid[0], 4u);
+  EXPECT_FALSE(back.kernels[1].has_value()) << "a failed trace stays paired with its repeat";
   EXPECT_EQ(back.batch->rows_differing, 1);
   EXPECT_EQ(back.details["isa"], "avx2");
   auto j = to_json(o);

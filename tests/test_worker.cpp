@@ -4,12 +4,15 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 
 #include "kernels/cpu/native.hpp"
 #include "probes/oracle_cache.hpp"
+#include "probes/registry.hpp"
+#include "probes/verdict.hpp"
 #include "probes/worker.hpp"
 #include "probes/workload.hpp"
 
@@ -226,4 +229,138 @@ TEST(Detection, OracleWithoutABoundOrOfTheOldFormat) {
   EXPECT_NE(o.details["oracle_problem"].find("error bound has 32 elements, output has 64"), std::string::npos)
       << o.details["oracle_problem"];
   std::filesystem::remove(wi.oracle_path);
+}
+
+// --- Warm-up and kernel attribution (issue 10, items 1 and 2) -----------------------------------------
+namespace {
+// A backend that traces like a GPU one, with its kernel "launches" forced: the first reduce of the
+// process runs a one-time search first (two trial kernels, as cuDNN's Find or cuBLAS's workspace fill
+// would), every reduce then launches "reduce_kernel"; tracing fails for the ids in `fail_ids`.
+class TracedBackend : public Backend {
+ public:
+  explicit TracedBackend(std::vector<uint64_t> fail_ids = {}) : fail_ids_(std::move(fail_ids)) {}
+  std::string name() const override { return "traced"; }
+  bool traces_kernels() const override { return true; }
+  Status trace_begin(uint64_t id) override {
+    id_ = id;
+    launched_.clear();
+    return Status::ok();
+  }
+  Status trace_end(std::vector<KernelRecord>* kernels) override {
+    kernels->clear();
+    if (std::find(fail_ids_.begin(), fail_ids_.end(), id_) != fail_ids_.end())
+      return Status::unavailable("tracing incomplete: CUPTI dropped 3 records");
+    for (auto& n : launched_) kernels->push_back(KernelRecord{n});
+    return Status::ok();
+  }
+  Status reduce(ReduceOp op, const float* x, const float* y, size_t n, float* out) override {
+    if (!searched_) {
+      launched_ = {"find_trial_a", "find_trial_b"};
+      searched_ = true;
+    }
+    launched_.push_back("reduce_kernel");
+    return cpu_->reduce(op, x, y, n, out);  // the arithmetic of a real backend (one thread, fixed order)
+  }
+
+ private:
+  std::unique_ptr<Backend> cpu_ = make_cpu_native(CpuNativeOptions{});
+  std::vector<uint64_t> fail_ids_;
+  std::vector<std::string> launched_;
+  uint64_t id_ = 0;
+  bool searched_ = false;
+};
+}  // namespace
+
+TEST(Attribution, OneTimeSetupRunsInTheWarmUpAndNoRepeatSeesIt) {
+  TracedBackend b;
+  Observation o = observe(&b, "traced", item("reduce?op=sum&n=1000"), 5);
+  ASSERT_EQ(o.status, ObsStatus::kOk) << o.reason;
+  EXPECT_EQ(o.details["warmup_kernels"], "3") << "the search and the first reduce ran in the warm-up";
+  EXPECT_EQ(o.warmup_fingerprint, o.fingerprints[0]);
+  ASSERT_EQ(o.kernels.size(), 5u);
+  ASSERT_EQ(o.seconds.size(), 5u);
+  for (auto& k : o.kernels) {
+    ASSERT_TRUE(k.has_value());
+    ASSERT_EQ(k->size(), 1u);
+    EXPECT_EQ((*k)[0].name, "reduce_kernel");
+  }
+  EXPECT_EQ(o.tracing, "ok");
+  auto g = kernels_by_fingerprint(o);
+  ASSERT_EQ(g.size(), 1u);
+  EXPECT_FALSE(g[0].sequence_varies) << "repeat 1 holds only its own kernels";
+}
+
+TEST(Attribution, AFailedTraceStaysPairedWithItsRepeat) {
+  // Repeat r is traced under id r + 2 (the warm-up has 1): ids 4 and 6 are repeats 3 and 5.
+  TracedBackend b({4, 6});
+  Observation o = observe(&b, "traced", item("reduce?op=sum&n=1000"), 6);
+  ASSERT_EQ(o.status, ObsStatus::kOk) << o.reason;
+  ASSERT_EQ(o.kernels.size(), o.fingerprints.size());
+  for (size_t r = 0; r < o.kernels.size(); ++r)
+    EXPECT_EQ(o.kernels[r].has_value(), r != 2 && r != 4) << "repeat " << r + 1;
+  EXPECT_EQ(o.tracing.rfind("partial: 2 of 6 repeats not traced (repeat 3, 5): tracing incomplete", 0), 0u) << o.tracing;
+  auto g = kernels_by_fingerprint(o);
+  ASSERT_EQ(g.size(), 1u);
+  EXPECT_EQ(g[0].runs, 6);
+  EXPECT_EQ(g[0].untraced, 2);
+  EXPECT_EQ(g[0].kernel_names, std::vector<std::string>{"reduce_kernel"});
+  EXPECT_FALSE(g[0].sequence_varies) << "an untraced repeat is no other sequence";
+  // In results.json a failed trace is null, and comes back as one.
+  Observation back;
+  std::string err;
+  ASSERT_TRUE(from_json(to_json(o), &back, &err)) << err;
+  ASSERT_EQ(back.kernels.size(), 6u);
+  EXPECT_FALSE(back.kernels[2].has_value());
+  EXPECT_TRUE(back.kernels[3].has_value());
+}
+
+TEST(Attribution, NoRepeatTracedMeansNoKernelListsAndTheReason) {
+  TracedBackend b({1, 2, 3, 4});
+  Observation o = observe(&b, "traced", item("reduce?op=sum&n=1000"), 3);
+  ASSERT_EQ(o.status, ObsStatus::kOk) << o.reason;
+  EXPECT_TRUE(o.kernels.empty());
+  EXPECT_EQ(o.tracing, "tracing unavailable: tracing incomplete: CUPTI dropped 3 records");
+  EXPECT_EQ(o.details.count("warmup_kernels"), 0u);
+}
+
+TEST(Attribution, KernelListsThatCannotBePairedAreDroppedOnLoad) {
+  // Results of versions before the pairing: 3 fingerprints, 2 lists (one repeat's trace had failed).
+  TracedBackend b;
+  Observation o = observe(&b, "traced", item("reduce?op=sum&n=1000"), 3);
+  nlohmann::json j = to_json(o);
+  j["kernels"].erase(1);
+  Observation back;
+  std::string err;
+  ASSERT_TRUE(from_json(j, &back, &err)) << err;
+  EXPECT_TRUE(back.kernels.empty());
+  EXPECT_NE(back.tracing.find("cannot be paired"), std::string::npos) << back.tracing;
+}
+
+TEST(WorkerIsolation, LostContextEndsTheWorkerAndTheRestRunInAFreshOne) {
+  // fault=sticky: its gemm loses the "context", after which every op of that process fails, as every
+  // CUDA call does after an illegal address. The reductions after it succeed only in a fresh worker.
+  auto obs = run("testing?fault=sticky", {"reduce?op=sum&n=100", "matmul?m=4&n=4&k=4", "reduce?op=dot&n=100",
+                                          "reduce?op=norm&n=100"});
+  ASSERT_EQ(obs.size(), 4u);
+  EXPECT_EQ(obs[0].status, ObsStatus::kOk) << obs[0].reason;
+  EXPECT_EQ(obs[1].status, ObsStatus::kError);
+  EXPECT_NE(obs[1].reason.find("testing: sticky fault in gemm; the GPU context is lost (testing: sticky fault): the "
+                               "worker ended, later cells ran in a fresh one"),
+            std::string::npos)
+      << obs[1].reason;
+  EXPECT_EQ(obs[2].status, ObsStatus::kOk) << obs[2].reason;
+  EXPECT_EQ(obs[3].status, ObsStatus::kOk) << obs[3].reason;
+}
+
+TEST(WorkerIsolation, WithoutARestartALostContextFailsEveryLaterCell) {
+  // The contrast that makes the test above mean something: in one process, the cells after the fault fail.
+  Status st;
+  auto b = make_target_backend(target("testing?fault=sticky"), &st);
+  ASSERT_NE(b, nullptr) << st.message();
+  bool lost = false;
+  Observation m = observe(b.get(), "testing?fault=sticky", item("matmul?m=4&n=4&k=4"), 2, &lost);
+  EXPECT_TRUE(lost);
+  Observation r = observe(b.get(), "testing?fault=sticky", item("reduce?op=sum&n=100"), 2);
+  EXPECT_EQ(r.status, ObsStatus::kError);
+  EXPECT_NE(r.reason.find("an earlier sticky fault lost the context"), std::string::npos) << r.reason;
 }

@@ -153,7 +153,8 @@ Status GpuBackend::init() {
   cc_major_ = prop.major;
   cc_minor_ = prop.minor;
   sm_count_ = prop.multiProcessorCount;
-  DETAUDIT_CUDA(cudaMalloc(&hash_out_, 2 * sizeof(unsigned long long)));
+  hash_key_ = DeviceHashKey::random();
+  DETAUDIT_CUDA(cudaMalloc(&hash_out_, kDeviceHashLanes * sizeof(unsigned long long)));
   DETAUDIT_CUDA(cudaMalloc(&train_scratch_, kTrainScratchFloats * sizeof(float)));
   return Status::ok();
 }
@@ -222,11 +223,12 @@ Status GpuBackend::fingerprint(const void* p, size_t bytes, Fingerprint* out) {
     *out = fingerprint_bytes(nullptr, 0);
     return Status::ok();
   }
-  // A repeat whose bytes were seen before is recognised on the device: only 16 bytes come back.
-  DETAUDIT_RETURN_IF_ERROR(launch_device_hash(p, bytes, hash_out_, nullptr));
-  unsigned long long h[2];
+  // A repeat whose bytes were seen before is recognised on the device: only 32 bytes come back.
+  // Four lanes: a collision built on purpose against the public ones still differs in the keyed ones.
+  DETAUDIT_RETURN_IF_ERROR(launch_device_hash(p, bytes, hash_key_, hash_out_, nullptr));
+  unsigned long long h[kDeviceHashLanes];
   DETAUDIT_CUDA(cudaMemcpy(h, hash_out_, sizeof(h), cudaMemcpyDeviceToHost));
-  auto key = std::make_tuple(uint64_t(h[0]), uint64_t(h[1]), bytes);
+  auto key = std::make_tuple(uint64_t(h[0]), uint64_t(h[1]), uint64_t(h[2]), uint64_t(h[3]), bytes);
   if (auto it = fp_cache_.find(key); it != fp_cache_.end()) {
     *out = it->second;
     return Status::ok();
@@ -237,6 +239,37 @@ Status GpuBackend::fingerprint(const void* p, size_t bytes, Fingerprint* out) {
   if (fp_cache_.size() >= (1u << 16)) fp_cache_.clear();  // bounded; a miss only costs a download
   fp_cache_.emplace(key, *out);
   return Status::ok();
+}
+
+namespace {
+// The errors after which "the process is left in an inconsistent state" and "any further CUDA work will
+// return the same error" (driver_types.h): the context is lost until the process exits.
+bool sticky(cudaError_t e) {
+  switch (e) {
+    case cudaErrorContained:
+    case cudaErrorIllegalAddress:
+    case cudaErrorLaunchTimeout:
+    case cudaErrorAssert:
+    case cudaErrorHardwareStackError:
+    case cudaErrorIllegalInstruction:
+    case cudaErrorMisalignedAddress:
+    case cudaErrorInvalidAddressSpace:
+    case cudaErrorInvalidPc:
+    case cudaErrorLaunchFailure:
+    case cudaErrorTensorMemoryLeak:
+    case cudaErrorExternalDevice:
+    case cudaErrorMpsClientTerminated: return true;
+    default: return false;
+  }
+}
+}  // namespace
+
+bool GpuBackend::context_lost(std::string* why) {
+  // A sticky error answers every call, a synchronisation too; a plain one (a bad argument) is gone by now.
+  cudaError_t e = cudaDeviceSynchronize();
+  if (!sticky(e)) return false;
+  *why = fmt::format("{} ({}): {}", cudaGetErrorName(e), int(e), cudaGetErrorString(e));
+  return true;
 }
 
 Status GpuBackend::trace_begin(uint64_t repeat_id) {

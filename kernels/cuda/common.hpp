@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernels/backend.hpp"
+#include "kernels/cuda/device_hash.hpp"
 
 namespace detaudit::gpu {
 
@@ -71,6 +72,8 @@ class GpuBackend : public Backend {
   Status synchronize() override;
   Status fingerprint(const void* p, size_t bytes, Fingerprint* out) override;
 
+  bool context_lost(std::string* why) override;
+  bool traces_kernels() const override { return true; }
   Status trace_begin(uint64_t repeat_id) override;
   Status trace_end(std::vector<KernelRecord>* kernels) override;
 
@@ -92,22 +95,26 @@ class GpuBackend : public Backend {
   // Settings the subclass records with every observation (appended after the device's).
   std::vector<std::pair<std::string, std::string>> extra_details_;
   void set_detail(const std::string& key, const std::string& value);
+  int cc_major() const { return cc_major_; }
+  int cc_minor() const { return cc_minor_; }
   int device_;
 
  private:
   std::string name_, gpu_name_;
   int cc_major_ = 0, cc_minor_ = 0, sm_count_ = 0;
-  unsigned long long* hash_out_ = nullptr;  // 2 words of device memory for the device hash
+  unsigned long long* hash_out_ = nullptr;  // kDeviceHashLanes words of device memory for the device hash
+  DeviceHashKey hash_key_;                  // the keyed lanes' secret, drawn in init()
   bool atomic_reductions_ = false;
   float* train_scratch_ = nullptr;  // kTrainScratchFloats floats: the loss's partials
-  // device hash (two 64-bit lanes) and length -> canonical host fingerprint of those bytes
-  std::map<std::tuple<uint64_t, uint64_t, size_t>, Fingerprint> fp_cache_;
+  // device hash (four 64-bit lanes) and length -> canonical host fingerprint of those bytes
+  std::map<std::tuple<uint64_t, uint64_t, uint64_t, uint64_t, size_t>, Fingerprint> fp_cache_;
   uint64_t trace_id_ = 0;
   bool tracing_ = false;
 };
 
 // Device-side pieces implemented in .cu files, callable from plain C++.
-Status launch_device_hash(const void* p, size_t bytes, unsigned long long* out_dev, cudaStream_t stream);
+Status launch_device_hash(const void* p, size_t bytes, const DeviceHashKey& key, unsigned long long* out_dev,
+                          cudaStream_t stream);
 Status launch_fill(float* p, size_t n, float value, cudaStream_t stream);
 
 std::string cublas_version_string();

@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "kernels/cuda/common.hpp"
+#include "kernels/cuda/cuda.hpp"
 #include "kernels/cuda/native_kernels.hpp"
 
 namespace detaudit::gpu {
@@ -94,6 +95,13 @@ class Cublas final : public GpuBackend {
     DETAUDIT_CUBLAS(cublasGetVersion(handles_[0], &version));
     set_detail("math", c_.math);
     set_detail("emulation_strategy", c_.math == "bf16x9" ? "eager" : "performant");
+    // What math=bf16x9 really runs: cuBLAS says nothing after the call, so it is read off the GPU.
+    if (c_.math == "bf16x9")
+      set_detail("emulated", cublas_emulates_bf16x9(cc_major(), cc_minor())
+                                 ? "yes: BF16x9 (cuBLAS emulates FP32 on compute capability 10.0 and 10.3)"
+                                 : fmt::format("no: not emulated on this GPU (compute capability {}.{}; cuBLAS "
+                                               "emulates BF16x9 only on 10.0 and 10.3), plain FP32 runs",
+                                               cc_major(), cc_minor()));
     set_detail("atomics", c_.atomics);
     set_detail("streams", std::to_string(k));
     set_detail("workspace", fmt::format("{} ({} x {} MiB)", c_.workspace, buffers, kWorkspaceBytes >> 20));

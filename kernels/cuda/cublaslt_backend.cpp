@@ -6,13 +6,14 @@
 #include <type_traits>
 
 #include "kernels/cuda/common.hpp"
+#include "kernels/cuda/cuda.hpp"
 
 namespace detaudit::gpu {
 
 namespace {
 
 constexpr size_t kWorkspaceBytes = 32u << 20;
-constexpr int kMaxAlgos = 16;
+constexpr int kMaxAlgos = kCublasLtMaxAlgos;  // every index the spec accepts can be asked for
 
 struct LtConfig {
   long algo = 0;
@@ -20,8 +21,8 @@ struct LtConfig {
 };
 
 Status parse(const Params& p, LtConfig* c) {
-  // 0..63 as the spec table allows; an index past what the heuristic returns is answered unsupported.
-  DETAUDIT_RETURN_IF_ERROR(p.integer("algo", 0, 63, 0, &c->algo));
+  // 0..kMaxAlgos-1 as the spec table allows; an index past what the heuristic returns is answered unsupported.
+  DETAUDIT_RETURN_IF_ERROR(p.integer("algo", 0, kMaxAlgos - 1, 0, &c->algo));
   return p.choice("reduction", {"", "none", "inplace", "compute", "output"}, "", &c->reduction);
 }
 
@@ -138,6 +139,13 @@ class Cublaslt final : public GpuBackend {
     set_detail("stages", config<uint32_t>(r.algo, CUBLASLT_ALGO_CONFIG_STAGES_ID));
     set_detail("splitk", config<int32_t>(r.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM));
     set_detail("reduction_scheme", config<uint32_t>(r.algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME));
+    // The rest of the configuration, so that two entries of the list that differ only here are told apart
+    // (each attribute read with its own size: cuBLASLt refuses a size other than the stored one).
+    set_detail("cta_swizzling", config<uint32_t>(r.algo, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING));
+    set_detail("custom_option", config<uint32_t>(r.algo, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION));
+    set_detail("inner_shape", config<uint16_t>(r.algo, CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID));
+    set_detail("cluster_shape", config<uint16_t>(r.algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID));
+    set_detail("waves_count", fmt::format("{:.3f}", r.wavesCount));
     set_detail("workspace_bytes", std::to_string(r.workspaceSize));
     if (r.workspaceSize > kWorkspaceBytes)
       return Status::error(fmt::format("cublaslt: algorithm wants {} bytes of workspace, more than the {} offered",

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/backend.hpp"
+#include "kernels/cuda/device_hash.hpp"
 
 namespace detaudit {
 
@@ -67,7 +68,7 @@ std::unique_ptr<Backend> make_gpu_backend(const std::string& backend, int device
 struct CudnnAlgo {
   int index = 0;
   std::string name;             // e.g. "CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0"
-  bool header_nondeterministic;  // marked /* non-deterministic */ in cudnn_cnn.h (cuDNN 9)
+  bool header_nondeterministic;  // marked /* non-deterministic */ in cudnn_ops.h (cuDNN 9; test_cudnn_claims reads the header)
 };
 inline std::vector<CudnnAlgo> cudnn_conv_algorithms(const ConvShape& /*shape*/, const std::string& pass) {
   if (pass == "fwd")
@@ -97,11 +98,23 @@ inline std::vector<CudnnAlgo> cudnn_conv_algorithms(const ConvShape& /*shape*/, 
   return {};
 }
 
+// cuBLASLt: how many algorithms the `cublaslt` target asks the heuristic for; `algo` takes 0..this - 1.
+inline constexpr int kCublasLtMaxAlgos = 64;
+
+// Whether cuBLAS emulates FP32 through BF16x9 (CUBLAS_FP32_EMULATED_BF16X9_MATH) on a GPU of this compute
+// capability. cuBLAS accepts the math mode on every GPU but implements the emulation only on a subset of
+// Blackwell: compute capability 10.0 and 10.3 (B200/GB200, B300/GB300; the cuBLAS documentation's
+// floating-point emulation support overview, and NVIDIA's bf16x9_sgemm sample: "emulated algorithms are
+// implemented on a subset of architectures"). Elsewhere plain FP32 runs, and no API reports which ran.
+inline bool cublas_emulates_bf16x9(int cc_major, int cc_minor) {
+  return cc_major == 10 && (cc_minor == 0 || cc_minor == 3);
+}
+
 #if defined(DETAUDIT_HAVE_CUDA)
-// Test and benchmark hooks, defined only in CUDA builds (kernels/cuda/device_hash.cu): the device-side
-// pre-hash behind GpuBackend::fingerprint, on the current device, and its CPU reference.
-Status device_hash128(const void* device_ptr, size_t bytes, uint64_t out[2]);
-void device_hash128_host(const void* host_ptr, size_t bytes, uint64_t out[2]);
+// Test and benchmark hook, defined only in CUDA builds (kernels/cuda/device_hash.cu): the device-side
+// pre-hash behind GpuBackend::fingerprint (its four lanes), on the current device. Its CPU reference is
+// gpu::device_hash_host (kernels/cuda/device_hash.hpp).
+Status device_hash(const void* device_ptr, size_t bytes, const gpu::DeviceHashKey& key, uint64_t out[4]);
 #endif
 
 }  // namespace detaudit

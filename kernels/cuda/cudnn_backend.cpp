@@ -205,6 +205,8 @@ class Cudnn final : public GpuBackend {
     set_detail("algos_found", "1");
     set_detail("algos_supported", "1");
     set_detail("claimed_deterministic", (!backward || det_mode) ? "yes" : "no");
+    // Pooling has no Find: both claims are the documentation's (CUDNN_POOLING_MAX adds with atomics).
+    set_detail("documented_deterministic", (!backward || det_mode) ? "yes" : "no");
   }
   // determinism: CUDNN_POOLING_MAX's backward pass adds overlapping windows' gradients with atomics;
   // CUDNN_POOLING_MAX_DETERMINISTIC does not.
@@ -326,7 +328,11 @@ class Cudnn final : public GpuBackend {
     set_detail("algo", std::to_string(chosen->algo));
     set_detail("algo_name", chosen->algo < int(algos.size()) ? algos[chosen->algo].name : "?");
     set_detail("algo_pinned", pinned < 0 ? "auto" : "yes");
+    // Two claims, checked against each other and against the runs (probes/registry.cpp, promise_cudnn):
+    // Find's determinism field for this algorithm, and the marks of cudnn_ops.h (cudnn_conv_algorithms).
     set_detail("claimed_deterministic", chosen->deterministic ? "yes" : "no");
+    set_detail("documented_deterministic",
+               chosen->algo < int(algos.size()) ? (algos[chosen->algo].header_nondeterministic ? "no" : "yes") : "?");
     set_detail("math_used", math_name(chosen->math));
     set_detail("find_ms", fmt::format("{:.4f}", chosen->ms));
     set_detail("workspace_bytes", std::to_string(ws));
