@@ -61,6 +61,9 @@ log "gpu tests"
 rc_tests=$?
 log "gpu tests: exit $rc_tests; $(grep -E '^\[ +(PASSED|FAILED|SKIPPED) +\] [0-9]+ test' "$OUT/gpu-tests.log" | tr '\n' ' ')"
 grep -E '^\[  FAILED  \]' "$OUT/gpu-tests.log" | head -20 | tee -a "$OUT/summary.txt"
+# What the detection tests saw: distinct outputs of each atomic workload, and each repeat's kernel list
+# against the warm-up's (tests/gpu/test_gpu_detection.cpp).
+grep -E '^\[ (detect|kernels) +\]' "$OUT/gpu-tests.log" | tee -a "$OUT/summary.txt"
 
 # The history of this check stays in OUTDIR.
 export DETAUDIT_HISTORY="$OUT/history.db"
@@ -69,6 +72,11 @@ log "quick suite"
 log "quick suite: exit $? (1: a cell FAILed) in $(( $(date +%s) - start )) s total; $(grep -m1 '^verdicts:' "$OUT/quick.log")"
 grep '^FAIL ' "$OUT/quick.log" | head -20 | tee -a "$OUT/summary.txt"
 sed -n '/^## Verdict/,/^## Determinism matrix/p' "$OUT/quick/report.md" 2>/dev/null | head -60 >>"$OUT/summary.txt"
+# cuDNN's two claims (Find, cudnn_ops.h) against the runs, and the kernels behind each output.
+for section in "Claimed vs observed determinism" "Kernel attribution"; do
+  awk -v h="## $section" '$0 == h {on = 1; print; next} on && /^## / {exit} on' "$OUT/quick/report.md" 2>/dev/null |
+    head -80 | tee -a "$OUT/summary.txt"
+done
 "$BIN/detaudit" baseline save "$OUT/quick" >>"$OUT/quick.log" 2>&1
 "$BIN/detaudit" check "$OUT/quick" --baseline "$OUT/quick/baseline.json" >"$OUT/check.txt" 2>&1
 log "check against its own baseline: exit $? (expected 0); $(tail -1 "$OUT/check.txt")"

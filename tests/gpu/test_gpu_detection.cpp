@@ -1,0 +1,163 @@
+// Detection on the GPU (issue 10): the probes' own path (observe(): warm-up, repeats, device fingerprints,
+// CUPTI) over real backends and the suites' workloads. The atomic variants must be seen to vary, claimed-
+// deterministic algorithms must give one output, every traced repeat must hold only its own kernels, and
+// a sticky error must be recognised. Skips with the reason on machines without a device.
+//
+// The variation tests are probabilistic, on purpose: they test that the race is real on this GPU. Each
+// output element of these workloads adds 8 to 1024 partial sums of random terms through atomicAdd, in
+// whatever order the blocks finish. Assumption: a repeat reproduces one given completion order's bits
+// with probability at most 1/2 (a single element reordered suffices to change the fingerprint, and the
+// conv has thousands of elements). Then all kRepeats = 100 repeats agree with probability at most
+// 2^-99: a failure means the race did not happen. Each test prints the distinct count it saw, so a count
+// far below kRepeats says the assumption is weak on this GPU.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <string>
+
+#include "kernels/cuda/cuda.hpp"
+#include "probes/registry.hpp"
+#include "probes/spec.hpp"
+#include "probes/verdict.hpp"
+#include "probes/worker.hpp"
+
+namespace detaudit {
+namespace {
+
+constexpr int kRepeats = 100;
+
+class GpuDetection : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    CudaEnvironment env = query_cuda_environment();
+    if (!env.available) GTEST_SKIP() << "no GPU: " << env.reason;
+  }
+  // Runs `workload` on `target` the way a probe worker does.
+  Observation probe(const std::string& target, const std::string& workload, int repeats) {
+    Spec t, w;
+    std::string err;
+    EXPECT_TRUE(parse_target(target, &t, &err)) << err;
+    EXPECT_TRUE(parse_workload(workload, &w, &err)) << err;
+    Status st;
+    auto b = make_target_backend(t, &st);
+    EXPECT_NE(b, nullptr) << target << ": " << st.message();
+    if (!b) return {};
+    WorkItem item;
+    item.workload = w;
+    Observation o = observe(b.get(), t.str(), item, repeats);
+    EXPECT_EQ(o.status, ObsStatus::kOk) << target << " " << workload << ": " << o.reason;
+    return o;
+  }
+};
+
+TEST_F(GpuDetection, AtomicReductionsVary) {
+  for (const char* w : {"reduce?op=sum&n=1000000", "reduce?op=dot&n=1000000", "reduce?op=norm&n=1000000",
+                        "reduce?op=softmax&n=256000&cols=1000"}) {
+    Observation o = probe("cuda:0?order=atomic", w, kRepeats);
+    std::cout << "[ detect   ] cuda:0?order=atomic " << w << ": " << o.distinct << " distinct in " << kRepeats << "\n";
+    EXPECT_GE(o.distinct, 2) << w << ": the atomic order gave one output in " << kRepeats << " runs";
+  }
+}
+
+TEST_F(GpuDetection, AtomicConvAndPoolingVary) {
+  // The quick suite's shapes: 1024 and 128 terms per dw element, cut into 8 partials each (geometry.hpp).
+  for (const char* w : {"conv2d?n=4&c=16&h=16&w=16&k=32&pass=bwd_filter",
+                        "conv2d?n=2&c=8&h=15&w=15&k=8&stride=2&pad=1&pass=bwd_filter",
+                        "maxpool?n=4&c=16&h=32&w=32&window=3&stride=2&pass=bwd"}) {
+    Observation o = probe("cuda:0?order=atomic", w, kRepeats);
+    std::cout << "[ detect   ] cuda:0?order=atomic " << w << ": " << o.distinct << " distinct in " << kRepeats << "\n";
+    EXPECT_GE(o.distinct, 2) << w << ": the atomic order gave one output in " << kRepeats << " runs";
+  }
+}
+
+TEST_F(GpuDetection, DeterministicTargetsGiveOneOutputAndTheirWarmUpsBits) {
+  struct Case {
+    const char *target, *workload;
+  };
+  for (const Case& c : {Case{"cuda:0?order=tree", "conv2d?n=4&c=16&h=16&w=16&k=32&pass=bwd_filter"},
+                        Case{"cuda:0?order=tree", "reduce?op=sum&n=1000000"},
+                        Case{"cudnn:0?bwd_filter_algo=1", "conv2d?n=4&c=16&h=16&w=16&k=32&pass=bwd_filter"},
+                        Case{"cublas:0?math=pedantic", "matmul?m=256&n=256&k=515"}}) {
+    Observation o = probe(c.target, c.workload, 20);
+    EXPECT_EQ(o.distinct, 1) << c.target << " " << c.workload;
+    EXPECT_EQ(o.warmup_fingerprint, o.fingerprints.empty() ? "" : o.fingerprints[0]) << c.target << " " << c.workload;
+    if (std::string(c.target).rfind("cudnn", 0) == 0) {
+      EXPECT_EQ(o.details["claimed_deterministic"], "yes") << "cuDNN's Find claim for BWD_FILTER_ALGO_1";
+      EXPECT_EQ(o.details["documented_deterministic"], "yes") << "cudnn_ops.h marks ALGO_1 deterministic";
+    }
+  }
+}
+
+TEST_F(GpuDetection, EveryTracedRepeatHoldsOnlyItsOwnKernels) {
+  // cuDNN's Find runs every algorithm on first use, and cuBLAS fills its constants once: both in the
+  // warm-up, so every repeat's list is the same, and shorter than the warm-up's.
+  struct Case {
+    const char *target, *workload;
+  };
+  for (const Case& c : {Case{"cudnn:0", "conv2d?n=4&c=16&h=16&w=16&k=32&pass=bwd_filter"},
+                        Case{"cublas:0?math=pedantic", "reduce?op=sum&n=1000000"},
+                        Case{"cuda:0?order=atomic", "reduce?op=sum&n=1000000"}}) {
+    Observation o = probe(c.target, c.workload, 10);
+    if (o.tracing.rfind("tracing unavailable", 0) == 0) GTEST_SKIP() << o.tracing;
+    EXPECT_EQ(o.tracing, "ok") << c.target;
+    ASSERT_EQ(o.kernels.size(), o.fingerprints.size()) << c.target;
+    ASSERT_TRUE(o.kernels[0].has_value());
+    EXPECT_FALSE(o.kernels[0]->empty()) << c.target;
+    for (size_t r = 1; r < o.kernels.size(); ++r) {
+      ASSERT_TRUE(o.kernels[r].has_value());
+      ASSERT_EQ(o.kernels[r]->size(), o.kernels[0]->size()) << c.target << " repeat " << r + 1;
+      for (size_t i = 0; i < o.kernels[r]->size(); ++i)
+        EXPECT_EQ((*o.kernels[r])[i].name, (*o.kernels[0])[i].name) << c.target << " repeat " << r + 1;
+    }
+    std::cout << "[ kernels  ] " << c.target << " " << c.workload << ": warm-up " << o.details["warmup_kernels"]
+              << " kernels, each repeat " << o.kernels[0]->size() << ":";
+    for (auto& k : *o.kernels[0]) std::cout << " " << k.name;
+    std::cout << "\n";
+    if (std::string(c.target) == "cudnn:0") {
+      EXPECT_GT(std::stoi(o.details["warmup_kernels"]), int(o.kernels[0]->size())) << "Find's trials in the warm-up";
+    }
+  }
+}
+
+TEST_F(GpuDetection, CublasLtRecordsTheWholeConfigurationAndBf16x9SaysWhatRan) {
+  Observation lt = probe("cublaslt:0?algo=0", "matmul?m=256&n=256&k=515", 2);
+  for (const char* key : {"algo_id", "tile", "stages", "splitk", "reduction_scheme", "cta_swizzling", "custom_option",
+                          "inner_shape", "cluster_shape"}) {
+    EXPECT_TRUE(lt.details.count(key)) << key;
+    EXPECT_NE(lt.details[key], "?") << key << ": cuBLASLt refused to tell";
+  }
+  Observation bf = probe("cublas:0?math=bf16x9", "matmul?m=256&n=256&k=515", 2);
+  CudaEnvironment env = query_cuda_environment();
+  const GpuInfo& g = env.gpus[0];
+  EXPECT_EQ(bf.details["emulated"].rfind(cublas_emulates_bf16x9(g.cc_major, g.cc_minor) ? "yes" : "no", 0), 0u)
+      << bf.details["emulated"];
+}
+
+// An illegal address is sticky: the context is lost for the rest of the process, and the backend says so.
+// Exits 0 when it does. Run in a child process (gtest's threadsafe death test re-executes this binary),
+// since it poisons the CUDA context of whichever process does it.
+[[noreturn]] void lose_the_context() {
+  Status st;
+  auto b = make_gpu_backend("cuda", 0, {}, &st);
+  if (!b) std::_Exit(3);
+  // A gemm reading A and B at device address 0x100: an illegal address.
+  auto* bad = reinterpret_cast<const float*>(uintptr_t(0x100));
+  float* c = static_cast<float*>(b->alloc(64 * 64 * sizeof(float)));
+  st = b->gemm(Trans::kN, Trans::kN, 64, 64, 64, 1.f, bad, 64, bad, 64, 0.f, c, 64);
+  if (st) st = b->synchronize();
+  std::string why;
+  const bool lost = !st && b->context_lost(&why);
+  std::fprintf(stderr, "status: %s; context lost: %s\n", st.message().c_str(), why.c_str());
+  std::_Exit(lost && why.find("cudaErrorIllegalAddress") != std::string::npos ? 0 : 1);
+}
+
+TEST_F(GpuDetection, AnIllegalAddressLosesTheContextAndTheBackendSaysSo) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(lose_the_context(), ::testing::ExitedWithCode(0), "context lost: cudaErrorIllegalAddress");
+}
+
+}  // namespace
+}  // namespace detaudit
