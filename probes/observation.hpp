@@ -35,9 +35,9 @@ struct Observation {
   int repeats = 0;     // requested repeats
   std::vector<std::string> fingerprints;  // one per completed repeat, 32 hex digits
   int distinct = 0;
-  // The untraced, untimed run before the repeats (one-time setup such as cuDNN's algorithm search runs
-  // there, so it appears in no repeat's kernels or seconds). Not counted in `distinct`; judged against
-  // the repeats by gates/verdict.cpp. Empty in results of older versions.
+  // The untimed warm-up run before the repeats, traced (on GPUs) under its own correlation id: one-time
+  // setup such as cuDNN's algorithm search runs there, so it appears in no repeat's kernels or seconds.
+  // Not counted in `distinct`; judged against the repeats by gates/verdict.cpp. Empty in older results.
   std::string warmup_fingerprint;
   std::optional<OracleDistance> oracle;  // absent when there is no oracle output to compare with
   std::vector<double> seconds;
