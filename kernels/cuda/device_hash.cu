@@ -1,28 +1,16 @@
 // Device-side pre-hash for fingerprints: the kernels behind GpuBackend::fingerprint. What the hash is and
 // why it has a keyed pair of lanes: kernels/cuda/device_hash.hpp.
 #include <cuda_runtime.h>
-#include <sys/random.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstring>
-#include <random>
 
 #include "kernels/cuda/common.hpp"
 #include "kernels/cuda/cuda.hpp"
 #include "kernels/cuda/device_hash.hpp"
 
 namespace detaudit::gpu {
-
-DeviceHashKey DeviceHashKey::random() {
-  uint64_t k[2] = {0, 0};
-  if (getrandom(k, sizeof(k), 0) != ssize_t(sizeof(k))) {  // never expected on Linux; still a secret key
-    std::random_device rd;
-    k[0] = (uint64_t(rd()) << 32) | rd();
-    k[1] = (uint64_t(rd()) << 32) | rd();
-  }
-  return {k[0] | 1, k[1]};
-}
 
 namespace {
 

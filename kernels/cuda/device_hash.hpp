@@ -15,8 +15,11 @@
 // determinism: integer addition mod 2^64 is associative and commutative, so the atomics that combine
 // the per-block sums give the same bits in any order, on any grid.
 #pragma once
+#include <sys/random.h>
+
 #include <cstddef>
 #include <cstdint>
+#include <random>
 
 #if defined(__CUDACC__)
 #define DETAUDIT_HD __host__ __device__
@@ -31,7 +34,16 @@ constexpr int kDeviceHashLanes = 4;  // public (2), keyed (2)
 
 struct DeviceHashKey {
   uint64_t mul = 1, add = 0;  // mul odd, so (i + 1) * mul never repeats below 2^64 words
-  static DeviceHashKey random();  // from the OS's random source (getrandom); device_hash.cu
+  // From the OS's random source (getrandom); header-only, so CPU-only builds and their tests have it too.
+  static DeviceHashKey random() {
+    uint64_t k[2] = {0, 0};
+    if (getrandom(k, sizeof(k), 0) != ssize_t(sizeof(k))) {  // never expected on Linux; still a secret key
+      std::random_device rd;
+      k[0] = (uint64_t(rd()) << 32) | rd();
+      k[1] = (uint64_t(rd()) << 32) | rd();
+    }
+    return {k[0] | 1, k[1]};
+  }
 };
 
 DETAUDIT_HD inline uint64_t rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
