@@ -117,6 +117,7 @@ TEST_F(GpuDetection, EveryTracedRepeatHoldsOnlyItsOwnKernels) {
     for (auto& k : *o.kernels[0]) std::cout << " " << k.name;
     std::cout << "\n";
     if (std::string(c.target) == "cudnn:0") {
+      ASSERT_TRUE(o.details.count("warmup_kernels")) << "the warm-up was not traced";
       EXPECT_GT(std::stoi(o.details["warmup_kernels"]), int(o.kernels[0]->size())) << "Find's trials in the warm-up";
     }
   }
