@@ -7,6 +7,9 @@
 #include <span>
 #include <cstring>
 
+#include <fmt/format.h>
+
+#include "analysis/resampling.hpp"
 #include "analysis/stats.hpp"
 
 namespace detaudit {
@@ -25,21 +28,11 @@ AnovaTerm term(double ss, double df) {
   return t;
 }
 
-// Uniform integer in [0, n) by rejection on raw mt19937_64 output: the same sequence on every
-// standard library (std::uniform_int_distribution's algorithm is implementation-defined).
-std::size_t uniform_index(std::mt19937_64& g, std::size_t n) {
-  const std::uint64_t un = n;
-  const std::uint64_t threshold = (0 - un) % un;  // 2^64 mod n
-  for (;;) {
-    const std::uint64_t r = g();
-    if (r >= threshold) return static_cast<std::size_t>(r % un);
-  }
-}
-
-template <class T>
-void fisher_yates(std::vector<T>& v, std::mt19937_64& g) {
-  for (std::size_t i = v.size(); i > 1; --i) std::swap(v[i - 1], v[uniform_index(g, i)]);
-}
+static_assert(kExactPermutationLimit == resampling::kExactLimit, "one exact-enumeration limit");
+using resampling::at_least;
+using resampling::fisher_yates;
+using resampling::permutation_stat;
+using resampling::uniform_index;
 
 // Cell means (a × b) and within-cell sums of squares; everything else in the balanced designs
 // follows from these.
@@ -158,18 +151,6 @@ double sum(const std::vector<double>& v) {
   return s;
 }
 
-// F statistic for the permutation test: +inf for a perfect effect (denominator 0, numerator > 0),
-// 0 when both are 0.
-double permutation_stat(double ms_num, double ms_den) {
-  if (ms_den > 0.0) return ms_num / ms_den;
-  return ms_num > 0.0 ? std::numeric_limits<double>::infinity() : 0.0;
-}
-
-bool at_least(double f_star, double f_obs) {
-  if (std::isinf(f_obs)) return std::isinf(f_star);
-  return f_star >= f_obs * (1.0 - 1e-12);
-}
-
 // Sets f/p for MS_num/MS_den, or leaves them absent with a note.
 void f_test(double ms_num, double df_num, double ms_den, double df_den, const char* name,
             std::optional<double>& f, std::optional<double>& p, std::string& notes) {
@@ -214,9 +195,19 @@ TwoWayResult two_way_anova(const Cube& c) {
   r.target_testable = c.a >= 2 && c.b >= 2;
   if (c.a < 2) add_note(r.notes, "a = 1: one target, no target effect to test");
   if (c.b < 2) add_note(r.notes, "b = 1: one seed, target × seed interaction not estimable, no test of targets");
-  r.confounded_ab_e = c.n == 1;
-  if (c.n == 1)
+  r.confounded_ab_e = c.n == 1 && r.target_testable;
+  // n = 1: no residual term. What absorbs the run-to-run spread is the lowest term still estimable: the
+  // interaction with 2+ targets and 2+ seeds, else the seed term (one target) or the target term (one seed).
+  if (c.n == 1 && r.target_testable)
     add_note(r.notes, "n = 1: interaction and residual are confounded; sigma2_AB absorbs the residual, sigma2_E reported as 0");
+  else if (c.n == 1 && c.a == 1 && c.b >= 2)
+    add_note(r.notes, "n = 1 and a = 1: seed and residual are confounded; sigma2_B absorbs the residual, sigma2_E "
+                      "reported as 0");
+  else if (c.n == 1 && c.b == 1 && c.a >= 2)
+    add_note(r.notes, "n = 1 and b = 1: target and residual are confounded; sigma2_A absorbs the residual, sigma2_E "
+                      "reported as 0");
+  else if (c.n == 1)
+    add_note(r.notes, "n = 1, a = 1, b = 1: one value, nothing to decompose");
   else if (!r.target_testable)
     add_note(r.notes, "interaction not estimable: it is contained in the other components");
 
@@ -259,21 +250,59 @@ PermutationResult permutation_test_target(const Cube& c, std::size_t permutation
   if (std::isfinite(f_obs)) out.f_observed = f_obs;
   else add_note(out.notes, "observed F_A infinite (MS_AB = 0)");
 
-  std::mt19937_64 g(seed);
+  // (a!)^b arrangements, counted up to the exact limit; and the floor 1/(a!)^(b−1) of the p-value.
+  std::size_t fact = 1;
+  for (std::size_t i = 2; i <= c.a && fact <= kExactPermutationLimit; ++i) fact *= i;
+  std::size_t total = 1;
+  for (std::size_t j = 0; j < c.b && total <= kExactPermutationLimit; ++j)
+    total = fact > kExactPermutationLimit ? kExactPermutationLimit + 1 : total * fact;
+  double floor_p = 1.0;
+  for (std::size_t j = 1; j < c.b && floor_p > 1e-300; ++j) floor_p /= double(fact);
+
   std::vector<double> perm(cells.mean.size());
-  std::vector<std::size_t> order(c.a);
+  auto place = [&](std::size_t j, const std::vector<std::size_t>& order) {
+    for (std::size_t i = 0; i < c.a; ++i) perm[i * c.b + j] = cells.mean[order[i] * c.b + j];
+  };
   std::size_t count = 0;
-  for (std::size_t p = 0; p < permutations; ++p) {
-    for (std::size_t j = 0; j < c.b; ++j) {
-      for (std::size_t i = 0; i < c.a; ++i) order[i] = i;
-      fisher_yates(order, g);
-      for (std::size_t i = 0; i < c.a; ++i) perm[i * c.b + j] = cells.mean[order[i] * c.b + j];
+  if (total <= kExactPermutationLimit) {
+    // Every arrangement once: a mixed-radix counter over the blocks, digit j choosing block j's
+    // permutation from the a! listed in lexicographic order (the identity, the observed data, first).
+    std::vector<std::vector<std::size_t>> perms;
+    std::vector<std::size_t> order(c.a);
+    for (std::size_t i = 0; i < c.a; ++i) order[i] = i;
+    do perms.push_back(order);
+    while (std::next_permutation(order.begin(), order.end()));
+    std::vector<std::size_t> digit(c.b, 0);
+    for (std::size_t n = 0; n < total; ++n) {
+      for (std::size_t j = 0; j < c.b; ++j) place(j, perms[digit[j]]);
+      if (at_least(stat(perm), f_obs)) ++count;
+      for (std::size_t j = 0; j < c.b && ++digit[j] == perms.size(); ++j) digit[j] = 0;
     }
-    if (at_least(stat(perm), f_obs)) ++count;
+    out.exact = true;
+    out.permutations = total;
+    out.p = static_cast<double>(count) / static_cast<double>(total);
+    out.min_p = floor_p;
+  } else {
+    std::mt19937_64 g(seed);
+    std::vector<std::size_t> order(c.a);
+    for (std::size_t p = 0; p < permutations; ++p) {
+      for (std::size_t j = 0; j < c.b; ++j) {
+        for (std::size_t i = 0; i < c.a; ++i) order[i] = i;
+        fisher_yates(order, g);
+        place(j, order);
+      }
+      if (at_least(stat(perm), f_obs)) ++count;
+    }
+    out.permutations = permutations;
+    out.p = (1.0 + static_cast<double>(count)) / (1.0 + static_cast<double>(permutations));
+    out.min_p = std::max(floor_p, 1.0 / (1.0 + static_cast<double>(permutations)));
   }
-  out.permutations = permutations;
   out.at_least_as_extreme = count;
-  out.p = (1.0 + static_cast<double>(count)) / (1.0 + static_cast<double>(permutations));
+  out.no_power = out.min_p > 0.05;
+  if (out.no_power)
+    add_note(out.notes, fmt::format("no power: the smallest p this design can give is {:.3g} > 0.05 ({} targets x {} "
+                                    "seeds: at least {} of the arrangements tie with the data)",
+                                    out.min_p, c.a, c.b, fact));
   return out;
 }
 
@@ -288,8 +317,10 @@ BootstrapResult bootstrap_components(const Cube& c, std::size_t resamples, std::
   const TwoWayResult point = two_way_anova(c);
   out.point_clipped = point.clipped;
   out.point_share = point.share;
-  if (c.b < 2) {
-    add_note(out.notes, "b = 1: no seed blocks to resample");
+  if (c.b < kMinBootstrapBlocks) {
+    add_note(out.notes, fmt::format("no interval: {} seed block{} (at least {} are needed; with so few, "
+                                    "resampled shares span [0, 1] by construction)",
+                                    c.b, c.b == 1 ? "" : "s", kMinBootstrapBlocks));
     return out;
   }
   if (resamples == 0) {

@@ -49,7 +49,7 @@ struct TwoWayResult {
   Components clipped;  // max(raw, 0)
   Components share;    // clipped / Σ clipped; all 0 when Σ clipped == 0
   bool target_testable = false;  // a ≥ 2 and b ≥ 2
-  bool confounded_ab_e = false;  // n == 1: σ²_AB absorbs the residual, σ²_E reported as 0
+  bool confounded_ab_e = false;  // n == 1 with a, b ≥ 2: σ²_AB absorbs the residual, σ²_E reported as 0
   std::string notes;             // human-readable flags, "; "-separated
 };
 
@@ -59,16 +59,27 @@ TwoWayResult two_way_anova(const Cube& c);
 
 struct PermutationResult {
   std::optional<double> f_observed;  // absent when MS_A = MS_AB = 0
-  std::optional<double> p;           // (1 + #{F* ≥ F}) / (1 + N); absent when not testable
-  std::size_t permutations = 0;
+  // exact: #{F* ≥ F} / N over all N = (a!)^b arrangements; Monte Carlo: (1 + #{F* ≥ F}) / (1 + N).
+  // Absent when not testable.
+  std::optional<double> p;
+  bool exact = false;                 // every arrangement enumerated (N ≤ kExactPermutationLimit)
+  std::size_t permutations = 0;       // arrangements enumerated, or random draws
   std::size_t at_least_as_extreme = 0;
+  // The smallest p this design can give: relabelling every seed block alike leaves F unchanged, so at
+  // least a! of the (a!)^b arrangements tie with the observed one: 1/(a!)^(b−1) (and 1/(1 + N) for
+  // Monte Carlo). Above 0.05 the test has no power at that level, whatever the data.
+  double min_p = 0.0;
+  bool no_power = false;
   std::uint64_t seed = 0;
   std::string notes;
 };
 
+// Designs with at most this many within-block arrangements are enumerated exactly.
+inline constexpr std::size_t kExactPermutationLimit = 100000;  // = resampling::kExactLimit
+
 // Permutes target labels within each seed block (each seed column's cells are reassigned to
-// targets by an independent uniform permutation, replicates travel with their cell) and
-// recomputes F_A. Ties count with a relative tolerance of 1e-12 so that permutations that only
+// targets by a permutation of its own, replicates travel with their cell) and recomputes F_A: every
+// arrangement when there are at most kExactPermutationLimit, else `permutations` uniform draws. Ties count with a relative tolerance of 1e-12 so that permutations that only
 // reorder a sum are not lost to rounding. When MS_AB* = 0 with MS_A* > 0 the statistic is +inf
 // internally (a perfect target effect), which compares correctly.
 PermutationResult permutation_test_target(const Cube& c, std::size_t permutations, std::uint64_t seed);
@@ -81,8 +92,13 @@ struct ComponentIntervals {
   Interval target, seed, interaction, residual;
 };
 
+// Fewer seed blocks than this give no bootstrap interval: with b blocks there are only C(2b−1, b)
+// distinct resamples (10 for b = 3), and a percentile interval of a share then spans [0, 1] or close to
+// it by construction, which says nothing.
+inline constexpr std::size_t kMinBootstrapBlocks = 8;
+
 struct BootstrapResult {
-  bool ok = false;  // false when b < 2 (nothing to resample) or the cube is invalid
+  bool ok = false;  // false when b < kMinBootstrapBlocks (notes say why) or the cube is invalid
   std::size_t resamples = 0;
   std::uint64_t seed = 0;
   double level = 0.95;

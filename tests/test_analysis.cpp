@@ -181,7 +181,7 @@ TEST(TwoWay, ConstantWithinCellsGivesExactZeroResidual) {
 }
 
 TEST(TwoWay, ConstantDataHasNoNaNAndNoTests) {
-  const Cube c{3, 4, 2, std::vector<double>(24, 0.0073)};
+  const Cube c{3, 8, 2, std::vector<double>(48, 0.0073)};
   const TwoWayResult r = two_way_anova(c);
   expect_finite(r);
   EXPECT_FALSE(r.f_target.has_value());
@@ -215,6 +215,60 @@ TEST(TwoWay, SingleTargetOrSeedIsFlaggedNotTested) {
   }
   // b = 1: nothing to bootstrap.
   EXPECT_FALSE(bootstrap_components(make_design(3, 1, 2, 1.0, 1.0, 0.1, 0.1, 3), 20, 1).ok);
+}
+
+// Issue 11, defect 2: 2 targets x 3 seeds have 2^3 = 8 arrangements within seed blocks, and the 2 that
+// relabel every block alike tie with the data, so no p below 2/8 = 0.25 exists. Enumerated exactly, the
+// strongest effect gets exactly that floor, and the test says it has no power (the Monte Carlo p of
+// earlier versions printed 0.222, below the floor).
+TEST(TwoWay, FewArrangementsAreEnumeratedExactlyAndTheFloorIsSaid) {
+  const Cube c = make_design(2, 3, 2, 5.0, 0.5, 0.05, 0.05, 4);
+  const PermutationResult p = permutation_test_target(c, 999, 1);
+  ASSERT_TRUE(p.p.has_value());
+  EXPECT_TRUE(p.exact);
+  EXPECT_EQ(p.permutations, 8u);
+  EXPECT_EQ(p.at_least_as_extreme, 2u);
+  EXPECT_EQ(*p.p, 0.25);
+  EXPECT_EQ(p.min_p, 0.25);
+  EXPECT_TRUE(p.no_power);
+  EXPECT_NE(p.notes.find("no power: the smallest p this design can give is 0.25 > 0.05"), std::string::npos) << p.notes;
+}
+
+TEST(TwoWay, ExactPermutationPIsAMultipleOfOneArrangementAndReachesItsFloor) {
+  // 3 targets x 4 seeds: 6^4 = 1296 arrangements, floor 6/1296 = 1/216 (below 0.05: the test has power).
+  const Cube c = make_design(3, 4, 2, 5.0, 0.5, 0.05, 0.05, 12);
+  const PermutationResult p = permutation_test_target(c, 999, 1);
+  ASSERT_TRUE(p.p.has_value());
+  EXPECT_TRUE(p.exact);
+  EXPECT_EQ(p.permutations, 1296u);
+  EXPECT_DOUBLE_EQ(p.min_p, 1.0 / 216);
+  EXPECT_FALSE(p.no_power);
+  EXPECT_DOUBLE_EQ(*p.p, double(p.at_least_as_extreme) / 1296);
+  EXPECT_EQ(p.at_least_as_extreme, 6u) << "only the 6 global relabellings reach the observed F";
+  // No effect: a large exact p, the same whatever the Monte Carlo seed.
+  const Cube n = make_design(3, 4, 2, 0.0, 0.5, 0.3, 0.1, 13);
+  EXPECT_EQ(*permutation_test_target(n, 999, 1).p, *permutation_test_target(n, 999, 2).p);
+  EXPECT_GT(*permutation_test_target(n, 999, 1).p, 0.1);
+}
+
+TEST(TwoWay, MonteCarloBeyondTheExactLimitKeepsItsFloor) {
+  // 3 targets x 8 seeds: 6^8 = 1679616 arrangements, drawn at random; the floor is then 1/(1 + N).
+  const Cube c = make_design(3, 8, 2, 5.0, 0.5, 0.05, 0.05, 21);
+  const PermutationResult p = permutation_test_target(c, 999, 1);
+  ASSERT_TRUE(p.p.has_value());
+  EXPECT_FALSE(p.exact);
+  EXPECT_EQ(p.permutations, 999u);
+  EXPECT_DOUBLE_EQ(p.min_p, 1.0 / 1000);
+  EXPECT_GE(*p.p, p.min_p);
+}
+
+// Issue 11, defect 3: with 3 seed blocks the percentile interval of a share is [0, 1] by construction.
+TEST(TwoWay, FewSeedBlocksGiveNoBootstrapIntervalAndSayWhy) {
+  const BootstrapResult b = bootstrap_components(make_design(2, 3, 2, 1.0, 1.0, 0.1, 0.1, 3), 999, 1);
+  EXPECT_FALSE(b.ok);
+  EXPECT_NE(b.notes.find("no interval: 3 seed blocks (at least 8 are needed"), std::string::npos) << b.notes;
+  EXPECT_FALSE(bootstrap_components(make_design(2, 7, 2, 1.0, 1.0, 0.1, 0.1, 3), 999, 1).ok);
+  EXPECT_TRUE(bootstrap_components(make_design(2, 8, 2, 1.0, 1.0, 0.1, 0.1, 3), 999, 1).ok);
 }
 
 TEST(TwoWay, SingleReplicateConfoundsInteractionAndResidual) {
@@ -294,10 +348,12 @@ TEST(TwoWay, PerfectAdditiveTargetEffect) {
   ASSERT_TRUE(p.p.has_value());
   EXPECT_FALSE(p.f_observed.has_value());
   EXPECT_EQ(r.interaction.ss, 0.0);
-  // Only the identity and the full swap keep MS_AB at 0 (F* = inf): 2 of the 2^8 equally likely
-  // within-block permutations, so p ≈ 1/128.
-  EXPECT_LT(*p.p, 0.05);
-  EXPECT_GT(p.at_least_as_extreme, 0u);
+  // Only the identity and the full swap keep MS_AB at 0 (F* = inf): 2 of the 2^8 within-block
+  // arrangements, every one enumerated, so p = 1/128 exactly, the floor of this design.
+  EXPECT_TRUE(p.exact);
+  EXPECT_EQ(p.at_least_as_extreme, 2u);
+  EXPECT_EQ(*p.p, 1.0 / 128);
+  EXPECT_EQ(p.min_p, 1.0 / 128);
 }
 
 TEST(TwoWay, BootstrapContainsPointAndIsReproducible) {
@@ -392,4 +448,19 @@ TEST(ConfoundingGuard, FourCases) {
   EXPECT_EQ(classify_comparison(gpu_cudnn, gpu_cudnn), ComparisonKind::kNeither);
   EXPECT_EQ(attributable_label(gpu_cudnn, gpu_cudnn).rfind("none", 0), 0u);
   EXPECT_STREQ(comparison_kind_name(ComparisonKind::kBoth), "both");
+}
+
+// Issue 11, defect 6: with one target and one replicate the seed term, not the interaction, takes the
+// residual (the interaction has no degrees of freedom).
+TEST(TwoWay, OneTargetOneReplicateConfoundsSeedAndResidual) {
+  const Cube c = make_design(1, 6, 1, 0.0, 1.0, 0.0, 0.2, 5);
+  const TwoWayResult r = two_way_anova(c);
+  EXPECT_FALSE(r.confounded_ab_e);
+  EXPECT_EQ(r.interaction.df, 0.0);
+  EXPECT_EQ(r.raw.interaction, 0.0);
+  EXPECT_DOUBLE_EQ(r.raw.seed, r.seed.ms) << "the seed term holds everything";
+  EXPECT_NE(r.notes.find("n = 1 and a = 1: seed and residual are confounded; sigma2_B absorbs the residual"),
+            std::string::npos)
+      << r.notes;
+  EXPECT_EQ(r.notes.find("sigma2_AB absorbs"), std::string::npos) << r.notes;
 }
