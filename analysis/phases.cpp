@@ -83,18 +83,18 @@ SegmentKind classify(const Segment& s, const PhaseOptions& o) {
   return SegmentKind::kOther;
 }
 
-std::string label_of(const std::vector<Segment>& segs) {
-  // Adjacent segments of the same kind form one phase (the DP may split a long drop in two).
-  std::vector<SegmentKind> phases;
-  for (const auto& s : segs)
-    if (phases.empty() || phases.back() != s.kind) phases.push_back(s.kind);
-  const auto P = SegmentKind::kPlateau, D = SegmentKind::kDrop;
-  for (std::size_t i = 0; i + 2 < phases.size(); ++i)
-    if (phases[i] == D && phases[i + 1] == P && phases[i + 2] == D) return "triphasic";
-  for (std::size_t i = 0; i + 1 < phases.size(); ++i)
-    if (phases[i] == P && phases[i + 1] == D) return "biphasic";
-  if (std::find(phases.begin(), phases.end(), P) == phases.end()) return "monophasic";
-  return "other";
+// The label follows the first plateau and its escape, not the adjacency of segments: a plateau that
+// ends in a smooth drop is often segmented plateau -> other -> drop, and was labelled "other" although
+// the escape was found.
+std::string label_of(const PhaseResult& r, double margin) {
+  if (!r.plateau_segment) return "monophasic";
+  if (!r.escape_bin) return "censored";
+  // Before the plateau the curve came down onto it: a drop segment, or a start at least `margin`
+  // (the escape margin, in log loss) above the plateau's median.
+  const std::size_t first = r.segments[*r.plateau_segment].first_bin;
+  bool fell = first > 0 && r.smoothed[0] >= r.plateau_median + margin;
+  for (std::size_t i = 0; i < *r.plateau_segment; ++i) fell = fell || r.segments[i].kind == SegmentKind::kDrop;
+  return fell ? "triphasic" : "biphasic";
 }
 
 }  // namespace
@@ -180,14 +180,15 @@ PhaseResult detect_phases(const std::vector<double>& losses, const PhaseOptions&
     r.segments.push_back(s);
     start = e;
   }
-  r.label = label_of(r.segments);
-
   for (std::size_t i = 0; i < r.segments.size(); ++i)
     if (r.segments[i].kind == SegmentKind::kPlateau) {
       r.plateau_segment = i;
       break;
     }
-  if (!r.plateau_segment) return r;
+  if (!r.plateau_segment) {
+    r.label = label_of(r, opt.escape_margin);
+    return r;
+  }
   r.has_plateau = true;
   const Segment& pl = r.segments[*r.plateau_segment];
   r.plateau_median = median(std::span<const double>(r.y.data() + pl.first_bin, pl.last_bin - pl.first_bin + 1));
@@ -207,6 +208,7 @@ PhaseResult detect_phases(const std::vector<double>& losses, const PhaseOptions&
     }
   }
   r.censored = !r.escape_bin.has_value();
+  r.label = label_of(r, opt.escape_margin);
   return r;
 }
 

@@ -43,9 +43,10 @@ struct PhaseResult {
   double penalty = 0.0;          // β = 3σ̂² ln n
   std::size_t min_segment = 0;   // max(5, n/50), capped at n
   std::vector<Segment> segments;
-  // "triphasic" (drop→plateau→drop adjacent), "biphasic" (plateau→drop adjacent),
-  // "monophasic" (no plateau segment at all), "other" (a plateau without an adjacent drop after it),
-  // "insufficient" (fewer than 3 usable bins).
+  // From the first plateau and its escape: "biphasic" (the plateau escaped, the curve at its level
+  // from the start), "triphasic" (escaped, and the curve came down onto it: a drop segment before it,
+  // or a start at least escape_margin above its median), "censored" (a plateau never escaped),
+  // "monophasic" (no plateau segment at all), "insufficient" (fewer than 3 usable bins).
   std::string label;
   bool has_plateau = false;
   std::optional<std::size_t> plateau_segment;  // index of the first plateau segment
