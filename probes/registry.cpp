@@ -313,24 +313,34 @@ Promise promise_cudnn(const Spec& t, const Spec& w, const std::map<std::string, 
 }
 
 // ---- training variants -----------------------------------------------------------------------------
-void variants_cpu(Spec* d, Spec* n) {
+std::string variants_cpu(Spec* d, Spec* n) {
+  // determinism: order=atomic races between threads: with one there is one completion order, and the
+  // "nondeterminism on" conditions would hold none.
+  if (d->get_int("threads", 1) < 2)
+    return fmt::format("{} has no nondeterministic variant: order=atomic with one thread has one completion order "
+                       "(use threads=2 or more)",
+                       d->str());
   d->set("order", "blocked");
   n->set("order", "atomic");
+  return "";
 }
-void variants_cuda(Spec* d, Spec* n) {
+std::string variants_cuda(Spec* d, Spec* n) {
   d->set("order", "tree");
   n->set("order", "atomic");
+  return "";
 }
-void variants_cublas(Spec* d, Spec* n) {
+std::string variants_cublas(Spec* d, Spec* n) {
   d->set("atomics", "not_allowed");
   n->set("atomics", "allowed");
+  return "";
 }
-void variants_cudnn(Spec* d, Spec* n) {
+std::string variants_cudnn(Spec* d, Spec* n) {
   // Legacy algorithm 1 is deterministic for every pass; backward algorithm 0 accumulates with atomics.
   for (const char* k : {"fwd_algo", "bwd_data_algo", "bwd_filter_algo"}) d->set(k, "1");
   n->set("fwd_algo", "1");
   n->set("bwd_data_algo", "0");
   n->set("bwd_filter_algo", "0");
+  return "";
 }
 
 // ---- testing (hidden) ------------------------------------------------------------------------------
@@ -645,7 +655,10 @@ bool training_variants(const Spec& base, Spec* deterministic, Spec* nondetermini
   }
   *deterministic = base;
   *nondeterministic = base;
-  e->variants(deterministic, nondeterministic);
+  if (std::string why = e->variants(deterministic, nondeterministic); !why.empty()) {
+    *err = why;
+    return false;
+  }
   return true;
 }
 

@@ -79,7 +79,8 @@ struct BackendEntry {
   std::map<std::string, int> all_counts;
   // Training: turns copies of a base target into its deterministic and nondeterministic variant;
   // nullptr when the backend has no nondeterministic variant.
-  void (*variants)(Spec* deterministic, Spec* nondeterministic) = nullptr;
+  // Returns "" or why this base has no nondeterministic variant that can vary.
+  std::string (*variants)(Spec* deterministic, Spec* nondeterministic) = nullptr;
 };
 
 // All entries, in --help order.

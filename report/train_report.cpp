@@ -121,18 +121,25 @@ void add_final_loss_table(Document& d, const Results& r) {
   std::vector<std::vector<Cell>> rows;
   for (auto& row : jf::array(r.analysis, "table")) {
     auto mean = jf::number(row, "mean"), sd = jf::number(row, "std"), lo = jf::number(row, "min"), hi = jf::number(row, "max");
+    auto sci = [](std::optional<double> x) { return x ? fmt::format("{:.2e}", *x) : std::string("—"); };
     rows.push_back({{cond_name(jf::str(row, "condition")), ""},
                     {inline_code(jf::str(row, "target")), ""},
                     {std::to_string(jf::integer(row, "runs")), ""},
                     {mean && sd ? fmt::format("{:.6f} ± {:.2e}", *mean, *sd) : "—", ""},
+                    {sci(jf::number(row, "seed_std")), ""},
+                    {sci(jf::number(row, "run_std")), ""},
                     {lo && hi ? fmt::format("{:.6f} – {:.6f}", *lo, *hi) : "—", ""},
                     {fmt::format("{} / {}", jf::integer(row, "distinct_weights"), jf::integer(row, "distinct_curves")),
                      jf::boolean(row, "bitwise_identical") ? "ok" : ""}});
   }
   d.add("Final loss by condition and target")
-      .para("Mean ± sample standard deviation of the final metric, as in the paper's table; the last column counts "
-            "distinct final-weight and loss-curve hashes (1 / 1: every run bitwise identical).")
-      .table({"condition", "target", "runs", "mean ± std", "range", "distinct weights / curves"}, rows);
+      .para("Mean ± sample standard deviation of the final metric, as in the paper's table, which pools two spreads: "
+            "the seed spread (standard deviation of the per-seed means: initial weights) and the run-to-run spread "
+            "(within a seed, pooled: what nondeterminism adds), shown apart where the design has them. The last "
+            "column counts distinct final-weight and loss-curve hashes (1 / 1: every run bitwise identical).")
+      .table({"condition", "target", "runs", "mean ± std", "seed std", "run-to-run std", "range",
+              "distinct weights / curves"},
+             rows);
 
   std::map<std::string, std::vector<double>> by_cond;
   for (auto& run : r.training)
@@ -179,11 +186,23 @@ void add_variance_section(Document& d, const nlohmann::json& an) {
     }
     const auto& perm = jf::object(va, "permutation");
     const auto& anova = jf::object(va, "anova");
-    vs.para(fmt::format("**{}**: {} targets × {} seeds × {} replicates. Target effect: permutation p = {}, F = {} (F-test "
-                        "p = {}). {}",
+    // How the permutation p was obtained and the least it can be (results of older versions say neither).
+    std::string how;
+    if (auto n = jf::number(perm, "permutations"); n && jf::get(perm, "exact").is_boolean())
+      how = fmt::format(" ({} over {:.0f} arrangements; smallest attainable p {}{})",
+                        jf::get(perm, "exact").get<bool>() ? "exact" : "Monte Carlo", *n, num(jf::number(perm, "min_p")),
+                        jf::get(perm, "no_power").is_boolean() && jf::get(perm, "no_power").get<bool>()
+                            ? ": **no power** at 0.05, whatever the data"
+                            : "");
+    std::string boot_note = jf::str(jf::object(va, "bootstrap"), "note");
+    vs.para(fmt::format("**{}**: {} targets × {} seeds × {} replicates. Target effect: permutation p = {}{}, F = {} (F-test "
+                        "p = {}). {}{}",
                         cond_name(c), jf::array(va, "targets").size(), jf::integer(va, "seeds"),
-                        jf::integer(va, "replicates"), num(jf::number(perm, "p")), num(jf::number(anova, "f_target")),
-                        num(jf::number(anova, "p_target_f")), inline_text(jf::str(va, "notes"))));
+                        jf::integer(va, "replicates"), num(jf::number(perm, "p")), how, num(jf::number(anova, "f_target")),
+                        num(jf::number(anova, "p_target_f")),
+                        jf::str(va, "notes").empty() ? "" : inline_text(jf::str(va, "notes")) + ".",
+                        boot_note.empty() ? "" : " Intervals: " + inline_text(boot_note) + "."));
+    if (std::string note = jf::str(va, "identical_note"); !note.empty()) vs.para("**Did not vary:** " + inline_text(note) + ".");
     vs.table({"component", "variance", "share", "95% CI of share"}, vr);
     BarChartOptions bo;
     bo.title = "Share of final-loss variance, " + cond_label(c);
@@ -191,6 +210,45 @@ void add_variance_section(Document& d, const nlohmann::json& an) {
     bo.x_max = 1.0;
     vs.svg(svg_bar_chart(bars, bo), "variance shares");
   }
+}
+
+// (a) vs (b) and (c) vs (d): does nondeterminism add spread? Brown–Forsythe, permutation p, effect sizes.
+void add_spread_section(Document& d, const nlohmann::json& an) {
+  std::vector<std::vector<Cell>> rows;
+  for (auto& s : jf::array(an, "spread")) {
+    const auto& conds = jf::array(s, "conditions");
+    const auto& runs = jf::array(s, "runs");
+    const auto& sd = jf::array(s, "std");
+    auto at = [](const nlohmann::json& a, size_t i) {
+      return i < a.size() && a[i].is_number() ? std::optional<double>(a[i].get<double>()) : std::nullopt;
+    };
+    auto cond = [&](size_t i) { return i < conds.size() && conds[i].is_string() ? conds[i].get<std::string>() : "?"; };
+    const auto ci = interval(jf::get(s, "diff_ci"));
+    const bool no_power = jf::boolean(s, "no_power");
+    const auto p = jf::number(s, "p");
+    rows.push_back({{inline_code(jf::str(s, "base_target")), ""},
+                    {fmt::format("({}) vs ({})", cond(0), cond(1)), ""},
+                    {fmt::format("{:.0f} / {:.0f}", at(runs, 0).value_or(0), at(runs, 1).value_or(0)), ""},
+                    {fmt::format("{} / {}", num(at(sd, 0), "{:.2e}"), num(at(sd, 1), "{:.2e}")), ""},
+                    {num(jf::number(s, "sd_ratio"), "{:.3g}"), ""},
+                    {num(jf::number(s, "mean_abs_dev_diff"), "{:.2e}") +
+                         (ci ? fmt::format(" [{:.2e}, {:.2e}]", ci->first, ci->second) : ""),
+                     ""},
+                    {num(jf::number(s, "f"), "{:.3g}"), ""},
+                    {p ? fmt::format("{:.3g}{}", *p, jf::boolean(s, "exact") ? " (exact)" : "") : "—",
+                     p && *p < 0.05 && !no_power ? "warn" : ""},
+                    {no_power ? fmt::format("no power (p ≥ {:.3g})", jf::number(s, "min_p").value_or(NAN))
+                              : inline_text(jf::str(s, "notes")),
+                     no_power ? "warn" : ""}});
+  }
+  if (rows.empty()) return;
+  d.add("Does nondeterminism add spread?")
+      .para("The paper's comparisons, per base target: the final loss's spread with library nondeterminism on against "
+            "off, under random initial weights ((a) vs (b)) and under fixed ones ((c) vs (d)). Brown–Forsythe test "
+            "(ANOVA of |loss − group median|) with a permutation p (exact over every split when there are at most "
+            "10^5); effect sizes: the ratio of standard deviations and the difference of mean absolute deviations "
+            "(with a bootstrap 95% interval when both groups have at least 8 runs).")
+      .table({"target", "conditions", "runs", "std", "std ratio", "Δ mean |dev| [95% CI]", "F", "p", "notes"}, rows);
 }
 
 void add_confounding_section(Document& d, const nlohmann::json& an) {
@@ -202,13 +260,18 @@ void add_confounding_section(Document& d, const nlohmann::json& an) {
   for (auto& g : jf::array(an, "confounding"))
     gr.push_back({{inline_code(pair_of(g, "targets", 0)) + " vs " + inline_code(pair_of(g, "targets", 1)), ""},
                   {inline_text(pair_of(g, "hardware", 0)) + " / " + inline_text(pair_of(g, "hardware", 1)), ""},
-                  {inline_text(jf::str(g, "attributable_to")), jf::str(g, "kind") == "both" ? "warn" : ""}});
-  if (!gr.empty())
-    d.add("What a target effect could be attributed to")
-        .para("A difference between targets is called a hardware effect only when the implementation is identical, and "
-              "an implementation effect only when the hardware is; when both change it is confounded. (The paper this "
-              "design comes from was retracted because its CPU/GPU gap came from the framework, not the hardware.)")
-        .table({"targets", "hardware", "attributable to"}, gr);
+                  {inline_text(jf::str(g, "could_be")), jf::str(g, "kind") == "both" ? "warn" : ""},
+                  {inline_text(jf::str(g, "attributable_to")), ""}});
+  const std::string hw = jf::str(an, "hardware_attribution");
+  if (gr.empty() && hw.empty()) return;
+  auto& s = d.add("What a target effect could be attributed to");
+  s.para("A difference between targets is called a hardware effect only when the implementation (the target without "
+         "its device index, the versions of the libraries its bits depend on, detaudit's version and commit) is "
+         "identical, and an implementation effect only when the hardware is; when both change it is confounded. Only "
+         "a significant target effect is attributed. (The paper this design comes from was retracted because its "
+         "CPU/GPU gap came from the framework, not the hardware.)");
+  if (!hw.empty()) s.para("**Hardware:** " + inline_text(hw));
+  if (!gr.empty()) s.table({"targets", "hardware", "a difference could be", "attributed to"}, gr);
 }
 
 void add_curves_section(Document& d, const Results& r) {
@@ -259,6 +322,7 @@ void add_train_sections(Document& d, const Results& r) {
   add_train_verdict(d, r);
   add_final_loss_table(d, r);
   add_variance_section(d, r.analysis);
+  add_spread_section(d, r.analysis);
   add_confounding_section(d, r.analysis);
   add_curves_section(d, r);
 }

@@ -9,8 +9,10 @@
 #include <set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "analysis/phases.hpp"
+#include "analysis/spread.hpp"
 #include "analysis/stats.hpp"
 #include "analysis/variance.hpp"
 #include "kernels/fingerprint.hpp"
@@ -45,8 +47,10 @@ TrainDesign default_design(bool paper) {
   TrainDesign d;
   Spec a, b;
   std::string err;
+  // Both can race under order=atomic (two threads or more): a one-thread target's "nondeterministic"
+  // variant has one completion order and would vary in nothing.
   parse_target("cpu?threads=2", &a, &err);
-  parse_target("cpu?threads=1", &b, &err);
+  parse_target("cpu?threads=4", &b, &err);
   d.targets = {a, b};
   if (paper) {
     d.seeds = 12;
@@ -395,11 +399,70 @@ std::string hardware_of(const std::string& target, const nlohmann::json& machine
   return machine.value("cpu_model", std::string("unknown CPU"));
 }
 
+// The paper's comparisons: does library nondeterminism add spread to the final loss, under random
+// initial weights ((a) against (b)) and under fixed ones ((c) against (d))? Per base target, a
+// Brown–Forsythe test with its permutation p, effect sizes and (large enough groups) an interval.
+nlohmann::json spread_tests(const nlohmann::json& runs) {
+  std::vector<std::string> bases;
+  for (auto& r : runs)
+    if (std::string b = r.value("base_target", ""); !b.empty() && std::find(bases.begin(), bases.end(), b) == bases.end())
+      bases.push_back(b);
+  auto losses = [&](const std::string& base, const char* cond) {
+    std::vector<double> v;
+    for (auto& r : runs)
+      if (r.value("base_target", "") == base && r.value("condition", "") == cond && r.value("status", "") == "ok")
+        v.push_back(number_or_nan(r["final_loss"]));
+    return v;
+  };
+  nlohmann::json out = nlohmann::json::array();
+  uint64_t seed = 20213;
+  for (auto& base : bases)
+    for (auto [x, y] : {std::pair{"a", "b"}, std::pair{"c", "d"}}) {
+      const SpreadComparison s = compare_spread(losses(base, x), losses(base, y), 9999, seed++);
+      out.push_back({{"base_target", base},
+                     {"conditions", {x, y}},
+                     {"runs", {s.n1, s.n2}},
+                     {"std", {s.sd1, s.sd2}},
+                     {"f", opt_num(s.f)},
+                     {"p_f", opt_num(s.p_f)},
+                     {"p", opt_num(s.p)},
+                     {"exact", s.exact},
+                     {"permutations", s.permutations},
+                     {"min_p", s.min_p},
+                     {"no_power", s.no_power},
+                     {"mean_abs_dev_diff", s.mean_abs_dev_diff},
+                     {"sd_ratio", opt_num(s.sd_ratio)},
+                     {"diff_ci", s.diff_ci ? nlohmann::json::array({s.diff_ci->first, s.diff_ci->second})
+                                           : nlohmann::json(nullptr)},
+                     {"notes", s.notes}});
+    }
+  return out;
+}
+
+// What a target's bits are made by, hardware apart: the target without its device index (cuda:0 and
+// cuda:1 are one implementation on two devices), the versions of the libraries its backend's bits depend
+// on (registry `libraries`), and the tool's version and commit.
+std::string implementation_of(const std::string& target, const nlohmann::json& machine) {
+  Spec s;
+  std::string err;
+  if (!parse_target(target, &s, &err)) return target;
+  s.device = -1;
+  std::string out = fmt::format("detaudit {} ({}) {}", DETAUDIT_VERSION, git_commit(), s.str());
+  const nlohmann::json libs = machine.value("libraries", nlohmann::json::object());
+  if (const BackendEntry* e = find_backend(s.name))
+    for (const std::string& lib : e->libraries) {
+      auto it = libs.find(lib);
+      out += fmt::format(" {}={}", lib, it != libs.end() && it->is_string() ? it->get<std::string>() : "?");
+    }
+  return out;
+}
+
 nlohmann::json variance_for(const nlohmann::json& runs, const std::string& condition, const TrainDesign& d) {
   // Cube: targets (base order) x seeds x replicates, of final losses; only complete cubes are analysed.
   std::vector<std::string> targets;
   std::vector<uint64_t> seeds;
   std::map<std::tuple<std::string, uint64_t, int>, double> y;
+  std::map<std::pair<std::string, uint64_t>, std::set<std::string>> weights;  // (target, seed) -> final weights
   int reps = 0;
   for (auto& r : runs) {
     if (r.value("condition", "") != condition || r.value("status", "") != "ok") continue;
@@ -410,8 +473,29 @@ nlohmann::json variance_for(const nlohmann::json& runs, const std::string& condi
     if (std::find(seeds.begin(), seeds.end(), s) == seeds.end()) seeds.push_back(s);
     reps = std::max(reps, k + 1);
     y[{t, s, k}] = number_or_nan(r["final_loss"]);
+    weights[{t, s}].insert(r.value("weights_fingerprint", ""));
   }
-  nlohmann::json out = {{"condition", condition}, {"targets", targets}, {"seeds", seeds.size()}, {"replicates", reps}};
+  nlohmann::json out = {{"condition", condition}, {"seeds", seeds.size()}, {"replicates", reps}};
+  // A "nondeterministic" target whose replicates came out bitwise identical in every seed did not vary:
+  // its zero within-cell spread is no run-to-run noise, so it is flagged and left out of the pool.
+  if (reps >= 2) {
+    std::vector<std::string> identical, kept;
+    for (auto& t : targets) {
+      bool all_same = true;
+      for (auto s : seeds) all_same = all_same && weights[{t, s}].size() == 1 && !weights[{t, s}].begin()->empty();
+      (all_same ? identical : kept).push_back(t);
+    }
+    if (!identical.empty()) {
+      out["identical_replicates"] = identical;
+      out["identical_note"] = fmt::format(
+          "{} gave bitwise-identical replicates in every seed: {} variant did not vary, so {} left out of the "
+          "run-to-run pool and of this decomposition",
+          fmt::join(identical, ", "), identical.size() == 1 ? "its nondeterministic" : "their nondeterministic",
+          identical.size() == 1 ? "it is" : "they are");
+      targets = kept;
+    }
+  }
+  out["targets"] = targets;
   Cube c;
   c.a = targets.size();
   c.b = seeds.size();
@@ -427,7 +511,7 @@ nlohmann::json variance_for(const nlohmann::json& runs, const std::string& condi
         c.y.push_back(it->second);
       }
   if (!c.valid()) {
-    out["note"] = "no finished runs";
+    out["note"] = out.contains("identical_note") ? out["identical_note"].get<std::string>() : "no finished runs";
     return out;
   }
   TwoWayResult a = two_way_anova(c);
@@ -446,7 +530,9 @@ nlohmann::json variance_for(const nlohmann::json& runs, const std::string& condi
   out["components"] = components_json(a.clipped);
   out["shares"] = components_json(a.share);
   out["notes"] = a.notes;
-  out["permutation"] = {{"p", opt_num(perm.p)}, {"permutations", perm.permutations}, {"seed", perm.seed}, {"notes", perm.notes}};
+  out["permutation"] = {{"p", opt_num(perm.p)},         {"exact", perm.exact},       {"permutations", perm.permutations},
+                        {"min_p", perm.min_p},           {"no_power", perm.no_power}, {"seed", perm.seed},
+                        {"notes", perm.notes}};
   if (boot.ok)
     out["bootstrap"] = {{"level", boot.level},
                         {"resamples", boot.resamples},
@@ -497,6 +583,21 @@ nlohmann::json analyze_training(const nlohmann::json& runs, const nlohmann::json
       if (!v.empty()) {
         row["mean"] = mean(v);
         row["std"] = v.size() > 1 ? sample_std(v) : 0.0;
+        // The pooled std mixes two spreads: between initial weights (std of the per-seed means) and run
+        // to run (within a seed, pooled): both, apart, where the design has them.
+        std::map<uint64_t, std::vector<double>> by_seed;
+        for (auto& r : runs)
+          if (r.value("condition", "") == cond && r.value("target", "") == t && r.value("status", "") == "ok")
+            by_seed[r.value("seed", uint64_t(0))].push_back(number_or_nan(r["final_loss"]));
+        std::vector<double> seed_means;
+        double within = 0, within_df = 0;
+        for (auto& [s, ys] : by_seed) {
+          seed_means.push_back(mean(ys));
+          within += sample_variance(ys) * double(ys.size() - 1);
+          within_df += double(ys.size() - 1);
+        }
+        row["seed_std"] = seed_means.size() > 1 ? nlohmann::json(sample_std(seed_means)) : nlohmann::json(nullptr);
+        row["run_std"] = within_df > 0 ? nlohmann::json(std::sqrt(within / within_df)) : nlohmann::json(nullptr);
         row["min"] = *std::min_element(v.begin(), v.end());
         row["max"] = *std::max_element(v.begin(), v.end());
         row["distinct_weights"] = wfp.size();
@@ -507,25 +608,46 @@ nlohmann::json analyze_training(const nlohmann::json& runs, const nlohmann::json
     }
   }
   out["table"] = table;
+  out["spread"] = spread_tests(runs);
   // ---- variance components ---------------------------------------------------------------------
   out["variance"] = {variance_for(runs, "a", d), variance_for(runs, "b", d)};
   // ---- confounding guard -------------------------------------------------------------------------
-  nlohmann::json guard = nlohmann::json::array();
+  // Targets that ran in condition (a); a pair is attributable to hardware only when the implementation
+  // is identical, and only a significant target effect is attributed at all.
   std::vector<std::string> targets;
   for (auto& r : runs)
-    if (r.value("condition", "") == "a" && std::find(targets.begin(), targets.end(), r.value("target", "")) == targets.end())
+    if (r.value("condition", "") == "a" && r.value("status", "") == "ok" &&
+        std::find(targets.begin(), targets.end(), r.value("target", "")) == targets.end())
       targets.push_back(r.value("target", ""));
-  std::string libs = machine.value("libraries", nlohmann::json::object()).dump();
+  const nlohmann::json& va = out["variance"][0];
+  const nlohmann::json perm = va.value("permutation", nlohmann::json::object());
+  const bool significant = perm.value("p", nlohmann::json()).is_number() && perm["p"].get<double>() < 0.05 &&
+                           !perm.value("no_power", false);
+  std::string no_effect = perm.value("p", nlohmann::json()).is_number()
+                              ? fmt::format("nothing: no significant target effect in (a) (permutation p = {:.3g}{})",
+                                            perm["p"].get<double>(), perm.value("no_power", false) ? ", no power" : "")
+                              : "nothing: the target effect in (a) was not tested";
+  nlohmann::json guard = nlohmann::json::array();
+  std::set<std::string> hardware;
+  for (auto& t : targets) hardware.insert(hardware_of(t, machine));
   for (size_t i = 0; i < targets.size(); ++i)
     for (size_t j = i + 1; j < targets.size(); ++j) {
-      TargetDescription x{hardware_of(targets[i], machine), "detaudit " DETAUDIT_VERSION " " + targets[i]};
-      TargetDescription y{hardware_of(targets[j], machine), "detaudit " DETAUDIT_VERSION " " + targets[j]};
+      TargetDescription x{hardware_of(targets[i], machine), implementation_of(targets[i], machine)};
+      TargetDescription y{hardware_of(targets[j], machine), implementation_of(targets[j], machine)};
       guard.push_back({{"targets", {targets[i], targets[j]}},
                        {"hardware", {x.hardware, y.hardware}},
+                       {"implementation", {x.implementation, y.implementation}},
                        {"kind", comparison_kind_name(classify_comparison(x, y))},
-                       {"attributable_to", attributable_label(x, y)}});
+                       {"could_be", attributable_label(x, y)},
+                       {"attributable_to", significant ? attributable_label(x, y) : no_effect}});
     }
   out["confounding"] = guard;
+  if (hardware.size() <= 1)
+    out["hardware_attribution"] =
+        fmt::format("this design cannot attribute anything to hardware: every target ran on {} (one machine, one "
+                    "device); a difference between its targets is an implementation effect at most. Merge runs from "
+                    "other machines to test hardware.",
+                    hardware.empty() ? std::string("no hardware (no target ran)") : *hardware.begin());
   // ---- phases ------------------------------------------------------------------------------------
   std::vector<RunPhases> rp;
   for (auto& r : runs) {

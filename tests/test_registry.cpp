@@ -289,6 +289,14 @@ TEST(Registry, TrainingVariants) {
     EXPECT_EQ(v.nondeterministic.str(), c.nondet);
     EXPECT_EQ(v.base.str(), target(c.base).str());
   }
+  // Issue 11, defect 1: order=atomic with one thread has one completion order, nothing to vary.
+  {
+    Spec d, n;
+    std::string err;
+    EXPECT_FALSE(training_variants(target("cpu?threads=1"), &d, &n, &err));
+    EXPECT_EQ(err, "cpu?order=blocked&threads=1&isa=auto has no nondeterministic variant: order=atomic with one "
+                   "thread has one completion order (use threads=2 or more)");
+  }
   for (const char* none : {"cpu-ref", "openblas", "onednn", "cublaslt", "testing?fault=none"}) {
     Spec d, n;
     std::string err;

@@ -203,7 +203,7 @@ TEST(TrainCli, BadDataAndTargetsExitTwoWithOneLine) {
 TEST(TrainCli, RealFashionMnistIsTheDefault) {
   if (!have_fashion_mnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
   fs::path dir = fresh_dir("train-fashion");
-  CliRun r = run_cli("train autoencoder --seeds 1 --batches 3 --window 2 --replicates 1 --targets 'cpu?threads=1' --out " +
+  CliRun r = run_cli("train autoencoder --seeds 1 --batches 3 --window 2 --replicates 1 --targets 'cpu?threads=2' --out " +
                      dir.string());
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.err.find("60000 images 28x28"), std::string::npos) << r.err;
@@ -227,21 +227,21 @@ TEST(TrainCli, CrashedAndHungRunsAreRecordedAndTheDesignGoesOn) {
   fs::path dir = fresh_dir("train-fault");
   CliRun r;
   {
-    FaultHook hook("probe:1:segv,train:a|cpu?order=atomic&threads=1&isa=auto|1000|1:abort,train:3:segv,train:4:hang");
+    FaultHook hook("probe:1:segv,train:a|cpu?order=atomic&threads=2&isa=auto|1000|1:abort,train:3:segv,train:4:hang");
     r = run_cli(
-        "train autoencoder --seeds 1 --batches 4 --window 2 --replicates 2 --targets 'cpu?threads=1' "
+        "train autoencoder --seeds 1 --batches 4 --window 2 --replicates 2 --targets 'cpu?threads=2' "
         "--run-timeout 5 --data " +
         data.string() + " --out " + dir.string());
   }
   ASSERT_EQ(r.code, 0) << "crashes and hangs are findings, not errors: " << r.err;
-  EXPECT_NE(r.err.find("run 3/5 (b) cpu?order=blocked&threads=1&isa=auto seed 1000 rep 0: crashed: SIGSEGV "
+  EXPECT_NE(r.err.find("run 3/5 (b) cpu?order=blocked&threads=2&isa=auto seed 1000 rep 0: crashed: SIGSEGV "
                        "(Segmentation fault) after batch 1 of 4"),
             std::string::npos)
       << r.err;
-  EXPECT_NE(r.err.find("run 4/5 (c) cpu?order=atomic&threads=1&isa=auto seed 1000 rep 0: timeout: no progress for 5 s"),
+  EXPECT_NE(r.err.find("run 4/5 (c) cpu?order=atomic&threads=2&isa=auto seed 1000 rep 0: timeout: no progress for 5 s"),
             std::string::npos)
       << r.err;
-  EXPECT_NE(r.err.find("run 5/5 (d) cpu?order=blocked&threads=1&isa=auto seed 1000 rep 0: final loss"),
+  EXPECT_NE(r.err.find("run 5/5 (d) cpu?order=blocked&threads=2&isa=auto seed 1000 rep 0: final loss"),
             std::string::npos)
       << "the design goes on after a hang: " << r.err;
 
@@ -286,11 +286,11 @@ TEST(TrainCli, CrashedAndHungRunsAreRecordedAndTheDesignGoesOn) {
   EXPECT_NE(md.find("SIGSEGV (Segmentation fault)"), std::string::npos);
   EXPECT_NE(md.find("SIGABRT (Aborted)"), std::string::npos);
   EXPECT_NE(md.find("no progress for 5 s"), std::string::npos);
-  EXPECT_TRUE(fs::exists(dir / "logs" / "train-cpu_order_blocked_threads_1_isa_auto.log"));
+  EXPECT_TRUE(fs::exists(dir / "logs" / "train-cpu_order_blocked_threads_2_isa_auto.log"));
 
   // Resuming keeps failed runs as they are: nothing is redone.
   CliRun again = run_cli(
-      "train autoencoder --seeds 1 --batches 4 --window 2 --replicates 2 --targets 'cpu?threads=1' "
+      "train autoencoder --seeds 1 --batches 4 --window 2 --replicates 2 --targets 'cpu?threads=2' "
       "--run-timeout 5 --data " +
       data.string() + " --out " + dir.string());
   ASSERT_EQ(again.code, 0) << again.err;

@@ -1,0 +1,131 @@
+#include "analysis/spread.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "analysis/resampling.hpp"
+#include "analysis/stats.hpp"
+
+namespace detaudit {
+namespace {
+
+void add_note(std::string& notes, const std::string& s) {
+  if (!notes.empty()) notes += "; ";
+  notes += s;
+}
+
+// |y - median| of each value of a group.
+std::vector<double> abs_dev(const std::vector<double>& g) {
+  const double m = median(g);
+  std::vector<double> z(g.size());
+  for (size_t i = 0; i < g.size(); ++i) z[i] = std::fabs(g[i] - m);
+  return z;
+}
+
+// Brown–Forsythe F of the split `in1` (true: group 1) of `pooled`: one-way ANOVA of the absolute
+// deviations about each group's median, between-groups MS over within-groups MS.
+double bf_stat(const std::vector<double>& pooled, const std::vector<char>& in1) {
+  std::vector<double> g1, g2;
+  for (size_t i = 0; i < pooled.size(); ++i) (in1[i] ? g1 : g2).push_back(pooled[i]);
+  const std::vector<double> z1 = abs_dev(g1), z2 = abs_dev(g2);
+  const double m1 = mean(z1), m2 = mean(z2);
+  const double n1 = double(z1.size()), n2 = double(z2.size()), grand = (n1 * m1 + n2 * m2) / (n1 + n2);
+  const double ss_between = n1 * (m1 - grand) * (m1 - grand) + n2 * (m2 - grand) * (m2 - grand);
+  double ss_within = 0;
+  for (double z : z1) ss_within += (z - m1) * (z - m1);
+  for (double z : z2) ss_within += (z - m2) * (z - m2);
+  return resampling::permutation_stat(ss_between / 1.0, ss_within / (n1 + n2 - 2));
+}
+
+// C(n, k), or limit + 1 when larger.
+size_t choose_capped(size_t n, size_t k, size_t limit) {
+  k = std::min(k, n - k);
+  double c = 1;
+  for (size_t i = 1; i <= k; ++i) {
+    c = c * double(n - k + i) / double(i);
+    if (c > double(limit)) return limit + 1;
+  }
+  return size_t(std::llround(c));
+}
+
+}  // namespace
+
+SpreadComparison compare_spread(const std::vector<double>& g1, const std::vector<double>& g2, size_t permutations,
+                                uint64_t seed, size_t resamples) {
+  SpreadComparison r;
+  r.n1 = g1.size();
+  r.n2 = g2.size();
+  if (r.n1 < 2 || r.n2 < 2) {
+    add_note(r.notes, fmt::format("not testable: {} and {} runs (at least 2 in each group)", r.n1, r.n2));
+    return r;
+  }
+  r.sd1 = sample_std(g1);
+  r.sd2 = sample_std(g2);
+  if (r.sd2 > 0) r.sd_ratio = r.sd1 / r.sd2;
+  r.mean_abs_dev_diff = mean(abs_dev(g1)) - mean(abs_dev(g2));
+
+  std::vector<double> pooled(g1);
+  pooled.insert(pooled.end(), g2.begin(), g2.end());
+  std::vector<char> in1(pooled.size(), 0);
+  std::fill(in1.begin(), in1.begin() + r.n1, 1);
+  const double f_obs = bf_stat(pooled, in1);
+  const double df2 = double(r.n1 + r.n2 - 2);
+  if (std::isfinite(f_obs) && f_obs > 0) {
+    r.f = f_obs;
+    r.p_f = f_upper_p(f_obs, 1, df2);
+  } else if (!(f_obs > 0)) {
+    add_note(r.notes, "equal absolute deviations in both groups: nothing to test");
+    return r;
+  } else {
+    add_note(r.notes, "F infinite (no spread of the deviations within either group)");
+  }
+
+  const size_t n = pooled.size(), splits = choose_capped(n, r.n1, resampling::kExactLimit);
+  const double floor_p = (r.n1 == r.n2 ? 2.0 : 1.0) / double(splits);
+  size_t count = 0;
+  if (splits <= resampling::kExactLimit) {
+    // Every split once: in1 runs through the permutations of its multiset in lexicographic order.
+    std::vector<char> split(n, 0);
+    std::fill(split.end() - long(r.n1), split.end(), 1);
+    do count += resampling::at_least(bf_stat(pooled, split), f_obs);
+    while (std::next_permutation(split.begin(), split.end()));
+    r.exact = true;
+    r.permutations = splits;
+    r.p = double(count) / double(splits);
+    r.min_p = floor_p;
+  } else {
+    std::mt19937_64 g(seed);
+    std::vector<char> split(in1);
+    for (size_t i = 0; i < permutations; ++i) {
+      resampling::fisher_yates(split, g);
+      count += resampling::at_least(bf_stat(pooled, split), f_obs);
+    }
+    r.permutations = permutations;
+    r.p = (1.0 + double(count)) / (1.0 + double(permutations));
+    r.min_p = std::max(floor_p, 1.0 / (1.0 + double(permutations)));
+  }
+  r.no_power = r.min_p > 0.05;
+  if (r.no_power)
+    add_note(r.notes, fmt::format("no power: {} and {} runs give {} splits, so p is at least {:.3g} > 0.05", r.n1, r.n2,
+                                  splits, r.min_p));
+
+  if (std::min(r.n1, r.n2) < kMinBootstrapGroup) {
+    add_note(r.notes, fmt::format("no interval: {} and {} runs (at least {} in each group are needed)", r.n1, r.n2,
+                                  kMinBootstrapGroup));
+    return r;
+  }
+  std::mt19937_64 g(seed ^ 0x5DEECE66Dull);
+  std::vector<double> diffs(resamples), b1(r.n1), b2(r.n2);
+  for (size_t k = 0; k < resamples; ++k) {
+    for (auto& x : b1) x = g1[resampling::uniform_index(g, r.n1)];
+    for (auto& x : b2) x = g2[resampling::uniform_index(g, r.n2)];
+    diffs[k] = mean(abs_dev(b1)) - mean(abs_dev(b2));
+  }
+  r.diff_ci = std::pair{quantile(diffs, 0.025), quantile(diffs, 0.975)};
+  return r;
+}
+
+}  // namespace detaudit
