@@ -93,6 +93,10 @@ Observation with_details(Observation o, std::map<std::string, std::string> d) {
   o.details = std::move(d);
   return o;
 }
+Observation with_warmup(Observation o, const std::string& fp) {
+  o.warmup_fingerprint = fp;
+  return o;
+}
 Observation with_batch(Observation o, int checked, int differing) {
   o.batch = BatchInvariance{checked, differing};
   return o;
@@ -138,6 +142,15 @@ std::vector<Row> rows() {
        with_details(ok("conv2d?pass=bwd_filter", "cudnn:0?bwd_filter_algo=0", 2),
                     {{"claimed_deterministic", "no"}, {"algo_name", "CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0"}}),
        machine_avx512(), "EXPECTED", "as promised: cuDNN claims CUDNN_NON_DETERMINISTIC"},
+      // The warm-up run (probes/worker.cpp) is the same op on the same inputs, before the repeats.
+      {"warm-up with the repeats' bits", with_warmup(ok(kMatmul, "cpu?order=sequential&threads=2"), A), machine_avx2(),
+       "PASS", ""},
+      {"warm-up with other bits on a deterministic target", with_warmup(ok(kMatmul, "cpu?order=sequential&threads=2"), C),
+       machine_avx2(), "FAIL", "the warm-up run gave bits that none of the 10 repeats gave; detaudit: order=sequential"},
+      {"warm-up with other bits where nothing is promised", with_warmup(ok(kMatmul, "cpu?order=atomic&threads=1"), C),
+       machine_avx2(), "WARN", "the warm-up run gave other bits than the 10 repeats; nothing promises either way"},
+      {"only the warm-up varied on a nondeterministic target", with_warmup(ok(kMatmul, "cpu?order=atomic&threads=2"), C),
+       machine_avx2(), "EXPECTED", "the warm-up run differed from the 10 identical repeats, as promised"},
       {"error within the bound", ok(kMatmul, "openblas", 1, 0.3), machine_avx2(), "PASS", ""},
       {"error beyond the bound", ok(kMatmul, "openblas", 1, 1.5), machine_avx2(), "FAIL",
        "error 1.5 x the summation error bound"},
