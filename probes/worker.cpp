@@ -67,10 +67,10 @@ Observation observe(Backend* backend, const std::string& target_text, const Work
     o.status = status_for(st);
     o.reason = st.message();
     if (std::string why; backend->context_lost(&why)) {
-      // Every later call of this process would fail alike: no teardown, and the worker ends.
+      // Every later call of this process would fail alike: the worker ends. The teardown still frees what
+      // it can (a cudaFree on a lost context only returns its error).
       o.reason += fmt::format("; the GPU context is lost ({}): the worker ended, later cells ran in a fresh one", why);
       if (context_lost) *context_lost = true;
-      return o;
     }
     w->teardown(*backend);
     return o;
