@@ -37,7 +37,7 @@ double bf_stat(const std::vector<double>& pooled, const std::vector<char>& in1) 
   double ss_within = 0;
   for (double z : z1) ss_within += (z - m1) * (z - m1);
   for (double z : z2) ss_within += (z - m2) * (z - m2);
-  return resampling::permutation_stat(ss_between / 1.0, ss_within / (n1 + n2 - 2));
+  return resampling::permutation_stat(ss_between, ss_within / (n1 + n2 - 2));  // MS_between: df 1
 }
 
 // C(n, k), or limit + 1 when larger.
