@@ -212,6 +212,8 @@ PhaseResult detect_phases(const std::vector<double>& losses, const PhaseOptions&
   return r;
 }
 
+PhaseLabel phase_label(const PhaseResult& r) { return {r.label, r.has_plateau, r.escape_step, r.censored}; }
+
 std::map<std::string, ConditionPhaseSummary> summarize_phases(const std::vector<RunPhases>& runs) {
   std::map<std::string, ConditionPhaseSummary> out;
   std::map<std::string, std::vector<double>> escapes;

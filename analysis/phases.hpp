@@ -60,9 +60,19 @@ struct PhaseResult {
 // losses[t] is the loss after step t + 1.
 PhaseResult detect_phases(const std::vector<double>& losses, const PhaseOptions& opt = {});
 
+// What the summary needs of one run's phases (the worker stores it with the run; the analysis does not
+// detect phases again).
+struct PhaseLabel {
+  std::string label;
+  bool has_plateau = false;
+  std::optional<double> escape_step;
+  bool censored = false;
+};
+PhaseLabel phase_label(const PhaseResult& r);
+
 struct RunPhases {
   std::string condition;
-  PhaseResult result;
+  PhaseLabel result;
 };
 
 struct ConditionPhaseSummary {

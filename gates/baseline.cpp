@@ -149,19 +149,17 @@ void add_training(const Results& r, Baseline* b) {
   using Cell = std::tuple<std::string, std::string, std::string, std::string>;
   std::map<Cell, BaselineTraining> cells;
   for (auto& run : r.training) {
-    if (json_fields::str(run, "status") != "ok") continue;  // failed runs have no final loss
-    Cell id{json_fields::str(run, "model"), json_fields::str(run, "design"), json_fields::str(run, "condition"),
-            json_fields::str(run, "target")};
+    if (!run.ok()) continue;  // failed runs have no final loss
+    Cell id{run.model, run.design, run.condition, run.target};
     auto& t = cells[id];
     std::tie(t.model, t.design, t.condition, t.target) = id;
-    t.init = json_fields::str(run, "init");
-    t.determinism = json_fields::str(run, "determinism");
+    t.init = run.init_name();
+    t.determinism = run.nondeterministic ? "off" : "on";
     BaselineRun br;
-    const auto& seed = json_fields::get(run, "seed");
-    br.seed = seed.is_number_unsigned() ? seed.get<uint64_t>() : 0;
-    br.replicate = int(json_fields::integer(run, "replicate", 0));
-    br.final_loss = json_fields::number(run, "final_loss").value_or(std::numeric_limits<double>::quiet_NaN());
-    br.weights_fingerprint = json_fields::str(run, "weights_fingerprint");
+    br.seed = run.seed;
+    br.replicate = run.replicate;
+    br.final_loss = run.final_loss;
+    br.weights_fingerprint = run.weights_fingerprint;
     t.runs.push_back(br);
   }
   for (auto& [id, t] : cells) {

@@ -342,15 +342,14 @@ struct RunView {
   double loss = std::numeric_limits<double>::quiet_NaN();
 };
 
-RunView view(const nlohmann::json& run) {
+RunView view(const TrainingRun& run) {
   RunView v;
-  v.status = json_fields::str(run, "status");
-  v.reason = json_fields::str(run, "reason");
-  v.weights = json_fields::str(run, "weights_fingerprint");
-  const auto& seed = json_fields::get(run, "seed");
-  v.seed = seed.is_number_unsigned() ? seed.get<uint64_t>() : 0;
-  v.replicate = int(json_fields::integer(run, "replicate", 0));
-  v.loss = json_fields::number(run, "final_loss").value_or(std::numeric_limits<double>::quiet_NaN());
+  v.status = to_string(run.status);
+  v.reason = run.reason;
+  v.weights = run.weights_fingerprint;
+  v.seed = run.seed;
+  v.replicate = run.replicate;
+  v.loss = run.ok() ? run.final_loss : std::numeric_limits<double>::quiet_NaN();
   return v;
 }
 
@@ -475,9 +474,7 @@ void check_mean(const TrainPlan& p, int judged, CheckReport* rep) {
 void check_training(const Baseline& b, const Results& r, CheckReport* rep) {
   std::map<TrainCell, std::vector<RunView>> dir_cells;
   for (auto& run : r.training)
-    dir_cells[{json_fields::str(run, "model"), json_fields::str(run, "design"), json_fields::str(run, "condition"),
-               json_fields::str(run, "target")}]
-        .push_back(view(run));
+    dir_cells[{run.model, run.design, run.condition, run.target}].push_back(view(run));
   // First the plans, to know how many cells are judged (the Bonferroni divisor); then the findings, in
   // baseline order.
   std::set<TrainCell> seen;

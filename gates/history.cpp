@@ -667,7 +667,7 @@ bool record_run(const std::string& db_path, const std::string& kind, const Resul
     s.bind(18, warn);
     s.bind(19, skip);
     s.bind(20, unjudged);
-    s.bind(21, int64_t(r.training.is_array() ? r.training.size() : 0));
+    s.bind(21, int64_t(r.training.size()));
     if (!step_done(db, s, err)) return false;
   }
   const int64_t run_id = sqlite3_last_insert_rowid(db.h);
@@ -696,30 +696,28 @@ bool record_run(const std::string& db_path, const std::string& kind, const Resul
       if (!step_done(db, c, err)) return false;
     }
   }
-  if (r.training.is_array()) {
+  {
     Stmt t(db.h,
            "INSERT OR REPLACE INTO training (run_id, key, model, design, condition, target, seed, replicate, status, "
            "final_loss, weights_fingerprint) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)");
     for (auto& run : r.training) {
-      if (!run.is_object()) continue;
       t.bind(1, run_id);
-      t.bind(2, str_of(run, "key"));
-      t.bind(3, str_of(run, "model"));
-      t.bind(4, str_of(run, "design"));
-      t.bind(5, str_of(run, "condition"));
-      t.bind(6, str_of(run, "target"));
+      t.bind(2, run.key);
+      t.bind(3, run.model);
+      t.bind(4, run.design);
+      t.bind(5, run.condition);
+      t.bind(6, run.target);
       // Seeds are unsigned 64-bit; SQLite integers are signed: a seed past 2^63 is kept as text.
-      if (run.contains("seed") && run["seed"].is_number_unsigned() &&
-          run["seed"].get<uint64_t>() > uint64_t(INT64_MAX))
-        t.bind(7, std::to_string(run["seed"].get<uint64_t>()));
+      if (run.seed > uint64_t(INT64_MAX))
+        t.bind(7, std::to_string(run.seed));
       else
-        t.bind(7, int_of(run, "seed"));
-      t.bind(8, int_of(run, "replicate"));
-      t.bind(9, str_of(run, "status"));
+        t.bind(7, int64_t(run.seed));
+      t.bind(8, int64_t(run.replicate));
+      t.bind(9, std::string(to_string(run.status)));
       std::optional<double> loss;
-      if (run.contains("final_loss") && run["final_loss"].is_number()) loss = run["final_loss"].get<double>();
+      if (run.ok() && std::isfinite(run.final_loss)) loss = run.final_loss;
       t.bind(10, loss);
-      t.bind(11, str_of(run, "weights_fingerprint"));
+      t.bind(11, run.weights_fingerprint);
       if (!step_done(db, t, err)) return false;
     }
   }

@@ -104,14 +104,13 @@ std::vector<QualifyCheck> training_checks(const Results& r) {
   int ok = 0, failed = 0, skipped = 0, learned = 0;
   std::string first_failed, first_skipped, first_not_learned;
   for (auto& run : r.training) {
-    std::string status = run.value("status", "");
-    std::string target = run.value("target", "");
+    const std::string status = to_string(run.status);
+    const std::string& target = run.target;
     // Every target with a planned condition (d) run gets its row, even when fewer than 2 finished.
-    if (run.value("condition", "") == "d") d_runs.try_emplace(target, 0);
-    if (status != "ok") {
-      std::string what = fmt::format("{} condition {} seed {}: {} {}", target, run.value("condition", ""),
-                                     run.value("seed", 0), status, run.value("reason", ""));
-      if (status == "skipped") {
+    if (run.condition == "d") d_runs.try_emplace(target, 0);
+    if (!run.ok()) {
+      std::string what = fmt::format("{} condition {} seed {}: {} {}", target, run.condition, run.seed, status, run.reason);
+      if (run.status == ObsStatus::kSkipped) {
         ++skipped;
         if (first_skipped.empty()) first_skipped = what;
       } else {
@@ -121,18 +120,17 @@ std::vector<QualifyCheck> training_checks(const Results& r) {
       continue;
     }
     ++ok;
-    if (run.value("condition", "") == "d") {
-      d_weights[target].insert(run.value("weights_fingerprint", ""));
+    if (run.condition == "d") {
+      d_weights[target].insert(run.weights_fingerprint);
       ++d_runs[target];
     }
-    const auto& curve = run.contains("curve") && run["curve"].is_array() ? run["curve"] : nlohmann::json::array();
-    double first = curve.empty() || !curve[0].is_number() ? NAN : curve[0].get<double>();
-    double final_loss = run.contains("final_loss") && run["final_loss"].is_number() ? run["final_loss"].get<double>() : NAN;
+    double first = run.curve.empty() ? NAN : run.curve[0];
+    double final_loss = run.final_loss;
     if (std::isfinite(first) && std::isfinite(final_loss) && final_loss < 0.5 * first)
       ++learned;
     else if (first_not_learned.empty())
       first_not_learned = fmt::format("{} condition {} seed {}: first batch loss {:.4g}, final loss {:.4g}", target,
-                                      run.value("condition", ""), run.value("seed", 0), first, final_loss);
+                                      run.condition, run.seed, first, final_loss);
   }
   if (ok == 0) {
     // Nothing finished: runs that failed are a failure; runs that could not run here (skipped) are a

@@ -1,4 +1,4 @@
-// Reading fields of free-form JSON (the machine fingerprint, a training run, the training analysis)
+// Reading fields of free-form JSON (the machine fingerprint, the training analysis)
 // for the reports: a missing field or one of another type reads as absent, never as an exception.
 #pragma once
 #include <optional>

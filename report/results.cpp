@@ -38,9 +38,11 @@ std::string utc_now_iso8601() {
 nlohmann::json to_json(const Results& r) {
   nlohmann::json obs = nlohmann::json::array();
   for (auto& o : r.observations) obs.push_back(to_json(o));
+  nlohmann::json training = nlohmann::json::array();
+  for (auto& t : r.training) training.push_back(to_json(t));
   return {{"schema", kResultsSchema}, {"tool_version", r.tool_version}, {"tool_commit", r.tool_commit}, {"started_at", r.started_at},
           {"finished_at", r.finished_at}, {"command", r.command},        {"plan", r.plan},
-          {"machine", r.machine},         {"observations", obs},         {"training", r.training},
+          {"machine", r.machine},         {"observations", obs},         {"training", training},
           {"analysis", r.analysis}, {"oracle_failures", r.oracle_failures}};
 }
 
@@ -60,12 +62,33 @@ bool check_keys(const nlohmann::json& obj, std::initializer_list<KeyType> keys, 
   return true;
 }
 
+bool check_machine(const nlohmann::json& m, std::string* err, const std::string& mp = "machine");
+
+// "plan.sources" of a merged training analysis (detaudit analyze): where each source's runs came from.
+bool check_sources(const nlohmann::json& p, std::string* err) {
+  if (!check_array_key(p, "sources", T::kObject, false, "plan", err)) return false;
+  if (!p.contains("sources")) return true;
+  for (size_t i = 0; i < p["sources"].size(); ++i) {
+    const auto& s = p["sources"][i];
+    const std::string sp = json_path("plan.sources", i);
+    if (!check_keys(s,
+                    {{"dir", T::kString}, {"label", T::kString}, {"tool_version", T::kString}, {"tool_commit", T::kString},
+                     {"started_at", T::kString}, {"finished_at", T::kString}},
+                    sp, err) ||
+        !check_key(s, "label", T::kString, true, sp, err) || !check_key(s, "machine", T::kObject, true, sp, err) ||
+        !check_machine(s["machine"], err, json_path(sp, "machine")))
+      return false;
+  }
+  return true;
+}
+
 // "plan": a probe plan (suite, targets, workloads, repeats, timeout) or a training design.
 bool check_plan(const nlohmann::json& p, std::string* err) {
   if (!check_json(p, T::kObject, "plan", err) ||
       !check_keys(p, {{"suite", T::kString}, {"kind", T::kString}, {"repeats", T::kCount}, {"timeout_s", T::kNumber},
-                      {"runs", T::kCount}},
+                      {"runs", T::kCount}, {"data_fingerprint", T::kString}},
                   "plan", err) ||
+      !check_sources(p, err) ||
       !check_array_key(p, "targets", T::kString, false, "plan", err) ||
       !check_array_key(p, "workloads", T::kString, false, "plan", err) ||
       !check_key(p, "design", T::kObject, false, "plan", err))
@@ -88,8 +111,7 @@ bool check_plan(const nlohmann::json& p, std::string* err) {
 }
 
 // "machine": the fingerprint of probes/env.cpp. "libraries" holds strings, numbers and booleans.
-bool check_machine(const nlohmann::json& m, std::string* err) {
-  const std::string mp = "machine";
+bool check_machine(const nlohmann::json& m, std::string* err, const std::string& mp) {
   if (!check_json(m, T::kObject, mp, err) ||
       !check_keys(m,
                   {{"hostname", T::kString},  {"os", T::kString},        {"cpu_model", T::kString},
@@ -104,14 +126,14 @@ bool check_machine(const nlohmann::json& m, std::string* err) {
   if (m.contains("libraries"))
     for (auto& [k, v] : m["libraries"].items())
       if (!v.is_primitive() || v.is_null()) {
-        *err = fmt::format("{} must be a string, number or boolean (got {})", json_path("machine.libraries", k), v.type_name());
+        *err = fmt::format("{} must be a string, number or boolean (got {})", json_path(mp + ".libraries", k), v.type_name());
         return false;
       }
   if (m.contains("caches"))
     for (size_t i = 0; i < m["caches"].size(); ++i)
       if (!check_keys(m["caches"][i],
                       {{"level", T::kCount}, {"size_bytes", T::kUnsigned}, {"line_bytes", T::kCount}, {"count", T::kCount}},
-                      json_path("machine.caches", i), err))
+                      json_path(mp + ".caches", i), err))
         return false;
   if (m.contains("gpus"))
     for (size_t i = 0; i < m["gpus"].size(); ++i)
@@ -121,48 +143,8 @@ bool check_machine(const nlohmann::json& m, std::string* err) {
                        {"memory_bytes", T::kUnsigned}, {"l2_bytes", T::kCount},    {"clock_khz", T::kCount},
                        {"memory_clock_khz", T::kCount}, {"memory_bus_width", T::kCount}, {"ecc", T::kBoolean},
                        {"local_cpuset", T::kString}},
-                      json_path("machine.gpus", i), err))
+                      json_path(mp + ".gpus", i), err))
         return false;
-  return true;
-}
-
-// JSON has no NaN: a diverged run's NaN losses are written as null. The reader turns them back into
-// NaN, so what the analysis reads after a resume is what it read before.
-bool number_or_nan(nlohmann::json& v, const std::string& path, std::string* err) {
-  if (v.is_null()) v = std::numeric_limits<double>::quiet_NaN();
-  if (v.is_number()) return true;
-  *err = fmt::format("{} must be a number or null (got {})", path, v.type_name());
-  return false;
-}
-
-// One training run (suites/train_design.cpp writes it; the analysis and the report read it). A
-// finished run ("status": "ok") carries its cell, its final loss and its curve.
-bool check_training_run(nlohmann::json& run, const std::string& path, std::string* err) {
-  if (!check_json(run, T::kObject, path, err) ||
-      !check_keys(run,
-                  {{"key", T::kString},         {"model", T::kString},       {"design", T::kString},
-                   {"condition", T::kString},   {"init", T::kString},        {"determinism", T::kString},
-                   {"nondeterminism", T::kString}, {"target", T::kString},   {"base_target", T::kString},
-                   {"status", T::kString},      {"reason", T::kString},      {"seed", T::kUnsigned},
-                   {"replicate", T::kCount},    {"data_seed", T::kUnsigned}, {"batches", T::kCount},
-                   {"window", T::kCount},       {"machine_id", T::kString},  {"curve_fingerprint", T::kString},
-                   {"weights_fingerprint", T::kString}, {"initial_weights_fingerprint", T::kString},
-                   {"seconds", T::kNumber},     {"steps_per_second", T::kNumber}, {"phases", T::kObject},
-                   {"curve", T::kArray},        {"signal", T::kString},      {"timeout_s", T::kNumber},
-                   {"batches_done", T::kCount}},
-                  path, err))
-    return false;
-  bool ok = run.contains("status") && run["status"] == "ok";
-  if (ok)
-    for (const char* k : {"condition", "target", "seed", "replicate", "final_loss", "curve"})
-      if (!run.contains(k)) {
-        *err = json_path(path, k) + " is missing (the run's status is \"ok\")";
-        return false;
-      }
-  if (run.contains("final_loss") && !number_or_nan(run["final_loss"], json_path(path, "final_loss"), err)) return false;
-  if (run.contains("curve"))
-    for (size_t i = 0; i < run["curve"].size(); ++i)
-      if (!number_or_nan(run["curve"][i], json_path(json_path(path, "curve"), i), err)) return false;
   return true;
 }
 
@@ -191,9 +173,11 @@ bool results_from_json(nlohmann::json& j, Results* out, std::string* err) {
   r.plan = j.value("plan", nlohmann::json::object());
   r.machine = j.value("machine", nlohmann::json::object());
   if (j.contains("training"))
-    for (size_t i = 0; i < j["training"].size(); ++i)
-      if (!check_training_run(j["training"][i], json_path("training", i), err)) return false;
-  r.training = j.value("training", nlohmann::json::array());
+    for (size_t i = 0; i < j["training"].size(); ++i) {
+      TrainingRun t;
+      if (!from_json(j["training"][i], &t, err, json_path("training", i))) return false;
+      r.training.push_back(std::move(t));
+    }
   r.analysis = j.value("analysis", nlohmann::json::object());
   if (j.contains("oracle_failures"))
     for (auto& [k, v] : j["oracle_failures"].items()) {

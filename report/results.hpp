@@ -9,6 +9,7 @@
 
 #include "probes/child.hpp"  // write_file_atomic
 #include "probes/observation.hpp"
+#include "probes/training_run.hpp"
 
 namespace detaudit {
 
@@ -28,7 +29,7 @@ struct Results {
   nlohmann::json machine;
   std::vector<Observation> observations;
   std::map<std::string, std::string> oracle_failures;  // workload -> why its oracle could not be computed
-  nlohmann::json training = nlohmann::json::array();
+  std::vector<TrainingRun> training;
   nlohmann::json analysis = nlohmann::json::object();
 };
 

@@ -6,6 +6,9 @@
 
 #include <fmt/format.h>
 
+#include <fmt/ranges.h>
+
+#include "analysis/training.hpp"
 #include "report/json_fields.hpp"
 #include "report/results.hpp"
 #include "report/probe_report.hpp"
@@ -36,14 +39,6 @@ std::string num(const std::optional<double>& x, const char* fmtstr = "{:.3g}") {
   return fmt::format(fmt::runtime(fmtstr), *x);
 }
 
-bool run_ok(const nlohmann::json& run) { return jf::str(run, "status") == "ok"; }
-
-std::vector<double> numbers(const nlohmann::json& a) {
-  std::vector<double> v;
-  v.reserve(a.size());
-  for (auto& x : a) v.push_back(x.is_number() ? x.get<double>() : NAN);
-  return v;
-}
 
 // An interval [lo, hi] from a two-element array of numbers.
 std::optional<std::pair<double, double>> interval(const nlohmann::json& j) {
@@ -53,21 +48,20 @@ std::optional<std::pair<double, double>> interval(const nlohmann::json& j) {
 
 // Runs that did not finish, first and whole: a crash or a hang of a target is what a reader must see
 // before any statistic. Counts by status, then one line per run with its log.
-void add_failed_runs(Section& v, const nlohmann::json& runs) {
+void add_failed_runs(Section& v, const std::vector<TrainingRun>& runs, const std::vector<TrainingSource>& sources) {
   std::map<std::string, int> by_status;
   std::vector<std::string> items;
   for (auto& run : runs) {
-    if (run_ok(run)) continue;
-    std::string st = jf::str(run, "status", "no status");
+    if (run.ok()) continue;
+    std::string st = to_string(run.status);
     ++by_status[st];
-    std::string target = jf::str(run, "target");
-    std::string where = run.contains("batches_done")
-                            ? fmt::format(" after batch {} of {}", jf::integer(run, "batches_done"), jf::integer(run, "batches"))
-                            : "";
-    items.push_back(fmt::format("{}: {} ({}) seed {} replicate {}{}: {} (log: {})", inline_text(st), inline_code(target),
-                                inline_text(jf::str(run, "condition")), jf::integer(run, "seed"),
-                                jf::integer(run, "replicate"), where, inline_text(jf::str(run, "reason")),
-                                inline_code("logs/train-" + safe_file_name(target) + ".log")));
+    std::string where =
+        run.batches_done ? fmt::format(" after batch {} of {}", *run.batches_done, run.batches) : std::string();
+    std::string log = "logs/train-" + safe_file_name(run.target) + ".log";
+    if (sources.size() > 1 && size_t(run.source) < sources.size()) log = sources[size_t(run.source)].dir + "/" + log;
+    items.push_back(fmt::format("{}: {} ({}) seed {} replicate {}{}: {} (log: {})", inline_text(st), inline_code(run.target),
+                                inline_text(run.condition), run.seed, run.replicate, where, inline_text(run.reason),
+                                inline_code(log)));
   }
   if (items.empty()) return;
   std::vector<std::string> counts;
@@ -82,15 +76,16 @@ void add_failed_runs(Section& v, const nlohmann::json& runs) {
 
 void add_train_verdict(Document& d, const Results& r) {
   const auto& runs = r.training;
+  const std::vector<TrainingSource> sources = training_sources(r.plan, r.machine, r.tool_version, r.tool_commit);
   int ok = 0, failed = 0;
-  for (auto& run : runs) (run_ok(run) ? ok : failed)++;
+  for (auto& run : runs) (run.ok() ? ok : failed)++;
   auto& v = d.add("Training verdict");
   const auto& design = jf::object(r.plan, "design");
   v.para(fmt::format("Design {} on model {}: {} runs finished, {} skipped or failed; {} seeds, {} batches, final "
                      "metric = mean loss of the last {} batches.",
                      inline_code(jf::str(design, "design")), inline_code(jf::str(design, "model")), ok, failed,
                      jf::integer(design, "seeds"), jf::integer(design, "batches"), jf::integer(design, "window")));
-  add_failed_runs(v, runs);
+  add_failed_runs(v, runs, sources);
   std::vector<std::string> items;
   for (auto& row : jf::array(r.analysis, "table")) {
     long long n = jf::integer(row, "runs");
@@ -143,7 +138,7 @@ void add_final_loss_table(Document& d, const Results& r) {
 
   std::map<std::string, std::vector<double>> by_cond;
   for (auto& run : r.training)
-    if (run_ok(run)) by_cond[jf::str(run, "condition")].push_back(jf::number(run, "final_loss").value_or(NAN));
+    if (run.ok()) by_cond[run.condition].push_back(run.final_loss);
   std::vector<GroupValues> groups;
   for (auto& [c, vals] : by_cond) groups.push_back({cond_label(c), vals});
   if (!groups.empty()) {
@@ -257,33 +252,56 @@ void add_confounding_section(Document& d, const nlohmann::json& an) {
     const auto& a = jf::array(g, k);
     return i < a.size() && a[i].is_string() ? a[i].get<std::string>() : std::string("?");
   };
-  for (auto& g : jf::array(an, "confounding"))
+  for (auto& g : jf::array(an, "confounding")) {
+    const auto& test = jf::object(g, "test");
+    const auto p = jf::number(test, "p");
+    std::string ptext = p ? fmt::format("{:.3g}{}", *p,
+                                        jf::boolean(test, "no_power")
+                                            ? fmt::format(" (no power: p ≥ {:.3g})", jf::number(test, "min_p").value_or(NAN))
+                                            : "")
+                          : inline_text(jf::str(test, "notes", "—"));
+    std::vector<std::string> bits;
+    for (auto& bw : jf::array(g, "bitwise"))
+      if (jf::integer(bw, "seeds") > 0)
+        bits.push_back(fmt::format("({}) {} of {}", inline_text(jf::str(bw, "condition")), jf::integer(bw, "identical_seeds"),
+                                   jf::integer(bw, "seeds")));
+    std::string could = inline_text(jf::str(g, "could_be"));
+    if (std::string diff = jf::str(g, "implementation_differs"); !diff.empty())
+      could += " (implementation differs: " + inline_text(diff) + ")";
     gr.push_back({{inline_code(pair_of(g, "targets", 0)) + " vs " + inline_code(pair_of(g, "targets", 1)), ""},
                   {inline_text(pair_of(g, "hardware", 0)) + " / " + inline_text(pair_of(g, "hardware", 1)), ""},
-                  {inline_text(jf::str(g, "could_be")), jf::str(g, "kind") == "both" ? "warn" : ""},
+                  {could, jf::str(g, "kind") == "both" ? "warn" : ""},
+                  {ptext, ""},
+                  {bits.empty() ? std::string("—") : fmt::format("{}", fmt::join(bits, ", ")), ""},
                   {inline_text(jf::str(g, "attributable_to")), ""}});
+  }
   const std::string hw = jf::str(an, "hardware_attribution");
   if (gr.empty() && hw.empty()) return;
   auto& s = d.add("What a target effect could be attributed to");
   s.para("A difference between targets is called a hardware effect only when the implementation (the target without "
          "its device index, the versions of the libraries its bits depend on, detaudit's version and commit) is "
          "identical, and an implementation effect only when the hardware is; when both change it is confounded. Only "
-         "a significant target effect is attributed. (The paper this design comes from was retracted because its "
+         "a significant difference is attributed: each pair is tested on its own in (a), by permuting its two labels "
+         "within seed blocks. \"Same bits\" counts the seeds whose deterministic runs in (b) and (d) ended in "
+         "bitwise-identical final weights on both. (The paper this design comes from was retracted because its "
          "CPU/GPU gap came from the framework, not the hardware.)");
   if (!hw.empty()) s.para("**Hardware:** " + inline_text(hw));
-  if (!gr.empty()) s.table({"targets", "hardware", "a difference could be", "attributed to"}, gr);
+  if (!gr.empty())
+    s.table({"targets", "hardware", "a difference could be", "pair test p (a)", "same bits", "attributed to"}, gr);
 }
 
 void add_curves_section(Document& d, const Results& r) {
   // One panel per condition on shared axes, curves coloured by target: in one panel the four
   // conditions' curves lie on top of each other and read as one colour.
   std::map<std::string, Facet> by_cond;
+  const std::vector<TrainingSource> sources = training_sources(r.plan, r.machine, r.tool_version, r.tool_commit);
+  const bool merged = sources.size() > 1;
   for (auto& run : r.training) {
-    if (!run_ok(run)) continue;
-    std::string c = jf::str(run, "condition");
-    auto& f = by_cond[c];
-    f.title = cond_label(c);
-    f.series.push_back({jf::str(run, "target"), {}, numbers(jf::array(run, "curve"))});
+    if (!run.ok()) continue;
+    auto& f = by_cond[run.condition];
+    f.title = cond_label(run.condition);
+    f.series.push_back({merged && size_t(run.source) < sources.size() ? run.target + " @ " + sources[size_t(run.source)].label
+                                                                       : run.target, {}, run.curve});
   }
   auto& cs = d.add("Learning curves and phases");
   if (!by_cond.empty()) {
@@ -314,11 +332,38 @@ void add_curves_section(Document& d, const Results& r) {
       .table({"condition", "runs", "labels", "plateau escapes", "escape step median [IQR]"}, pr);
 }
 
+// A merged analysis (detaudit analyze): where each source's runs came from.
+void add_sources_section(Document& d, const Results& r) {
+  const std::vector<TrainingSource> sources = training_sources(r.plan, r.machine, r.tool_version, r.tool_commit);
+  if (sources.size() < 2) return;
+  std::vector<std::vector<Cell>> rows;
+  for (size_t i = 0; i < sources.size(); ++i) {
+    const auto& s = sources[i];
+    std::vector<std::string> gpus;
+    for (auto& g : jf::array(s.machine, "gpus")) gpus.push_back(inline_text(jf::str(g, "name")));
+    size_t runs = 0;
+    for (auto& run : r.training) runs += size_t(run.source) == i;
+    rows.push_back({{std::to_string(i), ""},
+                    {inline_text(s.label), ""},
+                    {inline_code(s.dir), ""},
+                    {inline_text(jf::str(s.machine, "cpu_model")), ""},
+                    {gpus.empty() ? std::string("—") : fmt::format("{}", fmt::join(gpus, ", ")), ""},
+                    {inline_text(s.tool_version + " (" + s.tool_commit + ")"), ""},
+                    {std::to_string(runs), ""}});
+  }
+  d.add("Merged results")
+      .para("This analysis merges training runs of one design from several results directories (detaudit analyze). "
+            "A target on one source is one level of the target factor, labelled \"target @ source\"; the machine "
+            "is therefore a factor, and two sources are two devices even when their models agree.")
+      .table({"source", "label", "directory", "CPU", "GPUs", "detaudit", "runs"}, rows);
+}
+
 }  // namespace
 
 // Every field is read through json_fields: results.json is checked when it is loaded, and the
 // analysis is free-form, so a field of an unexpected type shows as "—" instead of stopping the report.
 void add_train_sections(Document& d, const Results& r) {
+  add_sources_section(d, r);
   add_train_verdict(d, r);
   add_final_loss_table(d, r);
   add_variance_section(d, r.analysis);
@@ -334,7 +379,9 @@ Document build_report(const Results& r) {
   add_run_lines(d, r);
   if (probe) add_probe_sections(d, r);
   if (!r.training.empty()) add_train_sections(d, r);
-  add_machine_section(d, r.machine);
+  // A merged analysis has one machine per source: its "Merged results" section lists them.
+  if (r.training.empty() || training_sources(r.plan, r.machine, r.tool_version, r.tool_commit).size() < 2)
+    add_machine_section(d, r.machine);
   return d;
 }
 

@@ -11,10 +11,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "analysis/phases.hpp"
-#include "analysis/spread.hpp"
-#include "analysis/stats.hpp"
-#include "analysis/variance.hpp"
+#include "analysis/training.hpp"
 #include "kernels/fingerprint.hpp"
 #include "models/idx.hpp"
 #include "probes/child.hpp"
@@ -239,20 +236,25 @@ bool check_data(const TrainDesign& d, const std::function<void(const std::string
 }
 
 // results.json of a fresh design, or the one being resumed (its finished runs' keys in *done).
-bool open_results(const TrainDesign& d, const TrainRunOptions& opt, size_t planned, Results* r,
+bool open_results(const TrainDesign& d, const TrainRunOptions& opt, size_t planned, const std::string& data_fp, Results* r,
                   std::set<std::string>* done, const std::function<void(const std::string&)>& say, std::string* err) {
   std::error_code ec;
   fs::create_directories(opt.out_dir + "/logs", ec);
   if (ec) return *err = fmt::format("cannot create {}: {}", opt.out_dir, ec.message()), false;
   const std::string path = opt.out_dir + "/results.json";
-  nlohmann::json plan = {{"kind", "train"}, {"design", d.to_json()}, {"runs", planned}};
+  nlohmann::json plan = {{"kind", "train"}, {"design", d.to_json()}, {"runs", planned}, {"data_fingerprint", data_fp}};
   if (!opt.fresh && fs::exists(path)) {
     if (!load_results(path, r, err)) return *err += " (use --fresh to start over)", false;
     if (r->plan.value("design", nlohmann::json()) != plan["design"])
       return *err = fmt::format("{} holds results of a different plan; use --fresh to replace them or another --out",
                                 path),
              false;
-    for (auto& run : r->training) done->insert(run.value("key", ""));
+    if (const std::string old = r->plan.value("data_fingerprint", ""); !old.empty() && old != data_fp)
+      return *err = fmt::format("{} holds runs trained on other data (pixel fingerprint {}, now {}); use --fresh to "
+                                "replace them or another --out",
+                                path, old, data_fp),
+             false;
+    for (auto& run : r->training) done->insert(run.key);
     if (!done->empty()) say(fmt::format("resuming: {} finished runs kept from {}", done->size(), path));
   } else {
     r->started_at = utc_now_iso8601();
@@ -297,15 +299,14 @@ TrainRunRequest request_for(const TrainDesign& d, const PlannedRun& p, size_t in
 }
 
 // One progress line for a finished run.
-std::string run_summary(const nlohmann::json& run) {
-  const std::string status = run["status"];
-  if (status == "crashed")
-    return fmt::format("crashed: {} after batch {} of {}; going on with the next run", run.value("reason", ""),
-                       run.value("batches_done", uint64_t(0)), run.value("batches", 0));
-  if (status == "timeout") return "timeout: " + run.value("reason", "") + "; going on with the next run";
-  if (status != "ok") return status + ": " + run.value("reason", "");
-  return fmt::format("final loss {:.6f} ({:.1f} steps/s, weights {})", number_or_nan(run["final_loss"]),
-                     run["steps_per_second"].get<double>(), run["weights_fingerprint"].get<std::string>().substr(0, 8));
+std::string run_summary(const TrainingRun& run) {
+  if (run.status == ObsStatus::kCrashed)
+    return fmt::format("crashed: {} after batch {} of {}; going on with the next run", run.reason,
+                       run.batches_done.value_or(0), run.batches);
+  if (run.status == ObsStatus::kTimeout) return "timeout: " + run.reason + "; going on with the next run";
+  if (!run.ok()) return std::string(to_string(run.status)) + ": " + run.reason;
+  return fmt::format("final loss {:.6f} ({:.1f} steps/s, weights {})", run.final_loss, run.steps_per_second,
+                     run.weights_fingerprint.substr(0, 8));
 }
 
 }  // namespace
@@ -329,7 +330,7 @@ int run_train_design(const TrainDesign& d, const TrainRunOptions& opt, Results* 
   const std::vector<PlannedRun> runs = plan_runs(d, vars);
   Results r;
   std::set<std::string> done;
-  if (!open_results(d, opt, runs.size(), &r, &done, say, err)) return 2;
+  if (!open_results(d, opt, runs.size(), data_fp, &r, &done, say, err)) return 2;
   const std::string path = opt.out_dir + "/results.json";
   const std::string machine_dump = r.machine.dump();
   const std::string machine_id = fingerprint_bytes(machine_dump.data(), machine_dump.size()).hex().substr(0, 16);
@@ -363,311 +364,24 @@ int run_train_design(const TrainDesign& d, const TrainRunOptions& opt, Results* 
       if (fields["status"] == "skipped") skipped[tkey] = fields;
     }
     for (auto& [k, v] : fields.items()) run[k] = v;
-    say(prefix + ": " + run_summary(run));
-    r.training.push_back(std::move(run));
+    TrainingRun t;
+    std::string why;
+    if (!from_json(run, &t, &why, "run")) {  // accept_worker_run checked the fields: a bug if it happens
+      nlohmann::json bad = run_identity(d, p, machine_id);
+      bad["status"] = "error";
+      bad["reason"] = "internal error: the run's record is malformed: " + why;
+      from_json(bad, &t, &why, "run");
+    }
+    say(prefix + ": " + run_summary(t));
+    r.training.push_back(std::move(t));
     if (!save_results(path, r, err)) return 2;
   }
-  r.analysis = analyze_training(r.training, r.machine, d);
+  r.analysis = analyze_training(r.training, training_sources(r.plan, r.machine, r.tool_version, r.tool_commit));
   r.finished_at = utc_now_iso8601();
   if (!save_results(path, r, err)) return 2;
   if (!write_reports(opt.out_dir, r, err)) return 2;
   *results = std::move(r);
   return 0;
-}
-
-// ------------------------------------------------------------------------------------------------
-// Analysis
-// ------------------------------------------------------------------------------------------------
-namespace {
-
-nlohmann::json opt_num(const std::optional<double>& x) { return x ? nlohmann::json(*x) : nlohmann::json(nullptr); }
-
-nlohmann::json components_json(const Components& c) {
-  return {{"target", c.target}, {"seed", c.seed}, {"interaction", c.interaction}, {"residual", c.residual}};
-}
-nlohmann::json interval_json(const Interval& i) { return nlohmann::json::array({i.lo, i.hi}); }
-
-// Hardware a target runs on: the GPU's name for GPU targets, the CPU model otherwise.
-std::string hardware_of(const std::string& target, const nlohmann::json& machine) {
-  Spec s;
-  std::string err;
-  if (parse_target(target, &s, &err) && find_backend(s.name) && find_backend(s.name)->gpu) {
-    for (auto& g : machine.value("gpus", nlohmann::json::array()))
-      if (g.value("index", -1) == s.device) return g.value("name", "GPU") + " #" + std::to_string(s.device);
-    return "GPU " + std::to_string(s.device) + " (not present)";
-  }
-  return machine.value("cpu_model", std::string("unknown CPU"));
-}
-
-// The paper's comparisons: does library nondeterminism add spread to the final loss, under random
-// initial weights ((a) against (b)) and under fixed ones ((c) against (d))? Per base target, a
-// Brown–Forsythe test with its permutation p, effect sizes and (large enough groups) an interval.
-nlohmann::json spread_tests(const nlohmann::json& runs) {
-  std::vector<std::string> bases;
-  for (auto& r : runs)
-    if (std::string b = r.value("base_target", ""); !b.empty() && std::find(bases.begin(), bases.end(), b) == bases.end())
-      bases.push_back(b);
-  auto losses = [&](const std::string& base, const char* cond) {
-    std::vector<double> v;
-    for (auto& r : runs)
-      if (r.value("base_target", "") == base && r.value("condition", "") == cond && r.value("status", "") == "ok")
-        v.push_back(number_or_nan(r["final_loss"]));
-    return v;
-  };
-  nlohmann::json out = nlohmann::json::array();
-  uint64_t seed = 20213;
-  for (auto& base : bases)
-    for (auto [x, y] : {std::pair{"a", "b"}, std::pair{"c", "d"}}) {
-      const SpreadComparison s = compare_spread(losses(base, x), losses(base, y), 9999, seed++);
-      out.push_back({{"base_target", base},
-                     {"conditions", {x, y}},
-                     {"runs", {s.n1, s.n2}},
-                     {"std", {s.sd1, s.sd2}},
-                     {"f", opt_num(s.f)},
-                     {"p_f", opt_num(s.p_f)},
-                     {"p", opt_num(s.p)},
-                     {"exact", s.exact},
-                     {"permutations", s.permutations},
-                     {"min_p", s.min_p},
-                     {"no_power", s.no_power},
-                     {"mean_abs_dev_diff", s.mean_abs_dev_diff},
-                     {"sd_ratio", opt_num(s.sd_ratio)},
-                     {"diff_ci", s.diff_ci ? nlohmann::json::array({s.diff_ci->first, s.diff_ci->second})
-                                           : nlohmann::json(nullptr)},
-                     {"notes", s.notes}});
-    }
-  return out;
-}
-
-// What a target's bits are made by, hardware apart: the target without its device index (cuda:0 and
-// cuda:1 are one implementation on two devices), the versions of the libraries its backend's bits depend
-// on (registry `libraries`), and the tool's version and commit.
-std::string implementation_of(const std::string& target, const nlohmann::json& machine) {
-  Spec s;
-  std::string err;
-  if (!parse_target(target, &s, &err)) return target;
-  s.device = -1;
-  std::string out = fmt::format("detaudit {} ({}) {}", DETAUDIT_VERSION, git_commit(), s.str());
-  const nlohmann::json libs = machine.value("libraries", nlohmann::json::object());
-  if (const BackendEntry* e = find_backend(s.name))
-    for (const std::string& lib : e->libraries) {
-      auto it = libs.find(lib);
-      out += fmt::format(" {}={}", lib, it != libs.end() && it->is_string() ? it->get<std::string>() : "?");
-    }
-  return out;
-}
-
-nlohmann::json variance_for(const nlohmann::json& runs, const std::string& condition, const TrainDesign& d) {
-  // Cube: targets (base order) x seeds x replicates, of final losses; only complete cubes are analysed.
-  std::vector<std::string> targets;
-  std::vector<uint64_t> seeds;
-  std::map<std::tuple<std::string, uint64_t, int>, double> y;
-  std::map<std::pair<std::string, uint64_t>, std::set<std::string>> weights;  // (target, seed) -> final weights
-  int reps = 0;
-  for (auto& r : runs) {
-    if (r.value("condition", "") != condition || r.value("status", "") != "ok") continue;
-    std::string t = r["target"];
-    uint64_t s = r["seed"];
-    int k = r["replicate"];
-    if (std::find(targets.begin(), targets.end(), t) == targets.end()) targets.push_back(t);
-    if (std::find(seeds.begin(), seeds.end(), s) == seeds.end()) seeds.push_back(s);
-    reps = std::max(reps, k + 1);
-    y[{t, s, k}] = number_or_nan(r["final_loss"]);
-    weights[{t, s}].insert(r.value("weights_fingerprint", ""));
-  }
-  nlohmann::json out = {{"condition", condition}, {"seeds", seeds.size()}, {"replicates", reps}};
-  // A "nondeterministic" target whose replicates came out bitwise identical in every seed did not vary:
-  // its zero within-cell spread is no run-to-run noise, so it is flagged and left out of the pool.
-  if (reps >= 2) {
-    std::vector<std::string> identical, kept;
-    for (auto& t : targets) {
-      bool all_same = true;
-      for (auto s : seeds) all_same = all_same && weights[{t, s}].size() == 1 && !weights[{t, s}].begin()->empty();
-      (all_same ? identical : kept).push_back(t);
-    }
-    if (!identical.empty()) {
-      out["identical_replicates"] = identical;
-      out["identical_note"] = fmt::format(
-          "{} gave bitwise-identical replicates in every seed: {} variant did not vary, so {} left out of the "
-          "run-to-run pool and of this decomposition",
-          fmt::join(identical, ", "), identical.size() == 1 ? "its nondeterministic" : "their nondeterministic",
-          identical.size() == 1 ? "it is" : "they are");
-      targets = kept;
-    }
-  }
-  out["targets"] = targets;
-  Cube c;
-  c.a = targets.size();
-  c.b = seeds.size();
-  c.n = size_t(reps);
-  for (auto& t : targets)
-    for (auto s : seeds)
-      for (int k = 0; k < reps; ++k) {
-        auto it = y.find({t, s, k});
-        if (it == y.end()) {
-          out["note"] = "incomplete design (some runs missing or failed): no decomposition";
-          return out;
-        }
-        c.y.push_back(it->second);
-      }
-  if (!c.valid()) {
-    out["note"] = out.contains("identical_note") ? out["identical_note"].get<std::string>() : "no finished runs";
-    return out;
-  }
-  TwoWayResult a = two_way_anova(c);
-  PermutationResult perm = permutation_test_target(c, 999, 20211);
-  BootstrapResult boot = bootstrap_components(c, 999, 20212);
-  out["anova"] = {{"ss", {a.target.ss, a.seed.ss, a.interaction.ss, a.residual.ss}},
-                  {"df", {a.target.df, a.seed.df, a.interaction.df, a.residual.df}},
-                  {"ms", {a.target.ms, a.seed.ms, a.interaction.ms, a.residual.ms}},
-                  {"f_target", opt_num(a.f_target)},
-                  {"p_target_f", opt_num(a.p_target)},
-                  {"f_seed", opt_num(a.f_seed)},
-                  {"p_seed_f", opt_num(a.p_seed)},
-                  {"f_interaction", opt_num(a.f_interaction)},
-                  {"p_interaction_f", opt_num(a.p_interaction)}};
-  out["components_raw"] = components_json(a.raw);
-  out["components"] = components_json(a.clipped);
-  out["shares"] = components_json(a.share);
-  out["notes"] = a.notes;
-  out["permutation"] = {{"p", opt_num(perm.p)},         {"exact", perm.exact},       {"permutations", perm.permutations},
-                        {"min_p", perm.min_p},           {"no_power", perm.no_power}, {"seed", perm.seed},
-                        {"notes", perm.notes}};
-  if (boot.ok)
-    out["bootstrap"] = {{"level", boot.level},
-                        {"resamples", boot.resamples},
-                        {"seed", boot.seed},
-                        {"share_ci",
-                         {{"target", interval_json(boot.share.target)},
-                          {"seed", interval_json(boot.share.seed)},
-                          {"interaction", interval_json(boot.share.interaction)},
-                          {"residual", interval_json(boot.share.residual)}}}};
-  else
-    out["bootstrap"] = {{"note", boot.notes}};
-  ReplicateVariance rv = replicate_variance(c);
-  out["replicate_variance"] = {{"pooled", rv.pooled}, {"max_cell", rv.max_cell}, {"identical_cells", rv.identical_cells},
-                               {"cells", rv.a * rv.b}};
-  return out;
-}
-
-}  // namespace
-
-nlohmann::json analyze_training(const nlohmann::json& runs, const nlohmann::json& machine, const TrainDesign& d) {
-  nlohmann::json out;
-  // ---- table: condition x target -------------------------------------------------------------
-  nlohmann::json table = nlohmann::json::array();
-  for (const char* cond : {"a", "b", "c", "d"}) {
-    std::vector<std::string> targets;
-    for (auto& r : runs)
-      if (r.value("condition", "") == cond && std::find(targets.begin(), targets.end(), r.value("target", "")) == targets.end())
-        targets.push_back(r.value("target", ""));
-    for (auto& t : targets) {
-      std::vector<double> v;
-      std::set<std::string> wfp, cfp;
-      int failed = 0;
-      std::string init, det;
-      for (auto& r : runs) {
-        if (r.value("condition", "") != cond || r.value("target", "") != t) continue;
-        init = r.value("init", "");
-        det = r.value("nondeterminism", "");
-        if (r.value("status", "") != "ok") {
-          ++failed;
-          continue;
-        }
-        v.push_back(number_or_nan(r["final_loss"]));
-        wfp.insert(r.value("weights_fingerprint", ""));
-        cfp.insert(r.value("curve_fingerprint", ""));
-      }
-      nlohmann::json row = {{"condition", cond}, {"init", init}, {"nondeterminism", det}, {"target", t},
-                            {"runs", v.size()},  {"failed", failed}};
-      if (!v.empty()) {
-        row["mean"] = mean(v);
-        row["std"] = v.size() > 1 ? sample_std(v) : 0.0;
-        // The pooled std mixes two spreads: between initial weights (std of the per-seed means) and run
-        // to run (within a seed, pooled): both, apart, where the design has them.
-        std::map<uint64_t, std::vector<double>> by_seed;
-        for (auto& r : runs)
-          if (r.value("condition", "") == cond && r.value("target", "") == t && r.value("status", "") == "ok")
-            by_seed[r.value("seed", uint64_t(0))].push_back(number_or_nan(r["final_loss"]));
-        std::vector<double> seed_means;
-        double within = 0, within_df = 0;
-        for (auto& [s, ys] : by_seed) {
-          seed_means.push_back(mean(ys));
-          within += sample_variance(ys) * double(ys.size() - 1);
-          within_df += double(ys.size() - 1);
-        }
-        row["seed_std"] = seed_means.size() > 1 ? nlohmann::json(sample_std(seed_means)) : nlohmann::json(nullptr);
-        row["run_std"] = within_df > 0 ? nlohmann::json(std::sqrt(within / within_df)) : nlohmann::json(nullptr);
-        row["min"] = *std::min_element(v.begin(), v.end());
-        row["max"] = *std::max_element(v.begin(), v.end());
-        row["distinct_weights"] = wfp.size();
-        row["distinct_curves"] = cfp.size();
-        row["bitwise_identical"] = wfp.size() == 1 && cfp.size() == 1;
-      }
-      table.push_back(row);
-    }
-  }
-  out["table"] = table;
-  out["spread"] = spread_tests(runs);
-  // ---- variance components ---------------------------------------------------------------------
-  out["variance"] = {variance_for(runs, "a", d), variance_for(runs, "b", d)};
-  // ---- confounding guard -------------------------------------------------------------------------
-  // Targets that ran in condition (a); a pair is attributable to hardware only when the implementation
-  // is identical, and only a significant target effect is attributed at all.
-  std::vector<std::string> targets;
-  for (auto& r : runs)
-    if (r.value("condition", "") == "a" && r.value("status", "") == "ok" &&
-        std::find(targets.begin(), targets.end(), r.value("target", "")) == targets.end())
-      targets.push_back(r.value("target", ""));
-  const nlohmann::json& va = out["variance"][0];
-  const nlohmann::json perm = va.value("permutation", nlohmann::json::object());
-  const bool significant = perm.value("p", nlohmann::json()).is_number() && perm["p"].get<double>() < 0.05 &&
-                           !perm.value("no_power", false);
-  std::string no_effect = perm.value("p", nlohmann::json()).is_number()
-                              ? fmt::format("nothing: no significant target effect in (a) (permutation p = {:.3g}{})",
-                                            perm["p"].get<double>(), perm.value("no_power", false) ? ", no power" : "")
-                              : "nothing: the target effect in (a) was not tested";
-  nlohmann::json guard = nlohmann::json::array();
-  std::set<std::string> hardware;
-  for (auto& t : targets) hardware.insert(hardware_of(t, machine));
-  for (size_t i = 0; i < targets.size(); ++i)
-    for (size_t j = i + 1; j < targets.size(); ++j) {
-      TargetDescription x{hardware_of(targets[i], machine), implementation_of(targets[i], machine)};
-      TargetDescription y{hardware_of(targets[j], machine), implementation_of(targets[j], machine)};
-      guard.push_back({{"targets", {targets[i], targets[j]}},
-                       {"hardware", {x.hardware, y.hardware}},
-                       {"implementation", {x.implementation, y.implementation}},
-                       {"kind", comparison_kind_name(classify_comparison(x, y))},
-                       {"could_be", attributable_label(x, y)},
-                       {"attributable_to", significant ? attributable_label(x, y) : no_effect}});
-    }
-  out["confounding"] = guard;
-  if (hardware.size() <= 1)
-    out["hardware_attribution"] =
-        fmt::format("this design cannot attribute anything to hardware: every target ran on {} (one machine, one "
-                    "device); a difference between its targets is an implementation effect at most. Merge runs from "
-                    "other machines to test hardware.",
-                    hardware.empty() ? std::string("no hardware (no target ran)") : *hardware.begin());
-  // ---- phases ------------------------------------------------------------------------------------
-  std::vector<RunPhases> rp;
-  for (auto& r : runs) {
-    if (r.value("status", "") != "ok") continue;
-    std::vector<double> c;
-    for (auto& x : r.value("curve", nlohmann::json::array())) c.push_back(number_or_nan(x));
-    rp.push_back({r["condition"].get<std::string>(), detect_phases(c)});
-  }
-  nlohmann::json phases = nlohmann::json::object();
-  for (auto& [cond, s] : summarize_phases(rp))
-    phases[cond] = {{"runs", s.runs},
-                    {"labels", s.label_counts},
-                    {"with_plateau", s.with_plateau},
-                    {"escaped", s.escaped},
-                    {"censored", s.censored},
-                    {"escape_median", opt_num(s.escape_median)},
-                    {"escape_q25", opt_num(s.escape_q25)},
-                    {"escape_q75", opt_num(s.escape_q75)}};
-  out["phases"] = phases;
-  return out;
 }
 
 // Variants that cannot be derived plan no runs (run_train_design refuses such a design).
@@ -679,6 +393,126 @@ size_t planned_runs(const TrainDesign& d) {
     if (derive_variants(t, &v, &err)) vars.push_back(v);
   }
   return plan_runs(d, vars).size();
+}
+
+// ---- detaudit analyze ---------------------------------------------------------------------------------
+namespace {
+
+// The fields of a design that two results must share to be merged (targets may differ; data_dir is a
+// path on each machine, the data's identity is its pixel fingerprint).
+constexpr const char* kMergeFields[] = {"model", "design", "seeds", "batches", "window", "replicates",
+                                        "batch_size", "data_seed", "init_seed_base"};
+
+std::string canonical_dir(const std::string& d) {
+  std::error_code ec;
+  fs::path p = fs::weakly_canonical(fs::absolute(d, ec), ec);
+  return ec ? d : p.string();
+}
+
+}  // namespace
+
+int analyze_training_dirs(const AnalyzeOptions& opt, Results* results, std::string* err) {
+  auto say = [&](const std::string& s) {
+    if (opt.progress) opt.progress(s);
+  };
+  if (opt.dirs.empty()) return *err = "no results directory given", 2;
+  if (opt.out_dir.empty()) return *err = "--out is required", 2;
+  const std::string out_canon = canonical_dir(opt.out_dir);
+  std::vector<Results> inputs;
+  for (auto& dir : opt.dirs) {
+    if (!fs::is_directory(dir)) return *err = fmt::format("{}: not a directory", dir), 2;
+    if (canonical_dir(dir) == out_canon)
+      return *err = fmt::format("--out {} is one of the inputs: its results.json would be replaced", opt.out_dir), 2;
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (canonical_dir(opt.dirs[i]) == canonical_dir(dir)) return *err = fmt::format("{} is given twice", dir), 2;
+    Results r;
+    if (!load_results(dir + "/results.json", &r, err)) return 2;
+    if (r.plan.value("kind", "") != "train" || !r.plan.contains("design"))
+      return *err = fmt::format("{}/results.json holds no training design (plan.kind is not \"train\")", dir), 2;
+    if (r.plan.contains("sources"))
+      return *err = fmt::format("{}/results.json is itself a merged analysis: give the directories it was merged from "
+                                "(plan.sources)",
+                                dir),
+             2;
+    if (r.training.empty()) return *err = fmt::format("{}/results.json holds no training runs", dir), 2;
+    if (r.plan.value("data_fingerprint", "").empty())
+      return *err = fmt::format("{}/results.json does not record its data's fingerprint (plan.data_fingerprint; results "
+                                "written before detaudit analyze existed lack it): its data cannot be checked against the "
+                                "others'; run the design again",
+                                dir),
+             2;
+    inputs.push_back(std::move(r));
+  }
+  const nlohmann::json& d0 = inputs[0].plan["design"];
+  for (size_t i = 1; i < inputs.size(); ++i) {
+    const nlohmann::json& di = inputs[i].plan["design"];
+    for (const char* f : kMergeFields) {
+      const nlohmann::json a = d0.value(f, nlohmann::json()), b = di.value(f, nlohmann::json());
+      if (a != b)
+        return *err = fmt::format("{} and {} ran different designs: {} is {} vs {}; only runs of one design can be merged",
+                                  opt.dirs[0], opt.dirs[i], f, a.dump(), b.dump()),
+               2;
+    }
+    const std::string fa = inputs[0].plan["data_fingerprint"], fb = inputs[i].plan["data_fingerprint"];
+    if (fa != fb)
+      return *err = fmt::format("{} and {} trained on different data (pixel fingerprints {} vs {}); only runs of one "
+                                "design can be merged",
+                                opt.dirs[0], opt.dirs[i], fa, fb),
+             2;
+  }
+  DirLock lock;
+  std::error_code ec;
+  fs::create_directories(opt.out_dir, ec);
+  if (ec) return *err = fmt::format("cannot create {}: {}", opt.out_dir, ec.message()), 2;
+  if (!lock.acquire(opt.out_dir, err)) return 2;
+
+  Results m;
+  m.started_at = utc_now_iso8601();
+  m.command = opt.command;
+  m.machine = nlohmann::json::object();
+  nlohmann::json design = d0, targets = nlohmann::json::array(), sources = nlohmann::json::array();
+  std::map<std::string, int> labels;
+  size_t planned = 0;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    Results& r = inputs[i];
+    TrainingSource s;
+    s.dir = opt.dirs[i];
+    const std::string host = r.machine.value("hostname", std::string("machine"));
+    const int seen = ++labels[host];
+    s.label = seen == 1 ? host : fmt::format("{}#{}", host, seen);
+    s.machine = r.machine;
+    s.tool_version = r.tool_version;
+    s.tool_commit = r.tool_commit;
+    s.started_at = r.started_at;
+    s.finished_at = r.finished_at;
+    sources.push_back(to_json(s));
+    for (auto& t : r.plan["design"].value("targets", nlohmann::json::array()))
+      if (std::find(targets.begin(), targets.end(), t) == targets.end()) targets.push_back(t);
+    const size_t plan_runs = r.plan.value("runs", size_t(0));
+    planned += plan_runs;
+    size_t ok = 0;
+    for (auto& run : r.training) {
+      ok += run.ok();
+      run.source = int(i);
+      m.training.push_back(std::move(run));
+    }
+    say(fmt::format("source {} ({}): {}: {} runs ({} finished){}{}", i, s.label, s.dir, r.training.size(), ok,
+                    plan_runs > r.training.size() ? fmt::format(", {} of the plan's {} not run", plan_runs - r.training.size(), plan_runs) : "",
+                    r.finished_at.empty() ? "; the design did not finish" : ""));
+  }
+  // The sources' labels (hostnames) may collide with a later "#2": make every one unique.
+  for (size_t i = 0; i < sources.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      if (sources[i]["label"] == sources[j]["label"]) sources[i]["label"] = fmt::format("{}#{}", sources[i]["label"].get<std::string>(), i + 1);
+  design["targets"] = targets;
+  m.plan = {{"kind", "train"}, {"design", design}, {"runs", planned},
+            {"data_fingerprint", inputs[0].plan["data_fingerprint"]}, {"sources", sources}};
+  m.analysis = analyze_training(m.training, training_sources(m.plan, m.machine, m.tool_version, m.tool_commit));
+  m.finished_at = utc_now_iso8601();
+  if (!save_results(opt.out_dir + "/results.json", m, err)) return 2;
+  if (!write_reports(opt.out_dir, m, err)) return 2;
+  *results = std::move(m);
+  return 0;
 }
 
 }  // namespace detaudit

@@ -135,8 +135,20 @@ std::string dataset_fingerprint(const Dataset& data);
 // exit code (0, or 2 for a malformed request or fault hook).
 int train_worker_main(int in_fd, int out_fd);
 
-// The analysis of a results document's training runs (table, variance components, confounding
-// guard, phases). Pure function of the runs; stored in results.json "analysis".
-nlohmann::json analyze_training(const nlohmann::json& runs, const nlohmann::json& machine, const TrainDesign& d);
+// ---- detaudit analyze: one analysis over several results directories --------------------------------
+// Merges the training runs of one design recorded in several results directories (machines, or runs
+// on one machine) into one analysis (analysis/training.hpp) in which each directory is a source:
+// <out>/results.json (plan.sources lists them), report.md and report.html.
+// The designs must agree in model, design, seeds, batches, window, replicates, batch size, data seed
+// (the batch order), initial-seed base and the data's pixel fingerprint; targets may differ. Returns 0,
+// or 2 with a one-line *err: a directory that cannot be read or holds no training runs, designs that
+// differ (naming the directories, the field and both values), a merged analysis given as input, or an
+// output directory that is one of the inputs.
+struct AnalyzeOptions {
+  std::vector<std::string> dirs;
+  std::string out_dir, command;
+  std::function<void(const std::string&)> progress;
+};
+int analyze_training_dirs(const AnalyzeOptions& opt, Results* results, std::string* err);
 
 }  // namespace detaudit

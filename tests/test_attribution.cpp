@@ -1,33 +1,60 @@
-// The training analysis (suites/train_design.cpp, analyze_training) on synthetic runs of known structure
+// The training analysis (analysis/training.cpp, analyze_training) on synthetic runs of known structure
 // (issue 11). The confounding guard (defect 4): two devices of one implementation are a hardware
-// comparison (not "confounded" by the device index), only a significant target effect is attributed,
-// targets that never ran are left out, and a design on one machine and one device says plainly that it
-// cannot attribute anything to hardware. A "nondeterministic" target that did not vary is not pooled as
-// run-to-run noise (defect 1); the seed and run-to-run spreads are shown apart (defect 6); the paper's
-// comparisons are tested (defect 7).
+// comparison (not "confounded" by the device index), only a significant difference is attributed (each
+// pair tested on its own), targets that never ran are left out, and a design on one machine and one
+// device says plainly that it cannot attribute anything to hardware. A "nondeterministic" target that
+// did not vary is not pooled as run-to-run noise (defect 1); the seed and run-to-run spreads are shown
+// apart (defect 6); the paper's comparisons are tested (defect 7). Merged designs (section 3): the
+// machine is a factor, a hardware effect needs an identical implementation, and what differs is named.
 #include <gtest/gtest.h>
 
 #include <string>
 
-#include "suites/train_design.hpp"
+#include "analysis/training.hpp"
 
 namespace detaudit {
 namespace {
 
+TrainingRun run(const std::string& cond, const std::string& target, const std::string& base, uint64_t seed, int rep,
+                double loss, const std::string& weights) {
+  TrainingRun r;
+  r.key = cond + "|" + target + "|" + std::to_string(seed) + "|" + std::to_string(rep);
+  r.condition = cond;
+  r.random_init = cond == "a" || cond == "b";
+  r.nondeterministic = cond == "a" || cond == "c";
+  r.target = target;
+  r.base_target = base;
+  r.seed = seed;
+  r.replicate = rep;
+  r.status = ObsStatus::kOk;
+  r.final_loss = loss;
+  r.curve = {1.0, 0.5, loss};
+  r.weights_fingerprint = r.curve_fingerprint = weights;
+  return r;
+}
+
 // Condition (a) runs: `targets` x `seeds` x 2 replicates; target t adds t * effect to the final loss,
 // seed s adds a little, the replicate a little less.
-nlohmann::json runs_of(const std::vector<std::string>& targets, int seeds, double effect) {
-  nlohmann::json runs = nlohmann::json::array();
+std::vector<TrainingRun> runs_of(const std::vector<std::string>& targets, int seeds, double effect, int source = 0) {
+  std::vector<TrainingRun> runs;
   for (size_t t = 0; t < targets.size(); ++t)
     for (int s = 0; s < seeds; ++s)
       for (int k = 0; k < 2; ++k) {
         const double y = 0.02 + effect * double(t) + 1e-4 * ((s * 7) % 5) + 1e-5 * ((s + k * 3 + int(t)) % 4);
-        runs.push_back({{"condition", "a"}, {"init", "random"}, {"nondeterminism", "on"}, {"status", "ok"},
-                        {"target", targets[t]}, {"base_target", targets[t]}, {"seed", 1000 + s}, {"replicate", k}, {"final_loss", y},
-                        {"curve", {1.0, 0.5, y}}, {"weights_fingerprint", std::to_string(t * 100 + s * 10 + k)},
-                        {"curve_fingerprint", std::to_string(t * 100 + s * 10 + k)}});
+        runs.push_back(run("a", targets[t], targets[t], 1000 + s, k, y,
+                           std::to_string(source * 1000 + t * 100 + s * 10 + k)));
+        runs.back().source = source;
       }
   return runs;
+}
+
+std::vector<TrainingSource> one(const nlohmann::json& machine) {
+  TrainingSource s;
+  s.label = "host";
+  s.machine = machine;
+  s.tool_version = "0.1.0";
+  s.tool_commit = "abc1234";
+  return {s};
 }
 
 nlohmann::json two_gpus() {
@@ -42,28 +69,35 @@ const nlohmann::json& pair0(const nlohmann::json& an) { return an["confounding"]
 
 TEST(Confounding, TwoDevicesOfOneImplementationAreAHardwareComparison) {
   // 2 targets x 8 seeds, a strong effect: significant, and the implementations are identical.
-  nlohmann::json an = analyze_training(runs_of({"cuda:0?order=tree", "cuda:1?order=tree"}, 8, 0.01), two_gpus(), {});
+  nlohmann::json an = analyze_training(runs_of({"cuda:0?order=tree", "cuda:1?order=tree"}, 8, 0.01), one(two_gpus()));
   ASSERT_EQ(an["confounding"].size(), 1u);
   EXPECT_EQ(pair0(an)["kind"], "hardware-only");
   EXPECT_EQ(pair0(an)["implementation"][0], pair0(an)["implementation"][1]) << "the device index is not implementation";
   EXPECT_EQ(pair0(an)["attributable_to"], "hardware");
-  EXPECT_FALSE(an.contains("hardware_attribution")) << "two devices: hardware can be told apart";
+  EXPECT_EQ(pair0(an)["test"]["min_p"], 1.0 / 128) << "2 labels x 8 seed blocks: 1/2^7";
+  EXPECT_EQ(an["hardware_attribution"].get<std::string>().rfind("1 pair of targets ran the same implementation on "
+                                                                "different hardware: 1 with a significant difference",
+                                                                0),
+            0u)
+      << an["hardware_attribution"];
 }
 
 TEST(Confounding, NoSignificantEffectIsAttributedToNothing) {
   // 2 targets x 3 seeds: 8 arrangements, p can be no less than 0.25: the test has no power.
-  nlohmann::json an = analyze_training(runs_of({"cuda:0?order=tree", "cuda:1?order=tree"}, 3, 0.01), two_gpus(), {});
+  nlohmann::json an = analyze_training(runs_of({"cuda:0?order=tree", "cuda:1?order=tree"}, 3, 0.01), one(two_gpus()));
   EXPECT_EQ(pair0(an)["could_be"], "hardware");
   EXPECT_EQ(pair0(an)["attributable_to"],
-            "nothing: no significant target effect in (a) (permutation p = 0.25, no power)");
+            "nothing: no significant difference between the two in (a) (permutation p = 0.25, no power: the smallest "
+            "attainable p is 0.25)");
 }
 
 TEST(Confounding, OneMachineOneDeviceCannotAttributeToHardwareAndSaysSo) {
-  nlohmann::json runs = runs_of({"cpu?order=atomic&threads=2", "cpu?order=atomic&threads=4"}, 8, 0.01);
+  std::vector<TrainingRun> runs = runs_of({"cpu?order=atomic&threads=2", "cpu?order=atomic&threads=4"}, 8, 0.01);
   // A third target whose every run failed is no part of any comparison.
-  runs.push_back({{"condition", "a"}, {"status", "crashed"}, {"target", "cpu?order=atomic&threads=3"}, {"seed", 1000},
-                  {"replicate", 0}});
-  nlohmann::json an = analyze_training(runs, {{"cpu_model", "AMD EPYC"}}, {});
+  TrainingRun crashed = run("a", "cpu?order=atomic&threads=3", "cpu?order=atomic&threads=3", 1000, 0, NAN, "");
+  crashed.status = ObsStatus::kCrashed;
+  runs.push_back(crashed);
+  nlohmann::json an = analyze_training(runs, one({{"cpu_model", "AMD EPYC"}}));
   ASSERT_EQ(an["confounding"].size(), 1u);
   EXPECT_EQ(pair0(an)["kind"], "implementation-only");
   EXPECT_EQ(pair0(an)["attributable_to"], "implementation");
@@ -77,13 +111,13 @@ TEST(Confounding, OneMachineOneDeviceCannotAttributeToHardwareAndSaysSo) {
 }
 
 TEST(Confounding, AVariantThatDidNotVaryIsFlaggedAndNotPooled) {
-  nlohmann::json runs = runs_of({"cpu?order=atomic&threads=2", "cpu?order=atomic&threads=4"}, 8, 0.01);
+  std::vector<TrainingRun> runs = runs_of({"cpu?order=atomic&threads=2", "cpu?order=atomic&threads=4"}, 8, 0.01);
   for (auto& r : runs)  // the second target's replicates: bitwise identical in every seed
-    if (r["target"] == "cpu?order=atomic&threads=4") {
-      r["weights_fingerprint"] = "w" + std::to_string(r["seed"].get<int>());
-      r["final_loss"] = 0.03 + 1e-4 * r["seed"].get<int>();
+    if (r.target == "cpu?order=atomic&threads=4") {
+      r.weights_fingerprint = "w" + std::to_string(r.seed);
+      r.final_loss = 0.03 + 1e-4 * double(r.seed);
     }
-  nlohmann::json an = analyze_training(runs, {{"cpu_model", "AMD EPYC"}}, {});
+  nlohmann::json an = analyze_training(runs, one({{"cpu_model", "AMD EPYC"}}));
   const nlohmann::json& va = an["variance"][0];
   EXPECT_EQ(va["identical_replicates"], nlohmann::json::array({"cpu?order=atomic&threads=4"}));
   EXPECT_EQ(va["targets"], nlohmann::json::array({"cpu?order=atomic&threads=2"}));
@@ -92,7 +126,7 @@ TEST(Confounding, AVariantThatDidNotVaryIsFlaggedAndNotPooled) {
 }
 
 TEST(Confounding, SeedSpreadAndRunToRunSpreadAreShownApart) {
-  nlohmann::json an = analyze_training(runs_of({"cpu?order=atomic&threads=2"}, 4, 0.0), {{"cpu_model", "x"}}, {});
+  nlohmann::json an = analyze_training(runs_of({"cpu?order=atomic&threads=2"}, 4, 0.0), one({{"cpu_model", "x"}}));
   const nlohmann::json& row = an["table"][0];
   // Per seed s the two replicates are y_s + 1e-5 * ((s + 0) % 4) and y_s + 1e-5 * ((s + 3) % 4).
   std::vector<double> means, within;
@@ -110,14 +144,12 @@ TEST(Confounding, SeedSpreadAndRunToRunSpreadAreShownApart) {
 }
 
 TEST(Confounding, ThePapersComparisonsAreTested) {
-  nlohmann::json runs = runs_of({"cpu?threads=2"}, 4, 0.0);  // condition (a): 8 runs
-  for (auto& r : runs) r["base_target"] = "cpu?threads=2";
+  std::vector<TrainingRun> runs = runs_of({"cpu?threads=2"}, 4, 0.0);  // condition (a): 8 runs
   for (int s = 0; s < 4; ++s)  // (b): one run per seed, (c) and (d): four replicates of one seed
     for (const char* c : {"b", "c", "d"})
-      runs.push_back({{"condition", c}, {"status", "ok"}, {"target", "cpu?order=blocked&threads=2"},
-                      {"base_target", "cpu?threads=2"}, {"seed", 1000 + s}, {"replicate", 0},
-                      {"final_loss", std::string(c) == "d" ? 0.025 : 0.02 + 1e-3 * s}});
-  nlohmann::json an = analyze_training(runs, {{"cpu_model", "x"}}, {});
+      runs.push_back(run(c, "cpu?order=blocked&threads=2", "cpu?threads=2", 1000 + s, 0,
+                         std::string(c) == "d" ? 0.025 : 0.02 + 1e-3 * s, "w"));
+  nlohmann::json an = analyze_training(runs, one({{"cpu_model", "x"}}));
   ASSERT_EQ(an["spread"].size(), 2u);
   EXPECT_EQ(an["spread"][0]["conditions"], nlohmann::json::array({"a", "b"}));
   EXPECT_EQ(an["spread"][0]["runs"], nlohmann::json::array({8, 4}));
@@ -125,6 +157,110 @@ TEST(Confounding, ThePapersComparisonsAreTested) {
   EXPECT_EQ(an["spread"][0]["permutations"], 495);
   EXPECT_EQ(an["spread"][1]["conditions"], nlohmann::json::array({"c", "d"}));
   EXPECT_TRUE(an["spread"][1]["sd_ratio"].is_null()) << "(d) did not vary: no ratio";
+}
+
+// ---- merged designs (detaudit analyze): the machine is a factor ------------------------------------
+
+// Two sources, each with condition (a) of one target and its deterministic variant in (b) and (d);
+// `d_same`: the deterministic runs end in the same weights on both sources.
+std::vector<TrainingRun> two_machines(double effect, int seeds, bool d_same) {
+  const std::string nd = "cpu?order=atomic&threads=2", det = "cpu?order=blocked&threads=2", base = "cpu?threads=2";
+  std::vector<TrainingRun> runs;
+  for (int src = 0; src < 2; ++src) {
+    for (auto r : runs_of({nd}, seeds, 0.0, src)) {
+      r.base_target = base;
+      r.final_loss += effect * src;
+      runs.push_back(r);
+    }
+    for (int s = 0; s < seeds; ++s)
+      for (const char* c : {"b", "d"}) {
+        const std::string w = std::string(c) + (std::string(c) == "d" ? "" : std::to_string(s)) + (d_same ? "" : std::to_string(src));
+        runs.push_back(run(c, det, base, 1000 + s, 0, 0.02, w));
+        runs.back().source = src;
+      }
+  }
+  return runs;
+}
+
+std::vector<TrainingSource> machines(const std::string& cpu0, const std::string& cpu1, const std::string& commit1) {
+  std::vector<TrainingSource> s(2);
+  s[0].label = "node-a", s[0].machine = {{"hostname", "node-a"}, {"cpu_model", cpu0}};
+  s[1].label = "node-b", s[1].machine = {{"hostname", "node-b"}, {"cpu_model", cpu1}};
+  s[0].tool_version = s[1].tool_version = "0.1.0";
+  s[0].tool_commit = "abc1234";
+  s[1].tool_commit = commit1;
+  return s;
+}
+
+TEST(MergedDesign, EachSourceIsALevelOfTheTargetFactor) {
+  nlohmann::json an = analyze_training(two_machines(0.01, 8, true), machines("AMD EPYC 9654", "Intel Xeon 8480", "abc1234"));
+  const nlohmann::json& va = an["variance"][0];
+  EXPECT_EQ(va["targets"], nlohmann::json::array({"cpu?order=atomic&threads=2 @ node-a", "cpu?order=atomic&threads=2 @ node-b"}));
+  ASSERT_TRUE(va.contains("anova"));
+  EXPECT_EQ(an["sources"].size(), 2u);
+  EXPECT_EQ(an["table"][0]["target"], "cpu?order=atomic&threads=2 @ node-a");
+}
+
+TEST(MergedDesign, SameImplementationOnTwoMachinesIsHardwareAndASignificantGapIsAttributed) {
+  nlohmann::json an = analyze_training(two_machines(0.01, 8, false), machines("AMD EPYC 9654", "Intel Xeon 8480", "abc1234"));
+  ASSERT_EQ(an["confounding"].size(), 1u);
+  const auto& g = pair0(an);
+  EXPECT_EQ(g["kind"], "hardware-only");
+  EXPECT_EQ(g["hardware"], nlohmann::json::array({"AMD EPYC 9654 in node-a", "Intel Xeon 8480 in node-b"}));
+  EXPECT_FALSE(g.contains("implementation_differs"));
+  EXPECT_LT(g["test"]["p"].get<double>(), 0.05);
+  EXPECT_EQ(g["attributable_to"], "hardware");
+  EXPECT_EQ(g["bitwise"][1]["identical_seeds"], 0) << "the planted (d) weights differ between the machines";
+}
+
+TEST(MergedDesign, IdenticalBitsOnTwoMachinesSayHardwareContributedExactlyZero) {
+  // No gap in (a), and the deterministic variant ends in the same weights on both machines.
+  nlohmann::json an = analyze_training(two_machines(0.0, 8, true), machines("AMD EPYC 9654", "Intel Xeon 8480", "abc1234"));
+  const auto& g = pair0(an);
+  EXPECT_EQ(g["kind"], "hardware-only");
+  EXPECT_EQ(g["bitwise"][0]["identical_seeds"], 8);
+  EXPECT_EQ(g["bitwise"][1]["identical_seeds"], 8);
+  EXPECT_EQ(g["attributable_to"].get<std::string>().rfind("nothing: with the implementation pinned, this hardware "
+                                                          "difference contributed exactly zero",
+                                                          0),
+            0u)
+      << g["attributable_to"];
+  EXPECT_NE(an["hardware_attribution"].get<std::string>().find("1 with bitwise-identical final weights"), std::string::npos)
+      << an["hardware_attribution"];
+}
+
+TEST(MergedDesign, ADifferentCommitIsConfoundedWithImplementationAndNamed) {
+  nlohmann::json an = analyze_training(two_machines(0.01, 8, false), machines("AMD EPYC 9654", "Intel Xeon 8480", "def5678"));
+  const auto& g = pair0(an);
+  EXPECT_EQ(g["kind"], "both");
+  EXPECT_EQ(g["implementation_differs"], "commit abc1234 vs def5678");
+  EXPECT_EQ(g["attributable_to"], "confounded with implementation: commit abc1234 vs def5678");
+  EXPECT_EQ(an["hardware_attribution"].get<std::string>().rfind("the hardware differs here only together with the "
+                                                                "implementation",
+                                                                0),
+            0u);
+}
+
+TEST(MergedDesign, TwoRunsOnOneMachineAreNoHardwareComparison) {
+  // Same hostname on both: the same machine twice (the labels are unique, the hardware is not).
+  std::vector<TrainingSource> s = machines("AMD EPYC 9654", "AMD EPYC 9654", "abc1234");
+  s[1].machine["hostname"] = "node-a";
+  s[1].label = "node-a#2";
+  nlohmann::json an = analyze_training(two_machines(0.0, 8, true), s);
+  EXPECT_EQ(pair0(an)["kind"], "neither");
+  EXPECT_EQ(pair0(an)["attributable_to"], "nothing: same hardware and implementation (run-to-run variation only)");
+  EXPECT_EQ(an["hardware_attribution"].get<std::string>().rfind("this design cannot attribute anything to hardware", 0), 0u);
+}
+
+TEST(MergedDesign, ImplementationDifferenceNamesLibraryVersions) {
+  TrainingSource x, y;
+  x.tool_version = y.tool_version = "0.1.0";
+  x.tool_commit = y.tool_commit = "c";
+  x.machine = {{"libraries", {{"openblas", "0.3.21"}, {"openblas_core", "Haswell"}}}};
+  y.machine = {{"libraries", {{"openblas", "0.3.26"}, {"openblas_core", "Haswell"}}}};
+  EXPECT_EQ(implementation_difference("openblas", x, "openblas", y), "openblas 0.3.21 vs 0.3.26");
+  EXPECT_EQ(implementation_difference("cuda:0?order=tree", x, "cuda:1?order=tree", x), "") << "device index is hardware";
+  EXPECT_EQ(implementation_of("cuda:0?order=tree", x), implementation_of("cuda:3?order=tree", x));
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 // gates/baseline: the file `detaudit baseline save` writes, read back strictly; keys per entry.
 #include <gtest/gtest.h>
 
+#include "tests/training_helpers.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -57,7 +59,7 @@ Observation cell(const std::string& w, const std::string& t, std::vector<std::st
   return o;
 }
 
-nlohmann::json train_run(const std::string& cond, const std::string& t, uint64_t seed, int rep, double loss,
+TrainingRun train_run(const std::string& cond, const std::string& t, uint64_t seed, int rep, double loss,
                          const std::string& status = "ok") {
   bool fixed = cond == "c" || cond == "d", det = cond == "b" || cond == "d";
   nlohmann::json j = {{"key", cond + "|" + t + "|" + std::to_string(seed) + "|" + std::to_string(rep)},
@@ -77,7 +79,7 @@ nlohmann::json train_run(const std::string& cond, const std::string& t, uint64_t
   } else {
     j["reason"] = "SIGSEGV (Segmentation fault)";
   }
-  return j;
+  return training_run(j);
 }
 
 Results sample_results() {

@@ -116,11 +116,15 @@ Results training_results() {
   const char* target[] = {"cpu?order=atomic&threads=2&isa=auto", "cpu?order=blocked&threads=2&isa=auto"};
   for (const char* c : {"a", "b", "c", "d"})
     for (int seed = 0; seed < 2; ++seed) {
-      nlohmann::json curve = nlohmann::json::array();
-      for (int i = 1; i <= 30; ++i) curve.push_back(0.08 / (1.0 + 0.05 * i) + 0.001 * seed);
+      TrainingRun t;
+      for (int i = 1; i <= 30; ++i) t.curve.push_back(0.08 / (1.0 + 0.05 * i) + 0.001 * seed);
       const bool det = std::string(c) == "b" || std::string(c) == "d";
-      r.training.push_back({{"status", "ok"}, {"condition", c}, {"target", target[det ? 1 : 0]}, {"seed", seed},
-                            {"replicate", 0}, {"final_loss", curve.back()}, {"curve", curve}});
+      t.status = ObsStatus::kOk;
+      t.condition = c;
+      t.target = target[det ? 1 : 0];
+      t.seed = uint64_t(seed);
+      t.final_loss = t.curve.back();
+      r.training.push_back(t);
     }
   r.analysis = {
       {"table",

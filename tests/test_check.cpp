@@ -1,6 +1,8 @@
 // gates/check and `detaudit check`: a results directory against a baseline.
 #include <gtest/gtest.h>
 
+#include "tests/training_helpers.hpp"
+
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -120,10 +122,10 @@ const CheckFinding* first(const CheckReport& rep, FindingKind k, const std::stri
   return nullptr;
 }
 
-nlohmann::json train_run(const std::string& cond, const std::string& t, uint64_t seed, int rep, double loss,
+TrainingRun train_run(const std::string& cond, const std::string& t, uint64_t seed, int rep, double loss,
                          const std::string& weights = std::string(32, 'e')) {
   bool fixed = cond == "c" || cond == "d", det = cond == "b" || cond == "d";
-  return {{"key", cond + "|" + t + "|" + std::to_string(seed) + "|" + std::to_string(rep)},
+  return training_run({{"key", cond + "|" + t + "|" + std::to_string(seed) + "|" + std::to_string(rep)},
           {"model", "autoencoder"},
           {"design", "sony2021"},
           {"condition", cond},
@@ -135,7 +137,7 @@ nlohmann::json train_run(const std::string& cond, const std::string& t, uint64_t
           {"replicate", rep},
           {"final_loss", loss},
           {"curve", {loss}},
-          {"weights_fingerprint", weights}};
+          {"weights_fingerprint", weights}});
 }
 
 }  // namespace
@@ -327,7 +329,7 @@ TEST(Check, TrainingMeanAgainstThePredictionIntervalForTheMean) {
   EXPECT_NEAR(lo, 2 - half, 1e-12);
   // DIR's runs of cell a: losses x, 2, 3, so their mean is (x + 5)/3.
   auto with_mean = [&](Results r, double mean_a) {
-    r.training[0]["final_loss"] = 3 * mean_a - 5;
+    r.training[0].final_loss = 3 * mean_a - 5;
     return r;
   };
   auto inside = run_cli("check " + d.results("in", with_mean(base, 2 + half - 1e-9)) + " --baseline " + baseline);
@@ -373,13 +375,13 @@ TEST(Check, TrainingMeanAgainstThePredictionIntervalForTheMean) {
 
   // Condition d on the same key is bitwise: any other loss fails, however close.
   Results dd = base;
-  dd.training[5]["final_loss"] = std::nextafter(0.25, 1.0);
+  dd.training[5].final_loss = std::nextafter(0.25, 1.0);
   auto bits = run_cli("check " + d.results("dbits", dd) + " --baseline " + baseline);
   EXPECT_EQ(bits.code, 1) << bits.out;
   EXPECT_NE(bits.out.find("training_bits"), std::string::npos) << bits.out;
   // ... and the same loss with other final weights too.
   Results dw = base;
-  dw.training[4]["weights_fingerprint"] = std::string(32, '9');
+  dw.training[4].weights_fingerprint = std::string(32, '9');
   EXPECT_EQ(run_cli("check " + d.results("dweights", dw) + " --baseline " + baseline).code, 1);
   // On another CPU, sd 0 is a point interval a key difference excuses: a warning, not judged.
   dd.machine["cpu_model"] = "Other CPU 1";
@@ -388,8 +390,8 @@ TEST(Check, TrainingMeanAgainstThePredictionIntervalForTheMean) {
   EXPECT_NE(excused.out.find("sd 0"), std::string::npos) << excused.out;
   // A crashed or diverged run still fails on its own.
   Results crashed = base;
-  crashed.training[1]["status"] = "crashed";
-  crashed.training[2]["final_loss"] = nullptr;
+  crashed.training[1].status = ObsStatus::kCrashed;
+  crashed.training[2].final_loss = NAN;
   rep = check_against_baseline(make_baseline(base, "b", "t"), crashed, "d", "b");
   EXPECT_EQ(rep.count(Verdict::kFail), 2);
   EXPECT_NE(first(rep, FindingKind::kTrainingRun)->message.find("run crashed"), std::string::npos);
@@ -445,7 +447,7 @@ TEST(Check, TrainingUnchangedMachinePassesAShiftedMeanFails) {
       double lo, hi;
       ASSERT_TRUE(prediction_interval(bt.n, *bt.mean, *bt.sd, &lo, &hi));  // one draw, 95%
       for (auto& run : now.training)
-        if (run["condition"] == bt.condition) any |= run["final_loss"] < lo || run["final_loss"] > hi;
+        if (run.condition == bt.condition) any |= run.final_loss < lo || run.final_loss > hi;
     }
     old_rule_fails += any;
   }
@@ -469,7 +471,7 @@ TEST(Check, TrainingUnchangedMachinePassesAShiftedMeanFails) {
   Baseline sb = make_baseline(same, "s", "t");
   EXPECT_EQ(check_against_baseline(sb, same, "s", "b").exit_code(), 0);
   Results off = same;
-  off.training[2]["final_loss"] = std::nextafter(0.5, 1.0);
+  off.training[2].final_loss = std::nextafter(0.5, 1.0);
   CheckReport point = check_against_baseline(sb, off, "s", "b");
   EXPECT_EQ(point.exit_code(), 1);
   EXPECT_NE(first(point, FindingKind::kTrainingInterval)->message.find("1 of the 3 runs differ"), std::string::npos)

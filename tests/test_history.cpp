@@ -13,6 +13,8 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "tests/training_helpers.hpp"
+
 #include "cli_helpers.hpp"
 #include "gates/history.hpp"
 
@@ -239,10 +241,9 @@ TEST(History, RecordAndQueryRoundTrip) {
   Results r = results("2026-11-30T12:00:00Z", "host-a", fp('a'));
   r.observations[0].oracle = OracleDistance{};
   r.observations[0].oracle->err_ratio = 0.25;
-  r.training = nlohmann::json::array(
-      {{{"key", "a|cpu|1|0"}, {"model", "autoencoder"}, {"design", "sony2021"}, {"condition", "a"},
-        {"target", "cpu?threads=2"}, {"seed", 1}, {"replicate", 0}, {"status", "ok"}, {"final_loss", 0.125},
-        {"weights_fingerprint", fp('e')}}});
+  r.training = {training_run({{"key", "a|cpu|1|0"}, {"model", "autoencoder"}, {"design", "sony2021"}, {"condition", "a"},
+                               {"target", "cpu?threads=2"}, {"seed", 1}, {"replicate", 0}, {"status", "ok"},
+                               {"final_loss", 0.125}, {"curve", {0.125}}, {"weights_fingerprint", fp('e')}})};
   std::string err;
   ASSERT_TRUE(record_run(db.string(), "probe", r, (dir / "results").string(), 1, &err)) << err;
 
@@ -370,7 +371,8 @@ TEST(History, MigratesFromVersion1KeepingItsRuns) {
   ASSERT_EQ(sql_int(db, "PRAGMA user_version"), 1);
   std::string err;
   Results r = results("2026-11-30T12:00:00Z", "h", fp('a'));
-  r.training = nlohmann::json::array({{{"key", "k"}, {"condition", "d"}, {"status", "ok"}, {"final_loss", 0.5}}});
+  r.training = {training_run({{"key", "k"}, {"condition", "d"}, {"target", "cpu"}, {"seed", 1000}, {"replicate", 0},
+                               {"status", "ok"}, {"final_loss", 0.5}, {"curve", {0.5}}})};
   ASSERT_TRUE(record_run(db.string(), "train", r, "r", 0, &err)) << err;
   EXPECT_EQ(sql_int(db, "PRAGMA user_version"), 2);
   EXPECT_EQ(sql_int(db, "SELECT count(*) FROM runs"), 2);

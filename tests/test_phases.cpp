@@ -162,10 +162,10 @@ TEST(Phases, SummaryOverRuns) {
   std::vector<RunPhases> runs;
   for (std::uint64_t s = 0; s < 3; ++s) {
     const double shift = 0.1 * static_cast<double>(s);  // drops at 800, 884, 977
-    runs.push_back({"a", detect_phases(curve([&](double x) { return x < x0 + shift ? 0.0 : -2.0 * (x - x0 - shift); }, 0.02, 10 + s))});
+    runs.push_back({"a", phase_label(detect_phases(curve([&](double x) { return x < x0 + shift ? 0.0 : -2.0 * (x - x0 - shift); }, 0.02, 10 + s)))});
   }
-  runs.push_back({"a", detect_phases(curve([&](double x) { return x < x1 ? -1.5 * x : -1.5 * x1; }, 0.02, 20))});
-  runs.push_back({"b", detect_phases(curve([](double x) { return -0.5 * x; }, 0.02, 21))});
+  runs.push_back({"a", phase_label(detect_phases(curve([&](double x) { return x < x1 ? -1.5 * x : -1.5 * x1; }, 0.02, 20)))});
+  runs.push_back({"b", phase_label(detect_phases(curve([](double x) { return -0.5 * x; }, 0.02, 21)))});
   const auto sum = summarize_phases(runs);
   ASSERT_EQ(sum.size(), 2u);
   const auto& a = sum.at("a");

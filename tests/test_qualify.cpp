@@ -3,6 +3,8 @@
 // Every run of the binary records into a temporary history (--history) or none (--no-history).
 #include <gtest/gtest.h>
 
+#include "tests/training_helpers.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -106,11 +108,11 @@ QualifyCheck timing_of(double now, double ref) {
   return timing_check(r, {{{"matmul", "cpu"}, ref}}, "the baseline");
 }
 
-nlohmann::json train_run(const std::string& cond, const std::string& target, int seed, std::vector<double> curve,
+TrainingRun train_run(const std::string& cond, const std::string& target, int seed, std::vector<double> curve,
                          double final_loss, const std::string& weights = std::string(32, 'e')) {
-  return {{"condition", cond}, {"target", target},        {"seed", seed},
+  return training_run({{"condition", cond}, {"target", target},        {"seed", seed}, {"replicate", 0},
           {"status", "ok"},    {"final_loss", final_loss}, {"curve", curve},
-          {"weights_fingerprint", weights}};
+          {"weights_fingerprint", weights}});
 }
 
 const QualifyCheck* find_check(const std::vector<QualifyCheck>& cs, const std::string& name) {
@@ -406,7 +408,7 @@ TEST(Qualify, TrainingChecksAndExitCode) {
 
   // (d) with two different final weights: FAIL.
   Results split_d = r;
-  split_d.training[1]["weights_fingerprint"] = std::string(32, '9');
+  split_d.training[1].weights_fingerprint = std::string(32, '9');
   cs = training_checks(split_d);
   auto* d = find_check(cs, "training (d) bitwise identical on " + t);
   ASSERT_NE(d, nullptr);
@@ -415,9 +417,9 @@ TEST(Qualify, TrainingChecksAndExitCode) {
 
   // A target whose condition (d) runs did not finish (skipped here) still has its row: a required SKIP.
   Results lone_d = r;
-  lone_d.training[1] = {{"condition", "d"}, {"target", t}, {"seed", 1001}, {"status", "skipped"}, {"reason", "no device"}};
-  lone_d.training.push_back({{"condition", "d"}, {"target", "cuda:0?order=tree"}, {"seed", 1000}, {"status", "skipped"},
-                             {"reason", "no device"}});
+  lone_d.training[1] = training_run({{"condition", "d"}, {"target", t}, {"seed", 1001}, {"status", "skipped"}, {"reason", "no device"}});
+  lone_d.training.push_back(training_run({{"condition", "d"}, {"target", "cuda:0?order=tree"}, {"seed", 1000}, {"status", "skipped"},
+                             {"reason", "no device"}}));
   cs = training_checks(lone_d);
   for (const std::string& target : {t, std::string("cuda:0?order=tree")}) {
     auto* row_d = find_check(cs, "training (d) bitwise identical on " + target);
@@ -431,7 +433,7 @@ TEST(Qualify, TrainingChecksAndExitCode) {
 
   // A crashed run fails "training runs finish".
   Results crashed = r;
-  crashed.training.push_back({{"condition", "b"}, {"target", t}, {"seed", 1000}, {"status", "crashed"}, {"reason", "SIGSEGV"}});
+  crashed.training.push_back(training_run({{"condition", "b"}, {"target", t}, {"seed", 1000}, {"status", "crashed"}, {"reason", "SIGSEGV"}}));
   cs = training_checks(crashed);
   auto* fin = find_check(cs, "training runs finish");
   ASSERT_NE(fin, nullptr);
@@ -440,7 +442,7 @@ TEST(Qualify, TrainingChecksAndExitCode) {
 
   // No run could run here (every one skipped): a required check that could not run (2), not a failure.
   Results skipped;
-  skipped.training.push_back({{"condition", "a"}, {"target", t}, {"seed", 1000}, {"status", "skipped"}, {"reason", "no device"}});
+  skipped.training.push_back(training_run({{"condition", "a"}, {"target", t}, {"seed", 1000}, {"status", "skipped"}, {"reason", "no device"}}));
   cs = training_checks(skipped);
   ASSERT_EQ(cs.size(), 1u);
   EXPECT_EQ(cs[0].verdict, Verdict::kSkip);
@@ -449,7 +451,7 @@ TEST(Qualify, TrainingChecksAndExitCode) {
   EXPECT_EQ(qualify_exit_code(cs), 2);
   // Every run failing is a failure.
   Results none_ok;
-  none_ok.training.push_back({{"condition", "a"}, {"target", t}, {"seed", 1000}, {"status", "timeout"}, {"reason", "stalled"}});
+  none_ok.training.push_back(training_run({{"condition", "a"}, {"target", t}, {"seed", 1000}, {"status", "timeout"}, {"reason", "stalled"}}));
   cs = training_checks(none_ok);
   ASSERT_EQ(cs.size(), 1u);
   EXPECT_EQ(cs[0].verdict, Verdict::kFail);

@@ -173,10 +173,23 @@ TEST(ReportEscape, UntrustedNamesCannotBreakMarkdownOrHtml) {
 TEST(ReportEscape, TrainingTextIsEscaped) {
   Results r;
   r.plan = {{"design", {{"design", kScript}, {"model", "m|`"}}}};
-  for (auto& s : kNasty)
-    r.training.push_back({{"status", "error"}, {"target", s}, {"condition", s}, {"seed", 1}, {"reason", s}});
-  r.training.push_back({{"status", "ok"}, {"target", "t"}, {"condition", kScript}, {"seed", 1}, {"replicate", 0},
-                        {"final_loss", 0.5}, {"curve", {1.0, 0.5}}});
+  // Typed runs hold only known conditions and statuses; their strings (targets, reasons, keys) are free.
+  for (auto& s : kNasty) {
+    TrainingRun t;
+    t.status = ObsStatus::kError;
+    t.target = t.base_target = t.reason = t.key = s;
+    t.condition = "a";
+    t.seed = 1;
+    r.training.push_back(t);
+  }
+  TrainingRun ok;
+  ok.status = ObsStatus::kOk;
+  ok.target = kScript;
+  ok.condition = "c";
+  ok.final_loss = 0.5;
+  ok.curve = {1.0, 0.5};
+  ok.phases = CurvePhases{kScript, 1, std::nullopt, false};
+  r.training.push_back(ok);
   r.analysis = {{"table", {{{"condition", kScript}, {"target", "a|b"}, {"runs", 2}, {"mean", 0.5}, {"std", 0.0}}}},
                 {"variance", {{{"condition", "a|b"}, {"note", kScript}}}},
                 {"confounding", {{{"targets", {kScript, "x`"}}, {"hardware", {"a|b", "c\nd"}}, {"attributable_to", kScript}}}},
@@ -191,9 +204,12 @@ TEST(ReportEscape, TrainingTextIsEscaped) {
 // The analysis is free-form JSON: fields of unexpected types are shown as "—", not thrown.
 TEST(ReportEscape, TrainingSectionsTolerateAnyAnalysis) {
   Results r;
-  r.training.push_back({{"status", "ok"}, {"target", 3}, {"condition", nullptr}, {"final_loss", "x"}, {"curve", 5}});
-  r.training.push_back({{"status", 7}});
-  r.training.push_back(42);
+  TrainingRun t;  // a run with nothing but its status: every other field empty
+  t.status = ObsStatus::kOk;
+  r.training.push_back(t);
+  TrainingRun f;
+  f.status = ObsStatus::kTimeout;
+  r.training.push_back(f);
   r.plan = {{"design", 5}};
   r.analysis = nlohmann::json::parse(R"({
     "table": [{"condition": 1, "runs": "2", "mean": "x", "std": null, "min": 1.0}, 7],

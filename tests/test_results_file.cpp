@@ -70,9 +70,27 @@ nlohmann::json good_document() {
   o.kernels = {std::vector<KernelRecord>{k}, std::vector<KernelRecord>{}};
   o.batch = BatchInvariance{4, 1};
   r.observations = {o};
-  r.training = {{{"key", "a/cpu/1/0"}, {"status", "ok"}, {"condition", "a"}, {"target", "cpu"}, {"seed", 1001},
-                 {"replicate", 0}, {"final_loss", 0.25}, {"curve", {1.0, 0.5, 0.25, 0.25}},
-                 {"phases", {{"label", "biphasic"}}}}};
+  TrainingRun t;
+  t.key = "a|cpu?threads=2|1001|0";
+  t.model = "autoencoder", t.design = "sony2021", t.condition = "a";
+  t.random_init = t.nondeterministic = true;
+  t.target = "cpu?order=atomic&threads=2", t.base_target = "cpu?threads=2";
+  t.seed = 1001, t.data_seed = 1, t.replicate = 0, t.batches = 4, t.window = 2;
+  t.machine_id = "0123456789abcdef";
+  t.status = ObsStatus::kOk;
+  t.final_loss = 0.25;
+  t.curve = {1.0, 0.5, 0.25, 0.25};
+  t.curve_fingerprint = t.weights_fingerprint = t.initial_weights_fingerprint = std::string(32, 'e');
+  t.seconds = 0.5, t.steps_per_second = 8;
+  t.phases = CurvePhases{"biphasic", 2, 3.0, false};
+  TrainingRun crashed = t;
+  crashed.key = "a|cpu?threads=2|1001|1";
+  crashed.replicate = 1;
+  crashed.status = ObsStatus::kCrashed;
+  crashed.reason = "SIGSEGV (Segmentation fault)";
+  crashed.signal = "SIGSEGV";
+  crashed.batches_done = 1;
+  r.training = {t, crashed};
   r.analysis = {{"table", nlohmann::json::array()}};
   return to_json(r);
 }
@@ -111,6 +129,17 @@ std::vector<Corruption> corruptions() {
       {"/training/0/signal", 11, false, "training[0].signal must be a string"},
       {"/training/0/timeout_s", "5", false, "training[0].timeout_s must be a number"},
       {"/training/0/curve", nullptr, true, "training[0].curve is missing (the run's status is \"ok\")"},
+      {"/training/0/condition", "e", false, "training[0].condition must be one of a, b, c, d (got \"e\")"},
+      {"/training/0/status", "fine", false, "training[0].status must be one of ok, crashed"},
+      {"/training/0/init", "zero", false, "training[0].init must be one of random, fixed"},
+      {"/training/0/determinism", "on", false, "training[0].determinism and nondeterminism are both \"on\""},
+      {"/training/0/colour", "red", false, "training[0].colour is not a field of a training run"},
+      {"/training/0/phases/label", 3, false, "training[0].phases.label must be a string"},
+      {"/training/0/phases/escape_step", "x", false, "training[0].phases.escape_step must be a number or null"},
+      {"/plan/sources", 3, false, "plan.sources must be an array"},
+      {"/plan/sources", J::array({J::object()}), false, "plan.sources[0].label is missing"},
+      {"/plan/sources", J::array({{{"label", "a"}, {"machine", {{"cores", "x"}}}}}), false,
+       "plan.sources[0].machine.cores must be"},
       {"/analysis", J::array(), false, "analysis must be an object"},
       {"/oracle_failures", J::object({{"w", 5}}), false, "oracle_failures.w must be a string"},
       {"/observations", J::object(), false, "observations must be an array"},
@@ -192,8 +221,12 @@ TEST(ResultsFile, GoodDocumentLoadsAndRoundTrips) {
   Results r;
   std::string err;
   ASSERT_TRUE(load_results((dir / "results.json").string(), &r, &err)) << err;
-  EXPECT_TRUE(std::isnan(r.training[0]["final_loss"].get<double>())) << "null reads back as NaN";
-  EXPECT_TRUE(std::isnan(r.training[0]["curve"][1].get<double>()));
+  EXPECT_TRUE(std::isnan(r.training[0].final_loss)) << "null reads back as NaN";
+  EXPECT_TRUE(std::isnan(r.training[0].curve[1]));
+  ASSERT_TRUE(r.training[0].phases);
+  EXPECT_EQ(r.training[0].phases->escape_step, 3.0);
+  EXPECT_EQ(r.training[1].status, ObsStatus::kCrashed);
+  EXPECT_EQ(r.training[1].batches_done, 1u);
   EXPECT_EQ(to_json(r).dump(), j.dump()) << "NaN is written as null again";
   fs::remove_all(dir);
 }

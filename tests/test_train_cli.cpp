@@ -135,6 +135,98 @@ TEST(TrainCli, Sony2021DesignWritesRunsAnalysisAndReports) {
   EXPECT_NE(slurp(dir / "report.md").find("## Training verdict"), std::string::npos);
 }
 
+// `detaudit analyze`: two results directories of one design merge into one analysis with a source per
+// directory; designs or data that differ, inputs that are not training results and --out among the
+// inputs exit 2 with one line naming the problem.
+TEST(TrainCli, AnalyzeMergesDirectoriesAndRefusesDifferentDesigns) {
+  fs::path data = fresh_dir("analyze-data");
+  write_idx(data, 256, 256);
+  fs::path root = fresh_dir("analyze");
+  const std::string a = (root / "a").string(), b = (root / "b").string(), c = (root / "c").string(),
+                    m = (root / "merged").string();
+  auto train = [&](const std::string& out, const char* extra) {
+    return run_cli(std::string("train autoencoder --design sony2021 --seeds 2 --window 4 --replicates 2 --targets "
+                               "'cpu?threads=2' --data ") +
+                   data.string() + " " + extra + " --out " + out);
+  };
+  ASSERT_EQ(train(a, "--batches 12").code, 0);
+  ASSERT_EQ(train(b, "--batches 12").code, 0);
+  CliRun r = run_cli("analyze " + a + " " + b + " --out " + m);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("source 0 ("), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("20 training runs from 2 results directories"), std::string::npos) << r.out;
+  auto j = nlohmann::json::parse(slurp(fs::path(m) / "results.json"));
+  ASSERT_EQ(j["plan"]["sources"].size(), 2u);
+  ASSERT_EQ(j["training"].size(), 20u);
+  EXPECT_EQ(j["training"][10]["source"], 1);
+  EXPECT_FALSE(j["training"][0].contains("source")) << "source 0 is not written";
+  const std::string host = j["plan"]["sources"][0]["label"];
+  EXPECT_EQ(j["plan"]["sources"][1]["label"], host + "#2") << "one machine twice: unique labels";
+  // The target factor has a level per source; one machine twice is no hardware comparison.
+  EXPECT_EQ(j["analysis"]["variance"][0]["targets"].size(), 2u);
+  ASSERT_EQ(j["analysis"]["confounding"].size(), 1u);
+  const auto& g = j["analysis"]["confounding"][0];
+  EXPECT_EQ(g["kind"], "neither") << g;
+  EXPECT_EQ(g["bitwise"][1]["condition"], "d");
+  EXPECT_EQ(g["bitwise"][1]["identical_seeds"], g["bitwise"][1]["seeds"]) << "(d) is bitwise identical across both";
+  EXPECT_EQ(j["analysis"]["hardware_attribution"].get<std::string>().rfind(
+                "this design cannot attribute anything to hardware", 0),
+            0u);
+  const std::string md = slurp(fs::path(m) / "report.md");
+  EXPECT_NE(md.find("## Merged results"), std::string::npos);
+  EXPECT_NE(md.find(" @ " + host + "#2"), std::string::npos);
+  // The merged directory is a results directory like any other: `report` renders it again.
+  EXPECT_EQ(run_cli("report " + m).code, 0);
+
+  // Refusals, each one line naming what differs.
+  ASSERT_EQ(train(c, "--batches 13").code, 0);
+  r = run_cli("analyze " + a + " " + c + " --out " + (root / "x").string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("ran different designs: batches is 12 vs 13"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_FALSE(fs::exists(root / "x" / "results.json"));
+
+  auto edit_copy = [&](const std::string& name, auto&& f) {
+    const fs::path d = root / name;
+    fs::create_directories(d);
+    auto k = nlohmann::json::parse(slurp(fs::path(b) / "results.json"));
+    f(k);
+    std::ofstream(d / "results.json") << k.dump();
+    return d.string();
+  };
+  const std::string other_data = edit_copy("other-data", [](nlohmann::json& k) { k["plan"]["data_fingerprint"] = std::string(32, '0'); });
+  r = run_cli("analyze " + a + " " + other_data + " --out " + (root / "x").string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("trained on different data"), std::string::npos) << r.err;
+  const std::string probe = edit_copy("probe", [](nlohmann::json& k) { k["plan"] = {{"kind", "probe"}, {"suite", "quick"}}; });
+  r = run_cli("analyze " + a + " " + probe + " --out " + (root / "x").string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("holds no training design"), std::string::npos) << r.err;
+  r = run_cli("analyze " + a + " " + m + " --out " + (root / "x").string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("is itself a merged analysis"), std::string::npos) << r.err;
+  const std::string truncated = (root / "truncated").string();
+  fs::create_directories(truncated);
+  {
+    const std::string text = slurp(fs::path(b) / "results.json");
+    std::ofstream(fs::path(truncated) / "results.json") << text.substr(0, text.size() / 2);
+  }
+  r = run_cli("analyze " + a + " " + truncated + " --out " + (root / "x").string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find(truncated), std::string::npos) << r.err;
+  r = run_cli("analyze " + a + " " + b + " --out " + a);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("is one of the inputs"), std::string::npos) << r.err;
+  r = run_cli("analyze " + a + " " + (root / "missing").string() + " --out " + (root / "x").string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("not a directory"), std::string::npos) << r.err;
+  r = run_cli("analyze " + a + " " + a + " --out " + (root / "x").string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("is given twice"), std::string::npos) << r.err;
+  fs::remove_all(root);
+  fs::remove_all(data);
+}
+
 TEST(TrainCli, BadDataAndTargetsExitTwoWithOneLine) {
   fs::path missing = fresh_dir("train-missing");
   fs::path trunc = fresh_dir("train-trunc");

@@ -1,0 +1,547 @@
+#include "analysis/training.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <optional>
+#include <set>
+#include <tuple>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "analysis/phases.hpp"
+#include "analysis/spread.hpp"
+#include "analysis/stats.hpp"
+#include "analysis/variance.hpp"
+#include "probes/registry.hpp"
+#include "probes/spec.hpp"
+
+namespace detaudit {
+
+namespace {
+
+nlohmann::json opt_num(const std::optional<double>& x) { return x ? nlohmann::json(*x) : nlohmann::json(nullptr); }
+nlohmann::json components_json(const Components& c) {
+  return {{"target", c.target}, {"seed", c.seed}, {"interaction", c.interaction}, {"residual", c.residual}};
+}
+nlohmann::json interval_json(const Interval& i) { return nlohmann::json::array({i.lo, i.hi}); }
+
+template <class T>
+size_t index_of(std::vector<T>& v, const T& x) {
+  auto it = std::find(v.begin(), v.end(), x);
+  if (it != v.end()) return size_t(it - v.begin());
+  v.push_back(x);
+  return v.size() - 1;
+}
+
+// A (source, target) pair: one level of the "target" factor.
+struct Units {
+  std::vector<std::pair<int, std::string>> keys;
+  bool merged = false;
+  const std::vector<TrainingSource>* sources = nullptr;
+  size_t of(const TrainingRun& r) { return index_of(keys, {r.source, r.target}); }
+  std::string label(size_t u) const { return label_of(keys[u].first, keys[u].second); }
+  std::string label_of(int source, const std::string& target) const {
+    if (!merged) return target;
+    return target + " @ " + (*sources)[size_t(source)].label;
+  }
+};
+
+const TrainingSource& source_of(const std::vector<TrainingSource>& sources, int i) {
+  static const TrainingSource none;
+  return i >= 0 && size_t(i) < sources.size() ? sources[size_t(i)] : none;
+}
+
+// The library versions of a target's backend on a source's machine.
+std::vector<std::pair<std::string, std::string>> library_versions(const Spec& s, const TrainingSource& src) {
+  std::vector<std::pair<std::string, std::string>> out;
+  const nlohmann::json libs = src.machine.is_object() ? src.machine.value("libraries", nlohmann::json::object())
+                                                      : nlohmann::json::object();
+  if (const BackendEntry* e = find_backend(s.name))
+    for (const std::string& lib : e->libraries) {
+      auto it = libs.find(lib);
+      out.emplace_back(lib, it != libs.end() && it->is_string() ? it->get<std::string>() : "?");
+    }
+  return out;
+}
+
+std::string without_device(const std::string& target) {
+  Spec s;
+  std::string err;
+  if (!parse_target(target, &s, &err)) return target;
+  s.device = -1;
+  return s.str();
+}
+
+// Final losses of the cube units x seeds x replicates in one condition; nullopt when incomplete.
+std::optional<Cube> cube_of(const std::map<std::tuple<size_t, uint64_t, int>, double>& y, const std::vector<size_t>& units,
+                            const std::vector<uint64_t>& seeds, int reps) {
+  Cube c;
+  c.a = units.size(), c.b = seeds.size(), c.n = size_t(reps);
+  for (size_t u : units)
+    for (uint64_t s : seeds)
+      for (int k = 0; k < reps; ++k) {
+        auto it = y.find({u, s, k});
+        if (it == y.end()) return std::nullopt;
+        c.y.push_back(it->second);
+      }
+  if (!c.valid()) return std::nullopt;
+  return c;
+}
+
+nlohmann::json permutation_json(const PermutationResult& p) {
+  return {{"p", opt_num(p.p)},         {"exact", p.exact},       {"permutations", p.permutations},
+          {"min_p", p.min_p},          {"no_power", p.no_power}, {"seed", p.seed},
+          {"notes", p.notes}};
+}
+
+// One condition's final losses by unit, seed and replicate.
+struct ConditionData {
+  std::vector<size_t> units;  // in order of appearance
+  std::vector<uint64_t> seeds;
+  int reps = 0;
+  std::map<std::tuple<size_t, uint64_t, int>, double> y;
+  std::map<std::pair<size_t, uint64_t>, std::set<std::string>> weights;
+};
+
+ConditionData condition_data(const std::vector<TrainingRun>& runs, const std::string& condition, Units& units) {
+  ConditionData d;
+  for (auto& r : runs) {
+    if (r.condition != condition || !r.ok()) continue;
+    const size_t u = units.of(r);
+    index_of(d.units, u);
+    index_of(d.seeds, r.seed);
+    d.reps = std::max(d.reps, r.replicate + 1);
+    d.y[{u, r.seed, r.replicate}] = r.final_loss;
+    d.weights[{u, r.seed}].insert(r.weights_fingerprint);
+  }
+  return d;
+}
+
+nlohmann::json variance_for(const std::vector<TrainingRun>& runs, const std::string& condition, Units& units) {
+  ConditionData cd = condition_data(runs, condition, units);
+  nlohmann::json out = {{"condition", condition}, {"seeds", cd.seeds.size()}, {"replicates", cd.reps}};
+  // A "nondeterministic" target whose replicates came out bitwise identical in every seed did not vary:
+  // its zero within-cell spread is no run-to-run noise, so it is flagged and left out of the pool.
+  std::vector<size_t> kept = cd.units;
+  if (cd.reps >= 2) {
+    std::vector<std::string> identical;
+    kept.clear();
+    for (size_t u : cd.units) {
+      bool all_same = true;
+      for (auto s : cd.seeds) {
+        const auto& w = cd.weights[{u, s}];
+        all_same = all_same && w.size() == 1 && !w.begin()->empty();
+      }
+      if (all_same)
+        identical.push_back(units.label(u));
+      else
+        kept.push_back(u);
+    }
+    if (!identical.empty()) {
+      out["identical_replicates"] = identical;
+      out["identical_note"] = fmt::format(
+          "{} gave bitwise-identical replicates in every seed: {} variant did not vary, so {} left out of the "
+          "run-to-run pool and of this decomposition",
+          fmt::join(identical, ", "), identical.size() == 1 ? "its nondeterministic" : "their nondeterministic",
+          identical.size() == 1 ? "it is" : "they are");
+    }
+  }
+  std::vector<std::string> labels;
+  for (size_t u : kept) labels.push_back(units.label(u));
+  out["targets"] = labels;
+  std::optional<Cube> c = cube_of(cd.y, kept, cd.seeds, cd.reps);
+  if (!c) {
+    if (!kept.empty() && !cd.seeds.empty())
+      out["note"] = "incomplete design (some runs missing or failed): no decomposition";
+    else
+      out["note"] = out.contains("identical_note") ? out["identical_note"].get<std::string>() : "no finished runs";
+    return out;
+  }
+  TwoWayResult a = two_way_anova(*c);
+  PermutationResult perm = permutation_test_target(*c, 999, 20211);
+  BootstrapResult boot = bootstrap_components(*c, 999, 20212);
+  out["anova"] = {{"ss", {a.target.ss, a.seed.ss, a.interaction.ss, a.residual.ss}},
+                  {"df", {a.target.df, a.seed.df, a.interaction.df, a.residual.df}},
+                  {"ms", {a.target.ms, a.seed.ms, a.interaction.ms, a.residual.ms}},
+                  {"f_target", opt_num(a.f_target)},
+                  {"p_target_f", opt_num(a.p_target)},
+                  {"f_seed", opt_num(a.f_seed)},
+                  {"p_seed_f", opt_num(a.p_seed)},
+                  {"f_interaction", opt_num(a.f_interaction)},
+                  {"p_interaction_f", opt_num(a.p_interaction)}};
+  out["components_raw"] = components_json(a.raw);
+  out["components"] = components_json(a.clipped);
+  out["shares"] = components_json(a.share);
+  out["notes"] = a.notes;
+  out["permutation"] = permutation_json(perm);
+  if (boot.ok)
+    out["bootstrap"] = {{"level", boot.level},
+                        {"resamples", boot.resamples},
+                        {"seed", boot.seed},
+                        {"share_ci",
+                         {{"target", interval_json(boot.share.target)},
+                          {"seed", interval_json(boot.share.seed)},
+                          {"interaction", interval_json(boot.share.interaction)},
+                          {"residual", interval_json(boot.share.residual)}}}};
+  else
+    out["bootstrap"] = {{"note", boot.notes}};
+  ReplicateVariance rv = replicate_variance(*c);
+  out["replicate_variance"] = {{"pooled", rv.pooled}, {"max_cell", rv.max_cell}, {"identical_cells", rv.identical_cells},
+                               {"cells", rv.a * rv.b}};
+  return out;
+}
+
+// The paper's comparisons: does library nondeterminism add spread to the final loss, under random
+// initial weights ((a) against (b)) and under fixed ones ((c) against (d))? Per base unit, a
+// Brown–Forsythe test with its permutation p, effect sizes and (large enough groups) an interval.
+nlohmann::json spread_tests(const std::vector<TrainingRun>& runs, const Units& units) {
+  std::vector<std::pair<int, std::string>> bases;
+  for (auto& r : runs)
+    if (!r.base_target.empty()) index_of(bases, {r.source, r.base_target});
+  auto losses = [&](const std::pair<int, std::string>& base, const char* cond) {
+    std::vector<double> v;
+    for (auto& r : runs)
+      if (r.source == base.first && r.base_target == base.second && r.condition == cond && r.ok())
+        v.push_back(r.final_loss);
+    return v;
+  };
+  nlohmann::json out = nlohmann::json::array();
+  uint64_t seed = 20213;
+  for (auto& base : bases)
+    for (auto [x, y] : {std::pair{"a", "b"}, std::pair{"c", "d"}}) {
+      const SpreadComparison s = compare_spread(losses(base, x), losses(base, y), 9999, seed++);
+      out.push_back({{"base_target", units.label_of(base.first, base.second)},
+                     {"conditions", {x, y}},
+                     {"runs", {s.n1, s.n2}},
+                     {"std", {s.sd1, s.sd2}},
+                     {"f", opt_num(s.f)},
+                     {"p_f", opt_num(s.p_f)},
+                     {"p", opt_num(s.p)},
+                     {"exact", s.exact},
+                     {"permutations", s.permutations},
+                     {"min_p", s.min_p},
+                     {"no_power", s.no_power},
+                     {"mean_abs_dev_diff", s.mean_abs_dev_diff},
+                     {"sd_ratio", opt_num(s.sd_ratio)},
+                     {"diff_ci", s.diff_ci ? nlohmann::json::array({s.diff_ci->first, s.diff_ci->second})
+                                           : nlohmann::json(nullptr)},
+                     {"notes", s.notes}});
+    }
+  return out;
+}
+
+nlohmann::json table_of(const std::vector<TrainingRun>& runs, Units& units) {
+  nlohmann::json table = nlohmann::json::array();
+  for (const char* cond : {"a", "b", "c", "d"}) {
+    std::vector<size_t> order;
+    for (auto& r : runs)
+      if (r.condition == cond) index_of(order, units.of(r));
+    for (size_t u : order) {
+      std::vector<double> v;
+      std::set<std::string> wfp, cfp;
+      std::map<uint64_t, std::vector<double>> by_seed;
+      int failed = 0;
+      std::string init, det;
+      for (auto& r : runs) {
+        if (r.condition != cond || units.of(r) != u) continue;
+        init = r.init_name();
+        det = r.nondeterminism_name();
+        if (!r.ok()) {
+          ++failed;
+          continue;
+        }
+        v.push_back(r.final_loss);
+        by_seed[r.seed].push_back(r.final_loss);
+        wfp.insert(r.weights_fingerprint);
+        cfp.insert(r.curve_fingerprint);
+      }
+      nlohmann::json row = {{"condition", cond}, {"init", init}, {"nondeterminism", det}, {"target", units.label(u)},
+                            {"runs", v.size()},  {"failed", failed}};
+      if (!v.empty()) {
+        row["mean"] = mean(v);
+        row["std"] = v.size() > 1 ? sample_std(v) : 0.0;
+        // The pooled std mixes two spreads: between initial weights (std of the per-seed means) and run
+        // to run (within a seed, pooled): both, apart, where the design has them.
+        std::vector<double> seed_means;
+        double within = 0, within_df = 0;
+        for (auto& [s, ys] : by_seed) {
+          seed_means.push_back(mean(ys));
+          within += sample_variance(ys) * double(ys.size() - 1);
+          within_df += double(ys.size() - 1);
+        }
+        row["seed_std"] = seed_means.size() > 1 ? nlohmann::json(sample_std(seed_means)) : nlohmann::json(nullptr);
+        row["run_std"] = within_df > 0 ? nlohmann::json(std::sqrt(within / within_df)) : nlohmann::json(nullptr);
+        row["min"] = *std::min_element(v.begin(), v.end());
+        row["max"] = *std::max_element(v.begin(), v.end());
+        row["distinct_weights"] = wfp.size();
+        row["distinct_curves"] = cfp.size();
+        row["bitwise_identical"] = wfp.size() == 1 && cfp.size() == 1;
+      }
+      table.push_back(row);
+    }
+  }
+  return table;
+}
+
+// A base unit: a base target on one source, with its (a) target and its deterministic target.
+struct BaseUnit {
+  int source = 0;
+  std::string base, nondet_target, det_target;
+};
+
+// Per seed, do two base units' deterministic variants end in the same final weights in condition c?
+nlohmann::json bitwise_across(const std::vector<TrainingRun>& runs, const BaseUnit& x, const BaseUnit& y,
+                              const char* cond) {
+  std::map<uint64_t, std::set<std::string>> wx, wy;
+  for (auto& r : runs) {
+    if (r.condition != cond || !r.ok() || r.base_target.empty()) continue;
+    if (r.source == x.source && r.base_target == x.base) wx[r.seed].insert(r.weights_fingerprint);
+    if (r.source == y.source && r.base_target == y.base) wy[r.seed].insert(r.weights_fingerprint);
+  }
+  size_t seeds = 0, identical = 0;
+  for (auto& [s, w] : wx) {
+    auto it = wy.find(s);
+    if (it == wy.end()) continue;
+    ++seeds;
+    if (w.size() == 1 && w == it->second) ++identical;
+  }
+  return {{"condition", cond}, {"seeds", seeds}, {"identical_seeds", identical}};
+}
+
+nlohmann::json confounding(const std::vector<TrainingRun>& runs, const std::vector<TrainingSource>& sources,
+                           Units& units, nlohmann::json* hardware_sentence) {
+  // Base units that finished runs in condition (a), in order of appearance.
+  std::vector<BaseUnit> bases;
+  for (auto& r : runs) {
+    if (r.condition != "a" || !r.ok()) continue;
+    auto it = std::find_if(bases.begin(), bases.end(),
+                           [&](const BaseUnit& b) { return b.source == r.source && b.base == r.base_target; });
+    if (it == bases.end()) bases.push_back({r.source, r.base_target, r.target, ""});
+  }
+  for (auto& b : bases)
+    for (auto& r : runs)
+      if (r.source == b.source && r.base_target == b.base && !r.nondeterministic) b.det_target = r.target;
+  ConditionData a = condition_data(runs, "a", units);
+  auto unit_index = [&](int source, const std::string& target) {
+    return size_t(std::find(units.keys.begin(), units.keys.end(), std::pair{source, target}) - units.keys.begin());
+  };
+  nlohmann::json guard = nlohmann::json::array();
+  std::set<std::string> hardware;
+  size_t hardware_pairs = 0, zero_pairs = 0, significant_hw = 0;
+  uint64_t seed = 20214;
+  for (auto& b : bases) hardware.insert(hardware_of(b.base, source_of(sources, b.source), units.merged));
+  for (size_t i = 0; i < bases.size(); ++i)
+    for (size_t j = i + 1; j < bases.size(); ++j) {
+      const BaseUnit &x = bases[i], &y = bases[j];
+      const TrainingSource &sx = source_of(sources, x.source), &sy = source_of(sources, y.source);
+      TargetDescription dx{hardware_of(x.base, sx, units.merged), implementation_of(x.nondet_target, sx)};
+      TargetDescription dy{hardware_of(y.base, sy, units.merged), implementation_of(y.nondet_target, sy)};
+      const ComparisonKind kind = classify_comparison(dx, dy);
+      nlohmann::json row = {{"targets", {units.label_of(x.source, x.nondet_target), units.label_of(y.source, y.nondet_target)}},
+                            {"hardware", {dx.hardware, dy.hardware}},
+                            {"implementation", {dx.implementation, dy.implementation}},
+                            {"kind", comparison_kind_name(kind)},
+                            {"could_be", attributable_label(dx, dy)}};
+      const std::string differs = implementation_difference(x.nondet_target, sx, y.nondet_target, sy);
+      if (!differs.empty()) row["implementation_differs"] = differs;
+      // This pair's own test of a target effect in (a): permutation of the two labels within seeds.
+      std::optional<double> p;
+      bool power = false;
+      if (auto c = cube_of(a.y, {unit_index(x.source, x.nondet_target), unit_index(y.source, y.nondet_target)}, a.seeds,
+                           a.reps)) {
+        PermutationResult pr = permutation_test_target(*c, 999, seed++);
+        row["test"] = permutation_json(pr);
+        p = pr.p;
+        power = !pr.no_power;
+      } else {
+        row["test"] = {{"notes", "incomplete in (a): not tested"}};
+      }
+      const bool significant = p && *p < 0.05 && power;
+      nlohmann::json bits = nlohmann::json::array();
+      bool zero = true;
+      size_t compared = 0;
+      for (const char* c : {"b", "d"}) {
+        nlohmann::json bw = bitwise_across(runs, x, y, c);
+        bits.push_back(bw);
+        compared += bw["seeds"].get<size_t>();
+        zero = zero && bw["seeds"].get<size_t>() > 0 && bw["identical_seeds"] == bw["seeds"];
+      }
+      row["bitwise"] = bits;
+      zero = zero && compared > 0;
+      std::string no_effect =
+          p ? fmt::format("nothing: no significant difference between the two in (a) (permutation p = {:.3g}{})", *p,
+                          power ? "" : fmt::format(", no power: the smallest attainable p is {:.3g}",
+                                                   row["test"]["min_p"].get<double>()))
+            : std::string("nothing: the pair was not tested in (a)");
+      std::string attributable;
+      if (kind == ComparisonKind::kHardwareOnly) {
+        ++hardware_pairs;
+        if (zero) ++zero_pairs;
+        if (significant) ++significant_hw;
+        attributable = significant ? "hardware"
+                       : zero ? "nothing: with the implementation pinned, this hardware difference contributed exactly "
+                                "zero (bitwise-identical final weights in (b) and (d))"
+                              : no_effect;
+      } else if (kind == ComparisonKind::kImplementationOnly) {
+        attributable = significant ? "implementation" : no_effect;
+      } else if (kind == ComparisonKind::kBoth) {
+        attributable = significant ? "confounded with implementation: " + differs : no_effect;
+      } else {
+        attributable = "nothing: same hardware and implementation (run-to-run variation only)";
+      }
+      row["attributable_to"] = attributable;
+      guard.push_back(row);
+    }
+  if (hardware.size() <= 1)
+    *hardware_sentence =
+        fmt::format("this design cannot attribute anything to hardware: every target ran on {} (one machine, one "
+                    "device); a difference between its targets is an implementation effect at most. {}",
+                    hardware.empty() ? std::string("no hardware (no target ran)") : *hardware.begin(),
+                    units.merged ? "The merged sources all come from this one machine: merge runs from other machines "
+                                   "to test hardware."
+                                 : "Merge runs from other machines (detaudit analyze) to test hardware.");
+  else if (hardware_pairs == 0)
+    *hardware_sentence =
+        "the hardware differs here only together with the implementation (confounded with implementation): no pair "
+        "of targets ran the same implementation on different hardware, so nothing can be attributed to hardware.";
+  else
+    *hardware_sentence = fmt::format(
+        "{} pair{} of targets ran the same implementation on different hardware: {} with a significant difference in "
+        "(a), {} with bitwise-identical final weights in (b) and (d) (hardware contributed exactly zero there).",
+        hardware_pairs, hardware_pairs == 1 ? "" : "s", significant_hw, zero_pairs);
+  return guard;
+}
+
+nlohmann::json phases_of(const std::vector<TrainingRun>& runs) {
+  // Phases were detected once, by the worker that trained the run; runs without them (none finished
+  // before phases existed) are left out of the summary.
+  std::vector<RunPhases> rp;
+  for (auto& r : runs)
+    if (r.ok() && r.phases)
+      rp.push_back({r.condition, {r.phases->label, r.phases->has_plateau(), r.phases->escape_step, r.phases->censored}});
+  nlohmann::json phases = nlohmann::json::object();
+  for (auto& [cond, s] : summarize_phases(rp))
+    phases[cond] = {{"runs", s.runs},
+                    {"labels", s.label_counts},
+                    {"with_plateau", s.with_plateau},
+                    {"escaped", s.escaped},
+                    {"censored", s.censored},
+                    {"escape_median", opt_num(s.escape_median)},
+                    {"escape_q25", opt_num(s.escape_q25)},
+                    {"escape_q75", opt_num(s.escape_q75)}};
+  return phases;
+}
+
+}  // namespace
+
+std::vector<TrainingSource> training_sources(const nlohmann::json& plan, const nlohmann::json& machine,
+                                             const std::string& tool_version, const std::string& tool_commit) {
+  std::vector<TrainingSource> out;
+  if (plan.is_object() && plan.contains("sources") && plan["sources"].is_array() && !plan["sources"].empty()) {
+    for (auto& s : plan["sources"]) {
+      TrainingSource t;
+      t.dir = s.value("dir", "");
+      t.label = s.value("label", "");
+      t.machine = s.value("machine", nlohmann::json::object());
+      t.tool_version = s.value("tool_version", "");
+      t.tool_commit = s.value("tool_commit", "");
+      t.started_at = s.value("started_at", "");
+      t.finished_at = s.value("finished_at", "");
+      out.push_back(std::move(t));
+    }
+    return out;
+  }
+  TrainingSource t;
+  t.machine = machine;
+  t.label = machine.is_object() ? machine.value("hostname", std::string("this machine")) : "this machine";
+  t.tool_version = tool_version;
+  t.tool_commit = tool_commit;
+  out.push_back(std::move(t));
+  return out;
+}
+
+nlohmann::json to_json(const TrainingSource& s) {
+  return {{"dir", s.dir},
+          {"label", s.label},
+          {"machine", s.machine},
+          {"tool_version", s.tool_version},
+          {"tool_commit", s.tool_commit},
+          {"started_at", s.started_at},
+          {"finished_at", s.finished_at}};
+}
+
+std::string hardware_of(const std::string& target, const TrainingSource& src, bool merged) {
+  Spec s;
+  std::string err;
+  const nlohmann::json& m = src.machine;
+  std::string hw;
+  if (parse_target(target, &s, &err) && find_backend(s.name) && find_backend(s.name)->gpu) {
+    hw = "GPU " + std::to_string(s.device) + " (not present)";
+    if (m.is_object())
+      for (auto& g : m.value("gpus", nlohmann::json::array()))
+        if (g.is_object() && g.value("index", -1) == s.device) hw = g.value("name", "GPU") + " #" + std::to_string(s.device);
+  } else {
+    hw = m.is_object() ? m.value("cpu_model", std::string("unknown CPU")) : "unknown CPU";
+  }
+  // Two machines are two devices even when their models agree; two sources from one machine are not.
+  if (!merged) return hw;
+  return hw + " in " + (m.is_object() ? m.value("hostname", src.label) : src.label);
+}
+
+std::string implementation_of(const std::string& target, const TrainingSource& src) {
+  Spec s;
+  std::string err;
+  if (!parse_target(target, &s, &err)) return target;
+  s.device = -1;
+  std::string out = fmt::format("detaudit {} ({}) {}", src.tool_version, src.tool_commit, s.str());
+  for (auto& [lib, v] : library_versions(s, src)) out += fmt::format(" {}={}", lib, v);
+  return out;
+}
+
+std::string implementation_difference(const std::string& target_x, const TrainingSource& x, const std::string& target_y,
+                                      const TrainingSource& y) {
+  std::vector<std::string> d;
+  const std::string tx = without_device(target_x), ty = without_device(target_y);
+  if (tx != ty) d.push_back(fmt::format("target {} vs {}", tx, ty));
+  if (x.tool_version != y.tool_version) d.push_back(fmt::format("detaudit {} vs {}", x.tool_version, y.tool_version));
+  if (x.tool_commit != y.tool_commit) d.push_back(fmt::format("commit {} vs {}", x.tool_commit, y.tool_commit));
+  Spec sx, sy;
+  std::string err;
+  if (parse_target(target_x, &sx, &err) && parse_target(target_y, &sy, &err)) {
+    std::map<std::string, std::string> lx, ly;
+    for (auto& [k, v] : library_versions(sx, x)) lx[k] = v;
+    for (auto& [k, v] : library_versions(sy, y)) ly[k] = v;
+    std::set<std::string> keys;
+    for (auto& [k, v] : lx) keys.insert(k);
+    for (auto& [k, v] : ly) keys.insert(k);
+    for (auto& k : keys) {
+      const std::string a = lx.count(k) ? lx[k] : "(not used)", b = ly.count(k) ? ly[k] : "(not used)";
+      if (a != b) d.push_back(fmt::format("{} {} vs {}", k, a, b));
+    }
+  }
+  return fmt::format("{}", fmt::join(d, "; "));
+}
+
+nlohmann::json analyze_training(const std::vector<TrainingRun>& runs, const std::vector<TrainingSource>& sources) {
+  Units units;
+  units.sources = &sources;
+  units.merged = sources.size() > 1;
+  nlohmann::json out;
+  out["table"] = table_of(runs, units);
+  out["spread"] = spread_tests(runs, units);
+  out["variance"] = {variance_for(runs, "a", units), variance_for(runs, "b", units)};
+  nlohmann::json sentence;
+  out["confounding"] = confounding(runs, sources, units, &sentence);
+  out["hardware_attribution"] = sentence;
+  out["phases"] = phases_of(runs);
+  if (units.merged) {
+    nlohmann::json src = nlohmann::json::array();
+    for (auto& s : sources) src.push_back({{"label", s.label}, {"dir", s.dir}});
+    out["sources"] = src;
+  }
+  return out;
+}
+
+}  // namespace detaudit

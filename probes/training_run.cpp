@@ -1,0 +1,185 @@
+#include "probes/training_run.hpp"
+
+#include <limits>
+#include <set>
+
+#include <fmt/format.h>
+
+namespace detaudit {
+
+namespace {
+
+nlohmann::json num_or_null(double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr); }
+
+std::string got(const nlohmann::json& j) { return j.dump(-1, ' ', true, nlohmann::json::error_handler_t::replace); }
+
+// JSON has no NaN: null reads back as NaN, so what the analysis reads after a resume is what it read before.
+bool number_or_nan(const nlohmann::json& v, const std::string& path, double* out, std::string* err) {
+  if (v.is_null()) return *out = std::numeric_limits<double>::quiet_NaN(), true;
+  if (v.is_number()) return *out = v.get<double>(), true;
+  *err = fmt::format("{} must be a number or null (got {})", path, v.type_name());
+  return false;
+}
+
+bool one_of(const nlohmann::json& j, const char* key, std::initializer_list<const char*> values, const std::string& path,
+            std::string* out, std::string* err) {
+  if (!j.contains(key)) return true;
+  const std::string v = j[key].get<std::string>();
+  for (const char* x : values)
+    if (v == x) return *out = v, true;
+  std::string list;
+  for (const char* x : values) list += (list.empty() ? "" : ", ") + std::string(x);
+  *err = fmt::format("{} must be one of {} (got {})", json_path(path, key), list, got(j[key]));
+  return false;
+}
+
+bool from_json(const nlohmann::json& j, CurvePhases* p, const std::string& path, std::string* err) {
+  using T = JsonType;
+  if (!check_json(j, T::kObject, path, err) || !check_key(j, "label", T::kString, true, path, err) ||
+      !check_key(j, "segments", T::kCount, false, path, err) || !check_key(j, "censored", T::kBoolean, false, path, err))
+    return false;
+  for (auto& [k, v] : j.items())
+    if (k != "label" && k != "segments" && k != "censored" && k != "escape_step")
+      return *err = fmt::format("{} is not a field of a run's phases", json_path(path, k)), false;
+  p->label = j["label"];
+  p->segments = j.value("segments", uint64_t(0));
+  p->censored = j.value("censored", false);
+  if (j.contains("escape_step") && !j["escape_step"].is_null()) {
+    if (!j["escape_step"].is_number())
+      return *err = fmt::format("{} must be a number or null (got {})", json_path(path, "escape_step"),
+                                j["escape_step"].type_name()),
+             false;
+    p->escape_step = j["escape_step"].get<double>();
+  }
+  return true;
+}
+
+}  // namespace
+
+nlohmann::json to_json(const CurvePhases& p) {
+  return {{"label", p.label},
+          {"segments", p.segments},
+          {"escape_step", p.escape_step ? nlohmann::json(*p.escape_step) : nlohmann::json(nullptr)},
+          {"censored", p.censored}};
+}
+
+nlohmann::json to_json(const TrainingRun& r) {
+  nlohmann::json j = {{"key", r.key},
+                      {"model", r.model},
+                      {"design", r.design},
+                      {"condition", r.condition},
+                      {"init", r.init_name()},
+                      {"determinism", r.nondeterministic ? "off" : "on"},
+                      {"nondeterminism", r.nondeterminism_name()},
+                      {"target", r.target},
+                      {"base_target", r.base_target},
+                      {"seed", r.seed},
+                      {"replicate", r.replicate},
+                      {"data_seed", r.data_seed},
+                      {"batches", r.batches},
+                      {"window", r.window},
+                      {"machine_id", r.machine_id},
+                      {"status", to_string(r.status)}};
+  if (r.source) j["source"] = r.source;
+  if (!r.reason.empty()) j["reason"] = r.reason;
+  if (r.ok()) {
+    j["final_loss"] = num_or_null(r.final_loss);
+    nlohmann::json c = nlohmann::json::array();
+    for (double x : r.curve) c.push_back(num_or_null(x));
+    j["curve"] = std::move(c);
+    j["curve_fingerprint"] = r.curve_fingerprint;
+    j["initial_weights_fingerprint"] = r.initial_weights_fingerprint;
+    j["weights_fingerprint"] = r.weights_fingerprint;
+    j["seconds"] = r.seconds;
+    j["steps_per_second"] = r.steps_per_second;
+    if (r.phases) j["phases"] = to_json(*r.phases);
+  }
+  if (!r.signal.empty()) j["signal"] = r.signal;
+  if (r.timeout_s) j["timeout_s"] = *r.timeout_s;
+  if (r.batches_done) j["batches_done"] = *r.batches_done;
+  return j;
+}
+
+bool from_json(const nlohmann::json& j, TrainingRun* out, std::string* err, const std::string& path) {
+  using T = JsonType;
+  struct Field {
+    const char* key;
+    JsonType type;
+  };
+  static const Field kFields[] = {
+      {"key", T::kString},         {"model", T::kString},          {"design", T::kString},
+      {"condition", T::kString},   {"init", T::kString},           {"determinism", T::kString},
+      {"nondeterminism", T::kString}, {"target", T::kString},      {"base_target", T::kString},
+      {"status", T::kString},      {"reason", T::kString},         {"seed", T::kUnsigned},
+      {"replicate", T::kCount},    {"data_seed", T::kUnsigned},    {"batches", T::kCount},
+      {"window", T::kCount},       {"machine_id", T::kString},     {"source", T::kCount},
+      {"curve_fingerprint", T::kString}, {"weights_fingerprint", T::kString},
+      {"initial_weights_fingerprint", T::kString}, {"seconds", T::kNumber}, {"steps_per_second", T::kNumber},
+      {"curve", T::kArray},        {"signal", T::kString},         {"timeout_s", T::kNumber},
+      {"batches_done", T::kCount}};
+  if (!check_json(j, T::kObject, path, err) || !check_key(j, "status", T::kString, true, path, err)) return false;
+  for (auto& f : kFields)
+    if (!check_key(j, f.key, f.type, false, path, err)) return false;
+  for (auto& [k, v] : j.items()) {
+    bool known = k == "final_loss" || k == "phases";
+    for (auto& f : kFields) known = known || k == f.key;
+    if (!known) return *err = fmt::format("{} is not a field of a training run", json_path(path, k)), false;
+  }
+  TrainingRun r;
+  if (!parse_obs_status(j["status"].get<std::string>(), &r.status))
+    return *err = fmt::format("{} must be one of ok, crashed, timeout, skipped, error (got {})", json_path(path, "status"),
+                              got(j["status"])),
+           false;
+  if (r.ok())
+    for (const char* k : {"condition", "target", "seed", "replicate", "final_loss", "curve"})
+      if (!j.contains(k)) return *err = json_path(path, k) + " is missing (the run's status is \"ok\")", false;
+  std::string init = "fixed", nondet = "off", det;
+  if (!one_of(j, "condition", {"a", "b", "c", "d"}, path, &r.condition, err) ||
+      !one_of(j, "init", {"random", "fixed"}, path, &init, err) ||
+      !one_of(j, "nondeterminism", {"on", "off"}, path, &nondet, err) ||
+      !one_of(j, "determinism", {"on", "off"}, path, &det, err))
+    return false;
+  if (!det.empty() && j.contains("nondeterminism") && (det == "on") == (nondet == "on"))
+    return *err = fmt::format("{} and nondeterminism are both \"{}\"", json_path(path, "determinism"), det), false;
+  if (!j.contains("nondeterminism") && !det.empty()) nondet = det == "on" ? "off" : "on";
+  r.random_init = init == "random";
+  r.nondeterministic = nondet == "on";
+  r.key = j.value("key", "");
+  r.model = j.value("model", "");
+  r.design = j.value("design", "");
+  r.target = j.value("target", "");
+  r.base_target = j.value("base_target", "");
+  r.reason = j.value("reason", "");
+  r.machine_id = j.value("machine_id", "");
+  r.seed = j.value("seed", uint64_t(0));
+  r.data_seed = j.value("data_seed", uint64_t(0));
+  r.replicate = j.value("replicate", 0);
+  r.batches = j.value("batches", 0);
+  r.window = j.value("window", 0);
+  r.source = j.value("source", 0);
+  if (j.contains("final_loss") && !number_or_nan(j["final_loss"], json_path(path, "final_loss"), &r.final_loss, err))
+    return false;
+  if (j.contains("curve")) {
+    const auto& c = j["curve"];
+    r.curve.resize(c.size());
+    for (size_t i = 0; i < c.size(); ++i)
+      if (!number_or_nan(c[i], json_path(json_path(path, "curve"), i), &r.curve[i], err)) return false;
+  }
+  r.curve_fingerprint = j.value("curve_fingerprint", "");
+  r.initial_weights_fingerprint = j.value("initial_weights_fingerprint", "");
+  r.weights_fingerprint = j.value("weights_fingerprint", "");
+  r.seconds = j.value("seconds", 0.0);
+  r.steps_per_second = j.value("steps_per_second", 0.0);
+  if (j.contains("phases")) {
+    CurvePhases p;
+    if (!from_json(j["phases"], &p, json_path(path, "phases"), err)) return false;
+    r.phases = p;
+  }
+  r.signal = j.value("signal", "");
+  if (j.contains("timeout_s")) r.timeout_s = j["timeout_s"].get<double>();
+  if (j.contains("batches_done")) r.batches_done = j["batches_done"].get<uint64_t>();
+  *out = std::move(r);
+  return true;
+}
+
+}  // namespace detaudit
