@@ -53,11 +53,16 @@ const TrainingSource& source_of(const std::vector<TrainingSource>& sources, int 
   return i >= 0 && size_t(i) < sources.size() ? sources[size_t(i)] : none;
 }
 
+// order=portable is one implementation on every CPU and GPU (kernels/portable.hpp): its bits depend on
+// neither the backend, the thread count, the isa, the device nor a library.
+bool is_portable(const Spec& s) { return (s.name == "cpu" || s.name == "cuda") && s.get("order", "") == "portable"; }
+
 // The library versions of a target's backend on a source's machine.
 std::vector<std::pair<std::string, std::string>> library_versions(const Spec& s, const TrainingSource& src) {
   std::vector<std::pair<std::string, std::string>> out;
   const nlohmann::json libs = src.machine.is_object() ? src.machine.value("libraries", nlohmann::json::object())
                                                       : nlohmann::json::object();
+  if (is_portable(s)) return out;
   if (const BackendEntry* e = find_backend(s.name))
     for (const std::string& lib : e->libraries) {
       auto it = libs.find(lib);
@@ -66,10 +71,13 @@ std::vector<std::pair<std::string, std::string>> library_versions(const Spec& s,
   return out;
 }
 
-std::string without_device(const std::string& target) {
+
+// The target as far as it decides the bits: without its device index; order=portable as itself.
+std::string implementation_target(const std::string& target) {
   Spec s;
   std::string err;
   if (!parse_target(target, &s, &err)) return target;
+  if (is_portable(s)) return "order=portable (kernels/portable.hpp)";
   s.device = -1;
   return s.str();
 }
@@ -374,22 +382,51 @@ nlohmann::json confounding(const std::vector<TrainingRun>& runs, const std::vect
           p ? fmt::format("nothing: no significant difference between the two in (a) (permutation p = {:.3g}{})", *p,
                           power ? "" : fmt::format(", no power: the smallest attainable p is {:.3g}",
                                                    row["test"]["min_p"].get<double>()))
-            : std::string("nothing: the pair was not tested in (a)");
+            : row["test"].contains("p")
+                ? "nothing: no difference to test in (a) (" + row["test"].value("notes", std::string("no variance")) + ")"
+                : std::string("nothing: the pair was not tested in (a) (incomplete)");
       std::string attributable;
       if (kind == ComparisonKind::kHardwareOnly) {
         ++hardware_pairs;
-        if (zero) ++zero_pairs;
         if (significant) ++significant_hw;
-        attributable = significant ? "hardware"
-                       : zero ? "nothing: with the implementation pinned, this hardware difference contributed exactly "
-                                "zero (bitwise-identical final weights in (b) and (d))"
-                              : no_effect;
+        attributable = significant ? "hardware" : no_effect;
       } else if (kind == ComparisonKind::kImplementationOnly) {
         attributable = significant ? "implementation" : no_effect;
       } else if (kind == ComparisonKind::kBoth) {
         attributable = significant ? "confounded with implementation: " + differs : no_effect;
       } else {
         attributable = "nothing: same hardware and implementation (run-to-run variation only)";
+      }
+      // The deterministic variants, compared bit for bit in (b) and (d): no statistics needed. Their
+      // implementation is judged on its own (order=portable pins it across CPU and GPU while the
+      // nondeterministic variants differ).
+      if (!x.det_target.empty() && !y.det_target.empty() && compared > 0) {
+        TargetDescription ex{dx.hardware, implementation_of(x.det_target, sx)};
+        TargetDescription ey{dy.hardware, implementation_of(y.det_target, sy)};
+        const ComparisonKind dk = classify_comparison(ex, ey);
+        const std::string ddiff = implementation_difference(x.det_target, sx, y.det_target, sy);
+        std::string finding;
+        if (dk == ComparisonKind::kHardwareOnly) {
+          if (kind != ComparisonKind::kHardwareOnly) ++hardware_pairs;
+          if (zero) ++zero_pairs;
+          finding = zero ? "nothing: with the implementation pinned, this hardware difference contributed exactly zero "
+                           "(bitwise-identical final weights in (b) and (d))"
+                         : "hardware: the same implementation gave other bits on the other hardware";
+        } else if (dk == ComparisonKind::kBoth) {
+          finding = zero ? "nothing: identical bits although hardware and implementation differ"
+                         : "confounded with implementation: " + ddiff;
+        } else if (dk == ComparisonKind::kImplementationOnly) {
+          finding = zero ? "nothing: identical bits from two implementations" : "implementation";
+        } else {
+          finding = zero ? "nothing: same hardware and implementation, same bits"
+                         : "run to run: same hardware and implementation, other bits";
+        }
+        row["deterministic"] = {{"targets", {units.label_of(x.source, x.det_target), units.label_of(y.source, y.det_target)}},
+                                {"implementation", {ex.implementation, ey.implementation}},
+                                {"kind", comparison_kind_name(dk)},
+                                {"bitwise_identical", zero},
+                                {"attributable_to", finding}};
+        if (!ddiff.empty()) row["deterministic"]["implementation_differs"] = ddiff;
       }
       row["attributable_to"] = attributable;
       guard.push_back(row);
@@ -405,11 +442,13 @@ nlohmann::json confounding(const std::vector<TrainingRun>& runs, const std::vect
   else if (hardware_pairs == 0)
     *hardware_sentence =
         "the hardware differs here only together with the implementation (confounded with implementation): no pair "
-        "of targets ran the same implementation on different hardware, so nothing can be attributed to hardware.";
+        "of targets ran the same implementation on different hardware, so nothing can be attributed to hardware. "
+        "Targets with order=portable run one implementation on every CPU and GPU.";
   else
     *hardware_sentence = fmt::format(
         "{} pair{} of targets ran the same implementation on different hardware: {} with a significant difference in "
-        "(a), {} with bitwise-identical final weights in (b) and (d) (hardware contributed exactly zero there).",
+        "(a), {} whose deterministic variants gave bitwise-identical final weights in (b) and (d) (hardware "
+        "contributed exactly zero there).",
         hardware_pairs, hardware_pairs == 1 ? "" : "s", significant_hw, zero_pairs);
   return guard;
 }
@@ -494,8 +533,7 @@ std::string implementation_of(const std::string& target, const TrainingSource& s
   Spec s;
   std::string err;
   if (!parse_target(target, &s, &err)) return target;
-  s.device = -1;
-  std::string out = fmt::format("detaudit {} ({}) {}", src.tool_version, src.tool_commit, s.str());
+  std::string out = fmt::format("detaudit {} ({}) {}", src.tool_version, src.tool_commit, implementation_target(target));
   for (auto& [lib, v] : library_versions(s, src)) out += fmt::format(" {}={}", lib, v);
   return out;
 }
@@ -503,7 +541,7 @@ std::string implementation_of(const std::string& target, const TrainingSource& s
 std::string implementation_difference(const std::string& target_x, const TrainingSource& x, const std::string& target_y,
                                       const TrainingSource& y) {
   std::vector<std::string> d;
-  const std::string tx = without_device(target_x), ty = without_device(target_y);
+  const std::string tx = implementation_target(target_x), ty = implementation_target(target_y);
   if (tx != ty) d.push_back(fmt::format("target {} vs {}", tx, ty));
   if (x.tool_version != y.tool_version) d.push_back(fmt::format("detaudit {} vs {}", x.tool_version, y.tool_version));
   if (x.tool_commit != y.tool_commit) d.push_back(fmt::format("commit {} vs {}", x.tool_commit, y.tool_commit));

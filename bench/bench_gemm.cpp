@@ -84,6 +84,9 @@ BENCHMARK_CAPTURE(BM_native_gemm, pairwise, ReduceOrder::kPairwise, CpuIsa::kAut
     ->Arg(1024)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_native_gemm, atomic, ReduceOrder::kAtomic, CpuIsa::kAuto)
     ->Arg(1024)->UseRealTime()->Unit(benchmark::kMillisecond);
+// order=portable: kernels/portable.hpp's leaves and tree, the bits of every CPU and GPU.
+BENCHMARK_CAPTURE(BM_native_gemm, portable, ReduceOrder::kPortable, CpuIsa::kAuto)
+    ->Arg(512)->Arg(1024)->UseRealTime()->Unit(benchmark::kMillisecond);
 // The AVX2 path is what AMD EPYC (Zen 2/3) machines run.
 BENCHMARK_CAPTURE(BM_native_gemm, blocked_avx2, ReduceOrder::kBlocked, CpuIsa::kAvx2)
     ->Arg(1024)->UseRealTime()->Unit(benchmark::kMillisecond);

@@ -54,6 +54,7 @@ void BM_native_sum(benchmark::State& state, detaudit::ReduceOrder order) {
 BENCHMARK_CAPTURE(BM_native_sum, blocked, detaudit::ReduceOrder::kBlocked)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_native_sum, atomic, detaudit::ReduceOrder::kAtomic)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_native_sum, pairwise, detaudit::ReduceOrder::kPairwise)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_native_sum, portable, detaudit::ReduceOrder::kPortable)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_native_sum, sequential, detaudit::ReduceOrder::kSequential)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);

@@ -121,8 +121,10 @@ void train_step(benchmark::State& state, ReduceOrder order) {
 
 void BM_train_step_blocked(benchmark::State& s) { train_step(s, ReduceOrder::kBlocked); }
 void BM_train_step_atomic(benchmark::State& s) { train_step(s, ReduceOrder::kAtomic); }
+void BM_train_step_portable(benchmark::State& s) { train_step(s, ReduceOrder::kPortable); }
 BENCHMARK(BM_train_step_blocked)->Unit(benchmark::kMillisecond)->MinTime(3.0)->UseRealTime();
 BENCHMARK(BM_train_step_atomic)->Unit(benchmark::kMillisecond)->MinTime(3.0)->UseRealTime();
+BENCHMARK(BM_train_step_portable)->Unit(benchmark::kMillisecond)->MinTime(3.0)->UseRealTime();
 
 }  // namespace
 

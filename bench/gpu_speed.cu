@@ -1,6 +1,6 @@
 // gpu_speed: what determinism costs on this GPU, as one JSON object on stdout.
 //  - device fingerprint pre-hash vs a device-to-device cudaMemcpy, 1 GiB (goal: ratio >= 0.5)
-//  - sum of 2^28 floats: detaudit's tree and atomic reductions vs CUB's DeviceReduce::Sum
+//  - sum of 2^28 floats: detaudit's tree, atomic and portable reductions vs CUB's DeviceReduce::Sum
 //  - cuDNN backward-filter: fastest deterministic vs fastest algorithm (cudnnFind...Ex times)
 // Every output is checked once before anything is timed. Without a device: {"skipped": "<reason>"}, exit 0.
 #include <cub/device/device_reduce.cuh>
@@ -122,7 +122,7 @@ std::string sum_section() {
   const size_t n = size_t(1) << 28;
   float *x = nullptr, *out = nullptr;
   check(cudaMalloc(&x, n * 4), "cudaMalloc");
-  check(cudaMalloc(&out, 3 * 4), "cudaMalloc");
+  check(cudaMalloc(&out, 4 * 4), "cudaMalloc");
   fill_uniform<<<4096, 256>>>(x, n, 2);
   check(cudaDeviceSynchronize(), "fill");
   std::vector<float> host(n);
@@ -135,6 +135,8 @@ std::string sum_section() {
   check(st, "make_gpu_backend(cuda tree)");
   auto atomic = make_gpu_backend("cuda", 0, {{"order", "atomic"}}, &st);
   check(st, "make_gpu_backend(cuda atomic)");
+  auto portable = make_gpu_backend("cuda", 0, {{"order", "portable"}}, &st);
+  check(st, "make_gpu_backend(cuda portable)");
   size_t temp_bytes = 0;
   check(cub::DeviceReduce::Sum(nullptr, temp_bytes, x, out + 2, int64_t(n)), "cub::DeviceReduce::Sum (size)");
   void* temp = nullptr;
@@ -143,22 +145,25 @@ std::string sum_section() {
   auto run_atomic = [&] { check(atomic->reduce(ReduceOp::kSum, x, nullptr, n, out + 1), "atomic sum"); };
   // determinism: CUB's default DeviceReduce is run-to-run deterministic (not across GPUs).
   auto run_cub = [&] { check(cub::DeviceReduce::Sum(temp, temp_bytes, x, out + 2, int64_t(n)), "cub sum"); };
-  run_tree(), run_atomic(), run_cub();
-  float got[3];
+  // order=portable: kernels/portable.hpp's leaves and tree, the bits of cpu?order=portable.
+  auto run_portable = [&] { check(portable->reduce(ReduceOp::kSum, x, nullptr, n, out + 3), "portable sum"); };
+  run_tree(), run_atomic(), run_cub(), run_portable();
+  float got[4];
   check(cudaMemcpy(got, out, sizeof(got), cudaMemcpyDeviceToHost), "cudaMemcpy");
   for (float g : got)
     if (std::fabs(g - want) > 1e-3 * want) throw Fail{format("sum check failed: %g vs %g", double(g), want)};
   const double gb = n * 4.0 / 1e9;
-  float t = time_ms(run_tree), a = time_ms(run_atomic), c = time_ms(run_cub);
+  float t = time_ms(run_tree), a = time_ms(run_atomic), c = time_ms(run_cub), p = time_ms(run_portable);
   cudaFree(temp);
   cudaFree(x);
   cudaFree(out);
   return format(
       "{\"n\": %zu, \"exact\": %.1f, \"tree\": {\"ms\": %.4f, \"gbps\": %.1f, \"value\": %.1f}, "
       "\"atomic\": {\"ms\": %.4f, \"gbps\": %.1f, \"value\": %.1f}, "
-      "\"cub\": {\"ms\": %.4f, \"gbps\": %.1f, \"value\": %.1f}}",
+      "\"cub\": {\"ms\": %.4f, \"gbps\": %.1f, \"value\": %.1f}, "
+      "\"portable\": {\"ms\": %.4f, \"gbps\": %.1f, \"value\": %.1f, \"of_cub\": %.2f}}",
       n, want, double(t), gb / (t * 1e-3), double(got[0]), double(a), gb / (a * 1e-3), double(got[1]), double(c),
-      gb / (c * 1e-3), double(got[2]));
+      gb / (c * 1e-3), double(got[2]), double(p), gb / (p * 1e-3), double(got[3]), double(c / p));
 }
 
 std::string cudnn_section() {

@@ -72,11 +72,21 @@ bool atomic_can_race(const Spec& w) {
   return true;
 }
 
+// cpu?order=portable and cuda:N?order=portable promise each other's bits.
+const char* kPortableClass = "order=portable";
+
 Promise promise_cpu(const Spec& t, const Spec& w, const std::map<std::string, std::string>&) {
   const std::string order = t.get("order", "blocked"), isa = t.get("isa", "auto");
   const int64_t threads = t.get_int("threads", 1);
   Promise p;
-  if (order == "sequential" || order == "pairwise") {
+  if (order == "portable") {
+    // kernels/portable.hpp: one fixed tree per sum and spelled-out operations, shared with cuda's
+    // order=portable: one class for every thread count, isa and device.
+    p = deterministic("detaudit: order=portable fixes every operation and every sum's tree for any thread count, isa "
+                      "and device (kernels/portable.hpp)",
+                      kPortableClass);
+    p.batch_invariance_claimed = true;  // each element's tree depends on k only
+  } else if (order == "sequential" || order == "pairwise") {
     // native.hpp: "Same bits for every thread count"; every ISA gives the same bits (explicit FMAs,
     // fixed lane layouts), so one class per order across threads and isa.
     p = deterministic(fmt::format("detaudit: order={} fixes every sum's order for any thread count and isa", order),
@@ -196,9 +206,15 @@ Promise promise_onednn(const Spec&, const Spec&, const std::map<std::string, std
 const char* kCudaDevice = "a CUDA device";
 
 Promise promise_cuda(const Spec& t, const Spec&, const std::map<std::string, std::string>&) {
-  Promise p = t.get("order", "tree") == "atomic"
+  const std::string order = t.get("order", "tree");
+  Promise p = order == "atomic"
                   ? nondeterministic("detaudit: order=atomic adds partial sums with atomicAdd in completion order")
+              : order == "portable"
+                  ? deterministic("detaudit: order=portable computes kernels/portable.hpp's operations and trees, the "
+                                  "bits of cpu?order=portable",
+                                  kPortableClass)
                   : deterministic("detaudit: order=tree combines partial sums in a fixed tree");
+  if (order == "portable") p.batch_invariance_claimed = true;
   p.requirements = {kCudaDevice};
   return p;
 }
@@ -320,12 +336,14 @@ std::string variants_cpu(Spec* d, Spec* n) {
     return fmt::format("{} has no nondeterministic variant: order=atomic with one thread has one completion order "
                        "(use threads=2 or more)",
                        d->str());
-  d->set("order", "blocked");
+  // A portable base keeps order=portable as its deterministic variant (the one that is the same on
+  // every CPU and GPU); the others take order=blocked.
+  if (d->get("order", "blocked") != "portable") d->set("order", "blocked");
   n->set("order", "atomic");
   return "";
 }
 std::string variants_cuda(Spec* d, Spec* n) {
-  d->set("order", "tree");
+  if (d->get("order", "tree") != "portable") d->set("order", "tree");
   n->set("order", "atomic");
   return "";
 }
@@ -444,10 +462,10 @@ std::vector<BackendEntry> make_registry() {
 
   e = {};
   e.name = "cpu";
-  e.keys = {key_one_of("order", "blocked", {"sequential", "pairwise", "blocked", "atomic"}),
+  e.keys = {key_one_of("order", "blocked", {"sequential", "pairwise", "blocked", "atomic", "portable"}),
             key_int_in("threads", "1", 1, 256), key_one_of("isa", "auto", {"auto", "avx512", "avx2", "scalar"})};
   e.make = make_cpu_backend;
-  e.summary = "detaudit's own multithreaded kernels with a selectable reduction order";
+  e.summary = "detaudit's own multithreaded kernels with a selectable reduction order (portable: the bits of every CPU and GPU)";
   e.applicable = always;
   e.promise = promise_cpu;
   e.variants = variants_cpu;
@@ -482,10 +500,10 @@ std::vector<BackendEntry> make_registry() {
 
   e = {};
   e.name = "cuda";
-  e.keys = {key_one_of("order", "tree", {"tree", "atomic"})};
+  e.keys = {key_one_of("order", "tree", {"tree", "atomic", "portable"})};
   e.make = make_gpu_target;
   e.gpu = true;
-  e.summary = "native CUDA kernels; tree (deterministic) or atomic reductions";
+  e.summary = "native CUDA kernels; tree (deterministic), atomic, or portable (the bits of cpu?order=portable)";
   e.libraries = {"cuda_runtime", "cuda_driver"};
   e.applicable = always;
   e.promise = promise_cuda;

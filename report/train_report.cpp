@@ -272,7 +272,11 @@ void add_confounding_section(Document& d, const nlohmann::json& an) {
                   {inline_text(pair_of(g, "hardware", 0)) + " / " + inline_text(pair_of(g, "hardware", 1)), ""},
                   {could, jf::str(g, "kind") == "both" ? "warn" : ""},
                   {ptext, ""},
-                  {bits.empty() ? std::string("—") : fmt::format("{}", fmt::join(bits, ", ")), ""},
+                  {(bits.empty() ? std::string("—") : fmt::format("{}", fmt::join(bits, ", "))) +
+                       (jf::object(g, "deterministic").empty()
+                            ? std::string()
+                            : ": " + inline_text(jf::str(jf::object(g, "deterministic"), "attributable_to"))),
+                   ""},
                   {inline_text(jf::str(g, "attributable_to")), ""}});
   }
   const std::string hw = jf::str(an, "hardware_attribution");
@@ -287,7 +291,7 @@ void add_confounding_section(Document& d, const nlohmann::json& an) {
          "CPU/GPU gap came from the framework, not the hardware.)");
   if (!hw.empty()) s.para("**Hardware:** " + inline_text(hw));
   if (!gr.empty())
-    s.table({"targets", "hardware", "a difference could be", "pair test p (a)", "same bits", "attributed to"}, gr);
+    s.table({"targets", "hardware", "a difference could be", "pair test p (a)", "same bits (deterministic variants)", "attributed to (a)"}, gr);
 }
 
 void add_curves_section(Document& d, const Results& r) {

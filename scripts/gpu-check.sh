@@ -64,6 +64,8 @@ grep -E '^\[  FAILED  \]' "$OUT/gpu-tests.log" | head -20 | tee -a "$OUT/summary
 # What the detection tests saw: distinct outputs of each atomic workload, and each repeat's kernel list
 # against the warm-up's (tests/gpu/test_gpu_detection.cpp).
 grep -E '^\[ (detect|kernels) +\]' "$OUT/gpu-tests.log" | tee -a "$OUT/summary.txt"
+# order=portable: cuda against cpu, bit for bit (tests/gpu/test_gpu_portable.cpp).
+grep -E '^\[ portable +\]' "$OUT/gpu-tests.log" | tee -a "$OUT/summary.txt"
 
 # The history of this check stays in OUTDIR.
 export DETAUDIT_HISTORY="$OUT/history.db"
@@ -92,6 +94,14 @@ train_data=(); [ ! -d /usr/share/datasets/fashion-mnist ] && [ -d .deps/fashion-
 "$BIN/detaudit" train autoencoder --targets 'cuda:0,cudnn:0' --seeds 2 --batches 60 --window 10 --replicates 2 "${train_data[@]}" --out "$OUT/train" --fresh >"$OUT/train.log" 2>&1
 log "gpu training: exit $? in $(( $(date +%s) - start )) s total; $(tail -1 "$OUT/train.log")"
 sed -n '/^## Training verdict/,/^## Variance components/p' "$OUT/train/report.md" 2>/dev/null | head -60 >>"$OUT/summary.txt"
+
+log "portable design"
+# cpu and cuda with order=portable: condition (d) must be bitwise identical across CPU and GPU, and the
+# report must say the hardware contributed exactly zero with the implementation pinned.
+"$BIN/detaudit" train autoencoder --targets 'cpu?order=portable&threads=8,cuda:0?order=portable' --seeds 2 --batches 60 --window 10 --replicates 2 "${train_data[@]}" --out "$OUT/train-portable" --fresh >"$OUT/train-portable.log" 2>&1
+log "portable design: exit $? in $(( $(date +%s) - start )) s total; $(tail -1 "$OUT/train-portable.log")"
+awk '$0 == "## What a target effect could be attributed to" {on = 1; print; next} on && /^## / {exit} on' \
+  "$OUT/train-portable/report.md" 2>/dev/null | head -40 | tee -a "$OUT/summary.txt"
 
 log "gpu speed"
 timeout 120 "$BIN/gpu_speed" >"$OUT/gpu-speed.json" 2>"$OUT/gpu-speed.err"

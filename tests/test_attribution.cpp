@@ -211,6 +211,7 @@ TEST(MergedDesign, SameImplementationOnTwoMachinesIsHardwareAndASignificantGapIs
   EXPECT_LT(g["test"]["p"].get<double>(), 0.05);
   EXPECT_EQ(g["attributable_to"], "hardware");
   EXPECT_EQ(g["bitwise"][1]["identical_seeds"], 0) << "the planted (d) weights differ between the machines";
+  EXPECT_EQ(g["deterministic"]["attributable_to"], "hardware: the same implementation gave other bits on the other hardware");
 }
 
 TEST(MergedDesign, IdenticalBitsOnTwoMachinesSayHardwareContributedExactlyZero) {
@@ -220,12 +221,16 @@ TEST(MergedDesign, IdenticalBitsOnTwoMachinesSayHardwareContributedExactlyZero) 
   EXPECT_EQ(g["kind"], "hardware-only");
   EXPECT_EQ(g["bitwise"][0]["identical_seeds"], 8);
   EXPECT_EQ(g["bitwise"][1]["identical_seeds"], 8);
-  EXPECT_EQ(g["attributable_to"].get<std::string>().rfind("nothing: with the implementation pinned, this hardware "
-                                                          "difference contributed exactly zero",
-                                                          0),
+  EXPECT_EQ(g["attributable_to"].get<std::string>().rfind("nothing: no difference to test in (a)", 0), 0u)
+      << g["attributable_to"] << ": both machines gave the same (a) losses";
+  EXPECT_EQ(g["deterministic"]["kind"], "hardware-only");
+  EXPECT_EQ(g["deterministic"]["attributable_to"].get<std::string>().rfind(
+                "nothing: with the implementation pinned, this hardware difference contributed exactly zero", 0),
             0u)
-      << g["attributable_to"];
-  EXPECT_NE(an["hardware_attribution"].get<std::string>().find("1 with bitwise-identical final weights"), std::string::npos)
+      << g["deterministic"];
+  EXPECT_NE(an["hardware_attribution"].get<std::string>().find(
+                "1 whose deterministic variants gave bitwise-identical final weights"),
+            std::string::npos)
       << an["hardware_attribution"];
 }
 
@@ -261,6 +266,34 @@ TEST(MergedDesign, ImplementationDifferenceNamesLibraryVersions) {
   EXPECT_EQ(implementation_difference("openblas", x, "openblas", y), "openblas 0.3.21 vs 0.3.26");
   EXPECT_EQ(implementation_difference("cuda:0?order=tree", x, "cuda:1?order=tree", x), "") << "device index is hardware";
   EXPECT_EQ(implementation_of("cuda:0?order=tree", x), implementation_of("cuda:3?order=tree", x));
+}
+
+TEST(MergedDesign, PortableTargetsPinTheImplementationAcrossCpuAndGpu) {
+  // One machine with a GPU: cpu and cuda portable bases; the nondeterministic variants (atomic) are two
+  // implementations, the deterministic ones (portable) one, and their (b)/(d) bits agree.
+  std::vector<TrainingRun> runs;
+  for (const auto& [base, nd] : {std::pair<std::string, std::string>{"cpu?order=portable&threads=2", "cpu?order=atomic&threads=2"},
+                                 {"cuda:0?order=portable", "cuda:0?order=atomic"}}) {
+    for (auto r : runs_of({nd}, 8, 0.0)) {
+      r.base_target = base;
+      runs.push_back(r);
+    }
+    for (int s = 0; s < 8; ++s)
+      for (const char* c : {"b", "d"}) runs.push_back(run(c, base, base, 1000 + s, 0, 0.02, std::string(c) + std::to_string(s)));
+  }
+  nlohmann::json an = analyze_training(runs, one(two_gpus()));
+  ASSERT_EQ(an["confounding"].size(), 1u);
+  const auto& g = pair0(an);
+  EXPECT_EQ(g["kind"], "both") << "atomic on cpu and on cuda are two implementations";
+  EXPECT_EQ(g["deterministic"]["kind"], "hardware-only");
+  EXPECT_EQ(g["deterministic"]["implementation"][0], g["deterministic"]["implementation"][1]);
+  EXPECT_TRUE(g["deterministic"]["bitwise_identical"].get<bool>());
+  EXPECT_EQ(g["deterministic"]["attributable_to"].get<std::string>().rfind(
+                "nothing: with the implementation pinned, this hardware difference contributed exactly zero", 0),
+            0u);
+  TrainingSource x = one(two_gpus())[0];
+  EXPECT_EQ(implementation_difference("cpu?order=portable&threads=4&isa=avx2", x, "cuda:1?order=portable", x), "");
+  EXPECT_NE(implementation_difference("cpu?order=blocked&threads=4", x, "cuda:1?order=tree", x), "");
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // gemm lives in native_gemm.cpp, the per-ISA kernels in native_isa.cpp; this file holds the backend,
 // the reductions, softmax, conv2d (im2col/col2im + gemm) and the elementwise ops.
 #include "kernels/cpu/native.hpp"
+#include "kernels/cpu/portable.hpp"
 
 #include "kernels/checks.hpp"
 
@@ -26,12 +27,14 @@ const char* to_string(ReduceOrder o) {
     case ReduceOrder::kPairwise: return "pairwise";
     case ReduceOrder::kBlocked: return "blocked";
     case ReduceOrder::kAtomic: return "atomic";
+    case ReduceOrder::kPortable: return "portable";
   }
   return "?";
 }
 
 bool parse_reduce_order(const std::string& s, ReduceOrder* out) {
-  for (ReduceOrder o : {ReduceOrder::kSequential, ReduceOrder::kPairwise, ReduceOrder::kBlocked, ReduceOrder::kAtomic})
+  for (ReduceOrder o : {ReduceOrder::kSequential, ReduceOrder::kPairwise, ReduceOrder::kBlocked, ReduceOrder::kAtomic,
+                        ReduceOrder::kPortable})
     if (s == to_string(o)) return *out = o, true;
   return false;
 }
@@ -204,6 +207,7 @@ float ordered_reduce(const IsaKernels& kn, ReduceOrder order, int threads, uint6
       });
       return result;
     }
+    case ReduceOrder::kPortable: break;  // its own backend (kernels/cpu/portable.cpp)
   }
   return 0.0f;
 }
@@ -779,6 +783,9 @@ class CpuNative final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cpu_native(const CpuNativeOptions& opts) { return std::make_unique<CpuNative>(opts); }
+std::unique_ptr<Backend> make_cpu_native(const CpuNativeOptions& opts) {
+  if (opts.order == ReduceOrder::kPortable) return make_cpu_portable(opts.threads, opts.isa);
+  return std::make_unique<CpuNative>(opts);
+}
 
 }  // namespace detaudit

@@ -20,6 +20,10 @@ enum class ReduceOrder : uint8_t {
   // determinism: the work cut into chunks (as a GPU has blocks; see README for the sizes); each chunk's partial sum is
   // added into the result in completion order. A real race, like GPU atomics: NOT deterministic.
   kAtomic,
+  // determinism: kernels/portable.hpp's fixed trees and spelled-out operations: the same bits for every
+  // thread count, every isa, and on every GPU (cuda?order=portable). A backend of its own
+  // (kernels/cpu/portable.cpp); make_cpu_native returns it.
+  kPortable,
 };
 const char* to_string(ReduceOrder o);
 bool parse_reduce_order(const std::string& s, ReduceOrder* out);

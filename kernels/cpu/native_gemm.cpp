@@ -986,6 +986,7 @@ Status run(GemmContext& ctx, const Problem& pb) {
     case ReduceOrder::kPairwise: return run_pairwise(ctx, pb);
     case ReduceOrder::kBlocked: return run_blocked(ctx, pb);
     case ReduceOrder::kAtomic: return run_atomic(ctx, pb);
+    case ReduceOrder::kPortable: break;  // its own backend (kernels/cpu/portable.cpp)
   }
   return Status::invalid("gemm: unknown order");
 }

@@ -1,0 +1,651 @@
+// cpu?order=portable: every op from kernels/portable.hpp, the arithmetic the CUDA target's order=portable
+// runs too (kernels/cuda/portable.cu), so the bits are the same on any ISA, thread count and GPU.
+// determinism: threads split output elements (or the leaves of one big sum) in static ranges; what an
+// element is computed from, and in which order, is portable.hpp's alone. The ops with fmas are compiled
+// three times, for AVX-512, AVX2+FMA and the x86-64 baseline (where std::fma is glibc's correctly rounded
+// fmaf), and `isa` chooses which one runs: the instructions differ, the bits must not.
+#include "kernels/cpu/portable.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <new>
+#include <vector>
+
+#include "kernels/checks.hpp"
+#include "kernels/cpu/thread_pool.hpp"
+#include "kernels/portable.hpp"
+
+namespace detaudit {
+
+namespace {
+
+namespace pt = portable;
+
+#define DETAUDIT_BODY static inline __attribute__((always_inline))
+
+// ---- the bodies that hold fmas, compiled once per ISA ---------------------------------------------------
+// The big ops compute W outputs in lockstep (W independent chains, the same term sequence and leaf edges
+// for each), which is portable.hpp's per-element definition done W times at once: the same operations on
+// the same values in the same order per output (tests/test_portable.cpp checks every op against the
+// header's per-element functions). Convolutions read an explicitly zero-padded (or dilated) copy of their
+// input, whose zeros are the header's 0.0f terms.
+template <class T>
+struct GemmArgsT {
+  bool ta, tb;
+  int m, n, k;
+  T alpha;
+  const T* a;
+  int lda;
+  const T* b;
+  int ldb;
+  T beta;
+  T* c;
+  int ldc;
+};
+using GemmArgs = GemmArgsT<float>;
+using GemmArgs64 = GemmArgsT<double>;
+
+constexpr int kW = 8;  // outputs in lockstep
+
+template <class T, int W>
+DETAUDIT_BODY void push_lanes(pt::LeafCounter<T>* cnt, T* acc) {
+  for (int l = 0; l < W; ++l) {
+    cnt[l].push(acc[l]);
+    acc[l] = T(0);
+  }
+}
+
+// C[i][j0 .. j0 + W).
+template <class T, int W>
+DETAUDIT_BODY void gemm_lanes(const GemmArgsT<T>& g, int i, int j0) {
+  pt::LeafCounter<T> cnt[W];
+  T acc[W] = {};
+  for (int kb = 0; kb < g.k; kb += pt::kLeaf) {
+    const int ke = std::min(g.k, kb + pt::kLeaf);
+    for (int kk = kb; kk < ke; ++kk) {
+      const T av = g.ta ? g.a[size_t(kk) * g.lda + i] : g.a[size_t(i) * g.lda + kk];
+      if (g.tb) {
+        for (int l = 0; l < W; ++l) acc[l] = pt::fma(av, g.b[size_t(j0 + l) * g.ldb + kk], acc[l]);
+      } else {
+        const T* brow = g.b + size_t(kk) * g.ldb + j0;
+        for (int l = 0; l < W; ++l) acc[l] = pt::fma(av, brow[l], acc[l]);
+      }
+    }
+    push_lanes<T, W>(cnt, acc);
+  }
+  for (int l = 0; l < W; ++l) {
+    T* c = g.c + size_t(i) * g.ldc + j0 + l;
+    const T s = cnt[l].merge();
+    *c = g.beta == T(0) ? pt::mul(g.alpha, s) : pt::fma(g.alpha, s, pt::mul(g.beta, *c));
+  }
+}
+// Units [u0, u1): unit u is row u / nb, columns (u % nb) * kW onwards.
+template <class T>
+DETAUDIT_BODY void gemm_units(const GemmArgsT<T>& g, size_t u0, size_t u1) {
+  const size_t nb = (size_t(g.n) + kW - 1) / kW;
+  for (size_t u = u0; u < u1; ++u) {
+    const int i = int(u / nb), j0 = int(u % nb) * kW;
+    if (j0 + kW <= g.n)
+      gemm_lanes<T, kW>(g, i, j0);
+    else
+      for (int j = j0; j < g.n; ++j) gemm_lanes<T, 1>(g, i, j);
+  }
+}
+DETAUDIT_BODY void gemm_body(const GemmArgs& g, size_t u0, size_t u1) { gemm_units<float>(g, u0, u1); }
+DETAUDIT_BODY void gemm64_body(const GemmArgs64& g, size_t u0, size_t u1) { gemm_units<double>(g, u0, u1); }
+
+// A convolution's operands as the lockstep loops read them.
+struct ConvArgs {
+  pt::Conv g;
+  const float* in;  // fwd, bwd_filter: x zero-padded to hp x wp; bwd_data: dy dilated and padded to hp x wp
+  int hp, wp;
+  const float* other;  // fwd, bwd_data: the filter; bwd_filter: dy
+  float* out;
+};
+
+// y[n][k][p][q0 .. q0 + W): terms (c, r, s), fma(x, w, acc).
+template <int W>
+DETAUDIT_BODY void conv_fwd_lanes(const ConvArgs& a, int n, int k, int p, int q0) {
+  const pt::Conv& g = a.g;
+  pt::LeafCounter<float> cnt[W];
+  float acc[W] = {};
+  int in_leaf = 0;
+  const float* wk = a.other + size_t(k) * g.c * g.r * g.s;
+  for (int c = 0; c < g.c; ++c)
+    for (int r = 0; r < g.r; ++r) {
+      const float* row = a.in + ((size_t(n) * g.c + c) * a.hp + p * g.stride + r) * a.wp + size_t(q0) * g.stride;
+      for (int s = 0; s < g.s; ++s) {
+        const float wv = *wk++;
+        for (int l = 0; l < W; ++l) acc[l] = pt::fma(row[l * g.stride + s], wv, acc[l]);
+        if (++in_leaf == pt::kLeaf) push_lanes<float, W>(cnt, acc), in_leaf = 0;
+      }
+    }
+  if (in_leaf) push_lanes<float, W>(cnt, acc);
+  float* y = a.out + ((size_t(n) * g.k + k) * g.p + p) * g.q + q0;
+  for (int l = 0; l < W; ++l) y[l] = cnt[l].merge();
+}
+// Units: (n, k, p, block of kW q's).
+DETAUDIT_BODY void conv_fwd_body(const ConvArgs& a, size_t u0, size_t u1) {
+  const pt::Conv& g = a.g;
+  const size_t qb = (size_t(g.q) + kW - 1) / kW;
+  for (size_t u = u0; u < u1; ++u) {
+    const int q0 = int(u % qb) * kW, p = int(u / qb % g.p), k = int(u / (qb * g.p) % g.k), n = int(u / (qb * g.p * g.k));
+    if (q0 + kW <= g.q)
+      conv_fwd_lanes<kW>(a, n, k, p, q0);
+    else
+      for (int q = q0; q < g.q; ++q) conv_fwd_lanes<1>(a, n, k, p, q);
+  }
+}
+
+// dx[n][c][h][w0 .. w0 + W): terms (k, r, s), fma(dyd, w, acc); in[n][k][i][j] = dyd at
+// (i + pad - (r_max), j + pad - (s_max)), so row h + (R-1-r), column w + (S-1-s).
+template <int W>
+DETAUDIT_BODY void conv_bwd_data_lanes(const ConvArgs& a, int n, int c, int h, int w0) {
+  const pt::Conv& g = a.g;
+  pt::LeafCounter<float> cnt[W];
+  float acc[W] = {};
+  int in_leaf = 0;
+  for (int k = 0; k < g.k; ++k) {
+    const float* wkc = a.other + (size_t(k) * g.c + c) * g.r * g.s;
+    for (int r = 0; r < g.r; ++r) {
+      const float* row = a.in + ((size_t(n) * g.k + k) * a.hp + h + (g.r - 1 - r)) * a.wp + w0 + (g.s - 1);
+      for (int s = 0; s < g.s; ++s) {
+        const float wv = wkc[r * g.s + s];
+        for (int l = 0; l < W; ++l) acc[l] = pt::fma(row[l - s], wv, acc[l]);
+        if (++in_leaf == pt::kLeaf) push_lanes<float, W>(cnt, acc), in_leaf = 0;
+      }
+    }
+  }
+  if (in_leaf) push_lanes<float, W>(cnt, acc);
+  float* dx = a.out + ((size_t(n) * g.c + c) * g.h + h) * g.w + w0;
+  for (int l = 0; l < W; ++l) dx[l] = cnt[l].merge();
+}
+// Units: (n, c, h, block of kW w's).
+DETAUDIT_BODY void conv_bwd_data_body(const ConvArgs& a, size_t u0, size_t u1) {
+  const pt::Conv& g = a.g;
+  const size_t wb = (size_t(g.w) + kW - 1) / kW;
+  for (size_t u = u0; u < u1; ++u) {
+    const int w0 = int(u % wb) * kW, h = int(u / wb % g.h), c = int(u / (wb * g.h) % g.c), n = int(u / (wb * g.h * g.c));
+    if (w0 + kW <= g.w)
+      conv_bwd_data_lanes<kW>(a, n, c, h, w0);
+    else
+      for (int w = w0; w < g.w; ++w) conv_bwd_data_lanes<1>(a, n, c, h, w);
+  }
+}
+
+// dw[k][crs0 .. crs0 + W) (flattened c, r, s): terms (n, p, q), fma(dy, x, acc).
+template <int W>
+DETAUDIT_BODY void conv_bwd_filter_lanes(const ConvArgs& a, int k, int crs0) {
+  const pt::Conv& g = a.g;
+  size_t off[W];
+  for (int l = 0; l < W; ++l) {
+    const int crs = crs0 + l, s = crs % g.s, r = crs / g.s % g.r, c = crs / (g.s * g.r);
+    off[l] = (size_t(c) * a.hp + r) * a.wp + s;
+  }
+  pt::LeafCounter<float> cnt[W];
+  float acc[W] = {};
+  int in_leaf = 0;
+  for (int n = 0; n < g.n; ++n)
+    for (int p = 0; p < g.p; ++p) {
+      const float* dyrow = a.other + ((size_t(n) * g.k + k) * g.p + p) * g.q;
+      const float* xrow = a.in + size_t(n) * g.c * a.hp * a.wp + size_t(p) * g.stride * a.wp;
+      for (int q = 0; q < g.q; ++q) {
+        const float d = dyrow[q];
+        const float* xq = xrow + size_t(q) * g.stride;
+        for (int l = 0; l < W; ++l) acc[l] = pt::fma(d, xq[off[l]], acc[l]);
+        if (++in_leaf == pt::kLeaf) push_lanes<float, W>(cnt, acc), in_leaf = 0;
+      }
+    }
+  if (in_leaf) push_lanes<float, W>(cnt, acc);
+  float* dw = a.out + size_t(k) * g.c * g.r * g.s + crs0;
+  for (int l = 0; l < W; ++l) dw[l] = cnt[l].merge();
+}
+// Units: (k, block of kW crs).
+DETAUDIT_BODY void conv_bwd_filter_body(const ConvArgs& a, size_t u0, size_t u1) {
+  const pt::Conv& g = a.g;
+  const int crs = g.c * g.r * g.s;
+  const size_t cb = (size_t(crs) + kW - 1) / kW;
+  for (size_t u = u0; u < u1; ++u) {
+    const int k = int(u / cb), c0 = int(u % cb) * kW;
+    if (c0 + kW <= crs)
+      conv_bwd_filter_lanes<kW>(a, k, c0);
+    else
+      for (int c = c0; c < crs; ++c) conv_bwd_filter_lanes<1>(a, k, c);
+  }
+}
+// Leaf partials [l0, l1) of a sum, dot or sum of squares of n terms.
+DETAUDIT_BODY void leaves_body(ReduceOp op, const float* x, const float* y, size_t n, float* part, size_t l0, size_t l1) {
+  for (size_t l = l0; l < l1; ++l) {
+    const size_t b = l * pt::kLeaf, e = std::min(n, b + pt::kLeaf);
+    float acc = 0.0f;
+    if (op == ReduceOp::kSum)
+      for (size_t i = b; i < e; ++i) acc = pt::add(acc, x[i]);
+    else if (op == ReduceOp::kDot)
+      for (size_t i = b; i < e; ++i) acc = pt::fma(x[i], y[i], acc);
+    else
+      for (size_t i = b; i < e; ++i) acc = pt::fma(x[i], x[i], acc);
+    part[l] = acc;
+  }
+}
+// Leaf partials of the squared (kMse) or absolute (kL1) differences, with dy.
+DETAUDIT_BODY void loss_body(LossOp op, const float* y, const float* t, size_t n, float scale, float* dy, float* part,
+                             size_t l0, size_t l1) {
+  for (size_t l = l0; l < l1; ++l) {
+    const size_t b = l * pt::kLeaf, e = std::min(n, b + pt::kLeaf);
+    float acc = 0.0f;
+    for (size_t i = b; i < e; ++i) {
+      const float d = pt::sub(y[i], t[i]);
+      if (op == LossOp::kMse) {
+        acc = pt::fma(d, d, acc);
+        if (dy) dy[i] = pt::mul(d, scale);
+      } else {
+        acc = pt::add(acc, d < 0.0f ? -d : d);
+        if (dy) dy[i] = d > 0.0f ? scale : d < 0.0f ? -scale : 0.0f;
+      }
+    }
+    part[l] = acc;
+  }
+}
+// Rows [r0, r1) of a softmax.
+DETAUDIT_BODY void softmax_body(const float* x, float* y, size_t cols, size_t r0, size_t r1) {
+  for (size_t r = r0; r < r1; ++r) {
+    const float* xr = x + r * cols;
+    float* yr = y + r * cols;
+    float m = xr[0];
+    for (size_t j = 1; j < cols; ++j)
+      if (xr[j] > m) m = xr[j];
+    pt::TreeSum<float> s;
+    for (size_t j = 0; j < cols; ++j) {
+      yr[j] = pt::exp(pt::sub(xr[j], m));
+      s.term(yr[j]);
+    }
+    const float sum = s.result();
+    for (size_t j = 0; j < cols; ++j) yr[j] = pt::div(yr[j], sum);
+  }
+}
+DETAUDIT_BODY void unary_body(UnaryOp op, const float* x, float* y, size_t b, size_t e) {
+  for (size_t i = b; i < e; ++i) {
+    const float v = x[i];
+    switch (op) {
+      case UnaryOp::kCopy: y[i] = v; break;
+      case UnaryOp::kRelu: y[i] = pt::relu(v); break;
+      case UnaryOp::kSigmoid: y[i] = pt::sigmoid(v); break;
+      case UnaryOp::kExp: y[i] = pt::exp(v); break;
+      case UnaryOp::kNeg: y[i] = -v; break;
+      case UnaryOp::kSquare: y[i] = pt::mul(v, v); break;
+      case UnaryOp::kHardSigmoid: y[i] = pt::hard_sigmoid(v); break;
+      case UnaryOp::kTanh: break;  // refused before
+    }
+  }
+}
+DETAUDIT_BODY void axpy_body(float alpha, const float* x, float* y, size_t b, size_t e) {
+  for (size_t i = b; i < e; ++i) y[i] = pt::fma(alpha, x[i], y[i]);
+}
+
+struct IsaOps {
+  CpuIsa isa;
+  void (*gemm)(const GemmArgs&, size_t, size_t);
+  void (*gemm64)(const GemmArgs64&, size_t, size_t);
+  void (*conv_fwd)(const ConvArgs&, size_t, size_t);
+  void (*conv_bwd_data)(const ConvArgs&, size_t, size_t);
+  void (*conv_bwd_filter)(const ConvArgs&, size_t, size_t);
+  void (*leaves)(ReduceOp, const float*, const float*, size_t, float*, size_t, size_t);
+  void (*loss)(LossOp, const float*, const float*, size_t, float, float*, float*, size_t, size_t);
+  void (*softmax)(const float*, float*, size_t, size_t, size_t);
+  void (*unary)(UnaryOp, const float*, float*, size_t, size_t);
+  void (*axpy)(float, const float*, float*, size_t, size_t);
+};
+
+#define DETAUDIT_PORTABLE_ISA(suffix, attr)                                                                       \
+  attr void gemm_##suffix(const GemmArgs& g, size_t a, size_t b) { gemm_body(g, a, b); }                         \
+  attr void gemm64_##suffix(const GemmArgs64& g, size_t a, size_t b) { gemm64_body(g, a, b); }                   \
+  attr void conv_fwd_##suffix(const ConvArgs& c, size_t a, size_t b) { conv_fwd_body(c, a, b); }                \
+  attr void conv_bwd_data_##suffix(const ConvArgs& c, size_t a, size_t b) { conv_bwd_data_body(c, a, b); }      \
+  attr void conv_bwd_filter_##suffix(const ConvArgs& c, size_t a, size_t b) { conv_bwd_filter_body(c, a, b); }  \
+  attr void leaves_##suffix(ReduceOp op, const float* x, const float* y, size_t n, float* p, size_t a, size_t b) { \
+    leaves_body(op, x, y, n, p, a, b);                                                                           \
+  }                                                                                                              \
+  attr void loss_##suffix(LossOp op, const float* y, const float* t, size_t n, float s, float* dy, float* p,      \
+                          size_t a, size_t b) {                                                                  \
+    loss_body(op, y, t, n, s, dy, p, a, b);                                                                      \
+  }                                                                                                              \
+  attr void softmax_##suffix(const float* x, float* y, size_t cols, size_t a, size_t b) {                       \
+    softmax_body(x, y, cols, a, b);                                                                              \
+  }                                                                                                              \
+  attr void unary_##suffix(UnaryOp op, const float* x, float* y, size_t a, size_t b) { unary_body(op, x, y, a, b); } \
+  attr void axpy_##suffix(float alpha, const float* x, float* y, size_t a, size_t b) { axpy_body(alpha, x, y, a, b); }
+
+DETAUDIT_PORTABLE_ISA(avx512, __attribute__((target("avx512f,avx512vl,fma"))))
+DETAUDIT_PORTABLE_ISA(avx2, __attribute__((target("avx2,fma"))))
+DETAUDIT_PORTABLE_ISA(scalar, )
+
+#define DETAUDIT_PORTABLE_OPS(suffix, isa)                                                                  \
+  IsaOps {                                                                                                  \
+    isa, gemm_##suffix, gemm64_##suffix, conv_fwd_##suffix, conv_bwd_data_##suffix, conv_bwd_filter_##suffix, \
+        leaves_##suffix, loss_##suffix, softmax_##suffix, unary_##suffix, axpy_##suffix                     \
+  }
+const IsaOps kAvx512Ops = DETAUDIT_PORTABLE_OPS(avx512, CpuIsa::kAvx512);
+const IsaOps kAvx2Ops = DETAUDIT_PORTABLE_OPS(avx2, CpuIsa::kAvx2);
+const IsaOps kScalarOps = DETAUDIT_PORTABLE_OPS(scalar, CpuIsa::kScalar);
+
+// The ops for `isa` (kAuto: the widest this CPU has), or nullptr when the CPU lacks it.
+const IsaOps* ops_for(CpuIsa isa) {
+  __builtin_cpu_init();
+  const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+                      __builtin_cpu_supports("fma");
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  switch (isa) {
+    case CpuIsa::kAuto: return avx512 ? &kAvx512Ops : avx2 ? &kAvx2Ops : &kScalarOps;
+    case CpuIsa::kAvx512: return avx512 ? &kAvx512Ops : nullptr;
+    case CpuIsa::kAvx2: return avx2 ? &kAvx2Ops : nullptr;
+    case CpuIsa::kScalar: return &kScalarOps;
+  }
+  return nullptr;
+}
+
+pt::Conv conv_of(const ConvShape& s) { return {s.n, s.c, s.h, s.w, s.k, s.r, s.s, s.stride, s.pad, s.p(), s.q()}; }
+
+class CpuPortable final : public Backend {
+ public:
+  CpuPortable(int threads, CpuIsa isa) : isa_(isa), ops_(ops_for(isa)), pool_(std::clamp(threads, 1, 256)) {}
+
+  std::string name() const override {
+    std::string s = "cpu?order=portable&threads=" + std::to_string(pool_.size());
+    if (isa_ != CpuIsa::kAuto) s += std::string("&isa=") + to_string(isa_);
+    return s;
+  }
+  std::string describe() const override {
+    return name() + " (isa " + (ops_ ? to_string(ops_->isa) : "unavailable") + ")";
+  }
+  std::vector<std::pair<std::string, std::string>> details() const override {
+    return {{"order", "portable"},
+            {"threads", std::to_string(pool_.size())},
+            {"isa", ops_ ? to_string(ops_->isa) : std::string("unavailable (") + to_string(isa_) + ")"},
+            {"leaf", std::to_string(pt::kLeaf)}};
+  }
+
+  Status gemm(Trans ta, Trans tb, int m, int n, int k, float alpha, const float* a, int lda, const float* b, int ldb,
+              float beta, float* c, int ldc) override {
+    DETAUDIT_RETURN_IF_ERROR(ready());
+    if (m < 0 || n < 0 || k < 0) return Status::invalid("gemm: negative size");
+    const GemmArgs g{ta == Trans::kT, tb == Trans::kT, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc};
+    split(size_t(m) * ((size_t(n) + kW - 1) / kW), [&](size_t u0, size_t u1) { ops_->gemm(g, u0, u1); });
+    return Status::ok();
+  }
+  Status gemm_f64(Trans ta, Trans tb, int m, int n, int k, double alpha, const double* a, int lda, const double* b,
+                  int ldb, double beta, double* c, int ldc) override {
+    DETAUDIT_RETURN_IF_ERROR(ready());
+    if (m < 0 || n < 0 || k < 0) return Status::invalid("gemm: negative size");
+    const GemmArgs64 g{ta == Trans::kT, tb == Trans::kT, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc};
+    split(size_t(m) * ((size_t(n) + kW - 1) / kW), [&](size_t u0, size_t u1) { ops_->gemm64(g, u0, u1); });
+    return Status::ok();
+  }
+  Status conv2d_fwd(const ConvShape& s, const float* x, const float* w, float* y) override {
+    DETAUDIT_RETURN_IF_ERROR(ready());
+    DETAUDIT_RETURN_IF_ERROR(validate_conv(s));
+    ConvArgs a{conv_of(s), nullptr, s.h + 2 * s.pad, s.w + 2 * s.pad, w, y};
+    a.in = padded(x, size_t(s.n) * s.c, s.h, s.w, s.pad);
+    if (!a.in) return Status::error("conv2d: out of memory for the padded input");
+    split(size_t(s.n) * s.k * s.p() * ((size_t(s.q()) + kW - 1) / kW),
+          [&](size_t u0, size_t u1) { ops_->conv_fwd(a, u0, u1); });
+    return Status::ok();
+  }
+  Status conv2d_bwd_data(const ConvShape& s, const float* dy, const float* w, float* dx) override {
+    DETAUDIT_RETURN_IF_ERROR(ready());
+    DETAUDIT_RETURN_IF_ERROR(validate_conv(s));
+    // dyd at (i + pad - (R-1), j + pad - (S-1)) for i < H + R - 1, j < W + S - 1: dy where that point is
+    // on the stride's grid inside dy, else 0.
+    const int hp = s.h + s.r - 1, wp = s.w + s.s - 1, P = s.p(), Q = s.q();
+    const size_t planes = size_t(s.n) * s.k;
+    float* d = buf_.get(planes * hp * wp);
+    if (!d) return Status::error("conv2d: out of memory for the dilated gradient");
+    split(planes, [&](size_t b, size_t e) {
+      for (size_t pl = b; pl < e; ++pl)
+        for (int i = 0; i < hp; ++i)
+          for (int j = 0; j < wp; ++j) {
+            const int ph = i + s.pad - (s.r - 1), qw = j + s.pad - (s.s - 1);
+            const bool on = ph >= 0 && qw >= 0 && ph % s.stride == 0 && qw % s.stride == 0 && ph / s.stride < P &&
+                            qw / s.stride < Q;
+            d[(pl * hp + i) * wp + j] = on ? dy[(pl * P + ph / s.stride) * Q + qw / s.stride] : 0.0f;
+          }
+    });
+    ConvArgs a{conv_of(s), d, hp, wp, w, dx};
+    split(size_t(s.n) * s.c * s.h * ((size_t(s.w) + kW - 1) / kW),
+          [&](size_t u0, size_t u1) { ops_->conv_bwd_data(a, u0, u1); });
+    return Status::ok();
+  }
+  Status conv2d_bwd_filter(const ConvShape& s, const float* x, const float* dy, float* dw) override {
+    DETAUDIT_RETURN_IF_ERROR(ready());
+    DETAUDIT_RETURN_IF_ERROR(validate_conv(s));
+    ConvArgs a{conv_of(s), nullptr, s.h + 2 * s.pad, s.w + 2 * s.pad, dy, dw};
+    a.in = padded(x, size_t(s.n) * s.c, s.h, s.w, s.pad);
+    if (!a.in) return Status::error("conv2d: out of memory for the padded input");
+    split(size_t(s.k) * ((size_t(s.c) * s.r * s.s + kW - 1) / kW),
+          [&](size_t u0, size_t u1) { ops_->conv_bwd_filter(a, u0, u1); });
+    return Status::ok();
+  }
+  Status maxpool_fwd(const PoolShape& s, const float* x, float* y) override {
+    DETAUDIT_RETURN_IF_ERROR(ready());
+    DETAUDIT_RETURN_IF_ERROR(validate_pool(s));
+    const pt::Pool g{s.h, s.w, s.window, s.stride, s.p(), s.q()};
+    const size_t pq = size_t(g.p) * g.q;
+    split(s.y_size(), [&](size_t e0, size_t e1) {
+      for (size_t e = e0; e < e1; ++e) {
+        const float* plane = x + e / pq * size_t(g.h) * g.w;
+        y[e] = plane[pt::pool_argmax(g, plane, int(e % pq / g.q), int(e % g.q))];
+      }
+    });
+    return Status::ok();
+  }
+  Status maxpool_bwd(const PoolShape& s, const float* x, const float*, const float* dy, float* dx) override {
+    DETAUDIT_RETURN_IF_ERROR(ready());
+    DETAUDIT_RETURN_IF_ERROR(validate_pool(s));
+    const pt::Pool g{s.h, s.w, s.window, s.stride, s.p(), s.q()};
+    const size_t hw = size_t(g.h) * g.w, pq = size_t(g.p) * g.q;
+    split(s.x_size(), [&](size_t e0, size_t e1) {
+      for (size_t e = e0; e < e1; ++e)
+        dx[e] = pt::pool_bwd_at(g, x + e / hw * hw, dy + e / hw * pq, int(e % hw / g.w), int(e % g.w));
+    });
+    return Status::ok();
+  }
+  Status reduce(ReduceOp op, const float* x, const float* y, size_t n, float* out) override {
+    DETAUDIT_RETURN_IF_ERROR(ready());
+    if (op == ReduceOp::kDot && !y) return Status::invalid("reduce dot: y is null");
+    std::vector<float> part((n + pt::kLeaf - 1) / pt::kLeaf);
+    split(part.size(), [&](size_t l0, size_t l1) { ops_->leaves(op, x, y, n, part.data(), l0, l1); });
+    const float s = tree(part);
+    *out = op == ReduceOp::kNorm2 ? pt::sqrt(s) : s;
+    return Status::ok();
+  }
+  Status softmax(const float* x, float* y, size_t rows, size_t cols) override {
+    DETAUDIT_RETURN_IF_ERROR(ready());
+    if (cols == 0) return Status::invalid("softmax: no columns");
+    split(rows, [&](size_t r0, size_t r1) { ops_->softmax(x, y, cols, r0, r1); });
+    return Status::ok();
+  }
+  Status unary(UnaryOp op, const float* x, float* y, size_t n) override {
+    DETAUDIT_RETURN_IF_ERROR(ready());
+    if (op == UnaryOp::kTanh) return Status::unsupported("cpu?order=portable: tanh has no portable definition yet");
+    split(n, [&](size_t b, size_t e) { ops_->unary(op, x, y, b, e); });
+    return Status::ok();
+  }
+  Status binary(BinaryOp op, const float* a, const float* b, float* y, size_t n) override {
+    DETAUDIT_RETURN_IF_ERROR(ready());
+    split(n, [&](size_t i0, size_t i1) {
+      for (size_t i = i0; i < i1; ++i) {
+        const float u = a[i], v = b[i];
+        switch (op) {
+          case BinaryOp::kAdd: y[i] = pt::add(u, v); break;
+          case BinaryOp::kSub: y[i] = pt::sub(u, v); break;
+          case BinaryOp::kMul: y[i] = pt::mul(u, v); break;
+          case BinaryOp::kDiv: y[i] = pt::div(u, v); break;
+          case BinaryOp::kMax: y[i] = v > u ? v : u; break;
+          case BinaryOp::kMin: y[i] = v < u ? v : u; break;
+        }
+      }
+    });
+    return Status::ok();
+  }
+  Status axpy(size_t n, float alpha, const float* x, float* y) override {
+    DETAUDIT_RETURN_IF_ERROR(ready());
+    split(n, [&](size_t b, size_t e) { ops_->axpy(alpha, x, y, b, e); });
+    return Status::ok();
+  }
+
+  // ---- training ops -----------------------------------------------------------------------------------
+  Status bias_add(float* y, const float* bias, size_t n, size_t c, size_t hw) override {
+    DETAUDIT_RETURN_IF_ERROR(ready());
+    split(n * c * hw, [&](size_t b, size_t e) {
+      for (size_t i = b; i < e; ++i) y[i] = pt::add(y[i], bias[i / hw % c]);
+    });
+    return Status::ok();
+  }
+  Status bias_grad(const float* dy, float* db, size_t n, size_t c, size_t hw) override {
+    DETAUDIT_RETURN_IF_ERROR(ready());
+    split(c, [&](size_t j0, size_t j1) {
+      for (size_t j = j0; j < j1; ++j) {
+        pt::TreeSum<float> t;
+        for (size_t i = 0; i < n; ++i)
+          for (size_t l = 0; l < hw; ++l) t.term(dy[(i * c + j) * hw + l]);
+        db[j] = t.result();
+      }
+    });
+    return Status::ok();
+  }
+  Status unary_bwd(UnaryOp op, const float* x, const float* y, const float* dy, float* dx, size_t n) override {
+    DETAUDIT_RETURN_IF_ERROR(ready());
+    if (op != UnaryOp::kRelu && op != UnaryOp::kSigmoid && op != UnaryOp::kTanh && op != UnaryOp::kHardSigmoid)
+      return Status::unsupported(std::string("unary_bwd ") + to_string(op));
+    split(n, [&](size_t b, size_t e) {
+      for (size_t i = b; i < e; ++i) {
+        switch (op) {
+          case UnaryOp::kRelu: dx[i] = pt::relu_bwd(x[i], dy[i]); break;
+          case UnaryOp::kSigmoid: dx[i] = pt::sigmoid_bwd(y[i], dy[i]); break;
+          case UnaryOp::kTanh: dx[i] = pt::tanh_bwd(y[i], dy[i]); break;
+          case UnaryOp::kHardSigmoid: dx[i] = pt::hard_sigmoid_bwd(x[i], dy[i]); break;
+          default: break;  // refused above
+        }
+      }
+    });
+    return Status::ok();
+  }
+  Status upsample2_fwd(const float* x, float* y, size_t planes, int h, int w) override {
+    DETAUDIT_RETURN_IF_ERROR(ready());
+    const size_t w2 = size_t(2) * w, hw4 = size_t(4) * h * w;
+    split(planes * hw4, [&](size_t b, size_t e) {
+      for (size_t i = b; i < e; ++i) {
+        const size_t p = i / hw4, r = i % hw4 / w2, q = i % w2;
+        y[i] = x[(p * h + r / 2) * w + q / 2];
+      }
+    });
+    return Status::ok();
+  }
+  Status upsample2_bwd(const float* dy, float* dx, size_t planes, int h, int w) override {
+    DETAUDIT_RETURN_IF_ERROR(ready());
+    const size_t hw = size_t(h) * w;
+    split(planes * hw, [&](size_t b, size_t e) {
+      for (size_t i = b; i < e; ++i)
+        dx[i] = pt::upsample2_bwd_at(dy + i / hw * 4 * hw, w, int(i % hw / w), int(i % w));
+    });
+    return Status::ok();
+  }
+  Status copy_2d(size_t rows, size_t cols, const float* src, size_t src_ld, float* dst, size_t dst_ld) override {
+    for (size_t i = 0; i < rows; ++i) std::copy(src + i * src_ld, src + i * src_ld + cols, dst + i * dst_ld);
+    return Status::ok();
+  }
+  Status fill(float* y, float value, size_t n) override {
+    std::fill(y, y + n, value);
+    return Status::ok();
+  }
+  Status scale(float* y, float alpha, size_t n) override {
+    for (size_t i = 0; i < n; ++i) y[i] = pt::mul(alpha, y[i]);
+    return Status::ok();
+  }
+  Status loss(LossOp op, const float* y, const float* t, size_t n, float* value, float* dy) override {
+    DETAUDIT_RETURN_IF_ERROR(ready());
+    if (n == 0) return Status::invalid("loss: no elements");
+    const float nf = float(n);
+    const float scale = op == LossOp::kMse ? pt::div(2.0f, nf) : pt::div(1.0f, nf);
+    std::vector<float> part((n + pt::kLeaf - 1) / pt::kLeaf);
+    split(part.size(), [&](size_t l0, size_t l1) { ops_->loss(op, y, t, n, scale, dy, part.data(), l0, l1); });
+    *value = pt::div(tree(part), nf);
+    return Status::ok();
+  }
+  Status adam_step(const AdamParams& p, float* w, const float* g, float* m, float* v, size_t n) override {
+    DETAUDIT_RETURN_IF_ERROR(ready());
+    split(n, [&](size_t b, size_t e) {
+      for (size_t i = b; i < e; ++i)
+        pt::adam(p.lr, p.beta1, p.beta2, p.eps, p.bias_correction1, p.bias_correction2, &w[i], g[i], &m[i], &v[i]);
+    });
+    return Status::ok();
+  }
+  Status sgd_step(const SgdParams& p, float* w, const float* g, float* velocity, size_t n) override {
+    DETAUDIT_RETURN_IF_ERROR(ready());
+    split(n, [&](size_t b, size_t e) {
+      for (size_t i = b; i < e; ++i) pt::sgd(p.lr, p.momentum, &w[i], g[i], &velocity[i]);
+    });
+    return Status::ok();
+  }
+
+ private:
+  Status ready() const {
+    if (!ops_)
+      return Status::unavailable(std::string("cpu: isa=") + to_string(isa_) + " forced but this CPU lacks it");
+    return Status::ok();
+  }
+  // fn(b, e) over static ranges of [0, n): part t of T gets [n*t/T, n*(t+1)/T). Small work stays on
+  // the calling thread.
+  template <class F>
+  void split(size_t n, F&& fn) {
+    const int threads = pool_.size();
+    if (threads == 1 || n < 64) return fn(size_t(0), n);
+    const int parts = int(std::min<size_t>(size_t(threads), n));
+    pool_.run_n(parts, [&](int t) { fn(n * size_t(t) / size_t(parts), n * size_t(t + 1) / size_t(parts)); });
+  }
+  // planes of h x w, zero-padded by pad on every side, in buf_ (nullptr: out of memory).
+  const float* padded(const float* x, size_t planes, int h, int w, int pad) {
+    if (pad == 0) return x;
+    const int hp = h + 2 * pad, wp = w + 2 * pad;
+    float* d = buf_.get(planes * hp * wp);
+    if (!d) return nullptr;
+    split(planes, [&](size_t b, size_t e) {
+      for (size_t pl = b; pl < e; ++pl) {
+        float* o = d + pl * hp * wp;
+        std::fill(o, o + size_t(hp) * wp, 0.0f);
+        for (int i = 0; i < h; ++i) std::copy(x + (pl * h + i) * w, x + (pl * h + i + 1) * w, o + size_t(i + pad) * wp + pad);
+      }
+    });
+    return d;
+  }
+  // A grow-only buffer.
+  struct Buffer {
+    std::vector<float> v;
+    float* get(size_t n) {
+      try {
+        if (v.size() < n) v.resize(n);
+      } catch (const std::bad_alloc&) {
+        return nullptr;
+      }
+      return v.data();
+    }
+  };
+
+  // The binary counter over leaf partials, in leaf order.
+  static float tree(const std::vector<float>& part) {
+    pt::LeafCounter<float> c;
+    for (float v : part) c.push(v);
+    return c.merge();
+  }
+
+  CpuIsa isa_;
+  const IsaOps* ops_;
+  ThreadPool pool_;
+  Buffer buf_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_portable(int threads, CpuIsa isa) { return std::make_unique<CpuPortable>(threads, isa); }
+
+}  // namespace detaudit

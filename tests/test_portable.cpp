@@ -1,0 +1,308 @@
+// order=portable on the CPU (issue 11, section 4): the same bits for 1, 2 and 4 threads and for every
+// ISA this CPU has (AVX-512, AVX2+FMA, the x86-64 baseline with glibc's fmaf), on every quick-suite
+// workload and on a 60-batch training run; the tree the GPU computes level by level is the binary
+// counter's; portable::exp is accurate and handles the edges. The GPU half (cuda?order=portable equal to
+// this, bit for bit) is tests/gpu/test_gpu_portable.cpp.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/native.hpp"
+#include "kernels/portable.hpp"
+#include "models/autoencoder.hpp"
+#include "probes/registry.hpp"
+#include "probes/spec.hpp"
+#include "probes/workload.hpp"
+#include "suites/probe_suite.hpp"
+#include "tests/test_inputs.hpp"
+
+namespace detaudit {
+namespace {
+
+namespace pt = portable;
+
+std::vector<CpuIsa> isas_here() {
+  std::vector<CpuIsa> v = {CpuIsa::kScalar};
+  for (CpuIsa i : {CpuIsa::kAvx2, CpuIsa::kAvx512})
+    if (cpu_isa_supported(i)) v.push_back(i);
+  return v;
+}
+
+std::unique_ptr<Backend> portable_backend(int threads, CpuIsa isa) {
+  CpuNativeOptions o;
+  o.order = ReduceOrder::kPortable;
+  o.threads = threads;
+  o.isa = isa;
+  return make_cpu_native(o);
+}
+
+// The (threads, isa) pairs every test compares: every thread count at the widest ISA (kAuto), every
+// other ISA at 2 threads.
+std::vector<std::pair<int, CpuIsa>> configurations() {
+  std::vector<std::pair<int, CpuIsa>> v;
+  for (int t : {1, 2, 4}) v.push_back({t, CpuIsa::kAuto});
+  // Every ISA at 2 threads but the one kAuto already is (the widest here).
+  const std::vector<CpuIsa> isas = isas_here();
+  for (CpuIsa i : isas)
+    if (i != isas.back()) v.push_back({2, i});
+  return v;
+}
+
+std::string label(const std::pair<int, CpuIsa>& c) {
+  return "threads=" + std::to_string(c.first) + " isa=" + to_string(c.second);
+}
+
+Fingerprint run_workload(Backend& b, const Spec& w) {
+  auto wl = Workload::create(w);
+  Status st = wl->setup(b);
+  EXPECT_TRUE(st) << w.str() << ": " << st.message();
+  st = wl->run(b);
+  EXPECT_TRUE(st) << w.str() << ": " << st.message();
+  Fingerprint fp;
+  b.fingerprint(wl->output(), wl->output_bytes(), &fp);
+  wl->teardown(b);
+  return fp;
+}
+
+TEST(Portable, EveryQuickWorkloadHasOneOutputForEveryThreadCountAndIsa) {
+  ProbePlan plan;
+  std::string err;
+  ASSERT_TRUE(make_plan("quick", {}, {}, 1, 60, &plan, &err)) << err;
+  ASSERT_GE(plan.workloads.size(), 10u);
+  RecordProperty("isas", int(isas_here().size()));
+  for (const Spec& w : plan.workloads) {
+    Fingerprint first;
+    for (const auto& c : configurations()) {
+      auto b = portable_backend(c.first, c.second);
+      const Fingerprint fp = run_workload(*b, w);
+      if (c == configurations()[0]) {
+        first = fp;
+        continue;
+      }
+      EXPECT_EQ(fp.hex(), first.hex()) << w.str() << " with " << label(c);
+    }
+  }
+}
+
+// The bits must also not depend on how the work happens to be split: the autoencoder's shapes through a
+// 60-batch training run, whose every op (gemm both ways, conv forward and both backward passes, bias,
+// pooling, upsampling, ReLU, sigmoid, MSE, Adam) runs on the portable backend.
+TEST(Portable, SixtyBatchTrainingEndsInTheSameWeightsForEveryThreadCountAndIsa) {
+  const Dataset& data = test_support::training_data();
+  TrainConfig cfg;
+  cfg.init_seed = 7;
+  cfg.data_seed = 3;
+  cfg.batches = 60;
+  cfg.batch_size = 16;
+  std::string first;
+  for (const auto& c : configurations()) {
+    auto b = portable_backend(c.first, c.second);
+    TrainResult r;
+    Status st = train_autoencoder(*b, data, cfg, {}, &r);
+    ASSERT_TRUE(st) << st.message();
+    ASSERT_EQ(r.curve.size(), 60u);
+    EXPECT_LT(r.curve.back(), r.curve.front()) << label(c) << ": the loss goes down";
+    if (first.empty()) {
+      first = r.final_weights.hex();
+      continue;
+    }
+    EXPECT_EQ(r.final_weights.hex(), first) << label(c);
+  }
+}
+
+// The device combines leaf partials level by level (pairs of neighbours, an odd last one carried up);
+// the CPU pushes them through the binary counter. Same tree, same bits, for every count of leaves.
+TEST(Portable, BinaryCounterIsThePairwiseLevelTree) {
+  std::mt19937_64 g(5);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (size_t n = 1; n < 3000; n += (n < 300 ? 1 : 37)) {
+    std::vector<float> v(n);
+    for (auto& x : v) x = u(g) * std::ldexp(1.0f, int(g() % 40) - 20);  // magnitudes apart: order shows
+    pt::LeafCounter<float> c;
+    for (float x : v) c.push(x);
+    std::vector<float> level = v;
+    for (size_t len = n; len > 1; len = len / 2 + len % 2) {
+      std::vector<float> next(len / 2 + len % 2);
+      for (size_t i = 0; i < len / 2; ++i) next[i] = level[2 * i] + level[2 * i + 1];
+      if (len % 2) next.back() = level[len - 1];
+      level = next;
+    }
+    const float a = c.merge(), b = level[0];
+    EXPECT_EQ(std::memcmp(&a, &b, sizeof a), 0) << n << " leaves";
+  }
+}
+
+// Against a double-precision exp, over the range softmax and sigmoid use, and at the edges.
+TEST(Portable, ExpIsWithinTwoUlpsAndHandlesTheEdges) {
+  double worst = 0;
+  for (float x = -87.0f; x <= 88.0f; x += 0.0137f) {
+    const double want = std::exp(double(x));
+    const float got = pt::exp(x);
+    const double ulp = std::ldexp(1.0, std::ilogb(want) - 23);
+    worst = std::max(worst, std::abs(double(got) - want) / ulp);
+  }
+  RecordProperty("worst_ulps", std::to_string(worst));
+  EXPECT_LE(worst, 2.0) << "the softmax error bound assumes at most kSoftmaxExpUlps = " << kSoftmaxExpUlps;
+  EXPECT_EQ(pt::exp(0.0f), 1.0f);
+  EXPECT_TRUE(std::isnan(pt::exp(std::numeric_limits<float>::quiet_NaN())));
+  EXPECT_EQ(pt::exp(100.0f), std::numeric_limits<float>::infinity());
+  EXPECT_EQ(pt::exp(std::numeric_limits<float>::infinity()), std::numeric_limits<float>::infinity());
+  EXPECT_EQ(pt::exp(-std::numeric_limits<float>::infinity()), 0.0f);
+  EXPECT_EQ(pt::exp(-200.0f), 0.0f);
+  // Subnormal results: rounded once, close to the true value.
+  const float sub = pt::exp(-100.0f);
+  EXPECT_GT(sub, 0.0f);
+  EXPECT_LT(sub, std::numeric_limits<float>::min());
+  EXPECT_NEAR(double(sub), std::exp(-100.0), std::ldexp(1.0, -149));
+  EXPECT_EQ(pt::sigmoid(0.0f), 0.5f);
+  EXPECT_EQ(pt::sigmoid(-120.0f), 0.0f);
+  EXPECT_EQ(pt::sigmoid(120.0f), 1.0f);
+}
+
+// Spelled-out arithmetic: a padded tap is a term (0 * w), not a skipped one, so every output element of
+// a convolution has the same term count; checked against a direct double evaluation of that definition.
+TEST(Portable, ConvolutionSumsEveryTapOfThePaddedInput) {
+  const ConvShape s = [] {
+    ConvShape c;
+    c.n = 2, c.c = 3, c.h = 7, c.w = 6, c.k = 4, c.r = 3, c.s = 3, c.stride = 2, c.pad = 1;
+    return c;
+  }();
+  std::vector<float> x = test_support::uniform(s.x_size(), 11), w = test_support::uniform(s.w_size(), 12);
+  std::vector<float> y(s.y_size());
+  auto b = portable_backend(2, CpuIsa::kAuto);
+  ASSERT_TRUE(b->conv2d_fwd(s, x.data(), w.data(), y.data()));
+  // Fewer than kLeaf terms per element: one fma chain from +0 in (c, r, s) order.
+  for (int n = 0; n < s.n; ++n)
+    for (int k = 0; k < s.k; ++k)
+      for (int p = 0; p < s.p(); ++p)
+        for (int q = 0; q < s.q(); ++q) {
+          float acc = 0.0f;
+          for (int c = 0; c < s.c; ++c)
+            for (int r = 0; r < s.r; ++r)
+              for (int t = 0; t < s.s; ++t) {
+                const int h = p * s.stride - s.pad + r, ww = q * s.stride - s.pad + t;
+                const float xv = h >= 0 && h < s.h && ww >= 0 && ww < s.w ? x[((size_t(n) * s.c + c) * s.h + h) * s.w + ww] : 0.0f;
+                acc = std::fma(xv, w[((size_t(k) * s.c + c) * s.r + r) * s.s + t], acc);
+              }
+          const float got = y[((size_t(n) * s.k + k) * s.p() + p) * s.q() + q];
+          ASSERT_EQ(std::memcmp(&got, &acc, sizeof acc), 0) << n << k << p << q;
+        }
+}
+
+// A sum of more than one leaf: leaves of kLeaf terms from +0, combined by the tree, not one long chain.
+TEST(Portable, LongSumsAreLeavesCombinedByTheTree) {
+  const size_t n = 5 * pt::kLeaf + 17;
+  std::vector<float> x = test_support::uniform(n, 13);
+  for (size_t i = 0; i < n; i += 3) x[i] *= 1e6f;  // a long chain and the tree then differ
+  std::vector<float> leaves;
+  for (size_t b = 0; b < n; b += pt::kLeaf) {
+    float acc = 0.0f;
+    for (size_t i = b; i < std::min(n, b + pt::kLeaf); ++i) acc = acc + x[i];
+    leaves.push_back(acc);
+  }
+  // Six leaves: ((l0 + l1) + (l2 + l3)) + (l4 + l5).
+  const float want = ((leaves[0] + leaves[1]) + (leaves[2] + leaves[3])) + (leaves[4] + leaves[5]);
+  float chain = 0.0f;
+  for (float v : x) chain = chain + v;
+  ASSERT_NE(want, chain) << "the test needs inputs where the order shows";
+  for (const auto& c : configurations()) {
+    auto b = portable_backend(c.first, c.second);
+    float got = 0;
+    ASSERT_TRUE(b->reduce(ReduceOp::kSum, x.data(), nullptr, n, &got));
+    EXPECT_EQ(std::memcmp(&got, &want, sizeof got), 0) << label(c);
+  }
+}
+
+// The CPU computes several outputs in lockstep from padded and dilated copies; the GPU calls the header's
+// per-element functions. Both must be the same definition: every pass against pt::*_at, element by
+// element, on shapes with strides, padding, non-square filters, tails and sums of several leaves.
+TEST(Portable, LockstepLoopsAreTheHeadersPerElementDefinition) {
+  auto conv = [](int n, int c, int h, int w, int k, int r, int s, int stride, int pad) {
+    ConvShape x;
+    x.n = n, x.c = c, x.h = h, x.w = w, x.k = k, x.r = r, x.s = s, x.stride = stride, x.pad = pad;
+    return x;
+  };
+  const ConvShape shapes[] = {conv(2, 3, 9, 11, 10, 3, 3, 2, 1), conv(1, 40, 6, 6, 3, 3, 3, 1, 1),
+                              conv(3, 2, 12, 12, 9, 2, 3, 1, 0), conv(2, 5, 7, 10, 4, 3, 3, 3, 2)};
+  auto same = [](const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+  };
+  for (const ConvShape& sh : shapes) {
+    const pt::Conv g{sh.n, sh.c, sh.h, sh.w, sh.k, sh.r, sh.s, sh.stride, sh.pad, sh.p(), sh.q()};
+    std::vector<float> x = test_support::uniform(sh.x_size(), 21), w = test_support::uniform(sh.w_size(), 22),
+                       dy = test_support::uniform(sh.y_size(), 23);
+    std::vector<float> y_ref(sh.y_size()), dx_ref(sh.x_size()), dw_ref(sh.w_size());
+    for (size_t e = 0; e < y_ref.size(); ++e)
+      y_ref[e] = pt::conv_fwd_at(g, x.data(), w.data(), int(e / (size_t(g.q) * g.p * g.k)), int(e / (size_t(g.q) * g.p) % g.k),
+                                 int(e / g.q % g.p), int(e % g.q));
+    for (size_t e = 0; e < dx_ref.size(); ++e)
+      dx_ref[e] = pt::conv_bwd_data_at(g, dy.data(), w.data(), int(e / (size_t(g.w) * g.h * g.c)),
+                                       int(e / (size_t(g.w) * g.h) % g.c), int(e / g.w % g.h), int(e % g.w));
+    for (size_t e = 0; e < dw_ref.size(); ++e)
+      dw_ref[e] = pt::conv_bwd_filter_at(g, x.data(), dy.data(), int(e / (size_t(g.s) * g.r * g.c)),
+                                         int(e / (size_t(g.s) * g.r) % g.c), int(e / g.s % g.r), int(e % g.s));
+    for (const auto& c : configurations()) {
+      auto b = portable_backend(c.first, c.second);
+      std::vector<float> y(sh.y_size()), dx(sh.x_size()), dw(sh.w_size());
+      ASSERT_TRUE(b->conv2d_fwd(sh, x.data(), w.data(), y.data()));
+      ASSERT_TRUE(b->conv2d_bwd_data(sh, dy.data(), w.data(), dx.data()));
+      ASSERT_TRUE(b->conv2d_bwd_filter(sh, x.data(), dy.data(), dw.data()));
+      EXPECT_TRUE(same(y, y_ref)) << "fwd " << label(c) << " c=" << sh.c << " stride=" << sh.stride;
+      EXPECT_TRUE(same(dx, dx_ref)) << "bwd_data " << label(c) << " c=" << sh.c << " stride=" << sh.stride;
+      EXPECT_TRUE(same(dw, dw_ref)) << "bwd_filter " << label(c) << " c=" << sh.c << " stride=" << sh.stride;
+    }
+  }
+  // gemm, every transpose, a tail of columns, three leaves of k, with and without beta; f64 too.
+  const int m = 5, n = 13, k = 600;
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      for (float beta : {0.0f, 0.5f}) {
+        std::vector<float> a = test_support::uniform(size_t(m) * k, 31), bm = test_support::uniform(size_t(k) * n, 32),
+                           c0 = test_support::uniform(size_t(m) * n, 33);
+        std::vector<double> a64(a.begin(), a.end()), b64(bm.begin(), bm.end()), c64(c0.begin(), c0.end());
+        const int lda = ta ? m : k, ldb = tb ? k : n;
+        std::vector<float> ref = c0;
+        std::vector<double> ref64 = c64;
+        for (int i = 0; i < m; ++i)
+          for (int j = 0; j < n; ++j) {
+            ref[size_t(i) * n + j] = pt::gemm_at<float>(ta, tb, k, 1.5f, a.data(), lda, bm.data(), ldb, beta,
+                                                        &c0[size_t(i) * n + j], i, j);
+            ref64[size_t(i) * n + j] = pt::gemm_at<double>(ta, tb, k, 1.5, a64.data(), lda, b64.data(), ldb, double(beta),
+                                                           &c64[size_t(i) * n + j], i, j);
+          }
+        for (const auto& cf : configurations()) {
+          auto be = portable_backend(cf.first, cf.second);
+          std::vector<float> c = c0;
+          std::vector<double> cc = c64;
+          ASSERT_TRUE(be->gemm(ta ? Trans::kT : Trans::kN, tb ? Trans::kT : Trans::kN, m, n, k, 1.5f, a.data(), lda,
+                               bm.data(), ldb, beta, c.data(), n));
+          ASSERT_TRUE(be->gemm_f64(ta ? Trans::kT : Trans::kN, tb ? Trans::kT : Trans::kN, m, n, k, 1.5, a64.data(), lda,
+                                   b64.data(), ldb, double(beta), cc.data(), n));
+          EXPECT_TRUE(same(c, ref)) << "gemm ta=" << ta << " tb=" << tb << " beta=" << beta << " " << label(cf);
+          EXPECT_EQ(std::memcmp(cc.data(), ref64.data(), cc.size() * sizeof(double)), 0)
+              << "gemm f64 ta=" << ta << " tb=" << tb << " " << label(cf);
+        }
+      }
+}
+
+TEST(Portable, SpecsPromisesAndRefusals) {
+  Spec t;
+  std::string err;
+  ASSERT_TRUE(parse_target("cpu?order=portable&threads=4", &t, &err)) << err;
+  EXPECT_EQ(t.str(), "cpu?order=portable&threads=4&isa=auto");
+  Status st;
+  auto b = make_target_backend(t, &st);
+  ASSERT_TRUE(b) << st.message();
+  EXPECT_EQ(b->name(), "cpu?order=portable&threads=4");
+  std::vector<float> x(8, 1.0f), y(8);
+  EXPECT_EQ(b->unary(UnaryOp::kTanh, x.data(), y.data(), 8).code(), Status::Code::kUnsupported);
+  EXPECT_EQ(b->unary_bwd(UnaryOp::kExp, x.data(), x.data(), x.data(), y.data(), 8).code(), Status::Code::kUnsupported);
+}
+
+}  // namespace
+}  // namespace detaudit
