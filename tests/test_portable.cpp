@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 #include <random>
 #include <string>
@@ -19,6 +20,7 @@
 #include "probes/spec.hpp"
 #include "probes/workload.hpp"
 #include "suites/probe_suite.hpp"
+#include "tests/cli_helpers.hpp"
 #include "tests/test_inputs.hpp"
 
 namespace detaudit {
@@ -288,6 +290,19 @@ TEST(Portable, LockstepLoopsAreTheHeadersPerElementDefinition) {
               << "gemm f64 ta=" << ta << " tb=" << tb << " " << label(cf);
         }
       }
+}
+
+// Through the probe: two portable targets (2 threads at the widest ISA; 1 thread, scalar) on the quick
+// suite are one equality class, deterministic, and within every oracle error bound: all PASS, exit 0.
+TEST(Portable, QuickSuiteProbePassesAsOneEqualityClass) {
+  namespace fs = std::filesystem;
+  const fs::path dir = cli_test::fresh_dir("portable-probe");
+  const cli_test::CliRun r = cli_test::run_cli(
+      "probe --suite quick --targets 'cpu?order=portable&threads=2,cpu?order=portable&threads=1&isa=scalar' "
+      "--repeats 2 --no-history --out " + dir.string());
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("verdicts: 26 PASS, 0 FAIL, 0 EXPECTED, 0 WARN, 0 SKIP"), std::string::npos) << r.out;
+  fs::remove_all(dir);
 }
 
 TEST(Portable, SpecsPromisesAndRefusals) {

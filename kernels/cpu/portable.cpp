@@ -46,174 +46,209 @@ struct GemmArgsT {
 using GemmArgs = GemmArgsT<float>;
 using GemmArgs64 = GemmArgsT<double>;
 
-constexpr int kW = 8;  // outputs in lockstep
+constexpr int kW = 8;   // outputs in lockstep along the contiguous axis
+constexpr int kRows = 4;  // independent rows of kW outputs (register tile kRows x kW)
 
-template <class T, int W>
-DETAUDIT_BODY void push_lanes(pt::LeafCounter<T>* cnt, T* acc) {
-  for (int l = 0; l < W; ++l) {
-    cnt[l].push(acc[l]);
-    acc[l] = T(0);
+// The R x W accumulators of a tile and their leaf counters.
+template <class T, int R, int W>
+struct Tile {
+  pt::LeafCounter<T> cnt[R][W];
+  T acc[R][W] = {};
+  inline __attribute__((always_inline)) void push() {
+    for (int r = 0; r < R; ++r)
+      for (int l = 0; l < W; ++l) {
+        cnt[r][l].push(acc[r][l]);
+        acc[r][l] = T(0);
+      }
   }
-}
+};
 
-// C[i][j0 .. j0 + W).
-template <class T, int W>
-DETAUDIT_BODY void gemm_lanes(const GemmArgsT<T>& g, int i, int j0) {
-  pt::LeafCounter<T> cnt[W];
-  T acc[W] = {};
+// C[i0 .. i0 + R)[j0 .. j0 + W).
+template <class T, int R, int W>
+DETAUDIT_BODY void gemm_tile(const GemmArgsT<T>& g, int i0, int j0) {
+  Tile<T, R, W> t;
   for (int kb = 0; kb < g.k; kb += pt::kLeaf) {
     const int ke = std::min(g.k, kb + pt::kLeaf);
     for (int kk = kb; kk < ke; ++kk) {
-      const T av = g.ta ? g.a[size_t(kk) * g.lda + i] : g.a[size_t(i) * g.lda + kk];
-      if (g.tb) {
-        for (int l = 0; l < W; ++l) acc[l] = pt::fma(av, g.b[size_t(j0 + l) * g.ldb + kk], acc[l]);
-      } else {
-        const T* brow = g.b + size_t(kk) * g.ldb + j0;
-        for (int l = 0; l < W; ++l) acc[l] = pt::fma(av, brow[l], acc[l]);
+      T bv[W];
+      for (int l = 0; l < W; ++l) bv[l] = g.tb ? g.b[size_t(j0 + l) * g.ldb + kk] : g.b[size_t(kk) * g.ldb + j0 + l];
+      for (int r = 0; r < R; ++r) {
+        const int i = i0 + r;
+        const T av = g.ta ? g.a[size_t(kk) * g.lda + i] : g.a[size_t(i) * g.lda + kk];
+        for (int l = 0; l < W; ++l) t.acc[r][l] = pt::fma(av, bv[l], t.acc[r][l]);
       }
     }
-    push_lanes<T, W>(cnt, acc);
+    t.push();
   }
-  for (int l = 0; l < W; ++l) {
-    T* c = g.c + size_t(i) * g.ldc + j0 + l;
-    const T s = cnt[l].merge();
-    *c = g.beta == T(0) ? pt::mul(g.alpha, s) : pt::fma(g.alpha, s, pt::mul(g.beta, *c));
-  }
+  for (int r = 0; r < R; ++r)
+    for (int l = 0; l < W; ++l) {
+      T* c = g.c + size_t(i0 + r) * g.ldc + j0 + l;
+      const T s = t.cnt[r][l].merge();
+      *c = g.beta == T(0) ? pt::mul(g.alpha, s) : pt::fma(g.alpha, s, pt::mul(g.beta, *c));
+    }
 }
-// Units [u0, u1): unit u is row u / nb, columns (u % nb) * kW onwards.
+// Units [u0, u1): unit u is rows (u / nb) * kRows onwards, columns (u % nb) * kW onwards.
 template <class T>
 DETAUDIT_BODY void gemm_units(const GemmArgsT<T>& g, size_t u0, size_t u1) {
   const size_t nb = (size_t(g.n) + kW - 1) / kW;
   for (size_t u = u0; u < u1; ++u) {
-    const int i = int(u / nb), j0 = int(u % nb) * kW;
-    if (j0 + kW <= g.n)
-      gemm_lanes<T, kW>(g, i, j0);
-    else
-      for (int j = j0; j < g.n; ++j) gemm_lanes<T, 1>(g, i, j);
+    const int i0 = int(u / nb) * kRows, j0 = int(u % nb) * kW;
+    const bool full_cols = j0 + kW <= g.n;
+    for (int i = i0; i < std::min(g.m, i0 + kRows);) {
+      if (i + kRows <= g.m && full_cols) {
+        gemm_tile<T, kRows, kW>(g, i, j0);
+        i += kRows;
+        continue;
+      }
+      if (full_cols)
+        gemm_tile<T, 1, kW>(g, i, j0);
+      else
+        for (int j = j0; j < g.n; ++j) gemm_tile<T, 1, 1>(g, i, j);
+      ++i;
+    }
   }
 }
 DETAUDIT_BODY void gemm_body(const GemmArgs& g, size_t u0, size_t u1) { gemm_units<float>(g, u0, u1); }
 DETAUDIT_BODY void gemm64_body(const GemmArgs64& g, size_t u0, size_t u1) { gemm_units<double>(g, u0, u1); }
 
-// A convolution's operands as the lockstep loops read them.
+// A convolution's operands as the lockstep loops read them. Rows of `in` are wp floats, of which the
+// last ones are slack (zeros) that the lanes beyond the last output read; those lanes are never stored.
 struct ConvArgs {
   pt::Conv g;
-  const float* in;  // fwd, bwd_filter: x zero-padded to hp x wp; bwd_data: dy dilated and padded to hp x wp
+  const float* in;  // fwd, bwd_filter: x zero-padded, hp x wp; bwd_data: dy dilated and padded, hp x wp
   int hp, wp;
   const float* other;  // fwd, bwd_data: the filter; bwd_filter: dy
   float* out;
 };
 
-// y[n][k][p][q0 .. q0 + W): terms (c, r, s), fma(x, w, acc).
-template <int W>
-DETAUDIT_BODY void conv_fwd_lanes(const ConvArgs& a, int n, int k, int p, int q0) {
+// y[n][k][p0 .. p0 + R)[q0 .. q0 + kW): terms (c, r, s), fma(x, w, acc).
+template <int R>
+DETAUDIT_BODY void conv_fwd_tile(const ConvArgs& a, int n, int k, int p0, int q0) {
   const pt::Conv& g = a.g;
-  pt::LeafCounter<float> cnt[W];
-  float acc[W] = {};
+  Tile<float, R, kW> t;
   int in_leaf = 0;
   const float* wk = a.other + size_t(k) * g.c * g.r * g.s;
   for (int c = 0; c < g.c; ++c)
     for (int r = 0; r < g.r; ++r) {
-      const float* row = a.in + ((size_t(n) * g.c + c) * a.hp + p * g.stride + r) * a.wp + size_t(q0) * g.stride;
+      const float* row0 = a.in + ((size_t(n) * g.c + c) * a.hp + size_t(p0) * g.stride + r) * a.wp + size_t(q0) * g.stride;
       for (int s = 0; s < g.s; ++s) {
         const float wv = *wk++;
-        for (int l = 0; l < W; ++l) acc[l] = pt::fma(row[l * g.stride + s], wv, acc[l]);
-        if (++in_leaf == pt::kLeaf) push_lanes<float, W>(cnt, acc), in_leaf = 0;
+        for (int rr = 0; rr < R; ++rr) {
+          const float* row = row0 + size_t(rr) * g.stride * a.wp + s;
+          for (int l = 0; l < kW; ++l) t.acc[rr][l] = pt::fma(row[l * g.stride], wv, t.acc[rr][l]);
+        }
+        if (++in_leaf == pt::kLeaf) t.push(), in_leaf = 0;
       }
     }
-  if (in_leaf) push_lanes<float, W>(cnt, acc);
-  float* y = a.out + ((size_t(n) * g.k + k) * g.p + p) * g.q + q0;
-  for (int l = 0; l < W; ++l) y[l] = cnt[l].merge();
+  if (in_leaf) t.push();
+  for (int rr = 0; rr < R; ++rr) {
+    float* y = a.out + ((size_t(n) * g.k + k) * g.p + p0 + rr) * g.q + q0;
+    for (int l = 0; l < kW && q0 + l < g.q; ++l) y[l] = t.cnt[rr][l].merge();
+  }
 }
-// Units: (n, k, p, block of kW q's).
+// Units: (n, k, block of kRows p's, block of kW q's).
 DETAUDIT_BODY void conv_fwd_body(const ConvArgs& a, size_t u0, size_t u1) {
   const pt::Conv& g = a.g;
-  const size_t qb = (size_t(g.q) + kW - 1) / kW;
+  const size_t qb = (size_t(g.q) + kW - 1) / kW, pb = (size_t(g.p) + kRows - 1) / kRows;
   for (size_t u = u0; u < u1; ++u) {
-    const int q0 = int(u % qb) * kW, p = int(u / qb % g.p), k = int(u / (qb * g.p) % g.k), n = int(u / (qb * g.p * g.k));
-    if (q0 + kW <= g.q)
-      conv_fwd_lanes<kW>(a, n, k, p, q0);
+    const int q0 = int(u % qb) * kW, p0 = int(u / qb % pb) * kRows, k = int(u / (qb * pb) % g.k),
+              n = int(u / (qb * pb * g.k));
+    if (p0 + kRows <= g.p)
+      conv_fwd_tile<kRows>(a, n, k, p0, q0);
     else
-      for (int q = q0; q < g.q; ++q) conv_fwd_lanes<1>(a, n, k, p, q);
+      for (int p = p0; p < g.p; ++p) conv_fwd_tile<1>(a, n, k, p, q0);
   }
 }
 
-// dx[n][c][h][w0 .. w0 + W): terms (k, r, s), fma(dyd, w, acc); in[n][k][i][j] = dyd at
-// (i + pad - (r_max), j + pad - (s_max)), so row h + (R-1-r), column w + (S-1-s).
-template <int W>
-DETAUDIT_BODY void conv_bwd_data_lanes(const ConvArgs& a, int n, int c, int h, int w0) {
+// dx[n][c][h0 .. h0 + R)[w0 .. w0 + kW): terms (k, r, s), fma(dyd, w, acc); in[n][k][i][j] is dyd at
+// (i + pad - (R-1), j + pad - (S-1)), so row h + (R-1-r), column w + (S-1-s).
+template <int R>
+DETAUDIT_BODY void conv_bwd_data_tile(const ConvArgs& a, int n, int c, int h0, int w0) {
   const pt::Conv& g = a.g;
-  pt::LeafCounter<float> cnt[W];
-  float acc[W] = {};
+  Tile<float, R, kW> t;
   int in_leaf = 0;
   for (int k = 0; k < g.k; ++k) {
     const float* wkc = a.other + (size_t(k) * g.c + c) * g.r * g.s;
     for (int r = 0; r < g.r; ++r) {
-      const float* row = a.in + ((size_t(n) * g.k + k) * a.hp + h + (g.r - 1 - r)) * a.wp + w0 + (g.s - 1);
+      const float* row0 = a.in + ((size_t(n) * g.k + k) * a.hp + h0 + (g.r - 1 - r)) * a.wp + w0 + (g.s - 1);
       for (int s = 0; s < g.s; ++s) {
         const float wv = wkc[r * g.s + s];
-        for (int l = 0; l < W; ++l) acc[l] = pt::fma(row[l - s], wv, acc[l]);
-        if (++in_leaf == pt::kLeaf) push_lanes<float, W>(cnt, acc), in_leaf = 0;
+        for (int rr = 0; rr < R; ++rr) {
+          const float* row = row0 + size_t(rr) * a.wp - s;
+          for (int l = 0; l < kW; ++l) t.acc[rr][l] = pt::fma(row[l], wv, t.acc[rr][l]);
+        }
+        if (++in_leaf == pt::kLeaf) t.push(), in_leaf = 0;
       }
     }
   }
-  if (in_leaf) push_lanes<float, W>(cnt, acc);
-  float* dx = a.out + ((size_t(n) * g.c + c) * g.h + h) * g.w + w0;
-  for (int l = 0; l < W; ++l) dx[l] = cnt[l].merge();
+  if (in_leaf) t.push();
+  for (int rr = 0; rr < R; ++rr) {
+    float* dx = a.out + ((size_t(n) * g.c + c) * g.h + h0 + rr) * g.w + w0;
+    for (int l = 0; l < kW && w0 + l < g.w; ++l) dx[l] = t.cnt[rr][l].merge();
+  }
 }
-// Units: (n, c, h, block of kW w's).
+// Units: (n, c, block of kRows h's, block of kW w's).
 DETAUDIT_BODY void conv_bwd_data_body(const ConvArgs& a, size_t u0, size_t u1) {
   const pt::Conv& g = a.g;
-  const size_t wb = (size_t(g.w) + kW - 1) / kW;
+  const size_t wb = (size_t(g.w) + kW - 1) / kW, hb = (size_t(g.h) + kRows - 1) / kRows;
   for (size_t u = u0; u < u1; ++u) {
-    const int w0 = int(u % wb) * kW, h = int(u / wb % g.h), c = int(u / (wb * g.h) % g.c), n = int(u / (wb * g.h * g.c));
-    if (w0 + kW <= g.w)
-      conv_bwd_data_lanes<kW>(a, n, c, h, w0);
+    const int w0 = int(u % wb) * kW, h0 = int(u / wb % hb) * kRows, c = int(u / (wb * hb) % g.c),
+              n = int(u / (wb * hb * g.c));
+    if (h0 + kRows <= g.h)
+      conv_bwd_data_tile<kRows>(a, n, c, h0, w0);
     else
-      for (int w = w0; w < g.w; ++w) conv_bwd_data_lanes<1>(a, n, c, h, w);
+      for (int h = h0; h < g.h; ++h) conv_bwd_data_tile<1>(a, n, c, h, w0);
   }
 }
 
-// dw[k][crs0 .. crs0 + W) (flattened c, r, s): terms (n, p, q), fma(dy, x, acc).
-template <int W>
-DETAUDIT_BODY void conv_bwd_filter_lanes(const ConvArgs& a, int k, int crs0) {
+// dw[k0 .. k0 + R)[crs0 .. crs0 + kW) (flattened c, r, s): terms (n, p, q), fma(dy, x, acc). Lanes past
+// the last crs read crs0's taps and are not stored.
+template <int R>
+DETAUDIT_BODY void conv_bwd_filter_tile(const ConvArgs& a, int k0, int crs0) {
   const pt::Conv& g = a.g;
-  size_t off[W];
-  for (int l = 0; l < W; ++l) {
-    const int crs = crs0 + l, s = crs % g.s, r = crs / g.s % g.r, c = crs / (g.s * g.r);
+  const int crs_n = g.c * g.r * g.s;
+  size_t off[kW];
+  for (int l = 0; l < kW; ++l) {
+    const int crs = crs0 + l < crs_n ? crs0 + l : crs0, s = crs % g.s, r = crs / g.s % g.r, c = crs / (g.s * g.r);
     off[l] = (size_t(c) * a.hp + r) * a.wp + s;
   }
-  pt::LeafCounter<float> cnt[W];
-  float acc[W] = {};
+  Tile<float, R, kW> t;
   int in_leaf = 0;
+  const size_t pq = size_t(g.p) * g.q;
   for (int n = 0; n < g.n; ++n)
     for (int p = 0; p < g.p; ++p) {
-      const float* dyrow = a.other + ((size_t(n) * g.k + k) * g.p + p) * g.q;
+      const float* dyrow = a.other + (size_t(n) * g.k + k0) * pq + size_t(p) * g.q;
       const float* xrow = a.in + size_t(n) * g.c * a.hp * a.wp + size_t(p) * g.stride * a.wp;
       for (int q = 0; q < g.q; ++q) {
-        const float d = dyrow[q];
         const float* xq = xrow + size_t(q) * g.stride;
-        for (int l = 0; l < W; ++l) acc[l] = pt::fma(d, xq[off[l]], acc[l]);
-        if (++in_leaf == pt::kLeaf) push_lanes<float, W>(cnt, acc), in_leaf = 0;
+        float xv[kW];
+        for (int l = 0; l < kW; ++l) xv[l] = xq[off[l]];
+        for (int rr = 0; rr < R; ++rr) {
+          const float d = dyrow[rr * pq + q];
+          for (int l = 0; l < kW; ++l) t.acc[rr][l] = pt::fma(d, xv[l], t.acc[rr][l]);
+        }
+        if (++in_leaf == pt::kLeaf) t.push(), in_leaf = 0;
       }
     }
-  if (in_leaf) push_lanes<float, W>(cnt, acc);
-  float* dw = a.out + size_t(k) * g.c * g.r * g.s + crs0;
-  for (int l = 0; l < W; ++l) dw[l] = cnt[l].merge();
-}
-// Units: (k, block of kW crs).
-DETAUDIT_BODY void conv_bwd_filter_body(const ConvArgs& a, size_t u0, size_t u1) {
-  const pt::Conv& g = a.g;
-  const int crs = g.c * g.r * g.s;
-  const size_t cb = (size_t(crs) + kW - 1) / kW;
-  for (size_t u = u0; u < u1; ++u) {
-    const int k = int(u / cb), c0 = int(u % cb) * kW;
-    if (c0 + kW <= crs)
-      conv_bwd_filter_lanes<kW>(a, k, c0);
-    else
-      for (int c = c0; c < crs; ++c) conv_bwd_filter_lanes<1>(a, k, c);
+  if (in_leaf) t.push();
+  for (int rr = 0; rr < R; ++rr) {
+    float* dw = a.out + size_t(k0 + rr) * crs_n + crs0;
+    for (int l = 0; l < kW && crs0 + l < crs_n; ++l) dw[l] = t.cnt[rr][l].merge();
   }
 }
+// Units: (block of kRows k's, block of kW crs).
+DETAUDIT_BODY void conv_bwd_filter_body(const ConvArgs& a, size_t u0, size_t u1) {
+  const pt::Conv& g = a.g;
+  const size_t cb = (size_t(g.c) * g.r * g.s + kW - 1) / kW;
+  for (size_t u = u0; u < u1; ++u) {
+    const int k0 = int(u / cb) * kRows, c0 = int(u % cb) * kW;
+    if (k0 + kRows <= g.k)
+      conv_bwd_filter_tile<kRows>(a, k0, c0);
+    else
+      for (int k = k0; k < g.k; ++k) conv_bwd_filter_tile<1>(a, k, c0);
+  }
+}
+
 // Leaf partials [l0, l1) of a sum, dot or sum of squares of n terms.
 DETAUDIT_BODY void leaves_body(ReduceOp op, const float* x, const float* y, size_t n, float* part, size_t l0, size_t l1) {
   for (size_t l = l0; l < l1; ++l) {
@@ -370,7 +405,7 @@ class CpuPortable final : public Backend {
     DETAUDIT_RETURN_IF_ERROR(ready());
     if (m < 0 || n < 0 || k < 0) return Status::invalid("gemm: negative size");
     const GemmArgs g{ta == Trans::kT, tb == Trans::kT, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc};
-    split(size_t(m) * ((size_t(n) + kW - 1) / kW), [&](size_t u0, size_t u1) { ops_->gemm(g, u0, u1); });
+    split(gemm_units_of(m, n), [&](size_t u0, size_t u1) { ops_->gemm(g, u0, u1); });
     return Status::ok();
   }
   Status gemm_f64(Trans ta, Trans tb, int m, int n, int k, double alpha, const double* a, int lda, const double* b,
@@ -378,16 +413,17 @@ class CpuPortable final : public Backend {
     DETAUDIT_RETURN_IF_ERROR(ready());
     if (m < 0 || n < 0 || k < 0) return Status::invalid("gemm: negative size");
     const GemmArgs64 g{ta == Trans::kT, tb == Trans::kT, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc};
-    split(size_t(m) * ((size_t(n) + kW - 1) / kW), [&](size_t u0, size_t u1) { ops_->gemm64(g, u0, u1); });
+    split(gemm_units_of(m, n), [&](size_t u0, size_t u1) { ops_->gemm64(g, u0, u1); });
     return Status::ok();
   }
   Status conv2d_fwd(const ConvShape& s, const float* x, const float* w, float* y) override {
     DETAUDIT_RETURN_IF_ERROR(ready());
     DETAUDIT_RETURN_IF_ERROR(validate_conv(s));
-    ConvArgs a{conv_of(s), nullptr, s.h + 2 * s.pad, s.w + 2 * s.pad, w, y};
-    a.in = padded(x, size_t(s.n) * s.c, s.h, s.w, s.pad);
+    // Slack: the lanes of the last q block read up to column (q0 + kW - 1) * stride + S - 1.
+    const int wp = std::max(s.w + 2 * s.pad, (ceil_to(s.q(), kW) - 1) * s.stride + s.s);
+    ConvArgs a{conv_of(s), padded(x, size_t(s.n) * s.c, s.h, s.w, s.pad, wp), s.h + 2 * s.pad, wp, w, y};
     if (!a.in) return Status::error("conv2d: out of memory for the padded input");
-    split(size_t(s.n) * s.k * s.p() * ((size_t(s.q()) + kW - 1) / kW),
+    split(size_t(s.n) * s.k * blocks(s.p(), kRows) * blocks(s.q(), kW),
           [&](size_t u0, size_t u1) { ops_->conv_fwd(a, u0, u1); });
     return Status::ok();
   }
@@ -395,8 +431,8 @@ class CpuPortable final : public Backend {
     DETAUDIT_RETURN_IF_ERROR(ready());
     DETAUDIT_RETURN_IF_ERROR(validate_conv(s));
     // dyd at (i + pad - (R-1), j + pad - (S-1)) for i < H + R - 1, j < W + S - 1: dy where that point is
-    // on the stride's grid inside dy, else 0.
-    const int hp = s.h + s.r - 1, wp = s.w + s.s - 1, P = s.p(), Q = s.q();
+    // on the stride's grid inside dy, else 0; then slack columns for the last w block's lanes.
+    const int hp = s.h + s.r - 1, wv = s.w + s.s - 1, wp = ceil_to(s.w, kW) + s.s - 1, P = s.p(), Q = s.q();
     const size_t planes = size_t(s.n) * s.k;
     float* d = buf_.get(planes * hp * wp);
     if (!d) return Status::error("conv2d: out of memory for the dilated gradient");
@@ -405,24 +441,23 @@ class CpuPortable final : public Backend {
         for (int i = 0; i < hp; ++i)
           for (int j = 0; j < wp; ++j) {
             const int ph = i + s.pad - (s.r - 1), qw = j + s.pad - (s.s - 1);
-            const bool on = ph >= 0 && qw >= 0 && ph % s.stride == 0 && qw % s.stride == 0 && ph / s.stride < P &&
-                            qw / s.stride < Q;
+            const bool on = j < wv && ph >= 0 && qw >= 0 && ph % s.stride == 0 && qw % s.stride == 0 &&
+                            ph / s.stride < P && qw / s.stride < Q;
             d[(pl * hp + i) * wp + j] = on ? dy[(pl * P + ph / s.stride) * Q + qw / s.stride] : 0.0f;
           }
     });
     ConvArgs a{conv_of(s), d, hp, wp, w, dx};
-    split(size_t(s.n) * s.c * s.h * ((size_t(s.w) + kW - 1) / kW),
+    split(size_t(s.n) * s.c * blocks(s.h, kRows) * blocks(s.w, kW),
           [&](size_t u0, size_t u1) { ops_->conv_bwd_data(a, u0, u1); });
     return Status::ok();
   }
   Status conv2d_bwd_filter(const ConvShape& s, const float* x, const float* dy, float* dw) override {
     DETAUDIT_RETURN_IF_ERROR(ready());
     DETAUDIT_RETURN_IF_ERROR(validate_conv(s));
-    ConvArgs a{conv_of(s), nullptr, s.h + 2 * s.pad, s.w + 2 * s.pad, dy, dw};
-    a.in = padded(x, size_t(s.n) * s.c, s.h, s.w, s.pad);
+    ConvArgs a{conv_of(s), padded(x, size_t(s.n) * s.c, s.h, s.w, s.pad, s.w + 2 * s.pad), s.h + 2 * s.pad,
+               s.w + 2 * s.pad, dy, dw};
     if (!a.in) return Status::error("conv2d: out of memory for the padded input");
-    split(size_t(s.k) * ((size_t(s.c) * s.r * s.s + kW - 1) / kW),
-          [&](size_t u0, size_t u1) { ops_->conv_bwd_filter(a, u0, u1); });
+    split(blocks(s.k, kRows) * blocks(s.c * s.r * s.s, kW), [&](size_t u0, size_t u1) { ops_->conv_bwd_filter(a, u0, u1); });
     return Status::ok();
   }
   Status maxpool_fwd(const PoolShape& s, const float* x, float* y) override {
@@ -603,10 +638,11 @@ class CpuPortable final : public Backend {
     const int parts = int(std::min<size_t>(size_t(threads), n));
     pool_.run_n(parts, [&](int t) { fn(n * size_t(t) / size_t(parts), n * size_t(t + 1) / size_t(parts)); });
   }
-  // planes of h x w, zero-padded by pad on every side, in buf_ (nullptr: out of memory).
-  const float* padded(const float* x, size_t planes, int h, int w, int pad) {
-    if (pad == 0) return x;
-    const int hp = h + 2 * pad, wp = w + 2 * pad;
+  // Planes of h x w, zero-padded by pad on every side, rows of wp >= w + 2*pad floats (zeros past the
+  // padding), in buf_ (nullptr: out of memory). Without padding or slack: x itself.
+  const float* padded(const float* x, size_t planes, int h, int w, int pad, int wp) {
+    if (pad == 0 && wp == w) return x;
+    const int hp = h + 2 * pad;
     float* d = buf_.get(planes * hp * wp);
     if (!d) return nullptr;
     split(planes, [&](size_t b, size_t e) {
@@ -618,6 +654,9 @@ class CpuPortable final : public Backend {
     });
     return d;
   }
+  static int ceil_to(int n, int m) { return (n + m - 1) / m * m; }
+  static size_t blocks(int n, int m) { return size_t((n + m - 1) / m); }
+  static size_t gemm_units_of(int m, int n) { return blocks(m, kRows) * blocks(n, kW); }
   // A grow-only buffer.
   struct Buffer {
     std::vector<float> v;
