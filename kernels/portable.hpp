@@ -25,6 +25,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/backend.hpp"  // the op enums
+
 #if defined(__CUDACC__)
 #define DETAUDIT_PT __host__ __device__ __forceinline__
 #else
@@ -331,6 +333,94 @@ DETAUDIT_PT void sgd(float lr, float momentum, float* w, float g, float* vel) {
   const float vv = add(mul(momentum, *vel), g);
   *vel = vv;
   *w = sub(*w, mul(lr, vv));
+}
+
+// ---- ops shared by both sides whole -------------------------------------------------------------------
+// The leaf kinds of one long sum: x (sum), x*y (dot), x*x (sum of squares), (x-y)^2 (MSE), |x-y| (L1).
+enum class LeafKind { kSum, kDot, kSumSq, kSqDiff, kAbsDiff };
+DETAUDIT_PT LeafKind leaf_kind(ReduceOp op) {
+  return op == ReduceOp::kSum ? LeafKind::kSum : op == ReduceOp::kDot ? LeafKind::kDot : LeafKind::kSumSq;
+}
+DETAUDIT_PT LeafKind leaf_kind(LossOp op) { return op == LossOp::kMse ? LeafKind::kSqDiff : LeafKind::kAbsDiff; }
+// The chain of terms [b, e) from +0.
+DETAUDIT_PT float leaf(LeafKind kind, const float* x, const float* y, size_t b, size_t e) {
+  float acc = 0.0f;
+  for (size_t i = b; i < e; ++i) {
+    switch (kind) {
+      case LeafKind::kSum: acc = add(acc, x[i]); break;
+      case LeafKind::kDot: acc = fma(x[i], y[i], acc); break;
+      case LeafKind::kSumSq: acc = fma(x[i], x[i], acc); break;
+      case LeafKind::kSqDiff: {
+        const float d = sub(x[i], y[i]);
+        acc = fma(d, d, acc);
+        break;
+      }
+      case LeafKind::kAbsDiff: {
+        const float d = sub(x[i], y[i]);
+        acc = add(acc, d < 0.0f ? -d : d);
+        break;
+      }
+    }
+  }
+  return acc;
+}
+// The loss's scale: 2/n (MSE) or 1/n (L1), rounded once; and d loss / d y at one element with it.
+DETAUDIT_PT float loss_scale(LossOp op, size_t n) { return div(op == LossOp::kMse ? 2.0f : 1.0f, float(n)); }
+DETAUDIT_PT float loss_grad(LossOp op, float y, float t, float scale) {
+  const float d = sub(y, t);
+  return op == LossOp::kMse ? mul(d, scale) : d > 0.0f ? scale : d < 0.0f ? -scale : 0.0f;
+}
+// One softmax row: the first maximum, exp of the differences (stored in y), their tree sum, the divisions.
+DETAUDIT_PT void softmax_row(const float* x, float* y, size_t cols) {
+  float m = x[0];
+  for (size_t j = 1; j < cols; ++j)
+    if (x[j] > m) m = x[j];
+  TreeSum<float> s;
+  for (size_t j = 0; j < cols; ++j) {
+    y[j] = exp(sub(x[j], m));
+    s.term(y[j]);
+  }
+  const float sum = s.result();
+  for (size_t j = 0; j < cols; ++j) y[j] = div(y[j], sum);
+}
+// Whether the portable order defines these (tanh forward has no portable definition yet).
+DETAUDIT_PT bool has_unary(UnaryOp op) { return op != UnaryOp::kTanh; }
+DETAUDIT_PT bool has_unary_bwd(UnaryOp op) {
+  return op == UnaryOp::kRelu || op == UnaryOp::kSigmoid || op == UnaryOp::kTanh || op == UnaryOp::kHardSigmoid;
+}
+DETAUDIT_PT float unary(UnaryOp op, float v) {
+  switch (op) {
+    case UnaryOp::kCopy: return v;
+    case UnaryOp::kRelu: return relu(v);
+    case UnaryOp::kSigmoid: return sigmoid(v);
+    case UnaryOp::kExp: return exp(v);
+    case UnaryOp::kNeg: return -v;
+    case UnaryOp::kSquare: return mul(v, v);
+    case UnaryOp::kHardSigmoid: return hard_sigmoid(v);
+    case UnaryOp::kTanh: break;  // has_unary
+  }
+  return v;
+}
+// dx from the forward input x, its output y and dy (has_unary_bwd ops).
+DETAUDIT_PT float unary_bwd(UnaryOp op, float x, float y, float dy) {
+  switch (op) {
+    case UnaryOp::kRelu: return relu_bwd(x, dy);
+    case UnaryOp::kSigmoid: return sigmoid_bwd(y, dy);
+    case UnaryOp::kTanh: return tanh_bwd(y, dy);
+    case UnaryOp::kHardSigmoid: return hard_sigmoid_bwd(x, dy);
+    default: return dy;  // has_unary_bwd
+  }
+}
+DETAUDIT_PT float binary(BinaryOp op, float u, float v) {
+  switch (op) {
+    case BinaryOp::kAdd: return add(u, v);
+    case BinaryOp::kSub: return sub(u, v);
+    case BinaryOp::kMul: return mul(u, v);
+    case BinaryOp::kDiv: return div(u, v);
+    case BinaryOp::kMax: return v > u ? v : u;
+    case BinaryOp::kMin: return v < u ? v : u;
+  }
+  return u;
 }
 
 }  // namespace detaudit::portable

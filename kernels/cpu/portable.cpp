@@ -249,70 +249,17 @@ DETAUDIT_BODY void conv_bwd_filter_body(const ConvArgs& a, size_t u0, size_t u1)
   }
 }
 
-// Leaf partials [l0, l1) of a sum, dot or sum of squares of n terms.
-DETAUDIT_BODY void leaves_body(ReduceOp op, const float* x, const float* y, size_t n, float* part, size_t l0, size_t l1) {
-  for (size_t l = l0; l < l1; ++l) {
-    const size_t b = l * pt::kLeaf, e = std::min(n, b + pt::kLeaf);
-    float acc = 0.0f;
-    if (op == ReduceOp::kSum)
-      for (size_t i = b; i < e; ++i) acc = pt::add(acc, x[i]);
-    else if (op == ReduceOp::kDot)
-      for (size_t i = b; i < e; ++i) acc = pt::fma(x[i], y[i], acc);
-    else
-      for (size_t i = b; i < e; ++i) acc = pt::fma(x[i], x[i], acc);
-    part[l] = acc;
-  }
-}
-// Leaf partials of the squared (kMse) or absolute (kL1) differences, with dy.
-DETAUDIT_BODY void loss_body(LossOp op, const float* y, const float* t, size_t n, float scale, float* dy, float* part,
-                             size_t l0, size_t l1) {
-  for (size_t l = l0; l < l1; ++l) {
-    const size_t b = l * pt::kLeaf, e = std::min(n, b + pt::kLeaf);
-    float acc = 0.0f;
-    for (size_t i = b; i < e; ++i) {
-      const float d = pt::sub(y[i], t[i]);
-      if (op == LossOp::kMse) {
-        acc = pt::fma(d, d, acc);
-        if (dy) dy[i] = pt::mul(d, scale);
-      } else {
-        acc = pt::add(acc, d < 0.0f ? -d : d);
-        if (dy) dy[i] = d > 0.0f ? scale : d < 0.0f ? -scale : 0.0f;
-      }
-    }
-    part[l] = acc;
-  }
+// Leaf partials [l0, l1) of a sum of n terms (portable::leaf), and dy where the sum is a loss.
+DETAUDIT_BODY void leaves_body(pt::LeafKind kind, const float* x, const float* y, size_t n, float* part, size_t l0,
+                               size_t l1) {
+  for (size_t l = l0; l < l1; ++l) part[l] = pt::leaf(kind, x, y, l * pt::kLeaf, std::min(n, (l + 1) * pt::kLeaf));
 }
 // Rows [r0, r1) of a softmax.
 DETAUDIT_BODY void softmax_body(const float* x, float* y, size_t cols, size_t r0, size_t r1) {
-  for (size_t r = r0; r < r1; ++r) {
-    const float* xr = x + r * cols;
-    float* yr = y + r * cols;
-    float m = xr[0];
-    for (size_t j = 1; j < cols; ++j)
-      if (xr[j] > m) m = xr[j];
-    pt::TreeSum<float> s;
-    for (size_t j = 0; j < cols; ++j) {
-      yr[j] = pt::exp(pt::sub(xr[j], m));
-      s.term(yr[j]);
-    }
-    const float sum = s.result();
-    for (size_t j = 0; j < cols; ++j) yr[j] = pt::div(yr[j], sum);
-  }
+  for (size_t r = r0; r < r1; ++r) pt::softmax_row(x + r * cols, y + r * cols, cols);
 }
 DETAUDIT_BODY void unary_body(UnaryOp op, const float* x, float* y, size_t b, size_t e) {
-  for (size_t i = b; i < e; ++i) {
-    const float v = x[i];
-    switch (op) {
-      case UnaryOp::kCopy: y[i] = v; break;
-      case UnaryOp::kRelu: y[i] = pt::relu(v); break;
-      case UnaryOp::kSigmoid: y[i] = pt::sigmoid(v); break;
-      case UnaryOp::kExp: y[i] = pt::exp(v); break;
-      case UnaryOp::kNeg: y[i] = -v; break;
-      case UnaryOp::kSquare: y[i] = pt::mul(v, v); break;
-      case UnaryOp::kHardSigmoid: y[i] = pt::hard_sigmoid(v); break;
-      case UnaryOp::kTanh: break;  // refused before
-    }
-  }
+  for (size_t i = b; i < e; ++i) y[i] = pt::unary(op, x[i]);
 }
 DETAUDIT_BODY void axpy_body(float alpha, const float* x, float* y, size_t b, size_t e) {
   for (size_t i = b; i < e; ++i) y[i] = pt::fma(alpha, x[i], y[i]);
@@ -325,8 +272,7 @@ struct IsaOps {
   void (*conv_fwd)(const ConvArgs&, size_t, size_t);
   void (*conv_bwd_data)(const ConvArgs&, size_t, size_t);
   void (*conv_bwd_filter)(const ConvArgs&, size_t, size_t);
-  void (*leaves)(ReduceOp, const float*, const float*, size_t, float*, size_t, size_t);
-  void (*loss)(LossOp, const float*, const float*, size_t, float, float*, float*, size_t, size_t);
+  void (*leaves)(pt::LeafKind, const float*, const float*, size_t, float*, size_t, size_t);
   void (*softmax)(const float*, float*, size_t, size_t, size_t);
   void (*unary)(UnaryOp, const float*, float*, size_t, size_t);
   void (*axpy)(float, const float*, float*, size_t, size_t);
@@ -338,12 +284,8 @@ struct IsaOps {
   attr void conv_fwd_##suffix(const ConvArgs& c, size_t a, size_t b) { conv_fwd_body(c, a, b); }                \
   attr void conv_bwd_data_##suffix(const ConvArgs& c, size_t a, size_t b) { conv_bwd_data_body(c, a, b); }      \
   attr void conv_bwd_filter_##suffix(const ConvArgs& c, size_t a, size_t b) { conv_bwd_filter_body(c, a, b); }  \
-  attr void leaves_##suffix(ReduceOp op, const float* x, const float* y, size_t n, float* p, size_t a, size_t b) { \
-    leaves_body(op, x, y, n, p, a, b);                                                                           \
-  }                                                                                                              \
-  attr void loss_##suffix(LossOp op, const float* y, const float* t, size_t n, float s, float* dy, float* p,      \
-                          size_t a, size_t b) {                                                                  \
-    loss_body(op, y, t, n, s, dy, p, a, b);                                                                      \
+  attr void leaves_##suffix(pt::LeafKind k, const float* x, const float* y, size_t n, float* p, size_t a, size_t b) { \
+    leaves_body(k, x, y, n, p, a, b);                                                                            \
   }                                                                                                              \
   attr void softmax_##suffix(const float* x, float* y, size_t cols, size_t a, size_t b) {                       \
     softmax_body(x, y, cols, a, b);                                                                              \
@@ -358,7 +300,7 @@ DETAUDIT_PORTABLE_ISA(scalar, )
 #define DETAUDIT_PORTABLE_OPS(suffix, isa)                                                                  \
   IsaOps {                                                                                                  \
     isa, gemm_##suffix, gemm64_##suffix, conv_fwd_##suffix, conv_bwd_data_##suffix, conv_bwd_filter_##suffix, \
-        leaves_##suffix, loss_##suffix, softmax_##suffix, unary_##suffix, axpy_##suffix                     \
+        leaves_##suffix, softmax_##suffix, unary_##suffix, axpy_##suffix                                    \
   }
 const IsaOps kAvx512Ops = DETAUDIT_PORTABLE_OPS(avx512, CpuIsa::kAvx512);
 const IsaOps kAvx2Ops = DETAUDIT_PORTABLE_OPS(avx2, CpuIsa::kAvx2);
@@ -488,7 +430,7 @@ class CpuPortable final : public Backend {
     DETAUDIT_RETURN_IF_ERROR(ready());
     if (op == ReduceOp::kDot && !y) return Status::invalid("reduce dot: y is null");
     std::vector<float> part((n + pt::kLeaf - 1) / pt::kLeaf);
-    split(part.size(), [&](size_t l0, size_t l1) { ops_->leaves(op, x, y, n, part.data(), l0, l1); });
+    split(part.size(), [&](size_t l0, size_t l1) { ops_->leaves(pt::leaf_kind(op), x, y, n, part.data(), l0, l1); });
     const float s = tree(part);
     *out = op == ReduceOp::kNorm2 ? pt::sqrt(s) : s;
     return Status::ok();
@@ -501,24 +443,14 @@ class CpuPortable final : public Backend {
   }
   Status unary(UnaryOp op, const float* x, float* y, size_t n) override {
     DETAUDIT_RETURN_IF_ERROR(ready());
-    if (op == UnaryOp::kTanh) return Status::unsupported("cpu?order=portable: tanh has no portable definition yet");
+    if (!pt::has_unary(op)) return Status::unsupported("cpu?order=portable: tanh has no portable definition yet");
     split(n, [&](size_t b, size_t e) { ops_->unary(op, x, y, b, e); });
     return Status::ok();
   }
   Status binary(BinaryOp op, const float* a, const float* b, float* y, size_t n) override {
     DETAUDIT_RETURN_IF_ERROR(ready());
     split(n, [&](size_t i0, size_t i1) {
-      for (size_t i = i0; i < i1; ++i) {
-        const float u = a[i], v = b[i];
-        switch (op) {
-          case BinaryOp::kAdd: y[i] = pt::add(u, v); break;
-          case BinaryOp::kSub: y[i] = pt::sub(u, v); break;
-          case BinaryOp::kMul: y[i] = pt::mul(u, v); break;
-          case BinaryOp::kDiv: y[i] = pt::div(u, v); break;
-          case BinaryOp::kMax: y[i] = v > u ? v : u; break;
-          case BinaryOp::kMin: y[i] = v < u ? v : u; break;
-        }
-      }
+      for (size_t i = i0; i < i1; ++i) y[i] = pt::binary(op, a[i], b[i]);
     });
     return Status::ok();
   }
@@ -550,18 +482,9 @@ class CpuPortable final : public Backend {
   }
   Status unary_bwd(UnaryOp op, const float* x, const float* y, const float* dy, float* dx, size_t n) override {
     DETAUDIT_RETURN_IF_ERROR(ready());
-    if (op != UnaryOp::kRelu && op != UnaryOp::kSigmoid && op != UnaryOp::kTanh && op != UnaryOp::kHardSigmoid)
-      return Status::unsupported(std::string("unary_bwd ") + to_string(op));
+    if (!pt::has_unary_bwd(op)) return Status::unsupported(std::string("unary_bwd ") + to_string(op));
     split(n, [&](size_t b, size_t e) {
-      for (size_t i = b; i < e; ++i) {
-        switch (op) {
-          case UnaryOp::kRelu: dx[i] = pt::relu_bwd(x[i], dy[i]); break;
-          case UnaryOp::kSigmoid: dx[i] = pt::sigmoid_bwd(y[i], dy[i]); break;
-          case UnaryOp::kTanh: dx[i] = pt::tanh_bwd(y[i], dy[i]); break;
-          case UnaryOp::kHardSigmoid: dx[i] = pt::hard_sigmoid_bwd(x[i], dy[i]); break;
-          default: break;  // refused above
-        }
-      }
+      for (size_t i = b; i < e; ++i) dx[i] = pt::unary_bwd(op, x[i], y[i], dy[i]);
     });
     return Status::ok();
   }
@@ -600,11 +523,14 @@ class CpuPortable final : public Backend {
   Status loss(LossOp op, const float* y, const float* t, size_t n, float* value, float* dy) override {
     DETAUDIT_RETURN_IF_ERROR(ready());
     if (n == 0) return Status::invalid("loss: no elements");
-    const float nf = float(n);
-    const float scale = op == LossOp::kMse ? pt::div(2.0f, nf) : pt::div(1.0f, nf);
+    const float scale = pt::loss_scale(op, n);
     std::vector<float> part((n + pt::kLeaf - 1) / pt::kLeaf);
-    split(part.size(), [&](size_t l0, size_t l1) { ops_->loss(op, y, t, n, scale, dy, part.data(), l0, l1); });
-    *value = pt::div(tree(part), nf);
+    split(part.size(), [&](size_t l0, size_t l1) { ops_->leaves(pt::leaf_kind(op), y, t, n, part.data(), l0, l1); });
+    if (dy)
+      split(n, [&](size_t b, size_t e) {
+        for (size_t i = b; i < e; ++i) dy[i] = pt::loss_grad(op, y[i], t[i], scale);
+      });
+    *value = pt::div(tree(part), float(n));
     return Status::ok();
   }
   Status adam_step(const AdamParams& p, float* w, const float* g, float* m, float* v, size_t n) override {

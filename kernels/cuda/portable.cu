@@ -71,29 +71,11 @@ __global__ void maxpool_bwd_kernel(pt::Pool g, const float* x, const float* dy, 
   }
 }
 
-// Leaf l of a sum (0), dot (1), sum of squares (2), squared (3) or absolute (4) difference.
-__global__ void leaves_kernel(int kind, const float* x, const float* y, size_t n, float* part, size_t leaves) {
+// Leaf l of a sum (portable::leaf).
+__global__ void leaves_kernel(pt::LeafKind kind, const float* x, const float* y, size_t n, float* part, size_t leaves) {
   DETAUDIT_FOR_EACH(l, leaves) {
     const size_t b = l * pt::kLeaf, e = n < b + pt::kLeaf ? n : b + pt::kLeaf;
-    float acc = 0.0f;
-    for (size_t i = b; i < e; ++i) {
-      switch (kind) {
-        case 0: acc = pt::add(acc, x[i]); break;
-        case 1: acc = pt::fma(x[i], y[i], acc); break;
-        case 2: acc = pt::fma(x[i], x[i], acc); break;
-        case 3: {
-          const float d = pt::sub(x[i], y[i]);
-          acc = pt::fma(d, d, acc);
-          break;
-        }
-        default: {
-          const float d = pt::sub(x[i], y[i]);
-          acc = pt::add(acc, d < 0.0f ? -d : d);
-          break;
-        }
-      }
-    }
-    part[l] = acc;
+    part[l] = pt::leaf(kind, x, y, b, e);
   }
 }
 // One level of the tree: out[i] = in[2i] + in[2i+1]; an odd last one is carried.
@@ -106,15 +88,12 @@ __global__ void finish_kernel(const float* v, bool empty, int how, float nf, flo
   const float s = empty ? 0.0f : v[0];
   *out = how == 1 ? pt::sqrt(s) : how == 2 ? pt::div(s, nf) : s;
 }
-__global__ void loss_grad_kernel(int kind, const float* y, const float* t, size_t n, float scale, float* dy) {
-  DETAUDIT_FOR_EACH(i, n) {
-    const float d = pt::sub(y[i], t[i]);
-    dy[i] = kind == 3 ? pt::mul(d, scale) : d > 0.0f ? scale : d < 0.0f ? -scale : 0.0f;
-  }
+__global__ void loss_grad_kernel(LossOp op, const float* y, const float* t, size_t n, float scale, float* dy) {
+  DETAUDIT_FOR_EACH(i, n) dy[i] = pt::loss_grad(op, y[i], t[i], scale);
 }
 
 // Leaves of n terms, reduced level by level in scratch; the result through finish_kernel.
-Status tree_reduce(int kind, const float* x, const float* y, size_t n, float* out, float* scratch, int how) {
+Status tree_reduce(pt::LeafKind kind, const float* x, const float* y, size_t n, float* out, float* scratch, int how) {
   const size_t leaves = (n + pt::kLeaf - 1) / pt::kLeaf;
   float* a = scratch;
   float* b = scratch + std::max<size_t>(leaves, 1);
@@ -133,49 +112,13 @@ Status tree_reduce(int kind, const float* x, const float* y, size_t n, float* ou
 }
 
 __global__ void softmax_kernel(const float* x, float* y, size_t rows, size_t cols) {
-  DETAUDIT_FOR_EACH(r, rows) {
-    const float* xr = x + r * cols;
-    float* yr = y + r * cols;
-    float m = xr[0];
-    for (size_t j = 1; j < cols; ++j)
-      if (xr[j] > m) m = xr[j];
-    pt::TreeSum<float> s;
-    for (size_t j = 0; j < cols; ++j) {
-      yr[j] = pt::exp(pt::sub(xr[j], m));
-      s.term(yr[j]);
-    }
-    const float sum = s.result();
-    for (size_t j = 0; j < cols; ++j) yr[j] = pt::div(yr[j], sum);
-  }
+  DETAUDIT_FOR_EACH(r, rows) pt::softmax_row(x + r * cols, y + r * cols, cols);
 }
-
 __global__ void unary_kernel(UnaryOp op, const float* x, float* y, size_t n) {
-  DETAUDIT_FOR_EACH(i, n) {
-    const float v = x[i];
-    switch (op) {
-      case UnaryOp::kCopy: y[i] = v; break;
-      case UnaryOp::kRelu: y[i] = pt::relu(v); break;
-      case UnaryOp::kSigmoid: y[i] = pt::sigmoid(v); break;
-      case UnaryOp::kExp: y[i] = pt::exp(v); break;
-      case UnaryOp::kNeg: y[i] = -v; break;
-      case UnaryOp::kSquare: y[i] = pt::mul(v, v); break;
-      case UnaryOp::kHardSigmoid: y[i] = pt::hard_sigmoid(v); break;
-      case UnaryOp::kTanh: break;  // refused before the launch
-    }
-  }
+  DETAUDIT_FOR_EACH(i, n) y[i] = pt::unary(op, x[i]);
 }
 __global__ void binary_kernel(BinaryOp op, const float* a, const float* b, float* y, size_t n) {
-  DETAUDIT_FOR_EACH(i, n) {
-    const float u = a[i], v = b[i];
-    switch (op) {
-      case BinaryOp::kAdd: y[i] = pt::add(u, v); break;
-      case BinaryOp::kSub: y[i] = pt::sub(u, v); break;
-      case BinaryOp::kMul: y[i] = pt::mul(u, v); break;
-      case BinaryOp::kDiv: y[i] = pt::div(u, v); break;
-      case BinaryOp::kMax: y[i] = v > u ? v : u; break;
-      case BinaryOp::kMin: y[i] = v < u ? v : u; break;
-    }
-  }
+  DETAUDIT_FOR_EACH(i, n) y[i] = pt::binary(op, a[i], b[i]);
 }
 __global__ void axpy_kernel(size_t n, float alpha, const float* x, float* y) {
   DETAUDIT_FOR_EACH(i, n) y[i] = pt::fma(alpha, x[i], y[i]);
@@ -195,15 +138,7 @@ __global__ void bias_grad_kernel(const float* dy, float* db, size_t n, size_t c,
   }
 }
 __global__ void unary_bwd_kernel(UnaryOp op, const float* x, const float* y, const float* dy, float* dx, size_t n) {
-  DETAUDIT_FOR_EACH(i, n) {
-    switch (op) {
-      case UnaryOp::kRelu: dx[i] = pt::relu_bwd(x[i], dy[i]); break;
-      case UnaryOp::kSigmoid: dx[i] = pt::sigmoid_bwd(y[i], dy[i]); break;
-      case UnaryOp::kTanh: dx[i] = pt::tanh_bwd(y[i], dy[i]); break;
-      case UnaryOp::kHardSigmoid: dx[i] = pt::hard_sigmoid_bwd(x[i], dy[i]); break;
-      default: break;  // refused before the launch
-    }
-  }
+  DETAUDIT_FOR_EACH(i, n) dx[i] = pt::unary_bwd(op, x[i], y[i], dy[i]);
 }
 __global__ void upsample2_fwd_kernel(const float* x, float* y, size_t total, int h, int w) {
   const size_t w2 = size_t(2) * w, hw4 = size_t(4) * h * w;
@@ -274,8 +209,7 @@ Status portable_maxpool_bwd(const PoolShape& s, const float* x, const float* dy,
   return Status::ok();
 }
 Status portable_reduce(ReduceOp op, const float* x, const float* y, size_t n, float* out, float* scratch) {
-  const int kind = op == ReduceOp::kSum ? 0 : op == ReduceOp::kDot ? 1 : 2;
-  return tree_reduce(kind, x, y, n, out, scratch, op == ReduceOp::kNorm2 ? 1 : 0);
+  return tree_reduce(pt::leaf_kind(op), x, y, n, out, scratch, op == ReduceOp::kNorm2 ? 1 : 0);
 }
 Status portable_softmax(const float* x, float* y, size_t rows, size_t cols) {
   if (rows == 0) return Status::ok();
@@ -284,7 +218,7 @@ Status portable_softmax(const float* x, float* y, size_t rows, size_t cols) {
   return Status::ok();
 }
 Status portable_unary(UnaryOp op, const float* x, float* y, size_t n) {
-  if (op == UnaryOp::kTanh) return Status::unsupported("cuda?order=portable: tanh has no portable definition yet");
+  if (!pt::has_unary(op)) return Status::unsupported("cuda?order=portable: tanh has no portable definition yet");
   if (n == 0) return Status::ok();
   unary_kernel<<<blocks_for(n), kThreads>>>(op, x, y, n);
   DETAUDIT_CUDA_LAUNCHED("portable unary");
@@ -315,8 +249,7 @@ Status portable_bias_grad(const float* dy, float* db, size_t n, size_t c, size_t
   return Status::ok();
 }
 Status portable_unary_bwd(UnaryOp op, const float* x, const float* y, const float* dy, float* dx, size_t n) {
-  if (op != UnaryOp::kRelu && op != UnaryOp::kSigmoid && op != UnaryOp::kTanh && op != UnaryOp::kHardSigmoid)
-    return Status::unsupported(std::string("unary_bwd ") + to_string(op));
+  if (!pt::has_unary_bwd(op)) return Status::unsupported(std::string("unary_bwd ") + to_string(op));
   if (n == 0) return Status::ok();
   unary_bwd_kernel<<<blocks_for(n), kThreads>>>(op, x, y, dy, dx, n);
   DETAUDIT_CUDA_LAUNCHED("portable unary bwd");
@@ -343,13 +276,11 @@ Status portable_scale(float* y, float alpha, size_t n) {
   return Status::ok();
 }
 Status portable_loss(LossOp op, const float* y, const float* t, size_t n, float* value, float* dy, float* scratch) {
-  const int kind = op == LossOp::kMse ? 3 : 4;
   if (dy && n) {
-    const float scale = op == LossOp::kMse ? pt::div(2.0f, float(n)) : pt::div(1.0f, float(n));
-    loss_grad_kernel<<<blocks_for(n), kThreads>>>(kind, y, t, n, scale, dy);
+    loss_grad_kernel<<<blocks_for(n), kThreads>>>(op, y, t, n, pt::loss_scale(op, n), dy);
     DETAUDIT_CUDA_LAUNCHED("portable loss gradient");
   }
-  return tree_reduce(kind, y, t, n, value, scratch, 2);
+  return tree_reduce(pt::leaf_kind(op), y, t, n, value, scratch, 2);
 }
 Status portable_adam(const AdamParams& p, float* w, const float* g, float* m, float* v, size_t n) {
   if (n == 0) return Status::ok();
