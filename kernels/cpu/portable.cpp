@@ -6,9 +6,12 @@
 // fmaf), and `isa` chooses which one runs: the instructions differ, the bits must not.
 #include "kernels/cpu/portable.hpp"
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <type_traits>
 #include <new>
 #include <vector>
 
@@ -87,30 +90,6 @@ DETAUDIT_BODY void gemm_tile(const GemmArgsT<T>& g, int i0, int j0) {
       *c = g.beta == T(0) ? pt::mul(g.alpha, s) : pt::fma(g.alpha, s, pt::mul(g.beta, *c));
     }
 }
-// Units [u0, u1): unit u is rows (u / nb) * kRows onwards, columns (u % nb) * kW onwards.
-template <class T>
-DETAUDIT_BODY void gemm_units(const GemmArgsT<T>& g, size_t u0, size_t u1) {
-  const size_t nb = (size_t(g.n) + kW - 1) / kW;
-  for (size_t u = u0; u < u1; ++u) {
-    const int i0 = int(u / nb) * kRows, j0 = int(u % nb) * kW;
-    const bool full_cols = j0 + kW <= g.n;
-    for (int i = i0; i < std::min(g.m, i0 + kRows);) {
-      if (i + kRows <= g.m && full_cols) {
-        gemm_tile<T, kRows, kW>(g, i, j0);
-        i += kRows;
-        continue;
-      }
-      if (full_cols)
-        gemm_tile<T, 1, kW>(g, i, j0);
-      else
-        for (int j = j0; j < g.n; ++j) gemm_tile<T, 1, 1>(g, i, j);
-      ++i;
-    }
-  }
-}
-DETAUDIT_BODY void gemm_body(const GemmArgs& g, size_t u0, size_t u1) { gemm_units<float>(g, u0, u1); }
-DETAUDIT_BODY void gemm64_body(const GemmArgs64& g, size_t u0, size_t u1) { gemm_units<double>(g, u0, u1); }
-
 // A convolution's operands as the lockstep loops read them. Rows of `in` are wp floats, of which the
 // last ones are slack (zeros) that the lanes beyond the last output read; those lanes are never stored.
 struct ConvArgs {
@@ -120,6 +99,166 @@ struct ConvArgs {
   const float* other;  // fwd, bwd_data: the filter; bwd_filter: dy
   float* out;
 };
+
+// ---- AVX2 tiles: the same loops with one __m256 per row of eight outputs ------------------------------
+// _mm256_fmadd_ps is eight fmas, each rounded once: lane for lane what pt::fma gives, so these tiles
+// produce the generic tiles' bits (tests/test_portable.cpp compares every ISA). Regular functions
+// (called once per tile) so that the generic bodies stay free of target-specific code.
+#define DETAUDIT_V8 __attribute__((target("avx2,fma"))) __attribute__((noinline))
+
+template <int R>
+DETAUDIT_V8 void push_v8(pt::LeafCounter<float> (&cnt)[R][kW], __m256 (&acc)[R]) {
+  for (int r = 0; r < R; ++r) {
+    alignas(32) float lane[kW];
+    _mm256_store_ps(lane, acc[r]);
+    for (int l = 0; l < kW; ++l) cnt[r][l].push(lane[l]);
+    acc[r] = _mm256_setzero_ps();
+  }
+}
+
+// conv_fwd_tile for stride 1.
+template <int R>
+DETAUDIT_V8 void conv_fwd_tile_v8(const ConvArgs& a, int n, int k, int p0, int q0) {
+  const pt::Conv& g = a.g;
+  pt::LeafCounter<float> cnt[R][kW];
+  __m256 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+  int in_leaf = 0;
+  const float* wk = a.other + size_t(k) * g.c * g.r * g.s;
+  for (int c = 0; c < g.c; ++c)
+    for (int r = 0; r < g.r; ++r) {
+      const float* row0 = a.in + ((size_t(n) * g.c + c) * a.hp + size_t(p0) + r) * a.wp + size_t(q0);
+      for (int s = 0; s < g.s; ++s) {
+        const __m256 wv = _mm256_set1_ps(*wk++);
+        for (int rr = 0; rr < R; ++rr) acc[rr] = _mm256_fmadd_ps(_mm256_loadu_ps(row0 + size_t(rr) * a.wp + s), wv, acc[rr]);
+        if (++in_leaf == pt::kLeaf) push_v8<R>(cnt, acc), in_leaf = 0;
+      }
+    }
+  if (in_leaf) push_v8<R>(cnt, acc);
+  for (int rr = 0; rr < R; ++rr) {
+    float* y = a.out + ((size_t(n) * g.k + k) * g.p + p0 + rr) * g.q + q0;
+    for (int l = 0; l < kW && q0 + l < g.q; ++l) y[l] = cnt[rr][l].merge();
+  }
+}
+
+// conv_bwd_data_tile (its lanes are contiguous at any stride: the input is dilated).
+template <int R>
+DETAUDIT_V8 void conv_bwd_data_tile_v8(const ConvArgs& a, int n, int c, int h0, int w0) {
+  const pt::Conv& g = a.g;
+  pt::LeafCounter<float> cnt[R][kW];
+  __m256 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+  int in_leaf = 0;
+  for (int k = 0; k < g.k; ++k) {
+    const float* wkc = a.other + (size_t(k) * g.c + c) * g.r * g.s;
+    for (int r = 0; r < g.r; ++r) {
+      const float* row0 = a.in + ((size_t(n) * g.k + k) * a.hp + h0 + (g.r - 1 - r)) * a.wp + w0 + (g.s - 1);
+      for (int s = 0; s < g.s; ++s) {
+        const __m256 wv = _mm256_set1_ps(wkc[r * g.s + s]);
+        for (int rr = 0; rr < R; ++rr) acc[rr] = _mm256_fmadd_ps(_mm256_loadu_ps(row0 + size_t(rr) * a.wp - s), wv, acc[rr]);
+        if (++in_leaf == pt::kLeaf) push_v8<R>(cnt, acc), in_leaf = 0;
+      }
+    }
+  }
+  if (in_leaf) push_v8<R>(cnt, acc);
+  for (int rr = 0; rr < R; ++rr) {
+    float* dx = a.out + ((size_t(n) * g.c + c) * g.h + h0 + rr) * g.w + w0;
+    for (int l = 0; l < kW && w0 + l < g.w; ++l) dx[l] = cnt[rr][l].merge();
+  }
+}
+
+// conv_bwd_filter_tile: the eight taps gathered once per term, shared by the R filters.
+template <int R>
+DETAUDIT_V8 void conv_bwd_filter_tile_v8(const ConvArgs& a, int k0, int crs0) {
+  const pt::Conv& g = a.g;
+  const int crs_n = g.c * g.r * g.s;
+  int off[kW];
+  for (int l = 0; l < kW; ++l) {
+    const int crs = crs0 + l < crs_n ? crs0 + l : crs0, s = crs % g.s, r = crs / g.s % g.r, c = crs / (g.s * g.r);
+    off[l] = (c * a.hp + r) * a.wp + s;
+  }
+  const __m256i idx = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(off));
+  pt::LeafCounter<float> cnt[R][kW];
+  __m256 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+  int in_leaf = 0;
+  const size_t pq = size_t(g.p) * g.q;
+  for (int n = 0; n < g.n; ++n)
+    for (int p = 0; p < g.p; ++p) {
+      const float* dyrow = a.other + (size_t(n) * g.k + k0) * pq + size_t(p) * g.q;
+      const float* xrow = a.in + size_t(n) * g.c * a.hp * a.wp + size_t(p) * g.stride * a.wp;
+      for (int q = 0; q < g.q; ++q) {
+        const __m256 xv = _mm256_i32gather_ps(xrow + size_t(q) * g.stride, idx, 4);
+        for (int rr = 0; rr < R; ++rr) acc[rr] = _mm256_fmadd_ps(_mm256_set1_ps(dyrow[rr * pq + q]), xv, acc[rr]);
+        if (++in_leaf == pt::kLeaf) push_v8<R>(cnt, acc), in_leaf = 0;
+      }
+    }
+  if (in_leaf) push_v8<R>(cnt, acc);
+  for (int rr = 0; rr < R; ++rr) {
+    float* dw = a.out + size_t(k0 + rr) * crs_n + crs0;
+    for (int l = 0; l < kW && crs0 + l < crs_n; ++l) dw[l] = cnt[rr][l].merge();
+  }
+}
+
+// gemm_tile (float) with B's eight columns contiguous (tb = N).
+template <int R>
+DETAUDIT_V8 void gemm_tile_v8(const GemmArgs& g, int i0, int j0) {
+  pt::LeafCounter<float> cnt[R][kW];
+  __m256 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+  for (int kb = 0; kb < g.k; kb += pt::kLeaf) {
+    const int ke = std::min(g.k, kb + pt::kLeaf);
+    for (int kk = kb; kk < ke; ++kk) {
+      const __m256 bv = _mm256_loadu_ps(g.b + size_t(kk) * g.ldb + j0);
+      for (int r = 0; r < R; ++r) {
+        const int i = i0 + r;
+        const float av = g.ta ? g.a[size_t(kk) * g.lda + i] : g.a[size_t(i) * g.lda + kk];
+        acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(av), bv, acc[r]);
+      }
+    }
+    push_v8<R>(cnt, acc);
+  }
+  for (int r = 0; r < R; ++r)
+    for (int l = 0; l < kW; ++l) {
+      float* c = g.c + size_t(i0 + r) * g.ldc + j0 + l;
+      const float s = cnt[r][l].merge();
+      *c = g.beta == 0.0f ? pt::mul(g.alpha, s) : pt::fma(g.alpha, s, pt::mul(g.beta, *c));
+    }
+}
+
+// The generic tile, or (V: the avx2/avx512 builds) the AVX2 one where it applies (float, tb = N).
+template <class T, bool V, int R>
+DETAUDIT_BODY void tile_of(const GemmArgsT<T>& g, int i0, int j0) {
+  if constexpr (V && std::is_same_v<T, float>) {
+    if (!g.tb) return gemm_tile_v8<R>(g, i0, j0);
+  }
+  gemm_tile<T, R, kW>(g, i0, j0);
+}
+// Units [u0, u1): unit u is rows (u / nb) * kRows onwards, columns (u % nb) * kW onwards.
+template <class T, bool V>
+DETAUDIT_BODY void gemm_units(const GemmArgsT<T>& g, size_t u0, size_t u1) {
+  const size_t nb = (size_t(g.n) + kW - 1) / kW;
+  for (size_t u = u0; u < u1; ++u) {
+    const int i0 = int(u / nb) * kRows, j0 = int(u % nb) * kW;
+    const bool full_cols = j0 + kW <= g.n;
+    for (int i = i0; i < std::min(g.m, i0 + kRows);) {
+      if (i + kRows <= g.m && full_cols) {
+        tile_of<T, V, kRows>(g, i, j0);
+        i += kRows;
+        continue;
+      }
+      if (full_cols)
+        tile_of<T, V, 1>(g, i, j0);
+      else
+        for (int j = j0; j < g.n; ++j) gemm_tile<T, 1, 1>(g, i, j);
+      ++i;
+    }
+  }
+}
+
+DETAUDIT_BODY void gemm_body(const GemmArgs& g, size_t u0, size_t u1) { gemm_units<float, false>(g, u0, u1); }
+DETAUDIT_BODY void gemm_body_v(const GemmArgs& g, size_t u0, size_t u1) { gemm_units<float, true>(g, u0, u1); }
+DETAUDIT_BODY void gemm64_body(const GemmArgs64& g, size_t u0, size_t u1) { gemm_units<double, false>(g, u0, u1); }
 
 // y[n][k][p0 .. p0 + R)[q0 .. q0 + kW): terms (c, r, s), fma(x, w, acc).
 template <int R>
@@ -147,16 +286,18 @@ DETAUDIT_BODY void conv_fwd_tile(const ConvArgs& a, int n, int k, int p0, int q0
   }
 }
 // Units: (n, k, block of kRows p's, block of kW q's).
+template <bool V>
 DETAUDIT_BODY void conv_fwd_body(const ConvArgs& a, size_t u0, size_t u1) {
   const pt::Conv& g = a.g;
   const size_t qb = (size_t(g.q) + kW - 1) / kW, pb = (size_t(g.p) + kRows - 1) / kRows;
   for (size_t u = u0; u < u1; ++u) {
     const int q0 = int(u % qb) * kW, p0 = int(u / qb % pb) * kRows, k = int(u / (qb * pb) % g.k),
               n = int(u / (qb * pb * g.k));
+    const bool v = V && g.stride == 1;
     if (p0 + kRows <= g.p)
-      conv_fwd_tile<kRows>(a, n, k, p0, q0);
+      v ? conv_fwd_tile_v8<kRows>(a, n, k, p0, q0) : conv_fwd_tile<kRows>(a, n, k, p0, q0);
     else
-      for (int p = p0; p < g.p; ++p) conv_fwd_tile<1>(a, n, k, p, q0);
+      for (int p = p0; p < g.p; ++p) v ? conv_fwd_tile_v8<1>(a, n, k, p, q0) : conv_fwd_tile<1>(a, n, k, p, q0);
   }
 }
 
@@ -188,6 +329,7 @@ DETAUDIT_BODY void conv_bwd_data_tile(const ConvArgs& a, int n, int c, int h0, i
   }
 }
 // Units: (n, c, block of kRows h's, block of kW w's).
+template <bool V>
 DETAUDIT_BODY void conv_bwd_data_body(const ConvArgs& a, size_t u0, size_t u1) {
   const pt::Conv& g = a.g;
   const size_t wb = (size_t(g.w) + kW - 1) / kW, hb = (size_t(g.h) + kRows - 1) / kRows;
@@ -195,9 +337,9 @@ DETAUDIT_BODY void conv_bwd_data_body(const ConvArgs& a, size_t u0, size_t u1) {
     const int w0 = int(u % wb) * kW, h0 = int(u / wb % hb) * kRows, c = int(u / (wb * hb) % g.c),
               n = int(u / (wb * hb * g.c));
     if (h0 + kRows <= g.h)
-      conv_bwd_data_tile<kRows>(a, n, c, h0, w0);
+      V ? conv_bwd_data_tile_v8<kRows>(a, n, c, h0, w0) : conv_bwd_data_tile<kRows>(a, n, c, h0, w0);
     else
-      for (int h = h0; h < g.h; ++h) conv_bwd_data_tile<1>(a, n, c, h, w0);
+      for (int h = h0; h < g.h; ++h) V ? conv_bwd_data_tile_v8<1>(a, n, c, h, w0) : conv_bwd_data_tile<1>(a, n, c, h, w0);
   }
 }
 
@@ -237,15 +379,16 @@ DETAUDIT_BODY void conv_bwd_filter_tile(const ConvArgs& a, int k0, int crs0) {
   }
 }
 // Units: (block of kRows k's, block of kW crs).
+template <bool V>
 DETAUDIT_BODY void conv_bwd_filter_body(const ConvArgs& a, size_t u0, size_t u1) {
   const pt::Conv& g = a.g;
   const size_t cb = (size_t(g.c) * g.r * g.s + kW - 1) / kW;
   for (size_t u = u0; u < u1; ++u) {
     const int k0 = int(u / cb) * kRows, c0 = int(u % cb) * kW;
     if (k0 + kRows <= g.k)
-      conv_bwd_filter_tile<kRows>(a, k0, c0);
+      V ? conv_bwd_filter_tile_v8<kRows>(a, k0, c0) : conv_bwd_filter_tile<kRows>(a, k0, c0);
     else
-      for (int k = k0; k < g.k; ++k) conv_bwd_filter_tile<1>(a, k, c0);
+      for (int k = k0; k < g.k; ++k) V ? conv_bwd_filter_tile_v8<1>(a, k, c0) : conv_bwd_filter_tile<1>(a, k, c0);
   }
 }
 
@@ -278,12 +421,12 @@ struct IsaOps {
   void (*axpy)(float, const float*, float*, size_t, size_t);
 };
 
-#define DETAUDIT_PORTABLE_ISA(suffix, attr)                                                                       \
-  attr void gemm_##suffix(const GemmArgs& g, size_t a, size_t b) { gemm_body(g, a, b); }                         \
+#define DETAUDIT_PORTABLE_ISA(suffix, attr, V)                                                                    \
+  attr void gemm_##suffix(const GemmArgs& g, size_t a, size_t b) { V ? gemm_body_v(g, a, b) : gemm_body(g, a, b); } \
   attr void gemm64_##suffix(const GemmArgs64& g, size_t a, size_t b) { gemm64_body(g, a, b); }                   \
-  attr void conv_fwd_##suffix(const ConvArgs& c, size_t a, size_t b) { conv_fwd_body(c, a, b); }                \
-  attr void conv_bwd_data_##suffix(const ConvArgs& c, size_t a, size_t b) { conv_bwd_data_body(c, a, b); }      \
-  attr void conv_bwd_filter_##suffix(const ConvArgs& c, size_t a, size_t b) { conv_bwd_filter_body(c, a, b); }  \
+  attr void conv_fwd_##suffix(const ConvArgs& c, size_t a, size_t b) { conv_fwd_body<V>(c, a, b); }             \
+  attr void conv_bwd_data_##suffix(const ConvArgs& c, size_t a, size_t b) { conv_bwd_data_body<V>(c, a, b); }   \
+  attr void conv_bwd_filter_##suffix(const ConvArgs& c, size_t a, size_t b) { conv_bwd_filter_body<V>(c, a, b); } \
   attr void leaves_##suffix(pt::LeafKind k, const float* x, const float* y, size_t n, float* p, size_t a, size_t b) { \
     leaves_body(k, x, y, n, p, a, b);                                                                            \
   }                                                                                                              \
@@ -293,9 +436,9 @@ struct IsaOps {
   attr void unary_##suffix(UnaryOp op, const float* x, float* y, size_t a, size_t b) { unary_body(op, x, y, a, b); } \
   attr void axpy_##suffix(float alpha, const float* x, float* y, size_t a, size_t b) { axpy_body(alpha, x, y, a, b); }
 
-DETAUDIT_PORTABLE_ISA(avx512, __attribute__((target("avx512f,avx512vl,fma"))))
-DETAUDIT_PORTABLE_ISA(avx2, __attribute__((target("avx2,fma"))))
-DETAUDIT_PORTABLE_ISA(scalar, )
+DETAUDIT_PORTABLE_ISA(avx512, __attribute__((target("avx512f,avx512vl,avx2,fma"))), true)
+DETAUDIT_PORTABLE_ISA(avx2, __attribute__((target("avx2,fma"))), true)
+DETAUDIT_PORTABLE_ISA(scalar, , false)
 
 #define DETAUDIT_PORTABLE_OPS(suffix, isa)                                                                  \
   IsaOps {                                                                                                  \
