@@ -259,6 +259,25 @@ TEST(Portable, LockstepLoopsAreTheHeadersPerElementDefinition) {
       EXPECT_TRUE(same(dw, dw_ref)) << "bwd_filter " << label(c) << " c=" << sh.c << " stride=" << sh.stride;
     }
   }
+  // Max pooling's gradient: non-overlapping windows (the CPU writes each window's maximum directly, an odd
+  // last row and column in no window) and overlapping ones (summed over windows in order), with ties.
+  for (auto [win, stride] : {std::pair{2, 2}, std::pair{3, 2}}) {
+    PoolShape ps;
+    ps.n = 2, ps.c = 3, ps.h = 7, ps.w = 9, ps.window = win, ps.stride = stride;
+    std::vector<float> x = test_support::ints(ps.x_size(), 24), dy = test_support::uniform(ps.y_size(), 25);
+    const pt::Pool g{ps.h, ps.w, ps.window, ps.stride, ps.p(), ps.q()};
+    std::vector<float> ref(ps.x_size());
+    const size_t hw = size_t(ps.h) * ps.w, pq = size_t(g.p) * g.q;
+    for (size_t e = 0; e < ref.size(); ++e)
+      ref[e] = pt::pool_bwd_at(g, x.data() + e / hw * hw, dy.data() + e / hw * pq, int(e % hw / ps.w), int(e % ps.w));
+    for (const auto& c : configurations()) {
+      auto b = portable_backend(c.first, c.second);
+      std::vector<float> y(ps.y_size()), dx(ps.x_size(), 7.0f);
+      ASSERT_TRUE(b->maxpool_fwd(ps, x.data(), y.data()));
+      ASSERT_TRUE(b->maxpool_bwd(ps, x.data(), y.data(), dy.data(), dx.data()));
+      EXPECT_TRUE(same(dx, ref)) << "maxpool bwd window " << win << " stride " << stride << " " << label(c);
+    }
+  }
   // gemm, every transpose, a tail of columns, three leaves of k, with and without beta; f64 too.
   const int m = 5, n = 13, k = 600;
   for (bool ta : {false, true})

@@ -200,6 +200,57 @@ DETAUDIT_V8 void conv_bwd_filter_tile_v8(const ConvArgs& a, int k0, int crs0) {
   }
 }
 
+// conv_bwd_filter for K >= 8: eight filters k0 .. k0 + 8 in the lanes, R taps crs0 .. crs0 + R in the
+// rows; dy transposed to [n][p][q][k] (kp >= K floats per position, zeros past K) so that one load gives
+// the eight filters' dy. Terms (n, p, q), fma(dy, x, acc): the generic tile's operations per output.
+struct FilterArgs {
+  const ConvArgs* a;
+  const float* dyt;  // [n][p][q][kp]
+  int kp;
+};
+template <int R>
+DETAUDIT_V8 void conv_bwd_filter_k8_v8(const FilterArgs& f, int k0, int crs0) {
+  const ConvArgs& a = *f.a;
+  const pt::Conv& g = a.g;
+  const int crs_n = g.c * g.r * g.s;
+  size_t off[R];
+  for (int rr = 0; rr < R; ++rr) {
+    const int crs = crs0 + rr, s = crs % g.s, r = crs / g.s % g.r, c = crs / (g.s * g.r);
+    off[rr] = (size_t(c) * a.hp + r) * a.wp + s;
+  }
+  pt::LeafCounter<float> cnt[R][kW];
+  __m256 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+  int in_leaf = 0;
+  for (int n = 0; n < g.n; ++n)
+    for (int p = 0; p < g.p; ++p) {
+      const float* dyrow = f.dyt + (size_t(n) * g.p + p) * g.q * f.kp + k0;
+      const float* xrow = a.in + size_t(n) * g.c * a.hp * a.wp + size_t(p) * g.stride * a.wp;
+      for (int q = 0; q < g.q; ++q) {
+        const __m256 d = _mm256_loadu_ps(dyrow + size_t(q) * f.kp);
+        const float* xq = xrow + size_t(q) * g.stride;
+        for (int rr = 0; rr < R; ++rr) acc[rr] = _mm256_fmadd_ps(d, _mm256_set1_ps(xq[off[rr]]), acc[rr]);
+        if (++in_leaf == pt::kLeaf) push_v8<R>(cnt, acc), in_leaf = 0;
+      }
+    }
+  if (in_leaf) push_v8<R>(cnt, acc);
+  for (int rr = 0; rr < R; ++rr)
+    for (int l = 0; l < kW && k0 + l < g.k; ++l) a.out[size_t(k0 + l) * crs_n + crs0 + rr] = cnt[rr][l].merge();
+}
+// Units: (block of kW k's, block of kRows crs).
+DETAUDIT_V8 void conv_bwd_filter_k8_units(const FilterArgs& f, size_t u0, size_t u1) {
+  const pt::Conv& g = f.a->g;
+  const int crs_n = g.c * g.r * g.s;
+  const size_t cb = (size_t(crs_n) + kRows - 1) / kRows;
+  for (size_t u = u0; u < u1; ++u) {
+    const int k0 = int(u / cb) * kW, c0 = int(u % cb) * kRows;
+    if (c0 + kRows <= crs_n)
+      conv_bwd_filter_k8_v8<kRows>(f, k0, c0);
+    else
+      for (int c = c0; c < crs_n; ++c) conv_bwd_filter_k8_v8<1>(f, k0, c);
+  }
+}
+
 // gemm_tile (float) with B's eight columns contiguous (tb = N).
 template <int R>
 DETAUDIT_V8 void gemm_tile_v8(const GemmArgs& g, int i0, int j0) {
@@ -415,6 +466,8 @@ struct IsaOps {
   void (*conv_fwd)(const ConvArgs&, size_t, size_t);
   void (*conv_bwd_data)(const ConvArgs&, size_t, size_t);
   void (*conv_bwd_filter)(const ConvArgs&, size_t, size_t);
+  // The filter gradient with eight filters in the lanes (K >= 8); nullptr on the scalar build.
+  void (*conv_bwd_filter_k8)(const FilterArgs&, size_t, size_t);
   void (*leaves)(pt::LeafKind, const float*, const float*, size_t, float*, size_t, size_t);
   void (*softmax)(const float*, float*, size_t, size_t, size_t);
   void (*unary)(UnaryOp, const float*, float*, size_t, size_t);
@@ -440,14 +493,14 @@ DETAUDIT_PORTABLE_ISA(avx512, __attribute__((target("avx512f,avx512vl,avx2,fma")
 DETAUDIT_PORTABLE_ISA(avx2, __attribute__((target("avx2,fma"))), true)
 DETAUDIT_PORTABLE_ISA(scalar, , false)
 
-#define DETAUDIT_PORTABLE_OPS(suffix, isa)                                                                  \
+#define DETAUDIT_PORTABLE_OPS(suffix, isa, k8)                                                                  \
   IsaOps {                                                                                                  \
-    isa, gemm_##suffix, gemm64_##suffix, conv_fwd_##suffix, conv_bwd_data_##suffix, conv_bwd_filter_##suffix, \
+    isa, gemm_##suffix, gemm64_##suffix, conv_fwd_##suffix, conv_bwd_data_##suffix, conv_bwd_filter_##suffix, k8, \
         leaves_##suffix, softmax_##suffix, unary_##suffix, axpy_##suffix                                    \
   }
-const IsaOps kAvx512Ops = DETAUDIT_PORTABLE_OPS(avx512, CpuIsa::kAvx512);
-const IsaOps kAvx2Ops = DETAUDIT_PORTABLE_OPS(avx2, CpuIsa::kAvx2);
-const IsaOps kScalarOps = DETAUDIT_PORTABLE_OPS(scalar, CpuIsa::kScalar);
+const IsaOps kAvx512Ops = DETAUDIT_PORTABLE_OPS(avx512, CpuIsa::kAvx512, conv_bwd_filter_k8_units);
+const IsaOps kAvx2Ops = DETAUDIT_PORTABLE_OPS(avx2, CpuIsa::kAvx2, conv_bwd_filter_k8_units);
+const IsaOps kScalarOps = DETAUDIT_PORTABLE_OPS(scalar, CpuIsa::kScalar, nullptr);
 
 // The ops for `isa` (kAuto: the widest this CPU has), or nullptr when the CPU lacks it.
 const IsaOps* ops_for(CpuIsa isa) {
@@ -542,6 +595,22 @@ class CpuPortable final : public Backend {
     ConvArgs a{conv_of(s), padded(x, size_t(s.n) * s.c, s.h, s.w, s.pad, s.w + 2 * s.pad), s.h + 2 * s.pad,
                s.w + 2 * s.pad, dy, dw};
     if (!a.in) return Status::error("conv2d: out of memory for the padded input");
+    if (ops_->conv_bwd_filter_k8 && s.k >= kW) {
+      const int kp = ceil_to(s.k, kW), P = s.p(), Q = s.q();
+      float* t = buf2_.get(size_t(s.n) * P * Q * kp);
+      if (!t) return Status::error("conv2d: out of memory for the transposed gradient");
+      split(size_t(s.n) * P, [&](size_t b, size_t e) {
+        for (size_t np = b; np < e; ++np)
+          for (int q = 0; q < Q; ++q)
+            for (int k = 0; k < kp; ++k)
+              t[(np * Q + q) * kp + k] =
+                  k < s.k ? dy[((np / P * s.k + k) * P + np % P) * Q + q] : 0.0f;
+      });
+      const FilterArgs f{&a, t, kp};
+      split(blocks(s.k, kW) * blocks(s.c * s.r * s.s, kRows),
+            [&](size_t u0, size_t u1) { ops_->conv_bwd_filter_k8(f, u0, u1); });
+      return Status::ok();
+    }
     split(blocks(s.k, kRows) * blocks(s.c * s.r * s.s, kW), [&](size_t u0, size_t u1) { ops_->conv_bwd_filter(a, u0, u1); });
     return Status::ok();
   }
@@ -563,6 +632,20 @@ class CpuPortable final : public Backend {
     DETAUDIT_RETURN_IF_ERROR(validate_pool(s));
     const pt::Pool g{s.h, s.w, s.window, s.stride, s.p(), s.q()};
     const size_t hw = size_t(g.h) * g.w, pq = size_t(g.p) * g.q;
+    if (s.stride == s.window) {
+      // Windows that do not overlap: each input element is in one window at most, so
+      // pt::pool_bwd_at is 0 + dy at the window's first maximum and 0 elsewhere: written directly.
+      split(size_t(s.n) * s.c, [&](size_t b, size_t e) {
+        for (size_t pl = b; pl < e; ++pl) {
+          float* d = dx + pl * hw;
+          std::fill(d, d + hw, 0.0f);
+          for (int p = 0; p < g.p; ++p)
+            for (int q = 0; q < g.q; ++q)
+              d[pt::pool_argmax(g, x + pl * hw, p, q)] = pt::add(0.0f, dy[pl * pq + size_t(p) * g.q + q]);
+        }
+      });
+      return Status::ok();
+    }
     split(s.x_size(), [&](size_t e0, size_t e1) {
       for (size_t e = e0; e < e1; ++e)
         dx[e] = pt::pool_bwd_at(g, x + e / hw * hw, dy + e / hw * pq, int(e % hw / g.w), int(e % g.w));
@@ -749,7 +832,7 @@ class CpuPortable final : public Backend {
   CpuIsa isa_;
   const IsaOps* ops_;
   ThreadPool pool_;
-  Buffer buf_;
+  Buffer buf_, buf2_;
 };
 
 }  // namespace
