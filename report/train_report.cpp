@@ -74,9 +74,8 @@ void add_failed_runs(Section& v, const std::vector<TrainingRun>& runs, const std
   v.list(items);
 }
 
-void add_train_verdict(Document& d, const Results& r) {
+void add_train_verdict(Document& d, const Results& r, const std::vector<TrainingSource>& sources) {
   const auto& runs = r.training;
-  const std::vector<TrainingSource> sources = training_sources(r.plan, r.machine, r.tool_version, r.tool_commit);
   int ok = 0, failed = 0;
   for (auto& run : runs) (run.ok() ? ok : failed)++;
   auto& v = d.add("Training verdict");
@@ -294,11 +293,10 @@ void add_confounding_section(Document& d, const nlohmann::json& an) {
     s.table({"targets", "hardware", "a difference could be", "pair test p (a)", "same bits (deterministic variants)", "attributed to (a)"}, gr);
 }
 
-void add_curves_section(Document& d, const Results& r) {
+void add_curves_section(Document& d, const Results& r, const std::vector<TrainingSource>& sources) {
   // One panel per condition on shared axes, curves coloured by target: in one panel the four
   // conditions' curves lie on top of each other and read as one colour.
   std::map<std::string, Facet> by_cond;
-  const std::vector<TrainingSource> sources = training_sources(r.plan, r.machine, r.tool_version, r.tool_commit);
   const bool merged = sources.size() > 1;
   for (auto& run : r.training) {
     if (!run.ok()) continue;
@@ -337,8 +335,7 @@ void add_curves_section(Document& d, const Results& r) {
 }
 
 // A merged analysis (detaudit analyze): where each source's runs came from.
-void add_sources_section(Document& d, const Results& r) {
-  const std::vector<TrainingSource> sources = training_sources(r.plan, r.machine, r.tool_version, r.tool_commit);
+void add_sources_section(Document& d, const Results& r, const std::vector<TrainingSource>& sources) {
   if (sources.size() < 2) return;
   std::vector<std::vector<Cell>> rows;
   for (size_t i = 0; i < sources.size(); ++i) {
@@ -367,13 +364,14 @@ void add_sources_section(Document& d, const Results& r) {
 // Every field is read through json_fields: results.json is checked when it is loaded, and the
 // analysis is free-form, so a field of an unexpected type shows as "—" instead of stopping the report.
 void add_train_sections(Document& d, const Results& r) {
-  add_sources_section(d, r);
-  add_train_verdict(d, r);
+  const std::vector<TrainingSource> sources = training_sources(r.plan, r.machine, r.tool_version, r.tool_commit);
+  add_sources_section(d, r, sources);
+  add_train_verdict(d, r, sources);
   add_final_loss_table(d, r);
   add_variance_section(d, r.analysis);
   add_spread_section(d, r.analysis);
   add_confounding_section(d, r.analysis);
-  add_curves_section(d, r);
+  add_curves_section(d, r, sources);
 }
 
 Document build_report(const Results& r) {
@@ -384,8 +382,8 @@ Document build_report(const Results& r) {
   if (probe) add_probe_sections(d, r);
   if (!r.training.empty()) add_train_sections(d, r);
   // A merged analysis has one machine per source: its "Merged results" section lists them.
-  if (r.training.empty() || training_sources(r.plan, r.machine, r.tool_version, r.tool_commit).size() < 2)
-    add_machine_section(d, r.machine);
+  const auto* src = r.plan.is_object() && r.plan.contains("sources") ? &r.plan["sources"] : nullptr;
+  if (r.training.empty() || !src || !src->is_array() || src->size() < 2) add_machine_section(d, r.machine);
   return d;
 }
 

@@ -469,7 +469,8 @@ int analyze_training_dirs(const AnalyzeOptions& opt, Results* results, std::stri
   Results m;
   m.started_at = utc_now_iso8601();
   m.command = opt.command;
-  m.machine = nlohmann::json::object();
+  // One machine per source: results.json's own "machine" is the only source's, or empty when merged.
+  m.machine = inputs.size() == 1 ? inputs[0].machine : nlohmann::json::object();
   nlohmann::json design = d0, targets = nlohmann::json::array(), sources = nlohmann::json::array();
   std::map<std::string, int> labels;
   size_t planned = 0;
