@@ -241,18 +241,32 @@ Status Loss::forward(const Tensor& y, const Tensor& target, float* value) {
 
 // ---- Sequential -------------------------------------------------------------------------------------
 
+const char* to_string(LayerPass p) { return p == LayerPass::kForward ? "forward" : "backward"; }
+
 Status Sequential::forward(const Tensor& x, const Tensor** y) {
   const Tensor* cur = &x;
-  for (auto& l : layers_) DETAUDIT_RETURN_IF_ERROR(l->forward(*cur, &cur));
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    DETAUDIT_RETURN_IF_ERROR(layers_[i]->forward(*cur, &cur));
+    if (observer_) DETAUDIT_RETURN_IF_ERROR(observer_(i, *layers_[i], LayerPass::kForward, "y", *cur));
+  }
   *y = cur;
   return Status::ok();
 }
 
 Status Sequential::backward(const Tensor& dy, const Tensor** dx) {
   const Tensor* cur = &dy;
+  if (observer_ && !layers_.empty())
+    DETAUDIT_RETURN_IF_ERROR(observer_(layers_.size() - 1, *layers_.back(), LayerPass::kBackward, "dy", dy));
   for (size_t i = layers_.size(); i-- > 0;) {
     const Tensor* next = nullptr;
     DETAUDIT_RETURN_IF_ERROR(layers_[i]->backward(*cur, &next));
+    if (observer_) {
+      const Layer& l = *layers_[i];
+      const std::vector<Tensor*> g = layers_[i]->grads();
+      for (size_t k = 0; k < g.size(); ++k)
+        DETAUDIT_RETURN_IF_ERROR(observer_(i, l, LayerPass::kBackward, k == 0 ? "dw" : k == 1 ? "db" : "grad", *g[k]));
+      if (next) DETAUDIT_RETURN_IF_ERROR(observer_(i, l, LayerPass::kBackward, "dx", *next));
+    }
     if (!next) {  // this layer computes no input gradient: nothing below it can learn
       *dx = nullptr;
       return Status::ok();

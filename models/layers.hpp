@@ -7,6 +7,7 @@
 // generator of kernels/generator.hpp, biases zero: identical initial weights on every target.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -157,10 +158,25 @@ class Loss {
 inline Loss mse_loss(Backend* b) { return Loss(b, LossOp::kMse); }
 inline Loss l1_loss(Backend* b) { return Loss(b, LossOp::kL1); }
 
+// Where a Sequential's observer is called from.
+enum class LayerPass : uint8_t { kForward, kBackward };
+const char* to_string(LayerPass p);  // "forward", "backward"
+
+// Called by Sequential after layer `layer`'s forward with its output ("y"); before the first backward
+// with the gradient arriving at the last layer ("dy", the loss gradient); after each layer's backward
+// with its parameter gradients ("dw", "db": grads() in order, weight then bias) and its input gradient
+// ("dx", when computed). The tensor may be changed in place before the next layer reads it (a test
+// plants a change so). An error status stops the pass and is returned.
+using LayerObserver =
+    std::function<Status(size_t layer, const Layer& l, LayerPass pass, const char* tensor, const Tensor& t)>;
+
 // A chain of layers.
 class Sequential {
  public:
   void add(std::unique_ptr<Layer> l) { layers_.push_back(std::move(l)); }
+  // Unset (the default): no call and no cost. The hook changes no numerics; only an observer that
+  // writes a tensor does.
+  void set_observer(LayerObserver o) { observer_ = std::move(o); }
   Status forward(const Tensor& x, const Tensor** y);
   Status backward(const Tensor& dy, const Tensor** dx);
   std::vector<Tensor*> params();
@@ -171,6 +187,7 @@ class Sequential {
 
  private:
   std::vector<std::unique_ptr<Layer>> layers_;
+  LayerObserver observer_;
 };
 
 }  // namespace detaudit

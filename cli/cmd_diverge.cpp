@@ -1,0 +1,149 @@
+// `detaudit diverge`: the first op at which two training runs part (suites/diverge.hpp). Online: two
+// runs in lockstep in this process, `--targets A[,B]`; offline: `--trace a.jsonl --trace b.jsonl`.
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "cli/common.hpp"
+#include "models/idx.hpp"
+#include "probes/registry.hpp"
+#include "probes/spec.hpp"
+#include "suites/diverge.hpp"
+#include "suites/train_design.hpp"
+
+namespace detaudit::cli {
+namespace {
+
+struct DivergeArgs {
+  std::string model = "autoencoder";
+  std::string targets;
+  std::vector<std::string> traces;
+  int steps = 20, batch_size = 64;
+  uint64_t init_seed = 1, data_seed = 1;
+  std::string data, out = "diverge-out", trace_out;
+};
+
+// Both runs share this process, so a target whose library reads its settings from the environment when it
+// loads (OPENBLAS_CORETYPE, ONEDNN_MAX_CPU_ISA) runs only when this process already has them.
+std::string environment_mismatch(const Spec& t) {
+  const BackendEntry* e = find_backend(t.name);
+  if (!e || !e->environment) return "";
+  std::map<std::string, std::string> env;
+  e->environment(t, &env);
+  for (auto& [k, v] : env) {
+    const char* have = std::getenv(k.c_str());
+    if (v.empty() ? have != nullptr : (!have || v != have))
+      return fmt::format("{} needs {}{} when its library loads, and diverge runs both targets in this process: run it "
+                         "with that environment",
+                         t.str(), k, v.empty() ? std::string(" unset") : "=" + v);
+  }
+  return "";
+}
+
+BackendFactory factory(const Spec& t) {
+  return [t](Status* st) {
+    std::unique_ptr<Backend> b = make_target_backend(t, st);
+    if (!b) *st = Status::unavailable(t.str() + ": " + (st->message().empty() ? "cannot run here" : st->message()));
+    return b;
+  };
+}
+
+int write_report(const DivergeResult& r, const std::string& out) {
+  std::error_code ec;
+  std::filesystem::create_directories(out, ec);
+  if (ec) return fail(out + ": " + ec.message());
+  std::string err;
+  if (!write_diverge_outputs(r, out, &err)) return fail(err);
+  say(stdout, "{}\n", r.summary());
+  if (r.first) {
+    if (r.first->distance) say(stdout, "op: {}\n", r.first->op.op);
+    if (!r.first->kernels_note.empty()) say(stdout, "kernels: not attributed ({})\n", r.first->kernels_note);
+    if (r.offline) say(stdout, "offline comparison: fingerprints only, no ULP or relative distance\n");
+  }
+  say(stdout, "report: {0}/diverge.md, {0}/diverge.html, {0}/diverge.json\n", out);
+  return r.exit_code();
+}
+
+int run_offline(const DivergeArgs& a) {
+  if (a.traces.size() != 2) return fail("diverge: --trace takes exactly two trace files (--trace a.jsonl --trace b.jsonl)");
+  if (!a.targets.empty()) return fail("diverge: --trace compares recorded traces; it does not take --targets");
+  DivergeResult r;
+  std::string err;
+  if (!compare_traces(a.traces[0], a.traces[1], &r, &err)) return fail(err);
+  return write_report(r, a.out);
+}
+
+int run_online(const DivergeArgs& a) {
+  if (a.model != "autoencoder") return fail("diverge: --model " + a.model + ": only autoencoder is known");
+  std::vector<std::string> names = split_list(a.targets);
+  if (names.empty() || names.size() > 2) return fail("diverge: --targets takes one target (run twice) or two, comma-separated");
+  if (names.size() == 1) names.push_back(names[0]);
+  Spec spec[2];
+  for (int i = 0; i < 2; ++i) {
+    std::string err;
+    if (!parse_target(names[size_t(i)], &spec[i], &err)) return fail(err);
+    if (std::string e = environment_mismatch(spec[i]); !e.empty()) return fail(e);
+  }
+  Dataset data;
+  Status st = load_dataset(a.data, "train", &data);
+  if (st) st = check_dataset_for_model(data, a.model, kAutoencoderImageSide, kAutoencoderImageSide, a.batch_size);
+  if (!st) return fail(st.message());
+  std::error_code ec;
+  std::filesystem::create_directories(a.out, ec);
+  if (ec) return fail(a.out + ": " + ec.message());
+  const std::string prefix = a.trace_out.empty() ? a.out + "/trace" : a.trace_out;
+  DivergeOptions o;
+  o.make_a = factory(spec[0]);
+  o.make_b = factory(spec[1]);
+  o.target_a = spec[0].str(), o.target_b = spec[1].str();
+  o.data = &data;
+  o.train.init_seed = a.init_seed;
+  o.train.data_seed = a.data_seed;
+  o.train.batches = a.steps;
+  o.train.batch_size = a.batch_size;
+  o.trace_a = prefix + "-a.jsonl", o.trace_b = prefix + "-b.jsonl";
+  o.progress = [](const std::string& line) { say(stderr, "[detaudit] {}\n", line); };
+  DivergeResult r;
+  st = run_diverge(o, &r);
+  if (!st) return fail(st.message());
+  say(stdout, "traces: {} and {}\n", o.trace_a, o.trace_b);
+  return write_report(r, a.out);
+}
+
+Command add_diverge_command(CLI::App& app, int argc, char** argv) {
+  auto* sub = app.add_subcommand(
+      "diverge", "Find the first op at which two training runs part: two targets (or one twice) in lockstep, or two traces.");
+  auto a = std::make_shared<DivergeArgs>();
+  sub->add_option("--model", a->model, "Model (autoencoder)")->capture_default_str();
+  sub->add_option("--targets", a->targets, "A[,B]: one target run twice, or two targets")->check(kNonEmpty);
+  sub->add_option("--trace", a->traces, "Compare two recorded traces offline: --trace a.jsonl --trace b.jsonl")
+      ->check(kNonEmpty);
+  sub->add_option("--steps", a->steps, "Training steps (default 20)")->check(CLI::Range(1, 10000000));
+  sub->add_option("--batch-size", a->batch_size, "Images per batch (default 64)")->check(CLI::Range(1, 65536));
+  sub->add_option("--init-seed", a->init_seed, "Initial weights seed (default 1)");
+  sub->add_option("--data-seed", a->data_seed, "Batch order seed (default 1)");
+  sub->add_option("--data", a->data, "Folder of MNIST-format IDX files (default: Fashion-MNIST from dataset-fashion-mnist)")
+      ->check(kNonEmpty);
+  sub->add_option("--out", a->out, "Directory for diverge.json, diverge.md, diverge.html (default diverge-out)")
+      ->check(kNonEmpty);
+  sub->add_option("--trace-out", a->trace_out, "Trace files PREFIX-a.jsonl and PREFIX-b.jsonl (default <out>/trace)")
+      ->check(kNonEmpty);
+  sub->footer(
+      "\nAt every step, for every layer in execution order, both runs fingerprint the forward output, the\n"
+      "loss gradient and value, the backward gradients (dw, db, dx) and the parameters after the update; the\n"
+      "first record that differs is the first op whose inputs matched and whose output differs. It is\n"
+      "reported with the ULP and relative L2 distance of the two tensors and the targets' settings (reduction\n"
+      "order or algorithm); the runs go on to the end, and the weight distance and loss gap per step are\n"
+      "plotted. Traces (JSON Lines) are written as the runs go and compare offline with --trace (fingerprints\n"
+      "only). Exit codes: 0 no divergence, 1 diverged, 2 could not run.");
+  return {sub, [a] { return a->traces.empty() ? run_online(*a) : run_offline(*a); }};
+}
+
+static const CommandRegistration reg(35, add_diverge_command);
+
+}  // namespace
+}  // namespace detaudit::cli

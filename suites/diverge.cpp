@@ -1,0 +1,890 @@
+#include "suites/diverge.hpp"
+
+#include <cmath>
+#include <condition_variable>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <thread>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "probes/child.hpp"
+#include "probes/metrics.hpp"
+#include "report/document.hpp"
+#include "report/svg.hpp"
+#include "suites/train_design.hpp"
+
+namespace detaudit {
+
+namespace {
+
+constexpr const char* kTraceSchema = "detaudit-diverge-trace/1";
+constexpr const char* kResultSchema = "detaudit-diverge/1";
+
+}  // namespace
+
+// ---- records -----------------------------------------------------------------------------------------
+
+bool DivergeRecord::same_place(const DivergeRecord& o) const {
+  return step == o.step && layer == o.layer && name == o.name && pass == o.pass && tensor == o.tensor &&
+         count == o.count;
+}
+
+std::string DivergeRecord::where() const {
+  return fmt::format("step {}, layer {} ({}), pass {}, tensor {}", step, layer, name, pass, tensor);
+}
+
+namespace {
+DivergeRecord at_place(int step, int layer, std::string name, std::string pass, std::string tensor) {
+  DivergeRecord r;
+  r.step = step, r.layer = layer, r.name = std::move(name), r.pass = std::move(pass), r.tensor = std::move(tensor);
+  return r;
+}
+}  // namespace
+
+RecordOp record_op(const DivergeRecord& r) {
+  const std::string& n = r.name;
+  const std::string& t = r.tensor;
+  if (r.pass == "update") return {"adam/sgd step (elementwise)", false};
+  if (r.pass == "loss") {
+    if (t == "value") return {"loss value: the mean over the batch's pixels (a reduction)", true};
+    return {"loss gradient 2(y - x)/n (elementwise)", false};
+  }
+  if (n == "conv2d") {
+    if (t == "y") return {"conv2d_fwd_bias: a reduction over C*R*S", true};
+    if (t == "dw") return {"conv2d_bwd_filter: a reduction over N*P*Q", true};
+    if (t == "db") return {"bias_grad: a reduction over N*P*Q", true};
+    if (t == "dx") return {"conv2d_bwd_data: a reduction over K*R*S", true};
+  }
+  if (n == "linear") {
+    if (t == "y") return {"gemm x W^T + bias_add: a reduction over the inputs", true};
+    if (t == "dw") return {"gemm dy^T x: a reduction over the batch", true};
+    if (t == "db") return {"bias_grad: a reduction over the batch", true};
+    if (t == "dx") return {"gemm dy W: a reduction over the outputs", true};
+  }
+  if (n == "maxpool2") return {t == "y" ? "maxpool_fwd (a selection)" : "maxpool_bwd (a routing)", false};
+  if (n == "upsample2") return {t == "y" ? "upsample2_fwd (a copy)" : "upsample2_bwd: 4 terms in a fixed order", false};
+  if (n == "reshape") return {"reshape (a view)", false};
+  return {t == "y" ? "unary " + n + " (elementwise)" : "unary_bwd " + n + " (elementwise)", false};
+}
+
+std::string DivergeResult::summary() const {
+  if (!first) return fmt::format("no divergence in {} steps", steps);
+  const DivergeRecord& r = first->a;
+  std::string s = fmt::format("diverged at step {}, layer {} ({}), pass {}: tensor {} ({}) differs", r.step, r.layer,
+                              r.name, r.pass, r.tensor, first->op.op);
+  if (first->distance) {
+    const TensorDistance& d = *first->distance;
+    s += fmt::format(", {} of {} elements, max {} ULP, relative L2 {:.3g}", d.mismatched, r.count,
+                     d.max_ulp == kUlpInfinite ? std::string("inf") : std::to_string(d.max_ulp), d.rel_l2);
+  } else {
+    s += " (fingerprints only)";
+  }
+  s += fmt::format(", after {} identical records", first->equal_before);
+  return s;
+}
+
+namespace {
+
+// ---- trace lines ---------------------------------------------------------------------------------------
+
+nlohmann::json design_json(const DivergeDesign& d) {
+  return {{"model", d.model},         {"batch_size", d.batch_size},   {"steps", d.steps},
+          {"init_seed", d.init_seed}, {"data_seed", d.data_seed},     {"optimizer", d.optimizer},
+          {"lr", d.lr},               {"data_fingerprint", d.data_fingerprint}, {"layers", d.layers}};
+}
+
+nlohmann::json details_json(const std::vector<std::pair<std::string, std::string>>& d) {
+  nlohmann::json j = nlohmann::json::object();
+  for (auto& [k, v] : d) j[k] = v;
+  return j;
+}
+
+nlohmann::json record_json(const DivergeRecord& r) {
+  nlohmann::json j = {{"kind", "record"}, {"step", r.step},     {"layer", r.layer},      {"name", r.name},
+                      {"pass", r.pass},   {"tensor", r.tensor}, {"fp", r.fp.hex()},      {"n", r.count}};
+  if (r.loss) j["loss"] = *r.loss;
+  return j;
+}
+
+// One run's trace file, written as the run goes (flushed at the end of every step).
+class TraceWriter {
+ public:
+  Status open(const std::string& path) {
+    if (path.empty()) return Status::ok();
+    path_ = path;
+    f_.open(path, std::ios::out | std::ios::trunc);
+    return f_ ? Status::ok() : Status::unavailable(path + ": cannot write the trace: " + std::strerror(errno));
+  }
+  void line(const nlohmann::json& j) {
+    if (f_.is_open()) f_ << j.dump() << '\n';
+  }
+  Status flush() {
+    if (!f_.is_open()) return Status::ok();
+    f_.flush();
+    return f_ ? Status::ok() : Status::unavailable(path_ + ": writing the trace failed");
+  }
+
+ private:
+  std::string path_;
+  std::ofstream f_;
+};
+
+// ---- lockstep ------------------------------------------------------------------------------------------
+
+// The baton: run r computes only while turn == r. A run that finished or failed wakes the other.
+class Baton {
+ public:
+  enum Wake { kTurn, kFailed, kOtherDone };
+  // Waits for r's turn, or until the other run failed or finished.
+  Wake wait(int r) {
+    std::unique_lock<std::mutex> l(m_);
+    cv_.wait(l, [&] { return turn_ == r || failed_ || done_[1 - r]; });
+    return failed_ ? kFailed : turn_ == r ? kTurn : kOtherDone;
+  }
+  void give(int r) {
+    std::lock_guard<std::mutex> l(m_);
+    turn_ = r;
+    cv_.notify_all();
+  }
+  void done(int r) {
+    std::lock_guard<std::mutex> l(m_);
+    done_[r] = true;
+    cv_.notify_all();
+  }
+  bool other_done(int r) {
+    std::lock_guard<std::mutex> l(m_);
+    return done_[1 - r];
+  }
+  // The first failure is the one reported; the other run then stops.
+  void fail(const Status& st) {
+    std::lock_guard<std::mutex> l(m_);
+    if (!failed_) first_error_ = st;
+    failed_ = true;
+    cv_.notify_all();
+  }
+  Status first_error() {
+    std::lock_guard<std::mutex> l(m_);
+    return first_error_;
+  }
+
+ private:
+  std::mutex m_;
+  std::condition_variable cv_;
+  int turn_ = 0;
+  bool failed_ = false, done_[2] = {false, false};
+  Status first_error_;
+};
+
+// What a run shows the comparison at a record: the record and its data (a tensor in the run's backend,
+// or one host float for the loss value).
+struct Pending {
+  DivergeRecord rec;
+  const Tensor* tensor = nullptr;
+  float host = 0;
+  std::vector<std::string> kernels;
+};
+
+Status download(const Pending& p, std::vector<float>* out) {
+  if (!p.tensor) {
+    out->assign(1, p.host);
+    return Status::ok();
+  }
+  return p.tensor->download(out);
+}
+
+TensorDistance distance(const std::vector<float>& a, const std::vector<float>& b) {
+  TensorDistance d;
+  double diff2 = 0, norm2 = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    uint32_t ba, bb;
+    std::memcpy(&ba, &a[i], 4);
+    std::memcpy(&bb, &b[i], 4);
+    if (ba == bb) continue;
+    ++d.mismatched;
+    d.max_ulp = std::max(d.max_ulp, ulp_distance(a[i], b[i]));
+  }
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    const double e = double(a[i]) - double(b[i]);
+    diff2 += e * e;
+    norm2 += double(a[i]) * double(a[i]);
+  }
+  d.rel_l2 = norm2 > 0 ? std::sqrt(diff2 / norm2) : std::sqrt(diff2);
+  return d;
+}
+
+double squared_distance(const std::vector<float>& a, const std::vector<float>& b) {
+  double s = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    const double e = double(a[i]) - double(b[i]);
+    s += e * e;
+  }
+  return s;
+}
+
+struct Shared {
+  const DivergeOptions* opt = nullptr;
+  Baton baton;
+  Pending pending;  // A's record, waiting for B's
+  DivergeResult* result = nullptr;
+  std::vector<double> weight_sq;  // per step
+  size_t equal = 0;
+  std::string kernel_note[2];     // why a run has no kernel list ("" : it has one)
+};
+
+// B's side of one record, with A paused at the same record: compare, and measure what differs.
+Status compare(Shared& sh, const Pending& b) {
+  const Pending& a = sh.pending;
+  if (!a.rec.same_place(b.rec))
+    return Status::error("diverge: the runs are out of step: A at " + a.rec.where() + ", B at " + b.rec.where());
+  DivergeResult& r = *sh.result;
+  ++r.records;
+  const int step = b.rec.step;
+  if (b.rec.loss) {
+    r.loss_a[size_t(step)] = *a.rec.loss;
+    r.loss_b[size_t(step)] = *b.rec.loss;
+    r.loss_gap[size_t(step)] = std::fabs(*a.rec.loss - *b.rec.loss);
+  }
+  if (a.rec.fp == b.rec.fp) {
+    if (!r.first) ++sh.equal;
+    return Status::ok();
+  }
+  const bool first = !r.first, update = b.rec.pass == "update";
+  if (!first && !update) return Status::ok();
+  std::vector<float> ha, hb;
+  DETAUDIT_RETURN_IF_ERROR(download(a, &ha));
+  DETAUDIT_RETURN_IF_ERROR(download(b, &hb));
+  if (update) sh.weight_sq[size_t(step)] += squared_distance(ha, hb);
+  if (first) {
+    FirstDivergence f;
+    f.a = a.rec, f.b = b.rec;
+    f.equal_before = sh.equal;
+    f.distance = distance(ha, hb);
+    f.op = record_op(a.rec);
+    f.kernels_a = a.kernels, f.kernels_b = b.kernels;
+    r.first = std::move(f);
+  }
+  return Status::ok();
+}
+
+// One run (r = 0: A, 1: B) on its own thread.
+class Run {
+ public:
+  Run(Shared& sh, int r) : sh_(sh), r_(r), opt_(*sh.opt) {}
+  // Runs to the end; on a failure tells the other run to stop. The status of the first failure is
+  // sh.baton.first_error().
+  void main();
+
+ private:
+  Status body();
+  Status setup(Autoencoder& model);
+  Status observe(size_t layer, const Layer& l, LayerPass pass, const char* tensor, const Tensor& t);
+  Status record(DivergeRecord rec, const Tensor* t, float host);
+  void kernels_since_last(std::vector<std::string>* names);
+  void restart_kernel_trace();
+
+  Shared& sh_;
+  int r_;
+  const DivergeOptions& opt_;
+  std::unique_ptr<Backend> be_;
+  TraceWriter trace_;
+  size_t layers_ = 0, records_ = 0;
+  int step_ = 0;
+  bool tracing_kernels_ = false;
+  uint64_t trace_id_ = 0;
+};
+
+const Status kStopped = Status::error("diverge: stopped because the other run failed");
+
+void Run::main() {
+  // B starts when A shows its first record (or ends without one).
+  if (r_ == 1 && sh_.baton.wait(1) == Baton::kFailed) return;
+  Status st = body();
+  if (!st) return sh_.baton.fail(st);
+  sh_.baton.done(r_);
+}
+
+Status Run::body() {
+  Status st;
+  be_ = (r_ == 0 ? opt_.make_a : opt_.make_b)(&st);
+  if (!be_) return st ? Status::error("diverge: the backend factory returned nothing") : st;
+  const Dataset& d = *opt_.data;
+  const TrainConfig& cfg = opt_.train;
+  // What train_autoencoder does, with an observer on the network and a record per update.
+  Autoencoder model(be_.get(), d.rows, d.cols);
+  DETAUDIT_RETURN_IF_ERROR(model.init(cfg.init_seed));
+  DETAUDIT_RETURN_IF_ERROR(setup(model));
+  std::unique_ptr<Optimizer> optim;
+  if (cfg.optimizer == TrainConfig::Optim::kAdam) {
+    AdamParams p;
+    p.lr = cfg.lr;
+    optim = std::make_unique<Adam>(be_.get(), p);
+  } else {
+    optim = std::make_unique<Sgd>(be_.get(), SgdParams{cfg.lr, cfg.momentum});
+  }
+  const std::vector<Tensor*> params = model.params(), grads = model.grads();
+  BatchOrder order(size_t(d.count), cfg.batch_size, cfg.data_seed);
+  const size_t per_image = d.pixels_per_image();
+  std::vector<float> host(size_t(cfg.batch_size) * per_image);
+  std::vector<uint32_t> idx;
+  Tensor batch;
+  DETAUDIT_RETURN_IF_ERROR(Tensor::create(be_.get(), {cfg.batch_size, 1, d.rows, d.cols}, &batch));
+  model.net().set_observer([this](size_t layer, const Layer& l, LayerPass pass, const char* tensor, const Tensor& t) {
+    return observe(layer, l, pass, tensor, t);
+  });
+  const auto& layers = model.net().layers();
+  for (step_ = 0; step_ < cfg.batches; ++step_) {
+    order.batch(uint64_t(step_), &idx);
+    for (size_t i = 0; i < idx.size(); ++i) d.image(idx[i], host.data() + i * per_image);
+    DETAUDIT_RETURN_IF_ERROR(batch.upload(host));
+    float loss = 0;
+    DETAUDIT_RETURN_IF_ERROR(model.forward_backward(batch, &loss));
+    DivergeRecord v = at_place(step_, int(layers_), "mse", "loss", "value");
+    v.loss = loss;
+    DETAUDIT_RETURN_IF_ERROR(record(v, nullptr, loss));
+    DETAUDIT_RETURN_IF_ERROR(optim->step(params, grads));
+    for (size_t i = 0; i < layers.size(); ++i) {
+      const std::vector<Tensor*> ps = layers[i]->params();
+      for (size_t k = 0; k < ps.size(); ++k)
+        DETAUDIT_RETURN_IF_ERROR(
+            record(at_place(step_, int(i), layers[i]->name(), "update", k == 0 ? "w" : k == 1 ? "b" : "param"), ps[k], 0));
+    }
+    DETAUDIT_RETURN_IF_ERROR(trace_.flush());
+    if (r_ == 1 && opt_.progress && ((step_ + 1) % 10 == 0 || step_ + 1 == cfg.batches))
+      opt_.progress(fmt::format("step {}/{}{}", step_ + 1, cfg.batches, sh_.result->first ? " (diverged)" : ""));
+  }
+  if (tracing_kernels_) {
+    std::vector<std::string> rest;
+    kernels_since_last(&rest);
+  }
+  trace_.line({{"kind", "end"}, {"steps", cfg.batches}, {"records", records_}});
+  return trace_.flush();
+}
+
+Status Run::setup(Autoencoder& model) {
+  DivergeResult& r = *sh_.result;
+  DivergeSide& s = r_ == 0 ? r.a : r.b;
+  if (s.target.empty()) s.target = be_->name();
+  s.backend = be_->describe();
+  s.details = be_->details();
+  DivergeDesign design = r.design;
+  design.layers.clear();
+  for (auto& l : model.net().layers()) design.layers.push_back(l->name());
+  layers_ = design.layers.size();
+  if (r_ == 0) r.design.layers = design.layers;  // B runs only once A holds its first record
+  DETAUDIT_RETURN_IF_ERROR(trace_.open(s.trace));
+  trace_.line({{"kind", "header"},
+               {"schema", kTraceSchema},
+               {"tool_version", DETAUDIT_VERSION},
+               {"design", design_json(design)},
+               {"target", s.target},
+               {"backend", s.backend},
+               {"details", details_json(s.details)}});
+  if (!be_->traces_kernels()) return Status::ok();
+  // CUPTI (kernels/backend.hpp trace_begin/trace_end): a record's window is the ops since the previous
+  // record, fingerprinting excluded.
+  tracing_kernels_ = true;
+  restart_kernel_trace();
+  return Status::ok();
+}
+
+void Run::kernels_since_last(std::vector<std::string>* names) {
+  std::vector<KernelRecord> k;
+  Status st = be_->trace_end(&k);
+  if (!st) {
+    tracing_kernels_ = false;
+    sh_.kernel_note[r_] = st.message();
+    return;
+  }
+  for (const KernelRecord& x : k) names->push_back(x.name);
+}
+
+void Run::restart_kernel_trace() {
+  Status st = be_->trace_begin(++trace_id_ + (uint64_t(r_ + 1) << 40));
+  if (!st) {
+    tracing_kernels_ = false;
+    sh_.kernel_note[r_] = st.message();
+  }
+}
+
+Status Run::observe(size_t layer, const Layer& l, LayerPass pass, const char* tensor, const Tensor& t) {
+  DivergeRecord rec = at_place(step_, int(layer), l.name(), to_string(pass), tensor);
+  if (pass == LayerPass::kBackward && std::strcmp(tensor, "dy") == 0) {
+    rec.layer = int(layers_);  // the loss gradient: an op of the loss, not of the last layer
+    rec.name = "mse";
+    rec.pass = "loss";
+  }
+  if (r_ == 1 && opt_.perturb) {
+    Tensor view = t;  // shares the storage: a change reaches the next layer
+    DETAUDIT_RETURN_IF_ERROR(opt_.perturb(step_, layer, pass, tensor, view));
+  }
+  return record(std::move(rec), &t, 0);
+}
+
+// Fingerprints, writes the trace line, then meets the other run at this record.
+Status Run::record(DivergeRecord rec, const Tensor* t, float host) {
+  Pending p;
+  if (tracing_kernels_) kernels_since_last(&p.kernels);
+  if (t) {
+    DETAUDIT_RETURN_IF_ERROR(be_->fingerprint(t->data(), t->bytes(), &rec.fp));
+    rec.count = t->size();
+  } else {
+    rec.fp = fingerprint_bytes(&host, sizeof host);
+    rec.count = 1;
+  }
+  trace_.line(record_json(rec));
+  ++records_;
+  p.rec = std::move(rec);
+  p.tensor = t;
+  p.host = host;
+  if (r_ == 0) {
+    sh_.pending = std::move(p);
+    sh_.baton.give(1);
+    const Baton::Wake w = sh_.baton.wait(0);
+    if (w == Baton::kFailed) return kStopped;
+    if (w == Baton::kOtherDone)
+      return Status::error("diverge: run B ended before reaching A's " + sh_.pending.rec.where());
+  } else {
+    if (sh_.baton.other_done(1)) return Status::error("diverge: run A ended before reaching B's " + p.rec.where());
+    DETAUDIT_RETURN_IF_ERROR(compare(sh_, p));
+    sh_.baton.give(0);
+    if (sh_.baton.wait(1) == Baton::kFailed) return kStopped;  // A done: B has no record left either
+  }
+  if (tracing_kernels_) restart_kernel_trace();
+  return Status::ok();
+}
+
+Status check_options(const DivergeOptions& o) {
+  if (!o.make_a || !o.make_b) return Status::invalid("diverge: two backends are needed");
+  if (!o.data) return Status::invalid("diverge: no data");
+  const TrainConfig& c = o.train;
+  if (c.batch_size < 1) return Status::invalid("diverge: the batch size must be positive");
+  if (c.batches < 1) return Status::invalid("diverge: at least one step");
+  if (o.data->count < c.batch_size)
+    return Status::invalid(fmt::format("diverge: {} images, fewer than one batch of {}", o.data->count, c.batch_size));
+  if (o.data->rows % 4 || o.data->cols % 4)
+    return Status::invalid(fmt::format("diverge: images of {} x {} (the autoencoder needs sides divisible by 4)",
+                                       o.data->rows, o.data->cols));
+  if (!o.trace_a.empty() && o.trace_a == o.trace_b)
+    return Status::invalid("diverge: both runs would write the trace " + o.trace_a);
+  return Status::ok();
+}
+
+}  // namespace
+
+Status run_diverge(const DivergeOptions& opt, DivergeResult* out) {
+  DETAUDIT_RETURN_IF_ERROR(check_options(opt));
+  const TrainConfig& c = opt.train;
+  DivergeResult r;
+  r.design.batch_size = c.batch_size;
+  r.design.steps = c.batches;
+  r.design.init_seed = c.init_seed;
+  r.design.data_seed = c.data_seed;
+  r.design.optimizer = c.optimizer == TrainConfig::Optim::kAdam ? "adam" : "sgd";
+  r.design.lr = c.lr;
+  r.design.data_fingerprint = opt.data_fingerprint.empty() ? dataset_fingerprint(*opt.data) : opt.data_fingerprint;
+  r.a.target = opt.target_a, r.b.target = opt.target_b;
+  r.a.trace = opt.trace_a, r.b.trace = opt.trace_b;
+  r.steps = c.batches;
+  r.loss_a.assign(size_t(c.batches), 0.0);
+  r.loss_b = r.loss_gap = r.loss_a;
+  Shared sh;
+  sh.opt = &opt;
+  sh.result = &r;
+  sh.weight_sq.assign(size_t(c.batches), 0.0);
+  {
+    Run a(sh, 0), b(sh, 1);
+    std::thread ta([&] { a.main(); }), tb([&] { b.main(); });
+    ta.join();
+    tb.join();
+  }
+  if (Status st = sh.baton.first_error(); !st) return st;
+  r.weight_l2.resize(sh.weight_sq.size());
+  for (size_t i = 0; i < sh.weight_sq.size(); ++i) r.weight_l2[i] = std::sqrt(sh.weight_sq[i]);
+  if (r.first) {
+    std::vector<std::string> notes;
+    for (int i = 0; i < 2; ++i)
+      if (!sh.kernel_note[i].empty()) notes.push_back(fmt::format("{}: {}", i == 0 ? "A" : "B", sh.kernel_note[i]));
+    r.first->kernels_note = fmt::format("{}", fmt::join(notes, "; "));
+  }
+  *out = std::move(r);
+  return Status::ok();
+}
+
+// ---- offline: two traces ---------------------------------------------------------------------------------
+
+namespace {
+
+struct Trace {
+  std::string path;
+  DivergeDesign design;
+  DivergeSide side;
+  std::vector<DivergeRecord> records;
+  std::vector<size_t> lines;  // the line of each record
+};
+
+template <typename T>
+bool field(const nlohmann::json& j, const char* key, T* out) {
+  auto it = j.find(key);
+  if (it == j.end()) return false;
+  if constexpr (std::is_same_v<T, std::string>) {
+    if (!it->is_string()) return false;
+  } else if constexpr (std::is_same_v<T, double>) {
+    if (!it->is_number()) return false;
+  } else if constexpr (std::is_unsigned_v<T>) {
+    if (!it->is_number_unsigned()) return false;
+  } else {
+    if (!it->is_number_integer()) return false;
+  }
+  *out = it->get<T>();
+  return true;
+}
+
+bool parse_design(const nlohmann::json& j, DivergeDesign* d, std::string* bad) {
+  auto need = [&](bool ok, const char* k) {
+    if (!ok && bad->empty()) *bad = k;
+    return ok;
+  };
+  need(field(j, "model", &d->model), "model");
+  need(field(j, "batch_size", &d->batch_size) && d->batch_size > 0, "batch_size");
+  need(field(j, "steps", &d->steps) && d->steps > 0, "steps");
+  need(field(j, "init_seed", &d->init_seed), "init_seed");
+  need(field(j, "data_seed", &d->data_seed), "data_seed");
+  need(field(j, "optimizer", &d->optimizer), "optimizer");
+  need(field(j, "lr", &d->lr), "lr");
+  need(field(j, "data_fingerprint", &d->data_fingerprint), "data_fingerprint");
+  auto l = j.find("layers");
+  if (need(l != j.end() && l->is_array(), "layers"))
+    for (auto& x : *l) {
+      if (!need(x.is_string(), "layers")) break;
+      d->layers.push_back(x.get<std::string>());
+    }
+  return bad->empty();
+}
+
+bool parse_record(const nlohmann::json& j, DivergeRecord* r, std::string* bad) {
+  std::string fp;
+  const char* missing = !field(j, "step", &r->step) || r->step < 0     ? "step"
+                        : !field(j, "layer", &r->layer) || r->layer < 0 ? "layer"
+                        : !field(j, "name", &r->name)                   ? "name"
+                        : !field(j, "pass", &r->pass)                   ? "pass"
+                        : !field(j, "tensor", &r->tensor)               ? "tensor"
+                        : !field(j, "n", &r->count)                     ? "n"
+                        : !field(j, "fp", &fp) || !Fingerprint::from_hex(fp, &r->fp) ? "fp"
+                                                                                     : nullptr;
+  if (missing) {
+    *bad = missing;
+    return false;
+  }
+  if (j.contains("loss")) {
+    double v = std::nan("");  // JSON has no NaN: a non-finite loss is written as null
+    if (!j["loss"].is_null() && !field(j, "loss", &v)) {
+      *bad = "loss";
+      return false;
+    }
+    r->loss = v;
+  }
+  return true;
+}
+
+bool read_header(const Trace& t, const nlohmann::json& j, Trace* out, std::string* err) {
+  std::string schema, kind;
+  if (!field(j, "kind", &kind) || kind != "header" || !field(j, "schema", &schema) || schema != kTraceSchema) {
+    *err = t.path + ":1: not a detaudit diverge trace (the first line is not a " + kTraceSchema + " header)";
+    return false;
+  }
+  auto d = j.find("design");
+  std::string bad;
+  if (d == j.end() || !d->is_object() || !parse_design(*d, &out->design, &bad) ||
+      !field(j, "target", &out->side.target)) {
+    *err = t.path + ":1: the header's design field " + (bad.empty() ? std::string("target") : bad) +
+           " is missing or malformed";
+    return false;
+  }
+  field(j, "backend", &out->side.backend);
+  if (auto det = j.find("details"); det != j.end() && det->is_object())
+    for (auto& [k, v] : det->items())
+      if (v.is_string()) out->side.details.emplace_back(k, v.get<std::string>());
+  return true;
+}
+
+bool read_trace(const std::string& path, Trace* t, std::string* err) {
+  t->path = path;
+  t->side.trace = path;
+  std::ifstream f(path);
+  if (!f) {
+    *err = path + ": cannot read the trace: " + std::strerror(errno);
+    return false;
+  }
+  std::string line;
+  size_t n = 0;
+  bool ended = false;
+  while (std::getline(f, line)) {
+    ++n;
+    const std::string at = fmt::format("{}:{}: ", path, n);
+    if (ended) return *err = at + "a line after the end line", false;
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) return *err = at + "not a JSON object (a truncated or corrupt line)", false;
+    if (n == 1) {
+      if (!read_header(*t, j, t, err)) return false;
+      continue;
+    }
+    std::string kind, bad;
+    field(j, "kind", &kind);
+    if (kind == "record") {
+      DivergeRecord r;
+      if (!parse_record(j, &r, &bad)) return *err = at + "record field " + bad + " is missing or malformed", false;
+      t->records.push_back(std::move(r));
+      t->lines.push_back(n);
+    } else if (kind == "end") {
+      uint64_t records = 0;
+      int steps = 0;
+      if (!field(j, "records", &records) || records != t->records.size() || !field(j, "steps", &steps) ||
+          steps != t->design.steps)
+        return *err = at + fmt::format("the end line does not match the trace ({} records, {} steps in the header)",
+                                       t->records.size(), t->design.steps),
+               false;
+      ended = true;
+    } else {
+      return *err = at + "not a record or end line (kind \"" + kind + "\")", false;
+    }
+  }
+  if (n == 0) return *err = path + ": empty, not a trace", false;
+  if (!ended)
+    return *err = fmt::format("{}:{}: truncated: the trace ends without its end line (the run did not finish)", path, n),
+           false;
+  return true;
+}
+
+// The first design field in which two traces differ, with both values ("" : none).
+std::string design_difference(const DivergeDesign& a, const DivergeDesign& b) {
+  if (a.model != b.model) return fmt::format("model {} vs {}", a.model, b.model);
+  if (a.batch_size != b.batch_size) return fmt::format("batch_size {} vs {}", a.batch_size, b.batch_size);
+  if (a.init_seed != b.init_seed) return fmt::format("init_seed {} vs {}", a.init_seed, b.init_seed);
+  if (a.data_seed != b.data_seed) return fmt::format("data_seed {} vs {}", a.data_seed, b.data_seed);
+  if (a.optimizer != b.optimizer) return fmt::format("optimizer {} vs {}", a.optimizer, b.optimizer);
+  if (a.lr != b.lr) return fmt::format("lr {} vs {}", a.lr, b.lr);
+  if (a.data_fingerprint != b.data_fingerprint)
+    return fmt::format("data_fingerprint {} vs {}", a.data_fingerprint, b.data_fingerprint);
+  if (a.layers != b.layers)
+    return fmt::format("layers {} vs {}", fmt::join(a.layers, ","), fmt::join(b.layers, ","));
+  return "";
+}
+
+}  // namespace
+
+bool compare_traces(const std::string& path_a, const std::string& path_b, DivergeResult* out, std::string* err) {
+  Trace a, b;
+  if (!read_trace(path_a, &a, err) || !read_trace(path_b, &b, err)) return false;
+  if (std::string d = design_difference(a.design, b.design); !d.empty()) {
+    *err = fmt::format("{}:1 and {}:1: traces of different designs: {}", path_a, path_b, d);
+    return false;
+  }
+  DivergeResult r;
+  r.offline = true;
+  r.design = a.design;
+  r.a = a.side, r.b = b.side;
+  r.steps = std::min(a.design.steps, b.design.steps);  // a longer run is compared over the shorter's steps
+  r.design.steps = r.steps;
+  r.loss_a.assign(size_t(r.steps), 0.0);
+  r.loss_b = r.loss_gap = r.loss_a;
+  size_t equal = 0;
+  for (size_t i = 0; i < a.records.size() && i < b.records.size(); ++i) {
+    const DivergeRecord &x = a.records[i], &y = b.records[i];
+    if (x.step >= r.steps && y.step >= r.steps) break;
+    if (!x.same_place(y)) {
+      *err = fmt::format("{}:{} and {}:{}: the traces are out of step ({} vs {})", path_a, a.lines[i], path_b,
+                         b.lines[i], x.where(), y.where());
+      return false;
+    }
+    ++r.records;
+    if (x.loss && y.loss) {
+      r.loss_a[size_t(x.step)] = *x.loss;
+      r.loss_b[size_t(x.step)] = *y.loss;
+      r.loss_gap[size_t(x.step)] = std::fabs(*x.loss - *y.loss);
+    }
+    if (x.fp == y.fp) {
+      if (!r.first) ++equal;
+    } else if (!r.first) {
+      FirstDivergence f;
+      f.a = x, f.b = y;
+      f.equal_before = equal;
+      f.op = record_op(x);
+      f.kernels_note = "offline: no kernel lists in traces";
+      r.first = std::move(f);
+    }
+  }
+  *out = std::move(r);
+  return true;
+}
+
+// ---- outputs ---------------------------------------------------------------------------------------------
+
+namespace {
+
+std::vector<Cell> row(std::vector<std::string> texts) {
+  std::vector<Cell> r;
+  for (auto& t : texts) r.push_back({std::move(t), ""});
+  return r;
+}
+
+nlohmann::json side_json(const DivergeSide& s) {
+  return {{"target", s.target}, {"backend", s.backend}, {"details", details_json(s.details)}, {"trace", s.trace}};
+}
+
+// "order=atomic, threads=2, isa=avx2": what decides the reduction order or algorithm of a target.
+std::string settings(const DivergeSide& s) {
+  std::vector<std::string> v;
+  for (auto& [k, x] : s.details) v.push_back(k + "=" + x);
+  return v.empty() ? std::string("(none reported)") : fmt::format("{}", fmt::join(v, ", "));
+}
+
+std::string ulp_text(uint64_t u) { return u == kUlpInfinite ? std::string("inf (NaN against a number)") : std::to_string(u); }
+
+void first_section(Document& doc, const DivergeResult& r) {
+  Section& s = doc.add("First divergence");
+  if (!r.first) {
+    s.para(fmt::format("Every record of every step was bit-identical on both runs ({} records per run).", r.records),
+           "ok");
+    return;
+  }
+  const FirstDivergence& f = *r.first;
+  std::vector<std::vector<Cell>> rows = {row({"step", std::to_string(f.a.step)}),
+                                         row({"layer", fmt::format("{} ({})", f.a.layer, inline_text(f.a.name))}),
+                                         row({"pass", inline_text(f.a.pass)}),
+                                         row({"tensor", inline_code(f.a.tensor)}),
+                                         row({"op", inline_text(f.op.op)}),
+                                         row({"elements", std::to_string(f.a.count)}),
+                                         row({"identical records before it", std::to_string(f.equal_before)}),
+                                         row({"fingerprint A", inline_code(f.a.fp.hex())}),
+                                         row({"fingerprint B", inline_code(f.b.fp.hex())})};
+  if (f.distance) {
+    rows.push_back(row({"elements that differ", std::to_string(f.distance->mismatched)}));
+    rows.push_back(row({"max ULP distance", ulp_text(f.distance->max_ulp)}));
+    rows.push_back(row({"relative L2 distance", fmt::format("{:.3g}", f.distance->rel_l2)}));
+  }
+  rows.push_back(row({"reduction order / algorithm A", inline_text(settings(r.a))}));
+  rows.push_back(row({"reduction order / algorithm B", inline_text(settings(r.b))}));
+  s.table({"", ""}, rows);
+  s.para("Records run in execution order and every earlier record matched bit for bit, so this op's inputs were "
+         "identical on both runs and its output is where they part.");
+  if (!f.distance)
+    s.para("Offline comparison of two traces: fingerprints only (traces hold no tensors), so no ULP or relative "
+           "distance. Run both targets in one `detaudit diverge --targets A,B` for distances.");
+  if (!f.kernels_a.empty() || !f.kernels_b.empty())
+    s.list({"kernels A (CUPTI, since the previous record): " + inline_text(fmt::format("{}", fmt::join(f.kernels_a, ", "))),
+            "kernels B (CUPTI, since the previous record): " + inline_text(fmt::format("{}", fmt::join(f.kernels_b, ", ")))});
+  else if (!f.kernels_note.empty())
+    s.para("Kernels: not attributed (" + inline_text(f.kernels_note) + ").");
+}
+
+std::string growth_svg(const DivergeResult& r) {
+  PlotSeries w{"weight L2 distance", {}, {}}, g{"|loss A - loss B|", {}, {}};
+  for (size_t i = 0; i < r.loss_gap.size(); ++i) {
+    if (i < r.weight_l2.size()) w.x.push_back(double(i)), w.y.push_back(r.weight_l2[i]);
+    g.x.push_back(double(i)), g.y.push_back(r.loss_gap[i]);
+  }
+  Facet f{"", {}};
+  if (!r.weight_l2.empty()) f.series.push_back(std::move(w));
+  f.series.push_back(std::move(g));
+  FacetOptions fo;
+  fo.title = "How the difference grows (zeros are off the log axis)";
+  fo.x_label = "step";
+  fo.y_label = "distance";
+  fo.log_y = true;
+  fo.columns = 1;
+  fo.panel_width = 640;
+  fo.panel_height = 280;
+  return svg_faceted_line_plot({f}, fo);
+}
+
+void growth_section(Document& doc, const DivergeResult& r) {
+  Section& s = doc.add("How the difference grows");
+  if (!r.first) {
+    s.para("Nothing to plot: the runs stayed identical.");
+    return;
+  }
+  s.svg(growth_svg(r), "weight L2 distance and loss gap per step (diverge.svg)");
+  std::vector<std::vector<Cell>> rows;
+  const size_t n = r.loss_gap.size(), every = std::max<size_t>(1, (n + 24) / 25);
+  for (size_t i = 0; i < n; ++i) {
+    if (i % every != 0 && i + 1 != n) continue;
+    rows.push_back(row({std::to_string(i), fmt::format("{:.9g}", r.loss_a[i]), fmt::format("{:.9g}", r.loss_b[i]),
+                        fmt::format("{:.3g}", r.loss_gap[i]),
+                        i < r.weight_l2.size() ? fmt::format("{:.3g}", r.weight_l2[i]) : std::string("—")}));
+  }
+  s.table({"step", "loss A", "loss B", "|gap|", "weight L2"}, rows);
+  if (r.offline) s.para("Offline: the weight distance needs the weights, which traces do not hold.");
+}
+
+Document diverge_document(const DivergeResult& r) {
+  Document doc;
+  doc.title = "detaudit diverge";
+  Section& top = doc.add("");
+  top.para("**" + inline_text(r.summary()) + "**", r.first ? "bad" : "ok");
+  const DivergeDesign& d = r.design;
+  top.para(inline_text(fmt::format("{} model, {} steps of batch {}, init seed {}, data seed {}, {} lr {:g}, data {}{}.",
+                                   d.model, r.steps, d.batch_size, d.init_seed, d.data_seed, d.optimizer, d.lr,
+                                   d.data_fingerprint, r.offline ? ", compared offline from two traces" : "")));
+  top.table({"run", "target", "backend", "settings", "trace"},
+            {row({"A", inline_code(r.a.target), inline_text(r.a.backend), inline_text(settings(r.a)),
+                  r.a.trace.empty() ? "—" : inline_code(r.a.trace)}),
+             row({"B", inline_code(r.b.target), inline_text(r.b.backend), inline_text(settings(r.b)),
+                  r.b.trace.empty() ? "—" : inline_code(r.b.trace)})});
+  first_section(doc, r);
+  growth_section(doc, r);
+  return doc;
+}
+
+}  // namespace
+
+std::string DivergeResult::to_json() const {
+  nlohmann::json j = {{"schema", kResultSchema},
+                      {"tool_version", DETAUDIT_VERSION},
+                      {"offline", offline},
+                      {"design", design_json(design)},
+                      {"a", side_json(a)},
+                      {"b", side_json(b)},
+                      {"steps", steps},
+                      {"records", records},
+                      {"diverged", first.has_value()},
+                      {"summary", summary()},
+                      {"loss_a", loss_a},
+                      {"loss_b", loss_b},
+                      {"loss_gap", loss_gap},
+                      {"weight_l2", weight_l2}};
+  if (first) {
+    nlohmann::json f = record_json(first->a);
+    f.erase("kind");
+    f.erase("fp");
+    f["fingerprint_a"] = first->a.fp.hex();
+    f["fingerprint_b"] = first->b.fp.hex();
+    f["equal_before"] = first->equal_before;
+    f["op"] = first->op.op;
+    f["reduction"] = first->op.reduction;
+    if (first->distance) {
+      f["max_ulp"] = first->distance->max_ulp;
+      f["rel_l2"] = first->distance->rel_l2;
+      f["mismatched"] = first->distance->mismatched;
+    }
+    f["kernels_a"] = first->kernels_a;
+    f["kernels_b"] = first->kernels_b;
+    f["kernels_note"] = first->kernels_note;
+    j["first"] = f;
+  }
+  return j.dump(2) + "\n";
+}
+
+bool write_diverge_outputs(const DivergeResult& r, const std::string& out_dir, std::string* err) {
+  const Document doc = diverge_document(r);
+  std::string md = render_markdown(doc);
+  if (r.first) md += "\n![weight L2 distance and loss gap per step](diverge.svg)\n";
+  const std::string base = out_dir + "/diverge";
+  if (r.first && !write_file_atomic(base + ".svg", growth_svg(r), err)) return false;
+  return write_file_atomic(base + ".json", r.to_json(), err) && write_file_atomic(base + ".md", md, err) &&
+         write_file_atomic(base + ".html", render_html(doc), err);
+}
+
+}  // namespace detaudit

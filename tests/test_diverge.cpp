@@ -1,0 +1,349 @@
+// `detaudit diverge` (suites/diverge.hpp) on a tiny generated data set (64 images of 28 x 28, batch 8, 3
+// steps): two forced atomic completion orders part at a reduction whose inputs matched; order=blocked
+// twice never parts; a 1-ULP change planted in one layer's output is found at exactly that step and
+// layer; the traces compare offline to the same answer; and bad input (a truncated trace, traces of
+// different designs, an unknown target, a GPU target without a GPU) exits 2 with one line. No test
+// relies on thread timing: the nondeterminism is the forced order of CpuNativeOptions.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "kernels/cpu/native.hpp"
+#include "kernels/generator.hpp"
+#include "suites/diverge.hpp"
+#include "tests/cli_helpers.hpp"
+
+namespace detaudit {
+namespace {
+
+namespace fs = std::filesystem;
+using cli_test::fresh_dir;
+using cli_test::run_cli;
+using cli_test::slurp;
+
+constexpr int kImages = 64, kBatch = 8, kSteps = 3;
+
+const Dataset& tiny_data() {
+  static Dataset d = [] {
+    Dataset out;
+    out.count = kImages, out.rows = 28, out.cols = 28;
+    out.pixels.assign(size_t(kImages) * 28 * 28, 0);
+    out.labels.assign(size_t(kImages), 0);
+    for (int i = 0; i < kImages; ++i) {  // bright rectangles on black, as tests/test_inputs.hpp
+      const uint64_t b = counter_bits(11, 0, uint64_t(i));
+      const int r0 = int(b % 14), c0 = int((b >> 8) % 14), h = 6 + int((b >> 16) % 8), w = 6 + int((b >> 24) % 8);
+      for (int r = r0; r < r0 + h; ++r)
+        for (int c = c0; c < c0 + w; ++c) out.pixels[(size_t(i) * 28 + r) * 28 + c] = uint8_t(128 + (b >> 32) % 128);
+    }
+    return out;
+  }();
+  return d;
+}
+
+BackendFactory native(ReduceOrder order, uint64_t forced_seed = 0) {
+  return [order, forced_seed](Status*) {
+    CpuNativeOptions o;
+    o.threads = 2;
+    o.order = order;
+    o.forced_atomic_order_seed = forced_seed;
+    return make_cpu_native(o);
+  };
+}
+
+const fs::path& dir() {
+  static fs::path d = [] {
+    fs::path p = fresh_dir("diverge");
+    fs::create_directories(p);
+    return p;
+  }();
+  return d;
+}
+
+// The suite's directory goes when the program ends.
+struct RemoveDir : ::testing::Environment {
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir(), ec);
+  }
+};
+[[maybe_unused]] const auto* const kRemoveDir = ::testing::AddGlobalTestEnvironment(new RemoveDir);
+
+DivergeOptions options(BackendFactory a, BackendFactory b, const std::string& trace_prefix) {
+  DivergeOptions o;
+  o.make_a = std::move(a);
+  o.make_b = std::move(b);
+  o.data = &tiny_data();
+  o.train.batches = kSteps;
+  o.train.batch_size = kBatch;
+  if (!trace_prefix.empty()) {
+    o.trace_a = (dir() / (trace_prefix + "-a.jsonl")).string();
+    o.trace_b = (dir() / (trace_prefix + "-b.jsonl")).string();
+  }
+  return o;
+}
+
+struct Outcome {
+  DivergeOptions opt;
+  DivergeResult result;
+};
+
+// Each computed once for the suite: the forced atomic orders 1 and 2, and blocked twice.
+const Outcome& atomic_run() {
+  static Outcome o = [] {
+    Outcome x{options(native(ReduceOrder::kAtomic, 1), native(ReduceOrder::kAtomic, 2), "atomic"), {}};
+    x.opt.target_a = "cpu?order=atomic&threads=2 (forced order 1)";
+    x.opt.target_b = "cpu?order=atomic&threads=2 (forced order 2)";
+    Status st = run_diverge(x.opt, &x.result);
+    EXPECT_TRUE(st) << st.message();
+    return x;
+  }();
+  return o;
+}
+const Outcome& blocked_run() {
+  static Outcome o = [] {
+    Outcome x{options(native(ReduceOrder::kBlocked), native(ReduceOrder::kBlocked), "blocked"), {}};
+    Status st = run_diverge(x.opt, &x.result);
+    EXPECT_TRUE(st) << st.message();
+    return x;
+  }();
+  return o;
+}
+
+std::vector<nlohmann::json> records_of(const std::string& path) {
+  std::vector<nlohmann::json> v;
+  std::ifstream f(path);
+  std::string line;
+  while (std::getline(f, line)) {
+    auto j = nlohmann::json::parse(line);
+    if (j["kind"] == "record") v.push_back(j);
+  }
+  return v;
+}
+
+bool one_line(const std::string& s) {
+  return !s.empty() && s.find('\n') == s.size() - 1;
+}
+
+TEST(Diverge, ForcedAtomicOrdersPartAtAReductionWhoseInputsMatched) {
+  const Outcome& o = atomic_run();
+  const DivergeResult& r = o.result;
+  ASSERT_TRUE(r.first) << r.summary();
+  EXPECT_EQ(r.exit_code(), 1);
+  const FirstDivergence& f = *r.first;
+  EXPECT_TRUE(f.op.reduction) << f.a.where() << ": " << f.op.op;
+  ASSERT_TRUE(f.distance);
+  EXPECT_GT(f.distance->max_ulp, 0u);
+  EXPECT_GT(f.distance->mismatched, 0u);
+  EXPECT_GT(f.distance->rel_l2, 0.0);
+  EXPECT_EQ(r.summary().rfind("diverged at step " + std::to_string(f.a.step) + ", layer " + std::to_string(f.a.layer) +
+                                  " (" + f.a.name + "), pass " + f.a.pass + ":",
+                              0),
+            0u)
+      << r.summary();
+  // Every record before it is bit-identical in both traces, this one is not.
+  const auto a = records_of(o.opt.trace_a), b = records_of(o.opt.trace_b);
+  ASSERT_EQ(a.size(), b.size());
+  ASSERT_LT(f.equal_before, a.size());
+  for (size_t i = 0; i < f.equal_before; ++i) ASSERT_EQ(a[i]["fp"], b[i]["fp"]) << a[i].dump();
+  const auto& ra = a[f.equal_before];
+  EXPECT_NE(ra["fp"], b[f.equal_before]["fp"]);
+  EXPECT_EQ(ra["step"], f.a.step);
+  EXPECT_EQ(ra["layer"], f.a.layer);
+  EXPECT_EQ(ra["tensor"], f.a.tensor);
+  // The runs go on to the end and the difference shows in the weights.
+  EXPECT_EQ(r.steps, kSteps);
+  ASSERT_EQ(r.weight_l2.size(), size_t(kSteps));
+  EXPECT_GT(r.weight_l2.back(), 0.0);
+  // The settings that decide the reduction order are reported.
+  bool order = false;
+  for (auto& [k, v] : r.a.details) order |= k == "order" && v == "atomic";
+  EXPECT_TRUE(order);
+}
+
+TEST(Diverge, BlockedTwiceNeverParts) {
+  const DivergeResult& r = blocked_run().result;
+  EXPECT_FALSE(r.first);
+  EXPECT_EQ(r.exit_code(), 0);
+  EXPECT_EQ(r.summary(), "no divergence in 3 steps");
+  EXPECT_GT(r.records, size_t(kSteps) * 16);
+  for (double w : r.weight_l2) EXPECT_EQ(w, 0.0);
+  for (double g : r.loss_gap) EXPECT_EQ(g, 0.0);
+  for (size_t i = 0; i < r.loss_a.size(); ++i) EXPECT_EQ(r.loss_a[i], r.loss_b[i]);
+}
+
+TEST(Diverge, PlantedOneUlpIsFoundAtItsStepAndLayer) {
+  constexpr int kStep = 1;
+  constexpr size_t kLayer = 3;  // the second conv2d
+  DivergeOptions o = options(native(ReduceOrder::kBlocked), native(ReduceOrder::kBlocked), "");
+  int planted = 0;
+  o.perturb = [&](int step, size_t layer, LayerPass pass, const char* tensor, Tensor& t) -> Status {
+    if (step != kStep || layer != kLayer || pass != LayerPass::kForward) return Status::ok();
+    std::vector<float> h;
+    DETAUDIT_RETURN_IF_ERROR(t.download(&h));
+    h[17] = std::nextafter(h[17], INFINITY);
+    ++planted;
+    return t.upload(h);
+  };
+  DivergeResult r;
+  Status st = run_diverge(o, &r);
+  ASSERT_TRUE(st) << st.message();
+  EXPECT_EQ(planted, 1);
+  ASSERT_TRUE(r.first);
+  EXPECT_EQ(r.first->a.step, kStep);
+  EXPECT_EQ(r.first->a.layer, int(kLayer));
+  EXPECT_EQ(r.first->a.name, "conv2d");
+  EXPECT_EQ(r.first->a.pass, "forward");
+  EXPECT_EQ(r.first->a.tensor, "y");
+  ASSERT_TRUE(r.first->distance);
+  EXPECT_EQ(r.first->distance->max_ulp, 1u);
+  EXPECT_EQ(r.first->distance->mismatched, 1u);
+  EXPECT_EQ(r.loss_gap[0], 0.0) << "nothing differs before the planted step";
+  EXPECT_EQ(r.weight_l2[0], 0.0);
+}
+
+TEST(Diverge, OfflineTracesGiveTheSameAnswer) {
+  const Outcome& at = atomic_run();
+  DivergeResult r;
+  std::string err;
+  ASSERT_TRUE(compare_traces(at.opt.trace_a, at.opt.trace_b, &r, &err)) << err;
+  EXPECT_TRUE(r.offline);
+  ASSERT_TRUE(r.first);
+  const FirstDivergence &on = *at.result.first, &off = *r.first;
+  EXPECT_TRUE(off.a.same_place(on.a)) << off.a.where() << " vs " << on.a.where();
+  EXPECT_EQ(off.equal_before, on.equal_before);
+  EXPECT_EQ(off.a.fp, on.a.fp);
+  EXPECT_EQ(off.b.fp, on.b.fp);
+  EXPECT_FALSE(off.distance) << "offline: fingerprints only";
+  EXPECT_NE(r.summary().find("fingerprints only"), std::string::npos);
+  EXPECT_EQ(r.loss_gap, at.result.loss_gap);
+
+  const Outcome& bl = blocked_run();
+  DivergeResult n;
+  ASSERT_TRUE(compare_traces(bl.opt.trace_a, bl.opt.trace_b, &n, &err)) << err;
+  EXPECT_FALSE(n.first);
+  EXPECT_EQ(n.summary(), "no divergence in 3 steps");
+
+  // Through the CLI, with the reports written.
+  const fs::path out = dir() / "offline-out";
+  auto c = run_cli("diverge --trace " + at.opt.trace_a + " --trace " + at.opt.trace_b + " --out " + out.string());
+  EXPECT_EQ(c.code, 1) << c.err;
+  EXPECT_EQ(c.out.rfind("diverged at step ", 0), 0u) << c.out;
+  for (const char* f : {"diverge.json", "diverge.md", "diverge.html", "diverge.svg"}) EXPECT_TRUE(fs::exists(out / f)) << f;
+  auto j = nlohmann::json::parse(slurp(out / "diverge.json"));
+  EXPECT_EQ(j["diverged"], true);
+  EXPECT_EQ(j["first"]["step"], on.a.step);
+  EXPECT_NE(slurp(out / "diverge.html").find("<svg"), std::string::npos);
+  c = run_cli("diverge --trace " + bl.opt.trace_a + " --trace " + bl.opt.trace_b + " --out " + out.string());
+  EXPECT_EQ(c.code, 0) << c.err;
+  EXPECT_EQ(c.out.rfind("no divergence in 3 steps\n", 0), 0u) << c.out;
+}
+
+TEST(Diverge, AFailureInOneRunStopsBoth) {
+  // B fails in the middle of step 1 (A waits at the same record), then B fails before it starts.
+  DivergeOptions o = options(native(ReduceOrder::kBlocked), native(ReduceOrder::kBlocked), "");
+  o.perturb = [](int step, size_t layer, LayerPass, const char*, Tensor&) {
+    return step == 1 && layer == 5 ? Status::invalid("planted failure") : Status::ok();
+  };
+  DivergeResult r;
+  Status st = run_diverge(o, &r);
+  EXPECT_EQ(st.code(), Status::Code::kInvalid);
+  EXPECT_EQ(st.message(), "planted failure");
+  o.perturb = nullptr;
+  o.make_b = [](Status* s) -> std::unique_ptr<Backend> {
+    *s = Status::unavailable("no such device");
+    return nullptr;
+  };
+  st = run_diverge(o, &r);
+  EXPECT_EQ(st.code(), Status::Code::kUnavailable);
+  EXPECT_EQ(st.message(), "no such device");
+}
+
+void write_idx(const fs::path& d, int n) {
+  fs::create_directories(d);
+  auto be32 = [](std::ofstream& f, uint32_t v) {
+    unsigned char b[4] = {uint8_t(v >> 24), uint8_t(v >> 16), uint8_t(v >> 8), uint8_t(v)};
+    f.write(reinterpret_cast<char*>(b), 4);
+  };
+  std::ofstream img(d / "train-images-idx3-ubyte", std::ios::binary);
+  be32(img, 0x803), be32(img, uint32_t(n)), be32(img, 28), be32(img, 28);
+  for (int i = 0; i < n * 28 * 28; ++i) img.put(char((i * 37 + i / 784) % 256));
+  std::ofstream lab(d / "train-labels-idx1-ubyte", std::ios::binary);
+  be32(lab, 0x801), be32(lab, uint32_t(n));
+  for (int i = 0; i < n; ++i) lab.put(char(i % 10));
+}
+
+TEST(Diverge, BadInputExitsTwoWithOneLine) {
+  const Outcome& bl = blocked_run();
+  const std::string good = slurp(bl.opt.trace_b);
+
+  // A truncated last line.
+  const fs::path cut = dir() / "cut.jsonl";
+  std::ofstream(cut) << good.substr(0, good.size() - 20);
+  DivergeResult r;
+  std::string err;
+  EXPECT_FALSE(compare_traces(bl.opt.trace_a, cut.string(), &r, &err));
+  EXPECT_NE(err.find(cut.string() + ":"), std::string::npos) << err;
+  EXPECT_EQ(err.find('\n'), std::string::npos) << err;
+  auto c = run_cli("diverge --trace " + bl.opt.trace_a + " --trace " + cut.string() + " --out " + (dir() / "o").string());
+  EXPECT_EQ(c.code, 2);
+  EXPECT_TRUE(one_line(c.err)) << c.err;
+  EXPECT_NE(c.err.find("cut.jsonl:"), std::string::npos) << c.err;
+
+  // Whole lines, but no end line: the run did not finish.
+  const fs::path unfinished = dir() / "unfinished.jsonl";
+  std::ofstream(unfinished) << good.substr(0, good.rfind("{\"kind\":\"end\""));
+  EXPECT_FALSE(compare_traces(bl.opt.trace_a, unfinished.string(), &r, &err));
+  EXPECT_NE(err.find("truncated"), std::string::npos) << err;
+
+  // Another design: the batch size in the header changed.
+  const fs::path other = dir() / "other-design.jsonl";
+  {
+    std::istringstream in(good);
+    std::string line;
+    std::getline(in, line);
+    auto h = nlohmann::json::parse(line);
+    h["design"]["batch_size"] = 16;
+    std::ofstream f(other);
+    f << h.dump() << '\n' << in.rdbuf();
+  }
+  EXPECT_FALSE(compare_traces(bl.opt.trace_a, other.string(), &r, &err));
+  EXPECT_NE(err.find("different designs: batch_size 8 vs 16"), std::string::npos) << err;
+  c = run_cli("diverge --trace " + bl.opt.trace_a + " --trace " + other.string() + " --out " + (dir() / "o").string());
+  EXPECT_EQ(c.code, 2);
+  EXPECT_TRUE(one_line(c.err)) << c.err;
+
+  // Not a trace at all.
+  const fs::path junk = dir() / "junk.jsonl";
+  std::ofstream(junk) << "{\"kind\":\"record\"}\n";
+  EXPECT_FALSE(compare_traces(junk.string(), bl.opt.trace_b, &r, &err));
+  EXPECT_NE(err.find("junk.jsonl:1:"), std::string::npos) << err;
+
+  // An unknown target, and a GPU target on a machine without a usable GPU (or one that runs it).
+  const fs::path data = dir() / "data";
+  write_idx(data, 16);
+  const std::string common = " --steps 1 --batch-size 8 --data " + data.string() + " --out " + (dir() / "o").string();
+  c = run_cli("diverge --targets nosuch" + common);
+  EXPECT_EQ(c.code, 2);
+  EXPECT_TRUE(one_line(c.err)) << c.err;
+  c = run_cli("diverge --targets 'cuda:0?order=atomic'" + common);
+  EXPECT_TRUE(c.code == 2 ? one_line(c.err) : c.code == 0 || c.code == 1) << c.code << c.err;
+
+  // A good online run through the CLI.
+  c = run_cli("diverge --targets 'cpu?order=blocked&threads=2' --steps 2 --batch-size 8 --data " + data.string() +
+              " --out " + (dir() / "cli").string());
+  EXPECT_EQ(c.code, 0) << c.err;
+  EXPECT_NE(c.out.find("no divergence in 2 steps"), std::string::npos) << c.out;
+  EXPECT_TRUE(fs::exists(dir() / "cli" / "trace-a.jsonl"));
+  EXPECT_TRUE(fs::exists(dir() / "cli" / "diverge.json"));
+}
+
+}  // namespace
+}  // namespace detaudit
