@@ -232,7 +232,34 @@ struct Shared {
   std::vector<double> weight_sq;  // per step
   size_t equal = 0;
   std::string kernel_note[2];     // why a run has no kernel list ("" : it has one)
+  // B asks A for A's pending tensor: each backend is used only from its own run's thread (a GPU
+  // backend's device and stream are bound there).
+  bool fetch_request = false;
+  std::vector<float> fetched;
+  Status fetch_status;
 };
+
+const Status kStopped = Status::error("diverge: stopped because the other run failed");
+
+// B's side: A's pending tensor, downloaded by A on A's thread.
+Status fetch_a(Shared& sh, std::vector<float>* out) {
+  sh.fetch_request = true;
+  sh.baton.give(0);
+  if (sh.baton.wait(1) == Baton::kFailed) return kStopped;
+  *out = std::move(sh.fetched);
+  return sh.fetch_status;
+}
+
+// A's side, paused at a record: serves B's requests until B gives the turn back for good.
+Baton::Wake serve_b(Shared& sh) {
+  for (;;) {
+    const Baton::Wake w = sh.baton.wait(0);
+    if (w != Baton::kTurn || !sh.fetch_request) return w;
+    sh.fetch_request = false;
+    sh.fetch_status = download(sh.pending, &sh.fetched);
+    sh.baton.give(1);
+  }
+}
 
 // B's side of one record, with A paused at the same record: compare, and measure what differs.
 Status compare(Shared& sh, const Pending& b) {
@@ -254,7 +281,7 @@ Status compare(Shared& sh, const Pending& b) {
   const bool first = !r.first, update = b.rec.pass == "update";
   if (!first && !update) return Status::ok();
   std::vector<float> ha, hb;
-  DETAUDIT_RETURN_IF_ERROR(download(a, &ha));
+  DETAUDIT_RETURN_IF_ERROR(fetch_a(sh, &ha));
   DETAUDIT_RETURN_IF_ERROR(download(b, &hb));
   if (update) sh.weight_sq[size_t(step)] += squared_distance(ha, hb);
   if (first) {
@@ -295,8 +322,6 @@ class Run {
   bool tracing_kernels_ = false;
   uint64_t trace_id_ = 0;
 };
-
-const Status kStopped = Status::error("diverge: stopped because the other run failed");
 
 void Run::main() {
   // B starts when A shows its first record (or ends without one).
@@ -442,7 +467,7 @@ Status Run::record(DivergeRecord rec, const Tensor* t, float host) {
   if (r_ == 0) {
     sh_.pending = std::move(p);
     sh_.baton.give(1);
-    const Baton::Wake w = sh_.baton.wait(0);
+    const Baton::Wake w = serve_b(sh_);
     if (w == Baton::kFailed) return kStopped;
     if (w == Baton::kOtherDone)
       return Status::error("diverge: run B ended before reaching A's " + sh_.pending.rec.where());

@@ -9,7 +9,8 @@
 //
 // Lockstep: each run has its own thread, but one baton passes between them at every record, so only one
 // computes at a time and both are paused at the same record when they are compared: the two tensors are
-// still alive, and the first divergence gets its ULP and relative L2 distance from both (downloaded).
+// still alive, and the first divergence gets its ULP and relative L2 distance from both (each downloaded
+// by its own run's thread: a backend is only ever used from the thread that made it).
 // Nothing depends on thread timing: the records, and what is compared, are the same in every run.
 //
 // Traces (JSON Lines) are written as the runs go: a header (the design and the target), one record per
