@@ -1,5 +1,7 @@
 #include "analysis/noise_scale.hpp"
 
+#include <cmath>
+
 namespace detaudit {
 
 NoiseScaleStep noise_scale_step(double small_sq, double big_sq, double b_small, double b_big) {
@@ -22,6 +24,19 @@ double NoiseScaleTracker::s() const { return weight_ > 0 ? s_ / weight_ : 0.0; }
 std::optional<double> NoiseScaleTracker::b_simple() const {
   if (steps_ == 0 || !(g2() > 0)) return std::nullopt;
   return s() / g2();
+}
+
+NoiseSeries noise_series(const NoiseTrace& t, double decay) {
+  NoiseSeries out;
+  NoiseScaleTracker tr(decay);
+  for (const NoisePoint& p : t.points) {
+    tr.add(noise_scale_step(p.small_sq, p.big_sq, double(t.b_small), double(t.b_big)));
+    out.step.push_back(double(p.step));
+    out.g2.push_back(tr.g2());
+    out.trace.push_back(tr.s());
+    out.b_simple.push_back(tr.b_simple().value_or(NAN));
+  }
+  return out;
 }
 
 }  // namespace detaudit

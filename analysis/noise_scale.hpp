@@ -13,6 +13,9 @@
 #pragma once
 #include <cstddef>
 #include <optional>
+#include <vector>
+
+#include "probes/training_run.hpp"
 
 namespace detaudit {
 
@@ -40,5 +43,12 @@ class NoiseScaleTracker {
   double decay_, g2_ = 0, s_ = 0, weight_ = 0;
   size_t steps_ = 0;
 };
+
+// A run's measured points (probes/training_run.hpp NoiseTrace) through a NoiseScaleTracker: after each
+// point, its step and the bias-corrected EMAs of |G|^2 and tr(Sigma), and B_simple (NaN while undefined).
+struct NoiseSeries {
+  std::vector<double> step, g2, trace, b_simple;
+};
+NoiseSeries noise_series(const NoiseTrace& t, double decay);
 
 }  // namespace detaudit

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "analysis/noise_scale.hpp"
 #include "analysis/phases.hpp"
 #include "analysis/spread.hpp"
 #include "analysis/stats.hpp"
@@ -242,7 +243,7 @@ nlohmann::json spread_tests(const std::vector<TrainingRun>& runs, const Units& u
 
 nlohmann::json table_of(const std::vector<TrainingRun>& runs, Units& units) {
   nlohmann::json table = nlohmann::json::array();
-  for (const char* cond : {"a", "b", "c", "d"}) {
+  for (const char* cond : {"a", "b", "c", "d", "e"}) {
     std::vector<size_t> order;
     for (auto& r : runs)
       if (r.condition == cond) index_of(order, units.of(r));
@@ -562,6 +563,134 @@ std::string implementation_difference(const std::string& target_x, const Trainin
   return fmt::format("{}", fmt::join(d, "; "));
 }
 
+namespace {
+
+// The gradient noise scale along training and the hardware noise, per unit (a target on a source), from
+// the runs that measured them (train --noise-scale).
+nlohmann::json noise_of(const std::vector<TrainingRun>& runs, Units& units) {
+  std::vector<size_t> order;
+  for (auto& r : runs)
+    if (r.ok() && r.noise && !r.noise->points.empty()) index_of(order, units.of(r));
+  nlohmann::json rows = nlohmann::json::array(), hw = nlohmann::json::array();
+  for (size_t u : order) {
+    std::vector<double> b0, b1, g0, g1, t0, t1;
+    int rising = 0, falling = 0, undefined = 0, nruns = 0, batch = 0, every = 0, b_small = 0;
+    std::vector<double> hw_sq, hw_trace;
+    for (auto& r : runs) {
+      if (!r.ok() || !r.noise || r.noise->points.empty() || units.of(r) != u) continue;
+      ++nruns;
+      batch = r.noise->b_big, every = r.noise->every, b_small = r.noise->b_small;
+      const NoiseSeries s = noise_series(*r.noise, kNoiseEmaDecay);
+      // "Start": after the first fifth of the points (at least one), so the EMA has a few points in it.
+      const size_t k0 = std::min(s.step.size() - 1, std::max<size_t>(1, s.step.size() / 5) - 1), k1 = s.step.size() - 1;
+      g0.push_back(s.g2[k0]), g1.push_back(s.g2[k1]), t0.push_back(s.trace[k0]), t1.push_back(s.trace[k1]);
+      const double x0 = s.b_simple[k0], x1 = s.b_simple[k1];
+      if (std::isfinite(x0)) b0.push_back(x0);
+      if (std::isfinite(x1)) b1.push_back(x1);
+      if (std::isfinite(x0) && std::isfinite(x1)) (x1 > x0 ? rising : falling) += x1 != x0;
+      for (double b : s.b_simple) undefined += !std::isfinite(b);
+      for (size_t i = 0; i < r.noise->points.size(); ++i)
+        if (const auto& h = r.noise->points[i].hw_sq) {
+          hw_sq.push_back(*h);
+          hw_trace.push_back(s.trace[i]);
+        }
+    }
+    auto med = [](const std::vector<double>& v) { return v.empty() ? nlohmann::json(nullptr) : nlohmann::json(median(v)); };
+    rows.push_back({{"target", units.label(u)},
+                    {"runs", nruns},
+                    {"every", every},
+                    {"b_small", b_small},
+                    {"batch", batch},
+                    {"b_simple_start", med(b0)},
+                    {"b_simple_end", med(b1)},
+                    {"g2_start", med(g0)},
+                    {"g2_end", med(g1)},
+                    {"trace_start", med(t0)},
+                    {"trace_end", med(t1)},
+                    {"runs_rising", rising},
+                    {"runs_falling", falling},
+                    {"undefined_points", undefined}});
+    if (hw_sq.empty()) continue;
+    // sigma^2_hw = E|g1 - g2|^2 / 2: each measured pair is one unbiased estimate of it.
+    const size_t pairs = hw_sq.size();
+    const size_t nonzero = size_t(std::count_if(hw_sq.begin(), hw_sq.end(), [](double x) { return x != 0; }));
+    const double sigma2 = mean(hw_sq) / 2, trace = mean(hw_trace);
+    nlohmann::json row = {{"target", units.label(u)}, {"pairs", pairs}, {"nonzero_pairs", nonzero},
+                          {"sigma2_hw", sigma2},      {"trace", trace}, {"batch", batch},
+                          {"identical", nonzero == 0}};
+    if (nonzero == 0) {
+      row["r"] = 0.0;
+      row["b_hw"] = nullptr;  // infinite: the hardware adds no noise at all
+      row["note"] = fmt::format("the gradient came out bitwise identical in all {} repeats: σ²_hw = 0 exactly, "
+                                "B_hw infinite",
+                                pairs);
+    } else if (!(trace > 0)) {
+      row["r"] = nullptr;
+      row["b_hw"] = nullptr;
+      row["note"] = "tr(Sigma) was not positive at the measured points: R and B_hw undefined";
+    } else {
+      row["r"] = sigma2 * batch / trace;
+      row["b_hw"] = trace / sigma2;
+      row["note"] = fmt::format("{} of {} repeats differed", nonzero, pairs);
+    }
+    hw.push_back(std::move(row));
+  }
+  if (rows.empty()) return nullptr;
+  return {{"decay", kNoiseEmaDecay},
+          {"units", rows},
+          {"hardware", hw},
+          {"b_crit",
+           "not estimated: B_crit is read off training at several batch sizes to a common loss (McCandlish et al. "
+           "2018, section 2.3), and this design trains one batch size; B_simple estimates the noise scale, which "
+           "B_crit follows when the Hessian is well conditioned"}};
+}
+
+// Condition (e): the spread one ULP in one initial weight gives, beside (c) (fixed initial weights,
+// nondeterminism on) and the seed spread (b) (random initial weights, nondeterminism off), per base unit.
+nlohmann::json one_ulp_of(const std::vector<TrainingRun>& runs, const Units& units) {
+  std::vector<std::pair<int, std::string>> bases;
+  for (auto& r : runs)
+    if (r.condition == "e" && !r.base_target.empty()) index_of(bases, {r.source, r.base_target});
+  nlohmann::json out = nlohmann::json::array();
+  uint64_t seed = 20214;
+  for (auto& base : bases) {
+    std::map<std::string, std::vector<double>> loss;
+    std::set<std::string> e_weights, d_weights;
+    int e_runs = 0;
+    for (auto& r : runs) {
+      if (r.source != base.first || r.base_target != base.second || !r.ok()) continue;
+      loss[r.condition].push_back(r.final_loss);
+      if (r.condition == "e") ++e_runs, e_weights.insert(r.weights_fingerprint);
+      if (r.condition == "d") d_weights.insert(r.weights_fingerprint);
+    }
+    int e_like_d = 0;
+    for (auto& r : runs)
+      if (r.source == base.first && r.base_target == base.second && r.ok() && r.condition == "e")
+        e_like_d += d_weights.count(r.weights_fingerprint) > 0;
+    auto sd = [&](const char* c) {
+      const auto& v = loss[c];
+      return v.size() > 1 ? nlohmann::json(sample_std(v)) : nlohmann::json(nullptr);
+    };
+    auto test = [&](const char* other) {
+      const SpreadComparison s = compare_spread(loss["e"], loss[other], 9999, seed++);
+      return nlohmann::json{{"against", other},  {"p", opt_num(s.p)},     {"exact", s.exact},
+                            {"min_p", s.min_p},   {"no_power", s.no_power}, {"sd_ratio", opt_num(s.sd_ratio)},
+                            {"notes", s.notes}};
+    };
+    out.push_back({{"base_target", units.label_of(base.first, base.second)},
+                   {"runs", e_runs},
+                   {"std_e", sd("e")},
+                   {"std_c", sd("c")},
+                   {"std_b", sd("b")},
+                   {"distinct_weights", e_weights.size()},
+                   {"same_weights_as_d", e_like_d},
+                   {"tests", {test("b"), test("c")}}});
+  }
+  return out;
+}
+
+}  // namespace
+
 nlohmann::json analyze_training(const std::vector<TrainingRun>& runs, const std::vector<TrainingSource>& sources) {
   Units units;
   units.sources = &sources;
@@ -574,6 +703,8 @@ nlohmann::json analyze_training(const std::vector<TrainingRun>& runs, const std:
   out["confounding"] = confounding(runs, sources, units, &sentence);
   out["hardware_attribution"] = sentence;
   out["phases"] = phases_of(runs);
+  if (nlohmann::json n = noise_of(runs, units); !n.is_null()) out["noise"] = std::move(n);
+  if (nlohmann::json e = one_ulp_of(runs, units); !e.empty()) out["one_ulp"] = std::move(e);
   if (units.merged) {
     nlohmann::json src = nlohmann::json::array();
     for (auto& s : sources) src.push_back({{"label", s.label}, {"dir", s.dir}});

@@ -26,6 +26,9 @@
 
 namespace detaudit {
 
+// The EMA decay of the noise-scale estimates along a run (one point per measured batch).
+inline constexpr double kNoiseEmaDecay = 0.9;
+
 struct TrainingSource {
   std::string dir;    // the results directory it came from ("" for a design analysed where it ran)
   std::string label;  // short and unique: the machine's hostname, "#2" appended to a repeated one

@@ -127,9 +127,9 @@ struct ProbeArgs {
 
 struct TrainArgs {
   std::string model, design = "sony2021", targets, out, data;
-  int seeds = 0, batches = 0, window = 0, replicates = 0;
+  int seeds = 0, batches = 0, window = 0, replicates = 0, noise_every = 0;
   double run_timeout = 0;
-  bool paper = false, fresh = false;
+  bool paper = false, fresh = false, noise_scale = false;
   HistoryFlags hist;
 };
 
@@ -198,6 +198,8 @@ int run_train(const TrainArgs& a, int argc, char** argv) {
   if (a.batches > 0) d.batches = a.batches;
   if (a.window > 0) d.window = a.window;
   if (a.replicates > 0) d.replicates = a.replicates;
+  if (a.noise_every > 0 && !a.noise_scale) return fail("--noise-every needs --noise-scale");
+  if (a.noise_scale) d.noise_every = a.noise_every > 0 ? a.noise_every : kDefaultNoiseEvery;
   d.data_dir = a.data;
   d.model = a.model;
   d.design = a.design;
@@ -307,6 +309,13 @@ int main_cli(int argc, char** argv) {
                     "run recorded as timeout (the first batch also covers starting the worker and loading the data; "
                     "default 300)")
       ->check(CLI::Range(0.001, 604800.0));
+  train->add_flag("--noise-scale", ta.noise_scale,
+                  "Measure the gradient noise scale B_simple along training (microbatches of each measured batch) "
+                  "and the hardware noise at fixed weights and batch (the gradient computed twice: sigma^2_hw, B_hw)");
+  train->add_option("--noise-every", ta.noise_every,
+                    "With --noise-scale: measure every K-th batch (default 10); each measurement costs about one "
+                    "extra batch")
+      ->check(CLI::Range(1, 10000000));
   train->add_flag("--paper", ta.paper, "The paper's protocol: 12 runs, 5000 batches, window 50");
   train->add_option("--data", ta.data, "Folder of MNIST-format IDX files (default: Fashion-MNIST from dataset-fashion-mnist)")
       ->check(kNonEmpty);

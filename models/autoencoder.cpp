@@ -98,6 +98,7 @@ Status train_autoencoder(Backend& backend, const Dataset& data, const TrainConfi
   Backend* be = &backend;
   Autoencoder model(be, data.rows, data.cols);
   DETAUDIT_RETURN_IF_ERROR(model.init(cfg.init_seed));
+  if (cb.after_init) DETAUDIT_RETURN_IF_ERROR(cb.after_init(model));
   TrainResult r;
   r.parameters = model.parameter_count();
   DETAUDIT_RETURN_IF_ERROR(model.weights_fingerprint(&r.initial_weights));

@@ -83,10 +83,13 @@ struct TrainConfig {
 };
 
 struct TrainCallbacks {
+  // After the initial weights are set, before they are fingerprinted: condition (e)'s one-ULP nudge.
+  std::function<Status(Autoencoder& model)> after_init;
   // After each step's update: step index and that batch's loss. Return false to stop early.
   std::function<bool(int step, float loss)> on_step;
   // After each step's backward, before the update (grads() hold this batch's gradient): for the
-  // gradient noise scale. The batch tensor is N x 1 x rows x cols on the backend.
+  // gradient noise scale. The batch tensor is N x 1 x rows x cols on the backend. Whatever it computes,
+  // grads() must hold this batch's gradient again when it returns (the update uses them).
   std::function<Status(int step, Autoencoder& model, const Tensor& batch)> after_backward;
 };
 

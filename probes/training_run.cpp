@@ -54,7 +54,85 @@ bool from_json(const nlohmann::json& j, CurvePhases* p, const std::string& path,
   return true;
 }
 
+// Only the listed fields, each of its type; every one required unless optional names it.
+bool only_fields(const nlohmann::json& j, std::initializer_list<std::pair<const char*, JsonType>> fields,
+                 std::initializer_list<const char*> optional, const char* what, const std::string& path,
+                 std::string* err) {
+  if (!check_json(j, JsonType::kObject, path, err)) return false;
+  for (auto& [k, t] : fields) {
+    bool opt = false;
+    for (const char* o : optional) opt = opt || std::string(o) == k;
+    if (!check_key(j, k, t, !opt, path, err)) return false;
+  }
+  for (auto& [k, v] : j.items()) {
+    bool known = false;
+    for (auto& f : fields) known = known || k == f.first;
+    if (!known) return *err = fmt::format("{} is not a field of {}", json_path(path, k), what), false;
+  }
+  return true;
+}
+
+bool from_json(const nlohmann::json& j, WeightNudge* n, const std::string& path, std::string* err) {
+  using T = JsonType;
+  if (!only_fields(j, {{"index", T::kUnsigned}, {"parameter", T::kUnsigned}, {"tensor", T::kString},
+                       {"from", T::kNumber}, {"to", T::kNumber}},
+                   {}, "a weight nudge", path, err))
+    return false;
+  n->index = j["index"];
+  n->parameter = j["parameter"];
+  n->tensor = j["tensor"];
+  n->from = j["from"];
+  n->to = j["to"];
+  if (n->from == n->to) return *err = json_path(path, "to") + " equals from: the weight was not moved", false;
+  return true;
+}
+
+bool from_json(const nlohmann::json& j, NoiseTrace* n, const std::string& path, std::string* err) {
+  using T = JsonType;
+  if (!only_fields(j, {{"every", T::kCount}, {"b_small", T::kCount}, {"b_big", T::kCount}, {"points", T::kArray}}, {},
+                   "a noise trace", path, err))
+    return false;
+  n->every = j["every"];
+  n->b_small = j["b_small"];
+  n->b_big = j["b_big"];
+  if (n->every < 1 || n->b_small < 1 || n->b_big <= n->b_small)
+    return *err = fmt::format("{} needs every >= 1 and 1 <= b_small < b_big (got {}, {}, {})", path, n->every,
+                              n->b_small, n->b_big),
+           false;
+  const auto& pts = j["points"];
+  for (size_t i = 0; i < pts.size(); ++i) {
+    const std::string pp = json_path(json_path(path, "points"), i);
+    if (!only_fields(pts[i], {{"step", T::kUnsigned}, {"big_sq", T::kNumber}, {"small_sq", T::kNumber},
+                              {"hw_sq", T::kNumber}},
+                     {"hw_sq"}, "a noise point", pp, err))
+      return false;
+    NoisePoint p;
+    p.step = pts[i]["step"];
+    p.big_sq = pts[i]["big_sq"];
+    p.small_sq = pts[i]["small_sq"];
+    if (pts[i].contains("hw_sq")) p.hw_sq = pts[i]["hw_sq"].get<double>();
+    if (p.big_sq < 0 || p.small_sq < 0 || (p.hw_sq && *p.hw_sq < 0))
+      return *err = pp + ": a squared norm is negative", false;
+    n->points.push_back(p);
+  }
+  return true;
+}
+
 }  // namespace
+
+nlohmann::json to_json(const WeightNudge& n) {
+  return {{"index", n.index}, {"parameter", n.parameter}, {"tensor", n.tensor}, {"from", n.from}, {"to", n.to}};
+}
+
+nlohmann::json to_json(const NoiseTrace& n) {
+  nlohmann::json pts = nlohmann::json::array();
+  for (auto& p : n.points) {
+    nlohmann::json q = {{"step", p.step}, {"big_sq", p.big_sq}, {"small_sq", p.small_sq}};
+    if (p.hw_sq) q["hw_sq"] = *p.hw_sq;
+    pts.push_back(std::move(q));
+  }
+  return {{"every", n.every}, {"b_small", n.b_small}, {"b_big", n.b_big}, {"points", std::move(pts)}};
+}
 
 nlohmann::json to_json(const CurvePhases& p) {
   return {{"label", p.label},
@@ -93,7 +171,9 @@ nlohmann::json to_json(const TrainingRun& r) {
     j["seconds"] = r.seconds;
     j["steps_per_second"] = r.steps_per_second;
     if (r.phases) j["phases"] = to_json(*r.phases);
+    if (r.noise) j["noise"] = to_json(*r.noise);
   }
+  if (r.nudge) j["nudge"] = to_json(*r.nudge);
   if (!r.signal.empty()) j["signal"] = r.signal;
   if (r.timeout_s) j["timeout_s"] = *r.timeout_s;
   if (r.batches_done) j["batches_done"] = *r.batches_done;
@@ -121,7 +201,7 @@ bool from_json(const nlohmann::json& j, TrainingRun* out, std::string* err, cons
   for (auto& f : kFields)
     if (!check_key(j, f.key, f.type, false, path, err)) return false;
   for (auto& [k, v] : j.items()) {
-    bool known = k == "final_loss" || k == "phases";
+    bool known = k == "final_loss" || k == "phases" || k == "nudge" || k == "noise";
     for (auto& f : kFields) known = known || k == f.key;
     if (!known) return *err = fmt::format("{} is not a field of a training run", json_path(path, k)), false;
   }
@@ -134,7 +214,7 @@ bool from_json(const nlohmann::json& j, TrainingRun* out, std::string* err, cons
     for (const char* k : {"condition", "target", "seed", "replicate", "final_loss", "curve"})
       if (!j.contains(k)) return *err = json_path(path, k) + " is missing (the run's status is \"ok\")", false;
   std::string init = "fixed", nondet = "off", det;
-  if (!one_of(j, "condition", {"a", "b", "c", "d"}, path, &r.condition, err) ||
+  if (!one_of(j, "condition", {"a", "b", "c", "d", "e"}, path, &r.condition, err) ||
       !one_of(j, "init", {"random", "fixed"}, path, &init, err) ||
       !one_of(j, "nondeterminism", {"on", "off"}, path, &nondet, err) ||
       !one_of(j, "determinism", {"on", "off"}, path, &det, err))
@@ -174,6 +254,18 @@ bool from_json(const nlohmann::json& j, TrainingRun* out, std::string* err, cons
     CurvePhases p;
     if (!from_json(j["phases"], &p, json_path(path, "phases"), err)) return false;
     r.phases = p;
+  }
+  if (j.contains("nudge")) {
+    WeightNudge n;
+    if (!from_json(j["nudge"], &n, json_path(path, "nudge"), err)) return false;
+    r.nudge = n;
+  }
+  if (r.condition == "e" && !r.nudge && r.ok())
+    return *err = json_path(path, "nudge") + " is missing (condition e nudges one weight)", false;
+  if (j.contains("noise")) {
+    NoiseTrace n;
+    if (!from_json(j["noise"], &n, json_path(path, "noise"), err)) return false;
+    r.noise = std::move(n);
   }
   r.signal = j.value("signal", "");
   if (j.contains("timeout_s")) r.timeout_s = j["timeout_s"].get<double>();

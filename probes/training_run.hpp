@@ -25,11 +25,35 @@ struct CurvePhases {
   bool has_plateau() const { return label == "biphasic" || label == "triphasic" || label == "censored"; }
 };
 
+// Condition (e), one-ULP sensitivity: the run starts from the fixed initial weights with one weight moved
+// by one ULP (std::nextafter toward +infinity). Nudge k of a design moves the same weight on every target.
+struct WeightNudge {
+  uint64_t index = 0;      // k: which nudge of the design (0-based)
+  uint64_t parameter = 0;  // the weight's flat index over every parameter, in the model's params() order
+  std::string tensor;      // where it is: "layer 3 (conv2d) weight [1234]"
+  double from = 0, to = 0; // its value before and after (floats, exactly)
+};
+
+// The gradient noise measurements of one run (`train --noise-scale`, analysis/noise_scale.hpp): at every
+// `every`-th batch, with the parameters of that step, the squared norm of the batch's gradient (b_big
+// samples), the mean squared norm of its b_big / b_small microbatches' gradients (b_small samples each)
+// and, at a few of those points, |g1 - g2|^2 between that batch's gradient and the same gradient computed
+// again (the hardware's noise; 0 exactly on a deterministic target). Norms accumulated in double.
+struct NoisePoint {
+  uint64_t step = 0;  // the batch (1-based) the point was measured at, before its update
+  double big_sq = 0, small_sq = 0;
+  std::optional<double> hw_sq;  // |g1 - g2|^2, where measured
+};
+struct NoiseTrace {
+  int every = 0, b_small = 0, b_big = 0;
+  std::vector<NoisePoint> points;
+};
+
 struct TrainingRun {
   // Identity: its cell of the design.
   std::string key;        // condition|target|seed|replicate, unique within a design
   std::string model, design;
-  std::string condition;  // "a", "b", "c", "d"
+  std::string condition;  // "a", "b", "c", "d", "e"
   bool random_init = false;       // "init": "random" | "fixed"
   bool nondeterministic = false;  // "nondeterminism": "on" | "off" ("determinism" is its opposite)
   std::string target, base_target;
@@ -49,6 +73,8 @@ struct TrainingRun {
   std::string curve_fingerprint, initial_weights_fingerprint, weights_fingerprint;
   double seconds = 0, steps_per_second = 0;
   std::optional<CurvePhases> phases;
+  std::optional<WeightNudge> nudge;  // condition (e)
+  std::optional<NoiseTrace> noise;   // measured when the design asks for it
 
   // Runs that died (crashed, timeout, some errors).
   std::string signal;                   // "SIGSEGV"
@@ -62,6 +88,8 @@ struct TrainingRun {
 
 nlohmann::json to_json(const TrainingRun& r);
 nlohmann::json to_json(const CurvePhases& p);
+nlohmann::json to_json(const WeightNudge& n);
+nlohmann::json to_json(const NoiseTrace& n);
 // Strict: types of every field, known values of status, condition, init and nondeterminism, no unknown
 // field; a finished run must have its condition, target, seed, replicate, final loss and curve. False
 // with a one-line *err naming the field's path ("training[3].seed must be ...").

@@ -8,6 +8,7 @@
 
 #include <fmt/ranges.h>
 
+#include "analysis/noise_scale.hpp"
 #include "analysis/training.hpp"
 #include "report/json_fields.hpp"
 #include "report/results.hpp"
@@ -26,11 +27,12 @@ std::string cond_name(const std::string& c) {
   if (c == "b") return "(b) random init, nondeterminism off";
   if (c == "c") return "(c) fixed init, nondeterminism on";
   if (c == "d") return "(d) fixed init, nondeterminism off";
+  if (c == "e") return "(e) fixed init, one weight +1 ULP, nondeterminism off";
   return inline_text(c);
 }
 // The same as plain text, for SVG labels (the SVG writer escapes).
 std::string cond_label(const std::string& c) {
-  if (c == "a" || c == "b" || c == "c" || c == "d") return cond_name(c);
+  if (c == "a" || c == "b" || c == "c" || c == "d" || c == "e") return cond_name(c);
   return c;
 }
 
@@ -245,6 +247,120 @@ void add_spread_section(Document& d, const nlohmann::json& an) {
       .table({"target", "conditions", "runs", "std", "std ratio", "Δ mean |dev| [95% CI]", "F", "p", "notes"}, rows);
 }
 
+// Condition (e) beside (c) and the seed spread (b).
+void add_one_ulp_section(Document& d, const nlohmann::json& an) {
+  std::vector<std::vector<Cell>> rows;
+  for (auto& e : jf::array(an, "one_ulp")) {
+    std::string tests;
+    bool warn = false;
+    for (auto& t : jf::array(e, "tests")) {
+      const auto p = jf::number(t, "p");
+      const bool no_power = jf::boolean(t, "no_power");
+      tests += fmt::format("{}(e) vs ({}): p {}{}", tests.empty() ? "" : "; ", inline_text(jf::str(t, "against")),
+                           num(p), no_power ? fmt::format(" (no power: p ≥ {:.3g})", jf::number(t, "min_p").value_or(NAN)) : "");
+      warn = warn || no_power;
+    }
+    const long long runs = jf::integer(e, "runs");
+    rows.push_back({{inline_code(jf::str(e, "base_target")), ""},
+                    {std::to_string(runs), ""},
+                    {num(jf::number(e, "std_e"), "{:.2e}"), ""},
+                    {num(jf::number(e, "std_c"), "{:.2e}"), ""},
+                    {num(jf::number(e, "std_b"), "{:.2e}"), ""},
+                    {fmt::format("{} of {} ({} like (d))", jf::integer(e, "distinct_weights"), runs,
+                                 jf::integer(e, "same_weights_as_d")),
+                     ""},
+                    {tests, warn ? "warn" : ""}});
+  }
+  if (rows.empty()) return;
+  d.add("One-ULP sensitivity (e)")
+      .para("Condition (e) trains the deterministic variant from the fixed initial weights of (d) with one kernel weight "
+            "moved by one ULP, a different weight in every run (the same weight on every target). Summers & Dinneen "
+            "(2021) found that this alone spreads trained models as much as all sources of nondeterminism together. "
+            "Its standard deviation of the final loss stands beside (c) (fixed weights, nondeterminism on) and (b) "
+            "(different initial weights: the seed spread); the tests are Brown–Forsythe with a permutation p, and "
+            "with a handful of runs per condition a p above 0.05 says little (see each test's smallest possible p). "
+            "\"like (d)\" counts (e) runs that ended in (d)'s final weights: one ULP that training washed out.")
+      .table({"target", "runs (e)", "std (e)", "std (c)", "seed std (b)", "distinct final weights (e)", "tests"}, rows);
+}
+
+// The gradient noise scale along training and the hardware noise beside it (train --noise-scale).
+void add_noise_section(Document& d, const Results& r, const std::vector<TrainingSource>& sources) {
+  const nlohmann::json& n = jf::object(r.analysis, "noise");
+  if (n.empty()) return;
+  const double decay = jf::number(n, "decay").value_or(kNoiseEmaDecay);
+  auto& sec = d.add("Gradient noise scale and hardware noise");
+  sec.para(fmt::format(
+      "B_simple = tr(Σ)/|G|² (McCandlish et al. 2018): the batch size at which SGD's own noise is as large as its "
+      "signal. At every measured batch, before its update, the batch's gradient and those of its microbatches give "
+      "unbiased estimates of |G|² and tr(Σ); each is smoothed by its own bias-corrected moving average (decay {}, one "
+      "point per measured batch) and B_simple is their ratio. \"Start\" is after the first fifth of the points, "
+      "\"end\" after the last; medians over runs. Measuring restores the batch's own gradient before the update, so "
+      "the runs' bits are those of an unmeasured run.",
+      decay));
+  std::vector<std::vector<Cell>> rows;
+  for (auto& u : jf::array(n, "units")) {
+    rows.push_back({{inline_code(jf::str(u, "target")), ""},
+                    {std::to_string(jf::integer(u, "runs")), ""},
+                    {fmt::format("every {}, B {} / {}", jf::integer(u, "every"), jf::integer(u, "batch"),
+                                 jf::integer(u, "b_small")),
+                     ""},
+                    {fmt::format("{} → {}", num(jf::number(u, "b_simple_start")), num(jf::number(u, "b_simple_end"))), ""},
+                    {fmt::format("{} → {}", num(jf::number(u, "g2_start")), num(jf::number(u, "g2_end"))), ""},
+                    {fmt::format("{} → {}", num(jf::number(u, "trace_start")), num(jf::number(u, "trace_end"))), ""},
+                    {fmt::format("{} rising, {} falling{}", jf::integer(u, "runs_rising"), jf::integer(u, "runs_falling"),
+                                 jf::integer(u, "undefined_points")
+                                     ? fmt::format("; {} points undefined (EMA of |G|² ≤ 0)", jf::integer(u, "undefined_points"))
+                                     : ""),
+                     ""}});
+  }
+  sec.table({"target", "runs", "measured (batch / microbatch)", "B_simple start → end", "|G|² start → end",
+             "tr(Σ) start → end", "trend over training"},
+            rows);
+  // B_simple along training: one panel per condition, coloured by target.
+  std::map<std::string, Facet> by_cond;
+  const bool merged = sources.size() > 1;
+  for (auto& run : r.training) {
+    if (!run.ok() || !run.noise || run.noise->points.empty()) continue;
+    const NoiseSeries s = noise_series(*run.noise, decay);
+    auto& f = by_cond[run.condition];
+    f.title = cond_label(run.condition);
+    f.series.push_back({merged && size_t(run.source) < sources.size() ? run.target + " @ " + sources[size_t(run.source)].label
+                                                                       : run.target,
+                        s.step, s.b_simple});
+  }
+  if (!by_cond.empty()) {
+    std::vector<Facet> facets;
+    for (auto& [c, f] : by_cond) facets.push_back(std::move(f));
+    FacetOptions fo;
+    fo.title = "B_simple along training, every run, one panel per condition";
+    fo.x_label = "batch";
+    fo.y_label = "B_simple";
+    fo.log_y = true;
+    sec.svg(svg_faceted_line_plot(facets, fo), "B_simple along training, one panel per condition, coloured by target");
+  }
+  sec.para("B_crit: " + inline_text(jf::str(n, "b_crit")) + ".");
+
+  std::vector<std::vector<Cell>> hw;
+  for (auto& h : jf::array(n, "hardware")) {
+    const bool identical = jf::boolean(h, "identical");
+    hw.push_back({{inline_code(jf::str(h, "target")), ""},
+                  {fmt::format("{} ({} differed)", jf::integer(h, "pairs"), jf::integer(h, "nonzero_pairs")), ""},
+                  {identical ? std::string("0 (exactly)") : num(jf::number(h, "sigma2_hw"), "{:.3e}"), identical ? "ok" : ""},
+                  {num(jf::number(h, "trace"), "{:.3e}"), ""},
+                  {std::to_string(jf::integer(h, "batch")), ""},
+                  {identical ? std::string("0") : num(jf::number(h, "r"), "{:.3e}"), ""},
+                  {identical ? std::string("∞") : num(jf::number(h, "b_hw"), "{:.3e}"), ""},
+                  {inline_text(jf::str(h, "note")), ""}});
+  }
+  if (!hw.empty())
+    sec.para("Hardware noise against SGD noise, one row per target. At up to six measured batches of every run (evenly spread) the "
+             "same gradient was computed again, at the same weights on the same batch: σ²_hw = E|g1 − g2|²/2 (the mean "
+             "over those repeats). R = σ²_hw·B/tr(Σ) is the hardware's noise as a fraction of SGD's at the batch size "
+             "B; B_hw = tr(Σ)/σ²_hw is the batch size at which SGD's noise would be as small as the hardware's. A "
+             "deterministic target gives the same bits every time: σ²_hw is exactly 0 and B_hw infinite.")
+        .table({"target", "repeats", "σ²_hw", "tr(Σ)", "B", "R", "B_hw", "note"}, hw);
+}
+
 void add_confounding_section(Document& d, const nlohmann::json& an) {
   std::vector<std::vector<Cell>> gr;
   auto pair_of = [](const nlohmann::json& g, const char* k, size_t i) {
@@ -370,8 +486,10 @@ void add_train_sections(Document& d, const Results& r) {
   add_final_loss_table(d, r);
   add_variance_section(d, r.analysis);
   add_spread_section(d, r.analysis);
+  add_one_ulp_section(d, r.analysis);
   add_confounding_section(d, r.analysis);
   add_curves_section(d, r, sources);
+  add_noise_section(d, r, sources);
 }
 
 Document build_report(const Results& r) {

@@ -91,9 +91,11 @@ grep -E '  (FAIL|WARN) ' "$OUT/qualify.txt" | head -20 | tee -a "$OUT/summary.tx
 log "gpu training"
 # Fashion-MNIST: the Debian package where installed, else a copy in .deps/fashion-mnist (train-*-ubyte.gz).
 train_data=(); [ ! -d /usr/share/datasets/fashion-mnist ] && [ -d .deps/fashion-mnist ] && train_data=(--data "$PWD/.deps/fashion-mnist")
-"$BIN/detaudit" train autoencoder --targets 'cuda:0,cudnn:0' --seeds 2 --batches 60 --window 10 --replicates 2 "${train_data[@]}" --out "$OUT/train" --fresh >"$OUT/train.log" 2>&1
+"$BIN/detaudit" train autoencoder --targets 'cuda:0,cudnn:0' --seeds 2 --batches 60 --window 10 --replicates 2 --noise-scale "${train_data[@]}" --out "$OUT/train" --fresh >"$OUT/train.log" 2>&1
 log "gpu training: exit $? in $(( $(date +%s) - start )) s total; $(tail -1 "$OUT/train.log")"
 sed -n '/^## Training verdict/,/^## Variance components/p' "$OUT/train/report.md" 2>/dev/null | head -60 >>"$OUT/summary.txt"
+# B_hw of the GPU targets (issue 12): one row per target, the atomic variants' sigma^2_hw against SGD's noise.
+sed -n '/^Hardware noise against SGD noise/,/^## /p' "$OUT/train/report.md" 2>/dev/null | head -20 | tee -a "$OUT/summary.txt"
 
 log "portable design"
 # cpu and cuda with order=portable: condition (d) must be bitwise identical across CPU and GPU, and the

@@ -37,7 +37,7 @@ nlohmann::json TrainDesign::to_json() const {
   return {{"model", model},         {"design", design},       {"targets", t},       {"seeds", seeds},
           {"batches", batches},     {"window", window},       {"replicates", replicates},
           {"batch_size", batch_size}, {"data_seed", data_seed}, {"data_dir", data_dir},
-          {"init_seed_base", kInitSeedBase}};
+          {"init_seed_base", kInitSeedBase}, {"conditions", "abcde"}, {"noise_every", noise_every}};
 }
 
 TrainDesign default_design(bool paper) {
@@ -66,6 +66,7 @@ struct PlannedRun {
   Spec base, target;
   uint64_t seed;
   int replicate;
+  int64_t nudge = -1;  // condition (e)
   std::string key() const { return fmt::format("{}|{}|{}|{}", condition, target.str(), seed, replicate); }
 };
 
@@ -75,7 +76,7 @@ std::vector<PlannedRun> plan_runs(const TrainDesign& d, const std::vector<Target
     const char* name;
     bool random, nondet;
   };
-  const Cond conds[] = {{"a", true, true}, {"b", true, false}, {"c", false, true}, {"d", false, false}};
+  const Cond conds[] = {{"a", true, true}, {"b", true, false}, {"c", false, true}, {"d", false, false}, {"e", false, false}};
   for (auto& c : conds)
     for (auto& v : vars)
       for (int r = 0; r < d.seeds; ++r) {
@@ -90,6 +91,7 @@ std::vector<PlannedRun> plan_runs(const TrainDesign& d, const std::vector<Target
           // Random initial weights: seed r on every target (crossed). Fixed: one seed for all runs.
           p.seed = c.random ? kInitSeedBase + uint64_t(r) : kInitSeedBase;
           p.replicate = c.random ? k : r;  // under fixed init, run r is replicate r of the one seed
+          if (p.condition == std::string("e")) p.nudge = r;  // nudge r: the same weight on every target
           runs.push_back(p);
         }
       }
@@ -128,7 +130,13 @@ bool accept_worker_run(const nlohmann::json& w, int batches, nlohmann::json* out
   for (const char* k : {"seconds", "steps_per_second"})
     if (!get(k).is_number()) return *why = k, false;
   if (!get("phases").is_object()) return *why = "phases", false;
-  if (w.size() != 9) return *why = "unknown fields", false;
+  size_t fields = 9;
+  for (const char* k : {"nudge", "noise"})
+    if (w.contains(k)) {
+      if (!w[k].is_object()) return *why = k, false;
+      ++fields;
+    }
+  if (w.size() != fields) return *why = "unknown fields", false;
   *out = w;
   (*out)["final_loss"] = number_or_nan(w["final_loss"]);
   for (auto& x : (*out)["curve"]) x = number_or_nan(x);
@@ -219,6 +227,10 @@ std::string design_error(const TrainDesign& d) {
     return fmt::format("--window {} must be in 1..--batches ({})", d.window, d.batches);
   if (d.batch_size < 1 || d.batch_size > kMaxTrainBatchSize)
     return fmt::format("batch size {} must be in 1..{}", d.batch_size, kMaxTrainBatchSize);
+  if (d.noise_every < 0) return "--noise-every must be positive";
+  if (d.noise_every > 0 && d.batch_size < 2)
+    return fmt::format("--noise-scale needs batches of 2 or more (microbatches of a batch); the batch size is {}",
+                       d.batch_size);
   return "";
 }
 
@@ -295,6 +307,8 @@ TrainRunRequest request_for(const TrainDesign& d, const PlannedRun& p, size_t in
   q.batches = d.batches, q.batch_size = d.batch_size, q.window = d.window;
   q.data_dir = d.data_dir;
   q.data_fingerprint = data_fp;
+  q.nudge = p.nudge;
+  q.noise_every = d.noise_every;
   return q;
 }
 

@@ -1,6 +1,9 @@
-// The sony2021 training design: the paper's four conditions on every target.
+// The sony2021 training design: the paper's four conditions on every target, and a fifth.
 //   (a) random initial weights, nondeterminism on     (b) random initial weights, nondeterminism off
 //   (c) fixed initial weights, nondeterminism on      (d) fixed initial weights, nondeterminism off
+//   (e) fixed initial weights with one weight moved by one ULP, a different weight per run (nudge r of
+//       `seeds`, the same weight on every target), nondeterminism off: one-ULP sensitivity (Summers &
+//       Dinneen 2021), whose spread the report puts beside (c) and the seed spread (b).
 // Each base target is run in its deterministic and its nondeterministic variant (derive_variants).
 // Random initial weights: run r uses init seed kInitSeedBase + r, the same seeds on every target, so
 // target and seed are crossed. Fixed: every run uses kInitSeedBase. The data order is the same
@@ -25,6 +28,8 @@ inline constexpr uint64_t kInitSeedBase = 1000;
 inline constexpr int kAutoencoderImageSide = 28;
 // Bounds of a design (and of a worker request).
 inline constexpr int kMaxTrainBatches = 10'000'000, kMaxTrainBatchSize = 65536;
+// `train --noise-scale`: the gradient noise is measured at every kDefaultNoiseEvery-th batch.
+inline constexpr int kDefaultNoiseEvery = 10;
 
 struct TargetVariants {
   Spec base, deterministic, nondeterministic;
@@ -40,6 +45,10 @@ struct TrainDesign {
   int seeds = 3, batches = 200, window = 20, replicates = 2, batch_size = 64;
   uint64_t data_seed = 1;
   std::string data_dir;  // empty: Fashion-MNIST from dataset-fashion-mnist
+  // Gradient noise scale and hardware noise (probes/training_run.hpp NoiseTrace) at every noise_every-th
+  // batch of every run; 0: not measured. Measuring restores the batch's own gradient before the update,
+  // so it changes no run's bits.
+  int noise_every = 0;
   nlohmann::json to_json() const;
 };
 
@@ -86,7 +95,7 @@ struct TrainRunOptions {
 // runs done".
 inline constexpr int kTrainInterrupted = 3;
 int run_train_design(const TrainDesign& d, const TrainRunOptions& opt, Results* results, std::string* err);
-// How many runs the design plans: per base target, seeds x replicates under (a), seeds under (b), (c), (d).
+// How many runs the design plans: per base target, seeds x replicates under (a), seeds under (b) to (e).
 size_t planned_runs(const TrainDesign& d);
 
 // ---- training workers ------------------------------------------------------------------------------
@@ -94,13 +103,14 @@ size_t planned_runs(const TrainDesign& d);
 //   parent -> worker, on stdin, one JSON document (TrainRunRequest::to_json):
 //     {"protocol": "detaudit-train-worker/1", "index": i, "key": "<run key>", "model": "autoencoder",
 //      "target": "<spec>", "init_seed": s, "data_seed": s, "batches": N, "batch_size": B, "window": W,
-//      "data_dir": "<dir or empty>", "data_fingerprint": "<32 hex>"}
+//      "data_dir": "<dir or empty>", "data_fingerprint": "<32 hex>", "nudge": k or -1 (condition e's
+//      nudge k, -1 none), "noise_every": K (0: no noise measurements)}
 //   worker -> parent, on stdout, one JSON object per line:
 //     {"event": "ready"}                                backend built, data loaded and checked
 //     {"event": "step", "step": k, "loss": x}           after batch k (1-based) of N
 //     {"event": "run", "run": {"status": "ok", "final_loss", "curve", "curve_fingerprint",
 //        "initial_weights_fingerprint", "weights_fingerprint", "seconds", "steps_per_second",
-//        "phases"}}                                     or {"status": "skipped"|"error", "reason"}
+//        "phases"[, "nudge"][, "noise"]}}                or {"status": "skipped"|"error", "reason"}
 //   "ready" and "step" restart the parent's stall timeout. A worker that dies or stops without "run"
 //   is charged with its run. A malformed request: a message on stderr and exit code 2.
 //
@@ -121,6 +131,8 @@ struct TrainRunRequest {
   int batches = 0, batch_size = 0, window = 0;
   std::string data_dir;          // as the design has it ("" = Fashion-MNIST's default folder)
   std::string data_fingerprint;  // of the pixels the parent loaded: the worker must load the same ones
+  int64_t nudge = -1;            // condition (e): which nudge; -1 none
+  int noise_every = 0;           // 0: no noise measurements
   nlohmann::json to_json() const;
 };
 // Strict: every field present with its type and range (index >= 1, batches 1..10^7, batch_size

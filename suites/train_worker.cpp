@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
+#include <optional>
 #include <csignal>
 #include <cstdlib>
 #include <set>
@@ -14,7 +16,9 @@
 #include "models/autoencoder.hpp"
 #include "probes/child.hpp"
 #include "probes/registry.hpp"
+#include "probes/training_run.hpp"
 #include "suites/train_design.hpp"
+#include "suites/train_measure.hpp"
 
 namespace detaudit {
 
@@ -36,7 +40,9 @@ nlohmann::json TrainRunRequest::to_json() const {
           {"batch_size", batch_size},
           {"window", window},
           {"data_dir", data_dir},
-          {"data_fingerprint", data_fingerprint}};
+          {"data_fingerprint", data_fingerprint},
+          {"nudge", nudge},
+          {"noise_every", noise_every}};
 }
 
 bool parse_train_request(const std::string& text, TrainRunRequest* out, std::string* err) {
@@ -48,7 +54,8 @@ bool parse_train_request(const std::string& text, TrainRunRequest* out, std::str
   if (j.is_discarded() || !j.is_object()) return bad("not a JSON object");
   static const std::set<std::string> kFields = {"protocol",   "index",     "key",       "model",
                                                 "target",     "init_seed", "data_seed", "batches",
-                                                "batch_size", "window",    "data_dir",  "data_fingerprint"};
+                                                "batch_size", "window",    "data_dir",  "data_fingerprint",
+                                                "nudge",      "noise_every"};
   for (auto& [k, v] : j.items())
     if (!kFields.count(k)) return bad(fmt::format("unknown field \"{}\"", k));
   auto str = [&](const char* k, std::string* dst) {
@@ -81,6 +88,12 @@ bool parse_train_request(const std::string& text, TrainRunRequest* out, std::str
   Fingerprint fp;
   if (!Fingerprint::from_hex(q.data_fingerprint, &fp))
     return bad("\"data_fingerprint\" must be 32 lowercase hex digits");
+  if (!j.contains("nudge") || !j["nudge"].is_number_integer() || j["nudge"].get<int64_t>() < -1)
+    return bad("\"nudge\" must be an integer >= -1");
+  q.nudge = j["nudge"].get<int64_t>();
+  uint64_t noise_every = 0;
+  if (!unsigned_in("noise_every", 0, uint64_t(kMaxTrainBatches), &noise_every)) return false;
+  q.noise_every = int(noise_every);
   q.batches = int(batches), q.batch_size = int(batch_size), q.window = int(window);
   *out = std::move(q);
   return true;
@@ -219,10 +232,26 @@ nlohmann::json run_request(const TrainRunRequest& q, Fault fault, int out_fd) {
     if (step == 0 && fault != Fault::kNone) inject(fault);
     return true;
   };
+  std::optional<WeightNudge> nudge;
+  if (q.nudge >= 0)
+    cb.after_init = [&](Autoencoder& m) {
+      WeightNudge n;
+      DETAUDIT_RETURN_IF_ERROR(nudge_weight(m, uint64_t(q.nudge), &n));
+      nudge = n;
+      return Status::ok();
+    };
+  std::optional<NoiseMeter> meter;
+  if (q.noise_every > 0) {
+    meter.emplace(q.noise_every, q.batch_size, q.batches);
+    cb.after_backward = [&](int step, Autoencoder& m, const Tensor& batch) { return meter->after_backward(step, m, batch); };
+  }
   TrainResult tr;
   st = train_autoencoder(*backend, data, cfg, cb, &tr);
   if (!st) return failed(st);
-  return finished(tr, q.window);
+  nlohmann::json run = finished(tr, q.window);
+  if (nudge) run["nudge"] = to_json(*nudge);
+  if (meter) run["noise"] = to_json(meter->trace());
+  return run;
 }
 
 }  // namespace

@@ -186,9 +186,9 @@ TEST(TrainDesign, RunsInWorkersGiveTheBitsOfTheSameRunInProcess) {
   Results res;
   std::string err;
   ASSERT_EQ(run_train_design(d, opt, &res, &err), 0) << err;
-  ASSERT_EQ(res.training.size(), 4u);
-  EXPECT_EQ(res.plan["runs"], 4);
-  EXPECT_EQ(planned_runs(d), 4u);
+  ASSERT_EQ(res.training.size(), 5u);
+  EXPECT_EQ(res.plan["runs"], 5);
+  EXPECT_EQ(planned_runs(d), 5u);
 
   // The same runs here: the deterministic variant from the same seeds on the same files.
   TargetVariants v;
@@ -208,6 +208,13 @@ TEST(TrainDesign, RunsInWorkersGiveTheBitsOfTheSameRunInProcess) {
   for (auto& run : res.training) {
     ASSERT_TRUE(run.ok()) << to_json(run);
     if (run.nondeterministic) continue;  // (b) and (d): blocked order, seed 1000 both
+    if (run.condition == "e") {  // (d)'s initial weights with one weight one ULP up: other bits
+      ASSERT_TRUE(run.nudge);
+      EXPECT_EQ(run.nudge->index, 0u);
+      EXPECT_EQ(float(run.nudge->to), std::nextafter(float(run.nudge->from), INFINITY));
+      EXPECT_NE(run.initial_weights_fingerprint, here.initial_weights.hex());
+      continue;
+    }
     ++compared;
     EXPECT_EQ(run.target, v.deterministic.str());
     EXPECT_EQ(run.weights_fingerprint, here.final_weights.hex());
@@ -236,7 +243,7 @@ TEST(TrainDesign, InterruptionStopsAtOnceKeepsFinishedRunsAndResumes) {
   bool raised = false;
   opt.progress = [&](const std::string& line) {
     lines.push_back(line);
-    if (!raised && line.find("run 2/4") != std::string::npos && line.find("batch 1/4") != std::string::npos) {
+    if (!raised && line.find("run 2/5") != std::string::npos && line.find("batch 1/4") != std::string::npos) {
       raised = true;
       ::raise(SIGINT);
     }
@@ -249,9 +256,9 @@ TEST(TrainDesign, InterruptionStopsAtOnceKeepsFinishedRunsAndResumes) {
   ASSERT_EQ(rc, kTrainInterrupted) << err;
   EXPECT_EQ(err, "interrupted by SIGINT (Interrupt)");
   ASSERT_EQ(res.training.size(), 1u) << "the run in progress is not recorded";
-  EXPECT_EQ(res.plan["runs"], 4);
+  EXPECT_EQ(res.plan["runs"], 5);
   EXPECT_TRUE(res.training[0].ok());
-  EXPECT_TRUE(lines.back().find("run 2/4") != std::string::npos && lines.back().find("batch 1/4") != std::string::npos)
+  EXPECT_TRUE(lines.back().find("run 2/5") != std::string::npos && lines.back().find("batch 1/4") != std::string::npos)
       << "nothing ran after the interruption: " << lines.back();
   Results saved_results;
   ASSERT_TRUE(load_results(opt.out_dir + "/results.json", &saved_results, &err)) << err;
@@ -264,9 +271,9 @@ TEST(TrainDesign, InterruptionStopsAtOnceKeepsFinishedRunsAndResumes) {
   lines.clear();
   Results done;
   ASSERT_EQ(run_train_design(d, opt, &done, &err), 0) << err;
-  ASSERT_EQ(done.training.size(), 4u);
+  ASSERT_EQ(done.training.size(), 5u);
   EXPECT_EQ(to_json(done.training[0]), to_json(res.training[0]));
-  for (auto& line : lines) EXPECT_EQ(line.find("run 1/4"), std::string::npos) << line;
+  for (auto& line : lines) EXPECT_EQ(line.find("run 1/5"), std::string::npos) << line;
   fs::remove_all(dir);
 }
 
@@ -279,6 +286,7 @@ TEST(TrainDesign, WorkerRequestRoundTripsAndTheDesignNeedsAnExecutable) {
   q.init_seed = 1001, q.data_seed = 3, q.batches = 9, q.batch_size = 32, q.window = 4;
   q.data_dir = "/x";
   q.data_fingerprint = std::string(31, 'a') + "b";
+  q.nudge = 2, q.noise_every = 3;
   TrainRunRequest back;
   ASSERT_TRUE(parse_train_request(q.to_json().dump(), &back, &err)) << err;
   EXPECT_EQ(back.to_json(), q.to_json());

@@ -56,16 +56,16 @@ TEST(TrainCli, Sony2021DesignWritesRunsAnalysisAndReports) {
   write_idx(data, 256, 256);
   fs::path dir = fresh_dir("train-design");
   std::string args = std::string("train autoencoder --design sony2021 ") + kTiny + " --targets 'cpu?threads=2' --data " +
-                     data.string() + " --out " + dir.string();
+                     data.string() + " --noise-scale --noise-every 4 --out " + dir.string();
   CliRun r = run_cli(args);
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_NE(r.err.find("run 1/10 (a)"), std::string::npos) << "progress lines name run, condition and target";
+  EXPECT_NE(r.err.find("run 1/12 (a)"), std::string::npos) << "progress lines name run, condition and target";
 
   auto j = nlohmann::json::parse(slurp(dir / "results.json"));
   EXPECT_EQ(j["schema"], "detaudit/1");
   auto& runs = j["training"];
-  // (a) 2 seeds x 2 replicates, (b), (c), (d) 2 runs each, for one base target.
-  ASSERT_EQ(runs.size(), 10u);
+  // (a) 2 seeds x 2 replicates, (b), (c), (d), (e) 2 runs each, for one base target.
+  ASSERT_EQ(runs.size(), 12u);
   std::map<std::string, std::set<std::string>> weights, curves;
   for (auto& run : runs) {
     for (const char* k : {"model", "design", "condition", "init", "determinism", "target", "seed", "replicate",
@@ -77,6 +77,14 @@ TEST(TrainCli, Sony2021DesignWritesRunsAnalysisAndReports) {
     bool nondet = c == "a" || c == "c";
     EXPECT_EQ(run["determinism"], nondet ? "off" : "on");
     EXPECT_EQ(run["init"], (c == "a" || c == "b") ? "random" : "fixed");
+    EXPECT_EQ(run.contains("nudge"), c == "e");
+    // --noise-every 4 of 12 batches: points at batches 1, 5, 9, each with its hardware repeat.
+    ASSERT_TRUE(run.contains("noise")) << run.dump();
+    ASSERT_EQ(run["noise"]["points"].size(), 3u);
+    for (auto& p : run["noise"]["points"]) {
+      ASSERT_TRUE(p.contains("hw_sq"));
+      if (!nondet) EXPECT_EQ(p["hw_sq"], 0.0) << "a deterministic target's gradient twice is the same bits";
+    }
     EXPECT_EQ(run["target"], nondet ? "cpu?order=atomic&threads=2&isa=auto" : "cpu?order=blocked&threads=2&isa=auto");
     // The final metric is the mean of the last `window` losses.
     double s = 0;
@@ -90,6 +98,10 @@ TEST(TrainCli, Sony2021DesignWritesRunsAnalysisAndReports) {
   EXPECT_EQ(curves["d"].size(), 1u);
   // (b): random initial weights: the two seeds train to different weights.
   EXPECT_EQ(weights["b"].size(), 2u);
+  // (e): two different weights nudged: neither run ends in (d)'s weights.
+  EXPECT_EQ(weights["e"].size(), 2u);
+  EXPECT_EQ(weights["e"].count(*weights["d"].begin()), 0u);
+  EXPECT_NE(runs[10]["nudge"]["parameter"], runs[11]["nudge"]["parameter"]);
 
   auto& an = j["analysis"];
   ASSERT_TRUE(an.contains("table"));
@@ -108,6 +120,12 @@ TEST(TrainCli, Sony2021DesignWritesRunsAnalysisAndReports) {
   EXPECT_LT(md.find("## Training verdict"), md.find("## Final loss by condition and target"));
   EXPECT_NE(md.find("standard deviation exactly 0 (by hashes)"), std::string::npos);
   EXPECT_NE(md.find("## Variance components"), std::string::npos);
+  EXPECT_NE(md.find("## One-ULP sensitivity (e)"), std::string::npos);
+  EXPECT_NE(md.find("## Gradient noise scale and hardware noise"), std::string::npos);
+  EXPECT_NE(md.find("| `cpu?order=blocked&threads=2&isa=auto` | 18 (0 differed) | 0 (exactly) |"), std::string::npos)
+      << "the deterministic variant's B_hw row: 6 runs (b, d, e) x 3 repeats";
+  ASSERT_TRUE(an.contains("noise"));
+  EXPECT_EQ(an["noise"]["hardware"].size(), 2u) << "one row per target";
   EXPECT_NE(slurp(dir / "report.html").find("<svg"), std::string::npos) << "inline SVG plots";
 
   // Interrupted after 4 runs: the same command resumes and redoes none of them.
@@ -118,12 +136,12 @@ TEST(TrainCli, Sony2021DesignWritesRunsAnalysisAndReports) {
   CliRun again = run_cli(args);
   ASSERT_EQ(again.code, 0) << again.err;
   EXPECT_NE(again.err.find("resuming: 4 finished runs kept"), std::string::npos) << again.err;
-  EXPECT_EQ(again.err.find("run 1/10 (a)"), std::string::npos) << "finished runs are not redone";
+  EXPECT_EQ(again.err.find("run 1/12 (a)"), std::string::npos) << "finished runs are not redone";
   auto k = nlohmann::json::parse(slurp(dir / "results.json"));
-  ASSERT_EQ(k["training"].size(), 10u);
+  ASSERT_EQ(k["training"].size(), 12u);
   for (int i = 0; i < 4; ++i) EXPECT_EQ(k["training"][i], first[i]);
   // The deterministic runs redone after the interruption are bit for bit the ones before it.
-  for (size_t i = 4; i < 10; ++i) {
+  for (size_t i = 4; i < 12; ++i) {
     if (first[i]["determinism"] == "on") {
       EXPECT_EQ(k["training"][i]["weights_fingerprint"], first[i]["weights_fingerprint"]);
     }
@@ -154,11 +172,11 @@ TEST(TrainCli, AnalyzeMergesDirectoriesAndRefusesDifferentDesigns) {
   CliRun r = run_cli("analyze " + a + " " + b + " --out " + m);
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.err.find("source 0 ("), std::string::npos) << r.err;
-  EXPECT_NE(r.out.find("20 training runs from 2 results directories"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("24 training runs from 2 results directories"), std::string::npos) << r.out;
   auto j = nlohmann::json::parse(slurp(fs::path(m) / "results.json"));
   ASSERT_EQ(j["plan"]["sources"].size(), 2u);
-  ASSERT_EQ(j["training"].size(), 20u);
-  EXPECT_EQ(j["training"][10]["source"], 1);
+  ASSERT_EQ(j["training"].size(), 24u);
+  EXPECT_EQ(j["training"][12]["source"], 1);
   EXPECT_FALSE(j["training"][0].contains("source")) << "source 0 is not written";
   const std::string host = j["plan"]["sources"][0]["label"];
   EXPECT_EQ(j["plan"]["sources"][1]["label"], host + "#2") << "one machine twice: unique labels";
@@ -311,9 +329,9 @@ class FaultHook {
 };
 
 TEST(TrainCli, CrashedAndHungRunsAreRecordedAndTheDesignGoesOn) {
-  // Five runs: (a) twice, (b), (c), (d). Run 2 aborts (selected by its key), run 3 dies of SIGSEGV
+  // Six runs: (a) twice, (b), (c), (d), (e). Run 2 aborts (selected by its key), run 3 dies of SIGSEGV
   // (selected by its index), run 4 hangs after its first batch and is killed by the 5 s stall timeout;
-  // runs 1 and 5 are untouched.
+  // runs 1, 5 and 6 are untouched.
   fs::path data = fresh_dir("train-fault-data");
   write_idx(data, 128, 128);
   fs::path dir = fresh_dir("train-fault");
@@ -326,21 +344,21 @@ TEST(TrainCli, CrashedAndHungRunsAreRecordedAndTheDesignGoesOn) {
         data.string() + " --out " + dir.string());
   }
   ASSERT_EQ(r.code, 0) << "crashes and hangs are findings, not errors: " << r.err;
-  EXPECT_NE(r.err.find("run 3/5 (b) cpu?order=blocked&threads=2&isa=auto seed 1000 rep 0: crashed: SIGSEGV "
+  EXPECT_NE(r.err.find("run 3/6 (b) cpu?order=blocked&threads=2&isa=auto seed 1000 rep 0: crashed: SIGSEGV "
                        "(Segmentation fault) after batch 1 of 4"),
             std::string::npos)
       << r.err;
-  EXPECT_NE(r.err.find("run 4/5 (c) cpu?order=atomic&threads=2&isa=auto seed 1000 rep 0: timeout: no progress for 5 s"),
+  EXPECT_NE(r.err.find("run 4/6 (c) cpu?order=atomic&threads=2&isa=auto seed 1000 rep 0: timeout: no progress for 5 s"),
             std::string::npos)
       << r.err;
-  EXPECT_NE(r.err.find("run 5/5 (d) cpu?order=blocked&threads=2&isa=auto seed 1000 rep 0: final loss"),
+  EXPECT_NE(r.err.find("run 5/6 (d) cpu?order=blocked&threads=2&isa=auto seed 1000 rep 0: final loss"),
             std::string::npos)
       << "the design goes on after a hang: " << r.err;
 
   auto j = nlohmann::json::parse(slurp(dir / "results.json"));
   auto& runs = j["training"];
-  ASSERT_EQ(runs.size(), 5u) << "every run is in results.json, failed ones included";
-  EXPECT_EQ(j["plan"]["runs"], 5);
+  ASSERT_EQ(runs.size(), 6u) << "every run is in results.json, failed ones included";
+  EXPECT_EQ(j["plan"]["runs"], 6);
   EXPECT_EQ(runs[0]["status"], "ok");
   EXPECT_EQ(runs[1]["status"], "crashed");
   EXPECT_EQ(runs[1]["reason"], "SIGABRT (Aborted)");
@@ -355,7 +373,8 @@ TEST(TrainCli, CrashedAndHungRunsAreRecordedAndTheDesignGoesOn) {
   EXPECT_NE(runs[3]["reason"].get<std::string>().find("no progress for 5 s after batch 1 of 4"), std::string::npos)
       << runs[3]["reason"];
   EXPECT_EQ(runs[4]["status"], "ok");
-  for (size_t i : {0u, 4u}) {
+  EXPECT_EQ(runs[5]["status"], "ok");
+  for (size_t i : {0u, 4u, 5u}) {
     EXPECT_EQ(runs[i]["curve"].size(), 4u);
     EXPECT_EQ(runs[i]["weights_fingerprint"].get<std::string>().size(), 32u);
   }
@@ -368,7 +387,7 @@ TEST(TrainCli, CrashedAndHungRunsAreRecordedAndTheDesignGoesOn) {
   int failed = 0, counted = 0;
   for (auto& row : j["analysis"]["table"]) failed += row["failed"].get<int>(), counted += row["runs"].get<int>();
   EXPECT_EQ(failed, 3);
-  EXPECT_EQ(counted, 2);
+  EXPECT_EQ(counted, 3);
   // The report names them and their reasons at the top, before any statistic.
   const std::string md = slurp(dir / "report.md");
   size_t top = md.find("**Runs that did not finish: 2 crashed, 1 timed out.**");
@@ -398,7 +417,7 @@ TEST(TrainCli, TargetsThatCannotRunHereAreSkippedWithTheReason) {
                      data.string() + " --out " + dir.string());
   ASSERT_EQ(r.code, 0) << r.err;
   auto runs = nlohmann::json::parse(slurp(dir / "results.json"))["training"];
-  ASSERT_EQ(runs.size(), 4u);
+  ASSERT_EQ(runs.size(), 5u);
   for (auto& run : runs) {
     EXPECT_EQ(run["status"], "skipped") << run;
     EXPECT_FALSE(run["reason"].get<std::string>().empty());
@@ -419,7 +438,9 @@ TEST(TrainCli, TrainWorkerRefusesMalformedRequests) {
                                {"batch_size", 64},
                                {"window", 1},
                                {"data_dir", dir.string()},
-                               {"data_fingerprint", std::string(32, '0')}};
+                               {"data_fingerprint", std::string(32, '0')},
+                               {"nudge", -1},
+                               {"noise_every", 0}};
   auto with = [&](const char* k, const nlohmann::json& v) {
     nlohmann::json j = good;
     j[k] = v;
@@ -441,6 +462,9 @@ TEST(TrainCli, TrainWorkerRefusesMalformedRequests) {
       {with("batches", 1.5), "\"batches\""},
       {with("window", 3), "\"window\" must be an integer in 1..2"},
       {with("batch_size", 100000), "\"batch_size\""},
+      {with("nudge", -2), "\"nudge\" must be an integer >= -1"},
+      {with("nudge", "0"), "\"nudge\" must be an integer >= -1"},
+      {with("noise_every", -1), "\"noise_every\""},
       {with("model", "prednet"), "\"model\""},
       {with("target", "cpu?order=sideways"), "sideways"},
       {with("data_fingerprint", "xyz"), "\"data_fingerprint\""},

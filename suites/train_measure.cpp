@@ -1,0 +1,133 @@
+// Condition (e)'s nudge and the noise measurements of `train --noise-scale` (suites/train_measure.hpp).
+#include "suites/train_measure.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "kernels/generator.hpp"
+#include "suites/train_design.hpp"
+
+namespace detaudit {
+
+// ------------------------------------------------------------------------------------------------
+// Condition (e): one weight moved by one ULP
+// ------------------------------------------------------------------------------------------------
+
+Status nudge_weight(Autoencoder& model, uint64_t k, WeightNudge* out) {
+  struct Kernel {
+    Tensor* t;
+    size_t layer_param, offset;  // position in params(), first flat index of all parameters
+  };
+  std::vector<Kernel> kernels;
+  size_t flat = 0, kernel_count = 0;
+  const std::vector<Tensor*> params = model.params();
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (params[i]->shape().rank > 1) {
+      kernels.push_back({params[i], i, flat});
+      kernel_count += params[i]->size();
+    }
+    flat += params[i]->size();
+  }
+  if (kernel_count == 0) return Status::invalid("condition e: the model has no kernel weights to nudge");
+  if (k >= kernel_count) return Status::invalid(fmt::format("condition e: nudge {} of {} kernel weights", k, kernel_count));
+  std::set<uint64_t> taken;
+  uint64_t draw = 0, pick = 0;
+  for (uint64_t n = 0; n <= k; ++n) {
+    do pick = uint64_t((unsigned __int128)counter_bits(kInitSeedBase, kNudgeStream, draw++) * kernel_count >> 64);
+    while (taken.count(pick));
+    taken.insert(pick);
+  }
+  for (auto& kr : kernels) {
+    if (pick >= kr.t->size()) {
+      pick -= kr.t->size();
+      continue;
+    }
+    std::vector<float> w;
+    DETAUDIT_RETURN_IF_ERROR(kr.t->download(&w));
+    const float from = w[pick], to = std::nextafter(from, INFINITY);
+    w[pick] = to;
+    DETAUDIT_RETURN_IF_ERROR(kr.t->upload(w));
+    // Which layer holds it: Sequential's layers in order, counting their parameters.
+    std::string where = "parameter " + std::to_string(kr.layer_param);
+    size_t seen = 0;
+    const auto& layers = model.net().layers();
+    for (size_t l = 0; l < layers.size(); ++l) {
+      const size_t np = layers[l]->params().size();
+      if (kr.layer_param < seen + np) {
+        where = fmt::format("layer {} ({}) {}", l, layers[l]->name(), kr.layer_param == seen ? "weight" : "bias");
+        break;
+      }
+      seen += np;
+    }
+    out->index = k;
+    out->parameter = kr.offset + pick;
+    out->tensor = fmt::format("{} [{}]", where, pick);
+    out->from = from;
+    out->to = to;
+    return Status::ok();
+  }
+  return Status::error("condition e: nudge index out of range");
+}
+
+// ------------------------------------------------------------------------------------------------
+// Gradient noise: B_simple from microbatches, hardware noise from the same gradient twice
+// ------------------------------------------------------------------------------------------------
+
+NoiseMeter::NoiseMeter(int every, int batch_size, int batches) {
+  trace_.every = every;
+  trace_.b_big = batch_size;
+  // Four microbatches where the batch allows it (64 -> 16), else two.
+  trace_.b_small = batch_size >= 8 && batch_size % 4 == 0 ? batch_size / 4 : batch_size / 2;
+  const int points = (batches + every - 1) / every;
+  hw_stride_ = std::max(1, (points + kHardwarePoints - 1) / kHardwarePoints);
+}
+
+Status NoiseMeter::after_backward(int step, Autoencoder& model, const Tensor& batch) {
+  if (step % trace_.every) return Status::ok();
+  const std::vector<Tensor*> grads = model.grads();
+  saved_.resize(grads.size());
+  NoisePoint p;
+  p.step = uint64_t(step) + 1;
+  for (size_t i = 0; i < grads.size(); ++i) {
+    DETAUDIT_RETURN_IF_ERROR(grads[i]->download(&saved_[i]));
+    for (float g : saved_[i]) p.big_sq += double(g) * double(g);
+  }
+  float loss = 0;
+  if ((step / trace_.every) % hw_stride_ == 0) {
+    // The same gradient again, at the same parameters on the same batch.
+    DETAUDIT_RETURN_IF_ERROR(model.forward_backward(batch, &loss));
+    double d2 = 0;
+    for (size_t i = 0; i < grads.size(); ++i) {
+      DETAUDIT_RETURN_IF_ERROR(grads[i]->download(&tmp_));
+      for (size_t j = 0; j < tmp_.size(); ++j) {
+        const double d = double(tmp_[j]) - double(saved_[i][j]);
+        d2 += d * d;
+      }
+    }
+    p.hw_sq = d2;
+  }
+  DETAUDIT_RETURN_IF_ERROR(batch.download(&host_));
+  const Shape& s = batch.shape();
+  const size_t per = size_t(s[1]) * s[2] * s[3];
+  const int count = trace_.b_big / trace_.b_small;
+  DETAUDIT_RETURN_IF_ERROR(ensure(batch.backend(), {trace_.b_small, s[1], s[2], s[3]}, &micro_));
+  for (int m = 0; m < count; ++m) {
+    DETAUDIT_RETURN_IF_ERROR(micro_.upload(host_.data() + size_t(m) * trace_.b_small * per, size_t(trace_.b_small) * per));
+    DETAUDIT_RETURN_IF_ERROR(model.forward_backward(micro_, &loss));
+    for (Tensor* g : grads) {
+      DETAUDIT_RETURN_IF_ERROR(g->download(&tmp_));
+      double sq = 0;
+      for (float x : tmp_) sq += double(x) * double(x);
+      p.small_sq += sq;
+    }
+  }
+  p.small_sq /= double(count);
+  for (size_t i = 0; i < grads.size(); ++i) DETAUDIT_RETURN_IF_ERROR(grads[i]->upload(saved_[i]));
+  trace_.points.push_back(p);
+  return Status::ok();
+}
+
+}  // namespace detaudit

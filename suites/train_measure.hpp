@@ -1,0 +1,43 @@
+// What a training run measures besides its loss: condition (e)'s one-ULP nudge of an initial weight,
+// and the gradient noise of `train --noise-scale` (probes/training_run.hpp WeightNudge, NoiseTrace).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "models/autoencoder.hpp"
+#include "probes/training_run.hpp"
+
+namespace detaudit {
+
+// Nudge k moves kernel weight pick(k) by one ULP (std::nextafter toward +infinity); biases, zero at init,
+// are never picked. Picks are drawn from counter_bits(kInitSeedBase, kNudgeStream, draw); a weight an
+// earlier nudge took is drawn past, so nudges 0, 1, ... of a design move different weights, and nudge k
+// the same weight on every target and backend. *out says which and its two values.
+inline constexpr uint64_t kNudgeStream = 0xE;
+Status nudge_weight(Autoencoder& model, uint64_t k, WeightNudge* out);
+
+// The gradient noise at every `every`-th batch (0-based step % every == 0), as TrainCallbacks::after_backward:
+//  - the squared norm of the batch's gradient (B = batch_size samples);
+//  - the mean squared norm of the gradients of its microbatches (batch_size / 4 samples each where the
+//    batch is a multiple of 4 of at least 8, else batch_size / 2; the first B / b of the batch's images);
+//  - at up to kHardwarePoints of those points, evenly spread, |g1 - g2|^2 between the batch's gradient and
+//    the same gradient computed again at the same weights on the same batch (exactly 0 on a
+//    deterministic target).
+// Every norm is accumulated in double. The batch's own gradient is uploaded back into grads() before
+// returning, so the update, and every bit of the run, are those of an unmeasured run.
+class NoiseMeter {
+ public:
+  static constexpr int kHardwarePoints = 6;
+  NoiseMeter(int every, int batch_size, int batches);
+  Status after_backward(int step, Autoencoder& model, const Tensor& batch);
+  const NoiseTrace& trace() const { return trace_; }
+
+ private:
+  NoiseTrace trace_;
+  int hw_stride_ = 1;
+  std::vector<std::vector<float>> saved_;
+  std::vector<float> tmp_, host_;
+  Tensor micro_;
+};
+
+}  // namespace detaudit
