@@ -641,8 +641,8 @@ nlohmann::json noise_of(const std::vector<TrainingRun>& runs, Units& units) {
           {"hardware", hw},
           {"b_crit",
            "not estimated: B_crit is read off training at several batch sizes to a common loss (McCandlish et al. "
-           "2018, section 2.3), and this design trains one batch size; B_simple estimates the noise scale, which "
-           "B_crit follows when the Hessian is well conditioned"}};
+           "2018), and this design trains one batch size; B_simple equals their noise scale B_noise when the "
+           "Hessian is a multiple of the identity, and they found B_crit to track B_noise"}};
 }
 
 // Condition (e): the spread one ULP in one initial weight gives, beside (c) (fixed initial weights,

@@ -105,6 +105,15 @@ log "portable design: exit $? in $(( $(date +%s) - start )) s total; $(tail -1 "
 awk '$0 == "## What a target effect could be attributed to" {on = 1; print; next} on && /^## / {exit} on' \
   "$OUT/train-portable/report.md" 2>/dev/null | head -40 | tee -a "$OUT/summary.txt"
 
+log "diverge"
+# The first divergent op of two GPU runs in lockstep (issue 12): cuda's atomic order twice, cudnn's atomic
+# algorithms twice, and the portable order on the GPU against the CPU (which must not part).
+for pair in 'cuda:0?order=atomic' 'cudnn:0?fwd_algo=1&bwd_data_algo=0&bwd_filter_algo=0' 'cpu?order=portable&threads=8,cuda:0?order=portable'; do
+  timeout 120 "$BIN/detaudit" diverge --targets "$pair" --steps 5 "${train_data[@]}" --out "$OUT/diverge-$(echo "$pair" | tr -c 'a-z0-9' _)" \
+    >"$OUT/diverge.log" 2>&1
+  log "diverge $pair: exit $?: $(grep -m1 -E '^(diverged|no divergence)' "$OUT/diverge.log")$(grep -m1 '^kernels' "$OUT/diverge.log")"
+done
+
 log "gpu speed"
 timeout 120 "$BIN/gpu_speed" >"$OUT/gpu-speed.json" 2>"$OUT/gpu-speed.err"
 log "gpu speed: exit $?: $(cat "$OUT/gpu-speed.json")"
