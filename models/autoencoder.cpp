@@ -86,6 +86,15 @@ double TrainResult::final_loss() const {
   return s / double(k);
 }
 
+std::unique_ptr<Optimizer> make_optimizer(Backend* b, const TrainConfig& cfg) {
+  if (cfg.optimizer == TrainConfig::Optim::kAdam) {
+    AdamParams p;
+    p.lr = cfg.lr;
+    return std::make_unique<Adam>(b, p);
+  }
+  return std::make_unique<Sgd>(b, SgdParams{cfg.lr, cfg.momentum});
+}
+
 Status train_autoencoder(Backend& backend, const Dataset& data, const TrainConfig& cfg, const TrainCallbacks& cb,
                          TrainResult* out) {
   if (cfg.batch_size < 1 || cfg.batches < 0) return Status::invalid("train: batch size must be positive");
@@ -103,14 +112,7 @@ Status train_autoencoder(Backend& backend, const Dataset& data, const TrainConfi
   r.parameters = model.parameter_count();
   DETAUDIT_RETURN_IF_ERROR(model.weights_fingerprint(&r.initial_weights));
 
-  std::unique_ptr<Optimizer> opt;
-  if (cfg.optimizer == TrainConfig::Optim::kAdam) {
-    AdamParams p;
-    p.lr = cfg.lr;
-    opt = std::make_unique<Adam>(be, p);
-  } else {
-    opt = std::make_unique<Sgd>(be, SgdParams{cfg.lr, cfg.momentum});
-  }
+  std::unique_ptr<Optimizer> opt = make_optimizer(be, cfg);
   const std::vector<Tensor*> params = model.params(), grads = model.grads();
 
   BatchOrder order(size_t(data.count), cfg.batch_size, cfg.data_seed);

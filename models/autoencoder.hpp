@@ -23,6 +23,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "kernels/fingerprint.hpp"
@@ -101,6 +102,9 @@ struct TrainResult {
   // Mean of the last min(50, steps) losses (the paper's "final loss"), accumulated in double.
   double final_loss() const;
 };
+
+// The optimizer cfg asks for (Adam with cfg.lr, or SGD with momentum), on backend b.
+std::unique_ptr<Optimizer> make_optimizer(Backend* b, const TrainConfig& cfg);
 
 Status train_autoencoder(Backend& backend, const Dataset& data, const TrainConfig& cfg, const TrainCallbacks& cb,
                          TrainResult* out);

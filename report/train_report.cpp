@@ -1,6 +1,7 @@
 #include "report/train_report.hpp"
 
 #include <cmath>
+#include <functional>
 #include <map>
 #include <optional>
 
@@ -247,6 +248,26 @@ void add_spread_section(Document& d, const nlohmann::json& an) {
       .table({"target", "conditions", "runs", "std", "std ratio", "Δ mean |dev| [95% CI]", "F", "p", "notes"}, rows);
 }
 
+// One panel per condition, one series per finished run coloured by its target (with its source in a
+// merged analysis); `series` fills a run's x and y, or returns false to leave the run out.
+std::vector<Facet> facets_by_condition(const Results& r, const std::vector<TrainingSource>& sources,
+                                       const std::function<bool(const TrainingRun&, PlotSeries*)>& series) {
+  std::map<std::string, Facet> by_cond;
+  const bool merged = sources.size() > 1;
+  for (auto& run : r.training) {
+    PlotSeries s;
+    if (!run.ok() || !series(run, &s)) continue;
+    s.group = merged && size_t(run.source) < sources.size() ? run.target + " @ " + sources[size_t(run.source)].label
+                                                             : run.target;
+    auto& f = by_cond[run.condition];
+    f.title = cond_label(run.condition);
+    f.series.push_back(std::move(s));
+  }
+  std::vector<Facet> facets;
+  for (auto& [c, f] : by_cond) facets.push_back(std::move(f));
+  return facets;
+}
+
 // Condition (e) beside (c) and the seed spread (b).
 void add_one_ulp_section(Document& d, const nlohmann::json& an) {
   std::vector<std::vector<Cell>> rows;
@@ -317,20 +338,14 @@ void add_noise_section(Document& d, const Results& r, const std::vector<Training
              "tr(Σ) start → end", "trend over training"},
             rows);
   // B_simple along training: one panel per condition, coloured by target.
-  std::map<std::string, Facet> by_cond;
-  const bool merged = sources.size() > 1;
-  for (auto& run : r.training) {
-    if (!run.ok() || !run.noise || run.noise->points.empty()) continue;
-    const NoiseSeries s = noise_series(*run.noise, decay);
-    auto& f = by_cond[run.condition];
-    f.title = cond_label(run.condition);
-    f.series.push_back({merged && size_t(run.source) < sources.size() ? run.target + " @ " + sources[size_t(run.source)].label
-                                                                       : run.target,
-                        s.step, s.b_simple});
-  }
-  if (!by_cond.empty()) {
-    std::vector<Facet> facets;
-    for (auto& [c, f] : by_cond) facets.push_back(std::move(f));
+  std::vector<Facet> facets = facets_by_condition(r, sources, [&](const TrainingRun& run, PlotSeries* s) {
+    if (!run.noise || run.noise->points.empty()) return false;
+    const NoiseSeries ns = noise_series(*run.noise, decay);
+    s->x = ns.step;
+    s->y = ns.b_simple;
+    return true;
+  });
+  if (!facets.empty()) {
     FacetOptions fo;
     fo.title = "B_simple along training, every run, one panel per condition";
     fo.x_label = "batch";
@@ -412,19 +427,12 @@ void add_confounding_section(Document& d, const nlohmann::json& an) {
 void add_curves_section(Document& d, const Results& r, const std::vector<TrainingSource>& sources) {
   // One panel per condition on shared axes, curves coloured by target: in one panel the four
   // conditions' curves lie on top of each other and read as one colour.
-  std::map<std::string, Facet> by_cond;
-  const bool merged = sources.size() > 1;
-  for (auto& run : r.training) {
-    if (!run.ok()) continue;
-    auto& f = by_cond[run.condition];
-    f.title = cond_label(run.condition);
-    f.series.push_back({merged && size_t(run.source) < sources.size() ? run.target + " @ " + sources[size_t(run.source)].label
-                                                                       : run.target, {}, run.curve});
-  }
+  std::vector<Facet> facets = facets_by_condition(r, sources, [](const TrainingRun& run, PlotSeries* s) {
+    s->y = run.curve;
+    return true;
+  });
   auto& cs = d.add("Learning curves and phases");
-  if (!by_cond.empty()) {
-    std::vector<Facet> facets;
-    for (auto& [c, f] : by_cond) facets.push_back(std::move(f));
+  if (!facets.empty()) {
     FacetOptions fo;
     fo.title = "Loss per batch, every run, one panel per condition";
     fo.x_label = "batch";

@@ -341,14 +341,7 @@ Status Run::body() {
   Autoencoder model(be_.get(), d.rows, d.cols);
   DETAUDIT_RETURN_IF_ERROR(model.init(cfg.init_seed));
   DETAUDIT_RETURN_IF_ERROR(setup(model));
-  std::unique_ptr<Optimizer> optim;
-  if (cfg.optimizer == TrainConfig::Optim::kAdam) {
-    AdamParams p;
-    p.lr = cfg.lr;
-    optim = std::make_unique<Adam>(be_.get(), p);
-  } else {
-    optim = std::make_unique<Sgd>(be_.get(), SgdParams{cfg.lr, cfg.momentum});
-  }
+  std::unique_ptr<Optimizer> optim = make_optimizer(be_.get(), cfg);
   const std::vector<Tensor*> params = model.params(), grads = model.grads();
   BatchOrder order(size_t(d.count), cfg.batch_size, cfg.data_seed);
   const size_t per_image = d.pixels_per_image();
