@@ -1,6 +1,7 @@
 #include "models/sprites.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include <fmt/format.h>
 
@@ -27,12 +28,14 @@ Status check(const Dataset& source, const SpriteConfig& cfg) {
   return Status::ok();
 }
 
-// One coordinate moved by v inside [0, hi]: reflected off an edge it would cross, velocity negated.
-void step(int* p, int* v, int hi) {
-  int q = *p + *v;
-  if (q < 0) q = -q, *v = -*v;
-  if (q > hi) q = 2 * hi - q, *v = -*v;
-  *p = std::clamp(q, 0, hi);  // only a frame narrower than a velocity step could need it
+// A 53-bit uniform in [0, 1).
+double unit(uint64_t bits) { return double(bits >> 11) * 0x1p-53; }
+
+// One coordinate moved by 0.1 v; outside [0, 1] it is clamped and v negated.
+void step(double* p, double* v) {
+  *p += 0.1 * *v;
+  if (*p < 0.0) *p = 0.0, *v = -*v;
+  if (*p > 1.0) *p = 1.0, *v = -*v;
 }
 
 }  // namespace
@@ -40,20 +43,28 @@ void step(int* p, int* v, int hi) {
 Status sprite_tracks(const Dataset& source, const SpriteConfig& cfg, uint64_t seed, uint64_t i,
                      std::vector<SpriteTrack>* out) {
   DETAUDIT_RETURN_IF_ERROR(check(source, cfg));
-  const int hi_r = cfg.rows - kSpriteSide, hi_c = cfg.cols - kSpriteSide;
-  static const int kSpeeds[6] = {-3, -2, -1, 1, 2, 3};
+  const int span_r = cfg.rows - kSpriteSide, span_c = cfg.cols - kSpriteSide;
   out->assign(size_t(cfg.sprites), {});
   for (int j = 0; j < cfg.sprites; ++j) {
-    auto bits = [&](uint64_t k) { return counter_bits(seed, kSpriteStream + i, 8 * uint64_t(j) + k); };
+    auto bits = [&](uint64_t k) { return counter_bits(seed, kSpriteStream + i, 64 * uint64_t(j) + k); };
     SpriteTrack& t = (*out)[size_t(j)];
     t.image = uint32_t(uniform(bits(0), uint64_t(source.count)));
-    int r = int(uniform(bits(1), uint64_t(hi_r) + 1)), c = int(uniform(bits(2), uint64_t(hi_c) + 1));
-    int vr = kSpeeds[uniform(bits(3), 6)], vc = kSpeeds[uniform(bits(4), 6)];
+    double y = unit(bits(1)), x = unit(bits(2)), vy = 1, vx = 0;  // (1, 0) only if 30 draws all miss: p < 1e-20
+    for (uint64_t k = 3; k + 1 < 64; k += 2) {  // about 1.27 draws on average
+      const double u = 2 * unit(bits(k)) - 1, v = 2 * unit(bits(k + 1)) - 1, r2 = u * u + v * v;
+      if (r2 > 1.0 || r2 < 0x1p-40) continue;
+      const double r = std::sqrt(r2);
+      vy = u / r, vx = v / r;
+      break;
+    }
     for (int f = 0; f < cfg.frames; ++f) {
-      t.row.push_back(r);
-      t.col.push_back(c);
-      step(&r, &vr, hi_r);
-      step(&c, &vc, hi_c);
+      if (f > 0) step(&y, &vy), step(&x, &vx);
+      t.y.push_back(y);
+      t.x.push_back(x);
+      t.vy.push_back(vy);
+      t.vx.push_back(vx);
+      t.row.push_back(int(y * span_r));
+      t.col.push_back(int(x * span_c));
     }
   }
   return Status::ok();

@@ -1,15 +1,17 @@
-// Moving sprites: the video data of the PredNet regression (issue 13). Each sequence is `frames` frames
-// of rows x cols pixels on black, in which `sprites` Fashion-MNIST images (28 x 28, cut from a Dataset)
-// move in straight lines and bounce off the frame's edges; where sprites overlap the brighter pixel wins.
-// Everything is integer arithmetic on a function of (seed, sequence index) only: the same bytes on every
-// machine, and sequence i does not depend on how many others are made.
+// Moving sprites: the video data of the PredNet regression (issue 13), the bouncing-MNIST generator of
+// Srivastava et al. (2015) with Fashion-MNIST items as sprites (REFERENCE.md section 4). Each sequence is
+// `frames` frames of rows x cols pixels on black in which `sprites` 28 x 28 images move and bounce off
+// the frame's edges; where sprites overlap the brighter pixel wins.
 //
-// Sequence i, from counter_bits(seed, kSpriteStream + i, 8j + k):
-//   sprite j: source image (k = 0) uniform over the dataset, start row and column (k = 1, 2) uniform over
-//   the positions where the whole 28 x 28 image fits, velocity (k = 3, 4) with each component uniform in
-//   {-3, -2, -1, 1, 2, 3} pixels per frame;
-//   frame t + 1: each sprite moves by its velocity; a component that would leave [0, side - 28] is
-//   reflected off the edge (p' = 2 * edge - p) and its velocity negated.
+// Sprite j of sequence i draws from counter_bits(seed, kSpriteStream + i, 64j + k):
+//   k = 0: its image, uniform over the source;
+//   k = 1, 2: its position (y, x) in [0, 1)^2 (53-bit uniforms);
+//   k = 3, 4, ...: its direction, uniform on the circle: points (u, v) uniform in [-1, 1]^2 drawn until
+//   one lies in the unit disc (and not within 2^-20 of its centre), normalised to length 1.
+// Each frame after the first: position += 0.1 * velocity, then a coordinate outside [0, 1] is clamped to
+// it and that velocity component negated. The sprite's top-left pixel is int(pos * (side - 28)).
+// Only IEEE-754 double +, -, *, / and sqrt (each correctly rounded; the project compiles without FP
+// contraction): the same bytes on every machine, and sequence i does not depend on how many are made.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -25,7 +27,7 @@ inline constexpr int kSpriteSide = 28;
 inline constexpr uint64_t kSpriteStream = 0x5917E000;
 
 struct SpriteConfig {
-  int frames = 10, rows = 64, cols = 64, sprites = 2;
+  int frames = 20, rows = 64, cols = 64, sprites = 2;
 };
 
 // Sequences of one channel: pixels is count x frames x rows x cols, uint8 (the layout of an .npy
@@ -40,7 +42,9 @@ struct VideoSet {
 // Where sprite j of a sequence is in each frame, and which image it shows (for tests and the report).
 struct SpriteTrack {
   uint32_t image = 0;
-  std::vector<int> row, col;  // top-left corner per frame
+  std::vector<double> y, x;    // position in [0, 1]^2 per frame
+  std::vector<double> vy, vx;  // velocity (a unit vector) with which it left each frame
+  std::vector<int> row, col;   // top-left pixel per frame: int(y * (rows - 28)), int(x * (cols - 28))
 };
 
 // Sequences first .. first + count - 1 of the moving-sprites set of `seed`. Status::invalid for a frame

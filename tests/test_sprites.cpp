@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
+#include <utility>
 
 #include "kernels/fingerprint.hpp"
 #include "models/sprites.hpp"
@@ -24,42 +26,50 @@ TEST(Sprites, SequencesAreAFunctionOfSeedAndIndexOnly) {
   ASSERT_TRUE(make_moving_sprites(source(), cfg, 8, 0, 6, &other));
   EXPECT_EQ(all.pixels, again.pixels);
   EXPECT_NE(all.pixels, other.pixels) << "another seed, other sequences";
-  ASSERT_EQ(all.pixels.size(), size_t(6) * 10 * 64 * 64);
+  ASSERT_EQ(all.pixels.size(), size_t(6) * 20 * 64 * 64);
   EXPECT_TRUE(std::equal(tail.pixels.begin(), tail.pixels.end(), all.pixels.begin() + 4 * all.pixels_per_sequence()))
       << "sequence 4 does not depend on how many came before it";
 }
 
-TEST(Sprites, SpritesStayInsideMoveByTheirVelocityAndBounce) {
+TEST(Sprites, SpritesMoveByATenthOfTheirUnitVelocityAndBounceOffTheEdges) {
   SpriteConfig cfg;
-  cfg.frames = 40;  // long enough that every sprite meets an edge
+  cfg.frames = 40;  // long enough that most sprites meet an edge
   int bounces = 0;
-  for (uint64_t i = 0; i < 20; ++i) {
+  double mean_vx = 0;
+  for (uint64_t i = 0; i < 50; ++i) {
     std::vector<SpriteTrack> tracks;
     ASSERT_TRUE(sprite_tracks(source(), cfg, 3, i, &tracks));
     ASSERT_EQ(tracks.size(), 2u);
     for (auto& t : tracks) {
-      ASSERT_EQ(t.row.size(), 40u);
+      ASSERT_EQ(t.y.size(), 40u);
+      EXPECT_NEAR(t.vy[0] * t.vy[0] + t.vx[0] * t.vx[0], 1.0, 1e-15);
+      mean_vx += t.vx[0] / 100;
       for (int f = 0; f < 40; ++f) {
-        EXPECT_GE(t.row[f], 0);
-        EXPECT_LE(t.row[f], 64 - kSpriteSide);
-        EXPECT_GE(t.col[f], 0);
-        EXPECT_LE(t.col[f], 64 - kSpriteSide);
-      }
-      // Straight lines between bounces: a step is at most 3 pixels and changes only next to an edge (a
-      // reflected step is shorter, even 0: 35 + 2 is reflected off the edge at 36 back to 35).
-      for (const auto* p : {&t.row, &t.col})
-        for (int f = 1; f + 1 < 40; ++f) {
-          const int a = (*p)[f] - (*p)[f - 1], b = (*p)[f + 1] - (*p)[f];
-          EXPECT_LE(std::abs(a), 3);
-          if (a != b) {
+        for (double p : {t.y[f], t.x[f]}) {
+          EXPECT_GE(p, 0.0);
+          EXPECT_LE(p, 1.0);
+        }
+        EXPECT_EQ(t.row[f], int(t.y[f] * 36));
+        EXPECT_EQ(t.col[f], int(t.x[f] * 36));
+        if (f == 0) continue;
+        const double py[2] = {t.y[f - 1], t.y[f]}, px[2] = {t.x[f - 1], t.x[f]};
+        const double vy[2] = {t.vy[f - 1], t.vy[f]}, vx[2] = {t.vx[f - 1], t.vx[f]};
+        for (auto [p, v] : {std::pair{py, vy}, std::pair{px, vx}}) {
+          const double moved = p[0] + 0.1 * v[0];
+          if (moved >= 0.0 && moved <= 1.0) {
+            EXPECT_EQ(p[1], moved) << "a straight step of 0.1 v";
+            EXPECT_EQ(v[1], v[0]);
+          } else {
             ++bounces;
-            const int lo = std::min({(*p)[f - 1], (*p)[f], (*p)[f + 1]}), hi = std::max({(*p)[f - 1], (*p)[f], (*p)[f + 1]});
-            EXPECT_TRUE(lo < 3 || hi > 64 - kSpriteSide - 3) << "a change of direction away from the edges at frame " << f;
+            EXPECT_EQ(p[1], moved < 0 ? 0.0 : 1.0) << "clamped to the edge it crossed";
+            EXPECT_EQ(v[1], -v[0]) << "and that component negated";
           }
         }
+      }
     }
   }
-  EXPECT_GT(bounces, 20);
+  EXPECT_GT(bounces, 50);
+  EXPECT_LT(std::abs(mean_vx), 0.3) << "directions spread around the circle";
 }
 
 TEST(Sprites, FramesAreTheSpritesComposedByMax) {
