@@ -361,6 +361,13 @@ std::string variants_cudnn(Spec* d, Spec* n) {
   return "";
 }
 
+// ---- external (imported) ---------------------------------------------------------------------------
+Promise promise_external(const Spec& t, const Spec&, const std::map<std::string, std::string>&) {
+  return nothing(fmt::format("{}: a framework's outputs imported with `detaudit import`; detaudit knows nothing it "
+                             "promises",
+                             t.str()));
+}
+
 // ---- testing (hidden) ------------------------------------------------------------------------------
 Promise promise_testing(const Spec&, const Spec&, const std::map<std::string, std::string>&) {
   return nothing("test-only backend: nothing is promised");
@@ -557,6 +564,19 @@ std::vector<BackendEntry> make_registry() {
   add(e);
 
   e = {};
+  e.name = "external";
+  // Any name the spec syntax allows (letters, digits, '_', '-', '.'); name it by framework, version and
+  // device ("torch-1.13-cpu"): detaudit cannot see a framework's version, so baselines key it by name.
+  e.keys = {{"name", "",
+             [](const std::string& v) -> std::string { return v.size() <= 64 ? "" : "at most 64 characters"; },
+             "framework name, e.g. torch-cpu", [](const std::string& v) { return v; }}};
+  e.summary = "a framework's outputs imported with `detaudit import` (never run: see `detaudit export`)";
+  e.imported = true;
+  e.applicable = always;
+  e.promise = promise_external;
+  add(e);
+
+  e = {};
   e.name = "testing";
   e.keys = {key_one_of("fault", "none", {"none", "segv", "ill", "abort", "hang", "sticky"})};
   e.make = make_testing_backend;
@@ -621,6 +641,10 @@ std::map<std::string, std::string> target_environment(const Spec& t) {
 std::unique_ptr<Backend> make_target_backend(const Spec& t, Status* st) {
   *st = Status::ok();
   const BackendEntry* e = find_backend(t.name);
+  if (e && e->imported) {
+    *st = Status::invalid(fmt::format("target '{}' cannot be run: its outputs are imported (detaudit import)", t.str()));
+    return nullptr;
+  }
   if (!e || !e->make) {
     *st = Status::invalid("unknown target " + t.name);
     return nullptr;

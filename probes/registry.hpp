@@ -59,6 +59,9 @@ struct BackendEntry {
   bool gpu = false;        // takes :N and needs a CUDA device
   std::string summary;     // one line for --help
   bool hidden = false;     // test-only (testing?fault=...)
+  // Its observations come from `detaudit import` (a framework's outputs), never from a worker: it has no
+  // factory, and probe refuses it as a target (external?name=...).
+  bool imported = false;
   // Keys of machine_fingerprint()["libraries"] whose versions this backend's bits depend on (openblas:
   // {"openblas", "openblas_core"}; cublas: {"cublas", "cuda_runtime", "cuda_driver"}; cudnn adds "cudnn").
   // The baselines key their entries by these (gates/baseline.cpp), with the CPU or the GPU.

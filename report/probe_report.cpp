@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "analysis/stats.hpp"
+#include "probes/registry.hpp"
 #include "probes/verdict.hpp"
 #include "report/json_fields.hpp"
 #include "report/svg.hpp"
@@ -607,6 +608,87 @@ std::string group_cls(const IdentityGroup& g, const std::string& workload, const
   return cls_of(worst);
 }
 
+// A workload in a few words for the external match line: "matmul", "conv2d bwd_data", "reduce sum".
+std::string short_workload(const std::string& w) {
+  Spec s;
+  std::string err;
+  if (!parse_workload(w, &s, &err)) return w;
+  const std::string k = s.has("pass") ? s.get("pass") : s.has("op") ? s.get("op") : "";
+  return k.empty() ? s.name : s.name + " " + k;
+}
+
+}  // namespace
+
+std::vector<std::string> external_match_lines(const std::vector<Observation>& obs) {
+  auto imported = [](const std::string& target) {
+    Spec s;
+    std::string err;
+    const BackendEntry* e = parse_target(target, &s, &err) ? find_backend(s.name) : nullptr;
+    return e && e->imported;
+  };
+  std::vector<std::string> externals;
+  for (auto& o : obs)
+    if (imported(o.target) && std::find(externals.begin(), externals.end(), o.target) == externals.end())
+      externals.push_back(o.target);
+  // "matmul ×3, reduce dot": each kind once, in order, with its count.
+  auto kinds = [](const std::vector<std::string>& ws) {
+    std::vector<std::pair<std::string, int>> k;
+    for (auto& w : ws) {
+      auto it = std::find_if(k.begin(), k.end(), [&](auto& p) { return p.first == w; });
+      if (it == k.end()) k.push_back({w, 1}); else ++it->second;
+    }
+    std::vector<std::string> parts;
+    for (auto& [w, n] : k) parts.push_back(n == 1 ? w : fmt::format("{} ×{}", w, n));
+    return fmt::format("{}", fmt::join(parts, ", "));
+  };
+  std::vector<std::string> lines;
+  const auto groups = identity_groups(obs);
+  for (const std::string& x : externals) {
+    size_t workloads = 0, shared = 0;  // workloads x ran; of them, those some target ran too
+    // Per matched target the workloads it matches on; targets matching on the same workloads are one entry.
+    std::vector<std::pair<std::string, std::vector<std::string>>> matches;
+    for (auto& wg : groups) {
+      const auto mine = std::find_if(wg.groups.begin(), wg.groups.end(), [&](const IdentityGroup& g) {
+        return std::find(g.targets.begin(), g.targets.end(), x) != g.targets.end();
+      });
+      if (mine == wg.groups.end()) continue;
+      ++workloads;
+      shared += std::any_of(wg.groups.begin(), wg.groups.end(), [&](const IdentityGroup& g) {
+        return std::any_of(g.targets.begin(), g.targets.end(), [&](auto& t) { return !imported(t); });
+      });
+      for (auto& t : mine->targets) {
+        if (imported(t)) continue;
+        auto m = std::find_if(matches.begin(), matches.end(), [&](auto& p) { return p.first == t; });
+        if (m == matches.end()) m = matches.insert(matches.end(), {t, {}});
+        m->second.push_back(short_workload(wg.workload));
+      }
+    }
+    if (matches.empty()) {
+      lines.push_back(fmt::format("{} matches no target bit for bit ({} workloads, {} of them run by targets here)", x,
+                                  workloads, shared));
+      continue;
+    }
+    std::stable_sort(matches.begin(), matches.end(), [](auto& a, auto& b) { return a.second.size() > b.second.size(); });
+    std::vector<std::pair<std::pair<std::string, std::vector<std::string>>, size_t>> alike;  // entry, targets alike
+    for (auto& m : matches) {
+      auto a = std::find_if(alike.begin(), alike.end(), [&](auto& p) { return p.first.second == m.second; });
+      if (a == alike.end()) alike.push_back({m, 0}); else ++a->second;
+    }
+    auto more = [](size_t n) { return n == 0 ? std::string() : fmt::format("; {} more target{} alike", n, n == 1 ? "" : "s"); };
+    std::string line = fmt::format("{} matches {} bit for bit on {} of {} workloads ({}{})", x, alike[0].first.first,
+                                   alike[0].first.second.size(), workloads, kinds(alike[0].first.second), more(alike[0].second));
+    constexpr size_t kOthers = 3;
+    for (size_t i = 1; i < alike.size() && i <= kOthers; ++i)
+      line += fmt::format("{}{} on {} ({}{})", i == 1 ? "; also " : "; ", alike[i].first.first, alike[i].first.second.size(),
+                          kinds(alike[i].first.second), more(alike[i].second));
+    if (alike.size() > kOthers + 1) line += fmt::format("; and {} more", alike.size() - kOthers - 1);
+    lines.push_back(line);
+  }
+  return lines;
+}
+
+namespace {
+
 void add_groups_section(Document& d, const std::vector<Observation>& obs) {
   const Grid grid = make_grid(obs);
   // report.html lists every target of a group; report.md the first few and a count, so that a group
@@ -637,6 +719,8 @@ void add_groups_section(Document& d, const std::vector<Observation>& obs) {
                       "nondeterministic target is grouped by the whole set of outputs it produced). {} of {} "
                       "workloads give more than one group.",
                       split, workloads));
+  // Frameworks' outputs (detaudit import): which target's kernels they match.
+  for (const std::string& line : external_match_lines(obs)) gs.para(inline_text(line));
   gs.details(fmt::format("Groups of the {} workloads", workloads),
              Section{}
                  .table({"workload", "fingerprint(s)", "targets"}, grows)

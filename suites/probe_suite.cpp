@@ -156,6 +156,13 @@ bool make_plan(const std::string& suite, const std::string& targets_csv, const s
     return false;
   }
   if (!parse_all(t, true, &p.targets, err) || !parse_all(w, false, &p.workloads, err)) return false;
+  for (auto& target : p.targets)
+    if (const BackendEntry* e = find_backend(target.name); e && e->imported) {
+      *err = fmt::format("target '{}' cannot be run: it holds a framework's outputs, imported with `detaudit import` "
+                         "(see `detaudit export --help`)",
+                         target.str());
+      return false;
+    }
   if (repeats < 0 || repeats > 100000) {
     *err = fmt::format("--repeats {} out of range (1..100000)", repeats);
     return false;

@@ -54,7 +54,7 @@ TEST(Registry, EveryBackendHasOneEntry) {
     EXPECT_TRUE(target(e.name).name == e.name) << "the parser accepts " << e.name;
   }
   EXPECT_EQ(names, (std::set<std::string>{"cpu-ref", "cpu", "openblas", "onednn", "cuda", "cublas", "cublaslt",
-                                          "cudnn", "testing"}));
+                                          "cudnn", "external", "testing"}));
   EXPECT_EQ(find_backend("opencl"), nullptr);
   EXPECT_TRUE(find_backend("testing")->hidden);
   for (const char* g : {"cuda", "cublas", "cublaslt", "cudnn"}) EXPECT_TRUE(find_backend(g)->gpu) << g;
