@@ -126,7 +126,7 @@ struct ProbeArgs {
 };
 
 struct TrainArgs {
-  std::string model, design = "sony2021", targets, out, data;
+  std::string model, design = "sony2021", targets, out, data, prednet_config;
   int seeds = 0, batches = 0, window = 0, replicates = 0, noise_every = 0;
   double run_timeout = 0;
   bool paper = false, fresh = false, noise_scale = false;
@@ -182,7 +182,7 @@ int run_probe(const ProbeArgs& a, int argc, char** argv) {
 
 int run_train(const TrainArgs& a, int argc, char** argv) {
   if (int rc = precheck_history(a.hist)) return rc;
-  TrainDesign d = default_design(a.paper);
+  TrainDesign d = default_design(a.paper, a.model);
   if (!a.targets.empty()) {
     d.targets.clear();
     for (auto& t : split_list(a.targets)) {
@@ -199,6 +199,10 @@ int run_train(const TrainArgs& a, int argc, char** argv) {
   if (a.window > 0) d.window = a.window;
   if (a.replicates > 0) d.replicates = a.replicates;
   if (a.noise_every > 0 && !a.noise_scale) return fail("--noise-every needs --noise-scale");
+  if (!a.prednet_config.empty()) {
+    if (a.model != "prednet") return fail("--prednet-config is for the prednet model");
+    d.prednet_config = a.prednet_config;
+  }
   if (a.noise_scale) d.noise_every = a.noise_every > 0 ? a.noise_every : kDefaultNoiseEvery;
   d.data_dir = a.data;
   d.model = a.model;
@@ -288,7 +292,11 @@ int main_cli(int argc, char** argv) {
 
   auto* train = app.add_subcommand("train", "Run a training regression design and write results.json and the reports.");
   TrainArgs ta;
-  train->add_option("MODEL", ta.model, "Model: autoencoder")->required()->check(CLI::IsMember({"autoencoder"}));
+  train->add_option("MODEL", ta.model,
+                    "Model: autoencoder (Fashion-MNIST reconstruction) or prednet (next-frame prediction of moving "
+                    "sprites; quick default: one target, 2 seeds, 60 batches of 4 sequences)")
+      ->required()
+      ->check(CLI::IsMember({"autoencoder", "prednet"}));
   train->add_option("--design", ta.design, "Design: sony2021 (conditions a-d: init random/fixed x nondeterminism on/off)")
       ->check(CLI::IsMember({"sony2021"}))
       ->capture_default_str();
@@ -309,6 +317,10 @@ int main_cli(int argc, char** argv) {
                     "run recorded as timeout (the first batch also covers starting the worker and loading the data; "
                     "default 300)")
       ->check(CLI::Range(0.001, 604800.0));
+  train->add_option("--prednet-config", ta.prednet_config,
+                    "prednet: quick (1x64x64 frames, stacks 1,16,32,64, 10 frames; the default) or tiny (1x32x32, "
+                    "stacks 1,4,8, 4 frames: a smoke test of the design in seconds)")
+      ->check(CLI::IsMember({"quick", "tiny"}));
   train->add_flag("--noise-scale", ta.noise_scale,
                   "Measure the gradient noise scale B_simple along training (microbatches of each measured batch) "
                   "and the hardware noise at fixed weights and batch (the gradient computed twice: sigma^2_hw, B_hw)");
@@ -317,7 +329,9 @@ int main_cli(int argc, char** argv) {
                     "extra batch")
       ->check(CLI::Range(1, 10000000));
   train->add_flag("--paper", ta.paper, "The paper's protocol: 12 runs, 5000 batches, window 50");
-  train->add_option("--data", ta.data, "Folder of MNIST-format IDX files (default: Fashion-MNIST from dataset-fashion-mnist)")
+  train->add_option("--data", ta.data,
+                    "Folder of MNIST-format IDX files (default: Fashion-MNIST from dataset-fashion-mnist; prednet cuts "
+                    "its moving sprites from them), or for prednet an .npy video file, uint8 [N,T,H,W] or [N,T,H,W,C]")
       ->check(kNonEmpty);
   train->add_option("--out", ta.out, "Results directory (default results/train-<time>); an unfinished design there resumes")
       ->check(kNonEmpty);

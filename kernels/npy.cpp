@@ -179,10 +179,11 @@ Status parse_head(const std::string& name, const uint8_t* p, size_t avail, uint6
   if (descr == ">f4" || descr == ">f8")
     return bad("dtype '" + descr + "' is big-endian; detaudit reads little-endian '<f4' (float32) and '<f8' "
                "(float64): write a.astype('<" + descr.substr(1) + "')");
-  if (descr != "<f4" && descr != "<f8")
-    return bad("dtype '" + printable(descr) + "' (detaudit reads '<f4', little-endian float32, and '<f8', float64)");
+  if (descr != "<f4" && descr != "<f8" && descr != "|u1")
+    return bad("dtype '" + printable(descr) + "' (detaudit reads '<f4', little-endian float32, '<f8', float64, and "
+               "'|u1', uint8)");
   if (fortran) return bad("Fortran-order array; write it in C order (numpy.ascontiguousarray)");
-  const uint64_t item = descr == "<f8" ? 8 : 4;
+  const uint64_t item = descr == "<f8" ? 8 : descr == "|u1" ? 1 : 4;
   uint64_t elems = 1, bytes = 0;
   for (uint64_t d : shape)
     if (__builtin_mul_overflow(elems, d, &elems))

@@ -9,7 +9,7 @@
 // Versions 2.0 and 3.0 (a u32 header length) are read too; version 1.0 is written.
 //
 // Strict, because a framework's bytes are judged bit for bit: only '<f4' and '<f8' (little-endian
-// float32, float64) are read; big-endian ('>f4'), any other dtype, Fortran order, a header over
+// float32, float64) and '|u1' (uint8: video frames, suites/train_data.hpp) are read; big-endian ('>f4'), any other dtype, Fortran order, a header over
 // kMaxNpyHeaderBytes, more than kMaxNpyDims dimensions, a shape whose element or byte count overflows
 // or exceeds kMaxNpyDataBytes, a data part shorter or longer than the shape says, and anything malformed
 // in the header give Status::invalid with one line naming the file and the problem. The header is read
@@ -29,10 +29,10 @@ inline constexpr size_t kMaxNpyDims = 32;                      // numpy's NPY_MA
 inline constexpr uint64_t kMaxNpyDataBytes = uint64_t(1) << 34;  // 16 GiB
 
 struct NpyArray {
-  std::string descr;            // "<f4" or "<f8"
+  std::string descr;            // "<f4", "<f8" or "|u1"
   std::vector<uint64_t> shape;  // () for a scalar: one element
   std::vector<uint8_t> data;    // C order, little-endian: the bytes as they are in the file
-  size_t item_bytes() const { return descr == "<f8" ? 8 : 4; }
+  size_t item_bytes() const { return descr == "<f8" ? 8 : descr == "|u1" ? 1 : 4; }
   uint64_t elements() const;
 };
 
@@ -40,7 +40,7 @@ struct NpyArray {
 std::string npy_shape_text(const std::vector<uint64_t>& shape);
 
 // The whole file: header, then `bytes` bytes of data (which must be shape's elements x the item size of
-// descr, "<f4" or "<f8").
+// descr, "<f4", "<f8" or "|u1").
 std::vector<uint8_t> npy_encode(const std::string& descr, const std::vector<uint64_t>& shape, const void* data,
                                 size_t bytes);
 

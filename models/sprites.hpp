@@ -30,8 +30,8 @@ struct SpriteConfig {
   int frames = 20, rows = 64, cols = 64, sprites = 2;
 };
 
-// Sequences of one channel: pixels is count x frames x rows x cols, uint8 (the layout of an .npy
-// [N, T, H, W] video file).
+// Video sequences: pixels is count x frames x rows x cols x channels, uint8 (the layout of an .npy
+// [N, T, H, W] or [N, T, H, W, C] video file); moving sprites have one channel.
 struct VideoSet {
   int count = 0, frames = 0, rows = 0, cols = 0, channels = 1;
   std::vector<uint8_t> pixels;

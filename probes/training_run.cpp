@@ -118,7 +118,23 @@ bool from_json(const nlohmann::json& j, NoiseTrace* n, const std::string& path, 
   return true;
 }
 
+bool from_json(const nlohmann::json& j, NextFrameCheck* n, const std::string& path, std::string* err) {
+  using T = JsonType;
+  if (!only_fields(j, {{"sequences", T::kUnsigned}, {"mse", T::kNumber}, {"copy_last_mse", T::kNumber}}, {},
+                   "a next-frame check", path, err))
+    return false;
+  n->sequences = j["sequences"];
+  n->mse = j["mse"];
+  n->copy_last_mse = j["copy_last_mse"];
+  if (n->mse < 0 || n->copy_last_mse < 0) return *err = path + ": a mean squared error is negative", false;
+  return true;
+}
+
 }  // namespace
+
+nlohmann::json to_json(const NextFrameCheck& n) {
+  return {{"sequences", n.sequences}, {"mse", n.mse}, {"copy_last_mse", n.copy_last_mse}};
+}
 
 nlohmann::json to_json(const WeightNudge& n) {
   return {{"index", n.index}, {"parameter", n.parameter}, {"tensor", n.tensor}, {"from", n.from}, {"to", n.to}};
@@ -172,6 +188,8 @@ nlohmann::json to_json(const TrainingRun& r) {
     j["steps_per_second"] = r.steps_per_second;
     if (r.phases) j["phases"] = to_json(*r.phases);
     if (r.noise) j["noise"] = to_json(*r.noise);
+    if (r.prediction) j["prediction"] = to_json(*r.prediction);
+    if (!r.frames_png.empty()) j["frames_png"] = r.frames_png;
   }
   if (r.nudge) j["nudge"] = to_json(*r.nudge);
   if (!r.signal.empty()) j["signal"] = r.signal;
@@ -196,12 +214,12 @@ bool from_json(const nlohmann::json& j, TrainingRun* out, std::string* err, cons
       {"curve_fingerprint", T::kString}, {"weights_fingerprint", T::kString},
       {"initial_weights_fingerprint", T::kString}, {"seconds", T::kNumber}, {"steps_per_second", T::kNumber},
       {"curve", T::kArray},        {"signal", T::kString},         {"timeout_s", T::kNumber},
-      {"batches_done", T::kCount}};
+      {"batches_done", T::kCount}, {"frames_png", T::kString}};
   if (!check_json(j, T::kObject, path, err) || !check_key(j, "status", T::kString, true, path, err)) return false;
   for (auto& f : kFields)
     if (!check_key(j, f.key, f.type, false, path, err)) return false;
   for (auto& [k, v] : j.items()) {
-    bool known = k == "final_loss" || k == "phases" || k == "nudge" || k == "noise";
+    bool known = k == "final_loss" || k == "phases" || k == "nudge" || k == "noise" || k == "prediction";
     for (auto& f : kFields) known = known || k == f.key;
     if (!known) return *err = fmt::format("{} is not a field of a training run", json_path(path, k)), false;
   }
@@ -267,6 +285,16 @@ bool from_json(const nlohmann::json& j, TrainingRun* out, std::string* err, cons
     if (!from_json(j["noise"], &n, json_path(path, "noise"), err)) return false;
     r.noise = std::move(n);
   }
+  if (j.contains("prediction")) {
+    NextFrameCheck n;
+    if (!from_json(j["prediction"], &n, json_path(path, "prediction"), err)) return false;
+    r.prediction = n;
+  }
+  r.frames_png = j.value("frames_png", "");
+  if (r.frames_png.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=") !=
+          std::string::npos ||
+      r.frames_png.size() % 4)
+    return *err = json_path(path, "frames_png") + " is not base64", false;
   r.signal = j.value("signal", "");
   if (j.contains("timeout_s")) r.timeout_s = j["timeout_s"].get<double>();
   if (j.contains("batches_done")) r.batches_done = j["batches_done"].get<uint64_t>();

@@ -49,6 +49,13 @@ struct NoiseTrace {
   std::vector<NoisePoint> points;
 };
 
+// PredNet runs: the next-frame check on held-out sequences (models/prednet_train.hpp): the mean squared
+// error of the predictions of frames 1 .. nt-1 and of copying the last frame instead.
+struct NextFrameCheck {
+  uint64_t sequences = 0;
+  double mse = 0, copy_last_mse = 0;
+};
+
 struct TrainingRun {
   // Identity: its cell of the design.
   std::string key;        // condition|target|seed|replicate, unique within a design
@@ -75,6 +82,8 @@ struct TrainingRun {
   std::optional<CurvePhases> phases;
   std::optional<WeightNudge> nudge;  // condition (e)
   std::optional<NoiseTrace> noise;   // measured when the design asks for it
+  std::optional<NextFrameCheck> prediction;  // prednet
+  std::string frames_png;  // prednet: base64 PNG of a held-out sequence, true frames over predicted ones
 
   // Runs that died (crashed, timeout, some errors).
   std::string signal;                   // "SIGSEGV"
@@ -90,6 +99,7 @@ nlohmann::json to_json(const TrainingRun& r);
 nlohmann::json to_json(const CurvePhases& p);
 nlohmann::json to_json(const WeightNudge& n);
 nlohmann::json to_json(const NoiseTrace& n);
+nlohmann::json to_json(const NextFrameCheck& n);
 // Strict: types of every field, known values of status, condition, init and nondeterminism, no unknown
 // field; a finished run must have its condition, target, seed, replicate, final loss and curve. False
 // with a one-line *err naming the field's path ("training[3].seed must be ...").

@@ -10,6 +10,7 @@
 #include <fmt/ranges.h>
 
 #include "analysis/noise_scale.hpp"
+#include "analysis/stats.hpp"
 #include "analysis/training.hpp"
 #include "report/json_fields.hpp"
 #include "report/results.hpp"
@@ -268,6 +269,72 @@ std::vector<Facet> facets_by_condition(const Results& r, const std::vector<Train
   return facets;
 }
 
+// The width and height of a base64 PNG, from its IHDR chunk (bytes 16..23: base64 characters 0..31).
+bool png_size(const std::string& b64, int* w, int* h) {
+  static const std::string k = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::vector<uint8_t> head;
+  for (size_t i = 0; i + 3 < b64.size() && head.size() < 24; i += 4) {
+    uint32_t v = 0;
+    for (size_t c = 0; c < 4; ++c) {
+      const size_t p = k.find(b64[i + c]);
+      v = v << 6 | uint32_t(p == std::string::npos ? 0 : p);
+    }
+    head.insert(head.end(), {uint8_t(v >> 16), uint8_t(v >> 8), uint8_t(v)});
+  }
+  if (head.size() < 24 || head[0] != 0x89 || head[1] != 'P') return false;
+  auto be32 = [&](size_t at) { return uint32_t(head[at]) << 24 | uint32_t(head[at + 1]) << 16 | uint32_t(head[at + 2]) << 8 | head[at + 3]; };
+  const uint32_t cw = be32(16), ch = be32(20);
+  if (cw < 1 || ch < 1 || cw > 16384 || ch > 16384) return false;
+  *w = int(cw), *h = int(ch);
+  return true;
+}
+
+// PredNet: the next-frame check on held-out sequences against copying the last frame, and one
+// sequence's true and predicted frames per condition (the first finished run with them).
+void add_prediction_section(Document& d, const Results& r) {
+  struct Row {
+    std::vector<double> mse, copy;
+    int beats = 0;
+  };
+  std::map<std::pair<std::string, std::string>, Row> rows;
+  std::map<std::string, const TrainingRun*> example;
+  for (auto& run : r.training) {
+    if (!run.ok() || !run.prediction) continue;
+    Row& row = rows[{run.condition, run.target}];
+    row.mse.push_back(run.prediction->mse);
+    row.copy.push_back(run.prediction->copy_last_mse);
+    row.beats += run.prediction->mse < run.prediction->copy_last_mse;
+    if (!run.frames_png.empty()) example.try_emplace(run.condition, &run);
+  }
+  if (rows.empty()) return;
+  std::vector<std::vector<Cell>> cells;
+  for (auto& [k, row] : rows) {
+    const double m = mean(row.mse), c = mean(row.copy);
+    cells.push_back({{cond_name(k.first), ""},
+                     {inline_code(k.second), ""},
+                     {std::to_string(row.mse.size()), ""},
+                     {fmt::format("{:.5f}", m), ""},
+                     {fmt::format("{:.5f}", c), ""},
+                     {fmt::format("{} of {}", row.beats, row.mse.size()), row.beats == int(row.mse.size()) ? "ok" : "warn"}});
+  }
+  auto& sec = d.add("Next-frame prediction (PredNet)");
+  sec.para("Held-out moving-sprites sequences (never trained on): the mean squared error of PredNet's predictions of "
+           "frames 1 to nt−1, each from the frames before it, against the error of copying the last frame, the "
+           "sanity baseline a video predictor must beat (REFERENCE.md section 4). Pixels in [0, 1].")
+      .table({"condition", "target", "runs", "prediction MSE", "copy-last-frame MSE", "beat copy-last"}, cells);
+  for (auto& [cond, run] : example) {
+    int w = 0, h = 0;
+    if (!png_size(run->frames_png, &w, &h)) continue;
+    const int scale = std::max(1, 800 / w);
+    sec.svg(fmt::format("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\">"
+                        "<title>{2}</title><image width=\"{0}\" height=\"{1}\" style=\"image-rendering:pixelated\" "
+                        "href=\"data:image/png;base64,{3}\"/></svg>",
+                        w * scale, h * scale, svg_escape(cond_label(cond) + ": " + run->target), run->frames_png),
+            fmt::format("{}: one held-out sequence, true frames (top) and PredNet's predictions (bottom), {}",
+                        cond_label(cond), run->target));
+  }
+}
+
 // Condition (e) beside (c) and the seed spread (b).
 void add_one_ulp_section(Document& d, const nlohmann::json& an) {
   std::vector<std::vector<Cell>> rows;
@@ -498,6 +565,7 @@ void add_train_sections(Document& d, const Results& r) {
   add_confounding_section(d, r.analysis);
   add_curves_section(d, r, sources);
   add_noise_section(d, r, sources);
+  add_prediction_section(d, r);
 }
 
 Document build_report(const Results& r) {

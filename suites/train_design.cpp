@@ -19,6 +19,7 @@
 #include "probes/registry.hpp"
 #include "report/train_report.hpp"
 #include "suites/dir_lock.hpp"
+#include "suites/train_data.hpp"
 
 namespace detaudit {
 
@@ -34,14 +35,17 @@ bool derive_variants(const Spec& base, TargetVariants* out, std::string* err) {
 nlohmann::json TrainDesign::to_json() const {
   nlohmann::json t = nlohmann::json::array();
   for (auto& s : targets) t.push_back(s.str());
-  return {{"model", model},         {"design", design},       {"targets", t},       {"seeds", seeds},
+  nlohmann::json j = {{"model", model},         {"design", design},       {"targets", t},       {"seeds", seeds},
           {"batches", batches},     {"window", window},       {"replicates", replicates},
           {"batch_size", batch_size}, {"data_seed", data_seed}, {"data_dir", data_dir},
           {"init_seed_base", kInitSeedBase}, {"conditions", "abcde"}, {"noise_every", noise_every}};
+  if (model == "prednet") j["prednet_config"] = prednet_config;
+  return j;
 }
 
-TrainDesign default_design(bool paper) {
+TrainDesign default_design(bool paper, const std::string& model) {
   TrainDesign d;
+  d.model = model;
   Spec a, b;
   std::string err;
   // Both can race under order=atomic (two threads or more): a one-thread target's "nondeterministic"
@@ -49,6 +53,16 @@ TrainDesign default_design(bool paper) {
   parse_target("cpu?threads=2", &a, &err);
   parse_target("cpu?threads=4", &b, &err);
   d.targets = {a, b};
+  if (model == "prednet") {
+    // PredNet's quick configuration (models/prednet.hpp) costs far more per batch than the autoencoder:
+    // one target, and the paper's batch of 4 sequences.
+    d.targets = {a};
+    d.seeds = 2;
+    d.batch_size = 4;
+    d.batches = 60;
+    d.window = 10;
+    d.prednet_config = "quick";
+  }
   if (paper) {
     d.seeds = 12;
     d.batches = 5000;
@@ -131,9 +145,9 @@ bool accept_worker_run(const nlohmann::json& w, int batches, nlohmann::json* out
     if (!get(k).is_number()) return *why = k, false;
   if (!get("phases").is_object()) return *why = "phases", false;
   size_t fields = 9;
-  for (const char* k : {"nudge", "noise"})
+  for (const char* k : {"nudge", "noise", "prediction", "frames_png"})
     if (w.contains(k)) {
-      if (!w[k].is_object()) return *why = k, false;
+      if (std::string(k) == "frames_png" ? !w[k].is_string() : !w[k].is_object()) return *why = k, false;
       ++fields;
     }
   if (w.size() != fields) return *why = "unknown fields", false;
@@ -219,7 +233,9 @@ WorkerOutcome run_in_worker(const TrainRunRequest& q, const std::string& exe, do
 
 // The design's bounds, checked before anything runs. Empty when fine.
 std::string design_error(const TrainDesign& d) {
-  if (d.model != "autoencoder") return fmt::format("model '{}': only autoencoder is implemented", d.model);
+  if (d.model != "autoencoder" && d.model != "prednet")
+    return fmt::format("model '{}': autoencoder or prednet", d.model);
+  if (d.model == "prednet" && d.noise_every > 0) return "--noise-scale measures the autoencoder only (not yet prednet)";
   if (d.seeds < 1) return "--seeds must be positive";
   if (d.replicates < 1) return "--replicates must be positive";
   if (d.batches < 1 || d.batches > kMaxTrainBatches) return fmt::format("--batches must be in 1..{}", kMaxTrainBatches);
@@ -234,16 +250,16 @@ std::string design_error(const TrainDesign& d) {
   return "";
 }
 
-// Loads the data set, checks that the model can use it, and returns the fingerprint of its pixels
-// (what every worker must load too). The pixels are not kept: the workers load their own.
+// Loads the design's data (suites/train_data.hpp), checks that the model can use it, and returns the
+// fingerprint of its pixels (what every worker must load too). The pixels are not kept: the workers load
+// their own.
 bool check_data(const TrainDesign& d, const std::function<void(const std::string&)>& say, std::string* fingerprint,
                 std::string* err) {
-  Dataset data;
-  Status st = load_dataset(d.data_dir, "train", &data);
-  if (st) st = check_dataset_for_model(data, d.model, kAutoencoderImageSide, kAutoencoderImageSide, d.batch_size);
-  if (!st) return *err = st.message(), false;
-  say(fmt::format("data: {} images {}x{} from {}", data.count, data.rows, data.cols, data.images_path));
-  *fingerprint = dataset_fingerprint(data);
+  TrainData data;
+  if (Status st = load_train_data(d.model, d.prednet_config, d.data_dir, d.batch_size, &data); !st)
+    return *err = st.message(), false;
+  say("data: " + data.description);
+  *fingerprint = data.fingerprint;
   return true;
 }
 
@@ -309,6 +325,7 @@ TrainRunRequest request_for(const TrainDesign& d, const PlannedRun& p, size_t in
   q.data_fingerprint = data_fp;
   q.nudge = p.nudge;
   q.noise_every = d.noise_every;
+  q.prednet_config = d.prednet_config;
   return q;
 }
 
@@ -414,8 +431,8 @@ namespace {
 
 // The fields of a design that two results must share to be merged (targets may differ; data_dir is a
 // path on each machine, the data's identity is its pixel fingerprint).
-constexpr const char* kMergeFields[] = {"model", "design", "seeds", "batches", "window", "replicates",
-                                        "batch_size", "data_seed", "init_seed_base"};
+constexpr const char* kMergeFields[] = {"model",      "design",    "seeds",          "batches",       "window", "replicates",
+                                        "batch_size", "data_seed", "init_seed_base", "prednet_config"};
 
 std::string canonical_dir(const std::string& d) {
   std::error_code ec;

@@ -49,11 +49,13 @@ struct TrainDesign {
   // batch of every run; 0: not measured. Measuring restores the batch's own gradient before the update,
   // so it changes no run's bits.
   int noise_every = 0;
+  std::string prednet_config;  // prednet: "quick" or "tiny" (suites/train_data.hpp); autoencoder: ""
   nlohmann::json to_json() const;
 };
 
 // Defaults for a quick run; `paper` gives the paper's protocol (12 runs, 5000 batches, window 50).
-TrainDesign default_design(bool paper);
+// prednet: one target (cpu?threads=2), 2 seeds, 60 batches of 4 sequences, window 10.
+TrainDesign default_design(bool paper, const std::string& model = "autoencoder");
 
 // Every training run runs in its own worker process (the detaudit executable, hidden subcommand
 // `__train-worker`) with its target's environment (target_environment), so a run that dies by a
@@ -104,7 +106,7 @@ size_t planned_runs(const TrainDesign& d);
 //     {"protocol": "detaudit-train-worker/1", "index": i, "key": "<run key>", "model": "autoencoder",
 //      "target": "<spec>", "init_seed": s, "data_seed": s, "batches": N, "batch_size": B, "window": W,
 //      "data_dir": "<dir or empty>", "data_fingerprint": "<32 hex>", "nudge": k or -1 (condition e's
-//      nudge k, -1 none), "noise_every": K (0: no noise measurements)}
+//      nudge k, -1 none), "noise_every": K (0: no noise measurements), "prednet_config": "quick"|"tiny"|""}
 //   worker -> parent, on stdout, one JSON object per line:
 //     {"event": "ready"}                                backend built, data loaded and checked
 //     {"event": "step", "step": k, "loss": x}           after batch k (1-based) of N
@@ -133,6 +135,7 @@ struct TrainRunRequest {
   std::string data_fingerprint;  // of the pixels the parent loaded: the worker must load the same ones
   int64_t nudge = -1;            // condition (e): which nudge; -1 none
   int noise_every = 0;           // 0: no noise measurements
+  std::string prednet_config;    // model prednet: "quick" or "tiny"; else ""
   nlohmann::json to_json() const;
 };
 // Strict: every field present with its type and range (index >= 1, batches 1..10^7, batch_size

@@ -16,14 +16,14 @@ namespace detaudit {
 // Condition (e): one weight moved by one ULP
 // ------------------------------------------------------------------------------------------------
 
-Status nudge_weight(Autoencoder& model, uint64_t k, WeightNudge* out) {
+Status nudge_weight(const std::vector<Tensor*>& params, const std::function<std::string(size_t)>& name_of, uint64_t k,
+                    WeightNudge* out) {
   struct Kernel {
     Tensor* t;
-    size_t layer_param, offset;  // position in params(), first flat index of all parameters
+    size_t param, offset;  // position in params, first flat index over all parameters
   };
   std::vector<Kernel> kernels;
   size_t flat = 0, kernel_count = 0;
-  const std::vector<Tensor*> params = model.params();
   for (size_t i = 0; i < params.size(); ++i) {
     if (params[i]->shape().rank > 1) {
       kernels.push_back({params[i], i, flat});
@@ -50,26 +50,29 @@ Status nudge_weight(Autoencoder& model, uint64_t k, WeightNudge* out) {
     const float from = w[pick], to = std::nextafter(from, INFINITY);
     w[pick] = to;
     DETAUDIT_RETURN_IF_ERROR(kr.t->upload(w));
-    // Which layer holds it: Sequential's layers in order, counting their parameters.
-    std::string where = "parameter " + std::to_string(kr.layer_param);
-    size_t seen = 0;
-    const auto& layers = model.net().layers();
-    for (size_t l = 0; l < layers.size(); ++l) {
-      const size_t np = layers[l]->params().size();
-      if (kr.layer_param < seen + np) {
-        where = fmt::format("layer {} ({}) {}", l, layers[l]->name(), kr.layer_param == seen ? "weight" : "bias");
-        break;
-      }
-      seen += np;
-    }
     out->index = k;
     out->parameter = kr.offset + pick;
-    out->tensor = fmt::format("{} [{}]", where, pick);
+    out->tensor = fmt::format("{} [{}]", name_of(kr.param), pick);
     out->from = from;
     out->to = to;
     return Status::ok();
   }
   return Status::error("condition e: nudge index out of range");
+}
+
+Status nudge_weight(Autoencoder& model, uint64_t k, WeightNudge* out) {
+  // Parameter i's layer: Sequential's layers in order, counting their parameters.
+  auto name_of = [&](size_t param) {
+    size_t seen = 0;
+    const auto& layers = model.net().layers();
+    for (size_t l = 0; l < layers.size(); ++l) {
+      const size_t np = layers[l]->params().size();
+      if (param < seen + np) return fmt::format("layer {} ({}) {}", l, layers[l]->name(), param == seen ? "weight" : "bias");
+      seen += np;
+    }
+    return "parameter " + std::to_string(param);
+  };
+  return nudge_weight(model.params(), name_of, k, out);
 }
 
 // ------------------------------------------------------------------------------------------------

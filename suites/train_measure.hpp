@@ -2,6 +2,8 @@
 // and the gradient noise of `train --noise-scale` (probes/training_run.hpp WeightNudge, NoiseTrace).
 #pragma once
 #include <cstdint>
+#include <functional>
+#include <string>
 #include <vector>
 
 #include "models/autoencoder.hpp"
@@ -14,6 +16,9 @@ namespace detaudit {
 // earlier nudge took is drawn past, so nudges 0, 1, ... of a design move different weights, and nudge k
 // the same weight on every target and backend. *out says which and its two values.
 inline constexpr uint64_t kNudgeStream = 0xE;
+// Kernels are the parameters of rank > 1; name_of(i) says where parameter i is ("layer 3 (conv2d) weight").
+Status nudge_weight(const std::vector<Tensor*>& params, const std::function<std::string(size_t)>& name_of, uint64_t k,
+                    WeightNudge* out);
 Status nudge_weight(Autoencoder& model, uint64_t k, WeightNudge* out);
 
 // The gradient noise at every `every`-th batch (0-based step % every == 0), as TrainCallbacks::after_backward:

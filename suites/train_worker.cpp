@@ -2,6 +2,7 @@
 // hook and the parent side: suites/train_design.hpp and train_design.cpp).
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <optional>
@@ -17,6 +18,9 @@
 #include "probes/child.hpp"
 #include "probes/registry.hpp"
 #include "probes/training_run.hpp"
+#include "models/png.hpp"
+#include "models/prednet_train.hpp"
+#include "suites/train_data.hpp"
 #include "suites/train_design.hpp"
 #include "suites/train_measure.hpp"
 
@@ -42,7 +46,8 @@ nlohmann::json TrainRunRequest::to_json() const {
           {"data_dir", data_dir},
           {"data_fingerprint", data_fingerprint},
           {"nudge", nudge},
-          {"noise_every", noise_every}};
+          {"noise_every", noise_every},
+          {"prednet_config", prednet_config}};
 }
 
 bool parse_train_request(const std::string& text, TrainRunRequest* out, std::string* err) {
@@ -55,7 +60,7 @@ bool parse_train_request(const std::string& text, TrainRunRequest* out, std::str
   static const std::set<std::string> kFields = {"protocol",   "index",     "key",       "model",
                                                 "target",     "init_seed", "data_seed", "batches",
                                                 "batch_size", "window",    "data_dir",  "data_fingerprint",
-                                                "nudge",      "noise_every"};
+                                                "nudge",      "noise_every", "prednet_config"};
   for (auto& [k, v] : j.items())
     if (!kFields.count(k)) return bad(fmt::format("unknown field \"{}\"", k));
   auto str = [&](const char* k, std::string* dst) {
@@ -83,7 +88,7 @@ bool parse_train_request(const std::string& text, TrainRunRequest* out, std::str
       !str("data_fingerprint", &q.data_fingerprint))
     return false;
   if (q.key.empty()) return bad("\"key\" is empty");
-  if (q.model != "autoencoder") return bad("\"model\" must be \"autoencoder\"");
+  if (q.model != "autoencoder" && q.model != "prednet") return bad("\"model\" must be \"autoencoder\" or \"prednet\"");
   if (!parse_target(target, &q.target, err)) return bad(*err);
   Fingerprint fp;
   if (!Fingerprint::from_hex(q.data_fingerprint, &fp))
@@ -94,6 +99,7 @@ bool parse_train_request(const std::string& text, TrainRunRequest* out, std::str
   uint64_t noise_every = 0;
   if (!unsigned_in("noise_every", 0, uint64_t(kMaxTrainBatches), &noise_every)) return false;
   q.noise_every = int(noise_every);
+  if (!str("prednet_config", &q.prednet_config)) return false;
   q.batches = int(batches), q.batch_size = int(batch_size), q.window = int(window);
   *out = std::move(q);
   return true;
@@ -184,6 +190,23 @@ double window_mean(const std::vector<float>& curve, int window) {
   return s / double(w);
 }
 
+// The first held-out sequence as one image: its true frames in the top row, PredNet's predictions of them
+// below (frame 0's from nothing), 2-pixel gray gaps; channel 0 of each frame.
+std::vector<uint8_t> frames_strip(const PredNetConfig& c, const std::vector<float>& truth, const std::vector<float>& pred) {
+  const int h = c.height, w = c.width, gap = 2, cols = c.nt * (w + gap) - gap, rows = 2 * h + gap;
+  const size_t frame = size_t(c.channels()) * h * w;
+  std::vector<uint8_t> px(size_t(cols) * rows, 128);
+  auto to8 = [](float x) { return uint8_t(std::lround(std::clamp(x, 0.0f, 1.0f) * 255.0f)); };
+  for (int t = 0; t < c.nt && frame * (t + 1) <= truth.size() && frame * (t + 1) <= pred.size(); ++t)
+    for (int y = 0; y < h; ++y)
+      for (int x = 0; x < w; ++x) {
+        const size_t at = size_t(t) * frame + size_t(y) * w + x, col = size_t(t) * (w + gap) + x;
+        px[size_t(y) * cols + col] = to8(truth[at]);
+        px[size_t(y + h + gap) * cols + col] = to8(pred[at]);
+      }
+  return encode_png_gray(cols, rows, px);
+}
+
 nlohmann::json finished(const TrainResult& tr, int window) {
   nlohmann::json run;
   run["status"] = "ok";
@@ -209,30 +232,62 @@ nlohmann::json run_request(const TrainRunRequest& q, Fault fault, int out_fd) {
   Status st;
   std::unique_ptr<Backend> backend = make_target_backend(q.target, &st);
   if (!backend) return failed(st);
-  Dataset data;
-  st = load_dataset(q.data_dir, "train", &data);
-  if (st) st = check_dataset_for_model(data, q.model, kAutoencoderImageSide, kAutoencoderImageSide, q.batch_size);
+  TrainData data;
+  st = load_train_data(q.model, q.prednet_config, q.data_dir, q.batch_size, &data);
   // The parent loaded these files a moment ago: any failure now means they changed.
   if (!st) return {{"status", "error"}, {"reason", st.message()}};
-  if (const std::string fp = dataset_fingerprint(data); fp != q.data_fingerprint)
+  if (data.fingerprint != q.data_fingerprint)
     return {{"status", "error"},
             {"reason", fmt::format("{}: the data changed during the design (pixel fingerprint {}, the design started "
                                    "with {})",
-                                   data.images_path, fp, q.data_fingerprint)}};
+                                   data.images.images_path, data.fingerprint, q.data_fingerprint)}};
   emit(out_fd, {{"event", "ready"}});
 
+  auto on_step = [&](int step, float loss) {
+    emit(out_fd, {{"event", "step"}, {"step", step + 1}, {"loss", loss}});
+    if (step == 0 && fault != Fault::kNone) inject(fault);
+    return true;
+  };
+  std::optional<WeightNudge> nudge;
+  if (q.model == "prednet") {
+    PredNetTrainConfig cfg;
+    if (!prednet_config(q.prednet_config, q.batch_size, &cfg.net))
+      return {{"status", "error"}, {"reason", "unknown PredNet configuration '" + q.prednet_config + "'"}};
+    cfg.init_seed = q.init_seed;
+    cfg.data_seed = q.data_seed;
+    cfg.batches = q.batches;
+    PredNetCallbacks cb;
+    cb.on_step = on_step;
+    if (q.nudge >= 0)
+      cb.after_init = [&](PredNet& m) {
+        WeightNudge n;
+        DETAUDIT_RETURN_IF_ERROR(nudge_weight(m.params(), [](size_t i) { return "parameter " + std::to_string(i); },
+                                              uint64_t(q.nudge), &n));
+        nudge = n;
+        return Status::ok();
+      };
+    PredNetTrainResult pr;
+    st = train_prednet(*backend, data.train_video, data.held_out_video, cfg, cb, &pr);
+    if (!st) return failed(st);
+    TrainResult tr;
+    tr.curve = pr.curve;
+    tr.initial_weights = pr.initial_weights;
+    tr.final_weights = pr.final_weights;
+    tr.seconds = pr.seconds;
+    tr.parameters = pr.parameters;
+    nlohmann::json run = finished(tr, q.window);
+    if (nudge) run["nudge"] = to_json(*nudge);
+    run["prediction"] = to_json(NextFrameCheck{uint64_t(pr.held_out.sequences), pr.held_out.mse, pr.held_out.copy_last_mse});
+    run["frames_png"] = base64_encode(frames_strip(cfg.net, pr.example_truth, pr.example_prediction));
+    return run;
+  }
   TrainConfig cfg;
   cfg.init_seed = q.init_seed;
   cfg.data_seed = q.data_seed;
   cfg.batches = q.batches;
   cfg.batch_size = q.batch_size;
   TrainCallbacks cb;
-  cb.on_step = [&](int step, float loss) {
-    emit(out_fd, {{"event", "step"}, {"step", step + 1}, {"loss", loss}});
-    if (step == 0 && fault != Fault::kNone) inject(fault);
-    return true;
-  };
-  std::optional<WeightNudge> nudge;
+  cb.on_step = on_step;
   if (q.nudge >= 0)
     cb.after_init = [&](Autoencoder& m) {
       WeightNudge n;
@@ -246,7 +301,7 @@ nlohmann::json run_request(const TrainRunRequest& q, Fault fault, int out_fd) {
     cb.after_backward = [&](int step, Autoencoder& m, const Tensor& batch) { return meter->after_backward(step, m, batch); };
   }
   TrainResult tr;
-  st = train_autoencoder(*backend, data, cfg, cb, &tr);
+  st = train_autoencoder(*backend, data.images, cfg, cb, &tr);
   if (!st) return failed(st);
   nlohmann::json run = finished(tr, q.window);
   if (nudge) run["nudge"] = to_json(*nudge);

@@ -153,6 +153,43 @@ TEST(TrainCli, Sony2021DesignWritesRunsAnalysisAndReports) {
   EXPECT_NE(slurp(dir / "report.md").find("## Training verdict"), std::string::npos);
 }
 
+// `train prednet`: the same design, resume and reports on PredNet (here its tiny configuration, a
+// smoke test of the path in seconds): (d) bitwise identical, every run's next-frame check against
+// copying the last frame, and one held-out sequence's frames inline in the HTML.
+TEST(TrainCli, PrednetDesignRunsEndToEnd) {
+  fs::path data = fresh_dir("prednet-data");
+  write_idx(data, 64, 64);
+  fs::path dir = fresh_dir("prednet-design");
+  CliRun r = run_cli("train prednet --prednet-config tiny --seeds 1 --replicates 2 --batches 4 --window 2 --data " +
+                     data.string() + " --out " + dir.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("moving sprites: 500 + 40 held-out sequences of 4 frames 32x32"), std::string::npos) << r.err;
+  auto j = nlohmann::json::parse(slurp(dir / "results.json"));
+  EXPECT_EQ(j["plan"]["design"]["model"], "prednet");
+  EXPECT_EQ(j["plan"]["design"]["prednet_config"], "tiny");
+  auto& runs = j["training"];
+  ASSERT_EQ(runs.size(), 6u);  // (a) 1 seed x 2 replicates, (b), (c), (d), (e)
+  std::set<std::string> d_weights;
+  for (auto& run : runs) {
+    ASSERT_EQ(run["status"], "ok") << run.dump();
+    EXPECT_EQ(run["curve"].size(), 4u);
+    ASSERT_TRUE(run.contains("prediction"));
+    EXPECT_EQ(run["prediction"]["sequences"], 40);
+    EXPECT_GT(run["prediction"]["copy_last_mse"].get<double>(), 0.0);
+    EXPECT_EQ(run["frames_png"].get<std::string>().rfind("iVBORw0KGgo", 0), 0u) << "a PNG, base64";
+    if (run["condition"] == "d") d_weights.insert(run["weights_fingerprint"].get<std::string>());
+  }
+  EXPECT_EQ(d_weights.size(), 1u);
+  // The held-out sequences and their copy-last baseline are the same for every run.
+  EXPECT_EQ(runs[0]["prediction"]["copy_last_mse"], runs[5]["prediction"]["copy_last_mse"]);
+  const std::string md = slurp(dir / "report.md");
+  EXPECT_NE(md.find("## Next-frame prediction (PredNet)"), std::string::npos);
+  EXPECT_NE(slurp(dir / "report.html").find("href=\"data:image/png;base64,iVBORw0KGgo"), std::string::npos);
+  // Options of one model are refused for the other.
+  EXPECT_EQ(run_cli("train autoencoder --prednet-config tiny --out " + (dir / "x").string()).code, 2);
+  EXPECT_EQ(run_cli("train prednet --noise-scale --data " + data.string() + " --out " + (dir / "y").string()).code, 2);
+}
+
 // `detaudit analyze`: two results directories of one design merge into one analysis with a source per
 // directory; designs or data that differ, inputs that are not training results and --out among the
 // inputs exit 2 with one line naming the problem.
@@ -440,7 +477,8 @@ TEST(TrainCli, TrainWorkerRefusesMalformedRequests) {
                                {"data_dir", dir.string()},
                                {"data_fingerprint", std::string(32, '0')},
                                {"nudge", -1},
-                               {"noise_every", 0}};
+                               {"noise_every", 0},
+                               {"prednet_config", ""}};
   auto with = [&](const char* k, const nlohmann::json& v) {
     nlohmann::json j = good;
     j[k] = v;
@@ -465,7 +503,8 @@ TEST(TrainCli, TrainWorkerRefusesMalformedRequests) {
       {with("nudge", -2), "\"nudge\" must be an integer >= -1"},
       {with("nudge", "0"), "\"nudge\" must be an integer >= -1"},
       {with("noise_every", -1), "\"noise_every\""},
-      {with("model", "prednet"), "\"model\""},
+      {with("model", "convnet"), "\"model\""},
+      {with("prednet_config", 3), "\"prednet_config\" must be a string"},
       {with("target", "cpu?order=sideways"), "sideways"},
       {with("data_fingerprint", "xyz"), "\"data_fingerprint\""},
   };

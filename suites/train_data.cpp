@@ -1,0 +1,105 @@
+#include "suites/train_data.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "kernels/fingerprint.hpp"
+#include "kernels/npy.hpp"
+#include "suites/train_design.hpp"
+
+namespace detaudit {
+
+bool prednet_config(const std::string& name, int batch_size, PredNetConfig* out) {
+  PredNetConfig c = prednet_quick();
+  if (name == "tiny") {
+    c.height = c.width = 32;
+    c.stacks = {1, 4, 8};
+    c.layer_weights = {1, 0, 0};
+    c.nt = 4;
+  } else if (name != "quick") {
+    return false;
+  }
+  c.batch = batch_size;
+  *out = c;
+  return true;
+}
+
+Status load_video_npy(const std::string& path, const PredNetConfig& c, VideoSet* train, VideoSet* held_out) {
+  NpyArray a;
+  DETAUDIT_RETURN_IF_ERROR(read_npy(path, &a));
+  if (a.descr != "|u1")
+    return Status::invalid(fmt::format("{}: dtype '{}'; video frames must be uint8 ('|u1'), pixels 0..255", path, a.descr));
+  if (a.shape.size() != 4 && a.shape.size() != 5)
+    return Status::invalid(fmt::format("{}: shape {} is not [N, T, H, W] or [N, T, H, W, C]", path, npy_shape_text(a.shape)));
+  const uint64_t n = a.shape[0], t = a.shape[1], h = a.shape[2], w = a.shape[3], ch = a.shape.size() == 5 ? a.shape[4] : 1;
+  if (h != uint64_t(c.height) || w != uint64_t(c.width) || ch != uint64_t(c.channels()) || t < uint64_t(c.nt))
+    return Status::invalid(fmt::format("{}: shape {}: the PredNet configuration needs frames of {}x{} with {} channel(s) "
+                                       "and at least {} frames per sequence",
+                                       path, npy_shape_text(a.shape), c.height, c.width, c.channels(), c.nt));
+  // The last tenth (at least one batch) is held out for the next-frame check; the rest trains.
+  const uint64_t held = std::max<uint64_t>(uint64_t(c.batch), n / 10);
+  if (n < held + uint64_t(c.batch))
+    return Status::invalid(fmt::format("{}: {} sequences; PredNet needs at least {} (one batch to train on and one held out)",
+                                       path, n, 2 * c.batch));
+  auto part = [&](uint64_t first, uint64_t count, VideoSet* v) {
+    v->count = int(count), v->frames = int(t), v->rows = int(h), v->cols = int(w), v->channels = int(ch);
+    const size_t per = v->pixels_per_sequence();
+    v->pixels.assign(a.data.begin() + ptrdiff_t(first * per), a.data.begin() + ptrdiff_t((first + count) * per));
+  };
+  part(0, n - held, train);
+  part(n - held, held, held_out);
+  return Status::ok();
+}
+
+Status load_train_data(const std::string& model, const std::string& prednet_name, const std::string& data_dir,
+                       int batch_size, TrainData* out) {
+  TrainData t;
+  if (model == "prednet" && data_dir.size() > 4 && data_dir.compare(data_dir.size() - 4, 4, ".npy") == 0) {
+    PredNetConfig c;
+    if (!prednet_config(prednet_name, batch_size, &c))
+      return Status::invalid(fmt::format("PredNet configuration '{}': quick or tiny", prednet_name));
+    DETAUDIT_RETURN_IF_ERROR(load_video_npy(data_dir, c, &t.train_video, &t.held_out_video));
+    std::vector<uint8_t> all = t.train_video.pixels;
+    all.insert(all.end(), t.held_out_video.pixels.begin(), t.held_out_video.pixels.end());
+    t.fingerprint = fingerprint_bytes(all.data(), all.size()).hex();
+    t.images.images_path = data_dir;
+    t.description = fmt::format("{}: {} + {} held-out sequences of {} frames {}x{}x{}; PredNet {}", data_dir,
+                                t.train_video.count, t.held_out_video.count, t.train_video.frames, t.train_video.channels,
+                                t.train_video.rows, t.train_video.cols, prednet_name);
+    *out = std::move(t);
+    return Status::ok();
+  }
+  DETAUDIT_RETURN_IF_ERROR(load_dataset(data_dir, "train", &t.images));
+  if (model == "autoencoder") {
+    DETAUDIT_RETURN_IF_ERROR(
+        check_dataset_for_model(t.images, model, kAutoencoderImageSide, kAutoencoderImageSide, batch_size));
+    t.fingerprint = dataset_fingerprint(t.images);
+    t.description = fmt::format("{} images {}x{} from {}", t.images.count, t.images.rows, t.images.cols,
+                                t.images.images_path);
+  } else if (model == "prednet") {
+    DETAUDIT_RETURN_IF_ERROR(check_dataset_for_model(t.images, model, kSpriteSide, kSpriteSide, 1));
+    PredNetConfig c;
+    if (!prednet_config(prednet_name, batch_size, &c))
+      return Status::invalid(fmt::format("PredNet configuration '{}': quick or tiny", prednet_name));
+    if (std::string e = c.validate(); !e.empty()) return Status::invalid("PredNet: " + e);
+    SpriteConfig sc;
+    sc.frames = c.nt, sc.rows = c.height, sc.cols = c.width;
+    DETAUDIT_RETURN_IF_ERROR(make_moving_sprites(t.images, sc, kPredNetSpriteSeed, 0, kPredNetTrainSequences, &t.train_video));
+    DETAUDIT_RETURN_IF_ERROR(make_moving_sprites(t.images, sc, kPredNetSpriteSeed, kPredNetHeldOutFirst,
+                                                 kPredNetHeldOutSequences, &t.held_out_video));
+    std::vector<uint8_t> all = t.train_video.pixels;
+    all.insert(all.end(), t.held_out_video.pixels.begin(), t.held_out_video.pixels.end());
+    t.fingerprint = fingerprint_bytes(all.data(), all.size()).hex();
+    t.description = fmt::format("moving sprites: {} + {} held-out sequences of {} frames {}x{} (seed {}) cut from {}; "
+                                "PredNet {}",
+                                kPredNetTrainSequences, kPredNetHeldOutSequences, sc.frames, sc.rows, sc.cols,
+                                kPredNetSpriteSeed, t.images.images_path, prednet_name);
+  } else {
+    return Status::invalid(fmt::format("model '{}': autoencoder or prednet", model));
+  }
+  *out = std::move(t);
+  return Status::ok();
+}
+
+}  // namespace detaudit

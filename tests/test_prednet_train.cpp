@@ -1,0 +1,130 @@
+// The PredNet training loop and its next-frame check (models/prednet_train.hpp): the same bits twice on a
+// deterministic target, and a copy-last-frame baseline that is what its definition says.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+
+#include "kernels/cpu/native.hpp"
+#include "kernels/generator.hpp"
+#include "kernels/npy.hpp"
+#include "models/prednet_train.hpp"
+#include "suites/train_data.hpp"
+
+namespace detaudit {
+namespace {
+
+// count sequences of nt frames of 32 x 32: a bright 8 x 8 square moving one pixel right per frame on
+// noise, from counter bits (a function of the index only).
+VideoSet squares(int count, int nt) {
+  VideoSet v;
+  v.count = count, v.frames = nt, v.rows = 32, v.cols = 32;
+  v.pixels.resize(v.pixels_per_sequence() * size_t(count));
+  for (int n = 0; n < count; ++n)
+    for (int t = 0; t < nt; ++t)
+      for (int y = 0; y < 32; ++y)
+        for (int x = 0; x < 32; ++x) {
+          const size_t at = size_t(n) * v.pixels_per_sequence() + size_t(t) * v.pixels_per_frame() + size_t(y) * 32 + x;
+          const int x0 = 4 + n % 8 + t, y0 = 4 + n % 16;
+          const bool in = x >= x0 && x < x0 + 8 && y >= y0 && y < y0 + 8;
+          v.pixels[at] = in ? 230 : uint8_t(counter_bits(5, uint64_t(n), at) % 40);
+        }
+  return v;
+}
+
+TEST(PredNetTrain, DeterministicTwiceAndTheCopyLastBaselineIsItsDefinition) {
+  PredNetTrainConfig cfg;
+  ASSERT_TRUE(prednet_config("tiny", 2, &cfg.net));
+  cfg.batches = 3;
+  const VideoSet train = squares(8, cfg.net.nt), held = squares(4, cfg.net.nt);
+  CpuNativeOptions o;
+  o.threads = 2;
+  auto be = make_cpu_native(o);
+  PredNetTrainResult a, b;
+  ASSERT_TRUE(train_prednet(*be, train, held, cfg, {}, &a));
+  ASSERT_TRUE(train_prednet(*be, train, held, cfg, {}, &b));
+  EXPECT_EQ(a.final_weights.hex(), b.final_weights.hex());
+  EXPECT_EQ(a.curve, b.curve);
+  ASSERT_EQ(a.curve.size(), 3u);
+  EXPECT_NE(a.initial_weights.hex(), a.final_weights.hex());
+  EXPECT_EQ(a.held_out.sequences, 4);
+
+  // Copying frame t-1 for frame t, t = 1 .. nt-1, over every pixel of the 4 held-out sequences.
+  double se = 0;
+  size_t n = 0;
+  for (int s = 0; s < 4; ++s)
+    for (int t = 1; t < cfg.net.nt; ++t)
+      for (size_t p = 0; p < held.pixels_per_frame(); ++p) {
+        const uint8_t* seq = held.pixels.data() + size_t(s) * held.pixels_per_sequence();
+        const double d = double(float(seq[size_t(t - 1) * 1024 + p]) / 255.0f) - double(float(seq[size_t(t) * 1024 + p]) / 255.0f);
+        se += d * d, ++n;
+      }
+  EXPECT_NEAR(a.held_out.copy_last_mse, se / double(n), 1e-12);
+  EXPECT_TRUE(std::isfinite(a.held_out.mse));
+  EXPECT_GT(a.held_out.mse, 0.0);
+  ASSERT_EQ(a.example_truth.size(), size_t(cfg.net.nt) * 1024);
+  EXPECT_EQ(a.example_truth[0], float(held.pixels[0]) / 255.0f) << "sequence 0, frame 0, pixel 0";
+  ASSERT_EQ(a.example_prediction.size(), a.example_truth.size());
+}
+
+TEST(PredNetTrain, SetsThatDoNotFitTheConfigurationAreRefused) {
+  PredNetTrainConfig cfg;
+  ASSERT_TRUE(prednet_config("tiny", 2, &cfg.net));
+  CpuNativeOptions o;
+  auto be = make_cpu_native(o);
+  PredNetTrainResult r;
+  EXPECT_FALSE(train_prednet(*be, squares(8, 3), squares(4, 4), cfg, {}, &r)) << "3 frames, nt is 4";
+  EXPECT_FALSE(train_prednet(*be, squares(1, 4), squares(4, 4), cfg, {}, &r)) << "fewer sequences than a batch";
+  PredNetConfig unknown;
+  EXPECT_FALSE(prednet_config("huge", 2, &unknown));
+}
+
+// The user's own video (.npy, uint8 [N, T, H, W] or [N, T, H, W, C]): the last tenth (at least a batch)
+// is held out; a file of the wrong dtype, rank, frame size, too few frames or sequences, or truncated is
+// refused with one line naming it.
+TEST(PredNetTrain, NpyVideoLoadsAndBadFilesAreNamed) {
+  PredNetConfig c;
+  ASSERT_TRUE(prednet_config("tiny", 2, &c));
+  const std::string dir = testing::TempDir();
+  auto write = [&](const std::string& name, const std::string& descr, std::vector<uint64_t> shape, size_t cut = 0) {
+    uint64_t n = 1;
+    for (auto d : shape) n *= d;
+    const size_t item = descr == "|u1" ? 1 : 4;
+    std::vector<uint8_t> data(n * item);
+    for (size_t i = 0; i < data.size(); ++i) data[i] = uint8_t(i * 7);
+    std::vector<uint8_t> f = npy_encode(descr, shape, data.data(), data.size());
+    f.resize(f.size() - cut);
+    const std::string path = dir + "/" + name;
+    std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(f.data()), std::streamsize(f.size()));
+    return path;
+  };
+  VideoSet train, held;
+  ASSERT_TRUE(load_video_npy(write("v.npy", "|u1", {20, 5, 32, 32}), c, &train, &held));
+  EXPECT_EQ(train.count, 18);
+  EXPECT_EQ(held.count, 2);
+  EXPECT_EQ(held.frames, 5);
+  EXPECT_EQ(held.pixels[0], uint8_t(size_t(18) * 5 * 1024 * 7)) << "held out: the last sequences";
+  ASSERT_TRUE(load_video_npy(write("v5.npy", "|u1", {4, 4, 32, 32, 1}), c, &train, &held));
+  struct Case {
+    std::string path, says;
+  };
+  const std::vector<Case> bad = {
+      {write("f.npy", "<f4", {20, 5, 32, 32}), "dtype '<f4'; video frames must be uint8"},
+      {write("r.npy", "|u1", {20, 32, 32}), "is not [N, T, H, W] or [N, T, H, W, C]"},
+      {write("s.npy", "|u1", {20, 5, 16, 16}), "needs frames of 32x32"},
+      {write("t.npy", "|u1", {20, 3, 32, 32}), "at least 4 frames"},
+      {write("c.npy", "|u1", {20, 5, 32, 32, 3}), "with 1 channel(s)"},
+      {write("n.npy", "|u1", {3, 5, 32, 32}), "3 sequences; PredNet needs at least 4"},
+      {write("x.npy", "|u1", {20, 5, 32, 32}, 100), "truncated"},
+  };
+  for (const Case& b : bad) {
+    const Status st = load_video_npy(b.path, c, &train, &held);
+    ASSERT_FALSE(st) << b.path;
+    EXPECT_EQ(st.message().rfind(b.path, 0), 0u) << st.message();
+    EXPECT_NE(st.message().find(b.says), std::string::npos) << st.message();
+    EXPECT_EQ(st.message().find('\n'), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace detaudit
