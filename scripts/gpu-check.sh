@@ -2,7 +2,9 @@
 # Everything a GPU machine should run, in under 5 minutes on one H200:
 #   build (CUDA for this machine's GPU), `detaudit env`, the `gpu` tests, the quick suite (its GPU
 #   targets included, judged; its baseline checked against itself), `qualify --level 1`, a short GPU
-#   training design and the GPU speed measurements, all written into OUTDIR.
+#   training design with the noise scale and B_hw, the portable design, diverge on the GPU targets,
+#   PyTorch's GPU outputs imported beside the targets (with and without cudnn.benchmark), PredNet's
+#   steps per second on cuda and cudnn, and the GPU speed measurements, all written into OUTDIR.
 # The GPU machines have the CUDA toolkit, cuDNN, CMake, ninja, a compiler and python3 but no Debian -dev
 # packages and no network: header-only dependencies and GoogleTest's sources come from .deps/
 # (scripts/make-deps-folder.sh, copied along with the tree); OpenBLAS, oneDNN and hwloc are optional.
@@ -113,6 +115,28 @@ for pair in 'cuda:0?order=atomic' 'cudnn:0?fwd_algo=1&bwd_data_algo=0&bwd_filter
     >"$OUT/diverge.log" 2>&1
   log "diverge $pair: exit $?: $(grep -m1 -E '^(diverged|no divergence)' "$OUT/diverge.log")$(grep -m1 '^kernels' "$OUT/diverge.log")"
 done
+
+log "pytorch on the gpu"
+# Issue 14: which cuDNN algorithm torch.conv2d matched, with and without cudnn.benchmark: the quick
+# suite's workloads exported, run through the machine's PyTorch and imported beside the quick suite's
+# targets (the import prints the match lines).
+if python3 -c 'import torch, numpy; assert torch.cuda.is_available()' 2>/dev/null; then
+  "$BIN/detaudit" export --suite quick --out "$OUT/export" >"$OUT/torch.log" 2>&1
+  for bench in "" --benchmark; do
+    name=torch-cuda${bench:+-benchmark}
+    timeout 120 python3 scripts/torch-probe.py "$OUT/export" --device cuda --repeats 3 $bench >>"$OUT/torch.log" 2>&1 &&
+      "$BIN/detaudit" import "$OUT/export" --name "$name" --out "$OUT/quick" >>"$OUT/torch.log" 2>&1
+    log "torch $name: exit $?: $(grep -m1 "external?name=$name matches" "$OUT/torch.log")"
+  done
+else
+  log "pytorch on the gpu: no torch with CUDA here; skipped"
+fi
+
+log "prednet"
+# Issue 13: PredNet training steps per second on the GPU targets (one run each, 20 batches of 4).
+timeout 240 "$BIN/detaudit" train prednet --targets 'cuda:0,cudnn:0' --seeds 1 --replicates 1 --batches 20 --window 5 \
+  "${train_data[@]}" --out "$OUT/prednet" --fresh >"$OUT/prednet.log" 2>&1
+log "prednet: exit $?; $(grep -E '\(d\) .*final loss' "$OUT/prednet.log" | sed 's/^\[detaudit\] run [0-9/]* //' | tr '\n' ';')"
 
 log "gpu speed"
 timeout 120 "$BIN/gpu_speed" >"$OUT/gpu-speed.json" 2>"$OUT/gpu-speed.err"
