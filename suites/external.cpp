@@ -558,7 +558,10 @@ bool read_external_outputs(const std::string& dir, const std::string& name, cons
   std::vector<Outputs> outs(ms.size());
   for (size_t i = 0; i < ms.size(); ++i)
     if (!read_outputs(dir, ms[i], &outs[i], err)) return false;
-  for (auto& [id, s] : producer.seconds) {
+  for (auto& entry : producer.seconds) {
+    // Not a structured binding: clang 14 (the fuzz and sanitizer builds) cannot capture one in a lambda.
+    const std::string& id = entry.first;
+    const auto& s = entry.second;
     auto it = std::find_if(ms.begin(), ms.end(), [&](const ManifestWorkload& m) { return m.id == id; });
     if (it == ms.end() || s.size() != outs[size_t(it - ms.begin())].fingerprints.size()) {
       *err = fmt::format("{}/{}: seconds.{} {}", dir, kProducerFile, id,
