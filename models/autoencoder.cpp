@@ -78,6 +78,20 @@ void BatchOrder::batch(uint64_t b, std::vector<uint32_t>* idx) {
   idx->assign(perm_.begin() + at, perm_.begin() + at + batch_size_);
 }
 
+Status BatchFeed::init(Backend* b) {
+  host_.resize(size_t(batch_size_) * data_.pixels_per_image());
+  return Tensor::create(b, {batch_size_, 1, data_.rows, data_.cols}, &batch_);
+}
+
+Status BatchFeed::load(uint64_t b, const Tensor** out) {
+  order_.batch(b, &idx_);
+  const size_t per_image = data_.pixels_per_image();
+  for (size_t i = 0; i < idx_.size(); ++i) data_.image(idx_[i], host_.data() + i * per_image);
+  DETAUDIT_RETURN_IF_ERROR(batch_.upload(host_));
+  *out = &batch_;
+  return Status::ok();
+}
+
 double TrainResult::final_loss() const {
   if (curve.empty()) return 0.0;
   const size_t k = std::min<size_t>(50, curve.size());
@@ -115,22 +129,17 @@ Status train_autoencoder(Backend& backend, const Dataset& data, const TrainConfi
   std::unique_ptr<Optimizer> opt = make_optimizer(be, cfg);
   const std::vector<Tensor*> params = model.params(), grads = model.grads();
 
-  BatchOrder order(size_t(data.count), cfg.batch_size, cfg.data_seed);
-  const size_t per_image = data.pixels_per_image();
-  std::vector<float> host(size_t(cfg.batch_size) * per_image);
-  std::vector<uint32_t> idx;
-  Tensor batch;
-  DETAUDIT_RETURN_IF_ERROR(Tensor::create(be, {cfg.batch_size, 1, data.rows, data.cols}, &batch));
+  BatchFeed feed(data, cfg.batch_size, cfg.data_seed);
+  DETAUDIT_RETURN_IF_ERROR(feed.init(be));
   r.curve.reserve(size_t(cfg.batches));
 
   const auto t0 = std::chrono::steady_clock::now();
   for (int step = 0; step < cfg.batches; ++step) {
-    order.batch(uint64_t(step), &idx);
-    for (size_t i = 0; i < idx.size(); ++i) data.image(idx[i], host.data() + i * per_image);
-    DETAUDIT_RETURN_IF_ERROR(batch.upload(host));
+    const Tensor* batch = nullptr;
+    DETAUDIT_RETURN_IF_ERROR(feed.load(uint64_t(step), &batch));
     float loss = 0.0f;
-    DETAUDIT_RETURN_IF_ERROR(model.forward_backward(batch, &loss));
-    if (cb.after_backward) DETAUDIT_RETURN_IF_ERROR(cb.after_backward(step, model, batch));
+    DETAUDIT_RETURN_IF_ERROR(model.forward_backward(*batch, &loss));
+    if (cb.after_backward) DETAUDIT_RETURN_IF_ERROR(cb.after_backward(step, model, *batch));
     DETAUDIT_RETURN_IF_ERROR(opt->step(params, grads));
     r.curve.push_back(loss);
     if (cb.on_step && !cb.on_step(step, loss)) break;

@@ -73,6 +73,27 @@ class BatchOrder {
   std::vector<uint32_t> perm_;
 };
 
+// The batches of a training run on a backend: batch b takes BatchOrder(data.count, batch_size,
+// data_seed)'s indices, pixels / 255, uploaded into one batch_size x 1 x rows x cols tensor allocated once.
+// train_autoencoder and diverge's lockstep runs both feed from it, so they see the same batches.
+class BatchFeed {
+ public:
+  BatchFeed(const Dataset& data, int batch_size, uint64_t data_seed)
+      : data_(data), order_(size_t(data.count), batch_size, data_seed), batch_size_(batch_size) {}
+  Status init(Backend* b);
+  // Uploads batch b into tensor() and returns it.
+  Status load(uint64_t b, const Tensor** out);
+  const Tensor& tensor() const { return batch_; }
+
+ private:
+  const Dataset& data_;
+  BatchOrder order_;
+  int batch_size_;
+  std::vector<uint32_t> idx_;
+  std::vector<float> host_;
+  Tensor batch_;
+};
+
 struct TrainConfig {
   uint64_t init_seed = 1;  // "fixed initial weights": the same init_seed in every run
   uint64_t data_seed = 1;  // batch order

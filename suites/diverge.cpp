@@ -343,22 +343,17 @@ Status Run::body() {
   DETAUDIT_RETURN_IF_ERROR(setup(model));
   std::unique_ptr<Optimizer> optim = make_optimizer(be_.get(), cfg);
   const std::vector<Tensor*> params = model.params(), grads = model.grads();
-  BatchOrder order(size_t(d.count), cfg.batch_size, cfg.data_seed);
-  const size_t per_image = d.pixels_per_image();
-  std::vector<float> host(size_t(cfg.batch_size) * per_image);
-  std::vector<uint32_t> idx;
-  Tensor batch;
-  DETAUDIT_RETURN_IF_ERROR(Tensor::create(be_.get(), {cfg.batch_size, 1, d.rows, d.cols}, &batch));
+  BatchFeed feed(d, cfg.batch_size, cfg.data_seed);
+  DETAUDIT_RETURN_IF_ERROR(feed.init(be_.get()));
   model.net().set_observer([this](size_t layer, const Layer& l, LayerPass pass, const char* tensor, const Tensor& t) {
     return observe(layer, l, pass, tensor, t);
   });
   const auto& layers = model.net().layers();
   for (step_ = 0; step_ < cfg.batches; ++step_) {
-    order.batch(uint64_t(step_), &idx);
-    for (size_t i = 0; i < idx.size(); ++i) d.image(idx[i], host.data() + i * per_image);
-    DETAUDIT_RETURN_IF_ERROR(batch.upload(host));
+    const Tensor* batch = nullptr;
+    DETAUDIT_RETURN_IF_ERROR(feed.load(uint64_t(step_), &batch));
     float loss = 0;
-    DETAUDIT_RETURN_IF_ERROR(model.forward_backward(batch, &loss));
+    DETAUDIT_RETURN_IF_ERROR(model.forward_backward(*batch, &loss));
     DivergeRecord v = at_place(step_, int(layers_), "mse", "loss", "value");
     v.loss = loss;
     DETAUDIT_RETURN_IF_ERROR(record(v, nullptr, loss));
