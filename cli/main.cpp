@@ -318,9 +318,11 @@ int main_cli(int argc, char** argv) {
                     "default 300)")
       ->check(CLI::Range(0.001, 604800.0));
   train->add_option("--prednet-config", ta.prednet_config,
-                    "prednet: quick (1x64x64 frames, stacks 1,16,32,64, 10 frames; the default) or tiny (1x32x32, "
-                    "stacks 1,4,8, 4 frames: a smoke test of the design in seconds)")
-      ->check(CLI::IsMember({"quick", "tiny"}));
+                    "prednet: quick (1x64x64 frames, stacks 1,16,32,64, 10 frames; the default), tiny (1x32x32, "
+                    "stacks 1,4,8, 4 frames: a smoke test of the design in seconds) or paper (the paper's KITTI "
+                    "network: 3x128x160 frames, stacks 3,48,96,192, 10 frames; sprites in three equal channels, or "
+                    "--data FILE.npy of RGB [N,T,128,160,3]; about 40x quick's cost per batch: a GPU configuration)")
+      ->check(CLI::IsMember({"quick", "tiny", "paper"}));
   train->add_flag("--noise-scale", ta.noise_scale,
                   "Measure the gradient noise scale B_simple along training (microbatches of each measured batch) "
                   "and the hardware noise at fixed weights and batch (the gradient computed twice: sigma^2_hw, B_hw)");

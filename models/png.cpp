@@ -20,13 +20,16 @@ void chunk(std::vector<uint8_t>* out, const char type[5], const std::vector<uint
 
 }  // namespace
 
-std::vector<uint8_t> encode_png_gray(int cols, int rows, const std::vector<uint8_t>& pixels) {
-  if (cols < 1 || rows < 1 || pixels.size() != size_t(cols) * size_t(rows)) return {};
+std::vector<uint8_t> encode_png(int cols, int rows, int channels, const std::vector<uint8_t>& pixels) {
+  if (cols < 1 || rows < 1 || (channels != 1 && channels != 3) ||
+      pixels.size() != size_t(cols) * size_t(rows) * size_t(channels))
+    return {};
+  const size_t line = size_t(cols) * size_t(channels);
   std::vector<uint8_t> raw;
-  raw.reserve(size_t(rows) * (size_t(cols) + 1));
+  raw.reserve(size_t(rows) * (line + 1));
   for (int r = 0; r < rows; ++r) {
     raw.push_back(0);  // filter: none
-    raw.insert(raw.end(), pixels.begin() + size_t(r) * cols, pixels.begin() + size_t(r + 1) * cols);
+    raw.insert(raw.end(), pixels.begin() + ptrdiff_t(size_t(r) * line), pixels.begin() + ptrdiff_t(size_t(r + 1) * line));
   }
   uLongf zn = compressBound(uLong(raw.size()));
   std::vector<uint8_t> z(zn);
@@ -36,7 +39,8 @@ std::vector<uint8_t> encode_png_gray(int cols, int rows, const std::vector<uint8
   std::vector<uint8_t> ihdr;
   put32(&ihdr, uint32_t(cols));
   put32(&ihdr, uint32_t(rows));
-  ihdr.insert(ihdr.end(), {8, 0, 0, 0, 0});  // 8-bit, grayscale, deflate, filter method 0, no interlace
+  // 8-bit, grayscale (colour type 0) or RGB (2), deflate, filter method 0, no interlace
+  ihdr.insert(ihdr.end(), {8, uint8_t(channels == 3 ? 2 : 0), 0, 0, 0});
   chunk(&out, "IHDR", ihdr);
   chunk(&out, "IDAT", z);
   chunk(&out, "IEND", {});

@@ -1,5 +1,5 @@
-// A grayscale PNG writer for the PredNet report's frames (true frames over predicted ones), and base64
-// for embedding it in results.json and the HTML report (data: URIs). 8-bit gray, no interlace, every
+// A PNG writer for the PredNet report's frames (true frames over predicted ones), and base64 for
+// embedding it in results.json and the HTML report (data: URIs). 8-bit gray or RGB, no interlace, every
 // row filter 0, one zlib stream (compression level 9): the same bytes for the same pixels.
 #pragma once
 #include <cstdint>
@@ -8,8 +8,9 @@
 
 namespace detaudit {
 
-// pixels: rows x cols, row-major. Empty on a zlib failure (never expected).
-std::vector<uint8_t> encode_png_gray(int cols, int rows, const std::vector<uint8_t>& pixels);
+// pixels: rows x cols x channels (1: gray, 3: RGB interleaved), row-major. Empty for other channel
+// counts, a size that does not match, or a zlib failure (never expected).
+std::vector<uint8_t> encode_png(int cols, int rows, int channels, const std::vector<uint8_t>& pixels);
 // RFC 4648 base64 with padding.
 std::string base64_encode(const std::vector<uint8_t>& bytes);
 

@@ -18,6 +18,7 @@ Status check(const Dataset& source, const SpriteConfig& cfg) {
   if (cfg.frames < 1 || cfg.sprites < 1)
     return Status::invalid(fmt::format("moving sprites: {} frames of {} sprites (both must be positive)", cfg.frames,
                                        cfg.sprites));
+  if (cfg.channels < 1) return Status::invalid(fmt::format("moving sprites: {} channels", cfg.channels));
   if (cfg.rows < kSpriteSide || cfg.cols < kSpriteSide)
     return Status::invalid(fmt::format("moving sprites: frames of {}x{} cannot hold a {}x{} sprite", cfg.rows, cfg.cols,
                                        kSpriteSide, kSpriteSide));
@@ -75,7 +76,7 @@ Status make_moving_sprites(const Dataset& source, const SpriteConfig& cfg, uint6
   DETAUDIT_RETURN_IF_ERROR(check(source, cfg));
   if (count < 0) return Status::invalid("moving sprites: a negative count");
   VideoSet v;
-  v.count = count, v.frames = cfg.frames, v.rows = cfg.rows, v.cols = cfg.cols;
+  v.count = count, v.frames = cfg.frames, v.rows = cfg.rows, v.cols = cfg.cols, v.channels = cfg.channels;
   v.pixels.assign(v.pixels_per_sequence() * size_t(count), 0);
   std::vector<SpriteTrack> tracks;
   for (int n = 0; n < count; ++n) {
@@ -87,8 +88,9 @@ Status make_moving_sprites(const Dataset& source, const SpriteConfig& cfg, uint6
         uint8_t* frame = seq + size_t(f) * v.pixels_per_frame();
         for (int y = 0; y < kSpriteSide; ++y)
           for (int x = 0; x < kSpriteSide; ++x) {
-            uint8_t& px = frame[size_t(t.row[size_t(f)] + y) * size_t(cfg.cols) + size_t(t.col[size_t(f)] + x)];
-            px = std::max(px, img[y * kSpriteSide + x]);
+            uint8_t* px = frame + (size_t(t.row[size_t(f)] + y) * size_t(cfg.cols) + size_t(t.col[size_t(f)] + x)) *
+                                      size_t(cfg.channels);
+            for (int ch = 0; ch < cfg.channels; ++ch) px[ch] = std::max(px[ch], img[y * kSpriteSide + x]);
           }
       }
     }

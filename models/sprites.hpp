@@ -28,10 +28,13 @@ inline constexpr uint64_t kSpriteStream = 0x5917E000;
 
 struct SpriteConfig {
   int frames = 20, rows = 64, cols = 64, sprites = 2;
+  // Channels per pixel, all equal (grey): 3 gives the RGB frames of PredNet's paper configuration the
+  // same motion, so the paper's architecture trains without KITTI.
+  int channels = 1;
 };
 
 // Video sequences: pixels is count x frames x rows x cols x channels, uint8 (the layout of an .npy
-// [N, T, H, W] or [N, T, H, W, C] video file); moving sprites have one channel.
+// [N, T, H, W] or [N, T, H, W, C] video file); moving sprites have SpriteConfig::channels equal channels.
 struct VideoSet {
   int count = 0, frames = 0, rows = 0, cols = 0, channels = 1;
   std::vector<uint8_t> pixels;

@@ -12,7 +12,9 @@ namespace detaudit {
 
 bool prednet_config(const std::string& name, int batch_size, PredNetConfig* out) {
   PredNetConfig c = prednet_quick();
-  if (name == "tiny") {
+  if (name == "paper") {
+    c = prednet_paper();
+  } else if (name == "tiny") {
     c.height = c.width = 32;
     c.stacks = {1, 4, 8};
     c.layer_weights = {1, 0, 0};
@@ -58,7 +60,7 @@ Status load_train_data(const std::string& model, const std::string& prednet_name
   if (model == "prednet" && data_dir.size() > 4 && data_dir.compare(data_dir.size() - 4, 4, ".npy") == 0) {
     PredNetConfig c;
     if (!prednet_config(prednet_name, batch_size, &c))
-      return Status::invalid(fmt::format("PredNet configuration '{}': quick or tiny", prednet_name));
+      return Status::invalid(fmt::format("PredNet configuration '{}': quick, tiny or paper", prednet_name));
     DETAUDIT_RETURN_IF_ERROR(load_video_npy(data_dir, c, &t.train_video, &t.held_out_video));
     std::vector<uint8_t> all = t.train_video.pixels;
     all.insert(all.end(), t.held_out_video.pixels.begin(), t.held_out_video.pixels.end());
@@ -81,19 +83,20 @@ Status load_train_data(const std::string& model, const std::string& prednet_name
     DETAUDIT_RETURN_IF_ERROR(check_dataset_for_model(t.images, model, kSpriteSide, kSpriteSide, 1));
     PredNetConfig c;
     if (!prednet_config(prednet_name, batch_size, &c))
-      return Status::invalid(fmt::format("PredNet configuration '{}': quick or tiny", prednet_name));
+      return Status::invalid(fmt::format("PredNet configuration '{}': quick, tiny or paper", prednet_name));
     if (std::string e = c.validate(); !e.empty()) return Status::invalid("PredNet: " + e);
     SpriteConfig sc;
-    sc.frames = c.nt, sc.rows = c.height, sc.cols = c.width;
+    sc.frames = c.nt, sc.rows = c.height, sc.cols = c.width, sc.channels = c.channels();
     DETAUDIT_RETURN_IF_ERROR(make_moving_sprites(t.images, sc, kPredNetSpriteSeed, 0, kPredNetTrainSequences, &t.train_video));
     DETAUDIT_RETURN_IF_ERROR(make_moving_sprites(t.images, sc, kPredNetSpriteSeed, kPredNetHeldOutFirst,
                                                  kPredNetHeldOutSequences, &t.held_out_video));
     std::vector<uint8_t> all = t.train_video.pixels;
     all.insert(all.end(), t.held_out_video.pixels.begin(), t.held_out_video.pixels.end());
     t.fingerprint = fingerprint_bytes(all.data(), all.size()).hex();
-    t.description = fmt::format("moving sprites: {} + {} held-out sequences of {} frames {}x{} (seed {}) cut from {}; "
+    t.description = fmt::format("moving sprites: {} + {} held-out sequences of {} frames {}x{}{} (seed {}) cut from {}; "
                                 "PredNet {}",
                                 kPredNetTrainSequences, kPredNetHeldOutSequences, sc.frames, sc.rows, sc.cols,
+                                sc.channels == 1 ? "" : fmt::format(" in {} equal channels", sc.channels),
                                 kPredNetSpriteSeed, t.images.images_path, prednet_name);
   } else {
     return Status::invalid(fmt::format("model '{}': autoencoder or prednet", model));

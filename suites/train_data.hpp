@@ -30,8 +30,10 @@ struct TrainData {
 };
 
 // A PredNet configuration by name, with the design's batch size: "quick" (models/prednet.hpp
-// prednet_quick: 1 x 64 x 64, stacks (1, 16, 32, 64), nt 10) or "tiny" (1 x 32 x 32, stacks (1, 4, 8),
-// nt 4: a smoke test of the whole design in seconds, not a regression). False for another name.
+// prednet_quick: 1 x 64 x 64, stacks (1, 16, 32, 64), nt 10), "tiny" (1 x 32 x 32, stacks (1, 4, 8),
+// nt 4: a smoke test of the whole design in seconds, not a regression) or "paper" (prednet_paper: the
+// KITTI network, 3 x 128 x 160, stacks (3, 48, 96, 192), nt 10; trained on moving sprites in three equal
+// channels, or on the user's RGB .npy). False for another name.
 bool prednet_config(const std::string& name, int batch_size, PredNetConfig* out);
 
 // An .npy video: dtype '|u1', shape [N, T, H, W] or [N, T, H, W, C] matching c (frames of c.height x

@@ -49,7 +49,7 @@ struct TrainDesign {
   // batch of every run; 0: not measured. Measuring restores the batch's own gradient before the update,
   // so it changes no run's bits.
   int noise_every = 0;
-  std::string prednet_config;  // prednet: "quick" or "tiny" (suites/train_data.hpp); autoencoder: ""
+  std::string prednet_config;  // prednet: "quick", "tiny" or "paper" (suites/train_data.hpp); autoencoder: ""
   nlohmann::json to_json() const;
 };
 
@@ -106,7 +106,7 @@ size_t planned_runs(const TrainDesign& d);
 //     {"protocol": "detaudit-train-worker/1", "index": i, "key": "<run key>", "model": "autoencoder",
 //      "target": "<spec>", "init_seed": s, "data_seed": s, "batches": N, "batch_size": B, "window": W,
 //      "data_dir": "<dir or empty>", "data_fingerprint": "<32 hex>", "nudge": k or -1 (condition e's
-//      nudge k, -1 none), "noise_every": K (0: no noise measurements), "prednet_config": "quick"|"tiny"|""}
+//      nudge k, -1 none), "noise_every": K (0: no noise measurements), "prednet_config": "quick"|"tiny"|"paper"|""}
 //   worker -> parent, on stdout, one JSON object per line:
 //     {"event": "ready"}                                backend built, data loaded and checked
 //     {"event": "step", "step": k, "loss": x}           after batch k (1-based) of N
@@ -135,7 +135,7 @@ struct TrainRunRequest {
   std::string data_fingerprint;  // of the pixels the parent loaded: the worker must load the same ones
   int64_t nudge = -1;            // condition (e): which nudge; -1 none
   int noise_every = 0;           // 0: no noise measurements
-  std::string prednet_config;    // model prednet: "quick" or "tiny"; else ""
+  std::string prednet_config;    // model prednet: "quick", "tiny" or "paper"; else ""
   nlohmann::json to_json() const;
 };
 // Strict: every field present with its type and range (index >= 1, batches 1..10^7, batch_size

@@ -191,20 +191,23 @@ double window_mean(const std::vector<float>& curve, int window) {
 }
 
 // The first held-out sequence as one image: its true frames in the top row, PredNet's predictions of them
-// below (frame 0's from nothing), 2-pixel gray gaps; channel 0 of each frame.
+// below (frame 0's from nothing), 2-pixel gray gaps; in colour when the frames have 3 channels (the model's
+// frames are planar [C][H][W]; the PNG interleaves them), else channel 0 in gray.
 std::vector<uint8_t> frames_strip(const PredNetConfig& c, const std::vector<float>& truth, const std::vector<float>& pred) {
   const int h = c.height, w = c.width, gap = 2, cols = c.nt * (w + gap) - gap, rows = 2 * h + gap;
-  const size_t frame = size_t(c.channels()) * h * w;
-  std::vector<uint8_t> px(size_t(cols) * rows, 128);
+  const int shown = c.channels() == 3 ? 3 : 1;
+  const size_t plane = size_t(h) * w, frame = size_t(c.channels()) * plane;
+  std::vector<uint8_t> px(size_t(cols) * rows * shown, 128);
   auto to8 = [](float x) { return uint8_t(std::lround(std::clamp(x, 0.0f, 1.0f) * 255.0f)); };
   for (int t = 0; t < c.nt && frame * (t + 1) <= truth.size() && frame * (t + 1) <= pred.size(); ++t)
-    for (int y = 0; y < h; ++y)
-      for (int x = 0; x < w; ++x) {
-        const size_t at = size_t(t) * frame + size_t(y) * w + x, col = size_t(t) * (w + gap) + x;
-        px[size_t(y) * cols + col] = to8(truth[at]);
-        px[size_t(y + h + gap) * cols + col] = to8(pred[at]);
-      }
-  return encode_png_gray(cols, rows, px);
+    for (int ch = 0; ch < shown; ++ch)
+      for (int y = 0; y < h; ++y)
+        for (int x = 0; x < w; ++x) {
+          const size_t at = size_t(t) * frame + ch * plane + size_t(y) * w + x, col = size_t(t) * (w + gap) + x;
+          px[(size_t(y) * cols + col) * shown + ch] = to8(truth[at]);
+          px[(size_t(y + h + gap) * cols + col) * shown + ch] = to8(pred[at]);
+        }
+  return encode_png(cols, rows, shown, px);
 }
 
 nlohmann::json finished(const TrainResult& tr, int window) {

@@ -2,12 +2,16 @@
 // deterministic target, and a copy-last-frame baseline that is what its definition says.
 #include <gtest/gtest.h>
 
+#include <zlib.h>
+
 #include <cmath>
 #include <fstream>
 
 #include "kernels/cpu/native.hpp"
 #include "kernels/generator.hpp"
 #include "kernels/npy.hpp"
+#include "models/png.hpp"
+#include "models/prednet.hpp"
 #include "models/prednet_train.hpp"
 #include "suites/train_data.hpp"
 
@@ -124,6 +128,74 @@ TEST(PredNetTrain, NpyVideoLoadsAndBadFilesAreNamed) {
     EXPECT_NE(st.message().find(b.says), std::string::npos) << st.message();
     EXPECT_EQ(st.message().find('\n'), std::string::npos);
   }
+}
+
+// The paper's network by name (the KITTI configuration of models/prednet.hpp) with the design's batch, and
+// the RGB .npy it trains on: [N, T, 128, 160, 3], which the one-channel configurations refuse.
+TEST(PredNetTrain, PaperConfigurationIsThePapersNetworkOnRgbFrames) {
+  PredNetConfig c, want = prednet_paper();
+  ASSERT_TRUE(prednet_config("paper", 2, &c));
+  EXPECT_EQ(c.channels(), 3);
+  EXPECT_EQ(c.height, 128);
+  EXPECT_EQ(c.width, 160);
+  EXPECT_EQ(c.stacks, want.stacks);
+  EXPECT_EQ(c.stacks, (std::vector<int>{3, 48, 96, 192}));
+  EXPECT_EQ(c.nt, 10);
+  EXPECT_EQ(c.layer_weights, want.layer_weights);
+  EXPECT_EQ(c.batch, 2);
+  EXPECT_EQ(c.validate(), "");
+  const std::string path = testing::TempDir() + "/rgb.npy";
+  const std::vector<uint64_t> shape = {4, 10, 128, 160, 3};
+  std::vector<uint8_t> px(4 * 10 * 128 * 160 * 3);
+  for (size_t i = 0; i < px.size(); ++i) px[i] = uint8_t(i * 13);
+  const std::vector<uint8_t> f = npy_encode("|u1", shape, px.data(), px.size());
+  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(f.data()), std::streamsize(f.size()));
+  VideoSet train, held;
+  ASSERT_TRUE(load_video_npy(path, c, &train, &held));
+  EXPECT_EQ(train.channels, 3);
+  EXPECT_EQ(train.count, 2);
+  EXPECT_EQ(held.count, 2);
+  PredNetConfig quick;
+  ASSERT_TRUE(prednet_config("quick", 2, &quick));
+  const Status st = load_video_npy(path, quick, &train, &held);
+  ASSERT_FALSE(st);
+  EXPECT_NE(st.message().find("needs frames of 64x64 with 1 channel(s)"), std::string::npos) << st.message();
+}
+
+// The report's frames: a PNG whose header says its size and colour type (0 gray, 2 RGB) and whose one
+// zlib stream inflates to each row's filter byte 0 followed by exactly the pixels given.
+TEST(PredNetTrain, PngHoldsExactlyThePixelsGiven) {
+  auto be32 = [](const uint8_t* p) { return uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | p[3]; };
+  for (int channels : {1, 3}) {
+    const int cols = 5, rows = 3;
+    std::vector<uint8_t> px(size_t(cols) * rows * channels);
+    for (size_t i = 0; i < px.size(); ++i) px[i] = uint8_t(17 * i + 3);
+    const std::vector<uint8_t> png = encode_png(cols, rows, channels, px);
+    ASSERT_GT(png.size(), size_t(33)) << channels;
+    EXPECT_EQ(std::vector<uint8_t>(png.begin(), png.begin() + 8),
+              (std::vector<uint8_t>{0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'}));
+    EXPECT_EQ(std::string(png.begin() + 12, png.begin() + 16), "IHDR");
+    EXPECT_EQ(be32(&png[16]), uint32_t(cols));
+    EXPECT_EQ(be32(&png[20]), uint32_t(rows));
+    EXPECT_EQ(png[24], 8) << "bit depth";
+    EXPECT_EQ(png[25], channels == 3 ? 2 : 0) << "colour type";
+    const size_t idat = 8 + 12 + 13;  // signature, IHDR chunk
+    EXPECT_EQ(std::string(png.begin() + ptrdiff_t(idat) + 4, png.begin() + ptrdiff_t(idat) + 8), "IDAT");
+    const uint32_t zn = be32(&png[idat]);
+    std::vector<uint8_t> raw(size_t(rows) * (size_t(cols) * channels + 1) + 16);
+    uLongf rn = uLongf(raw.size());
+    ASSERT_EQ(uncompress(raw.data(), &rn, &png[idat + 8], zn), Z_OK);
+    raw.resize(rn);
+    std::vector<uint8_t> want;
+    for (int r = 0; r < rows; ++r) {
+      want.push_back(0);
+      want.insert(want.end(), px.begin() + r * cols * channels, px.begin() + (r + 1) * cols * channels);
+    }
+    EXPECT_EQ(raw, want) << channels << " channel(s)";
+    EXPECT_EQ(std::string(png.end() - 8, png.end() - 4), "IEND");
+  }
+  EXPECT_TRUE(encode_png(5, 3, 2, std::vector<uint8_t>(30)).empty()) << "two channels";
+  EXPECT_TRUE(encode_png(5, 3, 1, std::vector<uint8_t>(14)).empty()) << "a size that does not match";
 }
 
 }  // namespace

@@ -91,6 +91,27 @@ TEST(Sprites, FramesAreTheSpritesComposedByMax) {
   }
 }
 
+// PredNet's paper configuration takes RGB frames: sprites in three channels are the one-channel frames
+// with every pixel repeated, interleaved as in an [N, T, H, W, C] file, at any frame size that holds a
+// sprite (128 x 160 here, the paper's).
+TEST(Sprites, ChannelsRepeatTheGrayFrame) {
+  SpriteConfig gray;
+  gray.frames = 3, gray.rows = 128, gray.cols = 160;
+  SpriteConfig rgb = gray;
+  rgb.channels = 3;
+  VideoSet g, c;
+  ASSERT_TRUE(make_moving_sprites(source(), gray, 3, 2, 2, &g));
+  ASSERT_TRUE(make_moving_sprites(source(), rgb, 3, 2, 2, &c));
+  EXPECT_EQ(c.channels, 3);
+  ASSERT_EQ(c.pixels.size(), 3 * g.pixels.size());
+  size_t lit = 0;
+  for (size_t i = 0; i < g.pixels.size(); ++i) {
+    lit += g.pixels[i] != 0;
+    for (size_t ch = 0; ch < 3; ++ch) ASSERT_EQ(c.pixels[3 * i + ch], g.pixels[i]) << "pixel " << i << " channel " << ch;
+  }
+  EXPECT_GT(lit, size_t(100)) << "the frames hold sprites";
+}
+
 TEST(Sprites, ImpossibleConfigurationsAreRefused) {
   VideoSet v;
   SpriteConfig small;
@@ -99,6 +120,9 @@ TEST(Sprites, ImpossibleConfigurationsAreRefused) {
   SpriteConfig none;
   none.sprites = 0;
   EXPECT_FALSE(make_moving_sprites(source(), none, 1, 0, 1, &v));
+  SpriteConfig no_channels;
+  no_channels.channels = 0;
+  EXPECT_FALSE(make_moving_sprites(source(), no_channels, 1, 0, 1, &v));
   Dataset empty;
   EXPECT_FALSE(make_moving_sprites(empty, SpriteConfig{}, 1, 0, 1, &v));
 }
