@@ -313,9 +313,9 @@ int main_cli(int argc, char** argv) {
                     "Repeats of each seed under condition (a), for the run-to-run term (default 2)")
       ->check(CLI::Range(1, 1000));
   train->add_option("--run-timeout", ta.run_timeout,
-                    "Seconds a training run may go without finishing a batch before its worker is killed and the "
-                    "run recorded as timeout (the first batch also covers starting the worker and loading the data; "
-                    "default 300)")
+                    "Seconds a training run may go without finishing a batch (or a batch of PredNet's held-out "
+                    "check) before its worker is killed and the run recorded as timeout (the first batch also covers "
+                    "starting the worker and loading the data; default 300)")
       ->check(CLI::Range(0.001, 604800.0));
   train->add_option("--prednet-config", ta.prednet_config,
                     "prednet: quick (1x64x64 frames, stacks 1,16,32,64, 10 frames; the default), tiny (1x32x32, "

@@ -49,7 +49,7 @@ Status fingerprint_params(PredNet& m, Fingerprint* out) {
 }  // namespace
 
 Status check_predictions(PredNet& model, const VideoSet& held_out, PredictionCheck* out, std::vector<float>* example_truth,
-                         std::vector<float>* example_prediction) {
+                         std::vector<float>* example_prediction, const std::function<void(int done, int of)>& on_batch) {
   const PredNetConfig& c = model.config();
   DETAUDIT_RETURN_IF_ERROR(check_set(held_out, c, "held-out"));
   Backend* be = nullptr;
@@ -92,6 +92,7 @@ Status check_predictions(PredNet& model, const VideoSet& held_out, PredictionChe
       }
     }
     r.sequences += c.batch;
+    if (on_batch) on_batch(r.sequences, held_out.count - held_out.count % c.batch);
   }
   r.mse = n_px ? se / double(n_px) : 0;
   r.copy_last_mse = n_px ? se_copy / double(n_px) : 0;
@@ -132,6 +133,7 @@ Status train_prednet(Backend& backend, const VideoSet& train, const VideoSet& he
     double loss = 0;
     DETAUDIT_RETURN_IF_ERROR(model.forward(frames, &loss));
     DETAUDIT_RETURN_IF_ERROR(model.backward());
+    if (cb.after_backward) DETAUDIT_RETURN_IF_ERROR(cb.after_backward(step, model, frames));
     DETAUDIT_RETURN_IF_ERROR(adam.step(params, grads));
     r.curve.push_back(float(loss));
     if (cb.on_step && !cb.on_step(step, float(loss))) break;
@@ -139,7 +141,7 @@ Status train_prednet(Backend& backend, const VideoSet& train, const VideoSet& he
   DETAUDIT_RETURN_IF_ERROR(backend.synchronize());
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   DETAUDIT_RETURN_IF_ERROR(fingerprint_params(model, &r.final_weights));
-  DETAUDIT_RETURN_IF_ERROR(check_predictions(model, held_out, &r.held_out, &r.example_truth, &r.example_prediction));
+  DETAUDIT_RETURN_IF_ERROR(check_predictions(model, held_out, &r.held_out, &r.example_truth, &r.example_prediction, cb.on_check));
   *out = std::move(r);
   return Status::ok();
 }

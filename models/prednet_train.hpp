@@ -49,8 +49,14 @@ struct PredNetTrainResult {
 struct PredNetCallbacks {
   // After the initial weights are set, before they are fingerprinted (condition (e)'s nudge).
   std::function<Status(PredNet& model)> after_init;
+  // After a step's backward, before its update (the noise measurements of `train --noise-scale`): the
+  // model holds the batch's gradient, frames the batch. What it leaves in grads() is the update's.
+  std::function<Status(int step, PredNet& model, const Tensor& frames)> after_backward;
   // After each step's update (return false to stop), as TrainCallbacks::on_step.
   std::function<bool(int step, float loss)> on_step;
+  // After each batch of the held-out check (done of `of` sequences): a sign of life for a watchdog, since
+  // the check of a large configuration takes as long as several training steps.
+  std::function<void(int done, int of)> on_check;
 };
 
 // Checks that train and held_out match cfg.net (frames >= nt, rows, cols, channels) and hold at least
@@ -60,6 +66,7 @@ Status train_prednet(Backend& backend, const VideoSet& train, const VideoSet& he
 
 // The held-out check alone, for a model trained elsewhere.
 Status check_predictions(PredNet& model, const VideoSet& held_out, PredictionCheck* out,
-                         std::vector<float>* example_truth = nullptr, std::vector<float>* example_prediction = nullptr);
+                         std::vector<float>* example_truth = nullptr, std::vector<float>* example_prediction = nullptr,
+                         const std::function<void(int done, int of)>& on_batch = {});
 
 }  // namespace detaudit

@@ -210,6 +210,12 @@ WorkerOutcome run_in_worker(const TrainRunRequest& q, const std::string& exe, do
         say(fmt::format("batch {}/{} loss {:.5f}", batches_done, q.batches, ev["loss"].get<double>()));
       return true;
     }
+    if (kind == "check" && ev.contains("done") && ev["done"].is_number_unsigned() && ev.contains("of") &&
+        ev["of"].is_number_unsigned()) {
+      // PredNet's held-out check after the last batch: progress, so the watchdog waits for it.
+      if (ev["done"] == ev["of"]) say(fmt::format("held-out check: {} sequences", ev["of"].get<uint64_t>()));
+      return true;
+    }
     if (kind == "run" && !got_run && ev.contains("run")) {
       result = ev["run"];
       got_run = true;
@@ -235,7 +241,6 @@ WorkerOutcome run_in_worker(const TrainRunRequest& q, const std::string& exe, do
 std::string design_error(const TrainDesign& d) {
   if (d.model != "autoencoder" && d.model != "prednet")
     return fmt::format("model '{}': autoencoder or prednet", d.model);
-  if (d.model == "prednet" && d.noise_every > 0) return "--noise-scale measures the autoencoder only (not yet prednet)";
   if (d.seeds < 1) return "--seeds must be positive";
   if (d.replicates < 1) return "--replicates must be positive";
   if (d.batches < 1 || d.batches > kMaxTrainBatches) return fmt::format("--batches must be in 1..{}", kMaxTrainBatches);
@@ -336,7 +341,7 @@ std::string run_summary(const TrainingRun& run) {
                        run.batches_done.value_or(0), run.batches);
   if (run.status == ObsStatus::kTimeout) return "timeout: " + run.reason + "; going on with the next run";
   if (!run.ok()) return std::string(to_string(run.status)) + ": " + run.reason;
-  return fmt::format("final loss {:.6f} ({:.1f} steps/s, weights {})", run.final_loss, run.steps_per_second,
+  return fmt::format("final loss {:.6f} ({:.3g} steps/s, weights {})", run.final_loss, run.steps_per_second,
                      run.weights_fingerprint.substr(0, 8));
 }
 

@@ -110,10 +110,11 @@ size_t planned_runs(const TrainDesign& d);
 //   worker -> parent, on stdout, one JSON object per line:
 //     {"event": "ready"}                                backend built, data loaded and checked
 //     {"event": "step", "step": k, "loss": x}           after batch k (1-based) of N
+//     {"event": "check", "done": k, "of": n}            prednet: after each batch of the held-out check
 //     {"event": "run", "run": {"status": "ok", "final_loss", "curve", "curve_fingerprint",
 //        "initial_weights_fingerprint", "weights_fingerprint", "seconds", "steps_per_second",
-//        "phases"[, "nudge"][, "noise"]}}                or {"status": "skipped"|"error", "reason"}
-//   "ready" and "step" restart the parent's stall timeout. A worker that dies or stops without "run"
+//        "phases"[, "nudge"][, "noise"][, "prediction", "frames_png"]}}  or {"status": "skipped"|"error", "reason"}
+//   "ready", "step" and "check" restart the parent's stall timeout. A worker that dies or stops without "run"
 //   is charged with its run. A malformed request: a message on stderr and exit code 2.
 //
 // Test hook (fault injection), read by the worker only: DETAUDIT_FAULT="train:<sel>:<fault>[,...]",

@@ -88,9 +88,9 @@ NoiseMeter::NoiseMeter(int every, int batch_size, int batches) {
   hw_stride_ = std::max(1, (points + kHardwarePoints - 1) / kHardwarePoints);
 }
 
-Status NoiseMeter::after_backward(int step, Autoencoder& model, const Tensor& batch) {
+Status NoiseMeter::measure(int step, const Probe& probe) {
   if (step % trace_.every) return Status::ok();
-  const std::vector<Tensor*> grads = model.grads();
+  const std::vector<Tensor*>& grads = probe.grads;
   saved_.resize(grads.size());
   NoisePoint p;
   p.step = uint64_t(step) + 1;
@@ -98,10 +98,9 @@ Status NoiseMeter::after_backward(int step, Autoencoder& model, const Tensor& ba
     DETAUDIT_RETURN_IF_ERROR(grads[i]->download(&saved_[i]));
     for (float g : saved_[i]) p.big_sq += double(g) * double(g);
   }
-  float loss = 0;
   if ((step / trace_.every) % hw_stride_ == 0) {
     // The same gradient again, at the same parameters on the same batch.
-    DETAUDIT_RETURN_IF_ERROR(model.forward_backward(batch, &loss));
+    DETAUDIT_RETURN_IF_ERROR(probe.again());
     double d2 = 0;
     for (size_t i = 0; i < grads.size(); ++i) {
       DETAUDIT_RETURN_IF_ERROR(grads[i]->download(&tmp_));
@@ -112,15 +111,11 @@ Status NoiseMeter::after_backward(int step, Autoencoder& model, const Tensor& ba
     }
     p.hw_sq = d2;
   }
-  DETAUDIT_RETURN_IF_ERROR(batch.download(&host_));
-  const Shape& s = batch.shape();
-  const size_t per = size_t(s[1]) * s[2] * s[3];
   const int count = trace_.b_big / trace_.b_small;
-  DETAUDIT_RETURN_IF_ERROR(ensure(batch.backend(), {trace_.b_small, s[1], s[2], s[3]}, &micro_));
+  std::vector<Tensor*> micro_grads;
   for (int m = 0; m < count; ++m) {
-    DETAUDIT_RETURN_IF_ERROR(micro_.upload(host_.data() + size_t(m) * trace_.b_small * per, size_t(trace_.b_small) * per));
-    DETAUDIT_RETURN_IF_ERROR(model.forward_backward(micro_, &loss));
-    for (Tensor* g : grads) {
+    DETAUDIT_RETURN_IF_ERROR(probe.micro(m, trace_.b_small, &micro_grads));
+    for (Tensor* g : micro_grads) {
       DETAUDIT_RETURN_IF_ERROR(g->download(&tmp_));
       double sq = 0;
       for (float x : tmp_) sq += double(x) * double(x);
@@ -131,6 +126,59 @@ Status NoiseMeter::after_backward(int step, Autoencoder& model, const Tensor& ba
   for (size_t i = 0; i < grads.size(); ++i) DETAUDIT_RETURN_IF_ERROR(grads[i]->upload(saved_[i]));
   trace_.points.push_back(p);
   return Status::ok();
+}
+
+Status NoiseMeter::after_backward(int step, Autoencoder& model, const Tensor& batch) {
+  Probe probe;
+  probe.grads = model.grads();
+  float loss = 0;
+  probe.again = [&] { return model.forward_backward(batch, &loss); };
+  probe.micro = [&](int m, int b, std::vector<Tensor*>* grads) {
+    if (m == 0) DETAUDIT_RETURN_IF_ERROR(batch.download(&host_));
+    const Shape& s = batch.shape();
+    const size_t per = size_t(s[1]) * s[2] * s[3];
+    DETAUDIT_RETURN_IF_ERROR(ensure(batch.backend(), {b, s[1], s[2], s[3]}, &micro_));
+    DETAUDIT_RETURN_IF_ERROR(micro_.upload(host_.data() + size_t(m) * b * per, size_t(b) * per));
+    DETAUDIT_RETURN_IF_ERROR(model.forward_backward(micro_, &loss));
+    *grads = model.grads();
+    return Status::ok();
+  };
+  return measure(step, probe);
+}
+
+Status NoiseMeter::after_backward(int step, PredNet& model, const Tensor& frames) {
+  Probe probe;
+  probe.grads = model.grads();
+  probe.again = [&] {
+    DETAUDIT_RETURN_IF_ERROR(model.forward(frames, nullptr));
+    return model.backward();
+  };
+  probe.micro = [&](int m, int b, std::vector<Tensor*>* grads) {
+    const PredNetConfig& c = model.config();
+    Backend* be = frames.backend();
+    if (!micro_net_) {
+      PredNetConfig mc = c;
+      mc.batch = b;
+      micro_net_ = std::make_unique<PredNet>(be, mc);
+      DETAUDIT_RETURN_IF_ERROR(micro_net_->init(0));  // allocates; the weights are the model's, copied below
+      DETAUDIT_RETURN_IF_ERROR(Tensor::create(be, {c.nt * b, c.channels(), c.height, c.width}, &micro_));
+    }
+    if (m == 0) {
+      const std::vector<Tensor*> from = model.params(), to = micro_net_->params();
+      for (size_t i = 0; i < from.size(); ++i)
+        DETAUDIT_RETURN_IF_ERROR(be->copy_2d(1, from[i]->size(), from[i]->data(), from[i]->size(), to[i]->data(),
+                                             to[i]->size()));
+    }
+    // Samples m*b .. m*b+b-1 of every step: step-major rows t*batch + n become t*b + (n - m*b).
+    const size_t frame = size_t(c.channels()) * c.height * c.width;
+    DETAUDIT_RETURN_IF_ERROR(be->copy_2d(size_t(c.nt), size_t(b) * frame, frames.data() + size_t(m) * b * frame,
+                                         size_t(c.batch) * frame, micro_.data(), size_t(b) * frame));
+    DETAUDIT_RETURN_IF_ERROR(micro_net_->forward(micro_, nullptr));
+    DETAUDIT_RETURN_IF_ERROR(micro_net_->backward());
+    *grads = micro_net_->grads();
+    return Status::ok();
+  };
+  return measure(step, probe);
 }
 
 }  // namespace detaudit

@@ -6,7 +6,10 @@
 #include <string>
 #include <vector>
 
+#include <memory>
+
 #include "models/autoencoder.hpp"
+#include "models/prednet.hpp"
 #include "probes/training_run.hpp"
 
 namespace detaudit {
@@ -21,10 +24,10 @@ Status nudge_weight(const std::vector<Tensor*>& params, const std::function<std:
                     WeightNudge* out);
 Status nudge_weight(Autoencoder& model, uint64_t k, WeightNudge* out);
 
-// The gradient noise at every `every`-th batch (0-based step % every == 0), as TrainCallbacks::after_backward:
+// The gradient noise at every `every`-th batch (0-based step % every == 0), as an after-backward callback:
 //  - the squared norm of the batch's gradient (B = batch_size samples);
 //  - the mean squared norm of the gradients of its microbatches (batch_size / 4 samples each where the
-//    batch is a multiple of 4 of at least 8, else batch_size / 2; the first B / b of the batch's images);
+//    batch is a multiple of 4 of at least 8, else batch_size / 2; the first B / b of the batch's samples);
 //  - at up to kHardwarePoints of those points, evenly spread, |g1 - g2|^2 between the batch's gradient and
 //    the same gradient computed again at the same weights on the same batch (exactly 0 on a
 //    deterministic target).
@@ -34,8 +37,22 @@ class NoiseMeter {
  public:
   static constexpr int kHardwarePoints = 6;
   NoiseMeter(int every, int batch_size, int batches);
+  // The autoencoder: batch is its batch_size images.
   Status after_backward(int step, Autoencoder& model, const Tensor& batch);
+  // PredNet: frames is its batch (nt*batch x C x H x W, step-major). Microbatch gradients come from a
+  // second PredNet of the microbatch's size, given the model's weights at each point.
+  Status after_backward(int step, PredNet& model, const Tensor& frames);
   const NoiseTrace& trace() const { return trace_; }
+
+  // What a measurement needs of a model at one point, each computed at the current weights: the
+  // model's gradient tensors, the batch's gradient again (into grads), and the gradient of microbatch
+  // m of b samples (into the tensors it names).
+  struct Probe {
+    std::vector<Tensor*> grads;
+    std::function<Status()> again;
+    std::function<Status(int m, int b, std::vector<Tensor*>* grads)> micro;
+  };
+  Status measure(int step, const Probe& probe);
 
  private:
   NoiseTrace trace_;
@@ -43,6 +60,7 @@ class NoiseMeter {
   std::vector<std::vector<float>> saved_;
   std::vector<float> tmp_, host_;
   Tensor micro_;
+  std::unique_ptr<PredNet> micro_net_;
 };
 
 }  // namespace detaudit

@@ -261,6 +261,7 @@ nlohmann::json run_request(const TrainRunRequest& q, Fault fault, int out_fd) {
     cfg.batches = q.batches;
     PredNetCallbacks cb;
     cb.on_step = on_step;
+    cb.on_check = [&](int done, int of) { emit(out_fd, {{"event", "check"}, {"done", done}, {"of", of}}); };
     if (q.nudge >= 0)
       cb.after_init = [&](PredNet& m) {
         WeightNudge n;
@@ -269,6 +270,11 @@ nlohmann::json run_request(const TrainRunRequest& q, Fault fault, int out_fd) {
         nudge = n;
         return Status::ok();
       };
+    std::optional<NoiseMeter> meter;
+    if (q.noise_every > 0) {
+      meter.emplace(q.noise_every, q.batch_size, q.batches);
+      cb.after_backward = [&](int step, PredNet& m, const Tensor& frames) { return meter->after_backward(step, m, frames); };
+    }
     PredNetTrainResult pr;
     st = train_prednet(*backend, data.train_video, data.held_out_video, cfg, cb, &pr);
     if (!st) return failed(st);
@@ -280,6 +286,7 @@ nlohmann::json run_request(const TrainRunRequest& q, Fault fault, int out_fd) {
     tr.parameters = pr.parameters;
     nlohmann::json run = finished(tr, q.window);
     if (nudge) run["nudge"] = to_json(*nudge);
+    if (meter) run["noise"] = to_json(meter->trace());
     run["prediction"] = to_json(NextFrameCheck{uint64_t(pr.held_out.sequences), pr.held_out.mse, pr.held_out.copy_last_mse});
     run["frames_png"] = base64_encode(frames_strip(cfg.net, pr.example_truth, pr.example_prediction));
     return run;

@@ -12,6 +12,9 @@
 #include "kernels/cpu/native.hpp"
 #include "kernels/cpu/ref.hpp"
 #include "models/autoencoder.hpp"
+#include "models/prednet_train.hpp"
+#include "models/sprites.hpp"
+#include "suites/train_data.hpp"
 #include "suites/train_measure.hpp"
 #include "tests/test_inputs.hpp"
 #include "tests/training_helpers.hpp"
@@ -63,6 +66,55 @@ TEST(TrainMeasure, NoiseMeasurementChangesNoBitOfTheRunAndADeterministicTargetHa
     ASSERT_TRUE(t.points[i].hw_sq) << "4 points, up to 6 hardware points: every one";
     EXPECT_EQ(*t.points[i].hw_sq, 0.0) << "order=blocked computes the same bits twice";
   }
+}
+
+// PredNet's noise measurements (batch 4: two microbatches of 2, from a second PredNet given the model's
+// weights): the run keeps every bit; order=blocked repeats its gradient exactly; and the microbatches are
+// the batch's own samples at the model's weights. Where all sequences are the same one, each
+// microbatch's gradient is the batch's, so the mean squared microbatch norm equals the batch's squared
+// norm (to rounding); on distinct sequences it exceeds it (mean |g_m|^2 - |mean g_m|^2 is their spread).
+TEST(TrainMeasure, PrednetNoiseComesFromTheBatchsOwnMicrobatchesAndChangesNoBit) {
+  auto be = blocked();
+  PredNetTrainConfig cfg;
+  ASSERT_TRUE(prednet_config("tiny", 4, &cfg.net));
+  cfg.batches = 5;
+  SpriteConfig sc;
+  sc.frames = cfg.net.nt, sc.rows = cfg.net.height, sc.cols = cfg.net.width;
+  VideoSet train, held;
+  ASSERT_TRUE(make_moving_sprites(test_support::training_data(), sc, 3, 0, 8, &train));
+  ASSERT_TRUE(make_moving_sprites(test_support::training_data(), sc, 3, 100, 4, &held));
+  VideoSet same = train;
+  for (int n = 1; n < same.count; ++n)
+    std::copy(same.pixels.begin(), same.pixels.begin() + ptrdiff_t(same.pixels_per_sequence()),
+              same.pixels.begin() + ptrdiff_t(n * same.pixels_per_sequence()));
+
+  PredNetTrainResult plain, measured, alike;
+  ASSERT_TRUE(train_prednet(*be, train, held, cfg, {}, &plain));
+  NoiseMeter meter(2, 4, cfg.batches), meter_same(2, 4, cfg.batches);
+  PredNetCallbacks cb, cb_same;
+  cb.after_backward = [&](int step, PredNet& m, const Tensor& f) { return meter.after_backward(step, m, f); };
+  cb_same.after_backward = [&](int step, PredNet& m, const Tensor& f) { return meter_same.after_backward(step, m, f); };
+  ASSERT_TRUE(train_prednet(*be, train, held, cfg, cb, &measured));
+  ASSERT_TRUE(train_prednet(*be, same, held, cfg, cb_same, &alike));
+  EXPECT_EQ(measured.final_weights.hex(), plain.final_weights.hex()) << "measuring changed the run";
+  ASSERT_EQ(measured.curve.size(), plain.curve.size());
+  EXPECT_EQ(std::memcmp(measured.curve.data(), plain.curve.data(), plain.curve.size() * sizeof(float)), 0);
+
+  for (const NoiseMeter* m : {&meter, &meter_same}) {
+    const NoiseTrace& t = m->trace();
+    EXPECT_EQ(t.b_big, 4);
+    EXPECT_EQ(t.b_small, 2);
+    ASSERT_EQ(t.points.size(), 3u) << "batches 1, 3, 5";
+    for (const NoisePoint& p : t.points) {
+      EXPECT_GT(p.big_sq, 0);
+      ASSERT_TRUE(p.hw_sq);
+      EXPECT_EQ(*p.hw_sq, 0.0) << "order=blocked computes the same bits twice";
+    }
+  }
+  for (const NoisePoint& p : meter_same.trace().points)
+    EXPECT_NEAR(p.small_sq / p.big_sq, 1.0, 1e-4) << "step " << p.step << ": one sequence four times";
+  for (const NoisePoint& p : meter.trace().points)
+    EXPECT_GT(p.small_sq / p.big_sq, 1.001) << "step " << p.step << ": distinct sequences";
 }
 
 TEST(TrainMeasure, HardwarePointsAreAtMostSixEvenlySpread) {
