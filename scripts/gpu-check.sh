@@ -4,7 +4,8 @@
 #   targets included, judged; its baseline checked against itself), `qualify --level 1`, a short GPU
 #   training design with the noise scale and B_hw, the portable design, diverge on the GPU targets,
 #   PyTorch's GPU outputs imported beside the targets (with and without cudnn.benchmark), PredNet's
-#   steps per second on cuda and cudnn, and the GPU speed measurements, all written into OUTDIR.
+#   steps per second on cuda and cudnn (quick) and on cudnn (the paper's network), and the GPU speed
+#   measurements, all written into OUTDIR.
 # The GPU machines have the CUDA toolkit, cuDNN, CMake, ninja, a compiler and python3 but no Debian -dev
 # packages and no network: header-only dependencies and GoogleTest's sources come from .deps/
 # (scripts/make-deps-folder.sh, copied along with the tree); OpenBLAS, oneDNN and hwloc are optional.
@@ -137,6 +138,11 @@ log "prednet"
 timeout 240 "$BIN/detaudit" train prednet --targets 'cuda:0,cudnn:0' --seeds 1 --replicates 1 --batches 20 --window 5 \
   "${train_data[@]}" --out "$OUT/prednet" --fresh >"$OUT/prednet.log" 2>&1
 log "prednet: exit $?; $(grep -E '\(d\) .*final loss' "$OUT/prednet.log" | sed 's/^\[detaudit\] run [0-9/]* //' | tr '\n' ';')"
+# The paper's KITTI network (3x128x160, stacks 3,48,96,192) on sprites in three channels: its steps per
+# second on cudnn (5 runs of 3 batches; on a 2-core CPU one batch takes about a minute).
+timeout 150 "$BIN/detaudit" train prednet --prednet-config paper --targets 'cudnn:0' --seeds 1 --replicates 1 \
+  --batches 3 --window 1 "${train_data[@]}" --out "$OUT/prednet-paper" --fresh >"$OUT/prednet-paper.log" 2>&1
+log "prednet paper: exit $?; $(grep -E '\(d\) .*final loss' "$OUT/prednet-paper.log" | sed 's/^\[detaudit\] run [0-9/]* //' | tr '\n' ';')"
 
 log "gpu speed"
 timeout 120 "$BIN/gpu_speed" >"$OUT/gpu-speed.json" 2>"$OUT/gpu-speed.err"
