@@ -83,7 +83,9 @@ TEST(TrainCli, Sony2021DesignWritesRunsAnalysisAndReports) {
     ASSERT_EQ(run["noise"]["points"].size(), 3u);
     for (auto& p : run["noise"]["points"]) {
       ASSERT_TRUE(p.contains("hw_sq"));
-      if (!nondet) EXPECT_EQ(p["hw_sq"], 0.0) << "a deterministic target's gradient twice is the same bits";
+      if (!nondet) {
+        EXPECT_EQ(p["hw_sq"], 0.0) << "a deterministic target's gradient twice is the same bits";
+      }
     }
     EXPECT_EQ(run["target"], nondet ? "cpu?order=atomic&threads=2&isa=auto" : "cpu?order=blocked&threads=2&isa=auto");
     // The final metric is the mean of the last `window` losses.
