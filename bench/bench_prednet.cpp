@@ -5,7 +5,8 @@
 // Frames: pseudo-random pixels in [0, 1) from counter_bits (seed kFrameSeed), the same batch every step
 // as in prednet_torch.py (dense convolutions cost the same whatever the pixels). Each variant first
 // trains kCheckSteps steps and checks that the loss is finite and goes down (STYLE rule 10).
-// BM_profile_blocked (not run by the script) adds per-op times of the real training step through a timing
+// The _winograd_ variants run the same steps on cpu?conv=winograd (3x3 convolutions as Winograd F(4x4,3x3),
+// kernels/cpu/winograd.hpp). BM_profile_blocked and BM_profile_winograd_blocked (not run by the script) adds per-op times of the real training step through a timing
 // wrapper around the backend: counters "<op>[ <shape>]_ms" per step, summed over calls.
 #include <benchmark/benchmark.h>
 
@@ -163,15 +164,16 @@ class TimingBackend final : public Backend {
   Backend* in_;
 };
 
-std::unique_ptr<Backend> make_backend(ReduceOrder order) {
+std::unique_ptr<Backend> make_backend(ReduceOrder order, ConvAlgo conv) {
   CpuNativeOptions o;
   o.threads = g_threads;
   o.order = order;
+  o.conv = conv;
   return make_cpu_native(o);
 }
 
-void train_step(benchmark::State& state, ReduceOrder order) {
-  auto be = make_backend(order);
+void train_step(benchmark::State& state, ReduceOrder order, ConvAlgo conv = ConvAlgo::kDirect) {
+  auto be = make_backend(order, conv);
   state.SetLabel(be->name());
   if (std::string e = check_training(be.get()); !e.empty()) return state.SkipWithError(("check failed: " + e).c_str());
   Trainer tr(be.get(), prednet_quick());
@@ -187,8 +189,8 @@ void train_step(benchmark::State& state, ReduceOrder order) {
 
 // The same steps through TimingBackend: per-op milliseconds per step, and "untimed_ms" (the model's own
 // host work and the clock reads) as the step time minus the ops.
-void profile(benchmark::State& state, ReduceOrder order) {
-  auto inner = make_backend(order);
+void profile(benchmark::State& state, ReduceOrder order, ConvAlgo conv = ConvAlgo::kDirect) {
+  auto inner = make_backend(order, conv);
   if (std::string e = check_training(inner.get()); !e.empty()) return state.SkipWithError(("check failed: " + e).c_str());
   TimingBackend be(inner.get());
   Trainer tr(&be, prednet_quick());
@@ -216,10 +218,18 @@ void profile(benchmark::State& state, ReduceOrder order) {
 
 void BM_train_step_blocked(benchmark::State& s) { train_step(s, ReduceOrder::kBlocked); }
 void BM_train_step_atomic(benchmark::State& s) { train_step(s, ReduceOrder::kAtomic); }
+void BM_train_step_winograd_blocked(benchmark::State& s) {
+  train_step(s, ReduceOrder::kBlocked, ConvAlgo::kWinograd);
+}
+void BM_train_step_winograd_atomic(benchmark::State& s) { train_step(s, ReduceOrder::kAtomic, ConvAlgo::kWinograd); }
 void BM_profile_blocked(benchmark::State& s) { profile(s, ReduceOrder::kBlocked); }
+void BM_profile_winograd_blocked(benchmark::State& s) { profile(s, ReduceOrder::kBlocked, ConvAlgo::kWinograd); }
 BENCHMARK(BM_train_step_blocked)->Unit(benchmark::kMillisecond)->MinTime(3.0)->UseRealTime();
 BENCHMARK(BM_train_step_atomic)->Unit(benchmark::kMillisecond)->MinTime(3.0)->UseRealTime();
+BENCHMARK(BM_train_step_winograd_blocked)->Unit(benchmark::kMillisecond)->MinTime(3.0)->UseRealTime();
+BENCHMARK(BM_train_step_winograd_atomic)->Unit(benchmark::kMillisecond)->MinTime(3.0)->UseRealTime();
 BENCHMARK(BM_profile_blocked)->Unit(benchmark::kMillisecond)->MinTime(3.0)->UseRealTime();
+BENCHMARK(BM_profile_winograd_blocked)->Unit(benchmark::kMillisecond)->MinTime(3.0)->UseRealTime();
 
 }  // namespace
 

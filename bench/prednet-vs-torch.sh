@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Side by side, in one run: PredNet training steps per second on this CPU, detaudit's native backend
-# (deterministic order=blocked and nondeterministic order=atomic) against PyTorch (Debian's python3-torch)
+# (deterministic order=blocked and nondeterministic order=atomic, each with the direct convolutions and with
+# conv=winograd, Winograd F(4x4,3x3)) against PyTorch (Debian's python3-torch)
 # with the identical network (models/prednet.hpp's quick configuration: 1 x 64 x 64, stacks (1, 16, 32, 64),
 # nt 10), batch (4), loss, optimizer (Adam 1e-3) and thread count. Needs bench_prednet built
 # (make build) and python3-torch (apt-get install python3-torch).
@@ -42,7 +43,9 @@ for i, r in enumerate(rounds, 1):
         scale = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}[b["time_unit"]]
         name = b["name"].split("/")[0].replace("BM_train_step_", "")
         ms = b["real_time"] * scale
-        ref = td["ms_per_step"] if name == "blocked" else tn["ms_per_step"]
+        # blocked (deterministic) against PyTorch deterministic, atomic against its default; winograd_* likewise.
+        deterministic = name.endswith("blocked")
+        ref = td["ms_per_step"] if deterministic else tn["ms_per_step"]
         ratios.setdefault(name, []).append((ref / ms, ms, ref))
         line.append(f"{name} {ms:.1f} ms ({ref / ms:.2f}x)")
     print("; ".join(line))
@@ -50,7 +53,7 @@ print(f"PyTorch {rounds[0]['det']['version']}, {rounds[0]['det']['threads']} thr
       f"median of {len(rounds)} rounds:")
 for name, v in sorted(ratios.items()):
     ratio, ms, ref = sorted(v)[len(v) // 2]
-    against = "deterministic" if name == "blocked" else "default (nondeterministic)"
+    against = "deterministic" if name.endswith("blocked") else "default (nondeterministic)"
     print(f"detaudit {name}: {ms:.1f} ms/step vs PyTorch {against} {ref:.1f} ms/step = {ratio:.2f}x "
           f"PyTorch's steps per second (goal 2x; rounds {min(x[0] for x in v):.2f}x to {max(x[0] for x in v):.2f}x)")
 PY

@@ -14,6 +14,7 @@
 #include "kernels/cpu/native_kernels.hpp"
 #include "kernels/cpu/ref.hpp"
 #include "kernels/cpu/vendor.hpp"
+#include "kernels/cpu/winograd.hpp"
 #include "kernels/cuda/cuda.hpp"
 
 namespace detaudit {
@@ -75,7 +76,42 @@ bool atomic_can_race(const Spec& w) {
 // cpu?order=portable and cuda:N?order=portable promise each other's bits.
 const char* kPortableClass = "order=portable";
 
-Promise promise_cpu(const Spec& t, const Spec& w, const std::map<std::string, std::string>&) {
+Promise promise_cpu_direct(const Spec& t, const Spec& w, const std::map<std::string, std::string>&);
+
+// Whether cpu?conv=winograd computes this workload through Winograd F(4x4,3x3) (kernels/cpu/winograd.hpp):
+// a conv2d whose shape winograd_applies() takes (3x3, stride 1, pad <= 2, min(C, K) >= 32); every other workload runs the
+// direct code and keeps its bits.
+bool runs_winograd(const Spec& t, const Spec& w) {
+  if (t.get("conv", "direct") != "winograd" || w.name != "conv2d") return false;
+  ConvShape s;
+  s.n = int(w.get_int("n", 4)), s.c = int(w.get_int("c", 16)), s.h = int(w.get_int("h", 16)),
+  s.w = int(w.get_int("w", 16)), s.k = int(w.get_int("k", 16)), s.r = int(w.get_int("r", 3)),
+  s.s = int(w.get_int("s", 3)), s.stride = int(w.get_int("stride", 1)), s.pad = int(w.get_int("pad", 1));
+  return native::winograd_applies(s, CpuNativeOptions{}.winograd_min_channels);
+}
+
+// cpu?order=portable has no Winograd path (its bits are fixed on every CPU and GPU): refused as a bad spec
+// rather than silently run direct.
+std::string check_cpu(const Spec& t) {
+  if (t.get("order", "blocked") == "portable" && t.get("conv", "direct") != "direct")
+    return "conv=" + t.get("conv") + " is not available with order=portable (its bits are the same on every CPU "
+           "and GPU, through the direct convolution only)";
+  return "";
+}
+
+Promise promise_cpu(const Spec& t, const Spec& w, const std::map<std::string, std::string>& details) {
+  Promise p = promise_cpu_direct(t, w, details);
+  if (!runs_winograd(t, w)) return p;
+  // Winograd's bits are not the direct path's: the same order promises, in classes of their own.
+  p.run_to_run_source += "; conv=winograd: Winograd F(4x4,3x3) transforms in a fixed order, its 36 gemms in this "
+                         "order (kernels/cpu/winograd.hpp)";
+  if (!p.equality_class.empty()) p.equality_class += "&conv=winograd";
+  p.error_bound_exempt = "cpu?conv=winograd: Winograd F(4x4,3x3) transforms the inputs (no summation error bound "
+                         "applies)";
+  return p;
+}
+
+Promise promise_cpu_direct(const Spec& t, const Spec& w, const std::map<std::string, std::string>&) {
   const std::string order = t.get("order", "blocked"), isa = t.get("isa", "auto");
   const int64_t threads = t.get_int("threads", 1);
   Promise p;
@@ -386,12 +422,15 @@ void environment_onednn(const Spec& t, std::map<std::string, std::string>* env) 
 int threads_of(const Spec& t) { return int(t.get_int("threads", 1)); }
 
 std::unique_ptr<Backend> make_cpu_ref_backend(const Spec&, Status*) { return make_cpu_ref(); }
-std::unique_ptr<Backend> make_cpu_backend(const Spec& t, Status*) {
+std::unique_ptr<Backend> make_cpu_backend(const Spec& t, Status* st) {
   CpuNativeOptions o;
   o.threads = threads_of(t);
   parse_reduce_order(t.get("order", "blocked"), &o.order);
   parse_cpu_isa(t.get("isa", "auto"), &o.isa);
-  return make_cpu_native(o);
+  parse_conv_algo(t.get("conv", "direct"), &o.conv);
+  std::unique_ptr<Backend> be = make_cpu_native(o);
+  if (!be && st) *st = Status::invalid(t.str() + ": " + check_cpu(t));  // check_cpu refuses it before this
+  return be;
 }
 std::unique_ptr<Backend> make_openblas_backend(const Spec& t, Status* st) {
   return make_openblas(OpenblasOptions{threads_of(t)}, st);
@@ -470,9 +509,14 @@ std::vector<BackendEntry> make_registry() {
   e = {};
   e.name = "cpu";
   e.keys = {key_one_of("order", "blocked", {"sequential", "pairwise", "blocked", "atomic", "portable"}),
-            key_int_in("threads", "1", 1, 256), key_one_of("isa", "auto", {"auto", "avx512", "avx2", "scalar"})};
+            key_int_in("threads", "1", 1, 256), key_one_of("isa", "auto", {"auto", "avx512", "avx2", "scalar"}),
+            // Optional (no default filled in), so that the canonical names of today's targets stay as they
+            // are; absent means direct.
+            key_one_of("conv", "", {"direct", "winograd"})};
+  e.check = check_cpu;
   e.make = make_cpu_backend;
-  e.summary = "detaudit's own multithreaded kernels with a selectable reduction order (portable: the bits of every CPU and GPU)";
+  e.summary = "detaudit's own multithreaded kernels with a selectable reduction order (portable: the bits of every CPU and "
+              "GPU); conv=winograd: 3x3 convolutions as Winograd F(4x4,3x3)";
   e.applicable = always;
   e.promise = promise_cpu;
   e.variants = variants_cpu;

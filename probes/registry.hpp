@@ -68,6 +68,9 @@ struct BackendEntry {
   std::vector<std::string> libraries;
   // Its spec keys in canonical order, with defaults, validators and --help values (probes/spec.hpp).
   std::vector<KeyRule> keys;
+  // Keys that are valid one by one but not together (cpu: order=portable with conv=winograd): "" or
+  // why the target is refused; parse_target reports it as a bad spec.
+  std::string (*check)(const Spec& target) = nullptr;
   // Environment variables its worker needs beyond the pinned thread counts every target gets (set by
   // the parent before exec, since libraries read them when they load); an empty value unsets one.
   void (*environment)(const Spec& target, std::map<std::string, std::string>* env) = nullptr;

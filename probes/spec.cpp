@@ -155,13 +155,14 @@ struct NameRule {
   std::vector<KeyRule> keys;
   std::string summary;
   bool hidden = false;
+  std::string (*check)(const Spec&) = nullptr;  // keys refused together (BackendEntry::check)
 };
 
 // Targets: one rule per backend of the registry, in its order.
 const std::vector<NameRule>& target_rules() {
   static const std::vector<NameRule> rules = [] {
     std::vector<NameRule> r;
-    for (auto& e : backend_registry()) r.push_back({e.name, e.gpu, e.keys, e.summary, e.hidden});
+    for (auto& e : backend_registry()) r.push_back({e.name, e.gpu, e.keys, e.summary, e.hidden, e.check});
     return r;
   }();
   return rules;
@@ -275,6 +276,13 @@ bool validate(const std::vector<NameRule>& rules, const char* what, const std::s
       canon.params.emplace_back(kr.key, kr.canon(out->get(kr.key)));
     else if (!kr.fallback.empty())
       canon.params.emplace_back(kr.key, kr.fallback);
+  }
+  if (rule->check) {
+    std::string why = rule->check(canon);
+    if (!why.empty()) {
+      *err = fmt::format("'{}': {}", text, why);
+      return false;
+    }
   }
   *out = canon;
   return true;

@@ -18,6 +18,7 @@
 #include "kernels/cpu/pool.hpp"
 #include "kernels/cpu/thread_pool.hpp"
 #include "kernels/cpu/train_ops.hpp"
+#include "kernels/cpu/winograd.hpp"
 
 namespace detaudit {
 
@@ -56,6 +57,20 @@ bool parse_cpu_isa(const std::string& s, CpuIsa* out) {
 }
 
 bool cpu_isa_supported(CpuIsa isa) { return native::isa_kernels(isa) != nullptr; }
+
+const char* to_string(ConvAlgo a) {
+  switch (a) {
+    case ConvAlgo::kDirect: return "direct";
+    case ConvAlgo::kWinograd: return "winograd";
+  }
+  return "?";
+}
+
+bool parse_conv_algo(const std::string& s, ConvAlgo* out) {
+  for (ConvAlgo a : {ConvAlgo::kDirect, ConvAlgo::kWinograd})
+    if (s == to_string(a)) return *out = a, true;
+  return false;
+}
 
 namespace {
 
@@ -321,6 +336,7 @@ class CpuNative final : public Backend {
   std::string name() const override {
     std::string s = std::string("cpu?order=") + to_string(opts_.order) + "&threads=" + std::to_string(opts_.threads);
     if (opts_.isa != CpuIsa::kAuto) s += std::string("&isa=") + to_string(opts_.isa);
+    if (opts_.conv != ConvAlgo::kDirect) s += std::string("&conv=") + to_string(opts_.conv);
     return s;
   }
   std::string describe() const override {
@@ -330,7 +346,8 @@ class CpuNative final : public Backend {
     std::vector<std::pair<std::string, std::string>> d = {
         {"order", to_string(opts_.order)},
         {"threads", std::to_string(opts_.threads)},
-        {"isa", kern_ ? to_string(kern_->isa) : std::string("unavailable (") + to_string(opts_.isa) + ")"}};
+        {"isa", kern_ ? to_string(kern_->isa) : std::string("unavailable (") + to_string(opts_.isa) + ")"},
+        {"conv", to_string(opts_.conv)}};
     if (opts_.forced_atomic_order_seed != 0)
       d.emplace_back("forced_atomic_order_seed", std::to_string(opts_.forced_atomic_order_seed));
     return d;
@@ -347,9 +364,14 @@ class CpuNative final : public Backend {
   // All images go through one problem (native::conv_fwd) whose output tiles lie inside one image;
   // determinism: every output element is the same reduction over C*R*S whichever tile or thread
   // computes it.
+  // conv=winograd: 3x3 stride-1 shapes go through winograd.hpp instead (its own bits).
   Status conv2d_fwd(const ConvShape& s, const float* x, const float* w, float* y) override {
     DETAUDIT_RETURN_IF_ERROR(ready());
     DETAUDIT_RETURN_IF_ERROR(validate_conv(s));
+    if (winograd(s)) {
+      native::GemmContext ctx = gemm_context();
+      return native::winograd_fwd(ctx, winograd_, s, x, w, y);
+    }
     return conv_gemm_fwd(s, x, w, y);
   }
 
@@ -357,8 +379,9 @@ class CpuNative final : public Backend {
   Status conv2d_fwd_bias(const ConvShape& s, const float* x, const float* w, const float* bias, float* y) override {
     DETAUDIT_RETURN_IF_ERROR(ready());
     DETAUDIT_RETURN_IF_ERROR(validate_conv(s));
-    if (size_t(s.n) * s.p() * s.q() > size_t(INT32_MAX)) return Status::invalid("conv2d: too large");
     native::GemmContext ctx = gemm_context();
+    if (winograd(s)) return native::winograd_fwd(ctx, winograd_, s, x, w, y, bias);
+    if (size_t(s.n) * s.p() * s.q() > size_t(INT32_MAX)) return Status::invalid("conv2d: too large");
     return native::conv_fwd(ctx, s, x, w, y, bias);
   }
 
@@ -370,6 +393,10 @@ class CpuNative final : public Backend {
     DETAUDIT_RETURN_IF_ERROR(ready());
     DETAUDIT_RETURN_IF_ERROR(validate_conv(s));
     const int crs = s.c * s.r * s.s, pq = s.p() * s.q();
+    if (winograd(s)) {
+      native::GemmContext ctx = gemm_context();
+      return native::winograd_bwd_data(ctx, winograd_, s, dy, w, dx);
+    }
     if (s.stride == 1 && s.pad <= s.r - 1 && s.pad <= s.s - 1 && s.r == s.s) {
       ConvShape t;
       t.n = s.n, t.c = s.k, t.h = s.p(), t.w = s.q(), t.k = s.c, t.r = s.r, t.s = s.s, t.stride = 1,
@@ -400,6 +427,10 @@ class CpuNative final : public Backend {
   Status conv2d_bwd_filter(const ConvShape& s, const float* x, const float* dy, float* dw) override {
     DETAUDIT_RETURN_IF_ERROR(ready());
     DETAUDIT_RETURN_IF_ERROR(validate_conv(s));
+    if (winograd(s)) {
+      native::GemmContext ctx = gemm_context();
+      return native::winograd_bwd_filter(ctx, winograd_, s, x, dy, dw);
+    }
     const int crs = s.c * s.r * s.s, pq = s.p() * s.q();
     // determinism: when all images' im2col would exceed kMaxColFloats, images go in groups; each group
     // is one gemm (the order applies inside it) and group results add into dw in group order.
@@ -739,6 +770,10 @@ class CpuNative final : public Backend {
     return native::conv_fwd(ctx, s, x, w, y);
   }
 
+  bool winograd(const ConvShape& s) const {
+    return opts_.conv == ConvAlgo::kWinograd && native::winograd_applies(s, opts_.winograd_min_channels);
+  }
+
   Status ready() const {
     if (!kern_)
       return Status::unavailable(std::string("cpu: isa=") + to_string(opts_.isa) + " forced but this CPU lacks it");
@@ -777,6 +812,7 @@ class CpuNative final : public Backend {
   std::vector<native::AlignedBuffer> shared_;
   std::vector<native::AlignedBuffer> staging_ = std::vector<native::AlignedBuffer>(4);
   native::AlignedBuffer col_, wt_;
+  native::WinogradWork winograd_;
   native::AlignedBuffer ones_, terms_;  // bias_grad, loss
   std::vector<float> partials_;        // bias_grad
 };
@@ -784,7 +820,11 @@ class CpuNative final : public Backend {
 }  // namespace
 
 std::unique_ptr<Backend> make_cpu_native(const CpuNativeOptions& opts) {
-  if (opts.order == ReduceOrder::kPortable) return make_cpu_portable(opts.threads, opts.isa);
+  if (opts.order == ReduceOrder::kPortable) {
+    // portable's bits are the same on every CPU and GPU; it has no Winograd path to choose.
+    if (opts.conv != ConvAlgo::kDirect) return nullptr;
+    return make_cpu_portable(opts.threads, opts.isa);
+  }
   return std::make_unique<CpuNative>(opts);
 }
 

@@ -36,6 +36,13 @@ bool parse_cpu_isa(const std::string& s, CpuIsa* out);
 // Whether this CPU can run `isa` (kAuto and kScalar: always).
 bool cpu_isa_supported(CpuIsa isa);
 
+// How 3x3 stride-1 convolutions are computed. kDirect: the im2col gemm (one reduction over C*R*S).
+// kWinograd: Winograd F(4x4, 3x3) (kernels/cpu/winograd.hpp), about 2.25x fewer multiplies, its own
+// bits (the transforms change the terms and the sums run over C or tiles); other shapes stay direct.
+enum class ConvAlgo : uint8_t { kDirect, kWinograd };
+const char* to_string(ConvAlgo a);
+bool parse_conv_algo(const std::string& s, ConvAlgo* out);
+
 struct CpuNativeOptions {
   int threads = 1;
   ReduceOrder order = ReduceOrder::kBlocked;
@@ -44,8 +51,17 @@ struct CpuNativeOptions {
   uint64_t forced_atomic_order_seed = 0;
   // A forced ISA the CPU lacks makes every op return Status::unavailable (never SIGILL).
   CpuIsa isa = CpuIsa::kAuto;
+  // Not for order=kPortable (its own backend, whose bits are fixed on every CPU and GPU):
+  // make_cpu_native returns nullptr for that combination.
+  ConvAlgo conv = ConvAlgo::kDirect;
+  // conv=winograd takes a 3x3 stride-1 convolution only when min(C, K) is at least this: with fewer
+  // channels its transforms cost more than the multiplies they save (measured on the PredNet layers:
+  // C or K of 2, 4 and 16 ran slower than direct, 32 and up faster). A fixed function of the shape,
+  // so the bits stay a function of the spec and the workload. Tests lower it to reach every shape.
+  int winograd_min_channels = 32;
 };
 
+// nullptr when the options contradict each other (order=portable with conv=winograd).
 std::unique_ptr<Backend> make_cpu_native(const CpuNativeOptions& opts);
 
 }  // namespace detaudit

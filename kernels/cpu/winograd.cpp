@@ -1,0 +1,575 @@
+// Winograd F(4x4, 3x3) for the cpu backend (see winograd.hpp).
+// Layouts: transformed operands are 36 planes, one per transform point xi = 6a + b:
+//   U[xi][K][C] (filter), V[xi][C][T] (input tiles), M[xi][K][T] (products, or dy's tiles),
+// with tile t = (n*TH + th)*TW + tw over the output grid of P x Q in 4x4 tiles.
+// The transforms work on kL tiles at a time (lanes: consecutive tiles of one image), so each formula
+// below is one vector operation per lane group; every lane does the same IEEE operations in the same
+// order whatever the vector width.
+#include "kernels/cpu/winograd.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <immintrin.h>
+
+#include "kernels/cpu/native_kernels.hpp"
+#include "kernels/cpu/thread_pool.hpp"
+
+namespace detaudit::native {
+
+namespace {
+
+constexpr int kXi = 36;  // transform points of a 6x6 tile
+constexpr int kL = 8;    // tiles per transform step (lanes)
+
+// Copies and elementwise float ops only: vector width cannot change a bit (-ffp-contract=off keeps
+// the compiler from fusing), so the best ISA the CPU has runs.
+#define DETAUDIT_WINO_CLONES __attribute__((target_clones("avx2", "default")))
+
+struct Lanes {
+  float v[kL];
+};
+// determinism: each operator is one rounded IEEE operation per lane; the formulas below fix the order.
+[[gnu::always_inline]] inline Lanes operator+(const Lanes& a, const Lanes& b) {
+  Lanes r;
+  for (int l = 0; l < kL; ++l) r.v[l] = a.v[l] + b.v[l];
+  return r;
+}
+[[gnu::always_inline]] inline Lanes operator-(const Lanes& a, const Lanes& b) {
+  Lanes r;
+  for (int l = 0; l < kL; ++l) r.v[l] = a.v[l] - b.v[l];
+  return r;
+}
+[[gnu::always_inline]] inline Lanes operator*(float c, const Lanes& a) {
+  Lanes r;
+  for (int l = 0; l < kL; ++l) r.v[l] = c * a.v[l];
+  return r;
+}
+
+// v = B^T d (6 -> 6). Integer coefficients: each product is exact.
+[[gnu::always_inline]] inline void bt6(const Lanes* d, int sd, Lanes* v, int sv) {
+  const Lanes &d0 = d[0], &d1 = d[sd], &d2 = d[2 * sd], &d3 = d[3 * sd], &d4 = d[4 * sd], &d5 = d[5 * sd];
+  const Lanes s42 = d4 - d2, d31 = d3 - d1;
+  v[0] = (4.0f * d0 - 5.0f * d2) + d4;
+  v[sv] = (d3 + d4) - 4.0f * (d1 + d2);
+  v[2 * sv] = (d4 - d3) + 4.0f * (d1 - d2);
+  v[3 * sv] = s42 + 2.0f * d31;
+  v[4 * sv] = s42 - 2.0f * d31;
+  v[5 * sv] = (4.0f * d1 - 5.0f * d3) + d5;
+}
+// y = A^T m (6 -> 4).
+[[gnu::always_inline]] inline void at6(const Lanes* m, int sm, Lanes* y, int sy) {
+  const Lanes s12 = m[sm] + m[2 * sm], d12 = m[sm] - m[2 * sm];
+  const Lanes s34 = m[3 * sm] + m[4 * sm], d34 = m[3 * sm] - m[4 * sm];
+  y[0] = (m[0] + s12) + s34;
+  y[sy] = d12 + 2.0f * d34;
+  y[2 * sy] = s12 + 4.0f * s34;
+  y[3 * sy] = (d12 + 8.0f * d34) + m[5 * sm];
+}
+// m = A y (4 -> 6): the transpose of at6, for dy in the filter gradient.
+[[gnu::always_inline]] inline void a4(const Lanes* y, int sy, Lanes* m, int sm) {
+  const Lanes &y0 = y[0], &y1 = y[sy], &y2 = y[2 * sy], &y3 = y[3 * sy];
+  const Lanes e = y0 + y2, o = y1 + y3, e2 = y0 + 4.0f * y2, o2 = 2.0f * y1 + 8.0f * y3;
+  m[0] = y0;
+  m[sm] = e + o;
+  m[2 * sm] = e - o;
+  m[3 * sm] = e2 + o2;
+  m[4 * sm] = e2 - o2;
+  m[5 * sm] = y3;
+}
+
+// u = G g (3 -> 6). G's 1/4, 1/6, 1/12, 1/24 are divisions (correctly rounded, no rounded constant).
+[[gnu::always_inline]] inline Lanes div(const Lanes& a, float c) {
+  Lanes r;
+  for (int l = 0; l < kL; ++l) r.v[l] = a.v[l] / c;
+  return r;
+}
+[[gnu::always_inline]] inline Lanes neg(const Lanes& a) {
+  Lanes r;
+  for (int l = 0; l < kL; ++l) r.v[l] = -a.v[l];
+  return r;
+}
+[[gnu::always_inline]] inline void g3(const Lanes* g, int sg, Lanes* u, int su) {
+  const Lanes &g0 = g[0], &g1 = g[sg], &g2 = g[2 * sg];
+  const Lanes s02 = g0 + g2, a = div(g0, 24.0f) + div(g2, 6.0f), b = div(g1, 12.0f);
+  u[0] = div(g0, 4.0f);
+  u[su] = div(neg(s02 + g1), 6.0f);
+  u[2 * su] = div(neg(s02 - g1), 6.0f);
+  u[3 * su] = a + b;
+  u[4 * su] = a - b;
+  u[5 * su] = g2;
+}
+// g = G^T u (6 -> 3), for the filter gradient.
+[[gnu::always_inline]] inline void gt6(const Lanes* u, int su, Lanes* g, int sg) {
+  const Lanes s12 = u[su] + u[2 * su], d21 = u[2 * su] - u[su];
+  const Lanes s34 = u[3 * su] + u[4 * su], d34 = u[3 * su] - u[4 * su];
+  g[0] = (div(u[0], 4.0f) - div(s12, 6.0f)) + div(s34, 24.0f);
+  g[sg] = div(d21, 6.0f) + div(d34, 12.0f);
+  g[2 * sg] = div(s34 - s12, 6.0f) + u[5 * su];
+}
+
+// The output grid in 4x4 tiles.
+struct Grid {
+  int P, Q, th, tw;
+  int per_image() const { return th * tw; }
+};
+Grid grid_of(const ConvShape& s) {
+  const int P = s.p(), Q = s.q();
+  return {P, Q, (P + 3) / 4, (Q + 3) / 4};
+}
+
+// Lane copies: a fixed-length loop when all kL lanes are used (one vector move), else element by
+// element. Copies only.
+[[gnu::always_inline]] inline void store_lanes(float* dst, const Lanes& v, int nl) {
+  if (nl == kL) {
+    for (int l = 0; l < kL; ++l) dst[l] = v.v[l];
+  } else {
+    for (int l = 0; l < nl; ++l) dst[l] = v.v[l];
+  }
+}
+[[gnu::always_inline]] inline void load_lanes(Lanes& v, const float* src, int nl) {
+  if (nl == kL) {
+    for (int l = 0; l < kL; ++l) v.v[l] = src[l];
+  } else {
+    for (int l = 0; l < kL; ++l) v.v[l] = l < nl ? src[l] : 0.0f;
+  }
+}
+
+// V = B^T d B of kL 6x6 input tiles, tile l at org[l] (row stride wp, all 36 floats readable):
+// point xi of lane l goes to v[xi * xi_stride + l], l < nl.
+DETAUDIT_WINO_CLONES void input_lanes(const float* const* org, int wp, int nl, float* v, size_t xi_stride) {
+  Lanes d[36], t[36];
+  for (int l = 0; l < kL; ++l)
+    for (int r = 0; r < 6; ++r)
+      for (int j = 0; j < 6; ++j) d[r * 6 + j].v[l] = org[l][size_t(r) * wp + j];
+  for (int j = 0; j < 6; ++j) bt6(d + j, 6, t + j, 6);          // along rows: t[a][j]
+  for (int a = 0; a < 6; ++a) bt6(t + a * 6, 1, d + a * 6, 1);  // along columns: v[a][b]
+  for (int xi = 0; xi < kXi; ++xi) store_lanes(v + xi * xi_stride, d[xi], nl);
+}
+
+// Y = A^T M A of kL tiles, lane l's points at m[xi * xi_stride + l]: the hn x wn part inside the output
+// goes to out[l] (row stride ldy), l < nl; with a bias, each output is then v + bias[l].
+DETAUDIT_WINO_CLONES void output_lanes(const float* m, size_t xi_stride, int nl, float* const* out, int ldy, int hn,
+                                       int wn, const float* bias) {
+  Lanes mm[36], z[24], o[16];
+  for (int xi = 0; xi < kXi; ++xi) load_lanes(mm[xi], m + xi * xi_stride, nl);
+  for (int b = 0; b < 6; ++b) at6(mm + b, 6, z + b, 6);          // z[i][b], i < 4
+  for (int i = 0; i < 4; ++i) at6(z + i * 6, 1, o + i * 4, 1);  // o[i][j]
+  if (bias) {
+    Lanes bl;
+    load_lanes(bl, bias, nl);
+    for (int e = 0; e < 16; ++e) o[e] = o[e] + bl;
+  }
+  for (int l = 0; l < nl; ++l)
+    for (int i = 0; i < hn; ++i) {
+      float* row = out[l] + size_t(i) * ldy;
+      for (int j = 0; j < wn; ++j) row[j] = o[i * 4 + j].v[l];
+    }
+}
+
+// M = A dy A^T of kL 4x4 dy tiles, lane l's at org[l] (row stride ldy), of which the hn x wn part lies
+// inside dy (zeros beyond): point xi of lane l goes to m[xi * xi_stride + l], l < nl.
+DETAUDIT_WINO_CLONES void dy_lanes(const float* const* org, int ldy, int hn, int wn, int nl, float* m,
+                                   size_t xi_stride) {
+  Lanes g[16], z[24], mm[36];
+  for (int l = 0; l < kL; ++l)
+    for (int i = 0; i < 4; ++i)
+      for (int j = 0; j < 4; ++j) g[i * 4 + j].v[l] = i < hn && j < wn ? org[l][size_t(i) * ldy + j] : 0.0f;
+  for (int j = 0; j < 4; ++j) a4(g + j, 4, z + j, 4);          // z[a][j], a < 6
+  for (int a = 0; a < 6; ++a) a4(z + a * 4, 1, mm + a * 6, 1);  // mm[a][b]
+  for (int xi = 0; xi < kXi; ++xi) store_lanes(m + xi * xi_stride, mm[xi], nl);
+}
+
+// U = G g G^T of kL filters, lane l's 3x3 at g[l * gstride]: point xi to u[xi * xi_stride + l], l < nl.
+DETAUDIT_WINO_CLONES void filter_lanes(const float* g, size_t gstride, int nl, float* u, size_t xi_stride) {
+  Lanes gg[9], t[18], uu[36];
+  for (int l = 0; l < kL; ++l)
+    for (int e = 0; e < 9; ++e) gg[e].v[l] = l < nl ? g[l * gstride + e] : 0.0f;
+  for (int j = 0; j < 3; ++j) g3(gg + j, 3, t + j, 3);          // along rows: t[a][j]
+  for (int a = 0; a < 6; ++a) g3(t + a * 3, 1, uu + a * 6, 1);  // along columns: u[a][b]
+  for (int xi = 0; xi < kXi; ++xi) store_lanes(u + xi * xi_stride, uu[xi], nl);
+}
+
+// dw = G^T dU G of kL filters, lane l's points at u[xi * xi_stride + l]: to dw[l * gstride + e], l < nl.
+DETAUDIT_WINO_CLONES void filter_grad_lanes(const float* u, size_t xi_stride, int nl, float* dw, size_t gstride) {
+  Lanes uu[36], t[18], g[9];
+  for (int xi = 0; xi < kXi; ++xi) load_lanes(uu[xi], u + xi * xi_stride, nl);
+  for (int b = 0; b < 6; ++b) gt6(uu + b, 6, t + b, 6);  // along rows: t[r][b], r < 3
+  for (int r = 0; r < 3; ++r) gt6(t + r * 6, 1, g + r * 3, 1);
+  for (int l = 0; l < nl; ++l)
+    for (int e = 0; e < 9; ++e) dw[l * gstride + e] = g[e].v[l];
+}
+
+// Splits items [0, n) over the pool's threads in fixed contiguous ranges; fn(tid, i).
+// determinism: which thread transforms an item never changes its bits.
+template <class F>
+void for_items(ThreadPool* pool, size_t n, F&& fn) {
+  const int threads = pool->size();
+  pool->run([&](int t) {
+    for (size_t i = n * t / threads; i < n * (t + 1) / threads; ++i) fn(t, i);
+  });
+}
+
+GemmArgs sub_k(GemmArgs g, int k0, int k1) {
+  g.a += g.ta == Trans::kN ? size_t(k0) : size_t(k0) * g.lda;
+  g.b += g.tb == Trans::kN ? size_t(k0) * g.ldb : size_t(k0);
+  g.k = k1 - k0;
+  return g;
+}
+GemmArgs sub_cols(GemmArgs g, int j0, int j1) {
+  g.b += g.tb == Trans::kN ? size_t(j0) : size_t(j0) * g.ldb;
+  g.c += j0;
+  g.n = j1 - j0;
+  return g;
+}
+
+}  // namespace
+
+// One gemm context per pool part, each on a pool of one thread, so that 36 independent gemms can run
+// side by side (a multithreaded native::gemm per point would pay a pool dispatch and a combine pass 36
+// times per convolution, for gemms as small as 256 x 16 x 192).
+struct PartContext {
+  ThreadPool pool{1};
+  std::vector<ThreadScratch> scratch = std::vector<ThreadScratch>(1);
+  std::vector<AlignedBuffer> shared, staging = std::vector<AlignedBuffer>(4);
+  AlignedBuffer plane, partial;
+  GemmContext ctx(const GemmContext& outer, ReduceOrder order) {
+    return {outer.kern, &pool, order, 0, &scratch, &shared, &staging};
+  }
+};
+
+// A transformed filter kept for the next call with the same filter: a training step runs each
+// convolution's forward (and backward data) once per time step with unchanged weights.
+// determinism: U is a fixed function of the filter's bits, and an entry is used only when the filter
+// is bitwise equal to the copy it was made from, so reuse never changes a bit.
+struct FilterEntry {
+  const float* w = nullptr;  // where the filter was (a hint; the copy decides)
+  int k = 0, c = 0;
+  bool flipped = false;  // U of bwd data's flipped, transposed filter
+  std::vector<float> copy;
+  AlignedBuffer u;
+};
+constexpr size_t kFilterCacheEntries = 16;
+
+struct WinogradWork::Impl {
+  AlignedBuffer u, v, m, wt;
+  std::vector<std::unique_ptr<PartContext>> parts;
+  std::vector<FilterEntry> filters;
+  size_t next_victim = 0;
+};
+
+WinogradWork::WinogradWork() : impl(std::make_unique<Impl>()) {}
+WinogradWork::~WinogradWork() = default;
+
+namespace {
+
+Status oom() { return Status::error("winograd: out of memory for working buffers"); }
+
+// Runs the 36 gemms gs (all with alpha = 1, beta = 0) in the context's order, with the bits
+// native::gemm gives each of them in that order and thread count:
+// - sequential, pairwise: each element's chain (or pairwise tree over kGemmKc chunks) depends on K
+//   only, so each gemm (or column range of one) runs on one part in that order.
+//   determinism: the same bits for every thread count.
+// - blocked with T threads: K cut at K*t/T; block t's partial is one chain from zero over its block,
+//   and the partials add in block order ((P0 + P1) + P2) ... — run_blocked's arithmetic, computed by
+//   one part per gemm (or column range). determinism: fixed for a thread count.
+// - atomic: a K below kAtomicMinSplitK is one chain (sequential's bits), as in run_atomic; otherwise
+//   K goes in max(3, ceil(K / kGemmKc)) chunks whose partials (each from zero) add into C in
+//   completion order under one lock per gemm. determinism: NOT deterministic with threads > 1, a real
+//   race; with forced_seed one part adds each gemm's chunks in the seeded permutation.
+Status run_batch(GemmContext& ctx, WinogradWork::Impl& wk, const std::vector<GemmArgs>& gs) {
+  const int threads = ctx.pool->size();
+  while (wk.parts.size() < size_t(threads)) wk.parts.push_back(std::make_unique<PartContext>());
+  std::vector<Status> st(size_t(threads), Status::ok());
+  ReduceOrder order = ctx.order;
+  if (order == ReduceOrder::kBlocked && threads == 1) order = ReduceOrder::kSequential;  // run_blocked's rule
+  if (order == ReduceOrder::kAtomic && gs[0].k < kAtomicMinSplitK) order = ReduceOrder::kSequential;
+  if (order == ReduceOrder::kSequential || order == ReduceOrder::kPairwise || order == ReduceOrder::kBlocked) {
+    // Column ranges: enough items to share among the threads; none narrower than 64 columns.
+    const int n = gs[0].n;
+    const int pieces = std::clamp((4 * threads + kXi - 1) / kXi, 1, std::max(1, n / 64));
+    const size_t items = gs.size() * size_t(pieces);
+    std::atomic<size_t> next{0};
+    ctx.pool->run([&](int tid) {
+      PartContext& pc = *wk.parts[size_t(tid)];
+      for (size_t it; (it = next.fetch_add(1, std::memory_order_relaxed)) < items;) {
+        const int piece = int(it % pieces);
+        const GemmArgs g = sub_cols(gs[it / pieces], int(int64_t(n) * piece / pieces),
+                                    int(int64_t(n) * (piece + 1) / pieces));
+        if (g.n == 0) continue;
+        if (order != ReduceOrder::kBlocked) {
+          GemmContext c = pc.ctx(ctx, order);
+          if (Status s = gemm(c, g); !s.is_ok()) return void(st[size_t(tid)] = s);
+          continue;
+        }
+        GemmContext c = pc.ctx(ctx, ReduceOrder::kSequential);
+        float* part = pc.partial.get(size_t(g.m) * g.n);
+        if (!part) return void(st[size_t(tid)] = oom());
+        for (int b = 0; b < threads; ++b) {
+          const int k0 = int(int64_t(g.k) * b / threads), k1 = int(int64_t(g.k) * (b + 1) / threads);
+          GemmArgs sb = sub_k(g, k0, k1);
+          if (b > 0) sb.c = part, sb.ldc = g.n;
+          if (k1 > k0) {
+            if (Status s = gemm(c, sb); !s.is_ok()) return void(st[size_t(tid)] = s);
+          } else {
+            for (int i = 0; i < g.m; ++i) std::fill_n(sb.c + size_t(i) * sb.ldc, g.n, 0.0f);  // empty block: +0
+          }
+          if (b == 0) continue;
+          for (int i = 0; i < g.m; ++i) {
+            float* cr = g.c + size_t(i) * g.ldc;
+            const float* pr = part + size_t(i) * g.n;
+            for (int j = 0; j < g.n; ++j) cr[j] = cr[j] + pr[j];
+          }
+        }
+      }
+    });
+  } else {
+    const int chunks = std::max(3, (gs[0].k + kGemmKc - 1) / kGemmKc);
+    std::vector<int> arrived(gs.size(), 0);
+    // Adds a finished partial into its gemm's C (the caller holds that gemm's lock, or is alone).
+    auto add = [&](size_t gi, const float* p) {
+      const GemmArgs& g = gs[gi];
+      const bool first = arrived[gi]++ == 0;
+      for (int i = 0; i < g.m; ++i) {
+        float* cr = g.c + size_t(i) * g.ldc;
+        const float* pr = p + size_t(i) * g.n;
+        if (first) {
+          for (int j = 0; j < g.n; ++j) cr[j] = 0.0f + pr[j];
+        } else {
+          for (int j = 0; j < g.n; ++j) cr[j] = cr[j] + pr[j];
+        }
+      }
+    };
+    auto partial = [&](PartContext& pc, size_t gi, int c, float** out) -> Status {
+      const GemmArgs& g = gs[gi];
+      float* p = pc.partial.get(size_t(g.m) * g.n);
+      if (!p) return oom();
+      GemmArgs sb = sub_k(g, int(int64_t(g.k) * c / chunks), int(int64_t(g.k) * (c + 1) / chunks));
+      sb.c = p, sb.ldc = g.n;
+      GemmContext cx = pc.ctx(ctx, ReduceOrder::kSequential);
+      *out = p;
+      return gemm(cx, sb);
+    };
+    if (ctx.forced_seed != 0) {
+      // determinism: the test hook: one part, each gemm's chunks added in the seeded permutation.
+      const std::vector<uint32_t> perm = forced_order(ctx.forced_seed, size_t(chunks));
+      PartContext& pc = *wk.parts[0];
+      for (size_t gi = 0; gi < gs.size(); ++gi)
+        for (uint32_t c : perm) {
+          float* p = nullptr;
+          DETAUDIT_RETURN_IF_ERROR(partial(pc, gi, int(c), &p));
+          add(gi, p);
+        }
+      return Status::ok();
+    }
+    const size_t items = gs.size() * size_t(chunks);  // gemm-major: one gemm's chunks run together
+    std::atomic<size_t> next{0};
+    std::vector<std::atomic_flag> busy(gs.size());
+    for (auto& f : busy) f.clear();
+    ctx.pool->run([&](int tid) {
+      PartContext& pc = *wk.parts[size_t(tid)];
+      for (size_t it; (it = next.fetch_add(1, std::memory_order_relaxed)) < items;) {
+        const size_t gi = it / chunks;
+        float* p = nullptr;
+        if (Status s = partial(pc, gi, int(it % chunks), &p); !s.is_ok()) return void(st[size_t(tid)] = s);
+        // determinism: the race — a gemm's partials add in the order they finish, like GPU atomics.
+        std::atomic_flag& lock = busy[gi];
+        for (int spins = 0; lock.test_and_set(std::memory_order_acquire); ++spins) {
+          if (spins < 64)
+            _mm_pause();
+          else
+            std::this_thread::yield();
+        }
+        add(gi, p);
+        lock.clear(std::memory_order_release);
+      }
+    });
+  }
+  for (const Status& s : st) DETAUDIT_RETURN_IF_ERROR(s);
+  return Status::ok();
+}
+
+// V[xi][c][t] of every image and channel of x for the tile grid gr of shape s: per (image, channel)
+// a zero-padded plane, its tiles kL at a time.
+Status transform_input(GemmContext& ctx, WinogradWork::Impl& wk, const ConvShape& s, const Grid& gr, const float* x,
+                       float* v) {
+  const int hp = 4 * gr.th + 2, wp = 4 * gr.tw + 2, tiles = gr.per_image();
+  const size_t T = size_t(s.n) * tiles;
+  for (int t = 0; t < ctx.pool->size(); ++t)
+    if (!wk.parts[size_t(t)]->plane.get(size_t(hp) * wp)) return oom();
+  for_items(ctx.pool, size_t(s.n) * s.c, [&](int tid, size_t item) {
+    const int n = int(item / s.c), c = int(item % s.c);
+    float* plane = wk.parts[size_t(tid)]->plane.get(size_t(hp) * wp);
+    std::fill_n(plane, size_t(hp) * wp, 0.0f);
+    const float* xc = x + item * s.h * s.w;
+    for (int h = 0; h < s.h; ++h)
+      std::copy_n(xc + size_t(h) * s.w, s.w, plane + size_t(h + s.pad) * wp + s.pad);
+    float* vc = v + size_t(c) * T + size_t(n) * tiles;
+    const float* org[kL];
+    for (int t0 = 0; t0 < tiles; t0 += kL) {
+      const int nl = std::min(kL, tiles - t0);
+      for (int l = 0; l < kL; ++l) {
+        const int tt = t0 + std::min(l, nl - 1);
+        org[l] = plane + size_t(tt / gr.tw) * 4 * wp + size_t(tt % gr.tw) * 4;
+      }
+      input_lanes(org, wp, nl, vc + t0, size_t(s.c) * T);
+    }
+  });
+  return Status::ok();
+}
+
+void ensure_parts(WinogradWork::Impl& wk, int threads) {
+  while (wk.parts.size() < size_t(threads)) wk.parts.push_back(std::make_unique<PartContext>());
+}
+
+// U[xi][c][k] = G g G^T of w[K][C][3][3] (of w'[c][k] = w[k][c] flipped when `flipped`, K and C then
+// those of w'), from the cache when w is bitwise the filter an entry was made from.
+Status transformed_filter(GemmContext& ctx, WinogradWork::Impl& wk, const float* w, int K, int C, bool flipped,
+                          const float** out) {
+  const size_t count = size_t(K) * C * 9;
+  FilterEntry* e = nullptr;
+  for (FilterEntry& f : wk.filters)
+    if (f.w == w && f.k == K && f.c == C && f.flipped == flipped) e = &f;
+  if (e && std::memcmp(e->copy.data(), w, sizeof(float) * count) == 0) return *out = e->u.get(0), Status::ok();
+  if (!e) {
+    if (wk.filters.size() < kFilterCacheEntries) {
+      wk.filters.emplace_back();
+      e = &wk.filters.back();
+    } else {
+      e = &wk.filters[wk.next_victim++ % kFilterCacheEntries];
+    }
+  }
+  e->w = w, e->k = K, e->c = C, e->flipped = flipped;
+  e->copy.assign(w, w + count);
+  float* u = e->u.get(size_t(kXi) * K * C);
+  if (!u) return e->w = nullptr, oom();
+  const float* g = w;
+  if (flipped) {  // g[c'][k'] (K = the original C, C = the original K) = w[k'][c'] flipped in both axes
+    float* wt = wk.wt.get(count);
+    if (!wt) return e->w = nullptr, oom();
+    for (int k = 0; k < C; ++k)
+      for (int c = 0; c < K; ++c)
+        for (int r = 0; r < 9; ++r) wt[(size_t(c) * C + k) * 9 + r] = w[(size_t(k) * K + c) * 9 + (8 - r)];
+    g = wt;
+  }
+  // kL filters (consecutive k) at a time.
+  const int kchunks = (K + kL - 1) / kL;
+  for_items(ctx.pool, size_t(C) * kchunks, [&](int, size_t item) {
+    const int c = int(item / kchunks), k0 = int(item % kchunks) * kL;
+    filter_lanes(g + (size_t(k0) * C + c) * 9, size_t(C) * 9, std::min(kL, K - k0), u + size_t(c) * K + k0,
+                 size_t(C) * K);
+  });
+  *out = u;
+  return Status::ok();
+}
+
+Status fwd_with(GemmContext& ctx, WinogradWork::Impl& wk, const ConvShape& s, const float* x, const float* u,
+                float* y, const float* bias);
+
+}  // namespace
+
+bool winograd_applies(const ConvShape& s, int min_channels) {
+  if (std::min(s.c, s.k) < min_channels) return false;
+  if (s.r != 3 || s.s != 3 || s.stride != 1 || s.pad < 0 || s.pad > 2 || s.p() < 1 || s.q() < 1) return false;
+  // The gemms' sizes are ints: C*T, K*T and K*C per point.
+  const Grid gr = grid_of(s);
+  const size_t T = size_t(s.n) * gr.per_image(), lim = size_t(INT32_MAX) / kXi;
+  return T * s.c <= lim && T * s.k <= lim && size_t(s.k) * s.c <= lim;
+}
+
+// Forward: M_xi^T[T x K] = V_xi^T[T x C] * U_xi[C x K] with V stored [C][T] and U [C][K]: both operands
+// are then packed by contiguous copies (the small operand of a layer with few tiles is V, not U).
+
+Status winograd_fwd(GemmContext& ctx, WinogradWork& work, const ConvShape& s, const float* x, const float* w,
+                    float* y, const float* bias) {
+  WinogradWork::Impl& wk = *work.impl;
+  ensure_parts(wk, ctx.pool->size());
+  const float* u = nullptr;
+  DETAUDIT_RETURN_IF_ERROR(transformed_filter(ctx, wk, w, s.k, s.c, false, &u));
+  return fwd_with(ctx, wk, s, x, u, y, bias);
+}
+
+Status winograd_bwd_data(GemmContext& ctx, WinogradWork& work, const ConvShape& s, const float* dy, const float* w,
+                         float* dx) {
+  WinogradWork::Impl& wk = *work.impl;
+  ensure_parts(wk, ctx.pool->size());
+  ConvShape t;
+  t.n = s.n, t.c = s.k, t.h = s.p(), t.w = s.q(), t.k = s.c, t.r = 3, t.s = 3, t.stride = 1, t.pad = 2 - s.pad;
+  const float* u = nullptr;
+  DETAUDIT_RETURN_IF_ERROR(transformed_filter(ctx, wk, w, t.k, t.c, true, &u));
+  return fwd_with(ctx, wk, t, dy, u, dx, nullptr);
+}
+
+namespace {
+
+Status fwd_with(GemmContext& ctx, WinogradWork::Impl& wk, const ConvShape& s, const float* x, const float* u,
+                float* y, const float* bias) {
+  const Grid gr = grid_of(s);
+  const int tiles = gr.per_image(), T = s.n * tiles, C = s.c, K = s.k;
+  float* v = wk.v.get(size_t(kXi) * C * T);
+  float* m = wk.m.get(size_t(kXi) * K * T);
+  if (!v || !m) return oom();
+  const int kchunks = (K + kL - 1) / kL;
+  DETAUDIT_RETURN_IF_ERROR(transform_input(ctx, wk, s, gr, x, v));
+  std::vector<GemmArgs> gs;
+  for (int xi = 0; xi < kXi; ++xi)
+    gs.push_back({Trans::kT, Trans::kN, T, K, C, 1.0f, v + size_t(xi) * C * T, T, u + size_t(xi) * C * K, K, 0.0f,
+                  m + size_t(xi) * T * K, K});
+  DETAUDIT_RETURN_IF_ERROR(run_batch(ctx, wk, gs));
+  // y from M[xi][t][k]: per tile, kL output channels at a time.
+  const int P = gr.P, Q = gr.Q;
+  for_items(ctx.pool, size_t(T) * kchunks, [&](int, size_t item) {
+    const int t = int(item / kchunks), k0 = int(item % kchunks) * kL, nl = std::min(kL, K - k0);
+    const int n = t / tiles, h0 = (t % tiles) / gr.tw * 4, w0 = (t % tiles) % gr.tw * 4;
+    float* out[kL];
+    for (int l = 0; l < nl; ++l) out[l] = y + (size_t(n) * K + k0 + l) * P * Q + size_t(h0) * Q + w0;
+    output_lanes(m + size_t(t) * K + k0, size_t(T) * K, nl, out, Q, std::min(4, P - h0), std::min(4, Q - w0),
+                 bias ? bias + k0 : nullptr);
+  });
+  return Status::ok();
+}
+
+}  // namespace
+
+// Filter gradient: dU_xi^T[C x K] = V_xi[C x T] * M_xi[T x K], with M = A dy A^T stored [T][K].
+Status winograd_bwd_filter(GemmContext& ctx, WinogradWork& work, const ConvShape& s, const float* x, const float* dy,
+                           float* dw) {
+  WinogradWork::Impl& wk = *work.impl;
+  ensure_parts(wk, ctx.pool->size());
+  const Grid gr = grid_of(s);
+  const int tiles = gr.per_image(), T = s.n * tiles, C = s.c, K = s.k;
+  float* u = wk.u.get(size_t(kXi) * K * C);
+  float* v = wk.v.get(size_t(kXi) * C * T);
+  float* m = wk.m.get(size_t(kXi) * K * T);
+  if (!u || !v || !m) return oom();
+  DETAUDIT_RETURN_IF_ERROR(transform_input(ctx, wk, s, gr, x, v));
+  const int P = gr.P, Q = gr.Q, kchunks = (K + kL - 1) / kL;
+  for_items(ctx.pool, size_t(T) * kchunks, [&](int, size_t item) {
+    const int t = int(item / kchunks), k0 = int(item % kchunks) * kL, nl = std::min(kL, K - k0);
+    const int n = t / tiles, h0 = (t % tiles) / gr.tw * 4, w0 = (t % tiles) % gr.tw * 4;
+    const float* org[kL];
+    for (int l = 0; l < kL; ++l)
+      org[l] = dy + (size_t(n) * K + k0 + std::min(l, nl - 1)) * P * Q + size_t(h0) * Q + w0;
+    dy_lanes(org, Q, std::min(4, P - h0), std::min(4, Q - w0), nl, m + size_t(t) * K + k0, size_t(T) * K);
+  });
+  // The reduction runs over all tiles of all images.
+  std::vector<GemmArgs> gs;
+  for (int xi = 0; xi < kXi; ++xi)
+    gs.push_back({Trans::kN, Trans::kN, C, K, T, 1.0f, v + size_t(xi) * C * T, T, m + size_t(xi) * T * K, K, 0.0f,
+                  u + size_t(xi) * C * K, K});
+  DETAUDIT_RETURN_IF_ERROR(run_batch(ctx, wk, gs));
+  // dw[k][c] = G^T dU G from U[xi][c][k], kL filters (consecutive k) at a time.
+  for_items(ctx.pool, size_t(C) * kchunks, [&](int, size_t item) {
+    const int c = int(item / kchunks), k0 = int(item % kchunks) * kL;
+    filter_grad_lanes(u + size_t(c) * K + k0, size_t(C) * K, std::min(kL, K - k0), dw + (size_t(k0) * C + c) * 9,
+                      size_t(C) * 9);
+  });
+  return Status::ok();
+}
+
+}  // namespace detaudit::native
