@@ -152,10 +152,10 @@ DETAUDIT_WINO_CLONES void input_lanes(const float* const* org, int wp, int nl, f
   for (int xi = 0; xi < kXi; ++xi) store_lanes(v + xi * xi_stride, d[xi], nl);
 }
 
-// Y = A^T M A of kL tiles, lane l's points at m[xi * xi_stride + l]: the hn x wn part inside the output
-// goes to out[l] (row stride ldy), l < nl; with a bias, each output is then v + bias[l].
-DETAUDIT_WINO_CLONES void output_lanes(const float* m, size_t xi_stride, int nl, float* const* out, int ldy, int hn,
-                                       int wn, const float* bias) {
+// Y = A^T M A of kL tiles, lane l's points at m[xi * xi_stride + l]: the hn[l] x wn[l] part inside the
+// output goes to out[l] (row stride ldy), l < nl; with a bias, each output is then v + bias[l].
+DETAUDIT_WINO_CLONES void output_lanes(const float* m, size_t xi_stride, int nl, float* const* out, int ldy,
+                                       const int* hn, const int* wn, const float* bias) {
   Lanes mm[36], z[24], o[16];
   for (int xi = 0; xi < kXi; ++xi) load_lanes(mm[xi], m + xi * xi_stride, nl);
   for (int b = 0; b < 6; ++b) at6(mm + b, 6, z + b, 6);          // z[i][b], i < 4
@@ -166,9 +166,9 @@ DETAUDIT_WINO_CLONES void output_lanes(const float* m, size_t xi_stride, int nl,
     for (int e = 0; e < 16; ++e) o[e] = o[e] + bl;
   }
   for (int l = 0; l < nl; ++l)
-    for (int i = 0; i < hn; ++i) {
+    for (int i = 0; i < hn[l]; ++i) {
       float* row = out[l] + size_t(i) * ldy;
-      for (int j = 0; j < wn; ++j) row[j] = o[i * 4 + j].v[l];
+      for (int j = 0; j < wn[l]; ++j) row[j] = o[i * 4 + j].v[l];
     }
 }
 
@@ -254,7 +254,7 @@ struct FilterEntry {
   std::vector<float> copy;
   AlignedBuffer u;
 };
-constexpr size_t kFilterCacheEntries = 16;
+constexpr size_t kFilterCacheEntries = 64;
 
 struct WinogradWork::Impl {
   AlignedBuffer u, v, m, wt;
@@ -516,20 +516,52 @@ Status fwd_with(GemmContext& ctx, WinogradWork::Impl& wk, const ConvShape& s, co
   if (!v || !m) return oom();
   const int kchunks = (K + kL - 1) / kL;
   DETAUDIT_RETURN_IF_ERROR(transform_input(ctx, wk, s, gr, x, v));
+  // M_xi = U_xi^T V_xi as M[K][T] when K < T, else M^T = V^T U as M[T][K]: the smaller of U and V goes
+  // through pack_a (U stored [C][K] and V [C][T] make both packs contiguous copies either way).
+  // determinism: the two give the same bits: each element is the same chain over c of the same
+  // products (a*b = b*a, fma(a, b, c) = fma(b, a, c)) in the same order.
+  const bool kt = K < T;
   std::vector<GemmArgs> gs;
-  for (int xi = 0; xi < kXi; ++xi)
-    gs.push_back({Trans::kT, Trans::kN, T, K, C, 1.0f, v + size_t(xi) * C * T, T, u + size_t(xi) * C * K, K, 0.0f,
-                  m + size_t(xi) * T * K, K});
+  for (int xi = 0; xi < kXi; ++xi) {
+    const float* ux = u + size_t(xi) * C * K;
+    const float* vx = v + size_t(xi) * C * T;
+    float* mx = m + size_t(xi) * T * K;
+    if (kt)
+      gs.push_back({Trans::kT, Trans::kN, K, T, C, 1.0f, ux, K, vx, T, 0.0f, mx, T});
+    else
+      gs.push_back({Trans::kT, Trans::kN, T, K, C, 1.0f, vx, T, ux, K, 0.0f, mx, K});
+  }
   DETAUDIT_RETURN_IF_ERROR(run_batch(ctx, wk, gs));
-  // y from M[xi][t][k]: per tile, kL output channels at a time.
   const int P = gr.P, Q = gr.Q;
+  if (kt) {
+    // y from M[xi][k][t]: per output channel of an image, kL tiles at a time.
+    const int tchunks = (tiles + kL - 1) / kL;
+    for_items(ctx.pool, size_t(s.n) * K * tchunks, [&](int, size_t item) {
+      const int n = int(item / (size_t(K) * tchunks)), k = int(item / tchunks % K), t0 = int(item % tchunks) * kL;
+      const int nl = std::min(kL, tiles - t0);
+      float* out[kL];
+      int h[kL], w[kL];
+      float b[kL];
+      for (int l = 0; l < nl; ++l) {
+        const int h0 = (t0 + l) / gr.tw * 4, w0 = (t0 + l) % gr.tw * 4;
+        out[l] = y + (size_t(n) * K + k) * P * Q + size_t(h0) * Q + w0;
+        h[l] = std::min(4, P - h0), w[l] = std::min(4, Q - w0), b[l] = bias ? bias[k] : 0.0f;
+      }
+      output_lanes(m + size_t(k) * T + size_t(n) * tiles + t0, size_t(T) * K, nl, out, Q, h, w, bias ? b : nullptr);
+    });
+    return Status::ok();
+  }
+  // y from M[xi][t][k]: per tile, kL output channels at a time.
   for_items(ctx.pool, size_t(T) * kchunks, [&](int, size_t item) {
     const int t = int(item / kchunks), k0 = int(item % kchunks) * kL, nl = std::min(kL, K - k0);
     const int n = t / tiles, h0 = (t % tiles) / gr.tw * 4, w0 = (t % tiles) % gr.tw * 4;
     float* out[kL];
-    for (int l = 0; l < nl; ++l) out[l] = y + (size_t(n) * K + k0 + l) * P * Q + size_t(h0) * Q + w0;
-    output_lanes(m + size_t(t) * K + k0, size_t(T) * K, nl, out, Q, std::min(4, P - h0), std::min(4, Q - w0),
-                 bias ? bias + k0 : nullptr);
+    int h[kL], w[kL];
+    for (int l = 0; l < nl; ++l) {
+      out[l] = y + (size_t(n) * K + k0 + l) * P * Q + size_t(h0) * Q + w0;
+      h[l] = std::min(4, P - h0), w[l] = std::min(4, Q - w0);
+    }
+    output_lanes(m + size_t(t) * K + k0, size_t(T) * K, nl, out, Q, h, w, bias ? bias + k0 : nullptr);
   });
   return Status::ok();
 }
