@@ -9,6 +9,9 @@
 // context's ReduceOrder (see run_batch in winograd.cpp), so the orders keep their promises. The bits
 // are not those of the direct path: the sums run over C (or tiles), not C*R*S, and through the
 // transforms.
+// Transformed filters are kept between calls (a step runs each forward and backward data once per
+// time step with the same weights) and reused only when the filter is bitwise equal to the copy they
+// came from. Layouts: U[xi][C][K], V[xi][C][T]; M[xi][K][T] (forward, K < T) or [xi][T][K].
 #pragma once
 #include <memory>
 
