@@ -79,7 +79,7 @@ const char* kPortableClass = "order=portable";
 Promise promise_cpu_direct(const Spec& t, const Spec& w, const std::map<std::string, std::string>&);
 
 // Whether cpu?conv=winograd computes this workload through Winograd F(4x4,3x3) (kernels/cpu/winograd.hpp):
-// a conv2d whose shape winograd_applies() takes (3x3, stride 1, pad <= 2, min(C, K) >= 32); every other workload runs the
+// a conv2d whose shape winograd_applies() takes (3x3, stride 1, pad <= 2, min(C, K) >= 64); every other workload runs the
 // direct code and keeps its bits.
 bool runs_winograd(const Spec& t, const Spec& w) {
   if (t.get("conv", "direct") != "winograd" || w.name != "conv2d") return false;

@@ -158,11 +158,12 @@ TEST(Winograd, AppliesTo3x3Stride1PadUpTo2Only) {
   EXPECT_FALSE(native::winograd_applies(s, 1)) << "stride 2";
   s = shape(1, 2, 8, 8, 2, 1), s.r = s.s = 5;
   EXPECT_FALSE(native::winograd_applies(s, 1)) << "5x5";
-  // The product's threshold: min(C, K) of at least 32.
+  // The product's threshold: min(C, K) of at least 64.
   const int dflt = CpuNativeOptions{}.winograd_min_channels;
-  EXPECT_EQ(dflt, 32);
-  EXPECT_TRUE(native::winograd_applies(shape(4, 32, 16, 16, 32, 1), dflt));
-  EXPECT_FALSE(native::winograd_applies(shape(4, 31, 16, 16, 256, 1), dflt));
+  EXPECT_EQ(dflt, 64);
+  EXPECT_TRUE(native::winograd_applies(shape(4, 64, 16, 16, 64, 1), dflt));
+  EXPECT_FALSE(native::winograd_applies(shape(4, 63, 16, 16, 256, 1), dflt));
+  EXPECT_FALSE(native::winograd_applies(shape(4, 256, 16, 16, 32, 1), dflt));
   EXPECT_FALSE(native::winograd_applies(shape(4, 19, 64, 64, 4, 1), dflt));
 }
 

@@ -56,9 +56,9 @@ struct CpuNativeOptions {
   ConvAlgo conv = ConvAlgo::kDirect;
   // conv=winograd takes a 3x3 stride-1 convolution only when min(C, K) is at least this: with fewer
   // channels its transforms cost more than the multiplies they save (measured on the PredNet layers:
-  // C or K of 2, 4 and 16 ran slower than direct, 32 and up faster). A fixed function of the shape,
+  // C or K of 2 to 32 ran slower than direct, 64 and up faster). A fixed function of the shape,
   // so the bits stay a function of the spec and the workload. Tests lower it to reach every shape.
-  int winograd_min_channels = 32;
+  int winograd_min_channels = 64;
 };
 
 // nullptr when the options contradict each other (order=portable with conv=winograd).
