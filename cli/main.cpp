@@ -302,7 +302,8 @@ int main_cli(int argc, char** argv) {
       ->capture_default_str();
   train->add_option("--targets", ta.targets,
                     "Comma-separated base targets; each runs in its deterministic and nondeterministic variant "
-                    "(default cpu?threads=2,cpu?threads=4: order=atomic needs two threads to race)")
+                    "(default cpu?threads=2,cpu?threads=4 for the autoencoder, cpu?threads=2&conv=winograd for prednet: "
+                    "order=atomic needs two threads to race)")
       ->check(kNonEmpty);
   train->add_option("--seeds", ta.seeds, "Runs per condition and target (default 3; --paper: 12)")
       ->check(CLI::Range(1, 10000));

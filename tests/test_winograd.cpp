@@ -168,6 +168,29 @@ TEST(Winograd, AppliesTo3x3Stride1PadUpTo2Only) {
 }
 
 // Other shapes run the direct code: the same bits as conv=direct. And conv=direct is the default's bits.
+// The transformed-filter cache: training updates a filter in place (same pointer, new values), so an
+// entry must be reused only for bitwise the same filter. A one-ULP change of one weight at the same
+// address gives what a backend with an empty cache gives for the changed filter, forward and backward
+// data alike.
+TEST(Winograd, CachedFiltersFollowInPlaceUpdates) {
+  const ConvShape s = shape(2, 5, 9, 7, 6, 1);
+  for (Pass p : {Pass::kFwd, Pass::kBwdData}) {
+    auto warm = cpu(ReduceOrder::kBlocked, 2);
+    Inputs in = inputs_for(s, p, 21);
+    const std::vector<float> before = run(*warm, s, p, in);
+    EXPECT_TRUE(same_bits(run(*warm, s, p, in), before)) << name_of(p) << ": a cache hit";
+    in.b[13] = std::nextafter(in.b[13], INFINITY);  // in place: the same address
+    const std::vector<float> after = run(*warm, s, p, in);
+    auto cold = cpu(ReduceOrder::kBlocked, 2);
+    EXPECT_TRUE(same_bits(after, run(*cold, s, p, in))) << name_of(p) << ": the changed filter, not the cached one";
+    in.b[13] = std::nextafter(in.b[13], -INFINITY) * 2.0f;  // a change large enough to show in the output
+    const std::vector<float> doubled = run(*warm, s, p, in);
+    EXPECT_FALSE(same_bits(doubled, after)) << name_of(p);
+    auto cold2 = cpu(ReduceOrder::kBlocked, 2);
+    EXPECT_TRUE(same_bits(doubled, run(*cold2, s, p, in))) << name_of(p);
+  }
+}
+
 TEST(Winograd, DirectPathBitsUnchanged) {
   ConvShape s5 = shape(2, 3, 9, 9, 4, 2);
   s5.r = s5.s = 5;
