@@ -14,33 +14,18 @@
 #include "models/prednet.hpp"
 #include "models/prednet_train.hpp"
 #include "suites/train_data.hpp"
+#include "tests/video_helpers.hpp"
 
 namespace detaudit {
 namespace {
 
-// count sequences of nt frames of 32 x 32: a bright 8 x 8 square moving one pixel right per frame on
-// noise, from counter bits (a function of the index only).
-VideoSet squares(int count, int nt) {
-  VideoSet v;
-  v.count = count, v.frames = nt, v.rows = 32, v.cols = 32;
-  v.pixels.resize(v.pixels_per_sequence() * size_t(count));
-  for (int n = 0; n < count; ++n)
-    for (int t = 0; t < nt; ++t)
-      for (int y = 0; y < 32; ++y)
-        for (int x = 0; x < 32; ++x) {
-          const size_t at = size_t(n) * v.pixels_per_sequence() + size_t(t) * v.pixels_per_frame() + size_t(y) * 32 + x;
-          const int x0 = 4 + n % 8 + t, y0 = 4 + n % 16;
-          const bool in = x >= x0 && x < x0 + 8 && y >= y0 && y < y0 + 8;
-          v.pixels[at] = in ? 230 : uint8_t(counter_bits(5, uint64_t(n), at) % 40);
-        }
-  return v;
-}
+using test_support::moving_squares;
 
 TEST(PredNetTrain, DeterministicTwiceAndTheCopyLastBaselineIsItsDefinition) {
   PredNetTrainConfig cfg;
   ASSERT_TRUE(prednet_config("tiny", 2, &cfg.net));
   cfg.batches = 3;
-  const VideoSet train = squares(8, cfg.net.nt), held = squares(4, cfg.net.nt);
+  const VideoSet train = moving_squares(8, cfg.net.nt), held = moving_squares(4, cfg.net.nt);
   CpuNativeOptions o;
   o.threads = 2;
   auto be = make_cpu_native(o);
@@ -77,8 +62,9 @@ TEST(PredNetTrain, SetsThatDoNotFitTheConfigurationAreRefused) {
   CpuNativeOptions o;
   auto be = make_cpu_native(o);
   PredNetTrainResult r;
-  EXPECT_FALSE(train_prednet(*be, squares(8, 3), squares(4, 4), cfg, {}, &r)) << "3 frames, nt is 4";
-  EXPECT_FALSE(train_prednet(*be, squares(1, 4), squares(4, 4), cfg, {}, &r)) << "fewer sequences than a batch";
+  EXPECT_FALSE(train_prednet(*be, moving_squares(8, 3), moving_squares(4, 4), cfg, {}, &r)) << "3 frames, nt is 4";
+  EXPECT_FALSE(train_prednet(*be, moving_squares(1, 4), moving_squares(4, 4), cfg, {}, &r))
+      << "fewer sequences than a batch";
   PredNetConfig unknown;
   EXPECT_FALSE(prednet_config("huge", 2, &unknown));
 }

@@ -23,10 +23,12 @@
 #include "probes/spec.hpp"
 #include "suites/train_data.hpp"
 #include "test_inputs.hpp"
+#include "video_helpers.hpp"
 
 namespace detaudit {
 namespace {
 
+using test_support::moving_squares;
 using test_support::uniform;
 
 // Winograd for every 3x3 stride-1 shape, however few its channels (the product's threshold,
@@ -342,27 +344,12 @@ TEST(Winograd, CliRefusesBadConvSpecs) {
 
 // A few PredNet steps on conv=winograd (every 3x3 convolution of the tiny configuration through Winograd,
 // threshold 1): finite losses, falling, within 1e-3 (relative) of conv=direct's.
-VideoSet squares(int count, int nt) {
-  VideoSet v;
-  v.count = count, v.frames = nt, v.rows = 32, v.cols = 32;
-  v.pixels.resize(v.pixels_per_sequence() * size_t(count));
-  for (int n = 0; n < count; ++n)
-    for (int t = 0; t < nt; ++t)
-      for (int y = 0; y < 32; ++y)
-        for (int x = 0; x < 32; ++x) {
-          const size_t at = size_t(n) * v.pixels_per_sequence() + size_t(t) * v.pixels_per_frame() + size_t(y) * 32 + x;
-          const int x0 = 4 + n % 8 + t, y0 = 4 + n % 16;
-          const bool in = x >= x0 && x < x0 + 8 && y >= y0 && y < y0 + 8;
-          v.pixels[at] = in ? 230 : uint8_t(counter_bits(5, uint64_t(n), at) % 40);
-        }
-  return v;
-}
 
 TEST(Winograd, PredNetTinyTrainsLikeDirect) {
   PredNetTrainConfig cfg;
   ASSERT_TRUE(prednet_config("tiny", 2, &cfg.net));
   cfg.batches = 6;
-  const VideoSet train = squares(8, cfg.net.nt), held = squares(2, cfg.net.nt);
+  const VideoSet train = moving_squares(8, cfg.net.nt), held = moving_squares(2, cfg.net.nt);
   PredNetTrainResult direct, win;
   auto bd = cpu(ReduceOrder::kBlocked, 2, ConvAlgo::kDirect), bw = cpu(ReduceOrder::kBlocked, 2);
   ASSERT_TRUE(train_prednet(*bd, train, held, cfg, {}, &direct));
