@@ -37,7 +37,7 @@ bool parse_cpu_isa(const std::string& s, CpuIsa* out);
 bool cpu_isa_supported(CpuIsa isa);
 
 // How 3x3 stride-1 convolutions are computed. kDirect: the im2col gemm (one reduction over C*R*S).
-// kWinograd: Winograd F(4x4, 3x3) (kernels/cpu/winograd.hpp), about 2.25x fewer multiplies, its own
+// kWinograd: Winograd F(4x4, 3x3) (kernels/cpu/winograd.hpp), 4x fewer multiplies in its gemms, its own
 // bits (the transforms change the terms and the sums run over C or tiles); other shapes stay direct.
 enum class ConvAlgo : uint8_t { kDirect, kWinograd };
 const char* to_string(ConvAlgo a);

@@ -51,7 +51,7 @@ struct Lanes {
   return r;
 }
 
-// v = B^T d (6 -> 6). Integer coefficients: each product is exact.
+// v = B^T d (6 -> 6). Small integer coefficients: products by 4 are exact, by 5 one rounding each.
 [[gnu::always_inline]] inline void bt6(const Lanes* d, int sd, Lanes* v, int sv) {
   const Lanes &d0 = d[0], &d1 = d[sd], &d2 = d[2 * sd], &d3 = d[3 * sd], &d4 = d[4 * sd], &d5 = d[5 * sd];
   const Lanes s42 = d4 - d2, d31 = d3 - d1;
