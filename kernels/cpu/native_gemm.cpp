@@ -963,17 +963,9 @@ Status run_atomic(GemmContext& ctx, const Problem& pb) {
       // determinism: the race — whichever item of a tile finishes first adds first, so each
       // element's partials add in completion order, as with GPU atomics. (A lock per tile instead of
       // an atomic per element: the same race, at the cost of plain vector adds.)
-      std::atomic_flag& lock = busy[ti];
-      // A holder descheduled by a busy machine must not cost the waiter its time slice: yield after a
-      // short spin.
-      for (int spins = 0; lock.test_and_set(std::memory_order_acquire); ++spins) {
-        if (spins < 64)
-          _mm_pause();
-        else
-          std::this_thread::yield();
-      }
+      spin_acquire(busy[ti]);
       add_partial(s, ti, buf);
-      lock.clear(std::memory_order_release);
+      busy[ti].clear(std::memory_order_release);
     }
   });
   return oom ? out_of_memory() : Status::ok();

@@ -16,7 +16,21 @@
 #include <thread>
 #include <vector>
 
+#include <immintrin.h>
+
 namespace detaudit {
+
+// Takes a lock that is held for a few vector adds (the atomic order's partial sums): spin briefly, then
+// yield, so that a holder descheduled by a busy machine does not cost the waiter its time slice.
+// Release with lock.clear(std::memory_order_release).
+inline void spin_acquire(std::atomic_flag& lock) {
+  for (int spins = 0; lock.test_and_set(std::memory_order_acquire); ++spins) {
+    if (spins < 64)
+      _mm_pause();
+    else
+      std::this_thread::yield();
+  }
+}
 
 class ThreadPool {
  public:

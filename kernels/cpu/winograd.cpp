@@ -378,15 +378,9 @@ Status run_batch(GemmContext& ctx, WinogradWork::Impl& wk, const std::vector<Gem
         float* p = nullptr;
         if (Status s = partial(pc, gi, int(it % chunks), &p); !s.is_ok()) return void(st[size_t(tid)] = s);
         // determinism: the race — a gemm's partials add in the order they finish, like GPU atomics.
-        std::atomic_flag& lock = busy[gi];
-        for (int spins = 0; lock.test_and_set(std::memory_order_acquire); ++spins) {
-          if (spins < 64)
-            _mm_pause();
-          else
-            std::this_thread::yield();
-        }
+        spin_acquire(busy[gi]);
         add(gi, p);
-        lock.clear(std::memory_order_release);
+        busy[gi].clear(std::memory_order_release);
       }
     });
   }
