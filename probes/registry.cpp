@@ -290,26 +290,29 @@ Promise promise_cublaslt(const Spec&, const Spec&, const std::map<std::string, s
   return p;
 }
 
-// cuDNN's legacy convolution algorithms marked non-deterministic, and CUDNN_POOLING_MAX backward.
-bool cudnn_static_nondeterministic(const Spec& t, const Spec& w, std::string* name) {
+// What cudnn_ops.h says of the algorithm a cuDNN target pins (its name in *name; "" for auto or an unknown
+// index, then kUnmarked), and CUDNN_POOLING_MAX backward as non-deterministic.
+CudnnHeaderMark cudnn_static_mark(const Spec& t, const Spec& w, std::string* name) {
   if (w.name == "maxpool") {
     *name = t.get("pool", "deterministic") == "nondeterministic" ? "CUDNN_POOLING_MAX" : "CUDNN_POOLING_MAX_DETERMINISTIC";
-    return w.get("pass", "bwd") == "bwd" && t.get("pool", "deterministic") == "nondeterministic";
+    return w.get("pass", "bwd") == "bwd" && t.get("pool", "deterministic") == "nondeterministic"
+               ? CudnnHeaderMark::kNondeterministic
+               : CudnnHeaderMark::kUnmarked;
   }
   const std::string pass = w.get("pass", "fwd");
   const std::string algo = t.get(pass + "_algo", "auto");
   if (algo == "auto") {
     *name = "";
-    return false;
+    return CudnnHeaderMark::kUnmarked;
   }
   int index = std::atoi(algo.c_str());
   for (auto& a : cudnn_conv_algorithms(ConvShape{}, pass))
     if (a.index == index) {
       *name = a.name;
-      return a.header_nondeterministic;
+      return a.header;
     }
   *name = "";
-  return false;
+  return CudnnHeaderMark::kUnmarked;
 }
 
 bool applicable_cudnn(const Spec& t, const Spec& w) {
@@ -335,21 +338,29 @@ Promise promise_cudnn(const Spec& t, const Spec& w, const std::map<std::string, 
     p = claim->second == "yes"
             ? deterministic(fmt::format("cuDNN claims CUDNN_DETERMINISTIC for {}", algo))
             : nondeterministic(fmt::format("cuDNN claims CUDNN_NON_DETERMINISTIC for {}", algo));
-    // The second claim: the header's marks for the same algorithm (the backend records both).
+    // The second claim: the header's marks for the same algorithm (the backend records both). An
+    // algorithm the header marks /* not implemented */ that Find ran is a disagreement too.
     auto doc = details.find("documented_deterministic");
+    const std::string find_says = claim->second == "yes" ? "CUDNN_DETERMINISTIC" : "CUDNN_NON_DETERMINISTIC";
     if (doc != details.end() && (doc->second == "yes" || doc->second == "no") && doc->second != claim->second)
-      p.claims_disagree = fmt::format("cuDNN's Find reports {} for {}, but cudnn_ops.h {}",
-                                      claim->second == "yes" ? "CUDNN_DETERMINISTIC" : "CUDNN_NON_DETERMINISTIC", algo,
+      p.claims_disagree = fmt::format("cuDNN's Find reports {} for {}, but cudnn_ops.h {}", find_says, algo,
                                       doc->second == "yes" ? "does not mark it non-deterministic"
                                                            : "marks it /* non-deterministic */");
+    else if (doc != details.end() && doc->second == "not implemented")
+      p.claims_disagree = fmt::format("cuDNN's Find ran {} and reports {} for it, but cudnn_ops.h marks it "
+                                      "/* not implemented */",
+                                      algo, find_says);
   } else {
-    // No details (the cell did not run): cudnn_ops.h's /* non-deterministic */ marks and the pooling mode.
+    // No details (the cell did not run): cudnn_ops.h's marks and the pooling mode. Only non-determinism
+    // is marked, so an unmarked algorithm is read as deterministic; /* not implemented */ claims nothing.
     std::string name;
-    bool nondet = cudnn_static_nondeterministic(t, w, &name);
+    const CudnnHeaderMark mark = cudnn_static_mark(t, w, &name);
     if (name.empty())
       p = nothing("cuDNN: the algorithm was not reported, so no claim applies");
-    else if (nondet)
+    else if (mark == CudnnHeaderMark::kNondeterministic)
       p = nondeterministic(fmt::format("cuDNN marks {} non-deterministic", name));
+    else if (mark == CudnnHeaderMark::kNotImplemented)
+      p = nothing(fmt::format("cuDNN marks {} /* not implemented */, so no claim applies", name));
     else
       p = deterministic(fmt::format("cuDNN: {} is bitwise reproducible on one architecture", name));
   }
@@ -357,7 +368,7 @@ Promise promise_cudnn(const Spec& t, const Spec& w, const std::map<std::string, 
   // FFT and Winograd algorithms compute the convolution through a transform: their rounding errors are
   // not those of a sum of products, so the summation bound (probes/workload.cpp) does not bound them.
   std::string ran = name_it != details.end() ? name_it->second : "";
-  if (ran.empty()) cudnn_static_nondeterministic(t, w, &ran);
+  if (ran.empty()) cudnn_static_mark(t, w, &ran);
   if (ran.find("FFT") != std::string::npos || ran.find("WINOGRAD") != std::string::npos)
     p.error_bound_exempt = ran + " transforms the inputs (no summation error bound applies)";
   p.requirements = {kCudaDevice};

@@ -743,11 +743,14 @@ void add_claims_section(Document& d, const std::vector<Observation>& obs) {
                        : Cell{claimed == observed ? "agrees" : (claimed ? "CLAIM VIOLATED" : "no variation seen"),
                               claimed && !observed ? "bad" : ""};
     auto algo = o.details.find("algo_name");
-    // The second claim (cudnn_ops.h's marks; absent in results of older versions).
+    // The second claim (cudnn_ops.h's marks; absent in results of older versions). "not implemented"
+    // claims nothing about determinism, and an algorithm that ran against that mark is flagged.
     auto doc = o.details.find("documented_deterministic");
     Cell header{"", ""};
     if (doc != o.details.end() && (doc->second == "yes" || doc->second == "no"))
       header = {doc->second == "yes" ? "deterministic" : "nondeterministic", (doc->second == "yes") != claimed ? "bad" : ""};
+    else if (doc != o.details.end() && doc->second == "not implemented")
+      header = {"not implemented (no claim)", "bad"};
     claims.push_back({{inline_code(o.workload), ""},
                       {inline_code(o.target), ""},
                       {algo == o.details.end() ? "" : inline_text(algo->second), ""},

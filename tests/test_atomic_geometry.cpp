@@ -4,6 +4,7 @@
 // atomic target, without a GPU: the kernels take their chunking from these very functions.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 
 #include "kernels/cuda/geometry.hpp"
@@ -16,6 +17,33 @@ namespace {
 
 using namespace detaudit::gpu;
 
+// How many blocks of an atomic two-pass reduction over n terms (reduce_blocks, at most max_blocks) receive
+// at least one term, through atomic_block_terms as the kernels (reduce_partials, loss_partials) call it.
+// Only those blocks' sums race: a block without terms adds +0, which changes no sum. Checks on the way
+// that the blocks' chunks cover [0, n) once, in order.
+size_t blocks_with_terms(size_t n, size_t max_blocks) {
+  const size_t blocks = reduce_blocks(n, true, max_blocks);
+  size_t covered = 0, with_terms = 0;
+  for (size_t b = 0; b < blocks; ++b) {
+    const TermRange r = atomic_block_terms(n, blocks, b);
+    EXPECT_EQ(r.begin, covered) << "n=" << n << " block " << b << ": a gap or an overlap";
+    EXPECT_LE(r.begin, r.end) << "n=" << n << " block " << b;
+    covered = std::max(covered, r.end);
+    with_terms += r.end > r.begin;
+  }
+  EXPECT_EQ(covered, n) << "n=" << n << ": terms left out";
+  return with_terms;
+}
+
+// The rule the atomic kernels had before: a grid-stride loop from blockIdx.x * kReduceThreads +
+// threadIdx.x, which gives block b terms only where b * kReduceThreads < n.
+size_t grid_stride_blocks_with_terms(size_t n, size_t max_blocks) {
+  const size_t blocks = reduce_blocks(n, true, max_blocks);
+  size_t with_terms = 0;
+  for (size_t b = 0; b < blocks; ++b) with_terms += b * kReduceThreads < n;
+  return with_terms;
+}
+
 TEST(AtomicGeometry, ThreeOrMorePartialsWheneverThereAreThreeTerms) {
   for (size_t max_chunk : {kConvFilterChunk, kBiasChunk})
     for (size_t terms = 1; terms < 200000; terms += terms < 100 ? 1 : 977) {
@@ -27,10 +55,35 @@ TEST(AtomicGeometry, ThreeOrMorePartialsWheneverThereAreThreeTerms) {
       EXPECT_GE(parts, std::min<size_t>(terms, 3)) << terms << " terms";
     }
   for (size_t n = 1; n < 100000; n += n < 100 ? 1 : 611) {
-    EXPECT_GE(reduce_blocks(n, true, kReducePartials), std::min<size_t>(n, 3)) << n;
+    EXPECT_GE(blocks_with_terms(n, kReducePartials), std::min<size_t>(n, 3)) << n;
+    EXPECT_GE(blocks_with_terms(n, kTrainPartials), std::min<size_t>(n, 3)) << n;
     EXPECT_LE(reduce_blocks(n, true, kReducePartials), size_t(kReducePartials));
     // The tree's grid is a function of n alone (the same on every GPU).
     EXPECT_EQ(reduce_blocks(n, false, kReducePartials), std::clamp<size_t>((n + 255) / 256, 1, kReducePartials));
+  }
+}
+
+// Small reductions and losses (a few hundred terms), where a grid-stride loop fed one or two blocks.
+TEST(AtomicGeometry, SmallReductionsGiveTermsToThreeOrMoreBlocks) {
+  for (size_t n = 1; n <= 600; ++n) {
+    EXPECT_GE(blocks_with_terms(n, kReducePartials), std::min<size_t>(n, 3)) << "reduce n=" << n;
+    EXPECT_GE(blocks_with_terms(n, kTrainPartials), std::min<size_t>(n, 3)) << "loss n=" << n;
+  }
+  // Large ones (2^20, and the suites' 10^6 and 10^7): 1024 blocks of ceil(n / 1024) terms, every block fed.
+  for (size_t n : {size_t(1) << 20, size_t(1000000), size_t(10000000)})
+    EXPECT_EQ(blocks_with_terms(n, kReducePartials), size_t(kReducePartials)) << n;
+}
+
+// Why the kernels take contiguous chunks: under the grid-stride rule, n = 300 launched 8 blocks of
+// which 2 received terms, and (0 + a) + b == (0 + b) + a, so cuda?order=atomic could not vary there.
+// Every n up to 2 * 256 had at most two blocks with terms.
+TEST(AtomicGeometry, TheGridStrideRuleLeftSmallReductionsWithoutARace) {
+  EXPECT_EQ(reduce_blocks(300, true, kReducePartials), 8u);
+  EXPECT_EQ(grid_stride_blocks_with_terms(300, kReducePartials), 2u);
+  EXPECT_EQ(blocks_with_terms(300, kReducePartials), 8u);
+  for (size_t n = 3; n <= 2 * size_t(kReduceThreads); ++n) {
+    EXPECT_LE(grid_stride_blocks_with_terms(n, kReducePartials), 2u) << n;
+    EXPECT_GE(blocks_with_terms(n, kReducePartials), 3u) << n;
   }
 }
 
@@ -53,7 +106,7 @@ TEST(AtomicGeometry, EverySuiteShapeRaces) {
         EXPECT_GE(atomic_partials(terms, kConvFilterChunk), 3u) << what << ": " << terms << " terms";
         ++checked;
       } else if (w.name == "reduce" && w.get("op", "") != "softmax") {
-        EXPECT_GE(reduce_blocks(size_t(w.get_int("n", 0)), true, kReducePartials), 3u) << what;
+        EXPECT_GE(blocks_with_terms(size_t(w.get_int("n", 0)), kReducePartials), 3u) << what;
         ++checked;
       } else if (w.name == "reduce") {
         // softmax: the row sum's eight warps meet in one shared float through atomicAdd; a row of
@@ -75,7 +128,7 @@ TEST(AtomicGeometry, EveryAutoencoderReductionRaces) {
   const size_t batch = 64;
   for (size_t hw : {size_t(28 * 28), size_t(14 * 14), size_t(7 * 7), size_t(1)})
     EXPECT_GE(atomic_partials(batch * hw, kBiasChunk), 3u) << hw;
-  EXPECT_GE(reduce_blocks(batch * 28 * 28, true, kTrainPartials), 3u);
+  EXPECT_GE(blocks_with_terms(batch * 28 * 28, kTrainPartials), 3u) << "the loss";
 }
 
 }  // namespace

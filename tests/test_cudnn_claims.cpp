@@ -1,6 +1,6 @@
 // cuDNN's determinism, claimed twice: cudnnFind*AlgorithmEx's `determinism` field at run time (GPU), and
-// the /* non-deterministic */ marks of cudnn_ops.h, which cudnn_conv_algorithms() (kernels/cuda/cuda.hpp)
-// copies. The copy is checked here against the header this build compiled with; the verdict rules for
+// the /* non-deterministic */ and /* not implemented */ marks of cudnn_ops.h, which cudnn_conv_algorithms()
+// (kernels/cuda/cuda.hpp) copies. The copy is checked here against the header this build compiled with; the verdict rules for
 // two claims that disagree are checked on synthetic observations.
 #include <gtest/gtest.h>
 
@@ -12,7 +12,10 @@
 
 #include "gates/verdict.hpp"
 #include "kernels/cuda/cuda.hpp"
+#include "probes/registry.hpp"
 #include "probes/spec.hpp"
+#include "report/document.hpp"
+#include "report/train_report.hpp"
 
 namespace detaudit {
 namespace {
@@ -24,27 +27,64 @@ TEST(CudnnClaims, TheHeaderListMatchesTheMarksOfCudnnOpsH) {
   const std::string path = std::string(DETAUDIT_CUDNN_INCLUDE_DIR) + "/cudnn_ops.h";
   std::ifstream f(path);
   ASSERT_TRUE(f) << path;
-  // Each legacy algorithm line: "    CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0 = 0, /* non-deterministic */".
+  // Each legacy algorithm line: "    CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0 = 0, /* non-deterministic */", or
+  // "... = 4, /* not implemented */", or no comment.
   const std::regex line(R"(^\s*(CUDNN_CONVOLUTION_(FWD|BWD_DATA|BWD_FILTER)_ALGO_\w+)\s*=\s*(\d+)\s*,?\s*(.*)$)");
-  std::map<std::string, bool> marked;  // name -> marked non-deterministic
+  std::map<std::string, CudnnHeaderMark> marked;  // name -> the header's mark
+  std::map<std::string, int> value;               // name -> its enum value
   std::string text;
   int lines = 0;
   while (std::getline(f, text)) {
     std::smatch m;
     if (!std::regex_match(text, m, line) || m[1].str().find("_COUNT") != std::string::npos) continue;
-    marked[m[1].str()] = m[4].str().find("non-deterministic") != std::string::npos;
+    const std::string comment = m[4].str();
+    const bool nondet = comment.find("non-deterministic") != std::string::npos,
+               not_impl = comment.find("not implemented") != std::string::npos;
+    EXPECT_FALSE(nondet && not_impl) << m[1].str() << ": both marks";
+    EXPECT_TRUE(comment.empty() || nondet || not_impl) << m[1].str() << ": a mark this list does not model: " << comment;
+    marked[m[1].str()] = nondet     ? CudnnHeaderMark::kNondeterministic
+                         : not_impl ? CudnnHeaderMark::kNotImplemented
+                                    : CudnnHeaderMark::kUnmarked;
+    value[m[1].str()] = std::stoi(m[3].str());
     ++lines;
   }
   ASSERT_GE(lines, 21) << "the legacy algorithm enums were not found in " << path;
-  int nondet = 0;
+  int nondet = 0, not_impl = 0;
   for (const char* pass : {"fwd", "bwd_data", "bwd_filter"})
     for (const CudnnAlgo& a : cudnn_conv_algorithms(ConvShape{}, pass)) {
       ASSERT_TRUE(marked.count(a.name)) << a.name << " is not in " << path;
-      EXPECT_EQ(a.header_nondeterministic, marked[a.name]) << a.name;
-      nondet += a.header_nondeterministic;
+      EXPECT_EQ(int(a.header), int(marked[a.name])) << a.name << " (0 unmarked, 1 non-deterministic, 2 not implemented)";
+      EXPECT_EQ(a.index, value[a.name]) << a.name;
+      nondet += a.header == CudnnHeaderMark::kNondeterministic;
+      not_impl += a.header == CudnnHeaderMark::kNotImplemented;
     }
   EXPECT_EQ(nondet, 3) << "cuDNN 9 marks BWD_FILTER_ALGO_0, BWD_FILTER_ALGO_3 and BWD_DATA_ALGO_0";
+  EXPECT_EQ(not_impl, 1) << "cuDNN 9 marks BWD_FILTER_ALGO_WINOGRAD /* not implemented */";
+  EXPECT_EQ(marked["CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD"], CudnnHeaderMark::kNotImplemented);
 #endif
+}
+
+// What the backend records as the header's claim (the `documented_deterministic` detail): an algorithm
+// marked /* not implemented */ is not called deterministic.
+TEST(CudnnClaims, NotImplementedIsNoDeterminismClaim) {
+  EXPECT_STREQ(cudnn_documented_deterministic(CudnnHeaderMark::kUnmarked), "yes");
+  EXPECT_STREQ(cudnn_documented_deterministic(CudnnHeaderMark::kNondeterministic), "no");
+  EXPECT_STREQ(cudnn_documented_deterministic(CudnnHeaderMark::kNotImplemented), "not implemented");
+  const auto bf = cudnn_conv_algorithms(ConvShape{}, "bwd_filter");
+  ASSERT_EQ(bf.size(), 7u);
+  EXPECT_EQ(bf[4].name, "CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD");
+  EXPECT_STREQ(cudnn_documented_deterministic(bf[4].header), "not implemented");
+  // The promise of a pinned algorithm that did not run (no details) comes from the header alone.
+  Spec t, w;
+  std::string err;
+  ASSERT_TRUE(parse_target("cudnn:0?bwd_filter_algo=4", &t, &err)) << err;
+  ASSERT_TRUE(parse_workload("conv2d?n=4&c=16&h=16&w=16&k=32&pass=bwd_filter", &w, &err)) << err;
+  const nlohmann::json machine = {{"gpus", {{{"index", 0}, {"name", "NVIDIA H200"}, {"compute_capability", "9.0"}}}}};
+  Promise p = promise_for(t, w, machine, {});
+  EXPECT_EQ(p.run_to_run, Promise::RunToRun::kNone) << p.run_to_run_source;
+  EXPECT_NE(p.run_to_run_source.find("not implemented"), std::string::npos) << p.run_to_run_source;
+  ASSERT_TRUE(parse_target("cudnn:0?bwd_filter_algo=5", &t, &err)) << err;
+  EXPECT_EQ(promise_for(t, w, machine, {}).run_to_run, Promise::RunToRun::kDeterministic) << "unmarked";
 }
 
 Observation cudnn_cell(int distinct, const std::string& find, const std::string& doc) {
@@ -99,6 +139,36 @@ TEST(CudnnClaims, FindClaimingDeterminismThatTheRunsBreakFails) {
   EXPECT_EQ(o.verdict, "FAIL") << o.verdict_reason;
   EXPECT_NE(o.verdict_reason.find("cuDNN claims CUDNN_DETERMINISTIC"), std::string::npos) << o.verdict_reason;
   EXPECT_NE(o.verdict_reason.find("cudnn_ops.h marks it /* non-deterministic */"), std::string::npos) << o.verdict_reason;
+}
+
+// Find ran an algorithm the header marks /* not implemented */: the header claims nothing about its
+// determinism, and the two sources disagree about what exists (a WARN); the report does not call it
+// deterministic.
+TEST(CudnnClaims, AnAlgorithmTheHeaderCallsNotImplementedIsNeitherClaimedDeterministicNorAgreed) {
+  Observation cell = cudnn_cell(1, "yes", "not implemented");
+  Spec t;
+  std::string err;
+  ASSERT_TRUE(parse_target("cudnn:0?bwd_filter_algo=4", &t, &err)) << err;
+  cell.target = t.str();
+  cell.details["algo_name"] = "CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD";
+  Observation o = judged(cell);
+  EXPECT_EQ(o.verdict, "WARN") << o.verdict_reason;
+  EXPECT_NE(o.verdict_reason.find("cuDNN's Find ran CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD and reports "
+                                  "CUDNN_DETERMINISTIC for it, but cudnn_ops.h marks it /* not implemented */"),
+            std::string::npos)
+      << o.verdict_reason;
+
+  Results r;
+  r.machine = {{"gpus", {{{"index", 0}, {"name", "NVIDIA H200"}, {"compute_capability", "9.0"}}}}};
+  r.observations = {o};
+  const std::string md = render_markdown(build_report(r));
+  const size_t at = md.find("## Claimed vs observed determinism");
+  ASSERT_NE(at, std::string::npos) << md;
+  const size_t row = md.find("bwd_filter_algo=4", at);  // the target's cell (the algorithm's is escaped)
+  ASSERT_NE(row, std::string::npos) << md.substr(at);
+  const std::string line = md.substr(row, md.find('\n', row) - row);
+  // Columns after the algorithm: Find's claim, the header's, observed, verdict.
+  EXPECT_NE(line.find("| deterministic | not implemented (no claim) |"), std::string::npos) << line;
 }
 
 TEST(CudnnClaims, ResultsWithoutTheSecondClaimAreJudgedOnFindAlone) {

@@ -129,6 +129,7 @@ INSTANTIATE_TEST_SUITE_P(
         PromiseCase{"cudnn?bwd_filter_algo=0", kConvBf, kNondet, "", false, 0},
         PromiseCase{"cudnn?bwd_filter_algo=3", kConvBf, kNondet, "", false, 0},
         PromiseCase{"cudnn?bwd_filter_algo=1", kConvBf, kDet, "", false, 0},
+        PromiseCase{"cudnn?bwd_filter_algo=4", kConvBf, kNone, "", false, 0},  // /* not implemented */
         PromiseCase{"cudnn?bwd_data_algo=0", "conv2d?pass=bwd_data", kNondet, "", false, 0},
         PromiseCase{"cudnn?fwd_algo=0&math=tf32", "conv2d?pass=fwd", kDet, "", false, kTf32},
         PromiseCase{"cudnn?pool=nondeterministic", "maxpool?pass=bwd", kNondet, "", false, 0},
@@ -289,7 +290,7 @@ TEST(Registry, TrainingVariants) {
     EXPECT_EQ(v.nondeterministic.str(), c.nondet);
     EXPECT_EQ(v.base.str(), target(c.base).str());
   }
-  // Issue 11, defect 1: order=atomic with one thread has one completion order, nothing to vary.
+  // order=atomic with one thread has one completion order, nothing to vary.
   {
     Spec d, n;
     std::string err;

@@ -241,33 +241,23 @@ Status GpuBackend::fingerprint(const void* p, size_t bytes, Fingerprint* out) {
   return Status::ok();
 }
 
-namespace {
-// The errors after which "the process is left in an inconsistent state" and "any further CUDA work will
-// return the same error" (driver_types.h): the context is lost until the process exits.
-bool sticky(cudaError_t e) {
-  switch (e) {
-    case cudaErrorContained:
-    case cudaErrorIllegalAddress:
-    case cudaErrorLaunchTimeout:
-    case cudaErrorAssert:
-    case cudaErrorHardwareStackError:
-    case cudaErrorIllegalInstruction:
-    case cudaErrorMisalignedAddress:
-    case cudaErrorInvalidAddressSpace:
-    case cudaErrorInvalidPc:
-    case cudaErrorLaunchFailure:
-    case cudaErrorTensorMemoryLeak:
-    case cudaErrorExternalDevice:
-    case cudaErrorMpsClientTerminated: return true;
-    default: return false;
-  }
-}
-}  // namespace
+// cuda_error_loses_context (cuda.hpp) names the sticky errors by number, so that it compiles without CUDA.
+static_assert(cuda_error::kContained == cudaErrorContained && cuda_error::kIllegalAddress == cudaErrorIllegalAddress &&
+              cuda_error::kLaunchTimeout == cudaErrorLaunchTimeout && cuda_error::kAssert == cudaErrorAssert &&
+              cuda_error::kHardwareStackError == cudaErrorHardwareStackError &&
+              cuda_error::kIllegalInstruction == cudaErrorIllegalInstruction &&
+              cuda_error::kMisalignedAddress == cudaErrorMisalignedAddress &&
+              cuda_error::kInvalidAddressSpace == cudaErrorInvalidAddressSpace &&
+              cuda_error::kInvalidPc == cudaErrorInvalidPc && cuda_error::kLaunchFailure == cudaErrorLaunchFailure &&
+              cuda_error::kTensorMemoryLeak == cudaErrorTensorMemoryLeak &&
+              cuda_error::kMpsClientTerminated == cudaErrorMpsClientTerminated &&
+              cuda_error::kExternalDevice == cudaErrorExternalDevice && cuda_error::kUnknown == cudaErrorUnknown,
+              "a cudaError_t value of driver_types.h moved: update cuda_error in kernels/cuda/cuda.hpp");
 
 bool GpuBackend::context_lost(std::string* why) {
   // A sticky error answers every call, a synchronisation too; a plain one (a bad argument) is gone by now.
   cudaError_t e = cudaDeviceSynchronize();
-  if (!sticky(e)) return false;
+  if (!cuda_error_loses_context(int(e))) return false;
   *why = fmt::format("{} ({}): {}", cudaGetErrorName(e), int(e), cudaGetErrorString(e));
   return true;
 }

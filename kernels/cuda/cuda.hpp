@@ -58,43 +58,63 @@ CudaEnvironment query_cuda_environment();
 std::unique_ptr<Backend> make_gpu_backend(const std::string& backend, int device,
                                           const std::map<std::string, std::string>& params, Status* st);
 
-// ---- additions (GPU backends issue) ---------------------------------------------------------------
+// ---- additions ---------------------------------------------------------------
 
+// What cudnn_ops.h (cuDNN 9) says of one legacy algorithm, in the comment on its enum line. Only
+// non-determinism is marked, so an unmarked algorithm is read as documented deterministic; one marked
+// /* not implemented */ is documented neither way (test_cudnn_claims reads the header).
+enum class CudnnHeaderMark {
+  kUnmarked,          // no comment: documented deterministic
+  kNondeterministic,  // /* non-deterministic */
+  kNotImplemented,    // /* not implemented */: no claim about its determinism
+};
+struct CudnnAlgo {
+  int index = 0;
+  std::string name;  // e.g. "CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0"
+  CudnnHeaderMark header = CudnnHeaderMark::kUnmarked;
+};
+// The `documented_deterministic` detail of an algorithm with this mark: "yes", "no", or "not implemented"
+// (which the promises and the report take as no claim).
+inline const char* cudnn_documented_deterministic(CudnnHeaderMark m) {
+  switch (m) {
+    case CudnnHeaderMark::kUnmarked: return "yes";
+    case CudnnHeaderMark::kNondeterministic: return "no";
+    case CudnnHeaderMark::kNotImplemented: return "not implemented";
+  }
+  return "?";
+}
 // The cuDNN legacy convolution algorithms of one pass ("fwd", "bwd_data", "bwd_filter"): every index
 // the legacy API knows (CUDNN_CONVOLUTION_*_ALGO_COUNT), so probes can expand `fwd_algo=all` into one
 // target per index. The list does not depend on the shape: an index that cuDNN cannot run for a shape
 // becomes a skipped observation with cuDNN's reason. Header-only, so it answers without CUDA too;
 // kernels/cuda/cudnn_backend.cpp checks it against cudnn.h at compile time. Empty for an unknown pass.
-struct CudnnAlgo {
-  int index = 0;
-  std::string name;             // e.g. "CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0"
-  bool header_nondeterministic;  // marked /* non-deterministic */ in cudnn_ops.h (cuDNN 9; test_cudnn_claims reads the header)
-};
 inline std::vector<CudnnAlgo> cudnn_conv_algorithms(const ConvShape& /*shape*/, const std::string& pass) {
+  constexpr auto kDet = CudnnHeaderMark::kUnmarked, kNondet = CudnnHeaderMark::kNondeterministic,
+                 kNotImpl = CudnnHeaderMark::kNotImplemented;
   if (pass == "fwd")
-    return {{0, "CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM", false},
-            {1, "CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM", false},
-            {2, "CUDNN_CONVOLUTION_FWD_ALGO_GEMM", false},
-            {3, "CUDNN_CONVOLUTION_FWD_ALGO_DIRECT", false},
-            {4, "CUDNN_CONVOLUTION_FWD_ALGO_FFT", false},
-            {5, "CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING", false},
-            {6, "CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD", false},
-            {7, "CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED", false}};
+    return {{0, "CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM", kDet},
+            {1, "CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM", kDet},
+            {2, "CUDNN_CONVOLUTION_FWD_ALGO_GEMM", kDet},
+            {3, "CUDNN_CONVOLUTION_FWD_ALGO_DIRECT", kDet},
+            {4, "CUDNN_CONVOLUTION_FWD_ALGO_FFT", kDet},
+            {5, "CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING", kDet},
+            {6, "CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD", kDet},
+            {7, "CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED", kDet}};
   if (pass == "bwd_data")
-    return {{0, "CUDNN_CONVOLUTION_BWD_DATA_ALGO_0", true},
-            {1, "CUDNN_CONVOLUTION_BWD_DATA_ALGO_1", false},
-            {2, "CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT", false},
-            {3, "CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING", false},
-            {4, "CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD", false},
-            {5, "CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED", false}};
+    return {{0, "CUDNN_CONVOLUTION_BWD_DATA_ALGO_0", kNondet},
+            {1, "CUDNN_CONVOLUTION_BWD_DATA_ALGO_1", kDet},
+            {2, "CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT", kDet},
+            {3, "CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING", kDet},
+            {4, "CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD", kDet},
+            {5, "CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED", kDet}};
   if (pass == "bwd_filter")
-    return {{0, "CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0", true},
-            {1, "CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1", false},
-            {2, "CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT", false},
-            {3, "CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3", true},
-            {4, "CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD", false},
-            {5, "CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED", false},
-            {6, "CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT_TILING", false}};
+    return {{0, "CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0", kNondet},
+            {1, "CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1", kDet},
+            {2, "CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT", kDet},
+            {3, "CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3", kNondet},
+            {4, "CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD", kNotImpl},
+            {5, "CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED", kDet},
+            {6, "CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT_TILING", kDet}};
   return {};
 }
 
@@ -108,6 +128,40 @@ inline constexpr int kCublasLtMaxAlgos = 64;
 // implemented on a subset of architectures"). Elsewhere plain FP32 runs, and no API reports which ran.
 inline bool cublas_emulates_bf16x9(int cc_major, int cc_minor) {
   return cc_major == 10 && (cc_minor == 0 || cc_minor == 3);
+}
+
+// The CUDA runtime errors (cudaError_t values of driver_types.h, as ints so that this compiles without
+// CUDA; kernels/cuda/common.cpp checks each against the header at compile time) after which the context
+// is lost until the process exits: "the process is left in an inconsistent state" and "any further CUDA
+// work will return the same error". GpuBackend::context_lost asks this of what a synchronisation returns.
+namespace cuda_error {
+inline constexpr int kContained = 226, kIllegalAddress = 700, kLaunchTimeout = 702, kAssert = 710,
+                     kHardwareStackError = 714, kIllegalInstruction = 715, kMisalignedAddress = 716,
+                     kInvalidAddressSpace = 717, kInvalidPc = 718, kLaunchFailure = 719, kTensorMemoryLeak = 721,
+                     kMpsClientTerminated = 810, kExternalDevice = 911, kUnknown = 999;
+}  // namespace cuda_error
+inline bool cuda_error_loses_context(int code) {
+  using namespace cuda_error;
+  switch (code) {
+    case kContained:
+    case kIllegalAddress:
+    case kLaunchTimeout:
+    case kAssert:
+    case kHardwareStackError:
+    case kIllegalInstruction:
+    case kMisalignedAddress:
+    case kInvalidAddressSpace:
+    case kInvalidPc:
+    case kLaunchFailure:
+    case kTensorMemoryLeak:
+    case kExternalDevice:
+    case kMpsClientTerminated:
+    // Not documented as sticky, but it is what the runtime returns after a fault it cannot name (an Xid
+    // the driver does not map, a device that fell off the bus): the context is unusable from then on, and
+    // taking it as live would run the next repeats into the same error.
+    case kUnknown: return true;
+    default: return false;
+  }
 }
 
 #if defined(DETAUDIT_HAVE_CUDA)

@@ -329,10 +329,12 @@ class Cudnn final : public GpuBackend {
     set_detail("algo_name", chosen->algo < int(algos.size()) ? algos[chosen->algo].name : "?");
     set_detail("algo_pinned", pinned < 0 ? "auto" : "yes");
     // Two claims, checked against each other and against the runs (probes/registry.cpp, promise_cudnn):
-    // Find's determinism field for this algorithm, and the marks of cudnn_ops.h (cudnn_conv_algorithms).
+    // Find's determinism field for this algorithm, and the marks of cudnn_ops.h (cudnn_conv_algorithms):
+    // "yes", "no", or "not implemented" (a mark that claims nothing about determinism).
     set_detail("claimed_deterministic", chosen->deterministic ? "yes" : "no");
-    set_detail("documented_deterministic",
-               chosen->algo < int(algos.size()) ? (algos[chosen->algo].header_nondeterministic ? "no" : "yes") : "?");
+    set_detail("documented_deterministic", chosen->algo >= 0 && chosen->algo < int(algos.size())
+                                               ? cudnn_documented_deterministic(algos[chosen->algo].header)
+                                               : "?");
     set_detail("math_used", math_name(chosen->math));
     set_detail("find_ms", fmt::format("{:.4f}", chosen->ms));
     set_detail("workspace_bytes", std::to_string(ws));

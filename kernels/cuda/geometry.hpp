@@ -10,6 +10,13 @@
 #include <algorithm>
 #include <cstddef>
 
+// Callable from the kernels too (nvcc), where this header is compiled as CUDA.
+#if defined(__CUDACC__)
+#define DETAUDIT_HOST_DEVICE __host__ __device__
+#else
+#define DETAUDIT_HOST_DEVICE
+#endif
+
 namespace detaudit::gpu {
 
 constexpr size_t kMinAtomicPartials = 8;
@@ -30,11 +37,29 @@ constexpr size_t atomic_partials(size_t terms, size_t max_chunk) {
 
 // Blocks of a two-pass reduction over n elements (at most max_blocks partials). The tree variant's grid
 // depends only on n, so its bits are the same on every GPU; the atomic variant also takes at least
-// kMinAtomicPartials blocks (each of which then sums a grid-stride subset) where n allows, so it races.
+// kMinAtomicPartials blocks where n allows, each summing one contiguous chunk (atomic_block_terms), so
+// it races.
 constexpr size_t reduce_blocks(size_t n, bool atomic, size_t max_blocks) {
   size_t b = (n + kReduceThreads - 1) / kReduceThreads;
   if (atomic) b = std::max(b, std::min(n, kMinAtomicPartials));
   return std::clamp<size_t>(b, 1, max_blocks);
+}
+
+// The terms [begin, end) of one block.
+struct TermRange {
+  size_t begin = 0, end = 0;
+};
+
+// The terms block `block` of an atomic two-pass reduction over n terms in `blocks` blocks sums (the
+// kernels call this, so the CPU tests count what the GPU runs): chunks of ceil(n / blocks) in index
+// order, the block's threads striding within its chunk. A grid-stride loop would not do: it hands block
+// b the terms from b * kReduceThreads on, so with n <= 2 * kReduceThreads only one or two of the blocks
+// would receive terms, and two partial sums meet in the same float in either order (no race).
+// determinism: which block sums which terms is fixed; the order their sums meet in is not (atomicAdd).
+DETAUDIT_HOST_DEVICE constexpr TermRange atomic_block_terms(size_t n, size_t blocks, size_t block) {
+  const size_t chunk = blocks == 0 ? n : (n + blocks - 1) / blocks;
+  const size_t begin = block < blocks && block * chunk < n ? block * chunk : n;
+  return {begin, n - begin > chunk ? begin + chunk : n};
 }
 
 }  // namespace detaudit::gpu

@@ -74,13 +74,20 @@ Status launch_gemm(Trans ta, Trans tb, int m, int n, int k, T alpha, const T* a,
 // ---- reductions ---------------------------------------------------------------------------------
 
 
-// Pass 1: every thread sums a fixed grid-stride subset in index order, then the block's tree.
-// acc == nullptr: write the block's partial; else atomicAdd it into *acc.
+// Pass 1: every thread sums a fixed subset in index order, then the block's tree.
+// acc == nullptr (tree): a grid-stride subset; the block writes its partial.
+// acc != nullptr (atomic): the block's contiguous chunk (atomic_block_terms), strided by its threads, so
+// that every block of reduce_blocks() receives terms where n allows; the block atomicAdds its sum into *acc.
 __global__ void reduce_partials(int op, const float* __restrict__ x, const float* __restrict__ y, size_t n,
                                 float* partials, float* acc) {
   __shared__ float sh[kThreads];
+  size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x, end = n, step = size_t(gridDim.x) * blockDim.x;
+  if (acc) {
+    const TermRange r = atomic_block_terms(n, gridDim.x, blockIdx.x);
+    i = r.begin + threadIdx.x, end = r.end, step = blockDim.x;
+  }
   float s = 0.f;
-  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+  for (; i < end; i += step) {
     float v = x[i];
     s = op == 0 ? s + v : fmaf(v, op == 1 ? y[i] : v, s);
   }
@@ -196,7 +203,8 @@ Status native_reduce(ReduceOp op, bool atomic, const float* x, const float* y, s
   const int code = op == ReduceOp::kSum ? 0 : op == ReduceOp::kDot ? 1 : 2;
   const bool root = op == ReduceOp::kNorm2;
   // determinism: the grid depends only on n (at most kReducePartials blocks), not on the GPU's SM count,
-  // so the tree variant gives the same bits on every GPU; the atomic one has 3+ blocks where n allows.
+  // so the tree variant gives the same bits on every GPU; the atomic one has 3+ blocks that receive terms
+  // where n allows (contiguous chunks, atomic_block_terms), whose sums meet in completion order.
   const int blocks = int(reduce_blocks(n, atomic, kReducePartials));
   float* acc = scratch + kReducePartials;
   if (atomic) {

@@ -118,14 +118,21 @@ __global__ void scale_kernel(float* y, float alpha, size_t n) {
 // ---- loss ------------------------------------------------------------------------------------------
 
 // Pass 1: the gradient elementwise (train_ops::loss_terms_f32's formulas), and each thread's running sum of
-// d*d (fmaf, as the cuda reduce norm does) or |d| over a fixed grid-stride subset, then the block's tree.
-// acc == nullptr: the block writes its partial; else it atomicAdds it into *acc.
+// d*d (fmaf, as the cuda reduce norm does) or |d| over a fixed subset in index order, then the block's tree.
+// acc == nullptr (tree): a grid-stride subset; the block writes its partial.
+// acc != nullptr (atomic): the block's contiguous chunk (atomic_block_terms), strided by its threads, so
+// that every block of reduce_blocks() receives terms where n allows; the block atomicAdds its sum into *acc.
 // dy may alias nothing but itself; y and t are only read.
 __global__ void loss_partials(LossOp op, const float* y, const float* t, size_t n, float fn, float* dy,
                               float* partials, float* acc) {
   __shared__ float sh[kThreads];
+  size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x, end = n, step = size_t(gridDim.x) * blockDim.x;
+  if (acc) {
+    const TermRange r = atomic_block_terms(n, gridDim.x, blockIdx.x);
+    i = r.begin + threadIdx.x, end = r.end, step = blockDim.x;
+  }
   float s = 0.f;
-  GRID_STRIDE(i, n) {
+  for (; i < end; i += step) {
     const float d = y[i] - t[i];
     if (op == LossOp::kMse) {
       s = fmaf(d, d, s);
@@ -251,7 +258,8 @@ Status gpu_loss(LossOp op, bool atomic, const float* y, const float* t, size_t n
   if (n == 0) return Status::invalid(std::string(to_string(op)) + " loss: no elements");
   const float fn = float(n);  // as train_ops::loss_terms_f32 and the CPU backends' mean
   // determinism: the grid depends only on n (at most kTrainPartials blocks), not on the GPU's SM count,
-  // so the tree variant gives the same bits on every GPU; the atomic one has 3+ blocks where n allows.
+  // so the tree variant gives the same bits on every GPU; the atomic one has 3+ blocks that receive terms
+  // where n allows (contiguous chunks, atomic_block_terms), whose sums meet in completion order.
   const int blocks = int(reduce_blocks(n, atomic, kTrainPartials));
   float* acc = scratch + kTrainPartials;
   if (atomic) {

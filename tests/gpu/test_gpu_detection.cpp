@@ -1,4 +1,4 @@
-// Detection on the GPU (issue 10): the probes' own path (observe(): warm-up, repeats, device fingerprints,
+// Detection on the GPU: the probes' own path (observe(): warm-up, repeats, device fingerprints,
 // CUPTI) over real backends and the suites' workloads. The atomic variants must be seen to vary, claimed-
 // deterministic algorithms must give one output, every traced repeat must hold only its own kernels, and
 // a sticky error must be recognised. Skips with the reason on machines without a device.
@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <string>
+#include <vector>
 
 #include "kernels/cuda/cuda.hpp"
 #include "probes/registry.hpp"
@@ -130,11 +131,46 @@ TEST_F(GpuDetection, CublasLtRecordsTheWholeConfigurationAndBf16x9SaysWhatRan) {
     EXPECT_TRUE(lt.details.count(key)) << key;
     EXPECT_NE(lt.details[key], "?") << key << ": cuBLASLt refused to tell";
   }
-  Observation bf = probe("cublas:0?math=bf16x9", "matmul?m=256&n=256&k=515", 2);
+  // What math=bf16x9 ran, observed: cuBLAS accepts the math mode everywhere and reports nothing after
+  // the call, so it is compared with math=default (plain FP32) on the same inputs. Where the emulation is
+  // not implemented, plain FP32 runs: the same kernels and the same bits. Where it is, other kernels run
+  // (BF16 products), and their sums round otherwise.
+  const char* matmul = "matmul?m=256&n=256&k=515";
+  Observation bf = probe("cublas:0?math=bf16x9", matmul, 2), fp = probe("cublas:0?math=default", matmul, 2);
+  ASSERT_FALSE(bf.fingerprints.empty());
+  ASSERT_FALSE(fp.fingerprints.empty());
+  const bool same_bits = bf.fingerprints[0] == fp.fingerprints[0];
+  auto names = [](const Observation& o, std::vector<std::string>* out) {
+    out->clear();
+    if (o.tracing != "ok" || o.kernels.empty() || !o.kernels[0].has_value()) return false;
+    for (const KernelRecord& k : *o.kernels[0]) out->push_back(k.name);
+    return true;
+  };
+  std::vector<std::string> bf_kernels, fp_kernels;
+  const bool traced = names(bf, &bf_kernels) && names(fp, &fp_kernels);
+  const bool same_kernels = traced && bf_kernels == fp_kernels;
+  std::cout << "[ bf16x9   ] emulated=" << bf.details["emulated"] << " same_bits=" << (same_bits ? "yes" : "no")
+            << " same_kernels=" << (traced ? (same_kernels ? "yes" : "no") : "untraced")
+            << " kernels=" << (traced && !bf_kernels.empty() ? bf_kernels[0] : "?");
+  if (!traced) std::cout << " (kernel comparison skipped: " << (bf.tracing != "ok" ? bf.tracing : fp.tracing) << ")";
+  std::cout << "\n";
   CudaEnvironment env = query_cuda_environment();
   const GpuInfo& g = env.gpus[0];
-  EXPECT_EQ(bf.details["emulated"].rfind(cublas_emulates_bf16x9(g.cc_major, g.cc_minor) ? "yes" : "no", 0), 0u)
-      << bf.details["emulated"];
+  if (!cublas_emulates_bf16x9(g.cc_major, g.cc_minor)) {
+    EXPECT_TRUE(same_bits) << "compute capability " << g.cc_major << "." << g.cc_minor
+                           << ": no emulation here, yet math=bf16x9 gave other bits than math=default";
+    if (traced) {
+      EXPECT_EQ(bf_kernels, fp_kernels) << "no emulation here, yet math=bf16x9 ran other kernels";
+    }
+  } else if (traced) {
+    EXPECT_NE(bf_kernels, fp_kernels) << "emulation documented here, yet math=bf16x9 ran math=default's kernels";
+  } else {
+    EXPECT_FALSE(same_bits) << "emulation documented here, yet math=bf16x9 gave math=default's bits";
+  }
+  // The detail says what the observation shows.
+  const bool observed_emulation = traced ? !same_kernels : !same_bits;
+  EXPECT_EQ(bf.details["emulated"].rfind(observed_emulation ? "yes" : "no", 0), 0u)
+      << bf.details["emulated"] << "; observed: " << (observed_emulation ? "emulated" : "plain FP32");
 }
 
 // An illegal address is sticky: the context is lost for the rest of the process, and the backend says so.
