@@ -1,4 +1,4 @@
-// What `detaudit diverge` costs (issue 12: a traced step at most 2x an untraced one on the CPU). Both
+// What `detaudit diverge` costs (a traced step at most 2x an untraced one on the CPU). Both
 // benchmarks run two autoencoder trainings of kSteps batches of 64 Fashion-MNIST images on
 // cpu?order=blocked&threads=2: untraced, two plain train_autoencoder runs one after the other; traced,
 // run_diverge of the same two runs in lockstep (a fingerprint of every layer's output, gradients and

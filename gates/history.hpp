@@ -1,5 +1,5 @@
 // The run history: every probe, train, check and qualify appends one record to an SQLite database, and
-// `detaudit history` reads it back as each cell's fingerprints over time (issue 9, section 4).
+// `detaudit history` reads it back as each cell's fingerprints over time.
 //
 // Where it is (resolve_history_path): `--history FILE` > $DETAUDIT_HISTORY > $XDG_DATA_HOME/detaudit/
 // history.db (an absolute XDG_DATA_HOME only, as the XDG spec says) > $HOME/.local/share/detaudit/

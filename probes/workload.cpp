@@ -17,7 +17,7 @@ constexpr uint64_t kStreamA = 1, kStreamB = 2, kStreamC = 3;
 Dist dist_of(const Spec& s) { return s.get("dist") == "int" ? Dist::kInt : Dist::kUniform; }
 uint64_t seed_of(const Spec& s) { return uint64_t(s.get_int("seed", 1)); }
 
-// ---- Error bounds (issue 9) ------------------------------------------------------------------------
+// ---- Error bounds ------------------------------------------------------------------------
 // Notation: y the exact result, y_o the oracle's (cpu-ref) output, y^ a target's; u the unit roundoff of
 // the workload's format (2^-24 f32, 2^-53 f64), u_a that of cpu-ref's accumulator (2^-53, double; 2^-64,
 // long double, for gemm_f64); γ_n(u) = n·u / (1 − n·u) (probes/metrics.hpp). Every bound holds for any

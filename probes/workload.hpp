@@ -29,7 +29,7 @@ class Workload {
   virtual Status run(Backend& b) = 0;
   // Batch invariance (batchinv only): after run(), recompute sampled rows alone and compare bitwise.
   virtual Status batch_check(Backend& b, BatchInvariance* out) { return Status::unsupported("not a batchinv workload"); }
-  // The error bound of the oracle's output (issue 9): the most a correct kernel, in any summation order
+  // The error bound of the oracle's output: the most a correct kernel, in any summation order
   // and any blocking, may differ from the oracle, per output element; each op's derivation is in
   // workload.cpp. `oracle` is cpu-ref's output (output_bytes()); `ref` is cpu-ref, on which the bound
   // runs what it needs (the op on |inputs|) in workloads of its own: this one need not be set up.

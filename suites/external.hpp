@@ -1,4 +1,4 @@
-// Bring your own framework (issue 14): `detaudit export` writes workloads as .npy inputs, the oracle's
+// Bring your own framework: `detaudit export` writes workloads as .npy inputs, the oracle's
 // output and a manifest.json that says, in words, what to compute from them; a framework (PyTorch: the
 // script scripts/torch-probe.py) runs them and writes its outputs beside them; `detaudit import` reads
 // those back, fingerprints them exactly as a worker fingerprints a target's output (XXH3-128 of the

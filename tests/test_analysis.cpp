@@ -217,7 +217,7 @@ TEST(TwoWay, SingleTargetOrSeedIsFlaggedNotTested) {
   EXPECT_FALSE(bootstrap_components(make_design(3, 1, 2, 1.0, 1.0, 0.1, 0.1, 3), 20, 1).ok);
 }
 
-// Issue 11, defect 2: 2 targets x 3 seeds have 2^3 = 8 arrangements within seed blocks, and the 2 that
+// 2 targets x 3 seeds have 2^3 = 8 arrangements within seed blocks, and the 2 that
 // relabel every block alike tie with the data, so no p below 2/8 = 0.25 exists. Enumerated exactly, the
 // strongest effect gets exactly that floor, and the test says it has no power (the Monte Carlo p of
 // earlier versions printed 0.222, below the floor).
@@ -262,7 +262,7 @@ TEST(TwoWay, MonteCarloBeyondTheExactLimitKeepsItsFloor) {
   EXPECT_GE(*p.p, p.min_p);
 }
 
-// Issue 11, defect 3: with 3 seed blocks the percentile interval of a share is [0, 1] by construction.
+// With 3 seed blocks the percentile interval of a share is [0, 1] by construction.
 TEST(TwoWay, FewSeedBlocksGiveNoBootstrapIntervalAndSayWhy) {
   const BootstrapResult b = bootstrap_components(make_design(2, 3, 2, 1.0, 1.0, 0.1, 0.1, 3), 999, 1);
   EXPECT_FALSE(b.ok);
@@ -450,7 +450,7 @@ TEST(ConfoundingGuard, FourCases) {
   EXPECT_STREQ(comparison_kind_name(ComparisonKind::kBoth), "both");
 }
 
-// Issue 11, defect 6: with one target and one replicate the seed term, not the interaction, takes the
+// With one target and one replicate the seed term, not the interaction, takes the
 // residual (the interaction has no degrees of freedom).
 TEST(TwoWay, OneTargetOneReplicateConfoundsSeedAndResidual) {
   const Cube c = make_design(1, 6, 1, 0.0, 1.0, 0.0, 0.2, 5);

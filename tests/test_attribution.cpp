@@ -1,5 +1,5 @@
 // The training analysis (analysis/training.cpp, analyze_training) on synthetic runs of known structure
-// (issue 11). The confounding guard (defect 4): two devices of one implementation are a hardware
+//. The confounding guard (defect 4): two devices of one implementation are a hardware
 // comparison (not "confounded" by the device index), only a significant difference is attributed (each
 // pair tested on its own), targets that never ran are left out, and a design on one machine and one
 // device says plainly that it cannot attribute anything to hardware. A "nondeterministic" target that

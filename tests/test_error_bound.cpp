@@ -1,4 +1,4 @@
-// The error bound of each op's oracle output (probes/workload.cpp, issue 9): correct kernels in every
+// The error bound of each op's oracle output (probes/workload.cpp): correct kernels in every
 // order this build has (cpu's sequential, pairwise, blocked and forced atomic orders, OpenBLAS, oneDNN)
 // stay below ratio 1, also where cancellation makes the ULP count huge; an error planted above the
 // bound goes over 1; the accumulation length k per op; the exact selection; f64; NaN; the histogram.
@@ -156,7 +156,7 @@ TEST(ErrorBound, CorrectKernelsInEveryOrderStayBelowOne) {
   EXPECT_GE(differing, compared / 2);
 }
 
-// The case of issue 9: the quick suite's conv2d forward on the sequential order, off by hundreds of
+// The case that prompted it: the quick suite's conv2d forward on the sequential order, off by hundreds of
 // thousands of ulps at outputs near zero (cancellation), is well inside the bound.
 TEST(ErrorBound, CancellationGivesHugeUlpsButARatioBelowOne) {
   Spec w = workload("conv2d?n=4&c=16&h=16&w=16&k=32&pass=fwd");

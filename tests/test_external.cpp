@@ -1,4 +1,4 @@
-// Bring your own framework (issue 14): the NPY reader and writer (kernels/npy.hpp), and export / import
+// Bring your own framework: the NPY reader and writer (kernels/npy.hpp), and export / import
 // (suites/external.hpp, the `export` and `import` subcommands) end to end: a framework that is in fact one
 // of detaudit's own targets, run in-process, must land in that target's bit-identical group with its
 // fingerprints; compare and check see it; every bad input exits 2 with one line and writes nothing.

@@ -1,4 +1,4 @@
-// Faults and hostile input (issue 8): a closed stdout, workloads that cannot fit, an oracle that times
+// Faults and hostile input: a closed stdout, workloads that cannot fit, an oracle that times
 // out, two processes on one --out, Ctrl-C/SIGTERM and a killed parent, a corrupt oracle cache, bad
 // option values and bad worker requests. Each must end in a clear line and a trustworthy exit code,
 // and lose no finished work.

@@ -1,4 +1,4 @@
-// The SQLite run history (gates/history.hpp) and `detaudit history` (issue 9, section 4). Every test
+// The SQLite run history (gates/history.hpp) and `detaudit history`. Every test
 // uses its own temporary database: the user's ~/.local/share is never touched.
 #include <sqlite3.h>
 #include <sys/wait.h>

@@ -1,4 +1,4 @@
-// The gradient noise scale estimators (analysis/noise_scale.hpp; issue 12, section 1) on a problem with a
+// The gradient noise scale estimators (analysis/noise_scale.hpp) on a problem with a
 // closed form: least squares y = x.w* + e, x ~ N(0, I_d), e ~ N(0, sigma^2), per-sample loss
 // (x.w - y)^2 / 2. At w = w* + delta the per-sample gradient is g = x (x.delta - e), so
 //   G = E g = delta,                     |G|^2 = |delta|^2,

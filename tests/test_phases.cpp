@@ -185,7 +185,7 @@ TEST(Phases, SummaryOverRuns) {
   EXPECT_FALSE(b.escape_median.has_value());
 }
 
-// Issue 11, defect 5: curves of known structure whose transitions are smooth, at 60 to 5000 steps. A
+// Curves of known structure whose transitions are smooth, at 60 to 5000 steps. A
 // plateau then a smooth drop was segmented plateau -> other -> drop and labelled "other" although its
 // escape was found; the label now follows the plateau and its escape.
 namespace {

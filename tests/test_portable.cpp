@@ -1,4 +1,4 @@
-// order=portable on the CPU (issue 11, section 4): the same bits for 1, 2 and 4 threads and for every
+// order=portable on the CPU: the same bits for 1, 2 and 4 threads and for every
 // ISA this CPU has (AVX-512, AVX2+FMA, the x86-64 baseline with glibc's fmaf), on every quick-suite
 // workload and on a 60-batch training run; the tree the GPU computes level by level is the binary
 // counter's; portable::exp is accurate and handles the edges. The GPU half (cuda?order=portable equal to

@@ -1,4 +1,4 @@
-// gates/qualify and `detaudit qualify` (issue 9, section 5): levels, the table and its exit code, the
+// gates/qualify and `detaudit qualify`: levels, the table and its exit code, the
 // JSON summary, targets this machine cannot run, crashes, the baseline, timing outliers, training.
 // Every run of the binary records into a temporary history (--history) or none (--no-history).
 #include <gtest/gtest.h>

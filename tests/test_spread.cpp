@@ -1,4 +1,4 @@
-// analysis/spread.cpp: the Brown–Forsythe comparison of two groups' spread (issue 11, defect 7), against
+// analysis/spread.cpp: the Brown–Forsythe comparison of two groups' spread, against
 // values worked by hand and an independent brute-force enumeration (Python, itertools.combinations over
 // every split, the same statistic): F = 40/7 with 1 split of 35 at least as extreme; 5.7518 with 3 of 84.
 #include <gtest/gtest.h>

@@ -231,7 +231,7 @@ TEST(Detection, OracleWithoutABoundOrOfTheOldFormat) {
   std::filesystem::remove(wi.oracle_path);
 }
 
-// --- Warm-up and kernel attribution (issue 10, items 1 and 2) -----------------------------------------
+// --- Warm-up and kernel attribution -----------------------------------------
 namespace {
 // A backend that traces like a GPU one, with its kernel "launches" forced: the first reduce of the
 // process runs a one-time search first (two trial kernels, as cuDNN's Find or cuBLAS's workspace fill

@@ -1,4 +1,4 @@
-# Section 1 of issue 8: an optional part whose detection fails never fails configure; it turns off with
+# An optional part whose detection fails never fails configure; it turns off with
 # one line saying why. Configures detaudit (configure only: no CUDA, tests or benchmarks unless the case
 # needs them) with a package config that stops with FATAL_ERROR, and checks that
 #   - configure exits 0,

@@ -1,4 +1,4 @@
-// cuda:0?order=portable against cpu?order=portable, bit for bit (issue 11, section 4): every quick-suite
+// cuda:0?order=portable against cpu?order=portable, bit for bit: every quick-suite
 // workload, every training op on the autoencoder's shapes, and a 60-batch training run's final weights.
 // The CPU side is tested across threads and ISAs in tests/test_portable.cpp; this is the other half of
 // "identical bits on any CPU and any GPU". Skips with the reason on machines without a device.
