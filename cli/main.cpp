@@ -16,6 +16,7 @@
 #include "gates/verdict.hpp"
 #include "probes/child.hpp"
 #include "probes/env.hpp"
+#include "probes/registry.hpp"
 #include "probes/spec.hpp"
 #include "probes/verdict.hpp"
 #include "probes/worker.hpp"
@@ -121,7 +122,7 @@ struct ProbeArgs {
   std::string suite = "quick", targets, workloads, out;
   int repeats = 0;
   double timeout = 120;
-  bool fresh = false, resume = false, no_fail = false;
+  bool fresh = false, resume = false, no_fail = false, gpu_only = false;
   HistoryFlags hist;
 };
 
@@ -137,6 +138,14 @@ int run_probe(const ProbeArgs& a, int argc, char** argv) {
   ProbePlan plan;
   std::string err;
   if (!make_plan(a.suite, a.targets, a.workloads, a.repeats, a.timeout, &plan, &err)) return fail(err);
+  if (a.gpu_only) {
+    // The suite's GPU targets alone: what a GPU machine checks that a CPU machine cannot.
+    std::erase_if(plan.targets, [](const Spec& t) {
+      const BackendEntry* e = find_backend(t.name);
+      return !e || !e->gpu;
+    });
+    if (plan.targets.empty()) return fail(fmt::format("--gpu-only: suite {} has no GPU targets", a.suite));
+  }
   if (int rc = precheck_history(a.hist)) return rc;
   ProbeRunOptions opt;
   opt.out_dir = a.out;
@@ -263,6 +272,9 @@ int main_cli(int argc, char** argv) {
   ProbeArgs pa;
   probe->add_option("--suite", pa.suite, "Suite: quick (under 2 minutes on 2 cores) or full")->capture_default_str();
   probe->add_option("--targets", pa.targets, "Comma-separated target specs, replacing the suite's")->check(kNonEmpty);
+  auto* targets_opt = probe->get_option("--targets");
+  probe->add_flag("--gpu-only", pa.gpu_only, "Run only the suite's GPU targets (its CPU targets are left out)")
+      ->excludes(targets_opt);
   probe->add_option("--workloads", pa.workloads, "Comma-separated workload specs, replacing the suite's")->check(kNonEmpty);
   probe->add_option("--repeats", pa.repeats, "Repeats per workload x target (default: the suite's, 10 quick, 20 full)")
       ->check(CLI::Range(1, int(kMaxRepeats)));

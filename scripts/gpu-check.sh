@@ -1,151 +1,353 @@
 #!/usr/bin/env bash
-# Everything a GPU machine should run, in under 5 minutes on one H200:
-#   build (CUDA for this machine's GPU), `detaudit env`, the `gpu` tests, the quick suite (its GPU
-#   targets included, judged; its baseline checked against itself), `qualify --level 1`, a short GPU
-#   training design with the noise scale and B_hw, the portable design, diverge on the GPU targets,
-#   PyTorch's GPU outputs imported beside the targets (with and without cudnn.benchmark), PredNet's
-#   steps per second on cuda and cudnn (quick) and on cudnn (the paper's network), and the GPU speed
-#   measurements, all written into OUTDIR.
-# The GPU machines have the CUDA toolkit, cuDNN, CMake, ninja, a compiler and python3 but no Debian -dev
-# packages and no network: header-only dependencies and GoogleTest's sources come from .deps/
-# (scripts/make-deps-folder.sh, copied along with the tree); OpenBLAS, oneDNN and hwloc are optional.
-# With DETAUDIT_BUNDLE=DIR it runs prebuilt binaries from DIR/bin (libraries in DIR/lib) instead of building.
+# scripts/gpu-check.sh [--budget S] [--dry-run] [--qualify] [--paper] OUT
+#
+# Everything a GPU machine should run, within one time budget (default 540 s, the build included), in
+# this order of what the steps prove: build for this GPU; `detaudit env`; the `gpu` tests; the quick
+# suite's GPU targets (3 repeats), checked against their own baseline; device speed (bench/gpu_speed); the
+# portable design on CPU and GPU; diverge on the GPU targets; a short GPU training design with the noise
+# scale; PyTorch's GPU outputs imported beside the quick suite; PredNet's steps per second. --qualify adds
+# `qualify --level 1`, --paper PredNet's paper-sized network: the two heavy steps, last.
+#
+# Every step runs under a timeout taken from what is left of the budget; a step that no longer fits is
+# skipped with one line saying so. After every step OUT holds at most these five files, each under 16 MiB:
+#   summary.txt       one line per step (ok / failed / timed out / skipped, seconds) and, under it, the
+#                     figures that settle what only a GPU can (distinct outputs of the atomics, cuDNN's
+#                     claims against the runs, device hash against a copy, sums against CUB, portable
+#                     CPU = GPU, bf16x9 against the default math, kernel lists against the warm-up's)
+#   gpu-tests.log     the gpu tests' output       build.log     the build's output (its last 8 MiB)
+#   gpu-speed.json    bench/gpu_speed's figures   gpu-check.tar.gz   everything else (at most 15 MiB)
+# so what comes back is complete even when the command is killed at its limit. Stdout is the summary.
+#
+# --dry-run runs the same steps with CPU stand-ins for the GPU targets, on a machine without a GPU, so the
+# budget, the timeouts and the packing are exercised where CI runs (tests/scripts/gpu_check_dry_run.sh).
+#
+# Environment: GPU_CHECK_STEP_LIMIT=name=S,... caps named steps' limits; DETAUDIT_BIN=DIR uses prebuilt binaries (DIR/detaudit, DIR/tests/detaudit_gpu_tests,
+# DIR/bench/gpu_speed) instead of building; BUILD (build-gpu; with --dry-run: build) the build folder;
+# CUDA_ARCH (native) the CUDA architectures; EXTRA_CMAKE_ARGS more configure arguments. The GPU machines
+# have the CUDA toolkit, cuDNN, CMake, ninja, a compiler and python3 but no Debian -dev packages and no
+# network: header-only dependencies, GoogleTest's sources, hwloc and SQLite come from .deps/
+# (scripts/make-deps-folder.sh), carried along with the tree.
+#
+# Exit status: 0 every step that ran passed, 1 a step failed or timed out, 2 bad arguments or no build.
 set -uo pipefail
-cd "$(dirname "$0")/.."
-OUT=$(realpath -m "${1:-gpu-check-out}")
-mkdir -p "$OUT"
-log() { echo "[gpu-check] $*" | tee -a "$OUT/summary.txt"; }
-: > "$OUT/summary.txt"
-start=$(date +%s)
 
-nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv >"$OUT/nvidia-smi.txt" 2>&1 \
-  || echo "nvidia-smi unavailable" >"$OUT/nvidia-smi.txt"
-log "gpu: $(tail -n +2 "$OUT/nvidia-smi.txt" | head -1)"
+usage() { sed -n '2,3p' "$0" | sed 's/^# \{0,1\}//'; }
+BUDGET=540 DRY=0 QUALIFY=0 PAPER=0 OUT=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --budget)
+      [[ "${2:-}" =~ ^[0-9]+$ ]] && [ "$2" -ge 30 ] || { echo "gpu-check: --budget takes seconds, at least 30 (got '${2:-}')" >&2; exit 2; }
+      BUDGET=$2; shift 2 ;;
+    --budget=*) set -- --budget "${1#--budget=}" "${@:2}" ;;
+    --dry-run) DRY=1; shift ;;
+    --qualify) QUALIFY=1; shift ;;
+    --paper) PAPER=1; shift ;;
+    -h|--help) sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -*) echo "gpu-check: unknown option '$1'" >&2; usage >&2; exit 2 ;;
+    *) [ -z "$OUT" ] || { echo "gpu-check: one OUT folder only (got '$OUT' and '$1')" >&2; exit 2; }; OUT=$1; shift ;;
+  esac
+done
+[ -n "$OUT" ] || { echo "gpu-check: no OUT folder given" >&2; usage >&2; exit 2; }
+cd "$(dirname "$0")/.." || exit 2
+ROOT=$PWD
+OUT=$(realpath -m "$OUT")
+mkdir -p "$OUT" || { echo "gpu-check: cannot create $OUT" >&2; exit 2; }
+# OUT is the folder that comes back: only this script's own files may be in it.
+for f in "$OUT"/* "$OUT"/.[!.]*; do
+  [ -e "$f" ] || continue
+  case "${f##*/}" in
+    summary.txt|gpu-tests.log|gpu-speed.json|build.log|gpu-check.tar.gz|.pack.*) rm -f "$f" ;;
+    *) echo "gpu-check: $OUT holds '${f##*/}', which is not this script's: give an empty folder" >&2; exit 2 ;;
+  esac
+done
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/gpu-check.XXXXXX") || exit 2
+trap 'rm -rf "$WORK"' EXIT
+SUMMARY="$WORK/summary.txt" FIG="$WORK/.figures"
+: >"$SUMMARY"
+export DETAUDIT_HISTORY="$WORK/history.db"  # the history of this check stays with it
+RESERVE=10                                  # seconds kept for the last packing
+FAILED=0
+
+say() { echo "$*" | tee -a "$SUMMARY"; }
+left() { echo $((BUDGET - SECONDS - RESERVE)); }
+
+# Copies the summary and the logs into OUT and packs everything else into OUT/gpu-check.tar.gz, each
+# through a temporary file renamed into place (OUT never holds more than six files).
+cap_copy() {  # cap_copy SRC NAME: at most the last 8 MiB of SRC as OUT/NAME
+  [ -f "$1" ] || return 0
+  tail -c 8M "$1" >"$OUT/.pack.$2" && mv -f "$OUT/.pack.$2" "$OUT/$2"
+}
+pack() {
+  cap_copy "$SUMMARY" summary.txt
+  cap_copy "$WORK/gpu-tests.log" gpu-tests.log
+  cap_copy "$WORK/gpu-speed.json" gpu-speed.json
+  cap_copy "$WORK/build.log" build.log
+  local tgz="$OUT/.pack.tar.gz" limit=$((15 * 1024 * 1024))
+  # Oracle caches (.oracle/) are left out: recomputable, and the largest files a probe writes.
+  tar -czf "$tgz" -C "$WORK" --exclude=./.figures --exclude=.oracle . 2>/dev/null
+  if [ "$(stat -c %s "$tgz" 2>/dev/null || echo 0)" -gt "$limit" ]; then
+    # Too big: leave out every file over 256 KiB, listed in left-out.txt inside the tarball.
+    (cd "$WORK" && find . -type f -size +256k -printf './%P\n') >"$WORK/left-out.txt"
+    tar -czf "$tgz" -C "$WORK" --exclude=./.figures --exclude=.oracle -X "$WORK/left-out.txt" . 2>/dev/null
+  fi
+  mv -f "$tgz" "$OUT/gpu-check.tar.gz"
+}
+trap 'say "gpu-check: interrupted at $SECONDS s"; pack; exit 130' INT TERM
+
+# step NAME NEED MAX FUNCTION: runs FUNCTION (a function of this script) under a timeout of
+# min(MAX, what is left) seconds, when at least NEED seconds are left; else skips it. The step's figures
+# (what it writes to $FIG) follow its line in the summary; OUT is packed after it.
+step() {
+  local name=$1 need=$2 max=$3 fn=$4 l t0 rc status
+  l=$(left)
+  if [ "$l" -lt "$need" ]; then
+    say "step $name: skipped (needs ${need} s, ${l} s of the budget left)"
+    pack
+    return 0
+  fi
+  [ "$max" -gt "$l" ] && max=$l
+  # GPU_CHECK_STEP_LIMIT=name=S[,name=S]: a lower limit for named steps (the dry-run test times one out).
+  local cap
+  cap=$(tr ',' '\n' <<<"${GPU_CHECK_STEP_LIMIT:-}" | sed -n "s/^$name=\([0-9][0-9]*\)$/\1/p" | head -n 1)
+  [ -n "$cap" ] && [ "$cap" -lt "$max" ] && max=$cap
+  [ "$max" -ge 1 ] || max=1
+  : >"$FIG"
+  t0=$SECONDS
+  timeout -k 10 "$max" bash -c "$fn" >>"$WORK/steps.log" 2>&1
+  rc=$?
+  case $rc in
+    0) status=ok ;;
+    3) status="skipped ($(head -n 1 "$FIG" | sed 's/^  //'))"; sed -i 1d "$FIG" ;;  # the function's own reason
+    124|137) status="timed out (limit ${max} s)"; FAILED=1 ;;
+    *) status="failed (exit $rc)"; FAILED=1 ;;
+  esac
+  say "step $name: $status in $((SECONDS - t0)) s"
+  head -n 60 "$FIG" | tee -a "$SUMMARY"
+  pack
+  return "$rc"
+}
+fig() { echo "  $*" >>"$FIG"; }  # a figure line: indented under its step
+skip_because() { fig "$*"; exit 3; }
+figures() { python3 "$ROOT/scripts/gpu_check_figures.py" "$@" >>"$FIG" 2>&1 || fig "(figures: python3 failed)"; }
+
+# The targets: the GPU's, or in a dry run CPU stand-ins that take the same paths through the tool.
+if [ "$DRY" -eq 1 ]; then
+  QUICK_TARGETS=(--targets 'cpu?order=atomic&threads=2,cpu?order=blocked&threads=2')
+  PORTABLE='cpu?order=portable&threads=2,cpu?order=portable&threads=4'
+  DIVERGE=('cpu?order=atomic&threads=2' 'cpu?order=blocked&threads=2' 'cpu?order=portable&threads=2,cpu?order=portable&threads=4')
+  TRAIN_TARGETS='cpu?threads=2'
+  PREDNET=(--targets 'cpu?threads=2&conv=winograd' --prednet-config tiny)
+  PAPER_ARGS=(--targets 'cpu?threads=2&conv=winograd' --prednet-config tiny)
+  QUALIFY_TARGETS=(--targets 'cpu?order=atomic&threads=2,cpu?order=blocked&threads=2')
+  TORCH_DEVICE=cpu
+  BUILD=${BUILD:-build}
+else
+  QUICK_TARGETS=(--gpu-only)
+  PORTABLE="cpu?order=portable&threads=$(( $(nproc) > 8 ? 8 : $(nproc) )),cuda:0?order=portable"
+  DIVERGE=('cuda:0?order=atomic' 'cudnn:0?fwd_algo=1&bwd_data_algo=0&bwd_filter_algo=0' "$PORTABLE")
+  TRAIN_TARGETS='cuda:0,cudnn:0'
+  PREDNET=(--targets 'cuda:0,cudnn:0')
+  PAPER_ARGS=(--targets 'cudnn:0' --prednet-config paper)
+  QUALIFY_TARGETS=()
+  TORCH_DEVICE=cuda
+  BUILD=${BUILD:-build-gpu}
+fi
+# Fashion-MNIST: the Debian package where installed, else a copy in .deps/fashion-mnist.
+DATA=()
+[ ! -d /usr/share/datasets/fashion-mnist ] && [ -d "$ROOT/.deps/fashion-mnist" ] && DATA=(--data "$ROOT/.deps/fashion-mnist")
 
 # cuDNN from a pip wheel when the toolkit has none.
 CUDNN_ROOT=""
 if [ ! -e /usr/local/cuda/include/cudnn.h ] && [ ! -e /usr/include/cudnn.h ] && [ ! -e /usr/include/x86_64-linux-gnu/cudnn.h ]; then
   CUDNN_ROOT=$(python3 -c 'import nvidia.cudnn as m; print(list(m.__path__)[0])' 2>/dev/null || true)
+  [ -n "$CUDNN_ROOT" ] && export LD_LIBRARY_PATH="$CUDNN_ROOT/lib:${LD_LIBRARY_PATH:-}"
 fi
-if [ -n "$CUDNN_ROOT" ]; then
-  export LD_LIBRARY_PATH="$CUDNN_ROOT/lib:${LD_LIBRARY_PATH:-}"
-  log "cuDNN from $CUDNN_ROOT"
-fi
+# SQLite and hwloc from .deps when the machine has no libraries of its own.
+[ -d "$ROOT/.deps/lib" ] && export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$ROOT/.deps/lib"
 
-if [ -n "${DETAUDIT_BUNDLE:-}" ]; then
-  BIN="$DETAUDIT_BUNDLE/bin"
-  export LD_LIBRARY_PATH="$DETAUDIT_BUNDLE/lib:${LD_LIBRARY_PATH:-}"
-  log "using prebuilt binaries from $DETAUDIT_BUNDLE"
-else
-  BUILD=${BUILD:-build-gpu}
-  deps=()
-  [ -d .deps/include ] && deps+=(-DDETAUDIT_DEPS_DIR="$PWD/.deps")
-  [ -n "$CUDNN_ROOT" ] && deps+=(-DDETAUDIT_CUDNN_ROOT="$CUDNN_ROOT")
-  # EXTRA_CMAKE_ARGS: e.g. the -DCMAKE_DISABLE_FIND_PACKAGE_*=ON used to rehearse a bare machine.
-  read -r -a extra <<<"${EXTRA_CMAKE_ARGS:-}"
-  deps+=("${extra[@]}")
-  arch=${CUDA_ARCH:-native}
-  log "configure + build in $BUILD (CUDA architectures: $arch)"
-  if ! { cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$arch" "${deps[@]}" &&
-         cmake --build "$BUILD" -j "$(nproc)" --target detaudit detaudit_gpu_tests gpu_speed; } >"$OUT/build.log" 2>&1; then
-    log "BUILD FAILED (see build.log)"; tail -30 "$OUT/build.log"; exit 2
+if [ -n "${DETAUDIT_BIN:-}" ]; then BIN=$(realpath -m "$DETAUDIT_BIN"); else BIN="$ROOT/$BUILD"; fi
+export ROOT WORK FIG BIN BUILD DRY CUDNN_ROOT
+export PORTABLE TRAIN_TARGETS TORCH_DEVICE
+export -f fig skip_because figures
+
+say "gpu-check: budget ${BUDGET} s$([ "$DRY" -eq 1 ] && echo ', dry run: CPU stand-ins for the GPU targets'); $(date -u +%FT%TZ); commit $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')"
+gpu=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -n 1)
+say "gpu: ${gpu:-none (nvidia-smi found no GPU)}"
+
+# ---- the steps ----------------------------------------------------------------------------------
+do_build() {
+  if [ -n "${DETAUDIT_BIN:-}" ]; then
+    [ -x "$BIN/detaudit" ] || skip_because "DETAUDIT_BIN=$BIN has no detaudit"
+    echo "prebuilt binaries from $BIN" >"$WORK/build.log"
+    fig "prebuilt binaries from $BIN"
+    return 0
   fi
-  BIN="$BUILD"
-  [ -x "$BUILD/bench/gpu_speed" ] && cp "$BUILD/bench/gpu_speed" "$BUILD/gpu_speed"
-  [ -x "$BUILD/tests/detaudit_gpu_tests" ] && cp "$BUILD/tests/detaudit_gpu_tests" "$BUILD/detaudit_gpu_tests"
-  log "build done in $(( $(date +%s) - start )) s"
-fi
+  local args=(-S "$ROOT" -B "$ROOT/$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release)
+  [ -d "$ROOT/.deps/include" ] && args+=(-DDETAUDIT_DEPS_DIR="$ROOT/.deps")
+  [ -n "$CUDNN_ROOT" ] && args+=(-DDETAUDIT_CUDNN_ROOT="$CUDNN_ROOT")
+  # A dry run builds for the default architectures (there is no GPU to be native to).
+  [ "$DRY" -eq 0 ] && args+=(-DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCH:-native}")
+  read -r -a extra <<<"${EXTRA_CMAKE_ARGS:-}"
+  {
+    if [ "$DRY" -eq 0 ] || [ ! -f "$ROOT/$BUILD/CMakeCache.txt" ]; then
+      # `native` needs CMake to find the GPU; where it cannot, Hopper's machine code (H100, H200).
+      cmake "${args[@]}" "${extra[@]}" ||
+        { [ "$DRY" -eq 0 ] && [ -z "${CUDA_ARCH:-}" ] && rm -rf "$ROOT/$BUILD" &&
+          echo "gpu-check: configure with native architectures failed; again with 90-real" &&
+          cmake "${args[@]}" -DCMAKE_CUDA_ARCHITECTURES=90-real "${extra[@]}"; } || exit 1
+    fi
+    cmake --build "$ROOT/$BUILD" -j "$(nproc)" --target detaudit detaudit_gpu_tests gpu_speed ||
+      cmake --build "$ROOT/$BUILD" -j "$(nproc)" --target detaudit  # CUDA off: no gpu tests, no gpu_speed
+  } >"$WORK/build.log" 2>&1
+  local rc=$?
+  grep -E '^-- detaudit: ' "$WORK/build.log" | sed 's/^-- /  /' >>"$FIG"
+  [ -x "$BIN/detaudit" ] || { tail -n 30 "$WORK/build.log" | sed 's/^/  /' >>"$FIG"; exit 1; }
+  return $rc
+}
 
-"$BIN/detaudit" env >"$OUT/env.txt" 2>&1; log "env: exit $? ($(grep -m1 '^cuda' "$OUT/env.txt"))"
-"$BIN/detaudit" env --json >"$OUT/env.json" 2>/dev/null
+do_env() {
+  "$BIN/detaudit" env >"$WORK/env.txt" 2>&1
+  local rc=$?
+  "$BIN/detaudit" env --json >"$WORK/env.json" 2>/dev/null
+  fig "$(grep -m1 -i '^cuda' "$WORK/env.txt")"
+  return $rc
+}
 
-log "gpu tests"
-"$BIN/detaudit_gpu_tests" --gtest_color=no >"$OUT/gpu-tests.log" 2>&1
-rc_tests=$?
-log "gpu tests: exit $rc_tests; $(grep -E '^\[ +(PASSED|FAILED|SKIPPED) +\] [0-9]+ test' "$OUT/gpu-tests.log" | tr '\n' ' ')"
-grep -E '^\[  FAILED  \]' "$OUT/gpu-tests.log" | head -20 | tee -a "$OUT/summary.txt"
-# What the detection tests saw: distinct outputs of each atomic workload, and each repeat's kernel list
-# against the warm-up's (tests/gpu/test_gpu_detection.cpp).
-grep -E '^\[ (detect|kernels) +\]' "$OUT/gpu-tests.log" | tee -a "$OUT/summary.txt"
-# order=portable: cuda against cpu, bit for bit (tests/gpu/test_gpu_portable.cpp).
-grep -E '^\[ portable +\]' "$OUT/gpu-tests.log" | tee -a "$OUT/summary.txt"
+do_gpu_tests() {
+  local exe="$BIN/tests/detaudit_gpu_tests"
+  [ -x "$exe" ] || exe="$BIN/detaudit_gpu_tests"
+  [ -x "$exe" ] || skip_because "no detaudit_gpu_tests in $BIN (a build without CUDA)"
+  "$exe" --gtest_color=no >"$WORK/gpu-tests.log" 2>&1
+  local rc=$?
+  figures tests "$WORK/gpu-tests.log"
+  return $rc
+}
 
-# The history of this check stays in OUTDIR.
-export DETAUDIT_HISTORY="$OUT/history.db"
-log "quick suite"
-"$BIN/detaudit" probe --suite quick --repeats "${REPEATS:-10}" --out "$OUT/quick" --fresh >"$OUT/quick.log" 2>&1
-log "quick suite: exit $? (1: a cell FAILed) in $(( $(date +%s) - start )) s total; $(grep -m1 '^verdicts:' "$OUT/quick.log")"
-grep '^FAIL ' "$OUT/quick.log" | head -20 | tee -a "$OUT/summary.txt"
-sed -n '/^## Verdict/,/^## Determinism matrix/p' "$OUT/quick/report.md" 2>/dev/null | head -60 >>"$OUT/summary.txt"
-# cuDNN's two claims (Find, cudnn_ops.h) against the runs, and the kernels behind each output.
-for section in "Claimed vs observed determinism" "Kernel attribution"; do
-  awk -v h="## $section" '$0 == h {on = 1; print; next} on && /^## / {exit} on' "$OUT/quick/report.md" 2>/dev/null |
-    head -80 | tee -a "$OUT/summary.txt"
-done
-"$BIN/detaudit" baseline save "$OUT/quick" >>"$OUT/quick.log" 2>&1
-"$BIN/detaudit" check "$OUT/quick" --baseline "$OUT/quick/baseline.json" >"$OUT/check.txt" 2>&1
-log "check against its own baseline: exit $? (expected 0); $(tail -1 "$OUT/check.txt")"
+do_quick() {
+  "$BIN/detaudit" probe --suite quick "${QUICK_ARGS[@]}" --repeats 3 --out "$WORK/quick" --fresh >"$WORK/quick.log" 2>&1
+  local rc=$?
+  fig "probe: exit $rc; $(grep -m1 '^verdicts:' "$WORK/quick.log")"
+  grep '^FAIL ' "$WORK/quick.log" | head -n 10 | sed 's/^/  /' >>"$FIG"
+  figures probe "$WORK/quick"
+  [ "$rc" -le 1 ] || return "$rc"
+  "$BIN/detaudit" baseline save "$WORK/quick" >>"$WORK/quick.log" 2>&1 &&
+    "$BIN/detaudit" check "$WORK/quick" --baseline "$WORK/quick/baseline.json" >"$WORK/check.txt" 2>&1
+  local rc2=$?
+  fig "check against its own baseline: exit $rc2 (0 expected): $(tail -n 1 "$WORK/check.txt" 2>/dev/null)"
+  [ "$rc" -eq 0 ] && return "$rc2"
+  return "$rc"
+}
 
-log "qualify level 1"
-"$BIN/detaudit" qualify --level 1 --out "$OUT/qualify" >"$OUT/qualify.txt" 2>"$OUT/qualify.log"
-log "qualify: exit $?; $(grep -m1 '^qualify level' "$OUT/qualify.txt")"
-grep -E '  (FAIL|WARN) ' "$OUT/qualify.txt" | head -20 | tee -a "$OUT/summary.txt"
+do_speed() {
+  local exe="$BIN/bench/gpu_speed"
+  [ -x "$exe" ] || exe="$BIN/gpu_speed"
+  [ -x "$exe" ] || skip_because "no gpu_speed in $BIN (a build without CUDA)"
+  "$exe" >"$WORK/gpu-speed.json" 2>"$WORK/gpu-speed.err"
+  local rc=$?
+  # Without a device gpu_speed prints {"skipped": "<reason>"} and exits 0.
+  if grep -q '^{"skipped"' "$WORK/gpu-speed.json"; then skip_because "$(sed -E 's/^\{"skipped": "(.*)"\}$/\1/' "$WORK/gpu-speed.json")"; fi
+  figures speed "$WORK/gpu-speed.json"
+  return $rc
+}
 
-log "gpu training"
-# Fashion-MNIST: the Debian package where installed, else a copy in .deps/fashion-mnist (train-*-ubyte.gz).
-train_data=(); [ ! -d /usr/share/datasets/fashion-mnist ] && [ -d .deps/fashion-mnist ] && train_data=(--data "$PWD/.deps/fashion-mnist")
-"$BIN/detaudit" train autoencoder --targets 'cuda:0,cudnn:0' --seeds 2 --batches 60 --window 10 --replicates 2 --noise-scale "${train_data[@]}" --out "$OUT/train" --fresh >"$OUT/train.log" 2>&1
-log "gpu training: exit $? in $(( $(date +%s) - start )) s total; $(tail -1 "$OUT/train.log")"
-sed -n '/^## Training verdict/,/^## Variance components/p' "$OUT/train/report.md" 2>/dev/null | head -60 >>"$OUT/summary.txt"
-# B_hw of the GPU targets (issue 12): one row per target, the atomic variants' sigma^2_hw against SGD's noise.
-sed -n '/^Hardware noise against SGD noise/,/^## /p' "$OUT/train/report.md" 2>/dev/null | head -20 | tee -a "$OUT/summary.txt"
+do_portable() {
+  "$BIN/detaudit" train autoencoder --targets "$PORTABLE" --seeds 2 --batches 60 --window 10 --replicates 2 \
+    "${DATA_ARGS[@]}" --out "$WORK/train-portable" --fresh >"$WORK/train-portable.log" 2>&1
+  local rc=$?
+  figures portable "$WORK/train-portable"
+  return $rc
+}
 
-log "portable design"
-# cpu and cuda with order=portable: condition (d) must be bitwise identical across CPU and GPU, and the
-# report must say the hardware contributed exactly zero with the implementation pinned.
-"$BIN/detaudit" train autoencoder --targets 'cpu?order=portable&threads=8,cuda:0?order=portable' --seeds 2 --batches 60 --window 10 --replicates 2 "${train_data[@]}" --out "$OUT/train-portable" --fresh >"$OUT/train-portable.log" 2>&1
-log "portable design: exit $? in $(( $(date +%s) - start )) s total; $(tail -1 "$OUT/train-portable.log")"
-awk '$0 == "## What a target effect could be attributed to" {on = 1; print; next} on && /^## / {exit} on' \
-  "$OUT/train-portable/report.md" 2>/dev/null | head -40 | tee -a "$OUT/summary.txt"
-
-log "diverge"
-# The first divergent op of two GPU runs in lockstep (issue 12): cuda's atomic order twice, cudnn's atomic
-# algorithms twice, and the portable order on the GPU against the CPU (which must not part).
-for pair in 'cuda:0?order=atomic' 'cudnn:0?fwd_algo=1&bwd_data_algo=0&bwd_filter_algo=0' 'cpu?order=portable&threads=8,cuda:0?order=portable'; do
-  timeout 120 "$BIN/detaudit" diverge --targets "$pair" --steps 5 "${train_data[@]}" --out "$OUT/diverge-$(echo "$pair" | tr -c 'a-z0-9' _)" \
-    >"$OUT/diverge.log" 2>&1
-  log "diverge $pair: exit $?: $(grep -m1 -E '^(diverged|no divergence)' "$OUT/diverge.log")$(grep -m1 '^kernels' "$OUT/diverge.log")"
-done
-
-log "pytorch on the gpu"
-# Issue 14: which cuDNN algorithm torch.conv2d matched, with and without cudnn.benchmark: the quick
-# suite's workloads exported, run through the machine's PyTorch and imported beside the quick suite's
-# targets (the import prints the match lines).
-if python3 -c 'import torch, numpy; assert torch.cuda.is_available()' 2>/dev/null; then
-  "$BIN/detaudit" export --suite quick --out "$OUT/export" >"$OUT/torch.log" 2>&1
-  for bench in "" --benchmark; do
-    name=torch-cuda${bench:+-benchmark}
-    timeout 120 python3 scripts/torch-probe.py "$OUT/export" --device cuda --repeats 3 $bench >>"$OUT/torch.log" 2>&1 &&
-      "$BIN/detaudit" import "$OUT/export" --name "$name" --out "$OUT/quick" >>"$OUT/torch.log" 2>&1
-    log "torch $name: exit $?: $(grep -m1 "external?name=$name matches" "$OUT/torch.log")"
+do_diverge() {
+  local rc=0 i=0 pair r
+  IFS=';' read -r -a pairs <<<"$DIVERGE_S"
+  for pair in "${pairs[@]}"; do
+    i=$((i + 1))
+    timeout -k 5 "$DIVERGE_EACH" "$BIN/detaudit" diverge --targets "$pair" --steps 5 "${DATA_ARGS[@]}" \
+      --out "$WORK/diverge-$i" >"$WORK/diverge-$i.log" 2>&1
+    r=$?
+    # 0: no divergence, 1: diverged (both are answers); 2 and above: it could not run.
+    [ "$r" -le 1 ] || rc=1
+    fig "diverge $pair: exit $r: $(grep -m1 -E '^(diverged|no divergence)' "$WORK/diverge-$i.log")$(grep -m1 '^kernels' "$WORK/diverge-$i.log")"
   done
+  return $rc
+}
+
+do_training() {
+  "$BIN/detaudit" train autoencoder --targets "$TRAIN_TARGETS" --seeds 2 --batches 60 --window 10 --replicates 2 \
+    --noise-scale "${DATA_ARGS[@]}" --out "$WORK/train" --fresh >"$WORK/train.log" 2>&1
+  local rc=$?
+  fig "train: exit $rc; $(tail -n 1 "$WORK/train.log")"
+  figures training "$WORK/train"
+  return $rc
+}
+
+do_torch() {
+  python3 -c "import torch, numpy; assert '$TORCH_DEVICE' == 'cpu' or torch.cuda.is_available()" 2>/dev/null ||
+    skip_because "no PyTorch with $TORCH_DEVICE here"
+  [ -f "$WORK/quick/results.json" ] || skip_because "the quick step left no results to import beside"
+  "$BIN/detaudit" export --suite quick --out "$WORK/export" >"$WORK/torch.log" 2>&1 || return 1
+  local rc=0 bench name
+  for bench in "" --benchmark; do
+    name=torch-$TORCH_DEVICE${bench:+-benchmark}
+    python3 "$ROOT/scripts/torch-probe.py" "$WORK/export" --device "$TORCH_DEVICE" --repeats 3 $bench >>"$WORK/torch.log" 2>&1 &&
+      "$BIN/detaudit" import "$WORK/export" --name "$name" --out "$WORK/quick" >>"$WORK/torch.log" 2>&1 || rc=1
+    fig "torch $name: $(grep "external?name=$name matches" "$WORK/torch.log" | head -n 5 | tr '\n' ';')"
+  done
+  return $rc
+}
+
+do_prednet() {
+  "$BIN/detaudit" train prednet "${PREDNET_ARGS[@]}" --seeds 1 --replicates 1 --batches "$PREDNET_BATCHES" --window 5 \
+    "${DATA_ARGS[@]}" --out "$WORK/$PREDNET_OUT" --fresh >"$WORK/$PREDNET_OUT.log" 2>&1
+  local rc=$?
+  fig "prednet: exit $rc; $(tail -n 1 "$WORK/$PREDNET_OUT.log")"
+  figures training "$WORK/$PREDNET_OUT"
+  return $rc
+}
+
+do_qualify() {
+  "$BIN/detaudit" qualify --level 1 "${QUALIFY_ARGS[@]}" --out "$WORK/qualify" >"$WORK/qualify.txt" 2>"$WORK/qualify.log"
+  local rc=$?
+  fig "qualify: exit $rc; $(grep -m1 '^qualify level' "$WORK/qualify.txt")"
+  grep -E '  (FAIL|WARN) ' "$WORK/qualify.txt" | head -n 20 | sed 's/^/  /' >>"$FIG"
+  return $rc
+}
+
+# Arrays do not cross `bash -c`: the steps rebuild theirs from these strings (no value holds a space).
+DIVERGE_S="$(IFS=';'; echo "${DIVERGE[*]}")"
+export DIVERGE_S DATA_S="${DATA[*]}" QUICK_S="${QUICK_TARGETS[*]}" QUALIFY_S="${QUALIFY_TARGETS[*]}"
+export -f do_build do_env do_gpu_tests do_quick do_speed do_portable do_diverge do_training do_torch do_prednet do_qualify
+prelude='read -r -a DATA_ARGS <<<"$DATA_S"; read -r -a QUICK_ARGS <<<"$QUICK_S"; read -r -a QUALIFY_ARGS <<<"$QUALIFY_S"; read -r -a PREDNET_ARGS <<<"$PREDNET_S"; '
+
+if ! step build 20 "$BUDGET" "${prelude}do_build"; then
+  say "gpu-check: no usable build (build.log); nothing else can run"
+  pack
+  exit 2
+fi
+step env 5 30 "${prelude}do_env"
+step gpu-tests 20 150 "${prelude}do_gpu_tests"
+step quick 30 150 "${prelude}do_quick"
+step gpu-speed 10 90 "${prelude}do_speed"
+step portable 30 150 "${prelude}do_portable"
+export DIVERGE_EACH=40
+step diverge 15 120 "${prelude}do_diverge"
+step training 30 150 "${prelude}do_training"
+step torch 20 120 "${prelude}do_torch"
+export PREDNET_BATCHES=20 PREDNET_OUT=prednet PREDNET_S="${PREDNET[*]}"
+step prednet 30 150 "${prelude}do_prednet"
+if [ "$QUALIFY" -eq 1 ]; then
+  step qualify 60 300 "${prelude}do_qualify"
 else
-  log "pytorch on the gpu: no torch with CUDA here; skipped"
+  say "step qualify: skipped (not asked: --qualify)"
+fi
+if [ "$PAPER" -eq 1 ]; then
+  export PREDNET_BATCHES=3 PREDNET_OUT=prednet-paper PREDNET_S="${PAPER_ARGS[*]}"
+  step prednet-paper 60 200 "${prelude}do_prednet"
+else
+  say "step prednet-paper: skipped (not asked: --paper)"
 fi
 
-log "prednet"
-# Issue 13: PredNet training steps per second on the GPU targets (one run each, 20 batches of 4).
-timeout 240 "$BIN/detaudit" train prednet --targets 'cuda:0,cudnn:0' --seeds 1 --replicates 1 --batches 20 --window 5 \
-  "${train_data[@]}" --out "$OUT/prednet" --fresh >"$OUT/prednet.log" 2>&1
-log "prednet: exit $?; $(grep -E '\(d\) .*final loss' "$OUT/prednet.log" | sed 's/^\[detaudit\] run [0-9/]* //' | tr '\n' ';')"
-# The paper's KITTI network (3x128x160, stacks 3,48,96,192) on sprites in three channels: its steps per
-# second on cudnn (5 runs of 3 batches; on a 2-core CPU one batch takes about a minute).
-timeout 150 "$BIN/detaudit" train prednet --prednet-config paper --targets 'cudnn:0' --seeds 1 --replicates 1 \
-  --batches 3 --window 1 "${train_data[@]}" --out "$OUT/prednet-paper" --fresh >"$OUT/prednet-paper.log" 2>&1
-log "prednet paper: exit $?; $(grep -E '\(d\) .*final loss' "$OUT/prednet-paper.log" | sed 's/^\[detaudit\] run [0-9/]* //' | tr '\n' ';')"
-
-log "gpu speed"
-timeout 120 "$BIN/gpu_speed" >"$OUT/gpu-speed.json" 2>"$OUT/gpu-speed.err"
-log "gpu speed: exit $?: $(cat "$OUT/gpu-speed.json")"
-log "done in $(( $(date +%s) - start )) s"
-exit $rc_tests
+say "gpu-check: done in $SECONDS s of the ${BUDGET} s budget; $([ "$FAILED" -eq 0 ] && echo 'every step that ran passed' || echo 'a step FAILED or timed out')"
+pack
+exit "$FAILED"

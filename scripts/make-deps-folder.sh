@@ -12,12 +12,17 @@ cp -r /usr/include/CLI "$out/include/"
 cp -r /usr/include/fmt "$out/include/"
 cp /usr/include/xxhash.h /usr/include/zlib.h /usr/include/zconf.h /usr/include/sqlite3.h "$out/include/"
 cp -r /usr/src/googletest "$out/googletest"
-# hwloc: headers and the shared library (it needs only libc, libm and libudev at run time).
+# hwloc: headers and the shared library (it needs only libc, libm and libudev at run time); SQLite for
+# the result history and zlib, in case the GPU machine lacks libsqlite3.so.0 or the -dev symlinks.
 cp -r /usr/include/hwloc.h /usr/include/hwloc "$out/include/"
+# Each library is copied twice, as the name programs load (libX.so.N, through the rpath) and as plain
+# libX.so, the name find_library picks first: CMake links a plain .so by its full path, while it turns
+# a path ending in .so.N into -lX, which finds nothing on a machine without the -dev package.
 mkdir -p "$out/lib"
-cp -L /usr/lib/x86_64-linux-gnu/libhwloc.so.15 "$out/lib/"
-# SQLite for the result history, in case the GPU machine has no libsqlite3.so.0 of its own.
-cp -L /usr/lib/x86_64-linux-gnu/libsqlite3.so.0 "$out/lib/"
+for lib in libhwloc.so.15 libsqlite3.so.0 libz.so.1; do
+  cp -L "/usr/lib/x86_64-linux-gnu/$lib" "$out/lib/$lib"
+  cp -L "/usr/lib/x86_64-linux-gnu/$lib" "$out/lib/${lib%.so.*}.so"
+done
 # The training set, for the training design on machines without dataset-fashion-mnist.
 if [ -d /usr/share/datasets/fashion-mnist ]; then
   mkdir -p "$out/fashion-mnist"

@@ -18,8 +18,9 @@ packages=(
   libxxhash-dev                         # 128-bit XXH3 fingerprints
   libsqlite3-dev zlib1g-dev             # result history; gzip'd IDX datasets
   googletest libgtest-dev libbenchmark-dev     # tests and benchmarks
-  clang libclang-rt-14-dev              # libFuzzer targets (tests/fuzz) run by .ci/run
+  clang libclang-rt-14-dev              # the sanitizer and libFuzzer build that .ci/run runs (scripts/ci-extra.sh)
   chromium                              # headless browser: the report rendering tests (tests/test_browser.cpp)
+  python3 procps                        # scripts/gpu-check.sh's figures and its dry-run test (pkill)
   dataset-fashion-mnist                 # training data (IDX files in /usr/share/datasets/fashion-mnist)
 )
 

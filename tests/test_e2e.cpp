@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -170,4 +171,25 @@ TEST(EndToEnd, EnvSaysWhyThereIsNoGpu) {
   std::string cuda = m["cuda"];
   if (cuda != "available") EXPECT_EQ(cuda.rfind("no CUDA device: ", 0), 0u) << cuda;
   EXPECT_TRUE(m["libraries"].contains("openblas"));
+}
+
+// --gpu-only: the suite's GPU targets and nothing else (on a machine without a GPU, each is skipped with
+// the reason); with --targets it is refused, since the two choose targets differently.
+TEST(EndToEnd, GpuOnlyRunsTheSuitesGpuTargetsAlone) {
+  fs::path dir = fresh_dir("gpu-only");
+  CliRun r = run("probe --suite quick --gpu-only --workloads 'reduce?op=sum&n=1000,matmul?m=8&n=8&k=8,conv2d?n=1&c=2&h=4&w=4&k=2&pass=fwd' --repeats 1 --no-history --out " +
+                 dir.string());
+  ASSERT_LE(r.code, 1) << r.err;
+  auto j = nlohmann::json::parse(slurp(dir / "results.json"));
+  std::set<std::string> backends;
+  for (auto& o : j["observations"]) {
+    const std::string t = o["target"];
+    backends.insert(t.substr(0, t.find_first_of(":?")));
+  }
+  EXPECT_EQ(backends, (std::set<std::string>{"cuda", "cublas", "cublaslt", "cudnn"}));
+  CliRun both = run("probe --gpu-only --targets cpu-ref --out " + (dir / "never").string());
+  EXPECT_EQ(both.code, 2);
+  EXPECT_EQ(std::count(both.err.begin(), both.err.end(), '\n'), 1) << both.err;
+  EXPECT_FALSE(fs::exists(dir / "never"));
+  fs::remove_all(dir);
 }

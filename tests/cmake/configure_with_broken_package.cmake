@@ -4,7 +4,8 @@
 #   - configure exits 0,
 #   - exactly one "-- detaudit: <part> OFF: <reason>" line carries the config's own error,
 #   - (onednn) the generated header carries the same reason as DETAUDIT_ONEDNN_OFF_REASON.
-# cmake -DCASE=onednn|benchmark -DSOURCE_DIR=... -DWORK_DIR=... [-DGENERATOR=...] [-DC_COMPILER=...]
+# The hwloc case: a vendored hwloc that does not link turns hwloc off the same way.
+# cmake -DCASE=onednn|benchmark|hwloc -DSOURCE_DIR=... -DWORK_DIR=... [-DGENERATOR=...] [-DC_COMPILER=...]
 #       [-DCXX_COMPILER=...] [-DDEPS_DIR=...] -P configure_with_broken_package.cmake
 foreach(_v CASE SOURCE_DIR WORK_DIR)
   if(NOT ${_v})
@@ -33,8 +34,20 @@ elseif(CASE STREQUAL "benchmark")
   list(APPEND _args -DDETAUDIT_BUILD_BENCH=ON "-Dbenchmark_DIR=${_here}/broken-benchmark")
   set(_line_re "-- detaudit: Google Benchmark OFF: ([^\n]*)")
   set(_must "The imported target \"benchmark::benchmark\" references the file")
+elseif(CASE STREQUAL "hwloc")
+  # The GPU machines' case: hwloc from a vendored folder (no pkg-config) whose libhwloc.so.15 cannot be
+  # linked there (there: no libudev.so.1; here: a file that is no library at all).
+  set(_deps "${WORK_DIR}-deps")
+  file(REMOVE_RECURSE "${_deps}")
+  file(MAKE_DIRECTORY "${_deps}/include" "${_deps}/lib")
+  file(COPY /usr/include/hwloc.h /usr/include/hwloc DESTINATION "${_deps}/include")
+  file(WRITE "${_deps}/lib/libhwloc.so" "not a shared library\n")
+  list(FILTER _args EXCLUDE REGEX "^-DDETAUDIT_DEPS_DIR=")
+  list(APPEND _args -DDETAUDIT_BUILD_BENCH=OFF -DCMAKE_DISABLE_FIND_PACKAGE_PkgConfig=ON "-DDETAUDIT_DEPS_DIR=${_deps}")
+  set(_line_re "-- detaudit: hwloc OFF: ([^\n]*)")
+  set(_must "does not link here")
 else()
-  message(FATAL_ERROR "configure check: unknown CASE '${CASE}' (onednn or benchmark)")
+  message(FATAL_ERROR "configure check: unknown CASE '${CASE}' (onednn, benchmark or hwloc)")
 endif()
 
 file(REMOVE_RECURSE "${WORK_DIR}")
@@ -69,4 +82,4 @@ if(CASE STREQUAL "onednn")
   endif()
 endif()
 message(STATUS "PASS: ${_line}")
-file(REMOVE_RECURSE "${WORK_DIR}")
+file(REMOVE_RECURSE "${WORK_DIR}" "${WORK_DIR}-deps")
