@@ -1,10 +1,10 @@
-# The two commands of README.md: `make audit` and `make test`. Both install missing Debian packages,
-# configure and build first.
+# The two commands of README.md: `make audit` and `make test`. Both install missing Debian packages and
+# configure first; `make audit` builds only the executable, `make test` everything (tests, benchmarks).
 BUILD ?= build
 JOBS  ?= $(shell nproc)
 CMAKE_ARGS ?=
 
-.PHONY: all setup configure build audit test bench clean
+.PHONY: all setup configure build build-cli audit test bench clean
 
 all: build
 
@@ -17,7 +17,10 @@ configure: setup
 build: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
-audit: build
+build-cli: configure
+	cmake --build $(BUILD) -j $(JOBS) --target detaudit
+
+audit: build-cli
 	$(BUILD)/detaudit probe --suite quick
 
 test: build
