@@ -113,7 +113,7 @@ step() {
   [ "$max" -ge 1 ] || max=1
   : >"$FIG"
   t0=$SECONDS
-  timeout -k 10 "$max" bash -c "$fn" >>"$WORK/steps.log" 2>&1
+  STEP_LIMIT=$max timeout -k 10 "$max" bash -c "$fn" >>"$WORK/steps.log" 2>&1
   rc=$?
   case $rc in
     0) status=ok ;;
@@ -127,6 +127,9 @@ step() {
   return "$rc"
 }
 fig() { echo "  $*" >>"$FIG"; }  # a figure line: indented under its step
+# main CMD...: a step's main command, stopped (SIGTERM: detaudit keeps what it finished) 15 s before the
+# step's own limit, so that the step still reads its figures from what was done.
+main() { timeout -k 5 $((STEP_LIMIT > 40 ? STEP_LIMIT - 15 : STEP_LIMIT)) "$@"; }
 skip_because() { fig "$*"; exit 3; }
 figures() { python3 "$ROOT/scripts/gpu_check_figures.py" "$@" >>"$FIG" 2>&1 || fig "(figures: python3 failed)"; }
 
@@ -168,7 +171,7 @@ fi
 if [ -n "${DETAUDIT_BIN:-}" ]; then BIN=$(realpath -m "$DETAUDIT_BIN"); else BIN="$ROOT/$BUILD"; fi
 export ROOT WORK FIG BIN BUILD DRY CUDNN_ROOT
 export PORTABLE TRAIN_TARGETS TORCH_DEVICE
-export -f fig skip_because figures
+export -f fig main skip_because figures
 
 say "gpu-check: budget ${BUDGET} s$([ "$DRY" -eq 1 ] && echo ', dry run: CPU stand-ins for the GPU targets'); $(date -u +%FT%TZ); commit $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')"
 gpu=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -n 1)
@@ -217,19 +220,19 @@ do_gpu_tests() {
   local exe="$BIN/tests/detaudit_gpu_tests"
   [ -x "$exe" ] || exe="$BIN/detaudit_gpu_tests"
   [ -x "$exe" ] || skip_because "no detaudit_gpu_tests in $BIN (a build without CUDA)"
-  "$exe" --gtest_color=no >"$WORK/gpu-tests.log" 2>&1
+  main "$exe" --gtest_color=no >"$WORK/gpu-tests.log" 2>&1
   local rc=$?
   figures tests "$WORK/gpu-tests.log"
   return $rc
 }
 
 do_quick() {
-  "$BIN/detaudit" probe --suite quick "${QUICK_ARGS[@]}" --repeats 3 --out "$WORK/quick" --fresh >"$WORK/quick.log" 2>&1
+  main "$BIN/detaudit" probe --suite quick "${QUICK_ARGS[@]}" --repeats 3 --out "$WORK/quick" --fresh >"$WORK/quick.log" 2>&1
   local rc=$?
   fig "probe: exit $rc; $(grep -m1 '^verdicts:' "$WORK/quick.log")"
   grep '^FAIL ' "$WORK/quick.log" | head -n 10 | sed 's/^/  /' >>"$FIG"
   figures probe "$WORK/quick"
-  [ "$rc" -le 1 ] || return "$rc"
+  [ "$rc" -le 1 ] || return "$rc"  # 124: stopped at the step's limit
   "$BIN/detaudit" baseline save "$WORK/quick" >>"$WORK/quick.log" 2>&1 &&
     "$BIN/detaudit" check "$WORK/quick" --baseline "$WORK/quick/baseline.json" >"$WORK/check.txt" 2>&1
   local rc2=$?
@@ -242,7 +245,7 @@ do_speed() {
   local exe="$BIN/bench/gpu_speed"
   [ -x "$exe" ] || exe="$BIN/gpu_speed"
   [ -x "$exe" ] || skip_because "no gpu_speed in $BIN (a build without CUDA)"
-  "$exe" >"$WORK/gpu-speed.json" 2>"$WORK/gpu-speed.err"
+  main "$exe" >"$WORK/gpu-speed.json" 2>"$WORK/gpu-speed.err"
   local rc=$?
   # Without a device gpu_speed prints {"skipped": "<reason>"} and exits 0.
   if grep -q '^{"skipped"' "$WORK/gpu-speed.json"; then skip_because "$(sed -E 's/^\{"skipped": "(.*)"\}$/\1/' "$WORK/gpu-speed.json")"; fi
@@ -251,7 +254,7 @@ do_speed() {
 }
 
 do_portable() {
-  "$BIN/detaudit" train autoencoder --targets "$PORTABLE" --seeds 2 --batches 60 --window 10 --replicates 2 \
+  main "$BIN/detaudit" train autoencoder --targets "$PORTABLE" --seeds 2 --batches 60 --window 10 --replicates 2 \
     "${DATA_ARGS[@]}" --out "$WORK/train-portable" --fresh >"$WORK/train-portable.log" 2>&1
   local rc=$?
   figures portable "$WORK/train-portable"
@@ -261,9 +264,14 @@ do_portable() {
 do_diverge() {
   local rc=0 i=0 pair r
   IFS=';' read -r -a pairs <<<"$DIVERGE_S"
+  local t0=$SECONDS t
   for pair in "${pairs[@]}"; do
     i=$((i + 1))
-    timeout -k 5 "$DIVERGE_EACH" "$BIN/detaudit" diverge --targets "$pair" --steps 5 "${DATA_ARGS[@]}" \
+    # Each pair at most DIVERGE_EACH seconds, and all of them within the step's limit.
+    t=$((STEP_LIMIT - (SECONDS - t0) - 5))
+    [ "$t" -gt "$DIVERGE_EACH" ] && t=$DIVERGE_EACH
+    if [ "$t" -lt 5 ]; then fig "diverge $pair: not run (the step's limit is reached)"; rc=1; continue; fi
+    timeout -k 5 "$t" "$BIN/detaudit" diverge --targets "$pair" --steps 5 "${DATA_ARGS[@]}" \
       --out "$WORK/diverge-$i" >"$WORK/diverge-$i.log" 2>&1
     r=$?
     # 0: no divergence, 1: diverged (both are answers); 2 and above: it could not run.
@@ -274,7 +282,7 @@ do_diverge() {
 }
 
 do_training() {
-  "$BIN/detaudit" train autoencoder --targets "$TRAIN_TARGETS" --seeds 2 --batches 60 --window 10 --replicates 2 \
+  main "$BIN/detaudit" train autoencoder --targets "$TRAIN_TARGETS" --seeds 2 --batches 60 --window 10 --replicates 2 \
     --noise-scale "${DATA_ARGS[@]}" --out "$WORK/train" --fresh >"$WORK/train.log" 2>&1
   local rc=$?
   fig "train: exit $rc; $(tail -n 1 "$WORK/train.log")"
@@ -290,7 +298,7 @@ do_torch() {
   local rc=0 bench name
   for bench in "" --benchmark; do
     name=torch-$TORCH_DEVICE${bench:+-benchmark}
-    python3 "$ROOT/scripts/torch-probe.py" "$WORK/export" --device "$TORCH_DEVICE" --repeats 3 $bench >>"$WORK/torch.log" 2>&1 &&
+    main python3 "$ROOT/scripts/torch-probe.py" "$WORK/export" --device "$TORCH_DEVICE" --repeats 3 $bench >>"$WORK/torch.log" 2>&1 &&
       "$BIN/detaudit" import "$WORK/export" --name "$name" --out "$WORK/quick" >>"$WORK/torch.log" 2>&1 || rc=1
     fig "torch $name: $(grep "external?name=$name matches" "$WORK/torch.log" | head -n 5 | tr '\n' ';')"
   done
@@ -298,7 +306,7 @@ do_torch() {
 }
 
 do_prednet() {
-  "$BIN/detaudit" train prednet "${PREDNET_ARGS[@]}" --seeds 1 --replicates 1 --batches "$PREDNET_BATCHES" --window 5 \
+  main "$BIN/detaudit" train prednet "${PREDNET_ARGS[@]}" --seeds 1 --replicates 1 --batches "$PREDNET_BATCHES" --window 5 \
     "${DATA_ARGS[@]}" --out "$WORK/$PREDNET_OUT" --fresh >"$WORK/$PREDNET_OUT.log" 2>&1
   local rc=$?
   fig "prednet: exit $rc; $(tail -n 1 "$WORK/$PREDNET_OUT.log")"
@@ -307,7 +315,7 @@ do_prednet() {
 }
 
 do_qualify() {
-  "$BIN/detaudit" qualify --level 1 "${QUALIFY_ARGS[@]}" --out "$WORK/qualify" >"$WORK/qualify.txt" 2>"$WORK/qualify.log"
+  main "$BIN/detaudit" qualify --level 1 "${QUALIFY_ARGS[@]}" --out "$WORK/qualify" >"$WORK/qualify.txt" 2>"$WORK/qualify.log"
   local rc=$?
   fig "qualify: exit $rc; $(grep -m1 '^qualify level' "$WORK/qualify.txt")"
   grep -E '  (FAIL|WARN) ' "$WORK/qualify.txt" | head -n 20 | sed 's/^/  /' >>"$FIG"
