@@ -276,7 +276,10 @@ do_diverge() {
     r=$?
     # 0: no divergence, 1: diverged (both are answers); 2 and above: it could not run.
     [ "$r" -le 1 ] || rc=1
-    fig "diverge $pair: exit $r: $(grep -m1 -E '^(diverged|no divergence)' "$WORK/diverge-$i.log")$(grep -m1 '^kernels' "$WORK/diverge-$i.log")"
+    local what
+    what=$(grep -m1 -E '^(diverged|no divergence)' "$WORK/diverge-$i.log")$(grep -m1 '^kernels' "$WORK/diverge-$i.log")
+    [ -n "$what" ] || what=$(tail -n 1 "$WORK/diverge-$i.log")  # could not run: its one-line reason
+    fig "diverge $pair: exit $r: $what"
   done
   return $rc
 }

@@ -94,24 +94,33 @@ def portable(d):
     runs, err = design_runs(d)
     if err:
         return out([f"portable design: no results ({err})"])
-    by_seed = {}
+    by_seed, not_ok = {}, {}
     for r in runs:
         if r.get("condition") != "d":
+            continue
+        if r.get("status", "ok") != "ok":
+            reason = (r.get("reason") or "").splitlines()[0][:100] if r.get("reason") else ""
+            not_ok.setdefault(r.get("target"), f"{r.get('status')}{': ' + reason if reason else ''}")
             continue
         by_seed.setdefault(r.get("seed"), []).append(r)
     lines, same = [], 0
     for seed, rs in sorted(by_seed.items(), key=lambda kv: str(kv[0])):
         wfp = {r.get("weights_fingerprint") for r in rs}
         cfp = {r.get("curve_fingerprint") for r in rs}
-        ok = len(rs) >= 2 and len(wfp) == 1 and len(cfp) == 1 and None not in wfp
+        ok = len({r.get("target") for r in rs}) >= 2 and len(wfp) == 1 and len(cfp) == 1 and None not in wfp
         same += ok
         per_target = {}
         for r in rs:
             per_target.setdefault(r.get("target"), set()).add(
                 f"weights {str(r.get('weights_fingerprint'))[:12]} curve {str(r.get('curve_fingerprint'))[:12]}")
         lines.append(f"portable (d) seed {seed}, {len(rs)} runs: " + "; ".join(
-            f"{t}: {', '.join(sorted(v))}" for t, v in sorted(per_target.items())) + (" -- identical" if ok else " -- DIFFER"))
-    lines.insert(0, f"portable training, condition (d): {same} of {len(by_seed)} seeds bitwise identical across targets")
+            f"{t}: {', '.join(sorted(v))}" for t, v in sorted(per_target.items())) +
+            (" -- identical" if ok else " -- one target only" if len(per_target) < 2 else " -- DIFFER"))
+    for t, why in sorted(not_ok.items()):
+        lines.append(f"portable (d) on {t}: no finished run ({why})")
+    targets = {r.get("target") for rs in by_seed.values() for r in rs}
+    lines.insert(0, f"portable training, condition (d): {same} of {len(by_seed)} seeds bitwise identical across "
+                    f"{len(targets)} targets" + (" (a target did not run: nothing compared)" if not_ok else ""))
     out(lines)
 
 

@@ -15,6 +15,8 @@ cp -r /usr/src/googletest "$out/googletest"
 # hwloc: headers and the shared library (it needs only libc, libm and libudev at run time); SQLite for
 # the result history and zlib, in case the GPU machine lacks libsqlite3.so.0 or the -dev symlinks.
 cp -r /usr/include/hwloc.h /usr/include/hwloc "$out/include/"
+# hwloc.h includes hwloc/autogen/config.h, which Debian keeps in the multiarch folder.
+cp -r /usr/include/x86_64-linux-gnu/hwloc/autogen "$out/include/hwloc/"
 # Each library is copied twice, as the name programs load (libX.so.N, through the rpath) and as plain
 # libX.so, the name find_library picks first: CMake links a plain .so by its full path, while it turns
 # a path ending in .so.N into -lX, which finds nothing on a machine without the -dev package.
