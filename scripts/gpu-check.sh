@@ -309,7 +309,7 @@ do_torch() {
 }
 
 do_prednet() {
-  main "$BIN/detaudit" train prednet "${PREDNET_ARGS[@]}" --seeds 1 --replicates 1 --batches "$PREDNET_BATCHES" --window 5 \
+  main "$BIN/detaudit" train prednet "${PREDNET_ARGS[@]}" --seeds 1 --replicates 1 --batches "$PREDNET_BATCHES" --window "$PREDNET_WINDOW" \
     "${DATA_ARGS[@]}" --out "$WORK/$PREDNET_OUT" --fresh >"$WORK/$PREDNET_OUT.log" 2>&1
   local rc=$?
   fig "prednet: exit $rc; $(tail -n 1 "$WORK/$PREDNET_OUT.log")"
@@ -345,7 +345,7 @@ export DIVERGE_EACH=40
 step diverge 15 120 "${prelude}do_diverge"
 step training 30 150 "${prelude}do_training"
 step torch 20 120 "${prelude}do_torch"
-export PREDNET_BATCHES=20 PREDNET_OUT=prednet PREDNET_S="${PREDNET[*]}"
+export PREDNET_BATCHES=20 PREDNET_WINDOW=5 PREDNET_OUT=prednet PREDNET_S="${PREDNET[*]}"
 step prednet 30 150 "${prelude}do_prednet"
 if [ "$QUALIFY" -eq 1 ]; then
   step qualify 60 300 "${prelude}do_qualify"
@@ -353,7 +353,7 @@ else
   say "step qualify: skipped (not asked: --qualify)"
 fi
 if [ "$PAPER" -eq 1 ]; then
-  export PREDNET_BATCHES=3 PREDNET_OUT=prednet-paper PREDNET_S="${PAPER_ARGS[*]}"
+  export PREDNET_BATCHES=3 PREDNET_WINDOW=1 PREDNET_OUT=prednet-paper PREDNET_S="${PAPER_ARGS[*]}"
   step prednet-paper 60 200 "${prelude}do_prednet"
 else
   say "step prednet-paper: skipped (not asked: --paper)"

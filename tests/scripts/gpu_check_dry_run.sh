@@ -84,7 +84,18 @@ done
 grep -qE '^step portable: timed out \(limit 2 s\) in [0-9]+ s$' "$scratch/killed/summary.txt" ||
   fail "the portable step capped at 2 s was not reported as timed out"
 
-# 4. Bad arguments: exit 2, one line; an OUT holding other files is refused and keeps them.
+# 4. The two heavy steps, asked for: they run and pass (the long steps before them cut to 1 s, which makes
+# those time out and the run exit 1).
+DETAUDIT_BIN="$build" GPU_CHECK_STEP_LIMIT=portable=1,diverge=1,training=1,prednet=1 \
+  "$root/scripts/gpu-check.sh" --dry-run --qualify --paper --budget 300 "$scratch/heavy" >"$scratch/heavy.stdout" 2>&1
+rc=$?
+[ "$rc" -eq 1 ] || fail "the run with four steps cut to 1 s exited $rc (1 expected)"
+check_out "$scratch/heavy"
+for s in qualify prednet-paper; do
+  grep -qE "^step $s: ok" "$scratch/heavy/summary.txt" || fail "--qualify --paper: step $s did not pass: $(grep "^step $s" "$scratch/heavy/summary.txt")"
+done
+
+# 5. Bad arguments: exit 2, one line; an OUT holding other files is refused and keeps them.
 "$root/scripts/gpu-check.sh" --budget soon "$scratch/x" 2>"$scratch/err"; rc=$?
 [ "$rc" -eq 2 ] && [ "$(wc -l <"$scratch/err")" -eq 1 ] || fail "--budget soon: exit $rc, $(wc -l <"$scratch/err") lines"
 mkdir -p "$scratch/theirs" && echo keep >"$scratch/theirs/notes.txt"
