@@ -122,7 +122,14 @@ step() {
     *) status="failed (exit $rc)"; FAILED=1 ;;
   esac
   say "step $name: $status in $((SECONDS - t0)) s"
-  head -n 60 "$FIG" | tee -a "$SUMMARY"
+  # Figures: at most 60 lines a step, and the summary under 200 lines in all (170 for figures and step
+  # lines so far, the rest kept for the steps still to come); what is cut stays in the tarball.
+  local room=$((170 - $(wc -l <"$SUMMARY")))
+  [ "$room" -gt 60 ] && room=60
+  [ "$room" -lt 0 ] && room=0
+  head -n "$room" "$FIG" | tee -a "$SUMMARY"
+  [ "$(wc -l <"$FIG")" -gt "$room" ] && say "  ... $(( $(wc -l <"$FIG") - room )) more figure lines in gpu-check.tar.gz (figures-$name.txt)"
+  cp "$FIG" "$WORK/figures-$name.txt"
   pack
   return "$rc"
 }
