@@ -150,6 +150,7 @@ if [ "$DRY" -eq 1 ]; then
   PAPER_ARGS=(--targets 'cpu?threads=2&conv=winograd' --prednet-config tiny)
   QUALIFY_TARGETS=(--targets 'cpu?order=atomic&threads=2,cpu?order=blocked&threads=2')
   TORCH_DEVICE=cpu
+  TRAIN_BATCHES=20  # the stand-ins' designs shorter than the GPU's 60 batches: the dry run fits 120 s under load
   BUILD=${BUILD:-build}
 else
   QUICK_TARGETS=(--gpu-only)
@@ -160,6 +161,7 @@ else
   PAPER_ARGS=(--targets 'cudnn:0' --prednet-config paper)
   QUALIFY_TARGETS=()
   TORCH_DEVICE=cuda
+  TRAIN_BATCHES=60
   BUILD=${BUILD:-build-gpu}
 fi
 # Fashion-MNIST: the Debian package where installed, else a copy in .deps/fashion-mnist.
@@ -177,7 +179,7 @@ fi
 
 if [ -n "${DETAUDIT_BIN:-}" ]; then BIN=$(realpath -m "$DETAUDIT_BIN"); else BIN="$ROOT/$BUILD"; fi
 export ROOT WORK FIG BIN BUILD DRY CUDNN_ROOT
-export PORTABLE TRAIN_TARGETS TORCH_DEVICE
+export PORTABLE TRAIN_TARGETS TORCH_DEVICE TRAIN_BATCHES
 export -f fig main skip_because figures
 
 say "gpu-check: budget ${BUDGET} s$([ "$DRY" -eq 1 ] && echo ', dry run: CPU stand-ins for the GPU targets'); $(date -u +%FT%TZ); commit $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')"
@@ -261,7 +263,7 @@ do_speed() {
 }
 
 do_portable() {
-  main "$BIN/detaudit" train autoencoder --targets "$PORTABLE" --seeds 2 --batches 60 --window 10 --replicates 2 \
+  main "$BIN/detaudit" train autoencoder --targets "$PORTABLE" --seeds 2 --batches "$TRAIN_BATCHES" --window 10 --replicates 2 \
     "${DATA_ARGS[@]}" --out "$WORK/train-portable" --fresh >"$WORK/train-portable.log" 2>&1
   local rc=$?
   figures portable "$WORK/train-portable"
@@ -292,7 +294,7 @@ do_diverge() {
 }
 
 do_training() {
-  main "$BIN/detaudit" train autoencoder --targets "$TRAIN_TARGETS" --seeds 2 --batches 60 --window 10 --replicates 2 \
+  main "$BIN/detaudit" train autoencoder --targets "$TRAIN_TARGETS" --seeds 2 --batches "$TRAIN_BATCHES" --window 10 --replicates 2 \
     --noise-scale "${DATA_ARGS[@]}" --out "$WORK/train" --fresh >"$WORK/train.log" 2>&1
   local rc=$?
   fig "train: exit $rc; $(tail -n 1 "$WORK/train.log")"
