@@ -84,11 +84,12 @@ pack() {
   cap_copy "$WORK/build.log" build.log
   local tgz="$OUT/.pack.tar.gz" limit=$((15 * 1024 * 1024))
   # Oracle caches (.oracle/) are left out: recomputable, and the largest files a probe writes.
-  tar -czf "$tgz" -C "$WORK" --exclude=./.figures --exclude=.oracle . 2>/dev/null
+  local tar_args=(-czf "$tgz" -C "$WORK" --exclude=./.figures --exclude=.oracle)
+  tar "${tar_args[@]}" . 2>/dev/null
   if [ "$(stat -c %s "$tgz" 2>/dev/null || echo 0)" -gt "$limit" ]; then
     # Too big: leave out every file over 256 KiB, listed in left-out.txt inside the tarball.
     (cd "$WORK" && find . -type f -size +256k -printf './%P\n') >"$WORK/left-out.txt"
-    tar -czf "$tgz" -C "$WORK" --exclude=./.figures --exclude=.oracle -X "$WORK/left-out.txt" . 2>/dev/null
+    tar "${tar_args[@]}" -X "$WORK/left-out.txt" . 2>/dev/null
   fi
   mv -f "$tgz" "$OUT/gpu-check.tar.gz"
 }
@@ -124,11 +125,12 @@ step() {
   say "step $name: $status in $((SECONDS - t0)) s"
   # Figures: at most 60 lines a step, and the summary under 200 lines in all (170 for figures and step
   # lines so far, the rest kept for the steps still to come); what is cut stays in the tarball.
-  local room=$((170 - $(wc -l <"$SUMMARY")))
+  local room=$((170 - $(wc -l <"$SUMMARY"))) figs
+  figs=$(wc -l <"$FIG")
   [ "$room" -gt 60 ] && room=60
   [ "$room" -lt 0 ] && room=0
   head -n "$room" "$FIG" | tee -a "$SUMMARY"
-  [ "$(wc -l <"$FIG")" -gt "$room" ] && say "  ... $(( $(wc -l <"$FIG") - room )) more figure lines in gpu-check.tar.gz (figures-$name.txt)"
+  [ "$figs" -gt "$room" ] && say "  ... $((figs - room)) more figure lines in gpu-check.tar.gz (figures-$name.txt)"
   cp "$FIG" "$WORK/figures-$name.txt"
   pack
   return "$rc"
@@ -262,9 +264,17 @@ do_speed() {
   return $rc
 }
 
+# train_autoencoder NAME TARGETS [ARGS...]: the short design of the portable and training steps, into
+# $WORK/NAME (its output in NAME.log).
+train_autoencoder() {
+  local name=$1 targets=$2
+  shift 2
+  main "$BIN/detaudit" train autoencoder --targets "$targets" --seeds 2 --batches "$TRAIN_BATCHES" --window 10 \
+    --replicates 2 "$@" "${DATA_ARGS[@]}" --out "$WORK/$name" --fresh >"$WORK/$name.log" 2>&1
+}
+
 do_portable() {
-  main "$BIN/detaudit" train autoencoder --targets "$PORTABLE" --seeds 2 --batches "$TRAIN_BATCHES" --window 10 --replicates 2 \
-    "${DATA_ARGS[@]}" --out "$WORK/train-portable" --fresh >"$WORK/train-portable.log" 2>&1
+  train_autoencoder train-portable "$PORTABLE"
   local rc=$?
   figures portable "$WORK/train-portable"
   return $rc
@@ -294,8 +304,7 @@ do_diverge() {
 }
 
 do_training() {
-  main "$BIN/detaudit" train autoencoder --targets "$TRAIN_TARGETS" --seeds 2 --batches "$TRAIN_BATCHES" --window 10 --replicates 2 \
-    --noise-scale "${DATA_ARGS[@]}" --out "$WORK/train" --fresh >"$WORK/train.log" 2>&1
+  train_autoencoder train "$TRAIN_TARGETS" --noise-scale
   local rc=$?
   fig "train: exit $rc; $(tail -n 1 "$WORK/train.log")"
   figures training "$WORK/train"
@@ -337,7 +346,7 @@ do_qualify() {
 # Arrays do not cross `bash -c`: the steps rebuild theirs from these strings (no value holds a space).
 DIVERGE_S="$(IFS=';'; echo "${DIVERGE[*]}")"
 export DIVERGE_S DATA_S="${DATA[*]}" QUICK_S="${QUICK_TARGETS[*]}" QUALIFY_S="${QUALIFY_TARGETS[*]}"
-export -f do_build do_env do_gpu_tests do_quick do_speed do_portable do_diverge do_training do_torch do_prednet do_qualify
+export -f train_autoencoder do_build do_env do_gpu_tests do_quick do_speed do_portable do_diverge do_training do_torch do_prednet do_qualify
 prelude='read -r -a DATA_ARGS <<<"$DATA_S"; read -r -a QUICK_ARGS <<<"$QUICK_S"; read -r -a QUALIFY_ARGS <<<"$QUALIFY_S"; read -r -a PREDNET_ARGS <<<"$PREDNET_S"; '
 
 if ! step build 20 "$BUDGET" "${prelude}do_build"; then

@@ -164,27 +164,28 @@ def speed(path):
     if "skipped" in s:
         return out([f"gpu speed: skipped: {s['skipped']}"])
     lines = []
-    f = s.get("fingerprint", {})
-    if "error" in f:
-        lines.append(f"device hash: error: {f['error']}")
-    elif f:
-        lines.append(f"device hash (keyed lanes): {f.get('device_hash_gbps')} GB/s against a device-to-device copy "
-                     f"{f.get('memcpy_d2d_gbps')} GB/s: ratio {f.get('ratio')} (goal {f.get('goal')})")
-    r = s.get("sum_2_28", {})
-    if "error" in r:
-        lines.append(f"sum of 2^28: error: {r['error']}")
-    elif r:
+
+    def section(label, d, describe):  # a gpu_speed section: its error, or its figure lines
+        if "error" in d:
+            lines.append(f"{label}: error: {d['error']}")
+        elif d:
+            lines.extend(describe(d))
+
+    section("device hash", s.get("fingerprint", {}), lambda f: [
+        f"device hash (keyed lanes): {f.get('device_hash_gbps')} GB/s against a device-to-device copy "
+        f"{f.get('memcpy_d2d_gbps')} GB/s: ratio {f.get('ratio')} (goal {f.get('goal')})"])
+
+    def sums(r):
         cub = (r.get("cub") or {}).get("ms")
         for k in ("tree", "atomic", "portable", "cub"):
             v = r.get(k) or {}
             ratio = f", {v['ms'] / cub:.2f}x CUB's time" if cub and v.get("ms") else ""
-            lines.append(f"sum of 2^28 {k}: {v.get('ms')} ms, {v.get('gbps')} GB/s, value {v.get('value')}{ratio}")
-    c = s.get("cudnn_bwd_filter", {})
-    if "error" in c:
-        lines.append(f"cudnn bwd_filter: error: {c['error']}")
-    elif c:
-        lines.append(f"cudnn bwd_filter: fastest {c.get('fastest')}, fastest deterministic "
-                     f"{c.get('fastest_deterministic')}, cost of determinism {c.get('cost_of_determinism')}")
+            yield f"sum of 2^28 {k}: {v.get('ms')} ms, {v.get('gbps')} GB/s, value {v.get('value')}{ratio}"
+
+    section("sum of 2^28", s.get("sum_2_28", {}), sums)
+    section("cudnn bwd_filter", s.get("cudnn_bwd_filter", {}), lambda c: [
+        f"cudnn bwd_filter: fastest {c.get('fastest')}, fastest deterministic "
+        f"{c.get('fastest_deterministic')}, cost of determinism {c.get('cost_of_determinism')}"])
     out(lines)
 
 

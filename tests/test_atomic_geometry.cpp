@@ -29,7 +29,11 @@ size_t blocks_with_terms(size_t n, size_t max_blocks) {
     EXPECT_EQ(r.begin, covered) << "n=" << n << " block " << b << ": a gap or an overlap";
     EXPECT_LE(r.begin, r.end) << "n=" << n << " block " << b;
     covered = std::max(covered, r.end);
-    with_terms += r.end > r.begin;
+    // The block's first thread, as the kernels' loop (reduce_thread_terms) gives it.
+    const ThreadTerms t0 = reduce_thread_terms(true, n, blocks, b, kReduceThreads, 0);
+    EXPECT_EQ(t0.end, r.end) << "n=" << n << " block " << b;
+    EXPECT_EQ(t0.step, size_t(kReduceThreads)) << "n=" << n << " block " << b;
+    with_terms += t0.first < t0.end;
   }
   EXPECT_EQ(covered, n) << "n=" << n << ": terms left out";
   return with_terms;
@@ -72,6 +76,20 @@ TEST(AtomicGeometry, SmallReductionsGiveTermsToThreeOrMoreBlocks) {
   // Large ones (2^20, and the suites' 10^6 and 10^7): 1024 blocks of ceil(n / 1024) terms, every block fed.
   for (size_t n : {size_t(1) << 20, size_t(1000000), size_t(10000000)})
     EXPECT_EQ(blocks_with_terms(n, kReducePartials), size_t(kReducePartials)) << n;
+}
+
+// The tree variant's loop is the grid-stride subset it always was (its bits depend on n alone).
+TEST(AtomicGeometry, TheTreeVariantKeepsItsGridStrideLoop) {
+  for (size_t n : {size_t(1), size_t(300), size_t(1000000)}) {
+    const size_t blocks = reduce_blocks(n, false, kReducePartials);
+    for (size_t b : {size_t(0), blocks - 1})
+      for (size_t t : {size_t(0), size_t(kReduceThreads - 1)}) {
+        const ThreadTerms r = reduce_thread_terms(false, n, blocks, b, kReduceThreads, t);
+        EXPECT_EQ(r.first, b * kReduceThreads + t);
+        EXPECT_EQ(r.end, n);
+        EXPECT_EQ(r.step, blocks * kReduceThreads);
+      }
+  }
 }
 
 // Why the kernels take contiguous chunks: under the grid-stride rule, n = 300 launched 8 blocks of

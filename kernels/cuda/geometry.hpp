@@ -62,4 +62,18 @@ DETAUDIT_HOST_DEVICE constexpr TermRange atomic_block_terms(size_t n, size_t blo
   return {begin, n - begin > chunk ? begin + chunk : n};
 }
 
+// The terms one thread of a two-pass reduction sums, first, first + step, ... below end: in the tree
+// variant a grid-stride subset (its bits fixed by n alone), in the atomic variant its block's contiguous
+// chunk (atomic_block_terms) strided by the block's threads. reduce_partials and loss_partials both take
+// their loop from here.
+struct ThreadTerms {
+  size_t first = 0, end = 0, step = 1;
+};
+DETAUDIT_HOST_DEVICE constexpr ThreadTerms reduce_thread_terms(bool atomic, size_t n, size_t blocks, size_t block,
+                                                               size_t threads, size_t thread) {
+  if (!atomic) return {block * threads + thread, n, blocks * threads};
+  const TermRange r = atomic_block_terms(n, blocks, block);
+  return {r.begin + thread, r.end, threads};
+}
+
 }  // namespace detaudit::gpu

@@ -81,13 +81,9 @@ Status launch_gemm(Trans ta, Trans tb, int m, int n, int k, T alpha, const T* a,
 __global__ void reduce_partials(int op, const float* __restrict__ x, const float* __restrict__ y, size_t n,
                                 float* partials, float* acc) {
   __shared__ float sh[kThreads];
-  size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x, end = n, step = size_t(gridDim.x) * blockDim.x;
-  if (acc) {
-    const TermRange r = atomic_block_terms(n, gridDim.x, blockIdx.x);
-    i = r.begin + threadIdx.x, end = r.end, step = blockDim.x;
-  }
+  const ThreadTerms terms = reduce_thread_terms(acc != nullptr, n, gridDim.x, blockIdx.x, blockDim.x, threadIdx.x);
   float s = 0.f;
-  for (; i < end; i += step) {
+  for (size_t i = terms.first; i < terms.end; i += terms.step) {
     float v = x[i];
     s = op == 0 ? s + v : fmaf(v, op == 1 ? y[i] : v, s);
   }

@@ -126,13 +126,9 @@ __global__ void scale_kernel(float* y, float alpha, size_t n) {
 __global__ void loss_partials(LossOp op, const float* y, const float* t, size_t n, float fn, float* dy,
                               float* partials, float* acc) {
   __shared__ float sh[kThreads];
-  size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x, end = n, step = size_t(gridDim.x) * blockDim.x;
-  if (acc) {
-    const TermRange r = atomic_block_terms(n, gridDim.x, blockIdx.x);
-    i = r.begin + threadIdx.x, end = r.end, step = blockDim.x;
-  }
+  const ThreadTerms terms = reduce_thread_terms(acc != nullptr, n, gridDim.x, blockIdx.x, blockDim.x, threadIdx.x);
   float s = 0.f;
-  for (; i < end; i += step) {
+  for (size_t i = terms.first; i < terms.end; i += terms.step) {
     const float d = y[i] - t[i];
     if (op == LossOp::kMse) {
       s = fmaf(d, d, s);
