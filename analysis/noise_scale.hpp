@@ -15,7 +15,7 @@
 #include <optional>
 #include <vector>
 
-#include "probes/training_run.hpp"
+#include "contract/training_run.hpp"
 
 namespace detaudit {
 
@@ -44,7 +44,7 @@ class NoiseScaleTracker {
   size_t steps_ = 0;
 };
 
-// A run's measured points (probes/training_run.hpp NoiseTrace) through a NoiseScaleTracker: after each
+// A run's measured points (contract/training_run.hpp NoiseTrace) through a NoiseScaleTracker: after each
 // point, its step and the bias-corrected EMAs of |G|^2 and tr(Sigma), and B_simple (NaN while undefined).
 struct NoiseSeries {
   std::vector<double> step, g2, trace, b_simple;

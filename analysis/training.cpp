@@ -15,8 +15,6 @@
 #include "analysis/spread.hpp"
 #include "analysis/stats.hpp"
 #include "analysis/variance.hpp"
-#include "probes/registry.hpp"
-#include "probes/spec.hpp"
 
 namespace detaudit {
 
@@ -41,6 +39,7 @@ struct Units {
   std::vector<std::pair<int, std::string>> keys;
   bool merged = false;
   const std::vector<TrainingSource>* sources = nullptr;
+  const TargetFactsFn* facts = nullptr;
   size_t of(const TrainingRun& r) { return index_of(keys, {r.source, r.target}); }
   std::string label(size_t u) const { return label_of(keys[u].first, keys[u].second); }
   std::string label_of(int source, const std::string& target) const {
@@ -54,33 +53,26 @@ const TrainingSource& source_of(const std::vector<TrainingSource>& sources, int 
   return i >= 0 && size_t(i) < sources.size() ? sources[size_t(i)] : none;
 }
 
-// order=portable is one implementation on every CPU and GPU (kernels/portable.hpp): its bits depend on
-// neither the backend, the thread count, the isa, the device nor a library.
-bool is_portable(const Spec& s) { return (s.name == "cpu" || s.name == "cuda") && s.get("order", "") == "portable"; }
-
-// The library versions of a target's backend on a source's machine.
-std::vector<std::pair<std::string, std::string>> library_versions(const Spec& s, const TrainingSource& src) {
+// The library versions of a target's backend on a source's machine (none for order=portable: one
+// implementation on every CPU and GPU, kernels/portable.hpp, whose bits depend on no library).
+std::vector<std::pair<std::string, std::string>> library_versions(const TargetFacts& t, const TrainingSource& src) {
   std::vector<std::pair<std::string, std::string>> out;
   const nlohmann::json libs = src.machine.is_object() ? src.machine.value("libraries", nlohmann::json::object())
                                                       : nlohmann::json::object();
-  if (is_portable(s)) return out;
-  if (const BackendEntry* e = find_backend(s.name))
-    for (const std::string& lib : e->libraries) {
-      auto it = libs.find(lib);
-      out.emplace_back(lib, it != libs.end() && it->is_string() ? it->get<std::string>() : "?");
-    }
+  if (t.portable) return out;
+  for (const std::string& lib : t.libraries) {
+    auto it = libs.find(lib);
+    out.emplace_back(lib, it != libs.end() && it->is_string() ? it->get<std::string>() : "?");
+  }
   return out;
 }
 
-
 // The target as far as it decides the bits: without its device index; order=portable as itself.
-std::string implementation_target(const std::string& target) {
-  Spec s;
-  std::string err;
-  if (!parse_target(target, &s, &err)) return target;
-  if (is_portable(s)) return "order=portable (kernels/portable.hpp)";
-  s.device = -1;
-  return s.str();
+std::string implementation_target(const std::string& target, const TargetFactsFn& facts) {
+  const TargetFacts t = facts(target);
+  if (!t.known) return target;
+  if (t.portable) return "order=portable (kernels/portable.hpp)";
+  return t.implementation;
 }
 
 // Final losses of the cube units x seeds x replicates in one condition; nullopt when incomplete.
@@ -340,20 +332,20 @@ nlohmann::json confounding(const std::vector<TrainingRun>& runs, const std::vect
   std::set<std::string> hardware;
   size_t hardware_pairs = 0, zero_pairs = 0, significant_hw = 0;
   uint64_t seed = 20214;
-  for (auto& b : bases) hardware.insert(hardware_of(b.base, source_of(sources, b.source), units.merged));
+  for (auto& b : bases) hardware.insert(hardware_of(b.base, source_of(sources, b.source), units.merged, *units.facts));
   for (size_t i = 0; i < bases.size(); ++i)
     for (size_t j = i + 1; j < bases.size(); ++j) {
       const BaseUnit &x = bases[i], &y = bases[j];
       const TrainingSource &sx = source_of(sources, x.source), &sy = source_of(sources, y.source);
-      TargetDescription dx{hardware_of(x.base, sx, units.merged), implementation_of(x.nondet_target, sx)};
-      TargetDescription dy{hardware_of(y.base, sy, units.merged), implementation_of(y.nondet_target, sy)};
+      TargetDescription dx{hardware_of(x.base, sx, units.merged, *units.facts), implementation_of(x.nondet_target, sx, *units.facts)};
+      TargetDescription dy{hardware_of(y.base, sy, units.merged, *units.facts), implementation_of(y.nondet_target, sy, *units.facts)};
       const ComparisonKind kind = classify_comparison(dx, dy);
       nlohmann::json row = {{"targets", {units.label_of(x.source, x.nondet_target), units.label_of(y.source, y.nondet_target)}},
                             {"hardware", {dx.hardware, dy.hardware}},
                             {"implementation", {dx.implementation, dy.implementation}},
                             {"kind", comparison_kind_name(kind)},
                             {"could_be", attributable_label(dx, dy)}};
-      const std::string differs = implementation_difference(x.nondet_target, sx, y.nondet_target, sy);
+      const std::string differs = implementation_difference(x.nondet_target, sx, y.nondet_target, sy, *units.facts);
       if (!differs.empty()) row["implementation_differs"] = differs;
       // This pair's own test of a target effect in (a): permutation of the two labels within seeds.
       std::optional<double> p;
@@ -402,10 +394,10 @@ nlohmann::json confounding(const std::vector<TrainingRun>& runs, const std::vect
       // implementation is judged on its own (order=portable pins it across CPU and GPU while the
       // nondeterministic variants differ).
       if (!x.det_target.empty() && !y.det_target.empty() && compared > 0) {
-        TargetDescription ex{dx.hardware, implementation_of(x.det_target, sx)};
-        TargetDescription ey{dy.hardware, implementation_of(y.det_target, sy)};
+        TargetDescription ex{dx.hardware, implementation_of(x.det_target, sx, *units.facts)};
+        TargetDescription ey{dy.hardware, implementation_of(y.det_target, sy, *units.facts)};
         const ComparisonKind dk = classify_comparison(ex, ey);
-        const std::string ddiff = implementation_difference(x.det_target, sx, y.det_target, sy);
+        const std::string ddiff = implementation_difference(x.det_target, sx, y.det_target, sy, *units.facts);
         std::string finding;
         if (dk == ComparisonKind::kHardwareOnly) {
           if (kind != ComparisonKind::kHardwareOnly) ++hardware_pairs;
@@ -512,16 +504,15 @@ nlohmann::json to_json(const TrainingSource& s) {
           {"finished_at", s.finished_at}};
 }
 
-std::string hardware_of(const std::string& target, const TrainingSource& src, bool merged) {
-  Spec s;
-  std::string err;
+std::string hardware_of(const std::string& target, const TrainingSource& src, bool merged, const TargetFactsFn& facts) {
+  const TargetFacts t = facts(target);
   const nlohmann::json& m = src.machine;
   std::string hw;
-  if (parse_target(target, &s, &err) && find_backend(s.name) && find_backend(s.name)->gpu) {
-    hw = "GPU " + std::to_string(s.device) + " (not present)";
+  if (t.known && t.device_kind != "host") {
+    hw = "GPU " + std::to_string(t.device) + " (not present)";
     if (m.is_object())
       for (auto& g : m.value("gpus", nlohmann::json::array()))
-        if (g.is_object() && g.value("index", -1) == s.device) hw = g.value("name", "GPU") + " #" + std::to_string(s.device);
+        if (g.is_object() && g.value("index", -1) == t.device) hw = g.value("name", "GPU") + " #" + std::to_string(t.device);
   } else {
     hw = m.is_object() ? m.value("cpu_model", std::string("unknown CPU")) : "unknown CPU";
   }
@@ -530,25 +521,24 @@ std::string hardware_of(const std::string& target, const TrainingSource& src, bo
   return hw + " in " + (m.is_object() ? m.value("hostname", src.label) : src.label);
 }
 
-std::string implementation_of(const std::string& target, const TrainingSource& src) {
-  Spec s;
-  std::string err;
-  if (!parse_target(target, &s, &err)) return target;
-  std::string out = fmt::format("detaudit {} ({}) {}", src.tool_version, src.tool_commit, implementation_target(target));
-  for (auto& [lib, v] : library_versions(s, src)) out += fmt::format(" {}={}", lib, v);
+std::string implementation_of(const std::string& target, const TrainingSource& src, const TargetFactsFn& facts) {
+  const TargetFacts t = facts(target);
+  if (!t.known) return target;
+  std::string out =
+      fmt::format("detaudit {} ({}) {}", src.tool_version, src.tool_commit, implementation_target(target, facts));
+  for (auto& [lib, v] : library_versions(t, src)) out += fmt::format(" {}={}", lib, v);
   return out;
 }
 
 std::string implementation_difference(const std::string& target_x, const TrainingSource& x, const std::string& target_y,
-                                      const TrainingSource& y) {
+                                      const TrainingSource& y, const TargetFactsFn& facts) {
   std::vector<std::string> d;
-  const std::string tx = implementation_target(target_x), ty = implementation_target(target_y);
+  const std::string tx = implementation_target(target_x, facts), ty = implementation_target(target_y, facts);
   if (tx != ty) d.push_back(fmt::format("target {} vs {}", tx, ty));
   if (x.tool_version != y.tool_version) d.push_back(fmt::format("detaudit {} vs {}", x.tool_version, y.tool_version));
   if (x.tool_commit != y.tool_commit) d.push_back(fmt::format("commit {} vs {}", x.tool_commit, y.tool_commit));
-  Spec sx, sy;
-  std::string err;
-  if (parse_target(target_x, &sx, &err) && parse_target(target_y, &sy, &err)) {
+  const TargetFacts sx = facts(target_x), sy = facts(target_y);
+  if (sx.known && sy.known) {
     std::map<std::string, std::string> lx, ly;
     for (auto& [k, v] : library_versions(sx, x)) lx[k] = v;
     for (auto& [k, v] : library_versions(sy, y)) ly[k] = v;
@@ -691,9 +681,11 @@ nlohmann::json one_ulp_of(const std::vector<TrainingRun>& runs, const Units& uni
 
 }  // namespace
 
-nlohmann::json analyze_training(const std::vector<TrainingRun>& runs, const std::vector<TrainingSource>& sources) {
+nlohmann::json analyze_training(const std::vector<TrainingRun>& runs, const std::vector<TrainingSource>& sources,
+                                const TargetFactsFn& facts) {
   Units units;
   units.sources = &sources;
+  units.facts = &facts;
   units.merged = sources.size() > 1;
   nlohmann::json out;
   out["table"] = table_of(runs, units);

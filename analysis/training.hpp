@@ -22,7 +22,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "probes/training_run.hpp"
+#include "contract/target_facts.hpp"
+#include "contract/training_run.hpp"
 
 namespace detaudit {
 
@@ -44,13 +45,16 @@ std::vector<TrainingSource> training_sources(const nlohmann::json& plan, const n
 nlohmann::json to_json(const TrainingSource& s);
 
 // The whole analysis. A run's `source` indexes `sources` (one source: every run's is 0).
-nlohmann::json analyze_training(const std::vector<TrainingRun>& runs, const std::vector<TrainingSource>& sources);
+// `facts` answers what the analysis needs of each target (probes' target_facts: device, portability,
+// libraries), which it cannot see itself.
+nlohmann::json analyze_training(const std::vector<TrainingRun>& runs, const std::vector<TrainingSource>& sources,
+                                const TargetFactsFn& facts);
 
 // What a target's bits are made by, hardware apart (see above), as one line; and what differs between
 // two of them ("target cpu?threads=2 vs cpu?threads=4; openblas 0.3.21 vs 0.3.26").
-std::string implementation_of(const std::string& target, const TrainingSource& src);
-std::string hardware_of(const std::string& target, const TrainingSource& src, bool merged);
+std::string implementation_of(const std::string& target, const TrainingSource& src, const TargetFactsFn& facts);
+std::string hardware_of(const std::string& target, const TrainingSource& src, bool merged, const TargetFactsFn& facts);
 std::string implementation_difference(const std::string& target_x, const TrainingSource& x, const std::string& target_y,
-                                      const TrainingSource& y);
+                                      const TrainingSource& y, const TargetFactsFn& facts);
 
 }  // namespace detaudit

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "cli/common.hpp"
+#include "report/train_report.hpp"
 #include "suites/train_design.hpp"
 
 namespace detaudit::cli {
@@ -25,7 +26,7 @@ int run_analyze(const AnalyzeArgs& a, int argc, char** argv) {
   opt.progress = [](const std::string& line) { say(stderr, "[detaudit] {}\n", line); };
   Results r;
   std::string err;
-  if (analyze_training_dirs(opt, &r, &err) != 0) return fail(err);
+  if (analyze_training_dirs(opt, &r, &err) != 0 || !write_reports(a.out, r, &err)) return fail(err);
   say(stdout, "{} training runs from {} results directories\n", r.training.size(), a.dirs.size());
   if (const auto& hw = r.analysis.value("hardware_attribution", nlohmann::json()); hw.is_string())
     say(stdout, "hardware: {}\n", hw.get<std::string>());

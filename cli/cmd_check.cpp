@@ -6,6 +6,7 @@
 #include "cli/common.hpp"
 #include "cli/history_flags.hpp"
 #include "gates/check.hpp"
+#include "report/check_report.hpp"
 
 namespace detaudit::cli {
 namespace {
@@ -38,14 +39,15 @@ Command add_check_command(CLI::App& app, int argc, char** argv) {
             CheckOptions opt;
             opt.dir = args->dir;
             opt.baseline = args->baseline;
-            if (!parse_output_format(args->format, &opt.format)) return fail("--format must be text, md or json");
+            OutputFormat format = OutputFormat::kText;
+            if (!parse_output_format(args->format, &format)) return fail("--format must be text, md or json");
             if (int rc = precheck_history(args->hist)) return rc;
-            std::string report, err;
+            CheckReport report;
+            std::string err;
             Results checked;
-            int rc = run_check(opt, &report, &err, &checked);
-            if (rc == 2) return fail(err);
-            put(stdout, report);
-            return record_history(args->hist, "check", checked, opt.dir, rc);
+            if (!run_check(opt, &report, &err, &checked)) return fail(err);
+            put(stdout, render_check(report, format));
+            return record_history(args->hist, "check", checked, opt.dir, report.exit_code());
           }};
 }
 

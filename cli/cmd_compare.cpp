@@ -4,7 +4,8 @@
 
 #include "cli/common.hpp"
 #include "gates/compare.hpp"
-#include "report/results.hpp"
+#include "report/compare_report.hpp"
+#include "contract/results.hpp"
 
 namespace detaudit::cli {
 namespace {

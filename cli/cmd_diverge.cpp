@@ -12,6 +12,7 @@
 #include "models/idx.hpp"
 #include "probes/registry.hpp"
 #include "probes/spec.hpp"
+#include "report/diverge_report.hpp"
 #include "suites/diverge.hpp"
 #include "suites/train_design.hpp"
 

@@ -5,6 +5,7 @@
 #include "cli/history_flags.hpp"
 #include "gates/qualify.hpp"
 #include "probes/child.hpp"
+#include "report/train_report.hpp"
 
 namespace detaudit::cli {
 
@@ -77,6 +78,9 @@ Command add_qualify_command(CLI::App& app, int argc, char** argv) {
               return 128 + sig;
             }
             if (!err.empty()) return fail(err);
+            // The reports of the runs qualify made (gates judge, the report renders).
+            if (!out.probe_dir.empty() && !write_reports(out.probe_dir, out.probe, &err)) return fail(err);
+            if (!out.train.training.empty() && !write_reports(out.train_dir, out.train, &err)) return fail(err);
             if (a->json)
               say(stdout, "{}\n", out.to_json().dump(2));
             else

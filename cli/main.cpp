@@ -18,9 +18,9 @@
 #include "probes/env.hpp"
 #include "probes/registry.hpp"
 #include "probes/spec.hpp"
-#include "probes/verdict.hpp"
+#include "contract/cells.hpp"
 #include "probes/worker.hpp"
-#include "report/results.hpp"
+#include "contract/results.hpp"
 #include "suites/dir_lock.hpp"
 #include "suites/probe_suite.hpp"
 #include "suites/train_design.hpp"
@@ -181,7 +181,7 @@ int run_probe(const ProbeArgs& a, int argc, char** argv) {
   constexpr int kFailLines = 50;
   int shown = 0;
   for (auto& o : results.observations)
-    if (o.verdict == "FAIL" && shown++ < kFailLines)
+    if (o.verdict == Verdict::kFail && shown++ < kFailLines)
       say(stdout, "FAIL {} on {}: {}\n", o.workload, o.target, o.verdict_reason);
   if (shown > kFailLines) say(stdout, "... and {} more FAIL (see {}/report.md)\n", shown - kFailLines, opt.out_dir);
   say(stdout, "report: {}/report.md and {}/report.html\n", opt.out_dir, opt.out_dir);
@@ -229,7 +229,7 @@ int run_train(const TrainArgs& a, int argc, char** argv) {
   if (rc == kTrainInterrupted)
     return interrupted_exit("runs", results.training.size(), results.plan.value("runs", size_t(0)),
                             resume_command(argc, argv, opt.out_dir));
-  if (rc != 0) return fail(err);
+  if (rc != 0 || !write_reports(opt.out_dir, results, &err)) return fail(err);
   say(stdout, "{} training runs; report: {}/report.md and {}/report.html\n", results.training.size(), opt.out_dir,
       opt.out_dir);
   return record_history(a.hist, "train", results, opt.out_dir, 0);

@@ -17,8 +17,9 @@
 #include "gates/verdict.hpp"
 #include "kernels/fingerprint.hpp"
 #include "probes/spec.hpp"
-#include "probes/verdict.hpp"
-#include "report/json_fields.hpp"
+#include "contract/cells.hpp"
+#include "contract/json_fields.hpp"
+#include "contract/atomic_file.hpp"
 
 namespace detaudit {
 
@@ -211,7 +212,7 @@ nlohmann::json cell_json(const BaselineCell& c) {
                       {"repeats", c.repeats},
                       {"fingerprints", c.fingerprints},
                       {"distinct", c.distinct},
-                      {"verdict", c.verdict},
+                      {"verdict", verdict_text(c.verdict)},
                       {"verdict_reason", c.verdict_reason},
                       {"promise", c.promise}};
   if (!c.reason.empty()) j["reason"] = c.reason;
@@ -310,11 +311,11 @@ bool fingerprint_ok(const nlohmann::json& v, const std::string& path, std::strin
 
 bool cell_from_json(const nlohmann::json& j, const std::string& path, const Baseline& b, BaselineCell* c, std::string* err) {
   if (!check_json(j, T::kObject, path, err)) return false;
-  std::string status;
+  std::string status, verdict;
   if (!string_key(j, "workload", true, path, &c->workload, err) || !string_key(j, "target", true, path, &c->target, err) ||
       !string_key(j, "key", true, path, &c->key, err) || !string_key(j, "status", true, path, &status, err) ||
       !string_key(j, "reason", false, path, &c->reason, err) ||
-      !string_key(j, "verdict", false, path, &c->verdict, err) ||
+      !string_key(j, "verdict", false, path, &verdict, err) ||
       !string_key(j, "verdict_reason", false, path, &c->verdict_reason, err) ||
       !string_key(j, "promise", false, path, &c->promise, err) ||
       !string_key(j, "algo", false, path, &c->algo, err) ||
@@ -331,10 +332,13 @@ bool cell_from_json(const nlohmann::json& j, const std::string& path, const Base
     *err = json_path(path, "status") + " must be ok, crashed, timeout, skipped or error (got \"" + status + "\")";
     return false;
   }
-  Verdict v;
-  if (!c->verdict.empty() && !parse_verdict(c->verdict, &v)) {
-    *err = json_path(path, "verdict") + " must be PASS, FAIL, EXPECTED, WARN or SKIP (got \"" + c->verdict + "\")";
-    return false;
+  c->verdict.reset();
+  if (Verdict v; !verdict.empty()) {
+    if (!parse_verdict(verdict, &v)) {
+      *err = json_path(path, "verdict") + " must be PASS, FAIL, EXPECTED, WARN or SKIP (got \"" + verdict + "\")";
+      return false;
+    }
+    c->verdict = v;
   }
   if (c->promise != "deterministic" && c->promise != "nondeterministic" && c->promise != "none") {
     *err = json_path(path, "promise") + " must be deterministic, nondeterministic or none (got \"" + c->promise + "\")";

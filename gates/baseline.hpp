@@ -32,7 +32,8 @@
 #include <nlohmann/json.hpp>
 
 #include "probes/registry.hpp"
-#include "report/results.hpp"
+#include "contract/results.hpp"
+#include "contract/atomic_file.hpp"
 
 namespace detaudit {
 
@@ -46,7 +47,8 @@ struct BaselineCell {
   int repeats = 0;
   std::vector<std::string> fingerprints;  // the distinct fingerprints, sorted
   int distinct = 0;
-  std::string verdict, verdict_reason;  // as judged (gates/verdict.hpp)
+  std::optional<Verdict> verdict;       // as judged (gates/verdict.hpp)
+  std::string verdict_reason;
   std::string promise = "none";         // run-to-run promise: "deterministic", "nondeterministic", "none"
   std::optional<double> err_ratio;      // oracle error / summation error bound, when known
   std::map<std::string, std::vector<std::string>> kernels;  // fingerprint -> kernels that ran (GPU)

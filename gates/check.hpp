@@ -56,52 +56,10 @@
 #include "analysis/stats.hpp"  // student_t_quantile
 #include "gates/baseline.hpp"
 #include "gates/verdict.hpp"
-#include "report/document.hpp"      // OutputFormat
-#include "report/probe_report.hpp"  // kMarkdownLimit
-#include "report/results.hpp"
+#include "contract/check_report.hpp"
+#include "contract/results.hpp"
 
 namespace detaudit {
-
-enum class FindingKind {
-  kSame,                // key matches, outputs as in the baseline (or the same non-ok status)
-  kBitsChanged,         // key matches, a deterministic cell's output changed
-  kNewOutputs,          // key matches, outputs outside a nondeterministic cell's set
-  kAlgorithmChanged,    // key matches, other bits from another algorithm (cuDNN's choice): WARN
-  kOtherKey,            // key differs, the verdict and the error budget hold (bits may differ)
-  kDeterminism,         // key differs, a deterministic, promised-deterministic cell gave k > 1 outputs
-  kErrRatio,            // key differs, err_ratio beyond the budget, or not judged (unknown)
-  kVerdict,             // the cell's own verdict is FAIL
-  kStatusChanged,       // ok -> crashed, skipped -> ok, ...
-  kNotRun,              // in the baseline, not in DIR
-  kNoBaseline,          // in DIR, not in the baseline ("new, no baseline")
-  kTrainingInterval,    // a cell's mean final loss against the prediction interval for the mean
-  kTrainingBits,        // deterministic condition on the same key: final loss and weights bitwise
-  kTrainingNoInterval,  // fewer than 2 baseline runs, or sd 0 on another key: not judged
-  kTrainingRun,         // a run that crashed, timed out, failed, diverged or was skipped
-  kTrainingNotRun,      // a baseline training cell without runs in DIR
-  kTrainingNoBaseline,  // a training cell of DIR without a baseline cell
-};
-const char* to_string(FindingKind k);  // "same", "bits_changed", ... (the JSON "kind")
-
-struct CheckFinding {
-  FindingKind kind = FindingKind::kSame;
-  Verdict verdict = Verdict::kPass;  // PASS, FAIL, WARN, or SKIP (not judged)
-  std::string workload, target;      // training: workload "train <model>/<design> (<condition>)"
-  std::string old_value, new_value;  // fingerprints, statuses, err_ratios, final losses
-  std::string message;               // one line
-  std::vector<std::string> old_kernels, new_kernels;  // GPU cells whose bits changed
-  bool key_matches = false;
-};
-
-struct CheckReport {
-  std::string dir, baseline_path;                // as given
-  std::string baseline_created_at, baseline_tool, baseline_source;
-  std::vector<CheckFinding> findings;            // in baseline order, then DIR's new cells, then training
-  int cells_compared = 0, cells_same_key = 0, cells_other_key = 0, cells_other_key_bits_changed = 0;
-  int runs_compared = 0;
-  int count(Verdict v) const;
-  int exit_code() const { return count(Verdict::kFail) ? 1 : 0; }
-};
 
 // The (1 - alpha) prediction interval for the mean of m more draws from the population of n runs with
 // this mean and sd: mean ± t_{n-1,1-alpha/2} · sd · sqrt(1/m + 1/n) (m = 1, alpha = 0.05: the 95%
@@ -113,25 +71,13 @@ bool prediction_interval(int n, double mean, double sd, double* lo, double* hi, 
 CheckReport check_against_baseline(const Baseline& b, const Results& r, const std::string& dir,
                                    const std::string& baseline_path);
 
-// Text for a terminal (every failure listed; long lists of warnings capped with "... and N more"), markdown
-// for a PR comment (always under kMarkdownLimit characters, the reports' limit; the baseline's header
-// fields and the paths clipped to a few hundred each), or JSON ("detaudit-check/1": every finding with
-// kind, verdict, workload, target, old, new, message).
-std::string render_check(const CheckReport& rep, OutputFormat format);
-// `md` itself when shorter than `limit`; otherwise its whole lines up to below the limit, a "truncated" line
-// and a "</details>" for each <details> block (a line starting "<details>") left open there: never a cut
-// UTF-8 character, row or tag.
-std::string cap_markdown(const std::string& md, size_t limit);
-nlohmann::json to_json(const CheckReport& rep);
-
 struct CheckOptions {
   std::string dir;       // results directory (DIR/results.json)
   std::string baseline;  // baseline file
-  OutputFormat format = OutputFormat::kText;
 };
-// Loads both, checks, renders into *report. Returns 0 all pass, 1 any failure, 2 could not run (*err: one
-// line naming the file; *report untouched).
+// Loads both and checks them into *report (its exit_code(): 0 all pass, 1 any failure). False when they
+// could not be loaded (*err: one line naming the file; *report untouched).
 // *checked (optional): DIR's results as checked (judged when they carried no verdicts), for the history.
-int run_check(const CheckOptions& opt, std::string* report, std::string* err, Results* checked = nullptr);
+[[nodiscard]] bool run_check(const CheckOptions& opt, CheckReport* report, std::string* err, Results* checked = nullptr);
 
 }  // namespace detaudit

@@ -610,13 +610,17 @@ bool record_run(const std::string& db_path, const std::string& kind, const Resul
   const std::string seen = r.started_at.empty() ? now : r.started_at;
   int pass = 0, fail = 0, expected = 0, warn = 0, skip = 0, unjudged = 0;
   for (auto& o : r.observations) {
-    const std::string& v = o.verdict;
-    if (v == "PASS") ++pass;
-    else if (v == "FAIL") ++fail;
-    else if (v == "EXPECTED") ++expected;
-    else if (v == "WARN") ++warn;
-    else if (v == "SKIP") ++skip;
-    else ++unjudged;
+    if (!o.verdict) {
+      ++unjudged;
+      continue;
+    }
+    switch (*o.verdict) {
+      case Verdict::kPass: ++pass; break;
+      case Verdict::kFail: ++fail; break;
+      case Verdict::kExpected: ++expected; break;
+      case Verdict::kWarn: ++warn; break;
+      case Verdict::kSkip: ++skip; break;
+    }
   }
 
   Transaction tx(db);
@@ -684,7 +688,7 @@ bool record_run(const std::string& db_path, const std::string& kind, const Resul
       c.bind(3, o.target);
       c.bind(4, std::string(to_string(o.status)));
       c.bind(5, o.reason);
-      c.bind(6, o.verdict);
+      c.bind(6, verdict_text(o.verdict));
       c.bind(7, o.verdict_reason);
       c.bind(8, o.repeats);
       c.bind(9, o.distinct);

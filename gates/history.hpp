@@ -51,7 +51,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "report/results.hpp"
+#include "contract/results.hpp"
 
 namespace detaudit {
 

@@ -15,21 +15,11 @@
 #include "probes/registry.hpp"
 #include "suites/probe_suite.hpp"
 #include "suites/train_design.hpp"
+#include "contract/atomic_file.hpp"
 
 namespace detaudit {
 
 namespace {
-
-int severity(Verdict v) {
-  switch (v) {
-    case Verdict::kFail: return 4;
-    case Verdict::kWarn: return 3;
-    case Verdict::kExpected: return 2;
-    case Verdict::kPass: return 1;
-    case Verdict::kSkip: return 0;
-  }
-  return 0;
-}
 
 // One check per target: the worst verdict of its cells (SKIP only when every cell skipped), with the
 // counts and the first failing cell's reason. `unmet`: per target, the requirements this machine does
@@ -49,8 +39,7 @@ void probe_checks(const Results& r, const std::vector<std::string>& planned, con
   for (auto& o : r.observations) {
     if (!by.count(o.target)) order.push_back(o.target);
     auto& t = by[o.target];
-    Verdict v = Verdict::kWarn;
-    if (!parse_verdict(o.verdict, &v)) v = Verdict::kWarn;  // unjudged: judge() always sets one
+    const Verdict v = o.verdict.value_or(Verdict::kWarn);  // unjudged: judge() always sets one
     ++t.counts[to_string(v)];
     std::string where = fmt::format("{}: {}", o.workload, o.verdict_reason);
     if (v == Verdict::kFail && t.first_fail.empty()) t.first_fail = where;
@@ -434,6 +423,7 @@ int run_qualify(const QualifyOptions& opt, QualifyOutcome* out, std::string* err
       err->clear();
     } else {
       for (auto& c : training_checks(train)) out->checks.push_back(c);
+      out->train = std::move(train);
     }
   }
 

@@ -48,6 +48,7 @@ struct QualifyOutcome {
   std::vector<QualifyCheck> checks;
   std::string probe_dir, train_dir;  // where the runs' results are ("" = not run)
   Results probe;                     // the judged probe results (recorded in the history)
+  Results train;                     // the training design's results (level 2 and 3, when it ran)
   int exit_code = 0;                 // 0 qualified, 1 a check failed, 2 a required check could not run
   nlohmann::json to_json() const;
   std::string table() const;  // the text table printed on the terminal

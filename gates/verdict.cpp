@@ -14,26 +14,6 @@
 
 namespace detaudit {
 
-const char* to_string(Verdict v) {
-  switch (v) {
-    case Verdict::kPass: return "PASS";
-    case Verdict::kFail: return "FAIL";
-    case Verdict::kExpected: return "EXPECTED";
-    case Verdict::kWarn: return "WARN";
-    case Verdict::kSkip: return "SKIP";
-  }
-  return "FAIL";
-}
-
-bool parse_verdict(const std::string& s, Verdict* out) {
-  for (Verdict v : {Verdict::kPass, Verdict::kFail, Verdict::kExpected, Verdict::kWarn, Verdict::kSkip})
-    if (s == to_string(v)) {
-      *out = v;
-      return true;
-    }
-  return false;
-}
-
 double oracle_budget(int64_t bound_k, double unit_roundoff, double input_unit_roundoff) {
   if (input_unit_roundoff <= 0) return 1;
   double ku = double(bound_k + 1) * unit_roundoff;
@@ -41,17 +21,6 @@ double oracle_budget(int64_t bound_k, double unit_roundoff, double input_unit_ro
   if (ku >= 1) return 1;
   double gamma = ku / (1 - ku);
   return (gamma + 2 * input_unit_roundoff + input_unit_roundoff * input_unit_roundoff) / gamma;
-}
-
-std::vector<std::string> fingerprint_set(const Observation& o) {
-  std::set<std::string> s(o.fingerprints.begin(), o.fingerprints.end());
-  return {s.begin(), s.end()};
-}
-
-std::string short_fingerprints(const std::vector<std::string>& fps) {
-  std::vector<std::string> s;
-  for (auto& f : fps) s.push_back(f.substr(0, 8));
-  return fmt::format("{}", fmt::join(s, ","));
 }
 
 double oracle_budget(const Observation& o, const Promise& p) {
@@ -69,17 +38,6 @@ struct Finding {
   Verdict verdict;
   std::string reason;
 };
-
-int severity(Verdict v) {
-  switch (v) {
-    case Verdict::kPass: return 0;
-    case Verdict::kSkip: return 0;
-    case Verdict::kExpected: return 1;
-    case Verdict::kWarn: return 2;
-    case Verdict::kFail: return 3;
-  }
-  return 3;
-}
 
 struct Findings {
   Verdict base = Verdict::kPass;  // PASS for an observation that ran, SKIP for a skipped one
@@ -282,12 +240,12 @@ void settle(const Findings& c, Observation* o) {
   std::vector<Finding> f = c.findings;
   std::stable_sort(f.begin(), f.end(),
                    [](const Finding& a, const Finding& b) { return severity(a.verdict) > severity(b.verdict); });
-  Verdict v = f.empty() || severity(f[0].verdict) == 0 ? c.base : f[0].verdict;
+  Verdict v = f.empty() || severity(f[0].verdict) <= severity(Verdict::kPass) ? c.base : f[0].verdict;
   std::vector<std::string> reasons;
   for (auto& x : f)
     if (!x.reason.empty()) reasons.push_back(x.reason);
   if (reasons.empty() && !c.fallback.empty()) reasons.push_back(c.fallback);
-  o->verdict = to_string(v);
+  o->verdict = v;
   o->verdict_reason = fmt::format("{}", fmt::join(reasons, "; "));
 }
 
@@ -315,7 +273,7 @@ void judge(Results* r) {
 }
 
 bool is_judged(const Results& r) {
-  return std::none_of(r.observations.begin(), r.observations.end(), [](const Observation& o) { return o.verdict.empty(); });
+  return std::none_of(r.observations.begin(), r.observations.end(), [](const Observation& o) { return !o.verdict; });
 }
 
 const Results* judged_view(const Results& in, Results* storage) {
@@ -328,12 +286,11 @@ const Results* judged_view(const Results& in, Results* storage) {
 VerdictCounts count_verdicts(const Results& r) {
   VerdictCounts c;
   for (auto& o : r.observations) {
-    Verdict v;
-    if (!parse_verdict(o.verdict, &v)) {
+    if (!o.verdict) {
       ++c.unjudged;
       continue;
     }
-    switch (v) {
+    switch (*o.verdict) {
       case Verdict::kPass: ++c.pass; break;
       case Verdict::kFail: ++c.fail; break;
       case Verdict::kExpected: ++c.expected; break;

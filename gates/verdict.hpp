@@ -1,24 +1,15 @@
-// Verdicts: each observation judged against its target's promise (probes/registry.hpp).
-//   PASS      observed meets the promise (or nothing was promised and nothing is wrong)
-//   FAIL      a broken promise: a deterministic target gave k > 1 outputs, an equality class split,
-//             an unexpected crash, timeout or worker error, a claimed batch invariance broken, oracle
-//             error beyond the error bound (err_ratio > the target's budget)
-//   EXPECTED  promised nondeterminism observed, or an expected crash or error (an unmet requirement)
-//   WARN      claimed nondeterministic but no variation seen; variation where nothing was promised;
-//             no oracle to compare with
-//   SKIP      skipped, with the reason
+// Judging: each observation against its target's promise (probes/registry.hpp); the verdicts themselves
+// (PASS, FAIL, EXPECTED, WARN, SKIP and their one order) are contract/verdict.hpp.
 #pragma once
 #include <string>
 #include <vector>
 
 #include "probes/registry.hpp"
-#include "report/results.hpp"
+#include "contract/cells.hpp"
+#include "contract/results.hpp"
+#include "contract/verdict.hpp"
 
 namespace detaudit {
-
-enum class Verdict { kPass, kFail, kExpected, kWarn, kSkip };
-const char* to_string(Verdict v);  // "PASS", "FAIL", "EXPECTED", "WARN", "SKIP"
-bool parse_verdict(const std::string& s, Verdict* out);
 
 // Sets verdict and verdict_reason of every observation of *r (r->machine is the machine that ran them).
 void judge(Results* r);
@@ -30,11 +21,6 @@ double oracle_budget(int64_t bound_k, double unit_roundoff, double input_unit_ro
 // The budget of one cell: u from its workload's dtype (f64: 2^-53, otherwise 2^-24), k its oracle's
 // bound_k, u_in its promise's input_unit_roundoff.
 double oracle_budget(const Observation& o, const Promise& p);
-
-// The distinct fingerprints of an observation, sorted: what "the same bits" compares.
-std::vector<std::string> fingerprint_set(const Observation& o);
-// Fingerprints shortened to 8 hex digits, comma-separated, for one line of text.
-std::string short_fingerprints(const std::vector<std::string>& fps);
 
 // Whether every observation carries a verdict (results of older versions, or of a run in progress, do not).
 bool is_judged(const Results& r);

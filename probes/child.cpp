@@ -20,19 +20,6 @@ extern char** environ;
 
 namespace detaudit {
 
-bool write_all(int fd, const std::string& s) {
-  size_t off = 0;
-  while (off < s.size()) {
-    ssize_t w = ::write(fd, s.data() + off, s.size() - off);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    off += size_t(w);
-  }
-  return true;
-}
-
 std::string read_all(int fd) {
   std::string input;
   char buf[65536];
@@ -231,30 +218,5 @@ void child_die_with_parent() {
   if (std::to_string(::getppid()) != p) std::_Exit(3);
 }
 
-bool write_file_atomic(const std::string& path, const std::string& content, std::string* err) {
-  // A name no other writer uses (two processes on one --out, two threads): pid and a counter, and
-  // O_EXCL so a leftover of a crashed writer is never written through.
-  static std::atomic<unsigned> counter{0};
-  std::string tmp = fmt::format("{}.tmp.{}.{}", path, ::getpid(), counter++);
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    *err = tmp + ": cannot create: " + std::strerror(errno);
-    return false;
-  }
-  // On any failure the temporary file goes and the destination stays as it was.
-  auto fail = [&](const char* what, int e) {
-    if (fd >= 0) ::close(fd);
-    ::unlink(tmp.c_str());
-    *err = fmt::format("{}: {}: {}", path, what, std::strerror(e));
-    return false;
-  };
-  if (!write_all(fd, content)) return fail("write failed", errno);
-  if (::fsync(fd) != 0) return fail("fsync failed", errno);
-  int closed = ::close(fd);
-  fd = -1;
-  if (closed != 0) return fail("close failed", errno);
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) return fail("rename failed", errno);
-  return true;
-}
 
 }  // namespace detaudit

@@ -11,6 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "contract/atomic_file.hpp"  // write_all
+
+
 namespace detaudit {
 
 struct ChildSpec {
@@ -53,14 +56,9 @@ void child_die_with_parent();
 
 // The child side's I/O: the whole request from fd (until EOF), and one protocol line (EINTR and short
 // writes handled; false when the parent is gone).
-std::string read_all(int fd);
-bool write_all(int fd, const std::string& s);
+std::string read_all(int fd);  // write_all: contract/atomic_file.hpp
 
 // "SIGILL (Illegal instruction)".
 std::string signal_description(int sig);
-
-// Writes path atomically: a temporary file of its own (path.tmp.<pid>.<n>, created exclusively),
-// fsync, rename. On any failure the temporary file is removed and path is left as it was.
-bool write_file_atomic(const std::string& path, const std::string& content, std::string* err);
 
 }  // namespace detaudit

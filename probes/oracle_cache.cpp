@@ -11,6 +11,7 @@
 #include <xxhash.h>
 
 #include "probes/child.hpp"
+#include "contract/atomic_file.hpp"
 
 namespace detaudit {
 

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "kernels/fingerprint.hpp"
-#include "probes/metrics.hpp"
+#include "contract/metrics.hpp"
 #include "probes/spec.hpp"
 
 namespace detaudit {

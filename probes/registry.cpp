@@ -45,6 +45,8 @@ Promise nothing(std::string source) {
 }
 
 bool always(const Spec&, const Spec&) { return true; }
+// cpu?order=portable and cuda:N?order=portable: one implementation on every CPU and GPU (kernels/portable.hpp).
+bool order_portable(const Spec& t) { return t.get("order", "") == "portable"; }
 
 // ---- cpu-ref ------------------------------------------------------------------------------------
 Promise promise_cpu_ref(const Spec&, const Spec&, const std::map<std::string, std::string>&) {
@@ -531,6 +533,7 @@ std::vector<BackendEntry> make_registry() {
   e.applicable = always;
   e.promise = promise_cpu;
   e.variants = variants_cpu;
+  e.portable = order_portable;
   add(e);
 
   e = {};
@@ -570,6 +573,7 @@ std::vector<BackendEntry> make_registry() {
   e.applicable = always;
   e.promise = promise_cuda;
   e.variants = variants_cuda;
+  e.portable = order_portable;
   add(e);
 
   e = {};
@@ -738,6 +742,24 @@ Promise promise_for(const Spec& target, const Spec& workload, const nlohmann::js
   for (auto& r : p.requirements)
     if (!requirement_met(r, machine)) p.unmet.push_back(r);
   return p;
+}
+
+TargetFacts target_facts(const std::string& target) {
+  TargetFacts f;
+  Spec s;
+  std::string err;
+  const BackendEntry* e = parse_target(target, &s, &err) ? find_backend(s.name) : nullptr;
+  if (!e) return f;
+  f.known = true;
+  f.canonical = s.str();
+  f.device_kind = e->gpu ? "cuda" : "host";
+  f.device = s.device;
+  f.portable = e->portable && e->portable(s);
+  Spec no_device = s;
+  no_device.device = -1;
+  f.implementation = no_device.str();
+  if (!f.portable) f.libraries = e->libraries;
+  return f;
 }
 
 bool training_variants(const Spec& base, Spec* deterministic, Spec* nondeterministic, std::string* err) {

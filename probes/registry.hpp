@@ -13,6 +13,7 @@
 
 #include "kernels/backend.hpp"
 #include "probes/spec.hpp"
+#include "contract/target_facts.hpp"
 
 namespace detaudit {
 
@@ -87,6 +88,8 @@ struct BackendEntry {
   // nullptr when the backend has no nondeterministic variant.
   // Returns "" or why this base has no nondeterministic variant that can vary.
   std::string (*variants)(Spec* deterministic, Spec* nondeterministic) = nullptr;
+  // Whether this target's bits are one implementation on every device (order=portable): nullptr for never.
+  bool (*portable)(const Spec& target) = nullptr;
 };
 
 // All entries, in --help order.
@@ -106,6 +109,10 @@ std::vector<Spec> expand_all(const Spec& target);
 // it (cpu_features, gpus); `details` the observation's details (cuDNN's claimed_deterministic).
 Promise promise_for(const Spec& target, const Spec& workload, const nlohmann::json& machine,
                     const std::map<std::string, std::string>& details);
+
+// What the layers that do not see this registry need of a target (contract/target_facts.hpp); a target
+// that does not parse is not `known`.
+TargetFacts target_facts(const std::string& target);
 
 // Training: a base target's deterministic and nondeterministic variants (what derive_variants of
 // suites/train_design does today; false with *err when the backend has none).

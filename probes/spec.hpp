@@ -8,19 +8,10 @@
 #include <utility>
 #include <vector>
 
+#include "contract/spec.hpp"
+
 namespace detaudit {
 
-struct Spec {
-  std::string name;
-  int device = -1;  // -1: none given
-  std::vector<std::pair<std::string, std::string>> params;  // in canonical key order after validation
-
-  bool has(const std::string& key) const;
-  std::string get(const std::string& key, const std::string& fallback = "") const;
-  int64_t get_int(const std::string& key, int64_t fallback) const;  // caller validated the value
-  void set(const std::string& key, const std::string& value);
-  std::string str() const;  // canonical text
-};
 
 // One key of a spec: its default (empty: optional, no default), a validator returning an error message
 // ("" when the value is good), the values for --help ("a|b|c", "1..256") and the canonical spelling of
@@ -38,8 +29,6 @@ KeyRule key_one_of(std::string key, std::string fallback, std::vector<std::strin
 // A key whose value is an integer in [lo, hi] or one of `words` ("auto", "all").
 KeyRule key_int_in(std::string key, std::string fallback, int64_t lo, int64_t hi, std::vector<std::string> words = {});
 
-// Syntax only: name, device, key=value pairs (no duplicates, no empty keys or values).
-bool parse_spec_syntax(const std::string& text, Spec* out, std::string* err);
 
 // Syntax, then the name and every key/value against the target table. Fills defaults, orders keys
 // canonically. Hidden test-only backend `testing?fault=segv|ill|abort|hang|none` is accepted.
@@ -47,8 +36,6 @@ bool parse_target(const std::string& text, Spec* out, std::string* err);
 // Same for workloads: matmul, conv2d, reduce, maxpool, batchinv.
 bool parse_workload(const std::string& text, Spec* out, std::string* err);
 
-// Comma-separated lists; a comma inside a spec is not allowed, so splitting is plain.
-std::vector<std::string> split_list(const std::string& text);
 
 // Names known to the parser, for --help and error messages.
 std::string target_help();

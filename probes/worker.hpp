@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "probes/child.hpp"
-#include "probes/observation.hpp"
+#include "contract/observation.hpp"
 #include "probes/spec.hpp"
 
 namespace detaudit {

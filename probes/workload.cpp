@@ -20,7 +20,7 @@ uint64_t seed_of(const Spec& s) { return uint64_t(s.get_int("seed", 1)); }
 // ---- Error bounds ------------------------------------------------------------------------
 // Notation: y the exact result, y_o the oracle's (cpu-ref) output, y^ a target's; u the unit roundoff of
 // the workload's format (2^-24 f32, 2^-53 f64), u_a that of cpu-ref's accumulator (2^-53, double; 2^-64,
-// long double, for gemm_f64); γ_n(u) = n·u / (1 − n·u) (probes/metrics.hpp). Every bound holds for any
+// long double, for gemm_f64); γ_n(u) = n·u / (1 − n·u) (contract/metrics.hpp). Every bound holds for any
 // summation order and any blocking: Higham's bounds (Accuracy and Stability of Numerical Algorithms,
 // 3.1 and Lemma 3.3) hold for every binary tree of additions, and an FMA only removes roundings.
 // Assumed: no overflow and no underflow. The generator's inputs are on a 2^-23 grid in [-1, 1) or

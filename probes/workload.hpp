@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "kernels/backend.hpp"
-#include "probes/observation.hpp"
+#include "contract/observation.hpp"
 #include "probes/spec.hpp"
 
 namespace detaudit {

@@ -9,9 +9,9 @@
 #include <fmt/format.h>
 
 #include "analysis/stats.hpp"
-#include "probes/registry.hpp"
-#include "probes/verdict.hpp"
-#include "report/json_fields.hpp"
+#include "contract/spec.hpp"
+#include "contract/cells.hpp"
+#include "contract/json_fields.hpp"
 #include "report/svg.hpp"
 
 namespace detaudit {
@@ -42,16 +42,20 @@ constexpr size_t kHistogramPanels = 12, kSlowestCells = 8;
 
 // ---- verdicts as stored -------------------------------------------------------------------------
 
-// The verdict strings of gates/verdict.cpp; kNone: not judged (results of an older detaudit).
+// What the report shows of a cell's verdict (contract/verdict.hpp): the verdict, or kNone: not judged
+// (results of an older detaudit, or a run in progress). The report never judges a cell itself.
 enum class V { kPass, kFail, kExpected, kWarn, kSkip, kNone };
 constexpr V kVerdicts[] = {V::kPass, V::kFail, V::kExpected, V::kWarn, V::kSkip};
 
 V verdict_of(const Observation& o) {
-  if (o.verdict == "PASS") return V::kPass;
-  if (o.verdict == "FAIL") return V::kFail;
-  if (o.verdict == "EXPECTED") return V::kExpected;
-  if (o.verdict == "WARN") return V::kWarn;
-  if (o.verdict == "SKIP") return V::kSkip;
+  if (!o.verdict) return V::kNone;
+  switch (*o.verdict) {
+    case Verdict::kPass: return V::kPass;
+    case Verdict::kFail: return V::kFail;
+    case Verdict::kExpected: return V::kExpected;
+    case Verdict::kWarn: return V::kWarn;
+    case Verdict::kSkip: return V::kSkip;
+  }
   return V::kNone;
 }
 const char* name_of(V v) {
@@ -92,17 +96,10 @@ bool judged(const std::vector<Observation>& obs) {
     if (verdict_of(o) != V::kNone) return true;
   return false;
 }
-// An unjudged observation is shown by its status alone, as reports did before verdicts.
-V shown_verdict(const Observation& o) {
-  V v = verdict_of(o);
-  if (v != V::kNone) return v;
-  switch (cell_verdict(o)) {
-    case CellVerdict::kDeterministic: return V::kPass;
-    case CellVerdict::kSkipped: return V::kSkip;
-    case CellVerdict::kError: return V::kWarn;
-    default: return V::kFail;
-  }
-}
+// What a cell is shown as: its verdict, or "not judged" (grey). Every command judges results before it
+// renders them (gates/verdict.hpp), so an unjudged cell in a report is one a run in progress has not
+// judged yet; the report shows that, and never makes up a verdict from the status.
+V shown_verdict(const Observation& o) { return verdict_of(o); }
 
 // ---- text of one cell ---------------------------------------------------------------------------
 
@@ -398,7 +395,8 @@ std::string heat_text(const Observation& o) {
 
 std::vector<LegendEntry> verdict_legend(bool judged_run) {
   std::vector<LegendEntry> l;
-  for (V v : kVerdicts) l.push_back({colour_of(v), judged_run ? name_of(v) : std::string(name_of(v)) + " (by status)"});
+  for (V v : kVerdicts) l.push_back({colour_of(v), name_of(v)});
+  if (!judged_run) l.push_back({colour_of(V::kNone), name_of(V::kNone)});
   return l;
 }
 
@@ -458,7 +456,7 @@ void add_figures(Section& mx, const Grid& g, const std::vector<size_t>& shown_ta
     StackedBar bar{g.targets.list[t], std::vector<double>(std::size(kVerdicts), 0.0)};
     for (auto* o : g.by_target[t]) {
       const V v = shown_verdict(*o);
-      bar.values[static_cast<size_t>(v)] += 1;
+      if (v != V::kNone) bar.values[static_cast<size_t>(v)] += 1;
       std::string tip = fmt::format("{} on {}: {}", o->workload, o->target, name_of(v));
       if (!o->verdict_reason.empty()) tip += " (" + o->verdict_reason + ")";
       if (o->status == ObsStatus::kOk)
@@ -612,7 +610,7 @@ std::string group_cls(const IdentityGroup& g, const std::string& workload, const
 std::string short_workload(const std::string& w) {
   Spec s;
   std::string err;
-  if (!parse_workload(w, &s, &err)) return w;
+  if (!parse_spec_syntax(w, &s, &err)) return w;
   const std::string k = s.has("pass") ? s.get("pass") : s.has("op") ? s.get("op") : "";
   return k.empty() ? s.name : s.name + " " + k;
 }
@@ -620,12 +618,11 @@ std::string short_workload(const std::string& w) {
 }  // namespace
 
 std::vector<std::string> external_match_lines(const std::vector<Observation>& obs) {
-  auto imported = [](const std::string& target) {
-    Spec s;
-    std::string err;
-    const BackendEntry* e = parse_target(target, &s, &err) ? find_backend(s.name) : nullptr;
-    return e && e->imported;
-  };
+  // `detaudit import` marks every observation it records with where the outputs came from.
+  std::set<std::string> imported_targets;
+  for (auto& o : obs)
+    if (o.details.count("imported_from")) imported_targets.insert(o.target);
+  auto imported = [&](const std::string& target) { return imported_targets.count(target) > 0; };
   std::vector<std::string> externals;
   for (auto& o : obs)
     if (imported(o.target) && std::find(externals.begin(), externals.end(), o.target) == externals.end())
@@ -739,7 +736,7 @@ void add_claims_section(Document& d, const std::vector<Observation>& obs) {
     bool observed = o.distinct == 1;
     // The stored verdict; results without one show what the statuses say.
     Cell verdict = verdict_of(o) != V::kNone
-                       ? Cell{inline_text(o.verdict), cls_of(verdict_of(o))}
+                       ? Cell{inline_text(verdict_text(o.verdict)), cls_of(verdict_of(o))}
                        : Cell{claimed == observed ? "agrees" : (claimed ? "CLAIM VIOLATED" : "no variation seen"),
                               claimed && !observed ? "bad" : ""};
     auto algo = o.details.find("algo_name");
@@ -832,7 +829,7 @@ void add_batch_section(Document& d, const std::vector<Observation>& obs) {
                      {o.batch->invariant() ? "invariant" : "NOT invariant",
                       o.batch->invariant() ? "ok" : finding_cls(o)},
                      {fmt::format("{} of {}", o.batch->rows_differing, o.batch->rows_checked), ""},
-                     {o.verdict.empty() ? "" : inline_text(o.verdict), cls_of(verdict_of(o))}});
+                     {inline_text(verdict_text(o.verdict)), cls_of(verdict_of(o))}});
   }
   if (brows.empty()) return;
   d.add("Batch invariance")
@@ -936,8 +933,10 @@ std::string machine_line(const nlohmann::json& m) {
   }
   std::vector<std::string> libs;
   const auto& l = jf::object(m, "libraries");
-  for (const char* k : {"openblas", "onednn", "cuda_driver", "cuda_runtime", "cublas", "cudnn"})
-    if (l.contains(k) && !l[k].is_null() && !l[k].is_boolean()) libs.push_back(fmt::format("{} {}", k, inline_text(capped(short_version(l[k])))));
+  // The libraries the machine names a version of, by name (the first eight; all are in the Machine section).
+  for (auto& [k, v] : l.items())
+    if (v.is_string() || v.is_number()) libs.push_back(fmt::format("{} {}", inline_text(capped(k)), inline_text(capped(short_version(v)))));
+  if (libs.size() > 8) libs.resize(8), libs.push_back("…");
   if (!libs.empty()) parts.push_back(fmt::format("{}", fmt::join(libs, ", ")));
   return fmt::format("Machine: {}; the full description is at the end.", fmt::join(parts, " · "));
 }

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "report/document.hpp"
-#include "report/results.hpp"
+#include "contract/results.hpp"
 
 namespace detaudit {
 

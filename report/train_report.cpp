@@ -12,10 +12,11 @@
 #include "analysis/noise_scale.hpp"
 #include "analysis/stats.hpp"
 #include "analysis/training.hpp"
-#include "report/json_fields.hpp"
-#include "report/results.hpp"
+#include "contract/json_fields.hpp"
+#include "contract/results.hpp"
 #include "report/probe_report.hpp"
 #include "report/svg.hpp"
+#include "contract/atomic_file.hpp"
 
 namespace detaudit {
 

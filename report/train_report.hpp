@@ -4,7 +4,7 @@
 #include <string>
 
 #include "report/document.hpp"
-#include "report/results.hpp"
+#include "contract/results.hpp"
 
 namespace detaudit {
 

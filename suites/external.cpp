@@ -17,6 +17,7 @@
 #include "probes/oracle_cache.hpp"
 #include "probes/worker.hpp"  // kMaxRepeats
 #include "probes/workload.hpp"
+#include "contract/atomic_file.hpp"
 
 namespace detaudit {
 

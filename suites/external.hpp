@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
-#include "probes/observation.hpp"
+#include "contract/observation.hpp"
 #include "probes/spec.hpp"
-#include "report/results.hpp"
+#include "contract/results.hpp"
 
 namespace detaudit {
 

@@ -17,11 +17,10 @@
 #include "probes/env.hpp"
 #include "probes/oracle_cache.hpp"
 #include "probes/registry.hpp"
-#include "probes/verdict.hpp"
+#include "contract/cells.hpp"
 #include "probes/worker.hpp"
 #include "probes/workload.hpp"
 #include "suites/dir_lock.hpp"
-#include "report/train_report.hpp"
 
 namespace detaudit {
 
@@ -481,7 +480,6 @@ int run_probe_suite(const ProbePlan& plan, const ProbeRunOptions& opt, Results* 
   }
   r.finished_at = utc_now_iso8601();
   if (!save_results(results_path, r, err)) return 2;
-  if (!write_reports(opt.out_dir, r, err)) return 2;
   *results = std::move(r);
   return 0;
 }

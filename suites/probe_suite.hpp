@@ -7,7 +7,7 @@
 
 #include "probes/registry.hpp"  // applicable(), expand_all()
 #include "probes/spec.hpp"
-#include "report/results.hpp"
+#include "contract/results.hpp"
 
 namespace detaudit {
 

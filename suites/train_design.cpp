@@ -17,7 +17,6 @@
 #include "probes/child.hpp"
 #include "probes/env.hpp"
 #include "probes/registry.hpp"
-#include "report/train_report.hpp"
 #include "suites/dir_lock.hpp"
 #include "suites/train_data.hpp"
 
@@ -416,10 +415,9 @@ int run_train_design(const TrainDesign& d, const TrainRunOptions& opt, Results* 
     r.training.push_back(std::move(t));
     if (!save_results(path, r, err)) return 2;
   }
-  r.analysis = analyze_training(r.training, training_sources(r.plan, r.machine, r.tool_version, r.tool_commit));
+  r.analysis = analyze_training(r.training, training_sources(r.plan, r.machine, r.tool_version, r.tool_commit), target_facts);
   r.finished_at = utc_now_iso8601();
   if (!save_results(path, r, err)) return 2;
-  if (!write_reports(opt.out_dir, r, err)) return 2;
   *results = std::move(r);
   return 0;
 }
@@ -548,10 +546,9 @@ int analyze_training_dirs(const AnalyzeOptions& opt, Results* results, std::stri
   design["targets"] = targets;
   m.plan = {{"kind", "train"}, {"design", design}, {"runs", planned},
             {"data_fingerprint", inputs[0].plan["data_fingerprint"]}, {"sources", sources}};
-  m.analysis = analyze_training(m.training, training_sources(m.plan, m.machine, m.tool_version, m.tool_commit));
+  m.analysis = analyze_training(m.training, training_sources(m.plan, m.machine, m.tool_version, m.tool_commit), target_facts);
   m.finished_at = utc_now_iso8601();
   if (!save_results(opt.out_dir + "/results.json", m, err)) return 2;
-  if (!write_reports(opt.out_dir, m, err)) return 2;
   *results = std::move(m);
   return 0;
 }

@@ -18,7 +18,7 @@
 
 #include "models/idx.hpp"
 #include "probes/spec.hpp"
-#include "report/results.hpp"
+#include "contract/results.hpp"
 
 namespace detaudit {
 
@@ -45,7 +45,7 @@ struct TrainDesign {
   int seeds = 3, batches = 200, window = 20, replicates = 2, batch_size = 64;
   uint64_t data_seed = 1;
   std::string data_dir;  // empty: Fashion-MNIST from dataset-fashion-mnist
-  // Gradient noise scale and hardware noise (probes/training_run.hpp NoiseTrace) at every noise_every-th
+  // Gradient noise scale and hardware noise (contract/training_run.hpp NoiseTrace) at every noise_every-th
   // batch of every run; 0: not measured. Measuring restores the batch's own gradient before the update,
   // so it changes no run's bits.
   int noise_every = 0;

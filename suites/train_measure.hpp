@@ -1,5 +1,5 @@
 // What a training run measures besides its loss: condition (e)'s one-ULP nudge of an initial weight,
-// and the gradient noise of `train --noise-scale` (probes/training_run.hpp WeightNudge, NoiseTrace).
+// and the gradient noise of `train --noise-scale` (contract/training_run.hpp WeightNudge, NoiseTrace).
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -10,7 +10,7 @@
 
 #include "models/autoencoder.hpp"
 #include "models/prednet.hpp"
-#include "probes/training_run.hpp"
+#include "contract/training_run.hpp"
 
 namespace detaudit {
 

@@ -17,7 +17,7 @@
 #include "models/autoencoder.hpp"
 #include "probes/child.hpp"
 #include "probes/registry.hpp"
-#include "probes/training_run.hpp"
+#include "contract/training_run.hpp"
 #include "models/png.hpp"
 #include "models/prednet_train.hpp"
 #include "suites/train_data.hpp"

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "analysis/training.hpp"
+#include "probes/registry.hpp"  // target_facts
 
 namespace detaudit {
 namespace {
@@ -69,7 +70,7 @@ const nlohmann::json& pair0(const nlohmann::json& an) { return an["confounding"]
 
 TEST(Confounding, TwoDevicesOfOneImplementationAreAHardwareComparison) {
   // 2 targets x 8 seeds, a strong effect: significant, and the implementations are identical.
-  nlohmann::json an = analyze_training(runs_of({"cuda:0?order=tree", "cuda:1?order=tree"}, 8, 0.01), one(two_gpus()));
+  nlohmann::json an = analyze_training(runs_of({"cuda:0?order=tree", "cuda:1?order=tree"}, 8, 0.01), one(two_gpus()), target_facts);
   ASSERT_EQ(an["confounding"].size(), 1u);
   EXPECT_EQ(pair0(an)["kind"], "hardware-only");
   EXPECT_EQ(pair0(an)["implementation"][0], pair0(an)["implementation"][1]) << "the device index is not implementation";
@@ -84,7 +85,7 @@ TEST(Confounding, TwoDevicesOfOneImplementationAreAHardwareComparison) {
 
 TEST(Confounding, NoSignificantEffectIsAttributedToNothing) {
   // 2 targets x 3 seeds: 8 arrangements, p can be no less than 0.25: the test has no power.
-  nlohmann::json an = analyze_training(runs_of({"cuda:0?order=tree", "cuda:1?order=tree"}, 3, 0.01), one(two_gpus()));
+  nlohmann::json an = analyze_training(runs_of({"cuda:0?order=tree", "cuda:1?order=tree"}, 3, 0.01), one(two_gpus()), target_facts);
   EXPECT_EQ(pair0(an)["could_be"], "hardware");
   EXPECT_EQ(pair0(an)["attributable_to"],
             "nothing: no significant difference between the two in (a) (permutation p = 0.25, no power: the smallest "
@@ -97,7 +98,7 @@ TEST(Confounding, OneMachineOneDeviceCannotAttributeToHardwareAndSaysSo) {
   TrainingRun crashed = run("a", "cpu?order=atomic&threads=3", "cpu?order=atomic&threads=3", 1000, 0, NAN, "");
   crashed.status = ObsStatus::kCrashed;
   runs.push_back(crashed);
-  nlohmann::json an = analyze_training(runs, one({{"cpu_model", "AMD EPYC"}}));
+  nlohmann::json an = analyze_training(runs, one({{"cpu_model", "AMD EPYC"}}), target_facts);
   ASSERT_EQ(an["confounding"].size(), 1u);
   EXPECT_EQ(pair0(an)["kind"], "implementation-only");
   EXPECT_EQ(pair0(an)["attributable_to"], "implementation");
@@ -117,7 +118,7 @@ TEST(Confounding, AVariantThatDidNotVaryIsFlaggedAndNotPooled) {
       r.weights_fingerprint = "w" + std::to_string(r.seed);
       r.final_loss = 0.03 + 1e-4 * double(r.seed);
     }
-  nlohmann::json an = analyze_training(runs, one({{"cpu_model", "AMD EPYC"}}));
+  nlohmann::json an = analyze_training(runs, one({{"cpu_model", "AMD EPYC"}}), target_facts);
   const nlohmann::json& va = an["variance"][0];
   EXPECT_EQ(va["identical_replicates"], nlohmann::json::array({"cpu?order=atomic&threads=4"}));
   EXPECT_EQ(va["targets"], nlohmann::json::array({"cpu?order=atomic&threads=2"}));
@@ -126,7 +127,7 @@ TEST(Confounding, AVariantThatDidNotVaryIsFlaggedAndNotPooled) {
 }
 
 TEST(Confounding, SeedSpreadAndRunToRunSpreadAreShownApart) {
-  nlohmann::json an = analyze_training(runs_of({"cpu?order=atomic&threads=2"}, 4, 0.0), one({{"cpu_model", "x"}}));
+  nlohmann::json an = analyze_training(runs_of({"cpu?order=atomic&threads=2"}, 4, 0.0), one({{"cpu_model", "x"}}), target_facts);
   const nlohmann::json& row = an["table"][0];
   // Per seed s the two replicates are y_s + 1e-5 * ((s + 0) % 4) and y_s + 1e-5 * ((s + 3) % 4).
   std::vector<double> means, within;
@@ -149,7 +150,7 @@ TEST(Confounding, ThePapersComparisonsAreTested) {
     for (const char* c : {"b", "c", "d"})
       runs.push_back(run(c, "cpu?order=blocked&threads=2", "cpu?threads=2", 1000 + s, 0,
                          std::string(c) == "d" ? 0.025 : 0.02 + 1e-3 * s, "w"));
-  nlohmann::json an = analyze_training(runs, one({{"cpu_model", "x"}}));
+  nlohmann::json an = analyze_training(runs, one({{"cpu_model", "x"}}), target_facts);
   ASSERT_EQ(an["spread"].size(), 2u);
   EXPECT_EQ(an["spread"][0]["conditions"], nlohmann::json::array({"a", "b"}));
   EXPECT_EQ(an["spread"][0]["runs"], nlohmann::json::array({8, 4}));
@@ -193,7 +194,7 @@ std::vector<TrainingSource> machines(const std::string& cpu0, const std::string&
 }
 
 TEST(MergedDesign, EachSourceIsALevelOfTheTargetFactor) {
-  nlohmann::json an = analyze_training(two_machines(0.01, 8, true), machines("AMD EPYC 9654", "Intel Xeon 8480", "abc1234"));
+  nlohmann::json an = analyze_training(two_machines(0.01, 8, true), machines("AMD EPYC 9654", "Intel Xeon 8480", "abc1234"), target_facts);
   const nlohmann::json& va = an["variance"][0];
   EXPECT_EQ(va["targets"], nlohmann::json::array({"cpu?order=atomic&threads=2 @ node-a", "cpu?order=atomic&threads=2 @ node-b"}));
   ASSERT_TRUE(va.contains("anova"));
@@ -202,7 +203,7 @@ TEST(MergedDesign, EachSourceIsALevelOfTheTargetFactor) {
 }
 
 TEST(MergedDesign, SameImplementationOnTwoMachinesIsHardwareAndASignificantGapIsAttributed) {
-  nlohmann::json an = analyze_training(two_machines(0.01, 8, false), machines("AMD EPYC 9654", "Intel Xeon 8480", "abc1234"));
+  nlohmann::json an = analyze_training(two_machines(0.01, 8, false), machines("AMD EPYC 9654", "Intel Xeon 8480", "abc1234"), target_facts);
   ASSERT_EQ(an["confounding"].size(), 1u);
   const auto& g = pair0(an);
   EXPECT_EQ(g["kind"], "hardware-only");
@@ -216,7 +217,7 @@ TEST(MergedDesign, SameImplementationOnTwoMachinesIsHardwareAndASignificantGapIs
 
 TEST(MergedDesign, IdenticalBitsOnTwoMachinesSayHardwareContributedExactlyZero) {
   // No gap in (a), and the deterministic variant ends in the same weights on both machines.
-  nlohmann::json an = analyze_training(two_machines(0.0, 8, true), machines("AMD EPYC 9654", "Intel Xeon 8480", "abc1234"));
+  nlohmann::json an = analyze_training(two_machines(0.0, 8, true), machines("AMD EPYC 9654", "Intel Xeon 8480", "abc1234"), target_facts);
   const auto& g = pair0(an);
   EXPECT_EQ(g["kind"], "hardware-only");
   EXPECT_EQ(g["bitwise"][0]["identical_seeds"], 8);
@@ -235,7 +236,7 @@ TEST(MergedDesign, IdenticalBitsOnTwoMachinesSayHardwareContributedExactlyZero) 
 }
 
 TEST(MergedDesign, ADifferentCommitIsConfoundedWithImplementationAndNamed) {
-  nlohmann::json an = analyze_training(two_machines(0.01, 8, false), machines("AMD EPYC 9654", "Intel Xeon 8480", "def5678"));
+  nlohmann::json an = analyze_training(two_machines(0.01, 8, false), machines("AMD EPYC 9654", "Intel Xeon 8480", "def5678"), target_facts);
   const auto& g = pair0(an);
   EXPECT_EQ(g["kind"], "both");
   EXPECT_EQ(g["implementation_differs"], "commit abc1234 vs def5678");
@@ -251,7 +252,7 @@ TEST(MergedDesign, TwoRunsOnOneMachineAreNoHardwareComparison) {
   std::vector<TrainingSource> s = machines("AMD EPYC 9654", "AMD EPYC 9654", "abc1234");
   s[1].machine["hostname"] = "node-a";
   s[1].label = "node-a#2";
-  nlohmann::json an = analyze_training(two_machines(0.0, 8, true), s);
+  nlohmann::json an = analyze_training(two_machines(0.0, 8, true), s, target_facts);
   EXPECT_EQ(pair0(an)["kind"], "neither");
   EXPECT_EQ(pair0(an)["attributable_to"], "nothing: same hardware and implementation (run-to-run variation only)");
   EXPECT_EQ(an["hardware_attribution"].get<std::string>().rfind("this design cannot attribute anything to hardware", 0), 0u);
@@ -263,9 +264,9 @@ TEST(MergedDesign, ImplementationDifferenceNamesLibraryVersions) {
   x.tool_commit = y.tool_commit = "c";
   x.machine = {{"libraries", {{"openblas", "0.3.21"}, {"openblas_core", "Haswell"}}}};
   y.machine = {{"libraries", {{"openblas", "0.3.26"}, {"openblas_core", "Haswell"}}}};
-  EXPECT_EQ(implementation_difference("openblas", x, "openblas", y), "openblas 0.3.21 vs 0.3.26");
-  EXPECT_EQ(implementation_difference("cuda:0?order=tree", x, "cuda:1?order=tree", x), "") << "device index is hardware";
-  EXPECT_EQ(implementation_of("cuda:0?order=tree", x), implementation_of("cuda:3?order=tree", x));
+  EXPECT_EQ(implementation_difference("openblas", x, "openblas", y, target_facts), "openblas 0.3.21 vs 0.3.26");
+  EXPECT_EQ(implementation_difference("cuda:0?order=tree", x, "cuda:1?order=tree", x, target_facts), "") << "device index is hardware";
+  EXPECT_EQ(implementation_of("cuda:0?order=tree", x, target_facts), implementation_of("cuda:3?order=tree", x, target_facts));
 }
 
 TEST(MergedDesign, PortableTargetsPinTheImplementationAcrossCpuAndGpu) {
@@ -281,7 +282,7 @@ TEST(MergedDesign, PortableTargetsPinTheImplementationAcrossCpuAndGpu) {
     for (int s = 0; s < 8; ++s)
       for (const char* c : {"b", "d"}) runs.push_back(run(c, base, base, 1000 + s, 0, 0.02, std::string(c) + std::to_string(s)));
   }
-  nlohmann::json an = analyze_training(runs, one(two_gpus()));
+  nlohmann::json an = analyze_training(runs, one(two_gpus()), target_facts);
   ASSERT_EQ(an["confounding"].size(), 1u);
   const auto& g = pair0(an);
   EXPECT_EQ(g["kind"], "both") << "atomic on cpu and on cuda are two implementations";
@@ -292,8 +293,8 @@ TEST(MergedDesign, PortableTargetsPinTheImplementationAcrossCpuAndGpu) {
                 "nothing: with the implementation pinned, this hardware difference contributed exactly zero", 0),
             0u);
   TrainingSource x = one(two_gpus())[0];
-  EXPECT_EQ(implementation_difference("cpu?order=portable&threads=4&isa=avx2", x, "cuda:1?order=portable", x), "");
-  EXPECT_NE(implementation_difference("cpu?order=blocked&threads=4", x, "cuda:1?order=tree", x), "");
+  EXPECT_EQ(implementation_difference("cpu?order=portable&threads=4&isa=avx2", x, "cuda:1?order=portable", x, target_facts), "");
+  EXPECT_NE(implementation_difference("cpu?order=blocked&threads=4", x, "cuda:1?order=tree", x, target_facts), "");
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "probes/registry.hpp"
 #include "probes/spec.hpp"
 #include "tests/cli_helpers.hpp"
+#include "tests/fixtures.hpp"
 
 using namespace detaudit;
 using namespace detaudit::cli_test;
@@ -53,7 +54,7 @@ Observation cell(const std::string& w, const std::string& t, std::vector<std::st
   o.repeats = int(fps.size());
   o.fingerprints = std::move(fps);
   o.distinct = count_distinct(o.fingerprints);
-  o.verdict = verdict;
+  o.verdict = test::verdict_named(verdict);
   o.verdict_reason = "set by the test";
   for (size_t i = 0; i < o.fingerprints.size(); ++i) o.seconds.push_back(0.001 * double(i + 1));
   return o;
@@ -136,7 +137,7 @@ TEST(Baseline, EntriesHoldFingerprintsVerdictsKernelsAndTimes) {
   EXPECT_EQ(atomic->fingerprints, (std::vector<std::string>{A, C}));  // the set, sorted
   EXPECT_EQ(atomic->distinct, 2);
   EXPECT_EQ(atomic->repeats, 3);
-  EXPECT_EQ(atomic->verdict, "EXPECTED");
+  EXPECT_EQ(verdict_text(atomic->verdict), "EXPECTED");
   EXPECT_EQ(atomic->promise, "nondeterministic");
   ASSERT_TRUE(atomic->median_seconds.has_value());
   EXPECT_DOUBLE_EQ(*atomic->median_seconds, 0.002);
@@ -253,11 +254,10 @@ TEST(Baseline, RoundTripAndSameBytes) {
 
 TEST(Baseline, UnjudgedResultsAreJudgedFirst) {
   Results r = sample_results();
-  for (auto& o : r.observations) o.verdict.clear(), o.verdict_reason.clear();
+  for (auto& o : r.observations) o.verdict.reset(), o.verdict_reason.clear();
   Baseline b = make_baseline(r, "dirX", "2026-02-02T00:00:00Z");
   for (auto& c : b.cells) {
-    Verdict v;
-    EXPECT_TRUE(parse_verdict(c.verdict, &v)) << c.target << ": '" << c.verdict << "'";
+    EXPECT_TRUE(c.verdict.has_value()) << c.target;
   }
 }
 

@@ -17,6 +17,7 @@
 
 #include "cli_helpers.hpp"
 #include "report/train_report.hpp"
+#include "tests/fixtures.hpp"
 
 using namespace detaudit;
 using detaudit::cli_test::fresh_dir;
@@ -65,7 +66,7 @@ Observation obs(const std::string& w, const std::string& t, const char* verdict,
   o.workload = w;
   o.target = t;
   o.repeats = 5;
-  o.verdict = verdict;
+  o.verdict = test::verdict_named(verdict);
   o.verdict_reason = std::string(verdict) == "PASS" ? "" : std::string("why it is ") + verdict;
   if (std::string(verdict) == "SKIP") {
     o.status = ObsStatus::kSkipped;
@@ -100,7 +101,7 @@ Results probe_results() {
     r.observations.push_back(obs(w, "cpu?order=atomic&threads=2", w == ws[1] ? "EXPECTED" : "PASS", w == ws[1] ? 3 : 1));
     r.observations.push_back(obs(w, "cuda:0?order=tree", "SKIP", 0));
   }
-  r.observations[0].verdict = "FAIL";  // sequential's matmul: error beyond the bound
+  r.observations[0].verdict = Verdict::kFail;  // sequential's matmul: error beyond the bound
   r.observations[0].verdict_reason = "why it is FAIL";
   r.observations[0].oracle->err_ratio = 7.5;
   return r;

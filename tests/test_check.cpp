@@ -14,6 +14,8 @@
 
 #include "gates/baseline.hpp"
 #include "gates/check.hpp"
+#include "report/check_report.hpp"
+#include "report/probe_report.hpp"  // kMarkdownLimit
 #include "probes/spec.hpp"
 #include "tests/cli_helpers.hpp"
 
@@ -99,7 +101,7 @@ void set_fps(Observation& o, std::vector<std::string> fps) {
   o.fingerprints = std::move(fps);
   o.distinct = count_distinct(o.fingerprints);
   o.repeats = int(o.fingerprints.size());
-  o.verdict.clear();  // judged again
+  o.verdict.reset();  // judged again
 }
 
 struct Dirs {
@@ -267,9 +269,9 @@ TEST(Check, ErrorRatioBudgetWhereTheKeyDiffers) {
     o.oracle = OracleDistance{};
     o.oracle->bound_k = 8;
     o.oracle->err_ratio = e;
-    o.verdict = "PASS";  // judged as the verdict would on its own budget; here only the check's budget counts
+    o.verdict = Verdict::kPass;  // judged as the verdict would on its own budget; here only the check's budget counts
     for (auto& c : x.observations)
-      if (c.verdict.empty()) c.verdict = "PASS";
+      if (!c.verdict) c.verdict = Verdict::kPass;
   };
   auto run = [&](double base_err, double new_err) {
     Results a = r, b = r;
@@ -292,7 +294,7 @@ TEST(Check, ErrorRatioBudgetWhereTheKeyDiffers) {
   // Unknown on one side: said, not judged.
   Results a = r, b = r;
   with_err(a, 0.5);
-  for (auto& c : b.observations) c.verdict = "PASS";
+  for (auto& c : b.observations) c.verdict = Verdict::kPass;
   b.machine["cpu_model"] = "Other CPU 1";
   CheckReport unknown = check_against_baseline(make_baseline(a, "a", "t"), b, "b", "base.json");
   EXPECT_EQ(unknown.exit_code(), 0);
@@ -488,7 +490,7 @@ Results gpu_cell(const std::string& w, const std::string& t, std::vector<std::st
   Observation o = ok_cell(w, t, std::move(fps));
   o.details["claimed_deterministic"] = "yes";
   if (!algo.empty()) o.details["algo_name"] = algo;
-  o.verdict = "PASS";
+  o.verdict = Verdict::kPass;
   r.observations.push_back(o);
   return r;
 }
@@ -582,12 +584,12 @@ TEST(Check, ErrorBoundExemptAlgorithmsAreNotJudgedOnErrRatio) {
 
 TEST(Check, NotRunAndNewCells) {
   Results r = probe_results();
-  for (auto& o : r.observations) o.verdict = "PASS";
+  for (auto& o : r.observations) o.verdict = Verdict::kPass;
   Baseline b = make_baseline(r, "a", "t");
   Results fewer = r;
   fewer.observations.erase(fewer.observations.begin());  // SEQ, planned
   fewer.observations.push_back(ok_cell(canon_workload("matmul?m=16&n=16&k=16"), SEQ(), {FA}));
-  fewer.observations.back().verdict = "PASS";
+  fewer.observations.back().verdict = Verdict::kPass;
   CheckReport rep = check_against_baseline(b, fewer, "b", "base.json");
   auto* lost = first(rep, FindingKind::kNotRun);
   ASSERT_NE(lost, nullptr);
@@ -656,7 +658,7 @@ TEST(Check, MarkdownStaysUnderTheCommentLimitFor2000Cells) {
       case 2: b = ok_cell(w, openblas, {FA}), n = ok_cell(w, openblas, {FE}); break;
       case 3: b = ok_cell(w, SEQ(), {FA}), n = ok_cell(w + "&dist=int", SEQ(), {FA}); break;
     }
-    b.verdict = n.verdict = i % 4 == 1 ? "EXPECTED" : "PASS";
+    b.verdict = n.verdict = i % 4 == 1 ? Verdict::kExpected : Verdict::kPass;
     base.observations.push_back(b);
     now.observations.push_back(n);
   }
@@ -702,7 +704,7 @@ size_t count(const std::string& s, const std::string& what) {
 
 TEST(Check, MarkdownClipsUntrustedHeaderFieldsAndCutsCleanly) {
   Results r = probe_results();
-  for (auto& o : r.observations) o.verdict = "PASS";
+  for (auto& o : r.observations) o.verdict = Verdict::kPass;
   Baseline b = make_baseline(r, "", "t");
   std::string huge;
   for (int i = 0; i < 20000; ++i) huge += "ä<details>";  // multi-byte characters and would-be tags

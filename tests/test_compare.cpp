@@ -9,9 +9,10 @@
 #include <vector>
 
 #include "gates/compare.hpp"
+#include "report/compare_report.hpp"
 #include "probes/spec.hpp"
 #include "report/probe_report.hpp"
-#include "report/results.hpp"
+#include "contract/results.hpp"
 #include "tests/cli_helpers.hpp"
 
 namespace fs = std::filesystem;

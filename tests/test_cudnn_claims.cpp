@@ -116,12 +116,12 @@ Observation judged(Observation o) {
 
 TEST(CudnnClaims, TwoClaimsThatAgreeAndHoldPass) {
   Observation o = judged(cudnn_cell(1, "yes", "yes"));
-  EXPECT_EQ(o.verdict, "PASS") << o.verdict_reason;
+  EXPECT_EQ(verdict_text(o.verdict), "PASS") << o.verdict_reason;
 }
 
 TEST(CudnnClaims, FindAgainstTheHeaderIsAWarningWhateverWasObserved) {
   Observation o = judged(cudnn_cell(1, "no", "yes"));
-  EXPECT_EQ(o.verdict, "WARN") << o.verdict_reason;
+  EXPECT_EQ(verdict_text(o.verdict), "WARN") << o.verdict_reason;
   EXPECT_NE(o.verdict_reason.find("claims disagree: cuDNN's Find reports CUDNN_NON_DETERMINISTIC for "
                                   "CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, but cudnn_ops.h does not mark it "
                                   "non-deterministic; observed 1 distinct output in 10 runs"),
@@ -129,14 +129,14 @@ TEST(CudnnClaims, FindAgainstTheHeaderIsAWarningWhateverWasObserved) {
       << o.verdict_reason;
   // Variation seen: Find's claim holds (EXPECTED), the header's does not (still the WARN).
   o = judged(cudnn_cell(2, "no", "yes"));
-  EXPECT_EQ(o.verdict, "WARN") << o.verdict_reason;
+  EXPECT_EQ(verdict_text(o.verdict), "WARN") << o.verdict_reason;
   EXPECT_NE(o.verdict_reason.find("as promised"), std::string::npos) << o.verdict_reason;
   EXPECT_NE(o.verdict_reason.find("observed 2 distinct outputs in 10 runs"), std::string::npos) << o.verdict_reason;
 }
 
 TEST(CudnnClaims, FindClaimingDeterminismThatTheRunsBreakFails) {
   Observation o = judged(cudnn_cell(2, "yes", "no"));
-  EXPECT_EQ(o.verdict, "FAIL") << o.verdict_reason;
+  EXPECT_EQ(verdict_text(o.verdict), "FAIL") << o.verdict_reason;
   EXPECT_NE(o.verdict_reason.find("cuDNN claims CUDNN_DETERMINISTIC"), std::string::npos) << o.verdict_reason;
   EXPECT_NE(o.verdict_reason.find("cudnn_ops.h marks it /* non-deterministic */"), std::string::npos) << o.verdict_reason;
 }
@@ -152,7 +152,7 @@ TEST(CudnnClaims, AnAlgorithmTheHeaderCallsNotImplementedIsNeitherClaimedDetermi
   cell.target = t.str();
   cell.details["algo_name"] = "CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD";
   Observation o = judged(cell);
-  EXPECT_EQ(o.verdict, "WARN") << o.verdict_reason;
+  EXPECT_EQ(verdict_text(o.verdict), "WARN") << o.verdict_reason;
   EXPECT_NE(o.verdict_reason.find("cuDNN's Find ran CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD and reports "
                                   "CUDNN_DETERMINISTIC for it, but cudnn_ops.h marks it /* not implemented */"),
             std::string::npos)
@@ -173,7 +173,7 @@ TEST(CudnnClaims, AnAlgorithmTheHeaderCallsNotImplementedIsNeitherClaimedDetermi
 
 TEST(CudnnClaims, ResultsWithoutTheSecondClaimAreJudgedOnFindAlone) {
   Observation o = judged(cudnn_cell(1, "yes", ""));
-  EXPECT_EQ(o.verdict, "PASS") << o.verdict_reason;
+  EXPECT_EQ(verdict_text(o.verdict), "PASS") << o.verdict_reason;
 }
 
 }  // namespace

@@ -13,7 +13,7 @@
 #include "models/idx.hpp"
 #include "probes/spec.hpp"
 #include "probes/worker.hpp"
-#include "report/results.hpp"
+#include "contract/results.hpp"
 
 namespace detaudit {
 namespace {

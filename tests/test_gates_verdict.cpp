@@ -185,7 +185,7 @@ TEST(GatesVerdict, EveryRule) {
   for (auto& row : rows()) {
     Results r = judged({row.obs}, row.machine);
     const Observation& o = r.observations[0];
-    EXPECT_EQ(o.verdict, row.verdict) << row.what << ": " << o.verdict_reason;
+    EXPECT_EQ(verdict_text(o.verdict), row.verdict) << row.what << ": " << o.verdict_reason;
     EXPECT_NE(o.verdict_reason.find(row.phrase), std::string::npos)
         << row.what << ": reason \"" << o.verdict_reason << "\" lacks \"" << row.phrase << "\"";
   }
@@ -195,7 +195,7 @@ TEST(GatesVerdict, TargetThisVersionDoesNotKnow) {
   Observation o = ok(kMatmul, "cpu");
   o.target = "quantum?qubits=3";
   Results r = judged({o});
-  EXPECT_EQ(r.observations[0].verdict, "WARN");
+  EXPECT_EQ(verdict_text(r.observations[0].verdict), "WARN");
   EXPECT_NE(r.observations[0].verdict_reason.find("no promise known"), std::string::npos);
 }
 
@@ -218,14 +218,14 @@ TEST(GatesVerdict, EqualityClassSplitFailsTheMinority) {
   Observation other = ok("matmul?m=64&n=64&k=128", "cpu?order=sequential&threads=4");  // another workload
   for (auto& f : other.fingerprints) f = C;
   Results r = judged({t1, t2, t4, other});
-  EXPECT_EQ(r.observations[0].verdict, "PASS") << r.observations[0].verdict_reason;
-  EXPECT_EQ(r.observations[1].verdict, "PASS") << r.observations[1].verdict_reason;
-  EXPECT_EQ(r.observations[2].verdict, "FAIL");
+  EXPECT_EQ(verdict_text(r.observations[0].verdict), "PASS") << r.observations[0].verdict_reason;
+  EXPECT_EQ(verdict_text(r.observations[1].verdict), "PASS") << r.observations[1].verdict_reason;
+  EXPECT_EQ(verdict_text(r.observations[2].verdict), "FAIL");
   const std::string& why = r.observations[2].verdict_reason;
   for (const std::string& part : {std::string("equality class cpu?order=sequential split on ") + t4.workload,
                                   t4.target + " gave bbbbbbbb", t1.target + ", " + t2.target + " gave aaaaaaaa"})
     EXPECT_NE(why.find(part), std::string::npos) << why << " lacks " << part;
-  EXPECT_EQ(r.observations[3].verdict, "PASS") << r.observations[3].verdict_reason;
+  EXPECT_EQ(verdict_text(r.observations[3].verdict), "PASS") << r.observations[3].verdict_reason;
 }
 
 TEST(GatesVerdict, EqualityClassSplitWithoutMajorityFailsEverySide) {
@@ -234,8 +234,8 @@ TEST(GatesVerdict, EqualityClassSplitWithoutMajorityFailsEverySide) {
   Observation t1 = ok(kMatmul, "cpu?order=pairwise&threads=1");
   for (auto& f : t2.fingerprints) f = B;
   Results r = judged({t2, t1});
-  EXPECT_EQ(r.observations[0].verdict, "FAIL");
-  EXPECT_EQ(r.observations[1].verdict, "FAIL");
+  EXPECT_EQ(verdict_text(r.observations[0].verdict), "FAIL");
+  EXPECT_EQ(verdict_text(r.observations[1].verdict), "FAIL");
   EXPECT_NE(r.observations[1].verdict_reason.find("with no majority"), std::string::npos) << r.observations[1].verdict_reason;
 }
 
@@ -245,8 +245,8 @@ TEST(GatesVerdict, ClassesAreNotMixed) {
   Observation b2 = ok(kMatmul, "cpu?order=blocked&threads=2");
   for (auto& f : b2.fingerprints) f = B;
   Results r = judged({b1, b2});
-  EXPECT_EQ(r.observations[0].verdict, "PASS");
-  EXPECT_EQ(r.observations[1].verdict, "PASS");
+  EXPECT_EQ(verdict_text(r.observations[0].verdict), "PASS");
+  EXPECT_EQ(verdict_text(r.observations[1].verdict), "PASS");
 }
 
 TEST(GatesVerdict, CountsByStoredVerdict) {

@@ -71,7 +71,7 @@ Observation cell(const std::string& workload, const std::string& target, std::ve
   o.fingerprints = fps;
   o.distinct = count_distinct(fps);
   o.seconds = std::vector<double>(fps.size(), 0.25);
-  o.verdict = status == ObsStatus::kOk && o.distinct == 1 ? "PASS" : "FAIL";
+  o.verdict = status == ObsStatus::kOk && o.distinct == 1 ? Verdict::kPass : Verdict::kFail;
   o.verdict_reason = "test";
   return o;
 }

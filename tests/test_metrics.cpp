@@ -8,7 +8,7 @@
 
 #include "kernels/fingerprint.hpp"
 #include "kernels/generator.hpp"
-#include "probes/metrics.hpp"
+#include "contract/metrics.hpp"
 
 using namespace detaudit;
 

@@ -19,7 +19,7 @@
 #include "probes/env.hpp"
 #include "probes/registry.hpp"
 #include "probes/spec.hpp"
-#include "report/results.hpp"
+#include "contract/results.hpp"
 #include "tests/cli_helpers.hpp"
 
 using namespace detaudit;
@@ -160,8 +160,7 @@ TEST(Qualify, LevelOneQualifiesCpuTargets) {
   for (auto& t : split(kCpuTargets)) expected.insert(canon_target(t));
   for (auto& o : r.observations) {
     targets.insert(o.target);
-    Verdict v;
-    EXPECT_TRUE(parse_verdict(o.verdict, &v)) << o.workload << " on " << o.target << ": '" << o.verdict << "'";
+    EXPECT_TRUE(o.verdict.has_value()) << o.workload << " on " << o.target;
   }
   EXPECT_EQ(targets, expected);
 

@@ -55,7 +55,7 @@ Results nasty_results() {
     nd.target = s + "?core=" + s;
     nd.batch = BatchInvariance{4, 1};
     // Judged: the verdict's reason is text from results.json too, shown in the lists and the figures.
-    nd.verdict = "FAIL";
+    nd.verdict = Verdict::kFail;
     nd.verdict_reason = s;
     OracleDistance dist;
     dist.err_ratio = 3.0;
@@ -64,16 +64,15 @@ Results nasty_results() {
     nd.oracle = dist;
     r.observations.push_back(nd);
     Observation ok = obs(s, "ok-" + s, ObsStatus::kOk, "", 1);
-    ok.verdict = i % 2 ? "WARN" : "PASS";
+    ok.verdict = i % 2 ? Verdict::kWarn : Verdict::kPass;
     ok.verdict_reason = s;
     r.observations.push_back(ok);
     Observation crash = obs("w" + std::to_string(i), s, ObsStatus::kCrashed, s + " more", 0);
-    crash.verdict = "EXPECTED";
+    crash.verdict = Verdict::kExpected;
     crash.verdict_reason = s;
     r.observations.push_back(crash);
     r.observations.push_back(obs("w" + std::to_string(i), "cuda:" + s, ObsStatus::kSkipped, s, 0));
   }
-  r.observations.back().verdict = kScript;  // not a verdict: shown as not judged, never as markup
   r.observations.push_back(obs("reduce?op=sum&n=100", "cpu?order=atomic&threads=2", ObsStatus::kOk, "", 2));
   return r;
 }

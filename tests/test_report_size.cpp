@@ -10,6 +10,7 @@
 
 #include "report/probe_report.hpp"
 #include "report/train_report.hpp"
+#include "tests/fixtures.hpp"
 
 using namespace detaudit;
 
@@ -45,7 +46,7 @@ Observation cell(const std::string& w, const std::string& t, const char* verdict
   o.workload = w;
   o.target = t;
   o.repeats = repeats;
-  o.verdict = verdict;
+  o.verdict = test::verdict_named(verdict);
   for (int i = 0; i < repeats; ++i) o.fingerprints.push_back(fmt::format("{:032x}", i < distinct ? i : 0));
   o.distinct = distinct;
   OracleDistance d;
@@ -71,7 +72,7 @@ Observation not_run(const std::string& w, const std::string& t, ObsStatus st, co
   o.status = st;
   o.reason = reason;
   o.repeats = 10;
-  o.verdict = verdict;
+  o.verdict = test::verdict_named(verdict);
   o.verdict_reason = std::string(verdict) == "SKIP" ? reason : "crash with an unmet requirement: AVX-512F";
   return o;
 }
@@ -267,7 +268,7 @@ TEST(ReportSize, LinearInObservationsMatrixOnlyWhenDense) {
   EXPECT_EQ(md.find("| target | w1 |"), std::string::npos) << "no grid for a sparse matrix";
   EXPECT_NE(md.find("| workload | target | result |"), std::string::npos) << "one row per observation instead";
   EXPECT_NE(html.find("<td><code>reduce?op=sum&amp;n=2999</code></td><td><code>cpu?order=atomic&amp;threads=2000</code>"
-                      "</td><td class=\"bad\"><strong>2/3</strong> 2 ulp</td>"),
+                      "</td><td class=\"muted\"><strong>2/3</strong> 2 ulp</td>"),
             std::string::npos)
       << "every row in report.html; unjudged results show ULPs and are coloured by status";
   EXPECT_NE(md.find(" more rows (see report.html)"), std::string::npos) << "report.md counts the rows it leaves out";
@@ -299,7 +300,7 @@ TEST(ReportSize, QuickSuiteWithoutGpuFitsAPrComment) {
   const Results r = quick_without_gpu();
   ASSERT_EQ(r.observations.size(), 21u * 13u + 17u * 13u + 24u * 4u);
   std::map<std::string, int> n;
-  for (auto& o : r.observations) ++n[o.verdict];
+  for (auto& o : r.observations) ++n[verdict_text(o.verdict)];
   ASSERT_EQ(n["FAIL"], 0);
   const Document d = build_report(r);
   const std::string md = render_markdown(d), html = render_html(d);
@@ -308,7 +309,8 @@ TEST(ReportSize, QuickSuiteWithoutGpuFitsAPrComment) {
   const size_t verdict = md.find("## Verdict");
   EXPECT_LT(md.find("`detaudit probe --suite quick` · detaudit "), verdict);
   EXPECT_LT(md.find("(commit `b2550cc7ecf6`)"), verdict);
-  EXPECT_LT(md.find("Machine: `vm` · AMD EPYC, 2 cores · no GPU (no CUDA device) · openblas 0.3.21, onednn 2.6.3"),
+  EXPECT_LT(md.find("Machine: `vm` · AMD EPYC, 2 cores · no GPU (no CUDA device) · cublas 13.1.0, cudnn 9.19.0, onednn 2.6.3, "
+                    "openblas 0.3.21"),
             verdict);
   EXPECT_EQ(md.find(fmt::format("**No FAIL**: every promise held in the 590 cells judged ({} PASS, {} EXPECTED, 0 WARN, "
                                  "{} SKIP).",

@@ -16,8 +16,9 @@
 #include <string>
 #include <vector>
 
-#include "report/results.hpp"
+#include "contract/results.hpp"
 #include "tests/cli_helpers.hpp"
+#include "contract/atomic_file.hpp"
 
 namespace fs = std::filesystem;
 using namespace detaudit;
@@ -61,7 +62,7 @@ nlohmann::json good_document() {
   o.oracle->bound_k = 100;
   o.oracle->ratio_hist.assign(kRatioBuckets, 0);
   o.oracle->ratio_hist[0] = 97, o.oracle->ratio_hist[14] = 3;
-  o.verdict = "FAIL";
+  o.verdict = Verdict::kFail;
   o.verdict_reason = "NaN or infinity where the oracle has a number (or the reverse)";
   o.seconds = {0.5, 0.25};
   o.details["isa"] = "avx2";
@@ -270,7 +271,7 @@ TEST(ResultsFile, ResultsWithoutTheErrorBoundLoad) {
   EXPECT_EQ(d.agree_bits, -1);
   EXPECT_EQ(d.bound_k, 0);
   EXPECT_TRUE(d.ratio_hist.empty());
-  EXPECT_TRUE(r.observations[0].verdict.empty());
+  EXPECT_FALSE(r.observations[0].verdict.has_value());
   // And the fields the bound brings round-trip: a finite ratio, the histogram, the verdict.
   Observation back;
   Observation with = r.observations[0];
@@ -278,13 +279,13 @@ TEST(ResultsFile, ResultsWithoutTheErrorBoundLoad) {
   with.oracle->agree_bits = 21.5;
   with.oracle->bound_k = 515;
   with.oracle->ratio_hist.assign(kRatioBuckets, 2);
-  with.verdict = "PASS";
+  with.verdict = Verdict::kPass;
   ASSERT_TRUE(from_json(to_json(with), &back, &err)) << err;
   EXPECT_EQ(back.oracle->err_ratio, 0.125);
   EXPECT_EQ(back.oracle->agree_bits, 21.5);
   EXPECT_EQ(back.oracle->bound_k, 515);
   EXPECT_EQ(back.oracle->ratio_hist, with.oracle->ratio_hist);
-  EXPECT_EQ(back.verdict, "PASS");
+  EXPECT_EQ(verdict_text(back.verdict), "PASS");
   EXPECT_EQ(to_json(back).dump(), to_json(with).dump());
   fs::remove_all(dir);
 }

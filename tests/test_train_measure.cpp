@@ -9,6 +9,7 @@
 
 #include "analysis/noise_scale.hpp"
 #include "analysis/training.hpp"
+#include "probes/registry.hpp"  // target_facts
 #include "kernels/cpu/native.hpp"
 #include "kernels/cpu/ref.hpp"
 #include "models/autoencoder.hpp"
@@ -231,7 +232,7 @@ TEST(TrainMeasure, HardwareNoiseRowsFollowTheirDefinitions) {
     runs.push_back(training_run(a));
     runs.push_back(training_run(b));
   }
-  const nlohmann::json an = analyze_training(runs, {TrainingSource{}});
+  const nlohmann::json an = analyze_training(runs, {TrainingSource{}}, target_facts);
   ASSERT_TRUE(an.contains("noise")) << an.dump();
   const auto& units = an["noise"]["units"];
   ASSERT_EQ(units.size(), 2u);
@@ -270,7 +271,7 @@ TEST(TrainMeasure, ConditionESpreadStandsBesideCAndTheSeedSpread) {
                   {"to", 0.50000006}};
     runs.push_back(training_run(j));
   }
-  const nlohmann::json an = analyze_training(runs, {TrainingSource{}});
+  const nlohmann::json an = analyze_training(runs, {TrainingSource{}}, target_facts);
   ASSERT_TRUE(an.contains("one_ulp")) << an.dump();
   ASSERT_EQ(an["one_ulp"].size(), 1u);
   const auto& u = an["one_ulp"][0];

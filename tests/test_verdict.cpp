@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "probes/verdict.hpp"
+#include "contract/cells.hpp"
 
 using namespace detaudit;
 

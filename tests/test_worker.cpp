@@ -12,7 +12,7 @@
 #include "kernels/cpu/native.hpp"
 #include "probes/oracle_cache.hpp"
 #include "probes/registry.hpp"
-#include "probes/verdict.hpp"
+#include "contract/cells.hpp"
 #include "probes/worker.hpp"
 #include "probes/workload.hpp"
 

@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "probes/training_run.hpp"
+#include "contract/training_run.hpp"
 
 namespace detaudit {
 

@@ -1,9 +1,9 @@
-// Fuzzes the results.json loader (report/results.hpp): load_results on any bytes must answer true or
+// Fuzzes the results.json loader (contract/results.hpp): load_results on any bytes must answer true or
 // false with a message, never throw. A file it accepts must save and load again to the same JSON (compared
 // as text: a NaN loss is written as null and read back as NaN, and NaN != NaN).
 #include <string>
 
-#include "report/results.hpp"
+#include "contract/results.hpp"
 #include "tests/fuzz/fuzz_util.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -22,7 +22,7 @@
 #include "kernels/cuda/cuda.hpp"
 #include "probes/registry.hpp"
 #include "probes/spec.hpp"
-#include "probes/verdict.hpp"
+#include "contract/cells.hpp"
 #include "probes/worker.hpp"
 
 namespace detaudit {

@@ -1,4 +1,4 @@
-#include "probes/training_run.hpp"
+#include "contract/training_run.hpp"
 
 #include <limits>
 #include <set>

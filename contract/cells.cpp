@@ -1,7 +1,10 @@
-#include "probes/verdict.hpp"
+#include "contract/cells.hpp"
 
 #include <algorithm>
 #include <set>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace detaudit {
 
@@ -96,6 +99,17 @@ Summary summarize(const std::vector<Observation>& obs) {
     }
   }
   return s;
+}
+
+std::vector<std::string> fingerprint_set(const Observation& o) {
+  std::set<std::string> s(o.fingerprints.begin(), o.fingerprints.end());
+  return {s.begin(), s.end()};
+}
+
+std::string short_fingerprints(const std::vector<std::string>& fps) {
+  std::vector<std::string> s;
+  for (auto& f : fps) s.push_back(f.substr(0, 8));
+  return fmt::format("{}", fmt::join(s, ","));
 }
 
 }  // namespace detaudit

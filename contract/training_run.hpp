@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "probes/observation.hpp"
+#include "contract/observation.hpp"
 
 namespace detaudit {
 

@@ -10,7 +10,8 @@
 #include <nlohmann/json.hpp>
 
 #include "kernels/backend.hpp"
-#include "probes/metrics.hpp"
+#include "contract/metrics.hpp"
+#include "contract/verdict.hpp"
 
 namespace detaudit {
 
@@ -50,7 +51,8 @@ struct Observation {
   std::string describe;                                 // what ran, in the backend's words
   // Set by gates/verdict.cpp (judge): PASS, FAIL, EXPECTED, WARN or SKIP, and why in one line. Empty
   // until judged (results.json of older runs, a run in progress).
-  std::string verdict, verdict_reason;
+  std::optional<Verdict> verdict;
+  std::string verdict_reason;
 
   bool deterministic() const { return status == ObsStatus::kOk && distinct == 1; }
 };

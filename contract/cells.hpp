@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "probes/observation.hpp"
+#include "contract/observation.hpp"
 
 namespace detaudit {
 
@@ -40,5 +40,10 @@ struct Summary {
   int batch_checked = 0, batch_variant = 0;
 };
 Summary summarize(const std::vector<Observation>& obs);
+
+// The distinct fingerprints of an observation, sorted: what "the same bits" compares.
+std::vector<std::string> fingerprint_set(const Observation& o);
+// Fingerprints shortened to 8 hex digits, comma-separated, for one line of text.
+std::string short_fingerprints(const std::vector<std::string>& fps);
 
 }  // namespace detaudit

@@ -1,5 +1,5 @@
 #include "detaudit_git.hpp"
-#include "report/results.hpp"
+#include "contract/results.hpp"
 
 namespace detaudit {
 

@@ -1,4 +1,4 @@
-#include "probes/metrics.hpp"
+#include "contract/metrics.hpp"
 
 #include <algorithm>
 #include <bit>

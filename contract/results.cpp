@@ -1,4 +1,4 @@
-#include "report/results.hpp"
+#include "contract/results.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -16,7 +16,7 @@
 
 #include <fmt/format.h>
 
-#include "probes/child.hpp"
+#include "contract/atomic_file.hpp"
 
 namespace detaudit {
 

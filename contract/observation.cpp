@@ -1,4 +1,4 @@
-#include "probes/observation.hpp"
+#include "contract/observation.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -75,7 +75,7 @@ nlohmann::json to_json(const Observation& o) {
   }
   if (!o.tracing.empty()) j["tracing"] = o.tracing;
   if (!o.warmup_fingerprint.empty()) j["warmup_fingerprint"] = o.warmup_fingerprint;
-  if (!o.verdict.empty()) j["verdict"] = o.verdict;
+  if (o.verdict) j["verdict"] = to_string(*o.verdict);
   if (!o.verdict_reason.empty()) j["verdict_reason"] = o.verdict_reason;
   nlohmann::json ks = nlohmann::json::array();
   for (auto& rep : o.kernels) {
@@ -287,7 +287,16 @@ bool optional_from_json(const nlohmann::json& j, Observation* r, const std::stri
   r->reason = j.value("reason", "");
   r->describe = j.value("describe", "");
   r->tracing = j.value("tracing", "");
-  r->verdict = j.value("verdict", "");
+  r->verdict.reset();
+  if (j.contains("verdict")) {
+    Verdict v;
+    const std::string s = j["verdict"].get<std::string>();
+    if (!parse_verdict(s, &v)) {
+      *err = json_path(path, "verdict") + " must be PASS, FAIL, EXPECTED, WARN or SKIP (got \"" + s.substr(0, 40) + "\")";
+      return false;
+    }
+    r->verdict = v;
+  }
   r->verdict_reason = j.value("verdict_reason", "");
   r->warmup_fingerprint = j.value("warmup_fingerprint", "");
   if (Fingerprint fp; !r->warmup_fingerprint.empty() && !Fingerprint::from_hex(r->warmup_fingerprint, &fp)) {

@@ -7,15 +7,15 @@
 
 #include <nlohmann/json.hpp>
 
-#include "probes/child.hpp"  // write_file_atomic
-#include "probes/observation.hpp"
-#include "probes/training_run.hpp"
+#include "contract/atomic_file.hpp"
+#include "contract/observation.hpp"
+#include "contract/training_run.hpp"
 
 namespace detaudit {
 
 inline constexpr const char* kResultsSchema = "detaudit/1";
 
-// `git describe --always --dirty` of the tree this binary was built from (report/version.cpp, the one
+// `git describe --always --dirty` of the tree this binary was built from (contract/version.cpp, the one
 // file that includes the generated header, so a new commit recompiles one file).
 const char* git_commit();
 
@@ -44,7 +44,7 @@ bool load_results(const std::string& path, Results* out, std::string* err);
 // corrupt), or "not a detaudit <what> (expected "schema": "<schema>")". Never throws.
 bool load_json_document(const std::string& path, const std::string& schema, const std::string& what,
                         nlohmann::json* out, std::string* err);
-// Writes path atomically (write_file_atomic, probes/child.hpp).
+// Writes path atomically (write_file_atomic, contract/atomic_file.hpp).
 bool save_results(const std::string& path, const Results& r, std::string* err);
 
 std::string utc_now_iso8601();

@@ -1,0 +1,63 @@
+#include "contract/check_report.hpp"
+
+#include <algorithm>
+
+namespace detaudit {
+
+const char* to_string(FindingKind k) {
+  switch (k) {
+    case FindingKind::kSame: return "same";
+    case FindingKind::kBitsChanged: return "bits_changed";
+    case FindingKind::kNewOutputs: return "new_outputs";
+    case FindingKind::kAlgorithmChanged: return "algorithm_changed";
+    case FindingKind::kOtherKey: return "other_key";
+    case FindingKind::kDeterminism: return "determinism";
+    case FindingKind::kErrRatio: return "err_ratio";
+    case FindingKind::kVerdict: return "verdict";
+    case FindingKind::kStatusChanged: return "status_changed";
+    case FindingKind::kNotRun: return "not_run";
+    case FindingKind::kNoBaseline: return "no_baseline";
+    case FindingKind::kTrainingInterval: return "training_interval";
+    case FindingKind::kTrainingBits: return "training_bits";
+    case FindingKind::kTrainingNoInterval: return "training_no_interval";
+    case FindingKind::kTrainingRun: return "training_run";
+    case FindingKind::kTrainingNotRun: return "training_not_run";
+    case FindingKind::kTrainingNoBaseline: return "training_no_baseline";
+  }
+  return "same";
+}
+
+int CheckReport::count(Verdict v) const {
+  return int(std::count_if(findings.begin(), findings.end(), [&](const CheckFinding& f) { return f.verdict == v; }));
+}
+
+nlohmann::json to_json(const CheckReport& rep) {
+  nlohmann::json fs = nlohmann::json::array();
+  for (auto& f : rep.findings) {
+    nlohmann::json j = {{"kind", to_string(f.kind)},   {"verdict", to_string(f.verdict)}, {"workload", f.workload},
+                        {"target", f.target},          {"old", f.old_value},              {"new", f.new_value},
+                        {"message", f.message},        {"key_matches", f.key_matches}};
+    if (!f.old_kernels.empty()) j["old_kernels"] = f.old_kernels;
+    if (!f.new_kernels.empty()) j["new_kernels"] = f.new_kernels;
+    fs.push_back(j);
+  }
+  return {{"schema", "detaudit-check/1"},
+          {"dir", rep.dir},
+          {"baseline", rep.baseline_path},
+          {"baseline_created_at", rep.baseline_created_at},
+          {"baseline_tool", rep.baseline_tool},
+          {"exit_code", rep.exit_code()},
+          {"counts",
+           {{"PASS", rep.count(Verdict::kPass)},
+            {"FAIL", rep.count(Verdict::kFail)},
+            {"WARN", rep.count(Verdict::kWarn)},
+            {"SKIP", rep.count(Verdict::kSkip)}}},
+          {"cells_compared", rep.cells_compared},
+          {"cells_same_key", rep.cells_same_key},
+          {"cells_other_key", rep.cells_other_key},
+          {"cells_other_key_bits_changed", rep.cells_other_key_bits_changed},
+          {"training_runs_compared", rep.runs_compared},
+          {"findings", fs}};
+}
+
+}  // namespace detaudit

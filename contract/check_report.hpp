@@ -1,0 +1,56 @@
+// What `check` found: one finding per cell and training cell of a results directory against a baseline
+// (gates/check.hpp judges, report/check_report.hpp renders). Its JSON is "detaudit-check/1".
+#pragma once
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "contract/verdict.hpp"
+
+namespace detaudit {
+
+enum class FindingKind {
+  kSame,                // key matches, outputs as in the baseline (or the same non-ok status)
+  kBitsChanged,         // key matches, a deterministic cell's output changed
+  kNewOutputs,          // key matches, outputs outside a nondeterministic cell's set
+  kAlgorithmChanged,    // key matches, other bits from another algorithm (cuDNN's choice): WARN
+  kOtherKey,            // key differs, the verdict and the error budget hold (bits may differ)
+  kDeterminism,         // key differs, a deterministic, promised-deterministic cell gave k > 1 outputs
+  kErrRatio,            // key differs, err_ratio beyond the budget, or not judged (unknown)
+  kVerdict,             // the cell's own verdict is FAIL
+  kStatusChanged,       // ok -> crashed, skipped -> ok, ...
+  kNotRun,              // in the baseline, not in DIR
+  kNoBaseline,          // in DIR, not in the baseline ("new, no baseline")
+  kTrainingInterval,    // a cell's mean final loss against the prediction interval for the mean
+  kTrainingBits,        // deterministic condition on the same key: final loss and weights bitwise
+  kTrainingNoInterval,  // fewer than 2 baseline runs, or sd 0 on another key: not judged
+  kTrainingRun,         // a run that crashed, timed out, failed, diverged or was skipped
+  kTrainingNotRun,      // a baseline training cell without runs in DIR
+  kTrainingNoBaseline,  // a training cell of DIR without a baseline cell
+};
+const char* to_string(FindingKind k);  // "same", "bits_changed", ... (the JSON "kind")
+
+struct CheckFinding {
+  FindingKind kind = FindingKind::kSame;
+  Verdict verdict = Verdict::kPass;  // PASS, FAIL, WARN, or SKIP (not judged)
+  std::string workload, target;      // training: workload "train <model>/<design> (<condition>)"
+  std::string old_value, new_value;  // fingerprints, statuses, err_ratios, final losses
+  std::string message;               // one line
+  std::vector<std::string> old_kernels, new_kernels;  // GPU cells whose bits changed
+  bool key_matches = false;
+};
+
+struct CheckReport {
+  std::string dir, baseline_path;                // as given
+  std::string baseline_created_at, baseline_tool, baseline_source;
+  std::vector<CheckFinding> findings;            // in baseline order, then DIR's new cells, then training
+  int cells_compared = 0, cells_same_key = 0, cells_other_key = 0, cells_other_key_bits_changed = 0;
+  int runs_compared = 0;
+  int count(Verdict v) const;
+  int exit_code() const { return count(Verdict::kFail) ? 1 : 0; }
+};
+
+nlohmann::json to_json(const CheckReport& rep);
+
+}  // namespace detaudit

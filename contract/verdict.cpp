@@ -1,0 +1,36 @@
+#include "contract/verdict.hpp"
+
+namespace detaudit {
+
+const char* to_string(Verdict v) {
+  switch (v) {
+    case Verdict::kPass: return "PASS";
+    case Verdict::kFail: return "FAIL";
+    case Verdict::kExpected: return "EXPECTED";
+    case Verdict::kWarn: return "WARN";
+    case Verdict::kSkip: return "SKIP";
+  }
+  return "FAIL";
+}
+
+bool parse_verdict(const std::string& s, Verdict* out) {
+  for (Verdict v : kAllVerdicts)
+    if (s == to_string(v)) {
+      *out = v;
+      return true;
+    }
+  return false;
+}
+
+int severity(Verdict v) {
+  switch (v) {
+    case Verdict::kFail: return 4;
+    case Verdict::kWarn: return 3;
+    case Verdict::kExpected: return 2;
+    case Verdict::kPass: return 1;
+    case Verdict::kSkip: return 0;
+  }
+  return 4;
+}
+
+}  // namespace detaudit

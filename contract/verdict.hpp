@@ -1,0 +1,32 @@
+// Verdicts: what a cell (one target on one workload) is judged to be against its target's promise. The
+// gates judge (gates/verdict.hpp), results.json stores them, the reports render them.
+//   PASS      observed meets the promise (or nothing was promised and nothing is wrong)
+//   FAIL      a broken promise
+//   EXPECTED  promised nondeterminism observed, or an expected crash or error (an unmet requirement)
+//   WARN      claimed nondeterministic but no variation seen; variation where nothing was promised;
+//             no oracle to compare with
+//   SKIP      skipped, with the reason
+#pragma once
+#include <optional>
+#include <string>
+
+namespace detaudit {
+
+enum class Verdict { kPass, kFail, kExpected, kWarn, kSkip };
+
+const char* to_string(Verdict v);  // "PASS", "FAIL", "EXPECTED", "WARN", "SKIP"
+// Exactly one of the five names; false for anything else (an empty string included).
+bool parse_verdict(const std::string& s, Verdict* out);
+
+// The one order of verdicts, worst highest: FAIL 4 > WARN 3 > EXPECTED 2 > PASS 1 > SKIP 0. A cell's
+// verdict is its worst finding's, a target's its worst cell's (SKIP only when nothing ran).
+int severity(Verdict v);
+
+// A cell's verdict as results.json and the history spell it: the name, or "" when it is not judged yet.
+inline std::string verdict_text(const std::optional<Verdict>& v) { return v ? to_string(*v) : ""; }
+
+// All five, in the order the reports list them.
+inline constexpr Verdict kAllVerdicts[] = {Verdict::kPass, Verdict::kFail, Verdict::kExpected, Verdict::kWarn,
+                                           Verdict::kSkip};
+
+}  // namespace detaudit

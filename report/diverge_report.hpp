@@ -1,0 +1,12 @@
+// The reports of `diverge` (suites/diverge.hpp finds the first divergence, this renders it).
+#pragma once
+#include <string>
+
+#include "contract/diverge_result.hpp"
+
+namespace detaudit {
+
+// <out_dir>/diverge.json, diverge.md and diverge.html (each written atomically).
+bool write_diverge_outputs(const DivergeResult& r, const std::string& out_dir, std::string* err);
+
+}  // namespace detaudit
