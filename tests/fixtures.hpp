@@ -1,17 +1,66 @@
-// Shared test fixtures.
+// Shared test fixtures: canonical specs, fingerprints, an observation builder and a machine description,
+// so the tests build their inputs one way.
 #pragma once
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "contract/observation.hpp"
 #include "contract/verdict.hpp"
+#include "probes/spec.hpp"
 
 namespace detaudit::test {
+
+// The canonical text of a target or workload spec (the test fails when it does not parse).
+inline std::string canon_target(const std::string& text) {
+  Spec s;
+  std::string err;
+  EXPECT_TRUE(parse_target(text, &s, &err)) << err;
+  return s.str();
+}
+inline std::string canon_workload(const std::string& text) {
+  Spec s;
+  std::string err;
+  EXPECT_TRUE(parse_workload(text, &s, &err)) << err;
+  return s.str();
+}
+
+// A fingerprint of 32 hex digits, all `digit`.
+inline std::string fingerprint(char digit) { return std::string(32, digit); }
 
 // A verdict by its name as results.json spells it ("PASS", ...); "" is a cell not judged.
 inline std::optional<Verdict> verdict_named(const std::string& name) {
   Verdict v;
   if (name.empty() || !parse_verdict(name, &v)) return std::nullopt;
   return v;
+}
+
+// An observation that ran (status ok): one repeat per fingerprint, the distinct ones counted, not judged.
+inline Observation ran(const std::string& workload, const std::string& target, std::vector<std::string> fps) {
+  Observation o;
+  o.workload = workload;
+  o.target = target;
+  o.repeats = int(fps.size());
+  o.fingerprints = std::move(fps);
+  o.distinct = count_distinct(o.fingerprints);
+  return o;
+}
+
+// A machine fingerprint as probes/env.cpp writes one: a CPU with AVX2 and FMA, OpenBLAS, oneDNN, the
+// CUDA runtime and driver, cuBLAS, and one H200.
+inline nlohmann::json machine_json() {
+  return {{"cpu_model", "Test CPU 9000"},
+          {"cpu_features", {"sse4.1", "avx", "avx2", "fma"}},
+          {"cores", 2},
+          {"libraries",
+           {{"openblas", "0.3.21"}, {"openblas_core", "Haswell"}, {"onednn", "2.6.0"}, {"cuda_runtime", 12040},
+            {"cuda_driver", 12060}, {"cublas", "12.4.5"}}},
+          {"gpus", {{{"index", 0}, {"name", "NVIDIA H200"}, {"compute_capability", "9.0"}, {"sm_count", 132}}}},
+          {"cuda", "available"}};
 }
 
 }  // namespace detaudit::test

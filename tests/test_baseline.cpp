@@ -37,23 +37,10 @@ std::string workload(const std::string& text) {
   return s.str();
 }
 
-nlohmann::json test_machine() {
-  return {{"cpu_model", "Test CPU 9000"},
-          {"cpu_features", {"sse4.1", "avx", "avx2", "fma"}},
-          {"cores", 2},
-          {"libraries",
-           {{"openblas", "0.3.21"}, {"openblas_core", "Haswell"}, {"onednn", "2.6.0"}, {"cuda_runtime", 12040},
-            {"cuda_driver", 12060}, {"cublas", "12.4.5"}}},
-          {"gpus", {{{"index", 0}, {"name", "NVIDIA H200"}, {"compute_capability", "9.0"}, {"sm_count", 132}}}}};
-}
+nlohmann::json test_machine() { return test::machine_json(); }
 
 Observation cell(const std::string& w, const std::string& t, std::vector<std::string> fps, const std::string& verdict = "PASS") {
-  Observation o;
-  o.workload = w;
-  o.target = t;
-  o.repeats = int(fps.size());
-  o.fingerprints = std::move(fps);
-  o.distinct = count_distinct(o.fingerprints);
+  Observation o = test::ran(w, t, std::move(fps));
   o.verdict = test::verdict_named(verdict);
   o.verdict_reason = "set by the test";
   for (size_t i = 0; i < o.fingerprints.size(); ++i) o.seconds.push_back(0.001 * double(i + 1));

@@ -18,6 +18,7 @@
 #include "report/probe_report.hpp"  // kMarkdownLimit
 #include "probes/spec.hpp"
 #include "tests/cli_helpers.hpp"
+#include "tests/fixtures.hpp"
 
 using namespace detaudit;
 using namespace detaudit::cli_test;
@@ -27,18 +28,8 @@ namespace {
 
 const std::string FA(32, 'a'), FB(32, 'b'), FC(32, 'c'), FD(32, 'd'), FE(32, 'e');
 
-std::string canon_target(const std::string& text) {
-  Spec s;
-  std::string err;
-  EXPECT_TRUE(parse_target(text, &s, &err)) << err;
-  return s.str();
-}
-std::string canon_workload(const std::string& text) {
-  Spec s;
-  std::string err;
-  EXPECT_TRUE(parse_workload(text, &s, &err)) << err;
-  return s.str();
-}
+using test::canon_target;
+using test::canon_workload;
 
 const std::string& W() {
   static const std::string w = canon_workload("matmul?m=8&n=8&k=515");  // k >= 64: order=atomic can race
@@ -58,12 +49,7 @@ const std::string& GPU() {
 }
 
 Observation ok_cell(const std::string& w, const std::string& t, std::vector<std::string> fps) {
-  Observation o;
-  o.workload = w;
-  o.target = t;
-  o.repeats = int(fps.size());
-  o.fingerprints = std::move(fps);
-  o.distinct = count_distinct(o.fingerprints);
+  Observation o = test::ran(w, t, std::move(fps));
   o.seconds.assign(o.fingerprints.size(), 0.01);
   return o;
 }

@@ -14,6 +14,7 @@
 #include "report/probe_report.hpp"
 #include "contract/results.hpp"
 #include "tests/cli_helpers.hpp"
+#include "tests/fixtures.hpp"
 
 namespace fs = std::filesystem;
 using namespace detaudit;
@@ -40,13 +41,7 @@ const std::string kReduce = W("reduce?op=sum&n=1000");
 const std::string kCpu = T("cpu"), kOpenblas = T("openblas"), kOnednn = T("onednn");
 
 Observation ok(const std::string& w, const std::string& t, std::vector<std::string> fps) {
-  Observation o;
-  o.workload = w;
-  o.target = t;
-  o.repeats = int(fps.size());
-  o.fingerprints = std::move(fps);
-  o.distinct = count_distinct(o.fingerprints);
-  return o;
+  return test::ran(w, t, std::move(fps));
 }
 
 Results run_on(const std::string& openblas, std::vector<Observation> obs) {

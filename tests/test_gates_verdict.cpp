@@ -9,6 +9,7 @@
 
 #include "gates/verdict.hpp"
 #include "probes/spec.hpp"
+#include "tests/fixtures.hpp"
 
 using namespace detaudit;
 
@@ -23,18 +24,8 @@ nlohmann::json machine_avx512() {
           {"gpus", {{{"index", 0}, {"name", "NVIDIA H200"}, {"compute_capability", "9.0"}, {"sm_count", 132}}}}};
 }
 
-std::string canon_target(const std::string& t) {
-  Spec s;
-  std::string err;
-  EXPECT_TRUE(parse_target(t, &s, &err)) << err;
-  return s.str();
-}
-std::string canon_workload(const std::string& w) {
-  Spec s;
-  std::string err;
-  EXPECT_TRUE(parse_workload(w, &s, &err)) << err;
-  return s.str();
-}
+using test::canon_target;
+using test::canon_workload;
 
 OracleDistance within_bound(double err_ratio, int64_t k = 256) {
   OracleDistance d;

@@ -17,6 +17,7 @@
 
 #include "cli_helpers.hpp"
 #include "gates/history.hpp"
+#include "tests/fixtures.hpp"
 
 namespace fs = std::filesystem;
 using namespace detaudit;
@@ -48,7 +49,7 @@ class ScopedEnv {
   std::optional<std::string> old_;
 };
 
-std::string fp(char c) { return std::string(32, c); }
+std::string fp(char c) { return test::fingerprint(c); }
 
 nlohmann::json machine(const std::string& host, const std::string& openblas = "0.3.21") {
   return {{"hostname", host},
@@ -63,13 +64,8 @@ nlohmann::json machine(const std::string& host, const std::string& openblas = "0
 
 Observation cell(const std::string& workload, const std::string& target, std::vector<std::string> fps,
                  ObsStatus status = ObsStatus::kOk) {
-  Observation o;
-  o.workload = workload;
-  o.target = target;
+  Observation o = test::ran(workload, target, fps);
   o.status = status;
-  o.repeats = int(fps.size());
-  o.fingerprints = fps;
-  o.distinct = count_distinct(fps);
   o.seconds = std::vector<double>(fps.size(), 0.25);
   o.verdict = status == ObsStatus::kOk && o.distinct == 1 ? Verdict::kPass : Verdict::kFail;
   o.verdict_reason = "test";

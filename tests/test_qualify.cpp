@@ -21,6 +21,7 @@
 #include "probes/spec.hpp"
 #include "contract/results.hpp"
 #include "tests/cli_helpers.hpp"
+#include "tests/fixtures.hpp"
 
 using namespace detaudit;
 using namespace detaudit::cli_test;
@@ -31,12 +32,7 @@ namespace {
 // A few CPU targets: a level-1 run of them takes a few seconds on 2 cores.
 const char* kCpuTargets = "cpu-ref,cpu?order=sequential&threads=2,cpu?order=atomic&threads=2";
 
-std::string canon_target(const std::string& text) {
-  Spec s;
-  std::string err;
-  EXPECT_TRUE(parse_target(text, &s, &err)) << err;
-  return s.str();
-}
+using test::canon_target;
 
 std::vector<std::string> split(const std::string& csv) {
   std::vector<std::string> v;

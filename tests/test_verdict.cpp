@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "contract/cells.hpp"
+#include "tests/fixtures.hpp"
 
 using namespace detaudit;
 
@@ -8,13 +9,7 @@ namespace {
 const std::string A(32, 'a'), B(32, 'b'), C(32, 'c');
 
 Observation ok(const std::string& w, const std::string& t, std::vector<std::string> fps) {
-  Observation o;
-  o.workload = w;
-  o.target = t;
-  o.repeats = int(fps.size());
-  o.fingerprints = std::move(fps);
-  o.distinct = count_distinct(o.fingerprints);
-  return o;
+  return test::ran(w, t, std::move(fps));
 }
 Observation with_status(ObsStatus s) {
   Observation o;
