@@ -67,7 +67,7 @@ void BM_native_gemm(benchmark::State& state, detaudit::ReduceOrder order, detaud
   if (!st) return state.SkipWithError(st.message().c_str());
   if (std::string why = p.check(); !why.empty()) return state.SkipWithError(why.c_str());
   for (auto _ : state) {
-    run();
+    if (!run()) return state.SkipWithError("gemm failed while timed");
     benchmark::DoNotOptimize(p.c.data());
     benchmark::ClobberMemory();
   }
@@ -103,7 +103,7 @@ void BM_openblas_sgemm(benchmark::State& state) {
   run();
   if (std::string why = p.check(); !why.empty()) return state.SkipWithError(why.c_str());
   for (auto _ : state) {
-    run();
+    if (!run()) return state.SkipWithError("gemm failed while timed");
     benchmark::DoNotOptimize(p.c.data());
     benchmark::ClobberMemory();
   }

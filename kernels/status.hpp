@@ -1,12 +1,13 @@
 // Status: what every kernel, library and device call returns. Library code never exits or throws
-// across this boundary; the CLI turns statuses into exit codes.
+// across this boundary; the CLI turns statuses into exit codes. [[nodiscard]]: a Status that is dropped
+// is a compiler warning, so a failure cannot be lost by forgetting to look at it.
 #pragma once
 #include <string>
 #include <utility>
 
 namespace detaudit {
 
-class Status {
+class [[nodiscard]] Status {
  public:
   enum class Code { kOk = 0, kUnsupported, kInvalid, kUnavailable, kError };
 
