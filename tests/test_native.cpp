@@ -13,8 +13,10 @@
 #include <vector>
 
 #include "kernels/cpu/native.hpp"
+#include "kernels/cpu/native_gemm.hpp"
 #include "kernels/cpu/native_kernels.hpp"
 #include "kernels/cpu/ref.hpp"
+#include "kernels/cpu/thread_pool.hpp"
 
 namespace detaudit {
 namespace {
@@ -636,6 +638,145 @@ TEST(NativeAtomic, ForcedOrdersChangeGemmAndConvBits) {
   // Still the right answer.
   auto ref = make_cpu_ref();
   EXPECT_TRUE(close(c1, run_gemm(*ref, g, d), 1e-4, 1e-4));
+}
+
+// ---- batched gemms (native::gemm_batch: Winograd's 36 per-point gemms) ------------------------------
+
+// A gemm driver context of its own, as the backend builds one.
+struct Driver {
+  explicit Driver(int threads) : pool(threads), scratch(size_t(pool.size())) {}
+  native::GemmContext ctx(ReduceOrder order, uint64_t seed) {
+    return {native::isa_kernels(CpuIsa::kAuto), &pool, order, seed, &scratch, &shared, &staging};
+  }
+  ThreadPool pool;
+  std::vector<native::ThreadScratch> scratch;
+  std::vector<native::AlignedBuffer> shared, staging = std::vector<native::AlignedBuffer>(4);
+};
+
+native::GemmArgs args_of(const GemmCase& g, const GemmData& d, float* c) {
+  return {g.ta, g.tb, g.m, g.n, g.k, g.alpha, d.a.data(), d.lda, d.b.data(), d.ldb, g.beta, c, d.ldc};
+}
+
+// Every gemm of a batch gets the bits gemm() gives it alone, in every order and thread count:
+// sequential, pairwise, blocked, atomic under forced orders and with one thread (completion order =
+// chunk order); shapes below kAtomicMinSplitK, with 3 and 5 atomic chunks, a few tiles and many, beta
+// zero and not, and different transposes and leading dimensions within one batch.
+TEST(NativeGemmBatch, EachGemmGetsTheBitsOfItsGemmAlone) {
+  struct Run {
+    ReduceOrder order;
+    uint64_t seed;
+    bool one_thread_only;
+  };
+  const std::vector<Run> runs = {{ReduceOrder::kSequential, 0, false}, {ReduceOrder::kPairwise, 0, false},
+                                 {ReduceOrder::kBlocked, 0, false},    {ReduceOrder::kAtomic, 1, false},
+                                 {ReduceOrder::kAtomic, 5, false},     {ReduceOrder::kAtomic, 0, true}};
+  const std::vector<GemmCase> shapes = {{Trans::kN, Trans::kN, 13, 35, 10, 1.0f, 0.0f},
+                                        {Trans::kN, Trans::kN, 37, 70, 70, 1.0f, 0.0f},
+                                        {Trans::kN, Trans::kN, 20, 9, 600, 1.0f, 0.5f},
+                                        {Trans::kN, Trans::kN, 100, 33, 1030, 0.5f, 0.0f},
+                                        {Trans::kN, Trans::kN, 64, 300, 257, 1.0f, 1.0f},
+                                        {Trans::kN, Trans::kN, 4, 5, 0, 1.0f, 0.0f}};
+  const Trans tr[5][2] = {{Trans::kN, Trans::kN}, {Trans::kT, Trans::kN}, {Trans::kN, Trans::kT},
+                          {Trans::kT, Trans::kT}, {Trans::kN, Trans::kN}};
+  uint64_t seed = 90;
+  for (const GemmCase& shape : shapes) {
+    std::vector<GemmCase> cases;
+    std::vector<GemmData> data;
+    for (const auto& t : tr) {
+      GemmCase g = shape;
+      g.ta = t[0], g.tb = t[1];
+      cases.push_back(g);
+      data.push_back(make_gemm_data(g, false, seed += 3));
+    }
+    for (const Run& r : runs)
+      for (int threads : {1, 2, 4}) {
+        if (r.one_thread_only && threads > 1) continue;
+        const std::string what = std::string(to_string(r.order)) + " seed " + std::to_string(r.seed) + " threads " +
+                                 std::to_string(threads) + " k " + std::to_string(shape.k);
+        Driver batch_driver(threads);
+        std::vector<std::vector<float>> out;
+        std::vector<native::GemmArgs> gs;
+        for (const GemmData& d : data) out.push_back(d.c0);
+        for (size_t i = 0; i < cases.size(); ++i) gs.push_back(args_of(cases[i], data[i], out[i].data()));
+        native::GemmContext bc = batch_driver.ctx(r.order, r.seed);
+        ASSERT_TRUE(native::gemm_batch(bc, gs)) << what;
+        for (size_t i = 0; i < cases.size(); ++i) {
+          Driver alone_driver(threads);
+          native::GemmContext ac = alone_driver.ctx(r.order, r.seed);
+          std::vector<float> alone = data[i].c0;
+          ASSERT_TRUE(native::gemm(ac, args_of(cases[i], data[i], alone.data()))) << what;
+          EXPECT_TRUE(bitwise_equal(out[i], alone)) << what << " gemm " << i;
+        }
+      }
+  }
+}
+
+TEST(NativeGemmBatch, RefusesGemmsThatDoNotShareTheirShape) {
+  const GemmCase g{Trans::kN, Trans::kN, 8, 9, 10, 1.0f, 0.0f};
+  const GemmData d = make_gemm_data(g, false, 7);
+  std::vector<float> c1 = d.c0, c2 = d.c0;
+  Driver drv(2);
+  native::GemmContext ctx = drv.ctx(ReduceOrder::kBlocked, 0);
+  EXPECT_TRUE(native::gemm_batch(ctx, {})) << "an empty batch";
+  for (int field = 0; field < 5; ++field) {
+    native::GemmArgs a = args_of(g, d, c1.data()), b = args_of(g, d, c2.data());
+    if (field == 0) b.m = 7;
+    if (field == 1) b.n = 8;
+    if (field == 2) b.k = 9;
+    if (field == 3) b.alpha = 2.0f;
+    if (field == 4) b.beta = 1.0f;
+    const std::vector<native::GemmArgs> gs = {a, b};
+    Status st = native::gemm_batch(ctx, gs);
+    EXPECT_FALSE(st) << "field " << field;
+    EXPECT_NE(st.message().find("share"), std::string::npos) << st.message();
+  }
+}
+
+// Hard facts about the atomic chunks of a gemm: order=atomic with a forced seed adds the partials of
+// its max(3, ceil(K / kGemmKc)) chunks [K*c/chunks, K*(c+1)/chunks) in the seeded permutation p, from
+// zero: ((0 + P[p0]) + P[p1]) + ... Those are order=blocked's partials with `chunks` threads, which adds
+// them as ((P0 + P1) + P2) + ...; float addition commutes, so the two have the same bits exactly when
+// p[2..] is 2, 3, ..., and two seeds give the same bits exactly when their permutations agree from
+// position 2 on. One thread without a seed adds the chunks in their own order: blocked's bits too.
+TEST(NativeAtomic, ForcedGemmOrdersAreBlockedPartialsInTheirPermutation) {
+  for (const GemmCase& g : {GemmCase{Trans::kN, Trans::kN, 21, 40, 600, 1.0f, 0.0f},
+                            GemmCase{Trans::kT, Trans::kN, 9, 70, 1030, 1.0f, 0.0f}}) {
+    const size_t chunks = size_t(std::max(3, (g.k + native::kGemmKc - 1) / native::kGemmKc));
+    const GemmData d = make_gemm_data(g, false, 71);
+    const std::vector<float> blocked = run_gemm(*native_backend(ReduceOrder::kBlocked, int(chunks)), g, d);
+    EXPECT_TRUE(bitwise_equal(run_gemm(*native_backend(ReduceOrder::kAtomic, 1), g, d), blocked)) << "k " << g.k;
+    // Seeds: the first whose tail is 2, 3, ..., the first whose head is swapped relative to that one, and
+    // up to three whose tails differ from each other and from it (with 3 chunks only two such tails exist).
+    auto tail = [&](uint64_t s) {
+      std::vector<uint32_t> p = native::forced_order(s, chunks);
+      return std::vector<uint32_t>(p.begin() + 2, p.end());
+    };
+    std::vector<uint32_t> identity_tail(chunks - 2);
+    for (size_t i = 0; i < identity_tail.size(); ++i) identity_tail[i] = uint32_t(i + 2);
+    std::vector<uint64_t> same, other;
+    std::vector<std::vector<uint32_t>> other_tails;
+    for (uint64_t s = 1; s < 5000 && (same.size() < 2 || other.size() < 3); ++s) {
+      const std::vector<uint32_t> t = tail(s);
+      if (t == identity_tail) {
+        const bool new_head = same.empty() || native::forced_order(s, chunks) != native::forced_order(same[0], chunks);
+        if (same.size() < 2 && new_head) same.push_back(s);
+      } else if (other.size() < 3 && std::find(other_tails.begin(), other_tails.end(), t) == other_tails.end()) {
+        other.push_back(s), other_tails.push_back(t);
+      }
+    }
+    ASSERT_EQ(same.size(), 2u) << "k " << g.k;
+    ASSERT_GE(other.size(), 2u) << "k " << g.k;
+    for (uint64_t s : same)
+      EXPECT_TRUE(bitwise_equal(run_gemm(*native_backend(ReduceOrder::kAtomic, 2, s), g, d), blocked))
+          << "k " << g.k << " seed " << s;
+    std::vector<std::vector<float>> seen = {blocked};
+    for (uint64_t s : other) {
+      const std::vector<float> c = run_gemm(*native_backend(ReduceOrder::kAtomic, 2, s), g, d);
+      for (const std::vector<float>& prev : seen)
+        EXPECT_FALSE(bitwise_equal(c, prev)) << "k " << g.k << " seed " << s << ": another tail, other bits";
+      seen.push_back(c);
+    }
+  }
 }
 
 // ---- every ISA path gives the same bits ------------------------------------------------------------

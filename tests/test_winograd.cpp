@@ -1,7 +1,8 @@
 // cpu?conv=winograd (kernels/cpu/winograd.hpp): Winograd F(4x4,3x3) forward, forward + bias, backward
 // data and backward filter against the cpu-ref oracle; the orders' promises (sequential and pairwise:
 // the same bits for every thread count and isa; blocked: the same bits run to run; atomic: the forced
-// orders differ); the direct path unchanged; the spec refusals; a few PredNet steps.
+// orders differ) and the chunks that make their bits; the direct path unchanged; the spec refusals; a
+// few PredNet steps.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -289,6 +290,68 @@ TEST(Winograd, AtomicForcedOrdersDiffer) {
   const ConvShape short_c = shape(2, 9, 10, 7, 6, 1);
   const Inputs in = inputs_for(short_c, Pass::kFwd, 9);
   EXPECT_TRUE(same_bits(run(*s2, short_c, Pass::kFwd, in), run(*cpu(ReduceOrder::kSequential, 1), short_c, Pass::kFwd, in)));
+}
+
+// Hard facts that pin the orders' chunks in Winograd's 36 gemms (the gemm driver's, native_gemm.cpp):
+// - atomic with a forced seed adds the partials of max(3, ceil(L / kGemmKc)) chunks [L*c/chunks,
+//   L*(c+1)/chunks) of each gemm's reduction (length L: C forward, K backward data, the tiles T for the
+//   filter gradient) in the seeded permutation p, from zero: ((0 + P[p0]) + P[p1]) + ... Blocked with
+//   `chunks` threads has the same partials and adds them as ((P0 + P1) + P2) + ...; float addition
+//   commutes, so the two give the same bits exactly when p[2..] = 2, 3, ..., and seeds whose permutations
+//   differ from position 2 on give other bits. One thread without a seed adds in chunk order: blocked's
+//   bits too.
+// - pairwise cuts at multiples of kGemmKc: with L = 512 it is blocked with two threads; with L <= 256
+//   it is sequential.
+TEST(Winograd, AtomicAndBlockedBitsFollowTheirChunks) {
+  struct Long {
+    Pass pass;
+    ConvShape s;
+    int reduction;
+  };
+  const std::vector<Long> cases = {{Pass::kFwdBias, kFwdLong, 70},
+                                   {Pass::kBwdData, shape(2, 9, 10, 7, 70, 1), 70},
+                                   {Pass::kBwdFilter, kBwdLong, 300},
+                                   {Pass::kFwd, shape(1, 800, 4, 4, 3, 1), 800},
+                                   {Pass::kBwdFilter, shape(4, 3, 64, 64, 5, 1), 1024}};
+  for (const Long& c : cases) {
+    const size_t chunks = size_t(std::max(3, (c.reduction + native::kGemmKc - 1) / native::kGemmKc));
+    const std::string what = std::string(name_of(c.pass)) + " over " + std::to_string(c.reduction);
+    const Inputs in = inputs_for(c.s, c.pass, 12);
+    const std::vector<float> blocked = run(*cpu(ReduceOrder::kBlocked, int(chunks)), c.s, c.pass, in);
+    EXPECT_TRUE(same_bits(run(*cpu(ReduceOrder::kAtomic, 1), c.s, c.pass, in), blocked)) << what;
+    std::vector<uint32_t> identity(chunks - 2);
+    for (size_t i = 0; i < identity.size(); ++i) identity[i] = uint32_t(i + 2);
+    std::vector<uint64_t> same, other;
+    std::vector<std::vector<uint32_t>> other_tails;
+    for (uint64_t seed = 1; seed < 5000 && (same.size() < 2 || other.size() < 3); ++seed) {
+      const std::vector<uint32_t> p = native::forced_order(seed, chunks), tail(p.begin() + 2, p.end());
+      if (tail == identity) {
+        if (same.size() < 2 && (same.empty() || p != native::forced_order(same[0], chunks))) same.push_back(seed);
+      } else if (other.size() < 3 && std::find(other_tails.begin(), other_tails.end(), tail) == other_tails.end()) {
+        other.push_back(seed), other_tails.push_back(tail);
+      }
+    }
+    ASSERT_EQ(same.size(), 2u) << what;
+    ASSERT_GE(other.size(), 2u) << what;
+    auto forced = [&](uint64_t seed) {
+      return run(*cpu(ReduceOrder::kAtomic, 2, ConvAlgo::kWinograd, CpuIsa::kAuto, seed), c.s, c.pass, in);
+    };
+    for (uint64_t seed : same) EXPECT_TRUE(same_bits(forced(seed), blocked)) << what << " seed " << seed;
+    std::vector<std::vector<float>> seen = {blocked};
+    for (uint64_t seed : other) {
+      const std::vector<float> y = forced(seed);
+      for (const std::vector<float>& prev : seen) EXPECT_FALSE(same_bits(y, prev)) << what << " seed " << seed;
+      seen.push_back(y);
+    }
+  }
+  const ConvShape t512 = shape(2, 3, 64, 64, 5, 1);  // 2 * 16 * 16 tiles
+  const Inputs in = inputs_for(t512, Pass::kBwdFilter, 13);
+  const std::vector<float> pairwise = run(*cpu(ReduceOrder::kPairwise, 3), t512, Pass::kBwdFilter, in);
+  EXPECT_TRUE(same_bits(pairwise, run(*cpu(ReduceOrder::kBlocked, 2), t512, Pass::kBwdFilter, in)));
+  EXPECT_FALSE(same_bits(pairwise, run(*cpu(ReduceOrder::kSequential, 1), t512, Pass::kBwdFilter, in)));
+  const Inputs in70 = inputs_for(kFwdLong, Pass::kFwd, 14);
+  EXPECT_TRUE(same_bits(run(*cpu(ReduceOrder::kPairwise, 2), kFwdLong, Pass::kFwd, in70),
+                        run(*cpu(ReduceOrder::kSequential, 1), kFwdLong, Pass::kFwd, in70)));
 }
 
 TEST(Winograd, SpecsAndPromises) {

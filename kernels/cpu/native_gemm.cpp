@@ -11,8 +11,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cmath>
 #include <cstring>
+#include <span>
 #include <string>
 #include <thread>
 
@@ -479,6 +481,7 @@ class Problem {
  public:
   virtual ~Problem() = default;
   int m = 0, n = 0, k = 0;
+  int batch = 1;  // independent gemms side by side in N (GemmBatchProblem)
   Epilogue epi;
   // Output tiles, at least `min_tiles` when the shape allows.
   // determinism: tiles only say which thread computes which C elements.
@@ -487,25 +490,6 @@ class Problem {
   virtual float* c_tile(const Tile& tl, ptrdiff_t* ldc) const = 0;
   virtual bool compute(const IsaKernels& kn, ThreadScratch& s, const Tile& tl, int k0, int k1,
                        const TileTarget& t) const = 0;
-};
-
-class GemmProblem final : public Problem {
- public:
-  explicit GemmProblem(const GemmArgs& g) : g_(g) {
-    m = g.m, n = g.n, k = g.k;
-    epi = {g.alpha, g.beta};
-  }
-  float* c_tile(const Tile& tl, ptrdiff_t* ldc) const override {
-    *ldc = g_.ldc;
-    return g_.c + size_t(tl.i0) * g_.ldc + tl.j0;
-  }
-  bool compute(const IsaKernels& kn, ThreadScratch& s, const Tile& tl, int k0, int k1,
-               const TileTarget& t) const override {
-    return compute_tile(g_, kn, s, tl, k0, k1, t);
-  }
-
- private:
-  GemmArgs g_;
 };
 
 // col[crs - crs0][pq - pq0] (row stride ldcol) for crs in [crs0, crs1), pq in [pq0, pq1) of one image's
@@ -547,18 +531,53 @@ void im2col_range(const ConvShape& sh, const float* x, float* col, size_t ldcol,
 // The convolutions' outputs are [image][m][width], seen as one M x (images*width) problem: tiles are
 // one image's tiles repeated (at least min_tiles in all when the shape allows), so none straddles two
 // images, and tile tl's C starts in image tl.j0 / width.
-std::vector<Tile> per_image_tiles(int m, int width, int images, int min_tiles, const IsaKernels& kn) {
-  std::vector<Tile> one = make_tiles(m, width, std::max(1, min_tiles / images), kn), all;
+std::vector<Tile> repeat_tiles(const std::vector<Tile>& one, int width, int images) {
+  std::vector<Tile> all;
   all.reserve(one.size() * images);
   for (int i = 0; i < images; ++i)
     for (Tile t : one) all.push_back({t.i0, t.i1, t.j0 + i * width, t.j1 + i * width});
   return all;
+}
+std::vector<Tile> per_image_tiles(int m, int width, int images, int min_tiles, const IsaKernels& kn) {
+  return repeat_tiles(make_tiles(m, width, std::max(1, min_tiles / images), kn), width, images);
 }
 float* per_image_c(float* out, int m, int width, const Tile& tl, ptrdiff_t* ldc) {
   *ldc = width;
   const int img = tl.j0 / width;
   return out + (size_t(img) * m + tl.i0) * width + (tl.j0 - img * width);
 }
+
+// A batch of gemms sharing m, n, k, alpha and beta, seen as one M x (batch*N) problem in the same way:
+// tiles are one gemm's tiles repeated (at least min_tiles in all when the shape allows), so none
+// straddles two gemms, and tile tl is gemm tl.j0 / N's. A single gemm is a batch of one (the tiles of
+// make_tiles(m, n, min_tiles)).
+// determinism: each gemm's elements are computed exactly as they would be for that gemm alone; the
+// batch only says which thread computes which tile of which gemm.
+class GemmBatchProblem final : public Problem {
+ public:
+  explicit GemmBatchProblem(std::span<const GemmArgs> gs) : gs_(gs), width_(gs[0].n) {
+    m = gs[0].m, n = int(gs.size()) * width_, k = gs[0].k, batch = int(gs.size());
+    epi = {gs[0].alpha, gs[0].beta};
+  }
+  std::vector<Tile> tiles(int min_tiles, const IsaKernels& kn) const override {
+    if (batch == 1) return make_tiles(m, width_, min_tiles, kn);
+    return repeat_tiles(make_tiles(m, width_, ceil_div(min_tiles, batch), kn), width_, batch);
+  }
+  float* c_tile(const Tile& tl, ptrdiff_t* ldc) const override {
+    const int gi = tl.j0 / width_;
+    *ldc = gs_[gi].ldc;
+    return gs_[gi].c + size_t(tl.i0) * gs_[gi].ldc + (tl.j0 - gi * width_);
+  }
+  bool compute(const IsaKernels& kn, ThreadScratch& s, const Tile& tl, int k0, int k1,
+               const TileTarget& t) const override {
+    const int gi = tl.j0 / width_, j0 = gi * width_;
+    return compute_tile(gs_[gi], kn, s, {tl.i0, tl.i1, tl.j0 - j0, tl.j1 - j0}, k0, k1, t);
+  }
+
+ private:
+  std::span<const GemmArgs> gs_;
+  int width_;
+};
 
 // conv2d forward as one problem: M = K filters, N = images x PQ (column n*PQ + pq), reduction over CRS.
 // Tiles never straddle images, so a tile's C is one image's output rows.
@@ -707,11 +726,16 @@ class ConvBwdFilterNhwcProblem final : public Problem {
   int pq_;
 };
 
+// How many output tiles sequential and pairwise ask for: one per thread, or for a batch (many gemms
+// of one shape, whose equal tiles are handed out whole) four per thread, so that the last round is short.
+// determinism: tiles only say which thread computes which C elements.
+int shared_tiles(const Problem& pb, int threads) { return pb.batch > 1 ? 4 * threads : threads; }
+
 // ---- sequential: one FMA chain over the whole K per element; threads split the output tiles.
 // determinism: bits independent of the thread count and of scheduling.
 Status run_sequential(GemmContext& ctx, const Problem& pb) {
   const IsaKernels& kn = *ctx.kern;
-  std::vector<Tile> tiles = pb.tiles(ctx.pool->size(), kn);
+  std::vector<Tile> tiles = pb.tiles(shared_tiles(pb, ctx.pool->size()), kn);
   std::atomic<size_t> next{0};
   std::atomic<bool> oom{false};
   ctx.pool->run([&](int tid) {
@@ -744,7 +768,7 @@ Status run_pairwise(GemmContext& ctx, const Problem& pb) {
   const IsaKernels& kn = *ctx.kern;
   const int chunks = ceil_div(pb.k, kGemmKc);
   if (chunks <= 1) return run_sequential(ctx, pb);  // one chunk: nothing to combine
-  std::vector<Tile> tiles = pb.tiles(ctx.pool->size(), kn);
+  std::vector<Tile> tiles = pb.tiles(shared_tiles(pb, ctx.pool->size()), kn);
   std::atomic<size_t> next{0};
   std::atomic<bool> oom{false};
   ctx.pool->run([&](int tid) {
@@ -803,10 +827,11 @@ Status run_blocked(GemmContext& ctx, const Problem& pb) {
   const IsaKernels& kn = *ctx.kern;
   auto edge = [&](int t) { return int(int64_t(pb.k) * t / threads); };
   std::atomic<bool> oom{false};
-  // Whole tiles per thread when K is short (the partial buffers and their combine pass would cost as
-  // much as the products) and there are enough tiles to share; K split over threads otherwise.
+  // Whole tiles per thread when there are enough tiles to share and either K is short (the partial
+  // buffers and their combine pass would cost as much as the products) or the problem is a batch of
+  // gemms (the M x N buffers would be needed for every gemm of it); K split over threads otherwise.
   std::vector<Tile> tiles = pb.tiles(4 * threads, kn);
-  if (pb.k < kGemmKc * threads && tiles.size() >= size_t(4 * threads)) {
+  if ((pb.k < kGemmKc * threads || pb.batch > 1) && tiles.size() >= size_t(4 * threads)) {
     std::atomic<size_t> next{0};
     ctx.pool->run([&](int tid) {
       ThreadScratch& s = (*ctx.scratch)[tid];
@@ -985,11 +1010,21 @@ Status run(GemmContext& ctx, const Problem& pb) {
 
 }  // namespace
 
-Status gemm(GemmContext& ctx, const GemmArgs& g) {
-  DETAUDIT_RETURN_IF_ERROR(validate_gemm(g.ta, g.tb, g.m, g.n, g.k, g.lda, g.ldb, g.ldc));
-  if (g.m == 0 || g.n == 0) return Status::ok();
-  return run(ctx, GemmProblem(g));
+Status gemm_batch(GemmContext& ctx, std::span<const GemmArgs> gs) {
+  if (gs.empty()) return Status::ok();
+  const GemmArgs& g0 = gs[0];
+  for (const GemmArgs& g : gs) {
+    DETAUDIT_RETURN_IF_ERROR(validate_gemm(g.ta, g.tb, g.m, g.n, g.k, g.lda, g.ldb, g.ldc));
+    auto bits = [](float x) { return std::bit_cast<uint32_t>(x); };
+    if (g.m != g0.m || g.n != g0.n || g.k != g0.k || bits(g.alpha) != bits(g0.alpha) || bits(g.beta) != bits(g0.beta))
+      return Status::invalid("gemm batch: the gemms must share m, n, k, alpha and beta");
+  }
+  if (g0.m == 0 || g0.n == 0) return Status::ok();
+  if (gs.size() * size_t(g0.n) > size_t(INT32_MAX)) return Status::invalid("gemm batch: too large");
+  return run(ctx, GemmBatchProblem(gs));
 }
+
+Status gemm(GemmContext& ctx, const GemmArgs& g) { return gemm_batch(ctx, std::span<const GemmArgs>(&g, 1)); }
 
 // Splits images over the pool's threads (copies only).
 template <class F>

@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdlib>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "kernels/backend.hpp"
@@ -60,10 +61,20 @@ struct GemmContext {
   uint64_t forced_seed;
   std::vector<ThreadScratch>* scratch;  // pool->size() entries
   std::vector<AlignedBuffer>* shared;   // order=blocked (few tiles) / atomic (beta != 0): M x N partials
+                                        // (of every gemm of a batch)
   std::vector<AlignedBuffer>* staging;  // conv2d: padded input, output, packed operand, windows (4 entries)
 };
 
-
+// C = alpha op(A) op(B) + beta C for each gemm of gs, all in one run of the context's order (one pool
+// dispatch for the batch, work shared over the tiles of all its gemms). The gemms share m, n, k, alpha
+// and beta; operands, transposes and leading dimensions are each gemm's own. For the 36 per-point
+// gemms of a Winograd convolution, small ones among them: one multithreaded gemm each would pay a
+// dispatch and, in order=blocked, a combine pass 36 times.
+// determinism: each gemm gets what gemm() computes for it alone in the same context: the same bits in
+// every order (order=atomic with forced_seed included); an unforced atomic order races as it would
+// for that gemm alone (the same chunks, added in completion order).
+Status gemm_batch(GemmContext& ctx, std::span<const GemmArgs> gs);
+// gemm_batch of one.
 Status gemm(GemmContext& ctx, const GemmArgs& g);
 
 // y[n][k][p][q] = sum over (c, r, s) of w[k][c][r][s] * x[n][c][...]: for every image the gemm

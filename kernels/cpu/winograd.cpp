@@ -8,14 +8,8 @@
 #include "kernels/cpu/winograd.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <cstring>
-#include <mutex>
-#include <string>
-#include <thread>
 #include <vector>
-
-#include <immintrin.h>
 
 #include "kernels/cpu/native_kernels.hpp"
 #include "kernels/cpu/thread_pool.hpp"
@@ -215,33 +209,7 @@ void for_items(ThreadPool* pool, size_t n, F&& fn) {
   });
 }
 
-GemmArgs sub_k(GemmArgs g, int k0, int k1) {
-  g.a += g.ta == Trans::kN ? size_t(k0) : size_t(k0) * g.lda;
-  g.b += g.tb == Trans::kN ? size_t(k0) * g.ldb : size_t(k0);
-  g.k = k1 - k0;
-  return g;
-}
-GemmArgs sub_cols(GemmArgs g, int j0, int j1) {
-  g.b += g.tb == Trans::kN ? size_t(j0) : size_t(j0) * g.ldb;
-  g.c += j0;
-  g.n = j1 - j0;
-  return g;
-}
-
 }  // namespace
-
-// One gemm context per pool part, each on a pool of one thread, so that 36 independent gemms can run
-// side by side (a multithreaded native::gemm per point would pay a pool dispatch and a combine pass 36
-// times per convolution, for gemms as small as 256 x 16 x 192).
-struct PartContext {
-  ThreadPool pool{1};
-  std::vector<ThreadScratch> scratch = std::vector<ThreadScratch>(1);
-  std::vector<AlignedBuffer> shared, staging = std::vector<AlignedBuffer>(4);
-  AlignedBuffer plane, partial;
-  GemmContext ctx(const GemmContext& outer, ReduceOrder order) {
-    return {outer.kern, &pool, order, 0, &scratch, &shared, &staging};
-  }
-};
 
 // A transformed filter kept for the next call with the same filter: a training step runs each
 // convolution's forward (and backward data) once per time step with unchanged weights.
@@ -258,7 +226,7 @@ constexpr size_t kFilterCacheEntries = 64;
 
 struct WinogradWork::Impl {
   AlignedBuffer u, v, m, wt;
-  std::vector<std::unique_ptr<PartContext>> parts;
+  std::vector<AlignedBuffer> planes;  // per thread: the zero-padded input plane being transformed
   std::vector<FilterEntry> filters;
   size_t next_victim = 0;
 };
@@ -270,135 +238,18 @@ namespace {
 
 Status oom() { return Status::error("winograd: out of memory for working buffers"); }
 
-// Runs the 36 gemms gs (all with alpha = 1, beta = 0) in the context's order, with the bits
-// native::gemm gives each of them in that order and thread count:
-// - sequential, pairwise: each element's chain (or pairwise tree over kGemmKc chunks) depends on K
-//   only, so each gemm (or column range of one) runs on one part in that order.
-//   determinism: the same bits for every thread count.
-// - blocked with T threads: K cut at K*t/T; block t's partial is one chain from zero over its block,
-//   and the partials add in block order ((P0 + P1) + P2) ... — run_blocked's arithmetic, computed by
-//   one part per gemm (or column range). determinism: fixed for a thread count.
-// - atomic: a K below kAtomicMinSplitK is one chain (sequential's bits), as in run_atomic; otherwise
-//   K goes in max(3, ceil(K / kGemmKc)) chunks whose partials (each from zero) add into C in
-//   completion order under one lock per gemm. determinism: NOT deterministic with threads > 1, a real
-//   race; with forced_seed one part adds each gemm's chunks in the seeded permutation.
-Status run_batch(GemmContext& ctx, WinogradWork::Impl& wk, const std::vector<GemmArgs>& gs) {
-  const int threads = ctx.pool->size();
-  while (wk.parts.size() < size_t(threads)) wk.parts.push_back(std::make_unique<PartContext>());
-  std::vector<Status> st(size_t(threads), Status::ok());
-  ReduceOrder order = ctx.order;
-  if (order == ReduceOrder::kBlocked && threads == 1) order = ReduceOrder::kSequential;  // run_blocked's rule
-  if (order == ReduceOrder::kAtomic && gs[0].k < kAtomicMinSplitK) order = ReduceOrder::kSequential;
-  if (order == ReduceOrder::kSequential || order == ReduceOrder::kPairwise || order == ReduceOrder::kBlocked) {
-    // Column ranges: enough items to share among the threads; none narrower than 64 columns.
-    const int n = gs[0].n;
-    const int pieces = std::clamp((4 * threads + kXi - 1) / kXi, 1, std::max(1, n / 64));
-    const size_t items = gs.size() * size_t(pieces);
-    std::atomic<size_t> next{0};
-    ctx.pool->run([&](int tid) {
-      PartContext& pc = *wk.parts[size_t(tid)];
-      for (size_t it; (it = next.fetch_add(1, std::memory_order_relaxed)) < items;) {
-        const int piece = int(it % pieces);
-        const GemmArgs g = sub_cols(gs[it / pieces], int(int64_t(n) * piece / pieces),
-                                    int(int64_t(n) * (piece + 1) / pieces));
-        if (g.n == 0) continue;
-        if (order != ReduceOrder::kBlocked) {
-          GemmContext c = pc.ctx(ctx, order);
-          if (Status s = gemm(c, g); !s.is_ok()) return void(st[size_t(tid)] = s);
-          continue;
-        }
-        GemmContext c = pc.ctx(ctx, ReduceOrder::kSequential);
-        float* part = pc.partial.get(size_t(g.m) * g.n);
-        if (!part) return void(st[size_t(tid)] = oom());
-        for (int b = 0; b < threads; ++b) {
-          const int k0 = int(int64_t(g.k) * b / threads), k1 = int(int64_t(g.k) * (b + 1) / threads);
-          GemmArgs sb = sub_k(g, k0, k1);
-          if (b > 0) sb.c = part, sb.ldc = g.n;
-          if (k1 > k0) {
-            if (Status s = gemm(c, sb); !s.is_ok()) return void(st[size_t(tid)] = s);
-          } else {
-            for (int i = 0; i < g.m; ++i) std::fill_n(sb.c + size_t(i) * sb.ldc, g.n, 0.0f);  // empty block: +0
-          }
-          if (b == 0) continue;
-          for (int i = 0; i < g.m; ++i) {
-            float* cr = g.c + size_t(i) * g.ldc;
-            const float* pr = part + size_t(i) * g.n;
-            for (int j = 0; j < g.n; ++j) cr[j] = cr[j] + pr[j];
-          }
-        }
-      }
-    });
-  } else {
-    const int chunks = std::max(3, (gs[0].k + kGemmKc - 1) / kGemmKc);
-    std::vector<int> arrived(gs.size(), 0);
-    // Adds a finished partial into its gemm's C (the caller holds that gemm's lock, or is alone).
-    auto add = [&](size_t gi, const float* p) {
-      const GemmArgs& g = gs[gi];
-      const bool first = arrived[gi]++ == 0;
-      for (int i = 0; i < g.m; ++i) {
-        float* cr = g.c + size_t(i) * g.ldc;
-        const float* pr = p + size_t(i) * g.n;
-        if (first) {
-          for (int j = 0; j < g.n; ++j) cr[j] = 0.0f + pr[j];
-        } else {
-          for (int j = 0; j < g.n; ++j) cr[j] = cr[j] + pr[j];
-        }
-      }
-    };
-    auto partial = [&](PartContext& pc, size_t gi, int c, float** out) -> Status {
-      const GemmArgs& g = gs[gi];
-      float* p = pc.partial.get(size_t(g.m) * g.n);
-      if (!p) return oom();
-      GemmArgs sb = sub_k(g, int(int64_t(g.k) * c / chunks), int(int64_t(g.k) * (c + 1) / chunks));
-      sb.c = p, sb.ldc = g.n;
-      GemmContext cx = pc.ctx(ctx, ReduceOrder::kSequential);
-      *out = p;
-      return gemm(cx, sb);
-    };
-    if (ctx.forced_seed != 0) {
-      // determinism: the test hook: one part, each gemm's chunks added in the seeded permutation.
-      const std::vector<uint32_t> perm = forced_order(ctx.forced_seed, size_t(chunks));
-      PartContext& pc = *wk.parts[0];
-      for (size_t gi = 0; gi < gs.size(); ++gi)
-        for (uint32_t c : perm) {
-          float* p = nullptr;
-          DETAUDIT_RETURN_IF_ERROR(partial(pc, gi, int(c), &p));
-          add(gi, p);
-        }
-      return Status::ok();
-    }
-    const size_t items = gs.size() * size_t(chunks);  // gemm-major: one gemm's chunks run together
-    std::atomic<size_t> next{0};
-    std::vector<std::atomic_flag> busy(gs.size());
-    for (auto& f : busy) f.clear();
-    ctx.pool->run([&](int tid) {
-      PartContext& pc = *wk.parts[size_t(tid)];
-      for (size_t it; (it = next.fetch_add(1, std::memory_order_relaxed)) < items;) {
-        const size_t gi = it / chunks;
-        float* p = nullptr;
-        if (Status s = partial(pc, gi, int(it % chunks), &p); !s.is_ok()) return void(st[size_t(tid)] = s);
-        // determinism: the race — a gemm's partials add in the order they finish, like GPU atomics.
-        spin_acquire(busy[gi]);
-        add(gi, p);
-        busy[gi].clear(std::memory_order_release);
-      }
-    });
-  }
-  for (const Status& s : st) DETAUDIT_RETURN_IF_ERROR(s);
-  return Status::ok();
-}
-
 // V[xi][c][t] of every image and channel of x for the tile grid gr of shape s: per (image, channel)
 // a zero-padded plane, its tiles kL at a time.
 Status transform_input(GemmContext& ctx, WinogradWork::Impl& wk, const ConvShape& s, const Grid& gr, const float* x,
                        float* v) {
   const int hp = 4 * gr.th + 2, wp = 4 * gr.tw + 2, tiles = gr.per_image();
   const size_t T = size_t(s.n) * tiles;
+  if (wk.planes.size() < size_t(ctx.pool->size())) wk.planes.resize(size_t(ctx.pool->size()));
   for (int t = 0; t < ctx.pool->size(); ++t)
-    if (!wk.parts[size_t(t)]->plane.get(size_t(hp) * wp)) return oom();
+    if (!wk.planes[size_t(t)].get(size_t(hp) * wp)) return oom();
   for_items(ctx.pool, size_t(s.n) * s.c, [&](int tid, size_t item) {
     const int n = int(item / s.c), c = int(item % s.c);
-    float* plane = wk.parts[size_t(tid)]->plane.get(size_t(hp) * wp);
+    float* plane = wk.planes[size_t(tid)].get(size_t(hp) * wp);
     std::fill_n(plane, size_t(hp) * wp, 0.0f);
     const float* xc = x + item * s.h * s.w;
     for (int h = 0; h < s.h; ++h)
@@ -415,10 +266,6 @@ Status transform_input(GemmContext& ctx, WinogradWork::Impl& wk, const ConvShape
     }
   });
   return Status::ok();
-}
-
-void ensure_parts(WinogradWork::Impl& wk, int threads) {
-  while (wk.parts.size() < size_t(threads)) wk.parts.push_back(std::make_unique<PartContext>());
 }
 
 // U[xi][c][k] = G g G^T of w[K][C][3][3] (of w'[c][k] = w[k][c] flipped when `flipped`, K and C then
@@ -482,7 +329,6 @@ bool winograd_applies(const ConvShape& s, int min_channels) {
 Status winograd_fwd(GemmContext& ctx, WinogradWork& work, const ConvShape& s, const float* x, const float* w,
                     float* y, const float* bias) {
   WinogradWork::Impl& wk = *work.impl;
-  ensure_parts(wk, ctx.pool->size());
   const float* u = nullptr;
   DETAUDIT_RETURN_IF_ERROR(transformed_filter(ctx, wk, w, s.k, s.c, false, &u));
   return fwd_with(ctx, wk, s, x, u, y, bias);
@@ -491,7 +337,6 @@ Status winograd_fwd(GemmContext& ctx, WinogradWork& work, const ConvShape& s, co
 Status winograd_bwd_data(GemmContext& ctx, WinogradWork& work, const ConvShape& s, const float* dy, const float* w,
                          float* dx) {
   WinogradWork::Impl& wk = *work.impl;
-  ensure_parts(wk, ctx.pool->size());
   ConvShape t;
   t.n = s.n, t.c = s.k, t.h = s.p(), t.w = s.q(), t.k = s.c, t.r = 3, t.s = 3, t.stride = 1, t.pad = 2 - s.pad;
   const float* u = nullptr;
@@ -514,6 +359,8 @@ Status fwd_with(GemmContext& ctx, WinogradWork::Impl& wk, const ConvShape& s, co
   // through pack_a (U stored [C][K] and V [C][T] make both packs contiguous copies either way).
   // determinism: the two give the same bits: each element is the same chain over c of the same
   // products (a*b = b*a, fma(a, b, c) = fma(b, a, c)) in the same order.
+  // determinism: the 36 gemms run as one batch of the gemm driver in the context's order, each with
+  // the bits native::gemm gives it alone (the order's rules and arithmetic live there only).
   const bool kt = K < T;
   std::vector<GemmArgs> gs;
   for (int xi = 0; xi < kXi; ++xi) {
@@ -525,7 +372,7 @@ Status fwd_with(GemmContext& ctx, WinogradWork::Impl& wk, const ConvShape& s, co
     else
       gs.push_back({Trans::kT, Trans::kN, T, K, C, 1.0f, vx, T, ux, K, 0.0f, mx, K});
   }
-  DETAUDIT_RETURN_IF_ERROR(run_batch(ctx, wk, gs));
+  DETAUDIT_RETURN_IF_ERROR(gemm_batch(ctx, gs));
   const int P = gr.P, Q = gr.Q;
   if (kt) {
     // y from M[xi][k][t]: per output channel of an image, kL tiles at a time.
@@ -566,7 +413,6 @@ Status fwd_with(GemmContext& ctx, WinogradWork::Impl& wk, const ConvShape& s, co
 Status winograd_bwd_filter(GemmContext& ctx, WinogradWork& work, const ConvShape& s, const float* x, const float* dy,
                            float* dw) {
   WinogradWork::Impl& wk = *work.impl;
-  ensure_parts(wk, ctx.pool->size());
   const Grid gr = grid_of(s);
   const int tiles = gr.per_image(), T = s.n * tiles, C = s.c, K = s.k;
   float* u = wk.u.get(size_t(kXi) * K * C);
@@ -583,12 +429,12 @@ Status winograd_bwd_filter(GemmContext& ctx, WinogradWork& work, const ConvShape
       org[l] = dy + (size_t(n) * K + k0 + std::min(l, nl - 1)) * P * Q + size_t(h0) * Q + w0;
     dy_lanes(org, Q, std::min(4, P - h0), std::min(4, Q - w0), nl, m + size_t(t) * K + k0, size_t(T) * K);
   });
-  // The reduction runs over all tiles of all images.
+  // The reduction runs over all tiles of all images; the 36 gemms go as one batch, as in fwd_with.
   std::vector<GemmArgs> gs;
   for (int xi = 0; xi < kXi; ++xi)
     gs.push_back({Trans::kN, Trans::kN, C, K, T, 1.0f, v + size_t(xi) * C * T, T, m + size_t(xi) * T * K, K, 0.0f,
                   u + size_t(xi) * C * K, K});
-  DETAUDIT_RETURN_IF_ERROR(run_batch(ctx, wk, gs));
+  DETAUDIT_RETURN_IF_ERROR(gemm_batch(ctx, gs));
   // dw[k][c] = G^T dU G from U[xi][c][k], kL filters (consecutive k) at a time.
   for_items(ctx.pool, size_t(C) * kchunks, [&](int, size_t item) {
     const int c = int(item / kchunks), k0 = int(item % kchunks) * kL;

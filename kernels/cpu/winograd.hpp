@@ -5,8 +5,9 @@
 //   bwd data:    the forward convolution of dy with the flipped, K/C-transposed filter, pad 2 - pad
 //   bwd filter:  dU_xi[K x C] = M_xi[K x T] * V_xi[C x T]^T with M = A dy A^T, then dw = G^T dU G
 // (T: the tiles of all images.) determinism: the transforms are fixed-order float arithmetic with
-// no FMA, the same bits on every ISA and thread count; the 36 gemms go through native::gemm in the
-// context's ReduceOrder (see run_batch in winograd.cpp), so the orders keep their promises. The bits
+// no FMA, the same bits on every ISA and thread count; the 36 gemms go through the gemm driver as one
+// batch (native::gemm_batch) in the context's ReduceOrder, each with the bits native::gemm gives it
+// alone, so the orders keep their promises. The bits
 // are not those of the direct path: the sums run over C (or tiles), not C*R*S, and through the
 // transforms.
 // Transformed filters are kept between calls (a step runs each forward and backward data once per
@@ -25,7 +26,7 @@ namespace detaudit::native {
 // Below min_channels (CpuNativeOptions::winograd_min_channels) of min(C, K) it declines too.
 bool winograd_applies(const ConvShape& s, int min_channels);
 
-// Working memory kept between calls: transformed operands and per-thread gemm contexts.
+// Working memory kept between calls: transformed operands, cached filters and per-thread planes.
 class WinogradWork {
  public:
   WinogradWork();
