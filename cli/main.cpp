@@ -109,7 +109,8 @@ void print_env_text(const nlohmann::json& m) {
   say(stdout, "features   {}\ncompiler   {}\n", s("cpu_features"), s("compiler"));
   for (auto& [k, v] : m["libraries"].items())
     say(stdout, "{:<10} {}\n", k, v.is_string() ? v.get<std::string>() : v.dump());
-  say(stdout, "cuda       {}\n", s("cuda"));
+  for (auto& kind : device_kinds())
+    for (auto& key : kind.machine_keys) say(stdout, "{:<10} {}\n", key, s(key.c_str()));
   for (auto& g : m["gpus"])
     say(stdout, "gpu {}      {} ({}), CC {}, {} SMs, {:.1f} GiB, L2 {} MiB, ECC {}, PCI {}, local CPUs {}\n", g.value("index", 0),
                g.value("name", ""), g.value("uuid", ""), g.value("compute_capability", ""), g.value("sm_count", 0),
@@ -142,7 +143,7 @@ int run_probe(const ProbeArgs& a, int argc, char** argv) {
     // The suite's GPU targets alone: what a GPU machine checks that a CPU machine cannot.
     std::erase_if(plan.targets, [](const Spec& t) {
       const BackendEntry* e = find_backend(t.name);
-      return !e || !e->gpu;
+      return !e || e->device == DeviceKind::kHost;
     });
     if (plan.targets.empty()) return fail(fmt::format("--gpu-only: suite {} has no GPU targets", a.suite));
   }

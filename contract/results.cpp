@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "contract/atomic_file.hpp"
+#include "kernels/cuda/cuda.hpp"  // kCudaMachineKey
 
 namespace detaudit {
 
@@ -116,7 +117,7 @@ bool check_machine(const nlohmann::json& m, std::string* err, const std::string&
       !check_keys(m,
                   {{"hostname", T::kString},  {"os", T::kString},        {"cpu_model", T::kString},
                    {"cpu_vendor", T::kString}, {"compiler", T::kString},  {"hwloc", T::kString},
-                   {"topology_error", T::kString}, {"cuda", T::kString},  {"packages", T::kCount},
+                   {"topology_error", T::kString}, {kCudaMachineKey, T::kString},  {"packages", T::kCount},
                    {"cores", T::kCount},       {"pus", T::kCount},        {"numa_nodes", T::kCount},
                    {"libraries", T::kObject}},
                   mp, err) ||

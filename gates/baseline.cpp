@@ -40,7 +40,6 @@ nlohmann::json entry_key(const Results& r, const std::string& target) {
   std::string perr;
   if (!parse_spec_syntax(target, &spec, &perr)) spec = Spec{target, -1, {}};
   const BackendEntry* be = find_backend(spec.name);
-  bool gpu = be ? be->gpu : spec.device >= 0;  // an unknown backend: a device index means a GPU
   const auto& libs = json_fields::object(r.machine, "libraries");
   nlohmann::json k = nlohmann::json::object();
   nlohmann::json kl = nlohmann::json::object();
@@ -48,22 +47,10 @@ nlohmann::json entry_key(const Results& r, const std::string& target) {
     for (auto& name : be->libraries) kl[name] = libs.contains(name) ? libs[name] : nlohmann::json("(absent)");
   k["libraries"] = kl;
   k["tool_version"] = r.tool_version;
-  if (!gpu) {
-    k["kind"] = "cpu";
-    k["cpu_model"] = json_fields::str(r.machine, "cpu_model", "(unknown)");
-    k["cpu_features"] = json_fields::array(r.machine, "cpu_features");
-    return k;
-  }
-  k["kind"] = "gpu";
-  int device = spec.device < 0 ? 0 : spec.device;
-  for (auto& g : json_fields::array(r.machine, "gpus"))
-    if (json_fields::integer(g, "index", -1) == device) {
-      k["gpu_name"] = json_fields::str(g, "name", "(unknown)");
-      k["compute_capability"] = json_fields::str(g, "compute_capability", "(unknown)");
-      k["sm_count"] = json_fields::integer(g, "sm_count", 0);
-      return k;
-    }
-  k["gpu_name"] = "(none)";  // no such device on this machine: the cell was skipped
+  // The machine part comes from the target's device kind; an unknown backend with a device index is taken
+  // for the first accelerator kind.
+  DeviceKind kind = be ? be->device : spec.device >= 0 ? device_kinds().back().kind : DeviceKind::kHost;
+  device_kind_entry(kind).baseline_key(r.machine, spec.device, &k);
   return k;
 }
 

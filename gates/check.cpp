@@ -90,8 +90,7 @@ bool automatic_algorithm(const std::string& target, const std::string& workload)
   Spec t, w;
   std::string err;
   if (!parse_target(target, &t, &err) || !parse_workload(workload, &w, &err)) return false;
-  if (t.name != "cudnn" || w.name != "conv2d") return false;
-  return t.get(w.get("pass", "fwd") + "_algo", "auto") == "auto";
+  return picks_algorithm(t, w);
 }
 
 // Same key, other bits: whether another algorithm ran (the algorithm names differ, or the target lets

@@ -71,7 +71,8 @@ std::vector<FieldDifference> machine_differences(const Results& a, const Results
     for (const char* k : {"name", "compute_capability", "sm_count"})
       diff_field(fmt::format("gpus[{}].{}", i, k), i < na ? field((*ga)[i], k) : nullptr,
                  i < nb ? field((*gb)[i], k) : nullptr, &out);
-  diff_field("cuda", field(ma, "cuda"), field(mb, "cuda"), &out);
+  for (auto& kind : device_kinds())
+    for (auto& key : kind.machine_keys) diff_field(key, field(ma, key), field(mb, key), &out);
   nlohmann::json va = a.tool_version, vb = b.tool_version, ca = a.tool_commit, cb = b.tool_commit;
   diff_field("tool_version", &va, &vb, &out);
   diff_field("tool_commit", &ca, &cb, &out);

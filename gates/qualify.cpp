@@ -276,8 +276,12 @@ int run_qualify(const QualifyOptions& opt, QualifyOutcome* out, std::string* err
   // CUDA device, and the table says so; its CPU targets with unmet requirements run (their crashes
   // are expected) and show as SKIP rows saying what is missing.
   nlohmann::json machine = machine_fingerprint();
-  bool has_gpu = machine.contains("gpus") && machine["gpus"].is_array() && !machine["gpus"].empty();
-  std::string no_gpu = machine.value("cuda", std::string("no CUDA device"));
+  // Why a target's device kind cannot run on this machine ("" when it can): its device kind says.
+  auto device_missing = [&](const Spec& t) {
+    const BackendEntry* b = find_backend(t.name);
+    return b ? device_kind_entry(b->device).unavailable(machine) : std::string();
+  };
+  std::string no_gpu;
   auto unmet_of = [&](const Spec& t) {
     std::vector<std::string> u;
     for (auto& w : plan.workloads) {
@@ -291,9 +295,8 @@ int run_qualify(const QualifyOptions& opt, QualifyOutcome* out, std::string* err
   std::map<std::string, std::vector<std::string>> unmet;
   if (!opt.targets.empty()) {
     for (auto& t : plan.targets) {
-      const BackendEntry* b = find_backend(t.name);
-      if (b && b->gpu && !has_gpu) {
-        *err = fmt::format("cannot qualify {} on this machine: {}", t.str(), no_gpu);
+      if (std::string why = device_missing(t); !why.empty()) {
+        *err = fmt::format("cannot qualify {} on this machine: {}", t.str(), why);
         return out->exit_code = 2;
       }
       auto u = unmet_of(t);
@@ -308,8 +311,8 @@ int run_qualify(const QualifyOptions& opt, QualifyOutcome* out, std::string* err
     std::vector<Spec> run;
     size_t gpu = 0;
     for (auto& t : plan.targets) {
-      const BackendEntry* b = find_backend(t.name);
-      if (b && b->gpu && !has_gpu) {
+      if (std::string why = device_missing(t); !why.empty()) {
+        no_gpu = why;
         ++gpu;
         continue;
       }
@@ -397,9 +400,12 @@ int run_qualify(const QualifyOptions& opt, QualifyOutcome* out, std::string* err
     if (opt.level == 2) {
       // Short: one target with two threads, so the nondeterministic variant can vary; 2 seeds of 60
       // batches are enough for (d) to be compared and for the loss to halve.
-      Spec t;
-      parse_target("cpu?threads=2", &t, err);
-      d.targets = {t};
+      d.targets.clear();
+      for (auto& text : default_training_targets("qualify")) {
+        Spec t;
+        parse_target(text, &t, err);
+        d.targets.push_back(t);
+      }
       d.seeds = 2;
       d.batches = 60;
       d.window = 10;

@@ -15,9 +15,8 @@
 #include <hwloc.h>
 #endif
 
-#include "kernels/cpu/vendor.hpp"
 #include "detaudit_build_config.hpp"
-#include "kernels/cuda/cuda.hpp"
+#include "probes/registry.hpp"
 
 namespace detaudit {
 
@@ -60,7 +59,7 @@ nlohmann::json cpu_features() {
 }
 
 #ifdef DETAUDIT_HAVE_HWLOC
-void describe_topology(nlohmann::json& m, const std::vector<GpuInfo>& gpus, nlohmann::json& gpu_cpusets) {
+void describe_topology(nlohmann::json& m) {
   hwloc_topology_t topo;
   if (hwloc_topology_init(&topo) != 0) {
     m["topology_error"] = "hwloc_topology_init failed";
@@ -95,18 +94,18 @@ void describe_topology(nlohmann::json& m, const std::vector<GpuInfo>& gpus, nloh
   }
   m["caches"] = caches;
   // Each GPU's local CPU set, through its PCI device's non-I/O ancestor.
-  for (auto& g : gpus) {
-    std::string bus = g.pci_bus_id;
+  for (auto& g : m["gpus"]) {
+    std::string bus = g.value("pci_bus_id", std::string());
     for (auto& ch : bus) ch = char(std::tolower(ch));
     hwloc_obj_t pci = hwloc_get_pcidev_by_busidstring(topo, bus.c_str());
     if (!pci) {
-      gpu_cpusets[std::to_string(g.index)] = "unknown (PCI device not in the hwloc topology)";
+      g["local_cpuset"] = "unknown (PCI device not in the hwloc topology)";
       continue;
     }
     hwloc_obj_t anc = hwloc_get_non_io_ancestor_obj(topo, pci);
     char* s = nullptr;
     hwloc_bitmap_list_asprintf(&s, anc->cpuset);
-    gpu_cpusets[std::to_string(g.index)] = s ? s : "unknown";
+    g["local_cpuset"] = s ? s : "unknown";
     std::free(s);
   }
   hwloc_topology_destroy(topo);
@@ -127,49 +126,22 @@ nlohmann::json machine_fingerprint() {
   m["cpu_features"] = cpu_features();
   m["compiler"] = fmt::format("gcc {}", __VERSION__);
 
-  CudaEnvironment cuda = query_cuda_environment();
-  nlohmann::json gpu_cpusets = nlohmann::json::object();
+  nlohmann::json libs;
+  libs["xxhash"] = fmt::format("{}.{}.{}", XXH_VERSION_MAJOR, XXH_VERSION_MINOR, XXH_VERSION_RELEASE);
+  m["libraries"] = libs;
+  // Each device kind describes its devices and stack (cuda: "gpus", its libraries and its line), each
+  // backend its own libraries' versions (probes/backends/).
+  for (auto& kind : device_kinds())
+    if (kind.describe_machine) kind.describe_machine(&m);
+  for (auto& e : backend_registry())
+    if (e.describe_machine) e.describe_machine(&m["libraries"]);
+  if (!m.contains("gpus")) m["gpus"] = nlohmann::json::array();
 #ifdef DETAUDIT_HAVE_HWLOC
-  describe_topology(m, cuda.gpus, gpu_cpusets);
+  describe_topology(m);
   m["hwloc"] = fmt::format("{}.{}.{}", HWLOC_API_VERSION >> 16, (HWLOC_API_VERSION >> 8) & 0xff, HWLOC_API_VERSION & 0xff);
 #else
   m["topology_error"] = std::string("detaudit was built without hwloc: ") + DETAUDIT_HWLOC_OFF_REASON;
 #endif
-
-  nlohmann::json libs;
-  libs["openblas"] = openblas_version_string();
-  libs["openblas_core"] = openblas_corename();
-  libs["onednn"] = onednn_version_string();
-  libs["xxhash"] = fmt::format("{}.{}.{}", XXH_VERSION_MAJOR, XXH_VERSION_MINOR, XXH_VERSION_RELEASE);
-  libs["cuda_built"] = built_with_cuda();
-  if (cuda.runtime_version) libs["cuda_runtime"] = cuda.runtime_version;
-  if (cuda.driver_version) libs["cuda_driver"] = cuda.driver_version;
-  if (!cuda.cudnn_version.empty()) libs["cudnn"] = cuda.cudnn_version;
-  if (!cuda.cublas_version.empty()) libs["cublas"] = cuda.cublas_version;
-  if (!cuda.nccl_version.empty()) libs["nccl"] = cuda.nccl_version;
-  if (!cuda.cupti_version.empty()) libs["cupti"] = cuda.cupti_version;
-  m["libraries"] = libs;
-
-  m["cuda"] = cuda.available ? std::string("available") : "no CUDA device: " + cuda.reason;
-  nlohmann::json gpus = nlohmann::json::array();
-  for (auto& g : cuda.gpus) {
-    nlohmann::json j = {{"index", g.index},
-                        {"name", g.name},
-                        {"uuid", g.uuid},
-                        {"pci_bus_id", g.pci_bus_id},
-                        {"compute_capability", fmt::format("{}.{}", g.cc_major, g.cc_minor)},
-                        {"sm_count", g.sm_count},
-                        {"memory_bytes", g.memory_bytes},
-                        {"l2_bytes", g.l2_bytes},
-                        {"clock_khz", g.clock_khz},
-                        {"memory_clock_khz", g.memory_clock_khz},
-                        {"memory_bus_width", g.memory_bus_width},
-                        {"ecc", g.ecc}};
-    if (gpu_cpusets.contains(std::to_string(g.index)))
-      j["local_cpuset"] = gpu_cpusets[std::to_string(g.index)];
-    gpus.push_back(j);
-  }
-  m["gpus"] = gpus;
   return m;
 }
 

@@ -54,10 +54,47 @@ struct Promise {
   std::string error_bound_exempt;
 };
 
+// Where a backend's targets run: the host CPU, or an accelerator of one kind (device index :N).
+enum class DeviceKind { kHost, kCuda };
+// "host", "cuda": the name its device kind entry gives (TargetFacts::device_kind).
+std::string to_string(DeviceKind kind);
+
+// One kind of device: what the machine fingerprint says of it, and how the other layers read that.
+struct DeviceKindEntry {
+  DeviceKind kind = DeviceKind::kHost;
+  std::string name;
+  // Writes its part of machine_fingerprint() (probes/env.cpp): for cuda, the CUDA stack's libraries, the
+  // machine's availability line and "gpus".
+  void (*describe_machine)(nlohmann::json* machine) = nullptr;
+  // The top-level keys of the machine JSON it writes beyond "gpus" and "libraries" (compare diffs them,
+  // `detaudit env` prints them), in print order.
+  std::vector<std::string> machine_keys;
+  // "" when this kind's devices can run on the machine `machine` describes (machine_fingerprint()), else
+  // why not in one line ("no CUDA device: ...").
+  std::string (*unavailable)(const nlohmann::json& machine) = nullptr;
+  // The machine part of a baseline entry's key for a target on device `device` (gates/baseline.cpp).
+  void (*baseline_key)(const nlohmann::json& machine, int device, nlohmann::json* key) = nullptr;
+};
+// Every device kind, host first.
+const std::vector<DeviceKindEntry>& device_kinds();
+const DeviceKindEntry& device_kind_entry(DeviceKind kind);
+
+// A default target of a suite (suites/probe_suite.cpp): `late` ones are listed after every other target of
+// their device kind (the long runs last).
+struct SuiteTarget {
+  std::string target;
+  bool late = false;
+};
+
 // One backend.
 struct BackendEntry {
   std::string name;        // "cpu", "openblas", ...
-  bool gpu = false;        // takes :N and needs a CUDA device
+  DeviceKind device = DeviceKind::kHost;  // kCuda: takes :N and needs a CUDA device
+  // The library picks among algorithms itself when the target leaves the choice open (cudnn's auto
+  // algorithms, cublaslt's heuristic): another process may pick another one.
+  bool picks_algorithms = false;
+  // The oracle: every other target's outputs are compared with its own (cpu-ref).
+  bool oracle = false;
   std::string summary;     // one line for --help
   bool hidden = false;     // test-only (testing?fault=...)
   // Its observations come from `detaudit import` (a framework's outputs), never from a worker: it has no
@@ -90,11 +127,29 @@ struct BackendEntry {
   std::string (*variants)(Spec* deterministic, Spec* nondeterministic) = nullptr;
   // Whether this target's bits are one implementation on every device (order=portable): nullptr for never.
   bool (*portable)(const Spec& target) = nullptr;
+  // Its default targets in a probe suite ("quick", "full"), in suite order; nullptr for none.
+  std::vector<SuiteTarget> (*suite_targets)(const std::string& suite) = nullptr;
+  // Its default targets of a training design or qualify level: "sony2021" (the autoencoder design),
+  // "prednet" (the PredNet design), "qualify" (qualify's level 2); nullptr or empty for none.
+  std::vector<std::string> (*training_targets)(const std::string& use) = nullptr;
+  // Writes its library versions into machine_fingerprint()["libraries"] (the keys `libraries` names).
+  void (*describe_machine)(nlohmann::json* libraries) = nullptr;
 };
 
 // All entries, in --help order.
 const std::vector<BackendEntry>& backend_registry();
 const BackendEntry* find_backend(const std::string& name);
+// The entry with `oracle` set (cpu-ref).
+const BackendEntry& oracle_backend();
+// The entry whose targets are imported (external).
+const BackendEntry& imported_backend();
+// Every backend's default targets of a probe suite: device kinds in order, within each the early targets
+// of every backend in registry order, then the late ones.
+std::vector<std::string> suite_default_targets(const std::string& suite);
+// Every backend's default training targets for `use` (BackendEntry::training_targets), in registry order.
+std::vector<std::string> default_training_targets(const std::string& use);
+// Whether the library chooses the algorithm this target runs for this workload (cuDNN's auto algorithms).
+bool picks_algorithm(const Spec& target, const Spec& workload);
 
 // Environment variables for the worker of this target (empty value: unset it).
 std::map<std::string, std::string> target_environment(const Spec& target);

@@ -58,7 +58,7 @@ struct NameRule {
 const std::vector<NameRule>& target_rules() {
   static const std::vector<NameRule> rules = [] {
     std::vector<NameRule> r;
-    for (auto& e : backend_registry()) r.push_back({e.name, e.gpu, e.keys, e.summary, e.hidden, e.check});
+    for (auto& e : backend_registry()) r.push_back({e.name, e.device != DeviceKind::kHost, e.keys, e.summary, e.hidden, e.check});
     return r;
   }();
   return rules;

@@ -30,10 +30,6 @@ using Clock = std::chrono::steady_clock;
 
 void emit(int fd, const nlohmann::json& j) { write_all(fd, j.dump() + "\n"); }
 
-ObsStatus status_for(const Status& st) {
-  return (st.code() == Status::Code::kUnsupported || st.code() == Status::Code::kUnavailable) ? ObsStatus::kSkipped
-                                                                                             : ObsStatus::kError;
-}
 
 // Observation::tracing for a traced backend; no kernel lists at all when no repeat was traced.
 std::string tracing_summary(std::vector<RepeatKernels>* kernels, const std::vector<int>& untraced,
@@ -64,7 +60,7 @@ Observation observe(Backend* backend, const std::string& target_text, const Work
     return o;
   }
   auto fail = [&](const Status& st) {
-    o.status = status_for(st);
+    o.status = obs_status_for(st);
     o.reason = st.message();
     if (std::string why; backend->context_lost(&why)) {
       // Every later call of this process would fail alike: the worker ends. The teardown still frees what
@@ -216,14 +212,14 @@ namespace {
 Observation observe_oracle(const WorkItem& item) {
   Observation o;
   o.workload = item.workload.str();
-  o.target = "cpu-ref";
+  o.target = oracle_backend().name;
   o.repeats = 1;
   OracleEntry e;
   e.key = oracle_key(item.workload);
   Status st = compute_oracle(item.workload, &e.payload, &e.inputs, &e.bound);
   std::string err;
   if (!st) {
-    o.status = status_for(st);
+    o.status = obs_status_for(st);
     o.reason = st.message();
   } else if (!write_oracle_entry(item.write_oracle, e, &err)) {
     o.status = ObsStatus::kError;
@@ -256,7 +252,7 @@ int worker_main(int in_fd, int out_fd) {
       o.workload = req.items[i].workload.str();
       o.target = req.target.str();
       o.repeats = req.repeats;
-      o.status = status_for(st);
+      o.status = obs_status_for(st);
       o.reason = st.message();
     } else {
       bool lost = false;
@@ -354,6 +350,11 @@ void run_target(const Spec& target, const std::vector<WorkItem>& items, const Wo
     else
       record(next++, ObsStatus::kError, fmt::format("worker exited with code {} before finishing", ex.code));
   }
+}
+
+ObsStatus obs_status_for(const Status& st) {
+  return (st.code() == Status::Code::kUnsupported || st.code() == Status::Code::kUnavailable) ? ObsStatus::kSkipped
+                                                                                             : ObsStatus::kError;
 }
 
 }  // namespace detaudit

@@ -73,4 +73,8 @@ int worker_main(int in_fd, int out_fd);
 Observation observe(Backend* backend, const std::string& target_text, const WorkItem& item, int repeats,
                     bool* context_lost = nullptr);
 
+// A backend's refusal (unsupported, unavailable) is a skipped cell; any other failed status an error. The
+// probes' cells and the training runs (suites/train_worker.cpp) both read a status this way.
+ObsStatus obs_status_for(const Status& st);
+
 }  // namespace detaudit

@@ -234,18 +234,22 @@ class BatchInvWorkload : public MatmulWorkload {
   int rows_;
 };
 
+}  // namespace
+
+ConvShape conv_shape_of(const Spec& s) {
+  ConvShape c;
+  c.n = int(s.get_int("n", 4)), c.c = int(s.get_int("c", 16)), c.h = int(s.get_int("h", 16)),
+  c.w = int(s.get_int("w", 16)), c.k = int(s.get_int("k", 16)), c.r = int(s.get_int("r", 3)),
+  c.s = int(s.get_int("s", 3)), c.stride = int(s.get_int("stride", 1)), c.pad = int(s.get_int("pad", 1));
+  return c;
+}
+
+namespace {
+
 class ConvWorkload : public Workload {
  public:
   explicit ConvWorkload(const Spec& s) : Workload(s) {
-    cs_.n = int(s.get_int("n", 1));
-    cs_.c = int(s.get_int("c", 1));
-    cs_.h = int(s.get_int("h", 1));
-    cs_.w = int(s.get_int("w", 1));
-    cs_.k = int(s.get_int("k", 1));
-    cs_.r = int(s.get_int("r", 1));
-    cs_.s = int(s.get_int("s", 1));
-    cs_.stride = int(s.get_int("stride", 1));
-    cs_.pad = int(s.get_int("pad", 0));
+    cs_ = conv_shape_of(s);
     pass_ = s.get("pass", "fwd");
     out_elems_ = pass_ == "fwd" ? cs_.y_size() : pass_ == "bwd_data" ? cs_.x_size() : cs_.w_size();
   }

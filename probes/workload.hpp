@@ -12,6 +12,10 @@
 
 namespace detaudit {
 
+// The shape of a conv2d workload spec, with the workload table's defaults (probes/spec.cpp) for any key the
+// spec lacks (parse_workload fills them in, so a parsed spec has them all).
+ConvShape conv_shape_of(const Spec& conv2d);
+
 class Workload {
  public:
   virtual ~Workload() = default;

@@ -12,6 +12,7 @@
 #include "contract/spec.hpp"
 #include "contract/cells.hpp"
 #include "contract/json_fields.hpp"
+#include "kernels/cuda/cuda.hpp"  // kCudaMachineKey
 #include "report/svg.hpp"
 
 namespace detaudit {
@@ -919,7 +920,7 @@ std::string machine_line(const nlohmann::json& m) {
   parts.push_back(cpu);
   const auto& gpus = jf::array(m, "gpus");
   if (gpus.empty()) {
-    std::string why = jf::str(m, "cuda");
+    std::string why = jf::str(m, kCudaMachineKey);  // the CUDA device kind's line
     parts.push_back("no GPU" + (why.empty() ? std::string() : " (" + inline_text(capped(why.substr(0, why.find(": ")))) + ")"));
   } else {
     std::map<std::string, int> names;
@@ -962,7 +963,7 @@ void add_machine_section(Document& d, const nlohmann::json& m) {
     rows.push_back({{inline_text(k), ""}, {inline_text(jf::text(v)), ""}});
   };
   for (const char* k : {"hostname", "os", "cpu_model", "cpu_vendor", "packages", "cores", "pus", "numa_nodes",
-                        "cpu_features", "compiler", "hwloc", "topology_error", "cuda"})
+                        "cpu_features", "compiler", "hwloc", "topology_error", kCudaMachineKey})
     row(k, jf::get(m, k));
   for (auto& c : jf::array(m, "caches"))
     row(fmt::format("L{} cache", jf::integer(c, "level")),

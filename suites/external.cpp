@@ -15,6 +15,7 @@
 #include "probes/child.hpp"
 #include "probes/env.hpp"
 #include "probes/oracle_cache.hpp"
+#include "probes/registry.hpp"
 #include "probes/worker.hpp"  // kMaxRepeats
 #include "probes/workload.hpp"
 #include "contract/atomic_file.hpp"
@@ -84,10 +85,7 @@ Layout layout_batchinv(const Spec& s) {
 }
 
 Layout layout_conv(const Spec& s) {
-  ConvShape c;
-  c.n = int(s.get_int("n", 1)), c.c = int(s.get_int("c", 1)), c.h = int(s.get_int("h", 1)), c.w = int(s.get_int("w", 1));
-  c.k = int(s.get_int("k", 1)), c.r = int(s.get_int("r", 1)), c.s = int(s.get_int("s", 1));
-  c.stride = int(s.get_int("stride", 1)), c.pad = int(s.get_int("pad", 0));
+  const ConvShape c = conv_shape_of(s);
   const std::vector<uint64_t> x = {uint64_t(c.n), uint64_t(c.c), uint64_t(c.h), uint64_t(c.w)},
                               w = {uint64_t(c.k), uint64_t(c.c), uint64_t(c.r), uint64_t(c.s)},
                               y = {uint64_t(c.n), uint64_t(c.k), uint64_t(c.p()), uint64_t(c.q())};
@@ -550,7 +548,7 @@ OracleDistance distance(const ManifestWorkload& m, const std::vector<std::vector
 bool read_external_outputs(const std::string& dir, const std::string& name, const std::string& results_dir,
                            std::vector<Observation>* out, std::string* err) {
   Spec target;
-  if (!parse_target(std::string(kExternalBackend) + "?name=" + name, &target, err)) return false;
+  if (!parse_target(imported_backend().name + "?name=" + name, &target, err)) return false;
   std::vector<ManifestWorkload> ms;
   if (!load_manifest(dir, &ms, err)) return false;
   Producer producer;

@@ -23,7 +23,6 @@
 namespace detaudit {
 
 inline constexpr const char* kExportSchema = "detaudit-export/1";
-inline constexpr const char* kExternalBackend = "external";  // the registry entry of imported targets
 inline constexpr const char* kManifestFile = "manifest.json";
 // Optional, written by the framework's runner: {"describe": "...", "details": {"key": "value", ...},
 // "seconds": {"<workload id>": [seconds of repeat 0, 1, ...]}}, recorded with the observations.

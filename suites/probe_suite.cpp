@@ -40,38 +40,11 @@ struct SuiteDef {
   int repeats;
 };
 
-std::vector<std::string> gpu_targets() {
-  return {"cuda:0?order=tree",
-          "cuda:0?order=atomic",
-          "cublas:0?math=pedantic",
-          "cublas:0?math=default",
-          "cublas:0?math=tf32",
-          "cublas:0?math=bf16x9",
-          "cublas:0?math=pedantic&atomics=allowed",
-          "cublas:0?math=pedantic&streams=4&workspace=shared",
-          "cublas:0?math=pedantic&streams=4&workspace=per_stream",
-          "cublaslt:0?algo=all",
-          "cudnn:0",
-          "cudnn:0?fwd_algo=all",
-          "cudnn:0?bwd_data_algo=all",
-          "cudnn:0?bwd_filter_algo=all",
-          "cudnn:0?math=tf32",
-          "cudnn:0?pool=nondeterministic"};
-}
-
 SuiteDef suite_def(const std::string& name) {
   SuiteDef d;
-  std::vector<std::string> cpu = {"cpu-ref"};
-  for (const char* order : {"sequential", "pairwise", "blocked", "atomic"})
-    for (int t : {1, 2}) cpu.push_back(fmt::format("cpu?order={}&threads={}", order, t));
+  // Every backend's default targets come from its registry entry (BackendEntry::suite_targets).
+  d.targets = suite_default_targets(name);
   if (name == "quick") {
-    // SkylakeX needs AVX-512 and Bulldozer FMA4/XOP: on most CPUs one of them dies with SIGILL, which
-    // the suite records and goes past.
-    for (const char* core : {"Haswell", "SkylakeX", "Sandybridge", "Nehalem", "Core2", "Bulldozer"})
-      cpu.push_back(fmt::format("openblas?core={}&threads=1", core));
-    cpu.push_back("openblas?core=Haswell&threads=2");
-    for (const char* isa : {"SSE41", "AVX", "AVX2", "AVX512_CORE"}) cpu.push_back(fmt::format("onednn?isa={}&threads=1", isa));
-    cpu.push_back("onednn?isa=AVX2&threads=1&layout=blocked");
     d.workloads = {"matmul?m=256&n=256&k=515",
                    "matmul?m=96&n=80&k=72&ta=t&tb=t",
                    "matmul?m=128&n=128&k=257&dtype=f64",
@@ -87,16 +60,6 @@ SuiteDef suite_def(const std::string& name) {
                    "batchinv?m=128&n=256&k=256&rows=8"};
     d.repeats = 10;
   } else {  // full
-    for (const char* core : {"Haswell", "Zen", "SkylakeX", "CooperLake", "Sandybridge", "Nehalem", "Core2", "Penryn",
-                             "Dunnington", "Prescott", "Atom", "Nano", "Barcelona", "Bulldozer", "Excavator"})
-      cpu.push_back(fmt::format("openblas?core={}&threads=1", core));
-    for (int t : {2, 4}) cpu.push_back(fmt::format("openblas?core=Haswell&threads={}", t));
-    for (const char* isa : {"SSE41", "AVX", "AVX2", "AVX512_CORE", "ALL"}) {
-      cpu.push_back(fmt::format("onednn?isa={}&threads=1", isa));
-      cpu.push_back(fmt::format("onednn?isa={}&threads=1&layout=blocked", isa));
-    }
-    cpu.push_back("onednn?isa=ALL&threads=2");
-    for (const char* order : {"blocked", "atomic"}) cpu.push_back(fmt::format("cpu?order={}&threads=4", order));
     d.workloads = {"matmul?m=1024&n=1024&k=1024",
                    "matmul?m=515&n=515&k=515",
                    "matmul?m=96&n=80&k=72&ta=t&tb=t",
@@ -114,8 +77,6 @@ SuiteDef suite_def(const std::string& name) {
                    "batchinv?m=512&n=512&k=512&rows=16"};
     d.repeats = 20;
   }
-  d.targets = cpu;
-  for (auto& g : gpu_targets()) d.targets.push_back(g);
   return d;
 }
 
@@ -332,8 +293,8 @@ void prepare_oracles(const ProbePlan& plan, const ProbeRunOptions& opt, Results*
   wo.log_path = opt.out_dir + "/logs/oracle.log";
   Spec ref;
   std::string err;
-  parse_target("cpu-ref", &ref, &err);
-  say(fmt::format("oracles: computing {} with cpu-ref", todo.size()));
+  parse_target(oracle_backend().name, &ref, &err);
+  say(fmt::format("oracles: computing {} with {}", todo.size(), oracle_backend().name));
   const auto t0 = std::chrono::steady_clock::now();
   size_t failed = 0;
   run_target(

@@ -45,21 +45,22 @@ nlohmann::json TrainDesign::to_json() const {
 TrainDesign default_design(bool paper, const std::string& model) {
   TrainDesign d;
   d.model = model;
-  Spec a, b;
   std::string err;
-  // Both can race under order=atomic (two threads or more): a one-thread target's "nondeterministic"
-  // variant has one completion order and would vary in nothing.
-  parse_target("cpu?threads=2", &a, &err);
-  parse_target("cpu?threads=4", &b, &err);
-  d.targets = {a, b};
+  // The default targets come from the registry entries that declare them (BackendEntry::training_targets).
+  auto targets_for = [&](const std::string& use) {
+    std::vector<Spec> v;
+    for (auto& text : default_training_targets(use)) {
+      Spec t;
+      parse_target(text, &t, &err);
+      v.push_back(t);
+    }
+    return v;
+  };
+  d.targets = targets_for("sony2021");
   if (model == "prednet") {
     // PredNet's quick configuration (models/prednet.hpp) costs far more per batch than the autoencoder:
-    // one target, and the paper's batch of 4 sequences. Its wide 3x3 convolutions go through Winograd
-    // F(4x4,3x3) (kernels/cpu/winograd.hpp), about 1.5x the direct code's steps per second; blocked and
-    // atomic keep their promises there.
-    Spec w;
-    parse_target("cpu?threads=2&conv=winograd", &w, &err);
-    d.targets = {w};
+    // one target, and the paper's batch of 4 sequences.
+    d.targets = targets_for("prednet");
     d.seeds = 2;
     d.batch_size = 4;
     d.batches = 60;

@@ -17,6 +17,7 @@
 #include "models/autoencoder.hpp"
 #include "probes/child.hpp"
 #include "probes/registry.hpp"
+#include "probes/worker.hpp"
 #include "contract/training_run.hpp"
 #include "models/png.hpp"
 #include "models/prednet_train.hpp"
@@ -178,8 +179,7 @@ bool fault_for(const TrainRunRequest& q, Fault* out, std::string* err) {
 // ------------------------------------------------------------------------------------------------
 
 nlohmann::json failed(const Status& st) {
-  const bool skipped = st.code() == Status::Code::kUnsupported || st.code() == Status::Code::kUnavailable;
-  return {{"status", skipped ? "skipped" : "error"}, {"reason", st.message()}};
+  return {{"status", to_string(obs_status_for(st))}, {"reason", st.message()}};
 }
 
 double window_mean(const std::vector<float>& curve, int window) {

@@ -6,6 +6,8 @@
 
 #include <unistd.h>
 
+#include <cctype>
+
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -14,6 +16,8 @@
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include "probes/registry.hpp"
 
 namespace fs = std::filesystem;
 
@@ -69,7 +73,140 @@ std::string joined(const std::vector<std::string>& v) {
   return s;
 }
 
+// ---- backend names in string literals ------------------------------------------------------------
+// Which backends' names a source file may write in a string literal: a backend's own files (its registry
+// entry, probes/backends/<name>.cpp, and its kernels). Everywhere else a backend is reached through the
+// registry (probes/registry.hpp), so a new backend touches its own files and one registry line.
+std::set<std::string> owned_names(const std::string& rel) {
+  static const std::set<std::string> kCudaFamily = {"cuda", "cublas", "cublaslt", "cudnn"};
+  const fs::path p(rel);
+  if (p.parent_path() == "probes/backends") {
+    std::string stem = p.stem().string();
+    for (auto& c : stem)
+      if (c == '_') c = '-';  // cpu_ref.cpp: cpu-ref
+    return {stem};
+  }
+  if (rel == "kernels/cpu/openblas_backend.cpp") return {"openblas"};
+  if (rel == "kernels/cpu/onednn_backend.cpp") return {"onednn"};
+  // detaudit's own CPU kernels: cpu and its oracle cpu-ref (native*, ref, pool, winograd, portable, ...).
+  if (rel.rfind("kernels/cpu/", 0) == 0) return {"cpu", "cpu-ref"};
+  // The four CUDA backends share their kernels, the factory and the build without CUDA.
+  if (rel.rfind("kernels/cuda/", 0) == 0 || rel == "kernels/cuda_unavailable.cc") return kCudaFamily;
+  if (rel == "bench/gpu_speed.cu") return {"cuda"};  // the native CUDA kernels' own benchmark
+  return {};
+}
+
+// The string literals of a C++ source (comments, character literals and raw strings understood), with
+// their lines.
+std::vector<std::pair<int, std::string>> string_literals(const std::string& src) {
+  std::vector<std::pair<int, std::string>> out;
+  int line = 1;
+  auto count_lines = [&](size_t from, size_t to) {
+    for (size_t k = from; k < to && k < src.size(); ++k) line += src[k] == '\n';
+  };
+  for (size_t i = 0; i < src.size();) {
+    if (src.compare(i, 2, "//") == 0) {
+      i = src.find('\n', i);
+      if (i == std::string::npos) break;
+      continue;
+    }
+    if (src.compare(i, 2, "/*") == 0) {
+      size_t e = src.find("*/", i + 2);
+      e = e == std::string::npos ? src.size() : e + 2;
+      count_lines(i, e);
+      i = e;
+      continue;
+    }
+    const bool word_before = i > 0 && (std::isalnum(static_cast<unsigned char>(src[i - 1])) || src[i - 1] == '_');
+    if (src.compare(i, 2, "R\"") == 0 && !word_before) {
+      const size_t open = src.find('(', i + 2);
+      const std::string close = ")" + src.substr(i + 2, open - i - 2) + "\"";
+      const size_t e = src.find(close, open);
+      out.push_back({line, src.substr(open + 1, e - open - 1)});
+      count_lines(i, e);
+      i = e + close.size();
+      continue;
+    }
+    if (src[i] == '"') {
+      std::string lit;
+      size_t j = i + 1;
+      for (; j < src.size() && src[j] != '"'; ++j) {
+        if (src[j] == '\\') lit += src[j++];
+        lit += src[j];
+      }
+      out.push_back({line, lit});
+      i = j + 1;
+      continue;
+    }
+    if (src[i] == '\'' && !word_before) {  // a character literal (not a digit separator)
+      size_t j = i + 1;
+      while (j < src.size() && src[j] != '\'') j += src[j] == '\\' ? 2 : 1;
+      i = j + 1;
+      continue;
+    }
+    line += src[i] == '\n';
+    ++i;
+  }
+  return out;
+}
+
+// Every string literal under `root` (the layer folders and bench/) that is a backend's name, or a backend's
+// name followed by '?' or ':', outside that backend's own files, as "file:line: literal".
+std::vector<std::string> backend_name_violations(const fs::path& root) {
+  std::vector<std::string> names;
+  for (auto& e : detaudit::backend_registry()) names.push_back(e.name);
+  std::vector<std::string> folders = {"bench"};
+  for (auto& [layer, sees] : allowed()) folders.push_back(layer);
+  std::vector<std::string> out;
+  for (auto& folder : folders) {
+    if (!fs::is_directory(root / folder)) continue;
+    for (auto& e : fs::recursive_directory_iterator(root / folder)) {
+      if (!e.is_regular_file() || !is_source(e.path())) continue;
+      const std::string rel = fs::relative(e.path(), root).generic_string();
+      const std::set<std::string> own = owned_names(rel);
+      std::ifstream f(e.path());
+      std::stringstream ss;
+      ss << f.rdbuf();
+      for (auto& [line, lit] : string_literals(ss.str()))
+        for (auto& name : names) {
+          const bool names_it = lit == name || (lit.size() > name.size() && lit.compare(0, name.size(), name) == 0 &&
+                                                (lit[name.size()] == '?' || lit[name.size()] == ':'));
+          if (names_it && !own.count(name))
+            out.push_back(rel + ":" + std::to_string(line) + ": \"" + lit + "\" names backend " + name);
+        }
+    }
+  }
+  return out;
+}
+
 }  // namespace
+
+TEST(Layering, OnlyABackendsOwnFilesNameItInAStringLiteral) {
+  const std::vector<std::string> v = backend_name_violations(DETAUDIT_SOURCE_DIR);
+  EXPECT_TRUE(v.empty()) << "backend names outside their backend's files (reach them through the registry):\n"
+                         << joined(v);
+}
+
+TEST(Layering, APlantedBackendNameIsFound) {
+  // A copy of gates/ with `"cudnn"` planted in one file; a comment naming it is not a literal.
+  const fs::path root = fs::temp_directory_path() / ("detaudit-names-" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  fs::create_directories(root);
+  fs::copy(fs::path(DETAUDIT_SOURCE_DIR) / "gates", root / "gates", fs::copy_options::recursive);
+  ASSERT_TRUE(backend_name_violations(root).empty()) << "the copy itself is clean";
+  const fs::path victim = root / "gates" / "check.cpp";
+  ASSERT_TRUE(fs::exists(victim));
+  {
+    std::ofstream f(victim, std::ios::app);
+    f << "// \"cudnn\" in a comment\nstatic const char* planted = \"cudnn\";\n"
+         "static const char* fine = \"cudnnx\";\n";
+  }
+  const std::vector<std::string> v = backend_name_violations(root);
+  ASSERT_EQ(v.size(), 1u) << joined(v);
+  EXPECT_EQ(v[0].rfind("gates/check.cpp:", 0), 0u) << v[0];
+  EXPECT_NE(v[0].find("\"cudnn\" names backend cudnn"), std::string::npos) << v[0];
+  fs::remove_all(root);
+}
 
 TEST(Layering, NoIncludeGoesAgainstTheArrows) {
   const std::vector<std::string> v = include_violations(DETAUDIT_SOURCE_DIR);

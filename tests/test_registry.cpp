@@ -57,8 +57,8 @@ TEST(Registry, EveryBackendHasOneEntry) {
                                           "cudnn", "external", "testing"}));
   EXPECT_EQ(find_backend("opencl"), nullptr);
   EXPECT_TRUE(find_backend("testing")->hidden);
-  for (const char* g : {"cuda", "cublas", "cublaslt", "cudnn"}) EXPECT_TRUE(find_backend(g)->gpu) << g;
-  for (const char* c : {"cpu-ref", "cpu", "openblas", "onednn", "testing"}) EXPECT_FALSE(find_backend(c)->gpu) << c;
+  for (const char* g : {"cuda", "cublas", "cublaslt", "cudnn"}) EXPECT_EQ(find_backend(g)->device, DeviceKind::kCuda) << g;
+  for (const char* c : {"cpu-ref", "cpu", "openblas", "onednn", "testing"}) EXPECT_EQ(find_backend(c)->device, DeviceKind::kHost) << c;
 }
 
 TEST(Registry, LibrariesTheBitsDependOn) {

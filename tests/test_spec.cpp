@@ -108,7 +108,7 @@ TEST(Spec, TargetHelpComesFromTheRegistry) {
   size_t at = 0;
   for (auto& e : backend_registry()) {
     if (e.hidden) continue;
-    size_t pos = help.find("  " + e.name + (e.gpu ? "[:N]" : "") + "  " + e.summary + "\n");
+    size_t pos = help.find("  " + e.name + (e.device != DeviceKind::kHost ? "[:N]" : "") + "  " + e.summary + "\n");
     ASSERT_NE(pos, std::string::npos) << e.name;
     EXPECT_GE(pos, at) << e.name << " out of registry order";
     at = pos;

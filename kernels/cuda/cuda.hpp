@@ -31,6 +31,10 @@ struct CudaEnvironment {
 
 bool built_with_cuda();
 
+// The key of machine_fingerprint() whose value says whether the machine can run CUDA targets: "available",
+// or "no CUDA device: <why>" (written by the CUDA device kind, probes/backends/cuda.cpp; results files carry it).
+inline constexpr const char* kCudaMachineKey = "cuda";
+
 // Why there is no CUDA device, in words a user can act on. Without an NVIDIA driver, cudaGetDeviceCount
 // says "CUDA driver version is insufficient for CUDA runtime version", which points at the wrong fix;
 // so the cause is read from the machine: the /dev/nvidia* device files and whether libcuda.so.1 (the
