@@ -2,7 +2,10 @@
 // ggml_backend_reg). Per backend: its spec keys and defaults, the environment its worker needs, the
 // factory, the workloads it supports, how `key=all` enumerates algorithms, its deterministic and
 // nondeterministic training variants, and its promises (what the library or detaudit's own code
-// claims), which gates/verdict.cpp judges observations against. Adding a backend is one entry here.
+// claims), which gates/verdict.cpp judges observations against, its suites' and training designs' default
+// targets and the library versions it writes into the machine fingerprint. Each entry is made in the
+// backend's own file, probes/backends/<name>.cpp; adding a backend is that file, its kernels and one line
+// of registry.cpp's list. Nothing outside those files names a backend (tests/test_layering.cpp checks).
 #pragma once
 #include <map>
 #include <memory>

@@ -8,6 +8,7 @@
 #include "cli_helpers.hpp"
 #include "kernels/cuda/cuda.hpp"
 #include "probes/registry.hpp"
+#include "probes/workload.hpp"
 #include "suites/probe_suite.hpp"
 #include "suites/train_design.hpp"
 
@@ -407,4 +408,76 @@ TEST(Registry, Bf16x9IsEmulatedOnlyWhereCublasImplementsIt) {
   EXPECT_FALSE(cublas_emulates_bf16x9(9, 0));   // H100, H200: plain FP32 runs
   EXPECT_FALSE(cublas_emulates_bf16x9(8, 0));   // A100
   EXPECT_FALSE(cublas_emulates_bf16x9(12, 0));  // RTX Blackwell
+}
+
+// The suites' default targets come from the entries (BackendEntry::suite_targets) in the order the suites
+// have always listed them: the host targets (the four-thread cpu ones of the full suite after the vendor
+// libraries'), then the GPU targets.
+TEST(Registry, SuiteTargetsKeepTheirOrder) {
+  for (const std::string suite : {"quick", "full"}) {
+    std::vector<std::string> want = {"cpu-ref"};
+    for (const char* order : {"sequential", "pairwise", "blocked", "atomic"})
+      for (int t : {1, 2}) want.push_back(std::string("cpu?order=") + order + "&threads=" + std::to_string(t));
+    if (suite == "quick") {
+      for (const char* core : {"Haswell", "SkylakeX", "Sandybridge", "Nehalem", "Core2", "Bulldozer"})
+        want.push_back(std::string("openblas?core=") + core + "&threads=1");
+      want.push_back("openblas?core=Haswell&threads=2");
+      for (const char* isa : {"SSE41", "AVX", "AVX2", "AVX512_CORE"}) want.push_back(std::string("onednn?isa=") + isa + "&threads=1");
+      want.push_back("onednn?isa=AVX2&threads=1&layout=blocked");
+    } else {
+      for (const char* core : {"Haswell", "Zen", "SkylakeX", "CooperLake", "Sandybridge", "Nehalem", "Core2", "Penryn",
+                               "Dunnington", "Prescott", "Atom", "Nano", "Barcelona", "Bulldozer", "Excavator"})
+        want.push_back(std::string("openblas?core=") + core + "&threads=1");
+      for (int t : {2, 4}) want.push_back("openblas?core=Haswell&threads=" + std::to_string(t));
+      for (const char* isa : {"SSE41", "AVX", "AVX2", "AVX512_CORE", "ALL"}) {
+        want.push_back(std::string("onednn?isa=") + isa + "&threads=1");
+        want.push_back(std::string("onednn?isa=") + isa + "&threads=1&layout=blocked");
+      }
+      want.push_back("onednn?isa=ALL&threads=2");
+      for (const char* order : {"blocked", "atomic"}) want.push_back(std::string("cpu?order=") + order + "&threads=4");
+    }
+    for (const char* g : {"cuda:0?order=tree", "cuda:0?order=atomic", "cublas:0?math=pedantic", "cublas:0?math=default",
+                          "cublas:0?math=tf32", "cublas:0?math=bf16x9", "cublas:0?math=pedantic&atomics=allowed",
+                          "cublas:0?math=pedantic&streams=4&workspace=shared",
+                          "cublas:0?math=pedantic&streams=4&workspace=per_stream", "cublaslt:0?algo=all", "cudnn:0",
+                          "cudnn:0?fwd_algo=all", "cudnn:0?bwd_data_algo=all", "cudnn:0?bwd_filter_algo=all",
+                          "cudnn:0?math=tf32", "cudnn:0?pool=nondeterministic"})
+      want.push_back(g);
+    EXPECT_EQ(suite_default_targets(suite), want) << suite;
+  }
+}
+
+TEST(Registry, DeviceKindsAndAlgorithmPickers) {
+  EXPECT_EQ(to_string(DeviceKind::kHost), "host");
+  EXPECT_EQ(to_string(DeviceKind::kCuda), "cuda");
+  EXPECT_EQ(target_facts("cudnn:0").device_kind, "cuda");
+  EXPECT_EQ(target_facts("cpu?threads=2").device_kind, "host");
+  for (auto& e : backend_registry())
+    EXPECT_EQ(e.picks_algorithms, e.name == "cudnn" || e.name == "cublaslt") << e.name;
+  EXPECT_EQ(oracle_backend().name, "cpu-ref");
+  EXPECT_EQ(imported_backend().name, "external");
+  // cuDNN picks when the pass's algorithm is auto; a pinned one, another pass's pin, or a gemm does not.
+  EXPECT_TRUE(picks_algorithm(target("cudnn:0"), workload("conv2d?pass=bwd_data")));
+  EXPECT_TRUE(picks_algorithm(target("cudnn:0?fwd_algo=1"), workload("conv2d?pass=bwd_data")));
+  EXPECT_FALSE(picks_algorithm(target("cudnn:0?bwd_data_algo=1"), workload("conv2d?pass=bwd_data")));
+  EXPECT_FALSE(picks_algorithm(target("cublaslt:0"), workload("conv2d")));
+  EXPECT_FALSE(picks_algorithm(target("cpu"), workload("conv2d")));
+  // A machine without GPUs says why through the CUDA device kind; the host is always there.
+  const nlohmann::json none = {{"gpus", nlohmann::json::array()}, {"cuda", "no CUDA device: no driver"}};
+  EXPECT_EQ(device_kind_entry(DeviceKind::kCuda).unavailable(none), "no CUDA device: no driver");
+  EXPECT_EQ(device_kind_entry(DeviceKind::kHost).unavailable(none), "");
+  const nlohmann::json one = {{"gpus", {{{"index", 0}, {"name", "H200"}}}}};
+  EXPECT_EQ(device_kind_entry(DeviceKind::kCuda).unavailable(one), "");
+  EXPECT_EQ(default_training_targets("qualify"), std::vector<std::string>{"cpu?threads=2"});
+  EXPECT_EQ(default_training_targets("sony2021"), (std::vector<std::string>{"cpu?threads=2", "cpu?threads=4"}));
+  EXPECT_EQ(default_training_targets("prednet"), std::vector<std::string>{"cpu?threads=2&conv=winograd"});
+}
+
+// One conversion of a conv2d spec to its shape, with the workload table's defaults.
+TEST(Registry, ConvShapeOfAParsedWorkload) {
+  const ConvShape s = conv_shape_of(workload("conv2d?n=2&c=8&h=15&w=15&k=8&stride=2&pass=bwd_filter"));
+  EXPECT_EQ(s.n, 2); EXPECT_EQ(s.c, 8); EXPECT_EQ(s.h, 15); EXPECT_EQ(s.w, 15); EXPECT_EQ(s.k, 8);
+  EXPECT_EQ(s.r, 3); EXPECT_EQ(s.s, 3); EXPECT_EQ(s.stride, 2); EXPECT_EQ(s.pad, 1);
+  const ConvShape d = conv_shape_of(Spec{"conv2d", -1, {}});  // unparsed: the same defaults
+  EXPECT_EQ(d.n, 4); EXPECT_EQ(d.c, 16); EXPECT_EQ(d.r, 3); EXPECT_EQ(d.pad, 1);
 }
