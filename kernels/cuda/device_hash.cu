@@ -107,9 +107,10 @@ Status device_hash(const void* device_ptr, size_t bytes, const gpu::DeviceHashKe
   unsigned long long* d = nullptr;
   const size_t n = gpu::kDeviceHashLanes * sizeof(unsigned long long);
   DETAUDIT_RETURN_IF_ERROR(gpu::from_cuda(cudaMalloc(&d, n), "cudaMalloc"));
-  Status st = gpu::launch_device_hash(device_ptr, bytes, key, d, nullptr);
+  const Status launched = gpu::launch_device_hash(device_ptr, bytes, key, d, nullptr);
   unsigned long long h[gpu::kDeviceHashLanes] = {0, 0, 0, 0};
-  if (st) st = gpu::from_cuda(cudaMemcpy(h, d, n, cudaMemcpyDeviceToHost), "cudaMemcpy");
+  // One initialisation, no assignment: nvcc takes a Status& returned by operator= for a dropped Status.
+  const Status st = launched ? gpu::from_cuda(cudaMemcpy(h, d, n, cudaMemcpyDeviceToHost), "cudaMemcpy") : launched;
   cudaFree(d);
   for (int l = 0; l < gpu::kDeviceHashLanes; ++l) out[l] = h[l];
   return st;
