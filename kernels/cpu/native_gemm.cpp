@@ -149,8 +149,10 @@ struct TileTarget {
 
 // One micro-tile; column edges go through a padded copy so the micro-kernel always sees nr columns.
 // (ts/ta rows beyond `rows` are never read: ukernel[rows] reads `rows` rows.)
+#if defined(__GNUC__) && !defined(__clang__)  // clang has no such warning group
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 void run_micro(const IsaKernels& kn, int kc, const float* ap, const float* bp, const float* src, ptrdiff_t lds,
                const float* add, ptrdiff_t ldadd, float* dst, ptrdiff_t ldd, int rows, int cols,
                const Epilogue* epi) {
@@ -177,7 +179,9 @@ void run_micro(const IsaKernels& kn, int kc, const float* ap, const float* bp, c
       std::memcpy(dst + i * ldd, td + i * nr, sizeof(float) * cols);
   }
 }
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 
 // Computes the tile [i0,i1) x [j0,j1) of op(A) op(B) over K range [k0,k1): the first kc block starts
 // from zero (or from t.d), each later one continues from t.d, so every element is ONE FMA chain over
@@ -402,8 +406,10 @@ DETAUDIT_PACK_CLONES void pack_a_rows_plain(const float* a, ptrdiff_t lda, int h
 }
 
 // (GCC 12 warns about the unused pass-through operand inside its own unpack/shuffle intrinsics.)
+#if defined(__GNUC__) && !defined(__clang__)  // clang has no such warning group
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 // Transposes 16 rows of 16 floats in registers: afterwards r[j] holds column j.
 __attribute__((target("avx512f"))) inline void transpose16(__m512 r[16]) {
   __m512 t[16], u[16];
@@ -444,7 +450,9 @@ __attribute__((target("avx512f"))) void pack_a_rows_avx512(const float* a, ptrdi
   for (; kk < kc; ++kk)
     for (int i = 0; i < h; ++i) dst[size_t(kk) * h + i] = a[i * lda + kk];
 }
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 
 void pack_a_rows(const float* a, ptrdiff_t lda, int h, int kc, float* dst) {
   if (h <= 16 && have_avx512()) return pack_a_rows_avx512(a, lda, h, kc, dst);
