@@ -10,7 +10,6 @@ namespace detaudit {
 
 struct TargetFacts {
   bool known = false;      // the spec parsed and its backend exists
-  std::string canonical;   // the canonical spec ("" when not known)
   std::string device_kind = "host";  // where it runs: "host" (the CPU), or the accelerator's kind ("cuda")
   int device = -1;         // the device index, for a target on an accelerator
   // Its bits are one implementation on every device (order=portable): they depend on neither the backend,

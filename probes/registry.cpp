@@ -178,7 +178,6 @@ TargetFacts target_facts(const std::string& target) {
   const BackendEntry* e = parse_target(target, &s, &err) ? find_backend(s.name) : nullptr;
   if (!e) return f;
   f.known = true;
-  f.canonical = s.str();
   f.device_kind = to_string(e->device);
   f.device = s.device;
   f.portable = e->portable && e->portable(s);

@@ -44,7 +44,8 @@ constexpr size_t kHistogramPanels = 12, kSlowestCells = 8;
 // ---- verdicts as stored -------------------------------------------------------------------------
 
 // What the report shows of a cell's verdict (contract/verdict.hpp): the verdict, or kNone: not judged
-// (results of an older detaudit, or a run in progress). The report never judges a cell itself.
+// (results of an older detaudit, or a run in progress), shown grey. Every command judges results before
+// it renders them (gates/verdict.hpp); the report never makes a verdict up from a cell's status.
 enum class V { kPass, kFail, kExpected, kWarn, kSkip, kNone };
 constexpr V kVerdicts[] = {V::kPass, V::kFail, V::kExpected, V::kWarn, V::kSkip};
 
@@ -97,10 +98,6 @@ bool judged(const std::vector<Observation>& obs) {
     if (verdict_of(o) != V::kNone) return true;
   return false;
 }
-// What a cell is shown as: its verdict, or "not judged" (grey). Every command judges results before it
-// renders them (gates/verdict.hpp), so an unjudged cell in a report is one a run in progress has not
-// judged yet; the report shows that, and never makes up a verdict from the status.
-V shown_verdict(const Observation& o) { return verdict_of(o); }
 
 // ---- text of one cell ---------------------------------------------------------------------------
 
@@ -132,7 +129,7 @@ std::string oracle_words(const Observation& o) {
 Cell matrix_cell(const Observation& o) {
   const V v = verdict_of(o);
   const std::string tag = (v == V::kFail ? "**FAIL** " : v == V::kExpected ? "EXPECTED " : v == V::kWarn ? "WARN " : "");
-  const std::string cls = cls_of(shown_verdict(o));
+  const std::string cls = cls_of(verdict_of(o));
   switch (o.status) {
     case ObsStatus::kOk: {
       std::string t = o.distinct == 1 ? (o.oracle ? "" : fmt::format("1/{}", o.fingerprints.size()))
@@ -374,7 +371,7 @@ double shade_of(const Observation& o) {
 }
 
 std::string heat_fill(const Observation& o) {
-  const V v = shown_verdict(o);
+  const V v = verdict_of(o);
   switch (v) {
     case V::kPass: return svg_tint(colour_of(v), 0.25 + 0.75 * shade_of(o));
     case V::kFail: return svg_tint(colour_of(v), 0.6 + 0.4 * shade_of(o));
@@ -456,7 +453,7 @@ void add_figures(Section& mx, const Grid& g, const std::vector<size_t>& shown_ta
     ho.row_labels.push_back(g.targets.list[t]);
     StackedBar bar{g.targets.list[t], std::vector<double>(std::size(kVerdicts), 0.0)};
     for (auto* o : g.by_target[t]) {
-      const V v = shown_verdict(*o);
+      const V v = verdict_of(*o);
       if (v != V::kNone) bar.values[static_cast<size_t>(v)] += 1;
       std::string tip = fmt::format("{} on {}: {}", o->workload, o->target, name_of(v));
       if (!o->verdict_reason.empty()) tip += " (" + o->verdict_reason + ")";
