@@ -66,7 +66,7 @@ Fingerprint run_workload(Backend& b, const Spec& w) {
   st = wl->run(b);
   EXPECT_TRUE(st) << w.str() << ": " << st.message();
   Fingerprint fp;
-  b.fingerprint(wl->output(), wl->output_bytes(), &fp);
+  EXPECT_TRUE(b.fingerprint(wl->output(), wl->output_bytes(), &fp)) << w.str();
   wl->teardown(b);
   return fp;
 }
