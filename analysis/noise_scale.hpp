@@ -1,5 +1,5 @@
 // The gradient noise scale (McCandlish et al. 2018, "An Empirical Model of Large-Batch Training",
-// App. A; REFERENCE.md section 5): the noise SGD already lives with, on the scale the hardware noise
+// App. A): the noise SGD already lives with, on the scale the hardware noise
 // of a nondeterministic target is put on.
 //
 // With G_B the mean gradient of a batch of B samples at fixed parameters, E|G_B|^2 = |G|^2 + tr(Sigma)/B.

@@ -1,4 +1,4 @@
-// Learning-curve phases (REFERENCE.md §7): plateaus, drops and the step at which a run escapes
+// Learning-curve phases: plateaus, drops and the step at which a run escapes
 // its first plateau, from an exact optimal piecewise-linear segmentation of log loss vs log step.
 #pragma once
 #include <cstddef>

@@ -8,7 +8,7 @@
 // decomposition is the unit, so the machine becomes a factor. Units are labelled by their target, and
 // in a merged analysis by "<target> @ <source label>".
 //
-// Hardware vs implementation (the reason this exists: DESIGN.md, the retracted sony2021 paper). A
+// Hardware vs implementation (the reason this exists: the retracted sony2021 paper, README "Training regressions"). A
 // unit's hardware is the device its bits came from: the GPU (name, index) for GPU targets, the CPU
 // model otherwise, and in a merged analysis also the machine it is in (its hostname). Its implementation is the
 // target without its device index, the versions of the libraries its backend depends on (registry

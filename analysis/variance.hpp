@@ -1,4 +1,4 @@
-// Variance attribution for training and probe designs (REFERENCE.md §6).
+// Variance attribution for training and probe designs (README "Training regressions").
 //
 // The main model is the balanced two-way crossed random-effects model
 //   y_ijk = μ + a_i + b_j + (ab)_ij + e_ijk,  i < a targets, j < b seeds, k < n replicates,

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """PyTorch side of bench/prednet-vs-torch.sh: the PredNet of models/prednet.hpp, layer for layer (Lotter et
-al. 2017; REFERENCE.md section 4), trained with Adam on batches of `--batch` sequences of `--nt` frames;
+al. 2017), trained with Adam on batches of `--batch` sequences of `--nt` frames;
 prints one JSON line with milliseconds per training step (forward and backward through time, one update).
 
 Per step t, top-down: R_l(t) = ConvLSTM_l([E_l(t-1), upsample2(R_{l+1}(t))], R_l(t-1)) with hard-sigmoid

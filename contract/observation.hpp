@@ -1,5 +1,5 @@
 // An observation: one target running one workload N times. This struct is what the worker sends to
-// the parent, what results.json stores (DESIGN.md "Results contract") and what the reports render.
+// the parent, what results.json stores (README "Results contract") and what the reports render.
 #pragma once
 #include <cstdint>
 #include <map>

@@ -1,4 +1,4 @@
-// results.json: the contract other tools rely on (DESIGN.md). Written atomically (temp file, then
+// results.json: the contract other tools rely on (README "Results contract"). Written atomically (temp file, then
 // rename) after every observation, so an interrupted run loses no finished work and can resume.
 #pragma once
 #include <map>

@@ -1,5 +1,5 @@
 // A training run: one model trained once on one target, in one cell of a design. This struct is what
-// results.json stores under "training" (DESIGN.md "Results contract"), what the analysis
+// results.json stores under "training" (README "Results contract"), what the analysis
 // (analysis/training.hpp) and the reports read, and what baselines, check, qualify and the history
 // keep. Its status is the observations' status (ObsStatus): ok, crashed, timeout, skipped, error.
 #pragma once

@@ -49,7 +49,7 @@ void diff_field(const std::string& name, const nlohmann::json* a, const nlohmann
   if (ta != tb) out->push_back({name, ta, tb});
 }
 
-// The fields a bitwise expectation holds for (DESIGN.md "machine key"): CPU, OS, compiler, libraries,
+// The fields a bitwise expectation holds for (the machine key of gates/baseline.hpp): CPU, OS, compiler, libraries,
 // GPUs, CUDA, and the tool itself.
 std::vector<FieldDifference> machine_differences(const Results& a, const Results& b) {
   std::vector<FieldDifference> out;

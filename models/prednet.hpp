@@ -10,7 +10,7 @@
 // All filters F x F, 'same' padding, biased. Loss: L = sum_t time_w(t) sum_l layer_w(l) mean(E_l(t)),
 // the mean over all elements of E_l(t) (batch included); time_w = 0 at t = 0 and 1/(nt-1) after;
 // layer_w = (1, 0, ..., 0) (the paper's L_0). Since E >= 0 this is Keras' MAE against zeros.
-// Initialisation: Glorot-uniform kernels, biases zero (REFERENCE.md section 4); layer l's streams
+// Initialisation: Glorot-uniform kernels, biases zero; layer l's streams
 // from 16*l (ConvLSTM gates 16*l .. 16*l + 3, Ahat conv 16*l + 8, A conv 16*l + 9).
 //
 // Every tensor of every step is kept for the backward (step-major: row t*N + n is sample n at step

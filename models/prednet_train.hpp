@@ -1,6 +1,6 @@
 // Training PredNet (models/prednet.hpp) on video sequences (models/sprites.hpp VideoSet), the PredNet
-// training regression's loop, and its sanity check against copying the last frame (REFERENCE.md
-// section 4: the prediction MSE must beat "copy the last frame").
+// training regression's loop, and its sanity check against copying the last frame
+// (the prediction MSE must beat "copy the last frame").
 //
 // Batch b takes the sequences BatchOrder(train count, batch, data_seed) gives (models/autoencoder.hpp),
 // their first nt frames, pixels / 255, step-major (frame t of sample n at row t*batch + n). Adam with

@@ -1,5 +1,5 @@
 // Moving sprites: the video data of the PredNet regression, the bouncing-MNIST generator of
-// Srivastava et al. (2015) with Fashion-MNIST items as sprites (REFERENCE.md section 4). Each sequence is
+// Srivastava et al. (2015) with Fashion-MNIST items as sprites. Each sequence is
 // `frames` frames of rows x cols pixels on black in which `sprites` 28 x 28 images move and bounce off
 // the frame's edges; where sprites overlap the brighter pixel wins.
 //

@@ -321,7 +321,7 @@ void add_prediction_section(Document& d, const Results& r) {
   auto& sec = d.add("Next-frame prediction (PredNet)");
   sec.para("Held-out moving-sprites sequences (never trained on): the mean squared error of PredNet's predictions of "
            "frames 1 to nt−1, each from the frames before it, against the error of copying the last frame, the "
-           "sanity baseline a video predictor must beat (REFERENCE.md section 4). Pixels in [0, 1].")
+           "sanity baseline a video predictor must beat. Pixels in [0, 1].")
       .table({"condition", "target", "runs", "prediction MSE", "copy-last-frame MSE", "beat copy-last"}, cells);
   for (auto& [cond, run] : example) {
     int w = 0, h = 0;

@@ -48,7 +48,7 @@ bool nvidia_device_files() {
 }
 
 // Whether the driver's libcuda.so.1 loads here: already loaded (the runtime loads it), or loadable.
-// Never linked (REFERENCE.md: a binary linked to the stub fails to start without a driver).
+// Never linked (a binary linked to the stub fails to start without a driver).
 bool libcuda_loads(std::string* error) {
   if (void* h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD)) {
     dlclose(h);

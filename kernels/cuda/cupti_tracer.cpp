@@ -14,7 +14,7 @@ namespace detaudit::gpu {
 
 namespace {
 
-// The kernel record layout of the CUPTI we compile against (REFERENCE.md §3).
+// The kernel record layout of the CUPTI we compile against.
 #if defined(CUPTI_API_VERSION) && CUPTI_API_VERSION >= 130000
 using KernelActivity = CUpti_ActivityKernel10;
 #else

@@ -1,4 +1,4 @@
-// CUPTI kernel attribution (REFERENCE.md §3): which kernels ran during one probe repeat.
+// CUPTI kernel attribution (README "How it runs"): which kernels ran during one probe repeat.
 // One process-wide tracer (CUPTI allows one subscriber); started lazily on the first trace_begin.
 // When CUPTI cannot start (another profiler attached: CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED,
 // no permission to profile, no device) every call answers unavailable("tracing unavailable: ...")
