@@ -1,7 +1,16 @@
-// Status: what every kernel, library and device call returns. Library code never exits or throws
-// across this boundary; the CLI turns statuses into exit codes. [[nodiscard]]: a Status that is dropped
-// is a compiler warning, so a failure cannot be lost by forgetting to look at it.
+// Status: what every kernel, library and device call returns, and StatusOr<T>: a value or the Status
+// that says why there is none. These are the library's one error style: library code never exits,
+// never throws across this boundary and never returns a process exit code; the CLI alone turns a
+// Status into an exit code (cli/common.hpp, exit_code_of). [[nodiscard]]: a Status or StatusOr that
+// is dropped is a compiler warning, so a failure cannot be lost by forgetting to look at it.
+//
+// Codes: kInvalid is bad input (a malformed spec, a corrupt file; the CLI exits 2), kUnsupported and
+// kUnavailable say a target cannot run a cell here (recorded as a skip), kError is an environment or
+// I/O failure (exit 2), kInterrupted says a signal stopped a long run after saving what it finished
+// (exit 3).
 #pragma once
+#include <cassert>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -9,7 +18,7 @@ namespace detaudit {
 
 class [[nodiscard]] Status {
  public:
-  enum class Code { kOk = 0, kUnsupported, kInvalid, kUnavailable, kError };
+  enum class Code { kOk = 0, kUnsupported, kInvalid, kUnavailable, kError, kInterrupted };
 
   Status() = default;
   static Status ok() { return {}; }
@@ -17,16 +26,50 @@ class [[nodiscard]] Status {
   static Status invalid(std::string m) { return {Code::kInvalid, std::move(m)}; }
   static Status unavailable(std::string m) { return {Code::kUnavailable, std::move(m)}; }
   static Status error(std::string m) { return {Code::kError, std::move(m)}; }
+  static Status interrupted(std::string m) { return {Code::kInterrupted, std::move(m)}; }
 
   bool is_ok() const { return code_ == Code::kOk; }
   explicit operator bool() const { return is_ok(); }
   Code code() const { return code_; }
   const std::string& message() const { return message_; }
+  // The same failure with `prefix` in front of its message ("results.json: " + ...); ok stays ok.
+  Status prefixed(const std::string& prefix) const {
+    return is_ok() ? Status{} : Status{code_, prefix + message_};
+  }
 
  private:
   Status(Code c, std::string m) : code_(c), message_(std::move(m)) {}
   Code code_ = Code::kOk;
   std::string message_;
+};
+
+// A value, or the failure that stands in its place. Constructed from a T (ok) or from a failed Status;
+// a StatusOr made from an ok Status is a programming error and becomes kError rather than an ok
+// without a value.
+template <class T>
+class [[nodiscard]] StatusOr {
+ public:
+  StatusOr(T value) : value_(std::move(value)) {}  // NOLINT: implicit, so `return value;` works
+  StatusOr(Status st) : status_(std::move(st)) {   // NOLINT: implicit, so `return Status::...;` works
+    if (status_.is_ok()) status_ = Status::error("internal: StatusOr built from an ok Status");
+  }
+
+  bool is_ok() const { return status_.is_ok(); }
+  explicit operator bool() const { return is_ok(); }
+  const Status& status() const { return status_; }
+  const std::string& message() const { return status_.message(); }
+
+  T& value() & { assert(value_); return *value_; }
+  const T& value() const& { assert(value_); return *value_; }
+  T&& value() && { assert(value_); return std::move(*value_); }
+  T* operator->() { return &value(); }
+  const T* operator->() const { return &value(); }
+  T& operator*() & { return value(); }
+  const T& operator*() const& { return value(); }
+
+ private:
+  Status status_;
+  std::optional<T> value_;
 };
 
 #define DETAUDIT_RETURN_IF_ERROR(expr)        \
