@@ -25,8 +25,8 @@ int run_analyze(const AnalyzeArgs& a, int argc, char** argv) {
   opt.command = command_line(argc, argv);
   opt.progress = [](const std::string& line) { say(stderr, "[detaudit] {}\n", line); };
   Results r;
-  std::string err;
-  if (analyze_training_dirs(opt, &r, &err) != 0 || !write_reports(a.out, r, &err)) return fail(err);
+  if (Status st = analyze_training_dirs(opt, &r); !st) return fail(st);
+  if (Status st = write_reports(a.out, r); !st) return fail(st);
   say(stdout, "{} training runs from {} results directories\n", r.training.size(), a.dirs.size());
   if (const auto& hw = r.analysis.value("hardware_attribution", nlohmann::json()); hw.is_string())
     say(stdout, "hardware: {}\n", hw.get<std::string>());

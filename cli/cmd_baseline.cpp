@@ -30,8 +30,7 @@ Command add_baseline_command(CLI::App& app, int argc, char** argv) {
   return {baseline, [save, args]() {
             if (!save->parsed()) return fail("baseline: a subcommand is required (save)");
             BaselineSaved saved;
-            std::string err;
-            if (run_baseline_save(args->dir, args->out, &saved, &err) != 0) return fail(err);
+            if (Status st = run_baseline_save(args->dir, args->out, &saved); !st) return fail(st);
             say(stdout, "baseline: {} cells, {} training cells, {} machine keys written to {}\n", saved.cells, saved.training,
                 saved.keys, saved.path);
             if (saved.unfinished)

@@ -43,9 +43,8 @@ Command add_check_command(CLI::App& app, int argc, char** argv) {
             if (!parse_output_format(args->format, &format)) return fail("--format must be text, md or json");
             if (int rc = precheck_history(args->hist)) return rc;
             CheckReport report;
-            std::string err;
             Results checked;
-            if (!run_check(opt, &report, &err, &checked)) return fail(err);
+            if (Status st = run_check(opt, &report, &checked); !st) return fail(st);
             put(stdout, render_check(report, format));
             return record_history(args->hist, "check", checked, opt.dir, report.exit_code());
           }};

@@ -22,9 +22,8 @@ std::string results_path(const std::string& arg) {
 
 int run_compare(const CompareArgs& args) {
   Results a, b;
-  std::string err;
-  if (!load_results(results_path(args.a), &a, &err)) return fail(err);
-  if (!load_results(results_path(args.b), &b, &err)) return fail(err);
+  if (Status st = load_results(results_path(args.a), &a); !st) return fail(st);
+  if (Status st = load_results(results_path(args.b), &b); !st) return fail(st);
   Comparison c = compare_results(a, b, args.a, args.b);
   OutputFormat f = OutputFormat::kText;
   if (!parse_output_format(args.format, &f)) return fail("--format must be text, md or json");

@@ -57,8 +57,7 @@ int write_report(const DivergeResult& r, const std::string& out) {
   std::error_code ec;
   std::filesystem::create_directories(out, ec);
   if (ec) return fail(out + ": " + ec.message());
-  std::string err;
-  if (!write_diverge_outputs(r, out, &err)) return fail(err);
+  if (Status st = write_diverge_outputs(r, out); !st) return fail(st);
   say(stdout, "{}\n", r.summary());
   if (r.first) {
     if (r.first->distance) say(stdout, "op: {}\n", r.first->op.op);
@@ -86,7 +85,7 @@ int run_online(const DivergeArgs& a) {
   Spec spec[2];
   for (int i = 0; i < 2; ++i) {
     std::string err;
-    if (!parse_target(names[size_t(i)], &spec[i], &err)) return fail(err);
+    if (Status st = parse_target(names[size_t(i)], &spec[i]); !st) return fail(st);
     if (std::string e = environment_mismatch(spec[i]); !e.empty()) return fail(e);
   }
   Dataset data;

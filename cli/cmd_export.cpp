@@ -21,21 +21,20 @@ struct ExportArgs {
 int run_export(const ExportArgs& a) {
   if (a.workloads.empty() == a.suite.empty()) return fail("name the workloads or --suite (one of the two)");
   std::vector<Spec> specs;
-  std::string err;
   if (!a.suite.empty()) {
     ProbePlan plan;
-    if (!make_plan(a.suite, "", "", 0, 120, &plan, &err)) return fail(err);
+    if (Status st = make_plan(a.suite, "", "", 0, 120, &plan); !st) return fail(st);
     specs = plan.workloads;
   }
   for (auto& list : a.workloads)
     for (auto& text : split_list(list)) {
       Spec s;
-      if (!parse_workload(text, &s, &err)) return fail(err);
+      if (Status st = parse_workload(text, &s); !st) return fail(st);
       specs.push_back(s);
     }
   if (specs.empty()) return fail("no workloads to export");
   auto progress = [](const std::string& line) { say(stderr, "[detaudit] {}\n", line); };
-  if (!export_workloads(specs, a.out, progress, &err)) return fail(err);
+  if (Status st = export_workloads(specs, a.out, progress); !st) return fail(st);
   say(stdout, "{} workloads exported: {}/{}\n", specs.size(), a.out, kManifestFile);
   return 0;
 }

@@ -113,13 +113,13 @@ int run_history(const HistoryArgs& a) {
   f.target = a.target;
   f.workload = a.workload;
   f.machine = a.machine;
-  std::string err, path;
-  if (!a.since.empty() && !parse_since(a.since, &f.since, &err)) return fail(err);
+  std::string path;
+  if (!a.since.empty()) if (Status st = parse_since(a.since, &f.since); !st) return fail(st);
   HistoryFlags flags;
   flags.file = a.file;
-  if (!resolve_history_path(flags, &path, &err)) return fail(err);
+  if (Status st = resolve_history_path(flags, &path); !st) return fail(st);
   HistoryQueryResult q;
-  if (!query_history(path, f, &q, &err)) return fail(err);
+  if (Status st = query_history(path, f, &q); !st) return fail(st);
   auto timelines = cell_timelines(q.cells);
   auto cells = by_cell(timelines);
   int changed = 0;

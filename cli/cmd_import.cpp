@@ -20,15 +20,15 @@ struct ImportArgs {
 int run_import(const ImportArgs& a, int argc, char** argv) {
   const std::string out = a.out.empty() ? a.dir : a.out;
   std::vector<Observation> obs;
-  std::string err;
   // Everything is read and checked first: a bad file leaves RESULTS as it was.
-  if (!read_external_outputs(a.dir, a.name, out, &obs, &err)) return fail(err);
+  if (Status st = read_external_outputs(a.dir, a.name, out, &obs); !st) return fail(st);
   DirLock lock;
-  if (!lock.acquire(out, &err)) return fail(err);
+  if (Status st = lock.acquire(out); !st) return fail(st);
   Results r;
-  if (!merge_external(out, obs, command_line(argc, argv), &r, &err)) return fail(err);
+  if (Status st = merge_external(out, obs, command_line(argc, argv), &r); !st) return fail(st);
   judge(&r);
-  if (!save_results(out + "/results.json", r, &err) || !write_reports(out, r, &err)) return fail(err);
+  if (Status st = save_results(out + "/results.json", r); !st) return fail(st);
+  if (Status st = write_reports(out, r); !st) return fail(st);
   int repeats = 0;
   for (auto& o : obs) repeats += o.repeats;
   say(stdout, "imported {} workloads ({} outputs) as {} into {}/results.json\n", obs.size(), repeats, obs[0].target, out);

@@ -1,4 +1,5 @@
 // `detaudit qualify`: the machine qualification (gates/qualify.hpp).
+#include <csignal>
 #include <filesystem>
 
 #include "cli/common.hpp"
@@ -17,6 +18,16 @@ struct QualifyArgs {
   bool json = false;
   HistoryFlags hist;
 };
+
+// The command's exit code: 0 qualified, 1 a check failed, 2 a required check could not run.
+int qualify_exit_code(QualifyDecision d) {
+  switch (d) {
+    case QualifyDecision::kQualified: return 0;
+    case QualifyDecision::kCheckFailed: return 1;
+    case QualifyDecision::kRequiredNotRun: return 2;
+  }
+  return 2;
+}
 
 std::string default_qualify_out() {
   std::time_t t = std::time(nullptr);
@@ -66,26 +77,26 @@ Command add_qualify_command(CLI::App& app, int argc, char** argv) {
             o.command = command;
             o.progress = [](const std::string& line) { say(stderr, "[detaudit] {}\n", line); };
             QualifyOutcome out;
-            std::string err;
             // The history gives the timing references when no baseline does; it is read before this
             // run is recorded into it.
-            if (!resolve_history_path(a->hist, &o.history, &err)) return fail(err);
+            if (Status st = resolve_history_path(a->hist, &o.history); !st) return fail(st);
             if (int rc = precheck_history(a->hist)) return rc;
-            int rc = run_qualify(o, &out, &err);
-            // Interrupted (SIGINT/SIGTERM/SIGHUP): the finished work is saved; 128+N as every command.
-            if (int sig = interrupted(); sig && rc == 2) {
-              say(stderr, "{}\n", err.empty() ? "interrupted" : err);
-              return 128 + sig;
+            if (Status st = run_qualify(o, &out); !st) {
+              // Interrupted (SIGINT/SIGTERM/SIGHUP): the finished work is saved; 128+N as every command.
+              if (st.code() == Status::Code::kInterrupted) {
+                say(stderr, "{}\n", st.message());
+                return 128 + (interrupted() ? interrupted() : SIGINT);
+              }
+              return fail(st);
             }
-            if (!err.empty()) return fail(err);
             // The reports of the runs qualify made (gates judge, the report renders).
-            if (!out.probe_dir.empty() && !write_reports(out.probe_dir, out.probe, &err)) return fail(err);
-            if (!out.train.training.empty() && !write_reports(out.train_dir, out.train, &err)) return fail(err);
+            if (!out.probe_dir.empty()) if (Status st = write_reports(out.probe_dir, out.probe); !st) return fail(st);
+            if (!out.train.training.empty()) if (Status st = write_reports(out.train_dir, out.train); !st) return fail(st);
             if (a->json)
               say(stdout, "{}\n", out.to_json().dump(2));
             else
               say(stdout, "{}results: {}\n", out.table(), o.out_dir);
-            return record_history(a->hist, "qualify", out.probe, out.probe_dir, rc);
+            return record_history(a->hist, "qualify", out.probe, out.probe_dir, qualify_exit_code(out.decision));
           }};
 }
 

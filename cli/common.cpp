@@ -14,6 +14,8 @@ int fail(const std::string& msg) {
   return 2;
 }
 
+int fail(const Status& st) { return fail(st.message()); }
+
 std::string command_line(int argc, char** argv) {
   std::string s;
   for (int i = 0; i < argc; ++i) s += (i ? " " : "") + std::string(argv[i]);

@@ -10,6 +10,8 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "kernels/status.hpp"
+
 namespace detaudit::cli {
 
 // Output never stops an audit: a closed stdout or stderr (`| head -1`) loses the text, not the run.
@@ -20,6 +22,9 @@ void say(FILE* f, fmt::format_string<Args...> format, Args&&... args) {
 }
 // "detaudit: error: <msg>" on stderr; returns 2 ("could not run").
 int fail(const std::string& msg);
+// The same for a failed Status (its message); a Status is turned into an exit code here, in the CLI, and
+// nowhere in the library.
+int fail(const Status& st);
 
 // The command line as one string, for the reports and the history.
 std::string command_line(int argc, char** argv);

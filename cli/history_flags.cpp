@@ -15,21 +15,21 @@ void add_history_flags(CLI::App* sub, HistoryFlags* f) {
 }
 
 int precheck_history(const HistoryFlags& f) {
-  std::string path, err;
-  if (!resolve_history_path(f, &path, &err)) return fail(err);
+  std::string path;
+  if (Status st = resolve_history_path(f, &path); !st) return fail(st);
   if (path.empty()) return 0;
-  if (!check_history(path, &err)) return fail(err);
+  if (Status st = check_history(path); !st) return fail(st);
   return 0;
 }
 
 int record_history(const HistoryFlags& f, const std::string& kind, const Results& r, const std::string& results_dir,
                    int exit_code) {
-  std::string path, err;
-  bool ok = resolve_history_path(f, &path, &err);
-  if (ok && path.empty()) return exit_code;  // --no-history
-  if (ok) ok = record_run(path, kind, r, results_dir, exit_code, &err);
-  if (ok) return exit_code;
-  fail(err);
+  std::string path;
+  Status st = resolve_history_path(f, &path);
+  if (st && path.empty()) return exit_code;  // --no-history
+  if (st) st = record_run(path, kind, r, results_dir, exit_code);
+  if (st) return exit_code;
+  fail(st);
   return exit_code == 0 || exit_code == 1 ? 2 : exit_code;
 }
 

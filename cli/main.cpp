@@ -67,8 +67,7 @@ std::string latest_unfinished(const std::string& prefix) {
   std::sort(dirs.rbegin(), dirs.rend());
   for (auto& d : dirs) {
     Results r;
-    std::string err;
-    if (load_results(d + "/results.json", &r, &err) && r.finished_at.empty()) return d;
+    if (load_results(d + "/results.json", &r).is_ok() && r.finished_at.empty()) return d;
   }
   return "";
 }
@@ -137,8 +136,7 @@ struct TrainArgs {
 
 int run_probe(const ProbeArgs& a, int argc, char** argv) {
   ProbePlan plan;
-  std::string err;
-  if (!make_plan(a.suite, a.targets, a.workloads, a.repeats, a.timeout, &plan, &err)) return fail(err);
+  if (Status st = make_plan(a.suite, a.targets, a.workloads, a.repeats, a.timeout, &plan); !st) return fail(st);
   if (a.gpu_only) {
     // The suite's GPU targets alone: what a GPU machine checks that a CPU machine cannot.
     std::erase_if(plan.targets, [](const Spec& t) {
@@ -162,16 +160,17 @@ int run_probe(const ProbeArgs& a, int argc, char** argv) {
   opt.progress = [](const std::string& line) { say(stderr, "[detaudit] {}\n", line); };
   opt.custom = !a.targets.empty() || !a.workloads.empty();
   Results results;
-  int rc = run_probe_suite(plan, opt, &results, &err);
-  if (rc == kProbeInterrupted)
-    return interrupted_exit("cells", results.observations.size(), count_cells(plan),
-                            resume_command(argc, argv, opt.out_dir));
-  if (rc != 0) return fail(err);
+  if (Status st = run_probe_suite(plan, opt, &results); !st) {
+    if (st.code() == Status::Code::kInterrupted)
+      return interrupted_exit("cells", results.observations.size(), count_cells(plan),
+                              resume_command(argc, argv, opt.out_dir));
+    return fail(st);
+  }
   // Judge every cell against its target's promise, then write the results and reports again with the
   // verdicts (the suite wrote them while running).
   judge(&results);
-  if (!save_results(opt.out_dir + "/results.json", results, &err) || !write_reports(opt.out_dir, results, &err))
-    return fail(err);
+  if (Status st = save_results(opt.out_dir + "/results.json", results); !st) return fail(st);
+  if (Status st = write_reports(opt.out_dir, results); !st) return fail(st);
   auto s = summarize(results.observations);
   VerdictCounts v = count_verdicts(results);
   say(stdout, "{} of {} cells deterministic, {} nondeterministic, {} crashed, {} timed out, {} skipped, {} errors\n",
@@ -197,8 +196,7 @@ int run_train(const TrainArgs& a, int argc, char** argv) {
     d.targets.clear();
     for (auto& t : split_list(a.targets)) {
       Spec s;
-      std::string err;
-      if (!parse_target(t, &s, &err)) return fail(err);
+      if (Status st = parse_target(t, &s); !st) return fail(st);
       if (std::none_of(d.targets.begin(), d.targets.end(), [&](const Spec& x) { return x.str() == s.str(); }))
         d.targets.push_back(s);
     }
@@ -219,18 +217,19 @@ int run_train(const TrainArgs& a, int argc, char** argv) {
   d.design = a.design;
   TrainRunOptions opt;
   opt.out_dir = a.out.empty() ? default_out("train") : a.out;
-  std::string err;
   opt.exe = self_exe(argv[0]);
   opt.fresh = a.fresh;
   opt.run_timeout_s = a.run_timeout;
   for (int i = 0; i < argc; ++i) opt.command += (i ? " " : "") + std::string(argv[i]);
   opt.progress = [](const std::string& line) { say(stderr, "[detaudit] {}\n", line); };
   Results results;
-  int rc = run_train_design(d, opt, &results, &err);
-  if (rc == kTrainInterrupted)
-    return interrupted_exit("runs", results.training.size(), results.plan.value("runs", size_t(0)),
-                            resume_command(argc, argv, opt.out_dir));
-  if (rc != 0 || !write_reports(opt.out_dir, results, &err)) return fail(err);
+  if (Status st = run_train_design(d, opt, &results); !st) {
+    if (st.code() == Status::Code::kInterrupted)
+      return interrupted_exit("runs", results.training.size(), results.plan.value("runs", size_t(0)),
+                              resume_command(argc, argv, opt.out_dir));
+    return fail(st);
+  }
+  if (Status st = write_reports(opt.out_dir, results); !st) return fail(st);
   say(stdout, "{} training runs; report: {}/report.md and {}/report.html\n", results.training.size(), opt.out_dir,
       opt.out_dir);
   return record_history(a.hist, "train", results, opt.out_dir, 0);
@@ -238,16 +237,15 @@ int run_train(const TrainArgs& a, int argc, char** argv) {
 
 int run_report(const std::string& dir, const std::string& format) {
   Results r;
-  std::string err;
   if (!fs::is_directory(dir)) return fail(fmt::format("{}: not a directory", dir));
-  if (!load_results(dir + "/results.json", &r, &err)) return fail(err);
+  if (Status st = load_results(dir + "/results.json", &r); !st) return fail(st);
   DirLock lock;
-  if (!lock.acquire(dir, &err)) return fail(err);
+  if (Status st = lock.acquire(dir); !st) return fail(st);
   // Results written before verdicts existed (or by a run in progress) are judged for the report; the
   // results file itself is left as it is.
   if (!is_judged(r)) judge(&r);
   bool md = format == "md" || format == "both", html = format == "html" || format == "both";
-  if (!write_reports(dir, r, &err, md, html)) return fail(err);
+  if (Status st = write_reports(dir, r, md, html); !st) return fail(st);
   if (md) say(stdout, "{}/report.md\n", dir);
   if (html) say(stdout, "{}/report.html\n", dir);
   return 0;

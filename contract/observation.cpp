@@ -105,7 +105,7 @@ std::string json_path(const std::string& parent, const std::string& key) {
 }
 std::string json_path(const std::string& parent, size_t index) { return parent + "[" + std::to_string(index) + "]"; }
 
-bool check_json(const nlohmann::json& j, JsonType t, const std::string& path, std::string* err) {
+Status check_json(const nlohmann::json& j, JsonType t, const std::string& path) {
   bool ok = false;
   const char* what = "";
   switch (t) {
@@ -124,48 +124,46 @@ bool check_json(const nlohmann::json& j, JsonType t, const std::string& path, st
     case JsonType::kObject: ok = j.is_object(), what = "an object"; break;
     case JsonType::kArray: ok = j.is_array(), what = "an array"; break;
   }
-  if (ok) return true;
+  if (ok) return Status::ok();
   // A number where a number of another range or kind belongs shows itself; anything else its type.
   bool numeric = t == JsonType::kCount || t == JsonType::kUnsigned || t == JsonType::kUint32 || t == JsonType::kNumber;
   std::string got = numeric && j.is_number() ? j.dump() : j.type_name();
-  *err = fmt::format("{} must be {} (got {})", path, what, got);
-  return false;
+  return Status::invalid(fmt::format("{} must be {} (got {})", path, what, got));
 }
 
-bool check_key(const nlohmann::json& obj, const char* key, JsonType t, bool required, const std::string& path,
-               std::string* err) {
+Status check_key(const nlohmann::json& obj, const char* key, JsonType t, bool required, const std::string& path) {
   auto it = obj.find(key);
   if (it == obj.end()) {
-    if (required) *err = json_path(path, key) + " is missing";
-    return !required;
+    if (required) return Status::invalid(json_path(path, key) + " is missing");
+    return Status::ok();
   }
-  return check_json(*it, t, json_path(path, key), err);
+  return check_json(*it, t, json_path(path, key));
 }
 
-bool check_array_key(const nlohmann::json& obj, const char* key, JsonType elem, bool required, const std::string& path,
-                     std::string* err) {
-  if (!check_key(obj, key, JsonType::kArray, required, path, err)) return false;
+Status check_array_key(const nlohmann::json& obj, const char* key, JsonType elem, bool required, const std::string& path) {
+  DETAUDIT_RETURN_IF_ERROR(check_key(obj, key, JsonType::kArray, required, path));
   auto it = obj.find(key);
-  if (it == obj.end()) return true;
+  if (it == obj.end()) return Status::ok();
   for (size_t i = 0; i < it->size(); ++i)
-    if (!check_json((*it)[i], elem, json_path(json_path(path, key), i), err)) return false;
-  return true;
+    DETAUDIT_RETURN_IF_ERROR(check_json((*it)[i], elem, json_path(json_path(path, key), i)));
+  return Status::ok();
 }
 
 namespace {
 
-bool kernel_from_json(const nlohmann::json& j, KernelRecord* k, const std::string& path, std::string* err) {
+Status kernel_from_json(const nlohmann::json& j, KernelRecord* k, const std::string& path) {
   using T = JsonType;
-  if (!check_json(j, T::kObject, path, err) || !check_key(j, "name", T::kString, false, path, err) ||
-      !check_key(j, "registers", T::kUint32, false, path, err) || !check_key(j, "static_smem", T::kUint32, false, path, err) ||
-      !check_key(j, "dynamic_smem", T::kUint32, false, path, err) ||
-      !check_key(j, "duration_ns", T::kUnsigned, false, path, err))
-    return false;
+  if (Status st; !(st = check_json(j, T::kObject, path)) ||
+      !(st = check_key(j, "name", T::kString, false, path)) ||
+      !(st = check_key(j, "registers", T::kUint32, false, path)) ||
+      !(st = check_key(j, "static_smem", T::kUint32, false, path)) ||
+      !(st = check_key(j, "dynamic_smem", T::kUint32, false, path)) ||
+      !(st = check_key(j, "duration_ns", T::kUnsigned, false, path)))
+    return st;
   for (const char* dim : {"grid", "block"}) {
-    if (!check_array_key(j, dim, T::kUint32, true, path, err)) return false;
+    DETAUDIT_RETURN_IF_ERROR(check_array_key(j, dim, T::kUint32, true, path));
     if (j[dim].size() != 3) {
-      *err = json_path(path, dim) + " must have 3 elements";
-      return false;
+      return Status::invalid(json_path(path, dim) + " must have 3 elements");
     }
   }
   k->name = j.value("name", "");
@@ -177,113 +175,108 @@ bool kernel_from_json(const nlohmann::json& j, KernelRecord* k, const std::strin
   k->static_smem = j.value("static_smem", 0u);
   k->dynamic_smem = j.value("dynamic_smem", 0u);
   k->duration_ns = j.value("duration_ns", uint64_t(0));
-  return true;
+  return Status::ok();
 }
 
 // "oracle": null, or {"max_ulp": N | "inf", "max_rel_err": x | "inf", "mismatched": N, and, optional
 // (older results lack them): "err_ratio": x >= 0 | -1 | "inf", "agree_bits": x in [0, 53] | -1,
 // "bound_k": N, "ratio_hist": [] | [kRatioBuckets counts]}.
-bool oracle_from_json(const nlohmann::json& j, std::optional<OracleDistance>* out, const std::string& path,
-                      std::string* err) {
-  if (j.is_null()) return true;
-  if (!check_json(j, JsonType::kObject, path, err)) return false;
+Status oracle_from_json(const nlohmann::json& j, std::optional<OracleDistance>* out, const std::string& path) {
+  if (j.is_null()) return Status::ok();
+  DETAUDIT_RETURN_IF_ERROR(check_json(j, JsonType::kObject, path));
   OracleDistance d;
   for (const char* k : {"max_ulp", "max_rel_err"}) {
     std::string p = json_path(path, k);
     if (!j.contains(k)) {
-      *err = p + " is missing";
-      return false;
+      return Status::invalid(p + " is missing");
     }
     const auto& v = j[k];
     bool ulp = std::string(k) == "max_ulp";
     if ((v.is_string() && v.get<std::string>() == "inf") || (ulp ? v.is_number_unsigned() : v.is_number())) continue;
-    *err = fmt::format("{} must be {} or \"inf\" (got {})", p, ulp ? "a non-negative integer" : "a number",
-                       v.is_number() ? v.dump() : v.type_name());
-    return false;
+    return Status::invalid(fmt::format("{} must be {} or \"inf\" (got {})", p, ulp ? "a non-negative integer" : "a number",
+                       v.is_number() ? v.dump() : v.type_name()));
   }
-  if (!check_key(j, "mismatched", JsonType::kUnsigned, true, path, err) ||
-      !check_key(j, "bound_k", JsonType::kUnsigned, false, path, err) ||
-      !check_array_key(j, "ratio_hist", JsonType::kUnsigned, false, path, err))
-    return false;
+  if (Status st; !(st = check_key(j, "mismatched", JsonType::kUnsigned, true, path)) ||
+      !(st = check_key(j, "bound_k", JsonType::kUnsigned, false, path)) ||
+      !(st = check_array_key(j, "ratio_hist", JsonType::kUnsigned, false, path)))
+    return st;
   if (j.contains("err_ratio")) {
     const auto& v = j["err_ratio"];
     bool ok = (v.is_string() && v.get<std::string>() == "inf") ||
               (v.is_number() && (v.get<double>() >= 0 || v.get<double>() == -1));
     if (!ok) {
-      *err = fmt::format("{} must be a non-negative number, -1 or \"inf\" (got {})", json_path(path, "err_ratio"),
-                         v.is_number() ? v.dump() : v.type_name());
-      return false;
+      return Status::invalid(fmt::format("{} must be a non-negative number, -1 or \"inf\" (got {})", json_path(path, "err_ratio"),
+                         v.is_number() ? v.dump() : v.type_name()));
     }
     d.err_ratio = num_from(v);
   }
   if (j.contains("agree_bits")) {
     const auto& v = j["agree_bits"];
     if (!v.is_number() || !((v.get<double>() >= 0 && v.get<double>() <= kPrecisionF64) || v.get<double>() == -1)) {
-      *err = fmt::format("{} must be a number from 0 to {} or -1 (got {})", json_path(path, "agree_bits"), kPrecisionF64,
-                         v.is_number() ? v.dump() : v.type_name());
-      return false;
+      return Status::invalid(fmt::format("{} must be a number from 0 to {} or -1 (got {})", json_path(path, "agree_bits"), kPrecisionF64,
+                         v.is_number() ? v.dump() : v.type_name()));
     }
     d.agree_bits = v.get<double>();
   }
   if (j.contains("bound_k")) {
     if (j["bound_k"].get<uint64_t>() > uint64_t(INT64_MAX)) {
-      *err = json_path(path, "bound_k") + " is out of range";
-      return false;
+      return Status::invalid(json_path(path, "bound_k") + " is out of range");
     }
     d.bound_k = int64_t(j["bound_k"].get<uint64_t>());
   }
   if (j.contains("ratio_hist")) {
     d.ratio_hist = j["ratio_hist"].get<std::vector<uint64_t>>();
     if (!d.ratio_hist.empty() && d.ratio_hist.size() != size_t(kRatioBuckets)) {
-      *err = fmt::format("{} must have 0 or {} elements (got {})", json_path(path, "ratio_hist"), kRatioBuckets,
-                         d.ratio_hist.size());
-      return false;
+      return Status::invalid(fmt::format("{} must have 0 or {} elements (got {})", json_path(path, "ratio_hist"), kRatioBuckets,
+                         d.ratio_hist.size()));
     }
   }
   d.max_ulp = j["max_ulp"].is_string() ? kUlpInfinite : j["max_ulp"].get<uint64_t>();
   d.max_rel_err = num_from(j["max_rel_err"]);
   d.mismatched = j["mismatched"].get<uint64_t>();
   *out = d;
-  return true;
+  return Status::ok();
 }
 
 // The fields every observation carries; then the optional ones.
-bool required_from_json(const nlohmann::json& j, Observation* r, const std::string& path, std::string* err) {
+Status required_from_json(const nlohmann::json& j, Observation* r, const std::string& path) {
   using T = JsonType;
-  if (!check_key(j, "workload", T::kString, true, path, err) || !check_key(j, "target", T::kString, true, path, err) ||
-      !check_key(j, "status", T::kString, true, path, err) || !check_key(j, "repeats", T::kCount, true, path, err) ||
-      !check_array_key(j, "fingerprints", T::kString, true, path, err) ||
-      !check_key(j, "distinct", T::kCount, true, path, err))
-    return false;
+  if (Status st; !(st = check_key(j, "workload", T::kString, true, path)) ||
+      !(st = check_key(j, "target", T::kString, true, path)) ||
+      !(st = check_key(j, "status", T::kString, true, path)) ||
+      !(st = check_key(j, "repeats", T::kCount, true, path)) ||
+      !(st = check_array_key(j, "fingerprints", T::kString, true, path)) ||
+      !(st = check_key(j, "distinct", T::kCount, true, path)))
+    return st;
   r->workload = j["workload"].get<std::string>();
   r->target = j["target"].get<std::string>();
   if (!parse_obs_status(j["status"].get<std::string>(), &r->status)) {
-    *err = json_path(path, "status") + " must be one of ok, crashed, timeout, skipped, error (got " +
-           j["status"].dump(-1, ' ', true, nlohmann::json::error_handler_t::replace) + ")";
-    return false;
+    return Status::invalid(json_path(path, "status") + " must be one of ok, crashed, timeout, skipped, error (got " +
+           j["status"].dump(-1, ' ', true, nlohmann::json::error_handler_t::replace) + ")");
   }
   r->repeats = j["repeats"].get<int>();
   r->fingerprints = j["fingerprints"].get<std::vector<std::string>>();
   for (size_t i = 0; i < r->fingerprints.size(); ++i)
     if (Fingerprint fp; !Fingerprint::from_hex(r->fingerprints[i], &fp)) {
-      *err = json_path(json_path(path, "fingerprints"), i) + " must be 32 hex digits";
-      return false;
+      return Status::invalid(json_path(json_path(path, "fingerprints"), i) + " must be 32 hex digits");
     }
   r->distinct = j["distinct"].get<int>();
-  return true;
+  return Status::ok();
 }
 
-bool optional_from_json(const nlohmann::json& j, Observation* r, const std::string& path, std::string* err) {
+Status optional_from_json(const nlohmann::json& j, Observation* r, const std::string& path) {
   using T = JsonType;
-  if (!check_key(j, "reason", T::kString, false, path, err) || !check_key(j, "describe", T::kString, false, path, err) ||
-      !check_key(j, "tracing", T::kString, false, path, err) || !check_key(j, "verdict", T::kString, false, path, err) ||
-      !check_key(j, "warmup_fingerprint", T::kString, false, path, err) ||
-      !check_key(j, "verdict_reason", T::kString, false, path, err) ||
-      !check_array_key(j, "seconds", T::kNumber, false, path, err) ||
-      !check_key(j, "details", T::kObject, false, path, err) ||
-      !check_key(j, "kernels", T::kArray, false, path, err) ||
-      !check_key(j, "batch_invariance", T::kObject, false, path, err))
-    return false;
+  if (Status st; !(st = check_key(j, "reason", T::kString, false, path)) ||
+      !(st = check_key(j, "describe", T::kString, false, path)) ||
+      !(st = check_key(j, "tracing", T::kString, false, path)) ||
+      !(st = check_key(j, "verdict", T::kString, false, path)) ||
+      !(st = check_key(j, "warmup_fingerprint", T::kString, false, path)) ||
+      !(st = check_key(j, "verdict_reason", T::kString, false, path)) ||
+      !(st = check_array_key(j, "seconds", T::kNumber, false, path)) ||
+      !(st = check_key(j, "details", T::kObject, false, path)) ||
+      !(st = check_key(j, "kernels", T::kArray, false, path)) ||
+      !(st = check_key(j, "batch_invariance", T::kObject, false, path)))
+    return st;
   r->reason = j.value("reason", "");
   r->describe = j.value("describe", "");
   r->tracing = j.value("tracing", "");
@@ -292,24 +285,22 @@ bool optional_from_json(const nlohmann::json& j, Observation* r, const std::stri
     Verdict v;
     const std::string s = j["verdict"].get<std::string>();
     if (!parse_verdict(s, &v)) {
-      *err = json_path(path, "verdict") + " must be PASS, FAIL, EXPECTED, WARN or SKIP (got \"" + s.substr(0, 40) + "\")";
-      return false;
+      return Status::invalid(json_path(path, "verdict") + " must be PASS, FAIL, EXPECTED, WARN or SKIP (got \"" + s.substr(0, 40) + "\")");
     }
     r->verdict = v;
   }
   r->verdict_reason = j.value("verdict_reason", "");
   r->warmup_fingerprint = j.value("warmup_fingerprint", "");
   if (Fingerprint fp; !r->warmup_fingerprint.empty() && !Fingerprint::from_hex(r->warmup_fingerprint, &fp)) {
-    *err = json_path(path, "warmup_fingerprint") + " must be 32 hex digits";
-    return false;
+    return Status::invalid(json_path(path, "warmup_fingerprint") + " must be 32 hex digits");
   }
   if (j.contains("seconds")) r->seconds = j["seconds"].get<std::vector<double>>();
   if (j.contains("details"))
     for (auto& [k, v] : j["details"].items()) {
-      if (!check_json(v, T::kString, json_path(json_path(path, "details"), k), err)) return false;
+      DETAUDIT_RETURN_IF_ERROR(check_json(v, T::kString, json_path(json_path(path, "details"), k)));
       r->details[k] = v.get<std::string>();
     }
-  if (j.contains("oracle") && !oracle_from_json(j["oracle"], &r->oracle, json_path(path, "oracle"), err)) return false;
+  if (j.contains("oracle")) DETAUDIT_RETURN_IF_ERROR(oracle_from_json(j["oracle"], &r->oracle, json_path(path, "oracle")));
   if (j.contains("kernels")) {
     for (size_t i = 0; i < j["kernels"].size(); ++i) {
       const auto& rep = j["kernels"][i];
@@ -319,12 +310,11 @@ bool optional_from_json(const nlohmann::json& j, Observation* r, const std::stri
         continue;
       }
       if (!rep.is_array()) {
-        *err = rp + " must be an array or null (got " + std::string(rep.type_name()) + ")";
-        return false;
+        return Status::invalid(rp + " must be an array or null (got " + std::string(rep.type_name()) + ")");
       }
       std::vector<KernelRecord> ks(rep.size());
       for (size_t n = 0; n < rep.size(); ++n)
-        if (!kernel_from_json(rep[n], &ks[n], json_path(rp, n), err)) return false;
+        DETAUDIT_RETURN_IF_ERROR(kernel_from_json(rep[n], &ks[n], json_path(rp, n)));
       r->kernels.push_back(std::move(ks));
     }
     // Older versions kept only the repeats whose tracing worked, so their lists cannot be paired with
@@ -338,23 +328,25 @@ bool optional_from_json(const nlohmann::json& j, Observation* r, const std::stri
   if (j.contains("batch_invariance")) {
     const auto& b = j["batch_invariance"];
     std::string bp = json_path(path, "batch_invariance");
-    if (!check_key(b, "rows_checked", T::kCount, true, bp, err) || !check_key(b, "rows_differing", T::kCount, true, bp, err) ||
-        !check_key(b, "invariant", T::kBoolean, false, bp, err))
-      return false;
+    if (Status st; !(st = check_key(b, "rows_checked", T::kCount, true, bp)) ||
+        !(st = check_key(b, "rows_differing", T::kCount, true, bp)) ||
+        !(st = check_key(b, "invariant", T::kBoolean, false, bp)))
+      return st;
     r->batch = BatchInvariance{b["rows_checked"].get<int>(), b["rows_differing"].get<int>()};
   }
-  return true;
+  return Status::ok();
 }
 
 }  // namespace
 
-bool from_json(const nlohmann::json& j, Observation* o, std::string* err, const std::string& where) {
+Status from_json(const nlohmann::json& j, Observation* o, const std::string& where) {
   Observation r;
-  if (!check_json(j, JsonType::kObject, where, err) || !required_from_json(j, &r, where, err) ||
-      !optional_from_json(j, &r, where, err))
-    return false;
+  if (Status st; !(st = check_json(j, JsonType::kObject, where)) ||
+      !(st = required_from_json(j, &r, where)) ||
+      !(st = optional_from_json(j, &r, where)))
+    return st;
   *o = std::move(r);
-  return true;
+  return Status::ok();
 }
 
 }  // namespace detaudit

@@ -59,24 +59,22 @@ struct Observation {
 
 nlohmann::json to_json(const Observation& o);
 // Strict: every field is checked against the results contract; a malformed observation (wrong types,
-// missing required fields, a fingerprint that is not 32 hex digits) returns false with one line naming
+// missing required fields, a fingerprint that is not 32 hex digits) is an invalid Status with one line naming
 // the field by its path from `where` ("observation.repeats must be an integer (got string)"). Never throws.
-bool from_json(const nlohmann::json& j, Observation* o, std::string* err, const std::string& where = "observation");
+Status from_json(const nlohmann::json& j, Observation* o, const std::string& where = "observation");
 
 nlohmann::json to_json(const KernelRecord& k);
 
-// Type checks at the JSON border (results.json, the worker protocol). A failed check sets *err to
-// "<path> must be <what> (got <what it is>)" and returns false; nothing here throws.
+// Type checks at the JSON border (results.json, the worker protocol). A failed check is an invalid
+// Status "<path> must be <what> (got <what it is>)"; nothing here throws.
 enum class JsonType { kString, kCount, kUnsigned, kUint32, kNumber, kBoolean, kObject, kArray };
 std::string json_path(const std::string& parent, const std::string& key);  // "a" + "b" -> "a.b"
 std::string json_path(const std::string& parent, size_t index);            // "a" + 3 -> "a[3]"
-bool check_json(const nlohmann::json& j, JsonType t, const std::string& path, std::string* err);
+Status check_json(const nlohmann::json& j, JsonType t, const std::string& path);
 // obj[key] has type t when present; a required key must be present. obj must be an object.
-bool check_key(const nlohmann::json& obj, const char* key, JsonType t, bool required, const std::string& path,
-               std::string* err);
+Status check_key(const nlohmann::json& obj, const char* key, JsonType t, bool required, const std::string& path);
 // obj[key], when present, is an array whose every element has type elem.
-bool check_array_key(const nlohmann::json& obj, const char* key, JsonType elem, bool required, const std::string& path,
-                     std::string* err);
+Status check_array_key(const nlohmann::json& obj, const char* key, JsonType elem, bool required, const std::string& path);
 
 // Count distinct strings (fingerprints).
 int count_distinct(const std::vector<std::string>& v);

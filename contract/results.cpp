@@ -57,46 +57,47 @@ struct KeyType {
 };
 
 // Every key of the list that obj holds has its type (missing keys are allowed).
-bool check_keys(const nlohmann::json& obj, std::initializer_list<KeyType> keys, const std::string& path, std::string* err) {
+Status check_keys(const nlohmann::json& obj, std::initializer_list<KeyType> keys, const std::string& path) {
   for (auto& k : keys)
-    if (!check_key(obj, k.key, k.type, false, path, err)) return false;
-  return true;
+    DETAUDIT_RETURN_IF_ERROR(check_key(obj, k.key, k.type, false, path));
+  return Status::ok();
 }
 
-bool check_machine(const nlohmann::json& m, std::string* err, const std::string& mp = "machine");
+Status check_machine(const nlohmann::json& m, const std::string& mp = "machine");
 
 // "plan.sources" of a merged training analysis (detaudit analyze): where each source's runs came from.
-bool check_sources(const nlohmann::json& p, std::string* err) {
-  if (!check_array_key(p, "sources", T::kObject, false, "plan", err)) return false;
-  if (!p.contains("sources")) return true;
+Status check_sources(const nlohmann::json& p) {
+  DETAUDIT_RETURN_IF_ERROR(check_array_key(p, "sources", T::kObject, false, "plan"));
+  if (!p.contains("sources")) return Status::ok();
   for (size_t i = 0; i < p["sources"].size(); ++i) {
     const auto& s = p["sources"][i];
     const std::string sp = json_path("plan.sources", i);
-    if (!check_keys(s,
+    if (Status st; !(st = check_keys(s,
                     {{"dir", T::kString}, {"label", T::kString}, {"tool_version", T::kString}, {"tool_commit", T::kString},
                      {"started_at", T::kString}, {"finished_at", T::kString}},
-                    sp, err) ||
-        !check_key(s, "label", T::kString, true, sp, err) || !check_key(s, "machine", T::kObject, true, sp, err) ||
-        !check_machine(s["machine"], err, json_path(sp, "machine")))
-      return false;
+                    sp)) ||
+        !(st = check_key(s, "label", T::kString, true, sp)) ||
+        !(st = check_key(s, "machine", T::kObject, true, sp)) ||
+        !(st = check_machine(s["machine"], json_path(sp, "machine"))))
+      return st;
   }
-  return true;
+  return Status::ok();
 }
 
 // "plan": a probe plan (suite, targets, workloads, repeats, timeout) or a training design.
-bool check_plan(const nlohmann::json& p, std::string* err) {
-  if (!check_json(p, T::kObject, "plan", err) ||
-      !check_keys(p, {{"suite", T::kString}, {"kind", T::kString}, {"repeats", T::kCount}, {"timeout_s", T::kNumber},
+Status check_plan(const nlohmann::json& p) {
+  if (Status st; !(st = check_json(p, T::kObject, "plan")) ||
+      !(st = check_keys(p, {{"suite", T::kString}, {"kind", T::kString}, {"repeats", T::kCount}, {"timeout_s", T::kNumber},
                       {"runs", T::kCount}, {"data_fingerprint", T::kString}},
-                  "plan", err) ||
-      !check_sources(p, err) ||
-      !check_array_key(p, "targets", T::kString, false, "plan", err) ||
-      !check_array_key(p, "workloads", T::kString, false, "plan", err) ||
-      !check_key(p, "design", T::kObject, false, "plan", err))
-    return false;
-  if (!p.contains("design")) return true;
+                  "plan")) ||
+      !(st = check_sources(p)) ||
+      !(st = check_array_key(p, "targets", T::kString, false, "plan")) ||
+      !(st = check_array_key(p, "workloads", T::kString, false, "plan")) ||
+      !(st = check_key(p, "design", T::kObject, false, "plan")))
+    return st;
+  if (!p.contains("design")) return Status::ok();
   const auto& d = p["design"];
-  return check_keys(d,
+  DETAUDIT_RETURN_IF_ERROR(check_keys(d,
                     {{"model", T::kString},
                      {"design", T::kString},
                      {"seeds", T::kCount},
@@ -107,52 +108,50 @@ bool check_plan(const nlohmann::json& p, std::string* err) {
                      {"data_seed", T::kUnsigned},
                      {"data_dir", T::kString},
                      {"init_seed_base", T::kUnsigned}},
-                    "plan.design", err) &&
-         check_array_key(d, "targets", T::kString, false, "plan.design", err);
+                    "plan.design"));
+  return check_array_key(d, "targets", T::kString, false, "plan.design");
 }
 
 // "machine": the fingerprint of probes/env.cpp. "libraries" holds strings, numbers and booleans.
-bool check_machine(const nlohmann::json& m, std::string* err, const std::string& mp) {
-  if (!check_json(m, T::kObject, mp, err) ||
-      !check_keys(m,
+Status check_machine(const nlohmann::json& m, const std::string& mp) {
+  if (Status st; !(st = check_json(m, T::kObject, mp)) ||
+      !(st = check_keys(m,
                   {{"hostname", T::kString},  {"os", T::kString},        {"cpu_model", T::kString},
                    {"cpu_vendor", T::kString}, {"compiler", T::kString},  {"hwloc", T::kString},
                    {"topology_error", T::kString}, {kCudaMachineKey, T::kString},  {"packages", T::kCount},
                    {"cores", T::kCount},       {"pus", T::kCount},        {"numa_nodes", T::kCount},
                    {"libraries", T::kObject}},
-                  mp, err) ||
-      !check_array_key(m, "cpu_features", T::kString, false, mp, err) ||
-      !check_array_key(m, "caches", T::kObject, false, mp, err) || !check_array_key(m, "gpus", T::kObject, false, mp, err))
-    return false;
+                  mp)) ||
+      !(st = check_array_key(m, "cpu_features", T::kString, false, mp)) ||
+      !(st = check_array_key(m, "caches", T::kObject, false, mp)) ||
+      !(st = check_array_key(m, "gpus", T::kObject, false, mp)))
+    return st;
   if (m.contains("libraries"))
     for (auto& [k, v] : m["libraries"].items())
       if (!v.is_primitive() || v.is_null()) {
-        *err = fmt::format("{} must be a string, number or boolean (got {})", json_path(mp + ".libraries", k), v.type_name());
-        return false;
+        return Status::invalid(fmt::format("{} must be a string, number or boolean (got {})", json_path(mp + ".libraries", k), v.type_name()));
       }
   if (m.contains("caches"))
     for (size_t i = 0; i < m["caches"].size(); ++i)
-      if (!check_keys(m["caches"][i],
+      DETAUDIT_RETURN_IF_ERROR(check_keys(m["caches"][i],
                       {{"level", T::kCount}, {"size_bytes", T::kUnsigned}, {"line_bytes", T::kCount}, {"count", T::kCount}},
-                      json_path(mp + ".caches", i), err))
-        return false;
+                      json_path(mp + ".caches", i)));
   if (m.contains("gpus"))
     for (size_t i = 0; i < m["gpus"].size(); ++i)
-      if (!check_keys(m["gpus"][i],
+      DETAUDIT_RETURN_IF_ERROR(check_keys(m["gpus"][i],
                       {{"index", T::kCount},        {"name", T::kString},          {"uuid", T::kString},
                        {"pci_bus_id", T::kString},  {"compute_capability", T::kString}, {"sm_count", T::kCount},
                        {"memory_bytes", T::kUnsigned}, {"l2_bytes", T::kCount},    {"clock_khz", T::kCount},
                        {"memory_clock_khz", T::kCount}, {"memory_bus_width", T::kCount}, {"ecc", T::kBoolean},
                        {"local_cpuset", T::kString}},
-                      json_path(mp + ".gpus", i), err))
-        return false;
-  return true;
+                      json_path(mp + ".gpus", i)));
+  return Status::ok();
 }
 
 // The whole document, field by field against the results contract (README "Results contract").
-bool results_from_json(nlohmann::json& j, Results* out, std::string* err) {
+Status results_from_json(nlohmann::json& j, Results* out) {
   Results r;
-  if (!check_keys(j,
+  if (Status st; !(st = check_keys(j,
                   {{"tool_version", T::kString},
                    {"tool_commit", T::kString},
                    {"started_at", T::kString},
@@ -161,83 +160,74 @@ bool results_from_json(nlohmann::json& j, Results* out, std::string* err) {
                    {"training", T::kArray},
                    {"analysis", T::kObject},
                    {"oracle_failures", T::kObject}},
-                  "", err) ||
-      !check_key(j, "observations", T::kArray, true, "", err))
-    return false;
+                  "")) ||
+      !(st = check_key(j, "observations", T::kArray, true, "")))
+    return st;
   r.tool_version = j.value("tool_version", "");
   r.tool_commit = j.value("tool_commit", "");
   r.started_at = j.value("started_at", "");
   r.finished_at = j.value("finished_at", "");
   r.command = j.value("command", "");
-  if (j.contains("plan") && !check_plan(j["plan"], err)) return false;
-  if (j.contains("machine") && !check_machine(j["machine"], err)) return false;
+  if (j.contains("plan")) DETAUDIT_RETURN_IF_ERROR(check_plan(j["plan"]));
+  if (j.contains("machine")) DETAUDIT_RETURN_IF_ERROR(check_machine(j["machine"]));
   r.plan = j.value("plan", nlohmann::json::object());
   r.machine = j.value("machine", nlohmann::json::object());
   if (j.contains("training"))
     for (size_t i = 0; i < j["training"].size(); ++i) {
       TrainingRun t;
-      if (!from_json(j["training"][i], &t, err, json_path("training", i))) return false;
+      DETAUDIT_RETURN_IF_ERROR(from_json(j["training"][i], &t, json_path("training", i)));
       r.training.push_back(std::move(t));
     }
   r.analysis = j.value("analysis", nlohmann::json::object());
   if (j.contains("oracle_failures"))
     for (auto& [k, v] : j["oracle_failures"].items()) {
-      if (!check_json(v, T::kString, json_path("oracle_failures", k), err)) return false;
+      DETAUDIT_RETURN_IF_ERROR(check_json(v, T::kString, json_path("oracle_failures", k)));
       r.oracle_failures[k] = v.get<std::string>();
     }
   const auto& obs = j["observations"];
   r.observations.reserve(obs.size());
   for (size_t i = 0; i < obs.size(); ++i) {
     Observation o;
-    if (!from_json(obs[i], &o, err, json_path("observations", i))) return false;
+    DETAUDIT_RETURN_IF_ERROR(from_json(obs[i], &o, json_path("observations", i)));
     r.observations.push_back(std::move(o));
   }
   *out = std::move(r);
-  return true;
+  return Status::ok();
 }
 
 }  // namespace
 
-bool load_json_document(const std::string& path, const std::string& schema, const std::string& what,
-                        nlohmann::json* out, std::string* err) {
+Status load_json_document(const std::string& path, const std::string& schema, const std::string& what,
+                          nlohmann::json* out) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) {
-    *err = path + ": is a directory, not a " + what;
-    return false;
+    return Status::invalid(path + ": is a directory, not a " + what);
   }
   std::ifstream f(path, std::ios::binary);
   if (!f) {
-    *err = path + ": cannot open (" + std::strerror(errno) + ")";
-    return false;
+    return Status::error(path + ": cannot open (" + std::strerror(errno) + ")");
   }
   std::stringstream ss;
   ss << f.rdbuf();
   try {
     *out = nlohmann::json::parse(ss.str());
   } catch (const nlohmann::json::exception& e) {
-    *err = path + ": not valid JSON (truncated or corrupt): " + e.what();
-    return false;
+    return Status::invalid(path + ": not valid JSON (truncated or corrupt): " + e.what());
   }
   if (!out->is_object() || !out->contains("schema") || (*out)["schema"] != schema) {
-    *err = path + ": not a detaudit " + what + " (expected \"schema\": \"" + schema + "\")";
-    return false;
+    return Status::invalid(path + ": not a detaudit " + what + " (expected \"schema\": \"" + schema + "\")");
   }
-  return true;
+  return Status::ok();
 }
 
-bool load_results(const std::string& path, Results* out, std::string* err) {
+Status load_results(const std::string& path, Results* out) {
   nlohmann::json j;
-  if (!load_json_document(path, kResultsSchema, "results file", &j, err)) return false;
-  std::string e;
-  if (!results_from_json(j, out, &e)) {
-    *err = path + ": " + e;
-    return false;
-  }
-  return true;
+  DETAUDIT_RETURN_IF_ERROR(load_json_document(path, kResultsSchema, "results file", &j));
+  return results_from_json(j, out).prefixed(path + ": ");
 }
 
-bool save_results(const std::string& path, const Results& r, std::string* err) {
-  return write_file_atomic(path, to_json(r).dump(1) + "\n", err);
+Status save_results(const std::string& path, const Results& r) {
+  return write_file_atomic(path, to_json(r).dump(1) + "\n");
 }
 
 }  // namespace detaudit

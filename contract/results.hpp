@@ -38,14 +38,14 @@ nlohmann::json to_json(const Results& r);
 // analysis and the reports read; a truncated or malformed file, a wrong schema or a field of the wrong
 // type is an error of one line naming the file and the field's path ("observations[3].repeats must be
 // an integer ..."). Never throws; never touches the file.
-bool load_results(const std::string& path, Results* out, std::string* err);
+Status load_results(const std::string& path, Results* out);
 // The common first step of every detaudit JSON file (results, baselines): read the file, parse it, check
-// its "schema". False with one line naming the file: cannot open, not valid JSON (truncated or
+// its "schema". A failed Status with one line naming the file: cannot open, not valid JSON (truncated or
 // corrupt), or "not a detaudit <what> (expected "schema": "<schema>")". Never throws.
-bool load_json_document(const std::string& path, const std::string& schema, const std::string& what,
-                        nlohmann::json* out, std::string* err);
+Status load_json_document(const std::string& path, const std::string& schema, const std::string& what,
+                          nlohmann::json* out);
 // Writes path atomically (write_file_atomic, contract/atomic_file.hpp).
-bool save_results(const std::string& path, const Results& r, std::string* err);
+Status save_results(const std::string& path, const Results& r);
 
 std::string utc_now_iso8601();
 

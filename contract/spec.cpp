@@ -59,31 +59,28 @@ static bool valid_ident(const std::string& s) {
   });
 }
 
-bool parse_spec_syntax(const std::string& text, Spec* out, std::string* err) {
+Status parse_spec_syntax(const std::string& text, Spec* out) {
   *out = Spec{};
   size_t q = text.find('?');
   std::string head = text.substr(0, q);
   size_t colon = head.find(':');
   out->name = head.substr(0, colon);
   if (!valid_ident(out->name)) {
-    *err = fmt::format("'{}': missing or malformed name before '?'", text);
-    return false;
+    return Status::invalid(fmt::format("'{}': missing or malformed name before '?'", text));
   }
   if (colon != std::string::npos) {
     std::string dev = head.substr(colon + 1);
     int d = -1;
     auto [p, ec] = std::from_chars(dev.data(), dev.data() + dev.size(), d);
     if (dev.empty() || ec != std::errc() || p != dev.data() + dev.size() || d < 0 || d > 1023) {
-      *err = fmt::format("'{}': bad device '{}' (expected a number after ':')", text, dev);
-      return false;
+      return Status::invalid(fmt::format("'{}': bad device '{}' (expected a number after ':')", text, dev));
     }
     out->device = d;
   }
-  if (q == std::string::npos) return true;
+  if (q == std::string::npos) return Status::ok();
   std::string rest = text.substr(q + 1);
   if (rest.empty()) {
-    *err = fmt::format("'{}': nothing after '?'", text);
-    return false;
+    return Status::invalid(fmt::format("'{}': nothing after '?'", text));
   }
   size_t start = 0;
   while (start <= rest.size()) {
@@ -92,22 +89,19 @@ bool parse_spec_syntax(const std::string& text, Spec* out, std::string* err) {
     std::string kv = rest.substr(start, amp - start);
     size_t eq = kv.find('=');
     if (eq == std::string::npos || eq == 0 || eq + 1 == kv.size()) {
-      *err = fmt::format("'{}': malformed parameter '{}' (expected key=value)", text, kv);
-      return false;
+      return Status::invalid(fmt::format("'{}': malformed parameter '{}' (expected key=value)", text, kv));
     }
     std::string k = kv.substr(0, eq), v = kv.substr(eq + 1);
     if (!valid_ident(k) || !valid_ident(v)) {
-      *err = fmt::format("'{}': malformed parameter '{}'", text, kv);
-      return false;
+      return Status::invalid(fmt::format("'{}': malformed parameter '{}'", text, kv));
     }
     if (out->has(k)) {
-      *err = fmt::format("'{}': parameter '{}' given twice", text, k);
-      return false;
+      return Status::invalid(fmt::format("'{}': parameter '{}' given twice", text, k));
     }
     out->params.emplace_back(k, v);
     start = amp + 1;
   }
-  return true;
+  return Status::ok();
 }
 
 }  // namespace detaudit

@@ -7,6 +7,8 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/status.hpp"
+
 namespace detaudit {
 
 struct Spec {
@@ -22,7 +24,7 @@ struct Spec {
 };
 
 // Syntax only: name, device, key=value pairs (no duplicates, no empty keys or values).
-bool parse_spec_syntax(const std::string& text, Spec* out, std::string* err);
+Status parse_spec_syntax(const std::string& text, Spec* out);
 // Comma-separated lists; a comma inside a spec is not allowed, so splitting is plain.
 std::vector<std::string> split_list(const std::string& text);
 

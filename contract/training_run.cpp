@@ -14,120 +14,113 @@ nlohmann::json num_or_null(double x) { return std::isfinite(x) ? nlohmann::json(
 std::string got(const nlohmann::json& j) { return j.dump(-1, ' ', true, nlohmann::json::error_handler_t::replace); }
 
 // JSON has no NaN: null reads back as NaN, so what the analysis reads after a resume is what it read before.
-bool number_or_nan(const nlohmann::json& v, const std::string& path, double* out, std::string* err) {
-  if (v.is_null()) return *out = std::numeric_limits<double>::quiet_NaN(), true;
-  if (v.is_number()) return *out = v.get<double>(), true;
-  *err = fmt::format("{} must be a number or null (got {})", path, v.type_name());
-  return false;
+Status number_or_nan(const nlohmann::json& v, const std::string& path, double* out) {
+  if (v.is_null()) return *out = std::numeric_limits<double>::quiet_NaN(), Status::ok();
+  if (v.is_number()) return *out = v.get<double>(), Status::ok();
+  return Status::invalid(fmt::format("{} must be a number or null (got {})", path, v.type_name()));
 }
 
-bool one_of(const nlohmann::json& j, const char* key, std::initializer_list<const char*> values, const std::string& path,
-            std::string* out, std::string* err) {
-  if (!j.contains(key)) return true;
+Status one_of(const nlohmann::json& j, const char* key, std::initializer_list<const char*> values, const std::string& path,
+            std::string* out) {
+  if (!j.contains(key)) return Status::ok();
   const std::string v = j[key].get<std::string>();
   for (const char* x : values)
-    if (v == x) return *out = v, true;
+    if (v == x) return *out = v, Status::ok();
   std::string list;
   for (const char* x : values) list += (list.empty() ? "" : ", ") + std::string(x);
-  *err = fmt::format("{} must be one of {} (got {})", json_path(path, key), list, got(j[key]));
-  return false;
+  return Status::invalid(fmt::format("{} must be one of {} (got {})", json_path(path, key), list, got(j[key])));
 }
 
-bool from_json(const nlohmann::json& j, CurvePhases* p, const std::string& path, std::string* err) {
+Status from_json(const nlohmann::json& j, CurvePhases* p, const std::string& path) {
   using T = JsonType;
-  if (!check_json(j, T::kObject, path, err) || !check_key(j, "label", T::kString, true, path, err) ||
-      !check_key(j, "segments", T::kCount, false, path, err) || !check_key(j, "censored", T::kBoolean, false, path, err))
-    return false;
+  if (Status st; !(st = check_json(j, T::kObject, path)) ||
+      !(st = check_key(j, "label", T::kString, true, path)) ||
+      !(st = check_key(j, "segments", T::kCount, false, path)) ||
+      !(st = check_key(j, "censored", T::kBoolean, false, path)))
+    return st;
   for (auto& [k, v] : j.items())
     if (k != "label" && k != "segments" && k != "censored" && k != "escape_step")
-      return *err = fmt::format("{} is not a field of a run's phases", json_path(path, k)), false;
+      return Status::invalid(fmt::format("{} is not a field of a run's phases", json_path(path, k)));
   p->label = j["label"];
   p->segments = j.value("segments", uint64_t(0));
   p->censored = j.value("censored", false);
   if (j.contains("escape_step") && !j["escape_step"].is_null()) {
     if (!j["escape_step"].is_number())
-      return *err = fmt::format("{} must be a number or null (got {})", json_path(path, "escape_step"),
-                                j["escape_step"].type_name()),
-             false;
+      return Status::invalid(fmt::format("{} must be a number or null (got {})", json_path(path, "escape_step"),
+                                j["escape_step"].type_name()));
     p->escape_step = j["escape_step"].get<double>();
   }
-  return true;
+  return Status::ok();
 }
 
 // Only the listed fields, each of its type; every one required unless optional names it.
-bool only_fields(const nlohmann::json& j, std::initializer_list<std::pair<const char*, JsonType>> fields,
-                 std::initializer_list<const char*> optional, const char* what, const std::string& path,
-                 std::string* err) {
-  if (!check_json(j, JsonType::kObject, path, err)) return false;
+Status only_fields(const nlohmann::json& j, std::initializer_list<std::pair<const char*, JsonType>> fields,
+                 std::initializer_list<const char*> optional, const char* what, const std::string& path) {
+  DETAUDIT_RETURN_IF_ERROR(check_json(j, JsonType::kObject, path));
   for (auto& [k, t] : fields) {
     bool opt = false;
     for (const char* o : optional) opt = opt || std::string(o) == k;
-    if (!check_key(j, k, t, !opt, path, err)) return false;
+    DETAUDIT_RETURN_IF_ERROR(check_key(j, k, t, !opt, path));
   }
   for (auto& [k, v] : j.items()) {
     bool known = false;
     for (auto& f : fields) known = known || k == f.first;
-    if (!known) return *err = fmt::format("{} is not a field of {}", json_path(path, k), what), false;
+    if (!known) return Status::invalid(fmt::format("{} is not a field of {}", json_path(path, k), what));
   }
-  return true;
+  return Status::ok();
 }
 
-bool from_json(const nlohmann::json& j, WeightNudge* n, const std::string& path, std::string* err) {
+Status from_json(const nlohmann::json& j, WeightNudge* n, const std::string& path) {
   using T = JsonType;
-  if (!only_fields(j, {{"index", T::kUnsigned}, {"parameter", T::kUnsigned}, {"tensor", T::kString},
+  DETAUDIT_RETURN_IF_ERROR(only_fields(j, {{"index", T::kUnsigned}, {"parameter", T::kUnsigned}, {"tensor", T::kString},
                        {"from", T::kNumber}, {"to", T::kNumber}},
-                   {}, "a weight nudge", path, err))
-    return false;
+                   {}, "a weight nudge", path));
   n->index = j["index"];
   n->parameter = j["parameter"];
   n->tensor = j["tensor"];
   n->from = j["from"];
   n->to = j["to"];
-  if (n->from == n->to) return *err = json_path(path, "to") + " equals from: the weight was not moved", false;
-  return true;
+  if (n->from == n->to) return Status::invalid(json_path(path, "to") + " equals from: the weight was not moved");
+  return Status::ok();
 }
 
-bool from_json(const nlohmann::json& j, NoiseTrace* n, const std::string& path, std::string* err) {
+Status from_json(const nlohmann::json& j, NoiseTrace* n, const std::string& path) {
   using T = JsonType;
-  if (!only_fields(j, {{"every", T::kCount}, {"b_small", T::kCount}, {"b_big", T::kCount}, {"points", T::kArray}}, {},
-                   "a noise trace", path, err))
-    return false;
+  DETAUDIT_RETURN_IF_ERROR(only_fields(j, {{"every", T::kCount}, {"b_small", T::kCount}, {"b_big", T::kCount}, {"points", T::kArray}}, {},
+                   "a noise trace", path));
   n->every = j["every"];
   n->b_small = j["b_small"];
   n->b_big = j["b_big"];
   if (n->every < 1 || n->b_small < 1 || n->b_big <= n->b_small)
-    return *err = fmt::format("{} needs every >= 1 and 1 <= b_small < b_big (got {}, {}, {})", path, n->every,
-                              n->b_small, n->b_big),
-           false;
+    return Status::invalid(fmt::format("{} needs every >= 1 and 1 <= b_small < b_big (got {}, {}, {})", path, n->every,
+                              n->b_small, n->b_big));
   const auto& pts = j["points"];
   for (size_t i = 0; i < pts.size(); ++i) {
     const std::string pp = json_path(json_path(path, "points"), i);
-    if (!only_fields(pts[i], {{"step", T::kUnsigned}, {"big_sq", T::kNumber}, {"small_sq", T::kNumber},
+    DETAUDIT_RETURN_IF_ERROR(only_fields(pts[i], {{"step", T::kUnsigned}, {"big_sq", T::kNumber}, {"small_sq", T::kNumber},
                               {"hw_sq", T::kNumber}},
-                     {"hw_sq"}, "a noise point", pp, err))
-      return false;
+                     {"hw_sq"}, "a noise point", pp));
     NoisePoint p;
     p.step = pts[i]["step"];
     p.big_sq = pts[i]["big_sq"];
     p.small_sq = pts[i]["small_sq"];
     if (pts[i].contains("hw_sq")) p.hw_sq = pts[i]["hw_sq"].get<double>();
     if (p.big_sq < 0 || p.small_sq < 0 || (p.hw_sq && *p.hw_sq < 0))
-      return *err = pp + ": a squared norm is negative", false;
+      return Status::invalid(pp + ": a squared norm is negative");
     n->points.push_back(p);
   }
-  return true;
+  return Status::ok();
 }
 
-bool from_json(const nlohmann::json& j, NextFrameCheck* n, const std::string& path, std::string* err) {
+Status from_json(const nlohmann::json& j, NextFrameCheck* n, const std::string& path) {
   using T = JsonType;
-  if (!only_fields(j, {{"sequences", T::kUnsigned}, {"mse", T::kNumber}, {"copy_last_mse", T::kNumber}}, {},
-                   "a next-frame check", path, err))
-    return false;
+  DETAUDIT_RETURN_IF_ERROR(only_fields(j, {{"sequences", T::kUnsigned}, {"mse", T::kNumber}, {"copy_last_mse", T::kNumber}}, {},
+                   "a next-frame check", path));
   n->sequences = j["sequences"];
   n->mse = j["mse"];
   n->copy_last_mse = j["copy_last_mse"];
-  if (n->mse < 0 || n->copy_last_mse < 0) return *err = path + ": a mean squared error is negative", false;
-  return true;
+  if (n->mse < 0 || n->copy_last_mse < 0) return Status::invalid(path + ": a mean squared error is negative");
+  return Status::ok();
 }
 
 }  // namespace
@@ -198,7 +191,7 @@ nlohmann::json to_json(const TrainingRun& r) {
   return j;
 }
 
-bool from_json(const nlohmann::json& j, TrainingRun* out, std::string* err, const std::string& path) {
+Status from_json(const nlohmann::json& j, TrainingRun* out, const std::string& path) {
   using T = JsonType;
   struct Field {
     const char* key;
@@ -215,30 +208,31 @@ bool from_json(const nlohmann::json& j, TrainingRun* out, std::string* err, cons
       {"initial_weights_fingerprint", T::kString}, {"seconds", T::kNumber}, {"steps_per_second", T::kNumber},
       {"curve", T::kArray},        {"signal", T::kString},         {"timeout_s", T::kNumber},
       {"batches_done", T::kCount}, {"frames_png", T::kString}};
-  if (!check_json(j, T::kObject, path, err) || !check_key(j, "status", T::kString, true, path, err)) return false;
+  if (Status st; !(st = check_json(j, T::kObject, path)) ||
+      !(st = check_key(j, "status", T::kString, true, path)))
+    return st;
   for (auto& f : kFields)
-    if (!check_key(j, f.key, f.type, false, path, err)) return false;
+    DETAUDIT_RETURN_IF_ERROR(check_key(j, f.key, f.type, false, path));
   for (auto& [k, v] : j.items()) {
     bool known = k == "final_loss" || k == "phases" || k == "nudge" || k == "noise" || k == "prediction";
     for (auto& f : kFields) known = known || k == f.key;
-    if (!known) return *err = fmt::format("{} is not a field of a training run", json_path(path, k)), false;
+    if (!known) return Status::invalid(fmt::format("{} is not a field of a training run", json_path(path, k)));
   }
   TrainingRun r;
   if (!parse_obs_status(j["status"].get<std::string>(), &r.status))
-    return *err = fmt::format("{} must be one of ok, crashed, timeout, skipped, error (got {})", json_path(path, "status"),
-                              got(j["status"])),
-           false;
+    return Status::invalid(fmt::format("{} must be one of ok, crashed, timeout, skipped, error (got {})", json_path(path, "status"),
+                              got(j["status"])));
   if (r.ok())
     for (const char* k : {"condition", "target", "seed", "replicate", "final_loss", "curve"})
-      if (!j.contains(k)) return *err = json_path(path, k) + " is missing (the run's status is \"ok\")", false;
+      if (!j.contains(k)) return Status::invalid(json_path(path, k) + " is missing (the run's status is \"ok\")");
   std::string init = "fixed", nondet = "off", det;
-  if (!one_of(j, "condition", {"a", "b", "c", "d", "e"}, path, &r.condition, err) ||
-      !one_of(j, "init", {"random", "fixed"}, path, &init, err) ||
-      !one_of(j, "nondeterminism", {"on", "off"}, path, &nondet, err) ||
-      !one_of(j, "determinism", {"on", "off"}, path, &det, err))
-    return false;
+  if (Status st; !(st = one_of(j, "condition", {"a", "b", "c", "d", "e"}, path, &r.condition)) ||
+      !(st = one_of(j, "init", {"random", "fixed"}, path, &init)) ||
+      !(st = one_of(j, "nondeterminism", {"on", "off"}, path, &nondet)) ||
+      !(st = one_of(j, "determinism", {"on", "off"}, path, &det)))
+    return st;
   if (!det.empty() && j.contains("nondeterminism") && (det == "on") == (nondet == "on"))
-    return *err = fmt::format("{} and nondeterminism are both \"{}\"", json_path(path, "determinism"), det), false;
+    return Status::invalid(fmt::format("{} and nondeterminism are both \"{}\"", json_path(path, "determinism"), det));
   if (!j.contains("nondeterminism") && !det.empty()) nondet = det == "on" ? "off" : "on";
   r.random_init = init == "random";
   r.nondeterministic = nondet == "on";
@@ -255,13 +249,12 @@ bool from_json(const nlohmann::json& j, TrainingRun* out, std::string* err, cons
   r.batches = j.value("batches", 0);
   r.window = j.value("window", 0);
   r.source = j.value("source", 0);
-  if (j.contains("final_loss") && !number_or_nan(j["final_loss"], json_path(path, "final_loss"), &r.final_loss, err))
-    return false;
+  if (j.contains("final_loss")) DETAUDIT_RETURN_IF_ERROR(number_or_nan(j["final_loss"], json_path(path, "final_loss"), &r.final_loss));
   if (j.contains("curve")) {
     const auto& c = j["curve"];
     r.curve.resize(c.size());
     for (size_t i = 0; i < c.size(); ++i)
-      if (!number_or_nan(c[i], json_path(json_path(path, "curve"), i), &r.curve[i], err)) return false;
+      DETAUDIT_RETURN_IF_ERROR(number_or_nan(c[i], json_path(json_path(path, "curve"), i), &r.curve[i]));
   }
   r.curve_fingerprint = j.value("curve_fingerprint", "");
   r.initial_weights_fingerprint = j.value("initial_weights_fingerprint", "");
@@ -270,36 +263,36 @@ bool from_json(const nlohmann::json& j, TrainingRun* out, std::string* err, cons
   r.steps_per_second = j.value("steps_per_second", 0.0);
   if (j.contains("phases")) {
     CurvePhases p;
-    if (!from_json(j["phases"], &p, json_path(path, "phases"), err)) return false;
+    DETAUDIT_RETURN_IF_ERROR(from_json(j["phases"], &p, json_path(path, "phases")));
     r.phases = p;
   }
   if (j.contains("nudge")) {
     WeightNudge n;
-    if (!from_json(j["nudge"], &n, json_path(path, "nudge"), err)) return false;
+    DETAUDIT_RETURN_IF_ERROR(from_json(j["nudge"], &n, json_path(path, "nudge")));
     r.nudge = n;
   }
   if (r.condition == "e" && !r.nudge && r.ok())
-    return *err = json_path(path, "nudge") + " is missing (condition e nudges one weight)", false;
+    return Status::invalid(json_path(path, "nudge") + " is missing (condition e nudges one weight)");
   if (j.contains("noise")) {
     NoiseTrace n;
-    if (!from_json(j["noise"], &n, json_path(path, "noise"), err)) return false;
+    DETAUDIT_RETURN_IF_ERROR(from_json(j["noise"], &n, json_path(path, "noise")));
     r.noise = std::move(n);
   }
   if (j.contains("prediction")) {
     NextFrameCheck n;
-    if (!from_json(j["prediction"], &n, json_path(path, "prediction"), err)) return false;
+    DETAUDIT_RETURN_IF_ERROR(from_json(j["prediction"], &n, json_path(path, "prediction")));
     r.prediction = n;
   }
   r.frames_png = j.value("frames_png", "");
   if (r.frames_png.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=") !=
           std::string::npos ||
       r.frames_png.size() % 4)
-    return *err = json_path(path, "frames_png") + " is not base64", false;
+    return Status::invalid(json_path(path, "frames_png") + " is not base64");
   r.signal = j.value("signal", "");
   if (j.contains("timeout_s")) r.timeout_s = j["timeout_s"].get<double>();
   if (j.contains("batches_done")) r.batches_done = j["batches_done"].get<uint64_t>();
   *out = std::move(r);
-  return true;
+  return Status::ok();
 }
 
 }  // namespace detaudit

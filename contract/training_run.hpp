@@ -101,8 +101,8 @@ nlohmann::json to_json(const WeightNudge& n);
 nlohmann::json to_json(const NoiseTrace& n);
 nlohmann::json to_json(const NextFrameCheck& n);
 // Strict: types of every field, known values of status, condition, init and nondeterminism, no unknown
-// field; a finished run must have its condition, target, seed, replicate, final loss and curve. False
-// with a one-line *err naming the field's path ("training[3].seed must be ...").
-bool from_json(const nlohmann::json& j, TrainingRun* out, std::string* err, const std::string& path = "run");
+// field; a finished run must have its condition, target, seed, replicate, final loss and curve. An
+// invalid Status with one line naming the field's path ("training[3].seed must be ...").
+Status from_json(const nlohmann::json& j, TrainingRun* out, const std::string& path = "run");
 
 }  // namespace detaudit

@@ -37,8 +37,7 @@ std::string promise_name(const Promise::RunToRun& r) {
 
 nlohmann::json entry_key(const Results& r, const std::string& target) {
   Spec spec;
-  std::string perr;
-  if (!parse_spec_syntax(target, &spec, &perr)) spec = Spec{target, -1, {}};
+  if (!parse_spec_syntax(target, &spec).is_ok()) spec = Spec{target, -1, {}};
   const BackendEntry* be = find_backend(spec.name);
   const auto& libs = json_fields::object(r.machine, "libraries");
   nlohmann::json k = nlohmann::json::object();
@@ -105,8 +104,7 @@ namespace {
 
 std::string cell_promise(const Observation& o, const nlohmann::json& machine) {
   Spec t, w;
-  std::string err;
-  if (!parse_target(o.target, &t, &err) || !parse_workload(o.workload, &w, &err)) return "none";
+  if (!parse_target(o.target, &t).is_ok() || !parse_workload(o.workload, &w).is_ok()) return "none";
   return promise_name(promise_for(t, w, machine, o.details).run_to_run);
 }
 
@@ -265,208 +263,200 @@ std::string baseline_text(const Baseline& b) {
   return to_json(b).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
-bool save_baseline(const std::string& path, const Baseline& b, std::string* err) {
-  return write_file_atomic(path, baseline_text(b), err);
+Status save_baseline(const std::string& path, const Baseline& b) {
+  return write_file_atomic(path, baseline_text(b));
 }
 
 // ---- loading ---------------------------------------------------------------------------------------
 namespace {
 
-bool number_or_null_key(const nlohmann::json& obj, const char* key, const std::string& path, std::optional<double>* out,
-                        std::string* err) {
+Status number_or_null_key(const nlohmann::json& obj, const char* key, const std::string& path, std::optional<double>* out) {
   auto it = obj.find(key);
-  if (it == obj.end() || it->is_null()) return true;
-  if (!check_json(*it, T::kNumber, json_path(path, key), err)) return false;
+  if (it == obj.end() || it->is_null()) return Status::ok();
+  DETAUDIT_RETURN_IF_ERROR(check_json(*it, T::kNumber, json_path(path, key)));
   *out = it->get<double>();
-  return true;
+  return Status::ok();
 }
 
-bool string_key(const nlohmann::json& obj, const char* key, bool required, const std::string& path, std::string* out,
-                std::string* err) {
-  if (!check_key(obj, key, T::kString, required, path, err)) return false;
+Status string_key(const nlohmann::json& obj, const char* key, bool required, const std::string& path, std::string* out) {
+  DETAUDIT_RETURN_IF_ERROR(check_key(obj, key, T::kString, required, path));
   if (obj.contains(key)) *out = obj[key].get<std::string>();
-  return true;
+  return Status::ok();
 }
 
-bool fingerprint_ok(const nlohmann::json& v, const std::string& path, std::string* err) {
+Status fingerprint_ok(const nlohmann::json& v, const std::string& path) {
   Fingerprint f;
-  if (!check_json(v, T::kString, path, err)) return false;
-  if (Fingerprint::from_hex(v.get<std::string>(), &f)) return true;
-  *err = path + " must be 32 hex digits (got \"" + json_fields::text(v).substr(0, 40) + "\")";
-  return false;
+  DETAUDIT_RETURN_IF_ERROR(check_json(v, T::kString, path));
+  if (Fingerprint::from_hex(v.get<std::string>(), &f)) return Status::ok();
+  return Status::invalid(path + " must be 32 hex digits (got \"" + json_fields::text(v).substr(0, 40) + "\")");
 }
 
-bool cell_from_json(const nlohmann::json& j, const std::string& path, const Baseline& b, BaselineCell* c, std::string* err) {
-  if (!check_json(j, T::kObject, path, err)) return false;
+Status cell_from_json(const nlohmann::json& j, const std::string& path, const Baseline& b, BaselineCell* c) {
+  DETAUDIT_RETURN_IF_ERROR(check_json(j, T::kObject, path));
   std::string status, verdict;
-  if (!string_key(j, "workload", true, path, &c->workload, err) || !string_key(j, "target", true, path, &c->target, err) ||
-      !string_key(j, "key", true, path, &c->key, err) || !string_key(j, "status", true, path, &status, err) ||
-      !string_key(j, "reason", false, path, &c->reason, err) ||
-      !string_key(j, "verdict", false, path, &verdict, err) ||
-      !string_key(j, "verdict_reason", false, path, &c->verdict_reason, err) ||
-      !string_key(j, "promise", false, path, &c->promise, err) ||
-      !string_key(j, "algo", false, path, &c->algo, err) ||
-      !check_key(j, "repeats", T::kCount, true, path, err) || !check_key(j, "distinct", T::kCount, true, path, err) ||
-      !check_key(j, "fingerprints", T::kArray, true, path, err) || !check_key(j, "kernels", T::kObject, false, path, err) ||
-      !number_or_null_key(j, "err_ratio", path, &c->err_ratio, err) ||
-      !number_or_null_key(j, "median_seconds", path, &c->median_seconds, err))
-    return false;
+  if (Status st; !(st = string_key(j, "workload", true, path, &c->workload)) ||
+      !(st = string_key(j, "target", true, path, &c->target)) ||
+      !(st = string_key(j, "key", true, path, &c->key)) ||
+      !(st = string_key(j, "status", true, path, &status)) ||
+      !(st = string_key(j, "reason", false, path, &c->reason)) ||
+      !(st = string_key(j, "verdict", false, path, &verdict)) ||
+      !(st = string_key(j, "verdict_reason", false, path, &c->verdict_reason)) ||
+      !(st = string_key(j, "promise", false, path, &c->promise)) ||
+      !(st = string_key(j, "algo", false, path, &c->algo)) ||
+      !(st = check_key(j, "repeats", T::kCount, true, path)) ||
+      !(st = check_key(j, "distinct", T::kCount, true, path)) ||
+      !(st = check_key(j, "fingerprints", T::kArray, true, path)) ||
+      !(st = check_key(j, "kernels", T::kObject, false, path)) ||
+      !(st = number_or_null_key(j, "err_ratio", path, &c->err_ratio)) ||
+      !(st = number_or_null_key(j, "median_seconds", path, &c->median_seconds)))
+    return st;
   if (!b.keys.count(c->key)) {
-    *err = json_path(path, "key") + " names no entry of \"keys\" (got \"" + c->key + "\")";
-    return false;
+    return Status::invalid(json_path(path, "key") + " names no entry of \"keys\" (got \"" + c->key + "\")");
   }
   if (!parse_obs_status(status, &c->status)) {
-    *err = json_path(path, "status") + " must be ok, crashed, timeout, skipped or error (got \"" + status + "\")";
-    return false;
+    return Status::invalid(json_path(path, "status") + " must be ok, crashed, timeout, skipped or error (got \"" + status + "\")");
   }
   c->verdict.reset();
   if (Verdict v; !verdict.empty()) {
     if (!parse_verdict(verdict, &v)) {
-      *err = json_path(path, "verdict") + " must be PASS, FAIL, EXPECTED, WARN or SKIP (got \"" + verdict + "\")";
-      return false;
+      return Status::invalid(json_path(path, "verdict") + " must be PASS, FAIL, EXPECTED, WARN or SKIP (got \"" + verdict + "\")");
     }
     c->verdict = v;
   }
   if (c->promise != "deterministic" && c->promise != "nondeterministic" && c->promise != "none") {
-    *err = json_path(path, "promise") + " must be deterministic, nondeterministic or none (got \"" + c->promise + "\")";
-    return false;
+    return Status::invalid(json_path(path, "promise") + " must be deterministic, nondeterministic or none (got \"" + c->promise + "\")");
   }
   c->repeats = j["repeats"].get<int>();
   c->distinct = j["distinct"].get<int>();
   const auto& fps = j["fingerprints"];
   for (size_t i = 0; i < fps.size(); ++i) {
-    if (!fingerprint_ok(fps[i], json_path(json_path(path, "fingerprints"), i), err)) return false;
+    DETAUDIT_RETURN_IF_ERROR(fingerprint_ok(fps[i], json_path(json_path(path, "fingerprints"), i)));
     c->fingerprints.push_back(fps[i].get<std::string>());
   }
   if (size_t(c->distinct) != std::set<std::string>(c->fingerprints.begin(), c->fingerprints.end()).size()) {
-    *err = fmt::format("{} must be the number of distinct fingerprints ({}; got {})", json_path(path, "distinct"),
-                       std::set<std::string>(c->fingerprints.begin(), c->fingerprints.end()).size(), c->distinct);
-    return false;
+    return Status::invalid(fmt::format("{} must be the number of distinct fingerprints ({}; got {})", json_path(path, "distinct"),
+                       std::set<std::string>(c->fingerprints.begin(), c->fingerprints.end()).size(), c->distinct));
   }
   if (j.contains("kernels"))
     for (auto& [fp, names] : j["kernels"].items()) {
       std::string kp = json_path(json_path(path, "kernels"), fp);
-      if (!check_json(names, T::kArray, kp, err)) return false;
+      DETAUDIT_RETURN_IF_ERROR(check_json(names, T::kArray, kp));
       for (size_t i = 0; i < names.size(); ++i) {
-        if (!check_json(names[i], T::kString, json_path(kp, i), err)) return false;
+        DETAUDIT_RETURN_IF_ERROR(check_json(names[i], T::kString, json_path(kp, i)));
         c->kernels[fp].push_back(names[i].get<std::string>());
       }
     }
-  return true;
+  return Status::ok();
 }
 
-bool run_from_json(const nlohmann::json& j, const std::string& path, BaselineRun* r, std::string* err) {
-  if (!check_json(j, T::kObject, path, err) || !check_key(j, "seed", T::kUnsigned, true, path, err) ||
-      !check_key(j, "replicate", T::kCount, true, path, err) ||
-      !string_key(j, "weights_fingerprint", false, path, &r->weights_fingerprint, err))
-    return false;
+Status run_from_json(const nlohmann::json& j, const std::string& path, BaselineRun* r) {
+  if (Status st; !(st = check_json(j, T::kObject, path)) ||
+      !(st = check_key(j, "seed", T::kUnsigned, true, path)) ||
+      !(st = check_key(j, "replicate", T::kCount, true, path)) ||
+      !(st = string_key(j, "weights_fingerprint", false, path, &r->weights_fingerprint)))
+    return st;
   r->seed = j["seed"].get<uint64_t>();
   r->replicate = j["replicate"].get<int>();
   std::optional<double> loss;
   if (!j.contains("final_loss")) {
-    *err = json_path(path, "final_loss") + " is missing";
-    return false;
+    return Status::invalid(json_path(path, "final_loss") + " is missing");
   }
-  if (!number_or_null_key(j, "final_loss", path, &loss, err)) return false;
+  DETAUDIT_RETURN_IF_ERROR(number_or_null_key(j, "final_loss", path, &loss));
   r->final_loss = loss.value_or(std::numeric_limits<double>::quiet_NaN());
-  return true;
+  return Status::ok();
 }
 
-bool training_from_json(const nlohmann::json& j, const std::string& path, const Baseline& b, BaselineTraining* t,
-                        std::string* err) {
-  if (!check_json(j, T::kObject, path, err)) return false;
+Status training_from_json(const nlohmann::json& j, const std::string& path, const Baseline& b, BaselineTraining* t) {
+  DETAUDIT_RETURN_IF_ERROR(check_json(j, T::kObject, path));
   const std::pair<const char*, std::string*> required[] = {
       {"model", &t->model}, {"design", &t->design}, {"condition", &t->condition}, {"target", &t->target}, {"key", &t->key}};
   for (auto& [key, field] : required)
-    if (!string_key(j, key, true, path, field, err)) return false;
-  if (!string_key(j, "init", false, path, &t->init, err) ||
-      !string_key(j, "determinism", false, path, &t->determinism, err) ||
-      !check_key(j, "runs", T::kArray, true, path, err) || !check_key(j, "n", T::kCount, true, path, err) ||
-      !number_or_null_key(j, "mean", path, &t->mean, err) || !number_or_null_key(j, "sd", path, &t->sd, err))
-    return false;
+    DETAUDIT_RETURN_IF_ERROR(string_key(j, key, true, path, field));
+  if (Status st; !(st = string_key(j, "init", false, path, &t->init)) ||
+      !(st = string_key(j, "determinism", false, path, &t->determinism)) ||
+      !(st = check_key(j, "runs", T::kArray, true, path)) ||
+      !(st = check_key(j, "n", T::kCount, true, path)) ||
+      !(st = number_or_null_key(j, "mean", path, &t->mean)) ||
+      !(st = number_or_null_key(j, "sd", path, &t->sd)))
+    return st;
   if (!b.keys.count(t->key)) {
-    *err = json_path(path, "key") + " names no entry of \"keys\" (got \"" + t->key + "\")";
-    return false;
+    return Status::invalid(json_path(path, "key") + " names no entry of \"keys\" (got \"" + t->key + "\")");
   }
   t->n = j["n"].get<int>();
   const auto& runs = j["runs"];
   for (size_t i = 0; i < runs.size(); ++i) {
     BaselineRun r;
-    if (!run_from_json(runs[i], json_path(json_path(path, "runs"), i), &r, err)) return false;
+    DETAUDIT_RETURN_IF_ERROR(run_from_json(runs[i], json_path(json_path(path, "runs"), i), &r));
     t->runs.push_back(r);
   }
-  return true;
+  return Status::ok();
 }
 
-bool baseline_from_json(const nlohmann::json& j, Baseline* out, std::string* err) {
+Status baseline_from_json(const nlohmann::json& j, Baseline* out) {
   Baseline b;
   const std::pair<const char*, std::string*> header[] = {
       {"created_at", &b.created_at}, {"tool_version", &b.tool_version}, {"tool_commit", &b.tool_commit}};
   for (auto& [key, field] : header)
-    if (!string_key(j, key, true, "", field, err)) return false;
-  if (!check_key(j, "source", T::kObject, true, "", err) || !check_key(j, "keys", T::kObject, true, "", err) ||
-      !check_key(j, "entries", T::kArray, true, "", err) || !check_key(j, "training", T::kArray, false, "", err))
-    return false;
+    DETAUDIT_RETURN_IF_ERROR(string_key(j, key, true, "", field));
+  if (Status st; !(st = check_key(j, "source", T::kObject, true, "")) ||
+      !(st = check_key(j, "keys", T::kObject, true, "")) ||
+      !(st = check_key(j, "entries", T::kArray, true, "")) ||
+      !(st = check_key(j, "training", T::kArray, false, "")))
+    return st;
   const auto& src = j["source"];
-  if (!string_key(src, "dir", false, "source", &b.source_dir, err) ||
-      !string_key(src, "command", false, "source", &b.source_command, err) ||
-      !string_key(src, "started_at", false, "source", &b.source_started_at, err) ||
-      !string_key(src, "finished_at", false, "source", &b.source_finished_at, err))
-    return false;
+  if (Status st; !(st = string_key(src, "dir", false, "source", &b.source_dir)) ||
+      !(st = string_key(src, "command", false, "source", &b.source_command)) ||
+      !(st = string_key(src, "started_at", false, "source", &b.source_started_at)) ||
+      !(st = string_key(src, "finished_at", false, "source", &b.source_finished_at)))
+    return st;
   for (auto& [id, k] : j["keys"].items()) {
-    if (!check_json(k, T::kObject, json_path("keys", id), err) || !check_key(k, "kind", T::kString, true, json_path("keys", id), err))
-      return false;
+    if (Status st; !(st = check_json(k, T::kObject, json_path("keys", id))) ||
+        !(st = check_key(k, "kind", T::kString, true, json_path("keys", id))))
+      return st;
     b.keys[id] = k;
   }
   const auto& entries = j["entries"];
   for (size_t i = 0; i < entries.size(); ++i) {
     BaselineCell c;
-    if (!cell_from_json(entries[i], json_path("entries", i), b, &c, err)) return false;
+    DETAUDIT_RETURN_IF_ERROR(cell_from_json(entries[i], json_path("entries", i), b, &c));
     b.cells.push_back(std::move(c));
   }
   if (j.contains("training"))
     for (size_t i = 0; i < j["training"].size(); ++i) {
       BaselineTraining t;
-      if (!training_from_json(j["training"][i], json_path("training", i), b, &t, err)) return false;
+      DETAUDIT_RETURN_IF_ERROR(training_from_json(j["training"][i], json_path("training", i), b, &t));
       b.training.push_back(std::move(t));
     }
   *out = std::move(b);
-  return true;
+  return Status::ok();
 }
 
 }  // namespace
 
-bool load_baseline(const std::string& path, Baseline* out, std::string* err) {
+Status load_baseline(const std::string& path, Baseline* out) {
   nlohmann::json j;
-  if (!load_json_document(path, kBaselineSchema, "baseline", &j, err)) return false;
-  std::string e;
-  if (!baseline_from_json(j, out, &e)) {
-    *err = path + ": " + e;
-    return false;
-  }
-  return true;
+  DETAUDIT_RETURN_IF_ERROR(load_json_document(path, kBaselineSchema, "baseline", &j));
+  return baseline_from_json(j, out).prefixed(path + ": ");
 }
 
-int run_baseline_save(const std::string& dir, const std::string& out, BaselineSaved* saved, std::string* err) {
+Status run_baseline_save(const std::string& dir, const std::string& out, BaselineSaved* saved) {
   if (!fs::is_directory(dir)) {
-    *err = dir + ": not a directory";
-    return 2;
+    return Status::invalid(dir + ": not a directory");
   }
   Results r;
-  if (!load_results(dir + "/results.json", &r, err)) return 2;
+  DETAUDIT_RETURN_IF_ERROR(load_results(dir + "/results.json", &r));
   if (r.observations.empty() && r.training.empty()) {
-    *err = dir + "/results.json: no observations and no training runs to make a baseline of";
-    return 2;
+    return Status::invalid(dir + "/results.json: no observations and no training runs to make a baseline of");
   }
   Baseline b = make_baseline(r, dir);
   std::string path = out.empty() ? dir + "/baseline.json" : out;
-  if (!save_baseline(path, b, err)) return 2;
+  DETAUDIT_RETURN_IF_ERROR(save_baseline(path, b));
   saved->path = path;
   saved->cells = b.cells.size();
   saved->training = b.training.size();
   saved->keys = b.keys.size();
   saved->unfinished = r.finished_at.empty();
-  return 0;
+  return Status::ok();
 }
 
 }  // namespace detaudit

@@ -103,18 +103,18 @@ nlohmann::json to_json(const Baseline& b);
 // same bytes.
 std::string baseline_text(const Baseline& b);
 // Writes atomically (write_file_atomic).
-bool save_baseline(const std::string& path, const Baseline& b, std::string* err);
+Status save_baseline(const std::string& path, const Baseline& b);
 // Strict, as load_results: a missing file, truncated or invalid JSON, a wrong schema or a field of the
-// wrong type is false with one line naming the file and the field's path. Never throws.
-bool load_baseline(const std::string& path, Baseline* out, std::string* err);
+// wrong type is a failure of one line naming the file and the field's path. Never throws.
+Status load_baseline(const std::string& path, Baseline* out);
 
 // `detaudit baseline save DIR [--out FILE]`: loads DIR/results.json, writes the baseline to `out`
-// (empty: DIR/baseline.json). Returns 0, or 2 with *err (one line).
+// (empty: DIR/baseline.json). A failure of one line when DIR holds nothing to make a baseline of.
 struct BaselineSaved {
   std::string path;  // where it was written
   size_t cells = 0, training = 0, keys = 0;
   bool unfinished = false;  // DIR's run has no finished_at (interrupted or still running)
 };
-int run_baseline_save(const std::string& dir, const std::string& out, BaselineSaved* saved, std::string* err);
+Status run_baseline_save(const std::string& dir, const std::string& out, BaselineSaved* saved);
 
 }  // namespace detaudit

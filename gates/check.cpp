@@ -48,8 +48,7 @@ std::string loss_text(double x) { return std::isfinite(x) ? fmt::format("{:.17g}
 Promise::RunToRun current_promise(const Observation& o, const nlohmann::json& machine, const BaselineCell* bc,
                                   Promise* full) {
   Spec t, w;
-  std::string err;
-  if (parse_target(o.target, &t, &err) && parse_workload(o.workload, &w, &err)) {
+  if (parse_target(o.target, &t).is_ok() && parse_workload(o.workload, &w).is_ok()) {
     *full = promise_for(t, w, machine, o.details);
     return full->run_to_run;
   }
@@ -88,8 +87,7 @@ struct CellContext {
 // times the algorithms, so another process can pick another one (kernels/cuda/cudnn_backend.cpp).
 bool automatic_algorithm(const std::string& target, const std::string& workload) {
   Spec t, w;
-  std::string err;
-  if (!parse_target(target, &t, &err) || !parse_workload(workload, &w, &err)) return false;
+  if (!parse_target(target, &t).is_ok() || !parse_workload(workload, &w).is_ok()) return false;
   return picks_algorithm(t, w);
 }
 
@@ -243,8 +241,7 @@ bool planned(const Results& r, const std::string& workload, const std::string& t
   };
   if (!has(ts, target) || !has(ws, workload)) return false;
   Spec t, w;
-  std::string err;
-  return parse_target(target, &t, &err) && parse_workload(workload, &w, &err) && applicable(t, w);
+  return parse_target(target, &t).is_ok() && parse_workload(workload, &w).is_ok() && applicable(t, w);
 }
 
 void check_cells(const Baseline& b, const Results& r, CheckReport* rep) {
@@ -533,21 +530,20 @@ CheckReport check_against_baseline(const Baseline& b, const Results& in, const s
   return rep;
 }
 
-bool run_check(const CheckOptions& opt, CheckReport* report, std::string* err, Results* checked) {
+Status run_check(const CheckOptions& opt, CheckReport* report, Results* checked) {
   Baseline b;
-  if (!load_baseline(opt.baseline, &b, err)) return false;
+  DETAUDIT_RETURN_IF_ERROR(load_baseline(opt.baseline, &b));
   if (!fs::is_directory(opt.dir)) {
-    *err = opt.dir + ": not a directory";
-    return false;
+    return Status::invalid(opt.dir + ": not a directory");
   }
   Results r;
-  if (!load_results(opt.dir + "/results.json", &r, err)) return false;
+  DETAUDIT_RETURN_IF_ERROR(load_results(opt.dir + "/results.json", &r));
   *report = check_against_baseline(b, r, opt.dir, opt.baseline);
   if (checked) {
     if (!is_judged(r)) judge(&r);
     *checked = std::move(r);
   }
-  return true;
+  return Status::ok();
 }
 
 }  // namespace detaudit

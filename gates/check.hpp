@@ -75,9 +75,9 @@ struct CheckOptions {
   std::string dir;       // results directory (DIR/results.json)
   std::string baseline;  // baseline file
 };
-// Loads both and checks them into *report (its exit_code(): 0 all pass, 1 any failure). False when they
-// could not be loaded (*err: one line naming the file; *report untouched).
+// Loads both and checks them into *report (its exit_code(): 0 all pass, 1 any failure). A failure when
+// they could not be loaded (one line naming the file; *report untouched).
 // *checked (optional): DIR's results as checked (judged when they carried no verdicts), for the history.
-[[nodiscard]] bool run_check(const CheckOptions& opt, CheckReport* report, std::string* err, Results* checked = nullptr);
+Status run_check(const CheckOptions& opt, CheckReport* report, Results* checked = nullptr);
 
 }  // namespace detaudit

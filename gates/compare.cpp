@@ -19,9 +19,8 @@ namespace {
 // written out or not, keys in another order) still meet; a spec this version does not know stays as written.
 std::string canonical(const std::string& text, bool target) {
   Spec s;
-  std::string err;
-  bool ok = target ? parse_target(text, &s, &err) : parse_workload(text, &s, &err);
-  return ok ? s.str() : text;
+  Status st = target ? parse_target(text, &s) : parse_workload(text, &s);
+  return st ? s.str() : text;
 }
 
 // --- machine and software ----------------------------------------------------------------------
@@ -105,8 +104,7 @@ Comparison compare_results(const Results& a, const Results& b, const std::string
       (side_a ? cell.fps_a : cell.fps_b) = fingerprint_set(o);
       (side_a ? cell.distinct_a : cell.distinct_b) = count_distinct(o.fingerprints);
       Spec ts, ws;
-      std::string e;
-      if (parse_target(o.target, &ts, &e) && parse_workload(o.workload, &ws, &e)) {
+      if (parse_target(o.target, &ts).is_ok() && parse_workload(o.workload, &ws).is_ok()) {
         auto promise = promise_for(ts, ws, r.machine, o.details).run_to_run;
         cell.promised_nondeterministic |= promise == Promise::RunToRun::kNondeterministic;
         cell.promised_deterministic |= promise == Promise::RunToRun::kDeterministic;

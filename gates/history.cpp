@@ -193,23 +193,21 @@ std::string describe_sqlite_error(const Db& db, int rc) {
   return db.error(db.errmsg());
 }
 
-bool exec(Db& db, const char* sql, std::string* err) {
+Status exec(Db& db, const char* sql) {
   char* msg = nullptr;
   int rc = sqlite3_exec(db.h, sql, nullptr, nullptr, &msg);
-  if (rc == SQLITE_OK) return true;
+  if (rc == SQLITE_OK) return Status::ok();
   sqlite3_free(msg);
-  *err = describe_sqlite_error(db, rc);
-  return false;
+  return Status::invalid(describe_sqlite_error(db, rc));
 }
 
-bool pragma_int(Db& db, const char* sql, int64_t* v, std::string* err) {
+Status pragma_int(Db& db, const char* sql, int64_t* v) {
   Stmt s(db.h, sql);
   if (!s.ok() || s.step() != SQLITE_ROW) {
-    *err = describe_sqlite_error(db, s.rc());
-    return false;
+    return Status::invalid(describe_sqlite_error(db, s.rc()));
   }
   *v = s.integer(0);
-  return true;
+  return Status::ok();
 }
 
 // Rolls back on destruction unless committed.
@@ -219,11 +217,15 @@ class Transaction {
   ~Transaction() {
     if (open_) sqlite3_exec(db_.h, "ROLLBACK", nullptr, nullptr, nullptr);
   }
-  bool begin_immediate(std::string* err) { return open_ = exec(db_, "BEGIN IMMEDIATE", err); }
-  bool commit(std::string* err) {
-    if (!exec(db_, "COMMIT", err)) return false;
+  Status begin_immediate() {
+    Status st = exec(db_, "BEGIN IMMEDIATE");
+    open_ = st.is_ok();
+    return st;
+  }
+  Status commit() {
+    DETAUDIT_RETURN_IF_ERROR(exec(db_, "COMMIT"));
     open_ = false;
-    return true;
+    return Status::ok();
   }
 
  private:
@@ -239,26 +241,23 @@ enum class Mode { kWrite, kRead };
 std::mutex g_checked_mutex;
 std::set<std::string> g_checked;
 
-bool quick_check(Db& db, std::string* err) {
+Status quick_check(Db& db) {
   Stmt s(db.h, "PRAGMA quick_check(1)");
   if (!s.ok()) {
-    *err = describe_sqlite_error(db, sqlite3_errcode(db.h));
-    return false;
+    return Status::invalid(describe_sqlite_error(db, sqlite3_errcode(db.h)));
   }
   int rc = s.step();
   if (rc != SQLITE_ROW) {
-    *err = describe_sqlite_error(db, rc);
-    return false;
+    return Status::invalid(describe_sqlite_error(db, rc));
   }
   std::string r = s.text(0);
-  if (r == "ok") return true;
+  if (r == "ok") return Status::ok();
   std::replace(r.begin(), r.end(), '\n', ' ');
-  *err = db.error(fmt::format("damaged (quick_check: {}); {}", r, kLeaveIt));
-  return false;
+  return Status::invalid(db.error(fmt::format("damaged (quick_check: {}); {}", r, kLeaveIt)));
 }
 
 // The version, application id and tables of an opened file: is it a detaudit history this tool can use?
-bool check_identity(Db& db, int64_t* version, std::string* err) {
+Status check_identity(Db& db, int64_t* version) {
   // One snapshot for all the reads below: another process may migrate the file between two of them.
   struct ReadSnapshot {
     Db& db;
@@ -268,145 +267,135 @@ bool check_identity(Db& db, int64_t* version, std::string* err) {
     }
   } snapshot{db};
   if (sqlite3_get_autocommit(db.h)) {
-    if (!exec(db, "BEGIN", err)) return false;
+    DETAUDIT_RETURN_IF_ERROR(exec(db, "BEGIN"));
     snapshot.own = true;
   }
   int64_t app = 0;
-  if (!pragma_int(db, "PRAGMA application_id", &app, err) || !pragma_int(db, "PRAGMA user_version", version, err))
-    return false;
+  if (Status st; !(st = pragma_int(db, "PRAGMA application_id", &app)) ||
+      !(st = pragma_int(db, "PRAGMA user_version", version)))
+    return st;
   if (app != 0 && app != kHistoryApplicationId) {
-    *err = db.error(fmt::format("not a detaudit history (SQLite application_id {:#x}); {}", app, kLeaveIt));
-    return false;
+    return Status::invalid(db.error(fmt::format("not a detaudit history (SQLite application_id {:#x}); {}", app, kLeaveIt)));
   }
   if (*version > kHistorySchemaVersion) {
-    *err = db.error(fmt::format("made by a newer detaudit (history schema version {}, this detaudit knows up to {}); "
+    return Status::invalid(db.error(fmt::format("made by a newer detaudit (history schema version {}, this detaudit knows up to {}); "
                                 "use a newer detaudit, or pass --history FILE or --no-history",
-                                *version, kHistorySchemaVersion));
-    return false;
+                                *version, kHistorySchemaVersion)));
   }
   if (*version < 0 || (app == 0 && *version != 0)) {
-    *err = db.error(fmt::format("not a detaudit history (user_version {} without detaudit's application_id); {}",
-                                *version, kLeaveIt));
-    return false;
+    return Status::invalid(db.error(fmt::format("not a detaudit history (user_version {} without detaudit's application_id); {}",
+                                *version, kLeaveIt)));
   }
   if (*version == 0) {
     int64_t objects = 0;
-    if (!pragma_int(db, "SELECT count(*) FROM sqlite_master", &objects, err)) return false;
+    DETAUDIT_RETURN_IF_ERROR(pragma_int(db, "SELECT count(*) FROM sqlite_master", &objects));
     if (objects != 0) {
-      *err = db.error(fmt::format("not a detaudit history (an SQLite database holding {} tables or indexes of "
+      return Status::invalid(db.error(fmt::format("not a detaudit history (an SQLite database holding {} tables or indexes of "
                                   "another program); {}",
-                                  objects, kLeaveIt));
-      return false;
+                                  objects, kLeaveIt)));
     }
   }
-  return true;
+  return Status::ok();
 }
 
 // Every table the version has, with every column.
-bool check_tables(Db& db, int64_t version, std::string* err) {
+Status check_tables(Db& db, int64_t version) {
   for (auto& t : kTables) {
     if (t.since_version > version) continue;
     std::string sql = fmt::format("SELECT {} FROM {} LIMIT 0", t.columns, t.table);
     Stmt s(db.h, sql.c_str());
     if (!s.ok()) {
-      *err = db.error(fmt::format("its tables do not match history schema version {} ({}); {}", version, db.errmsg(),
-                                  kLeaveIt));
-      return false;
+      return Status::invalid(db.error(fmt::format("its tables do not match history schema version {} ({}); {}", version, db.errmsg(),
+                                  kLeaveIt)));
     }
   }
-  return true;
+  return Status::ok();
 }
 
-bool migrate(Db& db, std::string* err) {
+Status migrate(Db& db) {
   Transaction tx(db);
-  if (!tx.begin_immediate(err)) return false;
+  DETAUDIT_RETURN_IF_ERROR(tx.begin_immediate());
   int64_t version = 0;
   // Again inside the transaction: another process may have migrated it meanwhile.
-  if (!check_identity(db, &version, err)) return false;
-  if (version == kHistorySchemaVersion) return true;  // (rolled back: nothing written)
+  DETAUDIT_RETURN_IF_ERROR(check_identity(db, &version));
+  if (version == kHistorySchemaVersion) return Status::ok();  // (rolled back: nothing written)
   for (int64_t v = version; v < kHistorySchemaVersion; ++v)
-    if (!exec(db, kMigrations[v], err)) {
-      *err += fmt::format(" (migrating the history from schema version {} to {})", v, v + 1);
-      return false;
-    }
+    if (Status st = exec(db, kMigrations[v]); !st)
+      return Status::invalid(st.message() + fmt::format(" (migrating the history from schema version {} to {})", v, v + 1));
   std::string set = fmt::format("PRAGMA application_id = {}; PRAGMA user_version = {};", kHistoryApplicationId,
                                 kHistorySchemaVersion);
-  if (!exec(db, set.c_str(), err) || !check_tables(db, kHistorySchemaVersion, err)) return false;
-  return tx.commit(err);
+  if (Status st; !(st = exec(db, set.c_str())) ||
+      !(st = check_tables(db, kHistorySchemaVersion)))
+    return st;
+  return tx.commit();
 }
 
 // Switches the file to WAL unless it is already. SQLite does not call the busy handler while it waits
 // for the exclusive lock this needs (two processes creating the history at once), so the wait is here.
-bool ensure_wal(Db& db, std::string* err) {
+Status ensure_wal(Db& db) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kBusyTimeoutMs);
   for (;;) {
     std::string journal;
     {
       Stmt s(db.h, "PRAGMA journal_mode");  // (finalized before the switch: a live statement is a transaction)
       if (!s.ok() || s.step() != SQLITE_ROW) {
-        *err = describe_sqlite_error(db, s.rc());
-        return false;
+        return Status::invalid(describe_sqlite_error(db, s.rc()));
       }
       journal = s.text(0);
     }
-    if (journal == "wal") return true;
+    if (journal == "wal") return Status::ok();
     Stmt w(db.h, "PRAGMA journal_mode = WAL");
     int rc = w.ok() ? w.step() : w.rc();
     if (rc == SQLITE_ROW) {
-      if (w.text(0) == "wal") return true;
-      *err = db.error("cannot switch it to WAL mode (journal_mode " + w.text(0) + ")");
-      return false;
+      if (w.text(0) == "wal") return Status::ok();
+      return Status::invalid(db.error("cannot switch it to WAL mode (journal_mode " + w.text(0) + ")"));
     }
     if ((rc & 0xff) != SQLITE_BUSY || std::chrono::steady_clock::now() > deadline) {
-      *err = describe_sqlite_error(db, rc);
-      return false;
+      return Status::invalid(describe_sqlite_error(db, rc));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
 }
 
-bool file_error(const std::string& path, const std::string& what, std::string* err) {
-  *err = fmt::format("history {}: {}", path, what);
-  return false;
+Status file_error(const std::string& path, const std::string& what) {
+  return Status::invalid(fmt::format("history {}: {}", path, what));
 }
 
 // Opens db_path as a detaudit history of the current schema: checks what the file is before SQLite
 // writes anything to it, migrates an older schema, turns WAL on. In kRead mode a missing file is
 // *exists = false (and true); in kWrite mode it is created with its parent folder.
-bool open_history(const std::string& db_path, Mode mode, Db* db, bool* exists, std::string* err) {
+Status open_history(const std::string& db_path, Mode mode, Db* db, bool* exists) {
   db->path = db_path;
   *exists = false;
-  if (db_path.empty()) return file_error(db_path, "no file name", err);
+  if (db_path.empty()) return file_error(db_path, "no file name");
   struct stat st {};
   if (::stat(db_path.c_str(), &st) != 0) {
-    if (errno != ENOENT) return file_error(db_path, std::strerror(errno), err);
-    if (mode == Mode::kRead) return true;
+    if (errno != ENOENT) return file_error(db_path, std::strerror(errno));
+    if (mode == Mode::kRead) return Status::ok();
     fs::path parent = fs::path(db_path).parent_path();
     std::error_code ec;
     if (!parent.empty() && !fs::is_directory(parent, ec)) {
       fs::create_directories(parent, ec);
-      if (ec) return file_error(db_path, fmt::format("cannot create its folder {}: {}", parent.string(), ec.message()), err);
+      if (ec) return file_error(db_path, fmt::format("cannot create its folder {}: {}", parent.string(), ec.message()));
     }
   } else {
-    if (S_ISDIR(st.st_mode)) return file_error(db_path, "is a directory", err);
-    if (!S_ISREG(st.st_mode)) return file_error(db_path, "is not a regular file", err);
+    if (S_ISDIR(st.st_mode)) return file_error(db_path, "is a directory");
+    if (!S_ISREG(st.st_mode)) return file_error(db_path, "is not a regular file");
     // Before SQLite sees it: an SQLite file starts with its magic string (an empty file is a new database).
     if (st.st_size > 0) {
       std::ifstream f(db_path, std::ios::binary);
-      if (!f) return file_error(db_path, "cannot read it", err);
+      if (!f) return file_error(db_path, "cannot read it");
       char head[16] = {0};
       f.read(head, sizeof head);
       if (f.gcount() < std::streamsize(sizeof head))
         return file_error(db_path,
                           fmt::format("file is not a database ({} bytes, shorter than an SQLite header); {}",
-                                      int64_t(st.st_size), kLeaveIt),
-                          err);
+                                      int64_t(st.st_size), kLeaveIt));
       if (std::memcmp(head, "SQLite format 3", 16) != 0)
-        return file_error(db_path, fmt::format("file is not a database (no SQLite header); {}", kLeaveIt), err);
+        return file_error(db_path, fmt::format("file is not a database (no SQLite header); {}", kLeaveIt));
       if (st.st_size < 512)
         return file_error(db_path, fmt::format("file is not a database (truncated to {} bytes); {}",
-                                               int64_t(st.st_size), kLeaveIt),
-                          err);
+                                               int64_t(st.st_size), kLeaveIt));
     }
     *exists = true;
   }
@@ -418,16 +407,15 @@ bool open_history(const std::string& db_path, Mode mode, Db* db, bool* exists, s
     rc = sqlite3_open_v2(db_path.c_str(), &db->h, SQLITE_OPEN_READONLY, nullptr);
   }
   if (rc != SQLITE_OK) {
-    *err = db->error(fmt::format("cannot open it: {}", db->errmsg()));
-    return false;
+    return Status::invalid(db->error(fmt::format("cannot open it: {}", db->errmsg())));
   }
   *exists = true;
   sqlite3_extended_result_codes(db->h, 1);
   sqlite3_busy_timeout(db->h, kBusyTimeoutMs);
-  if (!exec(*db, "PRAGMA foreign_keys = ON", err)) return false;
+  DETAUDIT_RETURN_IF_ERROR(exec(*db, "PRAGMA foreign_keys = ON"));
 
   int64_t version = 0;
-  if (!check_identity(*db, &version, err)) return false;
+  DETAUDIT_RETURN_IF_ERROR(check_identity(*db, &version));
   // Damage (a truncated file, a page overwritten) shows here rather than halfway through a write.
   bool check = mode == Mode::kWrite;
   if (!check) {
@@ -435,30 +423,29 @@ bool open_history(const std::string& db_path, Mode mode, Db* db, bool* exists, s
     check = !g_checked.count(db_path);
   }
   if (check) {
-    if (!quick_check(*db, err)) return false;
+    DETAUDIT_RETURN_IF_ERROR(quick_check(*db));
     std::lock_guard<std::mutex> lock(g_checked_mutex);
     g_checked.insert(db_path);
   }
-  if (version != 0 && !check_tables(*db, version, err)) return false;
+  if (version != 0) DETAUDIT_RETURN_IF_ERROR(check_tables(*db, version));
   if (mode == Mode::kRead && version == 0) {  // an empty file (or one being created): an empty history
     *exists = false;
-    return true;
+    return Status::ok();
   }
 
   if (mode == Mode::kWrite || version < kHistorySchemaVersion) {
     if (sqlite3_db_readonly(db->h, "main") == 1) {
-      if (mode == Mode::kWrite) return file_error(db_path, "is read-only: the run cannot be recorded", err);
+      if (mode == Mode::kWrite) return file_error(db_path, "is read-only: the run cannot be recorded");
       return file_error(db_path,
                         fmt::format("is read-only and its history schema version {} is older than this detaudit's "
                                     "{}: open it once where it is writable to migrate it",
-                                    version, kHistorySchemaVersion),
-                        err);
+                                    version, kHistorySchemaVersion));
     }
     // WAL first (it takes an exclusive lock, outside any transaction), then the migration.
-    if (!ensure_wal(*db, err)) return false;
-    if (version < kHistorySchemaVersion && !migrate(*db, err)) return false;
+    DETAUDIT_RETURN_IF_ERROR(ensure_wal(*db));
+    if (version < kHistorySchemaVersion) DETAUDIT_RETURN_IF_ERROR(migrate(*db));
   }
-  return true;
+  return Status::ok();
 }
 
 // ---- recording ---------------------------------------------------------------------------------------
@@ -509,18 +496,16 @@ nlohmann::json parse_json_or_null(const std::string& s) {
   return j.is_discarded() ? nlohmann::json() : j;
 }
 
-bool step_done(Db& db, Stmt& s, std::string* err) {
+Status step_done(Db& db, Stmt& s) {
   if (!s.ok()) {
-    *err = describe_sqlite_error(db, sqlite3_errcode(db.h));
-    return false;
+    return Status::invalid(describe_sqlite_error(db, sqlite3_errcode(db.h)));
   }
   int rc = s.step();
   if (rc != SQLITE_DONE) {
-    *err = describe_sqlite_error(db, rc);
-    return false;
+    return Status::invalid(describe_sqlite_error(db, rc));
   }
   s.reset();
-  return true;
+  return Status::ok();
 }
 
 std::string absolute_dir(const std::string& dir) {
@@ -534,31 +519,30 @@ std::string absolute_dir(const std::string& dir) {
 
 }  // namespace
 
-bool check_history(const std::string& db_path, std::string* err) {
+Status check_history(const std::string& db_path) {
   Db db;
   bool exists = false;
-  return open_history(db_path, Mode::kRead, &db, &exists, err);
+  return open_history(db_path, Mode::kRead, &db, &exists);
 }
 
-bool resolve_history_path(const HistoryFlags& flags, std::string* path, std::string* err) {
+Status resolve_history_path(const HistoryFlags& flags, std::string* path) {
   path->clear();
   if (flags.disabled) {
-    if (!flags.file.empty()) return *err = "--history and --no-history contradict each other", false;
-    return true;
+    if (!flags.file.empty()) return Status::invalid("--history and --no-history contradict each other");
+    return Status::ok();
   }
-  if (!flags.file.empty()) return *path = flags.file, true;
+  if (!flags.file.empty()) return *path = flags.file, Status::ok();
   auto env = [](const char* name) {
     const char* v = std::getenv(name);
     return std::string(v ? v : "");
   };
-  if (std::string v = env("DETAUDIT_HISTORY"); !v.empty()) return *path = v, true;
+  if (std::string v = env("DETAUDIT_HISTORY"); !v.empty()) return *path = v, Status::ok();
   if (std::string v = env("XDG_DATA_HOME"); !v.empty() && v[0] == '/')
-    return *path = (fs::path(v) / "detaudit" / "history.db").string(), true;
+    return *path = (fs::path(v) / "detaudit" / "history.db").string(), Status::ok();
   if (std::string v = env("HOME"); !v.empty())
-    return *path = (fs::path(v) / ".local" / "share" / "detaudit" / "history.db").string(), true;
-  *err = "no place for the history: none of --history FILE, DETAUDIT_HISTORY, XDG_DATA_HOME (absolute) or HOME is "
-         "set (--no-history records nothing)";
-  return false;
+    return *path = (fs::path(v) / ".local" / "share" / "detaudit" / "history.db").string(), Status::ok();
+  return Status::invalid("no place for the history: none of --history FILE, DETAUDIT_HISTORY, XDG_DATA_HOME (absolute) or HOME is "
+         "set (--no-history records nothing)");
 }
 
 nlohmann::json machine_identity(const nlohmann::json& machine) {
@@ -596,13 +580,13 @@ nlohmann::json software_of(const Results& r) {
           {"libraries", libs}};
 }
 
-bool record_run(const std::string& db_path, const std::string& kind, const Results& r, const std::string& results_dir,
-                int exit_code, std::string* err) {
+Status record_run(const std::string& db_path, const std::string& kind, const Results& r, const std::string& results_dir,
+                int exit_code) {
   if (kind != "probe" && kind != "train" && kind != "check" && kind != "qualify")
-    return file_error(db_path, fmt::format("unknown run kind '{}' (probe, train, check or qualify)", kind), err);
+    return file_error(db_path, fmt::format("unknown run kind '{}' (probe, train, check or qualify)", kind));
   Db db;
   bool exists = false;
-  if (!open_history(db_path, Mode::kWrite, &db, &exists, err)) return false;
+  DETAUDIT_RETURN_IF_ERROR(open_history(db_path, Mode::kWrite, &db, &exists));
 
   const std::string key = machine_key(r.machine);
   const nlohmann::json identity = machine_identity(r.machine);
@@ -624,7 +608,7 @@ bool record_run(const std::string& db_path, const std::string& kind, const Resul
   }
 
   Transaction tx(db);
-  if (!tx.begin_immediate(err)) return false;
+  DETAUDIT_RETURN_IF_ERROR(tx.begin_immediate());
   {
     std::vector<std::string> features;
     for (auto& f : identity["cpu_features"]) features.push_back(f.get<std::string>());
@@ -638,12 +622,12 @@ bool record_run(const std::string& db_path, const std::string& kind, const Resul
     m.bind(5, identity["gpus"].dump());
     m.bind(6, identity.dump());
     m.bind(7, seen);
-    if (!step_done(db, m, err)) return false;
+    DETAUDIT_RETURN_IF_ERROR(step_done(db, m));
     Stmt u(db.h,
            "UPDATE machines SET first_seen = min(first_seen, ?2), last_seen = max(last_seen, ?2) WHERE key = ?1");
     u.bind(1, key);
     u.bind(2, seen);
-    if (!step_done(db, u, err)) return false;
+    DETAUDIT_RETURN_IF_ERROR(step_done(db, u));
   }
   {
     Stmt s(db.h,
@@ -672,7 +656,7 @@ bool record_run(const std::string& db_path, const std::string& kind, const Resul
     s.bind(19, skip);
     s.bind(20, unjudged);
     s.bind(21, int64_t(r.training.size()));
-    if (!step_done(db, s, err)) return false;
+    DETAUDIT_RETURN_IF_ERROR(step_done(db, s));
   }
   const int64_t run_id = sqlite3_last_insert_rowid(db.h);
   {
@@ -697,7 +681,7 @@ bool record_run(const std::string& db_path, const std::string& kind, const Resul
       if (o.oracle && o.oracle->err_ratio >= 0) ratio = o.oracle->err_ratio;
       c.bind(11, ratio);
       c.bind(12, median_or_null(o.seconds));
-      if (!step_done(db, c, err)) return false;
+      DETAUDIT_RETURN_IF_ERROR(step_done(db, c));
     }
   }
   {
@@ -722,27 +706,26 @@ bool record_run(const std::string& db_path, const std::string& kind, const Resul
       if (run.ok() && std::isfinite(run.final_loss)) loss = run.final_loss;
       t.bind(10, loss);
       t.bind(11, run.weights_fingerprint);
-      if (!step_done(db, t, err)) return false;
+      DETAUDIT_RETURN_IF_ERROR(step_done(db, t));
     }
   }
-  return tx.commit(err);
+  return tx.commit();
 }
 
-bool median_seconds_history(const std::string& db_path, const std::string& workload, const std::string& target,
-                            const std::string& mkey, double* median_out, int* n, std::string* err) {
+Status median_seconds_history(const std::string& db_path, const std::string& workload, const std::string& target,
+                            const std::string& mkey, double* median_out, int* n) {
   *median_out = 0;
   *n = 0;
   Db db;
   bool exists = false;
-  if (!open_history(db_path, Mode::kRead, &db, &exists, err)) return false;
-  if (!exists) return true;
+  DETAUDIT_RETURN_IF_ERROR(open_history(db_path, Mode::kRead, &db, &exists));
+  if (!exists) return Status::ok();
   Stmt s(db.h,
          "SELECT r.results_dir, r.started_at, c.median_seconds FROM cells c JOIN runs r ON r.id = c.run_id "
          "WHERE c.workload = ?1 AND c.target = ?2 AND r.machine_key = ?3 AND c.status = 'ok' "
          "AND c.median_seconds IS NOT NULL ORDER BY r.started_at DESC, r.id DESC");
   if (!s.ok()) {
-    *err = describe_sqlite_error(db, sqlite3_errcode(db.h));
-    return false;
+    return Status::invalid(describe_sqlite_error(db, sqlite3_errcode(db.h)));
   }
   s.bind(1, workload);
   s.bind(2, target);
@@ -753,13 +736,12 @@ bool median_seconds_history(const std::string& db_path, const std::string& workl
   while (int(v.size()) < kMedianWindow && (rc = s.step()) == SQLITE_ROW)
     if (seen.insert({s.text(0), s.text(1)}).second) v.push_back(*s.real(2));
   if (int(v.size()) < kMedianWindow && rc != SQLITE_DONE) {
-    *err = describe_sqlite_error(db, rc);
-    return false;
+    return Status::invalid(describe_sqlite_error(db, rc));
   }
   auto m = median_or_null(v);
   if (m) *median_out = *m;
   *n = int(v.size());
-  return true;
+  return Status::ok();
 }
 
 // ---- reading -----------------------------------------------------------------------------------------
@@ -776,19 +758,17 @@ std::string match_mode(const std::string& filter, const std::set<std::string>& n
   return "none";
 }
 
-bool distinct_column(Db& db, const char* sql, std::set<std::string>* out, std::string* err) {
+Status distinct_column(Db& db, const char* sql, std::set<std::string>* out) {
   Stmt s(db.h, sql);
   if (!s.ok()) {
-    *err = describe_sqlite_error(db, sqlite3_errcode(db.h));
-    return false;
+    return Status::invalid(describe_sqlite_error(db, sqlite3_errcode(db.h)));
   }
   int rc;
   while ((rc = s.step()) == SQLITE_ROW) out->insert(s.text(0));
   if (rc != SQLITE_DONE) {
-    *err = describe_sqlite_error(db, rc);
-    return false;
+    return Status::invalid(describe_sqlite_error(db, rc));
   }
-  return true;
+  return Status::ok();
 }
 
 std::string value_text(const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
@@ -816,21 +796,21 @@ void add_sorted_unique(std::vector<std::string>* v, const std::string& x) {
 
 }  // namespace
 
-bool query_history(const std::string& db_path, const HistoryFilter& f, HistoryQueryResult* out, std::string* err) {
+Status query_history(const std::string& db_path, const HistoryFilter& f, HistoryQueryResult* out) {
   *out = HistoryQueryResult{};
   Db db;
   bool exists = false;
-  if (!open_history(db_path, Mode::kRead, &db, &exists, err)) return false;
+  DETAUDIT_RETURN_IF_ERROR(open_history(db_path, Mode::kRead, &db, &exists));
   out->exists = exists;
-  if (!exists) return true;
+  if (!exists) return Status::ok();
   int64_t runs = 0;
-  if (!pragma_int(db, "SELECT count(*) FROM runs", &runs, err)) return false;
+  DETAUDIT_RETURN_IF_ERROR(pragma_int(db, "SELECT count(*) FROM runs", &runs));
   out->runs = int(runs);
 
   std::set<std::string> targets, workloads;
-  if (!distinct_column(db, "SELECT DISTINCT target FROM cells", &targets, err) ||
-      !distinct_column(db, "SELECT DISTINCT workload FROM cells", &workloads, err))
-    return false;
+  if (Status st; !(st = distinct_column(db, "SELECT DISTINCT target FROM cells", &targets)) ||
+      !(st = distinct_column(db, "SELECT DISTINCT workload FROM cells", &workloads)))
+    return st;
   out->target_match = match_mode(f.target, targets);
   out->workload_match = match_mode(f.workload, workloads);
 
@@ -855,15 +835,13 @@ bool query_history(const std::string& db_path, const HistoryFilter& f, HistoryQu
       machines[m.key] = m;
     }
     if (rc != SQLITE_DONE) {
-      *err = describe_sqlite_error(db, rc);
-      return false;
+      return Status::invalid(describe_sqlite_error(db, rc));
     }
     Stmt h(db.h, "SELECT DISTINCT machine_key, hostname FROM runs");
     while ((rc = h.step()) == SQLITE_ROW)
       if (machines.count(h.text(0))) add_sorted_unique(&machines[h.text(0)].hostnames, h.text(1));
     if (rc != SQLITE_DONE) {
-      *err = describe_sqlite_error(db, rc);
-      return false;
+      return Status::invalid(describe_sqlite_error(db, rc));
     }
   }
   // --machine: a key or a hostname; a key selects every host of that hardware, a hostname that host.
@@ -901,8 +879,7 @@ bool query_history(const std::string& db_path, const HistoryFilter& f, HistoryQu
   Stmt s(db.h, sql.c_str());
   Stmt sw(db.h, "SELECT software FROM runs WHERE id = ?1");
   if (!s.ok() || !sw.ok()) {
-    *err = describe_sqlite_error(db, sqlite3_errcode(db.h));
-    return false;
+    return Status::invalid(describe_sqlite_error(db, sqlite3_errcode(db.h)));
   }
   s.bind(1, f.since);
   if (!out->target_match.empty()) s.bind(2, f.target);
@@ -930,8 +907,7 @@ bool query_history(const std::string& db_path, const HistoryFilter& f, HistoryQu
       sw.bind(1, c.run_id);
       int src = sw.step();
       if (src != SQLITE_ROW) {
-        *err = describe_sqlite_error(db, src);
-        return false;
+        return Status::invalid(describe_sqlite_error(db, src));
       }
       it = software.emplace(c.run_id, parse_json_or_null(sw.text(0))).first;
       sw.reset();
@@ -950,12 +926,11 @@ bool query_history(const std::string& db_path, const HistoryFilter& f, HistoryQu
     out->cells.push_back(std::move(c));
   }
   if (rc != SQLITE_DONE) {
-    *err = describe_sqlite_error(db, rc);
-    return false;
+    return Status::invalid(describe_sqlite_error(db, rc));
   }
   for (auto& k : used_machines)
     if (machines.count(k)) out->machines.push_back(machines[k]);
-  return true;
+  return Status::ok();
 }
 
 std::vector<SoftwareChange> software_diff(const nlohmann::json& before, const nlohmann::json& after) {
@@ -1016,11 +991,10 @@ std::vector<CellTimeline> cell_timelines(const std::vector<CellRecord>& cells) {
   return out;
 }
 
-bool parse_since(const std::string& text, std::string* utc_iso, std::string* err) {
+Status parse_since(const std::string& text, std::string* utc_iso) {
   auto bad = [&](const std::string& why) {
-    *err = fmt::format("--since '{}': {} (expected YYYY-MM-DD or an ISO 8601 time such as 2026-12-01T09:30:00Z)",
-                       text, why);
-    return false;
+    return Status::invalid(fmt::format("--since '{}': {} (expected YYYY-MM-DD or an ISO 8601 time such as 2026-12-01T09:30:00Z)",
+                       text, why));
   };
   size_t i = 0;
   auto digits = [&](size_t n, int* v) {
@@ -1080,7 +1054,7 @@ bool parse_since(const std::string& text, std::string* utc_iso, std::string* err
   char buf[32];
   std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &u);
   *utc_iso = buf;
-  return true;
+  return Status::ok();
 }
 
 }  // namespace detaudit

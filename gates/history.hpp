@@ -65,22 +65,22 @@ struct HistoryFlags {
 };
 
 // The database to use. True with *path == "" when the history is disabled (--no-history): record
-// nothing. False with a one-line *err when there is nowhere to put it (no --history, DETAUDIT_HISTORY,
+// nothing. A failure of one line when there is nowhere to put it (no --history, DETAUDIT_HISTORY,
 // XDG_DATA_HOME or HOME), or the flags contradict each other. Creates nothing.
-bool resolve_history_path(const HistoryFlags& flags, std::string* path, std::string* err);
+Status resolve_history_path(const HistoryFlags& flags, std::string* path);
 
 // Appends one run (kind: probe, train, check or qualify) with its machine, software, cells and training
 // runs, in one transaction; creates the database and its parent folder when missing, migrates an older
-// schema. results_dir is stored as an absolute path; exit_code is the command's exit code. False with a
-// one-line *err naming the file ("history /x/history.db: ..."): the file is left as it was.
-bool record_run(const std::string& db_path, const std::string& kind, const Results& r, const std::string& results_dir,
-                int exit_code, std::string* err);
+// schema. results_dir is stored as an absolute path; exit_code is the command's exit code. A failure
+// of one line naming the file ("history /x/history.db: ..."): the file is left as it was.
+Status record_run(const std::string& db_path, const std::string& kind, const Results& r, const std::string& results_dir,
+                int exit_code);
 
 // Whether db_path can be recorded into later: a missing file is fine (it will be created); an existing
 // one must be a detaudit history this tool can read (the same checks as record_run, nothing written
 // except a migration of an older schema). The commands call it before their work, so a corrupt history
-// stops them at once instead of after an hour of probing. False with a one-line *err naming the file.
-bool check_history(const std::string& db_path, std::string* err);
+// stops them at once instead of after an hour of probing. A failure of one line naming the file.
+Status check_history(const std::string& db_path);
 
 // Hash of the hardware identity of results.json's machine object, 16 hex digits (see above). Missing
 // fields count as empty, so any object has a key.
@@ -94,9 +94,9 @@ nlohmann::json software_of(const Results& r);
 // Median, over this machine's earlier runs, of a cell's median seconds per repeat (cells with status
 // ok only; the most recent 50 observations; one observation counted once even when probe and check
 // both recorded it). *n: how many went in (0: no history; *median is then 0). A missing database is
-// no history (true, *n = 0). Call it before recording the current run, or that run counts too.
-bool median_seconds_history(const std::string& db_path, const std::string& workload, const std::string& target,
-                            const std::string& machine_key, double* median, int* n, std::string* err);
+// no history (ok, *n = 0). Call it before recording the current run, or that run counts too.
+Status median_seconds_history(const std::string& db_path, const std::string& workload, const std::string& target,
+                            const std::string& machine_key, double* median, int* n);
 
 // ---- reading the history (`detaudit history`) -------------------------------------------------------
 
@@ -140,9 +140,9 @@ struct HistoryQueryResult {
 
 // Reads the cells matching f. An observation recorded twice (the probe that made it, then a check or
 // a resumed run of the same results directory) counts once: same results_dir and started_at. A
-// missing database is an empty history (true, exists = false). False with a one-line *err for a file
+// missing database is an empty history (ok, exists = false). A failure of one line for a file
 // that is not a readable detaudit history.
-bool query_history(const std::string& db_path, const HistoryFilter& f, HistoryQueryResult* out, std::string* err);
+Status query_history(const std::string& db_path, const HistoryFilter& f, HistoryQueryResult* out);
 
 // A change between two software objects: path ("libraries.openblas", "tool_commit"), before, after
 // ("(absent)" where a side lacks the key).
@@ -175,7 +175,7 @@ struct CellTimeline {
 std::vector<CellTimeline> cell_timelines(const std::vector<CellRecord>& cells);
 
 // "2026-12-01", "2026-12-01T09:30", "2026-12-01 09:30:15", with "Z" or an offset ("+02:00", "-0500")
-// or none (UTC), and optional fractional seconds -> "2026-12-01T07:30:15Z". False with *err otherwise.
-bool parse_since(const std::string& text, std::string* utc_iso, std::string* err);
+// or none (UTC), and optional fractional seconds -> "2026-12-01T07:30:15Z". Invalid otherwise.
+Status parse_since(const std::string& text, std::string* utc_iso);
 
 }  // namespace detaudit

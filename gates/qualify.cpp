@@ -203,13 +203,14 @@ QualifyCheck timing_check(const Results& r, const TimingReferences& references, 
   return {"timing outliers", failed ? Verdict::kFail : warn ? Verdict::kWarn : Verdict::kPass, detail, false};
 }
 
-int qualify_exit_code(const std::vector<QualifyCheck>& checks) {
+QualifyDecision decide(const std::vector<QualifyCheck>& checks) {
   bool failed = false, required_skipped = false;
   for (auto& c : checks) {
     failed |= c.verdict == Verdict::kFail;
     required_skipped |= c.required && c.verdict == Verdict::kSkip;
   }
-  return failed ? 1 : required_skipped ? 2 : 0;
+  return failed ? QualifyDecision::kCheckFailed
+                : required_skipped ? QualifyDecision::kRequiredNotRun : QualifyDecision::kQualified;
 }
 
 namespace {
@@ -227,8 +228,8 @@ nlohmann::json QualifyOutcome::to_json() const {
   }
   return {{"schema", "detaudit-qualify/1"},
           {"level", level},
-          {"exit_code", exit_code},
-          {"qualified", exit_code == 0},
+          {"exit_code", int(decision)},
+          {"qualified", decision == QualifyDecision::kQualified},
           {"counts", counts},
           {"checks", cs},
           {"probe_dir", probe_dir},
@@ -249,26 +250,24 @@ std::string QualifyOutcome::table() const {
     if (counts.count(k)) parts.push_back(fmt::format("{} {}", counts[k], k));
   s += fmt::format("qualify level {}: {} check{} ({}): {}\n", level, checks.size(), checks.size() == 1 ? "" : "s",
                    fmt::join(parts, ", "),
-                   exit_code == 0 ? "QUALIFIED" : exit_code == 1 ? "NOT QUALIFIED (a check failed)"
-                                                                 : "NOT QUALIFIED (a required check could not run)");
+                   decision == QualifyDecision::kQualified     ? "QUALIFIED"
+                   : decision == QualifyDecision::kCheckFailed ? "NOT QUALIFIED (a check failed)"
+                                                               : "NOT QUALIFIED (a required check could not run)");
   return s;
 }
 
-int run_qualify(const QualifyOptions& opt, QualifyOutcome* out, std::string* err) {
+Status run_qualify(const QualifyOptions& opt, QualifyOutcome* out) {
   *out = QualifyOutcome{};
   out->level = opt.level;
   auto say = [&](const std::string& s) {
     if (opt.progress) opt.progress(s);
   };
-  if (opt.level < 1 || opt.level > 3) {
-    *err = fmt::format("--level {} out of range (1, 2 or 3)", opt.level);
-    return out->exit_code = 2;
-  }
+  if (opt.level < 1 || opt.level > 3) return Status::invalid(fmt::format("--level {} out of range (1, 2 or 3)", opt.level));
   const std::string suite = opt.level == 3 ? "full" : "quick";
   Baseline baseline;
-  if (!opt.baseline.empty() && !load_baseline(opt.baseline, &baseline, err)) return out->exit_code = 2;
+  if (!opt.baseline.empty()) DETAUDIT_RETURN_IF_ERROR(load_baseline(opt.baseline, &baseline));
   ProbePlan plan;
-  if (!make_plan(suite, opt.targets, "", 0, 120, &plan, err)) return out->exit_code = 2;
+  DETAUDIT_RETURN_IF_ERROR(make_plan(suite, opt.targets, "", 0, 120, &plan));
 
   // What this machine can run. A target the user asked for that needs a device or an instruction set
   // the machine lacks cannot be qualified: that is "could not run", never a pass (its cells would only
@@ -295,16 +294,12 @@ int run_qualify(const QualifyOptions& opt, QualifyOutcome* out, std::string* err
   std::map<std::string, std::vector<std::string>> unmet;
   if (!opt.targets.empty()) {
     for (auto& t : plan.targets) {
-      if (std::string why = device_missing(t); !why.empty()) {
-        *err = fmt::format("cannot qualify {} on this machine: {}", t.str(), why);
-        return out->exit_code = 2;
-      }
+      if (std::string why = device_missing(t); !why.empty())
+        return Status::unavailable(fmt::format("cannot qualify {} on this machine: {}", t.str(), why));
       auto u = unmet_of(t);
-      if (!u.empty()) {
-        *err = fmt::format("cannot qualify {} on this machine: it needs {}, which this machine lacks", t.str(),
-                           fmt::join(u, ", "));
-        return out->exit_code = 2;
-      }
+      if (!u.empty())
+        return Status::unavailable(fmt::format("cannot qualify {} on this machine: it needs {}, which this machine lacks",
+                                               t.str(), fmt::join(u, ", ")));
       required.insert(t.str());
     }
   } else {
@@ -339,15 +334,15 @@ int run_qualify(const QualifyOptions& opt, QualifyOutcome* out, std::string* err
   Results probe;
   say(fmt::format("qualify level {}: probe suite {} ({} targets) into {}", opt.level, suite, plan.targets.size(),
                   out->probe_dir));
-  int rc = run_probe_suite(plan, po, &probe, err);
-  if (rc == kProbeInterrupted) {
-    *err = fmt::format("interrupted; the probe results so far are in {} (run qualify again with the same --out to resume)",
-                       out->probe_dir);
-    return out->exit_code = 2;
+  if (Status st = run_probe_suite(plan, po, &probe); !st) {
+    if (st.code() == Status::Code::kInterrupted)
+      return Status::interrupted(fmt::format(
+          "interrupted; the probe results so far are in {} (run qualify again with the same --out to resume)",
+          out->probe_dir));
+    return st;
   }
-  if (rc != 0) return out->exit_code = 2;
   judge(&probe);
-  if (!save_results(out->probe_dir + "/results.json", probe, err)) return out->exit_code = 2;
+  DETAUDIT_RETURN_IF_ERROR(save_results(out->probe_dir + "/results.json", probe));
   probe_checks(probe, planned, required, unmet, out);
   if (!opt.baseline.empty()) {
     CheckReport rep = check_against_baseline(baseline, probe, out->probe_dir, opt.baseline);
@@ -367,7 +362,8 @@ int run_qualify(const QualifyOptions& opt, QualifyOutcome* out, std::string* err
     // The references: the baseline's medians when a baseline is given, else this machine's history
     // (read before this run is recorded into it).
     TimingReferences refs;
-    std::string source, history_err;
+    std::string source;
+    Status history_read;
     if (!opt.baseline.empty()) {
       source = "the baseline";
       for (auto& c : baseline.cells)
@@ -379,14 +375,16 @@ int run_qualify(const QualifyOptions& opt, QualifyOutcome* out, std::string* err
         if (o.status != ObsStatus::kOk || o.seconds.empty()) continue;
         double m = 0;
         int n = 0;
-        if (!median_seconds_history(opt.history, o.workload, o.target, key, &m, &n, &history_err)) break;
+        history_read = median_seconds_history(opt.history, o.workload, o.target, key, &m, &n);
+        if (!history_read) break;
         if (n > 0) refs[{o.workload, o.target}] = m;
       }
     }
     if (opt.baseline.empty() && opt.history.empty())
       out->checks.push_back({"timing outliers", Verdict::kSkip, "nothing to compare with: no baseline, no history (--no-history)", false});
-    else if (!history_err.empty())
-      out->checks.push_back({"timing outliers", Verdict::kSkip, "cannot read the history: " + history_err, false});
+    else if (!history_read)
+      out->checks.push_back(
+          {"timing outliers", Verdict::kSkip, "cannot read the history: " + history_read.message(), false});
     else
       out->checks.push_back(timing_check(probe, refs, source));
   }
@@ -401,11 +399,8 @@ int run_qualify(const QualifyOptions& opt, QualifyOutcome* out, std::string* err
       // Short: one target with two threads, so the nondeterministic variant can vary; 2 seeds of 60
       // batches are enough for (d) to be compared and for the loss to halve.
       d.targets.clear();
-      for (auto& text : default_training_targets("qualify")) {
-        Spec t;
-        parse_target(text, &t, err);
-        d.targets.push_back(t);
-      }
+      for (auto& text : default_training_targets("qualify"))  // the registry's own spellings: they parse
+        if (Spec t; parse_target(text, &t).is_ok()) d.targets.push_back(t);
       d.seeds = 2;
       d.batches = 60;
       d.window = 10;
@@ -419,25 +414,18 @@ int run_qualify(const QualifyOptions& opt, QualifyOutcome* out, std::string* err
     Results train;
     say(fmt::format("qualify level {}: training design sony2021 ({} targets, {} seeds, {} batches) into {}", opt.level,
                     d.targets.size(), d.seeds, d.batches, out->train_dir));
-    rc = run_train_design(d, to, &train, err);
-    if (rc == kTrainInterrupted) {
-      *err = fmt::format("interrupted; the training results so far are in {}", out->train_dir);
-      return out->exit_code = 2;
-    }
-    if (rc != 0) {
-      out->checks.push_back({"training regression", Verdict::kSkip, "could not run: " + *err, true});
-      err->clear();
+    if (Status st = run_train_design(d, to, &train); !st) {
+      if (st.code() == Status::Code::kInterrupted)
+        return Status::interrupted(fmt::format("interrupted; the training results so far are in {}", out->train_dir));
+      out->checks.push_back({"training regression", Verdict::kSkip, "could not run: " + st.message(), true});
     } else {
       for (auto& c : training_checks(train)) out->checks.push_back(c);
       out->train = std::move(train);
     }
   }
 
-  // Outcome: 1 when a check failed, else 2 when a required check could not run, else 0.
-  out->exit_code = qualify_exit_code(out->checks);
-  nlohmann::json j = out->to_json();
-  if (!write_file_atomic(opt.out_dir + "/qualify.json", j.dump(1) + "\n", err)) return out->exit_code = 2;
-  return out->exit_code;
+  out->decision = decide(out->checks);
+  return write_file_atomic(opt.out_dir + "/qualify.json", out->to_json().dump(1) + "\n");
 }
 
 }  // namespace detaudit

@@ -43,13 +43,17 @@ struct QualifyCheck {
   bool required = false;  // a SKIP of a required check makes the qualification fail to run
 };
 
+// What a qualification decides. The command's exit code follows it (0, 1, 2 in this order); qualify.json
+// records both.
+enum class QualifyDecision { kQualified = 0, kCheckFailed = 1, kRequiredNotRun = 2 };
+
 struct QualifyOutcome {
   int level = 1;
   std::vector<QualifyCheck> checks;
   std::string probe_dir, train_dir;  // where the runs' results are ("" = not run)
   Results probe;                     // the judged probe results (recorded in the history)
   Results train;                     // the training design's results (level 2 and 3, when it ran)
-  int exit_code = 0;                 // 0 qualified, 1 a check failed, 2 a required check could not run
+  QualifyDecision decision = QualifyDecision::kQualified;
   nlohmann::json to_json() const;
   std::string table() const;  // the text table printed on the terminal
 };
@@ -77,12 +81,13 @@ QualifyCheck timing_check(const Results& r, const TimingReferences& references, 
 // initial weights; the curve holds every batch's loss).
 std::vector<QualifyCheck> training_checks(const Results& train);
 
-// The exit code of a set of checks: 1 when one FAILed, else 2 when a required one was SKIPped, else 0.
-int qualify_exit_code(const std::vector<QualifyCheck>& checks);
+// The decision of a set of checks: a check failed when one FAILed, else a required one did not run when
+// one was SKIPped, else qualified.
+QualifyDecision decide(const std::vector<QualifyCheck>& checks);
 
-// Runs the levels. Returns the exit code (also in outcome->exit_code); 2 with *err when it could not run
-// at all (bad targets, a target this machine cannot run, a bad baseline, an interrupted run: *err says;
-// the CLI turns an interruption into 128+N).
-int run_qualify(const QualifyOptions& opt, QualifyOutcome* outcome, std::string* err);
+// Runs the levels; outcome->decision says what they decided. A failure (one line) when it could not run
+// at all: bad targets, a target this machine cannot run, a bad baseline; interrupted when a signal
+// stopped the probe or training run (the message says where the finished work is).
+Status run_qualify(const QualifyOptions& opt, QualifyOutcome* outcome);
 
 }  // namespace detaudit

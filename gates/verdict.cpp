@@ -25,8 +25,7 @@ double oracle_budget(int64_t bound_k, double unit_roundoff, double input_unit_ro
 
 double oracle_budget(const Observation& o, const Promise& p) {
   Spec w;
-  std::string err;
-  bool f64 = parse_workload(o.workload, &w, &err) && w.get("dtype") == "f64";
+  bool f64 = parse_workload(o.workload, &w).is_ok() && w.get("dtype") == "f64";
   return oracle_budget(o.oracle ? o.oracle->bound_k : 0, f64 ? std::ldexp(1.0, -53) : std::ldexp(1.0, -24),
                        p.input_unit_roundoff);
 }
@@ -257,14 +256,13 @@ void judge(Results* r) {
     const Observation& o = r->observations[i];
     Judged& j = judged[i];
     Spec target, workload;
-    std::string terr, werr;
-    bool target_ok = parse_target(o.target, &target, &terr);
-    bool workload_ok = parse_workload(o.workload, &workload, &werr);
+    Status target_ok = parse_target(o.target, &target);
+    Status workload_ok = parse_workload(o.workload, &workload);
     if (target_ok && workload_ok) {
       j.promise = promise_for(target, workload, r->machine, o.details);
     } else if (o.status != ObsStatus::kSkipped) {
       // Results of another detaudit may name what this one does not know: judged without a promise.
-      j.cell.findings.push_back({Verdict::kWarn, "no promise known: " + (target_ok ? werr : terr)});
+      j.cell.findings.push_back({Verdict::kWarn, "no promise known: " + (target_ok ? workload_ok : target_ok).message()});
     }
     judge_one(o, *r, &j);
   }

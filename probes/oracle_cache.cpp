@@ -46,7 +46,7 @@ std::string oracle_path(const std::string& out_dir, const Spec& workload) {
   return fmt::format("{}/.oracle/{:016x}.bin", out_dir, XXH3_64bits(k.data(), k.size()));
 }
 
-bool write_oracle_entry(const std::string& path, const OracleEntry& e, std::string* err) {
+Status write_oracle_entry(const std::string& path, const OracleEntry& e) {
   std::string body(reinterpret_cast<const char*>(e.payload.data()), e.payload.size());
   for (double b : e.bound.bound) put_u64(&body, std::bit_cast<uint64_t>(b));
   std::string s(kMagic, 8);
@@ -59,29 +59,25 @@ bool write_oracle_entry(const std::string& path, const OracleEntry& e, std::stri
   for (int i = 0; i < 4; ++i) s.push_back(char((kl >> (8 * i)) & 0xff));
   s += e.key;
   s += body;
-  return write_file_atomic(path, s, err);
+  return write_file_atomic(path, s);
 }
 
-bool read_oracle_entry(const std::string& path, const std::string& expected_key, OracleEntry* out, std::string* err) {
+Status read_oracle_entry(const std::string& path, const std::string& expected_key, OracleEntry* out) {
   std::ifstream f(path, std::ios::binary);
   if (!f) {
-    *err = fmt::format("{}: cannot open", path);
-    return false;
+    return Status::invalid(fmt::format("{}: cannot open", path));
   }
   uint8_t head[kFixed];
   f.read(reinterpret_cast<char*>(head), kFixed);
   // Format 1 (no bound) is named before its shorter header can read as a truncated one.
   if (f.gcount() >= 8 && std::memcmp(head, kMagic, 7) == 0 && head[7] == '1') {
-    *err = fmt::format("{}: oracle entry of format 1 (no error bound; this detaudit reads format 2)", path);
-    return false;
+    return Status::invalid(fmt::format("{}: oracle entry of format 1 (no error bound; this detaudit reads format 2)", path));
   }
   if (f.gcount() != std::streamsize(kFixed)) {
-    *err = fmt::format("{}: truncated header (or not a file)", path);
-    return false;
+    return Status::invalid(fmt::format("{}: truncated header (or not a file)", path));
   }
   if (std::memcmp(head, kMagic, 8) != 0) {
-    *err = fmt::format("{}: not an oracle entry (bad magic)", path);
-    return false;
+    return Status::invalid(fmt::format("{}: not an oracle entry (bad magic)", path));
   }
   Fingerprint sum = get_fp(head + 8);
   OracleEntry e;
@@ -92,21 +88,17 @@ bool read_oracle_entry(const std::string& path, const std::string& expected_key,
   // are corrupt (no file is that large), which keeps the sums below from overflowing.
   const bool nb_ok = nb == 0 || (size % 4 == 0 && nb == size / 4) || (size % 8 == 0 && nb == size / 8);
   if (size > (uint64_t(1) << 62) || k > uint64_t(INT64_MAX) || !nb_ok) {
-    *err = fmt::format("{}: corrupt bound header (k {}, {} elements for a payload of {} bytes)", path, k, nb, size);
-    return false;
+    return Status::invalid(fmt::format("{}: corrupt bound header (k {}, {} elements for a payload of {} bytes)", path, k, nb, size));
   }
   if (kl > kMaxKey) {
-    *err = fmt::format("{}: corrupt key length {}", path, kl);
-    return false;
+    return Status::invalid(fmt::format("{}: corrupt key length {}", path, kl));
   }
   e.key.resize(kl);
   if (!f.read(e.key.data(), kl)) {
-    *err = fmt::format("{}: truncated key", path);
-    return false;
+    return Status::invalid(fmt::format("{}: truncated key", path));
   }
   if (!expected_key.empty() && e.key != expected_key) {
-    *err = fmt::format("{}: entry for '{}', expected '{}'", path, e.key, expected_key);
-    return false;
+    return Status::invalid(fmt::format("{}: entry for '{}', expected '{}'", path, e.key, expected_key));
   }
   // The sizes must match the rest of the file exactly before anything that large is allocated.
   const uint64_t body_size = size + nb * 8;
@@ -114,19 +106,16 @@ bool read_oracle_entry(const std::string& path, const std::string& expected_key,
   f.seekg(0, std::ios::end);
   auto end = f.tellg();
   if (here < 0 || end < 0 || uint64_t(end - here) != body_size) {
-    *err = fmt::format("{}: payload and bound of {} bytes expected, file holds {}", path, body_size,
-                       here < 0 || end < 0 ? int64_t(-1) : int64_t(end - here));
-    return false;
+    return Status::invalid(fmt::format("{}: payload and bound of {} bytes expected, file holds {}", path, body_size,
+                       here < 0 || end < 0 ? int64_t(-1) : int64_t(end - here)));
   }
   f.seekg(here);
   std::vector<uint8_t> body(body_size);
   if (body_size && !f.read(reinterpret_cast<char*>(body.data()), std::streamsize(body_size))) {
-    *err = fmt::format("{}: truncated payload", path);
-    return false;
+    return Status::invalid(fmt::format("{}: truncated payload", path));
   }
   if (fingerprint_bytes(body.data(), body.size()) != sum) {
-    *err = fmt::format("{}: checksum mismatch (corrupt entry)", path);
-    return false;
+    return Status::invalid(fmt::format("{}: checksum mismatch (corrupt entry)", path));
   }
   e.bound.k = int64_t(k);
   e.bound.bound.resize(nb);
@@ -134,7 +123,7 @@ bool read_oracle_entry(const std::string& path, const std::string& expected_key,
   body.resize(size);
   e.payload = std::move(body);
   *out = std::move(e);
-  return true;
+  return Status::ok();
 }
 
 }  // namespace detaudit

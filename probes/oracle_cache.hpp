@@ -34,10 +34,10 @@ struct OracleEntry {
 std::string oracle_key(const Spec& workload);
 std::string oracle_path(const std::string& out_dir, const Spec& workload);
 
-// Writes atomically. False with *err on failure.
-bool write_oracle_entry(const std::string& path, const OracleEntry& e, std::string* err);
+// Writes atomically.
+Status write_oracle_entry(const std::string& path, const OracleEntry& e);
 // Reads and checks an entry: magic, sizes, key (when expected_key is not empty) and checksum.
-// False with *err saying what failed.
-bool read_oracle_entry(const std::string& path, const std::string& expected_key, OracleEntry* out, std::string* err);
+// Invalid, saying what failed.
+Status read_oracle_entry(const std::string& path, const std::string& expected_key, OracleEntry* out);
 
 }  // namespace detaudit

@@ -174,8 +174,7 @@ Promise promise_for(const Spec& target, const Spec& workload, const nlohmann::js
 TargetFacts target_facts(const std::string& target) {
   TargetFacts f;
   Spec s;
-  std::string err;
-  const BackendEntry* e = parse_target(target, &s, &err) ? find_backend(s.name) : nullptr;
+  const BackendEntry* e = parse_target(target, &s).is_ok() ? find_backend(s.name) : nullptr;
   if (!e) return f;
   f.known = true;
   f.device_kind = to_string(e->device);
@@ -188,23 +187,21 @@ TargetFacts target_facts(const std::string& target) {
   return f;
 }
 
-bool training_variants(const Spec& base, Spec* deterministic, Spec* nondeterministic, std::string* err) {
+Status training_variants(const Spec& base, Spec* deterministic, Spec* nondeterministic) {
   const BackendEntry* e = find_backend(base.name);
   if (!e || !e->variants) {
     std::vector<std::string> names;
     for (auto& b : backend_registry())
       if (b.variants) names.push_back(b.name);
-    *err = fmt::format("target '{}' has no nondeterministic variant (training targets: {})", base.str(),
-                       fmt::join(names, ", "));
-    return false;
+    return Status::invalid(fmt::format("target '{}' has no nondeterministic variant (training targets: {})", base.str(),
+                       fmt::join(names, ", ")));
   }
   *deterministic = base;
   *nondeterministic = base;
   if (std::string why = e->variants(deterministic, nondeterministic); !why.empty()) {
-    *err = why;
-    return false;
+    return Status::invalid(why);
   }
-  return true;
+  return Status::ok();
 }
 
 }  // namespace detaudit

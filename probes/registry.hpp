@@ -173,7 +173,7 @@ Promise promise_for(const Spec& target, const Spec& workload, const nlohmann::js
 TargetFacts target_facts(const std::string& target);
 
 // Training: a base target's deterministic and nondeterministic variants (what derive_variants of
-// suites/train_design does today; false with *err when the backend has none).
-bool training_variants(const Spec& base, Spec* deterministic, Spec* nondeterministic, std::string* err);
+// suites/train_design does today; invalid when the backend has none).
+Status training_variants(const Spec& base, Spec* deterministic, Spec* nondeterministic);
 
 }  // namespace detaudit

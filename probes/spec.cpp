@@ -130,9 +130,8 @@ const std::vector<NameRule>& workload_rules() {
   return rules;
 }
 
-bool validate(const std::vector<NameRule>& rules, const char* what, const std::string& text, Spec* out,
-              std::string* err) {
-  if (!parse_spec_syntax(text, out, err)) return false;
+Status validate(const std::vector<NameRule>& rules, const char* what, const std::string& text, Spec* out) {
+  DETAUDIT_RETURN_IF_ERROR(parse_spec_syntax(text, out));
   const NameRule* rule = nullptr;
   for (auto& r : rules)
     if (r.name == out->name) rule = &r;
@@ -140,12 +139,10 @@ bool validate(const std::vector<NameRule>& rules, const char* what, const std::s
     std::vector<std::string> names;
     for (auto& r : rules)
       if (!r.hidden) names.push_back(r.name);
-    *err = fmt::format("unknown {} '{}' in '{}' (known: {})", what, out->name, text, fmt::join(names, ", "));
-    return false;
+    return Status::invalid(fmt::format("unknown {} '{}' in '{}' (known: {})", what, out->name, text, fmt::join(names, ", ")));
   }
   if (out->device >= 0 && !rule->device) {
-    *err = fmt::format("'{}': {} '{}' takes no ':device'", text, what, out->name);
-    return false;
+    return Status::invalid(fmt::format("'{}': {} '{}' takes no ':device'", text, what, out->name));
   }
   if (rule->device && out->device < 0) out->device = 0;
   for (auto& [k, v] : out->params) {
@@ -153,14 +150,12 @@ bool validate(const std::vector<NameRule>& rules, const char* what, const std::s
     if (it == rule->keys.end()) {
       std::vector<std::string> keys;
       for (auto& kr : rule->keys) keys.push_back(kr.key);
-      *err = fmt::format("'{}': unknown key '{}' for {} '{}' (known: {})", text, k, what, out->name,
-                         keys.empty() ? std::string("none") : fmt::format("{}", fmt::join(keys, ", ")));
-      return false;
+      return Status::invalid(fmt::format("'{}': unknown key '{}' for {} '{}' (known: {})", text, k, what, out->name,
+                         keys.empty() ? std::string("none") : fmt::format("{}", fmt::join(keys, ", "))));
     }
     std::string why = it->check(v);
     if (!why.empty()) {
-      *err = fmt::format("'{}': bad value '{}' for key '{}': {}", text, v, k, why);
-      return false;
+      return Status::invalid(fmt::format("'{}': bad value '{}' for key '{}': {}", text, v, k, why));
     }
   }
   // Canonical order: the table's key order, defaults filled in.
@@ -176,12 +171,11 @@ bool validate(const std::vector<NameRule>& rules, const char* what, const std::s
   if (rule->check) {
     std::string why = rule->check(canon);
     if (!why.empty()) {
-      *err = fmt::format("'{}': {}", text, why);
-      return false;
+      return Status::invalid(fmt::format("'{}': {}", text, why));
     }
   }
   *out = canon;
-  return true;
+  return Status::ok();
 }
 
 std::string help_of(const std::vector<NameRule>& rules) {
@@ -198,32 +192,28 @@ std::string help_of(const std::vector<NameRule>& rules) {
 
 }  // namespace
 
-bool parse_target(const std::string& text, Spec* out, std::string* err) {
-  return validate(target_rules(), "target", text, out, err);
+Status parse_target(const std::string& text, Spec* out) {
+  return validate(target_rules(), "target", text, out);
 }
-bool parse_workload(const std::string& text, Spec* out, std::string* err) {
-  if (!validate(workload_rules(), "workload", text, out, err)) return false;
+Status parse_workload(const std::string& text, Spec* out) {
+  DETAUDIT_RETURN_IF_ERROR(validate(workload_rules(), "workload", text, out));
   if (out->name == "conv2d") {
     int64_t h = out->get_int("h", 1), w = out->get_int("w", 1), r = out->get_int("r", 1), s = out->get_int("s", 1),
             pad = out->get_int("pad", 0);
     if (h + 2 * pad < r || w + 2 * pad < s) {
-      *err = fmt::format("'{}': filter {}x{} larger than padded input {}x{}", text, r, s, h + 2 * pad, w + 2 * pad);
-      return false;
+      return Status::invalid(fmt::format("'{}': filter {}x{} larger than padded input {}x{}", text, r, s, h + 2 * pad, w + 2 * pad));
     }
   }
   if (out->name == "maxpool") {
     if (out->get_int("h", 1) < out->get_int("window", 1) || out->get_int("w", 1) < out->get_int("window", 1)) {
-      *err = fmt::format("'{}': window larger than input", text);
-      return false;
+      return Status::invalid(fmt::format("'{}': window larger than input", text));
     }
   }
   if (out->name == "batchinv" && out->get_int("rows", 1) > out->get_int("m", 1)) {
-    *err = fmt::format("'{}': rows must not exceed m", text);
-    return false;
+    return Status::invalid(fmt::format("'{}': rows must not exceed m", text));
   }
   if (out->name == "reduce" && out->get("op") != "softmax" && out->has("cols")) {
-    *err = fmt::format("'{}': cols applies to op=softmax only", text);
-    return false;
+    return Status::invalid(fmt::format("'{}': cols applies to op=softmax only", text));
   }
   if (out->name == "reduce" && out->get("op") == "softmax" && !out->has("cols")) {
     // Canonical form: cols sits after n, as in the key table.
@@ -236,10 +226,9 @@ bool parse_workload(const std::string& text, Spec* out, std::string* err) {
     *out = canon;
   }
   if (out->name == "reduce" && out->get("op") == "softmax" && out->get_int("n", 1) % out->get_int("cols", 1) != 0) {
-    *err = fmt::format("'{}': for softmax, n must be a multiple of cols", text);
-    return false;
+    return Status::invalid(fmt::format("'{}': for softmax, n must be a multiple of cols", text));
   }
-  return true;
+  return Status::ok();
 }
 
 std::string target_help() { return help_of(target_rules()); }

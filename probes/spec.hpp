@@ -32,9 +32,9 @@ KeyRule key_int_in(std::string key, std::string fallback, int64_t lo, int64_t hi
 
 // Syntax, then the name and every key/value against the target table. Fills defaults, orders keys
 // canonically. Hidden test-only backend `testing?fault=segv|ill|abort|hang|none` is accepted.
-bool parse_target(const std::string& text, Spec* out, std::string* err);
+Status parse_target(const std::string& text, Spec* out);
 // Same for workloads: matmul, conv2d, reduce, maxpool, batchinv.
-bool parse_workload(const std::string& text, Spec* out, std::string* err);
+Status parse_workload(const std::string& text, Spec* out);
 
 
 // Names known to the parser, for --help and error messages.

@@ -81,9 +81,8 @@ Observation observe(Backend* backend, const std::string& target_text, const Work
   bool have_oracle = false;
   if (!item.oracle_path.empty()) {
     OracleEntry e;
-    std::string why;
-    if (!read_oracle_entry(item.oracle_path, oracle_key(item.workload), &e, &why))
-      o.details["oracle_problem"] = why;
+    if (Status read = read_oracle_entry(item.oracle_path, oracle_key(item.workload), &e); !read)
+      o.details["oracle_problem"] = read.message();
     else if (e.inputs != w->input_fingerprint())
       o.details["oracle_problem"] = "oracle computed from other inputs (" + e.inputs.hex() + ", here " +
                                     w->input_fingerprint().hex() + ")";
@@ -182,7 +181,7 @@ bool parse_worker_request(const std::string& text, WorkerRequest* out, std::stri
     return bad(fmt::format("\"protocol\" must be \"{}\"", kWorkerProtocol));
   if (!req.contains("target") || !req["target"].is_string()) return bad("\"target\" must be a string");
   WorkerRequest r;
-  if (!parse_target(req["target"].get<std::string>(), &r.target, err)) return bad(*err);
+  if (Status st = parse_target(req["target"].get<std::string>(), &r.target); !st) return bad(st.message());
   const auto& rep = req.contains("repeats") ? req["repeats"] : nlohmann::json();
   if (!rep.is_number_integer() || rep.get<int64_t>() < 1 || rep.get<int64_t>() > kMaxRepeats)
     return bad(fmt::format("\"repeats\" must be an integer in 1..{}", kMaxRepeats));
@@ -193,7 +192,7 @@ bool parse_worker_request(const std::string& text, WorkerRequest* out, std::stri
     if (!it.contains("index") || !it["index"].is_number_unsigned()) return bad("item \"index\" must be an unsigned integer");
     if (!it.contains("workload") || !it["workload"].is_string()) return bad("item \"workload\" must be a string");
     WorkItem wi;
-    if (!parse_workload(it["workload"].get<std::string>(), &wi.workload, err)) return bad(*err);
+    if (Status st = parse_workload(it["workload"].get<std::string>(), &wi.workload); !st) return bad(st.message());
     for (auto [key, dst] : {std::pair{"oracle", &wi.oracle_path}, {"write_oracle", &wi.write_oracle}}) {
       if (!it.contains(key)) continue;
       if (!it[key].is_string()) return bad(fmt::format("item \"{}\" must be a string", key));
@@ -217,13 +216,10 @@ Observation observe_oracle(const WorkItem& item) {
   OracleEntry e;
   e.key = oracle_key(item.workload);
   Status st = compute_oracle(item.workload, &e.payload, &e.inputs, &e.bound);
-  std::string err;
+  if (st) st = write_oracle_entry(item.write_oracle, e);
   if (!st) {
     o.status = obs_status_for(st);
     o.reason = st.message();
-  } else if (!write_oracle_entry(item.write_oracle, e, &err)) {
-    o.status = ObsStatus::kError;
-    o.reason = err;
   }
   return o;
 }
@@ -313,14 +309,14 @@ void run_target(const Spec& target, const std::vector<WorkItem>& items, const Wo
       }
       if (kind == "observation" && idx == next && next < items.size()) {
         Observation o;
-        std::string perr;
-        if (!ev.contains("observation") || !from_json(ev["observation"], &o, &perr)) {
+        Status read = ev.contains("observation") ? from_json(ev["observation"], &o) : Status::invalid("no observation");
+        if (!read) {
           o = Observation{};
           o.workload = items[idx].workload.str();
           o.target = target.str();
           o.repeats = opt.repeats;
           o.status = ObsStatus::kError;
-          o.reason = "worker sent " + (perr.empty() ? std::string("no observation") : perr);
+          o.reason = "worker sent " + read.message();
         }
         sink(items[idx], std::move(o));
         ++next;

@@ -126,14 +126,15 @@ Document diverge_document(const DivergeResult& r) {
 
 }  // namespace
 
-bool write_diverge_outputs(const DivergeResult& r, const std::string& out_dir, std::string* err) {
+Status write_diverge_outputs(const DivergeResult& r, const std::string& out_dir) {
   const Document doc = diverge_document(r);
   std::string md = render_markdown(doc);
   if (r.first) md += "\n![weight L2 distance and loss gap per step](diverge.svg)\n";
   const std::string base = out_dir + "/diverge";
-  if (r.first && !write_file_atomic(base + ".svg", growth_svg(r), err)) return false;
-  return write_file_atomic(base + ".json", r.to_json(), err) && write_file_atomic(base + ".md", md, err) &&
-         write_file_atomic(base + ".html", render_html(doc), err);
+  if (r.first) DETAUDIT_RETURN_IF_ERROR(write_file_atomic(base + ".svg", growth_svg(r)));
+  DETAUDIT_RETURN_IF_ERROR(write_file_atomic(base + ".json", r.to_json()));
+  DETAUDIT_RETURN_IF_ERROR(write_file_atomic(base + ".md", md));
+  return write_file_atomic(base + ".html", render_html(doc));
 }
 
 }  // namespace detaudit

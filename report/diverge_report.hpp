@@ -3,10 +3,11 @@
 #include <string>
 
 #include "contract/diverge_result.hpp"
+#include "kernels/status.hpp"
 
 namespace detaudit {
 
 // <out_dir>/diverge.json, diverge.md and diverge.html (each written atomically).
-bool write_diverge_outputs(const DivergeResult& r, const std::string& out_dir, std::string* err);
+Status write_diverge_outputs(const DivergeResult& r, const std::string& out_dir);
 
 }  // namespace detaudit

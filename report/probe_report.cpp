@@ -607,8 +607,7 @@ std::string group_cls(const IdentityGroup& g, const std::string& workload, const
 // A workload in a few words for the external match line: "matmul", "conv2d bwd_data", "reduce sum".
 std::string short_workload(const std::string& w) {
   Spec s;
-  std::string err;
-  if (!parse_spec_syntax(w, &s, &err)) return w;
+  if (!parse_spec_syntax(w, &s).is_ok()) return w;
   const std::string k = s.has("pass") ? s.get("pass") : s.has("op") ? s.get("op") : "";
   return k.empty() ? s.name : s.name + " " + k;
 }

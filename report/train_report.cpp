@@ -582,10 +582,11 @@ Document build_report(const Results& r) {
   return d;
 }
 
-bool write_reports(const std::string& dir, const Results& r, std::string* err, bool md, bool html) {
+Status write_reports(const std::string& dir, const Results& r, bool md, bool html) {
   Document d = build_report(r);
-  return (!md || write_file_atomic(dir + "/report.md", render_markdown(d), err)) &&
-         (!html || write_file_atomic(dir + "/report.html", render_html(d), err));
+  if (md) DETAUDIT_RETURN_IF_ERROR(write_file_atomic(dir + "/report.md", render_markdown(d)));
+  if (html) DETAUDIT_RETURN_IF_ERROR(write_file_atomic(dir + "/report.html", render_html(d)));
+  return Status::ok();
 }
 
 }  // namespace detaudit

@@ -13,7 +13,7 @@ void add_train_sections(Document& d, const Results& r);
 // The report of any results document: probe sections when it holds observations, training sections
 // when it holds training runs, the machine last.
 Document build_report(const Results& r);
-// Writes DIR/report.md and/or DIR/report.html (atomically). False with *err on failure.
-bool write_reports(const std::string& dir, const Results& r, std::string* err, bool md = true, bool html = true);
+// Writes DIR/report.md and/or DIR/report.html (atomically); the failure of the write that failed.
+Status write_reports(const std::string& dir, const Results& r, bool md = true, bool html = true);
 
 }  // namespace detaudit

@@ -16,18 +16,16 @@ DirLock::~DirLock() {
   if (fd_ >= 0) ::close(fd_);  // releases the flock
 }
 
-bool DirLock::acquire(const std::string& dir, std::string* err) {
+Status DirLock::acquire(const std::string& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) {
-    *err = fmt::format("cannot create {}: {}", dir, ec.message());
-    return false;
+    return Status::error(fmt::format("cannot create {}: {}", dir, ec.message()));
   }
   std::string path = dir + "/.lock";
   int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) {
-    *err = fmt::format("cannot open {}: {}", path, std::strerror(errno));
-    return false;
+    return Status::error(fmt::format("cannot open {}: {}", path, std::strerror(errno)));
   }
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     int e = errno;
@@ -36,17 +34,17 @@ bool DirLock::acquire(const std::string& dir, std::string* err) {
     ::close(fd);
     long pid = n > 0 ? std::strtol(buf, nullptr, 10) : 0;
     if (e == EWOULDBLOCK)
-      *err = pid > 0 ? fmt::format("{} is in use by pid {}", dir, pid) : fmt::format("{} is in use by another detaudit", dir);
+      return Status::unavailable(pid > 0 ? fmt::format("{} is in use by pid {}", dir, pid)
+                                         : fmt::format("{} is in use by another detaudit", dir));
     else
-      *err = fmt::format("cannot lock {}: {}", path, std::strerror(e));
-    return false;
+      return Status::error(fmt::format("cannot lock {}: {}", path, std::strerror(e)));
   }
   std::string me = fmt::format("{}\n", ::getpid());
   if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, me.data(), me.size(), 0) != ssize_t(me.size())) {
     // The lock holds anyway; only the pid shown to a second process is missing.
   }
   fd_ = fd;
-  return true;
+  return Status::ok();
 }
 
 }  // namespace detaudit

@@ -4,6 +4,8 @@
 #pragma once
 #include <string>
 
+#include "kernels/status.hpp"
+
 namespace detaudit {
 
 class DirLock {
@@ -12,8 +14,9 @@ class DirLock {
   DirLock(const DirLock&) = delete;
   DirLock& operator=(const DirLock&) = delete;
   ~DirLock();
-  // Creates dir when missing. False with *err ("DIR is in use by pid N", or why the lock failed).
-  bool acquire(const std::string& dir, std::string* err);
+  // Creates dir when missing. A failure of one line otherwise ("DIR is in use by pid N", or why
+  // the lock failed).
+  Status acquire(const std::string& dir);
 
  private:
   int fd_ = -1;

@@ -282,23 +282,22 @@ OrderedJson conventions() {
   };
 }
 
-bool write_npy_file(const std::string& path, const std::string& dtype, const std::vector<uint64_t>& shape,
-                    const std::vector<uint8_t>& bytes, std::string* err) {
+Status write_npy_file(const std::string& path, const std::string& dtype, const std::vector<uint64_t>& shape,
+                    const std::vector<uint8_t>& bytes) {
   const std::vector<uint8_t> f = npy_encode(dtype, shape, bytes.data(), bytes.size());
-  return write_file_atomic(path, std::string(f.begin(), f.end()), err);
+  return write_file_atomic(path, std::string(f.begin(), f.end()));
 }
 
 }  // namespace
 
 std::string export_id(const Spec& workload) { return safe_file_name(workload.str()); }
 
-bool export_workloads(const std::vector<Spec>& workloads, const std::string& dir,
-                      const std::function<void(const std::string&)>& progress, std::string* err) {
+Status export_workloads(const std::vector<Spec>& workloads, const std::string& dir,
+                      const std::function<void(const std::string&)>& progress) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec || !fs::is_directory(dir)) {
-    *err = fmt::format("{}: cannot create the directory: {}", dir, ec ? ec.message() : "not a directory");
-    return false;
+    return Status::invalid(fmt::format("{}: cannot create the directory: {}", dir, ec ? ec.message() : "not a directory"));
   }
   // A runner's notes belong to the export they ran: a new export drops them.
   fs::remove(dir + "/" + kProducerFile, ec);
@@ -314,15 +313,12 @@ bool export_workloads(const std::vector<Spec>& workloads, const std::string& dir
     if (st) st = compute_oracle(w, &oracle, &oracle_inputs);
     if (st && oracle_inputs != fp) st = Status::error("internal: the oracle of " + w.str() + " saw other inputs");
     if (!st) {
-      *err = fmt::format("{}: {}", w.str(), st.message());
-      return false;
+      return Status::invalid(fmt::format("{}: {}", w.str(), st.message()));
     }
     const OrderedJson e = manifest_entry(w, l, fp);
     for (size_t i = 0; i < inputs.size(); ++i)
-      if (!write_npy_file(dir + "/" + e["inputs"][i]["file"].get<std::string>(), l.dtype, l.inputs[i].shape, inputs[i], err))
-        return false;
-    if (!write_npy_file(dir + "/" + e["oracle"]["file"].get<std::string>(), l.dtype, l.output.shape, oracle, err))
-      return false;
+      DETAUDIT_RETURN_IF_ERROR(write_npy_file(dir + "/" + e["inputs"][i]["file"].get<std::string>(), l.dtype, l.inputs[i].shape, inputs[i]));
+    DETAUDIT_RETURN_IF_ERROR(write_npy_file(dir + "/" + e["oracle"]["file"].get<std::string>(), l.dtype, l.output.shape, oracle));
     entries.push_back(e);
     if (progress) progress(fmt::format("exported {} as {}.*.npy", w.str(), export_id(w)));
   }
@@ -330,7 +326,7 @@ bool export_workloads(const std::vector<Spec>& workloads, const std::string& dir
                   {"tool_version", DETAUDIT_VERSION}, {"tool_commit", git_commit()},
                   {"created_at", utc_now_iso8601()},  {"conventions", conventions()},
                   {"workloads", entries}};
-  return write_file_atomic(dir + "/" + kManifestFile, m.dump(1) + "\n", err);
+  return write_file_atomic(dir + "/" + kManifestFile, m.dump(1) + "\n");
 }
 
 namespace {
@@ -344,46 +340,37 @@ struct ManifestWorkload {
   std::string id;
 };
 
-bool load_manifest(const std::string& dir, std::vector<ManifestWorkload>* out, std::string* err) {
+Status load_manifest(const std::string& dir, std::vector<ManifestWorkload>* out) {
   const std::string path = dir + "/" + kManifestFile;
   std::error_code ec;
   if (!fs::exists(path, ec)) {
-    *err = path + ": missing (DIR must be a directory written by `detaudit export`)";
-    return false;
+    return Status::invalid(path + ": missing (DIR must be a directory written by `detaudit export`)");
   }
   Json j;
-  if (!load_json_document(path, kExportSchema, "export manifest", &j, err)) return false;
+  DETAUDIT_RETURN_IF_ERROR(load_json_document(path, kExportSchema, "export manifest", &j));
   const Json version = j.value("tool_version", Json());
   if (!version.is_string() || version.get<std::string>() != DETAUDIT_VERSION) {
-    *err = fmt::format("{}: written by detaudit {}, this is detaudit {}: export again with this version (its inputs, "
+    return Status::invalid(fmt::format("{}: written by detaudit {}, this is detaudit {}: export again with this version (its inputs, "
                        "layout and oracle may differ)",
-                       path, version.is_string() ? version.get<std::string>() : version.dump(), DETAUDIT_VERSION);
-    return false;
+                       path, version.is_string() ? version.get<std::string>() : version.dump(), DETAUDIT_VERSION));
   }
   const Json ws = j.value("workloads", Json());
   if (!ws.is_array() || ws.empty()) {
-    *err = path + ": \"workloads\" must be a non-empty array";
-    return false;
+    return Status::invalid(path + ": \"workloads\" must be a non-empty array");
   }
   std::set<std::string> ids;
   for (size_t i = 0; i < ws.size(); ++i) {
     const std::string where = fmt::format("{}: workloads[{}]", path, i);
     ManifestWorkload m;
-    std::string why;
-    if (!ws[i].is_object() || !ws[i].contains("spec") || !ws[i]["spec"].is_string()) {
-      *err = where + ".spec must be a string";
-      return false;
-    }
-    if (!parse_workload(ws[i]["spec"].get<std::string>(), &m.spec, &why)) {
-      *err = where + ".spec: " + why;
-      return false;
-    }
+    if (!ws[i].is_object() || !ws[i].contains("spec") || !ws[i]["spec"].is_string())
+      return Status::invalid(where + ".spec must be a string");
+    if (Status st = parse_workload(ws[i]["spec"].get<std::string>(), &m.spec); !st)
+      return Status::invalid(where + ".spec: " + st.message());
     m.layout = layout_of(m.spec);
     m.id = export_id(m.spec);
     Status st = capture_inputs(m.spec, m.layout, nullptr, &m.inputs);
     if (!st) {
-      *err = where + ": " + st.message();
-      return false;
+      return Status::invalid(where + ": " + st.message());
     }
     const Json want = Json::parse(manifest_entry(m.spec, m.layout, m.inputs).dump());
     std::string differs;
@@ -392,37 +379,31 @@ bool load_manifest(const std::string& dir, std::vector<ManifestWorkload>* out, s
     for (auto& [key, value] : ws[i].items())
       if (differs.empty() && !want.contains(key)) differs = "\"" + key + "\" (not a key of an export)";
     if (!differs.empty()) {
-      *err = fmt::format("{} ({}): {} is not what this detaudit exports for the spec (edited, or written by another "
+      return Status::invalid(fmt::format("{} ({}): {} is not what this detaudit exports for the spec (edited, or written by another "
                          "build): export again",
-                         where, m.spec.str(), differs);
-      return false;
+                         where, m.spec.str(), differs));
     }
     if (!ids.insert(m.id).second) {
-      *err = fmt::format("{}: {} is listed twice", where, m.spec.str());
-      return false;
+      return Status::invalid(fmt::format("{}: {} is listed twice", where, m.spec.str()));
     }
     out->push_back(std::move(m));
   }
-  return true;
+  return Status::ok();
 }
 
 // One output file checked against the manifest's dtype and shape.
-bool read_checked(const std::string& path, const std::string& dtype, const std::vector<uint64_t>& shape, NpyArray* a,
-                  std::string* err) {
+Status read_checked(const std::string& path, const std::string& dtype, const std::vector<uint64_t>& shape, NpyArray* a) {
   Status st = read_npy(path, a);
   if (!st) {
-    *err = st.message();
-    return false;
+    return Status::invalid(st.message());
   }
   if (a->descr != dtype) {
-    *err = fmt::format("{}: dtype '{}', the manifest expects '{}' ({})", path, a->descr, dtype, type_word(dtype));
-    return false;
+    return Status::invalid(fmt::format("{}: dtype '{}', the manifest expects '{}' ({})", path, a->descr, dtype, type_word(dtype)));
   }
   if (a->shape != shape) {
-    *err = fmt::format("{}: shape {}, the manifest expects {}", path, npy_shape_text(a->shape), npy_shape_text(shape));
-    return false;
+    return Status::invalid(fmt::format("{}: shape {}, the manifest expects {}", path, npy_shape_text(a->shape), npy_shape_text(shape)));
   }
-  return true;
+  return Status::ok();
 }
 
 struct Outputs {
@@ -432,31 +413,30 @@ struct Outputs {
   std::optional<BatchInvariance> batch;
 };
 
-bool read_outputs(const std::string& dir, const ManifestWorkload& m, Outputs* out, std::string* err) {
+Status read_outputs(const std::string& dir, const ManifestWorkload& m, Outputs* out) {
   std::set<std::string> seen;
   for (int r = 0; r < int(kMaxRepeats); ++r) {
     const std::string path = dir + "/" + output_file(m.id, r);
     std::error_code ec;
     if (!fs::exists(path, ec)) {
       if (r > 0) break;
-      *err = fmt::format("{}: missing: no output of {} (the manifest names {}, r = 0, 1, ...)", path, m.spec.str(),
-                         output_pattern(m.id));
-      return false;
+      return Status::invalid(fmt::format("{}: missing: no output of {} (the manifest names {}, r = 0, 1, ...)", path, m.spec.str(),
+                         output_pattern(m.id)));
     }
     NpyArray a;
-    if (!read_checked(path, m.layout.dtype, m.layout.output.shape, &a, err)) return false;
+    DETAUDIT_RETURN_IF_ERROR(read_checked(path, m.layout.dtype, m.layout.output.shape, &a));
     const std::string hex = fingerprint_bytes(a.data.data(), a.data.size()).hex();
     out->fingerprints.push_back(hex);
     if (r == 0) out->first = a.data;
     if (seen.insert(hex).second) out->distinct.push_back(std::move(a.data));
   }
-  if (m.layout.rows.empty()) return true;
+  if (m.layout.rows.empty()) return Status::ok();
   const std::string path = dir + "/" + rows_file(m.id);
   std::error_code ec;
-  if (!fs::exists(path, ec)) return true;  // optional: batch invariance is then not measured
+  if (!fs::exists(path, ec)) return Status::ok();  // optional: batch invariance is then not measured
   NpyArray rows;
   const uint64_t n = m.layout.output.shape[1];
-  if (!read_checked(path, m.layout.dtype, {m.layout.rows.size(), n}, &rows, err)) return false;
+  DETAUDIT_RETURN_IF_ERROR(read_checked(path, m.layout.dtype, {m.layout.rows.size(), n}, &rows));
   BatchInvariance b;
   const size_t row_bytes = size_t(n) * 4;
   for (size_t j = 0; j < m.layout.rows.size(); ++j) {
@@ -465,7 +445,7 @@ bool read_outputs(const std::string& dir, const ManifestWorkload& m, Outputs* ou
       ++b.rows_differing;
   }
   out->batch = b;
-  return true;
+  return Status::ok();
 }
 
 struct Producer {
@@ -474,17 +454,16 @@ struct Producer {
   std::map<std::string, std::vector<double>> seconds;
 };
 
-bool load_producer(const std::string& dir, Producer* p, std::string* err) {
+Status load_producer(const std::string& dir, Producer* p) {
   const std::string path = dir + "/" + kProducerFile;
   std::error_code ec;
-  if (!fs::exists(path, ec)) return true;
+  if (!fs::exists(path, ec)) return Status::ok();
   std::ifstream f(path, std::ios::binary);
   std::stringstream ss;
   ss << f.rdbuf();
   const Json j = Json::parse(ss.str(), nullptr, false);
   auto bad = [&](const std::string& why) {
-    *err = path + ": " + why;
-    return false;
+    return Status::invalid(path + ": " + why);
   };
   if (!f || j.is_discarded() || !j.is_object()) return bad("not a JSON object (truncated or corrupt?)");
   for (auto& [k, v] : j.items()) {
@@ -509,17 +488,16 @@ bool load_producer(const std::string& dir, Producer* p, std::string* err) {
       return bad(fmt::format("unknown key \"{}\" (known: describe, details, seconds)", k));
     }
   }
-  return true;
+  return Status::ok();
 }
 
 // cpu-ref's output and error bound: a probe run's cache entry when one passes its checks, else computed.
 Status oracle_of(const std::string& results_dir, const ManifestWorkload& m, size_t bytes, OracleEntry* e) {
   if (!results_dir.empty()) {
-    std::string why;
     OracleEntry c;
     const std::string path = oracle_path(results_dir, m.spec);
     std::error_code ec;
-    if (fs::exists(path, ec) && read_oracle_entry(path, oracle_key(m.spec), &c, &why) && c.inputs == m.inputs &&
+    if (fs::exists(path, ec) && read_oracle_entry(path, oracle_key(m.spec), &c).is_ok() && c.inputs == m.inputs &&
         c.payload.size() == bytes && (c.bound.bound.empty() || c.bound.bound.size() == bytes / (m.layout.dtype == "<f8" ? 8 : 4))) {
       *e = std::move(c);
       return Status::ok();
@@ -545,27 +523,26 @@ OracleDistance distance(const ManifestWorkload& m, const std::vector<std::vector
 
 }  // namespace
 
-bool read_external_outputs(const std::string& dir, const std::string& name, const std::string& results_dir,
-                           std::vector<Observation>* out, std::string* err) {
+Status read_external_outputs(const std::string& dir, const std::string& name, const std::string& results_dir,
+                           std::vector<Observation>* out) {
   Spec target;
-  if (!parse_target(imported_backend().name + "?name=" + name, &target, err)) return false;
+  DETAUDIT_RETURN_IF_ERROR(parse_target(imported_backend().name + "?name=" + name, &target));
   std::vector<ManifestWorkload> ms;
-  if (!load_manifest(dir, &ms, err)) return false;
+  DETAUDIT_RETURN_IF_ERROR(load_manifest(dir, &ms));
   Producer producer;
-  if (!load_producer(dir, &producer, err)) return false;
+  DETAUDIT_RETURN_IF_ERROR(load_producer(dir, &producer));
   // Every output is read and checked before any oracle is computed.
   std::vector<Outputs> outs(ms.size());
   for (size_t i = 0; i < ms.size(); ++i)
-    if (!read_outputs(dir, ms[i], &outs[i], err)) return false;
+    DETAUDIT_RETURN_IF_ERROR(read_outputs(dir, ms[i], &outs[i]));
   for (auto& entry : producer.seconds) {
     // Not a structured binding: clang 14 (the fuzz and sanitizer builds) cannot capture one in a lambda.
     const std::string& id = entry.first;
     const auto& s = entry.second;
     auto it = std::find_if(ms.begin(), ms.end(), [&](const ManifestWorkload& m) { return m.id == id; });
     if (it == ms.end() || s.size() != outs[size_t(it - ms.begin())].fingerprints.size()) {
-      *err = fmt::format("{}/{}: seconds.{} {}", dir, kProducerFile, id,
-                         it == ms.end() ? "names no workload of the manifest" : "must hold one number per output file");
-      return false;
+      return Status::invalid(fmt::format("{}/{}: seconds.{} {}", dir, kProducerFile, id,
+                         it == ms.end() ? "names no workload of the manifest" : "must hold one number per output file"));
     }
   }
   std::error_code ec;
@@ -581,8 +558,7 @@ bool read_external_outputs(const std::string& dir, const std::string& name, cons
     o.distinct = count_distinct(o.fingerprints);
     OracleEntry e;
     if (Status st = oracle_of(results_dir, ms[i], outs[i].distinct[0].size(), &e); !st) {
-      *err = fmt::format("{}: oracle: {}", ms[i].spec.str(), st.message());
-      return false;
+      return Status::invalid(fmt::format("{}: oracle: {}", ms[i].spec.str(), st.message()));
     }
     o.oracle = distance(ms[i], outs[i].distinct, e);
     o.batch = outs[i].batch;
@@ -593,16 +569,16 @@ bool read_external_outputs(const std::string& dir, const std::string& name, cons
     o.describe = producer.describe.empty() ? "outputs imported from " + from : producer.describe;
     out->push_back(std::move(o));
   }
-  return true;
+  return Status::ok();
 }
 
-bool merge_external(const std::string& results_dir, const std::vector<Observation>& obs, const std::string& command,
-                    Results* out, std::string* err) {
+Status merge_external(const std::string& results_dir, const std::vector<Observation>& obs, const std::string& command,
+                    Results* out) {
   const std::string path = results_dir + "/results.json";
   Results r;
   std::error_code ec;
   if (fs::exists(path, ec)) {
-    if (!load_results(path, &r, err)) return false;
+    DETAUDIT_RETURN_IF_ERROR(load_results(path, &r));
   } else {
     // A directory of its own: this machine's description, and a plan that names what was imported (a probe
     // run with --out here later refuses it as another plan instead of mixing the two).
@@ -624,7 +600,7 @@ bool merge_external(const std::string& results_dir, const std::vector<Observatio
   std::erase_if(r.observations, [&](const Observation& o) { return replaced.count({o.workload, o.target}) > 0; });
   for (auto& o : obs) r.observations.push_back(o);
   *out = std::move(r);
-  return true;
+  return Status::ok();
 }
 
 }  // namespace detaudit

@@ -32,23 +32,23 @@ inline constexpr const char* kProducerFile = "producer.json";
 std::string export_id(const Spec& workload);
 
 // Writes, per workload, <id>.<input>.npy for each input, <id>.oracle.npy, and then dir/manifest.json
-// (every file atomically). `progress` (may be empty) gets one line per workload. False with *err (one
-// line naming the file) when something cannot be written.
-bool export_workloads(const std::vector<Spec>& workloads, const std::string& dir,
-                      const std::function<void(const std::string&)>& progress, std::string* err);
+// (every file atomically). `progress` (may be empty) gets one line per workload. A failure of one
+// line naming the file when something cannot be written.
+Status export_workloads(const std::vector<Spec>& workloads, const std::string& dir,
+                      const std::function<void(const std::string&)>& progress);
 
 // Reads dir/manifest.json and the framework's outputs it names, and makes one observation of
 // external?name=NAME per workload. Every check comes first, and nothing is written: a manifest of another
 // schema or detaudit version, a malformed or edited manifest, a missing output, a wrong dtype, byte order,
-// shape or order, a truncated .npy, a malformed producer.json: false with one line naming the file and
+// shape or order, a truncated .npy, a malformed producer.json: a failure of one line naming the file and
 // the problem. The oracle comes from results_dir/.oracle when an entry there passes its checks (a probe
 // run's), else it is computed here with cpu-ref.
-bool read_external_outputs(const std::string& dir, const std::string& name, const std::string& results_dir,
-                           std::vector<Observation>* out, std::string* err);
+Status read_external_outputs(const std::string& dir, const std::string& name, const std::string& results_dir,
+                           std::vector<Observation>* out);
 
 // The results of results_dir (results.json, or new ones of this machine when there is none) with `obs`
 // in place of any earlier observations of the same workload and target. Writes nothing.
-bool merge_external(const std::string& results_dir, const std::vector<Observation>& obs, const std::string& command,
-                    Results* out, std::string* err);
+Status merge_external(const std::string& results_dir, const std::vector<Observation>& obs, const std::string& command,
+                    Results* out);
 
 }  // namespace detaudit

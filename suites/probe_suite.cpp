@@ -80,27 +80,26 @@ SuiteDef suite_def(const std::string& name) {
   return d;
 }
 
-bool parse_all(const std::vector<std::string>& texts, bool target, std::vector<Spec>* out, std::string* err) {
+Status parse_all(const std::vector<std::string>& texts, bool target, std::vector<Spec>* out) {
   std::set<std::string> seen;
   for (auto& t : texts) {
     Spec s;
-    if (!(target ? parse_target(t, &s, err) : parse_workload(t, &s, err))) return false;
+    DETAUDIT_RETURN_IF_ERROR(target ? parse_target(t, &s) : parse_workload(t, &s));
     for (auto& e : target ? expand_all(s) : std::vector<Spec>{s})
       if (seen.insert(e.str()).second) out->push_back(e);
   }
-  return true;
+  return Status::ok();
 }
 
 }  // namespace
 
 std::vector<std::string> suite_names() { return {"quick", "full"}; }
 
-bool make_plan(const std::string& suite, const std::string& targets_csv, const std::string& workloads_csv,
-               int repeats, double timeout_s, ProbePlan* plan, std::string* err) {
+Status make_plan(const std::string& suite, const std::string& targets_csv, const std::string& workloads_csv,
+               int repeats, double timeout_s, ProbePlan* plan) {
   auto names = suite_names();
   if (std::find(names.begin(), names.end(), suite) == names.end()) {
-    *err = fmt::format("unknown suite '{}' (known: {})", suite, fmt::join(names, ", "));
-    return false;
+    return Status::invalid(fmt::format("unknown suite '{}' (known: {})", suite, fmt::join(names, ", ")));
   }
   SuiteDef d = suite_def(suite);
   ProbePlan p;
@@ -108,33 +107,30 @@ bool make_plan(const std::string& suite, const std::string& targets_csv, const s
   std::vector<std::string> t = targets_csv.empty() ? d.targets : split_list(targets_csv);
   std::vector<std::string> w = workloads_csv.empty() ? d.workloads : split_list(workloads_csv);
   if (!targets_csv.empty() && t.empty()) {
-    *err = "--targets is empty";
-    return false;
+    return Status::invalid("--targets is empty");
   }
   if (!workloads_csv.empty() && w.empty()) {
-    *err = "--workloads is empty";
-    return false;
+    return Status::invalid("--workloads is empty");
   }
-  if (!parse_all(t, true, &p.targets, err) || !parse_all(w, false, &p.workloads, err)) return false;
+  if (Status st; !(st = parse_all(t, true, &p.targets)) ||
+      !(st = parse_all(w, false, &p.workloads)))
+    return st;
   for (auto& target : p.targets)
     if (const BackendEntry* e = find_backend(target.name); e && e->imported) {
-      *err = fmt::format("target '{}' cannot be run: it holds a framework's outputs, imported with `detaudit import` "
+      return Status::invalid(fmt::format("target '{}' cannot be run: it holds a framework's outputs, imported with `detaudit import` "
                          "(see `detaudit export --help`)",
-                         target.str());
-      return false;
+                         target.str()));
     }
   if (repeats < 0 || repeats > 100000) {
-    *err = fmt::format("--repeats {} out of range (1..100000)", repeats);
-    return false;
+    return Status::invalid(fmt::format("--repeats {} out of range (1..100000)", repeats));
   }
   p.repeats = repeats > 0 ? repeats : d.repeats;
   if (!(timeout_s > 0)) {
-    *err = "--timeout must be positive";
-    return false;
+    return Status::invalid("--timeout must be positive");
   }
   p.timeout_s = timeout_s;
   *plan = p;
-  return true;
+  return Status::ok();
 }
 
 namespace {
@@ -273,15 +269,16 @@ void prepare_oracles(const ProbePlan& plan, const ProbeRunOptions& opt, Results*
                      const std::function<void(const std::string&)>& say) {
   std::vector<WorkItem> todo;
   for (auto& w : plan.workloads) {
-    std::string path = oracle_path(opt.out_dir, w), why;
+    std::string path = oracle_path(opt.out_dir, w);
     OracleEntry e;
     std::error_code ec;
     if (!fs::exists(fs::symlink_status(path, ec))) {
       todo.push_back({w, "", path});
       continue;
     }
-    if (read_oracle_entry(path, oracle_key(w), &e, &why)) continue;
-    say(fmt::format("oracle entry rejected, computing it again: {}", why));
+    Status read = read_oracle_entry(path, oracle_key(w), &e);
+    if (read) continue;
+    say(fmt::format("oracle entry rejected, computing it again: {}", read.message()));
     fs::remove_all(path, ec);
     todo.push_back({w, "", path});
   }
@@ -292,8 +289,10 @@ void prepare_oracles(const ProbePlan& plan, const ProbeRunOptions& opt, Results*
   wo.timeout_s = plan.timeout_s;
   wo.log_path = opt.out_dir + "/logs/oracle.log";
   Spec ref;
-  std::string err;
-  parse_target(oracle_backend().name, &ref, &err);
+  if (Status st = parse_target(oracle_backend().name, &ref); !st) {  // the registry's own name: a bug
+    for (auto& w : todo) r->oracle_failures[w.workload.str()] = "internal error: the oracle target: " + st.message();
+    return;
+  }
   say(fmt::format("oracles: computing {} with {}", todo.size(), oracle_backend().name));
   const auto t0 = std::chrono::steady_clock::now();
   size_t failed = 0;
@@ -322,22 +321,21 @@ size_t count_cells(const ProbePlan& plan) {
   return n;
 }
 
-bool check_memory(const ProbePlan& plan, uint64_t available, const std::string& source, std::string* err) {
-  if (available == 0) return true;  // unknown: nothing to compare with
+Status check_memory(const ProbePlan& plan, uint64_t available, const std::string& source) {
+  if (available == 0) return Status::ok();  // unknown: nothing to compare with
   for (auto& w : plan.workloads) {
     MemoryEstimate e = estimate_memory(w);
     if (e.total() > double(available)) {
-      *err = fmt::format("workload {} needs about {} ({:.0f} bytes: inputs {}, outputs {}, oracle {}, workspace {}) "
+      return Status::invalid(fmt::format("workload {} needs about {} ({:.0f} bytes: inputs {}, outputs {}, oracle {}, workspace {}) "
                          "but {} are available ({})",
                          w.str(), human_bytes(e.total()), e.total(), human_bytes(e.inputs), human_bytes(e.outputs),
-                         human_bytes(e.oracle), human_bytes(e.workspace), human_bytes(double(available)), source);
-      return false;
+                         human_bytes(e.oracle), human_bytes(e.workspace), human_bytes(double(available)), source));
     }
   }
-  return true;
+  return Status::ok();
 }
 
-int run_probe_suite(const ProbePlan& plan, const ProbeRunOptions& opt, Results* results, std::string* err) {
+Status run_probe_suite(const ProbePlan& plan, const ProbeRunOptions& opt, Results* results) {
   const auto start = std::chrono::steady_clock::now();
   std::mutex say_mu;  // the heartbeat thread says things too
   auto say = [&](const std::string& s) {
@@ -345,24 +343,21 @@ int run_probe_suite(const ProbePlan& plan, const ProbeRunOptions& opt, Results* 
     if (opt.progress) opt.progress(s);
   };
   std::string source;
-  if (!check_memory(plan, available_memory_bytes(&source), source, err)) return 2;
+  DETAUDIT_RETURN_IF_ERROR(check_memory(plan, available_memory_bytes(&source), source));
   DirLock lock;
-  if (!lock.acquire(opt.out_dir, err)) return 2;
+  DETAUDIT_RETURN_IF_ERROR(lock.acquire(opt.out_dir));
   const std::string results_path = opt.out_dir + "/results.json";
   Results r;
   std::set<std::pair<std::string, std::string>> done;
   if (!opt.fresh && fs::exists(results_path)) {
     Results old;
-    if (!load_results(results_path, &old, err)) {
-      *err += " (use --fresh to start over)";
-      return 2;
-    }
+    if (Status st = load_results(results_path, &old); !st)
+      return Status::invalid(st.message() + " (use --fresh to start over)");
     nlohmann::json a = old.plan, b = plan.to_json();
     if (a.value("targets", nlohmann::json()) != b["targets"] || a.value("workloads", nlohmann::json()) != b["workloads"] ||
         a.value("repeats", 0) != plan.repeats) {
-      *err = fmt::format("{} holds results of a different plan; use --fresh to replace them or another --out",
-                         results_path);
-      return 2;
+      return Status::invalid(fmt::format("{} holds results of a different plan; use --fresh to replace them or another --out",
+                         results_path));
     }
     r = std::move(old);
     for (auto& o : r.observations) done.insert({o.workload, o.target});
@@ -377,8 +372,7 @@ int run_probe_suite(const ProbePlan& plan, const ProbeRunOptions& opt, Results* 
   fs::create_directories(opt.out_dir + "/.oracle", ec);
   if (!ec) fs::create_directories(opt.out_dir + "/logs", ec);
   if (ec) {
-    *err = fmt::format("cannot create {}: {}", opt.out_dir, ec.message());
-    return 2;
+    return Status::error(fmt::format("cannot create {}: {}", opt.out_dir, ec.message()));
   }
   say(fmt::format("{}: {} targets x {} workloads ({} cells), {} repeats, results in {}",
                   opt.custom ? "plan" : "suite " + plan.suite, plan.targets.size(), plan.workloads.size(),
@@ -387,15 +381,15 @@ int run_probe_suite(const ProbePlan& plan, const ProbeRunOptions& opt, Results* 
   r.command = opt.command;
   r.plan = plan.to_json();
   r.machine = machine_fingerprint();
-  if (!save_results(results_path, r, err)) return 2;
+  DETAUDIT_RETURN_IF_ERROR(save_results(results_path, r));
 
   auto stop = [&]() {
     *results = r;
-    return kProbeInterrupted;
+    return Status::interrupted("interrupted by " + signal_description(interrupted()));
   };
   prepare_oracles(plan, opt, &r, say);
   if (interrupted()) return stop();
-  if (!save_results(results_path, r, err)) return 2;
+  DETAUDIT_RETURN_IF_ERROR(save_results(results_path, r));
 
   WorkerOptions wo;
   wo.exe = opt.exe;
@@ -420,7 +414,7 @@ int run_probe_suite(const ProbePlan& plan, const ProbeRunOptions& opt, Results* 
     if (items.empty()) continue;
     wo.log_path = opt.out_dir + "/logs/" + safe_file_name(target.str()) + ".log";
     size_t n = 0;
-    bool save_failed = false;
+    Status saved;  // the first failed save stops the audit after this target
     std::vector<Observation> finished;
     const auto t0 = std::chrono::steady_clock::now();
     run_target(
@@ -428,21 +422,21 @@ int run_probe_suite(const ProbePlan& plan, const ProbeRunOptions& opt, Results* 
         [&](const WorkItem&, Observation&& o) {
           finished.push_back(o);
           r.observations.push_back(std::move(o));
-          if (!save_failed && !save_results(results_path, r, err)) save_failed = true;
+          if (saved.is_ok()) saved = save_results(results_path, r);
         },
         [&](const WorkItem& w) {
           heartbeat.started(fmt::format("target {}/{} {}: workload {}/{} {}", ti + 1, plan.targets.size(),
                                         target.str(), ++n, items.size(), w.workload.str()));
         });
     heartbeat.idle();
-    if (save_failed) return 2;
+    DETAUDIT_RETURN_IF_ERROR(saved);
     if (interrupted()) return stop();
     say(progress.line(ti, target, finished, seconds_since(t0)));
   }
   r.finished_at = utc_now_iso8601();
-  if (!save_results(results_path, r, err)) return 2;
+  DETAUDIT_RETURN_IF_ERROR(save_results(results_path, r));
   *results = std::move(r);
-  return 0;
+  return Status::ok();
 }
 
 }  // namespace detaudit

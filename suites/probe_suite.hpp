@@ -21,9 +21,9 @@ struct ProbePlan {
 
 std::vector<std::string> suite_names();
 // Builds the plan from a suite and optional overrides (comma-separated spec lists). Expands `=all`
-// algorithm keys. False with a one-line *err naming the bad part.
-bool make_plan(const std::string& suite, const std::string& targets_csv, const std::string& workloads_csv,
-               int repeats, double timeout_s, ProbePlan* plan, std::string* err);
+// algorithm keys. Invalid with one line naming the bad part.
+Status make_plan(const std::string& suite, const std::string& targets_csv, const std::string& workloads_csv,
+               int repeats, double timeout_s, ProbePlan* plan);
 
 struct ProbeRunOptions {
   std::string out_dir;
@@ -37,18 +37,16 @@ struct ProbeRunOptions {
 // The number of cells (target x workload pairs that apply) of a plan.
 size_t count_cells(const ProbePlan& plan);
 
-// False with *err naming the workload, the bytes it needs and those available when one of the plan's
-// workloads cannot fit in `available` bytes of memory (estimate_memory). available 0: unknown, true.
-bool check_memory(const ProbePlan& plan, uint64_t available, const std::string& source, std::string* err);
+// Invalid, naming the workload, the bytes it needs and those available, when one of the plan's
+// workloads cannot fit in `available` bytes of memory (estimate_memory). available 0: unknown, ok.
+Status check_memory(const ProbePlan& plan, uint64_t available, const std::string& source);
 
-inline constexpr int kProbeInterrupted = 3;
-
-// Runs the plan. Returns 0 when the audit completed (whatever it found), 2 when it could not run
-// (*err says why), kProbeInterrupted when SIGINT/SIGTERM/SIGHUP stopped it (every finished observation
-// is saved in out_dir/results.json and *results holds them; the run resumes with the same --out).
-// Refuses (2) before writing anything when a workload cannot fit in memory, and when another process
-// holds out_dir (DirLock). Writes
+// Runs the plan. Ok when the audit completed (whatever it found), a failure (one line) when it could
+// not run, interrupted when SIGINT/SIGTERM/SIGHUP stopped it (every finished observation is saved in
+// out_dir/results.json and *results holds them; the run resumes with the same --out). Refuses before
+// writing anything when a workload cannot fit in memory, and when another process holds out_dir
+// (DirLock). Writes
 // out_dir/results.json after every observation and the reports at the end.
-int run_probe_suite(const ProbePlan& plan, const ProbeRunOptions& opt, Results* results, std::string* err);
+Status run_probe_suite(const ProbePlan& plan, const ProbeRunOptions& opt, Results* results);
 
 }  // namespace detaudit

@@ -24,11 +24,11 @@ namespace detaudit {
 
 namespace fs = std::filesystem;
 
-bool derive_variants(const Spec& base, TargetVariants* out, std::string* err) {
+Status derive_variants(const Spec& base, TargetVariants* out) {
   TargetVariants v{base, base, base};
-  if (!training_variants(base, &v.deterministic, &v.nondeterministic, err)) return false;
+  DETAUDIT_RETURN_IF_ERROR(training_variants(base, &v.deterministic, &v.nondeterministic));
   *out = v;
-  return true;
+  return Status::ok();
 }
 
 nlohmann::json TrainDesign::to_json() const {
@@ -45,15 +45,12 @@ nlohmann::json TrainDesign::to_json() const {
 TrainDesign default_design(bool paper, const std::string& model) {
   TrainDesign d;
   d.model = model;
-  std::string err;
   // The default targets come from the registry entries that declare them (BackendEntry::training_targets).
+  // They are the registry's own spellings, so every one parses (Registry.DefaultTrainingTargetsParse).
   auto targets_for = [&](const std::string& use) {
     std::vector<Spec> v;
-    for (auto& text : default_training_targets(use)) {
-      Spec t;
-      parse_target(text, &t, &err);
-      v.push_back(t);
-    }
+    for (auto& text : default_training_targets(use))
+      if (Spec t; parse_target(text, &t).is_ok()) v.push_back(t);
     return v;
   };
   d.targets = targets_for("sony2021");
@@ -126,39 +123,39 @@ bool is_hex32(const nlohmann::json& j) {
 }
 
 // The worker's "run" object, checked field by field before it enters results.json. False with *why.
-bool accept_worker_run(const nlohmann::json& w, int batches, nlohmann::json* out, std::string* why) {
-  if (!w.is_object() || !w.contains("status") || !w["status"].is_string()) return *why = "no status", false;
+Status accept_worker_run(const nlohmann::json& w, int batches, nlohmann::json* out) {
+  if (!w.is_object() || !w.contains("status") || !w["status"].is_string()) return Status::invalid("no status");
   const std::string status = w["status"];
   if (status == "skipped" || status == "error") {
     if (w.size() != 2 || !w.contains("reason") || !w["reason"].is_string())
-      return *why = status + " without a reason", false;
+      return Status::invalid(status + " without a reason");
     *out = w;
-    return true;
+    return Status::ok();
   }
-  if (status != "ok") return *why = "status '" + status + "'", false;
+  if (status != "ok") return Status::invalid("status '" + status + "'");
   auto num_or_null = [](const nlohmann::json& j) { return j.is_number() || j.is_null(); };
   const nlohmann::json no = nullptr;
   auto get = [&](const char* k) -> const nlohmann::json& { return w.contains(k) ? w[k] : no; };
-  if (!num_or_null(get("final_loss")) || !w.contains("final_loss")) return *why = "final_loss", false;
+  if (!num_or_null(get("final_loss")) || !w.contains("final_loss")) return Status::invalid("final_loss");
   const auto& curve = get("curve");
   if (!curve.is_array() || curve.size() != size_t(batches) || !std::all_of(curve.begin(), curve.end(), num_or_null))
-    return *why = fmt::format("curve (expected {} losses)", batches), false;
+    return Status::invalid(fmt::format("curve (expected {} losses)", batches));
   for (const char* k : {"curve_fingerprint", "initial_weights_fingerprint", "weights_fingerprint"})
-    if (!is_hex32(get(k))) return *why = k, false;
+    if (!is_hex32(get(k))) return Status::invalid(k);
   for (const char* k : {"seconds", "steps_per_second"})
-    if (!get(k).is_number()) return *why = k, false;
-  if (!get("phases").is_object()) return *why = "phases", false;
+    if (!get(k).is_number()) return Status::invalid(k);
+  if (!get("phases").is_object()) return Status::invalid("phases");
   size_t fields = 9;
   for (const char* k : {"nudge", "noise", "prediction", "frames_png"})
     if (w.contains(k)) {
-      if (std::string(k) == "frames_png" ? !w[k].is_string() : !w[k].is_object()) return *why = k, false;
+      if (std::string(k) == "frames_png" ? !w[k].is_string() : !w[k].is_object()) return Status::invalid(k);
       ++fields;
     }
-  if (w.size() != fields) return *why = "unknown fields", false;
+  if (w.size() != fields) return Status::invalid("unknown fields");
   *out = w;
   (*out)["final_loss"] = number_or_nan(w["final_loss"]);
   for (auto& x : (*out)["curve"]) x = number_or_nan(x);
-  return true;
+  return Status::ok();
 }
 
 // What became of a worker that sent no result: crashed (a signal), timeout (no progress), or error.
@@ -230,11 +227,10 @@ WorkerOutcome run_in_worker(const TrainRunRequest& q, const std::string& exe, do
   WorkerOutcome o;
   o.interrupted = ex.interrupted;
   if (o.interrupted) return o;
-  std::string why;
   if (got_run) {
     // A result that arrived is the run's, even if the worker then failed to exit cleanly.
-    if (!accept_worker_run(result, q.batches, &o.fields, &why))
-      o.fields = {{"status", "error"}, {"reason", "the worker sent a malformed result (" + why + ")"}};
+    if (Status st = accept_worker_run(result, q.batches, &o.fields); !st)
+      o.fields = {{"status", "error"}, {"reason", "the worker sent a malformed result (" + st.message() + ")"}};
   } else {
     o.fields = failure_fields(ex, timeout_s, batches_done, q.batches, log_path);
   }
@@ -262,35 +258,31 @@ std::string design_error(const TrainDesign& d) {
 // Loads the design's data (suites/train_data.hpp), checks that the model can use it, and returns the
 // fingerprint of its pixels (what every worker must load too). The pixels are not kept: the workers load
 // their own.
-bool check_data(const TrainDesign& d, const std::function<void(const std::string&)>& say, std::string* fingerprint,
-                std::string* err) {
+Status check_data(const TrainDesign& d, const std::function<void(const std::string&)>& say, std::string* fingerprint) {
   TrainData data;
-  if (Status st = load_train_data(d.model, d.prednet_config, d.data_dir, d.batch_size, &data); !st)
-    return *err = st.message(), false;
+  DETAUDIT_RETURN_IF_ERROR(load_train_data(d.model, d.prednet_config, d.data_dir, d.batch_size, &data));
   say("data: " + data.description);
   *fingerprint = data.fingerprint;
-  return true;
+  return Status::ok();
 }
 
 // results.json of a fresh design, or the one being resumed (its finished runs' keys in *done).
-bool open_results(const TrainDesign& d, const TrainRunOptions& opt, size_t planned, const std::string& data_fp, Results* r,
-                  std::set<std::string>* done, const std::function<void(const std::string&)>& say, std::string* err) {
+Status open_results(const TrainDesign& d, const TrainRunOptions& opt, size_t planned, const std::string& data_fp, Results* r,
+                  std::set<std::string>* done, const std::function<void(const std::string&)>& say) {
   std::error_code ec;
   fs::create_directories(opt.out_dir + "/logs", ec);
-  if (ec) return *err = fmt::format("cannot create {}: {}", opt.out_dir, ec.message()), false;
+  if (ec) return Status::error(fmt::format("cannot create {}: {}", opt.out_dir, ec.message()));
   const std::string path = opt.out_dir + "/results.json";
   nlohmann::json plan = {{"kind", "train"}, {"design", d.to_json()}, {"runs", planned}, {"data_fingerprint", data_fp}};
   if (!opt.fresh && fs::exists(path)) {
-    if (!load_results(path, r, err)) return *err += " (use --fresh to start over)", false;
+    if (Status st = load_results(path, r); !st) return Status::invalid(st.message() + " (use --fresh to start over)");
     if (r->plan.value("design", nlohmann::json()) != plan["design"])
-      return *err = fmt::format("{} holds results of a different plan; use --fresh to replace them or another --out",
-                                path),
-             false;
+      return Status::invalid(fmt::format("{} holds results of a different plan; use --fresh to replace them or another --out",
+                                path));
     if (const std::string old = r->plan.value("data_fingerprint", ""); !old.empty() && old != data_fp)
-      return *err = fmt::format("{} holds runs trained on other data (pixel fingerprint {}, now {}); use --fresh to "
+      return Status::invalid(fmt::format("{} holds runs trained on other data (pixel fingerprint {}, now {}); use --fresh to "
                                 "replace them or another --out",
-                                path, old, data_fp),
-             false;
+                                path, old, data_fp));
     for (auto& run : r->training) done->insert(run.key);
     if (!done->empty()) say(fmt::format("resuming: {} finished runs kept from {}", done->size(), path));
   } else {
@@ -300,7 +292,7 @@ bool open_results(const TrainDesign& d, const TrainRunOptions& opt, size_t plann
   r->command = opt.command;
   r->plan = plan;
   r->machine = machine_fingerprint();
-  return save_results(path, *r, err);
+  return save_results(path, *r);
 }
 
 nlohmann::json run_identity(const TrainDesign& d, const PlannedRun& p, const std::string& machine_id) {
@@ -351,34 +343,33 @@ std::string run_summary(const TrainingRun& run) {
 
 }  // namespace
 
-int run_train_design(const TrainDesign& d, const TrainRunOptions& opt, Results* results, std::string* err) {
+Status run_train_design(const TrainDesign& d, const TrainRunOptions& opt, Results* results) {
   auto say = [&](const std::string& s) {
     if (opt.progress) opt.progress(s);
   };
-  if (std::string e = design_error(d); !e.empty()) return *err = e, 2;
-  if (opt.exe.empty()) return *err = "internal error: no detaudit executable for the training workers", 2;
+  if (std::string e = design_error(d); !e.empty()) return Status::invalid(e);
+  if (opt.exe.empty()) return Status::invalid("internal error: no detaudit executable for the training workers");
   std::vector<TargetVariants> vars;
   for (auto& t : d.targets) {
     TargetVariants v;
-    if (!derive_variants(t, &v, err)) return 2;
+    DETAUDIT_RETURN_IF_ERROR(derive_variants(t, &v));
     vars.push_back(v);
   }
   std::string data_fp;
-  if (!check_data(d, say, &data_fp, err)) return 2;
+  DETAUDIT_RETURN_IF_ERROR(check_data(d, say, &data_fp));
   DirLock lock;
-  if (!lock.acquire(opt.out_dir, err)) return 2;
+  DETAUDIT_RETURN_IF_ERROR(lock.acquire(opt.out_dir));
   const std::vector<PlannedRun> runs = plan_runs(d, vars);
   Results r;
   std::set<std::string> done;
-  if (!open_results(d, opt, runs.size(), data_fp, &r, &done, say, err)) return 2;
+  DETAUDIT_RETURN_IF_ERROR(open_results(d, opt, runs.size(), data_fp, &r, &done, say));
   const std::string path = opt.out_dir + "/results.json";
   const std::string machine_dump = r.machine.dump();
   const std::string machine_id = fingerprint_bytes(machine_dump.data(), machine_dump.size()).hex().substr(0, 16);
   const double timeout_s = opt.run_timeout_s > 0 ? opt.run_timeout_s : kDefaultRunTimeoutS;
   auto stop_interrupted = [&] {
-    *err = "interrupted by " + signal_description(interrupted());
     *results = std::move(r);
-    return kTrainInterrupted;
+    return Status::interrupted("interrupted by " + signal_description(interrupted()));
   };
 
   // A target that cannot run here (no device, library not built) is asked once; its other runs are
@@ -405,31 +396,34 @@ int run_train_design(const TrainDesign& d, const TrainRunOptions& opt, Results* 
     }
     for (auto& [k, v] : fields.items()) run[k] = v;
     TrainingRun t;
-    std::string why;
-    if (!from_json(run, &t, &why, "run")) {  // accept_worker_run checked the fields: a bug if it happens
+    if (Status st = from_json(run, &t, "run"); !st) {  // accept_worker_run checked the fields: a bug if it happens
       nlohmann::json bad = run_identity(d, p, machine_id);
       bad["status"] = "error";
-      bad["reason"] = "internal error: the run's record is malformed: " + why;
-      from_json(bad, &t, &why, "run");
+      bad["reason"] = "internal error: the run's record is malformed: " + st.message();
+      if (Status again = from_json(bad, &t, "run"); !again) {  // the identity itself is malformed
+        t = TrainingRun{};
+        t.key = p.key();
+        t.status = ObsStatus::kError;
+        t.reason = bad["reason"].get<std::string>() + "; its identity too: " + again.message();
+      }
     }
     say(prefix + ": " + run_summary(t));
     r.training.push_back(std::move(t));
-    if (!save_results(path, r, err)) return 2;
+    DETAUDIT_RETURN_IF_ERROR(save_results(path, r));
   }
   r.analysis = analyze_training(r.training, training_sources(r.plan, r.machine, r.tool_version, r.tool_commit), target_facts);
   r.finished_at = utc_now_iso8601();
-  if (!save_results(path, r, err)) return 2;
+  DETAUDIT_RETURN_IF_ERROR(save_results(path, r));
   *results = std::move(r);
-  return 0;
+  return Status::ok();
 }
 
 // Variants that cannot be derived plan no runs (run_train_design refuses such a design).
 size_t planned_runs(const TrainDesign& d) {
   std::vector<TargetVariants> vars;
-  std::string err;
   for (auto& t : d.targets) {
     TargetVariants v;
-    if (derive_variants(t, &v, &err)) vars.push_back(v);
+    if (derive_variants(t, &v).is_ok()) vars.push_back(v);
   }
   return plan_runs(d, vars).size();
 }
@@ -450,36 +444,34 @@ std::string canonical_dir(const std::string& d) {
 
 }  // namespace
 
-int analyze_training_dirs(const AnalyzeOptions& opt, Results* results, std::string* err) {
+Status analyze_training_dirs(const AnalyzeOptions& opt, Results* results) {
   auto say = [&](const std::string& s) {
     if (opt.progress) opt.progress(s);
   };
-  if (opt.dirs.empty()) return *err = "no results directory given", 2;
-  if (opt.out_dir.empty()) return *err = "--out is required", 2;
+  if (opt.dirs.empty()) return Status::invalid("no results directory given");
+  if (opt.out_dir.empty()) return Status::invalid("--out is required");
   const std::string out_canon = canonical_dir(opt.out_dir);
   std::vector<Results> inputs;
   for (auto& dir : opt.dirs) {
-    if (!fs::is_directory(dir)) return *err = fmt::format("{}: not a directory", dir), 2;
+    if (!fs::is_directory(dir)) return Status::invalid(fmt::format("{}: not a directory", dir));
     if (canonical_dir(dir) == out_canon)
-      return *err = fmt::format("--out {} is one of the inputs: its results.json would be replaced", opt.out_dir), 2;
+      return Status::invalid(fmt::format("--out {} is one of the inputs: its results.json would be replaced", opt.out_dir));
     for (size_t i = 0; i < inputs.size(); ++i)
-      if (canonical_dir(opt.dirs[i]) == canonical_dir(dir)) return *err = fmt::format("{} is given twice", dir), 2;
+      if (canonical_dir(opt.dirs[i]) == canonical_dir(dir)) return Status::invalid(fmt::format("{} is given twice", dir));
     Results r;
-    if (!load_results(dir + "/results.json", &r, err)) return 2;
+    DETAUDIT_RETURN_IF_ERROR(load_results(dir + "/results.json", &r));
     if (r.plan.value("kind", "") != "train" || !r.plan.contains("design"))
-      return *err = fmt::format("{}/results.json holds no training design (plan.kind is not \"train\")", dir), 2;
+      return Status::invalid(fmt::format("{}/results.json holds no training design (plan.kind is not \"train\")", dir));
     if (r.plan.contains("sources"))
-      return *err = fmt::format("{}/results.json is itself a merged analysis: give the directories it was merged from "
+      return Status::invalid(fmt::format("{}/results.json is itself a merged analysis: give the directories it was merged from "
                                 "(plan.sources)",
-                                dir),
-             2;
-    if (r.training.empty()) return *err = fmt::format("{}/results.json holds no training runs", dir), 2;
+                                dir));
+    if (r.training.empty()) return Status::invalid(fmt::format("{}/results.json holds no training runs", dir));
     if (r.plan.value("data_fingerprint", "").empty())
-      return *err = fmt::format("{}/results.json does not record its data's fingerprint (plan.data_fingerprint; results "
+      return Status::invalid(fmt::format("{}/results.json does not record its data's fingerprint (plan.data_fingerprint; results "
                                 "written before detaudit analyze existed lack it): its data cannot be checked against the "
                                 "others'; run the design again",
-                                dir),
-             2;
+                                dir));
     inputs.push_back(std::move(r));
   }
   const nlohmann::json& d0 = inputs[0].plan["design"];
@@ -488,22 +480,20 @@ int analyze_training_dirs(const AnalyzeOptions& opt, Results* results, std::stri
     for (const char* f : kMergeFields) {
       const nlohmann::json a = d0.value(f, nlohmann::json()), b = di.value(f, nlohmann::json());
       if (a != b)
-        return *err = fmt::format("{} and {} ran different designs: {} is {} vs {}; only runs of one design can be merged",
-                                  opt.dirs[0], opt.dirs[i], f, a.dump(), b.dump()),
-               2;
+        return Status::invalid(fmt::format("{} and {} ran different designs: {} is {} vs {}; only runs of one design can be merged",
+                                  opt.dirs[0], opt.dirs[i], f, a.dump(), b.dump()));
     }
     const std::string fa = inputs[0].plan["data_fingerprint"], fb = inputs[i].plan["data_fingerprint"];
     if (fa != fb)
-      return *err = fmt::format("{} and {} trained on different data (pixel fingerprints {} vs {}); only runs of one "
+      return Status::invalid(fmt::format("{} and {} trained on different data (pixel fingerprints {} vs {}); only runs of one "
                                 "design can be merged",
-                                opt.dirs[0], opt.dirs[i], fa, fb),
-             2;
+                                opt.dirs[0], opt.dirs[i], fa, fb));
   }
   DirLock lock;
   std::error_code ec;
   fs::create_directories(opt.out_dir, ec);
-  if (ec) return *err = fmt::format("cannot create {}: {}", opt.out_dir, ec.message()), 2;
-  if (!lock.acquire(opt.out_dir, err)) return 2;
+  if (ec) return Status::error(fmt::format("cannot create {}: {}", opt.out_dir, ec.message()));
+  DETAUDIT_RETURN_IF_ERROR(lock.acquire(opt.out_dir));
 
   Results m;
   m.started_at = utc_now_iso8601();
@@ -549,9 +539,9 @@ int analyze_training_dirs(const AnalyzeOptions& opt, Results* results, std::stri
             {"data_fingerprint", inputs[0].plan["data_fingerprint"]}, {"sources", sources}};
   m.analysis = analyze_training(m.training, training_sources(m.plan, m.machine, m.tool_version, m.tool_commit), target_facts);
   m.finished_at = utc_now_iso8601();
-  if (!save_results(opt.out_dir + "/results.json", m, err)) return 2;
+  DETAUDIT_RETURN_IF_ERROR(save_results(opt.out_dir + "/results.json", m));
   *results = std::move(m);
-  return 0;
+  return Status::ok();
 }
 
 }  // namespace detaudit

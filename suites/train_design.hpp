@@ -36,7 +36,7 @@ struct TargetVariants {
 };
 // cpu: order=blocked vs order=atomic; cuda: tree vs atomic; cublas: atomics not_allowed vs allowed;
 // cudnn: deterministic algorithms (1) vs the atomic ones (0). Others have no nondeterministic variant.
-bool derive_variants(const Spec& base, TargetVariants* out, std::string* err);
+Status derive_variants(const Spec& base, TargetVariants* out);
 
 struct TrainDesign {
   std::string model = "autoencoder";
@@ -85,18 +85,17 @@ struct TrainRunOptions {
 // Runs the design, writing results.json after every finished run (an interrupted design resumes
 // without redoing finished runs; failed runs, crashed and timed-out ones included, count as finished),
 // then the analysis and the reports. Before any run, the data set is loaded and checked: a bad IDX
-// file, or images the model cannot use (not 28x28, fewer than one batch), return 2.
+// file, or images the model cannot use (not 28x28, fewer than one batch), fail before any run.
 // Returns
-//   0  the design ran to its end (whatever it found, crashes and timeouts included);
-//   2  it could not run (*err: one line), e.g. bad data, or out_dir in use by another process (DirLock);
-//   3  (kTrainInterrupted) detaudit was interrupted (SIGINT/SIGTERM/SIGHUP, see probes/child.hpp): the run
-//      in progress is dropped, results.json keeps the finished runs, no analysis or report is written,
-//      *err says which signal ("interrupted by SIGINT (Interrupt)").
-// On 0 and 3, results->training holds the finished runs (those of earlier sessions included) and
-// results->plan["runs"] the planned count (== planned_runs(d)), so the CLI can say "interrupted: N of M
-// runs done".
-inline constexpr int kTrainInterrupted = 3;
-int run_train_design(const TrainDesign& d, const TrainRunOptions& opt, Results* results, std::string* err);
+//   ok           the design ran to its end (whatever it found, crashes and timeouts included);
+//   a failure    it could not run (one line), e.g. bad data, or out_dir in use by another process (DirLock);
+//   interrupted  detaudit was interrupted (SIGINT/SIGTERM/SIGHUP, see probes/child.hpp): the run in
+//                progress is dropped, results.json keeps the finished runs, no analysis or report is
+//                written; the message says which signal ("interrupted by SIGINT (Interrupt)").
+// When ok or interrupted, results->training holds the finished runs (those of earlier sessions included)
+// and results->plan["runs"] the planned count (== planned_runs(d)), so the CLI can say "interrupted: N
+// of M runs done".
+Status run_train_design(const TrainDesign& d, const TrainRunOptions& opt, Results* results);
 // How many runs the design plans: per base target, seeds x replicates under (a), seeds under (b) to (e).
 size_t planned_runs(const TrainDesign& d);
 
@@ -141,8 +140,8 @@ struct TrainRunRequest {
 };
 // Strict: every field present with its type and range (index >= 1, batches 1..10^7, batch_size
 // 1..65536, window 1..batches, model "autoencoder", target a valid spec, fingerprint 32 hex digits),
-// no unknown field. False with a one-line *err.
-bool parse_train_request(const std::string& text, TrainRunRequest* out, std::string* err);
+// no unknown field. Invalid with one line otherwise.
+Status parse_train_request(const std::string& text, TrainRunRequest* out);
 
 // The fingerprint of a data set's pixels (what parent and worker compare).
 std::string dataset_fingerprint(const Dataset& data);
@@ -156,8 +155,8 @@ int train_worker_main(int in_fd, int out_fd);
 // on one machine) into one analysis (analysis/training.hpp) in which each directory is a source:
 // <out>/results.json (plan.sources lists them), report.md and report.html.
 // The designs must agree in model, design, seeds, batches, window, replicates, batch size, data seed
-// (the batch order), initial-seed base and the data's pixel fingerprint; targets may differ. Returns 0,
-// or 2 with a one-line *err: a directory that cannot be read or holds no training runs, designs that
+// (the batch order), initial-seed base and the data's pixel fingerprint; targets may differ. Fails
+// with one line on: a directory that cannot be read or holds no training runs, designs that
 // differ (naming the directories, the field and both values), a merged analysis given as input, or an
 // output directory that is one of the inputs.
 struct AnalyzeOptions {
@@ -165,6 +164,6 @@ struct AnalyzeOptions {
   std::string out_dir, command;
   std::function<void(const std::string&)> progress;
 };
-int analyze_training_dirs(const AnalyzeOptions& opt, Results* results, std::string* err);
+Status analyze_training_dirs(const AnalyzeOptions& opt, Results* results);
 
 }  // namespace detaudit

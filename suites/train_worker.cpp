@@ -51,12 +51,9 @@ nlohmann::json TrainRunRequest::to_json() const {
           {"prednet_config", prednet_config}};
 }
 
-bool parse_train_request(const std::string& text, TrainRunRequest* out, std::string* err) {
+Status parse_train_request(const std::string& text, TrainRunRequest* out) {
   const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
-  auto bad = [&](const std::string& why) {
-    *err = "malformed request: " + why;
-    return false;
-  };
+  auto bad = [&](const std::string& why) { return Status::invalid("malformed request: " + why); };
   if (j.is_discarded() || !j.is_object()) return bad("not a JSON object");
   static const std::set<std::string> kFields = {"protocol",   "index",     "key",       "model",
                                                 "target",     "init_seed", "data_seed", "batches",
@@ -67,30 +64,31 @@ bool parse_train_request(const std::string& text, TrainRunRequest* out, std::str
   auto str = [&](const char* k, std::string* dst) {
     if (!j.contains(k) || !j[k].is_string()) return bad(fmt::format("\"{}\" must be a string", k));
     *dst = j[k].get<std::string>();
-    return true;
+    return Status::ok();
   };
   auto unsigned_in = [&](const char* k, uint64_t lo, uint64_t hi, uint64_t* dst) {
     if (!j.contains(k) || !j[k].is_number_unsigned() || j[k].get<uint64_t>() < lo || j[k].get<uint64_t>() > hi)
       return bad(fmt::format("\"{}\" must be an integer in {}..{}", k, lo, hi));
     *dst = j[k].get<uint64_t>();
-    return true;
+    return Status::ok();
   };
   TrainRunRequest q;
   std::string protocol, target;
   uint64_t batches = 0, batch_size = 0, window = 0;
-  if (!str("protocol", &protocol)) return false;
+  DETAUDIT_RETURN_IF_ERROR(str("protocol", &protocol));
   if (protocol != kTrainWorkerProtocol) return bad(fmt::format("\"protocol\" must be \"{}\"", kTrainWorkerProtocol));
-  if (!unsigned_in("index", 1, UINT64_MAX, &q.index) || !str("key", &q.key) || !str("model", &q.model) ||
-      !str("target", &target) || !unsigned_in("init_seed", 0, UINT64_MAX, &q.init_seed) ||
-      !unsigned_in("data_seed", 0, UINT64_MAX, &q.data_seed) ||
-      !unsigned_in("batches", 1, uint64_t(kMaxTrainBatches), &batches) ||
-      !unsigned_in("batch_size", 1, uint64_t(kMaxTrainBatchSize), &batch_size) ||
-      !unsigned_in("window", 1, batches, &window) || !str("data_dir", &q.data_dir) ||
-      !str("data_fingerprint", &q.data_fingerprint))
-    return false;
+  if (Status st; !(st = unsigned_in("index", 1, UINT64_MAX, &q.index)) || !(st = str("key", &q.key)) ||
+      !(st = str("model", &q.model)) || !(st = str("target", &target)) ||
+      !(st = unsigned_in("init_seed", 0, UINT64_MAX, &q.init_seed)) ||
+      !(st = unsigned_in("data_seed", 0, UINT64_MAX, &q.data_seed)) ||
+      !(st = unsigned_in("batches", 1, uint64_t(kMaxTrainBatches), &batches)) ||
+      !(st = unsigned_in("batch_size", 1, uint64_t(kMaxTrainBatchSize), &batch_size)) ||
+      !(st = unsigned_in("window", 1, batches, &window)) || !(st = str("data_dir", &q.data_dir)) ||
+      !(st = str("data_fingerprint", &q.data_fingerprint)))
+    return st;
   if (q.key.empty()) return bad("\"key\" is empty");
   if (q.model != "autoencoder" && q.model != "prednet") return bad("\"model\" must be \"autoencoder\" or \"prednet\"");
-  if (!parse_target(target, &q.target, err)) return bad(*err);
+  if (Status st = parse_target(target, &q.target); !st) return bad(st.message());
   Fingerprint fp;
   if (!Fingerprint::from_hex(q.data_fingerprint, &fp))
     return bad("\"data_fingerprint\" must be 32 lowercase hex digits");
@@ -98,12 +96,12 @@ bool parse_train_request(const std::string& text, TrainRunRequest* out, std::str
     return bad("\"nudge\" must be an integer >= -1");
   q.nudge = j["nudge"].get<int64_t>();
   uint64_t noise_every = 0;
-  if (!unsigned_in("noise_every", 0, uint64_t(kMaxTrainBatches), &noise_every)) return false;
+  DETAUDIT_RETURN_IF_ERROR(unsigned_in("noise_every", 0, uint64_t(kMaxTrainBatches), &noise_every));
   q.noise_every = int(noise_every);
-  if (!str("prednet_config", &q.prednet_config)) return false;
+  DETAUDIT_RETURN_IF_ERROR(str("prednet_config", &q.prednet_config));
   q.batches = int(batches), q.batch_size = int(batch_size), q.window = int(window);
   *out = std::move(q);
-  return true;
+  return Status::ok();
 }
 
 std::string dataset_fingerprint(const Dataset& data) {
@@ -324,13 +322,12 @@ nlohmann::json run_request(const TrainRunRequest& q, Fault fault, int out_fd) {
 int train_worker_main(int in_fd, int out_fd) {
   child_die_with_parent();
   TrainRunRequest q;
-  std::string err;
-  if (!parse_train_request(read_all(in_fd), &q, &err)) {
-    fmt::print(stderr, "detaudit train worker: {}\n", err);
+  if (Status st = parse_train_request(read_all(in_fd), &q); !st) {
+    fmt::print(stderr, "detaudit train worker: {}\n", st.message());
     return 2;
   }
   Fault fault;
-  if (!fault_for(q, &fault, &err)) {
+  if (std::string err; !fault_for(q, &fault, &err)) {
     fmt::print(stderr, "detaudit train worker: {}\n", err);
     return 2;
   }

@@ -13,19 +13,31 @@
 #include "contract/verdict.hpp"
 #include "probes/spec.hpp"
 
+namespace detaudit {
+
+// A Status as a test reads it: true when ok; its message in *err either way ("" when ok), so that
+// `ASSERT_TRUE(succeeded(f(x), &err)) << err` shows why it failed and `EXPECT_FALSE(...)` can check
+// the message.
+inline bool succeeded(const Status& st, std::string* err) {
+  *err = st.message();
+  return st.is_ok();
+}
+
+}  // namespace detaudit
+
 namespace detaudit::test {
 
 // The canonical text of a target or workload spec (the test fails when it does not parse).
 inline std::string canon_target(const std::string& text) {
   Spec s;
   std::string err;
-  EXPECT_TRUE(parse_target(text, &s, &err)) << err;
+  EXPECT_TRUE(succeeded(parse_target(text, &s), &err)) << err;
   return s.str();
 }
 inline std::string canon_workload(const std::string& text) {
   Spec s;
   std::string err;
-  EXPECT_TRUE(parse_workload(text, &s, &err)) << err;
+  EXPECT_TRUE(succeeded(parse_workload(text, &s), &err)) << err;
   return s.str();
 }
 

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <string>
 
+#include "tests/fixtures.hpp"
 #include "kernels/cuda/geometry.hpp"
 #include "kernels/cuda/native_kernels.hpp"
 #include "kernels/cuda/train_kernels.hpp"
@@ -111,7 +112,7 @@ TEST(AtomicGeometry, EverySuiteShapeRaces) {
   for (const std::string& suite : suite_names()) {
     ProbePlan plan;
     std::string err;
-    ASSERT_TRUE(make_plan(suite, "cuda:0?order=atomic", "", 0, 60, &plan, &err)) << err;
+    ASSERT_TRUE(succeeded(make_plan(suite, "cuda:0?order=atomic", "", 0, 60, &plan), &err)) << err;
     int checked = 0;
     for (const Spec& w : plan.workloads) {
       const std::string what = suite + ": " + w.str();

@@ -27,13 +27,13 @@ const std::string A(32, 'a'), B(32, 'b'), C(32, 'c');
 std::string target(const std::string& text) {
   Spec s;
   std::string err;
-  EXPECT_TRUE(parse_target(text, &s, &err)) << err;
+  EXPECT_TRUE(succeeded(parse_target(text, &s), &err)) << err;
   return s.str();
 }
 std::string workload(const std::string& text) {
   Spec s;
   std::string err;
-  EXPECT_TRUE(parse_workload(text, &s, &err)) << err;
+  EXPECT_TRUE(succeeded(parse_workload(text, &s), &err)) << err;
   return s.str();
 }
 
@@ -216,15 +216,15 @@ TEST(Baseline, RoundTripAndSameBytes) {
   r.training.push_back(train_run("d", target("cpu?order=blocked&threads=2"), 1000, 0, NAN));  // diverged: null
   Baseline b = make_baseline(r, "dirX", "2026-02-02T00:00:00Z");
   std::string err;
-  ASSERT_TRUE(save_baseline((dir / "one.json").string(), b, &err)) << err;
-  ASSERT_TRUE(save_baseline((dir / "two.json").string(), b, &err)) << err;
+  ASSERT_TRUE(succeeded(save_baseline((dir / "one.json").string(), b), &err)) << err;
+  ASSERT_TRUE(succeeded(save_baseline((dir / "two.json").string(), b), &err)) << err;
   std::string one = slurp(dir / "one.json");
   EXPECT_EQ(one, slurp(dir / "two.json"));
   EXPECT_NE(one.find("\"schema\": \"detaudit-baseline/1\""), std::string::npos);
   EXPECT_NE(one.find("\"final_loss\": null"), std::string::npos);
   // Loaded and saved again: the same bytes (every field read back, every number exactly).
   Baseline back;
-  ASSERT_TRUE(load_baseline((dir / "one.json").string(), &back, &err)) << err;
+  ASSERT_TRUE(succeeded(load_baseline((dir / "one.json").string(), &back), &err)) << err;
   EXPECT_EQ(baseline_text(back), one);
   EXPECT_EQ(back.cells.size(), b.cells.size());
   EXPECT_EQ(back.keys, b.keys);
@@ -287,13 +287,13 @@ TEST(Baseline, MalformedFilesNameTheFileAndTheField) {
     fs::path p = dir / (c.name + ".json");
     write(p, c.text);
     Baseline b;
-    EXPECT_FALSE(load_baseline(p.string(), &b, &err)) << c.name;
+    EXPECT_FALSE(succeeded(load_baseline(p.string(), &b), &err)) << c.name;
     EXPECT_EQ(err.rfind(p.string() + ": ", 0), 0u) << c.name << ": " << err;
     EXPECT_NE(err.find(c.expect), std::string::npos) << c.name << ": " << err;
     EXPECT_EQ(err.find('\n'), std::string::npos) << c.name << ": " << err;
   }
   Baseline b;
-  EXPECT_FALSE(load_baseline((dir / "absent.json").string(), &b, &err));
+  EXPECT_FALSE(succeeded(load_baseline((dir / "absent.json").string(), &b), &err));
   EXPECT_NE(err.find("absent.json: cannot open"), std::string::npos) << err;
   fs::remove_all(dir);
 }
@@ -302,13 +302,13 @@ TEST(Baseline, CliSaveWritesWhereItSays) {
   auto dir = fresh_dir("baseline-cli");
   fs::create_directories(dir);
   std::string err;
-  ASSERT_TRUE(save_results((dir / "results.json").string(), sample_results(), &err)) << err;
+  ASSERT_TRUE(succeeded(save_results((dir / "results.json").string(), sample_results()), &err)) << err;
   auto r = run_cli("baseline save " + dir.string());
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find((dir / "baseline.json").string()), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("5 cells, 1 training cells, 3 machine keys"), std::string::npos) << r.out;
   Baseline b;
-  ASSERT_TRUE(load_baseline((dir / "baseline.json").string(), &b, &err)) << err;
+  ASSERT_TRUE(succeeded(load_baseline((dir / "baseline.json").string(), &b), &err)) << err;
   EXPECT_EQ(b.cells.size(), 5u);
   EXPECT_EQ(b.source_dir, dir.string());
   auto other = dir / "elsewhere.json";
@@ -343,24 +343,24 @@ TEST(Baseline, EntriesRecordTheAlgorithmThatRan) {
   EXPECT_EQ(c->algo, "CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM");
   EXPECT_TRUE(find_cell(b, target("cpu?order=sequential&threads=1"))->algo.empty());  // none reported: none stored
   std::string err;
-  ASSERT_TRUE(save_baseline((dir / "b.json").string(), b, &err)) << err;
+  ASSERT_TRUE(succeeded(save_baseline((dir / "b.json").string(), b), &err)) << err;
   std::string text = slurp(dir / "b.json");
   auto j = nlohmann::json::parse(text);
   int with_algo = 0;
   for (auto& e : j["entries"]) with_algo += e.contains("algo");
   EXPECT_EQ(with_algo, 1);  // optional: only where the backend named its algorithm
   Baseline back;
-  ASSERT_TRUE(load_baseline((dir / "b.json").string(), &back, &err)) << err;
+  ASSERT_TRUE(succeeded(load_baseline((dir / "b.json").string(), &back), &err)) << err;
   EXPECT_EQ(find_cell(back, cd.target)->algo, "CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM");
   EXPECT_EQ(baseline_text(back), text);
   // A file without the field (older baselines) loads; a wrong type is named.
   for (auto& e : j["entries"]) e.erase("algo");
   std::ofstream(dir / "old.json") << j.dump();
-  ASSERT_TRUE(load_baseline((dir / "old.json").string(), &back, &err)) << err;
+  ASSERT_TRUE(succeeded(load_baseline((dir / "old.json").string(), &back), &err)) << err;
   EXPECT_TRUE(find_cell(back, cd.target)->algo.empty());
   j["entries"][0]["algo"] = 3;
   std::ofstream(dir / "bad.json") << j.dump();
-  EXPECT_FALSE(load_baseline((dir / "bad.json").string(), &back, &err));
+  EXPECT_FALSE(succeeded(load_baseline((dir / "bad.json").string(), &back), &err));
   EXPECT_NE(err.find("entries[0].algo"), std::string::npos) << err;
   fs::remove_all(dir);
 }

@@ -147,7 +147,7 @@ Checked render_and_load(const Results& r, const std::string& name) {
   const fs::path dir = fresh_dir("browser-" + name);
   fs::create_directories(dir);
   std::string err;
-  EXPECT_TRUE(write_reports(dir.string(), r, &err)) << err;
+  EXPECT_TRUE(succeeded(write_reports(dir.string(), r), &err)) << err;
   Checked c;
   c.figures_in_file = count(slurp(dir / "report.html"), "<svg ");
   c.page = load(dir / "report.html", dir / "chromium");

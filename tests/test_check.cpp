@@ -99,7 +99,7 @@ struct Dirs {
     fs::path d = root / name;
     fs::create_directories(d);
     std::string err;
-    EXPECT_TRUE(save_results((d / "results.json").string(), r, &err)) << err;
+    EXPECT_TRUE(succeeded(save_results((d / "results.json").string(), r), &err)) << err;
     return d.string();
   }
 };
@@ -348,7 +348,7 @@ TEST(Check, TrainingMeanAgainstThePredictionIntervalForTheMean) {
   CheckReport rep;
   Baseline b2;
   std::string err;
-  ASSERT_TRUE(load_baseline(two_dir + "/baseline.json", &b2, &err)) << err;
+  ASSERT_TRUE(succeeded(load_baseline(two_dir + "/baseline.json", &b2), &err)) << err;
   rep = check_against_baseline(b2, dir2, "d", "b");
   EXPECT_EQ(rep.exit_code(), 0);
   auto* f = first(rep, FindingKind::kTrainingInterval);

@@ -29,12 +29,12 @@ const std::string A(32, 'a'), B(32, 'b'), C(32, 'c');
 std::string T(const std::string& text) {
   Spec s;
   std::string err;
-  return parse_target(text, &s, &err) ? s.str() : "bad target: " + err;
+  return succeeded(parse_target(text, &s), &err) ? s.str() : "bad target: " + err;
 }
 std::string W(const std::string& text) {
   Spec s;
   std::string err;
-  return parse_workload(text, &s, &err) ? s.str() : "bad workload: " + err;
+  return succeeded(parse_workload(text, &s), &err) ? s.str() : "bad workload: " + err;
 }
 const std::string kMatmul = W("matmul?m=64&n=64&k=256");
 const std::string kReduce = W("reduce?op=sum&n=1000");
@@ -70,7 +70,7 @@ std::string save(const std::string& name, const Results& r) {
   fs::path d = fresh_dir(name);
   fs::create_directories(d);
   std::string err;
-  EXPECT_TRUE(save_results((d / "results.json").string(), r, &err)) << err;
+  EXPECT_TRUE(succeeded(save_results((d / "results.json").string(), r), &err)) << err;
   return d.string();
 }
 

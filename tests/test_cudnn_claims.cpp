@@ -10,6 +10,7 @@
 #include <sstream>
 #include <string>
 
+#include "tests/fixtures.hpp"
 #include "gates/verdict.hpp"
 #include "kernels/cuda/cuda.hpp"
 #include "probes/registry.hpp"
@@ -77,21 +78,21 @@ TEST(CudnnClaims, NotImplementedIsNoDeterminismClaim) {
   // The promise of a pinned algorithm that did not run (no details) comes from the header alone.
   Spec t, w;
   std::string err;
-  ASSERT_TRUE(parse_target("cudnn:0?bwd_filter_algo=4", &t, &err)) << err;
-  ASSERT_TRUE(parse_workload("conv2d?n=4&c=16&h=16&w=16&k=32&pass=bwd_filter", &w, &err)) << err;
+  ASSERT_TRUE(succeeded(parse_target("cudnn:0?bwd_filter_algo=4", &t), &err)) << err;
+  ASSERT_TRUE(succeeded(parse_workload("conv2d?n=4&c=16&h=16&w=16&k=32&pass=bwd_filter", &w), &err)) << err;
   const nlohmann::json machine = {{"gpus", {{{"index", 0}, {"name", "NVIDIA H200"}, {"compute_capability", "9.0"}}}}};
   Promise p = promise_for(t, w, machine, {});
   EXPECT_EQ(p.run_to_run, Promise::RunToRun::kNone) << p.run_to_run_source;
   EXPECT_NE(p.run_to_run_source.find("not implemented"), std::string::npos) << p.run_to_run_source;
-  ASSERT_TRUE(parse_target("cudnn:0?bwd_filter_algo=5", &t, &err)) << err;
+  ASSERT_TRUE(succeeded(parse_target("cudnn:0?bwd_filter_algo=5", &t), &err)) << err;
   EXPECT_EQ(promise_for(t, w, machine, {}).run_to_run, Promise::RunToRun::kDeterministic) << "unmarked";
 }
 
 Observation cudnn_cell(int distinct, const std::string& find, const std::string& doc) {
   Spec w, t;
   std::string err;
-  EXPECT_TRUE(parse_workload("conv2d?n=4&c=16&h=16&w=16&k=32&pass=bwd_filter", &w, &err)) << err;
-  EXPECT_TRUE(parse_target("cudnn:0?bwd_filter_algo=1", &t, &err)) << err;
+  EXPECT_TRUE(succeeded(parse_workload("conv2d?n=4&c=16&h=16&w=16&k=32&pass=bwd_filter", &w), &err)) << err;
+  EXPECT_TRUE(succeeded(parse_target("cudnn:0?bwd_filter_algo=1", &t), &err)) << err;
   Observation o;
   o.workload = w.str();
   o.target = t.str();
@@ -148,7 +149,7 @@ TEST(CudnnClaims, AnAlgorithmTheHeaderCallsNotImplementedIsNeitherClaimedDetermi
   Observation cell = cudnn_cell(1, "yes", "not implemented");
   Spec t;
   std::string err;
-  ASSERT_TRUE(parse_target("cudnn:0?bwd_filter_algo=4", &t, &err)) << err;
+  ASSERT_TRUE(succeeded(parse_target("cudnn:0?bwd_filter_algo=4", &t), &err)) << err;
   cell.target = t.str();
   cell.details["algo_name"] = "CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD";
   Observation o = judged(cell);

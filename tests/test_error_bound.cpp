@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/fixtures.hpp"
 #include "kernels/cpu/native.hpp"
 #include "kernels/cpu/vendor.hpp"
 #include "kernels/generator.hpp"
@@ -28,7 +29,7 @@ namespace {
 Spec workload(const std::string& text) {
   Spec s;
   std::string err;
-  EXPECT_TRUE(parse_workload(text, &s, &err)) << err;
+  EXPECT_TRUE(succeeded(parse_workload(text, &s), &err)) << err;
   return s;
 }
 

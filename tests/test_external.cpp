@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/fixtures.hpp"
 #include "kernels/cpu/ref.hpp"
 #include "kernels/generator.hpp"
 #include "kernels/npy.hpp"
@@ -36,13 +37,13 @@ namespace {
 Spec W(const std::string& text) {
   Spec s;
   std::string err;
-  EXPECT_TRUE(parse_workload(text, &s, &err)) << err;
+  EXPECT_TRUE(succeeded(parse_workload(text, &s), &err)) << err;
   return s;
 }
 Spec T(const std::string& text) {
   Spec s;
   std::string err;
-  EXPECT_TRUE(parse_target(text, &s, &err)) << err;
+  EXPECT_TRUE(succeeded(parse_target(text, &s), &err)) << err;
   return s;
 }
 
@@ -246,7 +247,7 @@ void write_outputs_of(const std::string& target, const fs::path& dir) {
 Results load(const fs::path& dir) {
   Results r;
   std::string err;
-  EXPECT_TRUE(load_results((dir / "results.json").string(), &r, &err)) << err;
+  EXPECT_TRUE(succeeded(load_results((dir / "results.json").string(), &r), &err)) << err;
   return r;
 }
 

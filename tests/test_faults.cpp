@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/fixtures.hpp"
 #include "probes/oracle_cache.hpp"
 #include "probes/worker.hpp"
 #include "probes/workload.hpp"
@@ -108,10 +109,10 @@ TEST(Faults, WorkloadThatCannotFitIsRefusedBeforeAnythingIsWritten) {
     // the test does not depend on this machine's memory...
     Spec s;
     std::string err;
-    ASSERT_TRUE(parse_workload(w, &s, &err)) << err;
+    ASSERT_TRUE(succeeded(parse_workload(w, &s), &err)) << err;
     ProbePlan plan;
     plan.workloads = {s};
-    EXPECT_FALSE(check_memory(plan, uint64_t(24) << 30, "test budget", &err)) << w;
+    EXPECT_FALSE(succeeded(check_memory(plan, uint64_t(24) << 30, "test budget"), &err)) << w;
     EXPECT_NE(err.find(s.str()), std::string::npos) << err;
     EXPECT_NE(err.find("bytes"), std::string::npos) << err;
     EXPECT_NE(err.find("available"), std::string::npos) << err;
@@ -125,10 +126,10 @@ TEST(Faults, WorkloadThatCannotFitIsRefusedBeforeAnythingIsWritten) {
   // A normal workload fits.
   Spec ok;
   std::string err;
-  ASSERT_TRUE(parse_workload("matmul?m=256&n=256&k=515", &ok, &err));
+  ASSERT_TRUE(succeeded(parse_workload("matmul?m=256&n=256&k=515", &ok), &err));
   ProbePlan plan;
   plan.workloads = {ok};
-  EXPECT_TRUE(check_memory(plan, uint64_t(1) << 30, "test budget", &err)) << err;
+  EXPECT_TRUE(succeeded(check_memory(plan, uint64_t(1) << 30, "test budget"), &err)) << err;
   EXPECT_GT(estimate_memory(ok).total(), 3.0 * 256 * 515 * 4);
 }
 
@@ -163,7 +164,7 @@ TEST(Faults, SecondProcessOnTheSameOutIsRefusedWithThePid) {
   fs::path dir = fresh_dir("locked");
   DirLock held;
   std::string err;
-  ASSERT_TRUE(held.acquire(dir.string(), &err)) << err;
+  ASSERT_TRUE(succeeded(held.acquire(dir.string()), &err)) << err;
   CliRun r = run(std::string("probe --targets cpu-ref --workloads 'reduce?op=sum&n=10' --out ") + dir.string());
   EXPECT_EQ(r.code, 2);
   EXPECT_EQ(lines(r.err), 1) << r.err;
@@ -173,7 +174,7 @@ TEST(Faults, SecondProcessOnTheSameOutIsRefusedWithThePid) {
   EXPECT_EQ(rep.code, 2);
   // Any other holder is refused while it is held, even another descriptor in this process.
   DirLock other;
-  EXPECT_FALSE(other.acquire(dir.string(), &err));
+  EXPECT_FALSE(succeeded(other.acquire(dir.string()), &err));
 }
 
 // --- 4. Ctrl-C / SIGTERM and a killed parent ------------------------------------------------------
@@ -254,38 +255,38 @@ TEST(Faults, OracleEntryIsCheckedOnLoad) {
   fs::create_directories(dir);
   Spec w;
   std::string err;
-  ASSERT_TRUE(parse_workload("reduce?op=softmax&n=2000&cols=100", &w, &err));
+  ASSERT_TRUE(succeeded(parse_workload("reduce?op=softmax&n=2000&cols=100", &w), &err));
   OracleEntry e;
   e.key = oracle_key(w);
   ASSERT_TRUE(compute_oracle(w, &e.payload, &e.inputs).is_ok());
   std::string path = (dir / "x.bin").string();
-  ASSERT_TRUE(write_oracle_entry(path, e, &err)) << err;
+  ASSERT_TRUE(succeeded(write_oracle_entry(path, e), &err)) << err;
   OracleEntry back;
-  ASSERT_TRUE(read_oracle_entry(path, e.key, &back, &err)) << err;
+  ASSERT_TRUE(succeeded(read_oracle_entry(path, e.key, &back), &err)) << err;
   EXPECT_EQ(back.payload, e.payload);
   EXPECT_EQ(back.inputs, e.inputs);
   // Another workload's key is refused.
-  EXPECT_FALSE(read_oracle_entry(path, e.key + "x", &back, &err));
+  EXPECT_FALSE(succeeded(read_oracle_entry(path, e.key + "x", &back), &err));
   std::string bytes = slurp(path);
   auto write = [&](const std::string& b) { std::ofstream(path, std::ios::binary | std::ios::trunc) << b; };
   // One flipped payload bit: checksum.
   std::string flipped = bytes;
   flipped[flipped.size() - 3] ^= 0x10;
   write(flipped);
-  EXPECT_FALSE(read_oracle_entry(path, e.key, &back, &err));
+  EXPECT_FALSE(succeeded(read_oracle_entry(path, e.key, &back), &err));
   EXPECT_NE(err.find("checksum"), std::string::npos) << err;
   // Truncated.
   write(bytes.substr(0, bytes.size() - 100));
-  EXPECT_FALSE(read_oracle_entry(path, e.key, &back, &err));
+  EXPECT_FALSE(succeeded(read_oracle_entry(path, e.key, &back), &err));
   // Random bytes.
   std::string junk(4096, '\0');
   for (size_t i = 0; i < junk.size(); ++i) junk[i] = char((i * 2654435761u) >> 13);
   write(junk);
-  EXPECT_FALSE(read_oracle_entry(path, e.key, &back, &err));
+  EXPECT_FALSE(succeeded(read_oracle_entry(path, e.key, &back), &err));
   // A directory.
   fs::remove(path);
   fs::create_directories(path);
-  EXPECT_FALSE(read_oracle_entry(path, e.key, &back, &err));
+  EXPECT_FALSE(succeeded(read_oracle_entry(path, e.key, &back), &err));
 }
 
 TEST(Faults, CorruptOracleCacheIsRecomputedAndFreshClearsIt) {
@@ -348,8 +349,8 @@ TEST(Faults, OptionValuesOutOfRangeExitTwo) {
 TEST(Faults, EqualSpecsAreOneTargetInAPlan) {
   ProbePlan plan;
   std::string err;
-  ASSERT_TRUE(make_plan("quick", "cpu?threads=01,cpu?threads=1,cpu?order=blocked&threads=1&isa=auto",
-                        "reduce?op=sum&n=10&seed=-0,reduce?op=sum&n=10&seed=0", 1, 10, &plan, &err))
+  ASSERT_TRUE(succeeded(make_plan("quick", "cpu?threads=01,cpu?threads=1,cpu?order=blocked&threads=1&isa=auto",
+                        "reduce?op=sum&n=10&seed=-0,reduce?op=sum&n=10&seed=0", 1, 10, &plan), &err))
       << err;
   EXPECT_EQ(plan.targets.size(), 1u);
   EXPECT_EQ(plan.workloads.size(), 1u);

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/fixtures.hpp"
 #include "models/idx.hpp"
 #include "probes/spec.hpp"
 #include "probes/worker.hpp"
@@ -47,7 +48,7 @@ TEST(FuzzSeeds, SpecSeedsParseOrAreRejectedWithAReason) {
     ASSERT_TRUE(target || s.kind().rfind("workload_", 0) == 0) << s.name << ": name it [bad_]target_* or [bad_]workload_*";
     Spec spec;
     std::string err;
-    const bool ok = target ? parse_target(s.bytes, &spec, &err) : parse_workload(s.bytes, &spec, &err);
+    const bool ok = target ? succeeded(parse_target(s.bytes, &spec), &err) : succeeded(parse_workload(s.bytes, &spec), &err);
     EXPECT_EQ(ok, !s.bad()) << s.name << ": " << err;
     if (!ok) {
       EXPECT_FALSE(err.empty()) << s.name;
@@ -71,7 +72,7 @@ TEST(FuzzSeeds, ResultsSeedsLoadOrAreRejectedWithAReason) {
   for (const Seed& s : seeds("results")) {
     Results r;
     std::string err;
-    const bool ok = load_results(s.path.string(), &r, &err);
+    const bool ok = succeeded(load_results(s.path.string(), &r), &err);
     EXPECT_EQ(ok, !s.bad()) << s.name << ": " << err;
     if (!ok) {
       EXPECT_FALSE(err.empty()) << s.name;

@@ -163,13 +163,13 @@ fs::path history_with_change(const fs::path& dir) {
   fs::path db = dir / "h.db";
   std::string err;
   const char* days[] = {"2026-11-28T10:00:00Z", "2026-11-29T10:00:00Z", "2026-11-30T12:00:00Z"};
-  for (auto* d : days) EXPECT_TRUE(record_run(db, "probe", results(d, "host-a", fp('a')), dir / "r1", 0, &err)) << err;
-  EXPECT_TRUE(record_run(db, "probe", results("2026-11-30T13:00:00Z", "host-b", fp('a')), dir / "r2", 0, &err)) << err;
+  for (auto* d : days) EXPECT_TRUE(succeeded(record_run(db, "probe", results(d, "host-a", fp('a')), dir / "r1", 0), &err)) << err;
+  EXPECT_TRUE(succeeded(record_run(db, "probe", results("2026-11-30T13:00:00Z", "host-b", fp('a')), dir / "r2", 0), &err)) << err;
   Results later = results("2026-12-01T09:00:00Z", "host-a", fp('b'), "0.3.26");
   later.tool_commit = "v0.1.0-5-gdef";
-  EXPECT_TRUE(record_run(db, "probe", later, dir / "r3", 1, &err)) << err;
+  EXPECT_TRUE(succeeded(record_run(db, "probe", later, dir / "r3", 1), &err)) << err;
   later.started_at = "2026-12-02T09:00:00Z";
-  EXPECT_TRUE(record_run(db, "probe", later, dir / "r4", 1, &err)) << err;
+  EXPECT_TRUE(succeeded(record_run(db, "probe", later, dir / "r4", 1), &err)) << err;
   return db;
 }
 
@@ -180,34 +180,34 @@ TEST(HistoryPath, ResolutionOrder) {
   std::string path, err;
   HistoryFlags f;
   f.file = "/flag/h.db";
-  ASSERT_TRUE(resolve_history_path(f, &path, &err)) << err;
+  ASSERT_TRUE(succeeded(resolve_history_path(f, &path), &err)) << err;
   EXPECT_EQ(path, "/flag/h.db");
   f.file.clear();
-  ASSERT_TRUE(resolve_history_path(f, &path, &err)) << err;
+  ASSERT_TRUE(succeeded(resolve_history_path(f, &path), &err)) << err;
   EXPECT_EQ(path, "/env/history.db");
   {
     ScopedEnv none("DETAUDIT_HISTORY", nullptr);
-    ASSERT_TRUE(resolve_history_path(f, &path, &err)) << err;
+    ASSERT_TRUE(succeeded(resolve_history_path(f, &path), &err)) << err;
     EXPECT_EQ(path, "/xdg/detaudit/history.db");
     {
       ScopedEnv relative("XDG_DATA_HOME", "relative/dir");  // not absolute: ignored, as the XDG spec says
-      ASSERT_TRUE(resolve_history_path(f, &path, &err)) << err;
+      ASSERT_TRUE(succeeded(resolve_history_path(f, &path), &err)) << err;
       EXPECT_EQ(path, "/home/u/.local/share/detaudit/history.db");
     }
     {
       ScopedEnv unset("XDG_DATA_HOME", nullptr);
-      ASSERT_TRUE(resolve_history_path(f, &path, &err)) << err;
+      ASSERT_TRUE(succeeded(resolve_history_path(f, &path), &err)) << err;
       EXPECT_EQ(path, "/home/u/.local/share/detaudit/history.db");
       ScopedEnv no_home("HOME", nullptr);
-      EXPECT_FALSE(resolve_history_path(f, &path, &err));
+      EXPECT_FALSE(succeeded(resolve_history_path(f, &path), &err));
       EXPECT_NE(err.find("--no-history"), std::string::npos) << err;
     }
   }
   f.disabled = true;
-  ASSERT_TRUE(resolve_history_path(f, &path, &err)) << err;
+  ASSERT_TRUE(succeeded(resolve_history_path(f, &path), &err)) << err;
   EXPECT_EQ(path, "");
   f.file = "/flag/h.db";
-  EXPECT_FALSE(resolve_history_path(f, &path, &err));
+  EXPECT_FALSE(succeeded(resolve_history_path(f, &path), &err));
   EXPECT_FALSE(fs::exists("/env")) << "resolving creates nothing";
 }
 
@@ -241,7 +241,7 @@ TEST(History, RecordAndQueryRoundTrip) {
                                {"target", "cpu?threads=2"}, {"seed", 1}, {"replicate", 0}, {"status", "ok"},
                                {"final_loss", 0.125}, {"curve", {0.125}}, {"weights_fingerprint", fp('e')}})};
   std::string err;
-  ASSERT_TRUE(record_run(db.string(), "probe", r, (dir / "results").string(), 1, &err)) << err;
+  ASSERT_TRUE(succeeded(record_run(db.string(), "probe", r, (dir / "results").string(), 1), &err)) << err;
 
   EXPECT_EQ(sql_int(db, "PRAGMA user_version"), kHistorySchemaVersion);
   EXPECT_EQ(sql_int(db, "PRAGMA application_id"), kHistoryApplicationId);
@@ -259,7 +259,7 @@ TEST(History, RecordAndQueryRoundTrip) {
   EXPECT_EQ(sql_text(db, "SELECT fingerprints FROM cells WHERE target = 'cpu?order=atomic'"), fp('1') + " " + fp('2'));
 
   HistoryQueryResult q;
-  ASSERT_TRUE(query_history(db.string(), {}, &q, &err)) << err;
+  ASSERT_TRUE(succeeded(query_history(db.string(), {}, &q), &err)) << err;
   ASSERT_TRUE(q.exists);
   EXPECT_EQ(q.runs, 1);
   ASSERT_EQ(q.cells.size(), 3u);
@@ -284,51 +284,51 @@ TEST(History, RecordAndQueryRoundTrip) {
   // Filters: exact when a recorded name equals it, else substring.
   HistoryFilter f;
   f.target = "cpu?order";
-  ASSERT_TRUE(query_history(db.string(), f, &q, &err)) << err;
+  ASSERT_TRUE(succeeded(query_history(db.string(), f, &q), &err)) << err;
   EXPECT_EQ(q.target_match, "substring");
   EXPECT_EQ(q.cells.size(), 2u);
   f.target = "cpu?order=atomic";
-  ASSERT_TRUE(query_history(db.string(), f, &q, &err)) << err;
+  ASSERT_TRUE(succeeded(query_history(db.string(), f, &q), &err)) << err;
   EXPECT_EQ(q.target_match, "exact");
   EXPECT_EQ(q.cells.size(), 1u);
   f.target = "cuda";
-  ASSERT_TRUE(query_history(db.string(), f, &q, &err)) << err;
+  ASSERT_TRUE(succeeded(query_history(db.string(), f, &q), &err)) << err;
   EXPECT_EQ(q.target_match, "none");
   EXPECT_TRUE(q.cells.empty());
   f = {};
   f.machine = "host";
-  ASSERT_TRUE(query_history(db.string(), f, &q, &err)) << err;
+  ASSERT_TRUE(succeeded(query_history(db.string(), f, &q), &err)) << err;
   EXPECT_EQ(q.machine_match, "substring");
   EXPECT_EQ(q.cells.size(), 3u);
   f.machine = machine_key(r.machine).substr(0, 6);
-  ASSERT_TRUE(query_history(db.string(), f, &q, &err)) << err;
+  ASSERT_TRUE(succeeded(query_history(db.string(), f, &q), &err)) << err;
   EXPECT_EQ(q.cells.size(), 3u);
   f = {};
   f.since = "2026-12-01T00:00:00Z";
-  ASSERT_TRUE(query_history(db.string(), f, &q, &err)) << err;
+  ASSERT_TRUE(succeeded(query_history(db.string(), f, &q), &err)) << err;
   EXPECT_TRUE(q.cells.empty());
 
   // The same observation recorded again (a check of the same results directory) counts once.
-  ASSERT_TRUE(record_run(db.string(), "check", r, (dir / "results").string(), 0, &err)) << err;
-  ASSERT_TRUE(query_history(db.string(), {}, &q, &err)) << err;
+  ASSERT_TRUE(succeeded(record_run(db.string(), "check", r, (dir / "results").string(), 0), &err)) << err;
+  ASSERT_TRUE(succeeded(query_history(db.string(), {}, &q), &err)) << err;
   EXPECT_EQ(q.runs, 2);
   EXPECT_EQ(q.cells.size(), 3u);
 
   double median = -1;
   int n = -1;
-  ASSERT_TRUE(median_seconds_history(db.string(), "matmul?m=8", "cpu?order=sequential", machine_key(r.machine),
-                                     &median, &n, &err))
+  ASSERT_TRUE(succeeded(median_seconds_history(db.string(), "matmul?m=8", "cpu?order=sequential", machine_key(r.machine),
+                                     &median, &n), &err))
       << err;
   EXPECT_EQ(n, 1);
   EXPECT_DOUBLE_EQ(median, 0.25);
-  ASSERT_TRUE(median_seconds_history(db.string(), "matmul?m=8", "cpu?order=sequential", "0000000000000000", &median,
-                                     &n, &err));
+  ASSERT_TRUE(succeeded(median_seconds_history(db.string(), "matmul?m=8", "cpu?order=sequential", "0000000000000000", &median,
+                                     &n), &err));
   EXPECT_EQ(n, 0);
-  ASSERT_TRUE(median_seconds_history((dir / "missing.db").string(), "w", "t", "k", &median, &n, &err)) << err;
+  ASSERT_TRUE(succeeded(median_seconds_history((dir / "missing.db").string(), "w", "t", "k", &median, &n), &err)) << err;
   EXPECT_EQ(n, 0);
   EXPECT_FALSE(fs::exists(dir / "missing.db")) << "reading never creates";
 
-  EXPECT_FALSE(record_run(db.string(), "bench", r, "x", 0, &err));
+  EXPECT_FALSE(succeeded(record_run(db.string(), "bench", r, "x", 0), &err));
   EXPECT_NE(err.find("bench"), std::string::npos);
   fs::remove_all(dir);
 }
@@ -337,7 +337,7 @@ TEST(History, MissingDatabaseIsAnEmptyHistory) {
   fs::path dir = fresh_dir("history-missing");
   HistoryQueryResult q;
   std::string err;
-  ASSERT_TRUE(query_history((dir / "none.db").string(), {}, &q, &err)) << err;
+  ASSERT_TRUE(succeeded(query_history((dir / "none.db").string(), {}, &q), &err)) << err;
   EXPECT_FALSE(q.exists);
   EXPECT_TRUE(q.cells.empty());
   EXPECT_FALSE(fs::exists(dir));
@@ -350,10 +350,10 @@ TEST(History, MigratesFromAnEmptyFile) {
   std::ofstream(db).close();  // 0 bytes: an SQLite database of version 0
   std::string err;
   HistoryQueryResult q;
-  ASSERT_TRUE(query_history(db.string(), {}, &q, &err)) << err;
+  ASSERT_TRUE(succeeded(query_history(db.string(), {}, &q), &err)) << err;
   EXPECT_FALSE(q.exists) << "an empty file is an empty history";
   EXPECT_EQ(fs::file_size(db), 0u) << "reading does not write";
-  ASSERT_TRUE(record_run(db.string(), "probe", results("2026-11-30T12:00:00Z", "h", fp('a')), "r", 0, &err)) << err;
+  ASSERT_TRUE(succeeded(record_run(db.string(), "probe", results("2026-11-30T12:00:00Z", "h", fp('a')), "r", 0), &err)) << err;
   EXPECT_EQ(sql_int(db, "PRAGMA user_version"), kHistorySchemaVersion);
   EXPECT_EQ(sql_int(db, "SELECT count(*) FROM cells"), 3);
   fs::remove_all(dir);
@@ -369,7 +369,7 @@ TEST(History, MigratesFromVersion1KeepingItsRuns) {
   Results r = results("2026-11-30T12:00:00Z", "h", fp('a'));
   r.training = {training_run({{"key", "k"}, {"condition", "d"}, {"target", "cpu"}, {"seed", 1000}, {"replicate", 0},
                                {"status", "ok"}, {"final_loss", 0.5}, {"curve", {0.5}}})};
-  ASSERT_TRUE(record_run(db.string(), "train", r, "r", 0, &err)) << err;
+  ASSERT_TRUE(succeeded(record_run(db.string(), "train", r, "r", 0), &err)) << err;
   EXPECT_EQ(sql_int(db, "PRAGMA user_version"), 2);
   EXPECT_EQ(sql_int(db, "SELECT count(*) FROM runs"), 2);
   EXPECT_EQ(sql_int(db, "SELECT count(*) FROM training"), 1);
@@ -377,7 +377,7 @@ TEST(History, MigratesFromVersion1KeepingItsRuns) {
   HistoryQueryResult q;
   HistoryFilter f;
   f.workload = "matmul?m=8";
-  ASSERT_TRUE(query_history(db.string(), f, &q, &err)) << err;
+  ASSERT_TRUE(succeeded(query_history(db.string(), f, &q), &err)) << err;
   ASSERT_EQ(q.cells.size(), 2u);
   EXPECT_EQ(q.cells[0].hostname, "old-host");
   EXPECT_EQ(q.cells[0].fingerprints, std::vector<std::string>{std::string(32, 'c')});
@@ -391,27 +391,27 @@ TEST(History, RefusesANewerSchemaAndForeignDatabases) {
   Results r = results("2026-11-30T12:00:00Z", "h", fp('a'));
 
   fs::path newer = dir / "newer.db";
-  ASSERT_TRUE(record_run(newer.string(), "probe", r, "r", 0, &err)) << err;
+  ASSERT_TRUE(succeeded(record_run(newer.string(), "probe", r, "r", 0), &err)) << err;
   sql_exec(newer, "PRAGMA user_version = 99");
   std::string before = read_bytes(newer);
-  EXPECT_FALSE(record_run(newer.string(), "probe", r, "r", 0, &err));
+  EXPECT_FALSE(succeeded(record_run(newer.string(), "probe", r, "r", 0), &err));
   EXPECT_NE(err.find("made by a newer detaudit"), std::string::npos) << err;
   EXPECT_NE(err.find(newer.string()), std::string::npos) << err;
   HistoryQueryResult q;
-  EXPECT_FALSE(query_history(newer.string(), {}, &q, &err));
+  EXPECT_FALSE(succeeded(query_history(newer.string(), {}, &q), &err));
   EXPECT_NE(err.find("made by a newer detaudit"), std::string::npos) << err;
   EXPECT_EQ(read_bytes(newer), before);
 
   fs::path foreign = dir / "foreign.db";
   sql_exec(foreign, "CREATE TABLE notes (text TEXT); INSERT INTO notes VALUES ('mine');");
   before = read_bytes(foreign);
-  EXPECT_FALSE(record_run(foreign.string(), "probe", r, "r", 0, &err));
+  EXPECT_FALSE(succeeded(record_run(foreign.string(), "probe", r, "r", 0), &err));
   EXPECT_NE(err.find("not a detaudit history"), std::string::npos) << err;
   EXPECT_EQ(read_bytes(foreign), before);
 
   fs::path mismatched = dir / "mismatched.db";  // says version 2, lacks the tables
   sql_exec(mismatched, "PRAGMA application_id = 1685348725; PRAGMA user_version = 2; CREATE TABLE runs (id);");
-  EXPECT_FALSE(record_run(mismatched.string(), "probe", r, "r", 0, &err));
+  EXPECT_FALSE(succeeded(record_run(mismatched.string(), "probe", r, "r", 0), &err));
   EXPECT_NE(err.find("do not match"), std::string::npos) << err;
   EXPECT_EQ(err.find('\n'), std::string::npos);
   fs::remove_all(dir);
@@ -430,16 +430,16 @@ TEST(History, CorruptFileIsAnErrorAndLeftAsItIs) {
     for (int i = 0; i < 8192; ++i) f.put(char((i * 131 + 7) & 0xff));
   }
   std::string before = read_bytes(garbage);
-  EXPECT_FALSE(record_run(garbage.string(), "probe", r, "r", 0, &err));
+  EXPECT_FALSE(succeeded(record_run(garbage.string(), "probe", r, "r", 0), &err));
   EXPECT_NE(err.find(garbage.string()), std::string::npos) << err;
   EXPECT_NE(err.find("not a database"), std::string::npos) << err;
   EXPECT_EQ(err.find('\n'), std::string::npos);
   HistoryQueryResult q;
-  EXPECT_FALSE(query_history(garbage.string(), {}, &q, &err));
+  EXPECT_FALSE(succeeded(query_history(garbage.string(), {}, &q), &err));
   EXPECT_NE(err.find(garbage.string()), std::string::npos) << err;
   double median;
   int n;
-  EXPECT_FALSE(median_seconds_history(garbage.string(), "w", "t", "k", &median, &n, &err));
+  EXPECT_FALSE(succeeded(median_seconds_history(garbage.string(), "w", "t", "k", &median, &n), &err));
   EXPECT_EQ(read_bytes(garbage), before);
 
   // A real history, truncated to half its size.
@@ -448,29 +448,29 @@ TEST(History, CorruptFileIsAnErrorAndLeftAsItIs) {
     Results big = r;
     for (int k = 0; k < 40; ++k)
       big.observations.push_back(cell(fmt::format("w{}", k), fmt::format("t{}", i), {fp(char('a' + k % 6))}));
-    ASSERT_TRUE(record_run(truncated.string(), "probe", big, fmt::format("r{}", i), 0, &err)) << err;
+    ASSERT_TRUE(succeeded(record_run(truncated.string(), "probe", big, fmt::format("r{}", i), 0), &err)) << err;
   }
   ASSERT_FALSE(fs::exists(truncated.string() + "-wal")) << "the last connection checkpointed";
   auto size = fs::file_size(truncated);
   ASSERT_GT(size, 16384u);
   fs::resize_file(truncated, size / 2);
   before = read_bytes(truncated);
-  EXPECT_FALSE(record_run(truncated.string(), "probe", r, "r", 0, &err));
+  EXPECT_FALSE(succeeded(record_run(truncated.string(), "probe", r, "r", 0), &err));
   EXPECT_NE(err.find(truncated.string()), std::string::npos) << err;
   EXPECT_EQ(err.find('\n'), std::string::npos);
   EXPECT_EQ(read_bytes(truncated), before);
-  EXPECT_FALSE(query_history(truncated.string(), {}, &q, &err));
+  EXPECT_FALSE(succeeded(query_history(truncated.string(), {}, &q), &err));
   EXPECT_EQ(read_bytes(truncated), before);
 
   // Shorter than an SQLite header.
   fs::path stub = dir / "stub.db";
   std::ofstream(stub) << "SQLite";
-  EXPECT_FALSE(record_run(stub.string(), "probe", r, "r", 0, &err));
+  EXPECT_FALSE(succeeded(record_run(stub.string(), "probe", r, "r", 0), &err));
   EXPECT_NE(err.find("not a database"), std::string::npos) << err;
   EXPECT_EQ(read_bytes(stub), "SQLite");
 
   // A folder where the file should be.
-  EXPECT_FALSE(record_run(dir.string(), "probe", r, "r", 0, &err));
+  EXPECT_FALSE(succeeded(record_run(dir.string(), "probe", r, "r", 0), &err));
   EXPECT_NE(err.find("directory"), std::string::npos) << err;
   fs::remove_all(dir);
 }
@@ -490,7 +490,7 @@ TEST(History, TwoConcurrentWritersLoseNothing) {
         std::string err;
         Results r = results("2026-11-30T12:00:00Z", fmt::format("host-{}", w), fp('a'));
         r.command = fmt::format("writer {} run {}", w, i);
-        if (!record_run(db.string(), "probe", r, fmt::format("r{}-{}", w, i), 0, &err)) {
+        if (!succeeded(record_run(db.string(), "probe", r, fmt::format("r{}-{}", w, i), 0), &err)) {
           fprintf(stderr, "writer %d: %s\n", w, err.c_str());
           ++failed;
         }
@@ -519,7 +519,7 @@ TEST(History, TimelinesOneSegmentPerChangeWithTheSoftwareDifference) {
   std::string err;
   HistoryFilter f;
   f.target = "cpu?order=sequential";
-  ASSERT_TRUE(query_history(db.string(), f, &q, &err)) << err;
+  ASSERT_TRUE(succeeded(query_history(db.string(), f, &q), &err)) << err;
   auto t = cell_timelines(q.cells);
   ASSERT_EQ(t.size(), 1u) << "host-a and host-b are one machine (same hardware)";
   ASSERT_EQ(t[0].segments.size(), 2u);
@@ -542,26 +542,26 @@ TEST(History, TimelinesOneSegmentPerChangeWithTheSoftwareDifference) {
 
   // --machine: a hostname selects that host's runs, a key (or its prefix) every host of the hardware.
   f.machine = "host-b";
-  ASSERT_TRUE(query_history(db.string(), f, &q, &err)) << err;
+  ASSERT_TRUE(succeeded(query_history(db.string(), f, &q), &err)) << err;
   EXPECT_EQ(q.machine_match, "exact");
   ASSERT_EQ(q.cells.size(), 1u);
   EXPECT_EQ(q.cells[0].hostname, "host-b");
   f.machine = machine_key(machine("x")).substr(0, 4);
-  ASSERT_TRUE(query_history(db.string(), f, &q, &err)) << err;
+  ASSERT_TRUE(succeeded(query_history(db.string(), f, &q), &err)) << err;
   EXPECT_EQ(q.machine_match, "substring");
   EXPECT_EQ(q.cells.size(), 6u);
   f.machine.clear();
 
   // A nondeterministic cell is one stretch however its outputs vary; a crash is its status.
   f.target = "cpu?order=atomic";
-  ASSERT_TRUE(query_history(db.string(), f, &q, &err)) << err;
+  ASSERT_TRUE(succeeded(query_history(db.string(), f, &q), &err)) << err;
   t = cell_timelines(q.cells);
   ASSERT_EQ(t.size(), 1u);
   ASSERT_EQ(t[0].segments.size(), 1u);
   EXPECT_EQ(t[0].segments[0].state, "nondeterministic");
   EXPECT_EQ(t[0].segments[0].max_distinct, 2);
   f.target = "cpu?isa=avx512";
-  ASSERT_TRUE(query_history(db.string(), f, &q, &err)) << err;
+  ASSERT_TRUE(succeeded(query_history(db.string(), f, &q), &err)) << err;
   t = cell_timelines(q.cells);
   ASSERT_EQ(t.size(), 1u);
   EXPECT_EQ(t[0].segments[0].state, "crashed");
@@ -577,19 +577,19 @@ TEST(History, TimelinesOneSegmentPerChangeWithTheSoftwareDifference) {
 
 TEST(History, ParseSince) {
   std::string out, err;
-  ASSERT_TRUE(parse_since("2026-12-01", &out, &err)) << err;
+  ASSERT_TRUE(succeeded(parse_since("2026-12-01", &out), &err)) << err;
   EXPECT_EQ(out, "2026-12-01T00:00:00Z");
-  ASSERT_TRUE(parse_since("2026-12-01T09:30", &out, &err)) << err;
+  ASSERT_TRUE(succeeded(parse_since("2026-12-01T09:30", &out), &err)) << err;
   EXPECT_EQ(out, "2026-12-01T09:30:00Z");
-  ASSERT_TRUE(parse_since("2026-12-01 09:30:15.250Z", &out, &err)) << err;
+  ASSERT_TRUE(succeeded(parse_since("2026-12-01 09:30:15.250Z", &out), &err)) << err;
   EXPECT_EQ(out, "2026-12-01T09:30:15Z");
-  ASSERT_TRUE(parse_since("2026-12-01T01:30:00+02:00", &out, &err)) << err;
+  ASSERT_TRUE(succeeded(parse_since("2026-12-01T01:30:00+02:00", &out), &err)) << err;
   EXPECT_EQ(out, "2026-11-30T23:30:00Z");
-  ASSERT_TRUE(parse_since("2026-12-01T20:00:00-0500", &out, &err)) << err;
+  ASSERT_TRUE(succeeded(parse_since("2026-12-01T20:00:00-0500", &out), &err)) << err;
   EXPECT_EQ(out, "2026-12-02T01:00:00Z");
   for (const char* bad : {"", "yesterday", "2026-13-01", "2026-02-30", "2026-12-01T25:00", "2026-12-01T09",
                           "2026-12-01T09:30:00+2", "2026-12-01x", "26-12-01", "2026-12-01T09:30:00Zjunk"}) {
-    EXPECT_FALSE(parse_since(bad, &out, &err)) << bad;
+    EXPECT_FALSE(succeeded(parse_since(bad, &out), &err)) << bad;
     EXPECT_NE(err.find("--since"), std::string::npos);
   }
 }

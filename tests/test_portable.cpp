@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/fixtures.hpp"
 #include "kernels/cpu/native.hpp"
 #include "kernels/portable.hpp"
 #include "models/autoencoder.hpp"
@@ -74,7 +75,7 @@ Fingerprint run_workload(Backend& b, const Spec& w) {
 TEST(Portable, EveryQuickWorkloadHasOneOutputForEveryThreadCountAndIsa) {
   ProbePlan plan;
   std::string err;
-  ASSERT_TRUE(make_plan("quick", {}, {}, 1, 60, &plan, &err)) << err;
+  ASSERT_TRUE(succeeded(make_plan("quick", {}, {}, 1, 60, &plan), &err)) << err;
   ASSERT_GE(plan.workloads.size(), 10u);
   RecordProperty("isas", int(isas_here().size()));
   for (const Spec& w : plan.workloads) {
@@ -327,7 +328,7 @@ TEST(Portable, QuickSuiteProbePassesAsOneEqualityClass) {
 TEST(Portable, SpecsPromisesAndRefusals) {
   Spec t;
   std::string err;
-  ASSERT_TRUE(parse_target("cpu?order=portable&threads=4", &t, &err)) << err;
+  ASSERT_TRUE(succeeded(parse_target("cpu?order=portable&threads=4", &t), &err)) << err;
   EXPECT_EQ(t.str(), "cpu?order=portable&threads=4&isa=auto");
   Status st;
   auto b = make_target_backend(t, &st);

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/fixtures.hpp"
 #include "kernels/cpu/ref.hpp"
 #include "kernels/generator.hpp"
 #include "models/convlstm.hpp"
@@ -47,7 +48,7 @@ Vec to_double(const std::vector<float>& v) { return Vec(v.begin(), v.end()); }
 std::unique_ptr<Backend> target(const std::string& text) {
   Spec s;
   std::string err;
-  EXPECT_TRUE(parse_target(text, &s, &err)) << err;
+  EXPECT_TRUE(succeeded(parse_target(text, &s), &err)) << err;
   Status st;
   auto b = make_target_backend(s, &st);
   EXPECT_TRUE(b) << text << ": " << st.message();

@@ -150,7 +150,7 @@ TEST(Qualify, LevelOneQualifiesCpuTargets) {
   // probe/results.json: judged cells of exactly these targets.
   Results r;
   std::string err;
-  ASSERT_TRUE(load_results(out + "/probe/results.json", &r, &err)) << err;
+  ASSERT_TRUE(succeeded(load_results(out + "/probe/results.json", &r), &err)) << err;
   ASSERT_FALSE(r.observations.empty());
   std::set<std::string> targets, expected;
   for (auto& t : split(kCpuTargets)) expected.insert(canon_target(t));
@@ -162,7 +162,7 @@ TEST(Qualify, LevelOneQualifiesCpuTargets) {
 
   // Recorded in the history given, as a qualify run.
   HistoryQueryResult q;
-  ASSERT_TRUE(query_history(history, {}, &q, &err)) << err;
+  ASSERT_TRUE(succeeded(query_history(history, {}, &q), &err)) << err;
   EXPECT_TRUE(q.exists);
   EXPECT_EQ(q.runs, 1);
   ASSERT_FALSE(q.cells.empty());
@@ -220,8 +220,8 @@ TEST(Qualify, GpuTargetWithoutDeviceCouldNotRun) {
 TEST(Qualify, CpuTargetWithUnmetIsaCouldNotRun) {
   Spec t, w;
   std::string err;
-  ASSERT_TRUE(parse_target("openblas?core=Bulldozer&threads=1", &t, &err)) << err;
-  ASSERT_TRUE(parse_workload("matmul?m=8&n=8&k=8", &w, &err)) << err;
+  ASSERT_TRUE(succeeded(parse_target("openblas?core=Bulldozer&threads=1", &t), &err)) << err;
+  ASSERT_TRUE(succeeded(parse_workload("matmul?m=8&n=8&k=8", &w), &err)) << err;
   auto unmet = promise_for(t, w, machine_fingerprint(), {}).unmet;
   if (unmet.empty()) GTEST_SKIP() << "this CPU has FMA4 and XOP: it runs OpenBLAS's Bulldozer kernels";
   Tmp d("isa");
@@ -345,7 +345,7 @@ TEST(Qualify, TimingOutliersAgainstReferences) {
   EXPECT_EQ(c.verdict, Verdict::kSkip);
   EXPECT_FALSE(c.required);
   EXPECT_NE(c.detail.find("1 cells without a reference in this machine's history"), std::string::npos) << c.detail;
-  EXPECT_EQ(qualify_exit_code({c}), 0);
+  EXPECT_EQ(decide({c}), QualifyDecision::kQualified);
 
   // Judged cells beside unjudged ones; failed, skipped and untimed cells are left out.
   r.observations.clear();
@@ -384,7 +384,7 @@ TEST(Qualify, TrainingChecksAndExitCode) {
   ASSERT_NE(find_check(cs, "training (d) bitwise identical on " + t), nullptr);
   ASSERT_NE(find_check(cs, "training: the model learns"), nullptr);
   ASSERT_NE(find_check(cs, "training runs finish"), nullptr);
-  EXPECT_EQ(qualify_exit_code(cs), 0);
+  EXPECT_EQ(decide(cs), QualifyDecision::kQualified);
 
   // "Learns" compares the final loss with the first batch's loss (curve[0]), not with a later or
   // smaller point of the curve: 0.6 is more than half of 1.0.
@@ -396,7 +396,7 @@ TEST(Qualify, TrainingChecksAndExitCode) {
   EXPECT_EQ(learns->verdict, Verdict::kFail);
   EXPECT_NE(learns->detail.find("1 of 3 runs did not halve their loss"), std::string::npos) << learns->detail;
   EXPECT_NE(learns->detail.find("first batch loss 1, final loss 0.6"), std::string::npos) << learns->detail;
-  EXPECT_EQ(qualify_exit_code(cs), 1);
+  EXPECT_EQ(decide(cs), QualifyDecision::kCheckFailed);
   // A diverged run (NaN final loss) did not learn.
   slow.training[0] = train_run("d", t, 1000, {1.0, 0.5, 0.4}, NAN);
   EXPECT_EQ(find_check(training_checks(slow), "training: the model learns")->verdict, Verdict::kFail);
@@ -424,7 +424,7 @@ TEST(Qualify, TrainingChecksAndExitCode) {
   }
   EXPECT_NE(find_check(cs, "training (d) bitwise identical on " + t)->detail.find("only 1 condition (d) run finished"),
             std::string::npos);
-  EXPECT_EQ(qualify_exit_code(cs), 2);
+  EXPECT_EQ(decide(cs), QualifyDecision::kRequiredNotRun);
 
   // A crashed run fails "training runs finish".
   Results crashed = r;
@@ -443,7 +443,7 @@ TEST(Qualify, TrainingChecksAndExitCode) {
   EXPECT_EQ(cs[0].verdict, Verdict::kSkip);
   EXPECT_TRUE(cs[0].required);
   EXPECT_NE(cs[0].detail.find("no device"), std::string::npos) << cs[0].detail;
-  EXPECT_EQ(qualify_exit_code(cs), 2);
+  EXPECT_EQ(decide(cs), QualifyDecision::kRequiredNotRun);
   // Every run failing is a failure.
   Results none_ok;
   none_ok.training.push_back(training_run({{"condition", "a"}, {"target", t}, {"seed", 1000}, {"status", "timeout"}, {"reason", "stalled"}}));
@@ -455,10 +455,10 @@ TEST(Qualify, TrainingChecksAndExitCode) {
   // that is not required leave 0.
   QualifyCheck pass{"a", Verdict::kPass, "", true}, warn{"b", Verdict::kWarn, "", true},
       fail{"c", Verdict::kFail, "", false}, req_skip{"d", Verdict::kSkip, "", true}, opt_skip{"e", Verdict::kSkip, "", false};
-  EXPECT_EQ(qualify_exit_code({pass, warn, opt_skip}), 0);
-  EXPECT_EQ(qualify_exit_code({pass, req_skip}), 2);
-  EXPECT_EQ(qualify_exit_code({pass, req_skip, fail}), 1);
-  EXPECT_EQ(qualify_exit_code({}), 0);
+  EXPECT_EQ(decide({pass, warn, opt_skip}), QualifyDecision::kQualified);
+  EXPECT_EQ(decide({pass, req_skip}), QualifyDecision::kRequiredNotRun);
+  EXPECT_EQ(decide({pass, req_skip, fail}), QualifyDecision::kCheckFailed);
+  EXPECT_EQ(decide({}), QualifyDecision::kQualified);
 }
 
 // 7. Level 2, once (the quick suite's targets, then the short training design): the training rows pass
@@ -491,7 +491,7 @@ TEST(Qualify, LevelTwoTrainsAndLearns) {
   EXPECT_EQ(row(res.out, "timing outliers").find("(required)"), std::string::npos);
   Results train;
   std::string err;
-  ASSERT_TRUE(load_results(out + "/train/results.json", &train, &err)) << err;
+  ASSERT_TRUE(succeeded(load_results(out + "/train/results.json", &train), &err)) << err;
   EXPECT_FALSE(train.training.empty());
   auto j = nlohmann::json::parse(slurp(out + "/qualify.json"));
   EXPECT_EQ(j["level"], 2);
@@ -506,13 +506,13 @@ TEST(Qualify, LevelTwoTrainsAndLearns) {
   else
     EXPECT_EQ(verdict_of(gpu_row, "GPU targets"), "SKIP") << res.out;
   Results probe;
-  ASSERT_TRUE(load_results(out + "/probe/results.json", &probe, &err)) << err;
+  ASSERT_TRUE(succeeded(load_results(out + "/probe/results.json", &probe), &err)) << err;
   std::set<std::string> seen;
   for (auto& o : probe.observations) {
     if (!seen.insert(o.target).second) continue;
     Spec t, w;
-    ASSERT_TRUE(parse_target(o.target, &t, &err)) << err;
-    ASSERT_TRUE(parse_workload(o.workload, &w, &err)) << err;
+    ASSERT_TRUE(succeeded(parse_target(o.target, &t), &err)) << err;
+    ASSERT_TRUE(succeeded(parse_workload(o.workload, &w), &err)) << err;
     std::string name = "probe " + o.target, r = row(res.out, name);
     ASSERT_FALSE(r.empty()) << name;
     EXPECT_NE(verdict_of(r, name), "FAIL") << r;

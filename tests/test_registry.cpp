@@ -5,6 +5,7 @@
 #include <regex>
 #include <set>
 
+#include "tests/fixtures.hpp"
 #include "cli_helpers.hpp"
 #include "kernels/cuda/cuda.hpp"
 #include "probes/registry.hpp"
@@ -20,13 +21,13 @@ namespace {
 Spec target(const std::string& text) {
   Spec s;
   std::string err;
-  EXPECT_TRUE(parse_target(text, &s, &err)) << err;
+  EXPECT_TRUE(succeeded(parse_target(text, &s), &err)) << err;
   return s;
 }
 Spec workload(const std::string& text) {
   Spec s;
   std::string err;
-  EXPECT_TRUE(parse_workload(text, &s, &err)) << err;
+  EXPECT_TRUE(succeeded(parse_workload(text, &s), &err)) << err;
   return s;
 }
 
@@ -217,7 +218,7 @@ TEST(Registry, ExpandAllCounts) {
     EXPECT_EQ(v[i].device, 1);
     std::string err;
     Spec again;
-    EXPECT_TRUE(parse_target(v[i].str(), &again, &err)) << err;
+    EXPECT_TRUE(succeeded(parse_target(v[i].str(), &again), &err)) << err;
     EXPECT_EQ(again.str(), v[i].str());
   }
 }
@@ -282,11 +283,11 @@ TEST(Registry, TrainingVariants) {
   for (auto& c : cases) {
     Spec d, n;
     std::string err;
-    ASSERT_TRUE(training_variants(target(c.base), &d, &n, &err)) << c.base << ": " << err;
+    ASSERT_TRUE(succeeded(training_variants(target(c.base), &d, &n), &err)) << c.base << ": " << err;
     EXPECT_EQ(d.str(), c.det);
     EXPECT_EQ(n.str(), c.nondet);
     TargetVariants v;
-    ASSERT_TRUE(derive_variants(target(c.base), &v, &err)) << err;
+    ASSERT_TRUE(succeeded(derive_variants(target(c.base), &v), &err)) << err;
     EXPECT_EQ(v.deterministic.str(), c.det);
     EXPECT_EQ(v.nondeterministic.str(), c.nondet);
     EXPECT_EQ(v.base.str(), target(c.base).str());
@@ -295,14 +296,14 @@ TEST(Registry, TrainingVariants) {
   {
     Spec d, n;
     std::string err;
-    EXPECT_FALSE(training_variants(target("cpu?threads=1"), &d, &n, &err));
+    EXPECT_FALSE(succeeded(training_variants(target("cpu?threads=1"), &d, &n), &err));
     EXPECT_EQ(err, "cpu?order=blocked&threads=1&isa=auto has no nondeterministic variant: order=atomic with one "
                    "thread has one completion order (use threads=2 or more)");
   }
   for (const char* none : {"cpu-ref", "openblas", "onednn", "cublaslt", "testing?fault=none"}) {
     Spec d, n;
     std::string err;
-    EXPECT_FALSE(training_variants(target(none), &d, &n, &err)) << none;
+    EXPECT_FALSE(succeeded(training_variants(target(none), &d, &n), &err)) << none;
     EXPECT_EQ(err, "target '" + target(none).str() +
                        "' has no nondeterministic variant (training targets: cpu, cuda, cublas, cudnn)");
   }
@@ -312,7 +313,7 @@ TEST(Registry, EverySuiteSpecParsesAndHasAnEntry) {
   for (const std::string& suite : suite_names()) {
     ProbePlan plan;
     std::string err;
-    ASSERT_TRUE(make_plan(suite, "", "", 0, 60, &plan, &err)) << suite << ": " << err;
+    ASSERT_TRUE(succeeded(make_plan(suite, "", "", 0, 60, &plan), &err)) << suite << ": " << err;
     EXPECT_FALSE(plan.targets.empty());
     for (auto& t : plan.targets) {
       const BackendEntry* e = find_backend(t.name);
@@ -397,8 +398,8 @@ TEST(Registry, CublasLtTakesEveryAlgorithmIndexItAsksTheHeuristicFor) {
   // spec accepts can be answered; one past it is refused with the range.
   Spec t;
   std::string err;
-  EXPECT_TRUE(parse_target("cublaslt:0?algo=" + std::to_string(kCublasLtMaxAlgos - 1), &t, &err)) << err;
-  EXPECT_FALSE(parse_target("cublaslt:0?algo=" + std::to_string(kCublasLtMaxAlgos), &t, &err));
+  EXPECT_TRUE(succeeded(parse_target("cublaslt:0?algo=" + std::to_string(kCublasLtMaxAlgos - 1), &t), &err)) << err;
+  EXPECT_FALSE(succeeded(parse_target("cublaslt:0?algo=" + std::to_string(kCublasLtMaxAlgos), &t), &err));
   EXPECT_NE(err.find(std::to_string(kCublasLtMaxAlgos - 1)), std::string::npos) << err;
 }
 

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/fixtures.hpp"
 #include "contract/results.hpp"
 #include "tests/cli_helpers.hpp"
 #include "contract/atomic_file.hpp"
@@ -240,7 +241,7 @@ TEST(ResultsFile, GoodDocumentLoadsAndRoundTrips) {
   std::ofstream(dir / "results.json") << j.dump();
   Results r;
   std::string err;
-  ASSERT_TRUE(load_results((dir / "results.json").string(), &r, &err)) << err;
+  ASSERT_TRUE(succeeded(load_results((dir / "results.json").string(), &r), &err)) << err;
   EXPECT_TRUE(std::isnan(r.training[0].final_loss)) << "null reads back as NaN";
   EXPECT_TRUE(std::isnan(r.training[0].curve[1]));
   ASSERT_TRUE(r.training[0].phases);
@@ -266,7 +267,7 @@ TEST(ResultsFile, ResultsWithoutTheErrorBoundLoad) {
   std::ofstream(dir / "results.json") << j.dump();
   Results r;
   std::string err;
-  ASSERT_TRUE(load_results((dir / "results.json").string(), &r, &err)) << err;
+  ASSERT_TRUE(succeeded(load_results((dir / "results.json").string(), &r), &err)) << err;
   ASSERT_TRUE(r.observations[0].oracle.has_value());
   const OracleDistance& d = *r.observations[0].oracle;
   EXPECT_EQ(d.max_ulp, 12u);
@@ -283,7 +284,7 @@ TEST(ResultsFile, ResultsWithoutTheErrorBoundLoad) {
   with.oracle->bound_k = 515;
   with.oracle->ratio_hist.assign(kRatioBuckets, 2);
   with.verdict = Verdict::kPass;
-  ASSERT_TRUE(from_json(to_json(with), &back, &err)) << err;
+  ASSERT_TRUE(succeeded(from_json(to_json(with), &back), &err)) << err;
   EXPECT_EQ(back.oracle->err_ratio, 0.125);
   EXPECT_EQ(back.oracle->agree_bits, 21.5);
   EXPECT_EQ(back.oracle->bound_k, 515);
@@ -301,7 +302,7 @@ TEST(ResultsFile, EachCorruptFieldIsNamedOnOneLine) {
     Results r;
     std::string err;
     bool ok = true;
-    EXPECT_NO_THROW(ok = load_results((dir / "results.json").string(), &r, &err)) << c.pointer;
+    EXPECT_NO_THROW(ok = succeeded(load_results((dir / "results.json").string(), &r), &err)) << c.pointer;
     EXPECT_FALSE(ok) << c.pointer;
     std::string want = (dir / "results.json").string() + ": " + c.message;
     EXPECT_EQ(err.substr(0, want.size()), want) << c.pointer;
@@ -353,7 +354,7 @@ TEST(ResultsFile, WritersDoNotShareTemporaryFiles) {
   std::string path = (dir / "results.json").string();
   std::ofstream(path + ".tmp") << "another writer's half-written file";
   std::string err;
-  ASSERT_TRUE(write_file_atomic(path, "mine", &err)) << err;
+  ASSERT_TRUE(succeeded(write_file_atomic(path, "mine"), &err)) << err;
   EXPECT_EQ(slurp(path), "mine");
   EXPECT_EQ(slurp(path + ".tmp"), "another writer's half-written file");
   fs::remove(path + ".tmp");
@@ -366,7 +367,7 @@ TEST(ResultsFile, FailedRenameLeavesNoTemporaryFile) {
   fs::path dir = fresh_dir("results-rename");
   fs::create_directories(dir / "results.json" / "inside");
   std::string err;
-  EXPECT_FALSE(write_file_atomic((dir / "results.json").string(), "x", &err));
+  EXPECT_FALSE(succeeded(write_file_atomic((dir / "results.json").string(), "x"), &err));
   EXPECT_NE(err.find("rename failed"), std::string::npos) << err;
   EXPECT_FALSE(any_temp_file(dir));
   EXPECT_TRUE(fs::is_directory(dir / "results.json" / "inside"));
@@ -383,7 +384,7 @@ TEST(ResultsFile, FullDiskKeepsTheOldFileAndLeavesNoTemporaryFile) {
   Results small;
   small.observations.resize(3);
   std::string err;
-  ASSERT_TRUE(save_results(path, small, &err)) << err;
+  ASSERT_TRUE(succeeded(save_results(path, small), &err)) << err;
   std::string before = slurp(path);
   Results big;
   big.observations.assign(5000, small.observations[0]);
@@ -399,7 +400,7 @@ TEST(ResultsFile, FullDiskKeepsTheOldFileAndLeavesNoTemporaryFile) {
     rlimit lim{64 * 1024, 64 * 1024};
     setrlimit(RLIMIT_FSIZE, &lim);
     std::string e;
-    bool ok = save_results(path, big, &e);
+    bool ok = succeeded(save_results(path, big), &e);
     std::string msg = (ok ? "ok " : "failed ") + e;
     ssize_t w = write(fds[1], msg.data(), msg.size());
     _exit(w < 0 ? 3 : 0);

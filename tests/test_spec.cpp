@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include "tests/fixtures.hpp"
 #include "probes/registry.hpp"
 #include "probes/spec.hpp"
 
@@ -8,30 +9,30 @@ using namespace detaudit;
 TEST(Spec, TargetCanonicalFormFillsDefaultsInTableOrder) {
   Spec s;
   std::string err;
-  ASSERT_TRUE(parse_target("cpu?threads=2&order=atomic", &s, &err)) << err;
+  ASSERT_TRUE(succeeded(parse_target("cpu?threads=2&order=atomic", &s), &err)) << err;
   EXPECT_EQ(s.str(), "cpu?order=atomic&threads=2&isa=auto");
-  ASSERT_TRUE(parse_target("cpu-ref", &s, &err)) << err;
+  ASSERT_TRUE(succeeded(parse_target("cpu-ref", &s), &err)) << err;
   EXPECT_EQ(s.str(), "cpu-ref");
-  ASSERT_TRUE(parse_target("openblas?core=SkylakeX", &s, &err)) << err;
+  ASSERT_TRUE(succeeded(parse_target("openblas?core=SkylakeX", &s), &err)) << err;
   EXPECT_EQ(s.str(), "openblas?core=SkylakeX&threads=1");
-  ASSERT_TRUE(parse_target("cuda?order=atomic", &s, &err)) << err;
+  ASSERT_TRUE(succeeded(parse_target("cuda?order=atomic", &s), &err)) << err;
   EXPECT_EQ(s.str(), "cuda:0?order=atomic");
-  ASSERT_TRUE(parse_target("cublas:1?math=tf32&streams=4&workspace=shared", &s, &err)) << err;
+  ASSERT_TRUE(succeeded(parse_target("cublas:1?math=tf32&streams=4&workspace=shared", &s), &err)) << err;
   EXPECT_EQ(s.device, 1);
   EXPECT_EQ(s.get("atomics"), "not_allowed");
-  ASSERT_TRUE(parse_target("cudnn:0?bwd_filter_algo=all", &s, &err)) << err;
+  ASSERT_TRUE(succeeded(parse_target("cudnn:0?bwd_filter_algo=all", &s), &err)) << err;
   EXPECT_EQ(s.get("bwd_filter_algo"), "all");
 }
 
 TEST(Spec, WorkloadCanonicalForm) {
   Spec s;
   std::string err;
-  ASSERT_TRUE(parse_workload("matmul?m=512&n=512&k=515", &s, &err)) << err;
+  ASSERT_TRUE(succeeded(parse_workload("matmul?m=512&n=512&k=515", &s), &err)) << err;
   EXPECT_EQ(s.str(), "matmul?m=512&n=512&k=515&ta=n&tb=n&dtype=f32&dist=uniform&seed=1");
-  ASSERT_TRUE(parse_workload("conv2d?n=8&c=32&h=28&w=28&k=64&r=3&pass=bwd_filter", &s, &err)) << err;
+  ASSERT_TRUE(succeeded(parse_workload("conv2d?n=8&c=32&h=28&w=28&k=64&r=3&pass=bwd_filter", &s), &err)) << err;
   EXPECT_EQ(s.get("pass"), "bwd_filter");
   EXPECT_EQ(s.get_int("stride", 0), 1);
-  ASSERT_TRUE(parse_workload("reduce?op=sum&n=10000000", &s, &err)) << err;
+  ASSERT_TRUE(succeeded(parse_workload("reduce?op=sum&n=10000000", &s), &err)) << err;
   EXPECT_EQ(s.get_int("n", 0), 10000000);
 }
 
@@ -47,7 +48,7 @@ TEST_P(SpecRejects, WithAMessageNamingTheBadPart) {
   const BadCase& c = GetParam();
   Spec s;
   std::string err;
-  bool ok = c.target ? parse_target(c.text, &s, &err) : parse_workload(c.text, &s, &err);
+  bool ok = c.target ? succeeded(parse_target(c.text, &s), &err) : succeeded(parse_workload(c.text, &s), &err);
   EXPECT_FALSE(ok) << c.text;
   EXPECT_NE(err.find(c.must_name), std::string::npos) << "error '" << err << "' does not name '" << c.must_name << "'";
   EXPECT_EQ(err.find('\n'), std::string::npos) << "one line only";
@@ -78,7 +79,7 @@ TEST(Spec, SplitList) {
 TEST(Spec, TestingTargetIsHiddenFromHelp) {
   Spec s;
   std::string err;
-  EXPECT_TRUE(parse_target("testing?fault=segv", &s, &err)) << err;
+  EXPECT_TRUE(succeeded(parse_target("testing?fault=segv", &s), &err)) << err;
   EXPECT_EQ(target_help().find("testing"), std::string::npos);
   EXPECT_NE(target_help().find("openblas"), std::string::npos);
 }
@@ -89,7 +90,7 @@ TEST(Spec, NumbersHaveOneCanonicalSpelling) {
   auto canon = [](const std::string& text, bool target) {
     Spec s;
     std::string err;
-    EXPECT_TRUE(target ? parse_target(text, &s, &err) : parse_workload(text, &s, &err)) << err;
+    EXPECT_TRUE(target ? succeeded(parse_target(text, &s), &err) : succeeded(parse_workload(text, &s), &err)) << err;
     return s.str();
   };
   EXPECT_EQ(canon("cpu?threads=01", true), canon("cpu?threads=1", true));

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <set>
 
+#include "tests/fixtures.hpp"
 #include "kernels/cpu/native.hpp"
 #include "kernels/cpu/ref.hpp"
 #include "kernels/fingerprint.hpp"
@@ -170,7 +171,7 @@ TrainDesign tiny_design(const fs::path& data_dir, int batches) {
   TrainDesign d;
   Spec t;
   std::string err;
-  EXPECT_TRUE(parse_target("cpu?threads=2", &t, &err)) << err;
+  EXPECT_TRUE(succeeded(parse_target("cpu?threads=2", &t), &err)) << err;
   d.targets = {t};
   d.seeds = 1, d.replicates = 1, d.batches = batches, d.window = 2;
   d.data_dir = data_dir.string();
@@ -185,14 +186,14 @@ TEST(TrainDesign, RunsInWorkersGiveTheBitsOfTheSameRunInProcess) {
   opt.exe = DETAUDIT_EXE;
   Results res;
   std::string err;
-  ASSERT_EQ(run_train_design(d, opt, &res, &err), 0) << err;
+  ASSERT_TRUE(succeeded(run_train_design(d, opt, &res), &err)) << err;
   ASSERT_EQ(res.training.size(), 5u);
   EXPECT_EQ(res.plan["runs"], 5);
   EXPECT_EQ(planned_runs(d), 5u);
 
   // The same runs here: the deterministic variant from the same seeds on the same files.
   TargetVariants v;
-  ASSERT_TRUE(derive_variants(d.targets[0], &v, &err)) << err;
+  ASSERT_TRUE(succeeded(derive_variants(d.targets[0], &v), &err)) << err;
   Status st;
   auto be = make_target_backend(v.deterministic, &st);
   ASSERT_TRUE(be) << st.message();
@@ -250,10 +251,11 @@ TEST(TrainDesign, InterruptionStopsAtOnceKeepsFinishedRunsAndResumes) {
   };
   Results res;
   std::string err;
-  const int rc = run_train_design(d, opt, &res, &err);
+  const Status rc = run_train_design(d, opt, &res);
+  err = rc.message();
   clear_interrupted();
   for (int i = 0; i < 4; ++i) sigaction(sigs[i], &saved[i], nullptr);
-  ASSERT_EQ(rc, kTrainInterrupted) << err;
+  ASSERT_EQ(rc.code(), Status::Code::kInterrupted) << err;
   EXPECT_EQ(err, "interrupted by SIGINT (Interrupt)");
   ASSERT_EQ(res.training.size(), 1u) << "the run in progress is not recorded";
   EXPECT_EQ(res.plan["runs"], 5);
@@ -261,7 +263,7 @@ TEST(TrainDesign, InterruptionStopsAtOnceKeepsFinishedRunsAndResumes) {
   EXPECT_TRUE(lines.back().find("run 2/5") != std::string::npos && lines.back().find("batch 1/4") != std::string::npos)
       << "nothing ran after the interruption: " << lines.back();
   Results saved_results;
-  ASSERT_TRUE(load_results(opt.out_dir + "/results.json", &saved_results, &err)) << err;
+  ASSERT_TRUE(succeeded(load_results(opt.out_dir + "/results.json", &saved_results), &err)) << err;
   ASSERT_EQ(saved_results.training.size(), res.training.size());
   EXPECT_EQ(to_json(saved_results.training[0]), to_json(res.training[0]));
   EXPECT_TRUE(saved_results.finished_at.empty());
@@ -270,7 +272,7 @@ TEST(TrainDesign, InterruptionStopsAtOnceKeepsFinishedRunsAndResumes) {
   // The same design again resumes after run 1.
   lines.clear();
   Results done;
-  ASSERT_EQ(run_train_design(d, opt, &done, &err), 0) << err;
+  ASSERT_TRUE(succeeded(run_train_design(d, opt, &done), &err)) << err;
   ASSERT_EQ(done.training.size(), 5u);
   EXPECT_EQ(to_json(done.training[0]), to_json(res.training[0]));
   for (auto& line : lines) EXPECT_EQ(line.find("run 1/5"), std::string::npos) << line;
@@ -282,20 +284,20 @@ TEST(TrainDesign, WorkerRequestRoundTripsAndTheDesignNeedsAnExecutable) {
   q.index = 7;
   q.key = "b|cpu?order=blocked&threads=1&isa=auto|1001|0";
   std::string err;
-  ASSERT_TRUE(parse_target("cpu?order=blocked&threads=1", &q.target, &err));
+  ASSERT_TRUE(succeeded(parse_target("cpu?order=blocked&threads=1", &q.target), &err));
   q.init_seed = 1001, q.data_seed = 3, q.batches = 9, q.batch_size = 32, q.window = 4;
   q.data_dir = "/x";
   q.data_fingerprint = std::string(31, 'a') + "b";
   q.nudge = 2, q.noise_every = 3;
   TrainRunRequest back;
-  ASSERT_TRUE(parse_train_request(q.to_json().dump(), &back, &err)) << err;
+  ASSERT_TRUE(succeeded(parse_train_request(q.to_json().dump(), &back), &err)) << err;
   EXPECT_EQ(back.to_json(), q.to_json());
 
   const fs::path dir = write_data("noexe", 64);
   TrainRunOptions opt;
   opt.out_dir = (dir / "out").string();
   Results res;
-  EXPECT_EQ(run_train_design(tiny_design(dir, 2), opt, &res, &err), 2);
+  EXPECT_FALSE(succeeded(run_train_design(tiny_design(dir, 2), opt, &res), &err));
   EXPECT_NE(err.find("executable"), std::string::npos) << err;
   fs::remove_all(dir);
 }

@@ -103,7 +103,7 @@ TEST(Verdict, ObservationJsonRoundTrip) {
   o.batch = BatchInvariance{4, 1};
   Observation back;
   std::string err;
-  ASSERT_TRUE(from_json(to_json(o), &back, &err)) << err;
+  ASSERT_TRUE(succeeded(from_json(to_json(o), &back), &err)) << err;
   EXPECT_EQ(back.fingerprints, o.fingerprints);
   EXPECT_EQ(back.oracle->max_ulp, kUlpInfinite);
   EXPECT_TRUE(std::isinf(back.oracle->max_rel_err));
@@ -114,8 +114,8 @@ TEST(Verdict, ObservationJsonRoundTrip) {
   EXPECT_EQ(back.details["isa"], "avx2");
   auto j = to_json(o);
   j["status"] = "exploded";
-  EXPECT_FALSE(from_json(j, &back, &err));
+  EXPECT_FALSE(succeeded(from_json(j, &back), &err));
   j = to_json(o);
   j.erase("fingerprints");
-  EXPECT_FALSE(from_json(j, &back, &err));
+  EXPECT_FALSE(succeeded(from_json(j, &back), &err));
 }

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/fixtures.hpp"
 #include "cli_helpers.hpp"
 #include "kernels/cpu/native.hpp"
 #include "kernels/cpu/native_kernels.hpp"
@@ -357,14 +358,14 @@ TEST(Winograd, AtomicAndBlockedBitsFollowTheirChunks) {
 TEST(Winograd, SpecsAndPromises) {
   Spec t;
   std::string err;
-  ASSERT_TRUE(parse_target("cpu?conv=winograd&order=sequential&threads=2", &t, &err)) << err;
+  ASSERT_TRUE(succeeded(parse_target("cpu?conv=winograd&order=sequential&threads=2", &t), &err)) << err;
   EXPECT_EQ(t.str(), "cpu?order=sequential&threads=2&isa=auto&conv=winograd");
-  ASSERT_TRUE(parse_target("cpu?threads=2", &t, &err)) << err;
+  ASSERT_TRUE(succeeded(parse_target("cpu?threads=2", &t), &err)) << err;
   EXPECT_EQ(t.str(), "cpu?order=blocked&threads=2&isa=auto") << "the canonical names of existing targets stay";
-  EXPECT_FALSE(parse_target("cpu?order=portable&conv=winograd", &t, &err));
+  EXPECT_FALSE(succeeded(parse_target("cpu?order=portable&conv=winograd", &t), &err));
   EXPECT_NE(err.find("order=portable"), std::string::npos) << err;
-  EXPECT_FALSE(parse_target("cpu?conv=fft", &t, &err));
-  EXPECT_TRUE(parse_target("cpu?order=portable&conv=direct", &t, &err)) << err;
+  EXPECT_FALSE(succeeded(parse_target("cpu?conv=fft", &t), &err));
+  EXPECT_TRUE(succeeded(parse_target("cpu?order=portable&conv=direct", &t), &err)) << err;
   CpuNativeOptions o;
   o.order = ReduceOrder::kPortable, o.conv = ConvAlgo::kWinograd;
   EXPECT_EQ(make_cpu_native(o), nullptr);
@@ -372,8 +373,8 @@ TEST(Winograd, SpecsAndPromises) {
   auto promise = [](const std::string& target, const std::string& workload) {
     Spec ts, ws;
     std::string e;
-    EXPECT_TRUE(parse_target(target, &ts, &e)) << e;
-    EXPECT_TRUE(parse_workload(workload, &ws, &e)) << e;
+    EXPECT_TRUE(succeeded(parse_target(target, &ts), &e)) << e;
+    EXPECT_TRUE(succeeded(parse_workload(workload, &ws), &e)) << e;
     return promise_for(ts, ws, nlohmann::json::object(), {});
   };
   const std::string conv3 = "conv2d?n=2&c=64&h=12&w=12&k=64&pass=bwd_filter";
@@ -390,8 +391,8 @@ TEST(Winograd, SpecsAndPromises) {
       << "below the channel threshold: the direct code";
   // Training variants keep conv.
   Spec d, n;
-  ASSERT_TRUE(parse_target("cpu?threads=2&conv=winograd", &t, &err));
-  ASSERT_TRUE(training_variants(t, &d, &n, &err)) << err;
+  ASSERT_TRUE(succeeded(parse_target("cpu?threads=2&conv=winograd", &t), &err));
+  ASSERT_TRUE(succeeded(training_variants(t, &d, &n), &err)) << err;
   EXPECT_EQ(d.get("conv"), "winograd");
   EXPECT_EQ(n.get("conv"), "winograd");
   EXPECT_EQ(n.get("order"), "atomic");

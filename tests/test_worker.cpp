@@ -9,6 +9,7 @@
 #include <fstream>
 #include <iterator>
 
+#include "tests/fixtures.hpp"
 #include "kernels/cpu/native.hpp"
 #include "probes/oracle_cache.hpp"
 #include "probes/registry.hpp"
@@ -23,13 +24,13 @@ namespace {
 Spec target(const std::string& t) {
   Spec s;
   std::string err;
-  EXPECT_TRUE(parse_target(t, &s, &err)) << err;
+  EXPECT_TRUE(succeeded(parse_target(t, &s), &err)) << err;
   return s;
 }
 WorkItem item(const std::string& w) {
   WorkItem i;
   std::string err;
-  EXPECT_TRUE(parse_workload(w, &i.workload, &err)) << err;
+  EXPECT_TRUE(succeeded(parse_workload(w, &i.workload), &err)) << err;
   return i;
 }
 
@@ -150,7 +151,7 @@ std::string write_entry(const std::string& name, const WorkItem& wi, bool with_b
   EXPECT_TRUE(st.is_ok()) << st.message();
   std::string path = (std::filesystem::temp_directory_path() / (name + "-" + std::to_string(getpid()) + ".bin")).string();
   std::string err;
-  EXPECT_TRUE(write_oracle_entry(path, e, &err)) << err;
+  EXPECT_TRUE(succeeded(write_oracle_entry(path, e), &err)) << err;
   return path;
 }
 uint64_t hist_total(const OracleDistance& d) {
@@ -223,7 +224,7 @@ TEST(Detection, OracleWithoutABoundOrOfTheOldFormat) {
   std::vector<uint8_t> other_out;
   ASSERT_TRUE(compute_oracle(other.workload, &other_out, nullptr, &e.bound).is_ok());
   std::string err;
-  ASSERT_TRUE(write_oracle_entry(wi.oracle_path, e, &err)) << err;
+  ASSERT_TRUE(succeeded(write_oracle_entry(wi.oracle_path, e), &err)) << err;
   o = observe(cpu.get(), "cpu", wi, 1);
   EXPECT_FALSE(o.oracle.has_value());
   EXPECT_NE(o.details["oracle_problem"].find("error bound has 32 elements, output has 64"), std::string::npos)
@@ -308,7 +309,7 @@ TEST(Attribution, AFailedTraceStaysPairedWithItsRepeat) {
   // In results.json a failed trace is null, and comes back as one.
   Observation back;
   std::string err;
-  ASSERT_TRUE(from_json(to_json(o), &back, &err)) << err;
+  ASSERT_TRUE(succeeded(from_json(to_json(o), &back), &err)) << err;
   ASSERT_EQ(back.kernels.size(), 6u);
   EXPECT_FALSE(back.kernels[2].has_value());
   EXPECT_TRUE(back.kernels[3].has_value());
@@ -331,7 +332,7 @@ TEST(Attribution, KernelListsThatCannotBePairedAreDroppedOnLoad) {
   j["kernels"].erase(1);
   Observation back;
   std::string err;
-  ASSERT_TRUE(from_json(j, &back, &err)) << err;
+  ASSERT_TRUE(succeeded(from_json(j, &back), &err)) << err;
   EXPECT_TRUE(back.kernels.empty());
   EXPECT_NE(back.tracing.find("cannot be paired"), std::string::npos) << back.tracing;
 }

@@ -13,8 +13,7 @@ namespace detaudit {
 
 inline TrainingRun training_run(const nlohmann::json& j) {
   TrainingRun r;
-  std::string err;
-  if (!from_json(nlohmann::json::parse(j.dump()), &r, &err, "test run")) ADD_FAILURE() << err;
+  if (Status st = from_json(nlohmann::json::parse(j.dump()), &r, "test run"); !st) ADD_FAILURE() << st.message();
   return r;
 }
 

@@ -11,15 +11,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const std::string again_path = detaudit::fuzz::scratch_path("-results-again.json");
   detaudit::fuzz::write_scratch(path, data, size);
   detaudit::Results r;
-  std::string err;
-  if (!detaudit::load_results(path, &r, &err)) {
-    if (err.empty()) detaudit::fuzz::fail("rejected without a message", "");
+  if (detaudit::Status st = detaudit::load_results(path, &r); !st) {
+    if (st.message().empty()) detaudit::fuzz::fail("rejected without a message", "");
     return 0;
   }
   const std::string first = detaudit::to_json(r).dump();
-  if (!detaudit::save_results(again_path, r, &err)) detaudit::fuzz::fail("cannot save what was loaded", err);
+  if (detaudit::Status st = detaudit::save_results(again_path, r); !st)
+    detaudit::fuzz::fail("cannot save what was loaded", st.message());
   detaudit::Results again;
-  if (!detaudit::load_results(again_path, &again, &err)) detaudit::fuzz::fail("saved results do not load", err);
+  if (detaudit::Status st = detaudit::load_results(again_path, &again); !st)
+    detaudit::fuzz::fail("saved results do not load", st.message());
   if (const std::string second = detaudit::to_json(again).dump(); second != first)
     detaudit::fuzz::fail("results change on a save/load round trip", first + "\n->\n" + second);
   return 0;

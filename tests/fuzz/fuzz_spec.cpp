@@ -7,19 +7,19 @@
 
 namespace {
 
-using Parser = bool (*)(const std::string&, detaudit::Spec*, std::string*);
+using Parser = detaudit::Status (*)(const std::string&, detaudit::Spec*);
 
 void check(Parser parse, const char* what, const std::string& text) {
   detaudit::Spec s;
-  std::string err;
-  if (!parse(text, &s, &err)) {
-    if (err.empty()) detaudit::fuzz::fail("rejected without a message", std::string(what) + ": " + text);
+  if (detaudit::Status st = parse(text, &s); !st) {
+    if (st.message().empty()) detaudit::fuzz::fail("rejected without a message", std::string(what) + ": " + text);
     return;
   }
   const std::string canon = s.str();
   detaudit::Spec again;
-  if (!parse(canon, &again, &err))
-    detaudit::fuzz::fail("canonical text does not parse", std::string(what) + ": '" + text + "' -> '" + canon + "': " + err);
+  if (detaudit::Status st = parse(canon, &again); !st)
+    detaudit::fuzz::fail("canonical text does not parse",
+                         std::string(what) + ": '" + text + "' -> '" + canon + "': " + st.message());
   if (again.str() != canon)
     detaudit::fuzz::fail("canonical text is not a fixed point",
                          std::string(what) + ": '" + text + "' -> '" + canon + "' -> '" + again.str() + "'");

@@ -17,10 +17,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (req.repeats < 1 || req.repeats > detaudit::kMaxRepeats) detaudit::fuzz::fail("repeats out of range", text);
   if (req.indices.size() != req.items.size()) detaudit::fuzz::fail("one index per item", text);
   detaudit::Spec s;
-  if (!detaudit::parse_target(req.target.str(), &s, &err) || s.str() != req.target.str())
+  if (!detaudit::parse_target(req.target.str(), &s).is_ok() || s.str() != req.target.str())
     detaudit::fuzz::fail("target is not canonical", req.target.str());
   for (const auto& it : req.items)
-    if (!detaudit::parse_workload(it.workload.str(), &s, &err) || s.str() != it.workload.str())
+    if (!detaudit::parse_workload(it.workload.str(), &s).is_ok() || s.str() != it.workload.str())
       detaudit::fuzz::fail("workload is not canonical", it.workload.str());
   return 0;
 }

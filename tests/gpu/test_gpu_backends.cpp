@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/fixtures.hpp"
 #include "kernels/cpu/ref.hpp"
 #include "kernels/cuda/cuda.hpp"
 #include "probes/registry.hpp"
@@ -432,8 +433,8 @@ TEST_F(Gpu, CublasSharedWorkspaceRunsButPromisesNothing) {
   EXPECT_EQ(detail(*shared, "workspace").rfind("shared (1 x ", 0), 0u) << detail(*shared, "workspace");
   Spec t, w;
   std::string err;
-  ASSERT_TRUE(parse_target(shared->name(), &t, &err)) << err;
-  ASSERT_TRUE(parse_workload("matmul?m=64&n=256&k=8192", &w, &err)) << err;
+  ASSERT_TRUE(succeeded(parse_target(shared->name(), &t), &err)) << err;
+  ASSERT_TRUE(succeeded(parse_workload("matmul?m=64&n=256&k=8192", &w), &err)) << err;
   std::map<std::string, std::string> details;
   for (auto& [key, value] : shared->details()) details[key] = value;
   const Promise p = promise_for(t, w, nlohmann::json::object(), details);

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/fixtures.hpp"
 #include "kernels/cuda/cuda.hpp"
 #include "probes/registry.hpp"
 #include "probes/spec.hpp"
@@ -40,8 +41,8 @@ class GpuDetection : public ::testing::Test {
   Observation probe(const std::string& target, const std::string& workload, int repeats) {
     Spec t, w;
     std::string err;
-    EXPECT_TRUE(parse_target(target, &t, &err)) << err;
-    EXPECT_TRUE(parse_workload(workload, &w, &err)) << err;
+    EXPECT_TRUE(succeeded(parse_target(target, &t), &err)) << err;
+    EXPECT_TRUE(succeeded(parse_workload(workload, &w), &err)) << err;
     Status st;
     auto b = make_target_backend(t, &st);
     EXPECT_NE(b, nullptr) << target << ": " << st.message();
