@@ -114,7 +114,8 @@ int run_history(const HistoryArgs& a) {
   f.workload = a.workload;
   f.machine = a.machine;
   std::string path;
-  if (!a.since.empty()) if (Status st = parse_since(a.since, &f.since); !st) return fail(st);
+  if (!a.since.empty())
+    if (Status st = parse_since(a.since, &f.since); !st) return fail(st);
   HistoryFlags flags;
   flags.file = a.file;
   if (Status st = resolve_history_path(flags, &path); !st) return fail(st);

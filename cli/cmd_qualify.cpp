@@ -90,8 +90,10 @@ Command add_qualify_command(CLI::App& app, int argc, char** argv) {
               return fail(st);
             }
             // The reports of the runs qualify made (gates judge, the report renders).
-            if (!out.probe_dir.empty()) if (Status st = write_reports(out.probe_dir, out.probe); !st) return fail(st);
-            if (!out.train.training.empty()) if (Status st = write_reports(out.train_dir, out.train); !st) return fail(st);
+            if (!out.probe_dir.empty())
+              if (Status st = write_reports(out.probe_dir, out.probe); !st) return fail(st);
+            if (!out.train.training.empty())
+              if (Status st = write_reports(out.train_dir, out.train); !st) return fail(st);
             if (a->json)
               say(stdout, "{}\n", out.to_json().dump(2));
             else

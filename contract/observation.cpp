@@ -140,7 +140,8 @@ Status check_key(const nlohmann::json& obj, const char* key, JsonType t, bool re
   return check_json(*it, t, json_path(path, key));
 }
 
-Status check_array_key(const nlohmann::json& obj, const char* key, JsonType elem, bool required, const std::string& path) {
+Status check_array_key(const nlohmann::json& obj, const char* key, JsonType elem, bool required,
+                       const std::string& path) {
   DETAUDIT_RETURN_IF_ERROR(check_key(obj, key, JsonType::kArray, required, path));
   auto it = obj.find(key);
   if (it == obj.end()) return Status::ok();
@@ -153,12 +154,11 @@ namespace {
 
 Status kernel_from_json(const nlohmann::json& j, KernelRecord* k, const std::string& path) {
   using T = JsonType;
-  if (Status st; !(st = check_json(j, T::kObject, path)) ||
-      !(st = check_key(j, "name", T::kString, false, path)) ||
-      !(st = check_key(j, "registers", T::kUint32, false, path)) ||
-      !(st = check_key(j, "static_smem", T::kUint32, false, path)) ||
-      !(st = check_key(j, "dynamic_smem", T::kUint32, false, path)) ||
-      !(st = check_key(j, "duration_ns", T::kUnsigned, false, path)))
+  if (Status st; !(st = check_json(j, T::kObject, path)) || !(st = check_key(j, "name", T::kString, false, path)) ||
+                 !(st = check_key(j, "registers", T::kUint32, false, path)) ||
+                 !(st = check_key(j, "static_smem", T::kUint32, false, path)) ||
+                 !(st = check_key(j, "dynamic_smem", T::kUint32, false, path)) ||
+                 !(st = check_key(j, "duration_ns", T::kUnsigned, false, path)))
     return st;
   for (const char* dim : {"grid", "block"}) {
     DETAUDIT_RETURN_IF_ERROR(check_array_key(j, dim, T::kUint32, true, path));
@@ -193,28 +193,30 @@ Status oracle_from_json(const nlohmann::json& j, std::optional<OracleDistance>* 
     const auto& v = j[k];
     bool ulp = std::string(k) == "max_ulp";
     if ((v.is_string() && v.get<std::string>() == "inf") || (ulp ? v.is_number_unsigned() : v.is_number())) continue;
-    return Status::invalid(fmt::format("{} must be {} or \"inf\" (got {})", p, ulp ? "a non-negative integer" : "a number",
-                       v.is_number() ? v.dump() : v.type_name()));
+    return Status::invalid(fmt::format("{} must be {} or \"inf\" (got {})", p,
+                                       ulp ? "a non-negative integer" : "a number",
+                                       v.is_number() ? v.dump() : v.type_name()));
   }
   if (Status st; !(st = check_key(j, "mismatched", JsonType::kUnsigned, true, path)) ||
-      !(st = check_key(j, "bound_k", JsonType::kUnsigned, false, path)) ||
-      !(st = check_array_key(j, "ratio_hist", JsonType::kUnsigned, false, path)))
+                 !(st = check_key(j, "bound_k", JsonType::kUnsigned, false, path)) ||
+                 !(st = check_array_key(j, "ratio_hist", JsonType::kUnsigned, false, path)))
     return st;
   if (j.contains("err_ratio")) {
     const auto& v = j["err_ratio"];
     bool ok = (v.is_string() && v.get<std::string>() == "inf") ||
               (v.is_number() && (v.get<double>() >= 0 || v.get<double>() == -1));
     if (!ok) {
-      return Status::invalid(fmt::format("{} must be a non-negative number, -1 or \"inf\" (got {})", json_path(path, "err_ratio"),
-                         v.is_number() ? v.dump() : v.type_name()));
+      return Status::invalid(fmt::format("{} must be a non-negative number, -1 or \"inf\" (got {})",
+                                         json_path(path, "err_ratio"), v.is_number() ? v.dump() : v.type_name()));
     }
     d.err_ratio = num_from(v);
   }
   if (j.contains("agree_bits")) {
     const auto& v = j["agree_bits"];
     if (!v.is_number() || !((v.get<double>() >= 0 && v.get<double>() <= kPrecisionF64) || v.get<double>() == -1)) {
-      return Status::invalid(fmt::format("{} must be a number from 0 to {} or -1 (got {})", json_path(path, "agree_bits"), kPrecisionF64,
-                         v.is_number() ? v.dump() : v.type_name()));
+      return Status::invalid(fmt::format("{} must be a number from 0 to {} or -1 (got {})",
+                                         json_path(path, "agree_bits"), kPrecisionF64,
+                                         v.is_number() ? v.dump() : v.type_name()));
     }
     d.agree_bits = v.get<double>();
   }
@@ -227,8 +229,8 @@ Status oracle_from_json(const nlohmann::json& j, std::optional<OracleDistance>* 
   if (j.contains("ratio_hist")) {
     d.ratio_hist = j["ratio_hist"].get<std::vector<uint64_t>>();
     if (!d.ratio_hist.empty() && d.ratio_hist.size() != size_t(kRatioBuckets)) {
-      return Status::invalid(fmt::format("{} must have 0 or {} elements (got {})", json_path(path, "ratio_hist"), kRatioBuckets,
-                         d.ratio_hist.size()));
+      return Status::invalid(fmt::format("{} must have 0 or {} elements (got {})", json_path(path, "ratio_hist"),
+                                         kRatioBuckets, d.ratio_hist.size()));
     }
   }
   d.max_ulp = j["max_ulp"].is_string() ? kUlpInfinite : j["max_ulp"].get<uint64_t>();
@@ -242,17 +244,17 @@ Status oracle_from_json(const nlohmann::json& j, std::optional<OracleDistance>* 
 Status required_from_json(const nlohmann::json& j, Observation* r, const std::string& path) {
   using T = JsonType;
   if (Status st; !(st = check_key(j, "workload", T::kString, true, path)) ||
-      !(st = check_key(j, "target", T::kString, true, path)) ||
-      !(st = check_key(j, "status", T::kString, true, path)) ||
-      !(st = check_key(j, "repeats", T::kCount, true, path)) ||
-      !(st = check_array_key(j, "fingerprints", T::kString, true, path)) ||
-      !(st = check_key(j, "distinct", T::kCount, true, path)))
+                 !(st = check_key(j, "target", T::kString, true, path)) ||
+                 !(st = check_key(j, "status", T::kString, true, path)) ||
+                 !(st = check_key(j, "repeats", T::kCount, true, path)) ||
+                 !(st = check_array_key(j, "fingerprints", T::kString, true, path)) ||
+                 !(st = check_key(j, "distinct", T::kCount, true, path)))
     return st;
   r->workload = j["workload"].get<std::string>();
   r->target = j["target"].get<std::string>();
   if (!parse_obs_status(j["status"].get<std::string>(), &r->status)) {
     return Status::invalid(json_path(path, "status") + " must be one of ok, crashed, timeout, skipped, error (got " +
-           j["status"].dump(-1, ' ', true, nlohmann::json::error_handler_t::replace) + ")");
+                           j["status"].dump(-1, ' ', true, nlohmann::json::error_handler_t::replace) + ")");
   }
   r->repeats = j["repeats"].get<int>();
   r->fingerprints = j["fingerprints"].get<std::vector<std::string>>();
@@ -267,15 +269,15 @@ Status required_from_json(const nlohmann::json& j, Observation* r, const std::st
 Status optional_from_json(const nlohmann::json& j, Observation* r, const std::string& path) {
   using T = JsonType;
   if (Status st; !(st = check_key(j, "reason", T::kString, false, path)) ||
-      !(st = check_key(j, "describe", T::kString, false, path)) ||
-      !(st = check_key(j, "tracing", T::kString, false, path)) ||
-      !(st = check_key(j, "verdict", T::kString, false, path)) ||
-      !(st = check_key(j, "warmup_fingerprint", T::kString, false, path)) ||
-      !(st = check_key(j, "verdict_reason", T::kString, false, path)) ||
-      !(st = check_array_key(j, "seconds", T::kNumber, false, path)) ||
-      !(st = check_key(j, "details", T::kObject, false, path)) ||
-      !(st = check_key(j, "kernels", T::kArray, false, path)) ||
-      !(st = check_key(j, "batch_invariance", T::kObject, false, path)))
+                 !(st = check_key(j, "describe", T::kString, false, path)) ||
+                 !(st = check_key(j, "tracing", T::kString, false, path)) ||
+                 !(st = check_key(j, "verdict", T::kString, false, path)) ||
+                 !(st = check_key(j, "warmup_fingerprint", T::kString, false, path)) ||
+                 !(st = check_key(j, "verdict_reason", T::kString, false, path)) ||
+                 !(st = check_array_key(j, "seconds", T::kNumber, false, path)) ||
+                 !(st = check_key(j, "details", T::kObject, false, path)) ||
+                 !(st = check_key(j, "kernels", T::kArray, false, path)) ||
+                 !(st = check_key(j, "batch_invariance", T::kObject, false, path)))
     return st;
   r->reason = j.value("reason", "");
   r->describe = j.value("describe", "");
@@ -285,7 +287,8 @@ Status optional_from_json(const nlohmann::json& j, Observation* r, const std::st
     Verdict v;
     const std::string s = j["verdict"].get<std::string>();
     if (!parse_verdict(s, &v)) {
-      return Status::invalid(json_path(path, "verdict") + " must be PASS, FAIL, EXPECTED, WARN or SKIP (got \"" + s.substr(0, 40) + "\")");
+      return Status::invalid(json_path(path, "verdict") + " must be PASS, FAIL, EXPECTED, WARN or SKIP (got \"" +
+                             s.substr(0, 40) + "\")");
     }
     r->verdict = v;
   }
@@ -300,7 +303,8 @@ Status optional_from_json(const nlohmann::json& j, Observation* r, const std::st
       DETAUDIT_RETURN_IF_ERROR(check_json(v, T::kString, json_path(json_path(path, "details"), k)));
       r->details[k] = v.get<std::string>();
     }
-  if (j.contains("oracle")) DETAUDIT_RETURN_IF_ERROR(oracle_from_json(j["oracle"], &r->oracle, json_path(path, "oracle")));
+  if (j.contains("oracle"))
+    DETAUDIT_RETURN_IF_ERROR(oracle_from_json(j["oracle"], &r->oracle, json_path(path, "oracle")));
   if (j.contains("kernels")) {
     for (size_t i = 0; i < j["kernels"].size(); ++i) {
       const auto& rep = j["kernels"][i];
@@ -329,8 +333,8 @@ Status optional_from_json(const nlohmann::json& j, Observation* r, const std::st
     const auto& b = j["batch_invariance"];
     std::string bp = json_path(path, "batch_invariance");
     if (Status st; !(st = check_key(b, "rows_checked", T::kCount, true, bp)) ||
-        !(st = check_key(b, "rows_differing", T::kCount, true, bp)) ||
-        !(st = check_key(b, "invariant", T::kBoolean, false, bp)))
+                   !(st = check_key(b, "rows_differing", T::kCount, true, bp)) ||
+                   !(st = check_key(b, "invariant", T::kBoolean, false, bp)))
       return st;
     r->batch = BatchInvariance{b["rows_checked"].get<int>(), b["rows_differing"].get<int>()};
   }
@@ -341,9 +345,8 @@ Status optional_from_json(const nlohmann::json& j, Observation* r, const std::st
 
 Status from_json(const nlohmann::json& j, Observation* o, const std::string& where) {
   Observation r;
-  if (Status st; !(st = check_json(j, JsonType::kObject, where)) ||
-      !(st = required_from_json(j, &r, where)) ||
-      !(st = optional_from_json(j, &r, where)))
+  if (Status st; !(st = check_json(j, JsonType::kObject, where)) || !(st = required_from_json(j, &r, where)) ||
+                 !(st = optional_from_json(j, &r, where)))
     return st;
   *o = std::move(r);
   return Status::ok();

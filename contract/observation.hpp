@@ -74,7 +74,8 @@ Status check_json(const nlohmann::json& j, JsonType t, const std::string& path);
 // obj[key] has type t when present; a required key must be present. obj must be an object.
 Status check_key(const nlohmann::json& obj, const char* key, JsonType t, bool required, const std::string& path);
 // obj[key], when present, is an array whose every element has type elem.
-Status check_array_key(const nlohmann::json& obj, const char* key, JsonType elem, bool required, const std::string& path);
+Status check_array_key(const nlohmann::json& obj, const char* key, JsonType elem, bool required,
+                       const std::string& path);
 
 // Count distinct strings (fingerprints).
 int count_distinct(const std::vector<std::string>& v);

@@ -58,8 +58,7 @@ struct KeyType {
 
 // Every key of the list that obj holds has its type (missing keys are allowed).
 Status check_keys(const nlohmann::json& obj, std::initializer_list<KeyType> keys, const std::string& path) {
-  for (auto& k : keys)
-    DETAUDIT_RETURN_IF_ERROR(check_key(obj, k.key, k.type, false, path));
+  for (auto& k : keys) DETAUDIT_RETURN_IF_ERROR(check_key(obj, k.key, k.type, false, path));
   return Status::ok();
 }
 
@@ -73,12 +72,16 @@ Status check_sources(const nlohmann::json& p) {
     const auto& s = p["sources"][i];
     const std::string sp = json_path("plan.sources", i);
     if (Status st; !(st = check_keys(s,
-                    {{"dir", T::kString}, {"label", T::kString}, {"tool_version", T::kString}, {"tool_commit", T::kString},
-                     {"started_at", T::kString}, {"finished_at", T::kString}},
-                    sp)) ||
-        !(st = check_key(s, "label", T::kString, true, sp)) ||
-        !(st = check_key(s, "machine", T::kObject, true, sp)) ||
-        !(st = check_machine(s["machine"], json_path(sp, "machine"))))
+                                     {{"dir", T::kString},
+                                      {"label", T::kString},
+                                      {"tool_version", T::kString},
+                                      {"tool_commit", T::kString},
+                                      {"started_at", T::kString},
+                                      {"finished_at", T::kString}},
+                                     sp)) ||
+                   !(st = check_key(s, "label", T::kString, true, sp)) ||
+                   !(st = check_key(s, "machine", T::kObject, true, sp)) ||
+                   !(st = check_machine(s["machine"], json_path(sp, "machine"))))
       return st;
   }
   return Status::ok();
@@ -87,64 +90,86 @@ Status check_sources(const nlohmann::json& p) {
 // "plan": a probe plan (suite, targets, workloads, repeats, timeout) or a training design.
 Status check_plan(const nlohmann::json& p) {
   if (Status st; !(st = check_json(p, T::kObject, "plan")) ||
-      !(st = check_keys(p, {{"suite", T::kString}, {"kind", T::kString}, {"repeats", T::kCount}, {"timeout_s", T::kNumber},
-                      {"runs", T::kCount}, {"data_fingerprint", T::kString}},
-                  "plan")) ||
-      !(st = check_sources(p)) ||
-      !(st = check_array_key(p, "targets", T::kString, false, "plan")) ||
-      !(st = check_array_key(p, "workloads", T::kString, false, "plan")) ||
-      !(st = check_key(p, "design", T::kObject, false, "plan")))
+                 !(st = check_keys(p,
+                                   {{"suite", T::kString},
+                                    {"kind", T::kString},
+                                    {"repeats", T::kCount},
+                                    {"timeout_s", T::kNumber},
+                                    {"runs", T::kCount},
+                                    {"data_fingerprint", T::kString}},
+                                   "plan")) ||
+                 !(st = check_sources(p)) || !(st = check_array_key(p, "targets", T::kString, false, "plan")) ||
+                 !(st = check_array_key(p, "workloads", T::kString, false, "plan")) ||
+                 !(st = check_key(p, "design", T::kObject, false, "plan")))
     return st;
   if (!p.contains("design")) return Status::ok();
   const auto& d = p["design"];
   DETAUDIT_RETURN_IF_ERROR(check_keys(d,
-                    {{"model", T::kString},
-                     {"design", T::kString},
-                     {"seeds", T::kCount},
-                     {"batches", T::kCount},
-                     {"window", T::kCount},
-                     {"replicates", T::kCount},
-                     {"batch_size", T::kCount},
-                     {"data_seed", T::kUnsigned},
-                     {"data_dir", T::kString},
-                     {"init_seed_base", T::kUnsigned}},
-                    "plan.design"));
+                                      {{"model", T::kString},
+                                       {"design", T::kString},
+                                       {"seeds", T::kCount},
+                                       {"batches", T::kCount},
+                                       {"window", T::kCount},
+                                       {"replicates", T::kCount},
+                                       {"batch_size", T::kCount},
+                                       {"data_seed", T::kUnsigned},
+                                       {"data_dir", T::kString},
+                                       {"init_seed_base", T::kUnsigned}},
+                                      "plan.design"));
   return check_array_key(d, "targets", T::kString, false, "plan.design");
 }
 
 // "machine": the fingerprint of probes/env.cpp. "libraries" holds strings, numbers and booleans.
 Status check_machine(const nlohmann::json& m, const std::string& mp) {
   if (Status st; !(st = check_json(m, T::kObject, mp)) ||
-      !(st = check_keys(m,
-                  {{"hostname", T::kString},  {"os", T::kString},        {"cpu_model", T::kString},
-                   {"cpu_vendor", T::kString}, {"compiler", T::kString},  {"hwloc", T::kString},
-                   {"topology_error", T::kString}, {kCudaMachineKey, T::kString},  {"packages", T::kCount},
-                   {"cores", T::kCount},       {"pus", T::kCount},        {"numa_nodes", T::kCount},
-                   {"libraries", T::kObject}},
-                  mp)) ||
-      !(st = check_array_key(m, "cpu_features", T::kString, false, mp)) ||
-      !(st = check_array_key(m, "caches", T::kObject, false, mp)) ||
-      !(st = check_array_key(m, "gpus", T::kObject, false, mp)))
+                 !(st = check_keys(m,
+                                   {{"hostname", T::kString},
+                                    {"os", T::kString},
+                                    {"cpu_model", T::kString},
+                                    {"cpu_vendor", T::kString},
+                                    {"compiler", T::kString},
+                                    {"hwloc", T::kString},
+                                    {"topology_error", T::kString},
+                                    {kCudaMachineKey, T::kString},
+                                    {"packages", T::kCount},
+                                    {"cores", T::kCount},
+                                    {"pus", T::kCount},
+                                    {"numa_nodes", T::kCount},
+                                    {"libraries", T::kObject}},
+                                   mp)) ||
+                 !(st = check_array_key(m, "cpu_features", T::kString, false, mp)) ||
+                 !(st = check_array_key(m, "caches", T::kObject, false, mp)) ||
+                 !(st = check_array_key(m, "gpus", T::kObject, false, mp)))
     return st;
   if (m.contains("libraries"))
     for (auto& [k, v] : m["libraries"].items())
       if (!v.is_primitive() || v.is_null()) {
-        return Status::invalid(fmt::format("{} must be a string, number or boolean (got {})", json_path(mp + ".libraries", k), v.type_name()));
+        return Status::invalid(fmt::format("{} must be a string, number or boolean (got {})",
+                                           json_path(mp + ".libraries", k), v.type_name()));
       }
   if (m.contains("caches"))
     for (size_t i = 0; i < m["caches"].size(); ++i)
-      DETAUDIT_RETURN_IF_ERROR(check_keys(m["caches"][i],
-                      {{"level", T::kCount}, {"size_bytes", T::kUnsigned}, {"line_bytes", T::kCount}, {"count", T::kCount}},
-                      json_path(mp + ".caches", i)));
+      DETAUDIT_RETURN_IF_ERROR(check_keys(
+          m["caches"][i],
+          {{"level", T::kCount}, {"size_bytes", T::kUnsigned}, {"line_bytes", T::kCount}, {"count", T::kCount}},
+          json_path(mp + ".caches", i)));
   if (m.contains("gpus"))
     for (size_t i = 0; i < m["gpus"].size(); ++i)
       DETAUDIT_RETURN_IF_ERROR(check_keys(m["gpus"][i],
-                      {{"index", T::kCount},        {"name", T::kString},          {"uuid", T::kString},
-                       {"pci_bus_id", T::kString},  {"compute_capability", T::kString}, {"sm_count", T::kCount},
-                       {"memory_bytes", T::kUnsigned}, {"l2_bytes", T::kCount},    {"clock_khz", T::kCount},
-                       {"memory_clock_khz", T::kCount}, {"memory_bus_width", T::kCount}, {"ecc", T::kBoolean},
-                       {"local_cpuset", T::kString}},
-                      json_path(mp + ".gpus", i)));
+                                          {{"index", T::kCount},
+                                           {"name", T::kString},
+                                           {"uuid", T::kString},
+                                           {"pci_bus_id", T::kString},
+                                           {"compute_capability", T::kString},
+                                           {"sm_count", T::kCount},
+                                           {"memory_bytes", T::kUnsigned},
+                                           {"l2_bytes", T::kCount},
+                                           {"clock_khz", T::kCount},
+                                           {"memory_clock_khz", T::kCount},
+                                           {"memory_bus_width", T::kCount},
+                                           {"ecc", T::kBoolean},
+                                           {"local_cpuset", T::kString}},
+                                          json_path(mp + ".gpus", i)));
   return Status::ok();
 }
 
@@ -152,16 +177,16 @@ Status check_machine(const nlohmann::json& m, const std::string& mp) {
 Status results_from_json(nlohmann::json& j, Results* out) {
   Results r;
   if (Status st; !(st = check_keys(j,
-                  {{"tool_version", T::kString},
-                   {"tool_commit", T::kString},
-                   {"started_at", T::kString},
-                   {"finished_at", T::kString},
-                   {"command", T::kString},
-                   {"training", T::kArray},
-                   {"analysis", T::kObject},
-                   {"oracle_failures", T::kObject}},
-                  "")) ||
-      !(st = check_key(j, "observations", T::kArray, true, "")))
+                                   {{"tool_version", T::kString},
+                                    {"tool_commit", T::kString},
+                                    {"started_at", T::kString},
+                                    {"finished_at", T::kString},
+                                    {"command", T::kString},
+                                    {"training", T::kArray},
+                                    {"analysis", T::kObject},
+                                    {"oracle_failures", T::kObject}},
+                                   "")) ||
+                 !(st = check_key(j, "observations", T::kArray, true, "")))
     return st;
   r.tool_version = j.value("tool_version", "");
   r.tool_commit = j.value("tool_commit", "");

@@ -20,8 +20,8 @@ Status number_or_nan(const nlohmann::json& v, const std::string& path, double* o
   return Status::invalid(fmt::format("{} must be a number or null (got {})", path, v.type_name()));
 }
 
-Status one_of(const nlohmann::json& j, const char* key, std::initializer_list<const char*> values, const std::string& path,
-            std::string* out) {
+Status one_of(const nlohmann::json& j, const char* key, std::initializer_list<const char*> values,
+              const std::string& path, std::string* out) {
   if (!j.contains(key)) return Status::ok();
   const std::string v = j[key].get<std::string>();
   for (const char* x : values)
@@ -33,10 +33,9 @@ Status one_of(const nlohmann::json& j, const char* key, std::initializer_list<co
 
 Status from_json(const nlohmann::json& j, CurvePhases* p, const std::string& path) {
   using T = JsonType;
-  if (Status st; !(st = check_json(j, T::kObject, path)) ||
-      !(st = check_key(j, "label", T::kString, true, path)) ||
-      !(st = check_key(j, "segments", T::kCount, false, path)) ||
-      !(st = check_key(j, "censored", T::kBoolean, false, path)))
+  if (Status st; !(st = check_json(j, T::kObject, path)) || !(st = check_key(j, "label", T::kString, true, path)) ||
+                 !(st = check_key(j, "segments", T::kCount, false, path)) ||
+                 !(st = check_key(j, "censored", T::kBoolean, false, path)))
     return st;
   for (auto& [k, v] : j.items())
     if (k != "label" && k != "segments" && k != "censored" && k != "escape_step")
@@ -47,7 +46,7 @@ Status from_json(const nlohmann::json& j, CurvePhases* p, const std::string& pat
   if (j.contains("escape_step") && !j["escape_step"].is_null()) {
     if (!j["escape_step"].is_number())
       return Status::invalid(fmt::format("{} must be a number or null (got {})", json_path(path, "escape_step"),
-                                j["escape_step"].type_name()));
+                                         j["escape_step"].type_name()));
     p->escape_step = j["escape_step"].get<double>();
   }
   return Status::ok();
@@ -55,7 +54,7 @@ Status from_json(const nlohmann::json& j, CurvePhases* p, const std::string& pat
 
 // Only the listed fields, each of its type; every one required unless optional names it.
 Status only_fields(const nlohmann::json& j, std::initializer_list<std::pair<const char*, JsonType>> fields,
-                 std::initializer_list<const char*> optional, const char* what, const std::string& path) {
+                   std::initializer_list<const char*> optional, const char* what, const std::string& path) {
   DETAUDIT_RETURN_IF_ERROR(check_json(j, JsonType::kObject, path));
   for (auto& [k, t] : fields) {
     bool opt = false;
@@ -72,9 +71,13 @@ Status only_fields(const nlohmann::json& j, std::initializer_list<std::pair<cons
 
 Status from_json(const nlohmann::json& j, WeightNudge* n, const std::string& path) {
   using T = JsonType;
-  DETAUDIT_RETURN_IF_ERROR(only_fields(j, {{"index", T::kUnsigned}, {"parameter", T::kUnsigned}, {"tensor", T::kString},
-                       {"from", T::kNumber}, {"to", T::kNumber}},
-                   {}, "a weight nudge", path));
+  DETAUDIT_RETURN_IF_ERROR(only_fields(j,
+                                       {{"index", T::kUnsigned},
+                                        {"parameter", T::kUnsigned},
+                                        {"tensor", T::kString},
+                                        {"from", T::kNumber},
+                                        {"to", T::kNumber}},
+                                       {}, "a weight nudge", path));
   n->index = j["index"];
   n->parameter = j["parameter"];
   n->tensor = j["tensor"];
@@ -86,20 +89,21 @@ Status from_json(const nlohmann::json& j, WeightNudge* n, const std::string& pat
 
 Status from_json(const nlohmann::json& j, NoiseTrace* n, const std::string& path) {
   using T = JsonType;
-  DETAUDIT_RETURN_IF_ERROR(only_fields(j, {{"every", T::kCount}, {"b_small", T::kCount}, {"b_big", T::kCount}, {"points", T::kArray}}, {},
-                   "a noise trace", path));
+  DETAUDIT_RETURN_IF_ERROR(
+      only_fields(j, {{"every", T::kCount}, {"b_small", T::kCount}, {"b_big", T::kCount}, {"points", T::kArray}}, {},
+                  "a noise trace", path));
   n->every = j["every"];
   n->b_small = j["b_small"];
   n->b_big = j["b_big"];
   if (n->every < 1 || n->b_small < 1 || n->b_big <= n->b_small)
     return Status::invalid(fmt::format("{} needs every >= 1 and 1 <= b_small < b_big (got {}, {}, {})", path, n->every,
-                              n->b_small, n->b_big));
+                                       n->b_small, n->b_big));
   const auto& pts = j["points"];
   for (size_t i = 0; i < pts.size(); ++i) {
     const std::string pp = json_path(json_path(path, "points"), i);
-    DETAUDIT_RETURN_IF_ERROR(only_fields(pts[i], {{"step", T::kUnsigned}, {"big_sq", T::kNumber}, {"small_sq", T::kNumber},
-                              {"hw_sq", T::kNumber}},
-                     {"hw_sq"}, "a noise point", pp));
+    DETAUDIT_RETURN_IF_ERROR(only_fields(
+        pts[i], {{"step", T::kUnsigned}, {"big_sq", T::kNumber}, {"small_sq", T::kNumber}, {"hw_sq", T::kNumber}},
+        {"hw_sq"}, "a noise point", pp));
     NoisePoint p;
     p.step = pts[i]["step"];
     p.big_sq = pts[i]["big_sq"];
@@ -114,8 +118,9 @@ Status from_json(const nlohmann::json& j, NoiseTrace* n, const std::string& path
 
 Status from_json(const nlohmann::json& j, NextFrameCheck* n, const std::string& path) {
   using T = JsonType;
-  DETAUDIT_RETURN_IF_ERROR(only_fields(j, {{"sequences", T::kUnsigned}, {"mse", T::kNumber}, {"copy_last_mse", T::kNumber}}, {},
-                   "a next-frame check", path));
+  DETAUDIT_RETURN_IF_ERROR(
+      only_fields(j, {{"sequences", T::kUnsigned}, {"mse", T::kNumber}, {"copy_last_mse", T::kNumber}}, {},
+                  "a next-frame check", path));
   n->sequences = j["sequences"];
   n->mse = j["mse"];
   n->copy_last_mse = j["copy_last_mse"];
@@ -208,11 +213,9 @@ Status from_json(const nlohmann::json& j, TrainingRun* out, const std::string& p
       {"initial_weights_fingerprint", T::kString}, {"seconds", T::kNumber}, {"steps_per_second", T::kNumber},
       {"curve", T::kArray},        {"signal", T::kString},         {"timeout_s", T::kNumber},
       {"batches_done", T::kCount}, {"frames_png", T::kString}};
-  if (Status st; !(st = check_json(j, T::kObject, path)) ||
-      !(st = check_key(j, "status", T::kString, true, path)))
+  if (Status st; !(st = check_json(j, T::kObject, path)) || !(st = check_key(j, "status", T::kString, true, path)))
     return st;
-  for (auto& f : kFields)
-    DETAUDIT_RETURN_IF_ERROR(check_key(j, f.key, f.type, false, path));
+  for (auto& f : kFields) DETAUDIT_RETURN_IF_ERROR(check_key(j, f.key, f.type, false, path));
   for (auto& [k, v] : j.items()) {
     bool known = k == "final_loss" || k == "phases" || k == "nudge" || k == "noise" || k == "prediction";
     for (auto& f : kFields) known = known || k == f.key;
@@ -220,16 +223,16 @@ Status from_json(const nlohmann::json& j, TrainingRun* out, const std::string& p
   }
   TrainingRun r;
   if (!parse_obs_status(j["status"].get<std::string>(), &r.status))
-    return Status::invalid(fmt::format("{} must be one of ok, crashed, timeout, skipped, error (got {})", json_path(path, "status"),
-                              got(j["status"])));
+    return Status::invalid(fmt::format("{} must be one of ok, crashed, timeout, skipped, error (got {})",
+                                       json_path(path, "status"), got(j["status"])));
   if (r.ok())
     for (const char* k : {"condition", "target", "seed", "replicate", "final_loss", "curve"})
       if (!j.contains(k)) return Status::invalid(json_path(path, k) + " is missing (the run's status is \"ok\")");
   std::string init = "fixed", nondet = "off", det;
   if (Status st; !(st = one_of(j, "condition", {"a", "b", "c", "d", "e"}, path, &r.condition)) ||
-      !(st = one_of(j, "init", {"random", "fixed"}, path, &init)) ||
-      !(st = one_of(j, "nondeterminism", {"on", "off"}, path, &nondet)) ||
-      !(st = one_of(j, "determinism", {"on", "off"}, path, &det)))
+                 !(st = one_of(j, "init", {"random", "fixed"}, path, &init)) ||
+                 !(st = one_of(j, "nondeterminism", {"on", "off"}, path, &nondet)) ||
+                 !(st = one_of(j, "determinism", {"on", "off"}, path, &det)))
     return st;
   if (!det.empty() && j.contains("nondeterminism") && (det == "on") == (nondet == "on"))
     return Status::invalid(fmt::format("{} and nondeterminism are both \"{}\"", json_path(path, "determinism"), det));
@@ -249,7 +252,8 @@ Status from_json(const nlohmann::json& j, TrainingRun* out, const std::string& p
   r.batches = j.value("batches", 0);
   r.window = j.value("window", 0);
   r.source = j.value("source", 0);
-  if (j.contains("final_loss")) DETAUDIT_RETURN_IF_ERROR(number_or_nan(j["final_loss"], json_path(path, "final_loss"), &r.final_loss));
+  if (j.contains("final_loss"))
+    DETAUDIT_RETURN_IF_ERROR(number_or_nan(j["final_loss"], json_path(path, "final_loss"), &r.final_loss));
   if (j.contains("curve")) {
     const auto& c = j["curve"];
     r.curve.resize(c.size());

@@ -263,14 +263,13 @@ std::string baseline_text(const Baseline& b) {
   return to_json(b).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
-Status save_baseline(const std::string& path, const Baseline& b) {
-  return write_file_atomic(path, baseline_text(b));
-}
+Status save_baseline(const std::string& path, const Baseline& b) { return write_file_atomic(path, baseline_text(b)); }
 
 // ---- loading ---------------------------------------------------------------------------------------
 namespace {
 
-Status number_or_null_key(const nlohmann::json& obj, const char* key, const std::string& path, std::optional<double>* out) {
+Status number_or_null_key(const nlohmann::json& obj, const char* key, const std::string& path,
+                          std::optional<double>* out) {
   auto it = obj.find(key);
   if (it == obj.end() || it->is_null()) return Status::ok();
   DETAUDIT_RETURN_IF_ERROR(check_json(*it, T::kNumber, json_path(path, key)));
@@ -278,7 +277,8 @@ Status number_or_null_key(const nlohmann::json& obj, const char* key, const std:
   return Status::ok();
 }
 
-Status string_key(const nlohmann::json& obj, const char* key, bool required, const std::string& path, std::string* out) {
+Status string_key(const nlohmann::json& obj, const char* key, bool required, const std::string& path,
+                  std::string* out) {
   DETAUDIT_RETURN_IF_ERROR(check_key(obj, key, T::kString, required, path));
   if (obj.contains(key)) *out = obj[key].get<std::string>();
   return Status::ok();
@@ -294,16 +294,15 @@ Status fingerprint_ok(const nlohmann::json& v, const std::string& path) {
 Status cell_from_json(const nlohmann::json& j, const std::string& path, const Baseline& b, BaselineCell* c) {
   DETAUDIT_RETURN_IF_ERROR(check_json(j, T::kObject, path));
   std::string status, verdict;
-  if (Status st; !(st = string_key(j, "workload", true, path, &c->workload)) ||
-      !(st = string_key(j, "target", true, path, &c->target)) ||
-      !(st = string_key(j, "key", true, path, &c->key)) ||
+  if (Status st;
+      !(st = string_key(j, "workload", true, path, &c->workload)) ||
+      !(st = string_key(j, "target", true, path, &c->target)) || !(st = string_key(j, "key", true, path, &c->key)) ||
       !(st = string_key(j, "status", true, path, &status)) ||
       !(st = string_key(j, "reason", false, path, &c->reason)) ||
       !(st = string_key(j, "verdict", false, path, &verdict)) ||
       !(st = string_key(j, "verdict_reason", false, path, &c->verdict_reason)) ||
       !(st = string_key(j, "promise", false, path, &c->promise)) ||
-      !(st = string_key(j, "algo", false, path, &c->algo)) ||
-      !(st = check_key(j, "repeats", T::kCount, true, path)) ||
+      !(st = string_key(j, "algo", false, path, &c->algo)) || !(st = check_key(j, "repeats", T::kCount, true, path)) ||
       !(st = check_key(j, "distinct", T::kCount, true, path)) ||
       !(st = check_key(j, "fingerprints", T::kArray, true, path)) ||
       !(st = check_key(j, "kernels", T::kObject, false, path)) ||
@@ -314,17 +313,20 @@ Status cell_from_json(const nlohmann::json& j, const std::string& path, const Ba
     return Status::invalid(json_path(path, "key") + " names no entry of \"keys\" (got \"" + c->key + "\")");
   }
   if (!parse_obs_status(status, &c->status)) {
-    return Status::invalid(json_path(path, "status") + " must be ok, crashed, timeout, skipped or error (got \"" + status + "\")");
+    return Status::invalid(json_path(path, "status") + " must be ok, crashed, timeout, skipped or error (got \"" +
+                           status + "\")");
   }
   c->verdict.reset();
   if (Verdict v; !verdict.empty()) {
     if (!parse_verdict(verdict, &v)) {
-      return Status::invalid(json_path(path, "verdict") + " must be PASS, FAIL, EXPECTED, WARN or SKIP (got \"" + verdict + "\")");
+      return Status::invalid(json_path(path, "verdict") + " must be PASS, FAIL, EXPECTED, WARN or SKIP (got \"" +
+                             verdict + "\")");
     }
     c->verdict = v;
   }
   if (c->promise != "deterministic" && c->promise != "nondeterministic" && c->promise != "none") {
-    return Status::invalid(json_path(path, "promise") + " must be deterministic, nondeterministic or none (got \"" + c->promise + "\")");
+    return Status::invalid(json_path(path, "promise") + " must be deterministic, nondeterministic or none (got \"" +
+                           c->promise + "\")");
   }
   c->repeats = j["repeats"].get<int>();
   c->distinct = j["distinct"].get<int>();
@@ -334,8 +336,9 @@ Status cell_from_json(const nlohmann::json& j, const std::string& path, const Ba
     c->fingerprints.push_back(fps[i].get<std::string>());
   }
   if (size_t(c->distinct) != std::set<std::string>(c->fingerprints.begin(), c->fingerprints.end()).size()) {
-    return Status::invalid(fmt::format("{} must be the number of distinct fingerprints ({}; got {})", json_path(path, "distinct"),
-                       std::set<std::string>(c->fingerprints.begin(), c->fingerprints.end()).size(), c->distinct));
+    return Status::invalid(
+        fmt::format("{} must be the number of distinct fingerprints ({}; got {})", json_path(path, "distinct"),
+                    std::set<std::string>(c->fingerprints.begin(), c->fingerprints.end()).size(), c->distinct));
   }
   if (j.contains("kernels"))
     for (auto& [fp, names] : j["kernels"].items()) {
@@ -350,10 +353,9 @@ Status cell_from_json(const nlohmann::json& j, const std::string& path, const Ba
 }
 
 Status run_from_json(const nlohmann::json& j, const std::string& path, BaselineRun* r) {
-  if (Status st; !(st = check_json(j, T::kObject, path)) ||
-      !(st = check_key(j, "seed", T::kUnsigned, true, path)) ||
-      !(st = check_key(j, "replicate", T::kCount, true, path)) ||
-      !(st = string_key(j, "weights_fingerprint", false, path, &r->weights_fingerprint)))
+  if (Status st; !(st = check_json(j, T::kObject, path)) || !(st = check_key(j, "seed", T::kUnsigned, true, path)) ||
+                 !(st = check_key(j, "replicate", T::kCount, true, path)) ||
+                 !(st = string_key(j, "weights_fingerprint", false, path, &r->weights_fingerprint)))
     return st;
   r->seed = j["seed"].get<uint64_t>();
   r->replicate = j["replicate"].get<int>();
@@ -370,14 +372,12 @@ Status training_from_json(const nlohmann::json& j, const std::string& path, cons
   DETAUDIT_RETURN_IF_ERROR(check_json(j, T::kObject, path));
   const std::pair<const char*, std::string*> required[] = {
       {"model", &t->model}, {"design", &t->design}, {"condition", &t->condition}, {"target", &t->target}, {"key", &t->key}};
-  for (auto& [key, field] : required)
-    DETAUDIT_RETURN_IF_ERROR(string_key(j, key, true, path, field));
-  if (Status st; !(st = string_key(j, "init", false, path, &t->init)) ||
+  for (auto& [key, field] : required) DETAUDIT_RETURN_IF_ERROR(string_key(j, key, true, path, field));
+  if (Status st;
+      !(st = string_key(j, "init", false, path, &t->init)) ||
       !(st = string_key(j, "determinism", false, path, &t->determinism)) ||
-      !(st = check_key(j, "runs", T::kArray, true, path)) ||
-      !(st = check_key(j, "n", T::kCount, true, path)) ||
-      !(st = number_or_null_key(j, "mean", path, &t->mean)) ||
-      !(st = number_or_null_key(j, "sd", path, &t->sd)))
+      !(st = check_key(j, "runs", T::kArray, true, path)) || !(st = check_key(j, "n", T::kCount, true, path)) ||
+      !(st = number_or_null_key(j, "mean", path, &t->mean)) || !(st = number_or_null_key(j, "sd", path, &t->sd)))
     return st;
   if (!b.keys.count(t->key)) {
     return Status::invalid(json_path(path, "key") + " names no entry of \"keys\" (got \"" + t->key + "\")");
@@ -396,22 +396,20 @@ Status baseline_from_json(const nlohmann::json& j, Baseline* out) {
   Baseline b;
   const std::pair<const char*, std::string*> header[] = {
       {"created_at", &b.created_at}, {"tool_version", &b.tool_version}, {"tool_commit", &b.tool_commit}};
-  for (auto& [key, field] : header)
-    DETAUDIT_RETURN_IF_ERROR(string_key(j, key, true, "", field));
-  if (Status st; !(st = check_key(j, "source", T::kObject, true, "")) ||
-      !(st = check_key(j, "keys", T::kObject, true, "")) ||
-      !(st = check_key(j, "entries", T::kArray, true, "")) ||
-      !(st = check_key(j, "training", T::kArray, false, "")))
+  for (auto& [key, field] : header) DETAUDIT_RETURN_IF_ERROR(string_key(j, key, true, "", field));
+  if (Status st;
+      !(st = check_key(j, "source", T::kObject, true, "")) || !(st = check_key(j, "keys", T::kObject, true, "")) ||
+      !(st = check_key(j, "entries", T::kArray, true, "")) || !(st = check_key(j, "training", T::kArray, false, "")))
     return st;
   const auto& src = j["source"];
   if (Status st; !(st = string_key(src, "dir", false, "source", &b.source_dir)) ||
-      !(st = string_key(src, "command", false, "source", &b.source_command)) ||
-      !(st = string_key(src, "started_at", false, "source", &b.source_started_at)) ||
-      !(st = string_key(src, "finished_at", false, "source", &b.source_finished_at)))
+                 !(st = string_key(src, "command", false, "source", &b.source_command)) ||
+                 !(st = string_key(src, "started_at", false, "source", &b.source_started_at)) ||
+                 !(st = string_key(src, "finished_at", false, "source", &b.source_finished_at)))
     return st;
   for (auto& [id, k] : j["keys"].items()) {
     if (Status st; !(st = check_json(k, T::kObject, json_path("keys", id))) ||
-        !(st = check_key(k, "kind", T::kString, true, json_path("keys", id))))
+                   !(st = check_key(k, "kind", T::kString, true, json_path("keys", id))))
       return st;
     b.keys[id] = k;
   }

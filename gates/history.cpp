@@ -271,28 +271,31 @@ Status check_identity(Db& db, int64_t* version) {
     snapshot.own = true;
   }
   int64_t app = 0;
-  if (Status st; !(st = pragma_int(db, "PRAGMA application_id", &app)) ||
-      !(st = pragma_int(db, "PRAGMA user_version", version)))
+  if (Status st;
+      !(st = pragma_int(db, "PRAGMA application_id", &app)) || !(st = pragma_int(db, "PRAGMA user_version", version)))
     return st;
   if (app != 0 && app != kHistoryApplicationId) {
-    return Status::invalid(db.error(fmt::format("not a detaudit history (SQLite application_id {:#x}); {}", app, kLeaveIt)));
+    return Status::invalid(
+        db.error(fmt::format("not a detaudit history (SQLite application_id {:#x}); {}", app, kLeaveIt)));
   }
   if (*version > kHistorySchemaVersion) {
-    return Status::invalid(db.error(fmt::format("made by a newer detaudit (history schema version {}, this detaudit knows up to {}); "
-                                "use a newer detaudit, or pass --history FILE or --no-history",
-                                *version, kHistorySchemaVersion)));
+    return Status::invalid(
+        db.error(fmt::format("made by a newer detaudit (history schema version {}, this detaudit knows up to {}); "
+                             "use a newer detaudit, or pass --history FILE or --no-history",
+                             *version, kHistorySchemaVersion)));
   }
   if (*version < 0 || (app == 0 && *version != 0)) {
-    return Status::invalid(db.error(fmt::format("not a detaudit history (user_version {} without detaudit's application_id); {}",
-                                *version, kLeaveIt)));
+    return Status::invalid(db.error(fmt::format(
+        "not a detaudit history (user_version {} without detaudit's application_id); {}", *version, kLeaveIt)));
   }
   if (*version == 0) {
     int64_t objects = 0;
     DETAUDIT_RETURN_IF_ERROR(pragma_int(db, "SELECT count(*) FROM sqlite_master", &objects));
     if (objects != 0) {
-      return Status::invalid(db.error(fmt::format("not a detaudit history (an SQLite database holding {} tables or indexes of "
-                                  "another program); {}",
-                                  objects, kLeaveIt)));
+      return Status::invalid(
+          db.error(fmt::format("not a detaudit history (an SQLite database holding {} tables or indexes of "
+                               "another program); {}",
+                               objects, kLeaveIt)));
     }
   }
   return Status::ok();
@@ -305,8 +308,8 @@ Status check_tables(Db& db, int64_t version) {
     std::string sql = fmt::format("SELECT {} FROM {} LIMIT 0", t.columns, t.table);
     Stmt s(db.h, sql.c_str());
     if (!s.ok()) {
-      return Status::invalid(db.error(fmt::format("its tables do not match history schema version {} ({}); {}", version, db.errmsg(),
-                                  kLeaveIt)));
+      return Status::invalid(db.error(
+          fmt::format("its tables do not match history schema version {} ({}); {}", version, db.errmsg(), kLeaveIt)));
     }
   }
   return Status::ok();
@@ -321,12 +324,11 @@ Status migrate(Db& db) {
   if (version == kHistorySchemaVersion) return Status::ok();  // (rolled back: nothing written)
   for (int64_t v = version; v < kHistorySchemaVersion; ++v)
     if (Status st = exec(db, kMigrations[v]); !st)
-      return Status::invalid(st.message() + fmt::format(" (migrating the history from schema version {} to {})", v, v + 1));
+      return Status::invalid(st.message() +
+                             fmt::format(" (migrating the history from schema version {} to {})", v, v + 1));
   std::string set = fmt::format("PRAGMA application_id = {}; PRAGMA user_version = {};", kHistoryApplicationId,
                                 kHistorySchemaVersion);
-  if (Status st; !(st = exec(db, set.c_str())) ||
-      !(st = check_tables(db, kHistorySchemaVersion)))
-    return st;
+  if (Status st; !(st = exec(db, set.c_str())) || !(st = check_tables(db, kHistorySchemaVersion))) return st;
   return tx.commit();
 }
 
@@ -388,14 +390,13 @@ Status open_history(const std::string& db_path, Mode mode, Db* db, bool* exists)
       char head[16] = {0};
       f.read(head, sizeof head);
       if (f.gcount() < std::streamsize(sizeof head))
-        return file_error(db_path,
-                          fmt::format("file is not a database ({} bytes, shorter than an SQLite header); {}",
-                                      int64_t(st.st_size), kLeaveIt));
+        return file_error(db_path, fmt::format("file is not a database ({} bytes, shorter than an SQLite header); {}",
+                                               int64_t(st.st_size), kLeaveIt));
       if (std::memcmp(head, "SQLite format 3", 16) != 0)
         return file_error(db_path, fmt::format("file is not a database (no SQLite header); {}", kLeaveIt));
       if (st.st_size < 512)
-        return file_error(db_path, fmt::format("file is not a database (truncated to {} bytes); {}",
-                                               int64_t(st.st_size), kLeaveIt));
+        return file_error(
+            db_path, fmt::format("file is not a database (truncated to {} bytes); {}", int64_t(st.st_size), kLeaveIt));
     }
     *exists = true;
   }
@@ -541,8 +542,9 @@ Status resolve_history_path(const HistoryFlags& flags, std::string* path) {
     return *path = (fs::path(v) / "detaudit" / "history.db").string(), Status::ok();
   if (std::string v = env("HOME"); !v.empty())
     return *path = (fs::path(v) / ".local" / "share" / "detaudit" / "history.db").string(), Status::ok();
-  return Status::invalid("no place for the history: none of --history FILE, DETAUDIT_HISTORY, XDG_DATA_HOME (absolute) or HOME is "
-         "set (--no-history records nothing)");
+  return Status::invalid(
+      "no place for the history: none of --history FILE, DETAUDIT_HISTORY, XDG_DATA_HOME (absolute) or HOME is "
+      "set (--no-history records nothing)");
 }
 
 nlohmann::json machine_identity(const nlohmann::json& machine) {
@@ -581,7 +583,7 @@ nlohmann::json software_of(const Results& r) {
 }
 
 Status record_run(const std::string& db_path, const std::string& kind, const Results& r, const std::string& results_dir,
-                int exit_code) {
+                  int exit_code) {
   if (kind != "probe" && kind != "train" && kind != "check" && kind != "qualify")
     return file_error(db_path, fmt::format("unknown run kind '{}' (probe, train, check or qualify)", kind));
   Db db;
@@ -713,7 +715,7 @@ Status record_run(const std::string& db_path, const std::string& kind, const Res
 }
 
 Status median_seconds_history(const std::string& db_path, const std::string& workload, const std::string& target,
-                            const std::string& mkey, double* median_out, int* n) {
+                              const std::string& mkey, double* median_out, int* n) {
   *median_out = 0;
   *n = 0;
   Db db;
@@ -809,7 +811,7 @@ Status query_history(const std::string& db_path, const HistoryFilter& f, History
 
   std::set<std::string> targets, workloads;
   if (Status st; !(st = distinct_column(db, "SELECT DISTINCT target FROM cells", &targets)) ||
-      !(st = distinct_column(db, "SELECT DISTINCT workload FROM cells", &workloads)))
+                 !(st = distinct_column(db, "SELECT DISTINCT workload FROM cells", &workloads)))
     return st;
   out->target_match = match_mode(f.target, targets);
   out->workload_match = match_mode(f.workload, workloads);
@@ -993,8 +995,8 @@ std::vector<CellTimeline> cell_timelines(const std::vector<CellRecord>& cells) {
 
 Status parse_since(const std::string& text, std::string* utc_iso) {
   auto bad = [&](const std::string& why) {
-    return Status::invalid(fmt::format("--since '{}': {} (expected YYYY-MM-DD or an ISO 8601 time such as 2026-12-01T09:30:00Z)",
-                       text, why));
+    return Status::invalid(fmt::format(
+        "--since '{}': {} (expected YYYY-MM-DD or an ISO 8601 time such as 2026-12-01T09:30:00Z)", text, why));
   };
   size_t i = 0;
   auto digits = [&](size_t n, int* v) {

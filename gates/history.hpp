@@ -74,7 +74,7 @@ Status resolve_history_path(const HistoryFlags& flags, std::string* path);
 // schema. results_dir is stored as an absolute path; exit_code is the command's exit code. A failure
 // of one line naming the file ("history /x/history.db: ..."): the file is left as it was.
 Status record_run(const std::string& db_path, const std::string& kind, const Results& r, const std::string& results_dir,
-                int exit_code);
+                  int exit_code);
 
 // Whether db_path can be recorded into later: a missing file is fine (it will be created); an existing
 // one must be a detaudit history this tool can read (the same checks as record_run, nothing written
@@ -96,7 +96,7 @@ nlohmann::json software_of(const Results& r);
 // both recorded it). *n: how many went in (0: no history; *median is then 0). A missing database is
 // no history (ok, *n = 0). Call it before recording the current run, or that run counts too.
 Status median_seconds_history(const std::string& db_path, const std::string& workload, const std::string& target,
-                            const std::string& machine_key, double* median, int* n);
+                              const std::string& machine_key, double* median, int* n);
 
 // ---- reading the history (`detaudit history`) -------------------------------------------------------
 

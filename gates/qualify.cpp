@@ -209,8 +209,9 @@ QualifyDecision decide(const std::vector<QualifyCheck>& checks) {
     failed |= c.verdict == Verdict::kFail;
     required_skipped |= c.required && c.verdict == Verdict::kSkip;
   }
-  return failed ? QualifyDecision::kCheckFailed
-                : required_skipped ? QualifyDecision::kRequiredNotRun : QualifyDecision::kQualified;
+  return failed             ? QualifyDecision::kCheckFailed
+         : required_skipped ? QualifyDecision::kRequiredNotRun
+                            : QualifyDecision::kQualified;
 }
 
 namespace {
@@ -262,7 +263,8 @@ Status run_qualify(const QualifyOptions& opt, QualifyOutcome* out) {
   auto say = [&](const std::string& s) {
     if (opt.progress) opt.progress(s);
   };
-  if (opt.level < 1 || opt.level > 3) return Status::invalid(fmt::format("--level {} out of range (1, 2 or 3)", opt.level));
+  if (opt.level < 1 || opt.level > 3)
+    return Status::invalid(fmt::format("--level {} out of range (1, 2 or 3)", opt.level));
   const std::string suite = opt.level == 3 ? "full" : "quick";
   Baseline baseline;
   if (!opt.baseline.empty()) DETAUDIT_RETURN_IF_ERROR(load_baseline(opt.baseline, &baseline));
@@ -298,8 +300,8 @@ Status run_qualify(const QualifyOptions& opt, QualifyOutcome* out) {
         return Status::unavailable(fmt::format("cannot qualify {} on this machine: {}", t.str(), why));
       auto u = unmet_of(t);
       if (!u.empty())
-        return Status::unavailable(fmt::format("cannot qualify {} on this machine: it needs {}, which this machine lacks",
-                                               t.str(), fmt::join(u, ", ")));
+        return Status::unavailable(fmt::format(
+            "cannot qualify {} on this machine: it needs {}, which this machine lacks", t.str(), fmt::join(u, ", ")));
       required.insert(t.str());
     }
   } else {

@@ -262,7 +262,8 @@ void judge(Results* r) {
       j.promise = promise_for(target, workload, r->machine, o.details);
     } else if (o.status != ObsStatus::kSkipped) {
       // Results of another detaudit may name what this one does not know: judged without a promise.
-      j.cell.findings.push_back({Verdict::kWarn, "no promise known: " + (target_ok ? workload_ok : target_ok).message()});
+      j.cell.findings.push_back(
+          {Verdict::kWarn, "no promise known: " + (target_ok ? workload_ok : target_ok).message()});
     }
     judge_one(o, *r, &j);
   }

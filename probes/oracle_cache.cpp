@@ -71,7 +71,8 @@ Status read_oracle_entry(const std::string& path, const std::string& expected_ke
   f.read(reinterpret_cast<char*>(head), kFixed);
   // Format 1 (no bound) is named before its shorter header can read as a truncated one.
   if (f.gcount() >= 8 && std::memcmp(head, kMagic, 7) == 0 && head[7] == '1') {
-    return Status::invalid(fmt::format("{}: oracle entry of format 1 (no error bound; this detaudit reads format 2)", path));
+    return Status::invalid(
+        fmt::format("{}: oracle entry of format 1 (no error bound; this detaudit reads format 2)", path));
   }
   if (f.gcount() != std::streamsize(kFixed)) {
     return Status::invalid(fmt::format("{}: truncated header (or not a file)", path));
@@ -88,7 +89,8 @@ Status read_oracle_entry(const std::string& path, const std::string& expected_ke
   // are corrupt (no file is that large), which keeps the sums below from overflowing.
   const bool nb_ok = nb == 0 || (size % 4 == 0 && nb == size / 4) || (size % 8 == 0 && nb == size / 8);
   if (size > (uint64_t(1) << 62) || k > uint64_t(INT64_MAX) || !nb_ok) {
-    return Status::invalid(fmt::format("{}: corrupt bound header (k {}, {} elements for a payload of {} bytes)", path, k, nb, size));
+    return Status::invalid(
+        fmt::format("{}: corrupt bound header (k {}, {} elements for a payload of {} bytes)", path, k, nb, size));
   }
   if (kl > kMaxKey) {
     return Status::invalid(fmt::format("{}: corrupt key length {}", path, kl));
@@ -107,7 +109,7 @@ Status read_oracle_entry(const std::string& path, const std::string& expected_ke
   auto end = f.tellg();
   if (here < 0 || end < 0 || uint64_t(end - here) != body_size) {
     return Status::invalid(fmt::format("{}: payload and bound of {} bytes expected, file holds {}", path, body_size,
-                       here < 0 || end < 0 ? int64_t(-1) : int64_t(end - here)));
+                                       here < 0 || end < 0 ? int64_t(-1) : int64_t(end - here)));
   }
   f.seekg(here);
   std::vector<uint8_t> body(body_size);

@@ -194,7 +194,7 @@ Status training_variants(const Spec& base, Spec* deterministic, Spec* nondetermi
     for (auto& b : backend_registry())
       if (b.variants) names.push_back(b.name);
     return Status::invalid(fmt::format("target '{}' has no nondeterministic variant (training targets: {})", base.str(),
-                       fmt::join(names, ", ")));
+                                       fmt::join(names, ", ")));
   }
   *deterministic = base;
   *nondeterministic = base;

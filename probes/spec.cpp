@@ -139,7 +139,8 @@ Status validate(const std::vector<NameRule>& rules, const char* what, const std:
     std::vector<std::string> names;
     for (auto& r : rules)
       if (!r.hidden) names.push_back(r.name);
-    return Status::invalid(fmt::format("unknown {} '{}' in '{}' (known: {})", what, out->name, text, fmt::join(names, ", ")));
+    return Status::invalid(
+        fmt::format("unknown {} '{}' in '{}' (known: {})", what, out->name, text, fmt::join(names, ", ")));
   }
   if (out->device >= 0 && !rule->device) {
     return Status::invalid(fmt::format("'{}': {} '{}' takes no ':device'", text, what, out->name));
@@ -150,8 +151,9 @@ Status validate(const std::vector<NameRule>& rules, const char* what, const std:
     if (it == rule->keys.end()) {
       std::vector<std::string> keys;
       for (auto& kr : rule->keys) keys.push_back(kr.key);
-      return Status::invalid(fmt::format("'{}': unknown key '{}' for {} '{}' (known: {})", text, k, what, out->name,
-                         keys.empty() ? std::string("none") : fmt::format("{}", fmt::join(keys, ", "))));
+      return Status::invalid(
+          fmt::format("'{}': unknown key '{}' for {} '{}' (known: {})", text, k, what, out->name,
+                      keys.empty() ? std::string("none") : fmt::format("{}", fmt::join(keys, ", "))));
     }
     std::string why = it->check(v);
     if (!why.empty()) {
@@ -192,16 +194,15 @@ std::string help_of(const std::vector<NameRule>& rules) {
 
 }  // namespace
 
-Status parse_target(const std::string& text, Spec* out) {
-  return validate(target_rules(), "target", text, out);
-}
+Status parse_target(const std::string& text, Spec* out) { return validate(target_rules(), "target", text, out); }
 Status parse_workload(const std::string& text, Spec* out) {
   DETAUDIT_RETURN_IF_ERROR(validate(workload_rules(), "workload", text, out));
   if (out->name == "conv2d") {
     int64_t h = out->get_int("h", 1), w = out->get_int("w", 1), r = out->get_int("r", 1), s = out->get_int("s", 1),
             pad = out->get_int("pad", 0);
     if (h + 2 * pad < r || w + 2 * pad < s) {
-      return Status::invalid(fmt::format("'{}': filter {}x{} larger than padded input {}x{}", text, r, s, h + 2 * pad, w + 2 * pad));
+      return Status::invalid(
+          fmt::format("'{}': filter {}x{} larger than padded input {}x{}", text, r, s, h + 2 * pad, w + 2 * pad));
     }
   }
   if (out->name == "maxpool") {

@@ -36,7 +36,6 @@ Status parse_target(const std::string& text, Spec* out);
 // Same for workloads: matmul, conv2d, reduce, maxpool, batchinv.
 Status parse_workload(const std::string& text, Spec* out);
 
-
 // Names known to the parser, for --help and error messages.
 std::string target_help();
 std::string workload_help();

@@ -283,7 +283,7 @@ OrderedJson conventions() {
 }
 
 Status write_npy_file(const std::string& path, const std::string& dtype, const std::vector<uint64_t>& shape,
-                    const std::vector<uint8_t>& bytes) {
+                      const std::vector<uint8_t>& bytes) {
   const std::vector<uint8_t> f = npy_encode(dtype, shape, bytes.data(), bytes.size());
   return write_file_atomic(path, std::string(f.begin(), f.end()));
 }
@@ -293,11 +293,12 @@ Status write_npy_file(const std::string& path, const std::string& dtype, const s
 std::string export_id(const Spec& workload) { return safe_file_name(workload.str()); }
 
 Status export_workloads(const std::vector<Spec>& workloads, const std::string& dir,
-                      const std::function<void(const std::string&)>& progress) {
+                        const std::function<void(const std::string&)>& progress) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec || !fs::is_directory(dir)) {
-    return Status::invalid(fmt::format("{}: cannot create the directory: {}", dir, ec ? ec.message() : "not a directory"));
+    return Status::invalid(
+        fmt::format("{}: cannot create the directory: {}", dir, ec ? ec.message() : "not a directory"));
   }
   // A runner's notes belong to the export they ran: a new export drops them.
   fs::remove(dir + "/" + kProducerFile, ec);
@@ -317,8 +318,10 @@ Status export_workloads(const std::vector<Spec>& workloads, const std::string& d
     }
     const OrderedJson e = manifest_entry(w, l, fp);
     for (size_t i = 0; i < inputs.size(); ++i)
-      DETAUDIT_RETURN_IF_ERROR(write_npy_file(dir + "/" + e["inputs"][i]["file"].get<std::string>(), l.dtype, l.inputs[i].shape, inputs[i]));
-    DETAUDIT_RETURN_IF_ERROR(write_npy_file(dir + "/" + e["oracle"]["file"].get<std::string>(), l.dtype, l.output.shape, oracle));
+      DETAUDIT_RETURN_IF_ERROR(
+          write_npy_file(dir + "/" + e["inputs"][i]["file"].get<std::string>(), l.dtype, l.inputs[i].shape, inputs[i]));
+    DETAUDIT_RETURN_IF_ERROR(
+        write_npy_file(dir + "/" + e["oracle"]["file"].get<std::string>(), l.dtype, l.output.shape, oracle));
     entries.push_back(e);
     if (progress) progress(fmt::format("exported {} as {}.*.npy", w.str(), export_id(w)));
   }
@@ -350,9 +353,10 @@ Status load_manifest(const std::string& dir, std::vector<ManifestWorkload>* out)
   DETAUDIT_RETURN_IF_ERROR(load_json_document(path, kExportSchema, "export manifest", &j));
   const Json version = j.value("tool_version", Json());
   if (!version.is_string() || version.get<std::string>() != DETAUDIT_VERSION) {
-    return Status::invalid(fmt::format("{}: written by detaudit {}, this is detaudit {}: export again with this version (its inputs, "
-                       "layout and oracle may differ)",
-                       path, version.is_string() ? version.get<std::string>() : version.dump(), DETAUDIT_VERSION));
+    return Status::invalid(
+        fmt::format("{}: written by detaudit {}, this is detaudit {}: export again with this version (its inputs, "
+                    "layout and oracle may differ)",
+                    path, version.is_string() ? version.get<std::string>() : version.dump(), DETAUDIT_VERSION));
   }
   const Json ws = j.value("workloads", Json());
   if (!ws.is_array() || ws.empty()) {
@@ -379,9 +383,10 @@ Status load_manifest(const std::string& dir, std::vector<ManifestWorkload>* out)
     for (auto& [key, value] : ws[i].items())
       if (differs.empty() && !want.contains(key)) differs = "\"" + key + "\" (not a key of an export)";
     if (!differs.empty()) {
-      return Status::invalid(fmt::format("{} ({}): {} is not what this detaudit exports for the spec (edited, or written by another "
-                         "build): export again",
-                         where, m.spec.str(), differs));
+      return Status::invalid(
+          fmt::format("{} ({}): {} is not what this detaudit exports for the spec (edited, or written by another "
+                      "build): export again",
+                      where, m.spec.str(), differs));
     }
     if (!ids.insert(m.id).second) {
       return Status::invalid(fmt::format("{}: {} is listed twice", where, m.spec.str()));
@@ -392,16 +397,19 @@ Status load_manifest(const std::string& dir, std::vector<ManifestWorkload>* out)
 }
 
 // One output file checked against the manifest's dtype and shape.
-Status read_checked(const std::string& path, const std::string& dtype, const std::vector<uint64_t>& shape, NpyArray* a) {
+Status read_checked(const std::string& path, const std::string& dtype, const std::vector<uint64_t>& shape,
+                    NpyArray* a) {
   Status st = read_npy(path, a);
   if (!st) {
     return Status::invalid(st.message());
   }
   if (a->descr != dtype) {
-    return Status::invalid(fmt::format("{}: dtype '{}', the manifest expects '{}' ({})", path, a->descr, dtype, type_word(dtype)));
+    return Status::invalid(
+        fmt::format("{}: dtype '{}', the manifest expects '{}' ({})", path, a->descr, dtype, type_word(dtype)));
   }
   if (a->shape != shape) {
-    return Status::invalid(fmt::format("{}: shape {}, the manifest expects {}", path, npy_shape_text(a->shape), npy_shape_text(shape)));
+    return Status::invalid(
+        fmt::format("{}: shape {}, the manifest expects {}", path, npy_shape_text(a->shape), npy_shape_text(shape)));
   }
   return Status::ok();
 }
@@ -420,8 +428,8 @@ Status read_outputs(const std::string& dir, const ManifestWorkload& m, Outputs* 
     std::error_code ec;
     if (!fs::exists(path, ec)) {
       if (r > 0) break;
-      return Status::invalid(fmt::format("{}: missing: no output of {} (the manifest names {}, r = 0, 1, ...)", path, m.spec.str(),
-                         output_pattern(m.id)));
+      return Status::invalid(fmt::format("{}: missing: no output of {} (the manifest names {}, r = 0, 1, ...)", path,
+                                         m.spec.str(), output_pattern(m.id)));
     }
     NpyArray a;
     DETAUDIT_RETURN_IF_ERROR(read_checked(path, m.layout.dtype, m.layout.output.shape, &a));
@@ -462,9 +470,7 @@ Status load_producer(const std::string& dir, Producer* p) {
   std::stringstream ss;
   ss << f.rdbuf();
   const Json j = Json::parse(ss.str(), nullptr, false);
-  auto bad = [&](const std::string& why) {
-    return Status::invalid(path + ": " + why);
-  };
+  auto bad = [&](const std::string& why) { return Status::invalid(path + ": " + why); };
   if (!f || j.is_discarded() || !j.is_object()) return bad("not a JSON object (truncated or corrupt?)");
   for (auto& [k, v] : j.items()) {
     if (k == "describe") {
@@ -498,7 +504,8 @@ Status oracle_of(const std::string& results_dir, const ManifestWorkload& m, size
     const std::string path = oracle_path(results_dir, m.spec);
     std::error_code ec;
     if (fs::exists(path, ec) && read_oracle_entry(path, oracle_key(m.spec), &c).is_ok() && c.inputs == m.inputs &&
-        c.payload.size() == bytes && (c.bound.bound.empty() || c.bound.bound.size() == bytes / (m.layout.dtype == "<f8" ? 8 : 4))) {
+        c.payload.size() == bytes &&
+        (c.bound.bound.empty() || c.bound.bound.size() == bytes / (m.layout.dtype == "<f8" ? 8 : 4))) {
       *e = std::move(c);
       return Status::ok();
     }
@@ -524,7 +531,7 @@ OracleDistance distance(const ManifestWorkload& m, const std::vector<std::vector
 }  // namespace
 
 Status read_external_outputs(const std::string& dir, const std::string& name, const std::string& results_dir,
-                           std::vector<Observation>* out) {
+                             std::vector<Observation>* out) {
   Spec target;
   DETAUDIT_RETURN_IF_ERROR(parse_target(imported_backend().name + "?name=" + name, &target));
   std::vector<ManifestWorkload> ms;
@@ -533,16 +540,16 @@ Status read_external_outputs(const std::string& dir, const std::string& name, co
   DETAUDIT_RETURN_IF_ERROR(load_producer(dir, &producer));
   // Every output is read and checked before any oracle is computed.
   std::vector<Outputs> outs(ms.size());
-  for (size_t i = 0; i < ms.size(); ++i)
-    DETAUDIT_RETURN_IF_ERROR(read_outputs(dir, ms[i], &outs[i]));
+  for (size_t i = 0; i < ms.size(); ++i) DETAUDIT_RETURN_IF_ERROR(read_outputs(dir, ms[i], &outs[i]));
   for (auto& entry : producer.seconds) {
     // Not a structured binding: clang 14 (the fuzz and sanitizer builds) cannot capture one in a lambda.
     const std::string& id = entry.first;
     const auto& s = entry.second;
     auto it = std::find_if(ms.begin(), ms.end(), [&](const ManifestWorkload& m) { return m.id == id; });
     if (it == ms.end() || s.size() != outs[size_t(it - ms.begin())].fingerprints.size()) {
-      return Status::invalid(fmt::format("{}/{}: seconds.{} {}", dir, kProducerFile, id,
-                         it == ms.end() ? "names no workload of the manifest" : "must hold one number per output file"));
+      return Status::invalid(
+          fmt::format("{}/{}: seconds.{} {}", dir, kProducerFile, id,
+                      it == ms.end() ? "names no workload of the manifest" : "must hold one number per output file"));
     }
   }
   std::error_code ec;
@@ -573,7 +580,7 @@ Status read_external_outputs(const std::string& dir, const std::string& name, co
 }
 
 Status merge_external(const std::string& results_dir, const std::vector<Observation>& obs, const std::string& command,
-                    Results* out) {
+                      Results* out) {
   const std::string path = results_dir + "/results.json";
   Results r;
   std::error_code ec;

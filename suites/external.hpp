@@ -35,7 +35,7 @@ std::string export_id(const Spec& workload);
 // (every file atomically). `progress` (may be empty) gets one line per workload. A failure of one
 // line naming the file when something cannot be written.
 Status export_workloads(const std::vector<Spec>& workloads, const std::string& dir,
-                      const std::function<void(const std::string&)>& progress);
+                        const std::function<void(const std::string&)>& progress);
 
 // Reads dir/manifest.json and the framework's outputs it names, and makes one observation of
 // external?name=NAME per workload. Every check comes first, and nothing is written: a manifest of another
@@ -44,11 +44,11 @@ Status export_workloads(const std::vector<Spec>& workloads, const std::string& d
 // the problem. The oracle comes from results_dir/.oracle when an entry there passes its checks (a probe
 // run's), else it is computed here with cpu-ref.
 Status read_external_outputs(const std::string& dir, const std::string& name, const std::string& results_dir,
-                           std::vector<Observation>* out);
+                             std::vector<Observation>* out);
 
 // The results of results_dir (results.json, or new ones of this machine when there is none) with `obs`
 // in place of any earlier observations of the same workload and target. Writes nothing.
 Status merge_external(const std::string& results_dir, const std::vector<Observation>& obs, const std::string& command,
-                    Results* out);
+                      Results* out);
 
 }  // namespace detaudit

@@ -96,7 +96,7 @@ Status parse_all(const std::vector<std::string>& texts, bool target, std::vector
 std::vector<std::string> suite_names() { return {"quick", "full"}; }
 
 Status make_plan(const std::string& suite, const std::string& targets_csv, const std::string& workloads_csv,
-               int repeats, double timeout_s, ProbePlan* plan) {
+                 int repeats, double timeout_s, ProbePlan* plan) {
   auto names = suite_names();
   if (std::find(names.begin(), names.end(), suite) == names.end()) {
     return Status::invalid(fmt::format("unknown suite '{}' (known: {})", suite, fmt::join(names, ", ")));
@@ -112,14 +112,13 @@ Status make_plan(const std::string& suite, const std::string& targets_csv, const
   if (!workloads_csv.empty() && w.empty()) {
     return Status::invalid("--workloads is empty");
   }
-  if (Status st; !(st = parse_all(t, true, &p.targets)) ||
-      !(st = parse_all(w, false, &p.workloads)))
-    return st;
+  if (Status st; !(st = parse_all(t, true, &p.targets)) || !(st = parse_all(w, false, &p.workloads))) return st;
   for (auto& target : p.targets)
     if (const BackendEntry* e = find_backend(target.name); e && e->imported) {
-      return Status::invalid(fmt::format("target '{}' cannot be run: it holds a framework's outputs, imported with `detaudit import` "
-                         "(see `detaudit export --help`)",
-                         target.str()));
+      return Status::invalid(
+          fmt::format("target '{}' cannot be run: it holds a framework's outputs, imported with `detaudit import` "
+                      "(see `detaudit export --help`)",
+                      target.str()));
     }
   if (repeats < 0 || repeats > 100000) {
     return Status::invalid(fmt::format("--repeats {} out of range (1..100000)", repeats));
@@ -326,10 +325,11 @@ Status check_memory(const ProbePlan& plan, uint64_t available, const std::string
   for (auto& w : plan.workloads) {
     MemoryEstimate e = estimate_memory(w);
     if (e.total() > double(available)) {
-      return Status::invalid(fmt::format("workload {} needs about {} ({:.0f} bytes: inputs {}, outputs {}, oracle {}, workspace {}) "
-                         "but {} are available ({})",
-                         w.str(), human_bytes(e.total()), e.total(), human_bytes(e.inputs), human_bytes(e.outputs),
-                         human_bytes(e.oracle), human_bytes(e.workspace), human_bytes(double(available)), source));
+      return Status::invalid(
+          fmt::format("workload {} needs about {} ({:.0f} bytes: inputs {}, outputs {}, oracle {}, workspace {}) "
+                      "but {} are available ({})",
+                      w.str(), human_bytes(e.total()), e.total(), human_bytes(e.inputs), human_bytes(e.outputs),
+                      human_bytes(e.oracle), human_bytes(e.workspace), human_bytes(double(available)), source));
     }
   }
   return Status::ok();
@@ -356,8 +356,8 @@ Status run_probe_suite(const ProbePlan& plan, const ProbeRunOptions& opt, Result
     nlohmann::json a = old.plan, b = plan.to_json();
     if (a.value("targets", nlohmann::json()) != b["targets"] || a.value("workloads", nlohmann::json()) != b["workloads"] ||
         a.value("repeats", 0) != plan.repeats) {
-      return Status::invalid(fmt::format("{} holds results of a different plan; use --fresh to replace them or another --out",
-                         results_path));
+      return Status::invalid(fmt::format(
+          "{} holds results of a different plan; use --fresh to replace them or another --out", results_path));
     }
     r = std::move(old);
     for (auto& o : r.observations) done.insert({o.workload, o.target});

@@ -23,7 +23,7 @@ std::vector<std::string> suite_names();
 // Builds the plan from a suite and optional overrides (comma-separated spec lists). Expands `=all`
 // algorithm keys. Invalid with one line naming the bad part.
 Status make_plan(const std::string& suite, const std::string& targets_csv, const std::string& workloads_csv,
-               int repeats, double timeout_s, ProbePlan* plan);
+                 int repeats, double timeout_s, ProbePlan* plan);
 
 struct ProbeRunOptions {
   std::string out_dir;

@@ -267,8 +267,8 @@ Status check_data(const TrainDesign& d, const std::function<void(const std::stri
 }
 
 // results.json of a fresh design, or the one being resumed (its finished runs' keys in *done).
-Status open_results(const TrainDesign& d, const TrainRunOptions& opt, size_t planned, const std::string& data_fp, Results* r,
-                  std::set<std::string>* done, const std::function<void(const std::string&)>& say) {
+Status open_results(const TrainDesign& d, const TrainRunOptions& opt, size_t planned, const std::string& data_fp,
+                    Results* r, std::set<std::string>* done, const std::function<void(const std::string&)>& say) {
   std::error_code ec;
   fs::create_directories(opt.out_dir + "/logs", ec);
   if (ec) return Status::error(fmt::format("cannot create {}: {}", opt.out_dir, ec.message()));
@@ -277,12 +277,13 @@ Status open_results(const TrainDesign& d, const TrainRunOptions& opt, size_t pla
   if (!opt.fresh && fs::exists(path)) {
     if (Status st = load_results(path, r); !st) return Status::invalid(st.message() + " (use --fresh to start over)");
     if (r->plan.value("design", nlohmann::json()) != plan["design"])
-      return Status::invalid(fmt::format("{} holds results of a different plan; use --fresh to replace them or another --out",
-                                path));
+      return Status::invalid(
+          fmt::format("{} holds results of a different plan; use --fresh to replace them or another --out", path));
     if (const std::string old = r->plan.value("data_fingerprint", ""); !old.empty() && old != data_fp)
-      return Status::invalid(fmt::format("{} holds runs trained on other data (pixel fingerprint {}, now {}); use --fresh to "
-                                "replace them or another --out",
-                                path, old, data_fp));
+      return Status::invalid(
+          fmt::format("{} holds runs trained on other data (pixel fingerprint {}, now {}); use --fresh to "
+                      "replace them or another --out",
+                      path, old, data_fp));
     for (auto& run : r->training) done->insert(run.key);
     if (!done->empty()) say(fmt::format("resuming: {} finished runs kept from {}", done->size(), path));
   } else {
@@ -455,23 +456,27 @@ Status analyze_training_dirs(const AnalyzeOptions& opt, Results* results) {
   for (auto& dir : opt.dirs) {
     if (!fs::is_directory(dir)) return Status::invalid(fmt::format("{}: not a directory", dir));
     if (canonical_dir(dir) == out_canon)
-      return Status::invalid(fmt::format("--out {} is one of the inputs: its results.json would be replaced", opt.out_dir));
+      return Status::invalid(
+          fmt::format("--out {} is one of the inputs: its results.json would be replaced", opt.out_dir));
     for (size_t i = 0; i < inputs.size(); ++i)
-      if (canonical_dir(opt.dirs[i]) == canonical_dir(dir)) return Status::invalid(fmt::format("{} is given twice", dir));
+      if (canonical_dir(opt.dirs[i]) == canonical_dir(dir))
+        return Status::invalid(fmt::format("{} is given twice", dir));
     Results r;
     DETAUDIT_RETURN_IF_ERROR(load_results(dir + "/results.json", &r));
     if (r.plan.value("kind", "") != "train" || !r.plan.contains("design"))
       return Status::invalid(fmt::format("{}/results.json holds no training design (plan.kind is not \"train\")", dir));
     if (r.plan.contains("sources"))
-      return Status::invalid(fmt::format("{}/results.json is itself a merged analysis: give the directories it was merged from "
-                                "(plan.sources)",
-                                dir));
+      return Status::invalid(
+          fmt::format("{}/results.json is itself a merged analysis: give the directories it was merged from "
+                      "(plan.sources)",
+                      dir));
     if (r.training.empty()) return Status::invalid(fmt::format("{}/results.json holds no training runs", dir));
     if (r.plan.value("data_fingerprint", "").empty())
-      return Status::invalid(fmt::format("{}/results.json does not record its data's fingerprint (plan.data_fingerprint; results "
-                                "written before detaudit analyze existed lack it): its data cannot be checked against the "
-                                "others'; run the design again",
-                                dir));
+      return Status::invalid(
+          fmt::format("{}/results.json does not record its data's fingerprint (plan.data_fingerprint; results "
+                      "written before detaudit analyze existed lack it): its data cannot be checked against the "
+                      "others'; run the design again",
+                      dir));
     inputs.push_back(std::move(r));
   }
   const nlohmann::json& d0 = inputs[0].plan["design"];
@@ -480,14 +485,16 @@ Status analyze_training_dirs(const AnalyzeOptions& opt, Results* results) {
     for (const char* f : kMergeFields) {
       const nlohmann::json a = d0.value(f, nlohmann::json()), b = di.value(f, nlohmann::json());
       if (a != b)
-        return Status::invalid(fmt::format("{} and {} ran different designs: {} is {} vs {}; only runs of one design can be merged",
-                                  opt.dirs[0], opt.dirs[i], f, a.dump(), b.dump()));
+        return Status::invalid(
+            fmt::format("{} and {} ran different designs: {} is {} vs {}; only runs of one design can be merged",
+                        opt.dirs[0], opt.dirs[i], f, a.dump(), b.dump()));
     }
     const std::string fa = inputs[0].plan["data_fingerprint"], fb = inputs[i].plan["data_fingerprint"];
     if (fa != fb)
-      return Status::invalid(fmt::format("{} and {} trained on different data (pixel fingerprints {} vs {}); only runs of one "
-                                "design can be merged",
-                                opt.dirs[0], opt.dirs[i], fa, fb));
+      return Status::invalid(
+          fmt::format("{} and {} trained on different data (pixel fingerprints {} vs {}); only runs of one "
+                      "design can be merged",
+                      opt.dirs[0], opt.dirs[i], fa, fb));
   }
   DirLock lock;
   std::error_code ec;

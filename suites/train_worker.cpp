@@ -78,13 +78,13 @@ Status parse_train_request(const std::string& text, TrainRunRequest* out) {
   DETAUDIT_RETURN_IF_ERROR(str("protocol", &protocol));
   if (protocol != kTrainWorkerProtocol) return bad(fmt::format("\"protocol\" must be \"{}\"", kTrainWorkerProtocol));
   if (Status st; !(st = unsigned_in("index", 1, UINT64_MAX, &q.index)) || !(st = str("key", &q.key)) ||
-      !(st = str("model", &q.model)) || !(st = str("target", &target)) ||
-      !(st = unsigned_in("init_seed", 0, UINT64_MAX, &q.init_seed)) ||
-      !(st = unsigned_in("data_seed", 0, UINT64_MAX, &q.data_seed)) ||
-      !(st = unsigned_in("batches", 1, uint64_t(kMaxTrainBatches), &batches)) ||
-      !(st = unsigned_in("batch_size", 1, uint64_t(kMaxTrainBatchSize), &batch_size)) ||
-      !(st = unsigned_in("window", 1, batches, &window)) || !(st = str("data_dir", &q.data_dir)) ||
-      !(st = str("data_fingerprint", &q.data_fingerprint)))
+                 !(st = str("model", &q.model)) || !(st = str("target", &target)) ||
+                 !(st = unsigned_in("init_seed", 0, UINT64_MAX, &q.init_seed)) ||
+                 !(st = unsigned_in("data_seed", 0, UINT64_MAX, &q.data_seed)) ||
+                 !(st = unsigned_in("batches", 1, uint64_t(kMaxTrainBatches), &batches)) ||
+                 !(st = unsigned_in("batch_size", 1, uint64_t(kMaxTrainBatchSize), &batch_size)) ||
+                 !(st = unsigned_in("window", 1, batches, &window)) || !(st = str("data_dir", &q.data_dir)) ||
+                 !(st = str("data_fingerprint", &q.data_fingerprint)))
     return st;
   if (q.key.empty()) return bad("\"key\" is empty");
   if (q.model != "autoencoder" && q.model != "prednet") return bad("\"model\" must be \"autoencoder\" or \"prednet\"");

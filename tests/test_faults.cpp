@@ -350,7 +350,8 @@ TEST(Faults, EqualSpecsAreOneTargetInAPlan) {
   ProbePlan plan;
   std::string err;
   ASSERT_TRUE(succeeded(make_plan("quick", "cpu?threads=01,cpu?threads=1,cpu?order=blocked&threads=1&isa=auto",
-                        "reduce?op=sum&n=10&seed=-0,reduce?op=sum&n=10&seed=0", 1, 10, &plan), &err))
+                                  "reduce?op=sum&n=10&seed=-0,reduce?op=sum&n=10&seed=0", 1, 10, &plan),
+                        &err))
       << err;
   EXPECT_EQ(plan.targets.size(), 1u);
   EXPECT_EQ(plan.workloads.size(), 1u);

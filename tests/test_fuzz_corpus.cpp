@@ -48,7 +48,8 @@ TEST(FuzzSeeds, SpecSeedsParseOrAreRejectedWithAReason) {
     ASSERT_TRUE(target || s.kind().rfind("workload_", 0) == 0) << s.name << ": name it [bad_]target_* or [bad_]workload_*";
     Spec spec;
     std::string err;
-    const bool ok = target ? succeeded(parse_target(s.bytes, &spec), &err) : succeeded(parse_workload(s.bytes, &spec), &err);
+    const bool ok =
+        target ? succeeded(parse_target(s.bytes, &spec), &err) : succeeded(parse_workload(s.bytes, &spec), &err);
     EXPECT_EQ(ok, !s.bad()) << s.name << ": " << err;
     if (!ok) {
       EXPECT_FALSE(err.empty()) << s.name;

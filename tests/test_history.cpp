@@ -163,8 +163,11 @@ fs::path history_with_change(const fs::path& dir) {
   fs::path db = dir / "h.db";
   std::string err;
   const char* days[] = {"2026-11-28T10:00:00Z", "2026-11-29T10:00:00Z", "2026-11-30T12:00:00Z"};
-  for (auto* d : days) EXPECT_TRUE(succeeded(record_run(db, "probe", results(d, "host-a", fp('a')), dir / "r1", 0), &err)) << err;
-  EXPECT_TRUE(succeeded(record_run(db, "probe", results("2026-11-30T13:00:00Z", "host-b", fp('a')), dir / "r2", 0), &err)) << err;
+  for (auto* d : days)
+    EXPECT_TRUE(succeeded(record_run(db, "probe", results(d, "host-a", fp('a')), dir / "r1", 0), &err)) << err;
+  EXPECT_TRUE(
+      succeeded(record_run(db, "probe", results("2026-11-30T13:00:00Z", "host-b", fp('a')), dir / "r2", 0), &err))
+      << err;
   Results later = results("2026-12-01T09:00:00Z", "host-a", fp('b'), "0.3.26");
   later.tool_commit = "v0.1.0-5-gdef";
   EXPECT_TRUE(succeeded(record_run(db, "probe", later, dir / "r3", 1), &err)) << err;
@@ -316,15 +319,18 @@ TEST(History, RecordAndQueryRoundTrip) {
 
   double median = -1;
   int n = -1;
-  ASSERT_TRUE(succeeded(median_seconds_history(db.string(), "matmul?m=8", "cpu?order=sequential", machine_key(r.machine),
-                                     &median, &n), &err))
+  ASSERT_TRUE(succeeded(
+      median_seconds_history(db.string(), "matmul?m=8", "cpu?order=sequential", machine_key(r.machine), &median, &n),
+      &err))
       << err;
   EXPECT_EQ(n, 1);
   EXPECT_DOUBLE_EQ(median, 0.25);
-  ASSERT_TRUE(succeeded(median_seconds_history(db.string(), "matmul?m=8", "cpu?order=sequential", "0000000000000000", &median,
-                                     &n), &err));
+  ASSERT_TRUE(succeeded(
+      median_seconds_history(db.string(), "matmul?m=8", "cpu?order=sequential", "0000000000000000", &median, &n),
+      &err));
   EXPECT_EQ(n, 0);
-  ASSERT_TRUE(succeeded(median_seconds_history((dir / "missing.db").string(), "w", "t", "k", &median, &n), &err)) << err;
+  ASSERT_TRUE(succeeded(median_seconds_history((dir / "missing.db").string(), "w", "t", "k", &median, &n), &err))
+      << err;
   EXPECT_EQ(n, 0);
   EXPECT_FALSE(fs::exists(dir / "missing.db")) << "reading never creates";
 
@@ -353,7 +359,8 @@ TEST(History, MigratesFromAnEmptyFile) {
   ASSERT_TRUE(succeeded(query_history(db.string(), {}, &q), &err)) << err;
   EXPECT_FALSE(q.exists) << "an empty file is an empty history";
   EXPECT_EQ(fs::file_size(db), 0u) << "reading does not write";
-  ASSERT_TRUE(succeeded(record_run(db.string(), "probe", results("2026-11-30T12:00:00Z", "h", fp('a')), "r", 0), &err)) << err;
+  ASSERT_TRUE(succeeded(record_run(db.string(), "probe", results("2026-11-30T12:00:00Z", "h", fp('a')), "r", 0), &err))
+      << err;
   EXPECT_EQ(sql_int(db, "PRAGMA user_version"), kHistorySchemaVersion);
   EXPECT_EQ(sql_int(db, "SELECT count(*) FROM cells"), 3);
   fs::remove_all(dir);
