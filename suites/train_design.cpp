@@ -238,21 +238,22 @@ WorkerOutcome run_in_worker(const TrainRunRequest& q, const std::string& exe, do
 }
 
 // The design's bounds, checked before anything runs. Empty when fine.
-std::string design_error(const TrainDesign& d) {
+Status check_design(const TrainDesign& d) {
   if (d.model != "autoencoder" && d.model != "prednet")
-    return fmt::format("model '{}': autoencoder or prednet", d.model);
-  if (d.seeds < 1) return "--seeds must be positive";
-  if (d.replicates < 1) return "--replicates must be positive";
-  if (d.batches < 1 || d.batches > kMaxTrainBatches) return fmt::format("--batches must be in 1..{}", kMaxTrainBatches);
+    return Status::invalid(fmt::format("model '{}': autoencoder or prednet", d.model));
+  if (d.seeds < 1) return Status::invalid("--seeds must be positive");
+  if (d.replicates < 1) return Status::invalid("--replicates must be positive");
+  if (d.batches < 1 || d.batches > kMaxTrainBatches)
+    return Status::invalid(fmt::format("--batches must be in 1..{}", kMaxTrainBatches));
   if (d.window < 1 || d.window > d.batches)
-    return fmt::format("--window {} must be in 1..--batches ({})", d.window, d.batches);
+    return Status::invalid(fmt::format("--window {} must be in 1..--batches ({})", d.window, d.batches));
   if (d.batch_size < 1 || d.batch_size > kMaxTrainBatchSize)
-    return fmt::format("batch size {} must be in 1..{}", d.batch_size, kMaxTrainBatchSize);
-  if (d.noise_every < 0) return "--noise-every must be positive";
+    return Status::invalid(fmt::format("batch size {} must be in 1..{}", d.batch_size, kMaxTrainBatchSize));
+  if (d.noise_every < 0) return Status::invalid("--noise-every must be positive");
   if (d.noise_every > 0 && d.batch_size < 2)
-    return fmt::format("--noise-scale needs batches of 2 or more (microbatches of a batch); the batch size is {}",
-                       d.batch_size);
-  return "";
+    return Status::invalid(fmt::format(
+        "--noise-scale needs batches of 2 or more (microbatches of a batch); the batch size is {}", d.batch_size));
+  return Status::ok();
 }
 
 // Loads the design's data (suites/train_data.hpp), checks that the model can use it, and returns the
@@ -348,7 +349,7 @@ Status run_train_design(const TrainDesign& d, const TrainRunOptions& opt, Result
   auto say = [&](const std::string& s) {
     if (opt.progress) opt.progress(s);
   };
-  if (std::string e = design_error(d); !e.empty()) return Status::invalid(e);
+  DETAUDIT_RETURN_IF_ERROR(check_design(d));
   if (opt.exe.empty()) return Status::invalid("internal error: no detaudit executable for the training workers");
   std::vector<TargetVariants> vars;
   for (auto& t : d.targets) {
