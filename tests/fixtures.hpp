@@ -62,6 +62,19 @@ inline Observation ran(const std::string& workload, const std::string& target, s
   return o;
 }
 
+// An observation that did not run: its status (crashed, timeout, skipped, error), why, and the repeats
+// it was asked for; no fingerprints, not judged.
+inline Observation not_run(const std::string& workload, const std::string& target, ObsStatus status,
+                           const std::string& reason, int repeats) {
+  Observation o;
+  o.workload = workload;
+  o.target = target;
+  o.status = status;
+  o.reason = reason;
+  o.repeats = repeats;
+  return o;
+}
+
 // A machine fingerprint as probes/env.cpp writes one: a CPU with AVX2 and FMA, OpenBLAS, oneDNN, the
 // CUDA runtime and driver, cuBLAS, and one H200.
 inline nlohmann::json machine_json() {

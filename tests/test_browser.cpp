@@ -62,19 +62,18 @@ size_t count(const std::string& s, const std::string& what) {
 }
 
 Observation obs(const std::string& w, const std::string& t, const char* verdict, int distinct) {
-  Observation o;
-  o.workload = w;
-  o.target = t;
-  o.repeats = 5;
-  o.verdict = test::verdict_named(verdict);
-  o.verdict_reason = std::string(verdict) == "PASS" ? "" : std::string("why it is ") + verdict;
+  const std::string why = std::string(verdict) == "PASS" ? "" : std::string("why it is ") + verdict;
   if (std::string(verdict) == "SKIP") {
-    o.status = ObsStatus::kSkipped;
-    o.reason = "no CUDA device";
+    Observation o = test::not_run(w, t, ObsStatus::kSkipped, "no CUDA device", 5);
+    o.verdict = test::verdict_named(verdict);
+    o.verdict_reason = why;
     return o;
   }
-  for (int i = 0; i < 5; ++i) o.fingerprints.push_back(fmt::format("{:032x}", i < distinct ? i : 0));
-  o.distinct = distinct;
+  std::vector<std::string> fps;
+  for (int i = 0; i < 5; ++i) fps.push_back(fmt::format("{:032x}", i < distinct ? i : 0));
+  Observation o = test::ran(w, t, std::move(fps));
+  o.verdict = test::verdict_named(verdict);
+  o.verdict_reason = why;
   OracleDistance d;
   d.max_ulp = 12;
   d.err_ratio = std::string(verdict) == "FAIL" ? 7.5 : 0.02;

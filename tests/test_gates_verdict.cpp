@@ -36,13 +36,10 @@ OracleDistance within_bound(double err_ratio, int64_t k = 256) {
 
 // An ok observation with 10 repeats: `variants` distinct fingerprints, compared with the oracle.
 Observation ok(const std::string& workload, const std::string& target, int variants = 1, double err_ratio = 0.3) {
-  Observation o;
-  o.workload = canon_workload(workload);
-  o.target = canon_target(target);
-  o.repeats = 10;
-  const std::string fps[] = {A, B, C};
-  for (int i = 0; i < 10; ++i) o.fingerprints.push_back(fps[i % variants]);
-  o.distinct = variants;
+  const std::string kinds[] = {A, B, C};
+  std::vector<std::string> fps;
+  for (int i = 0; i < 10; ++i) fps.push_back(kinds[i % variants]);
+  Observation o = test::ran(canon_workload(workload), canon_target(target), std::move(fps));
   o.oracle = within_bound(err_ratio);
   return o;
 }
@@ -54,13 +51,7 @@ Observation nan_mismatch(Observation o) {
 }
 
 Observation status(const std::string& workload, const std::string& target, ObsStatus st, const std::string& reason) {
-  Observation o;
-  o.workload = canon_workload(workload);
-  o.target = canon_target(target);
-  o.repeats = 10;
-  o.status = st;
-  o.reason = reason;
-  return o;
+  return test::not_run(canon_workload(workload), canon_target(target), st, reason, 10);
 }
 
 Results judged(std::vector<Observation> obs, nlohmann::json machine = machine_avx2()) {

@@ -87,13 +87,7 @@ std::string qualify_args(const std::string& targets, const std::string& out, con
 // ---- pure parts -------------------------------------------------------------------------------------
 
 Observation timed(const std::string& w, const std::string& t, std::vector<double> seconds) {
-  Observation o;
-  o.workload = w;
-  o.target = t;
-  o.status = ObsStatus::kOk;
-  o.repeats = int(seconds.size());
-  o.fingerprints.assign(seconds.size(), std::string(32, 'a'));
-  o.distinct = 1;
+  Observation o = test::ran(w, t, std::vector<std::string>(seconds.size(), test::fingerprint('a')));
   o.seconds = std::move(seconds);
   return o;
 }

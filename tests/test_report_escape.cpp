@@ -8,6 +8,7 @@
 
 #include "report/probe_report.hpp"
 #include "report/train_report.hpp"
+#include "tests/fixtures.hpp"
 
 using namespace detaudit;
 
@@ -18,13 +19,10 @@ const std::vector<std::string> kNasty = {kScript, "a|b", "x`y`z", "two\nlines", 
                                          "tail\\", "<img src=x onerror=alert(1)>|`"};
 
 Observation obs(const std::string& w, const std::string& t, ObsStatus st, const std::string& reason, int distinct) {
-  Observation o;
-  o.workload = w;
-  o.target = t;
-  o.status = st;
+  Observation o = st == ObsStatus::kOk
+                      ? test::ran(w, t, {test::fingerprint('a'), test::fingerprint(distinct == 1 ? 'a' : 'b')})
+                      : test::not_run(w, t, st, reason, 2);
   o.reason = reason;
-  o.repeats = 2;
-  if (st == ObsStatus::kOk) o.fingerprints = {std::string(32, 'a'), std::string(32, distinct == 1 ? 'a' : 'b')};
   o.distinct = distinct;
   o.seconds = {0.001, 0.002};
   o.describe = reason;

@@ -17,12 +17,8 @@ using namespace detaudit;
 namespace {
 
 Observation observation(const std::string& w, const std::string& t, bool deterministic) {
-  Observation o;
-  o.workload = w;
-  o.target = t;
-  o.repeats = 3;
-  o.fingerprints = {std::string(32, 'a'), std::string(32, 'a'), std::string(32, deterministic ? 'a' : 'b')};
-  o.distinct = deterministic ? 1 : 2;
+  Observation o =
+      test::ran(w, t, {test::fingerprint('a'), test::fingerprint('a'), test::fingerprint(deterministic ? 'a' : 'b')});
   OracleDistance d;  // no error bound: results of a detaudit before bounds
   d.max_ulp = 2;
   d.max_rel_err = 1e-7;
@@ -42,13 +38,10 @@ size_t count(const std::string& s, const std::string& what) {
 // An observation as the suites write them, judged: ran with `distinct` outputs of `repeats`, an error
 // ratio against the bound, or not run (status and reason).
 Observation cell(const std::string& w, const std::string& t, const char* verdict, int distinct = 1, int repeats = 20) {
-  Observation o;
-  o.workload = w;
-  o.target = t;
-  o.repeats = repeats;
+  std::vector<std::string> fps;
+  for (int i = 0; i < repeats; ++i) fps.push_back(fmt::format("{:032x}", i < distinct ? i : 0));
+  Observation o = test::ran(w, t, std::move(fps));
   o.verdict = test::verdict_named(verdict);
-  for (int i = 0; i < repeats; ++i) o.fingerprints.push_back(fmt::format("{:032x}", i < distinct ? i : 0));
-  o.distinct = distinct;
   OracleDistance d;
   d.max_ulp = 566887;
   d.max_rel_err = 1e-3;
@@ -66,12 +59,7 @@ Observation cell(const std::string& w, const std::string& t, const char* verdict
 }
 Observation not_run(const std::string& w, const std::string& t, ObsStatus st, const std::string& reason,
                     const char* verdict) {
-  Observation o;
-  o.workload = w;
-  o.target = t;
-  o.status = st;
-  o.reason = reason;
-  o.repeats = 10;
+  Observation o = test::not_run(w, t, st, reason, 10);
   o.verdict = test::verdict_named(verdict);
   o.verdict_reason = std::string(verdict) == "SKIP" ? reason : "crash with an unmet requirement: AVX-512F";
   return o;
