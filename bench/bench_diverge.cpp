@@ -75,7 +75,7 @@ void BM_two_runs_traced(benchmark::State& state) {
   const std::string dir = (std::filesystem::temp_directory_path() / "detaudit-bench-diverge").string();
   std::filesystem::create_directories(dir);
   DivergeOptions o;
-  o.make_a = o.make_b = [](Status*) { return blocked2(); };
+  o.make_a = o.make_b = []() -> BackendOr { return blocked2(); };
   o.data = d;
   o.train = config();
   o.trace_a = dir + "/trace-a.jsonl";

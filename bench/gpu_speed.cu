@@ -48,6 +48,11 @@ void check(cudaError_t e, const char* what) {
 void check(const Status& st, const char* what) {
   if (!st) throw Fail{std::string(what) + ": " + st.message()};
 }
+// The backend a factory made, or a Fail naming what could not be made and why.
+std::unique_ptr<Backend> made(BackendOr b, const char* what) {
+  check(b.status(), what);
+  return std::move(b).value();
+}
 void check(cudnnStatus_t e, const char* what) {
   if (e != CUDNN_STATUS_SUCCESS) throw Fail{format("%s: %s (%d)", what, cudnnGetErrorString(e), int(e))};
 }
@@ -81,9 +86,7 @@ float time_ms(F&& f, int reps = 20, int warm = 3) {
 
 std::string fingerprint_section() {
   const size_t bytes = size_t(1) << 30, check_bytes = size_t(64) << 20;
-  Status st;
-  auto be = make_gpu_backend("cuda", 0, {}, &st);
-  check(st, "make_gpu_backend(cuda)");
+  auto be = made(make_gpu_backend("cuda", 0, {}), "make_gpu_backend(cuda)");
   void *src = nullptr, *dst = nullptr;
   unsigned long long* h = nullptr;
   check(cudaMalloc(&src, bytes), "cudaMalloc");
@@ -130,13 +133,9 @@ std::string sum_section() {
   double want = 0;
   for (float v : host) want += v;
 
-  Status st;
-  auto tree = make_gpu_backend("cuda", 0, {{"order", "tree"}}, &st);
-  check(st, "make_gpu_backend(cuda tree)");
-  auto atomic = make_gpu_backend("cuda", 0, {{"order", "atomic"}}, &st);
-  check(st, "make_gpu_backend(cuda atomic)");
-  auto portable = make_gpu_backend("cuda", 0, {{"order", "portable"}}, &st);
-  check(st, "make_gpu_backend(cuda portable)");
+  auto tree = made(make_gpu_backend("cuda", 0, {{"order", "tree"}}), "make_gpu_backend(cuda tree)");
+  auto atomic = made(make_gpu_backend("cuda", 0, {{"order", "atomic"}}), "make_gpu_backend(cuda atomic)");
+  auto portable = made(make_gpu_backend("cuda", 0, {{"order", "portable"}}), "make_gpu_backend(cuda portable)");
   size_t temp_bytes = 0;
   check(cub::DeviceReduce::Sum(nullptr, temp_bytes, x, out + 2, int64_t(n)), "cub::DeviceReduce::Sum (size)");
   void* temp = nullptr;

@@ -46,9 +46,9 @@ std::string environment_mismatch(const Spec& t) {
 }
 
 BackendFactory factory(const Spec& t) {
-  return [t](Status* st) {
-    std::unique_ptr<Backend> b = make_target_backend(t, st);
-    if (!b) *st = Status::unavailable(t.str() + ": " + (st->message().empty() ? "cannot run here" : st->message()));
+  return [t]() -> BackendOr {
+    BackendOr b = make_target_backend(t);
+    if (!b) return Status::unavailable(t.str() + ": " + (b.message().empty() ? "cannot run here" : b.message()));
     return b;
   };
 }
@@ -72,8 +72,7 @@ int run_offline(const DivergeArgs& a) {
   if (a.traces.size() != 2) return fail("diverge: --trace takes exactly two trace files (--trace a.jsonl --trace b.jsonl)");
   if (!a.targets.empty()) return fail("diverge: --trace compares recorded traces; it does not take --targets");
   DivergeResult r;
-  std::string err;
-  if (!compare_traces(a.traces[0], a.traces[1], &r, &err)) return fail(err);
+  if (Status st = compare_traces(a.traces[0], a.traces[1], &r); !st) return fail(st);
   return write_report(r, a.out);
 }
 

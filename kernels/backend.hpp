@@ -91,10 +91,11 @@ class Backend {
   // device and download only new outputs.
   virtual Status fingerprint(const void* p, size_t bytes, Fingerprint* out);
 
-  // After an op failed: true, with *why, when nothing more can run in this process, as after a sticky
-  // CUDA error (an illegal address corrupts the context and every later call fails alike). The worker
-  // then ends after recording the cell, and the parent runs the remaining cells in a fresh worker.
-  virtual bool context_lost(std::string* why) { return false; }
+  // After an op failed: an error saying why when nothing more can run in this process, as after a
+  // sticky CUDA error (an illegal address corrupts the context and every later call fails alike); ok
+  // while the backend can go on. The worker then ends after recording the cell, and the parent runs the
+  // remaining cells in a fresh worker.
+  virtual Status context_state() { return Status::ok(); }
 
   // ---- kernel tracing (CUPTI on GPUs) ----------------------------------------------------------
   // Whether this backend traces kernels: the probes then keep one kernel list (or a failure) per repeat.
@@ -164,6 +165,10 @@ class Backend {
   virtual Status adam_step(const AdamParams& p, float* w, const float* g, float* m, float* v, size_t n);
   virtual Status sgd_step(const SgdParams& p, float* w, const float* g, float* velocity, size_t n);
 };
+
+// What a backend factory returns: the backend, or why it cannot be made here (invalid for a bad value,
+// unavailable or unsupported for a target this machine or build cannot run).
+using BackendOr = StatusOr<std::unique_ptr<Backend>>;
 
 const char* to_string(ReduceOp op);
 const char* to_string(UnaryOp op);

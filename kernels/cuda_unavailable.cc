@@ -12,10 +12,8 @@ CudaEnvironment query_cuda_environment() {
   return env;
 }
 
-std::unique_ptr<Backend> make_gpu_backend(const std::string& backend, int,
-                                          const std::map<std::string, std::string>&, Status* st) {
-  *st = Status::unavailable(backend + ": detaudit was built without CUDA: " + DETAUDIT_CUDA_OFF_REASON);
-  return nullptr;
+BackendOr make_gpu_backend(const std::string& backend, int, const std::map<std::string, std::string>&) {
+  return Status::unavailable(backend + ": detaudit was built without CUDA: " + DETAUDIT_CUDA_OFF_REASON);
 }
 
 }  // namespace detaudit

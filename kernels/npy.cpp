@@ -27,45 +27,46 @@ class HeaderParser {
  public:
   HeaderParser(const std::string& text) : s_(text) {}
 
-  bool parse(std::string* descr, bool* fortran, std::vector<uint64_t>* shape, std::string* err) {
+  Status parse(std::string* descr, bool* fortran, std::vector<uint64_t>* shape) {
     bool have_descr = false, have_fortran = false, have_shape = false;
     ws();
-    if (!eat('{')) return fail("expected '{'", err);
+    if (!eat('{')) return fail("expected '{'");
     for (;;) {
       ws();
       if (eat('}')) break;
       std::string key;
-      if (!string_literal(&key)) return fail("expected a quoted key or '}'", err);
+      if (!string_literal(&key)) return fail("expected a quoted key or '}'");
       ws();
-      if (!eat(':')) return fail("expected ':' after '" + printable(key) + "'", err);
+      if (!eat(':')) return fail("expected ':' after '" + printable(key) + "'");
       ws();
       bool* seen = key == "descr" ? &have_descr : key == "fortran_order" ? &have_fortran : key == "shape" ? &have_shape
                                                                                                          : nullptr;
-      if (!seen) return fail("unknown key '" + printable(key) + "' (an .npy header holds descr, fortran_order, shape)", err);
-      if (*seen) return fail("key '" + printable(key) + "' given twice", err);
+      if (!seen) return fail("unknown key '" + printable(key) + "' (an .npy header holds descr, fortran_order, shape)");
+      if (*seen) return fail("key '" + printable(key) + "' given twice");
       *seen = true;
-      if (key == "descr" && !string_literal(descr)) return fail("descr must be a quoted string", err);
-      if (key == "fortran_order" && !boolean(fortran)) return fail("fortran_order must be True or False", err);
-      if (key == "shape" && !tuple(shape, err)) return false;
+      if (key == "descr" && !string_literal(descr)) return fail("descr must be a quoted string");
+      if (key == "fortran_order" && !boolean(fortran)) return fail("fortran_order must be True or False");
+      if (key == "shape") DETAUDIT_RETURN_IF_ERROR(tuple(shape));
       ws();
       if (eat(',')) continue;
       if (eat('}')) break;
-      return fail("expected ',' or '}'", err);
+      return fail("expected ',' or '}'");
     }
     // After the dict: numpy's padding (spaces) and the closing newline.
     ws();
-    if (pos_ != s_.size()) return fail("unexpected text after the header's '}'", err);
-    if (!have_descr || !have_fortran || !have_shape) {
-      *err = std::string("header lacks '") + (!have_descr ? "descr" : !have_fortran ? "fortran_order" : "shape") + "'";
-      return false;
-    }
-    return true;
+    if (pos_ != s_.size()) return fail("unexpected text after the header's '}'");
+    if (!have_descr || !have_fortran || !have_shape)
+      return Status::invalid(std::string("header lacks '") +
+                             (!have_descr     ? "descr"
+                              : !have_fortran ? "fortran_order"
+                                              : "shape") +
+                             "'");
+    return Status::ok();
   }
 
  private:
-  bool fail(const std::string& what, std::string* err) {
-    *err = "malformed header at byte " + std::to_string(pos_) + ": " + what;
-    return false;
+  Status fail(const std::string& what) const {
+    return Status::invalid("malformed header at byte " + std::to_string(pos_) + ": " + what);
   }
   void ws() {
     while (pos_ < s_.size() && (s_[pos_] == ' ' || s_[pos_] == '\t' || s_[pos_] == '\n' || s_[pos_] == '\r')) ++pos_;
@@ -114,24 +115,24 @@ class HeaderParser {
   }
   // A Python tuple of non-negative integers: (), (5,), (3, 4), (3, 4,). "(5)" is an int in Python, not
   // a tuple, and numpy refuses it: so is it here.
-  bool tuple(std::vector<uint64_t>* out, std::string* err) {
+  Status tuple(std::vector<uint64_t>* out) {
     out->clear();
-    if (!eat('(')) return fail("shape must be a tuple", err);
+    if (!eat('(')) return fail("shape must be a tuple");
     ws();
-    if (eat(')')) return true;
+    if (eat(')')) return Status::ok();
     for (;;) {
       uint64_t v;
-      if (!integer(&v)) return fail("shape must hold non-negative integers (that fit 64 bits)", err);
-      if (out->size() == kMaxNpyDims) return fail("more than " + std::to_string(kMaxNpyDims) + " dimensions", err);
+      if (!integer(&v)) return fail("shape must hold non-negative integers (that fit 64 bits)");
+      if (out->size() == kMaxNpyDims) return fail("more than " + std::to_string(kMaxNpyDims) + " dimensions");
       out->push_back(v);
       ws();
       const bool comma = eat(',');
       ws();
       if (eat(')')) {
-        if (out->size() == 1 && !comma) return fail("a one-dimensional shape is written (n,), not (n)", err);
-        return true;
+        if (out->size() == 1 && !comma) return fail("a one-dimensional shape is written (n,), not (n)");
+        return Status::ok();
       }
-      if (!comma) return fail("expected ',' or ')' in shape", err);
+      if (!comma) return fail("expected ',' or ')' in shape");
     }
   }
 
@@ -172,10 +173,10 @@ Status parse_head(const std::string& name, const uint8_t* p, size_t avail, uint6
   for (unsigned char c : header)
     if (c >= 0x80 || (c < 0x20 && c != '\n' && c != '\t' && c != '\r'))
       return bad("header holds a byte that is not printable ASCII");
-  std::string descr, why;
+  std::string descr;
   bool fortran = false;
   std::vector<uint64_t> shape;
-  if (!HeaderParser(header).parse(&descr, &fortran, &shape, &why)) return bad(why);
+  if (Status st = HeaderParser(header).parse(&descr, &fortran, &shape); !st) return bad(st.message());
   if (descr == ">f4" || descr == ">f8")
     return bad("dtype '" + descr + "' is big-endian; detaudit reads little-endian '<f4' (float32) and '<f8' "
                "(float64): write a.astype('<" + descr.substr(1) + "')");

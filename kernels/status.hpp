@@ -12,6 +12,7 @@
 #include <cassert>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 namespace detaudit {
@@ -50,9 +51,12 @@ template <class T>
 class [[nodiscard]] StatusOr {
  public:
   StatusOr(T value) : value_(std::move(value)) {}  // NOLINT: implicit, so `return value;` works
-  StatusOr(Status st) : status_(std::move(st)) {   // NOLINT: implicit, so `return Status::...;` works
-    if (status_.is_ok()) status_ = Status::error("internal: StatusOr built from an ok Status");
-  }
+  // Anything a T is made from (a std::unique_ptr<Derived> for a std::unique_ptr<Base>), in one step.
+  template <class U, class = std::enable_if_t<std::is_constructible_v<T, U&&> && !std::is_same_v<std::decay_t<U>, T> &&
+                                              !std::is_same_v<std::decay_t<U>, Status>>>
+  StatusOr(U&& value) : value_(T(std::forward<U>(value))) {}  // NOLINT: implicit, as above
+  StatusOr(Status st)                                         // NOLINT: implicit, so `return Status::...;` works
+      : status_(st.is_ok() ? Status::error("internal: StatusOr built from an ok Status") : std::move(st)) {}
 
   bool is_ok() const { return status_.is_ok(); }
   explicit operator bool() const { return is_ok(); }

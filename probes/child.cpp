@@ -79,17 +79,14 @@ std::vector<std::string> build_env(const std::map<std::string, std::string>& ove
 
 // Starts the child in its own process group with default signal dispositions and an empty mask; the
 // request goes to its stdin, which is then closed. On success *pid and *out_fd (its stdout) are set.
-bool spawn(const ChildSpec& spec, pid_t* pid, int* out_fd, std::string* err) {
+Status spawn(const ChildSpec& spec, pid_t* pid, int* out_fd) {
   int in_pipe[2], out_pipe[2];
-  if (pipe2(in_pipe, O_CLOEXEC) != 0) {
-    *err = std::string("pipe: ") + std::strerror(errno);
-    return false;
-  }
+  if (pipe2(in_pipe, O_CLOEXEC) != 0) return Status::error(std::string("pipe: ") + std::strerror(errno));
   if (pipe2(out_pipe, O_CLOEXEC) != 0) {
-    *err = std::string("pipe: ") + std::strerror(errno);
+    const int e = errno;
     ::close(in_pipe[0]);
     ::close(in_pipe[1]);
-    return false;
+    return Status::error(std::string("pipe: ") + std::strerror(e));
   }
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
@@ -124,15 +121,14 @@ bool spawn(const ChildSpec& spec, pid_t* pid, int* out_fd, std::string* err) {
   if (rc != 0) {
     ::close(in_pipe[1]);
     ::close(out_pipe[0]);
-    *err = fmt::format("cannot start {}: {}", spec.exe, std::strerror(rc));
-    return false;
+    return Status::error(fmt::format("cannot start {}: {}", spec.exe, std::strerror(rc)));
   }
   // A child that dies before reading its request gives EPIPE (SIGPIPE is ignored), which shows up as
   // its death below. A request larger than the pipe buffer is written while the child reads it.
   write_all(in_pipe[1], spec.request);
   ::close(in_pipe[1]);
   *out_fd = out_pipe[0];
-  return true;
+  return Status::ok();
 }
 
 }  // namespace
@@ -146,7 +142,10 @@ ChildExit run_child(const ChildSpec& spec, double timeout_s, const LineSink& on_
   }
   pid_t pid = -1;
   int fd = -1;
-  if (!spawn(spec, &pid, &fd, &ex.error)) return ex;
+  if (Status st = spawn(spec, &pid, &fd); !st) {
+    ex.error = st.message();
+    return ex;
+  }
   ex.started = true;
   int slot = register_child(pid);
   if (g_interrupted) ::kill(-pid, SIGKILL);  // the signal came between spawn and register

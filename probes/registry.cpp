@@ -124,18 +124,13 @@ std::map<std::string, std::string> target_environment(const Spec& t) {
   return env;
 }
 
-std::unique_ptr<Backend> make_target_backend(const Spec& t, Status* st) {
-  *st = Status::ok();
+BackendOr make_target_backend(const Spec& t) {
   const BackendEntry* e = find_backend(t.name);
-  if (e && e->imported) {
-    *st = Status::invalid(fmt::format("target '{}' cannot be run: its outputs are imported (detaudit import)", t.str()));
-    return nullptr;
-  }
-  if (!e || !e->make) {
-    *st = Status::invalid("unknown target " + t.name);
-    return nullptr;
-  }
-  return e->make(t, st);
+  if (e && e->imported)
+    return Status::invalid(
+        fmt::format("target '{}' cannot be run: its outputs are imported (detaudit import)", t.str()));
+  if (!e || !e->make) return Status::invalid("unknown target " + t.name);
+  return e->make(t);
 }
 
 bool applicable(const Spec& target, const Spec& workload) {

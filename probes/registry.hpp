@@ -116,7 +116,7 @@ struct BackendEntry {
   // the parent before exec, since libraries read them when they load); an empty value unsets one.
   void (*environment)(const Spec& target, std::map<std::string, std::string>* env) = nullptr;
   // Creates the backend in this process (make_target_backend).
-  std::unique_ptr<Backend> (*make)(const Spec& target, Status* st) = nullptr;
+  BackendOr (*make)(const Spec& target) = nullptr;
   // The workloads (workload names, and for conv2d the passes) it implements; others are not run.
   bool (*applicable)(const Spec& target, const Spec& workload) = nullptr;
   // Its promise for a workload, without `unmet` (promise_for fills that from the machine).
@@ -156,8 +156,9 @@ bool picks_algorithm(const Spec& target, const Spec& workload);
 
 // Environment variables for the worker of this target (empty value: unset it).
 std::map<std::string, std::string> target_environment(const Spec& target);
-// Creates the backend in this process; nullptr with *st = unavailable/unsupported when it cannot run here.
-std::unique_ptr<Backend> make_target_backend(const Spec& target, Status* st);
+// Creates the backend in this process; unavailable or unsupported when it cannot run here, invalid for a
+// target that is not a backend's or whose outputs are imported.
+BackendOr make_target_backend(const Spec& target);
 // Whether the target runs this workload at all (inapplicable cells are not run).
 bool applicable(const Spec& target, const Spec& workload);
 // `key=all` expands to one target per algorithm index.

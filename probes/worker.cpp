@@ -62,10 +62,11 @@ Observation observe(Backend* backend, const std::string& target_text, const Work
   auto fail = [&](const Status& st) {
     o.status = obs_status_for(st);
     o.reason = st.message();
-    if (std::string why; backend->context_lost(&why)) {
+    if (Status lost = backend->context_state(); !lost) {
       // Every later call of this process would fail alike: the worker ends. The teardown still frees what
       // it can (a cudaFree on a lost context only returns its error).
-      o.reason += fmt::format("; the GPU context is lost ({}): the worker ended, later cells ran in a fresh one", why);
+      o.reason += fmt::format("; the GPU context is lost ({}): the worker ended, later cells ran in a fresh one",
+                              lost.message());
       if (context_lost) *context_lost = true;
     }
     w->teardown(*backend);
@@ -170,12 +171,9 @@ Observation observe(Backend* backend, const std::string& target_text, const Work
   return o;
 }
 
-bool parse_worker_request(const std::string& text, WorkerRequest* out, std::string* err) {
+Status parse_worker_request(const std::string& text, WorkerRequest* out) {
   nlohmann::json req = nlohmann::json::parse(text, nullptr, false);
-  auto bad = [&](const std::string& why) {
-    *err = "malformed request: " + why;
-    return false;
-  };
+  auto bad = [&](const std::string& why) { return Status::invalid("malformed request: " + why); };
   if (req.is_discarded() || !req.is_object()) return bad("not a JSON object");
   if (!req.contains("protocol") || !req["protocol"].is_string() || req["protocol"] != kWorkerProtocol)
     return bad(fmt::format("\"protocol\" must be \"{}\"", kWorkerProtocol));
@@ -202,7 +200,7 @@ bool parse_worker_request(const std::string& text, WorkerRequest* out, std::stri
     r.indices.push_back(it["index"].get<size_t>());
   }
   *out = std::move(r);
-  return true;
+  return Status::ok();
 }
 
 namespace {
@@ -229,16 +227,21 @@ int worker_main(int in_fd, int out_fd) {
   child_die_with_parent();
   std::string input = read_all(in_fd);
   WorkerRequest req;
-  std::string err;
-  if (!parse_worker_request(input, &req, &err)) {
-    fmt::print(stderr, "detaudit worker: {}\n", err);
+  if (Status st = parse_worker_request(input, &req); !st) {
+    fmt::print(stderr, "detaudit worker: {}\n", st.message());
     return 2;
   }
   Status st;
   std::unique_ptr<Backend> backend;
   bool any_target_item = false;
   for (auto& it : req.items) any_target_item |= it.write_oracle.empty();
-  if (any_target_item) backend = make_target_backend(req.target, &st);
+  if (any_target_item) {
+    BackendOr made = make_target_backend(req.target);
+    if (made)
+      backend = std::move(made).value();
+    else
+      st = made.status();
+  }
   for (size_t i = 0; i < req.items.size(); ++i) {
     emit(out_fd, {{"event", "begin"}, {"index", req.indices[i]}});
     Observation o;

@@ -13,7 +13,7 @@
 //   Anything else the worker or its libraries print goes to stderr, which the parent keeps in a log.
 //   The parent attributes a death (signal, nonzero exit, EOF without "done") or a timeout to the item
 //   that has begun but not finished, records it, and starts a new worker for the items after it.
-//   A worker whose GPU context is lost (a sticky CUDA error, Backend::context_lost) sends that item's
+//   A worker whose GPU context is lost (a sticky CUDA error, Backend::context_state) sends that item's
 //   observation and exits with kWorkerContextLost: the parent starts a fresh worker for the rest.
 #pragma once
 #include <functional>
@@ -60,7 +60,7 @@ struct WorkerRequest {
   std::vector<WorkItem> items;
   std::vector<size_t> indices;
 };
-bool parse_worker_request(const std::string& text, WorkerRequest* out, std::string* err);
+Status parse_worker_request(const std::string& text, WorkerRequest* out);
 
 // Worker side: reads the request from `in_fd`, writes events to `out_fd`. Returns the exit code.
 int worker_main(int in_fd, int out_fd);

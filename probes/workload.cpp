@@ -79,37 +79,28 @@ double softmax_rel_err(double u, double exp_ulps, int div_roundings, size_t cols
 }
 }  // namespace
 
-void* Workload::upload_floats(Backend& b, const std::vector<float>& v, Status* st) {
+Status Workload::upload_floats(Backend& b, const std::vector<float>& v, void** out) {
   void* p = b.alloc(v.size() * sizeof(float));
-  if (!p) {
-    *st = Status::error("allocation of " + std::to_string(v.size() * 4) + " bytes failed on " + b.name());
-    return nullptr;
-  }
+  if (!p) return Status::error("allocation of " + std::to_string(v.size() * 4) + " bytes failed on " + b.name());
   buffers_.push_back(p);
+  *out = p;
   input_hashes_ += fingerprint_bytes(v.data(), v.size() * sizeof(float)).hex();
-  *st = b.upload(p, v.data(), v.size() * sizeof(float));
-  return p;
+  return b.upload(p, v.data(), v.size() * sizeof(float));
 }
-void* Workload::upload_doubles(Backend& b, const std::vector<double>& v, Status* st) {
+Status Workload::upload_doubles(Backend& b, const std::vector<double>& v, void** out) {
   void* p = b.alloc(v.size() * sizeof(double));
-  if (!p) {
-    *st = Status::error("allocation of " + std::to_string(v.size() * 8) + " bytes failed on " + b.name());
-    return nullptr;
-  }
+  if (!p) return Status::error("allocation of " + std::to_string(v.size() * 8) + " bytes failed on " + b.name());
   buffers_.push_back(p);
+  *out = p;
   input_hashes_ += fingerprint_bytes(v.data(), v.size() * sizeof(double)).hex();
-  *st = b.upload(p, v.data(), v.size() * sizeof(double));
-  return p;
+  return b.upload(p, v.data(), v.size() * sizeof(double));
 }
-void* Workload::alloc_zero(Backend& b, size_t bytes, Status* st) {
+Status Workload::alloc_zero(Backend& b, size_t bytes, void** out) {
   void* p = b.alloc(bytes);
-  if (!p) {
-    *st = Status::error("allocation of " + std::to_string(bytes) + " bytes failed on " + b.name());
-    return nullptr;
-  }
+  if (!p) return Status::error("allocation of " + std::to_string(bytes) + " bytes failed on " + b.name());
   buffers_.push_back(p);
-  *st = b.zero(p, bytes);
-  return p;
+  *out = p;
+  return b.zero(p, bytes);
 }
 template <typename T>
 std::vector<T> Workload::operand(std::vector<T> v) const {
@@ -172,16 +163,16 @@ class MatmulWorkload : public Workload {
     Status st;
     size_t na = size_t(m_) * k_, nb = size_t(k_) * n_;
     if (f64_) {
-      a_ = upload_doubles(b, operand(make_input<double>(na, seed_of(spec_), kStreamA, dist_of(spec_))), &st);
+      st = upload_doubles(b, operand(make_input<double>(na, seed_of(spec_), kStreamA, dist_of(spec_))), &a_);
       DETAUDIT_RETURN_IF_ERROR(st);
-      b_ = upload_doubles(b, operand(make_input<double>(nb, seed_of(spec_), kStreamB, dist_of(spec_))), &st);
+      st = upload_doubles(b, operand(make_input<double>(nb, seed_of(spec_), kStreamB, dist_of(spec_))), &b_);
     } else {
-      a_ = upload_floats(b, operand(make_input<float>(na, seed_of(spec_), kStreamA, dist_of(spec_))), &st);
+      st = upload_floats(b, operand(make_input<float>(na, seed_of(spec_), kStreamA, dist_of(spec_))), &a_);
       DETAUDIT_RETURN_IF_ERROR(st);
-      b_ = upload_floats(b, operand(make_input<float>(nb, seed_of(spec_), kStreamB, dist_of(spec_))), &st);
+      st = upload_floats(b, operand(make_input<float>(nb, seed_of(spec_), kStreamB, dist_of(spec_))), &b_);
     }
     DETAUDIT_RETURN_IF_ERROR(st);
-    out_ = alloc_zero(b, output_bytes(), &st);
+    st = alloc_zero(b, output_bytes(), &out_);
     return st;
   }
   Status run(Backend& b) override {
@@ -211,9 +202,8 @@ class BatchInvWorkload : public MatmulWorkload {
   Status batch_check(Backend& b, BatchInvariance* out) override {
     std::vector<float> full(out_elems_), row(n_);
     DETAUDIT_RETURN_IF_ERROR(b.download(full.data(), out_, output_bytes()));
-    Status st;
-    void* row_out = alloc_zero(b, size_t(n_) * 4, &st);
-    DETAUDIT_RETURN_IF_ERROR(st);
+    void* row_out = nullptr;
+    DETAUDIT_RETURN_IF_ERROR(alloc_zero(b, size_t(n_) * 4, &row_out));
     *out = BatchInvariance{};
     for (int r = 0; r < rows_; ++r) {
       // Evenly spaced rows, first and last included when rows > 1.
@@ -258,11 +248,11 @@ class ConvWorkload : public Workload {
     // Inputs by pass: fwd (x, w), bwd_data (dy, w), bwd_filter (x, dy).
     size_t n0 = pass_ == "bwd_data" ? cs_.y_size() : cs_.x_size();
     size_t n1 = pass_ == "bwd_filter" ? cs_.y_size() : cs_.w_size();
-    in0_ = upload_floats(b, operand(make_input<float>(n0, seed_of(spec_), kStreamA, dist_of(spec_))), &st);
+    st = upload_floats(b, operand(make_input<float>(n0, seed_of(spec_), kStreamA, dist_of(spec_))), &in0_);
     DETAUDIT_RETURN_IF_ERROR(st);
-    in1_ = upload_floats(b, operand(make_input<float>(n1, seed_of(spec_), kStreamB, dist_of(spec_))), &st);
+    st = upload_floats(b, operand(make_input<float>(n1, seed_of(spec_), kStreamB, dist_of(spec_))), &in1_);
     DETAUDIT_RETURN_IF_ERROR(st);
-    out_ = alloc_zero(b, output_bytes(), &st);
+    st = alloc_zero(b, output_bytes(), &out_);
     return st;
   }
   Status run(Backend& b) override {
@@ -307,13 +297,13 @@ class ReduceWorkload : public Workload {
   }
   Status setup(Backend& b) override {
     Status st;
-    x_ = upload_floats(b, operand(x_input()), &st);
+    st = upload_floats(b, operand(x_input()), &x_);
     DETAUDIT_RETURN_IF_ERROR(st);
     if (op_ == "dot") {
-      y_ = upload_floats(b, operand(make_input<float>(n_, seed_of(spec_), kStreamB, dist_of(spec_))), &st);
+      st = upload_floats(b, operand(make_input<float>(n_, seed_of(spec_), kStreamB, dist_of(spec_))), &y_);
       DETAUDIT_RETURN_IF_ERROR(st);
     }
-    out_ = alloc_zero(b, output_bytes(), &st);
+    st = alloc_zero(b, output_bytes(), &out_);
     return st;
   }
   Status run(Backend& b) override {
@@ -382,7 +372,7 @@ class PoolWorkload : public Workload {
   Status setup(Backend& b) override {
     Status st;
     std::vector<float> x = make_input<float>(ps_.x_size(), seed_of(spec_), kStreamA, dist_of(spec_));
-    x_ = upload_floats(b, x, &st);
+    st = upload_floats(b, x, &x_);
     DETAUDIT_RETURN_IF_ERROR(st);
     if (bwd_) {
       // The forward output is a max of inputs, exact on every target: computed here once, on the host.
@@ -397,12 +387,12 @@ class PoolWorkload : public Workload {
                 m = std::max(m, x[(nc * ps_.h + p * ps_.stride + i) * ps_.w + q * ps_.stride + j]);
             y[(nc * P + p) * Q + q] = m;
           }
-      y_ = upload_floats(b, y, &st);
+      st = upload_floats(b, y, &y_);
       DETAUDIT_RETURN_IF_ERROR(st);
-      dy_ = upload_floats(b, make_input<float>(ps_.y_size(), seed_of(spec_), kStreamC, dist_of(spec_)), &st);
+      st = upload_floats(b, make_input<float>(ps_.y_size(), seed_of(spec_), kStreamC, dist_of(spec_)), &dy_);
       DETAUDIT_RETURN_IF_ERROR(st);
     }
-    out_ = alloc_zero(b, output_bytes(), &st);
+    st = alloc_zero(b, output_bytes(), &out_);
     return st;
   }
   Status run(Backend& b) override {

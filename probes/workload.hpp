@@ -45,9 +45,9 @@ class Workload {
 
  protected:
   explicit Workload(const Spec& s) : spec_(s) {}
-  void* upload_floats(Backend& b, const std::vector<float>& v, Status* st);
-  void* upload_doubles(Backend& b, const std::vector<double>& v, Status* st);
-  void* alloc_zero(Backend& b, size_t bytes, Status* st);
+  Status upload_floats(Backend& b, const std::vector<float>& v, void** out);
+  Status upload_doubles(Backend& b, const std::vector<double>& v, void** out);
+  Status alloc_zero(Backend& b, size_t bytes, void** out);
   // An operand of the op as setup() uploads it: its absolute values in a magnitude run (error_bound).
   template <typename T>
   std::vector<T> operand(std::vector<T> v) const;

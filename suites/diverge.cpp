@@ -286,9 +286,10 @@ void Run::main() {
 }
 
 Status Run::body() {
-  Status st;
-  be_ = (r_ == 0 ? opt_.make_a : opt_.make_b)(&st);
-  if (!be_) return st ? Status::error("diverge: the backend factory returned nothing") : st;
+  BackendOr made = (r_ == 0 ? opt_.make_a : opt_.make_b)();
+  if (!made) return made.status();
+  be_ = std::move(made).value();
+  if (!be_) return Status::error("diverge: the backend factory returned nothing");
   const Dataset& d = *opt_.data;
   const TrainConfig& cfg = opt_.train;
   // What train_autoencoder does, with an observer on the network and a record per update.
@@ -556,53 +557,48 @@ bool parse_record(const nlohmann::json& j, DivergeRecord* r, std::string* bad) {
   return true;
 }
 
-bool read_header(const Trace& t, const nlohmann::json& j, Trace* out, std::string* err) {
+Status read_header(const Trace& t, const nlohmann::json& j, Trace* out) {
   std::string schema, kind;
-  if (!field(j, "kind", &kind) || kind != "header" || !field(j, "schema", &schema) || schema != kTraceSchema) {
-    *err = t.path + ":1: not a detaudit diverge trace (the first line is not a " + kTraceSchema + " header)";
-    return false;
-  }
+  if (!field(j, "kind", &kind) || kind != "header" || !field(j, "schema", &schema) || schema != kTraceSchema)
+    return Status::invalid(t.path + ":1: not a detaudit diverge trace (the first line is not a " + kTraceSchema +
+                           " header)");
   auto d = j.find("design");
   std::string bad;
   if (d == j.end() || !d->is_object() || !parse_design(*d, &out->design, &bad) ||
-      !field(j, "target", &out->side.target)) {
-    *err = t.path + ":1: the header's design field " + (bad.empty() ? std::string("target") : bad) +
-           " is missing or malformed";
-    return false;
-  }
+      !field(j, "target", &out->side.target))
+    return Status::invalid(t.path + ":1: the header's design field " + (bad.empty() ? std::string("target") : bad) +
+                           " is missing or malformed");
   field(j, "backend", &out->side.backend);
   if (auto det = j.find("details"); det != j.end() && det->is_object())
     for (auto& [k, v] : det->items())
       if (v.is_string()) out->side.details.emplace_back(k, v.get<std::string>());
-  return true;
+  return Status::ok();
 }
 
-bool read_trace(const std::string& path, Trace* t, std::string* err) {
+Status read_trace(const std::string& path, Trace* t) {
   t->path = path;
   t->side.trace = path;
   std::ifstream f(path);
-  if (!f) {
-    *err = path + ": cannot read the trace: " + std::strerror(errno);
-    return false;
-  }
+  if (!f) return Status::invalid(path + ": cannot read the trace: " + std::strerror(errno));
   std::string line;
   size_t n = 0;
   bool ended = false;
   while (std::getline(f, line)) {
     ++n;
     const std::string at = fmt::format("{}:{}: ", path, n);
-    if (ended) return *err = at + "a line after the end line", false;
+    if (ended) return Status::invalid(at + "a line after the end line");
     nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_discarded() || !j.is_object()) return *err = at + "not a JSON object (a truncated or corrupt line)", false;
+    if (j.is_discarded() || !j.is_object())
+      return Status::invalid(at + "not a JSON object (a truncated or corrupt line)");
     if (n == 1) {
-      if (!read_header(*t, j, t, err)) return false;
+      DETAUDIT_RETURN_IF_ERROR(read_header(*t, j, t));
       continue;
     }
     std::string kind, bad;
     field(j, "kind", &kind);
     if (kind == "record") {
       DivergeRecord r;
-      if (!parse_record(j, &r, &bad)) return *err = at + "record field " + bad + " is missing or malformed", false;
+      if (!parse_record(j, &r, &bad)) return Status::invalid(at + "record field " + bad + " is missing or malformed");
       t->records.push_back(std::move(r));
       t->lines.push_back(n);
     } else if (kind == "end") {
@@ -610,19 +606,19 @@ bool read_trace(const std::string& path, Trace* t, std::string* err) {
       int steps = 0;
       if (!field(j, "records", &records) || records != t->records.size() || !field(j, "steps", &steps) ||
           steps != t->design.steps)
-        return *err = at + fmt::format("the end line does not match the trace ({} records, {} steps in the header)",
-                                       t->records.size(), t->design.steps),
-               false;
+        return Status::invalid(at +
+                               fmt::format("the end line does not match the trace ({} records, {} steps in the header)",
+                                           t->records.size(), t->design.steps));
       ended = true;
     } else {
-      return *err = at + "not a record or end line (kind \"" + kind + "\")", false;
+      return Status::invalid(at + "not a record or end line (kind \"" + kind + "\")");
     }
   }
-  if (n == 0) return *err = path + ": empty, not a trace", false;
+  if (n == 0) return Status::invalid(path + ": empty, not a trace");
   if (!ended)
-    return *err = fmt::format("{}:{}: truncated: the trace ends without its end line (the run did not finish)", path, n),
-           false;
-  return true;
+    return Status::invalid(
+        fmt::format("{}:{}: truncated: the trace ends without its end line (the run did not finish)", path, n));
+  return Status::ok();
 }
 
 // The first design field in which two traces differ, with both values ("" : none).
@@ -642,13 +638,12 @@ std::string design_difference(const DivergeDesign& a, const DivergeDesign& b) {
 
 }  // namespace
 
-bool compare_traces(const std::string& path_a, const std::string& path_b, DivergeResult* out, std::string* err) {
+Status compare_traces(const std::string& path_a, const std::string& path_b, DivergeResult* out) {
   Trace a, b;
-  if (!read_trace(path_a, &a, err) || !read_trace(path_b, &b, err)) return false;
-  if (std::string d = design_difference(a.design, b.design); !d.empty()) {
-    *err = fmt::format("{}:1 and {}:1: traces of different designs: {}", path_a, path_b, d);
-    return false;
-  }
+  DETAUDIT_RETURN_IF_ERROR(read_trace(path_a, &a));
+  DETAUDIT_RETURN_IF_ERROR(read_trace(path_b, &b));
+  if (std::string d = design_difference(a.design, b.design); !d.empty())
+    return Status::invalid(fmt::format("{}:1 and {}:1: traces of different designs: {}", path_a, path_b, d));
   DivergeResult r;
   r.offline = true;
   r.design = a.design;
@@ -661,11 +656,9 @@ bool compare_traces(const std::string& path_a, const std::string& path_b, Diverg
   for (size_t i = 0; i < a.records.size() && i < b.records.size(); ++i) {
     const DivergeRecord &x = a.records[i], &y = b.records[i];
     if (x.step >= r.steps && y.step >= r.steps) break;
-    if (!x.same_place(y)) {
-      *err = fmt::format("{}:{} and {}:{}: the traces are out of step ({} vs {})", path_a, a.lines[i], path_b,
-                         b.lines[i], x.where(), y.where());
-      return false;
-    }
+    if (!x.same_place(y))
+      return Status::invalid(fmt::format("{}:{} and {}:{}: the traces are out of step ({} vs {})", path_a, a.lines[i],
+                                         path_b, b.lines[i], x.where(), y.where()));
     ++r.records;
     if (x.loss && y.loss) {
       r.loss_a[size_t(x.step)] = *x.loss;
@@ -684,7 +677,7 @@ bool compare_traces(const std::string& path_a, const std::string& path_b, Diverg
     }
   }
   *out = std::move(r);
-  return true;
+  return Status::ok();
 }
 
 }  // namespace detaudit

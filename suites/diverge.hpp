@@ -35,7 +35,7 @@ namespace detaudit {
 // The op that produced a record's tensor (contract/diverge_result.hpp, RecordOp).
 RecordOp record_op(const DivergeRecord& r);
 
-using BackendFactory = std::function<std::unique_ptr<Backend>(Status* st)>;
+using BackendFactory = std::function<BackendOr()>;
 
 struct DivergeOptions {
   // Each run's backend is made on that run's own thread (a GPU backend binds its device there).
@@ -55,8 +55,8 @@ struct DivergeOptions {
 // Runs both to the end (train.batches steps) unless one fails. A failure of either run is the status.
 Status run_diverge(const DivergeOptions& opt, DivergeResult* out);
 
-// Offline: the first differing record of two traces. False with a one-line *err naming the file and
-// line for an unreadable, malformed or truncated trace (no end line), and for traces of different designs.
-bool compare_traces(const std::string& path_a, const std::string& path_b, DivergeResult* out, std::string* err);
+// Offline: the first differing record of two traces. Invalid, with one line naming the file and line,
+// for an unreadable, malformed or truncated trace (no end line), and for traces of different designs.
+Status compare_traces(const std::string& path_a, const std::string& path_b, DivergeResult* out);
 
 }  // namespace detaudit

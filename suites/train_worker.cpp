@@ -115,12 +115,12 @@ namespace {
 
 enum class Fault { kNone, kSegv, kIll, kAbort, kHang };
 
-// The fault DETAUDIT_FAULT asks for this run (the first matching entry). False with *err when an entry
-// meant for training is malformed.
-bool fault_for(const TrainRunRequest& q, Fault* out, std::string* err) {
+// The fault DETAUDIT_FAULT asks for this run (the first matching entry). Invalid when an entry meant for
+// training is malformed.
+Status fault_for(const TrainRunRequest& q, Fault* out) {
   *out = Fault::kNone;
   const char* env = std::getenv("DETAUDIT_FAULT");
-  if (!env) return true;
+  if (!env) return Status::ok();
   const std::string all = env;
   for (size_t at = 0; at <= all.size();) {
     size_t end = all.find(',', at);
@@ -137,17 +137,16 @@ bool fault_for(const TrainRunRequest& q, Fault* out, std::string* err) {
               : what == "abort" ? Fault::kAbort
               : what == "hang"  ? Fault::kHang
                                 : Fault::kNone;
-    if (sel.empty() || f == Fault::kNone) {
-      *err = fmt::format("DETAUDIT_FAULT entry '{}' is not train:<run index or key part>:segv|ill|abort|hang", entry);
-      return false;
-    }
+    if (sel.empty() || f == Fault::kNone)
+      return Status::invalid(
+          fmt::format("DETAUDIT_FAULT entry '{}' is not train:<run index or key part>:segv|ill|abort|hang", entry));
     const bool index = sel.find_first_not_of("0123456789") == std::string::npos;
     if (index ? sel == std::to_string(q.index) : q.key.find(sel) != std::string::npos) {
       *out = f;
-      return true;
+      return Status::ok();
     }
   }
-  return true;
+  return Status::ok();
 }
 
 [[noreturn]] void inject(Fault f) {
@@ -230,11 +229,11 @@ nlohmann::json finished(const TrainResult& tr, int window) {
 // Builds the backend, loads and checks the data (the same pixels the parent saw), trains. Emits "ready"
 // and a "step" per batch; returns the run's result fields.
 nlohmann::json run_request(const TrainRunRequest& q, Fault fault, int out_fd) {
-  Status st;
-  std::unique_ptr<Backend> backend = make_target_backend(q.target, &st);
-  if (!backend) return failed(st);
+  BackendOr made = make_target_backend(q.target);
+  if (!made) return failed(made.status());
+  std::unique_ptr<Backend> backend = std::move(made).value();
   TrainData data;
-  st = load_train_data(q.model, q.prednet_config, q.data_dir, q.batch_size, &data);
+  Status st = load_train_data(q.model, q.prednet_config, q.data_dir, q.batch_size, &data);
   // The parent loaded these files a moment ago: any failure now means they changed.
   if (!st) return {{"status", "error"}, {"reason", st.message()}};
   if (data.fingerprint != q.data_fingerprint)
@@ -327,8 +326,8 @@ int train_worker_main(int in_fd, int out_fd) {
     return 2;
   }
   Fault fault;
-  if (std::string err; !fault_for(q, &fault, &err)) {
-    fmt::print(stderr, "detaudit train worker: {}\n", err);
+  if (Status st = fault_for(q, &fault); !st) {
+    fmt::print(stderr, "detaudit train worker: {}\n", st.message());
     return 2;
   }
   emit(out_fd, {{"event", "run"}, {"run", run_request(q, fault, out_fd)}});

@@ -51,8 +51,8 @@ TEST(CudaAvailability, NoDeviceReasonSaysWhatIsMissing) {
 TEST(CudaAvailability, MakeGpuBackendNamesTheMissingPiece) {
   // The skip reason of every GPU target on a machine without a device.
   if (!built_with_cuda() || query_cuda_environment().available) GTEST_SKIP() << "needs a CUDA build without a device";
-  Status st;
-  EXPECT_EQ(make_gpu_backend("cublas", 0, {}, &st), nullptr);
+  const Status st = make_gpu_backend("cublas", 0, {}).status();
+  EXPECT_FALSE(st.is_ok());
   EXPECT_EQ(st.message().rfind("no CUDA device: ", 0), 0u) << st.message();
   EXPECT_TRUE(st.message().find("/dev/nvidia") != std::string::npos ||
               st.message().find("cudaGetDeviceCount") != std::string::npos)
@@ -62,16 +62,14 @@ TEST(CudaAvailability, MakeGpuBackendNamesTheMissingPiece) {
 TEST(CudaAvailability, MakeGpuBackendEitherWorksOrSaysWhy) {
   CudaEnvironment env = query_cuda_environment();
   for (const char* name : {"cuda", "cublas", "cublaslt", "cudnn"}) {
-    Status st;
-    auto b = make_gpu_backend(name, 0, {}, &st);
+    BackendOr b = make_gpu_backend(name, 0, {});
     if (env.available) {
-      ASSERT_NE(b, nullptr) << name << ": " << st.message();
-      EXPECT_TRUE(st.is_ok());
-      EXPECT_EQ(b->name().rfind(std::string(name) + ":0", 0), 0u) << b->name();
+      ASSERT_TRUE(b) << name << ": " << b.message();
+      EXPECT_EQ(b.value()->name().rfind(std::string(name) + ":0", 0), 0u) << b.value()->name();
     } else {
-      EXPECT_EQ(b, nullptr) << name;
-      EXPECT_EQ(st.code(), Status::Code::kUnavailable) << name << ": " << st.message();
-      EXPECT_FALSE(st.message().empty());
+      EXPECT_FALSE(b) << name;
+      EXPECT_EQ(b.status().code(), Status::Code::kUnavailable) << name << ": " << b.message();
+      EXPECT_FALSE(b.message().empty());
     }
   }
 }
@@ -83,15 +81,12 @@ TEST(CudaAvailability, BadValuesAreInvalidEvenWithoutADevice) {
       {"cublas", {{"streams", "0"}}},        {"cublaslt", {{"reduction", "sometimes"}}},
       {"cudnn", {{"bwd_filter_algo", "7"}}}, {"cudnn", {{"math", "tf16"}}}};
   for (const auto& [name, params] : bad) {
-    Status st;
-    EXPECT_EQ(make_gpu_backend(name, 0, params, &st), nullptr) << name;
+    const Status st = make_gpu_backend(name, 0, params).status();
     EXPECT_EQ(st.code(), Status::Code::kInvalid) << name << ": " << st.message();
     const auto& [key, value] = *params.begin();
     EXPECT_NE(st.message().find(key + "=" + value), std::string::npos) << st.message();
   }
-  Status st;
-  EXPECT_EQ(make_gpu_backend("opencl", 0, {}, &st), nullptr);
-  EXPECT_EQ(st.code(), Status::Code::kInvalid);
+  EXPECT_EQ(make_gpu_backend("opencl", 0, {}).status().code(), Status::Code::kInvalid);
 }
 
 TEST(CudaAvailability, CudnnAlgorithmListsCoverTheLegacyApi) {
@@ -113,7 +108,7 @@ TEST(CudaAvailability, CudnnAlgorithmListsCoverTheLegacyApi) {
   EXPECT_TRUE(cudnn_conv_algorithms(s, "sideways").empty());
 }
 
-// GpuBackend::context_lost (kernels/cuda/common.cpp) takes these errors as a lost context.
+// GpuBackend::context_state (kernels/cuda/common.cpp) takes these errors as a lost context.
 TEST(CudaAvailability, StickyErrorsLoseTheContext) {
   for (int sticky : {226, 700, 702, 710, 714, 715, 716, 717, 718, 719, 721, 810, 911})
     EXPECT_TRUE(cuda_error_loses_context(sticky)) << sticky;

@@ -49,7 +49,7 @@ const Dataset& tiny_data() {
 }
 
 BackendFactory native(ReduceOrder order, uint64_t forced_seed = 0) {
-  return [order, forced_seed](Status*) {
+  return [order, forced_seed]() -> BackendOr {
     CpuNativeOptions o;
     o.threads = 2;
     o.order = order;
@@ -212,8 +212,8 @@ TEST(Diverge, PlantedOneUlpIsFoundAtItsStepAndLayer) {
 TEST(Diverge, OfflineTracesGiveTheSameAnswer) {
   const Outcome& at = atomic_run();
   DivergeResult r;
-  std::string err;
-  ASSERT_TRUE(compare_traces(at.opt.trace_a, at.opt.trace_b, &r, &err)) << err;
+  Status st = compare_traces(at.opt.trace_a, at.opt.trace_b, &r);
+  ASSERT_TRUE(st.is_ok()) << st.message();
   EXPECT_TRUE(r.offline);
   ASSERT_TRUE(r.first);
   const FirstDivergence &on = *at.result.first, &off = *r.first;
@@ -227,7 +227,8 @@ TEST(Diverge, OfflineTracesGiveTheSameAnswer) {
 
   const Outcome& bl = blocked_run();
   DivergeResult n;
-  ASSERT_TRUE(compare_traces(bl.opt.trace_a, bl.opt.trace_b, &n, &err)) << err;
+  st = compare_traces(bl.opt.trace_a, bl.opt.trace_b, &n);
+  ASSERT_TRUE(st.is_ok()) << st.message();
   EXPECT_FALSE(n.first);
   EXPECT_EQ(n.summary(), "no divergence in 3 steps");
 
@@ -257,10 +258,7 @@ TEST(Diverge, AFailureInOneRunStopsBoth) {
   EXPECT_EQ(st.code(), Status::Code::kInvalid);
   EXPECT_EQ(st.message(), "planted failure");
   o.perturb = nullptr;
-  o.make_b = [](Status* s) -> std::unique_ptr<Backend> {
-    *s = Status::unavailable("no such device");
-    return nullptr;
-  };
+  o.make_b = []() -> BackendOr { return Status::unavailable("no such device"); };
   st = run_diverge(o, &r);
   EXPECT_EQ(st.code(), Status::Code::kUnavailable);
   EXPECT_EQ(st.message(), "no such device");
@@ -288,8 +286,9 @@ TEST(Diverge, BadInputExitsTwoWithOneLine) {
   const fs::path cut = dir() / "cut.jsonl";
   std::ofstream(cut) << good.substr(0, good.size() - 20);
   DivergeResult r;
-  std::string err;
-  EXPECT_FALSE(compare_traces(bl.opt.trace_a, cut.string(), &r, &err));
+  Status st = compare_traces(bl.opt.trace_a, cut.string(), &r);
+  EXPECT_FALSE(st.is_ok());
+  std::string err = st.message();
   EXPECT_NE(err.find(cut.string() + ":"), std::string::npos) << err;
   EXPECT_EQ(err.find('\n'), std::string::npos) << err;
   auto c = run_cli("diverge --trace " + bl.opt.trace_a + " --trace " + cut.string() + " --out " + (dir() / "o").string());
@@ -300,7 +299,9 @@ TEST(Diverge, BadInputExitsTwoWithOneLine) {
   // Whole lines, but no end line: the run did not finish.
   const fs::path unfinished = dir() / "unfinished.jsonl";
   std::ofstream(unfinished) << good.substr(0, good.rfind("{\"kind\":\"end\""));
-  EXPECT_FALSE(compare_traces(bl.opt.trace_a, unfinished.string(), &r, &err));
+  st = compare_traces(bl.opt.trace_a, unfinished.string(), &r);
+  EXPECT_FALSE(st.is_ok());
+  err = st.message();
   EXPECT_NE(err.find("truncated"), std::string::npos) << err;
 
   // Another design: the batch size in the header changed.
@@ -314,7 +315,9 @@ TEST(Diverge, BadInputExitsTwoWithOneLine) {
     std::ofstream f(other);
     f << h.dump() << '\n' << in.rdbuf();
   }
-  EXPECT_FALSE(compare_traces(bl.opt.trace_a, other.string(), &r, &err));
+  st = compare_traces(bl.opt.trace_a, other.string(), &r);
+  EXPECT_FALSE(st.is_ok());
+  err = st.message();
   EXPECT_NE(err.find("different designs: batch_size 8 vs 16"), std::string::npos) << err;
   c = run_cli("diverge --trace " + bl.opt.trace_a + " --trace " + other.string() + " --out " + (dir() / "o").string());
   EXPECT_EQ(c.code, 2);
@@ -323,7 +326,9 @@ TEST(Diverge, BadInputExitsTwoWithOneLine) {
   // Not a trace at all.
   const fs::path junk = dir() / "junk.jsonl";
   std::ofstream(junk) << "{\"kind\":\"record\"}\n";
-  EXPECT_FALSE(compare_traces(junk.string(), bl.opt.trace_b, &r, &err));
+  st = compare_traces(junk.string(), bl.opt.trace_b, &r);
+  EXPECT_FALSE(st.is_ok());
+  err = st.message();
   EXPECT_NE(err.find("junk.jsonl:1:"), std::string::npos) << err;
 
   // An unknown target, and a GPU target on a machine without a usable GPU (or one that runs it).

@@ -92,14 +92,14 @@ std::vector<Target> correct_targets() {
       t.push_back({std::string("cpu?order=") + to_string(order) + "&threads=" + std::to_string(threads),
                    native(order, threads)});
   for (uint64_t seed : {1, 2})
-    t.push_back({"cpu?order=atomic (forced order " + std::to_string(seed) + ")", native(ReduceOrder::kAtomic, 2, seed)});
-  Status st;
+    t.push_back(
+        {"cpu?order=atomic (forced order " + std::to_string(seed) + ")", native(ReduceOrder::kAtomic, 2, seed)});
   for (int threads : {1, 2})
-    if (auto b = make_openblas(OpenblasOptions{threads}, &st))
-      t.push_back({"openblas?threads=" + std::to_string(threads), std::move(b)});
-  if (auto b = make_onednn(OnednnOptions{1}, &st)) t.push_back({"onednn", std::move(b)});
-  if (auto b = make_onednn(OnednnOptions{1}, OnednnConvLayout::kBlocked, &st))
-    t.push_back({"onednn?layout=blocked", std::move(b)});
+    if (auto b = make_openblas(OpenblasOptions{threads}))
+      t.push_back({"openblas?threads=" + std::to_string(threads), std::move(b).value()});
+  if (auto b = make_onednn(OnednnOptions{1})) t.push_back({"onednn", std::move(b).value()});
+  if (auto b = make_onednn(OnednnOptions{1}, OnednnConvLayout::kBlocked))
+    t.push_back({"onednn?layout=blocked", std::move(b).value()});
   return t;
 }
 
@@ -453,10 +453,9 @@ TEST(ErrorBound, ExpAccuracyAssumedBySoftmax) {
   for (size_t i = 0; i < n; ++i) got[i] = std::exp(d[i]);
   uint64_t glibc = worst_ulps(got);
   EXPECT_LE(double(glibc) + 0.5, kSoftmaxExpUlps);
-  Status st;
-  auto dnnl = make_onednn(OnednnOptions{1}, &st);
-  if (!dnnl) GTEST_SKIP() << "oneDNN: " << st.message();
-  ASSERT_TRUE(dnnl->unary(UnaryOp::kExp, d.data(), got.data(), n).is_ok());
+  BackendOr dnnl = make_onednn(OnednnOptions{1});
+  if (!dnnl) GTEST_SKIP() << "oneDNN: " << dnnl.message();
+  ASSERT_TRUE(dnnl.value()->unary(UnaryOp::kExp, d.data(), got.data(), n).is_ok());
   uint64_t onednn = worst_ulps(got);
   EXPECT_LE(double(onednn) + 0.5, kSoftmaxExpUlps);
   std::printf("exp on [-8, 0]: glibc expf within %llu ulp, oneDNN within %llu ulp\n",

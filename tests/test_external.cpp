@@ -209,12 +209,12 @@ std::string quoted_workloads() {
 
 // The output of `target` for a workload, run in this process as its worker would run it.
 std::vector<uint8_t> run_in_process(const std::string& target, const Spec& w) {
-  Status st;
-  auto b = make_target_backend(T(target), &st);
-  EXPECT_TRUE(b) << st.message();
+  BackendOr made = make_target_backend(T(target));
+  EXPECT_TRUE(made) << made.message();
+  std::unique_ptr<Backend> b = std::move(made).value();
   auto wl = Workload::create(w);
   std::vector<uint8_t> out(wl->output_bytes());
-  st = wl->setup(*b);
+  Status st = wl->setup(*b);
   if (st) st = wl->run(*b);
   if (st) st = b->download(out.data(), wl->output(), out.size());
   EXPECT_TRUE(st.is_ok()) << st.message();

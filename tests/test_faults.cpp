@@ -365,8 +365,8 @@ TEST(Faults, WorkerRequestIsValidatedFieldByField) {
   };
   const std::string good_items = R"([{"index": 0, "workload": "reduce?op=sum&n=10", "oracle": ""}])";
   WorkerRequest r;
-  std::string err;
-  ASSERT_TRUE(parse_worker_request(req("3", good_items), &r, &err)) << err;
+  const Status good = parse_worker_request(req("3", good_items), &r);
+  ASSERT_TRUE(good.is_ok()) << good.message();
   EXPECT_EQ(r.repeats, 3);
   ASSERT_EQ(r.items.size(), 1u);
   for (const std::string& bad :
@@ -378,8 +378,9 @@ TEST(Faults, WorkerRequestIsValidatedFieldByField) {
         std::string(R"({"protocol": 1, "target": "cpu-ref", "repeats": 1, "items": []})"),
         std::string(R"({"protocol": "detaudit-worker/1", "target": ["cpu"], "repeats": 1, "items": []})"),
         std::string(R"({"protocol": "detaudit-worker/1", "target": "cpu-ref", "items": []})")}) {
-    EXPECT_FALSE(parse_worker_request(bad, &r, &err)) << bad;
-    EXPECT_EQ(err.find('\n'), std::string::npos);
+    const Status st = parse_worker_request(bad, &r);
+    EXPECT_FALSE(st.is_ok()) << bad;
+    EXPECT_EQ(st.message().find('\n'), std::string::npos);
   }
   // Through the executable: a malformed request is exit 2 with one line, never an abort.
   std::string cmd = std::string("echo '") + req("-5", good_items) + "' | " + DETAUDIT_EXE + " __worker 2>/dev/null";

@@ -60,11 +60,10 @@ TEST(FuzzSeeds, SpecSeedsParseOrAreRejectedWithAReason) {
 TEST(FuzzSeeds, WorkerRequestSeedsParseOrAreRejectedWithAReason) {
   for (const Seed& s : seeds("worker_request")) {
     WorkerRequest req;
-    std::string err;
-    const bool ok = parse_worker_request(s.bytes, &req, &err);
-    EXPECT_EQ(ok, !s.bad()) << s.name << ": " << err;
-    if (!ok) {
-      EXPECT_FALSE(err.empty()) << s.name;
+    const Status st = parse_worker_request(s.bytes, &req);
+    EXPECT_EQ(st.is_ok(), !s.bad()) << s.name << ": " << st.message();
+    if (!st) {
+      EXPECT_FALSE(st.message().empty()) << s.name;
     }
   }
 }

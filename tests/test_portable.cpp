@@ -330,9 +330,9 @@ TEST(Portable, SpecsPromisesAndRefusals) {
   std::string err;
   ASSERT_TRUE(succeeded(parse_target("cpu?order=portable&threads=4", &t), &err)) << err;
   EXPECT_EQ(t.str(), "cpu?order=portable&threads=4&isa=auto");
-  Status st;
-  auto b = make_target_backend(t, &st);
-  ASSERT_TRUE(b) << st.message();
+  BackendOr made = make_target_backend(t);
+  ASSERT_TRUE(made) << made.message();
+  std::unique_ptr<Backend> b = std::move(made).value();
   EXPECT_EQ(b->name(), "cpu?order=portable&threads=4");
   std::vector<float> x(8, 1.0f), y(8);
   EXPECT_EQ(b->unary(UnaryOp::kTanh, x.data(), y.data(), 8).code(), Status::Code::kUnsupported);

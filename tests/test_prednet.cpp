@@ -49,10 +49,9 @@ std::unique_ptr<Backend> target(const std::string& text) {
   Spec s;
   std::string err;
   EXPECT_TRUE(succeeded(parse_target(text, &s), &err)) << err;
-  Status st;
-  auto b = make_target_backend(s, &st);
-  EXPECT_TRUE(b) << text << ": " << st.message();
-  return b;
+  BackendOr b = make_target_backend(s);
+  EXPECT_TRUE(b) << text << ": " << b.message();
+  return b ? std::move(b).value() : nullptr;
 }
 
 // ---- the double reference ---------------------------------------------------------------------------

@@ -341,27 +341,26 @@ TEST(Registry, WorkerEnvironment) {
 }
 
 TEST(Registry, Factory) {
-  Status st;
-  auto ref = make_target_backend(target("cpu-ref"), &st);
-  ASSERT_NE(ref, nullptr) << st.message();
-  auto cpu = make_target_backend(target("cpu?order=pairwise&threads=2&isa=scalar"), &st);
-  ASSERT_NE(cpu, nullptr) << st.message();
-  EXPECT_EQ(cpu->name(), "cpu?order=pairwise&threads=2&isa=scalar");
-  auto t = make_target_backend(target("testing?fault=none"), &st);
-  ASSERT_NE(t, nullptr);
-  EXPECT_EQ(t->name(), "testing?fault=none");
+  BackendOr ref = make_target_backend(target("cpu-ref"));
+  ASSERT_TRUE(ref) << ref.message();
+  ASSERT_NE(ref.value(), nullptr);
+  BackendOr cpu = make_target_backend(target("cpu?order=pairwise&threads=2&isa=scalar"));
+  ASSERT_TRUE(cpu) << cpu.message();
+  EXPECT_EQ(cpu.value()->name(), "cpu?order=pairwise&threads=2&isa=scalar");
+  BackendOr t = make_target_backend(target("testing?fault=none"));
+  ASSERT_TRUE(t) << t.message();
+  EXPECT_EQ(t.value()->name(), "testing?fault=none");
   float c[4] = {1, 1, 1, 1};
-  EXPECT_TRUE(t->gemm(Trans::kN, Trans::kN, 2, 2, 1, 1.0f, c, 1, c, 2, 0.0f, c, 2).is_ok());
+  EXPECT_TRUE(t.value()->gemm(Trans::kN, Trans::kN, 2, 2, 1, 1.0f, c, 1, c, 2, 0.0f, c, 2).is_ok());
   EXPECT_EQ(c[0], 0.0f);
   Spec bogus;
   bogus.name = "opencl";
-  EXPECT_EQ(make_target_backend(bogus, &st), nullptr);
-  EXPECT_EQ(st.code(), Status::Code::kInvalid);
+  EXPECT_EQ(make_target_backend(bogus).status().code(), Status::Code::kInvalid);
   // A GPU target here: either a backend or unavailable with a reason, never a crash.
-  auto g = make_target_backend(target("cublas"), &st);
+  BackendOr g = make_target_backend(target("cublas"));
   if (!g) {
-    EXPECT_EQ(st.code(), Status::Code::kUnavailable) << st.message();
-    EXPECT_FALSE(st.message().empty());
+    EXPECT_EQ(g.status().code(), Status::Code::kUnavailable) << g.message();
+    EXPECT_FALSE(g.message().empty());
   }
 }
 

@@ -194,9 +194,9 @@ TEST(TrainDesign, RunsInWorkersGiveTheBitsOfTheSameRunInProcess) {
   // The same runs here: the deterministic variant from the same seeds on the same files.
   TargetVariants v;
   ASSERT_TRUE(succeeded(derive_variants(d.targets[0], &v), &err)) << err;
-  Status st;
-  auto be = make_target_backend(v.deterministic, &st);
-  ASSERT_TRUE(be) << st.message();
+  BackendOr made = make_target_backend(v.deterministic);
+  ASSERT_TRUE(made) << made.message();
+  std::unique_ptr<Backend> be = std::move(made).value();
   Dataset files;
   ASSERT_TRUE(load_dataset(dir.string(), "train", &files));
   TrainConfig cfg;

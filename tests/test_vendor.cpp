@@ -30,14 +30,16 @@ std::string vendor_name(Vendor v) {
   return "?";
 }
 
-std::unique_ptr<Backend> make_vendor(Vendor v, int threads, Status* st) {
+BackendOr make_vendor(Vendor v, int threads) {
   switch (v) {
-    case Vendor::kOpenblas: return make_openblas(OpenblasOptions{threads}, st);
-    case Vendor::kOnednn: return make_onednn(OnednnOptions{threads}, st);
+    case Vendor::kOpenblas:
+      return make_openblas(OpenblasOptions{threads});
+    case Vendor::kOnednn:
+      return make_onednn(OnednnOptions{threads});
     case Vendor::kOnednnBlocked:
-      return make_onednn(OnednnOptions{threads}, OnednnConvLayout::kBlocked, st);
+      return make_onednn(OnednnOptions{threads}, OnednnConvLayout::kBlocked);
   }
-  return nullptr;
+  return Status::invalid("unknown vendor");
 }
 
 std::vector<float> ints(size_t n, uint64_t stream) {
@@ -91,9 +93,9 @@ template <typename T>
 class VendorTest : public ::testing::TestWithParam<Vendor> {
  protected:
   void SetUp() override {
-    Status st;
-    be_ = make_vendor(GetParam(), 1, &st);
-    if (!be_) GTEST_SKIP() << vendor_name(GetParam()) << ": " << st.message();
+    BackendOr made = make_vendor(GetParam(), 1);
+    if (!made) GTEST_SKIP() << vendor_name(GetParam()) << ": " << made.message();
+    be_ = std::move(made).value();
     ref_ = make_cpu_ref();
     ASSERT_NE(ref_, nullptr);
   }
@@ -458,27 +460,23 @@ INSTANTIATE_TEST_SUITE_P(Vendors, VendorTest,
                          });
 
 TEST(VendorFactories, ThreadsMustBePositive) {
-  Status st;
-  EXPECT_EQ(make_openblas(OpenblasOptions{0}, &st), nullptr);
-  EXPECT_FALSE(st.is_ok());
-  EXPECT_EQ(make_onednn(OnednnOptions{0}, &st), nullptr);
-  EXPECT_FALSE(st.is_ok());
+  EXPECT_FALSE(make_openblas(OpenblasOptions{0}).is_ok());
+  EXPECT_FALSE(make_onednn(OnednnOptions{0}).is_ok());
 }
 
 TEST(VendorFactories, NotBuiltIsUnavailable) {
-  Status st;
-  auto ob = make_openblas(OpenblasOptions{1}, &st);
+  BackendOr ob = make_openblas(OpenblasOptions{1});
   if (ob) {
-    EXPECT_TRUE(st.is_ok());
+    EXPECT_NE(ob.value(), nullptr);
   } else {
-    EXPECT_EQ(st.code(), Status::Code::kUnavailable);
+    EXPECT_EQ(ob.status().code(), Status::Code::kUnavailable);
     EXPECT_EQ(openblas_version_string(), "not built");
   }
-  auto dn = make_onednn(OnednnOptions{1}, &st);
+  BackendOr dn = make_onednn(OnednnOptions{1});
   if (dn) {
-    EXPECT_TRUE(st.is_ok());
+    EXPECT_NE(dn.value(), nullptr);
   } else {
-    EXPECT_EQ(st.code(), Status::Code::kUnavailable);
+    EXPECT_EQ(dn.status().code(), Status::Code::kUnavailable);
     EXPECT_EQ(onednn_version_string(), "not built");
   }
 }

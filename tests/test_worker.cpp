@@ -355,9 +355,9 @@ TEST(WorkerIsolation, LostContextEndsTheWorkerAndTheRestRunInAFreshOne) {
 
 TEST(WorkerIsolation, WithoutARestartALostContextFailsEveryLaterCell) {
   // The contrast that makes the test above mean something: in one process, the cells after the fault fail.
-  Status st;
-  auto b = make_target_backend(target("testing?fault=sticky"), &st);
-  ASSERT_NE(b, nullptr) << st.message();
+  BackendOr made = make_target_backend(target("testing?fault=sticky"));
+  ASSERT_TRUE(made) << made.message();
+  std::unique_ptr<Backend> b = std::move(made).value();
   bool lost = false;
   Observation m = observe(b.get(), "testing?fault=sticky", item("matmul?m=4&n=4&k=4"), 2, &lost);
   EXPECT_TRUE(lost);

@@ -500,25 +500,16 @@ class OnednnBackend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_onednn(const OnednnOptions& opts, OnednnConvLayout layout,
-                                     Status* st) {
-  if (opts.threads < 1) {
-    if (st) *st = Status::invalid("onednn: threads must be >= 1");
-    return nullptr;
-  }
+BackendOr make_onednn(const OnednnOptions& opts, OnednnConvLayout layout) {
+  if (opts.threads < 1) return Status::invalid("onednn: threads must be >= 1");
   try {
-    auto b = std::make_unique<OnednnBackend>(opts.threads, layout);
-    if (st) *st = Status::ok();
-    return b;
+    return std::make_unique<OnednnBackend>(opts.threads, layout);
   } catch (const dnnl::error& e) {
-    if (st) *st = Status::unavailable(std::string("oneDNN CPU engine: ") + e.what());
-    return nullptr;
+    return Status::unavailable(std::string("oneDNN CPU engine: ") + e.what());
   }
 }
 
-std::unique_ptr<Backend> make_onednn(const OnednnOptions& opts, Status* st) {
-  return make_onednn(opts, OnednnConvLayout::kPlain, st);
-}
+BackendOr make_onednn(const OnednnOptions& opts) { return make_onednn(opts, OnednnConvLayout::kPlain); }
 
 std::string onednn_version_string() {
   const dnnl_version_t* v = dnnl_version();
@@ -535,14 +526,10 @@ std::string onednn_version_string() {
 #include "detaudit_build_config.hpp"
 namespace detaudit {
 
-std::unique_ptr<Backend> make_onednn(const OnednnOptions&, OnednnConvLayout, Status* st) {
-  if (st) *st = Status::unavailable(std::string("detaudit was built without oneDNN: ") + DETAUDIT_ONEDNN_OFF_REASON);
-  return nullptr;
+BackendOr make_onednn(const OnednnOptions&, OnednnConvLayout) {
+  return Status::unavailable(std::string("detaudit was built without oneDNN: ") + DETAUDIT_ONEDNN_OFF_REASON);
 }
-std::unique_ptr<Backend> make_onednn(const OnednnOptions&, Status* st) {
-  if (st) *st = Status::unavailable(std::string("detaudit was built without oneDNN: ") + DETAUDIT_ONEDNN_OFF_REASON);
-  return nullptr;
-}
+BackendOr make_onednn(const OnednnOptions& opts) { return make_onednn(opts, OnednnConvLayout::kPlain); }
 std::string onednn_version_string() { return "not built"; }
 
 #endif

@@ -225,12 +225,8 @@ class OpenblasBackend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_openblas(const OpenblasOptions& opts, Status* st) {
-  if (opts.threads < 1) {
-    if (st) *st = Status::invalid("openblas: threads must be >= 1");
-    return nullptr;
-  }
-  if (st) *st = Status::ok();
+BackendOr make_openblas(const OpenblasOptions& opts) {
+  if (opts.threads < 1) return Status::invalid("openblas: threads must be >= 1");
   return std::make_unique<OpenblasBackend>(opts.threads);
 }
 
@@ -249,9 +245,8 @@ std::string openblas_corename() {
 #include "detaudit_build_config.hpp"
 namespace detaudit {
 
-std::unique_ptr<Backend> make_openblas(const OpenblasOptions&, Status* st) {
-  if (st) *st = Status::unavailable(std::string("detaudit was built without OpenBLAS: ") + DETAUDIT_OPENBLAS_OFF_REASON);
-  return nullptr;
+BackendOr make_openblas(const OpenblasOptions&) {
+  return Status::unavailable(std::string("detaudit was built without OpenBLAS: ") + DETAUDIT_OPENBLAS_OFF_REASON);
 }
 std::string openblas_version_string() { return "not built"; }
 std::string openblas_corename() { return "not built"; }

@@ -14,7 +14,7 @@ struct OpenblasOptions {
   int threads = 1;
 };
 // Returns nullptr and sets *st when detaudit was built without OpenBLAS.
-std::unique_ptr<Backend> make_openblas(const OpenblasOptions& opts, Status* st);
+BackendOr make_openblas(const OpenblasOptions& opts);
 // "OpenBLAS 0.3.21 DYNAMIC_ARCH ... / core Haswell", or "not built".
 std::string openblas_version_string();
 std::string openblas_corename();
@@ -22,14 +22,14 @@ std::string openblas_corename();
 struct OnednnOptions {
   int threads = 1;
 };
-std::unique_ptr<Backend> make_onednn(const OnednnOptions& opts, Status* st);
+BackendOr make_onednn(const OnednnOptions& opts);
 // Memory layout oneDNN's conv2d primitives work in. kPlain asks for NCHW / KCRS directly, which
 // oneDNN 2.6 serves with its im2col + sgemm path ("x64:gemm:jit"); kBlocked lets it choose
 // (format_tag::any), which selects its direct JIT kernels ("jit:avx512_core", "jit:avx2", ...) as
 // frameworks do, with exact reorders to and from the plain user tensors. The two give different
-// bits. make_onednn(opts, st) is kPlain; the blocked backend is named "onednn?layout=blocked&...".
+// bits. make_onednn(opts) is kPlain; the blocked backend is named "onednn?layout=blocked&...".
 enum class OnednnConvLayout : uint8_t { kPlain, kBlocked };
-std::unique_ptr<Backend> make_onednn(const OnednnOptions& opts, OnednnConvLayout layout, Status* st);
+BackendOr make_onednn(const OnednnOptions& opts, OnednnConvLayout layout);
 std::string onednn_version_string();
 
 }  // namespace detaudit

@@ -49,24 +49,23 @@ bool nvidia_device_files() {
 
 // Whether the driver's libcuda.so.1 loads here: already loaded (the runtime loads it), or loadable.
 // Never linked (a binary linked to the stub fails to start without a driver).
-bool libcuda_loads(std::string* error) {
+Status libcuda_loads() {
   if (void* h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD)) {
     dlclose(h);
-    return true;
+    return Status::ok();
   }
   void* h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
   if (!h) {
     const char* e = dlerror();
-    *error = e ? e : "";
-    return false;
+    return Status::unavailable(e ? e : "");
   }
   dlclose(h);
-  return true;
+  return Status::ok();
 }
 
 }  // namespace
 
-int device_count(std::string* reason) {
+StatusOr<int> device_count() {
   int n = 0;  // left untouched by cudaGetDeviceCount without a driver
   cudaError_t e = cudaGetDeviceCount(&n);
   std::string said;
@@ -77,12 +76,9 @@ int device_count(std::string* reason) {
   } else if (n <= 0) {
     said = "cudaGetDeviceCount found 0 devices";
   }
-  if (n <= 0) {
-    std::string dl_error;
-    const bool lib = libcuda_loads(&dl_error);
-    *reason = explain_no_cuda_device(nvidia_device_files(), lib, dl_error, said);
-  }
-  return n;
+  if (n > 0) return n;
+  const Status lib = libcuda_loads();
+  return Status::unavailable(explain_no_cuda_device(nvidia_device_files(), lib.is_ok(), lib.message(), said));
 }
 
 std::string cublas_version_string() {
@@ -254,12 +250,11 @@ static_assert(cuda_error::kContained == cudaErrorContained && cuda_error::kIlleg
               cuda_error::kExternalDevice == cudaErrorExternalDevice && cuda_error::kUnknown == cudaErrorUnknown,
               "a cudaError_t value of driver_types.h moved: update cuda_error in kernels/cuda/cuda.hpp");
 
-bool GpuBackend::context_lost(std::string* why) {
+Status GpuBackend::context_state() {
   // A sticky error answers every call, a synchronisation too; a plain one (a bad argument) is gone by now.
   cudaError_t e = cudaDeviceSynchronize();
-  if (!cuda_error_loses_context(int(e))) return false;
-  *why = fmt::format("{} ({}): {}", cudaGetErrorName(e), int(e), cudaGetErrorString(e));
-  return true;
+  if (!cuda_error_loses_context(int(e))) return Status::ok();
+  return Status::error(fmt::format("{} ({}): {}", cudaGetErrorName(e), int(e), cudaGetErrorString(e)));
 }
 
 Status GpuBackend::trace_begin(uint64_t repeat_id) {

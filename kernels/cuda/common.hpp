@@ -30,8 +30,9 @@ Status from_cublas(cublasStatus_t e, const char* expr);
 // After a kernel launch: launch-configuration errors surface here, faults at the next sync.
 #define DETAUDIT_CUDA_LAUNCHED(what) DETAUDIT_RETURN_IF_ERROR(::detaudit::gpu::from_cuda(cudaGetLastError(), what))
 
-// Number of usable devices, or 0 with *reason saying why (driver missing, no device, ...).
-int device_count(std::string* reason);
+// Number of usable devices (at least 1), or unavailable saying why there is none (driver missing, no
+// device, ...).
+StatusOr<int> device_count();
 
 // Values of a spec's parameters. Keys were checked by the caller; values are checked here.
 class Params {
@@ -72,7 +73,7 @@ class GpuBackend : public Backend {
   Status synchronize() override;
   Status fingerprint(const void* p, size_t bytes, Fingerprint* out) override;
 
-  bool context_lost(std::string* why) override;
+  Status context_state() override;
   bool traces_kernels() const override { return true; }
   Status trace_begin(uint64_t repeat_id) override;
   Status trace_end(std::vector<KernelRecord>* kernels) override;
@@ -128,8 +129,8 @@ Status validate_cuda_native(const Params& p);
 Status validate_cublas(const Params& p);
 Status validate_cublaslt(const Params& p);
 Status validate_cudnn(const Params& p);
-std::unique_ptr<Backend> make_cuda_native(int device, const Params& p, Status* st);
-std::unique_ptr<Backend> make_cublas(int device, const Params& p, Status* st);
-std::unique_ptr<Backend> make_cublaslt(int device, const Params& p, Status* st);
-std::unique_ptr<Backend> make_cudnn(int device, const Params& p, Status* st);
+BackendOr make_cuda_native(int device, const Params& p);
+BackendOr make_cublas(int device, const Params& p);
+BackendOr make_cublaslt(int device, const Params& p);
+BackendOr make_cudnn(int device, const Params& p);
 }  // namespace detaudit::gpu

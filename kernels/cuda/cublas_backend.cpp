@@ -240,13 +240,11 @@ Status validate_cublas(const Params& p) {
   return parse(p, &c);
 }
 
-std::unique_ptr<Backend> make_cublas(int device, const Params& p, Status* st) {
+BackendOr make_cublas(int device, const Params& p) {
   CublasConfig c;
-  *st = parse(p, &c);
-  if (!st->is_ok()) return nullptr;
+  DETAUDIT_RETURN_IF_ERROR(parse(p, &c));
   auto b = std::make_unique<Cublas>(device, std::move(c));
-  *st = b->init_cublas();
-  if (!st->is_ok()) return nullptr;
+  DETAUDIT_RETURN_IF_ERROR(b->init_cublas());
   return b;
 }
 

@@ -167,13 +167,11 @@ Status validate_cublaslt(const Params& p) {
   return parse(p, &c);
 }
 
-std::unique_ptr<Backend> make_cublaslt(int device, const Params& p, Status* st) {
+BackendOr make_cublaslt(int device, const Params& p) {
   LtConfig c;
-  *st = parse(p, &c);
-  if (!st->is_ok()) return nullptr;
+  DETAUDIT_RETURN_IF_ERROR(parse(p, &c));
   auto b = std::make_unique<Cublaslt>(device, c);
-  *st = b->init_lt();
-  if (!st->is_ok()) return nullptr;
+  DETAUDIT_RETURN_IF_ERROR(b->init_lt());
   return b;
 }
 

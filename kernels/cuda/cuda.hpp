@@ -57,10 +57,9 @@ inline std::string explain_no_cuda_device(bool device_files, bool libcuda, const
 CudaEnvironment query_cuda_environment();
 
 // GPU backends by name: "cuda", "cublas", "cublaslt", "cudnn". `params` holds the spec's keys, already
-// checked against the key table by the probes; values are validated here. Returns nullptr and sets
-// *st (unavailable with a reason when there is no device; invalid for a bad value).
-std::unique_ptr<Backend> make_gpu_backend(const std::string& backend, int device,
-                                          const std::map<std::string, std::string>& params, Status* st);
+// checked against the key table by the probes; values are validated here. Fails unavailable with a
+// reason when there is no device, invalid for a bad value.
+BackendOr make_gpu_backend(const std::string& backend, int device, const std::map<std::string, std::string>& params);
 
 // ---- additions ---------------------------------------------------------------
 
@@ -137,7 +136,7 @@ inline bool cublas_emulates_bf16x9(int cc_major, int cc_minor) {
 // The CUDA runtime errors (cudaError_t values of driver_types.h, as ints so that this compiles without
 // CUDA; kernels/cuda/common.cpp checks each against the header at compile time) after which the context
 // is lost until the process exits: "the process is left in an inconsistent state" and "any further CUDA
-// work will return the same error". GpuBackend::context_lost asks this of what a synchronisation returns.
+// work will return the same error". GpuBackend::context_state asks this of what a synchronisation returns.
 namespace cuda_error {
 inline constexpr int kContained = 226, kIllegalAddress = 700, kLaunchTimeout = 702, kAssert = 710,
                      kHardwareStackError = 714, kIllegalInstruction = 715, kMisalignedAddress = 716,

@@ -368,13 +368,11 @@ Status validate_cudnn(const Params& p) {
   return parse(p, &c);
 }
 
-std::unique_ptr<Backend> make_cudnn(int device, const Params& p, Status* st) {
+BackendOr make_cudnn(int device, const Params& p) {
   CudnnConfig c;
-  *st = parse(p, &c);
-  if (!st->is_ok()) return nullptr;
+  DETAUDIT_RETURN_IF_ERROR(parse(p, &c));
   auto b = std::make_unique<Cudnn>(device, c);
-  *st = b->init_cudnn();
-  if (!st->is_ok()) return nullptr;
+  DETAUDIT_RETURN_IF_ERROR(b->init_cudnn());
   return b;
 }
 

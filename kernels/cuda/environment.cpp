@@ -63,13 +63,12 @@ CudaEnvironment query_cuda_environment() {
   env.nccl_version = nccl_version();
   env.cupti_version = gpu::cupti_version_string();
 
-  std::string why;
-  int n = gpu::device_count(&why);
-  if (n <= 0) {
-    env.reason = why;  // e.g. "no /dev/nvidia* device files and no libcuda.so.1 (NVIDIA driver not installed)"
+  StatusOr<int> n = gpu::device_count();
+  if (!n) {
+    env.reason = n.message();  // e.g. "no /dev/nvidia* device files and no libcuda.so.1 (NVIDIA driver not installed)"
     return env;
   }
-  for (int i = 0; i < n; ++i) {
+  for (int i = 0; i < *n; ++i) {
     cudaDeviceProp p;
     if (cudaGetDeviceProperties(&p, i) != cudaSuccess) {
       cudaError_t e = cudaGetLastError();
@@ -106,7 +105,7 @@ namespace {
 struct GpuFactory {
   const char* name;
   Status (*validate)(const gpu::Params&);
-  std::unique_ptr<Backend> (*make)(int device, const gpu::Params&, Status*);
+  BackendOr (*make)(int device, const gpu::Params&);
 };
 constexpr GpuFactory kGpuFactories[] = {{"cuda", gpu::validate_cuda_native, gpu::make_cuda_native},
                                         {"cublas", gpu::validate_cublas, gpu::make_cublas},
@@ -114,32 +113,19 @@ constexpr GpuFactory kGpuFactories[] = {{"cuda", gpu::validate_cuda_native, gpu:
                                         {"cudnn", gpu::validate_cudnn, gpu::make_cudnn}};
 }  // namespace
 
-std::unique_ptr<Backend> make_gpu_backend(const std::string& backend, int device,
-                                          const std::map<std::string, std::string>& params, Status* st) {
+BackendOr make_gpu_backend(const std::string& backend, int device, const std::map<std::string, std::string>& params) {
   gpu::Params p(params);
   const GpuFactory* f = nullptr;
   for (auto& g : kGpuFactories)
     if (backend == g.name) f = &g;
-  if (!f) {
-    *st = Status::invalid("unknown GPU backend '" + backend + "' (expected cuda, cublas, cublaslt or cudnn)");
-    return nullptr;
-  }
+  if (!f) return Status::invalid("unknown GPU backend '" + backend + "' (expected cuda, cublas, cublaslt or cudnn)");
   // Values first, so a bad spec is reported as such on machines without a GPU too.
-  *st = f->validate(p);
-  if (!st->is_ok()) return nullptr;
-
-  std::string why;
-  int n = gpu::device_count(&why);
-  if (n <= 0) {
-    *st = Status::unavailable("no CUDA device: " + why);
-    return nullptr;
-  }
+  DETAUDIT_RETURN_IF_ERROR(f->validate(p));
+  StatusOr<int> n = gpu::device_count();
+  if (!n) return n.status().prefixed("no CUDA device: ");
   if (device < 0) device = 0;
-  if (device >= n) {
-    *st = Status::unavailable(fmt::format("no CUDA device {}: this machine has {}", device, n));
-    return nullptr;
-  }
-  return f->make(device, p, st);
+  if (device >= *n) return Status::unavailable(fmt::format("no CUDA device {}: this machine has {}", device, *n));
+  return f->make(device, p);
 }
 
 }  // namespace detaudit

@@ -171,19 +171,16 @@ Status validate_cuda_native(const Params& p) {
   return p.choice("order", {"tree", "atomic", "portable"}, "tree", &order);
 }
 
-std::unique_ptr<Backend> make_cuda_native(int device, const Params& p, Status* st) {
+BackendOr make_cuda_native(int device, const Params& p) {
   std::string order;
-  *st = p.choice("order", {"tree", "atomic", "portable"}, "tree", &order);
-  if (!st->is_ok()) return nullptr;
+  DETAUDIT_RETURN_IF_ERROR(p.choice("order", {"tree", "atomic", "portable"}, "tree", &order));
   if (order == "portable") {
     auto b = std::make_unique<CudaPortable>(device);
-    *st = b->init();
-    if (!st->is_ok()) return nullptr;
+    DETAUDIT_RETURN_IF_ERROR(b->init());
     return b;
   }
   auto b = std::make_unique<CudaNative>(device, order == "atomic");
-  *st = b->init_native();
-  if (!st->is_ok()) return nullptr;
+  DETAUDIT_RETURN_IF_ERROR(b->init_native());
   return b;
 }
 

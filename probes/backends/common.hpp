@@ -43,7 +43,7 @@ inline bool order_portable(const Spec& t) { return t.get("order", "") == "portab
 inline int threads_of(const Spec& t) { return int(t.get_int("threads", 1)); }
 
 // The factory of the four CUDA backends (kernels/cuda/environment.cpp picks the backend by its name).
-std::unique_ptr<Backend> make_gpu_target(const Spec& t, Status* st);
+BackendOr make_gpu_target(const Spec& t);
 // The machine's CUDA stack, queried once per process (each CUDA backend reads its library's version).
 struct CudaEnvironment;
 const CudaEnvironment& cuda_stack();

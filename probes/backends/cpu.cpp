@@ -123,14 +123,14 @@ std::string variants_cpu(Spec* d, Spec* n) {
   return "";
 }
 
-std::unique_ptr<Backend> make_cpu_backend(const Spec& t, Status* st) {
+BackendOr make_cpu_backend(const Spec& t) {
   CpuNativeOptions o;
   o.threads = threads_of(t);
   parse_reduce_order(t.get("order", "blocked"), &o.order);
   parse_cpu_isa(t.get("isa", "auto"), &o.isa);
   parse_conv_algo(t.get("conv", "direct"), &o.conv);
   std::unique_ptr<Backend> be = make_cpu_native(o);
-  if (!be && st) *st = Status::invalid(t.str() + ": " + check_cpu(t));  // check_cpu refuses it before this
+  if (!be) return Status::invalid(t.str() + ": " + check_cpu(t));  // check_cpu refuses it before this
   return be;
 }
 

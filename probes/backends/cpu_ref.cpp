@@ -15,7 +15,7 @@ Promise promise_cpu_ref(const Spec&, const Spec&, const std::map<std::string, st
   return p;
 }
 
-std::unique_ptr<Backend> make_cpu_ref_backend(const Spec&, Status*) { return make_cpu_ref(); }
+BackendOr make_cpu_ref_backend(const Spec&) { return make_cpu_ref(); }
 
 }  // namespace
 

@@ -14,9 +14,9 @@ const CudaEnvironment& cuda_stack() {
   return env;
 }
 
-std::unique_ptr<Backend> make_gpu_target(const Spec& t, Status* st) {
+BackendOr make_gpu_target(const Spec& t) {
   std::map<std::string, std::string> params(t.params.begin(), t.params.end());
-  return make_gpu_backend(t.name, t.device, params, st);
+  return make_gpu_backend(t.name, t.device, params);
 }
 
 namespace {

@@ -23,9 +23,9 @@ void environment_onednn(const Spec& t, std::map<std::string, std::string>* env) 
   (*env)["ONEDNN_MAX_CPU_ISA"] = t.get("isa", "ALL");
   (*env)["DNNL_MAX_CPU_ISA"] = t.get("isa", "ALL");
 }
-std::unique_ptr<Backend> make_onednn_backend(const Spec& t, Status* st) {
+BackendOr make_onednn_backend(const Spec& t) {
   return make_onednn(OnednnOptions{threads_of(t)},
-                     t.get("layout", "plain") == "blocked" ? OnednnConvLayout::kBlocked : OnednnConvLayout::kPlain, st);
+                     t.get("layout", "plain") == "blocked" ? OnednnConvLayout::kBlocked : OnednnConvLayout::kPlain);
 }
 
 std::vector<SuiteTarget> suite_targets_onednn(const std::string& suite) {

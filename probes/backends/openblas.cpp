@@ -81,9 +81,7 @@ void environment_openblas(const Spec& t, std::map<std::string, std::string>* env
   std::string core = t.get("core", "auto");
   (*env)["OPENBLAS_CORETYPE"] = core == "auto" ? "" : core;
 }
-std::unique_ptr<Backend> make_openblas_backend(const Spec& t, Status* st) {
-  return make_openblas(OpenblasOptions{threads_of(t)}, st);
-}
+BackendOr make_openblas_backend(const Spec& t) { return make_openblas(OpenblasOptions{threads_of(t)}); }
 
 std::vector<SuiteTarget> suite_targets_openblas(const std::string& suite) {
   std::vector<SuiteTarget> v;

@@ -13,7 +13,7 @@ Promise promise_testing(const Spec&, const Spec&, const std::map<std::string, st
   return nothing("test-only backend: nothing is promised");
 }
 
-// op of this process fails (as every CUDA call does after an illegal address) and context_lost says so.
+// op of this process fails (as every CUDA call does after an illegal address) and context_state says so.
 class FaultBackend : public Backend {
  public:
   explicit FaultBackend(std::string fault) : fault_(std::move(fault)) {}
@@ -32,10 +32,7 @@ class FaultBackend : public Backend {
     }
     return Status::ok();
   }
-  bool context_lost(std::string* why) override {
-    if (lost_) *why = "testing: sticky fault";
-    return lost_;
-  }
+  Status context_state() override { return lost_ ? Status::error("testing: sticky fault") : Status::ok(); }
   Status gemm(Trans, Trans, int m, int n, int, float, const float*, int, const float*, int, float, float* c,
               int) override {
     DETAUDIT_RETURN_IF_ERROR(fault());
@@ -56,9 +53,7 @@ class FaultBackend : public Backend {
   std::string fault_;
   bool lost_ = false;
 };
-std::unique_ptr<Backend> make_testing_backend(const Spec& t, Status*) {
-  return std::make_unique<FaultBackend>(t.get("fault", "none"));
-}
+BackendOr make_testing_backend(const Spec& t) { return std::make_unique<FaultBackend>(t.get("fault", "none")); }
 
 }  // namespace
 

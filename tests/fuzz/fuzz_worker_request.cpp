@@ -9,9 +9,8 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
   detaudit::WorkerRequest req;
-  std::string err;
-  if (!detaudit::parse_worker_request(text, &req, &err)) {
-    if (err.empty()) detaudit::fuzz::fail("rejected without a message", text);
+  if (detaudit::Status st = detaudit::parse_worker_request(text, &req); !st) {
+    if (st.message().empty()) detaudit::fuzz::fail("rejected without a message", text);
     return 0;
   }
   if (req.repeats < 1 || req.repeats > detaudit::kMaxRepeats) detaudit::fuzz::fail("repeats out of range", text);

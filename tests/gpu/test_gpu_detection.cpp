@@ -43,10 +43,10 @@ class GpuDetection : public ::testing::Test {
     std::string err;
     EXPECT_TRUE(succeeded(parse_target(target, &t), &err)) << err;
     EXPECT_TRUE(succeeded(parse_workload(workload, &w), &err)) << err;
-    Status st;
-    auto b = make_target_backend(t, &st);
-    EXPECT_NE(b, nullptr) << target << ": " << st.message();
-    if (!b) return {};
+    BackendOr made = make_target_backend(t);
+    EXPECT_TRUE(made) << target << ": " << made.message();
+    if (!made) return {};
+    std::unique_ptr<Backend> b = std::move(made).value();
     WorkItem item;
     item.workload = w;
     Observation o = observe(b.get(), t.str(), item, repeats);
@@ -178,16 +178,17 @@ TEST_F(GpuDetection, CublasLtRecordsTheWholeConfigurationAndBf16x9SaysWhatRan) {
 // Exits 0 when it does. Run in a child process (gtest's threadsafe death test re-executes this binary),
 // since it poisons the CUDA context of whichever process does it.
 [[noreturn]] void lose_the_context() {
-  Status st;
-  auto b = make_gpu_backend("cuda", 0, {}, &st);
-  if (!b) std::_Exit(3);
+  BackendOr made = make_gpu_backend("cuda", 0, {});
+  if (!made) std::_Exit(3);
+  std::unique_ptr<Backend> b = std::move(made).value();
   // A gemm reading A and B at device address 0x100: an illegal address.
   auto* bad = reinterpret_cast<const float*>(uintptr_t(0x100));
   float* c = static_cast<float*>(b->alloc(64 * 64 * sizeof(float)));
-  st = b->gemm(Trans::kN, Trans::kN, 64, 64, 64, 1.f, bad, 64, bad, 64, 0.f, c, 64);
+  Status st = b->gemm(Trans::kN, Trans::kN, 64, 64, 64, 1.f, bad, 64, bad, 64, 0.f, c, 64);
   if (st) st = b->synchronize();
-  std::string why;
-  const bool lost = !st && b->context_lost(&why);
+  const Status context = b->context_state();
+  const bool lost = !st && !context;
+  const std::string why = context.message();
   std::fprintf(stderr, "status: %s; context lost: %s\n", st.message().c_str(), why.c_str());
   std::_Exit(lost && why.find("cudaErrorIllegalAddress") != std::string::npos ? 0 : 1);
 }

@@ -26,9 +26,9 @@ class GpuPortable : public ::testing::Test {
   void SetUp() override {
     CudaEnvironment env = query_cuda_environment();
     if (!env.available) GTEST_SKIP() << "no GPU: " << env.reason;
-    Status st;
-    gpu_ = make_gpu_backend("cuda", 0, {{"order", "portable"}}, &st);
-    ASSERT_NE(gpu_, nullptr) << st.message();
+    BackendOr made = make_gpu_backend("cuda", 0, {{"order", "portable"}});
+    ASSERT_TRUE(made) << made.message();
+    gpu_ = std::move(made).value();
     CpuNativeOptions o;
     o.order = ReduceOrder::kPortable;
     o.threads = 2;

@@ -116,10 +116,9 @@ class GpuTrain : public ::testing::Test {
     ASSERT_NE(tree_, nullptr);
   }
   std::unique_ptr<Backend> make(const std::string& name, const std::map<std::string, std::string>& params = {}) {
-    Status st;
-    auto b = make_gpu_backend(name, 0, params, &st);
-    EXPECT_NE(b, nullptr) << name << ": " << st.message();
-    return b;
+    BackendOr b = make_gpu_backend(name, 0, params);
+    EXPECT_TRUE(b) << name << ": " << b.message();
+    return b ? std::move(b).value() : nullptr;
   }
   std::unique_ptr<Backend> ref_, tree_;
 };
