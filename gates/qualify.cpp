@@ -277,10 +277,10 @@ Status run_qualify(const QualifyOptions& opt, QualifyOutcome* out) {
   // CUDA device, and the table says so; its CPU targets with unmet requirements run (their crashes
   // are expected) and show as SKIP rows saying what is missing.
   nlohmann::json machine = machine_fingerprint();
-  // Why a target's device kind cannot run on this machine ("" when it can): its device kind says.
-  auto device_missing = [&](const Spec& t) {
+  // Whether a target's device kind can run on this machine, or why not: its device kind says.
+  auto device_availability = [&](const Spec& t) {
     const BackendEntry* b = find_backend(t.name);
-    return b ? device_kind_entry(b->device).unavailable(machine) : std::string();
+    return b ? device_kind_entry(b->device).availability(machine) : Status::ok();
   };
   std::string no_gpu;
   auto unmet_of = [&](const Spec& t) {
@@ -296,8 +296,8 @@ Status run_qualify(const QualifyOptions& opt, QualifyOutcome* out) {
   std::map<std::string, std::vector<std::string>> unmet;
   if (!opt.targets.empty()) {
     for (auto& t : plan.targets) {
-      if (std::string why = device_missing(t); !why.empty())
-        return Status::unavailable(fmt::format("cannot qualify {} on this machine: {}", t.str(), why));
+      if (Status st = device_availability(t); !st)
+        return st.prefixed(fmt::format("cannot qualify {} on this machine: ", t.str()));
       auto u = unmet_of(t);
       if (!u.empty())
         return Status::unavailable(fmt::format(
@@ -308,8 +308,8 @@ Status run_qualify(const QualifyOptions& opt, QualifyOutcome* out) {
     std::vector<Spec> run;
     size_t gpu = 0;
     for (auto& t : plan.targets) {
-      if (std::string why = device_missing(t); !why.empty()) {
-        no_gpu = why;
+      if (Status st = device_availability(t); !st) {
+        no_gpu = st.message();
         ++gpu;
         continue;
       }

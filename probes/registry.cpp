@@ -193,10 +193,7 @@ Status training_variants(const Spec& base, Spec* deterministic, Spec* nondetermi
   }
   *deterministic = base;
   *nondeterministic = base;
-  if (std::string why = e->variants(deterministic, nondeterministic); !why.empty()) {
-    return Status::invalid(why);
-  }
-  return Status::ok();
+  return e->variants(deterministic, nondeterministic);
 }
 
 }  // namespace detaudit

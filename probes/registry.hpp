@@ -72,9 +72,9 @@ struct DeviceKindEntry {
   // The top-level keys of the machine JSON it writes beyond "gpus" and "libraries" (compare diffs them,
   // `detaudit env` prints them), in print order.
   std::vector<std::string> machine_keys;
-  // "" when this kind's devices can run on the machine `machine` describes (machine_fingerprint()), else
-  // why not in one line ("no CUDA device: ...").
-  std::string (*unavailable)(const nlohmann::json& machine) = nullptr;
+  // Ok when this kind's devices can run on the machine `machine` describes (machine_fingerprint()), else
+  // unavailable saying why in one line ("no CUDA device: ...").
+  Status (*availability)(const nlohmann::json& machine) = nullptr;
   // The machine part of a baseline entry's key for a target on device `device` (gates/baseline.cpp).
   void (*baseline_key)(const nlohmann::json& machine, int device, nlohmann::json* key) = nullptr;
 };
@@ -109,9 +109,9 @@ struct BackendEntry {
   std::vector<std::string> libraries;
   // Its spec keys in canonical order, with defaults, validators and --help values (probes/spec.hpp).
   std::vector<KeyRule> keys;
-  // Keys that are valid one by one but not together (cpu: order=portable with conv=winograd): "" or
-  // why the target is refused; parse_target reports it as a bad spec.
-  std::string (*check)(const Spec& target) = nullptr;
+  // Keys that are valid one by one but not together (cpu: order=portable with conv=winograd): invalid,
+  // saying why, for a target it refuses; parse_target reports it as a bad spec.
+  Status (*check)(const Spec& target) = nullptr;
   // Environment variables its worker needs beyond the pinned thread counts every target gets (set by
   // the parent before exec, since libraries read them when they load); an empty value unsets one.
   void (*environment)(const Spec& target, std::map<std::string, std::string>* env) = nullptr;
@@ -126,8 +126,8 @@ struct BackendEntry {
   std::map<std::string, int> all_counts;
   // Training: turns copies of a base target into its deterministic and nondeterministic variant;
   // nullptr when the backend has no nondeterministic variant.
-  // Returns "" or why this base has no nondeterministic variant that can vary.
-  std::string (*variants)(Spec* deterministic, Spec* nondeterministic) = nullptr;
+  // Invalid, saying why, when this base has no nondeterministic variant that can vary.
+  Status (*variants)(Spec* deterministic, Spec* nondeterministic) = nullptr;
   // Whether this target's bits are one implementation on every device (order=portable): nullptr for never.
   bool (*portable)(const Spec& target) = nullptr;
   // Its default targets in a probe suite ("quick", "full"), in suite order; nullptr for none.

@@ -13,9 +13,9 @@ namespace detaudit {
 
 KeyRule key_one_of(std::string key, std::string fallback, std::vector<std::string> allowed) {
   return {std::move(key), std::move(fallback),
-          [allowed](const std::string& v) -> std::string {
-            if (std::find(allowed.begin(), allowed.end(), v) != allowed.end()) return "";
-            return fmt::format("expected one of {}", fmt::join(allowed, "|"));
+          [allowed](const std::string& v) -> Status {
+            if (std::find(allowed.begin(), allowed.end(), v) != allowed.end()) return Status::ok();
+            return Status::invalid(fmt::format("expected one of {}", fmt::join(allowed, "|")));
           },
           fmt::format("{}", fmt::join(allowed, "|")), [](const std::string& v) { return v; }};
 }
@@ -24,15 +24,15 @@ KeyRule key_int_in(std::string key, std::string fallback, int64_t lo, int64_t hi
   std::string values = fmt::format("{}..{}", lo, hi);
   for (auto& w : words) values += "|" + w;
   return {std::move(key), std::move(fallback),
-          [=](const std::string& v) -> std::string {
-            if (std::find(words.begin(), words.end(), v) != words.end()) return "";
+          [=](const std::string& v) -> Status {
+            if (std::find(words.begin(), words.end(), v) != words.end()) return Status::ok();
             int64_t x = 0;
             auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
             if (ec != std::errc() || p != v.data() + v.size())
-              return words.empty() ? "expected an integer"
-                                   : fmt::format("expected an integer or {}", fmt::join(words, "|"));
-            if (x < lo || x > hi) return fmt::format("expected {} <= value <= {}", lo, hi);
-            return "";
+              return Status::invalid(words.empty() ? "expected an integer"
+                                                   : fmt::format("expected an integer or {}", fmt::join(words, "|")));
+            if (x < lo || x > hi) return Status::invalid(fmt::format("expected {} <= value <= {}", lo, hi));
+            return Status::ok();
           },
           values,
           [=](const std::string& v) -> std::string {
@@ -51,7 +51,7 @@ struct NameRule {
   std::vector<KeyRule> keys;
   std::string summary;
   bool hidden = false;
-  std::string (*check)(const Spec&) = nullptr;  // keys refused together (BackendEntry::check)
+  Status (*check)(const Spec&) = nullptr;  // keys refused together (BackendEntry::check)
 };
 
 // Targets: one rule per backend of the registry, in its order.
@@ -155,10 +155,8 @@ Status validate(const std::vector<NameRule>& rules, const char* what, const std:
           fmt::format("'{}': unknown key '{}' for {} '{}' (known: {})", text, k, what, out->name,
                       keys.empty() ? std::string("none") : fmt::format("{}", fmt::join(keys, ", "))));
     }
-    std::string why = it->check(v);
-    if (!why.empty()) {
-      return Status::invalid(fmt::format("'{}': bad value '{}' for key '{}': {}", text, v, k, why));
-    }
+    if (Status st = it->check(v); !st)
+      return Status::invalid(fmt::format("'{}': bad value '{}' for key '{}': {}", text, v, k, st.message()));
   }
   // Canonical order: the table's key order, defaults filled in.
   Spec canon;
@@ -170,12 +168,8 @@ Status validate(const std::vector<NameRule>& rules, const char* what, const std:
     else if (!kr.fallback.empty())
       canon.params.emplace_back(kr.key, kr.fallback);
   }
-  if (rule->check) {
-    std::string why = rule->check(canon);
-    if (!why.empty()) {
-      return Status::invalid(fmt::format("'{}': {}", text, why));
-    }
-  }
+  if (rule->check)
+    if (Status st = rule->check(canon); !st) return st.prefixed(fmt::format("'{}': ", text));
   *out = canon;
   return Status::ok();
 }

@@ -20,7 +20,7 @@ namespace detaudit {
 struct KeyRule {
   std::string key;
   std::string fallback;
-  std::function<std::string(const std::string&)> check;
+  std::function<Status(const std::string&)> check;  // invalid, saying what is expected, for a bad value
   std::string values;
   std::function<std::string(const std::string&)> canon;
 };

@@ -464,10 +464,12 @@ TEST(Registry, DeviceKindsAndAlgorithmPickers) {
   EXPECT_FALSE(picks_algorithm(target("cpu"), workload("conv2d")));
   // A machine without GPUs says why through the CUDA device kind; the host is always there.
   const nlohmann::json none = {{"gpus", nlohmann::json::array()}, {"cuda", "no CUDA device: no driver"}};
-  EXPECT_EQ(device_kind_entry(DeviceKind::kCuda).unavailable(none), "no CUDA device: no driver");
-  EXPECT_EQ(device_kind_entry(DeviceKind::kHost).unavailable(none), "");
+  const Status cuda_none = device_kind_entry(DeviceKind::kCuda).availability(none);
+  EXPECT_EQ(cuda_none.code(), Status::Code::kUnavailable);
+  EXPECT_EQ(cuda_none.message(), "no CUDA device: no driver");
+  EXPECT_TRUE(device_kind_entry(DeviceKind::kHost).availability(none).is_ok());
   const nlohmann::json one = {{"gpus", {{{"index", 0}, {"name", "H200"}}}}};
-  EXPECT_EQ(device_kind_entry(DeviceKind::kCuda).unavailable(one), "");
+  EXPECT_TRUE(device_kind_entry(DeviceKind::kCuda).availability(one).is_ok());
   EXPECT_EQ(default_training_targets("qualify"), std::vector<std::string>{"cpu?threads=2"});
   EXPECT_EQ(default_training_targets("sony2021"), (std::vector<std::string>{"cpu?threads=2", "cpu?threads=4"}));
   EXPECT_EQ(default_training_targets("prednet"), std::vector<std::string>{"cpu?threads=2&conv=winograd"});

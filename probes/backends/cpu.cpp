@@ -43,11 +43,12 @@ bool runs_winograd(const Spec& t, const Spec& w) {
 
 // cpu?order=portable has no Winograd path (its bits are fixed on every CPU and GPU): refused as a bad spec
 // rather than silently run direct.
-std::string check_cpu(const Spec& t) {
+Status check_cpu(const Spec& t) {
   if (t.get("order", "blocked") == "portable" && t.get("conv", "direct") != "direct")
-    return "conv=" + t.get("conv") + " is not available with order=portable (its bits are the same on every CPU "
-           "and GPU, through the direct convolution only)";
-  return "";
+    return Status::invalid("conv=" + t.get("conv") +
+                           " is not available with order=portable (its bits are the same on every CPU and GPU, "
+                           "through the direct convolution only)");
+  return Status::ok();
 }
 
 Promise promise_cpu(const Spec& t, const Spec& w, const std::map<std::string, std::string>& details) {
@@ -109,18 +110,19 @@ Promise promise_cpu_direct(const Spec& t, const Spec& w, const std::map<std::str
   return p;
 }
 
-std::string variants_cpu(Spec* d, Spec* n) {
+Status variants_cpu(Spec* d, Spec* n) {
   // determinism: order=atomic races between threads: with one there is one completion order, and the
   // "nondeterminism on" conditions would hold none.
   if (d->get_int("threads", 1) < 2)
-    return fmt::format("{} has no nondeterministic variant: order=atomic with one thread has one completion order "
-                       "(use threads=2 or more)",
-                       d->str());
+    return Status::invalid(fmt::format(
+        "{} has no nondeterministic variant: order=atomic with one thread has one completion order (use threads=2 "
+        "or more)",
+        d->str()));
   // A portable base keeps order=portable as its deterministic variant (the one that is the same on
   // every CPU and GPU); the others take order=blocked.
   if (d->get("order", "blocked") != "portable") d->set("order", "blocked");
   n->set("order", "atomic");
-  return "";
+  return Status::ok();
 }
 
 BackendOr make_cpu_backend(const Spec& t) {
@@ -130,7 +132,7 @@ BackendOr make_cpu_backend(const Spec& t) {
   parse_cpu_isa(t.get("isa", "auto"), &o.isa);
   parse_conv_algo(t.get("conv", "direct"), &o.conv);
   std::unique_ptr<Backend> be = make_cpu_native(o);
-  if (!be) return Status::invalid(t.str() + ": " + check_cpu(t));  // check_cpu refuses it before this
+  if (!be) return check_cpu(t).prefixed(t.str() + ": ");  // parse_target refused it through check_cpu before this
   return be;
 }
 
@@ -190,7 +192,7 @@ DeviceKindEntry host_device_kind() {
   DeviceKindEntry k;
   k.kind = DeviceKind::kHost;
   k.name = "host";
-  k.unavailable = [](const nlohmann::json&) { return std::string(); };
+  k.availability = [](const nlohmann::json&) { return Status::ok(); };
   k.baseline_key = baseline_key_host;
   return k;
 }

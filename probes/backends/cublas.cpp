@@ -28,10 +28,10 @@ Promise promise_cublas(const Spec& t, const Spec&, const std::map<std::string, s
   return p;
 }
 
-std::string variants_cublas(Spec* d, Spec* n) {
+Status variants_cublas(Spec* d, Spec* n) {
   d->set("atomics", "not_allowed");
   n->set("atomics", "allowed");
-  return "";
+  return Status::ok();
 }
 
 std::vector<SuiteTarget> suite_targets_cublas(const std::string&) {

@@ -35,10 +35,10 @@ Promise promise_cuda(const Spec& t, const Spec&, const std::map<std::string, std
   return p;
 }
 
-std::string variants_cuda(Spec* d, Spec* n) {
+Status variants_cuda(Spec* d, Spec* n) {
   if (d->get("order", "tree") != "portable") d->set("order", "tree");
   n->set("order", "atomic");
-  return "";
+  return Status::ok();
 }
 
 std::vector<SuiteTarget> suite_targets_cuda(const std::string&) {
@@ -71,10 +71,10 @@ void describe_cuda_machine(nlohmann::json* m) {
   (*m)["gpus"] = gpus;
 }
 
-std::string cuda_unavailable(const nlohmann::json& machine) {
+Status cuda_availability(const nlohmann::json& machine) {
   auto it = machine.find("gpus");
-  if (it != machine.end() && it->is_array() && !it->empty()) return "";
-  return machine.value(kCudaMachineKey, std::string("no CUDA device"));
+  if (it != machine.end() && it->is_array() && !it->empty()) return Status::ok();
+  return Status::unavailable(machine.value(kCudaMachineKey, std::string("no CUDA device")));
 }
 
 // A baseline entry of a CUDA target is keyed by its GPU.
@@ -115,7 +115,7 @@ DeviceKindEntry cuda_device_kind() {
   k.name = "cuda";
   k.describe_machine = describe_cuda_machine;
   k.machine_keys = {kCudaMachineKey};
-  k.unavailable = cuda_unavailable;
+  k.availability = cuda_availability;
   k.baseline_key = baseline_key_cuda;
   return k;
 }

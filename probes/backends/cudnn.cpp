@@ -96,13 +96,13 @@ Promise promise_cudnn(const Spec& t, const Spec& w, const std::map<std::string, 
   return p;
 }
 
-std::string variants_cudnn(Spec* d, Spec* n) {
+Status variants_cudnn(Spec* d, Spec* n) {
   // Legacy algorithm 1 is deterministic for every pass; backward algorithm 0 accumulates with atomics.
   for (const char* k : {"fwd_algo", "bwd_data_algo", "bwd_filter_algo"}) d->set(k, "1");
   n->set("fwd_algo", "1");
   n->set("bwd_data_algo", "0");
   n->set("bwd_filter_algo", "0");
-  return "";
+  return Status::ok();
 }
 
 std::vector<SuiteTarget> suite_targets_cudnn(const std::string&) {

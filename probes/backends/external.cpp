@@ -21,7 +21,9 @@ BackendEntry external_backend() {
   // Any name the spec syntax allows (letters, digits, '_', '-', '.'); name it by framework, version and
   // device ("torch-1.13-cpu"): detaudit cannot see a framework's version, so baselines key it by name.
   e.keys = {{"name", "",
-             [](const std::string& v) -> std::string { return v.size() <= 64 ? "" : "at most 64 characters"; },
+             [](const std::string& v) {
+               return v.size() <= 64 ? Status::ok() : Status::invalid("at most 64 characters");
+             },
              "framework name, e.g. torch-cpu", [](const std::string& v) { return v; }}};
   e.summary = "a framework's outputs imported with `detaudit import` (never run: see `detaudit export`)";
   e.imported = true;
