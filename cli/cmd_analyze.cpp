@@ -1,12 +1,13 @@
 // `detaudit analyze DIR... --out DIR`: one training analysis over several results directories, with the
 // machine as a factor (suites/train_design.hpp, analyze_training_dirs; analysis/training.hpp).
+#include <fmt/format.h>
+
 #include <memory>
 #include <string>
 #include <vector>
 
-#include <fmt/format.h>
-
 #include "cli/common.hpp"
+#include "cli/output.hpp"
 #include "report/train_report.hpp"
 #include "suites/train_design.hpp"
 
@@ -16,6 +17,7 @@ namespace {
 struct AnalyzeArgs {
   std::vector<std::string> dirs;
   std::string out;
+  OutputFlags output;
 };
 
 int run_analyze(const AnalyzeArgs& a, int argc, char** argv) {
@@ -23,15 +25,19 @@ int run_analyze(const AnalyzeArgs& a, int argc, char** argv) {
   opt.dirs = a.dirs;
   opt.out_dir = a.out;
   opt.command = command_line(argc, argv);
-  opt.progress = [](const std::string& line) { say(stderr, "[detaudit] {}\n", line); };
+  opt.progress = progress_sink();
   Results r;
   if (Status st = analyze_training_dirs(opt, &r); !st) return fail(st);
   if (Status st = write_reports(a.out, r); !st) return fail(st);
-  say(stdout, "{} training runs from {} results directories\n", r.training.size(), a.dirs.size());
-  if (const auto& hw = r.analysis.value("hardware_attribution", nlohmann::json()); hw.is_string())
-    say(stdout, "hardware: {}\n", hw.get<std::string>());
-  say(stdout, "report: {}/report.md and {}/report.html\n", a.out, a.out);
-  return 0;
+  Outcome o;
+  o.text = fmt::format("{} training runs from {} results directories\n", r.training.size(), a.dirs.size());
+  const auto& hw = r.analysis.value("hardware_attribution", nlohmann::json());
+  if (hw.is_string()) o.text += fmt::format("hardware: {}\n", hw.get<std::string>());
+  o.report_md = a.out + "/report.md";
+  o.report_html = a.out + "/report.html";
+  o.text += fmt::format("report: {} and {}\n", o.report_md, o.report_html);
+  o.data = {{"out", a.out}, {"dirs", a.dirs}, {"runs", r.training.size()}, {"hardware_attribution", hw}};
+  return emit(o);
 }
 
 Command add_analyze_command(CLI::App& app, int argc, char** argv) {
@@ -56,7 +62,8 @@ Command add_analyze_command(CLI::App& app, int argc, char** argv) {
       "final weights agree bit for bit in (b) and (d) are reported as \"hardware contributed exactly zero\".\n"
       "Exit codes: 0 analysed, 2 could not (an unreadable or malformed results.json, no training runs,\n"
       "designs that differ, --out among the inputs).");
-  return {sub, [args, argc, argv] { return run_analyze(*args, argc, argv); }};
+  add_output_flags(sub, &args->output, false);
+  return {sub, [args, argc, argv] { return run_analyze(*args, argc, argv); }, &args->output, false};
 }
 
 static const CommandRegistration reg(5, add_analyze_command);

@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "cli/common.hpp"
+#include "cli/output.hpp"
 #include "gates/baseline.hpp"
 
 namespace detaudit::cli {
@@ -10,6 +11,7 @@ namespace {
 
 struct BaselineArgs {
   std::string dir, out;
+  OutputFlags output;
 };
 
 Command add_baseline_command(CLI::App& app, int argc, char** argv) {
@@ -27,17 +29,26 @@ Command add_baseline_command(CLI::App& app, int argc, char** argv) {
       "libraries the backend's bits depend on; for GPU targets the GPU name, compute capability and SM count and\n"
       "the libraries (driver, CUDA runtime, cuDNN, cuBLAS, ...); the tool version for all. `check` compares bit\n"
       "for bit where the key matches, and by verdict and error budget where it differs.");
-  return {baseline, [save, args]() {
+  add_output_flags(save, &args->output, false);
+  return {baseline,
+          [save, args]() {
             if (!save->parsed()) return fail("baseline: a subcommand is required (save)");
             BaselineSaved saved;
             if (Status st = run_baseline_save(args->dir, args->out, &saved); !st) return fail(st);
-            say(stdout, "baseline: {} cells, {} training cells, {} machine keys written to {}\n", saved.cells, saved.training,
-                saved.keys, saved.path);
             if (saved.unfinished)
               say(stderr, "detaudit: note: {} holds an unfinished run (no finished_at); the baseline has what it finished\n",
                   args->dir);
-            return 0;
-          }};
+            Outcome o;
+            o.text = fmt::format("baseline: {} cells, {} training cells, {} machine keys written to {}\n", saved.cells,
+                                 saved.training, saved.keys, saved.path);
+            o.data = {{"baseline", saved.path},
+                      {"cells", saved.cells},
+                      {"training_cells", saved.training},
+                      {"keys", saved.keys},
+                      {"unfinished", saved.unfinished}};
+            return emit(o);
+          },
+          &args->output, false};
 }
 
 const CommandRegistration reg(10, add_baseline_command);

@@ -5,6 +5,7 @@
 
 #include "cli/common.hpp"
 #include "cli/history_flags.hpp"
+#include "cli/output.hpp"
 #include "gates/check.hpp"
 #include "report/check_report.hpp"
 
@@ -12,8 +13,9 @@ namespace detaudit::cli {
 namespace {
 
 struct CheckArgs {
-  std::string dir, baseline, format = "text";
+  std::string dir, baseline;
   HistoryFlags hist;
+  OutputFlags output;
 };
 
 Command add_check_command(CLI::App& app, int argc, char** argv) {
@@ -21,33 +23,46 @@ Command add_check_command(CLI::App& app, int argc, char** argv) {
   auto args = std::make_shared<CheckArgs>();
   check->add_option("DIR", args->dir, "Results directory holding results.json")->required()->check(kNonEmpty);
   check->add_option("--baseline", args->baseline, "Baseline file")->required()->check(kNonEmpty);
-  check->add_option("--format", args->format, "text (terminal), md (a PR comment, under 60,000 characters) or json")
-      ->check(CLI::IsMember({"text", "md", "json"}))
-      ->capture_default_str();
   add_history_flags(check, &args->hist);
+  add_output_flags(check, &args->output, true);
   check->footer(
       "\nWhere an entry's machine key matches (CPU model and ISA or GPU, library versions, tool version), bitwise:\n"
       "a deterministic cell whose fingerprint changed FAILs, unless another algorithm ran (cuDNN's automatic choice:\n"
-      "a warning) or the target promises nothing run to run (a warning). Where it differs, the cell's verdict must hold\n"
+      "a warning) or the target promises nothing run to run (a warning). Where it differs, the cell's verdict must "
+      "hold\n"
       "and its error ratio stay within max(baseline's, the promise's budget) (FFT/Winograd: not judged). Per training\n"
       "cell, the mean final loss of its m runs must fall in the prediction interval for the mean of m new runs,\n"
       "mean ± t(n-1, 1-α/2)·sd·sqrt(1/m + 1/n) of the baseline's n runs, α = 0.05 / cells judged (bitwise for\n"
       "condition d on the same key); a crashed or diverged run fails on its own.\n"
       "Exit codes: 0 nothing failed (warnings allowed), 1 a failure (each listed), 2 could not run (a missing,\n"
-      "truncated or wrong-schema baseline or results file).");
-  return {check, [args]() {
+      "truncated or wrong-schema baseline or results file; a baseline of another kind of run: probe against\n"
+      "training, another model, design or suite; nothing compared: no cell in both).");
+  const std::string command = command_line(argc, argv);
+  return {check,
+          [args, command]() {
             CheckOptions opt;
             opt.dir = args->dir;
             opt.baseline = args->baseline;
-            OutputFormat format = OutputFormat::kText;
-            if (!parse_output_format(args->format, &format)) return fail("--format must be text, md or json");
             if (int rc = precheck_history(args->hist)) return rc;
             CheckReport report;
             Results checked;
             if (Status st = run_check(opt, &report, &checked); !st) return fail(st);
-            put(stdout, render_check(report, format));
-            return record_history(args->hist, "check", checked, opt.dir, report.exit_code());
-          }};
+            Outcome o;
+            o.exit_code = report.exit_code();
+            o.counts = {report.count(Verdict::kPass), report.count(Verdict::kFail), 0, report.count(Verdict::kWarn),
+                        report.count(Verdict::kSkip)};
+            for (auto& f : report.findings)
+              if (f.verdict == Verdict::kFail && o.first_fail.empty())
+                o.first_fail = fmt::format("{} on {}: {}", f.workload, f.target, f.message);
+            o.text = render_check(report, OutputFormat::kText);
+            o.markdown = render_check(report, OutputFormat::kMarkdown);
+            o.data = {{"check", to_json(report)}};
+            // The history row is the check's: its own command line, with the results it checked.
+            checked.command = command;
+            record_history(args->hist, "check", checked, opt.dir, &o);
+            return emit(o);
+          },
+          &args->output, true};
 }
 
 const CommandRegistration reg(20, add_check_command);

@@ -3,15 +3,20 @@
 #include <memory>
 
 #include "cli/common.hpp"
-#include "gates/compare.hpp"
-#include "report/compare_report.hpp"
+#include "cli/output.hpp"
+#include "contract/plan.hpp"
 #include "contract/results.hpp"
+#include "gates/compare.hpp"
+#include "probes/results_file.hpp"
+#include "report/compare_report.hpp"
 
 namespace detaudit::cli {
 namespace {
 
 struct CompareArgs {
-  std::string a, b, format = "text";
+  std::string a, b;
+  bool all = false;
+  OutputFlags output;
 };
 
 // DIR/results.json, or the file itself when a results file is named (a missing DIR is named with
@@ -22,13 +27,32 @@ std::string results_path(const std::string& arg) {
 
 int run_compare(const CompareArgs& args) {
   Results a, b;
-  if (Status st = load_results(results_path(args.a), &a); !st) return fail(st);
-  if (Status st = load_results(results_path(args.b), &b); !st) return fail(st);
+  if (Status st = load_checked_results(results_path(args.a), &a); !st) return fail(st);
+  if (Status st = load_checked_results(results_path(args.b), &b); !st) return fail(st);
+  // Two probe runs compare whatever their suites (the cells they share); training runs only within one
+  // design, since the runs of another are other cells.
+  if (std::string d = plan_difference(a.plan, b.plan, false); !d.empty())
+    return fail(fmt::format("{} and {} cannot be compared: {}", args.a, args.b, d));
+  if (a.observations.empty() && b.observations.empty() && a.training.empty() && b.training.empty())
+    return fail(fmt::format("{} and {} hold no cell and no training run: nothing to compare", args.a, args.b));
   Comparison c = compare_results(a, b, args.a, args.b);
-  OutputFormat f = OutputFormat::kText;
-  if (!parse_output_format(args.format, &f)) return fail("--format must be text, md or json");
-  put(stdout, render_comparison(c, f));
-  return c.cells_differ() ? 1 : 0;
+  Outcome o;
+  o.exit_code = c.cells_differ() ? 1 : 0;
+  o.counts.pass = c.same + c.training_same;
+  o.counts.fail = c.changed + c.only_a + c.only_b + c.training_changed + c.training_only_a + c.training_only_b;
+  o.counts.expected = c.varies + c.training_varies;
+  for (auto& x : c.cells)
+    if (o.first_fail.empty() && (x.kind == CellComparison::Kind::kChanged || x.kind == CellComparison::Kind::kOnlyA ||
+                                 x.kind == CellComparison::Kind::kOnlyB))
+      o.first_fail = fmt::format("{} on {}: {}", x.workload, x.target, to_string(x.kind));
+  for (auto& t : c.training)
+    if (o.first_fail.empty() && t.kind != CellComparison::Kind::kSame && t.kind != CellComparison::Kind::kVaries)
+      o.first_fail = fmt::format("({}) {}: {}{}", t.condition, t.target, to_string(t.kind),
+                                 t.first_difference.empty() ? "" : ": " + t.first_difference);
+  o.text = render_comparison(c, OutputFormat::kText, args.all);
+  o.markdown = render_comparison(c, OutputFormat::kMarkdown);
+  o.data = {{"comparison", to_json(c)}};
+  return emit(o);
 }
 
 Command add_compare_command(CLI::App& app, int argc, char** argv) {
@@ -38,17 +62,21 @@ Command add_compare_command(CLI::App& app, int argc, char** argv) {
   auto args = std::make_shared<CompareArgs>();
   sub->add_option("DIR_A", args->a, "First results directory (or its results.json)")->required()->check(kNonEmpty);
   sub->add_option("DIR_B", args->b, "Second results directory (or its results.json)")->required()->check(kNonEmpty);
-  sub->add_option("--format", args->format, "text (terminal), md (a PR comment, under 60,000 characters) or json")
-      ->check(CLI::IsMember({"text", "md", "json"}))
-      ->capture_default_str();
+  sub->add_flag("--all", args->all, "Text: list every cell and the bit-identical groups, not only what differs");
+  add_output_flags(sub, &args->output, true);
   sub->footer(
       "\nPer workload x target cell: `same bits` (the same status and the same set of output fingerprints),\n"
-      "`changed` (old and new fingerprints and distinct counts), `only in A`, `only in B`. Then the machine and\n"
-      "software fields that differ (CPU, features, cores, OS, compiler, libraries, GPUs, CUDA, tool version and\n"
-      "commit) and, per workload, the targets of both runs grouped by identical bits (target@A, target@B).\n"
+      "`bits changed` (old and new fingerprints and distinct counts), `only in A`, `only in B`, `varies` (a\n"
+      "nondeterministic cell: other outputs are what it does, not a difference). Training runs of one design, per\n"
+      "condition and target: a condition with nondeterminism off (b, d, e) bit for bit run by run (final weights\n"
+      "and final loss of the same seed and replicate); one with nondeterminism on (a, c) by the spread of its\n"
+      "final losses (varies). Then the machine and software fields that differ (CPU, features, cores, OS,\n"
+      "compiler, libraries, GPUs, CUDA, tool version and commit); with --all every cell and, per workload, the\n"
+      "targets of both runs grouped by identical bits (target@A, target@B).\n"
       "Exit codes: 0 every cell has the same bits, 1 some cell changed or ran on one side only, 2 could not run\n"
-      "(a missing, truncated or malformed results.json, named in one line).");
-  return {sub, [args] { return run_compare(*args); }};
+      "(a missing, truncated or malformed results.json, named in one line; a probe run against a training run,\n"
+      "or training runs of two designs, naming the first field that differs).");
+  return {sub, [args] { return run_compare(*args); }, &args->output, true};
 }
 
 static const CommandRegistration reg(30, add_compare_command);

@@ -1,14 +1,15 @@
 // `detaudit diverge`: the first op at which two training runs part (suites/diverge.hpp). Online: two
 // runs in lockstep in this process, `--targets A[,B]`; offline: `--trace a.jsonl --trace b.jsonl`.
+#include <fmt/format.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include <fmt/format.h>
-
 #include "cli/common.hpp"
+#include "cli/output.hpp"
 #include "models/idx.hpp"
 #include "probes/registry.hpp"
 #include "probes/spec.hpp"
@@ -26,6 +27,7 @@ struct DivergeArgs {
   int steps = 20, batch_size = 64;
   uint64_t init_seed = 1, data_seed = 1;
   std::string data, out = "diverge-out", trace_out;
+  OutputFlags output;
 };
 
 // Both runs share this process, so a target whose library reads its settings from the environment when it
@@ -53,19 +55,26 @@ BackendFactory factory(const Spec& t) {
   };
 }
 
-int write_report(const DivergeResult& r, const std::string& out) {
+int write_report(const DivergeResult& r, const std::string& out, const std::string& traces) {
   std::error_code ec;
   std::filesystem::create_directories(out, ec);
   if (ec) return fail(out + ": " + ec.message());
   if (Status st = write_diverge_outputs(r, out); !st) return fail(st);
-  say(stdout, "{}\n", r.summary());
+  Outcome o;
+  o.exit_code = r.exit_code();
+  (r.first ? o.counts.fail : o.counts.pass) = 1;
+  if (r.first) o.first_fail = r.summary();
+  o.text = traces + r.summary() + "\n";
   if (r.first) {
-    if (r.first->distance) say(stdout, "op: {}\n", r.first->op.op);
-    if (!r.first->kernels_note.empty()) say(stdout, "kernels: not attributed ({})\n", r.first->kernels_note);
-    if (r.offline) say(stdout, "offline comparison: fingerprints only, no ULP or relative distance\n");
+    if (r.first->distance) o.text += fmt::format("op: {}\n", r.first->op.op);
+    if (!r.first->kernels_note.empty()) o.text += fmt::format("kernels: not attributed ({})\n", r.first->kernels_note);
+    if (r.offline) o.text += "offline comparison: fingerprints only, no ULP or relative distance\n";
   }
-  say(stdout, "report: {0}/diverge.md, {0}/diverge.html, {0}/diverge.json\n", out);
-  return r.exit_code();
+  o.text += fmt::format("report: {0}/diverge.md, {0}/diverge.html, {0}/diverge.json\n", out);
+  o.report_md = out + "/diverge.md";
+  o.report_html = out + "/diverge.html";
+  o.data = {{"out", out}, {"diverge", nlohmann::json::parse(r.to_json(), nullptr, false)}};
+  return emit(o);
 }
 
 int run_offline(const DivergeArgs& a) {
@@ -73,12 +82,14 @@ int run_offline(const DivergeArgs& a) {
   if (!a.targets.empty()) return fail("diverge: --trace compares recorded traces; it does not take --targets");
   DivergeResult r;
   if (Status st = compare_traces(a.traces[0], a.traces[1], &r); !st) return fail(st);
-  return write_report(r, a.out);
+  return write_report(r, a.out, "");
 }
 
 int run_online(const DivergeArgs& a) {
   if (a.model != "autoencoder") return fail("diverge: --model " + a.model + ": only autoencoder is known");
-  std::vector<std::string> names = split_list(a.targets);
+  StatusOr<std::vector<std::string>> items = split_list(a.targets);
+  if (!items) return fail(items.status().prefixed("--targets "));
+  std::vector<std::string> names = *items;
   if (names.empty() || names.size() > 2) return fail("diverge: --targets takes one target (run twice) or two, comma-separated");
   if (names.size() == 1) names.push_back(names[0]);
   Spec spec[2];
@@ -105,12 +116,11 @@ int run_online(const DivergeArgs& a) {
   o.train.batches = a.steps;
   o.train.batch_size = a.batch_size;
   o.trace_a = prefix + "-a.jsonl", o.trace_b = prefix + "-b.jsonl";
-  o.progress = [](const std::string& line) { say(stderr, "[detaudit] {}\n", line); };
+  o.progress = progress_sink();
   DivergeResult r;
   st = run_diverge(o, &r);
   if (!st) return fail(st.message());
-  say(stdout, "traces: {} and {}\n", o.trace_a, o.trace_b);
-  return write_report(r, a.out);
+  return write_report(r, a.out, fmt::format("traces: {} and {}\n", o.trace_a, o.trace_b));
 }
 
 Command add_diverge_command(CLI::App& app, int argc, char** argv) {
@@ -139,7 +149,8 @@ Command add_diverge_command(CLI::App& app, int argc, char** argv) {
       "order or algorithm); the runs go on to the end, and the weight distance and loss gap per step are\n"
       "plotted. Traces (JSON Lines) are written as the runs go and compare offline with --trace (fingerprints\n"
       "only). Exit codes: 0 no divergence, 1 diverged, 2 could not run.");
-  return {sub, [a] { return a->traces.empty() ? run_online(*a) : run_offline(*a); }};
+  add_output_flags(sub, &a->output, true);
+  return {sub, [a] { return a->traces.empty() ? run_online(*a) : run_offline(*a); }, &a->output, true};
 }
 
 static const CommandRegistration reg(35, add_diverge_command);

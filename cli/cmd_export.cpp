@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "cli/common.hpp"
+#include "cli/output.hpp"
 #include "probes/spec.hpp"
 #include "suites/external.hpp"
 #include "suites/probe_suite.hpp"
@@ -16,6 +17,7 @@ namespace {
 struct ExportArgs {
   std::vector<std::string> workloads;
   std::string suite, out;
+  OutputFlags output;
 };
 
 int run_export(const ExportArgs& a) {
@@ -26,17 +28,23 @@ int run_export(const ExportArgs& a) {
     if (Status st = make_plan(a.suite, "", "", 0, 120, &plan); !st) return fail(st);
     specs = plan.workloads;
   }
-  for (auto& list : a.workloads)
-    for (auto& text : split_list(list)) {
+  for (auto& list : a.workloads) {
+    StatusOr<std::vector<std::string>> items = split_list(list);
+    if (!items) return fail(items.status());
+    for (auto& text : *items) {
       Spec s;
       if (Status st = parse_workload(text, &s); !st) return fail(st);
       specs.push_back(s);
     }
+  }
   if (specs.empty()) return fail("no workloads to export");
-  auto progress = [](const std::string& line) { say(stderr, "[detaudit] {}\n", line); };
-  if (Status st = export_workloads(specs, a.out, progress); !st) return fail(st);
-  say(stdout, "{} workloads exported: {}/{}\n", specs.size(), a.out, kManifestFile);
-  return 0;
+  if (Status st = export_workloads(specs, a.out, progress_sink()); !st) return fail(st);
+  Outcome o;
+  o.text = fmt::format("{} workloads exported: {}/{}\n", specs.size(), a.out, kManifestFile);
+  nlohmann::json names = nlohmann::json::array();
+  for (auto& w : specs) names.push_back(w.str());
+  o.data = {{"out", a.out}, {"manifest", a.out + "/" + kManifestFile}, {"workloads", names}};
+  return emit(o);
 }
 
 Command add_export_command(CLI::App& app, int argc, char** argv) {
@@ -56,7 +64,8 @@ Command add_export_command(CLI::App& app, int argc, char** argv) {
       "writes its outputs to (<id>.out.<r>.npy, r = 0, 1, ...). Files are NumPy format 1.0, '<f4' or '<f8', C order.\n"
       "Then run the workloads (scripts/torch-probe.py DIR for PyTorch) and `detaudit import DIR --name NAME`.\n"
       "Exit codes: 0 exported, 2 could not (a bad spec, DIR not writable).");
-  return {sub, [args] { return run_export(*args); }};
+  add_output_flags(sub, &args->output, false);
+  return {sub, [args] { return run_export(*args); }, &args->output, false};
 }
 
 static const CommandRegistration reg(60, add_export_command);

@@ -1,14 +1,15 @@
 // `detaudit history`: each cell's fingerprints over time, per machine, and what changed in the
 // software where they changed (gates/history.hpp has the database).
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include <fmt/format.h>
-
 #include "cli/common.hpp"
 #include "cli/history_flags.hpp"
+#include "cli/output.hpp"
 #include "gates/history.hpp"
 
 namespace detaudit::cli {
@@ -16,8 +17,9 @@ namespace detaudit::cli {
 namespace {
 
 struct HistoryArgs {
-  std::string target, workload, machine, since, format = "text", file;
+  std::string target, workload, machine, since, file;
   bool changed_only = false;
+  OutputFlags output;
 };
 
 // "2026-11-30T12:00:00Z" -> "2026-11-30 12:00".
@@ -108,6 +110,10 @@ int changes_of(const std::vector<const CellTimeline*>& cell) {
   return n;
 }
 
+std::string history_text(const HistoryArgs& a, const std::string& path, const HistoryQueryResult& q,
+                         const HistoryFilter& f, const std::vector<std::vector<const CellTimeline*>>& cells,
+                         int changed);
+
 int run_history(const HistoryArgs& a) {
   HistoryFilter f;
   f.target = a.target;
@@ -126,7 +132,8 @@ int run_history(const HistoryArgs& a) {
   int changed = 0;
   for (auto& c : cells) changed += changes_of(c) > 0;
 
-  if (a.format == "json") {
+  Outcome o;
+  {
     nlohmann::json filters = nlohmann::json::object();
     auto add = [&](const char* k, const std::string& v, const std::string& m) {
       if (!v.empty()) filters[k] = {{"value", v}, {"match", m}};
@@ -159,33 +166,34 @@ int run_history(const HistoryArgs& a) {
                         {"changes", changes_of(c)},
                         {"machines", per}});
     }
-    nlohmann::json out = {{"database", path},
-                          {"exists", q.exists},
-                          {"runs", q.runs},
-                          {"filters", filters},
-                          {"machines", machines},
-                          {"cells", jcells},
-                          {"summary", {{"cells", cells.size()}, {"changed", changed}}}};
-    say(stdout, "{}\n", out.dump(2));
-    return 0;
+    o.data = {{"database", path},
+              {"exists", q.exists},
+              {"runs", q.runs},
+              {"filters", filters},
+              {"machines", machines},
+              {"cells", jcells},
+              {"summary", {{"cells", cells.size()}, {"changed", changed}}}};
   }
+  o.text = history_text(a, path, q, f, cells, changed);
+  return emit(o);
+}
 
-  if (!q.exists) {
-    say(stdout, "no history yet at {} (probe, train, check and qualify record their runs there)\n", path);
-    return 0;
-  }
+std::string history_text(const HistoryArgs& a, const std::string& path, const HistoryQueryResult& q,
+                         const HistoryFilter& f, const std::vector<std::vector<const CellTimeline*>>& cells,
+                         int changed) {
+  std::string text;
+
+  if (!q.exists)
+    return fmt::format("no history yet at {} (probe, train, check and qualify record their runs there)\n", path);
   std::string head = fmt::format("history {}: {} runs recorded; times UTC\n", path, q.runs);
   head += filter_text("target", a.target, q.target_match);
   head += filter_text("workload", a.workload, q.workload_match);
   head += filter_text("machine", a.machine, q.machine_match);
   if (!f.since.empty()) head += fmt::format("since {}\n", f.since);
-  say(stdout, "{}", head);
-  if (cells.empty()) {
-    say(stdout, "no cell recorded matches\n");
-    return 0;
-  }
-  say(stdout, "machines:\n");
-  for (auto& m : q.machines) say(stdout, "  {}\n", machine_text(m));
+  text += head;
+  if (cells.empty()) return text + "no cell recorded matches\n";
+  text += fmt::format("machines:\n");
+  for (auto& m : q.machines) text += fmt::format("  {}\n", machine_text(m));
 
   for (auto& c : cells) {
     int n = changes_of(c);
@@ -199,23 +207,23 @@ int run_history(const HistoryArgs& a) {
       note += fmt::format("; {} machines, latest {}", c.size(),
                           same ? (fp ? "bits identical" : "outcome the same") : "outcomes differ");
     }
-    say(stdout, "\n{} @ {}  [{}]\n", c.front()->workload, c.front()->target, note);
+    text += fmt::format("\n{} @ {}  [{}]\n", c.front()->workload, c.front()->target, note);
     for (auto* t : c) {
-      say(stdout, "  machine {}\n", t->machine_key);
+      text += fmt::format("  machine {}\n", t->machine_key);
       for (size_t i = 0; i < t->segments.size(); ++i) {
         auto& s = t->segments[i];
         std::string span = when(s.first_at);
         span += s.last_at != s.first_at ? " to " + when(s.last_at) : std::string(20, ' ');
-        say(stdout, "    {} {}  {}  {} run{}  {}{}\n", i ? "->" : "  ", span, state_text(s), s.observations,
-            s.observations == 1 ? "" : "s", list(s.hostnames),
-            s.verdicts.empty() ? "" : "  " + list(s.verdicts, 5));
-        if (i) say(stdout, "       software: {}\n", changes_text(s.changes));
+        text += fmt::format("    {} {}  {}  {} run{}  {}{}\n", i ? "->" : "  ", span, state_text(s), s.observations,
+                            s.observations == 1 ? "" : "s", list(s.hostnames),
+                            s.verdicts.empty() ? "" : "  " + list(s.verdicts, 5));
+        if (i) text += fmt::format("       software: {}\n", changes_text(s.changes));
       }
     }
   }
-  say(stdout, "\n{} cell{}, {} with a change; {} machine{}\n", cells.size(), cells.size() == 1 ? "" : "s", changed,
-      q.machines.size(), q.machines.size() == 1 ? "" : "s");
-  return 0;
+  text += fmt::format("\n{} cell{}, {} with a change; {} machine{}\n", cells.size(), cells.size() == 1 ? "" : "s",
+                      changed, q.machines.size(), q.machines.size() == 1 ? "" : "s");
+  return text;
 }
 
 Command add_history_command(CLI::App& app, int, char**) {
@@ -240,7 +248,7 @@ Command add_history_command(CLI::App& app, int, char**) {
                   "it has an offset)")
       ->type_name("DATE")
       ->check(kNonEmpty);
-  sub->add_option("--format", args->format, "text or json")->type_name("FORMAT")->check(CLI::IsMember({"text", "json"}))->capture_default_str();
+  add_output_flags(sub, &args->output, false);
   sub->add_flag("--changed", args->changed_only, "Only cells whose outcome changed");
   sub->add_option("--history", args->file,
                   "History database (default: $DETAUDIT_HISTORY, else $XDG_DATA_HOME/detaudit/history.db, else "
@@ -256,7 +264,7 @@ Command add_history_command(CLI::App& app, int, char**) {
       "SM counts): identical nodes share a key; the hostnames are listed with it. An observation recorded\n"
       "twice (its probe, then a check of the same results directory) counts once.\n"
       "A missing database is an empty history (exit 0); an unreadable or damaged one exits 2.");
-  return {sub, [args] { return run_history(*args); }};
+  return {sub, [args] { return run_history(*args); }, &args->output, false};
 }
 
 static const CommandRegistration reg(50, add_history_command);

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "cli/common.hpp"
+#include "cli/output.hpp"
 #include "gates/verdict.hpp"
 #include "report/probe_report.hpp"
 #include "report/train_report.hpp"
@@ -15,6 +16,7 @@ namespace {
 
 struct ImportArgs {
   std::string dir, name, out;
+  OutputFlags output;
 };
 
 int run_import(const ImportArgs& a, int argc, char** argv) {
@@ -31,11 +33,21 @@ int run_import(const ImportArgs& a, int argc, char** argv) {
   if (Status st = write_reports(out, r); !st) return fail(st);
   int repeats = 0;
   for (auto& o : obs) repeats += o.repeats;
-  say(stdout, "imported {} workloads ({} outputs) as {} into {}/results.json\n", obs.size(), repeats, obs[0].target, out);
+  Outcome o;
+  o.text = fmt::format("imported {} workloads ({} outputs) as {} into {}/results.json\n", obs.size(), repeats,
+                       obs[0].target, out);
+  nlohmann::json matches = nlohmann::json::array();
   for (const std::string& line : external_match_lines(r.observations))
-    if (line.rfind(obs[0].target + " ", 0) == 0) say(stdout, "{}\n", line);
-  say(stdout, "report: {}/report.md and {}/report.html\n", out, out);
-  return 0;
+    if (line.rfind(obs[0].target + " ", 0) == 0) {
+      o.text += line + "\n";
+      matches.push_back(line);
+    }
+  o.report_md = out + "/report.md";
+  o.report_html = out + "/report.html";
+  o.text += fmt::format("report: {} and {}\n", o.report_md, o.report_html);
+  o.data = {
+      {"out", out}, {"target", obs[0].target}, {"workloads", obs.size()}, {"outputs", repeats}, {"matches", matches}};
+  return emit(o);
 }
 
 Command add_import_command(CLI::App& app, int argc, char** argv) {
@@ -60,7 +72,8 @@ Command add_import_command(CLI::App& app, int argc, char** argv) {
       "and workload are replaced), judged, with the reports written again. The report says which target the\n"
       "framework matches bit for bit. Exit codes: 0 imported, 2 could not (a missing, truncated or malformed file,\n"
       "a wrong dtype, byte order or shape, a manifest of another detaudit version; nothing is written).");
-  return {sub, [args, argc, argv] { return run_import(*args, argc, argv); }};
+  add_output_flags(sub, &args->output, false);
+  return {sub, [args, argc, argv] { return run_import(*args, argc, argv); }, &args->output, false};
 }
 
 static const CommandRegistration reg(61, add_import_command);

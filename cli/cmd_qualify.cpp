@@ -4,6 +4,7 @@
 
 #include "cli/common.hpp"
 #include "cli/history_flags.hpp"
+#include "cli/output.hpp"
 #include "gates/qualify.hpp"
 #include "probes/child.hpp"
 #include "report/train_report.hpp"
@@ -15,8 +16,8 @@ namespace {
 struct QualifyArgs {
   int level = 1;
   std::string baseline, targets, out;
-  bool json = false;
   HistoryFlags hist;
+  OutputFlags output;
 };
 
 // The command's exit code: 0 qualified, 1 a check failed, 2 a required check could not run.
@@ -59,13 +60,14 @@ Command add_qualify_command(CLI::App& app, int argc, char** argv) {
   sub->add_option("--out", a->out, "Results directory (default results/qualify-<time>): probe/, train/, qualify.json")
       ->check(kNonEmpty);
   add_history_flags(sub, &a->hist);
-  sub->add_flag("--json", a->json, "Print the machine-readable summary (qualify.json) on stdout instead of the table");
+  add_output_flags(sub, &a->output, true);
   sub->footer(
       "\nExit codes: 0 qualified (nothing failed, nothing required skipped), 1 a check failed, 2 could not run "
       "(bad input, a required target or check that cannot run here, and nothing failed), 128+N interrupted by "
       "signal N (run again with the same --out to resume).");
   std::string exe = argv[0], command = command_line(argc, argv);
-  return {sub, [a, exe, command]() {
+  return {sub,
+          [a, exe, command]() {
             QualifyOptions o;
             o.level = a->level;
             o.baseline = a->baseline;
@@ -75,7 +77,7 @@ Command add_qualify_command(CLI::App& app, int argc, char** argv) {
             auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
             o.exe = ec ? exe : self.string();
             o.command = command;
-            o.progress = [](const std::string& line) { say(stderr, "[detaudit] {}\n", line); };
+            o.progress = progress_sink();
             QualifyOutcome out;
             // The history gives the timing references when no baseline does; it is read before this
             // run is recorded into it.
@@ -94,12 +96,40 @@ Command add_qualify_command(CLI::App& app, int argc, char** argv) {
               if (Status st = write_reports(out.probe_dir, out.probe); !st) return fail(st);
             if (!out.train.training.empty())
               if (Status st = write_reports(out.train_dir, out.train); !st) return fail(st);
-            if (a->json)
-              say(stdout, "{}\n", out.to_json().dump(2));
-            else
-              say(stdout, "{}results: {}\n", out.table(), o.out_dir);
-            return record_history(a->hist, "qualify", out.probe, out.probe_dir, qualify_exit_code(out.decision));
-          }};
+            Outcome res;
+            res.exit_code = qualify_exit_code(out.decision);
+            for (auto& c : out.checks) {
+              switch (c.verdict) {
+                case Verdict::kPass:
+                  ++res.counts.pass;
+                  break;
+                case Verdict::kFail:
+                  ++res.counts.fail;
+                  break;
+                case Verdict::kExpected:
+                  ++res.counts.expected;
+                  break;
+                case Verdict::kWarn:
+                  ++res.counts.warn;
+                  break;
+                case Verdict::kSkip:
+                  ++res.counts.skip;
+                  break;
+              }
+              if (c.verdict == Verdict::kFail && res.first_fail.empty()) res.first_fail = c.name + ": " + c.detail;
+              if (res.exit_code == 2 && c.required && c.verdict == Verdict::kSkip && res.error.empty())
+                res.error = "a required check could not run: " + c.name + ": " + c.detail;
+            }
+            if (!out.probe_dir.empty()) {
+              res.report_md = out.probe_dir + "/report.md";
+              res.report_html = out.probe_dir + "/report.html";
+            }
+            res.text = fmt::format("{}results: {}\n", out.table(), o.out_dir);
+            res.data = {{"out", o.out_dir}, {"qualify", out.to_json()}};
+            record_history(a->hist, "qualify", out.probe, out.probe_dir, &res);
+            return emit(res);
+          },
+          &a->output, true};
 }
 
 const CommandRegistration reg(40, add_qualify_command);

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "cli/output.hpp"
+
 namespace detaudit::cli {
 
 void put(FILE* f, const std::string& s) {
@@ -11,6 +13,7 @@ void put(FILE* f, const std::string& s) {
 
 int fail(const std::string& msg) {
   say(stderr, "detaudit: error: {}\n", msg);
+  emit_failure(msg);
   return 2;
 }
 

@@ -29,11 +29,15 @@ int fail(const Status& st);
 // The command line as one string, for the reports and the history.
 std::string command_line(int argc, char** argv);
 
+struct OutputFlags;  // cli/output.hpp
+
 // A subcommand: registered on the app before parsing; `run` is called when it was the one parsed and
 // returns the exit code (0 ok, 1 a check failed, 2 could not run).
 struct Command {
   CLI::App* app = nullptr;
   std::function<int()> run;
+  const OutputFlags* output = nullptr;  // its --format/--json/--quiet (cli/output.hpp)
+  bool judging = false;                 // it ends with the verdict line
 };
 
 // Each cli/cmd_<name>.cpp registers its subcommand with a file-scope

@@ -22,15 +22,19 @@ int precheck_history(const HistoryFlags& f) {
   return 0;
 }
 
-int record_history(const HistoryFlags& f, const std::string& kind, const Results& r, const std::string& results_dir,
-                   int exit_code) {
+void record_history(const HistoryFlags& f, const std::string& kind, const Results& r, const std::string& results_dir,
+                    Outcome* o) {
   std::string path;
   Status st = resolve_history_path(f, &path);
-  if (st && path.empty()) return exit_code;  // --no-history
-  if (st) st = record_run(path, kind, r, results_dir, exit_code);
-  if (st) return exit_code;
-  fail(st);
-  return exit_code == 0 || exit_code == 1 ? 2 : exit_code;
+  if (st && path.empty()) return;  // --no-history
+  if (st) st = record_run(path, kind, r, results_dir, o->exit_code);
+  if (st) return;
+  if (o->exit_code == 0 || o->exit_code == 1) {
+    o->exit_code = 2;
+    o->error = st.message();
+  } else {
+    say(stderr, "detaudit: error: {}\n", st.message());
+  }
 }
 
 }  // namespace detaudit::cli

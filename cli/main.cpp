@@ -1,30 +1,32 @@
 // detaudit: audits numerical determinism at the hardware level. The only place that prints to stdout
 // and turns statuses into exit codes: 0 ok, 1 a check failed, 2 could not run (one line on stderr).
+#include <fmt/format.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <string>
 
-#include <CLI/CLI.hpp>
-#include <fmt/format.h>
-
 #include "cli/common.hpp"
 #include "cli/history_flags.hpp"
+#include "cli/output.hpp"
+#include "contract/cells.hpp"
+#include "contract/results.hpp"
 #include "gates/verdict.hpp"
 #include "probes/child.hpp"
 #include "probes/env.hpp"
 #include "probes/registry.hpp"
+#include "probes/results_file.hpp"
 #include "probes/spec.hpp"
-#include "contract/cells.hpp"
 #include "probes/worker.hpp"
-#include "contract/results.hpp"
+#include "report/document.hpp"
+#include "report/train_report.hpp"
 #include "suites/dir_lock.hpp"
 #include "suites/probe_suite.hpp"
 #include "suites/train_design.hpp"
-#include "report/train_report.hpp"
 
 namespace fs = std::filesystem;
 using namespace detaudit;
@@ -67,7 +69,7 @@ std::string latest_unfinished(const std::string& prefix) {
   std::sort(dirs.rbegin(), dirs.rend());
   for (auto& d : dirs) {
     Results r;
-    if (load_results(d + "/results.json", &r).is_ok() && r.finished_at.empty()) return d;
+    if (load_checked_results(d + "/results.json", &r).is_ok() && r.finished_at.empty()) return d;
   }
   return "";
 }
@@ -93,30 +95,53 @@ std::string default_out(const std::string& suite) {
   return fmt::format("results/{}-{}", suite, buf);
 }
 
-void print_env_text(const nlohmann::json& m) {
+std::string env_text(const nlohmann::json& m) {
   auto s = [&](const char* k) -> std::string {
     if (!m.contains(k)) return "unknown";
     return m[k].is_string() ? m[k].get<std::string>() : m[k].dump();
   };
-  say(stdout, "host       {}\nos         {}\ncpu        {}\n", s("hostname"), s("os"), s("cpu_model"));
-  say(stdout, "topology   packages {}, cores {}, PUs {}, NUMA nodes {}\n", s("packages"), s("cores"), s("pus"),
-             s("numa_nodes"));
-  if (m.contains("topology_error")) say(stdout, "           ({})\n", s("topology_error"));
+  std::string t = fmt::format("host       {}\nos         {}\ncpu        {}\n", s("hostname"), s("os"), s("cpu_model"));
+  t += fmt::format("topology   packages {}, cores {}, PUs {}, NUMA nodes {}\n", s("packages"), s("cores"), s("pus"),
+                   s("numa_nodes"));
+  if (m.contains("topology_error")) t += fmt::format("           ({})\n", s("topology_error"));
   if (m.contains("caches"))
     for (auto& c : m["caches"])
-      say(stdout, "cache      L{} {} KiB x {}\n", c.value("level", 0), c.value("size_bytes", uint64_t(0)) / 1024, c.value("count", 0));
-  say(stdout, "features   {}\ncompiler   {}\n", s("cpu_features"), s("compiler"));
+      t += fmt::format("cache      L{} {} KiB x {}\n", c.value("level", 0), c.value("size_bytes", uint64_t(0)) / 1024,
+                       c.value("count", 0));
+  t += fmt::format("features   {}\ncompiler   {}\n", s("cpu_features"), s("compiler"));
   for (auto& [k, v] : m["libraries"].items())
-    say(stdout, "{:<10} {}\n", k, v.is_string() ? v.get<std::string>() : v.dump());
+    t += fmt::format("{:<10} {}\n", k, v.is_string() ? v.get<std::string>() : v.dump());
   for (auto& kind : device_kinds())
-    for (auto& key : kind.machine_keys) say(stdout, "{:<10} {}\n", key, s(key.c_str()));
+    for (auto& key : kind.machine_keys) t += fmt::format("{:<10} {}\n", key, s(key.c_str()));
   for (auto& g : m["gpus"])
-    say(stdout, "gpu {}      {} ({}), CC {}, {} SMs, {:.1f} GiB, L2 {} MiB, ECC {}, PCI {}, local CPUs {}\n", g.value("index", 0),
-               g.value("name", ""), g.value("uuid", ""), g.value("compute_capability", ""), g.value("sm_count", 0),
-               g.value("memory_bytes", uint64_t(0)) / 1073741824.0, g.value("l2_bytes", 0) / 1048576,
-               g.value("ecc", false) ? "on" : "off", g.value("pci_bus_id", ""), g.value("local_cpuset", "unknown"));
+    t += fmt::format("gpu {}      {} ({}), CC {}, {} SMs, {:.1f} GiB, L2 {} MiB, ECC {}, PCI {}, local CPUs {}\n",
+                     g.value("index", 0), g.value("name", ""), g.value("uuid", ""), g.value("compute_capability", ""),
+                     g.value("sm_count", 0), g.value("memory_bytes", uint64_t(0)) / 1073741824.0,
+                     g.value("l2_bytes", 0) / 1048576, g.value("ecc", false) ? "on" : "off", g.value("pci_bus_id", ""),
+                     g.value("local_cpuset", "unknown"));
+  return t;
 }
 
+// The fingerprint as markdown: one table of fields and values.
+std::string env_markdown(const nlohmann::json& m, const std::string& text) {
+  Document d;
+  d.title = "detaudit env: " + m.value("hostname", std::string("?"));
+  std::vector<std::vector<Cell>> rows;
+  size_t at = 0;
+  while (at < text.size()) {
+    size_t nl = text.find('\n', at);
+    if (nl == std::string::npos) nl = text.size();
+    const std::string line = text.substr(at, nl - at);
+    at = nl + 1;
+    const size_t gap = line.find(' ');
+    if (gap == std::string::npos || gap == 0) continue;
+    const size_t value = line.find_first_not_of(' ', gap);
+    rows.push_back(
+        {{inline_text(line.substr(0, gap))}, {inline_text(value == std::string::npos ? "" : line.substr(value))}});
+  }
+  d.add("").table({"field", "value"}, std::move(rows));
+  return render_markdown(d);
+}
 
 struct ProbeArgs {
   std::string suite = "quick", targets, workloads, out;
@@ -124,6 +149,7 @@ struct ProbeArgs {
   double timeout = 120;
   bool fresh = false, resume = false, no_fail = false, gpu_only = false;
   HistoryFlags hist;
+  OutputFlags output;
 };
 
 struct TrainArgs {
@@ -132,7 +158,94 @@ struct TrainArgs {
   double run_timeout = 0;
   bool paper = false, fresh = false, noise_scale = false;
   HistoryFlags hist;
+  OutputFlags output;
 };
+
+VerdictTally tally_of(const VerdictCounts& v) { return {v.pass, v.fail, v.expected, v.warn, v.skip}; }
+
+// A markdown summary for a pull request: a title, the verdict counts, and a table of what FAILed.
+std::string markdown_summary(const std::string& title, const VerdictTally& t, const std::string& lead,
+                             const std::vector<std::vector<std::string>>& fails, const std::vector<std::string>& header,
+                             const std::string& report) {
+  Document d;
+  d.title = title;
+  Section& s = d.add("");
+  if (!lead.empty()) s.para(inline_text(lead));
+  s.table({"PASS", "FAIL", "EXPECTED", "WARN", "SKIP"}, {{{std::to_string(t.pass)},
+                                                          {std::to_string(t.fail)},
+                                                          {std::to_string(t.expected)},
+                                                          {std::to_string(t.warn)},
+                                                          {std::to_string(t.skip)}}});
+  if (!fails.empty()) {
+    std::vector<std::vector<Cell>> rows;
+    for (auto& f : fails) {
+      std::vector<Cell> r;
+      for (auto& x : f) r.push_back({inline_text(x)});
+      rows.push_back(std::move(r));
+    }
+    d.add("FAIL").table(header, std::move(rows)).md_budget(40000);
+  }
+  if (!report.empty()) d.add("").para("Full report: " + inline_code(report));
+  return render_markdown(d);
+}
+
+// Why nothing was judged: the cells all skipped (the first reason), or no cell at all.
+std::string nothing_judged(const std::vector<Observation>& obs) {
+  if (obs.empty()) return "nothing was judged: no cell ran (no target of the plan runs any of its workloads)";
+  const Observation& o = obs.front();
+  return fmt::format("nothing was judged: all {} cells were skipped or could not run (first: {} on {}: {})", obs.size(),
+                     o.workload, o.target, o.reason.empty() ? to_string(o.status) : o.reason);
+}
+
+Outcome probe_outcome(const Results& results, const std::string& dir, bool no_fail) {
+  auto s = summarize(results.observations);
+  VerdictCounts v = count_verdicts(results);
+  Outcome o;
+  o.counts = tally_of(v);
+  o.report_md = dir + "/report.md";
+  o.report_html = dir + "/report.html";
+  o.text = fmt::format(
+      "{} of {} cells deterministic, {} nondeterministic, {} crashed, {} timed out, {} skipped, {} errors\n",
+      s.deterministic, s.deterministic + s.nondeterministic, s.nondeterministic, s.crashed, s.timeout, s.skipped,
+      s.error);
+  o.text += fmt::format("verdicts: {} PASS, {} FAIL, {} EXPECTED, {} WARN, {} SKIP\n", v.pass, v.fail, v.expected,
+                        v.warn, v.skip);
+  // Every FAIL on the terminal, up to a screenful; all of them are in the reports and results.json.
+  constexpr int kFailLines = 50;
+  int shown = 0;
+  nlohmann::json fails = nlohmann::json::array();
+  std::vector<std::vector<std::string>> rows;
+  for (auto& c : results.observations) {
+    if (c.verdict != Verdict::kFail) continue;
+    if (o.first_fail.empty()) o.first_fail = fmt::format("{} on {}: {}", c.workload, c.target, c.verdict_reason);
+    fails.push_back({{"workload", c.workload}, {"target", c.target}, {"reason", c.verdict_reason}});
+    rows.push_back({c.workload, c.target, c.verdict_reason});
+    if (shown++ < kFailLines) o.text += fmt::format("FAIL {} on {}: {}\n", c.workload, c.target, c.verdict_reason);
+  }
+  if (shown > kFailLines) o.text += fmt::format("... and {} more FAIL (see {})\n", shown - kFailLines, o.report_md);
+  o.text += fmt::format("report: {} and {}\n", o.report_md, o.report_html);
+  o.exit_code = v.fail && !no_fail ? 1 : 0;
+  if (v.fail && no_fail) o.text += fmt::format("--no-fail: exit 0 despite {} FAIL\n", v.fail);
+  if (v.pass + v.fail + v.expected + v.warn == 0) {
+    o.exit_code = 2;
+    o.error = nothing_judged(results.observations);
+  }
+  o.data = {{"out", dir},
+            {"suite", results.plan.value("suite", "")},
+            {"cells",
+             {{"deterministic", s.deterministic},
+              {"nondeterministic", s.nondeterministic},
+              {"crashed", s.crashed},
+              {"timeout", s.timeout},
+              {"skipped", s.skipped},
+              {"error", s.error}}},
+            {"fails", fails}};
+  o.markdown =
+      markdown_summary(fmt::format("detaudit probe: suite {} on {}", results.plan.value("suite", ""),
+                                   results.machine.value("hostname", "?")),
+                       o.counts, o.text.substr(0, o.text.find('\n')), rows, {"workload", "target", "why"}, o.report_md);
+  return o;
+}
 
 int run_probe(const ProbeArgs& a, int argc, char** argv) {
   ProbePlan plan;
@@ -157,7 +270,7 @@ int run_probe(const ProbeArgs& a, int argc, char** argv) {
   opt.exe = self_exe(argv[0]);
   opt.fresh = a.fresh;
   for (int i = 0; i < argc; ++i) opt.command += (i ? " " : "") + std::string(argv[i]);
-  opt.progress = [](const std::string& line) { say(stderr, "[detaudit] {}\n", line); };
+  opt.progress = progress_sink();
   opt.custom = !a.targets.empty() || !a.workloads.empty();
   Results results;
   if (Status st = run_probe_suite(plan, opt, &results); !st) {
@@ -171,22 +284,73 @@ int run_probe(const ProbeArgs& a, int argc, char** argv) {
   judge(&results);
   if (Status st = save_results(opt.out_dir + "/results.json", results); !st) return fail(st);
   if (Status st = write_reports(opt.out_dir, results); !st) return fail(st);
-  auto s = summarize(results.observations);
-  VerdictCounts v = count_verdicts(results);
-  say(stdout, "{} of {} cells deterministic, {} nondeterministic, {} crashed, {} timed out, {} skipped, {} errors\n",
-      s.deterministic, s.deterministic + s.nondeterministic, s.nondeterministic, s.crashed, s.timeout, s.skipped,
-      s.error);
-  say(stdout, "verdicts: {} PASS, {} FAIL, {} EXPECTED, {} WARN, {} SKIP\n", v.pass, v.fail, v.expected, v.warn, v.skip);
-  // Every FAIL on the terminal, up to a screenful; all of them are in the reports and results.json.
-  constexpr int kFailLines = 50;
-  int shown = 0;
-  for (auto& o : results.observations)
-    if (o.verdict == Verdict::kFail && shown++ < kFailLines)
-      say(stdout, "FAIL {} on {}: {}\n", o.workload, o.target, o.verdict_reason);
-  if (shown > kFailLines) say(stdout, "... and {} more FAIL (see {}/report.md)\n", shown - kFailLines, opt.out_dir);
-  say(stdout, "report: {}/report.md and {}/report.html\n", opt.out_dir, opt.out_dir);
-  if (v.fail && a.no_fail) say(stdout, "--no-fail: exit 0 despite {} FAIL\n", v.fail);
-  return record_history(a.hist, "probe", results, opt.out_dir, v.fail && !a.no_fail ? 1 : 0);
+  Outcome o = probe_outcome(results, opt.out_dir, a.no_fail);
+  record_history(a.hist, "probe", results, opt.out_dir, &o);
+  return emit(o);
+}
+
+// "(a) cpu?order=atomic&threads=2 seed 1000 rep 1": a training run by its cell.
+std::string run_label(const TrainingRun& r) {
+  return fmt::format("({}) {} seed {} rep {}", r.condition, r.target, r.seed, r.replicate);
+}
+
+Outcome train_outcome(const Results& results, const std::string& dir) {
+  Outcome o;
+  o.report_md = dir + "/report.md";
+  o.report_html = dir + "/report.html";
+  int trained = 0;
+  nlohmann::json fails = nlohmann::json::array();
+  std::vector<std::vector<std::string>> rows;
+  std::string fail_lines;
+  for (auto& r : results.training) {
+    RunVerdict v = judge_training_run(r);
+    switch (v.verdict) {
+      case Verdict::kPass:
+        ++o.counts.pass;
+        break;
+      case Verdict::kWarn:
+        ++o.counts.warn;
+        break;
+      case Verdict::kSkip:
+        ++o.counts.skip;
+        break;
+      default:
+        ++o.counts.fail;
+        break;
+    }
+    if (r.ok()) ++trained;
+    if (v.verdict != Verdict::kFail) continue;
+    if (o.first_fail.empty()) o.first_fail = run_label(r) + ": " + v.reason;
+    fail_lines += fmt::format("FAIL {}: {}\n", run_label(r), v.reason);
+    fails.push_back({{"key", r.key},
+                     {"condition", r.condition},
+                     {"target", r.target},
+                     {"seed", r.seed},
+                     {"replicate", r.replicate},
+                     {"status", to_string(r.status)},
+                     {"reason", v.reason}});
+    rows.push_back({run_label(r), v.reason});
+  }
+  o.text = fmt::format("{} training runs: {} finished, {} failed (crashed, timed out or an error), {} skipped\n",
+                       results.training.size(), trained, o.counts.fail, o.counts.skip);
+  o.text += fail_lines;
+  o.text += fmt::format("report: {} and {}\n", o.report_md, o.report_html);
+  o.exit_code = o.counts.fail ? 1 : 0;
+  if (trained == 0 && !o.counts.fail) {
+    o.exit_code = 2;
+    const TrainingRun* first = results.training.empty() ? nullptr : &results.training.front();
+    o.error = first ? fmt::format("nothing was judged: none of the {} training runs trained (first: {}: {})",
+                                  results.training.size(), run_label(*first),
+                                  first->reason.empty() ? to_string(first->status) : first->reason)
+                    : "nothing was judged: the design has no training runs";
+  }
+  o.data = {{"out", dir}, {"runs", results.training.size()}, {"finished", trained}, {"fails", fails}};
+  o.markdown = markdown_summary(fmt::format("detaudit train: {} {} on {}",
+                                            results.plan.value("design", nlohmann::json::object()).value("model", ""),
+                                            results.plan.value("design", nlohmann::json::object()).value("design", ""),
+                                            results.machine.value("hostname", "?")),
+                                o.counts, o.text.substr(0, o.text.find('\n')), rows, {"run", "why"}, o.report_md);
+  return o;
 }
 
 int run_train(const TrainArgs& a, int argc, char** argv) {
@@ -194,13 +358,14 @@ int run_train(const TrainArgs& a, int argc, char** argv) {
   TrainDesign d = default_design(a.paper, a.model);
   if (!a.targets.empty()) {
     d.targets.clear();
-    for (auto& t : split_list(a.targets)) {
+    StatusOr<std::vector<std::string>> items = split_list(a.targets);
+    if (!items) return fail(items.status().prefixed("--targets "));
+    for (auto& t : *items) {
       Spec s;
       if (Status st = parse_target(t, &s); !st) return fail(st);
       if (std::none_of(d.targets.begin(), d.targets.end(), [&](const Spec& x) { return x.str() == s.str(); }))
         d.targets.push_back(s);
     }
-    if (d.targets.empty()) return fail("--targets is empty");
   }
   if (a.seeds > 0) d.seeds = a.seeds;
   if (a.batches > 0) d.batches = a.batches;
@@ -221,7 +386,7 @@ int run_train(const TrainArgs& a, int argc, char** argv) {
   opt.fresh = a.fresh;
   opt.run_timeout_s = a.run_timeout;
   for (int i = 0; i < argc; ++i) opt.command += (i ? " " : "") + std::string(argv[i]);
-  opt.progress = [](const std::string& line) { say(stderr, "[detaudit] {}\n", line); };
+  opt.progress = progress_sink();
   Results results;
   if (Status st = run_train_design(d, opt, &results); !st) {
     if (st.code() == Status::Code::kInterrupted)
@@ -230,25 +395,27 @@ int run_train(const TrainArgs& a, int argc, char** argv) {
     return fail(st);
   }
   if (Status st = write_reports(opt.out_dir, results); !st) return fail(st);
-  say(stdout, "{} training runs; report: {}/report.md and {}/report.html\n", results.training.size(), opt.out_dir,
-      opt.out_dir);
-  return record_history(a.hist, "train", results, opt.out_dir, 0);
+  Outcome o = train_outcome(results, opt.out_dir);
+  record_history(a.hist, "train", results, opt.out_dir, &o);
+  return emit(o);
 }
 
-int run_report(const std::string& dir, const std::string& format) {
+int run_report(const std::string& dir, const std::string& which) {
   Results r;
   if (!fs::is_directory(dir)) return fail(fmt::format("{}: not a directory", dir));
-  if (Status st = load_results(dir + "/results.json", &r); !st) return fail(st);
+  if (Status st = load_checked_results(dir + "/results.json", &r); !st) return fail(st);
   DirLock lock;
   if (Status st = lock.acquire(dir); !st) return fail(st);
   // Results written before verdicts existed (or by a run in progress) are judged for the report; the
   // results file itself is left as it is.
   if (!is_judged(r)) judge(&r);
-  bool md = format == "md" || format == "both", html = format == "html" || format == "both";
+  bool md = which == "md" || which == "both", html = which == "html" || which == "both";
   if (Status st = write_reports(dir, r, md, html); !st) return fail(st);
-  if (md) say(stdout, "{}/report.md\n", dir);
-  if (html) say(stdout, "{}/report.html\n", dir);
-  return 0;
+  Outcome o;
+  if (md) o.report_md = dir + "/report.md", o.text += o.report_md + "\n";
+  if (html) o.report_html = dir + "/report.html", o.text += o.report_html + "\n";
+  o.data = {{"dir", dir}};
+  return emit(o);
 }
 
 int main_cli(int argc, char** argv) {
@@ -264,8 +431,8 @@ int main_cli(int argc, char** argv) {
   app.require_subcommand(1);
 
   auto* env = app.add_subcommand("env", "Print this machine's fingerprint: CPU topology, libraries, GPUs.");
-  bool env_json = false;
-  env->add_flag("--json", env_json, "Print JSON instead of text");
+  OutputFlags env_out;
+  add_output_flags(env, &env_out, false);
 
   auto* probe = app.add_subcommand("probe", "Run a probe suite and write results.json, report.md and report.html.");
   ProbeArgs pa;
@@ -286,6 +453,7 @@ int main_cli(int argc, char** argv) {
       ->check(kNonEmpty);
   probe->add_flag("--fresh", pa.fresh, "Discard results and cached oracle outputs already in --out instead of resuming");
   add_history_flags(probe, &pa.hist);
+  add_output_flags(probe, &pa.output, true);
   probe->add_flag("--no-fail", pa.no_fail, "Exit 0 even when a cell FAILs (the verdicts are still reported)");
   probe->add_flag("--resume", pa.resume, "Without --out: continue the latest unfinished run of --suite under results/");
   probe->footer("\nTARGETS (backend[:device][?key=value&...]):\n" + target_help() +
@@ -350,6 +518,7 @@ int main_cli(int argc, char** argv) {
   train->add_option("--out", ta.out, "Results directory (default results/train-<time>); an unfinished design there resumes")
       ->check(kNonEmpty);
   add_history_flags(train, &ta.hist);
+  add_output_flags(train, &ta.output, true);
   train->add_flag("--fresh", ta.fresh, "Discard results already in --out instead of resuming");
 
   auto* report = app.add_subcommand("report", "Render a results directory's report again.");
@@ -375,18 +544,28 @@ int main_cli(int argc, char** argv) {
   }
 
   if (env->parsed()) {
+    set_active_command("env", &env_out, false);
     nlohmann::json m = machine_fingerprint();
-    if (env_json)
-      say(stdout, "{}\n", m.dump(2));
-    else
-      print_env_text(m);
-    return 0;
+    Outcome o;
+    o.text = env_text(m);
+    o.markdown = env_markdown(m, o.text);
+    o.data = {{"machine", m}};
+    return emit(o);
   }
-  if (probe->parsed()) return run_probe(pa, argc, argv);
-  if (train->parsed()) return run_train(ta, argc, argv);
+  if (probe->parsed()) {
+    set_active_command("probe", &pa.output, true);
+    return run_probe(pa, argc, argv);
+  }
+  if (train->parsed()) {
+    set_active_command("train", &ta.output, true);
+    return run_train(ta, argc, argv);
+  }
   if (report->parsed()) return run_report(report_dir, format);
   for (auto& c : commands)
-    if (c.app->parsed()) return c.run();
+    if (c.app->parsed()) {
+      set_active_command(c.app->get_name(), c.output, c.judging);
+      return c.run();
+    }
   return 0;
 }
 

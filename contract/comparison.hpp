@@ -1,10 +1,10 @@
 // What `compare` found between two results directories (gates/compare.hpp compares, report/compare_report.hpp
 // renders).
 #pragma once
+#include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "contract/cells.hpp"
 
@@ -26,7 +26,27 @@ struct CellComparison {
   bool promised_nondeterministic = false;  // the target's promise on A's machine (or B's, for B-only cells)
   bool promised_deterministic = false;
 };
-const char* to_string(CellComparison::Kind k);  // "same bits", "changed", "only in A", "only in B", "varies"
+const char* to_string(CellComparison::Kind k);  // "same bits", "bits changed", "only in A", "only in B", "varies"
+const char* json_name(CellComparison::Kind k);  // "same", "bits_changed", "only_a", "only_b", "varies"
+
+// One training cell (condition, target) of two runs of one design. A condition with nondeterminism off
+// (sony2021's b, d, e) is compared bit for bit, run by run (same seed and replicate): the final
+// weights' fingerprint and the final loss; it is `same bits` when every run matches and both sides ran
+// the same runs, else `bits changed` (first_difference says where). A condition with nondeterminism on
+// (a, c) gives other bits from run to run by design: the spread of its final losses is shown for both
+// sides and it `varies` (not a difference) unless a run finished on one side only (changed).
+struct TrainingCellComparison {
+  CellComparison::Kind kind = CellComparison::Kind::kSame;
+  std::string condition, target;
+  bool deterministic = false;          // nondeterminism off
+  int runs_a = 0, runs_b = 0;          // runs of the cell on each side
+  int finished_a = 0, finished_b = 0;  // of those, finished (status ok)
+  int runs_matched = 0;                // runs (seed, replicate) on both sides, finished on both
+  int runs_same_bits = 0;              // of those, the same weights and final loss bit for bit
+  // Mean and sd of the finished runs' finite final losses (sd needs two).
+  std::optional<double> mean_a, sd_a, mean_b, sd_b;
+  std::string first_difference;  // "seed 1000 rep 0: weights 5f41d982 -> 0a1b2c3d", or a status change
+};
 
 // A machine or software field whose value differs ("libraries.openblas", "gpus[0].name", "tool_commit").
 struct FieldDifference {
@@ -40,7 +60,13 @@ struct Comparison {
   // Per workload, the targets of both runs tagged "target@A" / "target@B", grouped by fingerprint set.
   std::vector<WorkloadGroups> groups;
   int same = 0, changed = 0, only_a = 0, only_b = 0, varies = 0;
-  bool cells_differ() const { return changed + only_a + only_b > 0; }
+  // Training runs, per (condition, target) cell, in A's order then B-only cells.
+  std::string kind;  // what both runs are: "probe suite quick", "training autoencoder/sony2021"
+  std::vector<TrainingCellComparison> training;
+  int training_same = 0, training_changed = 0, training_only_a = 0, training_only_b = 0, training_varies = 0;
+  bool cells_differ() const {
+    return changed + only_a + only_b + training_changed + training_only_a + training_only_b > 0;
+  }
 };
 
 nlohmann::json to_json(const Comparison& c);

@@ -263,6 +263,16 @@ Status required_from_json(const nlohmann::json& j, Observation* r, const std::st
       return Status::invalid(json_path(json_path(path, "fingerprints"), i) + " must be 32 hex digits");
     }
   r->distinct = j["distinct"].get<int>();
+  // What the counts mean: at most one output per repeat, and `distinct` counts the outputs listed.
+  if (r->distinct > r->repeats)
+    return Status::invalid(
+        fmt::format("{} is {}, more than the {} repeats", json_path(path, "distinct"), r->distinct, r->repeats));
+  if (int(r->fingerprints.size()) > r->repeats)
+    return Status::invalid(fmt::format("{} holds {} outputs, more than the {} repeats", json_path(path, "fingerprints"),
+                                       r->fingerprints.size(), r->repeats));
+  if (!r->fingerprints.empty() && r->distinct != count_distinct(r->fingerprints))
+    return Status::invalid(fmt::format("{} is {}, but fingerprints holds {} distinct outputs",
+                                       json_path(path, "distinct"), r->distinct, count_distinct(r->fingerprints)));
   return Status::ok();
 }
 

@@ -1,8 +1,10 @@
 #include "contract/results.hpp"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cctype>
 #include <cerrno>
@@ -13,8 +15,6 @@
 #include <fstream>
 #include <limits>
 #include <sstream>
-
-#include <fmt/format.h>
 
 #include "contract/atomic_file.hpp"
 #include "kernels/cuda/cuda.hpp"  // kCudaMachineKey
@@ -119,6 +119,50 @@ Status check_plan(const nlohmann::json& p) {
   return check_array_key(d, "targets", T::kString, false, "plan.design");
 }
 
+// A training run against the design it belongs to (plan.design): its model and design, a condition of the
+// design with that condition's initial weights and nondeterminism, a seed and replicate the design runs
+// (random init: seeds base .. base + seeds - 1, replicates 0 .. replicates - 1 under (a), else 0; fixed
+// init: the base seed, replicates 0 .. seeds - 1), its batches and window, a curve no longer than its
+// batches. A field the run's JSON `j` does not hold is not checked. A field that disagrees is one line
+// naming it.
+Status check_run_against_design(const nlohmann::json& j, const TrainingRun& t, const nlohmann::json& d,
+                                const std::string& path) {
+  auto bad = [&](const char* field, const std::string& what) {
+    return Status::invalid(fmt::format("{} {}", json_path(path, field), what));
+  };
+  for (const char* k : {"model", "design"})
+    if (j.contains(k) && d.contains(k) && d[k] != (std::string(k) == "model" ? t.model : t.design))
+      return bad(k, fmt::format("is not the design's ({})", d[k].dump()));
+  static const std::string kConditions = "abcde";
+  const std::string conds = d.value("conditions", kConditions);
+  if (t.condition.size() != 1 || conds.find(t.condition) == std::string::npos ||
+      kConditions.find(t.condition) == std::string::npos)
+    return bad("condition", fmt::format("\"{}\" is not a condition of the design ({})", t.condition, conds));
+  const bool random = t.condition == "a" || t.condition == "b", nondet = t.condition == "a" || t.condition == "c";
+  if (j.contains("init") && t.random_init != random)
+    return bad("init", fmt::format("is not condition ({})'s", t.condition));
+  if (j.contains("nondeterminism") && t.nondeterministic != nondet)
+    return bad("nondeterminism", fmt::format("is not condition ({})'s", t.condition));
+  const uint64_t base = d.value("init_seed_base", uint64_t(1000));
+  const uint64_t seeds = d.value("seeds", uint64_t(0)), replicates = d.value("replicates", uint64_t(1));
+  if (d.contains("seeds") && j.contains("seed")) {
+    if (random ? (t.seed < base || t.seed >= base + seeds) : t.seed != base)
+      return bad("seed", fmt::format("{} is not a seed of the design ({} seeds from {}; fixed initial weights use {})",
+                                     t.seed, seeds, base, base));
+    const uint64_t reps = random ? (nondet ? replicates : 1) : seeds;
+    if (j.contains("replicate") && t.replicate < 0 || uint64_t(t.replicate) >= reps)
+      return bad("replicate",
+                 fmt::format("{} is not below the {} replicates condition ({}) runs", t.replicate, reps, t.condition));
+  }
+  if (j.contains("batches") && d.contains("batches") && t.batches != d["batches"].get<int>())
+    return bad("batches", fmt::format("{} is not the design's {}", t.batches, d["batches"].get<int>()));
+  if (j.contains("window") && d.contains("window") && t.window != d["window"].get<int>())
+    return bad("window", fmt::format("{} is not the design's {}", t.window, d["window"].get<int>()));
+  if (t.curve.size() > size_t(std::max(t.batches, 0)))
+    return bad("curve", fmt::format("holds {} points, more than the {} batches", t.curve.size(), t.batches));
+  return Status::ok();
+}
+
 // "machine": the fingerprint of probes/env.cpp. "libraries" holds strings, numbers and booleans.
 Status check_machine(const nlohmann::json& m, const std::string& mp) {
   if (Status st; !(st = check_json(m, T::kObject, mp)) ||
@@ -201,6 +245,9 @@ Status results_from_json(nlohmann::json& j, Results* out) {
     for (size_t i = 0; i < j["training"].size(); ++i) {
       TrainingRun t;
       DETAUDIT_RETURN_IF_ERROR(from_json(j["training"][i], &t, json_path("training", i)));
+      if (r.plan.value("kind", "") == "train" && r.plan.contains("design"))
+        DETAUDIT_RETURN_IF_ERROR(
+            check_run_against_design(j["training"][i], t, r.plan["design"], json_path("training", i)));
       r.training.push_back(std::move(t));
     }
   r.analysis = j.value("analysis", nlohmann::json::object());
@@ -234,10 +281,16 @@ Status load_json_document(const std::string& path, const std::string& schema, co
   }
   std::stringstream ss;
   ss << f.rdbuf();
+  const std::string text = ss.str();
   try {
-    *out = nlohmann::json::parse(ss.str());
+    *out = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    // Where, not the parser's wording: a truncated file fails at its end, a corrupt one where it broke.
+    const size_t at = std::min<size_t>(e.byte, text.size());
+    return Status::invalid(fmt::format("{}: not valid JSON at byte {} of {}{}", path, at, text.size(),
+                                       at >= text.size() ? " (the file ends early: truncated)" : " (corrupt)"));
   } catch (const nlohmann::json::exception& e) {
-    return Status::invalid(path + ": not valid JSON (truncated or corrupt): " + e.what());
+    return Status::invalid(path + ": not valid JSON (truncated or corrupt)");
   }
   if (!out->is_object() || !out->contains("schema") || (*out)["schema"] != schema) {
     return Status::invalid(path + ": not a detaudit " + what + " (expected \"schema\": \"" + schema + "\")");

@@ -38,14 +38,18 @@ std::string Spec::str() const {
   return s;
 }
 
-std::vector<std::string> split_list(const std::string& text) {
+StatusOr<std::vector<std::string>> split_list(const std::string& text) {
   std::vector<std::string> out;
+  if (text.empty()) return out;
   size_t start = 0;
   while (start <= text.size()) {
     size_t comma = text.find(',', start);
     if (comma == std::string::npos) comma = text.size();
     std::string item = text.substr(start, comma - start);
-    if (!item.empty()) out.push_back(item);
+    if (item.empty())
+      return Status::invalid(
+          fmt::format("'{}': an empty item at character {} (a leading, trailing or doubled comma)", text, start + 1));
+    out.push_back(item);
     start = comma + 1;
   }
   return out;

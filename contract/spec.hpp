@@ -25,7 +25,8 @@ struct Spec {
 
 // Syntax only: name, device, key=value pairs (no duplicates, no empty keys or values).
 Status parse_spec_syntax(const std::string& text, Spec* out);
-// Comma-separated lists; a comma inside a spec is not allowed, so splitting is plain.
-std::vector<std::string> split_list(const std::string& text);
+// Comma-separated lists; a comma inside a spec is not allowed, so splitting is plain. An empty item (a
+// leading, trailing or doubled comma: "cpu,") is refused (invalid); the empty text is the empty list.
+StatusOr<std::vector<std::string>> split_list(const std::string& text);
 
 }  // namespace detaudit

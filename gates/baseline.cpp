@@ -1,5 +1,7 @@
 #include "gates/baseline.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -11,15 +13,14 @@
 #include <sstream>
 #include <tuple>
 
-#include <fmt/format.h>
-
 #include "analysis/stats.hpp"
-#include "gates/verdict.hpp"
-#include "kernels/fingerprint.hpp"
-#include "probes/spec.hpp"
+#include "contract/atomic_file.hpp"
 #include "contract/cells.hpp"
 #include "contract/json_fields.hpp"
-#include "contract/atomic_file.hpp"
+#include "gates/verdict.hpp"
+#include "kernels/fingerprint.hpp"
+#include "probes/results_file.hpp"
+#include "probes/spec.hpp"
 
 namespace detaudit {
 
@@ -175,6 +176,7 @@ Baseline make_baseline(const Results& in, const std::string& source_dir, const s
   b.tool_commit = git_commit();
   b.source_dir = source_dir;
   b.source_command = r->command;
+  b.source_plan = r->plan;
   b.source_started_at = r->started_at;
   b.source_finished_at = r->finished_at;
   // One entry per cell; a cell observed twice (it should not be) keeps its last observation.
@@ -252,7 +254,8 @@ nlohmann::json to_json(const Baseline& b) {
            {{"dir", b.source_dir},
             {"command", b.source_command},
             {"started_at", b.source_started_at},
-            {"finished_at", b.source_finished_at}}},
+            {"finished_at", b.source_finished_at},
+            {"plan", b.source_plan.is_null() ? nlohmann::json::object() : b.source_plan}}},
           {"keys", keys},
           {"entries", cells},
           {"training", training}};
@@ -405,8 +408,10 @@ Status baseline_from_json(const nlohmann::json& j, Baseline* out) {
   if (Status st; !(st = string_key(src, "dir", false, "source", &b.source_dir)) ||
                  !(st = string_key(src, "command", false, "source", &b.source_command)) ||
                  !(st = string_key(src, "started_at", false, "source", &b.source_started_at)) ||
-                 !(st = string_key(src, "finished_at", false, "source", &b.source_finished_at)))
+                 !(st = string_key(src, "finished_at", false, "source", &b.source_finished_at)) ||
+                 !(st = check_key(src, "plan", T::kObject, false, "source")))
     return st;
+  if (src.contains("plan") && !src["plan"].empty()) b.source_plan = src["plan"];
   for (auto& [id, k] : j["keys"].items()) {
     if (Status st; !(st = check_json(k, T::kObject, json_path("keys", id))) ||
                    !(st = check_key(k, "kind", T::kString, true, json_path("keys", id))))
@@ -442,7 +447,7 @@ Status run_baseline_save(const std::string& dir, const std::string& out, Baselin
     return Status::invalid(dir + ": not a directory");
   }
   Results r;
-  DETAUDIT_RETURN_IF_ERROR(load_results(dir + "/results.json", &r));
+  DETAUDIT_RETURN_IF_ERROR(load_checked_results(dir + "/results.json", &r));
   if (r.observations.empty() && r.training.empty()) {
     return Status::invalid(dir + "/results.json: no observations and no training runs to make a baseline of");
   }

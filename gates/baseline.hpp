@@ -11,7 +11,8 @@
 //
 // The file ("schema": "detaudit-baseline/1"), every object's keys sorted:
 //   { "schema", "created_at", "tool_version", "tool_commit",
-//     "source": {"dir", "command", "started_at", "finished_at"},   the results it was made from
+//     "source": {"dir", "command", "started_at", "finished_at", "plan"},   the results it was made from
+//                (plan: results.json's plan, the suite or design; absent in baselines of older versions)
 //     "keys": {"<id>": {...}},
 //     "entries": [ {"workload", "target", "key", "status", "reason" (non-ok cells), "repeats",
 //                   "fingerprints" (the distinct ones, sorted), "distinct", "verdict", "verdict_reason",
@@ -76,6 +77,7 @@ struct BaselineTraining {
 struct Baseline {
   std::string created_at, tool_version, tool_commit;
   std::string source_dir, source_command, source_started_at, source_finished_at;
+  nlohmann::json source_plan;                  // the results' plan (null in baselines written before it was kept)
   std::map<std::string, nlohmann::json> keys;  // id -> key object
   std::vector<BaselineCell> cells;             // sorted by (workload, target)
   std::vector<BaselineTraining> training;      // sorted by (model, design, condition, target)

@@ -1,5 +1,8 @@
 #include "gates/check.hpp"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -10,13 +13,12 @@
 #include <string_view>
 #include <tuple>
 
-#include <fmt/format.h>
-#include <fmt/ranges.h>
-
 #include "analysis/stats.hpp"
-#include "probes/registry.hpp"
-#include "probes/spec.hpp"
 #include "contract/json_fields.hpp"
+#include "contract/plan.hpp"
+#include "probes/registry.hpp"
+#include "probes/results_file.hpp"
+#include "probes/spec.hpp"
 #include "suites/probe_suite.hpp"
 
 namespace detaudit {
@@ -530,6 +532,36 @@ CheckReport check_against_baseline(const Baseline& b, const Results& in, const s
   return rep;
 }
 
+namespace {
+
+// Refuses a baseline of another kind of run than the results: probe against training, another model,
+// design or suite (the first field that differs).
+Status same_kind(const Baseline& b, const Results& r, const std::string& dir, const std::string& baseline_path) {
+  auto refuse = [&](const std::string& what) {
+    return Status::invalid(fmt::format("{} cannot be checked against {}: {}", dir, baseline_path, what));
+  };
+  if (!b.source_plan.is_null()) {
+    if (std::string d = plan_difference(b.source_plan, r.plan, true); !d.empty())
+      return refuse(
+          fmt::format("the baseline holds {}, the results {} ({})", plan_kind(b.source_plan), plan_kind(r.plan), d));
+    return Status::ok();
+  }
+  // A baseline of an older version, without its plan: its kind from what it holds.
+  if (!r.observations.empty() && b.cells.empty())
+    return refuse(
+        fmt::format("the results hold probe cells, the baseline none (it holds {} training cells)", b.training.size()));
+  if (!r.training.empty() && b.training.empty())
+    return refuse(
+        fmt::format("the results hold training runs, the baseline none (it holds {} probe cells)", b.cells.size()));
+  for (auto& run : r.training)
+    if (std::none_of(b.training.begin(), b.training.end(),
+                     [&](const BaselineTraining& t) { return t.model == run.model && t.design == run.design; }))
+      return refuse(fmt::format("the results hold training runs of {}/{}, the baseline none", run.model, run.design));
+  return Status::ok();
+}
+
+}  // namespace
+
 Status run_check(const CheckOptions& opt, CheckReport* report, Results* checked) {
   Baseline b;
   DETAUDIT_RETURN_IF_ERROR(load_baseline(opt.baseline, &b));
@@ -537,8 +569,16 @@ Status run_check(const CheckOptions& opt, CheckReport* report, Results* checked)
     return Status::invalid(opt.dir + ": not a directory");
   }
   Results r;
-  DETAUDIT_RETURN_IF_ERROR(load_results(opt.dir + "/results.json", &r));
-  *report = check_against_baseline(b, r, opt.dir, opt.baseline);
+  DETAUDIT_RETURN_IF_ERROR(load_checked_results(opt.dir + "/results.json", &r));
+  DETAUDIT_RETURN_IF_ERROR(same_kind(b, r, opt.dir, opt.baseline));
+  CheckReport rep = check_against_baseline(b, r, opt.dir, opt.baseline);
+  if (rep.cells_compared == 0 && rep.runs_compared == 0)
+    return Status::invalid(fmt::format("{} and {} share no cell: nothing was compared ({}; {})", opt.dir, opt.baseline,
+                                       r.observations.size() + r.training.size() == 0
+                                           ? "the results hold no cell and no training run"
+                                           : "every cell of one is missing from the other",
+                                       plan_kind(r.plan)));
+  *report = std::move(rep);
   if (checked) {
     if (!is_judged(r)) judge(&r);
     *checked = std::move(r);

@@ -1,12 +1,15 @@
 #include "gates/compare.hpp"
 
-#include <algorithm>
-#include <map>
-#include <set>
-
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <set>
+
+#include "contract/plan.hpp"
 #include "gates/verdict.hpp"
 #include "probes/registry.hpp"
 #include "probes/spec.hpp"
@@ -78,6 +81,127 @@ std::vector<FieldDifference> machine_differences(const Results& a, const Results
   return out;
 }
 
+// ---- training runs ------------------------------------------------------------------------------
+
+std::string loss_bits(double x) { return std::isfinite(x) ? fmt::format("{:.9g}", x) : "NaN"; }
+
+void spread(const std::vector<const TrainingRun*>& runs, std::optional<double>* mean, std::optional<double>* sd) {
+  std::vector<double> v;
+  for (auto* r : runs)
+    if (r->ok() && std::isfinite(r->final_loss)) v.push_back(r->final_loss);
+  if (v.empty()) return;
+  double m = 0;
+  for (double x : v) m += x;
+  m /= double(v.size());
+  *mean = m;
+  if (v.size() < 2) return;
+  double ss = 0;
+  for (double x : v) ss += (x - m) * (x - m);
+  *sd = std::sqrt(ss / double(v.size() - 1));
+}
+
+// The runs of one side grouped by (condition, canonical target), in first-seen order.
+struct TrainSide {
+  std::vector<std::pair<std::string, std::string>> order;
+  std::map<std::pair<std::string, std::string>, std::vector<const TrainingRun*>> runs;
+};
+TrainSide group_runs(const Results& r) {
+  TrainSide s;
+  for (auto& run : r.training) {
+    std::pair<std::string, std::string> k{run.condition, canonical(run.target, true)};
+    auto [it, fresh] = s.runs.try_emplace(k);
+    if (fresh) s.order.push_back(k);
+    it->second.push_back(&run);
+  }
+  return s;
+}
+
+TrainingCellComparison compare_training_cell(const std::string& condition, const std::string& target,
+                                             const std::vector<const TrainingRun*>& a,
+                                             const std::vector<const TrainingRun*>& b) {
+  TrainingCellComparison t;
+  t.condition = condition;
+  t.target = target;
+  t.runs_a = int(a.size());
+  t.runs_b = int(b.size());
+  for (auto* r : a) t.finished_a += r->ok();
+  for (auto* r : b) t.finished_b += r->ok();
+  t.deterministic = !(a.empty() ? b : a).front()->nondeterministic;
+  spread(a, &t.mean_a, &t.sd_a);
+  spread(b, &t.mean_b, &t.sd_b);
+  if (a.empty() || b.empty()) {
+    t.kind = a.empty() ? CellComparison::Kind::kOnlyB : CellComparison::Kind::kOnlyA;
+    return t;
+  }
+  std::map<std::pair<uint64_t, int>, const TrainingRun*> by_run;
+  for (auto* r : b) by_run.emplace(std::pair{r->seed, r->replicate}, r);
+  bool one_sided = a.size() != b.size();
+  auto note = [&](const std::string& d) {
+    if (t.first_difference.empty()) t.first_difference = d;
+  };
+  for (auto* x : a) {
+    auto it = by_run.find({x->seed, x->replicate});
+    const std::string id = fmt::format("seed {} rep {}", x->seed, x->replicate);
+    if (it == by_run.end()) {
+      one_sided = true;
+      note(id + ": only in A");
+      continue;
+    }
+    const TrainingRun* y = it->second;
+    if (x->ok() != y->ok() || x->status != y->status) {
+      one_sided = true;
+      note(fmt::format("{}: {} -> {}", id, to_string(x->status), to_string(y->status)));
+      continue;
+    }
+    if (!x->ok()) continue;
+    ++t.runs_matched;
+    const bool same = x->weights_fingerprint == y->weights_fingerprint &&
+                      std::memcmp(&x->final_loss, &y->final_loss, sizeof(double)) == 0;
+    t.runs_same_bits += same;
+    if (!same && t.deterministic)
+      note(fmt::format("{}: weights {} -> {}, final loss {} -> {}", id, x->weights_fingerprint.substr(0, 8),
+                       y->weights_fingerprint.substr(0, 8), loss_bits(x->final_loss), loss_bits(y->final_loss)));
+  }
+  if (one_sided || (t.deterministic && t.runs_same_bits < t.runs_matched))
+    t.kind = CellComparison::Kind::kChanged;
+  else if (!t.deterministic && t.runs_same_bits < t.runs_matched)
+    t.kind = CellComparison::Kind::kVaries;
+  else
+    t.kind = CellComparison::Kind::kSame;
+  return t;
+}
+
+void compare_training(const Results& a, const Results& b, Comparison* c) {
+  TrainSide sa = group_runs(a), sb = group_runs(b);
+  static const std::vector<const TrainingRun*> kNone;
+  auto runs_of = [](const TrainSide& s,
+                    const std::pair<std::string, std::string>& k) -> const std::vector<const TrainingRun*>& {
+    auto it = s.runs.find(k);
+    return it == s.runs.end() ? kNone : it->second;
+  };
+  for (auto& k : sa.order)
+    c->training.push_back(compare_training_cell(k.first, k.second, runs_of(sa, k), runs_of(sb, k)));
+  for (auto& k : sb.order)
+    if (!sa.runs.count(k)) c->training.push_back(compare_training_cell(k.first, k.second, kNone, runs_of(sb, k)));
+  for (auto& t : c->training) switch (t.kind) {
+      case CellComparison::Kind::kSame:
+        ++c->training_same;
+        break;
+      case CellComparison::Kind::kChanged:
+        ++c->training_changed;
+        break;
+      case CellComparison::Kind::kOnlyA:
+        ++c->training_only_a;
+        break;
+      case CellComparison::Kind::kOnlyB:
+        ++c->training_only_b;
+        break;
+      case CellComparison::Kind::kVaries:
+        ++c->training_varies;
+        break;
+    }
+}
+
 }  // namespace
 
 Comparison compare_results(const Results& a, const Results& b, const std::string& name_a, const std::string& name_b) {
@@ -140,6 +264,8 @@ Comparison compare_results(const Results& a, const Results& b, const std::string
   }
   c.differences = machine_differences(a, b);
   c.groups = identity_groups(tagged);
+  c.kind = plan_kind(a.plan);
+  compare_training(a, b, &c);
   return c;
 }
 

@@ -31,9 +31,14 @@ namespace {
 
 constexpr int kBusyTimeoutMs = 10000;
 constexpr int kMedianWindow = 50;
-constexpr const char* kLeaveIt =
-    "detaudit never repairs, replaces or recreates a history: move the file away, or pass --history FILE or "
-    "--no-history";
+// What to do about a history detaudit will not use. A command that records into it can also record
+// nothing (--no-history); `history`, which only reads it, cannot.
+std::string leave_it(bool recording) {
+  return std::string(
+             "detaudit never repairs, replaces or recreates a history: move the file away, or pass "
+             "--history FILE") +
+         (recording ? " or --no-history" : "");
+}
 
 // ---- schema and migrations ---------------------------------------------------------------------------
 // Step i takes a database from version i to version i + 1. A step, once released, never changes: a
@@ -136,12 +141,14 @@ const TableColumns kTables[] = {
 struct Db {
   sqlite3* h = nullptr;
   std::string path;
+  bool recording = true;  // opened to record a run (not only to read the history)
   ~Db() {
     if (h) sqlite3_close_v2(h);
   }
   std::string errmsg() const { return h ? sqlite3_errmsg(h) : "out of memory"; }
   // "history PATH: what" (one line).
   std::string error(const std::string& what) const { return fmt::format("history {}: {}", path, what); }
+  std::string leave_it() const { return detaudit::leave_it(recording); }
 };
 
 class Stmt {
@@ -185,9 +192,8 @@ class Stmt {
 // What went wrong, in words a user can act on.
 std::string describe_sqlite_error(const Db& db, int rc) {
   int primary = rc & 0xff;
-  if (primary == SQLITE_NOTADB) return db.error(fmt::format("file is not a database; {}", kLeaveIt));
-  if (primary == SQLITE_CORRUPT)
-    return db.error(fmt::format("damaged ({}); {}", db.errmsg(), kLeaveIt));
+  if (primary == SQLITE_NOTADB) return db.error(fmt::format("file is not a database; {}", db.leave_it()));
+  if (primary == SQLITE_CORRUPT) return db.error(fmt::format("damaged ({}); {}", db.errmsg(), db.leave_it()));
   if (primary == SQLITE_BUSY || primary == SQLITE_LOCKED)
     return db.error(fmt::format("still locked by another process after {} s ({}, code {})", kBusyTimeoutMs / 1000, db.errmsg(), rc));
   return db.error(db.errmsg());
@@ -235,7 +241,9 @@ class Transaction {
 
 // ---- opening -----------------------------------------------------------------------------------------
 
-enum class Mode { kWrite, kRead };
+// kWrite records a run; kRead reads for a command that records (its pre-check, qualify's timings); kQuery
+// reads for `history`, which records nothing.
+enum class Mode { kWrite, kRead, kQuery };
 
 // Paths whose integrity this process has checked (reads check once per process; writes every time).
 std::mutex g_checked_mutex;
@@ -253,7 +261,7 @@ Status quick_check(Db& db) {
   std::string r = s.text(0);
   if (r == "ok") return Status::ok();
   std::replace(r.begin(), r.end(), '\n', ' ');
-  return Status::invalid(db.error(fmt::format("damaged (quick_check: {}); {}", r, kLeaveIt)));
+  return Status::invalid(db.error(fmt::format("damaged (quick_check: {}); {}", r, db.leave_it())));
 }
 
 // The version, application id and tables of an opened file: is it a detaudit history this tool can use?
@@ -276,17 +284,17 @@ Status check_identity(Db& db, int64_t* version) {
     return st;
   if (app != 0 && app != kHistoryApplicationId) {
     return Status::invalid(
-        db.error(fmt::format("not a detaudit history (SQLite application_id {:#x}); {}", app, kLeaveIt)));
+        db.error(fmt::format("not a detaudit history (SQLite application_id {:#x}); {}", app, db.leave_it())));
   }
   if (*version > kHistorySchemaVersion) {
     return Status::invalid(
         db.error(fmt::format("made by a newer detaudit (history schema version {}, this detaudit knows up to {}); "
-                             "use a newer detaudit, or pass --history FILE or --no-history",
-                             *version, kHistorySchemaVersion)));
+                             "use a newer detaudit, or pass --history FILE{}",
+                             *version, kHistorySchemaVersion, db.recording ? " or --no-history" : "")));
   }
   if (*version < 0 || (app == 0 && *version != 0)) {
     return Status::invalid(db.error(fmt::format(
-        "not a detaudit history (user_version {} without detaudit's application_id); {}", *version, kLeaveIt)));
+        "not a detaudit history (user_version {} without detaudit's application_id); {}", *version, db.leave_it())));
   }
   if (*version == 0) {
     int64_t objects = 0;
@@ -295,7 +303,7 @@ Status check_identity(Db& db, int64_t* version) {
       return Status::invalid(
           db.error(fmt::format("not a detaudit history (an SQLite database holding {} tables or indexes of "
                                "another program); {}",
-                               objects, kLeaveIt)));
+                               objects, db.leave_it())));
     }
   }
   return Status::ok();
@@ -308,8 +316,8 @@ Status check_tables(Db& db, int64_t version) {
     std::string sql = fmt::format("SELECT {} FROM {} LIMIT 0", t.columns, t.table);
     Stmt s(db.h, sql.c_str());
     if (!s.ok()) {
-      return Status::invalid(db.error(
-          fmt::format("its tables do not match history schema version {} ({}); {}", version, db.errmsg(), kLeaveIt)));
+      return Status::invalid(db.error(fmt::format("its tables do not match history schema version {} ({}); {}", version,
+                                                  db.errmsg(), db.leave_it())));
     }
   }
   return Status::ok();
@@ -368,12 +376,13 @@ Status file_error(const std::string& path, const std::string& what) {
 // *exists = false (and true); in kWrite mode it is created with its parent folder.
 Status open_history(const std::string& db_path, Mode mode, Db* db, bool* exists) {
   db->path = db_path;
+  db->recording = mode != Mode::kQuery;
   *exists = false;
   if (db_path.empty()) return file_error(db_path, "no file name");
   struct stat st {};
   if (::stat(db_path.c_str(), &st) != 0) {
     if (errno != ENOENT) return file_error(db_path, std::strerror(errno));
-    if (mode == Mode::kRead) return Status::ok();
+    if (mode != Mode::kWrite) return Status::ok();
     fs::path parent = fs::path(db_path).parent_path();
     std::error_code ec;
     if (!parent.empty() && !fs::is_directory(parent, ec)) {
@@ -391,18 +400,19 @@ Status open_history(const std::string& db_path, Mode mode, Db* db, bool* exists)
       f.read(head, sizeof head);
       if (f.gcount() < std::streamsize(sizeof head))
         return file_error(db_path, fmt::format("file is not a database ({} bytes, shorter than an SQLite header); {}",
-                                               int64_t(st.st_size), kLeaveIt));
+                                               int64_t(st.st_size), leave_it(mode != Mode::kQuery)));
       if (std::memcmp(head, "SQLite format 3", 16) != 0)
-        return file_error(db_path, fmt::format("file is not a database (no SQLite header); {}", kLeaveIt));
+        return file_error(db_path,
+                          fmt::format("file is not a database (no SQLite header); {}", leave_it(mode != Mode::kQuery)));
       if (st.st_size < 512)
-        return file_error(
-            db_path, fmt::format("file is not a database (truncated to {} bytes); {}", int64_t(st.st_size), kLeaveIt));
+        return file_error(db_path, fmt::format("file is not a database (truncated to {} bytes); {}",
+                                               int64_t(st.st_size), leave_it(mode != Mode::kQuery)));
     }
     *exists = true;
   }
   int flags = SQLITE_OPEN_READWRITE | (mode == Mode::kWrite ? SQLITE_OPEN_CREATE : 0);
   int rc = sqlite3_open_v2(db_path.c_str(), &db->h, flags, nullptr);
-  if (rc != SQLITE_OK && mode == Mode::kRead) {
+  if (rc != SQLITE_OK && mode != Mode::kWrite) {
     sqlite3_close_v2(db->h);
     db->h = nullptr;
     rc = sqlite3_open_v2(db_path.c_str(), &db->h, SQLITE_OPEN_READONLY, nullptr);
@@ -429,7 +439,7 @@ Status open_history(const std::string& db_path, Mode mode, Db* db, bool* exists)
     g_checked.insert(db_path);
   }
   if (version != 0) DETAUDIT_RETURN_IF_ERROR(check_tables(*db, version));
-  if (mode == Mode::kRead && version == 0) {  // an empty file (or one being created): an empty history
+  if (mode != Mode::kWrite && version == 0) {  // an empty file (or one being created): an empty history
     *exists = false;
     return Status::ok();
   }
@@ -802,7 +812,7 @@ Status query_history(const std::string& db_path, const HistoryFilter& f, History
   *out = HistoryQueryResult{};
   Db db;
   bool exists = false;
-  DETAUDIT_RETURN_IF_ERROR(open_history(db_path, Mode::kRead, &db, &exists));
+  DETAUDIT_RETURN_IF_ERROR(open_history(db_path, Mode::kQuery, &db, &exists));
   out->exists = exists;
   if (!exists) return Status::ok();
   int64_t runs = 0;

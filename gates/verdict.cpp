@@ -300,4 +300,19 @@ VerdictCounts count_verdicts(const Results& r) {
   return c;
 }
 
+RunVerdict judge_training_run(const TrainingRun& r) {
+  switch (r.status) {
+    case ObsStatus::kOk:
+      if (!std::isfinite(r.final_loss)) return {Verdict::kWarn, "diverged: the final loss is not finite"};
+      return {Verdict::kPass, ""};
+    case ObsStatus::kSkipped:
+      return {Verdict::kSkip, r.reason};
+    case ObsStatus::kCrashed:
+    case ObsStatus::kTimeout:
+    case ObsStatus::kError:
+      break;
+  }
+  return {Verdict::kFail, std::string(to_string(r.status)) + (r.reason.empty() ? "" : ": " + r.reason)};
+}
+
 }  // namespace detaudit

@@ -27,6 +27,15 @@ bool is_judged(const Results& r);
 // `in` when it is judged, else a judged copy of it kept in *storage.
 const Results* judged_view(const Results& in, Results* storage);
 
+// A training run judged on its own, without a baseline: a finished run PASSes (a diverged one, whose final
+// loss is not finite, WARNs), a run that crashed, timed out or ended in an error FAILs its cell, a skipped
+// run (its target cannot run here) is a SKIP. `reason` says why for all but PASS.
+struct RunVerdict {
+  Verdict verdict = Verdict::kPass;
+  std::string reason;
+};
+RunVerdict judge_training_run(const TrainingRun& r);
+
 struct VerdictCounts {
   int pass = 0, fail = 0, expected = 0, warn = 0, skip = 0, unjudged = 0;
 };

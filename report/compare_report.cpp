@@ -17,15 +17,41 @@ std::string side_text(const std::string& status, const std::vector<std::string>&
 }
 
 std::string summary_line(const Comparison& c) {
-  return fmt::format("{} same bits, {} changed, {} only in A, {} only in B, {} nondeterministic (varies, not a "
-                     "difference)",
-                     c.same, c.changed, c.only_a, c.only_b, c.varies);
+  return fmt::format(
+      "{} same bits, {} bits changed, {} only in A, {} only in B, {} nondeterministic (varies, not a "
+      "difference)",
+      c.same, c.changed, c.only_a, c.only_b, c.varies);
 }
 
-std::string render_text(const Comparison& c) {
-  std::string s = fmt::format("A: {}\nB: {}\ncells: {}\n", c.a, c.b, summary_line(c));
+std::string training_summary_line(const Comparison& c) {
+  return fmt::format(
+      "{} same bits, {} bits changed, {} only in A, {} only in B, {} nondeterministic (varies, not a "
+      "difference)",
+      c.training_same, c.training_changed, c.training_only_a, c.training_only_b, c.training_varies);
+}
+
+std::string loss_spread(const std::optional<double>& mean, const std::optional<double>& sd, int finished) {
+  if (!mean) return fmt::format("no finished run ({})", finished);
+  return fmt::format("{:.6g}{} ({} finished)", *mean, sd ? fmt::format(" ± {:.2g}", *sd) : "", finished);
+}
+
+// One training cell in words: what differs, or the spread of both sides.
+std::string training_cell_text(const TrainingCellComparison& t) {
+  std::string s = fmt::format("A {} -> B {}", loss_spread(t.mean_a, t.sd_a, t.finished_a),
+                              loss_spread(t.mean_b, t.sd_b, t.finished_b));
+  if (t.deterministic && t.runs_matched)
+    s += fmt::format("; {} of {} runs the same bits", t.runs_same_bits, t.runs_matched);
+  if (!t.first_difference.empty()) s += "; first: " + t.first_difference;
+  return s;
+}
+
+std::string render_text(const Comparison& c, bool all) {
+  std::string s = fmt::format("A: {}\nB: {}\n", c.a, c.b);
+  if (!c.cells.empty() || c.training.empty()) s += fmt::format("cells: {}\n", summary_line(c));
+  if (!c.training.empty()) s += fmt::format("training cells ({}): {}\n", c.kind, training_summary_line(c));
   std::string workload;
   for (auto& x : c.cells) {
+    if (!all && x.kind == CellComparison::Kind::kSame) continue;
     if (x.workload != workload) s += fmt::format("\n{}\n", workload = x.workload);
     s += fmt::format("  {:<10} {}", to_string(x.kind), x.target);
     if (x.kind == CellComparison::Kind::kChanged || x.kind == CellComparison::Kind::kVaries)
@@ -37,9 +63,17 @@ std::string render_text(const Comparison& c) {
       s += ": " + side_text(x.status_a, x.fps_a, x.distinct_a);
     s += "\n";
   }
+  if (!c.training.empty()) s += "\ntraining\n";
+  for (auto& t : c.training) {
+    if (!all && t.kind == CellComparison::Kind::kSame) continue;
+    s += fmt::format("  {:<12} ({}) {}: {}\n", to_string(t.kind), t.condition, t.target, training_cell_text(t));
+  }
+  if (!all && c.same + c.training_same > 0)
+    s += fmt::format("\n({} cells with the same bits not listed; --all lists every cell)\n", c.same + c.training_same);
   s += "\nmachine and software differences:\n";
   if (c.differences.empty()) s += "  none\n";
   for (auto& d : c.differences) s += fmt::format("  {}: {} -> {}\n", d.field, d.a, d.b);
+  if (!all) return s;
   s += "\nbit-identical groups across both runs:\n";
   for (auto& w : c.groups) {
     s += fmt::format("  {}\n", w.workload);
@@ -81,6 +115,28 @@ void add_cells_section(Document& d, const Comparison& c, const Caps& k) {
     sec.para("None: every cell has the same bits in both runs.", "ok");
   else
     sec.table({"workload", "target", "change", "A", "B"}, rows);
+}
+
+void add_training_section(Document& d, const Comparison& c, const Caps& k) {
+  if (c.training.empty()) return;
+  auto& sec = d.add("Training cells");
+  sec.para("Training cells (" + md_text(c.kind, k) + "): " + training_summary_line(c) + ".",
+           c.training_changed + c.training_only_a + c.training_only_b ? "bad" : "ok");
+  std::vector<std::vector<Cell>> rows;
+  for (auto& t : c.training) {
+    if (rows.size() == k.cells) {
+      rows.push_back({{more(c.training.size() - k.cells), ""}, {"", ""}, {"", ""}, {"", ""}});
+      break;
+    }
+    const char* cls = t.kind == CellComparison::Kind::kSame     ? "ok"
+                      : t.kind == CellComparison::Kind::kVaries ? "expected"
+                                                                : "bad";
+    rows.push_back({{md_text(t.condition, k), ""},
+                    {md_code(t.target, k), ""},
+                    {to_string(t.kind), cls},
+                    {md_text(training_cell_text(t), k), ""}});
+  }
+  sec.table({"condition", "target", "result", "final loss A -> B"}, rows);
 }
 
 void add_differences_section(Document& d, const Comparison& c, const Caps& k) {
@@ -130,10 +186,12 @@ std::string render_markdown_capped(const Comparison& c, const Caps& k) {
   d.title = "detaudit compare";
   auto& head = d.add("Summary");
   head.para("A: " + md_code(c.a, k) + ", B: " + md_code(c.b, k));
-  head.para("Cells: " + summary_line(c) + ".", c.cells_differ() ? "bad" : "ok");
-  add_cells_section(d, c, k);
+  if (!c.cells.empty() || c.training.empty())
+    head.para("Cells: " + summary_line(c) + ".", c.changed + c.only_a + c.only_b ? "bad" : "ok");
+  if (!c.cells.empty()) add_cells_section(d, c, k);
+  add_training_section(d, c, k);
   add_differences_section(d, c, k);
-  add_groups_section(d, c, k);
+  if (!c.cells.empty()) add_groups_section(d, c, k);
   return render_markdown(d);
 }
 
@@ -149,13 +207,14 @@ std::string render_md(const Comparison& c) {
 
 }  // namespace
 
-std::string render_comparison(const Comparison& c, OutputFormat f) {
+std::string render_comparison(const Comparison& c, OutputFormat f, bool all) {
   switch (f) {
-    case OutputFormat::kText: return render_text(c);
+    case OutputFormat::kText:
+      return render_text(c, all);
     case OutputFormat::kMarkdown: return render_md(c);
     case OutputFormat::kJson: return to_json(c).dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   }
-  return render_text(c);
+  return render_text(c, all);
 }
 
 }  // namespace detaudit

@@ -8,7 +8,8 @@
 namespace detaudit {
 
 // Markdown stays under kMarkdownLimit (report/probe_report.hpp: a PR comment): long lists end with
-// "... and N more".
-std::string render_comparison(const Comparison& c, OutputFormat f);
+// "... and N more". Text lists the cells that differ (and vary); `all` lists every cell and the
+// bit-identical groups too.
+std::string render_comparison(const Comparison& c, OutputFormat f, bool all = false);
 
 }  // namespace detaudit

@@ -1,5 +1,7 @@
 #include "suites/external.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
@@ -9,16 +11,15 @@
 #include <set>
 #include <sstream>
 
-#include <fmt/format.h>
-
+#include "contract/atomic_file.hpp"
 #include "kernels/npy.hpp"
 #include "probes/child.hpp"
 #include "probes/env.hpp"
 #include "probes/oracle_cache.hpp"
 #include "probes/registry.hpp"
+#include "probes/results_file.hpp"
 #include "probes/worker.hpp"  // kMaxRepeats
 #include "probes/workload.hpp"
-#include "contract/atomic_file.hpp"
 
 namespace detaudit {
 
@@ -585,7 +586,7 @@ Status merge_external(const std::string& results_dir, const std::vector<Observat
   Results r;
   std::error_code ec;
   if (fs::exists(path, ec)) {
-    DETAUDIT_RETURN_IF_ERROR(load_results(path, &r));
+    DETAUDIT_RETURN_IF_ERROR(load_checked_results(path, &r));
   } else {
     // A directory of its own: this machine's description, and a plan that names what was imported (a probe
     // run with --out here later refuses it as another plan instead of mixing the two).

@@ -1,5 +1,6 @@
 #include "suites/probe_suite.hpp"
 
+#include <fmt/format.h>
 #include <sys/stat.h>
 
 #include <chrono>
@@ -11,13 +12,12 @@
 #include <set>
 #include <thread>
 
-#include <fmt/format.h>
-
+#include "contract/cells.hpp"
 #include "probes/child.hpp"
 #include "probes/env.hpp"
 #include "probes/oracle_cache.hpp"
 #include "probes/registry.hpp"
-#include "contract/cells.hpp"
+#include "probes/results_file.hpp"
 #include "probes/worker.hpp"
 #include "probes/workload.hpp"
 #include "suites/dir_lock.hpp"
@@ -104,15 +104,14 @@ Status make_plan(const std::string& suite, const std::string& targets_csv, const
   SuiteDef d = suite_def(suite);
   ProbePlan p;
   p.suite = suite;
-  std::vector<std::string> t = targets_csv.empty() ? d.targets : split_list(targets_csv);
-  std::vector<std::string> w = workloads_csv.empty() ? d.workloads : split_list(workloads_csv);
-  if (!targets_csv.empty() && t.empty()) {
-    return Status::invalid("--targets is empty");
-  }
-  if (!workloads_csv.empty() && w.empty()) {
-    return Status::invalid("--workloads is empty");
-  }
-  if (Status st; !(st = parse_all(t, true, &p.targets)) || !(st = parse_all(w, false, &p.workloads))) return st;
+  StatusOr<std::vector<std::string>> t = targets_csv.empty() ? d.targets : split_list(targets_csv);
+  if (!t) return t.status().prefixed("--targets ");
+  StatusOr<std::vector<std::string>> w = workloads_csv.empty() ? d.workloads : split_list(workloads_csv);
+  if (!w) return w.status().prefixed("--workloads ");
+  if (!targets_csv.empty() && t->empty()) return Status::invalid("--targets is empty");
+  if (!workloads_csv.empty() && w->empty()) return Status::invalid("--workloads is empty");
+  DETAUDIT_RETURN_IF_ERROR(parse_all(*t, true, &p.targets));
+  DETAUDIT_RETURN_IF_ERROR(parse_all(*w, false, &p.workloads));
   for (auto& target : p.targets)
     if (const BackendEntry* e = find_backend(target.name); e && e->imported) {
       return Status::invalid(
@@ -351,7 +350,7 @@ Status run_probe_suite(const ProbePlan& plan, const ProbeRunOptions& opt, Result
   std::set<std::pair<std::string, std::string>> done;
   if (!opt.fresh && fs::exists(results_path)) {
     Results old;
-    if (Status st = load_results(results_path, &old); !st)
+    if (Status st = load_checked_results(results_path, &old); !st)
       return Status::invalid(st.message() + " (use --fresh to start over)");
     nlohmann::json a = old.plan, b = plan.to_json();
     if (a.value("targets", nlohmann::json()) != b["targets"] || a.value("workloads", nlohmann::json()) != b["workloads"] ||

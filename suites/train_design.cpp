@@ -1,5 +1,8 @@
 #include "suites/train_design.hpp"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -8,15 +11,14 @@
 #include <map>
 #include <set>
 
-#include <fmt/format.h>
-#include <fmt/ranges.h>
-
 #include "analysis/training.hpp"
+#include "contract/plan.hpp"
 #include "kernels/fingerprint.hpp"
 #include "models/idx.hpp"
 #include "probes/child.hpp"
 #include "probes/env.hpp"
 #include "probes/registry.hpp"
+#include "probes/results_file.hpp"
 #include "suites/dir_lock.hpp"
 #include "suites/train_data.hpp"
 
@@ -276,7 +278,8 @@ Status open_results(const TrainDesign& d, const TrainRunOptions& opt, size_t pla
   const std::string path = opt.out_dir + "/results.json";
   nlohmann::json plan = {{"kind", "train"}, {"design", d.to_json()}, {"runs", planned}, {"data_fingerprint", data_fp}};
   if (!opt.fresh && fs::exists(path)) {
-    if (Status st = load_results(path, r); !st) return Status::invalid(st.message() + " (use --fresh to start over)");
+    if (Status st = load_checked_results(path, r); !st)
+      return Status::invalid(st.message() + " (use --fresh to start over)");
     if (r->plan.value("design", nlohmann::json()) != plan["design"])
       return Status::invalid(
           fmt::format("{} holds results of a different plan; use --fresh to replace them or another --out", path));
@@ -433,11 +436,6 @@ size_t planned_runs(const TrainDesign& d) {
 // ---- detaudit analyze ---------------------------------------------------------------------------------
 namespace {
 
-// The fields of a design that two results must share to be merged (targets may differ; data_dir is a
-// path on each machine, the data's identity is its pixel fingerprint).
-constexpr const char* kMergeFields[] = {"model",      "design",    "seeds",          "batches",       "window", "replicates",
-                                        "batch_size", "data_seed", "init_seed_base", "prednet_config"};
-
 std::string canonical_dir(const std::string& d) {
   std::error_code ec;
   fs::path p = fs::weakly_canonical(fs::absolute(d, ec), ec);
@@ -463,7 +461,7 @@ Status analyze_training_dirs(const AnalyzeOptions& opt, Results* results) {
       if (canonical_dir(opt.dirs[i]) == canonical_dir(dir))
         return Status::invalid(fmt::format("{} is given twice", dir));
     Results r;
-    DETAUDIT_RETURN_IF_ERROR(load_results(dir + "/results.json", &r));
+    DETAUDIT_RETURN_IF_ERROR(load_checked_results(dir + "/results.json", &r));
     if (r.plan.value("kind", "") != "train" || !r.plan.contains("design"))
       return Status::invalid(fmt::format("{}/results.json holds no training design (plan.kind is not \"train\")", dir));
     if (r.plan.contains("sources"))
@@ -480,23 +478,10 @@ Status analyze_training_dirs(const AnalyzeOptions& opt, Results* results) {
                       dir));
     inputs.push_back(std::move(r));
   }
-  const nlohmann::json& d0 = inputs[0].plan["design"];
-  for (size_t i = 1; i < inputs.size(); ++i) {
-    const nlohmann::json& di = inputs[i].plan["design"];
-    for (const char* f : kMergeFields) {
-      const nlohmann::json a = d0.value(f, nlohmann::json()), b = di.value(f, nlohmann::json());
-      if (a != b)
-        return Status::invalid(
-            fmt::format("{} and {} ran different designs: {} is {} vs {}; only runs of one design can be merged",
-                        opt.dirs[0], opt.dirs[i], f, a.dump(), b.dump()));
-    }
-    const std::string fa = inputs[0].plan["data_fingerprint"], fb = inputs[i].plan["data_fingerprint"];
-    if (fa != fb)
-      return Status::invalid(
-          fmt::format("{} and {} trained on different data (pixel fingerprints {} vs {}); only runs of one "
-                      "design can be merged",
-                      opt.dirs[0], opt.dirs[i], fa, fb));
-  }
+  for (size_t i = 1; i < inputs.size(); ++i)
+    if (std::string d = plan_difference(inputs[0].plan, inputs[i].plan, false); !d.empty())
+      return Status::invalid(fmt::format("{} and {} ran different designs: {}; only runs of one design can be merged",
+                                         opt.dirs[0], opt.dirs[i], d));
   DirLock lock;
   std::error_code ec;
   fs::create_directories(opt.out_dir, ec);
@@ -508,7 +493,8 @@ Status analyze_training_dirs(const AnalyzeOptions& opt, Results* results) {
   m.command = opt.command;
   // One machine per source: results.json's own "machine" is the only source's, or empty when merged.
   m.machine = inputs.size() == 1 ? inputs[0].machine : nlohmann::json::object();
-  nlohmann::json design = d0, targets = nlohmann::json::array(), sources = nlohmann::json::array();
+  nlohmann::json design = inputs[0].plan["design"], targets = nlohmann::json::array(),
+                 sources = nlohmann::json::array();
   std::map<std::string, int> labels;
   size_t planned = 0;
   for (size_t i = 0; i < inputs.size(); ++i) {

@@ -41,6 +41,13 @@ inline std::string canon_workload(const std::string& text) {
   return s.str();
 }
 
+// What a judging command prints on stdout when it could not run: its verdict line alone, ERROR with the
+// error (the same line is on stderr).
+inline bool only_error_verdict(const std::string& out) {
+  return out.rfind("verdict: ERROR  fail=0 warn=0 skip=0  report=-  error: ", 0) == 0 &&
+         out.find('\n') == out.size() - 1;
+}
+
 // A fingerprint of 32 hex digits, all `digit`.
 inline std::string fingerprint(char digit) { return std::string(32, digit); }
 

@@ -190,7 +190,12 @@ TEST(Check, FlippedFingerprintFailsAndNamesTheCell) {
   // JSON: every finding with kind, verdict, workload, target, old, new, message.
   auto js = run_cli("check " + dir + " --baseline " + baseline + " --format json");
   EXPECT_EQ(js.code, 1);
-  auto j = nlohmann::json::parse(js.out);
+  auto top = nlohmann::json::parse(js.out);
+  // The command's contract, with the check's own report under "check".
+  EXPECT_EQ(top["schema"], "detaudit-cli/1");
+  EXPECT_EQ(top["command"], "check");
+  EXPECT_EQ(top["verdict"], "FAIL");
+  auto j = top["check"];
   EXPECT_EQ(j["schema"], "detaudit-check/1");
   EXPECT_EQ(j["exit_code"], 1);
   int changed = 0;
@@ -228,7 +233,7 @@ TEST(Check, KeyDiffersBitsAloneDoNotFailDeterminismDoes) {
   set_fps(cell_of(other, SEQ()), {FE, FE, FE});  // other bits on another CPU: no failure
   auto res = run_cli("check " + d.results("other", other) + " --baseline " + baseline + " --format json");
   EXPECT_EQ(res.code, 0) << res.out << res.err;
-  auto j = nlohmann::json::parse(res.out);
+  auto j = nlohmann::json::parse(res.out)["check"];
   EXPECT_EQ(j["cells_other_key"], 2);  // the two CPU cells; the GPU's key holds no CPU
   EXPECT_EQ(j["cells_other_key_bits_changed"], 1);
   bool said = false;
@@ -329,8 +334,9 @@ TEST(Check, TrainingMeanAgainstThePredictionIntervalForTheMean) {
                         "the prediction interval for the mean of 3 new runs", "sqrt(1/3 + 1/3)", "α = 0.05/1 = 0.05"})
     EXPECT_NE(outside.out.find(s), std::string::npos) << "missing '" << s << "' in:\n" << outside.out;
   // One finding for the cell, not one per run.
-  auto j = nlohmann::json::parse(
-      run_cli("check " + d.results("outj", with_mean(base, 2 + half + 1e-9)) + " --baseline " + baseline + " --format json").out);
+  auto j = nlohmann::json::parse(run_cli("check " + d.results("outj", with_mean(base, 2 + half + 1e-9)) +
+                                         " --baseline " + baseline + " --format json")
+                                     .out)["check"];
   int interval = 0;
   for (auto& f : j["findings"]) interval += f["kind"] == "training_interval";
   EXPECT_EQ(interval, 1);
@@ -616,7 +622,8 @@ TEST(Check, CouldNotRunExitsTwoNamingTheFile) {
     EXPECT_NE(res.err.find(path + ": "), std::string::npos) << res.err;
     EXPECT_NE(res.err.find(expect), std::string::npos) << res.err;
     EXPECT_EQ(std::count(res.err.begin(), res.err.end(), '\n'), 1) << res.err;
-    EXPECT_TRUE(res.out.empty()) << res.out;
+    EXPECT_EQ(res.out.rfind("verdict: ERROR  fail=0 warn=0 skip=0  report=-  error: ", 0), 0u) << res.out;
+    EXPECT_EQ(std::count(res.out.begin(), res.out.end(), '\n'), 1) << res.out;
   }
   // A missing or broken results file is "could not run" too.
   auto res = run_cli("check " + (d.root / "none").string() + " --baseline " + dir + "/baseline.json");

@@ -80,10 +80,17 @@ TEST(Compare, IdenticalRunsExitZero) {
   std::string a = save("cmp-same-a", run_on("0.3.21", cells())), b = save("cmp-same-b", run_on("0.3.21", cells()));
   auto r = run_cli("compare " + a + " " + b);
   EXPECT_EQ(r.code, 0) << r.out << r.err;
-  EXPECT_NE(r.out.find("3 same bits, 0 changed, 0 only in A, 0 only in B"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("3 same bits, 0 bits changed, 0 only in A, 0 only in B"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("machine and software differences:\n  none"), std::string::npos) << r.out;
-  // Every target of both runs sits in its group with its twin.
-  EXPECT_NE(r.out.find("[aaaaaaaa] " + kCpu + "@A, " + kCpu + "@B"), std::string::npos) << r.out;
+  // By default only what differs: no cell line, no groups; the last line is the verdict.
+  EXPECT_EQ(r.out.find(kCpu), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(3 cells with the same bits not listed; --all lists every cell)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\nverdict: PASS  fail=0 warn=0 skip=0  report=-\n"), std::string::npos) << r.out;
+  // --all: every target of both runs sits in its group with its twin.
+  auto all = run_cli("compare --all " + a + " " + b);
+  EXPECT_EQ(all.code, 0);
+  EXPECT_NE(all.out.find("same bits  " + kCpu), std::string::npos) << all.out;
+  EXPECT_NE(all.out.find("[aaaaaaaa] " + kCpu + "@A, " + kCpu + "@B"), std::string::npos) << all.out;
   fs::remove_all(a);
   fs::remove_all(b);
 }
@@ -95,9 +102,9 @@ TEST(Compare, FlippedFingerprintExitsOneNamingTheCell) {
   std::string a = save("cmp-flip-a", run_on("0.3.21", cells())), b = save("cmp-flip-b", run_on("0.3.26", changed));
   auto r = run_cli("compare " + a + " " + b);
   EXPECT_EQ(r.code, 1) << r.out << r.err;
-  EXPECT_NE(r.out.find("2 same bits, 1 changed"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("2 same bits, 1 bits changed"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("\n" + kMatmul + "\n"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("changed    " + kOpenblas + ": bbbbbbbb (1 distinct) -> cccccccc (1 distinct)"),
+  EXPECT_NE(r.out.find("bits changed " + kOpenblas + ": bbbbbbbb (1 distinct) -> cccccccc (1 distinct)"),
             std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("libraries.openblas: 0.3.21 -> 0.3.26"), std::string::npos) << r.out;
@@ -111,9 +118,15 @@ TEST(Compare, FlippedFingerprintExitsOneNamingTheCell) {
   EXPECT_EQ(js.code, 1);
   nlohmann::json j = nlohmann::json::parse(js.out, nullptr, false);
   ASSERT_TRUE(j.is_object()) << js.out;
-  EXPECT_EQ(j["summary"]["changed"], 1);
-  EXPECT_EQ(j["cells"][1]["kind"], "changed");
-  EXPECT_EQ(j["cells"][1]["b"]["fingerprints"], (std::vector<std::string>{C}));
+  // The command's contract, then the comparison with check's names for the same things.
+  EXPECT_EQ(j["schema"], "detaudit-cli/1");
+  EXPECT_EQ(j["command"], "compare");
+  EXPECT_EQ(j["exit_code"], 1);
+  EXPECT_EQ(j["verdict"], "FAIL");
+  EXPECT_EQ(j["counts"]["fail"], 1);
+  EXPECT_EQ(j["comparison"]["summary"]["bits_changed"], 1);
+  EXPECT_EQ(j["comparison"]["cells"][1]["kind"], "bits_changed");
+  EXPECT_EQ(j["comparison"]["cells"][1]["b"]["fingerprints"], (std::vector<std::string>{C}));
   fs::remove_all(a);
   fs::remove_all(b);
 }
@@ -132,7 +145,8 @@ TEST(Compare, NondeterministicCellsVaryWithoutCountingAsDifferences) {
   std::string a = save("cmp-var-a", run_on("0.3.21", base)), b = save("cmp-var-b", run_on("0.3.21", other));
   auto r = run_cli("compare " + a + " " + b);
   EXPECT_EQ(r.code, 0) << r.out << r.err;
-  EXPECT_NE(r.out.find("3 same bits, 0 changed, 0 only in A, 0 only in B, 2 nondeterministic"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("3 same bits, 0 bits changed, 0 only in A, 0 only in B, 2 nondeterministic"), std::string::npos)
+      << r.out;
   EXPECT_NE(r.out.find("varies     " + kOnednn + ": bbbbbbbb (1 distinct) -> bbbbbbbb,cccccccc (2 distinct)"),
             std::string::npos)
       << r.out;
@@ -145,7 +159,7 @@ TEST(Compare, NondeterministicCellsVaryWithoutCountingAsDifferences) {
   std::string c = save("cmp-var-c", run_on("0.3.21", broken));
   auto r2 = run_cli("compare " + a + " " + c);
   EXPECT_EQ(r2.code, 1) << r2.out;
-  EXPECT_NE(r2.out.find("changed    " + kCpu + ": aaaaaaaa (1 distinct) -> aaaaaaaa,cccccccc (2 distinct)"),
+  EXPECT_NE(r2.out.find("bits changed " + kCpu + ": aaaaaaaa (1 distinct) -> aaaaaaaa,cccccccc (2 distinct)"),
             std::string::npos)
       << r2.out;
   fs::remove_all(c);
@@ -160,11 +174,12 @@ TEST(Compare, CellsOnOneSideOnly) {
   std::string a = save("cmp-only-a", run_on("0.3.21", only_a)), b = save("cmp-only-b", run_on("0.3.21", only_b));
   auto r = run_cli("compare " + a + " " + b);
   EXPECT_EQ(r.code, 1) << r.out << r.err;
-  EXPECT_NE(r.out.find("3 same bits, 0 changed, 1 only in A, 1 only in B"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("3 same bits, 0 bits changed, 1 only in A, 1 only in B"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("only in A  " + kOpenblas + ": aaaaaaaa (1 distinct)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("only in B  " + kOnednn + ": aaaaaaaa (1 distinct)"), std::string::npos) << r.out;
-  // Bit-identical across runs and targets: reduce's openblas@A and onednn@B agree.
-  EXPECT_NE(r.out.find("[aaaaaaaa] " + kOpenblas + "@A, " + kOnednn + "@B"), std::string::npos) << r.out;
+  // Bit-identical across runs and targets (--all): reduce's openblas@A and onednn@B agree.
+  auto all = run_cli("compare --all " + a + " " + b);
+  EXPECT_NE(all.out.find("[aaaaaaaa] " + kOpenblas + "@A, " + kOnednn + "@B"), std::string::npos) << all.out;
   fs::remove_all(a);
   fs::remove_all(b);
 }
@@ -221,7 +236,7 @@ TEST(Compare, MarkdownStaysUnderACommentsSize) {
   std::string md = render_comparison(c, OutputFormat::kMarkdown);
   EXPECT_LT(md.size(), kMarkdownLimit);
   EXPECT_NE(md.find("... and "), std::string::npos);
-  EXPECT_NE(md.find("2000 changed"), std::string::npos);
+  EXPECT_NE(md.find("2000 bits changed"), std::string::npos);
 }
 
 TEST(Compare, TruncatedResultsExitTwoNamingTheFile) {
@@ -231,8 +246,14 @@ TEST(Compare, TruncatedResultsExitTwoNamingTheFile) {
   std::ofstream(file, std::ios::trunc) << text.substr(0, text.size() / 2);
   auto r = run_cli("compare " + a + " " + b);
   EXPECT_EQ(r.code, 2);
-  EXPECT_TRUE(r.out.empty()) << r.out;
-  EXPECT_NE(r.err.find(file + ": not valid JSON"), std::string::npos) << r.err;
+  // stdout holds the verdict line alone; stderr the error, naming the file and the byte.
+  EXPECT_EQ(
+      r.out.rfind("verdict: ERROR  fail=0 warn=0 skip=0  report=-  error: " + file + ": not valid JSON at byte ", 0),
+      0u)
+      << r.out;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
+  EXPECT_NE(r.err.find(file + ": not valid JSON at byte "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("(the file ends early: truncated)"), std::string::npos) << r.err;
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
 
   auto missing = run_cli("compare " + a + " " + b + "/nowhere");

@@ -169,8 +169,14 @@ TEST(Qualify, JsonSummaryOnStdout) {
   std::string out = d / "q";
   auto res = run_cli("qualify --json --no-history --out " + out + " --targets 'cpu?order=sequential&threads=1'");
   ASSERT_EQ(res.code, 0) << res.out << res.err;
-  nlohmann::json j;
-  ASSERT_NO_THROW(j = nlohmann::json::parse(res.out)) << res.out;
+  nlohmann::json top, j;
+  ASSERT_NO_THROW(top = nlohmann::json::parse(res.out)) << res.out;
+  // The command's contract, with qualify.json under "qualify".
+  EXPECT_EQ(top["schema"], "detaudit-cli/1");
+  EXPECT_EQ(top["command"], "qualify");
+  EXPECT_EQ(top["verdict"], "PASS");
+  EXPECT_EQ(top["counts"]["pass"], 1);
+  j = top["qualify"];
   EXPECT_EQ(j["schema"], "detaudit-qualify/1");
   EXPECT_EQ(j["level"], 1);
   EXPECT_EQ(j["exit_code"], 0);
@@ -202,7 +208,7 @@ TEST(Qualify, GpuTargetWithoutDeviceCouldNotRun) {
     std::string gpu = canon_target(split(targets).back());
     EXPECT_NE(res.err.find("cannot qualify " + gpu + " on this machine"), std::string::npos) << res.err;
     EXPECT_NE(res.err.find(missing), std::string::npos) << res.err;
-    EXPECT_TRUE(res.out.empty()) << res.out;
+    EXPECT_TRUE(test::only_error_verdict(res.out)) << res.out;
     EXPECT_EQ((res.out + res.err).find("QUALIFIED"), std::string::npos);
     EXPECT_FALSE(fs::exists(out)) << "ran something into " << out;
   }
@@ -225,7 +231,7 @@ TEST(Qualify, CpuTargetWithUnmetIsaCouldNotRun) {
   EXPECT_EQ(count_lines(res.err), 1u) << res.err;
   EXPECT_NE(res.err.find("cannot qualify " + t.str() + " on this machine: it needs"), std::string::npos) << res.err;
   for (auto& u : unmet) EXPECT_NE(res.err.find(u), std::string::npos) << u << ": " << res.err;
-  EXPECT_TRUE(res.out.empty()) << res.out;
+  EXPECT_TRUE(test::only_error_verdict(res.out)) << res.out;
   EXPECT_FALSE(fs::exists(out));
 }
 
@@ -307,7 +313,7 @@ TEST(Qualify, BaselineFlippedFingerprintFailsNamingTheCell) {
     EXPECT_EQ(count_lines(bad.err), 1u) << bad.err;
     EXPECT_NE(bad.err.find(path + ": "), std::string::npos) << bad.err;
     EXPECT_NE(bad.err.find(why), std::string::npos) << bad.err;
-    EXPECT_TRUE(bad.out.empty()) << bad.out;
+    EXPECT_TRUE(test::only_error_verdict(bad.out)) << bad.out;
     EXPECT_FALSE(fs::exists(o)) << "ran something into " << o;
   }
 }

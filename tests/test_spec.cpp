@@ -71,9 +71,18 @@ INSTANTIATE_TEST_SUITE_P(
                       BadCase{"matmul?m=4&&n=4", false, "malformed"}, BadCase{"matmul?m=4&n=", false, "n="}));
 
 TEST(Spec, SplitList) {
-  auto v = split_list("cpu-ref,cpu?order=atomic&threads=2,,openblas");
-  ASSERT_EQ(v.size(), 3u);
-  EXPECT_EQ(v[1], "cpu?order=atomic&threads=2");
+  auto v = split_list("cpu-ref,cpu?order=atomic&threads=2,openblas");
+  ASSERT_TRUE(v) << v.message();
+  ASSERT_EQ(v->size(), 3u);
+  EXPECT_EQ((*v)[1], "cpu?order=atomic&threads=2");
+  EXPECT_TRUE(split_list("")->empty());
+  // An empty item is a mistake, not something to skip: `--targets 'cpu,'` ran one target before.
+  for (const char* bad : {"cpu,", ",cpu", "cpu,,openblas", ","}) {
+    auto b = split_list(bad);
+    EXPECT_FALSE(b) << bad;
+    EXPECT_EQ(b.status().code(), Status::Code::kInvalid) << bad;
+    EXPECT_NE(b.message().find("empty item"), std::string::npos) << b.message();
+  }
 }
 
 TEST(Spec, TestingTargetIsHiddenFromHelp) {

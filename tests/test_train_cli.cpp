@@ -248,16 +248,19 @@ TEST(TrainCli, AnalyzeMergesDirectoriesAndRefusesDifferentDesigns) {
     std::ofstream(d / "results.json") << k.dump();
     return d.string();
   };
-  edit_copy("c", [](nlohmann::json& k) { k["plan"]["design"]["batches"] = 13; });
+  edit_copy("c", [](nlohmann::json& k) {
+    k["plan"]["design"]["batches"] = 13;
+    for (auto& run : k["training"]) run["batches"] = 13;  // the runs say what their design ran
+  });
   r = run_cli("analyze " + a + " " + c + " --out " + (root / "x").string());
   EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.err.find("ran different designs: batches is 12 vs 13"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("ran different designs: design.batches is 12 vs 13"), std::string::npos) << r.err;
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   EXPECT_FALSE(fs::exists(root / "x" / "results.json"));
   const std::string other_data = edit_copy("other-data", [](nlohmann::json& k) { k["plan"]["data_fingerprint"] = std::string(32, '0'); });
   r = run_cli("analyze " + a + " " + other_data + " --out " + (root / "x").string());
   EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.err.find("trained on different data"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("data_fingerprint is "), std::string::npos) << r.err;
   const std::string probe = edit_copy("probe", [](nlohmann::json& k) { k["plan"] = {{"kind", "probe"}, {"suite", "quick"}}; });
   r = run_cli("analyze " + a + " " + probe + " --out " + (root / "x").string());
   EXPECT_EQ(r.code, 2);
@@ -385,7 +388,17 @@ TEST(TrainCli, CrashedAndHungRunsAreRecordedAndTheDesignGoesOn) {
         "--run-timeout 5 --data " +
         data.string() + " --out " + dir.string());
   }
-  ASSERT_EQ(r.code, 0) << "crashes and hangs are findings, not errors: " << r.err;
+  // The design goes on past them; each is a FAIL of its cell, so train exits 1, and its last line says which.
+  ASSERT_EQ(r.code, 1) << "crashes and hangs FAIL their cells: " << r.out << r.err;
+  EXPECT_NE(r.out.find("6 training runs: 3 finished, 3 failed (crashed, timed out or an error), 0 skipped\n"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("\nverdict: FAIL  fail=3 warn=0 skip=0  report=" + (dir / "report.md").string() +
+                       "  first: (a) cpu?order=atomic&threads=2&isa=auto seed 1000 rep 1: crashed: SIGABRT"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.back(), '\n');
+  EXPECT_EQ(r.out.find('\n', r.out.rfind("\nverdict: ") + 1), r.out.size() - 1) << "the verdict line is the last";
   EXPECT_NE(r.err.find("run 3/6 (b) cpu?order=blocked&threads=2&isa=auto seed 1000 rep 0: crashed: SIGSEGV "
                        "(Segmentation fault) after batch 1 of 4"),
             std::string::npos)
@@ -441,12 +454,12 @@ TEST(TrainCli, CrashedAndHungRunsAreRecordedAndTheDesignGoesOn) {
   EXPECT_NE(md.find("no progress for 5 s"), std::string::npos);
   EXPECT_TRUE(fs::exists(dir / "logs" / "train-cpu_order_blocked_threads_2_isa_auto.log"));
 
-  // Resuming keeps failed runs as they are: nothing is redone.
+  // Resuming keeps failed runs as they are: nothing is redone, and they still FAIL.
   CliRun again = run_cli(
       "train autoencoder --seeds 1 --batches 4 --window 2 --replicates 2 --targets 'cpu?threads=2' "
       "--run-timeout 5 --data " +
       data.string() + " --out " + dir.string());
-  ASSERT_EQ(again.code, 0) << again.err;
+  ASSERT_EQ(again.code, 1) << again.err;
   EXPECT_EQ(nlohmann::json::parse(slurp(dir / "results.json"))["training"], runs);
 }
 
@@ -457,7 +470,12 @@ TEST(TrainCli, TargetsThatCannotRunHereAreSkippedWithTheReason) {
   fs::path dir = fresh_dir("train-skip");
   CliRun r = run_cli("train autoencoder --seeds 1 --batches 2 --window 1 --replicates 1 --targets cuda:7 --data " +
                      data.string() + " --out " + dir.string());
-  ASSERT_EQ(r.code, 0) << r.err;
+  // Nothing trained, so nothing was judged: "could not run" (2), never a pass; the results are kept.
+  ASSERT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("nothing was judged: none of the 5 training runs trained (first: (a) cuda:7?order=atomic seed "
+                       "1000 rep 0: no CUDA device"),
+            std::string::npos)
+      << r.err;
   auto runs = nlohmann::json::parse(slurp(dir / "results.json"))["training"];
   ASSERT_EQ(runs.size(), 5u);
   for (auto& run : runs) {

@@ -1,0 +1,130 @@
+#include "cli/output.hpp"
+
+#include <unistd.h>
+
+#include <cstdlib>
+
+#include "cli/common.hpp"
+
+namespace detaudit::cli {
+
+namespace {
+
+struct Active {
+  std::string command;
+  const OutputFlags* flags = nullptr;
+  bool judging = false;
+};
+Active& active() {
+  static Active a;
+  return a;
+}
+
+bool colour_on_stdout() {
+  const char* no = std::getenv("NO_COLOR");
+  return ::isatty(STDOUT_FILENO) && !(no && *no) && active_format() == Format::kText;
+}
+
+std::string coloured(const std::string& word) {
+  if (!colour_on_stdout()) return word;
+  const char* c = word == "PASS" ? "\033[1;32m" : word == "FAIL" ? "\033[1;31m" : "\033[1;33m";
+  return c + word + "\033[0m";
+}
+
+std::string line_with(const Outcome& o, const std::string& word) {
+  std::string s = fmt::format("verdict: {}  fail={} warn={} skip={}  report={}", word, o.counts.fail, o.counts.warn,
+                              o.counts.skip, o.report_md.empty() ? "-" : o.report_md);
+  if (o.counts.fail > 0 && !o.first_fail.empty()) s += "  first: " + o.first_fail;
+  if (o.exit_code != 0 && o.exit_code != 1 && !o.error.empty()) s += "  error: " + o.error;
+  return s;
+}
+
+}  // namespace
+
+Format OutputFlags::resolved() const {
+  if (json || format == "json") return Format::kJson;
+  return format == "md" ? Format::kMarkdown : Format::kText;
+}
+
+void add_output_flags(CLI::App* sub, OutputFlags* flags, bool judging) {
+  auto* format = sub->add_option("--format", flags->format,
+                                 "Output: text (the terminal), md (markdown, for a pull request) or json (one "
+                                 "object: schema, exit_code, " +
+                                     std::string(judging ? "verdict, counts, " : "") + "report paths, the results)")
+                     ->check(CLI::IsMember({"text", "md", "json"}))
+                     ->capture_default_str();
+  sub->add_flag("--json", flags->json, "The same as --format json")->excludes(format);
+  sub->add_flag("--quiet", flags->quiet,
+                judging ? "Print only the closing verdict line (and errors); no progress"
+                        : "Print nothing but errors; no progress");
+}
+
+void set_active_command(const std::string& name, const OutputFlags* flags, bool judging) {
+  active() = {name, flags, judging};
+}
+
+Format active_format() { return active().flags ? active().flags->resolved() : Format::kText; }
+bool active_quiet() { return active().flags && active().flags->quiet; }
+
+const char* verdict_word(const Outcome& o) {
+  if (o.exit_code != 0 && o.exit_code != 1) return "ERROR";
+  return o.exit_code == 1 || o.counts.fail > 0 ? "FAIL" : "PASS";
+}
+
+std::string verdict_line(const Outcome& o) { return line_with(o, verdict_word(o)); }
+
+nlohmann::json outcome_json(const Outcome& o) {
+  nlohmann::json j = {{"schema", kCliSchema}, {"command", active().command}, {"exit_code", o.exit_code}};
+  if (active().judging) {
+    j["verdict"] = verdict_word(o);
+    j["counts"] = {{"pass", o.counts.pass},
+                   {"fail", o.counts.fail},
+                   {"expected", o.counts.expected},
+                   {"warn", o.counts.warn},
+                   {"skip", o.counts.skip}};
+  }
+  nlohmann::json reports = nlohmann::json::object();
+  if (!o.report_md.empty()) reports["md"] = o.report_md;
+  if (!o.report_html.empty()) reports["html"] = o.report_html;
+  j["reports"] = reports;
+  if (!o.first_fail.empty()) j["first_fail"] = o.first_fail;
+  if (!o.error.empty()) j["error"] = o.error;
+  for (auto& [k, v] : o.data.items())
+    if (!j.contains(k)) j[k] = v;
+  return j;
+}
+
+int emit(const Outcome& o) {
+  if (o.exit_code != 0 && o.exit_code != 1 && !o.error.empty()) say(stderr, "detaudit: error: {}\n", o.error);
+  const Format f = active_format();
+  if (f == Format::kJson) {
+    put(stdout, outcome_json(o).dump(2) + "\n");
+    return o.exit_code;
+  }
+  if (!active_quiet()) {
+    const std::string& body = f == Format::kMarkdown && !o.markdown.empty() ? o.markdown : o.text;
+    put(stdout, body);
+    if (!body.empty() && body.back() != '\n') put(stdout, "\n");
+  }
+  if (active().judging) put(stdout, line_with(o, coloured(verdict_word(o))) + "\n");
+  return o.exit_code;
+}
+
+std::function<void(const std::string&)> progress_sink() {
+  if (active_quiet()) return nullptr;
+  return [](const std::string& line) { say(stderr, "[detaudit] {}\n", line); };
+}
+
+void emit_failure(const std::string& msg) {
+  if (active().command.empty()) return;
+  Outcome o;
+  o.exit_code = 2;
+  o.error = msg;
+  if (active_format() == Format::kJson) {
+    put(stdout, outcome_json(o).dump(2) + "\n");
+    return;
+  }
+  if (active().judging) put(stdout, line_with(o, coloured("ERROR")) + "\n");
+}
+
+}  // namespace detaudit::cli

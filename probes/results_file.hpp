@@ -1,0 +1,19 @@
+// results.json as every command reads it: the contract's checks (contract/results.hpp, load_results),
+// then what only the backend registry can check: every target and workload is a spec this version
+// parses. Specs are rewritten in canonical form, so a file of an older version that spelled a default
+// out, or put keys in another order, meets this version's cells.
+#pragma once
+#include <string>
+
+#include "contract/results.hpp"
+
+namespace detaudit {
+
+// Invalid, with one line naming the file and the field ("R/results.json: observations[3].target: ..."),
+// for a target or workload that does not parse.
+Status canonicalize_specs(Results* r, const std::string& path);
+
+// load_results, then canonicalize_specs.
+Status load_checked_results(const std::string& path, Results* out);
+
+}  // namespace detaudit
