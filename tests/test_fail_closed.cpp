@@ -1,0 +1,281 @@
+// Verdicts that fail closed: a command exits 0 only when something was judged and nothing FAILed. Each
+// case here exited 0 (or loaded a file it should have refused) before: a probe where no cell ran, a
+// check against a baseline of another kind of run or one sharing no cell, a compare of two training
+// designs (which compared nothing), results whose counts or specs or training fields cannot be true.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "contract/results.hpp"
+#include "tests/cli_helpers.hpp"
+#include "tests/fixtures.hpp"
+
+using namespace detaudit;
+using namespace detaudit::cli_test;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A directory of this test, removed at the end.
+struct Dir {
+  fs::path root;
+  explicit Dir(const std::string& name) : root(fresh_dir(name)) { fs::create_directories(root); }
+  ~Dir() { fs::remove_all(root); }
+  std::string save(const std::string& name, const Results& r) const {
+    fs::create_directories(root / name);
+    EXPECT_TRUE(save_results((root / name / "results.json").string(), r).is_ok());
+    return (root / name).string();
+  }
+  std::string path(const std::string& name) const { return (root / name).string(); }
+};
+
+const std::string kW = "reduce?op=sum&n=1000&dist=uniform&seed=1";
+
+Results probe_results(const std::string& suite = "quick", const std::string& workload = kW) {
+  Results r;
+  r.plan = {{"suite", suite}, {"repeats", 2}};
+  r.machine = test::machine_json();
+  r.started_at = r.finished_at = "2026-12-04T00:00:00Z";
+  Observation o = test::ran(workload, test::canon_target("cpu?order=sequential&threads=1"),
+                            {test::fingerprint('a'), test::fingerprint('a')});
+  o.verdict = Verdict::kPass;
+  r.observations.push_back(o);
+  return r;
+}
+
+// A sony2021 design of `model`: one target, two seeds, (a) twice per seed; every run finished. `d_weights`
+// is the final weights' fingerprint digit of the (d) runs; `salt` moves the weights and losses of the
+// runs with nondeterminism on ((a), (c)), as another run of the design would.
+Results training_results(const std::string& model, char d_weights = 'd', int salt = 0) {
+  Results r;
+  const std::string atomic = test::canon_target("cpu?order=atomic&threads=2"),
+                    blocked = test::canon_target("cpu?order=blocked&threads=2");
+  nlohmann::json design = {{"model", model},       {"design", "sony2021"}, {"seeds", 2},       {"batches", 4},
+                           {"window", 2},          {"replicates", 2},      {"batch_size", 64}, {"data_seed", 1},
+                           {"init_seed_base", 1000}, {"targets", {"cpu?threads=2"}}};
+  r.plan = {{"kind", "train"}, {"design", design}, {"runs", 12}, {"data_fingerprint", std::string(32, '0')}};
+  r.machine = test::machine_json();
+  r.started_at = r.finished_at = "2026-12-04T00:00:00Z";
+  for (const char* c : {"a", "b", "c", "d", "e"})
+    for (int s = 0; s < 2; ++s) {
+      const bool random = c[0] == 'a' || c[0] == 'b', nondet = c[0] == 'a' || c[0] == 'c';
+      for (int k = 0; k < (c[0] == 'a' ? 2 : 1); ++k) {
+        TrainingRun t;
+        t.model = model;
+        t.design = "sony2021";
+        t.condition = c;
+        t.random_init = random;
+        t.nondeterministic = nondet;
+        t.target = nondet ? atomic : blocked;
+        t.base_target = blocked;
+        t.seed = random ? 1000 + s : 1000;
+        t.replicate = random ? k : s;
+        t.key = fmt::format("{}|{}|{}|{}", c, t.target, t.seed, t.replicate);
+        t.batches = 4;
+        t.window = 2;
+        t.status = ObsStatus::kOk;
+        t.curve = {0.5, 0.4, 0.3, 0.2};
+        t.final_loss = 0.25 + (nondet ? 0.001 * (s + k + salt) : 0.0);
+        t.weights_fingerprint = test::fingerprint(c[0] == 'd' ? d_weights : nondet ? char('0' + s + k + salt) : 'b');
+        if (c[0] == 'e') t.nudge = WeightNudge{uint64_t(s), uint64_t(7 + s), "layer 0 (conv2d) weight [7]", 0.5, std::nextafter(0.5f, 1.0f)};
+        r.training.push_back(t);
+      }
+    }
+  return r;
+}
+
+bool says(const CliRun& r, const std::string& what) {
+  return r.err.find(what) != std::string::npos || r.out.find(what) != std::string::npos;
+}
+
+}  // namespace
+
+// A probe in which no cell ran (every target skipped) judged nothing: 2, not 0, with the reason; its
+// results and reports are written all the same.
+TEST(FailClosed, ProbeWhereNothingRanCouldNotRun) {
+  Dir d("fail-closed-probe");
+  CliRun r = run_cli("probe --targets cuda:7 --workloads 'reduce?op=sum&n=1000' --repeats 2 --no-history --out " +
+                     d.path("p"));
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("nothing was judged: all 1 cells were skipped or could not run"), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("verdict: ERROR  fail=0 warn=0 skip=1  report=" + d.path("p") + "/report.md  error: nothing "
+                       "was judged"),
+            std::string::npos)
+      << r.out;
+  EXPECT_TRUE(fs::exists(d.root / "p" / "results.json"));
+  EXPECT_TRUE(fs::exists(d.root / "p" / "report.html"));
+  // The same in JSON: the contract's fields, ERROR, the skip counted.
+  CliRun j = run_cli("probe --targets cuda:7 --workloads 'reduce?op=sum&n=1000' --repeats 2 --no-history --fresh "
+                     "--format json --out " +
+                     d.path("p"));
+  EXPECT_EQ(j.code, 2);
+  auto js = nlohmann::json::parse(j.out);
+  EXPECT_EQ(js["schema"], "detaudit-cli/1");
+  EXPECT_EQ(js["command"], "probe");
+  EXPECT_EQ(js["exit_code"], 2);
+  EXPECT_EQ(js["verdict"], "ERROR");
+  EXPECT_EQ(js["counts"]["skip"], 1);
+  EXPECT_EQ(js["reports"]["md"], d.path("p") + "/report.md");
+}
+
+// check: a baseline of another kind of run (probe vs training, autoencoder vs PredNet, another suite), or
+// one that shares no cell with the results, is "could not run", naming both.
+TEST(FailClosed, CheckRefusesABaselineOfAnotherKind) {
+  Dir d("fail-closed-check");
+  const std::string probe = d.save("probe", probe_results()), ae = d.save("ae", training_results("autoencoder")),
+                    pn = d.save("pn", training_results("prednet")), full = d.save("full", probe_results("full"));
+  ASSERT_EQ(run_cli("baseline save " + ae).code, 0);
+  ASSERT_EQ(run_cli("baseline save " + probe).code, 0);
+  const std::string ae_base = ae + "/baseline.json", probe_base = probe + "/baseline.json";
+
+  CliRun r = run_cli("check " + probe + " --baseline " + ae_base + " --no-history");
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_TRUE(says(r, "the baseline holds training autoencoder/sony2021, the results probe suite quick")) << r.err;
+  EXPECT_TRUE(test::only_error_verdict(r.out)) << r.out;
+
+  r = run_cli("check " + pn + " --baseline " + ae_base + " --no-history");
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_TRUE(says(r, "design.model is \"autoencoder\" vs \"prednet\"")) << r.err;
+
+  r = run_cli("check " + ae + " --baseline " + probe_base + " --no-history");
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_TRUE(says(r, "kind is probe suite quick vs training autoencoder/sony2021")) << r.err;
+
+  r = run_cli("check " + full + " --baseline " + probe_base + " --no-history");
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_TRUE(says(r, "suite is \"quick\" vs \"full\"")) << r.err;
+
+  // A baseline of an older version has no plan: its kind comes from what it holds.
+  auto old = nlohmann::json::parse(slurp(ae_base));
+  old["source"].erase("plan");
+  std::ofstream(d.root / "old.json") << old.dump();
+  r = run_cli("check " + probe + " --baseline " + d.path("old.json") + " --no-history");
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_TRUE(says(r, "the results hold probe cells, the baseline none")) << r.err;
+
+  // The same kind, no cell in common: nothing was compared.
+  const std::string other = d.save("other", probe_results("quick", "reduce?op=sum&n=2000&dist=uniform&seed=1"));
+  r = run_cli("check " + other + " --baseline " + probe_base + " --no-history");
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_TRUE(says(r, "share no cell: nothing was compared")) << r.err;
+
+  // And the check that can be made still passes.
+  r = run_cli("check " + ae + " --baseline " + ae_base + " --no-history");
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+}
+
+// compare reads training runs: bit for bit where nondeterminism is off, by spread where it is on; two
+// designs are refused naming the first field that differs.
+TEST(FailClosed, CompareComparesTrainingRuns) {
+  Dir d("fail-closed-compare");
+  const std::string a = d.save("a", training_results("autoencoder")),
+                    same = d.save("same", training_results("autoencoder", 'd', 3));
+  const std::string changed = d.save("changed", training_results("autoencoder", 'f'));
+  const std::string pn = d.save("pn", training_results("prednet")), probe = d.save("probe", probe_results());
+
+  CliRun r = run_cli("compare " + a + " " + same);
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("training cells (training autoencoder/sony2021): 3 same bits, 0 bits changed, 0 only in A, 0 "
+                       "only in B, 2 nondeterministic"),
+            std::string::npos)
+      << r.out;
+
+  r = run_cli("compare " + a + " " + changed);
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("bits changed (d) " + test::canon_target("cpu?order=blocked&threads=2")), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("first: seed 1000 rep 0: weights dddddddd -> ffffffff"), std::string::npos) << r.out;
+  auto j = nlohmann::json::parse(run_cli("compare --json " + a + " " + changed).out);
+  EXPECT_EQ(j["comparison"]["training_summary"]["bits_changed"], 1);
+  EXPECT_EQ(j["counts"]["fail"], 1);
+
+  r = run_cli("compare " + a + " " + pn);
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_TRUE(says(r, "cannot be compared: design.model is \"autoencoder\" vs \"prednet\"")) << r.err;
+  r = run_cli("compare " + probe + " " + a);
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_TRUE(says(r, "kind is probe suite quick vs training autoencoder/sony2021")) << r.err;
+}
+
+// Loading checks what a file says against what it can mean: one line naming the field, exit 2, in every
+// command that reads results (check, compare, report, baseline save).
+TEST(FailClosed, LoadingRefusesWhatCannotBeTrue) {
+  Dir d("fail-closed-load");
+  const std::string good = d.save("good", probe_results());
+  ASSERT_EQ(run_cli("baseline save " + good).code, 0);
+  auto edited = [&](const std::string& name, auto&& f) {
+    auto j = nlohmann::json::parse(slurp(d.root / "good" / "results.json"));
+    f(j);
+    fs::create_directories(d.root / name);
+    std::ofstream(d.root / name / "results.json") << j.dump();
+    return d.path(name);
+  };
+  struct Case {
+    std::string dir, says;
+  };
+  const std::vector<Case> cases = {
+      {edited("distinct", [](nlohmann::json& j) { j["observations"][0]["distinct"] = 3; }),
+       "observations[0].distinct is 3, more than the 2 repeats"},
+      {edited("fps", [](nlohmann::json& j) { j["observations"][0]["fingerprints"][1] = std::string(32, 'b'); }),
+       "observations[0].distinct is 1, but fingerprints holds 2 distinct outputs"},
+      {edited("maybe", [](nlohmann::json& j) { j["observations"][0]["verdict"] = "MAYBE"; }),
+       "observations[0].verdict must be PASS, FAIL, EXPECTED, WARN or SKIP"},
+      {edited("spec", [](nlohmann::json& j) { j["observations"][0]["target"] = "cpu?order=sideways"; }),
+       "observations[0].target: 'cpu?order=sideways': bad value 'sideways'"},
+  };
+  for (auto& c : cases) {
+    for (const std::string& cmd : {"check " + c.dir + " --baseline " + good + "/baseline.json --no-history",
+                                   "compare " + good + " " + c.dir, "report " + c.dir, "baseline save " + c.dir}) {
+      CliRun r = run_cli(cmd);
+      EXPECT_EQ(r.code, 2) << cmd << "\n" << r.out << r.err;
+      EXPECT_NE(r.err.find(c.dir + "/results.json: "), std::string::npos) << cmd << ": " << r.err;
+      EXPECT_NE(r.err.find(c.says), std::string::npos) << cmd << ": " << r.err;
+      EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    }
+  }
+  // Training runs against their design: a seed the design never ran, batches it did not run.
+  const std::string ae = d.save("ae", training_results("autoencoder"));
+  auto train_edit = [&](const std::string& name, auto&& f) {
+    auto j = nlohmann::json::parse(slurp(fs::path(ae) / "results.json"));
+    f(j);
+    fs::create_directories(d.root / name);
+    std::ofstream(d.root / name / "results.json") << j.dump();
+    return d.path(name);
+  };
+  for (auto& [dir, what] : std::vector<std::pair<std::string, std::string>>{
+           {train_edit("seed", [](nlohmann::json& j) { j["training"][0]["seed"] = 5; }),
+            "training[0].seed 5 is not a seed of the design (2 seeds from 1000"},
+           {train_edit("batches", [](nlohmann::json& j) { j["training"][3]["batches"] = 400; }),
+            "training[3].batches 400 is not the design's 4"},
+           {train_edit("cond", [](nlohmann::json& j) { j["plan"]["design"]["conditions"] = "abcd"; }),
+            "training[10].condition \"e\" is not a condition of the design (abcd)"},
+           {train_edit("init", [](nlohmann::json& j) { j["training"][0]["init"] = "fixed"; }),
+            "training[0].init is not condition (a)'s"}}) {
+    CliRun r = run_cli("compare " + ae + " " + dir);
+    EXPECT_EQ(r.code, 2) << r.out << r.err;
+    EXPECT_NE(r.err.find(what), std::string::npos) << r.err;
+  }
+}
+
+// history only reads: its error about a history it will not use does not advise --no-history (which
+// history refuses); a command that records does.
+TEST(FailClosed, HistoryAdviceFitsTheCommand) {
+  Dir d("fail-closed-history");
+  const std::string db = d.path("h.db");
+  std::ofstream(db) << std::string(600, 'x');
+  CliRun h = run_cli("history --history " + db);
+  EXPECT_EQ(h.code, 2);
+  EXPECT_NE(h.err.find("pass --history FILE"), std::string::npos) << h.err;
+  EXPECT_EQ(h.err.find("--no-history"), std::string::npos) << h.err;
+  CliRun p = run_cli("probe --targets cpu-ref --workloads 'reduce?op=sum&n=10' --history " + db + " --out " +
+                     d.path("p"));
+  EXPECT_EQ(p.code, 2);
+  EXPECT_NE(p.err.find("--no-history"), std::string::npos) << p.err;
+}
