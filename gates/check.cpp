@@ -265,12 +265,16 @@ void check_cells(const Baseline& b, const Results& r, CheckReport* rep) {
     bool in_plan = planned(r, bc.workload, bc.target);
     CheckFinding f;
     f.kind = FindingKind::kNotRun;
-    f.verdict = in_plan ? Verdict::kFail : Verdict::kWarn;
+    // A cell the baseline itself skipped (a GPU target on a machine without one) has nothing to miss.
+    const bool skipped_before = bc.status == ObsStatus::kSkipped;
+    f.verdict = in_plan ? Verdict::kFail : skipped_before ? Verdict::kSkip : Verdict::kWarn;
     f.workload = bc.workload;
     f.target = bc.target;
     f.old_value = to_string(bc.status);
     f.new_value = "not run";
-    f.message = in_plan ? "planned in this run but no result (an unfinished run?)" : "not run (not in this run's plan)";
+    f.message = in_plan          ? "planned in this run but no result (an unfinished run?)"
+                : skipped_before ? "skipped in the baseline, not run here"
+                                 : "not run (not in this run's plan)";
     rep->findings.push_back(f);
   }
   if (not_run_unplanned) {

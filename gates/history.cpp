@@ -968,6 +968,15 @@ std::vector<SoftwareChange> software_diff(const nlohmann::json& before, const nl
 
 std::vector<CellTimeline> cell_timelines(const std::vector<CellRecord>& cells) {
   std::map<std::tuple<std::string, std::string, std::string>, size_t> index;
+  // Cells whose target is permitted to vary and did (EXPECTED with several outputs): a run of such a cell
+  // that happened to see one output is a sample of the same behaviour, not a change of it. A cell that
+  // varied against its promise (FAIL) keeps every flip.
+  std::set<std::tuple<std::string, std::string, std::string>> may_vary;
+  for (auto& c : cells) {
+    Verdict v;
+    if (c.status == "ok" && c.distinct > 1 && parse_verdict(c.verdict, &v) && v == Verdict::kExpected)
+      may_vary.insert(std::make_tuple(c.workload, c.target, c.machine_key));
+  }
   std::vector<CellTimeline> out;
   for (auto& c : cells) {
     auto key = std::make_tuple(c.workload, c.target, c.machine_key);
@@ -978,6 +987,7 @@ std::vector<CellTimeline> cell_timelines(const std::vector<CellRecord>& cells) {
     }
     CellTimeline& t = out[it->second];
     std::string state = state_of(c);
+    if (may_vary.count(key) && state.rfind("fp ", 0) == 0) state = "nondeterministic";
     if (t.segments.empty() || t.segments.back().state != state) {
       HistorySegment s;
       s.state = state;

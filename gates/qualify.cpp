@@ -1,21 +1,23 @@
 #include "gates/qualify.hpp"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <cmath>
 #include <map>
 #include <set>
 
-#include <fmt/format.h>
-
 #include "analysis/stats.hpp"
+#include "contract/atomic_file.hpp"
 #include "gates/baseline.hpp"
 #include "gates/check.hpp"
 #include "gates/history.hpp"
 #include "probes/env.hpp"
 #include "probes/registry.hpp"
+#include "probes/spec.hpp"
 #include "suites/probe_suite.hpp"
 #include "suites/train_design.hpp"
-#include "contract/atomic_file.hpp"
 
 namespace detaudit {
 
@@ -79,6 +81,34 @@ void probe_checks(const Results& r, const std::vector<std::string>& planned, con
 }
 
 }  // namespace
+
+QualifyCheck race_control_check(const Results& r) {
+  int cells = 0, varied = 0;
+  std::set<std::string> targets;
+  for (auto& o : r.observations) {
+    Spec t, w;
+    if (o.status != ObsStatus::kOk || !parse_target(o.target, &t) || !parse_workload(o.workload, &w)) continue;
+    if (promise_for(t, w, r.machine, o.details).run_to_run != Promise::RunToRun::kNondeterministic) continue;
+    ++cells;
+    varied += o.distinct > 1;
+    targets.insert(o.target);
+  }
+  QualifyCheck c{"race control: cells permitted to vary", Verdict::kPass, "", false};
+  if (cells == 0) {
+    c.verdict = Verdict::kSkip;
+    c.detail = "no cell of a target that may vary ran, so nothing shows that a race would be seen";
+  } else if (varied == 0) {
+    c.verdict = Verdict::kWarn;
+    c.detail = fmt::format(
+        "none of the {} cells permitted to vary ({}) varied in this run: that this machine would "
+        "show a race is not confirmed",
+        cells, fmt::join(targets, ", "));
+  } else {
+    c.detail = fmt::format("{} of {} cells permitted to vary did ({}): races are seen here", varied, cells,
+                           fmt::join(targets, ", "));
+  }
+  return c;
+}
 
 // Level 2+: the training regression. (d) = fixed initial weights, nondeterminism off: every run of a
 // target must end with the same weights, bit for bit. "Learns": the final loss (mean of the last
@@ -346,6 +376,7 @@ Status run_qualify(const QualifyOptions& opt, QualifyOutcome* out) {
   judge(&probe);
   DETAUDIT_RETURN_IF_ERROR(save_results(out->probe_dir + "/results.json", probe));
   probe_checks(probe, planned, required, unmet, out);
+  out->checks.push_back(race_control_check(probe));
   if (!opt.baseline.empty()) {
     CheckReport rep = check_against_baseline(baseline, probe, out->probe_dir, opt.baseline);
     int fails = rep.count(Verdict::kFail), warns = rep.count(Verdict::kWarn);

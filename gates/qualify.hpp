@@ -73,6 +73,12 @@ using TimingReferences = std::map<std::pair<std::string, std::string>, double>;
 // baseline", "this machine's history").
 QualifyCheck timing_check(const Results& r, const TimingReferences& references, const std::string& source);
 
+// "race control" (not required): the cells whose target is permitted to vary (promised nondeterministic)
+// are qualify's positive control. A cell that did not vary is no warning on its own (it PASSes), but when
+// none of them varied the run did not show that this machine would reveal a race: WARN. PASS when some
+// varied; SKIP when no such cell ran.
+QualifyCheck race_control_check(const Results& r);
+
 // The training checks of a sony2021 run (all required): "training runs finish" (FAIL when a run
 // crashed, timed out or failed; SKIP when no run could run here), "training (d) bitwise identical on
 // <target>" per target (every finished condition (d) run ends with the same weights; SKIP with fewer

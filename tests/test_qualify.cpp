@@ -130,15 +130,17 @@ TEST(Qualify, LevelOneQualifiesCpuTargets) {
   EXPECT_EQ(res.out.find("NOT QUALIFIED"), std::string::npos) << res.out;
   EXPECT_NE(res.out.find("results: " + out), std::string::npos) << res.out;
 
-  // qualify.json: the summary, one check per target, all required.
+  // qualify.json: the summary, one check per target, all required, then the race control (not required).
   ASSERT_TRUE(fs::exists(out + "/qualify.json"));
   auto j = nlohmann::json::parse(slurp(out + "/qualify.json"));
   EXPECT_EQ(j["schema"], "detaudit-qualify/1");
   EXPECT_EQ(j["exit_code"], 0);
   EXPECT_EQ(j["qualified"], true);
   EXPECT_EQ(j["level"], 1);
-  ASSERT_EQ(j["checks"].size(), 3u) << j.dump(1);
-  for (auto& c : j["checks"]) EXPECT_TRUE(c["required"].get<bool>()) << c;
+  ASSERT_EQ(j["checks"].size(), 4u) << j.dump(1);
+  for (size_t i = 0; i < 3; ++i) EXPECT_TRUE(j["checks"][i]["required"].get<bool>()) << j["checks"][i];
+  EXPECT_EQ(j["checks"][3]["name"], "race control: cells permitted to vary");
+  EXPECT_FALSE(j["checks"][3]["required"].get<bool>());
   EXPECT_EQ(j["probe_dir"], out + "/probe");
 
   // probe/results.json: judged cells of exactly these targets.
@@ -182,13 +184,15 @@ TEST(Qualify, JsonSummaryOnStdout) {
   EXPECT_EQ(j["exit_code"], 0);
   EXPECT_EQ(j["qualified"], true);
   ASSERT_TRUE(j["checks"].is_array());
-  ASSERT_EQ(j["checks"].size(), 1u);
+  ASSERT_EQ(j["checks"].size(), 2u);  // the target, and the race control (SKIP: nothing there may vary)
   for (auto& c : j["checks"]) {
     for (const char* k : {"name", "verdict", "detail"}) EXPECT_TRUE(c[k].is_string()) << k << ": " << c;
     EXPECT_TRUE(c["required"].is_boolean()) << c;
   }
   EXPECT_EQ(j["checks"][0]["name"], "probe " + canon_target("cpu?order=sequential&threads=1"));
   EXPECT_EQ(j["checks"][0]["verdict"], "PASS") << j.dump(1);
+  EXPECT_EQ(j["checks"][1]["verdict"], "SKIP") << j.dump(1);
+  EXPECT_FALSE(j["checks"][1]["required"].get<bool>());
   // The same summary as the file.
   EXPECT_EQ(j, nlohmann::json::parse(slurp(out + "/qualify.json")));
 }
