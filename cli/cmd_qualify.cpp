@@ -16,9 +16,22 @@ namespace {
 struct QualifyArgs {
   int level = 1;
   std::string baseline, targets, out;
+  bool list = false;
   HistoryFlags hist;
   OutputFlags output;
 };
+
+// `qualify --list [--level N] [--targets ...]`: what the level runs, and nothing run.
+int list_plan(const QualifyArgs& a) {
+  set_active_command("qualify", &a.output, false);
+  QualifyPlan p;
+  if (Status st = qualify_plan(a.level, a.targets, &p); !st) return fail(st);
+  Outcome o;
+  for (auto& line : p.lines()) o.text += line + "\n";
+  o.data = {{"level", a.level}, {"lines", p.lines()}, {"probe", p.probe.to_json()}};
+  if (p.train) o.data["training"] = p.design.to_json();
+  return emit(o);
+}
 
 // The command's exit code: 0 qualified, 1 a check failed, 2 a required check could not run.
 int qualify_exit_code(QualifyDecision d) {
@@ -61,6 +74,9 @@ Command add_qualify_command(CLI::App& app, int argc, char** argv) {
       ->check(kNonEmpty);
   add_history_flags(sub, &a->hist);
   add_output_flags(sub, &a->output, true);
+  sub->add_flag("--list", a->list,
+                "Say what the level runs (suite, targets, workloads, training design, checks) and "
+                "run nothing");
   sub->footer(
       "\nExit codes: 0 qualified (nothing failed, nothing required skipped), 1 a check failed, 2 could not run "
       "(bad input, a required target or check that cannot run here, and nothing failed), 128+N interrupted by "
@@ -68,6 +84,7 @@ Command add_qualify_command(CLI::App& app, int argc, char** argv) {
   std::string exe = argv[0], command = command_line(argc, argv);
   return {sub,
           [a, exe, command]() {
+            if (a->list) return list_plan(*a);
             QualifyOptions o;
             o.level = a->level;
             o.baseline = a->baseline;
@@ -127,6 +144,8 @@ Command add_qualify_command(CLI::App& app, int argc, char** argv) {
             res.text = fmt::format("{}results: {}\n", out.table(), o.out_dir);
             res.data = {{"out", o.out_dir}, {"qualify", out.to_json()}};
             record_history(a->hist, "qualify", out.probe, out.probe_dir, &res);
+            // Its training regression too (levels 2 and 3), so `history` shows those cells beside the probes.
+            if (!out.train.training.empty()) record_history(a->hist, "qualify", out.train, out.train_dir, &res);
             return emit(res);
           },
           &a->output, true};

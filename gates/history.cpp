@@ -808,6 +808,101 @@ void add_sorted_unique(std::vector<std::string>* v, const std::string& x) {
 
 }  // namespace
 
+// The training runs of the history as cells beside the probe cells: one record per recorded run and
+// training cell (model, design, condition, target), its workload "train <model>/<design> (<condition>)".
+// A condition with nondeterminism off (b, d, e) is one state: the fingerprint of its runs' final
+// weights (seed, replicate and weights of each run), so a changed weight anywhere is a change. One with
+// nondeterminism on (a, c) varies by design: its state is "nondeterministic" (EXPECTED). A run that did
+// not finish makes the cell's status its own (crashed, timeout, ...). The same filters as the cells:
+// target and workload names (exact or substring, as the probe cells matched them; a training cell's
+// workload matches on its own name), machine, since.
+Status query_training(Db& db, const HistoryFilter& f, const std::string& target_mode, const std::string& workload_mode,
+                      const std::set<std::string>& machine_keys, const std::set<std::string>& hosts,
+                      std::map<int64_t, nlohmann::json>* software, std::set<std::string>* used_machines,
+                      std::vector<CellRecord>* cells) {
+  Stmt s(db.h,
+         "SELECT r.id, r.kind, r.started_at, r.results_dir, r.hostname, r.machine_key, r.tool_version, "
+         "r.tool_commit, r.software, t.model, t.design, t.condition, t.target, t.seed, t.replicate, t.status, "
+         "t.weights_fingerprint FROM training t JOIN runs r ON r.id = t.run_id WHERE r.started_at >= ?1 "
+         "ORDER BY r.started_at, r.id, t.model, t.design, t.condition, t.target, t.seed, t.replicate");
+  if (!s.ok()) return Status::invalid(describe_sqlite_error(db, sqlite3_errcode(db.h)));
+  s.bind(1, f.since);
+  auto matches = [](const std::string& filter, const std::string& mode, const std::string& name) {
+    if (filter.empty()) return true;
+    return mode == "exact" ? name == filter : name.find(filter) != std::string::npos;
+  };
+  struct Acc {
+    CellRecord c;
+    std::vector<std::string> runs;  // "seed/replicate weights", sorted by the query
+    std::string failed;             // the first status other than ok
+    bool nondeterministic = false;
+  };
+  std::vector<Acc> accs;
+  std::map<std::tuple<int64_t, std::string, std::string>, size_t> index;
+  std::set<std::tuple<std::string, std::string, std::string, std::string>> seen_dirs;
+  int rc;
+  while ((rc = s.step()) == SQLITE_ROW) {
+    const std::string host = s.text(4), key = s.text(5);
+    if (!f.machine.empty() && !machine_keys.count(key) && !hosts.count(host)) continue;
+    const std::string workload = fmt::format("train {}/{} ({})", s.text(9), s.text(10), s.text(11));
+    const std::string target = s.text(12);
+    // An unknown name filter matched no probe cell ("none"): match training cells on their own names.
+    if (!matches(f.target, target_mode == "exact" ? "exact" : "substring", target) ||
+        !matches(f.workload, workload_mode == "exact" ? "exact" : "substring", workload))
+      continue;
+    const int64_t run = s.integer(0);
+    auto [it, fresh] = index.try_emplace({run, workload, target}, accs.size());
+    if (fresh) {
+      Acc a;
+      a.c.run_id = run;
+      a.c.kind = s.text(1);
+      a.c.started_at = s.text(2);
+      a.c.results_dir = s.text(3);
+      a.c.hostname = host;
+      a.c.machine_key = key;
+      a.c.tool_version = s.text(6);
+      a.c.tool_commit = s.text(7);
+      auto sw = software->find(run);
+      if (sw == software->end()) sw = software->emplace(run, parse_json_or_null(s.text(8))).first;
+      a.c.software = sw->second;
+      a.c.workload = workload;
+      a.c.target = target;
+      a.c.training = true;
+      a.nondeterministic = s.text(11) == "a" || s.text(11) == "c";
+      accs.push_back(std::move(a));
+    }
+    Acc& a = accs[it->second];
+    const std::string status = s.text(15);
+    if (status != "ok" && a.failed.empty()) a.failed = status;
+    a.runs.push_back(fmt::format("{}/{} {}", s.integer(13), s.integer(14), s.text(16)));
+  }
+  if (rc != SQLITE_DONE) return Status::invalid(describe_sqlite_error(db, rc));
+  for (auto& a : accs) {
+    CellRecord& c = a.c;
+    // A results directory recorded twice (train, then a check of it) counts once.
+    if (!seen_dirs.insert({c.results_dir, c.started_at, c.workload, c.target}).second) continue;
+    c.repeats = int(a.runs.size());
+    if (!a.failed.empty()) {
+      c.status = a.failed;
+      c.verdict = "FAIL";
+    } else if (a.nondeterministic) {
+      c.status = "ok";
+      c.verdict = "EXPECTED";
+      c.distinct = std::max(2, c.repeats);
+    } else {
+      c.status = "ok";
+      c.verdict = "PASS";
+      std::string all;
+      for (auto& r : a.runs) all += r + "\n";
+      c.fingerprints = {fingerprint_bytes(all.data(), all.size()).hex()};
+      c.distinct = 1;
+    }
+    used_machines->insert(c.machine_key);
+    cells->push_back(std::move(c));
+  }
+  return Status::ok();
+}
+
 Status query_history(const std::string& db_path, const HistoryFilter& f, HistoryQueryResult* out) {
   *out = HistoryQueryResult{};
   Db db;
@@ -940,6 +1035,12 @@ Status query_history(const std::string& db_path, const HistoryFilter& f, History
   if (rc != SQLITE_DONE) {
     return Status::invalid(describe_sqlite_error(db, rc));
   }
+  DETAUDIT_RETURN_IF_ERROR(query_training(db, f, out->target_match, out->workload_match, machine_keys, hosts, &software,
+                                          &used_machines, &out->cells));
+  // Probe and training cells in one time order.
+  std::stable_sort(out->cells.begin(), out->cells.end(), [](const CellRecord& x, const CellRecord& y) {
+    return std::tie(x.started_at, x.run_id) < std::tie(y.started_at, y.run_id);
+  });
   for (auto& k : used_machines)
     if (machines.count(k)) out->machines.push_back(machines[k]);
   return Status::ok();

@@ -126,6 +126,10 @@ struct CellRecord {
   std::string workload, target, status, reason, verdict, verdict_reason;
   int repeats = 0, distinct = 0;
   std::vector<std::string> fingerprints;  // distinct, sorted
+  // A training cell (query_history): workload "train <model>/<design> (<condition>)", repeats its runs,
+  // fingerprints the one fingerprint of its runs' final weights (nondeterminism off), or none and
+  // distinct = its runs (nondeterminism on: they vary by design, verdict EXPECTED).
+  bool training = false;
   std::optional<double> err_ratio, median_seconds;
 };
 

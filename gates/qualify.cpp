@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <map>
 #include <set>
@@ -254,11 +255,21 @@ nlohmann::json QualifyOutcome::to_json() const {
   nlohmann::json cs = nlohmann::json::array();
   std::map<std::string, int> counts;
   for (auto& c : checks) {
-    cs.push_back({{"name", c.name}, {"verdict", to_string(c.verdict)}, {"detail", c.detail}, {"required", c.required}});
+    cs.push_back({{"name", c.name},
+                  {"verdict", to_string(c.verdict)},
+                  {"detail", c.detail},
+                  {"required", c.required},
+                  {"seconds", c.seconds}});
     ++counts[to_string(c.verdict)];
   }
   return {{"schema", "detaudit-qualify/1"},
           {"level", level},
+          {"started_at", started_at},
+          {"finished_at", finished_at},
+          {"hostname", hostname},
+          {"machine_key", machine_key},
+          {"tool_version", tool_version},
+          {"tool_commit", tool_commit},
           {"exit_code", int(decision)},
           {"qualified", decision == QualifyDecision::kQualified},
           {"counts", counts},
@@ -270,9 +281,11 @@ nlohmann::json QualifyOutcome::to_json() const {
 std::string QualifyOutcome::table() const {
   size_t w = 5;
   for (auto& c : checks) w = std::max(w, std::min<size_t>(c.name.size(), 60));
-  std::string s = fmt::format("{}  {}  {}\n", pad("check", w), pad("verdict", 8), "detail");
+  std::string s = fmt::format("qualify level {} on {} (machine {}), detaudit {} ({}), {} to {}\n", level, hostname,
+                              machine_key, tool_version, tool_commit, started_at, finished_at);
+  s += fmt::format("{}  {}  {:>7}  {}\n", pad("check", w), pad("verdict", 8), "seconds", "detail");
   for (auto& c : checks)
-    s += fmt::format("{}  {}  {}{}\n", pad(c.name, w), pad(to_string(c.verdict), 8), c.detail,
+    s += fmt::format("{}  {}  {:>7.1f}  {}{}\n", pad(c.name, w), pad(to_string(c.verdict), 8), c.seconds, c.detail,
                      c.required && c.verdict == Verdict::kSkip ? " (required)" : "");
   std::map<std::string, int> counts;
   for (auto& c : checks) ++counts[to_string(c.verdict)];
@@ -287,19 +300,83 @@ std::string QualifyOutcome::table() const {
   return s;
 }
 
+Status qualify_plan(int level, const std::string& targets, QualifyPlan* out) {
+  if (level < 1 || level > 3) return Status::invalid(fmt::format("--level {} out of range (1, 2 or 3)", level));
+  QualifyPlan q;
+  q.level = level;
+  DETAUDIT_RETURN_IF_ERROR(make_plan(level == 3 ? "full" : "quick", targets, "", 0, 120, &q.probe));
+  q.train = level >= 2;
+  if (q.train) {
+    TrainDesign& d = q.design;
+    d = default_design(false);
+    d.model = "autoencoder";
+    d.design = "sony2021";
+    if (level == 2) {
+      // Short: one target with two threads, so the nondeterministic variant can vary; 2 seeds of 60
+      // batches are enough for (d) to be compared and for the loss to halve.
+      d.targets.clear();
+      for (auto& text : default_training_targets("qualify"))  // the registry's own spellings: they parse
+        if (Spec t; parse_target(text, &t).is_ok()) d.targets.push_back(t);
+      d.seeds = 2;
+      d.batches = 60;
+      d.window = 10;
+    }
+  }
+  *out = std::move(q);
+  return Status::ok();
+}
+
+std::vector<std::string> QualifyPlan::lines() const {
+  std::vector<std::string> v;
+  std::vector<std::string> t, w;
+  for (auto& s : probe.targets) t.push_back(s.str());
+  for (auto& s : probe.workloads) w.push_back(s.str());
+  v.push_back(
+      fmt::format("level {}: probe suite {}: {} targets x {} workloads, {} repeats each, every cell judged "
+                  "against its target's promise",
+                  level, probe.suite, t.size(), w.size(), probe.repeats));
+  v.push_back(fmt::format("  targets: {}", fmt::join(t, ", ")));
+  v.push_back(fmt::format("  workloads: {}", fmt::join(w, ", ")));
+  v.push_back("  GPU targets on a machine without a CUDA device are left out (a SKIP row says so)");
+  v.push_back("  race control: whether the cells permitted to vary did (not required)");
+  v.push_back("  with --baseline: the probe results checked against it (required)");
+  if (!train) return v;
+  std::vector<std::string> dt;
+  for (auto& s : design.targets) dt.push_back(s.str());
+  v.push_back(
+      fmt::format("  timing outliers against the baseline or this machine's history: {}x slower WARNs, {}x "
+                  "FAILs (not required)",
+                  kOutlierWarn, kOutlierFail));
+  v.push_back(
+      fmt::format("training: {} {} on {}: {} seeds, {} batches, window {}, conditions a-e; checks: the runs "
+                  "finish, (d) is bitwise identical per target, the model learns (all required)",
+                  design.model, design.design, fmt::join(dt, ", "), design.seeds, design.batches, design.window));
+  return v;
+}
+
 Status run_qualify(const QualifyOptions& opt, QualifyOutcome* out) {
   *out = QualifyOutcome{};
   out->level = opt.level;
+  out->started_at = utc_now_iso8601();
+  out->tool_version = DETAUDIT_VERSION;
+  out->tool_commit = git_commit();
   auto say = [&](const std::string& s) {
     if (opt.progress) opt.progress(s);
   };
-  if (opt.level < 1 || opt.level > 3)
-    return Status::invalid(fmt::format("--level {} out of range (1, 2 or 3)", opt.level));
-  const std::string suite = opt.level == 3 ? "full" : "quick";
+  // Each step's wall time goes to the checks it decided.
+  auto clock = std::chrono::steady_clock::now();
+  auto timed_from = [&](size_t first) {
+    const auto now = std::chrono::steady_clock::now();
+    const double s = std::chrono::duration<double>(now - clock).count();
+    for (size_t i = first; i < out->checks.size(); ++i) out->checks[i].seconds = s;
+    clock = now;
+  };
+  QualifyPlan qp;
+  DETAUDIT_RETURN_IF_ERROR(qualify_plan(opt.level, opt.targets, &qp));
+  const std::string suite = qp.probe.suite;
   Baseline baseline;
   if (!opt.baseline.empty()) DETAUDIT_RETURN_IF_ERROR(load_baseline(opt.baseline, &baseline));
-  ProbePlan plan;
-  DETAUDIT_RETURN_IF_ERROR(make_plan(suite, opt.targets, "", 0, 120, &plan));
+  ProbePlan plan = qp.probe;
 
   // What this machine can run. A target the user asked for that needs a device or an instruction set
   // the machine lacks cannot be qualified: that is "could not run", never a pass (its cells would only
@@ -307,6 +384,8 @@ Status run_qualify(const QualifyOptions& opt, QualifyOutcome* out) {
   // CUDA device, and the table says so; its CPU targets with unmet requirements run (their crashes
   // are expected) and show as SKIP rows saying what is missing.
   nlohmann::json machine = machine_fingerprint();
+  out->hostname = machine.value("hostname", std::string());
+  out->machine_key = machine_key(machine);
   // Whether a target's device kind can run on this machine, or why not: its device kind says.
   auto device_availability = [&](const Spec& t) {
     const BackendEntry* b = find_backend(t.name);
@@ -356,6 +435,8 @@ Status run_qualify(const QualifyOptions& opt, QualifyOutcome* out) {
   for (auto& t : plan.targets) planned.push_back(t.str());
 
   // 1. Probes.
+  size_t first = out->checks.size();
+  clock = std::chrono::steady_clock::now();
   out->probe_dir = opt.out_dir + "/probe";
   ProbeRunOptions po;
   po.out_dir = out->probe_dir;
@@ -377,21 +458,28 @@ Status run_qualify(const QualifyOptions& opt, QualifyOutcome* out) {
   DETAUDIT_RETURN_IF_ERROR(save_results(out->probe_dir + "/results.json", probe));
   probe_checks(probe, planned, required, unmet, out);
   out->checks.push_back(race_control_check(probe));
+  timed_from(first);
   if (!opt.baseline.empty()) {
+    first = out->checks.size();
     CheckReport rep = check_against_baseline(baseline, probe, out->probe_dir, opt.baseline);
     int fails = rep.count(Verdict::kFail), warns = rep.count(Verdict::kWarn);
-    std::string first;
+    std::string first_fail;
     for (auto& f : rep.findings)
       if (f.verdict == Verdict::kFail) {
-        first = fmt::format("; first: {} on {}: {}", f.workload, f.target, f.message);
+        first_fail = fmt::format("; first: {} on {}: {}", f.workload, f.target, f.message);
         break;
       }
-    out->checks.push_back({"baseline " + opt.baseline, fails ? Verdict::kFail : warns ? Verdict::kWarn : Verdict::kPass,
-                           fmt::format("{} cells compared ({} on the baseline's key), {} FAIL, {} WARN{}", rep.cells_compared,
-                                       rep.cells_same_key, fails, warns, first),
+    out->checks.push_back({"baseline " + opt.baseline,
+                           fails   ? Verdict::kFail
+                           : warns ? Verdict::kWarn
+                                   : Verdict::kPass,
+                           fmt::format("{} cells compared ({} on the baseline's key), {} FAIL, {} WARN{}",
+                                       rep.cells_compared, rep.cells_same_key, fails, warns, first_fail),
                            true});
+    timed_from(first);
   }
   if (opt.level >= 2) {
+    first = out->checks.size();
     // The references: the baseline's medians when a baseline is given, else this machine's history
     // (read before this run is recorded into it).
     TimingReferences refs;
@@ -420,24 +508,14 @@ Status run_qualify(const QualifyOptions& opt, QualifyOutcome* out) {
           {"timing outliers", Verdict::kSkip, "cannot read the history: " + history_read.message(), false});
     else
       out->checks.push_back(timing_check(probe, refs, source));
+    timed_from(first);
   }
   out->probe = probe;
 
   // 2. Training regression (levels 2 and 3).
-  if (opt.level >= 2) {
-    TrainDesign d = default_design(false);
-    d.model = "autoencoder";
-    d.design = "sony2021";
-    if (opt.level == 2) {
-      // Short: one target with two threads, so the nondeterministic variant can vary; 2 seeds of 60
-      // batches are enough for (d) to be compared and for the loss to halve.
-      d.targets.clear();
-      for (auto& text : default_training_targets("qualify"))  // the registry's own spellings: they parse
-        if (Spec t; parse_target(text, &t).is_ok()) d.targets.push_back(t);
-      d.seeds = 2;
-      d.batches = 60;
-      d.window = 10;
-    }
+  if (qp.train) {
+    first = out->checks.size();
+    const TrainDesign& d = qp.design;
     out->train_dir = opt.out_dir + "/train";
     TrainRunOptions to;
     to.out_dir = out->train_dir;
@@ -455,9 +533,11 @@ Status run_qualify(const QualifyOptions& opt, QualifyOutcome* out) {
       for (auto& c : training_checks(train)) out->checks.push_back(c);
       out->train = std::move(train);
     }
+    timed_from(first);
   }
 
   out->decision = decide(out->checks);
+  out->finished_at = utc_now_iso8601();
   return write_file_atomic(opt.out_dir + "/qualify.json", out->to_json().dump(1) + "\n");
 }
 

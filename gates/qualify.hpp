@@ -15,13 +15,14 @@
 #pragma once
 #include <functional>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "gates/verdict.hpp"
+#include "suites/probe_suite.hpp"
+#include "suites/train_design.hpp"
 
 namespace detaudit {
 
@@ -41,7 +42,19 @@ struct QualifyCheck {
   Verdict verdict = Verdict::kPass;
   std::string detail;  // one line
   bool required = false;  // a SKIP of a required check makes the qualification fail to run
+  double seconds = 0;     // wall time of the step that decided it (the probe run for every probe row)
 };
+
+// What a level runs, before anything runs (`qualify --list`, and run_qualify itself): the probe suite
+// with its targets and workloads, and the training design of levels 2 and 3.
+struct QualifyPlan {
+  int level = 1;
+  ProbePlan probe;
+  bool train = false;
+  TrainDesign design;
+  std::vector<std::string> lines() const;  // what it runs, in words, one line each
+};
+Status qualify_plan(int level, const std::string& targets, QualifyPlan* out);
 
 // What a qualification decides. The command's exit code follows it (0, 1, 2 in this order); qualify.json
 // records both.
@@ -49,6 +62,9 @@ enum class QualifyDecision { kQualified = 0, kCheckFailed = 1, kRequiredNotRun =
 
 struct QualifyOutcome {
   int level = 1;
+  // When, where and with what: ISO 8601 UTC times, this host, its machine key (gates/history.hpp's
+  // machine_key), and the tool that judged.
+  std::string started_at, finished_at, hostname, machine_key, tool_version, tool_commit;
   std::vector<QualifyCheck> checks;
   std::string probe_dir, train_dir;  // where the runs' results are ("" = not run)
   Results probe;                     // the judged probe results (recorded in the history)

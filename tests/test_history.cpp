@@ -265,8 +265,14 @@ TEST(History, RecordAndQueryRoundTrip) {
   ASSERT_TRUE(succeeded(query_history(db.string(), {}, &q), &err)) << err;
   ASSERT_TRUE(q.exists);
   EXPECT_EQ(q.runs, 1);
-  ASSERT_EQ(q.cells.size(), 3u);
+  ASSERT_EQ(q.cells.size(), 4u);  // three probe cells and the training cell beside them
   ASSERT_EQ(q.machines.size(), 1u);
+  const CellRecord* tc = nullptr;
+  for (auto& c : q.cells)
+    if (c.training) tc = &c;
+  ASSERT_NE(tc, nullptr);
+  EXPECT_EQ(tc->workload.rfind("train ", 0), 0u) << tc->workload;
+  EXPECT_EQ(tc->repeats, 1);
   EXPECT_EQ(q.machines[0].hostnames, std::vector<std::string>{"host-a"});
   EXPECT_EQ(q.machines[0].cores, 8);
   const CellRecord* mm = nullptr;
@@ -302,10 +308,10 @@ TEST(History, RecordAndQueryRoundTrip) {
   f.machine = "host";
   ASSERT_TRUE(succeeded(query_history(db.string(), f, &q), &err)) << err;
   EXPECT_EQ(q.machine_match, "substring");
-  EXPECT_EQ(q.cells.size(), 3u);
+  EXPECT_EQ(q.cells.size(), 4u);
   f.machine = machine_key(r.machine).substr(0, 6);
   ASSERT_TRUE(succeeded(query_history(db.string(), f, &q), &err)) << err;
-  EXPECT_EQ(q.cells.size(), 3u);
+  EXPECT_EQ(q.cells.size(), 4u);
   f = {};
   f.since = "2026-12-01T00:00:00Z";
   ASSERT_TRUE(succeeded(query_history(db.string(), f, &q), &err)) << err;
@@ -315,7 +321,7 @@ TEST(History, RecordAndQueryRoundTrip) {
   ASSERT_TRUE(succeeded(record_run(db.string(), "check", r, (dir / "results").string(), 0), &err)) << err;
   ASSERT_TRUE(succeeded(query_history(db.string(), {}, &q), &err)) << err;
   EXPECT_EQ(q.runs, 2);
-  EXPECT_EQ(q.cells.size(), 3u);
+  EXPECT_EQ(q.cells.size(), 4u);
 
   double median = -1;
   int n = -1;
