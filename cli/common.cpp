@@ -1,5 +1,7 @@
 #include "cli/common.hpp"
 
+#include <fmt/ranges.h>
+
 #include <algorithm>
 
 #include "cli/output.hpp"
@@ -38,6 +40,76 @@ std::vector<std::pair<int, CommandFactory>> registered_commands() {
   auto f = factories();
   std::stable_sort(f.begin(), f.end(), [](auto& a, auto& b) { return a.first < b.first; });
   return f;
+}
+
+namespace {
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j)
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+}  // namespace
+
+std::string nearest(const std::string& word, const std::vector<std::string>& candidates) {
+  std::string best;
+  size_t best_d = std::max<size_t>(1, word.size() / 3) + 1;
+  for (auto& c : candidates) {
+    if (c == word) return "";
+    size_t d = edit_distance(word, c);
+    if (word.size() >= 3 && c.rfind(word, 0) == 0) d = std::min<size_t>(d, 1);
+    if (d < best_d) best_d = d, best = c;
+  }
+  return best;
+}
+
+std::string parse_error_line(CLI::App& app, int argc, char** argv, const std::string& cli11_message) {
+  std::vector<std::string> names;
+  for (auto* sub : app.get_subcommands([](const CLI::App*) { return true; })) names.push_back(sub->get_name());
+  // The first word that is not an option names the subcommand.
+  CLI::App* chosen = nullptr;
+  int i = 1;
+  for (; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a.rfind("-", 0) == 0) continue;
+    if (std::find(names.begin(), names.end(), a) == names.end()) {
+      const std::string n = nearest(a, names);
+      return fmt::format("unknown subcommand '{}'{} (subcommands: {}; detaudit --help)", a,
+                         n.empty() ? "" : fmt::format(" (did you mean '{}'?)", n), fmt::join(names, ", "));
+    }
+    chosen = app.get_subcommand(a);
+    break;
+  }
+  if (!chosen) return cli11_message;
+  std::string path = chosen->get_name();
+  // A nested subcommand (baseline save) takes the options.
+  for (int j = i + 1; j < argc; ++j)
+    for (auto* sub : chosen->get_subcommands([](const CLI::App*) { return true; }))
+      if (sub->get_name() == argv[j]) {
+        chosen = sub;
+        path += " " + sub->get_name();
+        break;
+      }
+  std::vector<std::string> options;
+  for (const CLI::Option* o : chosen->get_options())
+    for (auto& l : o->get_lnames()) options.push_back("--" + l);
+  for (int j = i + 1; j < argc; ++j) {
+    std::string a = argv[j];
+    if (a.rfind("--", 0) != 0 || a == "--") continue;
+    a = a.substr(0, a.find('='));
+    if (std::find(options.begin(), options.end(), a) != options.end()) continue;
+    const std::string n = nearest(a, options);
+    return fmt::format("unknown option '{}' for {}{} (detaudit {} --help)", a, path,
+                       n.empty() ? "" : fmt::format(" (did you mean '{}'?)", n), path);
+  }
+  return cli11_message;
 }
 
 const CLI::Validator kNonEmpty(

@@ -50,6 +50,15 @@ struct CommandRegistration {
 };
 std::vector<std::pair<int, CommandFactory>> registered_commands();  // sorted by order
 
+// The candidate nearest to `word` when it is near enough to be a slip of the keyboard (an edit distance of
+// at most a third of its length, at least 1, or a prefix of the candidate): "prob" -> "probe", "--target"
+// -> "--targets"; "" when none is.
+std::string nearest(const std::string& word, const std::vector<std::string>& candidates);
+
+// A command line CLI11 refused, said helpfully in one line: an unknown subcommand or option with the
+// nearest known one ("unknown subcommand 'prob' (did you mean 'probe'?)"), else CLI11's own message.
+std::string parse_error_line(CLI::App& app, int argc, char** argv, const std::string& cli11_message);
+
 // Rejects empty and all-comma values.
 extern const CLI::Validator kNonEmpty;
 

@@ -540,7 +540,7 @@ int main_cli(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     std::string msg = e.what();
     std::replace(msg.begin(), msg.end(), '\n', ' ');
-    return fail(msg);
+    return fail(parse_error_line(app, argc, argv, msg));
   }
 
   if (env->parsed()) {

@@ -78,6 +78,7 @@ std::string growth_svg(const DivergeResult& r) {
   FacetOptions fo;
   fo.title = "How the difference grows (zeros are off the log axis)";
   fo.x_label = "step";
+  fo.whole_x = true;
   fo.y_label = "distance";
   fo.log_y = true;
   fo.columns = 1;

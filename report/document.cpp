@@ -1,8 +1,9 @@
 #include "report/document.hpp"
 
-#include <algorithm>
-
 #include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
 
 namespace detaudit {
 
@@ -149,14 +150,30 @@ std::string inline_text(const std::string& s) {
 
 std::string inline_code(const std::string& s) { return "`" + inline_text(s) + "`"; }
 
+namespace {
+// Whether s[at] (an '&') begins what markdown reads as a character reference: &name; &#123; &#x1f;.
+bool starts_reference(const std::string& s, size_t at) {
+  size_t i = at + 1;
+  if (i < s.size() && s[i] == '#') ++i;
+  const size_t first = i;
+  while (i < s.size() && std::isalnum(static_cast<unsigned char>(s[i]))) ++i;
+  return i > first && i < s.size() && s[i] == ';';
+}
+}  // namespace
+
 std::string markdown_escape(const std::string& s) {
   std::string o;
   o.reserve(s.size());
-  for (char c : s) {
+  for (size_t k = 0; k < s.size(); ++k) {
+    const char c = s[k];
     switch (c) {
       case '<': o += "&lt;"; break;
       case '>': o += "&gt;"; break;
-      case '&': o += "&amp;"; break;
+      // A bare '&' is literal in markdown ("a&b", a spec's "&threads=2"): escaped only where it would
+      // begin a character reference.
+      case '&':
+        o += starts_reference(s, k) ? "&amp;" : "&";
+        break;
       case '\\': case '`': case '*': case '_': case '[': case ']': case '#': case '|': case '~': case '$': case '!':
         o += '\\';
         o += c;
@@ -250,9 +267,7 @@ void markdown_blocks(const std::vector<Block>& blocks, std::string& out) {
       }
       case Block::Kind::kTable: markdown_table(b, out); break;
       case Block::Kind::kSvg:
-        out += "*(figure: " + markdown_escape(b.items.empty() ? std::string("plot") : b.items[0]) +
-               "; see report.html)*\n\n";
-        break;
+        break;  // figures are report.html's; the markdown says so once, at its end
       case Block::Kind::kDetails:
         // An HTML block in GitHub markdown: the summary is HTML (escaped by inline_html), the content
         // between the blank lines is markdown again.
@@ -279,7 +294,9 @@ void html_blocks(const std::vector<Block>& blocks, std::string& out) {
         break;
       }
       case Block::Kind::kTable:
-        out += "<table><thead><tr>";
+        // A wide table (the determinism matrix of many targets) scrolls in its own box: the page keeps
+        // the window's width.
+        out += "<div class=\"wide\"><table><thead><tr>";
         for (auto& h : b.header) out += "<th>" + inline_html(h) + "</th>";
         out += "</tr></thead><tbody>\n";
         for (auto& r : b.rows) {
@@ -287,7 +304,7 @@ void html_blocks(const std::vector<Block>& blocks, std::string& out) {
           for (auto& c : r) out += "<td" + class_attr(c.cls) + ">" + inline_html(c.text) + "</td>";
           out += "</tr>\n";
         }
-        out += "</tbody></table>\n";
+        out += "</tbody></table></div>\n";
         break;
       case Block::Kind::kSvg: out += "<figure>" + b.text + "</figure>\n"; break;
       case Block::Kind::kDetails:
@@ -310,12 +327,24 @@ bool parse_output_format(const std::string& s, OutputFormat* out) {
   return true;
 }
 
+namespace {
+size_t count_figures(const std::vector<Block>& blocks) {
+  size_t n = 0;
+  for (auto& b : blocks) n += b.kind == Block::Kind::kSvg ? 1 : count_figures(b.children);
+  return n;
+}
+}  // namespace
+
 std::string render_markdown(const Document& d) {
   std::string out = "# " + markdown_escape(d.title) + "\n\n";
+  size_t figures = 0;
   for (auto& s : d.sections) {
     if (!s.title.empty()) out += "## " + markdown_escape(s.title) + "\n\n";
     markdown_blocks(s.blocks, out);
+    figures += count_figures(s.blocks);
   }
+  if (figures == 1) out += "The figure of this report is in report.html.\n";
+  if (figures > 1) out += fmt::format("The {} figures of this report are in report.html.\n", figures);
   return out;
 }
 
@@ -329,7 +358,7 @@ th{{background:#f3f3f3;text-align:left}} code{{background:#f5f5f5;padding:0 .2em
 td.ok{{background:#e6f4e6}} td.bad{{background:#fbe3e3}} td.expected{{background:#e3ecf9}} td.warn{{background:#fff4d6}} td.skip{{background:#eee;color:#666}} td.muted{{color:#888}}
 p.ok{{color:#185c18;font-weight:600}} p.bad{{color:#9b1c1c;font-weight:600}} p.expected{{color:#1d4f91;font-weight:600}} p.warn{{color:#8a5a00;font-weight:600}}
 details{{margin:.4em 0 1em}} summary{{cursor:pointer;font-weight:600}} details.bad>summary{{color:#9b1c1c}} details.expected>summary{{color:#1d4f91}} details.warn>summary{{color:#8a5a00}}
-figure{{margin:1em 0;overflow-x:auto}}
+figure{{margin:1em 0;overflow-x:auto}} div.wide{{max-width:100%;overflow-x:auto}} td code,th code{{overflow-wrap:anywhere}}
 </style></head><body>
 <h1>{0}</h1>
 )",

@@ -49,6 +49,7 @@ std::string value_label(double v) {
 struct Axis {
   double lo = 0.0, hi = 1.0;  // data domain
   bool log = false;
+  bool whole = false;         // ticks only at whole numbers (training steps)
   double p0 = 0.0, p1 = 1.0;  // pixel range (p1 < p0 for a y axis)
   double map(double v) const {
     const double t = log ? (std::log10(v) - std::log10(lo)) / (std::log10(hi) - std::log10(lo))
@@ -104,6 +105,15 @@ std::vector<double> linear_ticks(double lo, double hi, int target = 6) {
 }
 
 std::vector<double> ticks(const Axis& ax) {
+  if (!ax.log && ax.whole) {
+    // Whole numbers only: a step below 1 would label steps that do not exist ("2.5").
+    std::vector<double> t;
+    for (double v : linear_ticks(ax.lo, ax.hi))
+      if (v == std::round(v)) t.push_back(v);
+    if (t.size() < 2)
+      for (double v = std::ceil(ax.lo); v <= ax.hi; v += 1.0) t.push_back(v);
+    return t;
+  }
   if (!ax.log) return linear_ticks(ax.lo, ax.hi);
   const int d0 = static_cast<int>(std::ceil(std::log10(ax.lo) - 1e-9));
   const int d1 = static_cast<int>(std::floor(std::log10(ax.hi) + 1e-9));
@@ -581,6 +591,7 @@ std::string svg_faceted_line_plot(const std::vector<Facet>& facets, const FacetO
   // One domain for every panel, so panels compare at a glance.
   Axis ax, ay;
   ax.log = opt.log_x;
+  ax.whole = opt.whole_x;
   ay.log = opt.log_y;
   const bool have = fit_domain(all, ax, ay);
 

@@ -81,6 +81,7 @@ struct Facet {
 struct FacetOptions {
   std::string title, x_label, y_label;
   bool log_x = false, log_y = false;
+  bool whole_x = false;  // x ticks at whole numbers only (steps)
   std::size_t columns = 2;
   int panel_width = 330, panel_height = 210;
   std::size_t max_points = 300;

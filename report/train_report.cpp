@@ -326,13 +326,20 @@ void add_prediction_section(Document& d, const Results& r) {
   for (auto& [cond, run] : example) {
     int w = 0, h = 0;
     if (!png_size(run->frames_png, &w, &h)) continue;
-    const int scale = std::max(1, 800 / w);
-    sec.svg(fmt::format("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\">"
-                        "<title>{2}</title><image width=\"{0}\" height=\"{1}\" style=\"image-rendering:pixelated\" "
-                        "href=\"data:image/png;base64,{3}\"/></svg>",
-                        w * scale, h * scale, svg_escape(cond_label(cond) + ": " + run->target), run->frames_png),
-            fmt::format("{}: one held-out sequence, true frames (top) and PredNet's predictions (bottom), {}",
-                        cond_label(cond), run->target));
+    const int scale = std::max(1, 800 / w), label = 90, iw = w * scale, ih = h * scale;
+    const std::string which =
+        fmt::format("{}: {} seed {} rep {}", cond_label(cond), run->target, run->seed, run->replicate);
+    // Which run it is, over the strip; "true" and "predicted" beside its two rows of frames.
+    sec.para(inline_text(which + ": one held-out sequence, true frames over PredNet's predictions")).html_only();
+    sec.svg(
+        fmt::format("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\">"
+                    "<title>{2}</title>"
+                    "<text x=\"4\" y=\"{4}\" font-family=\"sans-serif\" font-size=\"13\">true</text>"
+                    "<text x=\"4\" y=\"{5}\" font-family=\"sans-serif\" font-size=\"13\">predicted</text>"
+                    "<image x=\"{6}\" width=\"{7}\" height=\"{1}\" style=\"image-rendering:pixelated\" "
+                    "href=\"data:image/png;base64,{3}\"/></svg>",
+                    iw + label, ih, svg_escape(which), run->frames_png, ih / 4 + 5, 3 * ih / 4 + 5, label, iw),
+        fmt::format("{}: one held-out sequence, true frames (top) and PredNet's predictions (bottom)", which));
   }
 }
 

@@ -61,7 +61,11 @@ for f in "$OUT"/* "$OUT"/.[!.]*; do
   esac
 done
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/gpu-check.XXXXXX") || exit 2
-trap 'rm -rf "$WORK"' EXIT
+# Packing writes its temporary files beside OUT, never in it (on OUT's file system where its parent is
+# writable, so the rename into OUT is atomic): a run killed mid-pack (SIGKILL at the machine's limit)
+# leaves OUT with whole files only.
+PACK=$(mktemp -d "$(dirname "$OUT")/.gpu-check-pack.XXXXXX" 2>/dev/null) || { PACK="$WORK/.pack" && mkdir -p "$PACK"; } || exit 2
+trap 'rm -rf "$WORK" "$PACK"' EXIT
 SUMMARY="$WORK/summary.txt" FIG="$WORK/.figures"
 : >"$SUMMARY"
 export DETAUDIT_HISTORY="$WORK/history.db"  # the history of this check stays with it
@@ -72,19 +76,19 @@ say() { echo "$*" | tee -a "$SUMMARY"; }
 left() { echo $((BUDGET - SECONDS - RESERVE)); }
 
 # Copies the summary and the logs into OUT and packs everything else into OUT/gpu-check.tar.gz, each
-# through a temporary file renamed into place (OUT never holds more than six files).
+# through a temporary file (in PACK) renamed into place (OUT never holds more than five files).
 cap_copy() {  # cap_copy SRC NAME: at most the last 8 MiB of SRC as OUT/NAME
   [ -f "$1" ] || return 0
-  tail -c 8M "$1" >"$OUT/.pack.$2" && mv -f "$OUT/.pack.$2" "$OUT/$2"
+  tail -c 8M "$1" >"$PACK/$2" && mv -f "$PACK/$2" "$OUT/$2"
 }
 pack() {
   cap_copy "$SUMMARY" summary.txt
   cap_copy "$WORK/gpu-tests.log" gpu-tests.log
   cap_copy "$WORK/gpu-speed.json" gpu-speed.json
   cap_copy "$WORK/build.log" build.log
-  local tgz="$OUT/.pack.tar.gz" limit=$((15 * 1024 * 1024))
+  local tgz="$PACK/gpu-check.tar.gz" limit=$((15 * 1024 * 1024))
   # Oracle caches (.oracle/) are left out: recomputable, and the largest files a probe writes.
-  local tar_args=(-czf "$tgz" -C "$WORK" --exclude=./.figures --exclude=.oracle)
+  local tar_args=(-czf "$tgz" -C "$WORK" --exclude=./.figures --exclude=.oracle --exclude=./.pack)
   tar "${tar_args[@]}" . 2>/dev/null
   if [ "$(stat -c %s "$tgz" 2>/dev/null || echo 0)" -gt "$limit" ]; then
     # Too big: leave out every file over 256 KiB, listed in left-out.txt inside the tarball.
