@@ -476,7 +476,11 @@ int main_cli(int argc, char** argv) {
                     "sprites; quick default: one target, 2 seeds, 60 batches of 4 sequences)")
       ->required()
       ->check(CLI::IsMember({"autoencoder", "prednet"}));
-  train->add_option("--design", ta.design, "Design: sony2021 (conditions a-d: init random/fixed x nondeterminism on/off)")
+  train
+      ->add_option("--design", ta.design,
+                   "Design: sony2021, five conditions per target: (a) random initial weights, nondeterminism on; "
+                   "(b) random, off; (c) fixed initial weights, on; (d) fixed, off; (e) fixed with one weight "
+                   "moved by one ULP, off")
       ->check(CLI::IsMember({"sony2021"}))
       ->capture_default_str();
   train->add_option("--targets", ta.targets,

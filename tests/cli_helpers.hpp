@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -37,6 +38,26 @@ inline CliRun run_cli(const std::string& args) {
   CliRun r{WIFEXITED(st) ? WEXITSTATUS(st) : -1, slurp(out), slurp(err)};
   fs::remove_all(dir);
   return r;
+}
+
+// A small, valid MNIST-format pair (raw IDX) in dir: n images of side x side with a pattern, and
+// labels_n labels (a count other than n makes a mismatched pair).
+inline void write_idx(const std::filesystem::path& dir, int n, int labels_n, int side = 28) {
+  std::filesystem::create_directories(dir);
+  auto be32 = [](std::ofstream& f, uint32_t v) {
+    unsigned char b[4] = {uint8_t(v >> 24), uint8_t(v >> 16), uint8_t(v >> 8), uint8_t(v)};
+    f.write(reinterpret_cast<char*>(b), 4);
+  };
+  std::ofstream img(dir / "train-images-idx3-ubyte", std::ios::binary);
+  be32(img, 0x803);
+  be32(img, uint32_t(n));
+  be32(img, uint32_t(side));
+  be32(img, uint32_t(side));
+  for (int i = 0; i < n * side * side; ++i) img.put(char((i * 37 + i / (side * side)) % 256));
+  std::ofstream lab(dir / "train-labels-idx1-ubyte", std::ios::binary);
+  be32(lab, 0x801);
+  be32(lab, uint32_t(labels_n));
+  for (int i = 0; i < labels_n; ++i) lab.put(char(i % 10));
 }
 
 // An empty directory for one test, unique to this process.

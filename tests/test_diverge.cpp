@@ -28,6 +28,7 @@ namespace fs = std::filesystem;
 using cli_test::fresh_dir;
 using cli_test::run_cli;
 using cli_test::slurp;
+using cli_test::write_idx;
 
 constexpr int kImages = 64, kBatch = 8, kSteps = 3;
 
@@ -264,20 +265,6 @@ TEST(Diverge, AFailureInOneRunStopsBoth) {
   EXPECT_EQ(st.message(), "no such device");
 }
 
-void write_idx(const fs::path& d, int n) {
-  fs::create_directories(d);
-  auto be32 = [](std::ofstream& f, uint32_t v) {
-    unsigned char b[4] = {uint8_t(v >> 24), uint8_t(v >> 16), uint8_t(v >> 8), uint8_t(v)};
-    f.write(reinterpret_cast<char*>(b), 4);
-  };
-  std::ofstream img(d / "train-images-idx3-ubyte", std::ios::binary);
-  be32(img, 0x803), be32(img, uint32_t(n)), be32(img, 28), be32(img, 28);
-  for (int i = 0; i < n * 28 * 28; ++i) img.put(char((i * 37 + i / 784) % 256));
-  std::ofstream lab(d / "train-labels-idx1-ubyte", std::ios::binary);
-  be32(lab, 0x801), be32(lab, uint32_t(n));
-  for (int i = 0; i < n; ++i) lab.put(char(i % 10));
-}
-
 TEST(Diverge, BadInputExitsTwoWithOneLine) {
   const Outcome& bl = blocked_run();
   const std::string good = slurp(bl.opt.trace_b);
@@ -333,7 +320,7 @@ TEST(Diverge, BadInputExitsTwoWithOneLine) {
 
   // An unknown target, and a GPU target on a machine without a usable GPU (or one that runs it).
   const fs::path data = dir() / "data";
-  write_idx(data, 16);
+  write_idx(data, 16, 16);
   const std::string common = " --steps 1 --batch-size 8 --data " + data.string() + " --out " + (dir() / "o").string();
   c = run_cli("diverge --targets nosuch" + common);
   EXPECT_EQ(c.code, 2);

@@ -23,29 +23,11 @@ using detaudit::cli_test::CliRun;
 using detaudit::cli_test::fresh_dir;
 using detaudit::cli_test::run_cli;
 using detaudit::cli_test::slurp;
+using detaudit::cli_test::write_idx;
 
 namespace {
 
 bool have_fashion_mnist() { return fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"); }
-
-// Writes a small, valid MNIST-format pair (raw IDX) into dir: n images of side x side with a pattern.
-void write_idx(const fs::path& dir, int n, int labels_n, int side = 28) {
-  fs::create_directories(dir);
-  auto be32 = [](std::ofstream& f, uint32_t v) {
-    unsigned char b[4] = {uint8_t(v >> 24), uint8_t(v >> 16), uint8_t(v >> 8), uint8_t(v)};
-    f.write(reinterpret_cast<char*>(b), 4);
-  };
-  std::ofstream img(dir / "train-images-idx3-ubyte", std::ios::binary);
-  be32(img, 0x803);
-  be32(img, uint32_t(n));
-  be32(img, uint32_t(side));
-  be32(img, uint32_t(side));
-  for (int i = 0; i < n * side * side; ++i) img.put(char((i * 37 + i / (side * side)) % 256));
-  std::ofstream lab(dir / "train-labels-idx1-ubyte", std::ios::binary);
-  be32(lab, 0x801);
-  be32(lab, uint32_t(labels_n));
-  for (int i = 0; i < labels_n; ++i) lab.put(char(i % 10));
-}
 
 const char* kTiny = "--seeds 2 --batches 12 --window 4 --replicates 2";
 
