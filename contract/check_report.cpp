@@ -17,9 +17,13 @@ const char* to_string(FindingKind k) {
     case FindingKind::kStatusChanged: return "status_changed";
     case FindingKind::kNotRun: return "not_run";
     case FindingKind::kNoBaseline: return "no_baseline";
-    case FindingKind::kTrainingInterval: return "training_interval";
+    case FindingKind::kTrainingShift:
+      return "training_shift";
+    case FindingKind::kTrainingEquivalence:
+      return "training_equivalence";
     case FindingKind::kTrainingBits: return "training_bits";
-    case FindingKind::kTrainingNoInterval: return "training_no_interval";
+    case FindingKind::kTrainingNotJudged:
+      return "training_not_judged";
     case FindingKind::kTrainingRun: return "training_run";
     case FindingKind::kTrainingNotRun: return "training_not_run";
     case FindingKind::kTrainingNoBaseline: return "training_no_baseline";

@@ -11,23 +11,24 @@
 namespace detaudit {
 
 enum class FindingKind {
-  kSame,                // key matches, outputs as in the baseline (or the same non-ok status)
-  kBitsChanged,         // key matches, a deterministic cell's output changed
-  kNewOutputs,          // key matches, outputs outside a nondeterministic cell's set
-  kAlgorithmChanged,    // key matches, other bits from another algorithm (cuDNN's choice): WARN
-  kOtherKey,            // key differs, the verdict and the error budget hold (bits may differ)
-  kDeterminism,         // key differs, a deterministic, promised-deterministic cell gave k > 1 outputs
-  kErrRatio,            // key differs, err_ratio beyond the budget, or not judged (unknown)
-  kVerdict,             // the cell's own verdict is FAIL
-  kStatusChanged,       // ok -> crashed, skipped -> ok, ...
-  kNotRun,              // in the baseline, not in DIR
-  kNoBaseline,          // in DIR, not in the baseline ("new, no baseline")
-  kTrainingInterval,    // a cell's mean final loss against the prediction interval for the mean
-  kTrainingBits,        // deterministic condition on the same key: final loss and weights bitwise
-  kTrainingNoInterval,  // fewer than 2 baseline runs, or sd 0 on another key: not judged
-  kTrainingRun,         // a run that crashed, timed out, failed, diverged or was skipped
-  kTrainingNotRun,      // a baseline training cell without runs in DIR
-  kTrainingNoBaseline,  // a training cell of DIR without a baseline cell
+  kSame,                 // key matches, outputs as in the baseline (or the same non-ok status)
+  kBitsChanged,          // key matches, a deterministic cell's output changed
+  kNewOutputs,           // key matches, outputs outside a nondeterministic cell's set
+  kAlgorithmChanged,     // key matches, other bits from another algorithm (cuDNN's choice): WARN
+  kOtherKey,             // key differs, the verdict and the error budget hold (bits may differ)
+  kDeterminism,          // key differs, a deterministic, promised-deterministic cell gave k > 1 outputs
+  kErrRatio,             // key differs, err_ratio beyond the budget, or not judged (unknown)
+  kVerdict,              // the cell's own verdict is FAIL
+  kStatusChanged,        // ok -> crashed, skipped -> ok, ...
+  kNotRun,               // in the baseline, not in DIR
+  kNoBaseline,           // in DIR, not in the baseline ("new, no baseline")
+  kTrainingShift,        // same key, nondeterminism on: the seed-by-seed permutation test of the shift
+  kTrainingEquivalence,  // another key: per-seed differences against the margin
+  kTrainingBits,         // nondeterminism off on the same key: final loss and weights bitwise
+  kTrainingNotJudged,    // too few runs, no power, no seed on both sides: not judged (says why)
+  kTrainingRun,          // a run that crashed, timed out, failed, diverged or was skipped
+  kTrainingNotRun,       // a baseline training cell without runs in DIR
+  kTrainingNoBaseline,   // a training cell of DIR without a baseline cell
 };
 const char* to_string(FindingKind k);  // "same", "bits_changed", ... (the JSON "kind")
 

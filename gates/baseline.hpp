@@ -69,9 +69,7 @@ struct BaselineTraining {
   std::string key;
   std::vector<BaselineRun> runs;  // sorted by (seed, replicate)
   int n = 0;                      // runs with a finite final loss
-  std::optional<double> mean, sd; // over those; sd needs n >= 2
-  // Fixed initial weights and nondeterminism off (sony2021's condition d): same bits every run.
-  bool deterministic_condition() const { return init == "fixed" && determinism == "on"; }
+  std::optional<double> mean, sd;  // over those; sd needs n >= 2
 };
 
 struct Baseline {

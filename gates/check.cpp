@@ -13,6 +13,7 @@
 #include <string_view>
 #include <tuple>
 
+#include "analysis/shift.hpp"
 #include "analysis/stats.hpp"
 #include "contract/json_fields.hpp"
 #include "contract/plan.hpp"
@@ -24,16 +25,6 @@
 namespace detaudit {
 
 namespace fs = std::filesystem;
-
-// ---- statistics ------------------------------------------------------------------------------------
-
-bool prediction_interval(int n, double mean, double sd, double* lo, double* hi, int m, double alpha) {
-  if (n < 2 || m < 1 || !(alpha > 0 && alpha < 1)) return false;
-  double half = student_t_quantile(1 - alpha / 2, n - 1) * sd * std::sqrt(1.0 / m + 1.0 / n);
-  *lo = mean - half;
-  *hi = mean + half;
-  return true;
-}
 
 // ---- the check -------------------------------------------------------------------------------------
 namespace {
@@ -334,9 +325,10 @@ struct TrainPlan {
   bool key_matches = false;
   std::string key_diff;
   std::vector<RunView> runs;  // sorted by (seed, replicate)
-  bool bitwise = false;       // deterministic condition on the same key: each run bitwise
-  std::vector<double> finite;  // the final losses of its finished, finite runs (the m of the mean's test)
-  bool judged = false;        // one test of the mean of `finite` (an interval, or sd 0 on the same key: a point)
+  bool bitwise = false;       // nondeterminism off on the same key: each run bit for bit
+  std::vector<SeedRuns> seeds;  // finished, finite final losses by seed: baseline and new
+  int base_finite = 0;
+  bool tested = false;  // judged by a test (counted in the Bonferroni divisor)
 };
 
 CheckFinding train_finding(const TrainPlan& p) {
@@ -347,8 +339,9 @@ CheckFinding train_finding(const TrainPlan& p) {
   return f;
 }
 
-// Per run: a run that did not finish or diverged fails (skipped: a warning); on the deterministic
-// condition with the same key, its final loss and weights bitwise.
+// Per run: a run that did not finish or diverged fails (skipped: a warning); with nondeterminism off on
+// the same key, its final loss and weights bit for bit against the baseline run of its seed and
+// replicate (a fixed-init condition's replicates all start alike: any run of the seed).
 void check_run(const TrainPlan& p, const RunView& run, CheckReport* rep) {
   const BaselineTraining& bt = *p.bt;
   CheckFinding f = train_finding(p);
@@ -371,89 +364,132 @@ void check_run(const TrainPlan& p, const RunView& run, CheckReport* rep) {
     push(FindingKind::kTrainingRun, Verdict::kFail, "final loss is not finite (the run diverged)");
     return;
   }
-  if (!p.bitwise) return;  // judged with the cell's other runs, on their mean
-  const BaselineRun* ref = &bt.runs.front();
+  if (!p.bitwise) return;  // judged with the cell's other runs, seed by seed
+  const BaselineRun* ref = nullptr;
   for (auto& br : bt.runs)
-    if (br.seed == run.seed && br.replicate == run.replicate) ref = &br;
+    if (br.seed == run.seed && (br.replicate == run.replicate || bt.init == "fixed")) {
+      ref = &br;
+      if (br.replicate == run.replicate) break;
+    }
+  if (!ref) {
+    push(FindingKind::kTrainingNotJudged, Verdict::kSkip, "no baseline run of this seed to compare bit for bit");
+    return;
+  }
   f.old_value = loss_text(ref->final_loss);
   bool same_loss = std::memcmp(&ref->final_loss, &run.loss, sizeof(double)) == 0;
   bool same_weights = ref->weights_fingerprint.empty() || run.weights.empty() || ref->weights_fingerprint == run.weights;
   if (same_loss && same_weights)
-    push(FindingKind::kTrainingBits, Verdict::kPass, "deterministic condition on the same key: same final loss and weights");
+    push(FindingKind::kTrainingBits, Verdict::kPass, "nondeterminism off on the same key: same final loss and weights");
   else
     push(FindingKind::kTrainingBits, Verdict::kFail,
-         fmt::format("deterministic condition on the same key: final loss {} -> {}, weights {} -> {}",
+         fmt::format("nondeterminism off on the same key: final loss {} -> {}, weights {} -> {}",
                      loss_text(ref->final_loss), loss_text(run.loss), ref->weights_fingerprint, run.weights));
 }
 
-// The cell's one test: the mean of its m finite runs against the prediction interval for the mean of m
-// new draws at alpha = 0.05 / `judged` (Bonferroni over the cells judged).
-void check_mean(const TrainPlan& p, int judged, CheckReport* rep) {
-  const BaselineTraining& bt = *p.bt;
+std::string pct(double shift, double mean) {
+  return std::isfinite(mean) && mean != 0 ? fmt::format(" ({:+.3g}% of the mean)", 100 * shift / mean) : "";
+}
+
+// Same key, nondeterminism on: the stratified permutation test of the shift (analysis/shift.hpp).
+void check_shift(const TrainPlan& p, double alpha, int tested, CheckReport* rep) {
   CheckFinding f = train_finding(p);
+  const BaselineTraining& bt = *p.bt;
+  const ShiftTest t = shift_test(p.seeds, alpha);
+  const double base_mean = bt.mean.value_or(std::numeric_limits<double>::quiet_NaN());
+  f.old_value = fmt::format("{} runs, mean {}", p.base_finite, loss_text(base_mean));
+  f.new_value = fmt::format("{} runs, shift {}", t.new_runs, loss_text(t.shift));
+  const std::string power =
+      t.within_df == 0
+          ? fmt::format(
+                "at {} seeds and {} + {} runs (one run per seed and side) the run-to-run spread is unknown, "
+                "and with it what this check could detect",
+                t.seeds, t.base_runs, t.new_runs)
+      : t.within_sd == 0 ? fmt::format(
+                               "at {} seeds and {} + {} runs the runs repeat exactly within each seed "
+                               "(run-to-run sd 0, df {}): any shift shows",
+                               t.seeds, t.base_runs, t.new_runs, t.within_df)
+                         : fmt::format(
+                               "at {} seeds and {} + {} runs this check detects a shift of {} (power {}, "
+                               "run-to-run sd {}, df {})",
+                               t.seeds, t.base_runs, t.new_runs, loss_text(t.detectable), kPowerTarget,
+                               loss_text(t.within_sd), t.within_df);
   auto push = [&](FindingKind k, Verdict v, std::string msg) {
     f.kind = k;
     f.verdict = v;
     f.message = std::move(msg);
     rep->findings.push_back(f);
   };
-  const int m = int(p.finite.size());
-  if (m == 0) return;  // every run failed or diverged: said per run
-  const double now = mean(p.finite);
-  f.new_value = fmt::format("mean {} of {} runs", loss_text(now), m);
-  if (!p.judged) {
-    f.old_value = bt.mean ? loss_text(*bt.mean) : "-";
-    if (bt.n < 2 || !bt.mean || !bt.sd)
-      push(FindingKind::kTrainingNoInterval, Verdict::kWarn,
-           fmt::format("no prediction interval: the baseline has {} finished run(s) of this cell; mean final loss {} of "
-                       "{} runs not judged",
-                       bt.n, loss_text(now), m));
-    else
-      push(FindingKind::kTrainingNoInterval, Verdict::kWarn,
-           fmt::format("the baseline's {} runs are identical (sd 0): the interval is the point {}, a bitwise comparison "
-                       "that a different key excuses ({}); mean final loss {} of {} runs not judged",
-                       bt.n, loss_text(*bt.mean), p.key_diff, loss_text(now), m));
+  if (!p.tested) {
+    push(FindingKind::kTrainingNotJudged, Verdict::kWarn,
+         fmt::format("{} baseline runs: too few to judge a nondeterministic cell (at least {} are needed, run to run "
+                     "its final losses jump between few values); {}",
+                     p.base_finite, kMinJudgedRuns, power));
     return;
   }
-  if (*bt.sd == 0) {
-    // Same key, identical baseline runs: every run must give that loss.
-    double point = *bt.mean;
-    for (auto& br : bt.runs)
-      if (std::isfinite(br.final_loss)) {
-        point = br.final_loss;
-        break;
-      }
-    int differ = int(std::count_if(p.finite.begin(), p.finite.end(), [&](double x) { return x != point; }));
-    f.old_value = fmt::format("[{}, {}]", loss_text(point), loss_text(point));
-    push(FindingKind::kTrainingInterval, differ ? Verdict::kFail : Verdict::kPass,
-         fmt::format("the baseline's {} runs are identical (sd 0) on the same key: the interval is the point {}; {} of "
-                     "the {} runs {} (mean final loss {})",
-                     bt.n, loss_text(point), differ ? differ : m, m, differ ? "differ" : "equal it", loss_text(now)));
+  if (t.min_p > alpha) {
+    push(FindingKind::kTrainingNotJudged, Verdict::kWarn,
+         fmt::format("no power: the smallest p-value these runs can give is {:.3g}, above α = {:.3g}; {}", t.min_p,
+                     alpha, power));
     return;
   }
-  const double alpha = 0.05 / judged;
-  double lo = 0, hi = 0;
-  prediction_interval(bt.n, *bt.mean, *bt.sd, &lo, &hi, m, alpha);
-  f.old_value = fmt::format("[{}, {}]", loss_text(lo), loss_text(hi));
-  bool inside = now >= lo && now <= hi;
-  push(FindingKind::kTrainingInterval, inside ? Verdict::kPass : Verdict::kFail,
-       fmt::format("mean final loss {} of {} runs {} [{}, {}], the prediction interval for the mean of {} new runs: "
-                   "baseline mean {} ± t_{{{},1-α/2}} {:.6g} · sd {} · sqrt(1/{} + 1/{}), α = 0.05/{} = {:.4g} "
-                   "(Bonferroni: 95% over the {} training cell(s) judged)",
-                   loss_text(now), m, inside ? "inside" : "outside", loss_text(lo), loss_text(hi), m, loss_text(*bt.mean),
-                   bt.n - 1, student_t_quantile(1 - alpha / 2, bt.n - 1), loss_text(*bt.sd), m, bt.n, judged, alpha,
-                   judged));
+  const bool moved = t.p <= alpha;
+  push(FindingKind::kTrainingShift, moved ? Verdict::kFail : Verdict::kPass,
+       fmt::format("mean final loss {} by {}{} seed by seed: permutation p = {:.3g} ({} within seeds), {} α = {:.3g} "
+                   "(0.05 over the {} training cell(s) tested); {}",
+                   moved ? "moved" : "within run-to-run noise, shifted", loss_text(t.shift), pct(t.shift, base_mean),
+                   t.p, t.exact ? "exact" : fmt::format("{} draws", kDraws), moved ? "<=" : ">", alpha, tested, power));
 }
 
-void check_training(const Baseline& b, const Results& r, CheckReport* rep) {
+// Another key: per-seed differences against the margin (two one-sided tests).
+void check_equivalence(const TrainPlan& p, double margin_rel, double alpha, int tested, CheckReport* rep) {
+  CheckFinding f = train_finding(p);
+  const BaselineTraining& bt = *p.bt;
+  const double base_mean = bt.mean.value_or(std::numeric_limits<double>::quiet_NaN());
+  const double margin = margin_rel * std::fabs(base_mean);
+  const EquivalenceTest e = equivalence_test(p.seeds, margin, alpha);
+  f.old_value = fmt::format("mean {}, margin ±{}", loss_text(base_mean), loss_text(margin));
+  f.new_value = fmt::format("[{}, {}]", loss_text(e.lo), loss_text(e.hi));
+  auto push = [&](FindingKind k, Verdict v, std::string msg) {
+    f.kind = k;
+    f.verdict = v;
+    f.message = std::move(msg);
+    rep->findings.push_back(f);
+  };
+  const std::string head = fmt::format("key differs ({}): ", p.key_diff);
+  if (e.outcome == Equivalence::kNotJudged) {
+    push(FindingKind::kTrainingNotJudged, Verdict::kWarn,
+         head + fmt::format("{} seed(s) on both sides: an equivalence test needs 2 or more; not judged", e.pairs));
+    return;
+  }
+  const std::string interval = fmt::format(
+      "the mean per-seed difference {} over {} seeds has the {:.3g}% interval [{}, {}] against the margin "
+      "±{} ({:g}% of the baseline mean; α = {:.3g} per side, 0.05 over the {} training cell(s) tested)",
+      loss_text(e.mean_diff), e.pairs, 100 * (1 - 2 * alpha), loss_text(e.lo), loss_text(e.hi), loss_text(margin),
+      100 * margin_rel, alpha, tested);
+  switch (e.outcome) {
+    case Equivalence::kEquivalent:
+      push(FindingKind::kTrainingEquivalence, Verdict::kPass, head + "equivalent: " + interval);
+      break;
+    case Equivalence::kDifferent:
+      push(FindingKind::kTrainingEquivalence, Verdict::kFail, head + "different beyond the margin: " + interval);
+      break;
+    default:
+      push(FindingKind::kTrainingEquivalence, Verdict::kWarn,
+           head + "inconclusive: " + interval +
+               (e.seeds_needed ? fmt::format("; about {} seeds would decide it", e.seeds_needed)
+                               : std::string("; the difference itself is at the margin")));
+  }
+}
+
+void check_training(const Baseline& b, const Results& r, double margin_rel, CheckReport* rep) {
   std::map<TrainCell, std::vector<RunView>> dir_cells;
   for (auto& run : r.training)
     dir_cells[{run.model, run.design, run.condition, run.target}].push_back(view(run));
-  // First the plans, to know how many cells are judged (the Bonferroni divisor); then the findings, in
+  // First the plans, to know how many cells are tested (the Bonferroni divisor); then the findings, in
   // baseline order.
   std::set<TrainCell> seen;
   std::vector<TrainPlan> plans;
-  int not_run = 0, judged = 0;
+  int not_run = 0, tested = 0;
   for (auto& bt : b.training) {
     TrainCell id{bt.model, bt.design, bt.condition, bt.target};
     seen.insert(id);
@@ -475,15 +511,23 @@ void check_training(const Baseline& b, const Results& r, CheckReport* rep) {
     p.runs = it->second;
     std::sort(p.runs.begin(), p.runs.end(),
               [](const RunView& x, const RunView& y) { return std::tie(x.seed, x.replicate) < std::tie(y.seed, y.replicate); });
-    p.bitwise = p.key_matches && bt.deterministic_condition() && !bt.runs.empty();
+    // Nondeterminism off ("determinism on": (b), (d), (e)) promises the same bits on the same key.
+    p.bitwise = p.key_matches && bt.determinism == "on" && !bt.runs.empty();
     if (!p.bitwise) {
+      std::map<uint64_t, SeedRuns> by_seed;
+      for (auto& br : bt.runs)
+        if (std::isfinite(br.final_loss)) by_seed[br.seed].base.push_back(br.final_loss), ++p.base_finite;
       for (auto& run : p.runs)
-        if (run.status == "ok" && std::isfinite(run.loss)) p.finite.push_back(run.loss);
-      p.judged = !p.finite.empty() && bt.n >= 2 && bt.mean && bt.sd && (*bt.sd != 0 || p.key_matches);
-      judged += p.judged;
+        if (run.status == "ok" && std::isfinite(run.loss)) by_seed[run.seed].now.push_back(run.loss);
+      for (auto& [seed, s] : by_seed) p.seeds.push_back(std::move(s));
+      const bool any_new =
+          std::any_of(p.seeds.begin(), p.seeds.end(), [](const SeedRuns& s) { return !s.now.empty(); });
+      p.tested = any_new && (p.key_matches ? p.base_finite >= kMinJudgedRuns : true);
+      tested += p.tested;
     }
     plans.push_back(std::move(p));
   }
+  const double alpha = 0.05 / std::max(1, tested);
   for (auto& p : plans) {
     if (p.runs.empty()) {
       CheckFinding f = train_finding(p);
@@ -496,7 +540,12 @@ void check_training(const Baseline& b, const Results& r, CheckReport* rep) {
       continue;
     }
     for (auto& run : p.runs) check_run(p, run, rep);
-    if (!p.bitwise) check_mean(p, judged, rep);
+    const bool any_new = std::any_of(p.seeds.begin(), p.seeds.end(), [](const SeedRuns& s) { return !s.now.empty(); });
+    if (p.bitwise || !any_new) continue;  // every run failed or diverged: said per run
+    if (p.key_matches)
+      check_shift(p, alpha, tested, rep);
+    else
+      check_equivalence(p, margin_rel, alpha, tested, rep);
   }
   if (not_run) {
     CheckFinding f;
@@ -522,7 +571,7 @@ void check_training(const Baseline& b, const Results& r, CheckReport* rep) {
 }  // namespace
 
 CheckReport check_against_baseline(const Baseline& b, const Results& in, const std::string& dir,
-                                   const std::string& baseline_path) {
+                                   const std::string& baseline_path, double margin_rel) {
   Results judged;
   const Results* r = judged_view(in, &judged);
   CheckReport rep;
@@ -532,7 +581,7 @@ CheckReport check_against_baseline(const Baseline& b, const Results& in, const s
   rep.baseline_tool = b.tool_version + (b.tool_commit.empty() ? "" : " (" + b.tool_commit + ")");
   rep.baseline_source = b.source_dir;
   check_cells(b, *r, &rep);
-  check_training(b, *r, &rep);
+  check_training(b, *r, margin_rel, &rep);
   return rep;
 }
 
@@ -575,7 +624,7 @@ Status run_check(const CheckOptions& opt, CheckReport* report, Results* checked)
   Results r;
   DETAUDIT_RETURN_IF_ERROR(load_checked_results(opt.dir + "/results.json", &r));
   DETAUDIT_RETURN_IF_ERROR(same_kind(b, r, opt.dir, opt.baseline));
-  CheckReport rep = check_against_baseline(b, r, opt.dir, opt.baseline);
+  CheckReport rep = check_against_baseline(b, r, opt.dir, opt.baseline, opt.margin);
   if (rep.cells_compared == 0 && rep.runs_compared == 0)
     return Status::invalid(fmt::format("{} and {} share no cell: nothing was compared ({}; {})", opt.dir, opt.baseline,
                                        r.observations.size() + r.training.size() == 0

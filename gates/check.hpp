@@ -33,47 +33,51 @@
 //   * Training, per cell (model, design, condition, target) of DIR and the baseline's cell:
 //       - per run: a run that crashed, timed out, failed or diverged (NaN loss) FAILs; a skipped run is
 //         a WARN;
-//       - key matches and the condition is deterministic (fixed initial weights, nondeterminism off:
-//         sony2021's d): per run, bitwise, the final loss and the final weights' fingerprint equal the
-//         baseline run's of the same seed and replicate (else its first run's);
-//       - otherwise ONE test per cell, on the mean x̄ of DIR's m finite final losses, with n >= 2 finite
-//         baseline runs (mean x̄_b, sd s_b): x̄ must fall inside the prediction interval for the mean of m
-//         new draws, x̄_b ± t_{n-1,1-α/2} · s_b · sqrt(1/m + 1/n), where α = 0.05 / K and K is the number
-//         of training cells so judged (Bonferroni: 95% for the check as a whole, so that an unchanged
-//         machine passes; judging each run against the interval of one draw would fail one of 12 runs
-//         in about 37% of checks). With s_b == 0 the interval is the point: where the key matches every
-//         run must equal it (a test counted in K); where the key differs a point interval would be a
-//         bitwise comparison across keys, which a key difference excuses: WARN, not judged;
-//       - n < 2: no interval exists (WARN, not judged).
+//       - key matches and nondeterminism is off ((b), (d), (e): the condition promises the same bits):
+//         per run, bitwise, the final loss and the final weights' fingerprint equal the baseline run's
+//         of the same seed and replicate (under fixed initial weights, any run of the seed);
+//       - key matches and nondeterminism is on ((a), (c)): ONE test per cell, seed by seed (runs that
+//         share a seed are not independent): the mean over seeds of (new mean - baseline mean) against
+//         a permutation of the labels within each seed (analysis/shift.hpp), two-sided at α = 0.05 / K,
+//         K the training cells tested (Bonferroni). Distribution-free: final losses of a
+//         nondeterministic target are discrete and heavy-tailed (rare jumps), which a normal interval
+//         misjudges. With fewer than kMinJudgedRuns finished baseline runs, or a design whose smallest
+//         attainable p-value exceeds α, the cell is not judged (WARN, saying why). Every such finding
+//         states the shift the check detects at its run count with power 0.8;
+//       - key differs: an equivalence test, not a significance test (which a small design could never
+//         fail): the per-seed differences of mean final loss (new - baseline) and the (1 - 2α) interval
+//         of their mean against ±margin, margin = margin_rel x the baseline mean (default
+//         kDefaultMargin): inside, PASS (equivalent); wholly outside, FAIL; across a bound, WARN
+//         (inconclusive, with the seeds that would decide it); fewer than 2 seeds on both sides: WARN,
+//         not judged.
 // Exit 0: nothing FAILed (WARNs allowed); 1: a failure (each listed); 2: could not run (a missing,
 // truncated or wrong-schema baseline or results file: one line naming the file).
 #pragma once
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
-#include "analysis/stats.hpp"  // student_t_quantile
-#include "gates/baseline.hpp"
-#include "gates/verdict.hpp"
 #include "contract/check_report.hpp"
 #include "contract/results.hpp"
+#include "gates/baseline.hpp"
+#include "gates/verdict.hpp"
 
 namespace detaudit {
 
-// The (1 - alpha) prediction interval for the mean of m more draws from the population of n runs with
-// this mean and sd: mean ± t_{n-1,1-alpha/2} · sd · sqrt(1/m + 1/n) (m = 1, alpha = 0.05: the 95%
-// interval of one more draw). False when n < 2 (no interval), m < 1 or alpha outside (0, 1).
-bool prediction_interval(int n, double mean, double sd, double* lo, double* hi, int m = 1, double alpha = 0.05);
+// A nondeterministic training cell is judged on the same key from this many finished baseline runs.
+inline constexpr int kMinJudgedRuns = 10;
+// Across keys, the largest relative difference of mean final loss still called equivalent.
+inline constexpr double kDefaultMargin = 0.02;
 
 // The core, for `check` and `qualify`: every finding of `r` (judged on a copy first if it carries no
 // verdicts) against `b`. `dir` and `baseline_path` only label the report.
 CheckReport check_against_baseline(const Baseline& b, const Results& r, const std::string& dir,
-                                   const std::string& baseline_path);
+                                   const std::string& baseline_path, double margin_rel = kDefaultMargin);
 
 struct CheckOptions {
   std::string dir;       // results directory (DIR/results.json)
   std::string baseline;  // baseline file
+  double margin = kDefaultMargin;  // training cells across keys: the equivalence margin, relative
 };
 // Loads both and checks them into *report (its exit_code(): 0 all pass, 1 any failure). A failure when
 // they could not be loaded (one line naming the file; *report untouched).

@@ -206,7 +206,6 @@ TEST(Baseline, TrainingCellsSortedWithMeanAndSd) {
   EXPECT_EQ(t.n, 3);
   EXPECT_DOUBLE_EQ(*t.mean, 2.0);
   EXPECT_DOUBLE_EQ(*t.sd, 1.0);
-  EXPECT_FALSE(t.deterministic_condition());
 }
 
 TEST(Baseline, RoundTripAndSameBytes) {
