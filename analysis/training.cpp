@@ -55,12 +55,15 @@ const TrainingSource& source_of(const std::vector<TrainingSource>& sources, int 
 
 // The library versions of a target's backend on a source's machine (none for order=portable: one
 // implementation on every CPU and GPU, kernels/portable.hpp, whose bits depend on no library).
-std::vector<std::pair<std::string, std::string>> library_versions(const TargetFacts& t, const TrainingSource& src) {
+// The library versions a target's bits depend on, then (build = true) the build's parts that select its
+// code (compiler, C library, resolved ISA or core), as "key", "value" pairs.
+std::vector<std::pair<std::string, std::string>> library_versions(const TargetFacts& t, const TrainingSource& src,
+                                                                  bool build = false) {
   std::vector<std::pair<std::string, std::string>> out;
   const nlohmann::json libs = src.machine.is_object() ? src.machine.value("libraries", nlohmann::json::object())
                                                       : nlohmann::json::object();
   if (t.portable) return out;
-  for (const std::string& lib : t.libraries) {
+  for (const std::string& lib : build ? t.build : t.libraries) {
     auto it = libs.find(lib);
     out.emplace_back(lib, it != libs.end() && it->is_string() ? it->get<std::string>() : "?");
   }
@@ -311,6 +314,57 @@ nlohmann::json bitwise_across(const std::vector<TrainingRun>& runs, const BaseUn
   return {{"condition", cond}, {"seeds", seeds}, {"identical_seeds", identical}};
 }
 
+// Holm's step-down adjustment over the pairs with a p-value: the k-th smallest of m times (m - k + 1),
+// made monotone, capped at 1. A pair without a p keeps 1.
+template <class T>
+void holm_adjust(std::vector<T>* tests) {
+  std::vector<size_t> order;
+  for (size_t i = 0; i < tests->size(); ++i)
+    if ((*tests)[i].test && (*tests)[i].test->p) order.push_back(i);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t x, size_t y) { return *(*tests)[x].test->p < *(*tests)[y].test->p; });
+  double running = 0;
+  const size_t m = order.size();
+  for (size_t k = 0; k < m; ++k) {
+    running = std::max(running, std::min(1.0, double(m - k) * *(*tests)[order[k]].test->p));
+    (*tests)[order[k]].p_holm = running;
+  }
+}
+
+// The effect of a pair in (a): per seed, the mean of x's runs minus y's; their mean over seeds with its
+// 95% t interval (df seeds - 1), and the mean in units of the seed sd (the spread of the seed means, the
+// two targets pooled) and of the run-to-run sd (within target and seed, pooled).
+nlohmann::json pair_effect(const Cube& c) {
+  std::vector<double> d, mx(c.b), my(c.b);
+  double ss_run = 0;
+  for (size_t j = 0; j < c.b; ++j) {
+    for (size_t i = 0; i < 2; ++i) {
+      double m = 0;
+      for (size_t k = 0; k < c.n; ++k) m += c.at(i, j, k);
+      m /= double(c.n);
+      (i == 0 ? mx : my)[j] = m;
+      for (size_t k = 0; k < c.n; ++k) ss_run += (c.at(i, j, k) - m) * (c.at(i, j, k) - m);
+    }
+    d.push_back(mx[j] - my[j]);
+  }
+  const double mean_d = mean(d);
+  nlohmann::json e = {{"mean_difference", mean_d}, {"seeds", c.b}};
+  if (c.b >= 2) {
+    const double half = student_t_quantile(0.975, double(c.b - 1)) * sample_std(d) / std::sqrt(double(c.b));
+    e["ci95"] = {mean_d - half, mean_d + half};
+    const double seed_sd = std::sqrt((sample_variance(mx) + sample_variance(my)) / 2);
+    e["seed_sd"] = seed_sd;
+    if (seed_sd > 0) e["in_seed_sd"] = mean_d / seed_sd;
+  }
+  const double df_run = double(2 * c.b * (c.n - 1));
+  if (df_run > 0) {
+    const double run_sd = std::sqrt(ss_run / df_run);
+    e["run_sd"] = run_sd;
+    if (run_sd > 0) e["in_run_sd"] = mean_d / run_sd;
+  }
+  return e;
+}
+
 nlohmann::json confounding(const std::vector<TrainingRun>& runs, const std::vector<TrainingSource>& sources,
                            Units& units, nlohmann::json* hardware_sentence) {
   // Base units that finished runs in condition (a), in order of appearance.
@@ -330,11 +384,32 @@ nlohmann::json confounding(const std::vector<TrainingRun>& runs, const std::vect
   };
   nlohmann::json guard = nlohmann::json::array();
   std::set<std::string> hardware;
-  size_t hardware_pairs = 0, zero_pairs = 0, significant_hw = 0;
+  size_t hardware_pairs = 0, zero_pairs = 0, significant_hw = 0, build_pairs = 0;
+  std::string first_build;  // what differs in the first pair whose code differs only by its build
   uint64_t seed = 20214;
   for (auto& b : bases) hardware.insert(hardware_of(b.base, source_of(sources, b.source), units.merged, *units.facts));
+  // First every pair's own test of a target effect in (a) (a permutation of the two labels within
+  // seeds), then Holm's correction over the pairs tested: with many pairs, one at 0.05 is a chance.
+  struct PairTest {
+    std::optional<Cube> cube;
+    std::optional<PermutationResult> test;
+    double p_holm = 1;
+  };
+  std::vector<PairTest> tests;
   for (size_t i = 0; i < bases.size(); ++i)
     for (size_t j = i + 1; j < bases.size(); ++j) {
+      PairTest t;
+      t.cube = cube_of(
+          a.y,
+          {unit_index(bases[i].source, bases[i].nondet_target), unit_index(bases[j].source, bases[j].nondet_target)},
+          a.seeds, a.reps);
+      if (t.cube) t.test = permutation_test_target(*t.cube, 999, seed++);
+      tests.push_back(std::move(t));
+    }
+  holm_adjust(&tests);
+  size_t pair = 0;
+  for (size_t i = 0; i < bases.size(); ++i)
+    for (size_t j = i + 1; j < bases.size(); ++j, ++pair) {
       const BaseUnit &x = bases[i], &y = bases[j];
       const TrainingSource &sx = source_of(sources, x.source), &sy = source_of(sources, y.source);
       TargetDescription dx{hardware_of(x.base, sx, units.merged, *units.facts), implementation_of(x.nondet_target, sx, *units.facts)};
@@ -347,19 +422,25 @@ nlohmann::json confounding(const std::vector<TrainingRun>& runs, const std::vect
                             {"could_be", attributable_label(dx, dy)}};
       const std::string differs = implementation_difference(x.nondet_target, sx, y.nondet_target, sy, *units.facts);
       if (!differs.empty()) row["implementation_differs"] = differs;
-      // This pair's own test of a target effect in (a): permutation of the two labels within seeds.
+      // The code differs only in how it was built or dispatched (compiler, C library, resolved ISA or
+      // core): with the hardware it is one difference, which no design of these runs can split.
+      const bool build_only =
+          !differs.empty() && differs == build_difference(x.nondet_target, sx, y.nondet_target, sy, *units.facts);
+      if (build_only && kind == ComparisonKind::kBoth && !build_pairs++) first_build = differs;
+      // This pair's test (above), Holm-adjusted over the pairs, and its effect.
+      const PairTest& pt = tests[pair];
       std::optional<double> p;
       bool power = false;
-      if (auto c = cube_of(a.y, {unit_index(x.source, x.nondet_target), unit_index(y.source, y.nondet_target)}, a.seeds,
-                           a.reps)) {
-        PermutationResult pr = permutation_test_target(*c, 999, seed++);
-        row["test"] = permutation_json(pr);
-        p = pr.p;
-        power = !pr.no_power;
+      if (pt.test) {
+        row["test"] = permutation_json(*pt.test);
+        p = pt.test->p;
+        power = !pt.test->no_power;
+        if (p) row["test"]["p_holm"] = pt.p_holm;
+        row["effect"] = pair_effect(*pt.cube);
       } else {
         row["test"] = {{"notes", "incomplete in (a): not tested"}};
       }
-      const bool significant = p && *p < 0.05 && power;
+      const bool significant = p && pt.p_holm < 0.05 && power;
       nlohmann::json bits = nlohmann::json::array();
       bool zero = true;
       size_t compared = 0;
@@ -372,12 +453,16 @@ nlohmann::json confounding(const std::vector<TrainingRun>& runs, const std::vect
       row["bitwise"] = bits;
       zero = zero && compared > 0;
       std::string no_effect =
-          p ? fmt::format("nothing: no significant difference between the two in (a) (permutation p = {:.3g}{})", *p,
-                          power ? "" : fmt::format(", no power: the smallest attainable p is {:.3g}",
-                                                   row["test"]["min_p"].get<double>()))
-            : row["test"].contains("p")
-                ? "nothing: no difference to test in (a) (" + row["test"].value("notes", std::string("no variance")) + ")"
-                : std::string("nothing: the pair was not tested in (a) (incomplete)");
+          p ? fmt::format(
+                  "nothing: no significant difference between the two in (a) (permutation p = {:.3g}, Holm over "
+                  "{} pair(s): {:.3g}{})",
+                  *p, tests.size(), pt.p_holm,
+                  power ? ""
+                        : fmt::format(", no power: the smallest attainable p is {:.3g}",
+                                      row["test"]["min_p"].get<double>()))
+          : row["test"].contains("p")
+              ? "nothing: no difference to test in (a) (" + row["test"].value("notes", std::string("no variance")) + ")"
+              : std::string("nothing: the pair was not tested in (a) (incomplete)");
       std::string attributable;
       if (kind == ComparisonKind::kHardwareOnly) {
         ++hardware_pairs;
@@ -386,7 +471,9 @@ nlohmann::json confounding(const std::vector<TrainingRun>& runs, const std::vect
       } else if (kind == ComparisonKind::kImplementationOnly) {
         attributable = significant ? "implementation" : no_effect;
       } else if (kind == ComparisonKind::kBoth) {
-        attributable = significant ? "confounded with implementation: " + differs : no_effect;
+        attributable = !significant ? no_effect
+                       : build_only ? "hardware or build (these differ: " + differs + ")"
+                                    : "confounded with implementation: " + differs;
       } else {
         attributable = "nothing: same hardware and implementation (run-to-run variation only)";
       }
@@ -398,6 +485,8 @@ nlohmann::json confounding(const std::vector<TrainingRun>& runs, const std::vect
         TargetDescription ey{dy.hardware, implementation_of(y.det_target, sy, *units.facts)};
         const ComparisonKind dk = classify_comparison(ex, ey);
         const std::string ddiff = implementation_difference(x.det_target, sx, y.det_target, sy, *units.facts);
+        const bool dbuild_only =
+            !ddiff.empty() && ddiff == build_difference(x.det_target, sx, y.det_target, sy, *units.facts);
         std::string finding;
         if (dk == ComparisonKind::kHardwareOnly) {
           if (kind != ComparisonKind::kHardwareOnly) ++hardware_pairs;
@@ -406,8 +495,9 @@ nlohmann::json confounding(const std::vector<TrainingRun>& runs, const std::vect
                            "(bitwise-identical final weights in (b) and (d))"
                          : "hardware: the same implementation gave other bits on the other hardware";
         } else if (dk == ComparisonKind::kBoth) {
-          finding = zero ? "nothing: identical bits although hardware and implementation differ"
-                         : "confounded with implementation: " + ddiff;
+          finding = zero          ? "nothing: identical bits although hardware and implementation differ"
+                    : dbuild_only ? "hardware or build (these differ: " + ddiff + ")"
+                                  : "confounded with implementation: " + ddiff;
         } else if (dk == ComparisonKind::kImplementationOnly) {
           finding = zero ? "nothing: identical bits from two implementations" : "implementation";
         } else {
@@ -422,6 +512,15 @@ nlohmann::json confounding(const std::vector<TrainingRun>& runs, const std::vect
         if (!ddiff.empty()) row["deterministic"]["implementation_differs"] = ddiff;
       }
       row["attributable_to"] = attributable;
+      // One word for tools (analyze --format json): what the design can say of this pair.
+      row["finding"] = significant   ? (kind == ComparisonKind::kHardwareOnly ? "hardware" : "implementation")
+                       : !p || power ? "no_difference"
+                                     : "no_power";
+      if (!p && pt.test) row["finding"] = "no_difference";  // nothing varied: no difference to test
+      if (!pt.test) row["finding"] = "no_power";            // incomplete in (a): not tested
+      row["differs"] = differs;
+      row["p"] = p ? nlohmann::json(*p) : nlohmann::json(nullptr);
+      row["p_holm"] = p ? nlohmann::json(pt.p_holm) : nlohmann::json(nullptr);
       guard.push_back(row);
     }
   if (hardware.size() <= 1)
@@ -432,6 +531,12 @@ nlohmann::json confounding(const std::vector<TrainingRun>& runs, const std::vect
                     units.merged ? "The merged sources all come from this one machine: merge runs from other machines "
                                    "to test hardware."
                                  : "Merge runs from other machines (detaudit analyze) to test hardware.");
+  else if (hardware_pairs == 0 && build_pairs > 0)
+    *hardware_sentence = fmt::format(
+        "the hardware differs here only together with the build that selects the code ({}{}): a difference is "
+        "hardware or build, never hardware alone. Build both machines alike (the same compiler and C library) to "
+        "test the hardware.",
+        first_build, build_pairs > 1 ? fmt::format(", and in {} more pair(s)", build_pairs - 1) : "");
   else if (hardware_pairs == 0)
     *hardware_sentence =
         "the hardware differs here only together with the implementation (confounded with implementation): no pair "
@@ -527,21 +632,28 @@ std::string implementation_of(const std::string& target, const TrainingSource& s
   std::string out =
       fmt::format("detaudit {} ({}) {}", src.tool_version, src.tool_commit, implementation_target(target, facts));
   for (auto& [lib, v] : library_versions(t, src)) out += fmt::format(" {}={}", lib, v);
+  for (auto& [key, v] : library_versions(t, src, true)) out += fmt::format(" {}={}", key, v);
   return out;
 }
 
-std::string implementation_difference(const std::string& target_x, const TrainingSource& x, const std::string& target_y,
-                                      const TrainingSource& y, const TargetFactsFn& facts) {
+namespace {
+
+// What differs between the implementations of two targets: the target, detaudit's version and commit
+// and the libraries (build = false), or the build's parts that select code (build = true).
+std::string differences(const std::string& target_x, const TrainingSource& x, const std::string& target_y,
+                        const TrainingSource& y, const TargetFactsFn& facts, bool build) {
   std::vector<std::string> d;
   const std::string tx = implementation_target(target_x, facts), ty = implementation_target(target_y, facts);
-  if (tx != ty) d.push_back(fmt::format("target {} vs {}", tx, ty));
-  if (x.tool_version != y.tool_version) d.push_back(fmt::format("detaudit {} vs {}", x.tool_version, y.tool_version));
-  if (x.tool_commit != y.tool_commit) d.push_back(fmt::format("commit {} vs {}", x.tool_commit, y.tool_commit));
+  if (!build && tx != ty) d.push_back(fmt::format("target {} vs {}", tx, ty));
+  if (!build && x.tool_version != y.tool_version)
+    d.push_back(fmt::format("detaudit {} vs {}", x.tool_version, y.tool_version));
+  if (!build && x.tool_commit != y.tool_commit)
+    d.push_back(fmt::format("commit {} vs {}", x.tool_commit, y.tool_commit));
   const TargetFacts sx = facts(target_x), sy = facts(target_y);
   if (sx.known && sy.known) {
     std::map<std::string, std::string> lx, ly;
-    for (auto& [k, v] : library_versions(sx, x)) lx[k] = v;
-    for (auto& [k, v] : library_versions(sy, y)) ly[k] = v;
+    for (auto& [k, v] : library_versions(sx, x, build)) lx[k] = v;
+    for (auto& [k, v] : library_versions(sy, y, build)) ly[k] = v;
     std::set<std::string> keys;
     for (auto& [k, v] : lx) keys.insert(k);
     for (auto& [k, v] : ly) keys.insert(k);
@@ -551,6 +663,20 @@ std::string implementation_difference(const std::string& target_x, const Trainin
     }
   }
   return fmt::format("{}", fmt::join(d, "; "));
+}
+
+}  // namespace
+
+std::string implementation_difference(const std::string& target_x, const TrainingSource& x, const std::string& target_y,
+                                      const TrainingSource& y, const TargetFactsFn& facts) {
+  const std::string impl = differences(target_x, x, target_y, y, facts, false),
+                    build = differences(target_x, x, target_y, y, facts, true);
+  return impl.empty() ? build : build.empty() ? impl : impl + "; " + build;
+}
+
+std::string build_difference(const std::string& target_x, const TrainingSource& x, const std::string& target_y,
+                             const TrainingSource& y, const TargetFactsFn& facts) {
+  return differences(target_x, x, target_y, y, facts, true);
 }
 
 namespace {

@@ -56,5 +56,8 @@ std::string implementation_of(const std::string& target, const TrainingSource& s
 std::string hardware_of(const std::string& target, const TrainingSource& src, bool merged, const TargetFactsFn& facts);
 std::string implementation_difference(const std::string& target_x, const TrainingSource& x, const std::string& target_y,
                                       const TrainingSource& y, const TargetFactsFn& facts);
+// Of those differences, the build's alone (compiler, C library, resolved ISA or core: TargetFacts::build).
+std::string build_difference(const std::string& target_x, const TrainingSource& x, const std::string& target_y,
+                             const TrainingSource& y, const TargetFactsFn& facts);
 
 }  // namespace detaudit

@@ -36,7 +36,19 @@ int run_analyze(const AnalyzeArgs& a, int argc, char** argv) {
   o.report_md = a.out + "/report.md";
   o.report_html = a.out + "/report.html";
   o.text += fmt::format("report: {} and {}\n", o.report_md, o.report_html);
-  o.data = {{"out", a.out}, {"dirs", a.dirs}, {"runs", r.training.size()}, {"hardware_attribution", hw}};
+  // Per pair of targets: what the design can say of it (finding: hardware, implementation, no_difference,
+  // no_power), what differs between their implementations, the p-values and the effect.
+  nlohmann::json pairs = nlohmann::json::array();
+  for (auto& g : r.analysis.value("confounding", nlohmann::json::array()))
+    pairs.push_back({{"targets", g.value("targets", nlohmann::json::array())},
+                     {"finding", g.value("finding", "")},
+                     {"differs", g.value("differs", "")},
+                     {"p", g.value("p", nlohmann::json(nullptr))},
+                     {"p_holm", g.value("p_holm", nlohmann::json(nullptr))},
+                     {"effect", g.value("effect", nlohmann::json(nullptr))},
+                     {"attributable_to", g.value("attributable_to", "")}});
+  o.data = {
+      {"out", a.out}, {"dirs", a.dirs}, {"runs", r.training.size()}, {"hardware_attribution", hw}, {"pairs", pairs}};
   return emit(o);
 }
 

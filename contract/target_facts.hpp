@@ -19,6 +19,9 @@ struct TargetFacts {
   std::string implementation;
   // Keys of the machine's "libraries" whose versions its bits depend on (empty for a portable target).
   std::vector<std::string> libraries;
+  // Keys of the machine's "libraries" that say how the build and the CPU select its code (compiler, C
+  // library, resolved ISA or core); empty for a portable target.
+  std::vector<std::string> build;
 };
 
 using TargetFactsFn = std::function<TargetFacts(const std::string& target)>;

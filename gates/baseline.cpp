@@ -44,7 +44,8 @@ nlohmann::json entry_key(const Results& r, const std::string& target) {
   nlohmann::json k = nlohmann::json::object();
   nlohmann::json kl = nlohmann::json::object();
   if (be)
-    for (auto& name : be->libraries) kl[name] = libs.contains(name) ? libs[name] : nlohmann::json("(absent)");
+    for (const auto* names : {&be->libraries, &be->build})
+      for (auto& name : *names) kl[name] = libs.contains(name) ? libs[name] : nlohmann::json("(absent)");
   k["libraries"] = kl;
   k["tool_version"] = r.tool_version;
   // The machine part comes from the target's device kind; an unknown backend with a device index is taken

@@ -1,13 +1,13 @@
 #include "probes/env.hpp"
 
+#include <fmt/format.h>
+#include <gnu/libc-version.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
 #include <fstream>
 #include <string>
 #include <thread>
-
-#include <fmt/format.h>
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
@@ -114,6 +114,16 @@ void describe_topology(nlohmann::json& m) {
 
 }  // namespace
 
+std::string compiler_string() {
+#if defined(__clang__)
+  return fmt::format("clang {}.{}.{}", __clang_major__, __clang_minor__, __clang_patchlevel__);
+#elif defined(__GNUC__)
+  return fmt::format("gcc {}", __VERSION__);
+#else
+  return "unknown";
+#endif
+}
+
 nlohmann::json machine_fingerprint() {
   nlohmann::json m;
   char host[256] = {0};
@@ -124,9 +134,12 @@ nlohmann::json machine_fingerprint() {
   m["cpu_model"] = cpu_model_from_proc();
   m["cores"] = std::thread::hardware_concurrency();
   m["cpu_features"] = cpu_features();
-  m["compiler"] = fmt::format("gcc {}", __VERSION__);
+  m["compiler"] = compiler_string();
 
   nlohmann::json libs;
+  // The build's parts that select code for detaudit's own kernels (BackendEntry::libraries names them).
+  libs["compiler"] = compiler_string();
+  libs["glibc"] = gnu_get_libc_version();
   libs["xxhash"] = fmt::format("{}.{}.{}", XXH_VERSION_MAJOR, XXH_VERSION_MINOR, XXH_VERSION_RELEASE);
   m["libraries"] = libs;
   // Each device kind describes its devices and stack (cuda: "gpus", its libraries and its line), each

@@ -178,7 +178,7 @@ TargetFacts target_facts(const std::string& target) {
   Spec no_device = s;
   no_device.device = -1;
   f.implementation = no_device.str();
-  if (!f.portable) f.libraries = e->libraries;
+  if (!f.portable) f.libraries = e->libraries, f.build = e->build;
   return f;
 }
 

@@ -107,6 +107,11 @@ struct BackendEntry {
   // {"openblas", "openblas_core"}; cublas: {"cublas", "cuda_runtime", "cuda_driver"}; cudnn adds "cudnn").
   // The baselines key their entries by these (gates/baseline.cpp), with the CPU or the GPU.
   std::vector<std::string> libraries;
+  // Keys of machine_fingerprint()["libraries"] that say how this build and this CPU select its code: the
+  // compiler and C library detaudit was built with, the instruction set isa=auto resolves to, oneDNN's
+  // dispatched ISA, OpenBLAS's core. Baselines key by them as by `libraries`; the training analysis calls
+  // a difference in them alone "hardware or build", never hardware.
+  std::vector<std::string> build;
   // Its spec keys in canonical order, with defaults, validators and --help values (probes/spec.hpp).
   std::vector<KeyRule> keys;
   // Keys that are valid one by one but not together (cpu: order=portable with conv=winograd): invalid,

@@ -460,11 +460,22 @@ void add_confounding_section(Document& d, const nlohmann::json& an) {
   for (auto& g : jf::array(an, "confounding")) {
     const auto& test = jf::object(g, "test");
     const auto p = jf::number(test, "p");
-    std::string ptext = p ? fmt::format("{:.3g}{}", *p,
-                                        jf::boolean(test, "no_power")
-                                            ? fmt::format(" (no power: p ≥ {:.3g})", jf::number(test, "min_p").value_or(NAN))
-                                            : "")
-                          : inline_text(jf::str(test, "notes", "—"));
+    std::string ptext =
+        p ? fmt::format("{:.3g}, Holm {:.3g}{}", *p, jf::number(g, "p_holm").value_or(NAN),
+                        jf::boolean(test, "no_power")
+                            ? fmt::format(" (no power: p ≥ {:.3g})", jf::number(test, "min_p").value_or(NAN))
+                            : "")
+          : inline_text(jf::str(test, "notes", "—"));
+    // The effect: the mean per-seed difference with its 95% interval, in seed and run-to-run sds.
+    const auto& e = jf::object(g, "effect");
+    if (auto md = jf::number(e, "mean_difference")) {
+      const auto& ci = jf::array(e, "ci95");
+      ptext += fmt::format("; difference {:.3g}", *md);
+      if (ci.size() == 2 && ci[0].is_number() && ci[1].is_number())
+        ptext += fmt::format(" [{:.3g}, {:.3g}]", ci[0].get<double>(), ci[1].get<double>());
+      if (auto s = jf::number(e, "in_seed_sd")) ptext += fmt::format(", {:.2g} seed sd", *s);
+      if (auto r = jf::number(e, "in_run_sd")) ptext += fmt::format(", {:.2g} run-to-run sd", *r);
+    }
     std::vector<std::string> bits;
     for (auto& bw : jf::array(g, "bitwise"))
       if (jf::integer(bw, "seeds") > 0)
@@ -487,16 +498,23 @@ void add_confounding_section(Document& d, const nlohmann::json& an) {
   const std::string hw = jf::str(an, "hardware_attribution");
   if (gr.empty() && hw.empty()) return;
   auto& s = d.add("What a target effect could be attributed to");
-  s.para("A difference between targets is called a hardware effect only when the implementation (the target without "
-         "its device index, the versions of the libraries its bits depend on, detaudit's version and commit) is "
-         "identical, and an implementation effect only when the hardware is; when both change it is confounded. Only "
-         "a significant difference is attributed: each pair is tested on its own in (a), by permuting its two labels "
-         "within seed blocks. \"Same bits\" counts the seeds whose deterministic runs in (b) and (d) ended in "
-         "bitwise-identical final weights on both. (The paper this design comes from was retracted because its "
-         "CPU/GPU gap came from the framework, not the hardware.)");
+  s.para(
+      "A difference between targets is called a hardware effect only when the implementation (the target without "
+      "its device index, the versions of the libraries its bits depend on, detaudit's version and commit) is "
+      "identical, and an implementation effect only when the hardware is; when both change it is confounded. The "
+      "implementation includes the build that selects the code (compiler, C library, the ISA or core dispatched "
+      "to): when only that differs besides the hardware, the finding is \"hardware or build\", never hardware. "
+      "Only a significant difference is attributed: each pair is tested in (a) by permuting its two labels within "
+      "seed blocks, and the p-values of all pairs are corrected together (Holm). The effect is the mean per-seed "
+      "difference with its 95% interval, also in units of the seed sd and the run-to-run sd. \"Same bits\" counts the "
+      "seeds whose deterministic runs in (b) and (d) ended in "
+      "bitwise-identical final weights on both. (The paper this design comes from was retracted because its "
+      "CPU/GPU gap came from the framework, not the hardware.)");
   if (!hw.empty()) s.para("**Hardware:** " + inline_text(hw));
   if (!gr.empty())
-    s.table({"targets", "hardware", "a difference could be", "pair test p (a)", "same bits (deterministic variants)", "attributed to (a)"}, gr);
+    s.table({"targets", "hardware", "a difference could be", "pair test p (a) and effect",
+             "same bits (deterministic variants)", "attributed to (a)"},
+            gr);
 }
 
 void add_curves_section(Document& d, const Results& r, const std::vector<TrainingSource>& sources) {

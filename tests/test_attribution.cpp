@@ -88,8 +88,9 @@ TEST(Confounding, NoSignificantEffectIsAttributedToNothing) {
   nlohmann::json an = analyze_training(runs_of({"cuda:0?order=tree", "cuda:1?order=tree"}, 3, 0.01), one(two_gpus()), target_facts);
   EXPECT_EQ(pair0(an)["could_be"], "hardware");
   EXPECT_EQ(pair0(an)["attributable_to"],
-            "nothing: no significant difference between the two in (a) (permutation p = 0.25, no power: the smallest "
-            "attainable p is 0.25)");
+            "nothing: no significant difference between the two in (a) (permutation p = 0.25, Holm over 1 pair(s): "
+            "0.25, no power: the smallest attainable p is 0.25)");
+  EXPECT_EQ(pair0(an)["finding"], "no_power");
 }
 
 TEST(Confounding, OneMachineOneDeviceCannotAttributeToHardwareAndSaysSo) {
@@ -245,6 +246,56 @@ TEST(MergedDesign, ADifferentCommitIsConfoundedWithImplementationAndNamed) {
                                                                 "implementation",
                                                                 0),
             0u);
+}
+
+// The guard exists because a retracted paper called a framework bug a hardware effect: one commit built by
+// two compilers is not "the same implementation". While the build differs (compiler, C library, resolved
+// ISA), the finding says "hardware or build" and names what differs, never "hardware".
+TEST(MergedDesign, ACompilerDifferenceIsHardwareOrBuildNeverHardware) {
+  auto srcs = machines("AMD EPYC 9654", "Intel Xeon 8480", "abc1234");
+  srcs[0].machine["libraries"] = {{"compiler", "gcc 12.2.0"}, {"glibc", "2.36"}, {"cpu_isa_auto", "avx2"}};
+  srcs[1].machine["libraries"] = {{"compiler", "clang 14.0.6"}, {"glibc", "2.36"}, {"cpu_isa_auto", "avx2"}};
+  nlohmann::json an = analyze_training(two_machines(0.01, 8, false), srcs, target_facts);
+  const auto& g = pair0(an);
+  EXPECT_EQ(g["kind"], "both");
+  EXPECT_EQ(g["implementation_differs"], "compiler gcc 12.2.0 vs clang 14.0.6");
+  EXPECT_EQ(g["attributable_to"], "hardware or build (these differ: compiler gcc 12.2.0 vs clang 14.0.6)");
+  EXPECT_EQ(g["deterministic"]["attributable_to"],
+            "hardware or build (these differ: compiler gcc 12.2.0 vs clang 14.0.6)");
+  EXPECT_EQ(an["hardware_attribution"].get<std::string>().rfind(
+                "the hardware differs here only together with the build that selects the code (compiler gcc 12.2.0 vs "
+                "clang 14.0.6): a difference is hardware or build, never hardware alone",
+                0),
+            0u)
+      << an["hardware_attribution"];
+  // For tools: one word, what differs, the p-value (Holm over the pairs) and the effect.
+  EXPECT_EQ(g["finding"], "implementation");
+  EXPECT_EQ(g["differs"], "compiler gcc 12.2.0 vs clang 14.0.6");
+  EXPECT_TRUE(g["p"].is_number());
+  EXPECT_EQ(g["p_holm"], g["p"]) << "one pair: Holm changes nothing";
+  ASSERT_TRUE(g["effect"].is_object());
+  EXPECT_NEAR(g["effect"]["mean_difference"].get<double>(), -0.01, 1e-12) << "node-a minus node-b";
+  EXPECT_TRUE(g["effect"]["ci95"].is_array());
+  EXPECT_TRUE(g["effect"]["in_seed_sd"].is_number());
+  EXPECT_TRUE(g["effect"]["in_run_sd"].is_number());
+  // The same build on both: hardware, as before.
+  srcs[1].machine["libraries"]["compiler"] = "gcc 12.2.0";
+  nlohmann::json same = analyze_training(two_machines(0.01, 8, false), srcs, target_facts);
+  EXPECT_EQ(pair0(same)["attributable_to"], "hardware");
+  EXPECT_EQ(pair0(same)["finding"], "hardware");
+}
+
+// Holm over the pairs: three targets, three pairs; every adjusted p is at least its raw p and the order
+// of the raw p-values is kept.
+TEST(Confounding, PairsAreCorrectedTogether) {
+  nlohmann::json an = analyze_training(
+      runs_of({"cuda:0?order=tree", "cuda:1?order=tree", "cuda:2?order=tree"}, 8, 0.01), one(two_gpus()), target_facts);
+  ASSERT_EQ(an["confounding"].size(), 3u);
+  for (auto& g : an["confounding"]) {
+    ASSERT_TRUE(g["p"].is_number()) << g;
+    EXPECT_GE(g["p_holm"].get<double>(), g["p"].get<double>()) << g;
+    EXPECT_LE(g["p_holm"].get<double>(), std::min(1.0, 3 * g["p"].get<double>()) + 1e-15) << g;
+  }
 }
 
 TEST(MergedDesign, TwoRunsOnOneMachineAreNoHardwareComparison) {

@@ -163,12 +163,13 @@ TEST(Baseline, KeysPerBackendAndDevice) {
   EXPECT_EQ(cpu_key["cpu_model"], "Test CPU 9000");
   EXPECT_EQ(cpu_key["cpu_features"], test_machine()["cpu_features"]);
   EXPECT_EQ(cpu_key["tool_version"], DETAUDIT_VERSION);
-  // Exactly the libraries the registry says openblas's bits depend on.
+  // Exactly the libraries and build parts the registry says openblas's bits depend on.
   const BackendEntry* e = find_backend("openblas");
   ASSERT_NE(e, nullptr);
-  EXPECT_EQ(cpu_key["libraries"].size(), e->libraries.size());
+  EXPECT_EQ(cpu_key["libraries"].size(), e->libraries.size() + e->build.size());
   EXPECT_EQ(cpu_key["libraries"]["openblas"], "0.3.21");
-  EXPECT_EQ(b.keys.at(seq->key)["libraries"].size(), find_backend("cpu")->libraries.size());
+  const BackendEntry* cpu = find_backend("cpu");
+  EXPECT_EQ(b.keys.at(seq->key)["libraries"].size(), cpu->libraries.size() + cpu->build.size());
   const auto& gpu_key = b.keys.at(gpu->key);
   EXPECT_EQ(gpu->key.rfind("gpu-", 0), 0u);
   EXPECT_EQ(gpu_key["gpu_name"], "NVIDIA H200");

@@ -65,7 +65,7 @@ TEST(Registry, EveryBackendHasOneEntry) {
 
 TEST(Registry, LibrariesTheBitsDependOn) {
   using L = std::vector<std::string>;
-  EXPECT_EQ(find_backend("openblas")->libraries, (L{"openblas", "openblas_core"}));
+  EXPECT_EQ(find_backend("openblas")->libraries, (L{"openblas"}));
   EXPECT_EQ(find_backend("onednn")->libraries, (L{"onednn"}));
   EXPECT_EQ(find_backend("cuda")->libraries, (L{"cuda_runtime", "cuda_driver"}));
   EXPECT_EQ(find_backend("cublas")->libraries, (L{"cublas", "cuda_runtime", "cuda_driver"}));
@@ -73,6 +73,12 @@ TEST(Registry, LibrariesTheBitsDependOn) {
   EXPECT_EQ(find_backend("cudnn")->libraries, (L{"cudnn", "cuda_runtime", "cuda_driver"}));
   EXPECT_TRUE(find_backend("cpu")->libraries.empty());
   EXPECT_TRUE(find_backend("cpu-ref")->libraries.empty());
+  // What selects the code of this build on this CPU: keyed as libraries are, and "hardware or build" in
+  // the training analysis.
+  EXPECT_EQ(find_backend("cpu")->build, (L{"compiler", "glibc", "cpu_isa_auto"}));
+  EXPECT_EQ(find_backend("cpu-ref")->build, (L{"compiler", "glibc"}));
+  EXPECT_EQ(find_backend("openblas")->build, (L{"openblas_core"}));
+  EXPECT_EQ(find_backend("onednn")->build, (L{"onednn_isa"}));
 }
 
 struct PromiseCase {

@@ -58,6 +58,13 @@ bool parse_cpu_isa(const std::string& s, CpuIsa* out) {
 
 bool cpu_isa_supported(CpuIsa isa) { return native::isa_kernels(isa) != nullptr; }
 
+CpuIsa resolved_cpu_isa(CpuIsa isa) {
+  if (isa != CpuIsa::kAuto) return isa;
+  for (CpuIsa i : {CpuIsa::kAvx512, CpuIsa::kAvx2})
+    if (cpu_isa_supported(i)) return i;
+  return CpuIsa::kScalar;
+}
+
 const char* to_string(ConvAlgo a) {
   switch (a) {
     case ConvAlgo::kDirect: return "direct";

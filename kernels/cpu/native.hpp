@@ -35,6 +35,9 @@ const char* to_string(CpuIsa isa);
 bool parse_cpu_isa(const std::string& s, CpuIsa* out);
 // Whether this CPU can run `isa` (kAuto and kScalar: always).
 bool cpu_isa_supported(CpuIsa isa);
+// The instruction set `isa` runs on this CPU: kAuto resolved to the widest it has (AVX-512, AVX2+FMA,
+// scalar); any other as it is.
+CpuIsa resolved_cpu_isa(CpuIsa isa);
 
 // How 3x3 stride-1 convolutions are computed. kDirect: the im2col gemm (one reduction over C*R*S).
 // kWinograd: Winograd F(4x4, 3x3) (kernels/cpu/winograd.hpp), 4x fewer multiplies in its gemms, its own

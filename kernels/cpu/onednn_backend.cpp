@@ -511,6 +511,8 @@ BackendOr make_onednn(const OnednnOptions& opts, OnednnConvLayout layout) {
 
 BackendOr make_onednn(const OnednnOptions& opts) { return make_onednn(opts, OnednnConvLayout::kPlain); }
 
+std::string onednn_effective_isa() { return isa_name(dnnl::get_effective_cpu_isa()); }
+
 std::string onednn_version_string() {
   const dnnl_version_t* v = dnnl_version();
   if (!v) return "unknown";
@@ -531,6 +533,7 @@ BackendOr make_onednn(const OnednnOptions&, OnednnConvLayout) {
 }
 BackendOr make_onednn(const OnednnOptions& opts) { return make_onednn(opts, OnednnConvLayout::kPlain); }
 std::string onednn_version_string() { return "not built"; }
+std::string onednn_effective_isa() { return "not built"; }
 
 #endif
 

@@ -31,5 +31,8 @@ BackendOr make_onednn(const OnednnOptions& opts);
 enum class OnednnConvLayout : uint8_t { kPlain, kBlocked };
 BackendOr make_onednn(const OnednnOptions& opts, OnednnConvLayout layout);
 std::string onednn_version_string();
+// The instruction set oneDNN's kernels use in this process (ONEDNN_MAX_CPU_ISA applied): "AVX2", ...;
+// "not built" without oneDNN.
+std::string onednn_effective_isa();
 
 }  // namespace detaudit

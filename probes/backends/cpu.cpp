@@ -185,6 +185,12 @@ BackendEntry cpu_backend() {
   e.portable = order_portable;
   e.suite_targets = suite_targets_cpu;
   e.training_targets = training_targets_cpu;
+  // What selects its code besides the spec: the compiler and C library it was built with (libm's exp in
+  // softmax), and the instruction set isa=auto resolves to on this CPU.
+  e.build = {"compiler", "glibc", "cpu_isa_auto"};
+  e.describe_machine = [](nlohmann::json* libs) {
+    (*libs)["cpu_isa_auto"] = to_string(resolved_cpu_isa(CpuIsa::kAuto));
+  };
   return e;
 }
 

@@ -27,6 +27,7 @@ BackendEntry cpu_ref_backend() {
   e.summary = "the oracle: fixed order, double accumulation, one thread";
   e.applicable = always;
   e.promise = promise_cpu_ref;
+  e.build = {"compiler", "glibc"};  // its double arithmetic and libm, as built
   e.suite_targets = [](const std::string&) { return std::vector<SuiteTarget>{{"cpu-ref"}}; };
   return e;
 }

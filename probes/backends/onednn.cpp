@@ -58,10 +58,14 @@ BackendEntry onednn_backend() {
   e.make = make_onednn_backend;
   e.summary = "oneDNN conv2d, matmul, reductions; isa= sets ONEDNN_MAX_CPU_ISA; layout=blocked lets conv pick its own";
   e.libraries = {"onednn"};
+  e.build = {"onednn_isa"};  // the instruction set oneDNN dispatches to on this CPU
   e.applicable = always;
   e.promise = promise_onednn;
   e.suite_targets = suite_targets_onednn;
-  e.describe_machine = [](nlohmann::json* libs) { (*libs)["onednn"] = onednn_version_string(); };
+  e.describe_machine = [](nlohmann::json* libs) {
+    (*libs)["onednn"] = onednn_version_string();
+    (*libs)["onednn_isa"] = onednn_effective_isa();
+  };
   return e;
 }
 

@@ -114,7 +114,8 @@ BackendEntry openblas_backend() {
   e.environment = environment_openblas;
   e.make = make_openblas_backend;
   e.summary = "OpenBLAS sgemm/dgemm, conv2d by im2col+gemm; core= sets OPENBLAS_CORETYPE";
-  e.libraries = {"openblas", "openblas_core"};
+  e.libraries = {"openblas"};
+  e.build = {"openblas_core"};  // the core (kernel set) OpenBLAS resolved on this CPU
   e.applicable = always;
   e.promise = promise_openblas;
   e.suite_targets = suite_targets_openblas;
