@@ -123,13 +123,23 @@ Status check_plan(const nlohmann::json& p) {
 // design with that condition's initial weights and nondeterminism, a seed and replicate the design runs
 // (random init: seeds base .. base + seeds - 1, replicates 0 .. replicates - 1 under (a), else 0; fixed
 // init: the base seed, replicates 0 .. seeds - 1), its batches and window, a curve no longer than its
-// batches. A field the run's JSON `j` does not hold is not checked. A field that disagrees is one line
+// batches. Every run names its seed and replicate (a run that did not train too: they say which run it
+// was); a field the design fixes (model, design, batches, window) and the run's JSON `j` does not hold is
+// taken from the design, so the run saves and loads again as it is. A field that disagrees is one line
 // naming it.
-Status check_run_against_design(const nlohmann::json& j, const TrainingRun& t, const nlohmann::json& d,
+Status check_run_against_design(const nlohmann::json& j, TrainingRun& t, const nlohmann::json& d,
                                 const std::string& path) {
   auto bad = [&](const char* field, const std::string& what) {
     return Status::invalid(fmt::format("{} {}", json_path(path, field), what));
   };
+  for (const char* k : {"seed", "replicate"})
+    if (!j.contains(k))
+      return Status::invalid(json_path(path, k) + " is missing (it says which run of the design this is)");
+  if (!j.contains("model") && d.contains("model") && d["model"].is_string()) t.model = d["model"].get<std::string>();
+  if (!j.contains("design") && d.contains("design") && d["design"].is_string())
+    t.design = d["design"].get<std::string>();
+  if (!j.contains("batches") && d.contains("batches")) t.batches = d["batches"].get<int>();
+  if (!j.contains("window") && d.contains("window")) t.window = d["window"].get<int>();
   for (const char* k : {"model", "design"})
     if (j.contains(k) && d.contains(k) && d[k] != (std::string(k) == "model" ? t.model : t.design))
       return bad(k, fmt::format("is not the design's ({})", d[k].dump()));
@@ -145,12 +155,12 @@ Status check_run_against_design(const nlohmann::json& j, const TrainingRun& t, c
     return bad("nondeterminism", fmt::format("is not condition ({})'s", t.condition));
   const uint64_t base = d.value("init_seed_base", uint64_t(1000));
   const uint64_t seeds = d.value("seeds", uint64_t(0)), replicates = d.value("replicates", uint64_t(1));
-  if (d.contains("seeds") && j.contains("seed")) {
+  if (d.contains("seeds")) {
     if (random ? (t.seed < base || t.seed >= base + seeds) : t.seed != base)
       return bad("seed", fmt::format("{} is not a seed of the design ({} seeds from {}; fixed initial weights use {})",
                                      t.seed, seeds, base, base));
     const uint64_t reps = random ? (nondet ? replicates : 1) : seeds;
-    if (j.contains("replicate") && t.replicate < 0 || uint64_t(t.replicate) >= reps)
+    if (t.replicate < 0 || uint64_t(t.replicate) >= reps)
       return bad("replicate",
                  fmt::format("{} is not below the {} replicates condition ({}) runs", t.replicate, reps, t.condition));
   }

@@ -38,7 +38,7 @@ Status from_json(const nlohmann::json& j, CurvePhases* p, const std::string& pat
                  !(st = check_key(j, "censored", T::kBoolean, false, path)))
     return st;
   for (auto& [k, v] : j.items())
-    if (k != "label" && k != "segments" && k != "censored" && k != "escape_step")
+    if (k != "label" && k != "segments" && k != "censored" && k != "escape_step" && k != "margin")
       return Status::invalid(fmt::format("{} is not a field of a run's phases", json_path(path, k)));
   p->label = j["label"];
   p->segments = j.value("segments", uint64_t(0));
@@ -48,6 +48,12 @@ Status from_json(const nlohmann::json& j, CurvePhases* p, const std::string& pat
       return Status::invalid(fmt::format("{} must be a number or null (got {})", json_path(path, "escape_step"),
                                          j["escape_step"].type_name()));
     p->escape_step = j["escape_step"].get<double>();
+  }
+  if (j.contains("margin") && !j["margin"].is_null()) {
+    if (!j["margin"].is_number())
+      return Status::invalid(
+          fmt::format("{} must be a number or null (got {})", json_path(path, "margin"), j["margin"].type_name()));
+    p->margin = j["margin"].get<double>();
   }
   return Status::ok();
 }
@@ -152,7 +158,8 @@ nlohmann::json to_json(const CurvePhases& p) {
   return {{"label", p.label},
           {"segments", p.segments},
           {"escape_step", p.escape_step ? nlohmann::json(*p.escape_step) : nlohmann::json(nullptr)},
-          {"censored", p.censored}};
+          {"censored", p.censored},
+          {"margin", p.margin ? nlohmann::json(*p.margin) : nlohmann::json(nullptr)}};
 }
 
 nlohmann::json to_json(const TrainingRun& r) {
@@ -237,6 +244,12 @@ Status from_json(const nlohmann::json& j, TrainingRun* out, const std::string& p
   if (!det.empty() && j.contains("nondeterminism") && (det == "on") == (nondet == "on"))
     return Status::invalid(fmt::format("{} and nondeterminism are both \"{}\"", json_path(path, "determinism"), det));
   if (!j.contains("nondeterminism") && !det.empty()) nondet = det == "on" ? "off" : "on";
+  // A field the run does not hold is its condition's: (a) and (b) start from random initial weights, (a) and
+  // (c) run with nondeterminism on.
+  if (!r.condition.empty()) {
+    if (!j.contains("init")) init = r.condition == "a" || r.condition == "b" ? "random" : "fixed";
+    if (!j.contains("nondeterminism") && det.empty()) nondet = r.condition == "a" || r.condition == "c" ? "on" : "off";
+  }
   r.random_init = init == "random";
   r.nondeterministic = nondet == "on";
   r.key = j.value("key", "");

@@ -17,10 +17,13 @@ namespace detaudit {
 
 // The phase label of one run's learning curve (analysis/phases.hpp detects it, once, in the worker).
 struct CurvePhases {
-  std::string label;  // biphasic, triphasic, censored, monophasic, insufficient
+  std::string label;  // biphasic, triphasic, censored, monophasic, insufficient, too short to tell
   uint64_t segments = 0;
   std::optional<double> escape_step;  // the step the run escaped its first plateau at
   bool censored = false;              // a plateau never escaped
+  // The first segment's margin from the plateau rule (0.05 − |slope of log loss on log step|): how near
+  // the label was to the other side. Absent in results of older versions.
+  std::optional<double> margin;
   // Every label but monophasic and insufficient has a plateau.
   bool has_plateau() const { return label == "biphasic" || label == "triphasic" || label == "censored"; }
 };

@@ -3,6 +3,7 @@
 // so the fuzzers start from inputs that reach past the first check. Run through the same functions as
 // the harnesses, in the regular build.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -10,11 +11,11 @@
 #include <string>
 #include <vector>
 
-#include "tests/fixtures.hpp"
+#include "contract/results.hpp"
 #include "models/idx.hpp"
 #include "probes/spec.hpp"
 #include "probes/worker.hpp"
-#include "contract/results.hpp"
+#include "tests/fixtures.hpp"
 
 namespace detaudit {
 namespace {
@@ -76,7 +77,19 @@ TEST(FuzzSeeds, ResultsSeedsLoadOrAreRejectedWithAReason) {
     EXPECT_EQ(ok, !s.bad()) << s.name << ": " << err;
     if (!ok) {
       EXPECT_FALSE(err.empty()) << s.name;
+      continue;
     }
+    // The harness's invariant: what loads saves and loads again to the same JSON.
+    const fs::path dir = fs::temp_directory_path() / ("detaudit-test-fuzz-seed-" + std::to_string(getpid()));
+    fs::create_directories(dir);
+    const std::string again_path = (dir / "again.json").string();
+    const std::string first = to_json(r).dump();
+    ASSERT_TRUE(save_results(again_path, r).is_ok()) << s.name;
+    Results again;
+    const Status st = load_results(again_path, &again);
+    ASSERT_TRUE(st.is_ok()) << s.name << ": saved results do not load: " << st.message();
+    EXPECT_EQ(to_json(again).dump(), first) << s.name;
+    fs::remove_all(dir);
   }
 }
 
