@@ -77,10 +77,28 @@ std::vector<std::size_t> optimal_partition(const Prefix& p, std::size_t n, std::
   return ends;
 }
 
-SegmentKind classify(const Segment& s, const PhaseOptions& o) {
-  if (std::fabs(s.slope) < o.plateau_max_abs_slope && s.x_span >= o.plateau_min_x_span) return SegmentKind::kPlateau;
+SegmentKind classify(const Segment& s, const PhaseOptions& o, bool may_be_plateau = true) {
+  if (may_be_plateau && std::fabs(s.slope) < o.plateau_max_abs_slope && s.x_span >= o.plateau_min_x_span)
+    return SegmentKind::kPlateau;
   if (s.slope < o.drop_max_slope && s.delta_y <= o.drop_max_delta_y) return SegmentKind::kDrop;
   return SegmentKind::kOther;
+}
+
+// A plateau is a run of flat segments that together cover at least plateau_min_step_share of the steps
+// (the segmentation may cut one plateau into several pieces); a shorter flat run is a drop or other.
+void drop_short_plateaus(std::vector<Segment>& segs, const PhaseOptions& o) {
+  for (std::size_t i = 0; i < segs.size();) {
+    if (segs[i].kind != SegmentKind::kPlateau) {
+      ++i;
+      continue;
+    }
+    std::size_t j = i;
+    double share = 0.0;
+    for (; j < segs.size() && segs[j].kind == SegmentKind::kPlateau; ++j) share += segs[j].step_share;
+    if (share < o.plateau_min_step_share)
+      for (std::size_t k = i; k < j; ++k) segs[k].kind = classify(segs[k], o, false);
+    i = j;
+  }
 }
 
 // The label follows the first plateau and its escape, not the adjacency of segments: a plateau that
@@ -138,6 +156,7 @@ PhaseResult detect_phases(const std::vector<double>& losses, const PhaseOptions&
     r.label = "insufficient";
     return r;
   }
+  const bool too_short = losses.size() < opt.min_steps;
 
   // Centred moving average, truncated at the ends.
   r.smoothed.resize(n);
@@ -176,15 +195,24 @@ PhaseResult detect_phases(const std::vector<double>& losses, const PhaseOptions&
     fit_line(r.x, r.y, s.first_bin, s.last_bin, s.slope, s.intercept);
     s.x_span = r.x[s.last_bin] - r.x[s.first_bin];
     s.delta_y = s.slope * s.x_span;
+    s.step_share = double(r.bin_last_step[e - 1] - r.bin_first_step[start] + 1) / double(losses.size());
     s.kind = classify(s, opt);
     r.segments.push_back(s);
     start = e;
   }
+  drop_short_plateaus(r.segments, opt);
+  if (!r.segments.empty()) r.first_margin = opt.plateau_max_abs_slope - std::fabs(r.segments[0].slope);
   for (std::size_t i = 0; i < r.segments.size(); ++i)
     if (r.segments[i].kind == SegmentKind::kPlateau) {
       r.plateau_segment = i;
       break;
     }
+  if (too_short) {
+    // The segments stay (for plots); no label, plateau or escape is claimed.
+    r.label = "too short to tell";
+    r.plateau_segment.reset();
+    return r;
+  }
   if (!r.plateau_segment) {
     r.label = label_of(r, opt.escape_margin);
     return r;

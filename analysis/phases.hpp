@@ -18,6 +18,7 @@ struct Segment {
   double slope = 0.0, intercept = 0.0;       // y = intercept + slope·x, y = log loss, x = log step
   double x_span = 0.0;                       // x(last) − x(first)
   double delta_y = 0.0;                      // fitted change slope·x_span
+  double step_share = 0.0;                   // the share of the run's steps it covers
   SegmentKind kind = SegmentKind::kOther;
 };
 
@@ -31,6 +32,12 @@ struct PhaseOptions {
   std::size_t smooth_half_window = 2;  // centred moving average over 2h+1 bins, truncated at ends
   std::size_t escape_consecutive = 5;  // k: bins in a row that must stay below the threshold
   double sigma_floor_rel = 1e-3;       // σ̂ ≥ this × range(y) (and ≥ 1e-12)
+  // Below this many steps a label is knife-edge (two near-identical curves get two labels): "too short
+  // to tell".
+  std::size_t min_steps = 200;
+  // A plateau (a run of flat segments) covers at least this share of the run's steps; a shorter flat
+  // stretch is not one.
+  double plateau_min_step_share = 0.1;
 };
 
 struct PhaseResult {
@@ -46,7 +53,11 @@ struct PhaseResult {
   // From the first plateau and its escape: "biphasic" (the plateau escaped, the curve at its level
   // from the start), "triphasic" (escaped, and the curve came down onto it: a drop segment before it,
   // or a start at least escape_margin above its median), "censored" (a plateau never escaped),
-  // "monophasic" (no plateau segment at all), "insufficient" (fewer than 3 usable bins).
+  // "monophasic" (no plateau segment at all), "insufficient" (fewer than 3 usable bins), "too short to
+  // tell" (fewer than min_steps steps).
+  // The first segment's margin from the plateau rule: plateau_max_abs_slope − |slope| (positive: flat
+  // enough for a plateau, by this much; negative: too steep by this much). How near the label was.
+  std::optional<double> first_margin;
   std::string label;
   bool has_plateau = false;
   std::optional<std::size_t> plateau_segment;  // index of the first plateau segment

@@ -558,9 +558,18 @@ nlohmann::json phases_of(const std::vector<TrainingRun>& runs) {
   for (auto& r : runs)
     if (r.ok() && r.phases)
       rp.push_back({r.condition, {r.phases->label, r.phases->has_plateau(), r.phases->escape_step, r.phases->censored}});
+  // Per condition, the run whose first segment came nearest the plateau rule: how near a label was to
+  // the other side (results of older versions carry no margin).
+  std::map<std::string, double> nearest;
+  for (auto& r : runs)
+    if (r.ok() && r.phases && r.phases->margin) {
+      auto [it, fresh] = nearest.try_emplace(r.condition, *r.phases->margin);
+      if (!fresh && std::fabs(*r.phases->margin) < std::fabs(it->second)) it->second = *r.phases->margin;
+    }
   nlohmann::json phases = nlohmann::json::object();
   for (auto& [cond, s] : summarize_phases(rp))
     phases[cond] = {{"runs", s.runs},
+                    {"nearest_margin", nearest.count(cond) ? nlohmann::json(nearest[cond]) : nlohmann::json(nullptr)},
                     {"labels", s.label_counts},
                     {"with_plateau", s.with_plateau},
                     {"escaped", s.escaped},

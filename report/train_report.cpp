@@ -1,22 +1,22 @@
 #include "report/train_report.hpp"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <cmath>
 #include <functional>
 #include <map>
 #include <optional>
 
-#include <fmt/format.h>
-
-#include <fmt/ranges.h>
-
 #include "analysis/noise_scale.hpp"
+#include "analysis/phases.hpp"
 #include "analysis/stats.hpp"
 #include "analysis/training.hpp"
+#include "contract/atomic_file.hpp"
 #include "contract/json_fields.hpp"
 #include "contract/results.hpp"
 #include "report/probe_report.hpp"
 #include "report/svg.hpp"
-#include "contract/atomic_file.hpp"
 
 namespace detaudit {
 
@@ -540,15 +540,26 @@ void add_curves_section(Document& d, const Results& r, const std::vector<Trainin
     for (auto& [l, n] : jf::object(s, "labels").items())
       labels += fmt::format("{} {}; ", inline_text(l), n.is_number_integer() ? n.get<long long>() : 0);
     auto median = jf::number(s, "escape_median"), q25 = jf::number(s, "escape_q25"), q75 = jf::number(s, "escape_q75");
-    pr.push_back({{cond_name(c), ""},
-                  {std::to_string(jf::integer(s, "runs")), ""},
-                  {labels, ""},
-                  {fmt::format("{} escaped, {} censored", jf::integer(s, "escaped"), jf::integer(s, "censored")), ""},
-                  {median ? fmt::format("{:.0f} [{}, {}]", *median, num(q25, "{:.0f}"), num(q75, "{:.0f}")) : "—", ""}});
+    const auto nearest = jf::number(s, "nearest_margin");
+    pr.push_back(
+        {{cond_name(c), ""},
+         {std::to_string(jf::integer(s, "runs")), ""},
+         {labels, ""},
+         {nearest ? fmt::format("{:+.3f}", *nearest) : std::string("—"), ""},
+         {fmt::format("{} escaped, {} censored", jf::integer(s, "escaped"), jf::integer(s, "censored")), ""},
+         {median ? fmt::format("{:.0f} [{}, {}]", *median, num(q25, "{:.0f}"), num(q75, "{:.0f}")) : "—", ""}});
   }
-  cs.para("Piecewise-linear segmentation of log loss against log step; a plateau followed by a drop is biphasic, "
-          "drop-plateau-drop triphasic; the escape step is where the loss leaves its first plateau for good.")
-      .table({"condition", "runs", "labels", "plateau escapes", "escape step median [IQR]"}, pr);
+  const PhaseOptions po;
+  cs
+      .para(fmt::format(
+          "Piecewise-linear segmentation of log loss against log step; a plateau followed by a drop is biphasic, "
+          "drop-plateau-drop triphasic; the escape step is where the loss leaves its first plateau for good. A "
+          "plateau is flat (|slope| below {}) over at least {:.0f}% of the steps; a curve of fewer than {} steps is "
+          "too short to tell. The nearest margin is the first segment's distance from the slope rule over the "
+          "condition's runs ({} − |slope|: positive flat by that much, negative too steep): near 0, a near-identical "
+          "curve could get the other label.",
+          po.plateau_max_abs_slope, 100.0 * po.plateau_min_step_share, po.min_steps, po.plateau_max_abs_slope))
+      .table({"condition", "runs", "labels", "nearest margin", "plateau escapes", "escape step median [IQR]"}, pr);
 }
 
 // A merged analysis (detaudit analyze): where each source's runs came from.

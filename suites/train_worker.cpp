@@ -222,7 +222,8 @@ nlohmann::json finished(const TrainResult& tr, int window) {
   run["phases"] = {{"label", ph.label},
                    {"segments", ph.segments.size()},
                    {"escape_step", ph.escape_step ? nlohmann::json(*ph.escape_step) : nlohmann::json(nullptr)},
-                   {"censored", ph.censored}};
+                   {"censored", ph.censored},
+                   {"margin", ph.first_margin ? nlohmann::json(*ph.first_margin) : nlohmann::json(nullptr)}};
   return run;
 }
 

@@ -185,7 +185,7 @@ TEST(Phases, SummaryOverRuns) {
   EXPECT_FALSE(b.escape_median.has_value());
 }
 
-// Curves of known structure whose transitions are smooth, at 60 to 5000 steps. A
+// Curves of known structure whose transitions are smooth, at 60 (too short to tell) to 5000 steps. A
 // plateau then a smooth drop was segmented plateau -> other -> drop and labelled "other" although its
 // escape was found; the label now follows the plateau and its escape.
 namespace {
@@ -206,13 +206,20 @@ double bend(double x, double x0, double s, double w) {
 
 TEST(Phases, SmoothEscapesAreLabelledByTheirStructureAtEveryLength) {
   int checked = 0;
-  for (std::size_t steps : {60u, 200u, 1000u, 5000u})
+  for (std::size_t steps : {60u, 150u, 300u, 1000u, 5000u})
     for (std::uint64_t seed = 1; seed <= 9; ++seed) {
       const double L = std::log(double(steps));
       // Plateau over the first 30% of the steps, then a smooth bend into a slope of -2 (the segmentation
       // bins steps linearly, so a phase is as long as its steps, whatever its span in log-step).
       const double x0 = std::log(0.3 * double(steps));
       const PhaseResult bi = detect_phases(curve_of(steps, [&](double x) { return bend(x, x0, -2.0, 0.15); }, 0.01, seed));
+      if (steps < PhaseOptions{}.min_steps) {
+        // Too short for any label: neither this one nor the two below gets one.
+        EXPECT_EQ(bi.label, "too short to tell") << steps << " steps, seed " << seed;
+        EXPECT_FALSE(bi.has_plateau || bi.escape_step || bi.censored) << steps << " steps, seed " << seed;
+        ++checked;
+        continue;
+      }
       EXPECT_EQ(bi.label, "biphasic") << steps << " steps, seed " << seed << ": " << kinds(bi);
       EXPECT_TRUE(bi.escape_step.has_value()) << steps << " steps, seed " << seed;
       // A drop (slope -1.5 over the first 10% of the steps), a plateau, then a smooth drop from 50%.
@@ -228,5 +235,51 @@ TEST(Phases, SmoothEscapesAreLabelledByTheirStructureAtEveryLength) {
       EXPECT_EQ(flat.label, "censored") << steps << " steps, seed " << seed << ": " << kinds(flat);
       ++checked;
     }
-  EXPECT_EQ(checked, 36);
+  EXPECT_EQ(checked, 45);
+}
+
+// Two near-identical short curves were labelled "biphasic" and "monophasic", their first segments' slopes
+// either side of the plateau rule's 0.05. Below min_steps (200) no curve gets a label; each result says how
+// near its first segment was to the rule.
+TEST(Phases, ShortCurvesAreTooShortToTellAndSayTheirMargin) {
+  for (std::size_t steps : {100u, 150u, 199u})
+    for (std::uint64_t seed = 1; seed <= 5; ++seed) {
+      // Slopes -0.04 and -0.06 over the first third: one side of the rule and the other.
+      for (double first : {-0.04, -0.06}) {
+        const double x1 = std::log(double(steps) / 3.0);
+        const PhaseResult r = detect_phases(curve_of(
+            steps, [&](double x) { return x < x1 ? first * x : first * x1 - 1.0 * (x - x1); }, 0.002, seed));
+        EXPECT_EQ(r.label, "too short to tell") << steps << " steps, slope " << first;
+        EXPECT_FALSE(r.has_plateau || r.escape_step || r.censored || r.plateau_segment);
+        ASSERT_TRUE(r.first_margin.has_value());
+        ASSERT_FALSE(r.segments.empty());
+        EXPECT_DOUBLE_EQ(*r.first_margin, PhaseOptions{}.plateau_max_abs_slope - std::fabs(r.segments[0].slope));
+      }
+    }
+  // At 200 steps and more a label is given, and the margin still says how near it was.
+  const PhaseResult r = detect_phases(curve_of(
+      2000, [](double x) { return -0.5 * x; }, 0.002, 3));
+  EXPECT_EQ(r.label, "monophasic") << kinds(r);
+  ASSERT_TRUE(r.first_margin.has_value());
+  EXPECT_LT(*r.first_margin, 0.0) << "a slope of -0.5 is too steep for a plateau by about 0.45";
+  EXPECT_NEAR(*r.first_margin, 0.05 - 0.5, 0.1);
+}
+
+// A flat stretch over 4% of the steps (steps 100 to 300 of 5000, a long span in log step) is not a plateau:
+// a plateau covers at least 10% of the run's steps. Without that rule the stretch made the curve biphasic.
+TEST(Phases, AFlatStretchOfFewStepsIsNotAPlateau) {
+  const double a = std::log(100.0), b = std::log(300.0);
+  auto f = [&](double x) { return x < a ? -0.5 * x : x < b ? -0.5 * a : -0.5 * a - 0.5 * (x - b); };
+  for (std::uint64_t seed = 1; seed <= 5; ++seed) {
+    const auto v = curve_of(5000, f, 0.002, seed);
+    const PhaseResult r = detect_phases(v);
+    for (const auto& seg : r.segments)
+      if (seg.kind == SegmentKind::kPlateau) EXPECT_GE(seg.step_share, 0.1) << kinds(r);
+    EXPECT_EQ(r.label, "monophasic") << "seed " << seed << ": " << kinds(r);
+    PhaseOptions old;
+    old.plateau_min_step_share = 0.0;
+    const PhaseResult before = detect_phases(v, old);
+    EXPECT_NE(before.label, "monophasic")
+        << "the stretch is flat enough for the slope rule alone (seed " << seed << ")";
+  }
 }
