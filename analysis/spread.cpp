@@ -1,13 +1,14 @@
 #include "analysis/spread.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <random>
 
-#include <fmt/format.h>
-
 #include "analysis/resampling.hpp"
 #include "analysis/stats.hpp"
+#include "analysis/variance.hpp"
 
 namespace detaudit {
 namespace {
@@ -66,6 +67,11 @@ SpreadComparison compare_spread(const std::vector<double>& g1, const std::vector
   r.sd2 = sample_std(g2);
   if (r.sd2 > 0) r.sd_ratio = r.sd1 / r.sd2;
   r.mean_abs_dev_diff = mean(abs_dev(g1)) - mean(abs_dev(g2));
+  {
+    const std::vector<double> z1 = abs_dev(g1), z2 = abs_dev(g2);
+    r.z_sd = std::sqrt((sample_variance(z1) * double(r.n1 - 1) + sample_variance(z2) * double(r.n2 - 1)) /
+                       double(r.n1 + r.n2 - 2));
+  }
 
   std::vector<double> pooled(g1);
   pooled.insert(pooled.end(), g2.begin(), g2.end());
@@ -125,6 +131,60 @@ SpreadComparison compare_spread(const std::vector<double>& g1, const std::vector
     diffs[k] = mean(abs_dev(b1)) - mean(abs_dev(b2));
   }
   r.diff_ci = std::pair{quantile(diffs, 0.025), quantile(diffs, 0.975)};
+  return r;
+}
+
+RunSeedRatio run_seed_ratio(const std::vector<std::vector<double>>& runs_by_seed) {
+  RunSeedRatio r;
+  std::vector<std::vector<double>> groups;
+  for (const auto& g : runs_by_seed)
+    if (!g.empty()) groups.push_back(g);
+  r.seeds = groups.size();
+  for (const auto& g : groups) r.runs += g.size();
+  if (r.seeds < 2 || r.runs <= r.seeds) {
+    add_note(r.notes, fmt::format("not estimable: {} seeds and {} runs (at least 2 seeds, and a seed with 2 runs)",
+                                  r.seeds, r.runs));
+    return r;
+  }
+  const OneWayResult a = one_way_anova(groups);
+  const double N = double(r.runs), s = double(r.seeds);
+  double sum_sq = 0;
+  for (const auto& g : groups) sum_sq += double(g.size()) * double(g.size());
+  r.n0 = (N - sum_sq / N) / (s - 1);
+  r.ms_seed = a.between.ms;
+  r.ms_run = a.within.ms;
+  const double d1 = s - 1, d2 = N - s;
+  const double q_hi = f_quantile(0.975, d1, d2), q_lo = f_quantile(0.025, d1, d2);
+  r.interval_factor = q_hi / q_lo;
+  const double n_per_seed = N / s;
+  for (std::size_t k = 2; k <= 100000; k = k < 100 ? k + 1 : k + k / 10) {
+    const double e1 = double(k) - 1, e2 = double(k) * (n_per_seed - 1);
+    if (f_quantile(0.975, e1, e2) / f_quantile(0.025, e1, e2) <= 4.0) {
+      r.seeds_for_factor_4 = k;
+      break;
+    }
+  }
+  r.estimated = true;
+  if (!(r.ms_run > 0)) {
+    // Every seed's runs came out equal: no run-to-run spread at all.
+    r.ratio = r.lo = r.hi = 0.0;
+    add_note(r.notes, "the runs of each seed gave equal losses: σ²_run = 0");
+    return r;
+  }
+  const double f = r.ms_seed / r.ms_run;
+  r.f = f;
+  // λ = σ²_seed/σ²_run: point (MS_seed − MS_run)/(n0·MS_run) and interval ((F/q − 1)/n0) at q_hi and q_lo.
+  const double lambda = (f - 1) / r.n0, lambda_lo = (f / q_hi - 1) / r.n0, lambda_hi = (f / q_lo - 1) / r.n0;
+  auto inv = [](double l, std::optional<double>* out, bool* infinite) {
+    if (l > 0)
+      *out = 1 / l;
+    else
+      *infinite = true;
+  };
+  inv(lambda, &r.ratio, &r.ratio_infinite);
+  inv(lambda_hi, &r.lo, &r.lo_infinite);  // the largest λ gives the smallest ratio
+  inv(lambda_lo, &r.hi, &r.hi_infinite);
+  if (r.ratio_infinite) add_note(r.notes, "the seeds' means spread no more than their runs do: no seed spread seen");
   return r;
 }
 

@@ -32,6 +32,9 @@ struct SpreadComparison {
   // sd1/sd2 (absent when sd2 = 0). Percentile bootstrap interval of the difference, resampling within
   // each group, only when both groups have at least kMinBootstrapGroup values.
   double mean_abs_dev_diff = 0;
+  // The pooled within-group sd of the absolute deviations: mean_abs_dev_diff / z_sd is the standardized
+  // effect the test tests (a two-sample t on the deviations), for its power.
+  double z_sd = 0;
   std::optional<double> sd_ratio;
   std::optional<std::pair<double, double>> diff_ci;
   std::string notes;
@@ -40,5 +43,31 @@ struct SpreadComparison {
 // Fails soft: a group of fewer than 2 values gives notes and no test.
 SpreadComparison compare_spread(const std::vector<double>& g1, const std::vector<double>& g2, std::size_t permutations,
                                 std::uint64_t seed, std::size_t resamples = 999);
+
+// The run-to-run variance against the seed variance, σ²_run/σ²_seed, from runs of several seeds with
+// several runs each (condition (a): random initial weights, nondeterminism on): one-way random-effects
+// ANOVA with seeds as groups, MS_seed = n0·σ²_seed + σ²_run and MS_run = σ²_run, F = MS_seed/MS_run on
+// (s − 1, N − s). With λ = σ²_seed/σ²_run, F/(1 + n0·λ) follows F(s − 1, N − s) (exactly for equal runs per
+// seed; n0 is the average group size otherwise), which gives the 95% interval of λ and so of its
+// reciprocal. This uses the seeds both conditions share; a permutation of runs across (a) and (b) would
+// treat runs of one seed as exchangeable with runs of another, which they are not.
+struct RunSeedRatio {
+  std::size_t seeds = 0, runs = 0;  // seeds with at least one run, runs in all
+  double n0 = 0;                    // runs per seed (the average group size of the unbalanced case)
+  double ms_seed = 0, ms_run = 0;
+  std::optional<double> f;  // absent when MS_run = 0 or the design cannot estimate it
+  // σ²_run/σ²_seed: the estimate and the 95% interval. Absent with `*_infinite` set: no seed spread is seen
+  // above the run spread at that end (σ²_seed ≤ 0 there). `estimated` false: no estimate at all (notes).
+  bool estimated = false;
+  std::optional<double> ratio, lo, hi;
+  bool ratio_infinite = false, hi_infinite = false, lo_infinite = false;
+  // The design's precision, whatever the data: when F is large the interval's ends stand in the ratio
+  // F_{0.975}/F_{0.025} of its degrees of freedom, and the seeds (at the same runs per seed) that bring that
+  // factor to 4 or less.
+  double interval_factor = 0;
+  std::optional<std::size_t> seeds_for_factor_4;
+  std::string notes;
+};
+RunSeedRatio run_seed_ratio(const std::vector<std::vector<double>>& runs_by_seed);
 
 }  // namespace detaudit

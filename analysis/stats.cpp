@@ -142,4 +142,42 @@ double student_t_quantile(double p, double df) {
   return lo + (hi - lo) / 2;
 }
 
+double f_quantile(double p, double d1, double d2) {
+  if (!(p > 0 && p < 1) || !(d1 > 0) || !(d2 > 0)) return std::numeric_limits<double>::quiet_NaN();
+  // f_upper_p decreases in f: find f with P(F >= f) = 1 - p.
+  const double q = 1 - p;
+  double lo = 0, hi = 1;
+  while (f_upper_p(hi, d1, d2) > q && hi < 1e300) hi *= 2;
+  for (int i = 0; i < 4000; ++i) {
+    const double mid = lo + (hi - lo) / 2;
+    if (mid <= lo || mid >= hi) break;
+    (f_upper_p(mid, d1, d2) > q ? lo : hi) = mid;
+  }
+  return lo + (hi - lo) / 2;
+}
+
+double normal_cdf(double x) { return 0.5 * std::erfc(-x / std::sqrt(2.0)); }
+
+double t_test_power(double d, double n_eff, double df, double alpha) {
+  if (!(df > 0) || !std::isfinite(d) || !(n_eff > 0)) return std::numeric_limits<double>::quiet_NaN();
+  const double t = student_t_quantile(1 - alpha / 2, df), delta = std::fabs(d) * std::sqrt(n_eff);
+  return std::min(1.0, normal_cdf(delta - t) + normal_cdf(-delta - t));
+}
+
+std::optional<std::size_t> n_for_power(double d, bool two_groups, double power, double alpha, std::size_t limit) {
+  if (!std::isfinite(d) || d == 0) return std::nullopt;
+  for (std::size_t n = 2; n <= limit; n = n < 64 ? n + 1 : n + n / 16) {
+    const double pw = two_groups ? t_test_power(d, double(n) / 2, double(2 * n - 2), alpha)
+                                 : t_test_power(d, double(n), double(n - 1), alpha);
+    if (pw >= power) {
+      // Past 64 the search steps by about 6%: walk back to the first n that reaches it.
+      while (n > 2 && (two_groups ? t_test_power(d, double(n - 1) / 2, double(2 * n - 4), alpha)
+                                  : t_test_power(d, double(n - 1), double(n - 2), alpha)) >= power)
+        --n;
+      return n;
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace detaudit

@@ -2,6 +2,7 @@
 // Pure functions on spans of doubles; nothing here allocates state or draws random numbers.
 #pragma once
 #include <cstddef>
+#include <optional>
 #include <span>
 
 namespace detaudit {
@@ -32,5 +33,20 @@ double f_upper_p(double f, double d1, double d2);
 // otherwise the root of the upper tail I_{df/(df+t²)}(df/2, 1/2)/2 found by bisection to the last bit.
 // NaN for p outside (0, 1) or df <= 0.
 double student_t_quantile(double p, double df);
+// The p quantile of F with (d1, d2) degrees of freedom: the root of the upper tail f_upper_p found by
+// bisection to the last bit. NaN for p outside (0, 1) or a df <= 0.
+double f_quantile(double p, double d1, double d2);
+// The standard normal distribution function Φ(x).
+double normal_cdf(double x);
+
+// Power of a two-sided t test at level alpha whose statistic is d·√n_eff on df degrees of freedom, by the
+// normal approximation to the noncentral t: Φ(d√n_eff − t_{1−α/2,df}) + Φ(−d√n_eff − t_{1−α/2,df}).
+// A paired test of n pairs: n_eff = n, df = n − 1; two groups of n1 and n2: n_eff = n1·n2/(n1 + n2),
+// df = n1 + n2 − 2. d is the standardized effect (mean over its sd). NaN when df <= 0 or d is not finite.
+double t_test_power(double d, double n_eff, double df, double alpha = 0.05);
+// The smallest n (pairs, or runs per group when two_groups) at which t_test_power reaches `power`,
+// searched up to `limit`; nullopt when d = 0, d is not finite or the limit is not enough.
+std::optional<std::size_t> n_for_power(double d, bool two_groups, double power = 0.8, double alpha = 0.05,
+                                       std::size_t limit = 100000);
 
 }  // namespace detaudit

@@ -1,14 +1,15 @@
 #include "analysis/training.hpp"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <set>
 #include <tuple>
-
-#include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include "analysis/noise_scale.hpp"
 #include "analysis/phases.hpp"
@@ -100,6 +101,17 @@ nlohmann::json permutation_json(const PermutationResult& p) {
           {"notes", p.notes}};
 }
 
+// The design's power against the effect it observed, by the t approximation (stats.hpp): the standardized
+// effect d, the power at n (pairs, or runs per group), and the n that would give power 0.8.
+nlohmann::json power_json(double d, double n_eff, double df, bool two_groups) {
+  if (!std::isfinite(d) || !(df > 0)) return {{"effect_d", nullptr}, {"power", nullptr}, {"n_for_power_80", nullptr}};
+  const auto need = n_for_power(d, two_groups);
+  return {{"effect_d", d},
+          {"power", t_test_power(d, n_eff, df)},
+          {"n_for_power_80", need ? nlohmann::json(*need) : nlohmann::json(nullptr)},
+          {"n_kind", two_groups ? "runs per group" : "seeds"}};
+}
+
 // One condition's final losses by unit, seed and replicate.
 struct ConditionData {
   std::vector<size_t> units;  // in order of appearance
@@ -122,6 +134,8 @@ ConditionData condition_data(const std::vector<TrainingRun>& runs, const std::st
   }
   return d;
 }
+
+nlohmann::json pair_effect(const Cube& c);
 
 nlohmann::json variance_for(const std::vector<TrainingRun>& runs, const std::string& condition, Units& units) {
   ConditionData cd = condition_data(runs, condition, units);
@@ -180,6 +194,9 @@ nlohmann::json variance_for(const std::vector<TrainingRun>& runs, const std::str
   out["shares"] = components_json(a.share);
   out["notes"] = a.notes;
   out["permutation"] = permutation_json(perm);
+  // Two targets: the permutation within seeds is a paired comparison, whose effect and power are the
+  // pair's (more targets: an F across them, no single effect to state).
+  if (c->a == 2) out["effect"] = pair_effect(*c);
   if (boot.ok)
     out["bootstrap"] = {{"level", boot.level},
                         {"resamples", boot.resamples},
@@ -198,8 +215,11 @@ nlohmann::json variance_for(const std::vector<TrainingRun>& runs, const std::str
 }
 
 // The paper's comparisons: does library nondeterminism add spread to the final loss, under random
-// initial weights ((a) against (b)) and under fixed ones ((c) against (d))? Per base unit, a
-// Brown–Forsythe test with its permutation p, effect sizes and (large enough groups) an interval.
+// initial weights ((a) against (b)) and under fixed ones ((c) against (d))? Per base unit. (a) and (b)
+// share their seeds, so their runs are not exchangeable across seeds: (a)'s seeds x replicates table
+// gives σ²_run/σ²_seed with an F interval (analysis/spread.hpp). (c) and (d) start from one set of
+// weights, so their runs are exchangeable: a Brown–Forsythe test with its permutation p, its effect and
+// its power.
 nlohmann::json spread_tests(const std::vector<TrainingRun>& runs, const Units& units) {
   std::vector<std::pair<int, std::string>> bases;
   for (auto& r : runs)
@@ -211,28 +231,65 @@ nlohmann::json spread_tests(const std::vector<TrainingRun>& runs, const Units& u
         v.push_back(r.final_loss);
     return v;
   };
+  auto opt_or_inf = [](const std::optional<double>& v, bool infinite) {
+    return infinite ? nlohmann::json("inf") : opt_num(v);
+  };
   nlohmann::json out = nlohmann::json::array();
   uint64_t seed = 20213;
-  for (auto& base : bases)
-    for (auto [x, y] : {std::pair{"a", "b"}, std::pair{"c", "d"}}) {
-      const SpreadComparison s = compare_spread(losses(base, x), losses(base, y), 9999, seed++);
+  for (auto& base : bases) {
+    {
+      std::map<uint64_t, std::vector<double>> by_seed;
+      for (auto& r : runs)
+        if (r.source == base.first && r.base_target == base.second && r.condition == "a" && r.ok())
+          by_seed[r.seed].push_back(r.final_loss);
+      std::vector<std::vector<double>> groups;
+      for (auto& [sd, v] : by_seed) groups.push_back(v);
+      const std::vector<double> la = losses(base, "a"), lb = losses(base, "b");
+      const RunSeedRatio q = run_seed_ratio(groups);
+      auto sd = [](const std::vector<double>& v) {
+        return v.size() > 1 ? nlohmann::json(sample_std(v)) : nlohmann::json(nullptr);
+      };
       out.push_back({{"base_target", units.label_of(base.first, base.second)},
-                     {"conditions", {x, y}},
-                     {"runs", {s.n1, s.n2}},
-                     {"std", {s.sd1, s.sd2}},
-                     {"f", opt_num(s.f)},
-                     {"p_f", opt_num(s.p_f)},
-                     {"p", opt_num(s.p)},
-                     {"exact", s.exact},
-                     {"permutations", s.permutations},
-                     {"min_p", s.min_p},
-                     {"no_power", s.no_power},
-                     {"mean_abs_dev_diff", s.mean_abs_dev_diff},
-                     {"sd_ratio", opt_num(s.sd_ratio)},
-                     {"diff_ci", s.diff_ci ? nlohmann::json::array({s.diff_ci->first, s.diff_ci->second})
-                                           : nlohmann::json(nullptr)},
-                     {"notes", s.notes}});
+                     {"conditions", {"a", "b"}},
+                     {"method", "run_seed_ratio"},
+                     {"runs", {la.size(), lb.size()}},
+                     {"std", {sd(la), sd(lb)}},
+                     {"seeds", q.seeds},
+                     {"runs_per_seed", q.n0},
+                     {"estimated", q.estimated},
+                     {"f", opt_num(q.f)},
+                     {"ratio", q.estimated ? opt_or_inf(q.ratio, q.ratio_infinite) : nlohmann::json(nullptr)},
+                     {"ratio_ci", q.estimated ? nlohmann::json::array(
+                                                    {opt_or_inf(q.lo, q.lo_infinite), opt_or_inf(q.hi, q.hi_infinite)})
+                                              : nlohmann::json(nullptr)},
+                     {"interval_factor", q.estimated ? nlohmann::json(q.interval_factor) : nlohmann::json(nullptr)},
+                     {"seeds_for_factor_4",
+                      q.seeds_for_factor_4 ? nlohmann::json(*q.seeds_for_factor_4) : nlohmann::json(nullptr)},
+                     {"notes", q.notes}});
     }
+    const std::vector<double> lc = losses(base, "c"), ld = losses(base, "d");
+    const SpreadComparison s = compare_spread(lc, ld, 9999, seed++);
+    nlohmann::json row = {
+        {"base_target", units.label_of(base.first, base.second)},
+        {"conditions", {"c", "d"}},
+        {"method", "brown_forsythe"},
+        {"runs", {s.n1, s.n2}},
+        {"std", {s.sd1, s.sd2}},
+        {"f", opt_num(s.f)},
+        {"p_f", opt_num(s.p_f)},
+        {"p", opt_num(s.p)},
+        {"exact", s.exact},
+        {"permutations", s.permutations},
+        {"min_p", s.min_p},
+        {"no_power", s.no_power},
+        {"mean_abs_dev_diff", s.mean_abs_dev_diff},
+        {"diff_ci", s.diff_ci ? nlohmann::json::array({s.diff_ci->first, s.diff_ci->second}) : nlohmann::json(nullptr)},
+        {"notes", s.notes}};
+    if (s.n1 >= 2 && s.n2 >= 2 && s.z_sd > 0)
+      row["power"] = power_json(s.mean_abs_dev_diff / s.z_sd, double(s.n1 * s.n2) / double(s.n1 + s.n2),
+                                double(s.n1 + s.n2 - 2), true);
+    out.push_back(std::move(row));
+  }
   return out;
 }
 
@@ -355,6 +412,10 @@ nlohmann::json pair_effect(const Cube& c) {
     const double seed_sd = std::sqrt((sample_variance(mx) + sample_variance(my)) / 2);
     e["seed_sd"] = seed_sd;
     if (seed_sd > 0) e["in_seed_sd"] = mean_d / seed_sd;
+    // The paired-t approximation to the permutation test within seeds: its power against this effect.
+    const double sd_d = sample_std(d);
+    e["sd_difference"] = sd_d;
+    if (sd_d > 0) e["power"] = power_json(mean_d / sd_d, double(c.b), double(c.b - 1), false);
   }
   const double df_run = double(2 * c.b * (c.n - 1));
   if (df_run > 0) {
@@ -690,73 +751,114 @@ std::string build_difference(const std::string& target_x, const TrainingSource& 
 
 namespace {
 
-// The gradient noise scale along training and the hardware noise, per unit (a target on a source), from
-// the runs that measured them (train --noise-scale).
+// Where "start" of a run's noise series is: after the first fifth of its points and at least 3 (the moving
+// averages then hold 3 points or more); a run of fewer than 4 points has only its first point there.
+size_t noise_start_index(size_t points) { return points >= 4 ? std::max<size_t>(points / 5, 3) - 1 : 0; }
+
+// The gradient noise scale along training and the run-to-run noise, per unit (a target on a source) and
+// condition, from the runs that measured them (train --noise-scale). Runs that share initial weights are
+// not independent: each summary is a median over distinct initial weights of the median over that init's
+// runs.
 nlohmann::json noise_of(const std::vector<TrainingRun>& runs, Units& units) {
-  std::vector<size_t> order;
+  std::vector<std::pair<size_t, std::string>> order;
   for (auto& r : runs)
-    if (r.ok() && r.noise && !r.noise->points.empty()) index_of(order, units.of(r));
+    if (r.ok() && r.noise && !r.noise->points.empty()) index_of(order, {units.of(r), r.condition});
   nlohmann::json rows = nlohmann::json::array(), hw = nlohmann::json::array();
-  for (size_t u : order) {
-    std::vector<double> b0, b1, g0, g1, t0, t1;
+  auto med = [](const std::vector<double>& v) {
+    return v.empty() ? nlohmann::json(nullptr) : nlohmann::json(median(v));
+  };
+  for (const auto& [u, cond] : order) {
+    // Per initial weights (fingerprint), the values of its runs.
+    struct PerInit {
+      std::vector<double> b0, b1, g0, g1, t0, t1;
+    };
+    std::map<std::string, PerInit> by_init;
     int rising = 0, falling = 0, undefined = 0, nruns = 0, batch = 0, every = 0, b_small = 0;
+    size_t start_points = SIZE_MAX;
+    uint64_t examples = 0;
     std::vector<double> hw_sq, hw_trace;
+    std::set<std::string> hw_inits;
     for (auto& r : runs) {
-      if (!r.ok() || !r.noise || r.noise->points.empty() || units.of(r) != u) continue;
+      if (!r.ok() || !r.noise || r.noise->points.empty() || units.of(r) != u || r.condition != cond) continue;
       ++nruns;
       batch = r.noise->b_big, every = r.noise->every, b_small = r.noise->b_small;
+      examples = std::max(examples, r.noise->examples);
+      PerInit& pi = by_init[r.initial_weights_fingerprint];
       const NoiseSeries s = noise_series(*r.noise, kNoiseEmaDecay);
-      // "Start": after the first fifth of the points (at least one), so the EMA has a few points in it.
-      const size_t k0 = std::min(s.step.size() - 1, std::max<size_t>(1, s.step.size() / 5) - 1), k1 = s.step.size() - 1;
-      g0.push_back(s.g2[k0]), g1.push_back(s.g2[k1]), t0.push_back(s.trace[k0]), t1.push_back(s.trace[k1]);
+      const size_t k0 = noise_start_index(s.step.size()), k1 = s.step.size() - 1;
+      start_points = std::min(start_points, k0 + 1);
+      pi.g0.push_back(s.g2[k0]), pi.g1.push_back(s.g2[k1]), pi.t0.push_back(s.trace[k0]), pi.t1.push_back(s.trace[k1]);
       const double x0 = s.b_simple[k0], x1 = s.b_simple[k1];
-      if (std::isfinite(x0)) b0.push_back(x0);
-      if (std::isfinite(x1)) b1.push_back(x1);
-      if (std::isfinite(x0) && std::isfinite(x1)) (x1 > x0 ? rising : falling) += x1 != x0;
+      if (std::isfinite(x0)) pi.b0.push_back(x0);
+      if (std::isfinite(x1)) pi.b1.push_back(x1);
+      if (std::isfinite(x0) && std::isfinite(x1) && k1 > k0) (x1 > x0 ? rising : falling) += x1 != x0;
       for (double b : s.b_simple) undefined += !std::isfinite(b);
       for (size_t i = 0; i < r.noise->points.size(); ++i)
         if (const auto& h = r.noise->points[i].hw_sq) {
           hw_sq.push_back(*h);
           hw_trace.push_back(s.trace[i]);
+          hw_inits.insert(r.initial_weights_fingerprint);
         }
     }
-    auto med = [](const std::vector<double>& v) { return v.empty() ? nlohmann::json(nullptr) : nlohmann::json(median(v)); };
+    // The median over distinct initial weights of each init's median.
+    auto over_inits = [&](std::vector<double> PerInit::*field) {
+      std::vector<double> m;
+      for (auto& [fp, pi] : by_init)
+        if (!(pi.*field).empty()) m.push_back(median(pi.*field));
+      return med(m);
+    };
     rows.push_back({{"target", units.label(u)},
+                    {"condition", cond},
                     {"runs", nruns},
+                    {"distinct_inits", by_init.size()},
                     {"every", every},
                     {"b_small", b_small},
                     {"batch", batch},
-                    {"b_simple_start", med(b0)},
-                    {"b_simple_end", med(b1)},
-                    {"g2_start", med(g0)},
-                    {"g2_end", med(g1)},
-                    {"trace_start", med(t0)},
-                    {"trace_end", med(t1)},
+                    {"start_points", start_points},
+                    {"b_simple_start", over_inits(&PerInit::b0)},
+                    {"b_simple_end", over_inits(&PerInit::b1)},
+                    {"g2_start", over_inits(&PerInit::g0)},
+                    {"g2_end", over_inits(&PerInit::g1)},
+                    {"trace_start", over_inits(&PerInit::t0)},
+                    {"trace_end", over_inits(&PerInit::t1)},
                     {"runs_rising", rising},
                     {"runs_falling", falling},
                     {"undefined_points", undefined}});
     if (hw_sq.empty()) continue;
-    // sigma^2_hw = E|g1 - g2|^2 / 2: each measured pair is one unbiased estimate of it.
+    // sigma^2_run = E|g1 - g2|^2 / 2: each measured pair is one unbiased estimate of it (the same gradient
+    // at the same weights twice: the implementation's run-to-run noise on this device).
     const size_t pairs = hw_sq.size();
     const size_t nonzero = size_t(std::count_if(hw_sq.begin(), hw_sq.end(), [](double x) { return x != 0; }));
     const double sigma2 = mean(hw_sq) / 2, trace = mean(hw_trace);
-    nlohmann::json row = {{"target", units.label(u)}, {"pairs", pairs}, {"nonzero_pairs", nonzero},
-                          {"sigma2_hw", sigma2},      {"trace", trace}, {"batch", batch},
+    nlohmann::json row = {{"target", units.label(u)},
+                          {"condition", cond},
+                          {"pairs", pairs},
+                          {"nonzero_pairs", nonzero},
+                          {"distinct_inits", hw_inits.size()},
+                          {"sigma2_hw", sigma2},
+                          {"trace", trace},
+                          {"batch", batch},
+                          {"examples", examples},
                           {"identical", nonzero == 0}};
     if (nonzero == 0) {
       row["r"] = 0.0;
-      row["b_hw"] = nullptr;  // infinite: the hardware adds no noise at all
+      row["b_hw"] = nullptr;  // infinite: the run adds no noise at all
+      row["b_hw_beyond_data"] = true;
       row["note"] = fmt::format("the gradient came out bitwise identical in all {} repeats: σ²_hw = 0 exactly, "
                                 "B_hw infinite",
                                 pairs);
     } else if (!(trace > 0)) {
       row["r"] = nullptr;
       row["b_hw"] = nullptr;
+      row["b_hw_beyond_data"] = false;
       row["note"] = "tr(Sigma) was not positive at the measured points: R and B_hw undefined";
     } else {
       row["r"] = sigma2 * batch / trace;
       row["b_hw"] = trace / sigma2;
-      row["note"] = fmt::format("{} of {} repeats differed", nonzero, pairs);
+      // Beyond the training set no batch exists: SGD's own noise is larger at every batch size there is.
+      row["b_hw_beyond_data"] = examples > 0 && trace / sigma2 > double(examples);
+      row["note"] =
+          fmt::format("run-to-run implementation noise at B = {}: {} of {} repeats differed", batch, nonzero, pairs);
     }
     hw.push_back(std::move(row));
   }
@@ -798,9 +900,13 @@ nlohmann::json one_ulp_of(const std::vector<TrainingRun>& runs, const Units& uni
     };
     auto test = [&](const char* other) {
       const SpreadComparison s = compare_spread(loss["e"], loss[other], 9999, seed++);
-      return nlohmann::json{{"against", other},  {"p", opt_num(s.p)},     {"exact", s.exact},
-                            {"min_p", s.min_p},   {"no_power", s.no_power}, {"sd_ratio", opt_num(s.sd_ratio)},
-                            {"notes", s.notes}};
+      nlohmann::json t{{"against", other}, {"p", opt_num(s.p)},      {"exact", s.exact},
+                       {"min_p", s.min_p}, {"no_power", s.no_power}, {"sd_ratio", opt_num(s.sd_ratio)},
+                       {"notes", s.notes}};
+      if (s.n1 >= 2 && s.n2 >= 2 && s.z_sd > 0)
+        t["power"] = power_json(s.mean_abs_dev_diff / s.z_sd, double(s.n1 * s.n2) / double(s.n1 + s.n2),
+                                double(s.n1 + s.n2 - 2), true);
+      return t;
     };
     out.push_back({{"base_target", units.label_of(base.first, base.second)},
                    {"runs", e_runs},
@@ -812,6 +918,76 @@ nlohmann::json one_ulp_of(const std::vector<TrainingRun>& runs, const Units& uni
                    {"tests", {test("b"), test("c")}}});
   }
   return out;
+}
+
+// Every test of the design with a p-value, Holm-corrected together (one design asks about a dozen
+// questions; one of them at 0.05 is a chance), with the power each had against the effect it observed.
+// The F p-values of the ANOVA tables and each family's own correction are secondary to these.
+nlohmann::json design_tests(const nlohmann::json& an) {
+  struct Entry {
+    std::string name;
+    double p;
+    nlohmann::json power;
+  };
+  std::vector<Entry> e;
+  auto p_of = [](const nlohmann::json& j, const char* k) -> std::optional<double> {
+    return j.contains(k) && j[k].is_number() ? std::optional<double>(j[k].get<double>()) : std::nullopt;
+  };
+  auto power_of = [](const nlohmann::json& j) { return j.contains("power") ? j["power"] : nlohmann::json(nullptr); };
+  for (auto& v : an.value("variance", nlohmann::json::array()))
+    if (v.contains("permutation"))
+      if (auto p = p_of(v["permutation"], "p"))
+        e.push_back({fmt::format("target effect in ({})", v.value("condition", "?")), *p,
+                     v.contains("effect") ? power_of(v["effect"]) : nlohmann::json(nullptr)});
+  for (auto& row : an.value("spread", nlohmann::json::array()))
+    if (auto p = p_of(row, "p"))
+      e.push_back({fmt::format("spread ({}) vs ({}) of {}", row["conditions"][0].get<std::string>(),
+                               row["conditions"][1].get<std::string>(), row.value("base_target", "?")),
+                   *p, power_of(row)});
+  for (auto& row : an.value("confounding", nlohmann::json::array()))
+    if (auto p = p_of(row, "p")) {
+      std::vector<std::string> t;
+      for (auto& x : row.value("targets", nlohmann::json::array()))
+        t.push_back(x.is_string() ? x.get<std::string>() : "?");
+      e.push_back({fmt::format("final loss in (a): {}", fmt::join(t, " vs ")), *p,
+                   row.contains("effect") ? power_of(row["effect"]) : nlohmann::json(nullptr)});
+    }
+  for (auto& row : an.value("one_ulp", nlohmann::json::array()))
+    for (auto& t : row.value("tests", nlohmann::json::array()))
+      if (auto p = p_of(t, "p"))
+        e.push_back({fmt::format("spread (e) vs ({}) of {}", t.value("against", "?"), row.value("base_target", "?")),
+                     *p, power_of(t)});
+  // Holm: the k-th smallest of m times (m - k), made monotone, capped at 1.
+  std::vector<size_t> order(e.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return e[x].p < e[y].p; });
+  std::vector<double> holm(e.size());
+  double running = 0;
+  for (size_t k = 0; k < order.size(); ++k) {
+    running = std::max(running, std::min(1.0, double(e.size() - k) * e[order[k]].p));
+    holm[order[k]] = running;
+  }
+  nlohmann::json out = nlohmann::json::array();
+  for (size_t i = 0; i < e.size(); ++i)
+    out.push_back({{"test", e[i].name}, {"p", e[i].p}, {"p_holm", holm[i]}, {"power", e[i].power}});
+  return out;
+}
+
+// Seeds that random-initial-weight runs ((a), (b)) share with the fixed initial weights of (c), (d), (e):
+// those runs start from the same weights across conditions. Null when there is no overlap.
+nlohmann::json seed_overlap(const std::vector<TrainingRun>& runs) {
+  std::set<uint64_t> random_seeds, fixed_seeds;
+  for (auto& r : runs) (r.random_init ? random_seeds : fixed_seeds).insert(r.seed);
+  std::vector<uint64_t> both;
+  for (uint64_t x : random_seeds)
+    if (fixed_seeds.count(x)) both.push_back(x);
+  if (both.empty()) return nullptr;
+  return {{"seeds", both},
+          {"note", fmt::format("seed {} of the random initial weights ((a), (b)) is also the fixed initial weights "
+                               "of (c), (d) and (e): those runs start from the same weights. No estimate here pools "
+                               "runs across conditions (each is per condition), and the noise summaries count "
+                               "distinct initial weights",
+                               fmt::join(both, ", "))}};
 }
 
 }  // namespace
@@ -832,6 +1008,8 @@ nlohmann::json analyze_training(const std::vector<TrainingRun>& runs, const std:
   out["phases"] = phases_of(runs);
   if (nlohmann::json n = noise_of(runs, units); !n.is_null()) out["noise"] = std::move(n);
   if (nlohmann::json e = one_ulp_of(runs, units); !e.empty()) out["one_ulp"] = std::move(e);
+  out["tests"] = design_tests(out);
+  if (nlohmann::json o = seed_overlap(runs); !o.is_null()) out["seed_overlap"] = std::move(o);
   if (units.merged) {
     nlohmann::json src = nlohmann::json::array();
     for (auto& s : sources) src.push_back({{"label", s.label}, {"dir", s.dir}});

@@ -95,10 +95,15 @@ Status from_json(const nlohmann::json& j, WeightNudge* n, const std::string& pat
 
 Status from_json(const nlohmann::json& j, NoiseTrace* n, const std::string& path) {
   using T = JsonType;
-  DETAUDIT_RETURN_IF_ERROR(
-      only_fields(j, {{"every", T::kCount}, {"b_small", T::kCount}, {"b_big", T::kCount}, {"points", T::kArray}}, {},
-                  "a noise trace", path));
+  DETAUDIT_RETURN_IF_ERROR(only_fields(j,
+                                       {{"every", T::kCount},
+                                        {"b_small", T::kCount},
+                                        {"b_big", T::kCount},
+                                        {"examples", T::kUnsigned},
+                                        {"points", T::kArray}},
+                                       {"examples"}, "a noise trace", path));
   n->every = j["every"];
+  n->examples = j.value("examples", uint64_t(0));
   n->b_small = j["b_small"];
   n->b_big = j["b_big"];
   if (n->every < 1 || n->b_small < 1 || n->b_big <= n->b_small)
@@ -151,7 +156,11 @@ nlohmann::json to_json(const NoiseTrace& n) {
     if (p.hw_sq) q["hw_sq"] = *p.hw_sq;
     pts.push_back(std::move(q));
   }
-  return {{"every", n.every}, {"b_small", n.b_small}, {"b_big", n.b_big}, {"points", std::move(pts)}};
+  return {{"every", n.every},
+          {"b_small", n.b_small},
+          {"b_big", n.b_big},
+          {"examples", n.examples},
+          {"points", std::move(pts)}};
 }
 
 nlohmann::json to_json(const CurvePhases& p) {

@@ -49,6 +49,9 @@ struct NoisePoint {
 };
 struct NoiseTrace {
   int every = 0, b_small = 0, b_big = 0;
+  // The training set's size (images, or PredNet's sequences): the largest batch there can be. 0 in
+  // results of older versions.
+  uint64_t examples = 0;
   std::vector<NoisePoint> points;
 };
 

@@ -139,6 +139,8 @@ void add_final_loss_table(Document& d, const Results& r) {
       .table({"condition", "target", "runs", "mean ± std", "seed std", "run-to-run std", "range",
               "distinct weights / curves"},
              rows);
+  if (const auto& o = jf::object(r.analysis, "seed_overlap"); !o.empty())
+    d.sections.back().para("Seeds shared across conditions: " + inline_text(jf::str(o, "note")) + ".");
 
   std::map<std::string, std::vector<double>> by_cond;
   for (auto& run : r.training)
@@ -211,43 +213,119 @@ void add_variance_section(Document& d, const nlohmann::json& an) {
   }
 }
 
-// (a) vs (b) and (c) vs (d): does nondeterminism add spread? Brown–Forsythe, permutation p, effect sizes.
+// A power object (analysis power_json): "0.07 (d = 0.31; 80 at 84 seeds)".
+std::string power_text(const nlohmann::json& pw) {
+  const auto p = jf::number(pw, "power"), d = jf::number(pw, "effect_d");
+  if (!p || !d) return "—";
+  const auto need = jf::number(pw, "n_for_power_80");
+  return fmt::format("{:.2f} (d = {:.2g}; 0.8 at {})", *p, *d,
+                     need ? fmt::format("{:.0f} {}", *need, jf::str(pw, "n_kind")) : std::string("no n up to 10^5"));
+}
+
+// A value or "∞" (the analysis writes an infinite end as the string "inf").
+std::string ratio_text(const nlohmann::json& v) {
+  if (v.is_string() && v.get<std::string>() == "inf") return "∞";
+  return v.is_number() ? fmt::format("{:.3g}", v.get<double>()) : "—";
+}
+
+// (a) vs (b) and (c) vs (d): does nondeterminism add spread? (a) and (b) by σ²_run/σ²_seed with its
+// F interval, (c) vs (d) by Brown–Forsythe with its permutation p, effect and power.
 void add_spread_section(Document& d, const nlohmann::json& an) {
-  std::vector<std::vector<Cell>> rows;
+  std::vector<std::vector<Cell>> ratio_rows, bf_rows;
+  auto at = [](const nlohmann::json& a, size_t i) {
+    return i < a.size() && a[i].is_number() ? std::optional<double>(a[i].get<double>()) : std::nullopt;
+  };
   for (auto& s : jf::array(an, "spread")) {
-    const auto& conds = jf::array(s, "conditions");
     const auto& runs = jf::array(s, "runs");
     const auto& sd = jf::array(s, "std");
-    auto at = [](const nlohmann::json& a, size_t i) {
-      return i < a.size() && a[i].is_number() ? std::optional<double>(a[i].get<double>()) : std::nullopt;
-    };
-    auto cond = [&](size_t i) { return i < conds.size() && conds[i].is_string() ? conds[i].get<std::string>() : "?"; };
+    if (jf::str(s, "method") == "run_seed_ratio") {
+      const auto& ci = jf::array(s, "ratio_ci");
+      const bool est = jf::boolean(s, "estimated");
+      const auto factor = jf::number(s, "interval_factor"), need = jf::number(s, "seeds_for_factor_4");
+      ratio_rows.push_back(
+          {{inline_code(jf::str(s, "base_target")), ""},
+           {fmt::format("{:.0f} / {:.0f}", at(runs, 0).value_or(0), at(runs, 1).value_or(0)), ""},
+           {fmt::format("{} × {:.3g}", jf::integer(s, "seeds"), jf::number(s, "runs_per_seed").value_or(0)), ""},
+           {fmt::format("{} / {}", num(at(sd, 0), "{:.2e}"), num(at(sd, 1), "{:.2e}")), ""},
+           {est ? ratio_text(jf::get(s, "ratio")) : std::string("—"), ""},
+           {est && ci.size() == 2 ? fmt::format("[{}, {}]", ratio_text(ci[0]), ratio_text(ci[1])) : std::string("—"),
+            ""},
+           {factor
+                ? fmt::format("{:.3g}×{}", *factor, need ? fmt::format("; 4× at {:.0f} seeds", *need) : std::string())
+                : std::string("—"),
+            factor && *factor > 4 ? "warn" : ""},
+           {inline_text(jf::str(s, "notes")), ""}});
+      continue;
+    }
     const auto ci = interval(jf::get(s, "diff_ci"));
     const bool no_power = jf::boolean(s, "no_power");
     const auto p = jf::number(s, "p");
-    rows.push_back({{inline_code(jf::str(s, "base_target")), ""},
-                    {fmt::format("({}) vs ({})", cond(0), cond(1)), ""},
-                    {fmt::format("{:.0f} / {:.0f}", at(runs, 0).value_or(0), at(runs, 1).value_or(0)), ""},
-                    {fmt::format("{} / {}", num(at(sd, 0), "{:.2e}"), num(at(sd, 1), "{:.2e}")), ""},
-                    {num(jf::number(s, "sd_ratio"), "{:.3g}"), ""},
-                    {num(jf::number(s, "mean_abs_dev_diff"), "{:.2e}") +
-                         (ci ? fmt::format(" [{:.2e}, {:.2e}]", ci->first, ci->second) : ""),
-                     ""},
-                    {num(jf::number(s, "f"), "{:.3g}"), ""},
-                    {p ? fmt::format("{:.3g}{}", *p, jf::boolean(s, "exact") ? " (exact)" : "") : "—",
-                     p && *p < 0.05 && !no_power ? "warn" : ""},
-                    {no_power ? fmt::format("no power (p ≥ {:.3g})", jf::number(s, "min_p").value_or(NAN))
-                              : inline_text(jf::str(s, "notes")),
-                     no_power ? "warn" : ""}});
+    bf_rows.push_back({{inline_code(jf::str(s, "base_target")), ""},
+                       {fmt::format("{:.0f} / {:.0f}", at(runs, 0).value_or(0), at(runs, 1).value_or(0)), ""},
+                       {fmt::format("{} / {}", num(at(sd, 0), "{:.2e}"), num(at(sd, 1), "{:.2e}")), ""},
+                       {num(jf::number(s, "mean_abs_dev_diff"), "{:.2e}") +
+                            (ci ? fmt::format(" [{:.2e}, {:.2e}]", ci->first, ci->second) : ""),
+                        ""},
+                       {num(jf::number(s, "f"), "{:.3g}"), ""},
+                       {p ? fmt::format("{:.3g}{}", *p, jf::boolean(s, "exact") ? " (exact)" : "") : "—",
+                        p && *p < 0.05 && !no_power ? "warn" : ""},
+                       {power_text(jf::get(s, "power")), ""},
+                       {no_power ? fmt::format("no power (p ≥ {:.3g})", jf::number(s, "min_p").value_or(NAN))
+                                 : inline_text(jf::str(s, "notes")),
+                        no_power ? "warn" : ""}});
   }
-  if (rows.empty()) return;
-  d.add("Does nondeterminism add spread?")
-      .para("The paper's comparisons, per base target: the final loss's spread with library nondeterminism on against "
-            "off, under random initial weights ((a) vs (b)) and under fixed ones ((c) vs (d)). Brown–Forsythe test "
-            "(ANOVA of |loss − group median|) with a permutation p (exact over every split when there are at most "
-            "10^5); effect sizes: the ratio of standard deviations and the difference of mean absolute deviations "
-            "(with a bootstrap 95% interval when both groups have at least 8 runs).")
-      .table({"target", "conditions", "runs", "std", "std ratio", "Δ mean |dev| [95% CI]", "F", "p", "notes"}, rows);
+  if (ratio_rows.empty() && bf_rows.empty()) return;
+  auto& sec = d.add("Does nondeterminism add spread?");
+  sec.para(
+      "The paper's comparisons, per base target: the final loss's spread with library nondeterminism on against "
+      "off, under random initial weights ((a) vs (b)) and under fixed ones ((c) vs (d)).");
+  if (!ratio_rows.empty())
+    sec.para(
+           "(a) and (b) share their seeds, so their runs are not exchangeable across seeds and a permutation of runs "
+           "between them would ignore that. (a)'s seeds × runs table gives the run-to-run variance against the seed "
+           "variance, σ²_run/σ²_seed, from a one-way random-effects ANOVA with seeds as groups, with a 95% interval "
+           "from F(s − 1, N − s). ∞: no seed spread seen above the run spread at that end. The precision column is "
+           "the design's, whatever the data: when F is large the interval's ends stand in about that ratio; it "
+           "names the seeds that would bring it to 4×. (A ratio of the two conditions' sds would mostly show the "
+           "design: with one run per seed in (b) and r in (a) it is about √(r(s − 1)/(rs − 1)) when runs do not "
+           "vary.)")
+        .table({"target", "runs (a) / (b)", "seeds × runs", "std (a) / (b)", "σ²_run/σ²_seed", "95% interval",
+                "precision", "notes"},
+               ratio_rows);
+  if (!bf_rows.empty())
+    sec.para(
+           "(c) and (d) start from one set of weights, so their runs are exchangeable: Brown–Forsythe test (ANOVA of "
+           "|loss − group median|) with a permutation p (exact over every split when there are at most 10^5); the "
+           "effect is the difference of mean absolute deviations (with a bootstrap 95% interval when both groups "
+           "have at least 8 runs); power: the design's, against that effect (two-sample t approximation), and the "
+           "runs per condition that would give 0.8.")
+        .table({"target", "runs (c) / (d)", "std", "Δ mean |dev| [95% CI]", "F", "p", "power", "notes"}, bf_rows);
+}
+
+// Every test of the design with its p, Holm-corrected together, and its power.
+void add_tests_section(Document& d, const nlohmann::json& an) {
+  std::vector<std::vector<Cell>> rows;
+  for (auto& t : jf::array(an, "tests")) {
+    const auto p = jf::number(t, "p"), holm = jf::number(t, "p_holm");
+    rows.push_back({{inline_text(jf::str(t, "test")), ""},
+                    {num(p, "{:.3g}"), ""},
+                    {num(holm, "{:.3g}"), holm && *holm < 0.05 ? "warn" : ""},
+                    {power_text(jf::get(t, "power")), ""}});
+  }
+  auto& sec = d.add("Every test of this design");
+  if (rows.empty()) {
+    sec.para("No test of this design gave a p-value.");
+    return;
+  }
+  sec
+      .para(fmt::format(
+          "The design asks {} question{} with a p-value; with several, one below 0.05 by chance is likely, so they are "
+          "Holm-corrected together here (the tables above show each p as its own test gives it, and the F "
+          "p-values of the ANOVA tables are descriptive). Power: the design's against the effect it observed, "
+          "by the t approximation (paired within seeds, or two groups), and the seeds or runs that would give 0.8; "
+          "a power far below 0.8 means a p above 0.05 says little.",
+          rows.size(), rows.size() == 1 ? "" : "s"))
+      .table({"test", "p", "p (Holm, whole design)", "power against the observed effect"}, rows);
 }
 
 // One panel per condition, one series per finished run coloured by its target (with its source in a
@@ -389,28 +467,36 @@ void add_noise_section(Document& d, const Results& r, const std::vector<Training
       "B_simple = tr(Σ)/|G|² (McCandlish et al. 2018): the batch size at which SGD's own noise is as large as its "
       "signal. At every measured batch, before its update, the batch's gradient and those of its microbatches give "
       "unbiased estimates of |G|² and tr(Σ); each is smoothed by its own bias-corrected moving average (decay {}, one "
-      "point per measured batch) and B_simple is their ratio. \"Start\" is after the first fifth of the points, "
-      "\"end\" after the last; medians over runs. Measuring restores the batch's own gradient before the update, so "
-      "the runs' bits are those of an unmeasured run.",
+      "point per measured batch) and B_simple is their ratio. \"Start\" is after the first fifth of a run's points and "
+      "at least 3 (a run of fewer than 4 points has only its first, raw, point there), \"end\" after the last. One row "
+      "per target and condition: runs that share initial weights are not independent, so each value is the median "
+      "over distinct initial weights of the median over that init's runs. Measuring restores the batch's own gradient "
+      "before the update, so the runs' bits are those of an unmeasured run.",
       decay));
   std::vector<std::vector<Cell>> rows;
   for (auto& u : jf::array(n, "units")) {
-    rows.push_back({{inline_code(jf::str(u, "target")), ""},
-                    {std::to_string(jf::integer(u, "runs")), ""},
-                    {fmt::format("every {}, B {} / {}", jf::integer(u, "every"), jf::integer(u, "batch"),
-                                 jf::integer(u, "b_small")),
-                     ""},
-                    {fmt::format("{} → {}", num(jf::number(u, "b_simple_start")), num(jf::number(u, "b_simple_end"))), ""},
-                    {fmt::format("{} → {}", num(jf::number(u, "g2_start")), num(jf::number(u, "g2_end"))), ""},
-                    {fmt::format("{} → {}", num(jf::number(u, "trace_start")), num(jf::number(u, "trace_end"))), ""},
-                    {fmt::format("{} rising, {} falling{}", jf::integer(u, "runs_rising"), jf::integer(u, "runs_falling"),
-                                 jf::integer(u, "undefined_points")
-                                     ? fmt::format("; {} points undefined (EMA of |G|² ≤ 0)", jf::integer(u, "undefined_points"))
-                                     : ""),
-                     ""}});
+    const int64_t sp = jf::integer(u, "start_points");
+    rows.push_back(
+        {{inline_code(jf::str(u, "target")), ""},
+         {cond_name(jf::str(u, "condition")), ""},
+         {fmt::format("{} ({} init{})", jf::integer(u, "runs"), jf::integer(u, "distinct_inits"),
+                      jf::integer(u, "distinct_inits") == 1 ? "" : "s"),
+          ""},
+         {fmt::format("every {}, B {} / {}", jf::integer(u, "every"), jf::integer(u, "batch"),
+                      jf::integer(u, "b_small")),
+          ""},
+         {sp <= 1 ? std::string("first point") : fmt::format("after {} points", sp), sp <= 1 ? "warn" : ""},
+         {fmt::format("{} → {}", num(jf::number(u, "b_simple_start")), num(jf::number(u, "b_simple_end"))), ""},
+         {fmt::format("{} → {}", num(jf::number(u, "g2_start")), num(jf::number(u, "g2_end"))), ""},
+         {fmt::format("{} → {}", num(jf::number(u, "trace_start")), num(jf::number(u, "trace_end"))), ""},
+         {fmt::format("{} rising, {} falling{}", jf::integer(u, "runs_rising"), jf::integer(u, "runs_falling"),
+                      jf::integer(u, "undefined_points")
+                          ? fmt::format("; {} points undefined (EMA of |G|² ≤ 0)", jf::integer(u, "undefined_points"))
+                          : ""),
+          ""}});
   }
-  sec.table({"target", "runs", "measured (batch / microbatch)", "B_simple start → end", "|G|² start → end",
-             "tr(Σ) start → end", "trend over training"},
+  sec.table({"target", "condition", "runs (distinct inits)", "measured (batch / microbatch)", "start",
+             "B_simple start → end", "|G|² start → end", "tr(Σ) start → end", "trend over training"},
             rows);
   // B_simple along training: one panel per condition, coloured by target.
   std::vector<Facet> facets = facets_by_condition(r, sources, [&](const TrainingRun& run, PlotSeries* s) {
@@ -433,22 +519,36 @@ void add_noise_section(Document& d, const Results& r, const std::vector<Training
   std::vector<std::vector<Cell>> hw;
   for (auto& h : jf::array(n, "hardware")) {
     const bool identical = jf::boolean(h, "identical");
-    hw.push_back({{inline_code(jf::str(h, "target")), ""},
-                  {fmt::format("{} ({} differed)", jf::integer(h, "pairs"), jf::integer(h, "nonzero_pairs")), ""},
-                  {identical ? std::string("0 (exactly)") : num(jf::number(h, "sigma2_hw"), "{:.3e}"), identical ? "ok" : ""},
-                  {num(jf::number(h, "trace"), "{:.3e}"), ""},
-                  {std::to_string(jf::integer(h, "batch")), ""},
-                  {identical ? std::string("0") : num(jf::number(h, "r"), "{:.3e}"), ""},
-                  {identical ? std::string("∞") : num(jf::number(h, "b_hw"), "{:.3e}"), ""},
-                  {inline_text(jf::str(h, "note")), ""}});
+    const auto b_hw = jf::number(h, "b_hw");
+    const int64_t examples = jf::integer(h, "examples");
+    std::string b_cell = identical ? std::string("∞") : num(b_hw, "{:.3e}");
+    if (!identical && b_hw && jf::boolean(h, "b_hw_beyond_data"))
+      b_cell = fmt::format("beyond the {} examples: below SGD noise at every batch size", examples);
+    hw.push_back(
+        {{inline_code(jf::str(h, "target")), ""},
+         {cond_name(jf::str(h, "condition")), ""},
+         {identical ? std::string("0") : num(jf::number(h, "r"), "{:.3e}"), ""},
+         {fmt::format("{} ({} differed; {} init{})", jf::integer(h, "pairs"), jf::integer(h, "nonzero_pairs"),
+                      jf::integer(h, "distinct_inits"), jf::integer(h, "distinct_inits") == 1 ? "" : "s"),
+          ""},
+         {identical ? std::string("0 (exactly)") : num(jf::number(h, "sigma2_hw"), "{:.3e}"), identical ? "ok" : ""},
+         {num(jf::number(h, "trace"), "{:.3e}"), ""},
+         {std::to_string(jf::integer(h, "batch")), ""},
+         {b_cell, ""},
+         {inline_text(jf::str(h, "note")), ""}});
   }
   if (!hw.empty())
-    sec.para("Hardware noise against SGD noise, one row per target. At up to six measured batches of every run (evenly spread) the "
-             "same gradient was computed again, at the same weights on the same batch: σ²_hw = E|g1 − g2|²/2 (the mean "
-             "over those repeats). R = σ²_hw·B/tr(Σ) is the hardware's noise as a fraction of SGD's at the batch size "
-             "B; B_hw = tr(Σ)/σ²_hw is the batch size at which SGD's noise would be as small as the hardware's. A "
-             "deterministic target gives the same bits every time: σ²_hw is exactly 0 and B_hw infinite.")
-        .table({"target", "repeats", "σ²_hw", "tr(Σ)", "B", "R", "B_hw", "note"}, hw);
+    sec.para(
+           "Run-to-run noise against SGD noise, one row per target and condition. At up to six measured batches of "
+           "every run (evenly spread) the same gradient was computed again, at the same weights on the same batch, "
+           "on the same device: σ²_hw = E|g1 − g2|²/2 (the mean over those repeats). It is the implementation's "
+           "run-to-run noise (for a CPU target with order=atomic, its sums' order following thread timing), not a "
+           "property of the hardware alone. The headline is R = σ²_hw·B/tr(Σ): that noise as a fraction of SGD's own "
+           "at the trained batch size B. B_hw = tr(Σ)/σ²_hw is the batch size at which SGD's noise would be as small; "
+           "it is shown only when the training set has that many examples, else \"beyond the N examples\": SGD's noise "
+           "is larger at every batch size there is. A deterministic target gives the same bits every time: σ²_hw is "
+           "exactly 0 and B_hw infinite.")
+        .table({"target", "condition", "R", "repeats", "σ²_hw", "tr(Σ)", "B", "B_hw", "note"}, hw);
 }
 
 void add_confounding_section(Document& d, const nlohmann::json& an) {
@@ -600,6 +700,7 @@ void add_train_sections(Document& d, const Results& r) {
   add_spread_section(d, r.analysis);
   add_one_ulp_section(d, r.analysis);
   add_confounding_section(d, r.analysis);
+  add_tests_section(d, r.analysis);
   add_curves_section(d, r, sources);
   add_noise_section(d, r, sources);
   add_prediction_section(d, r);

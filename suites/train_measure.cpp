@@ -79,8 +79,9 @@ Status nudge_weight(Autoencoder& model, uint64_t k, WeightNudge* out) {
 // Gradient noise: B_simple from microbatches, hardware noise from the same gradient twice
 // ------------------------------------------------------------------------------------------------
 
-NoiseMeter::NoiseMeter(int every, int batch_size, int batches) {
+NoiseMeter::NoiseMeter(int every, int batch_size, int batches, uint64_t examples) {
   trace_.every = every;
+  trace_.examples = examples;
   trace_.b_big = batch_size;
   // Four microbatches where the batch allows it (64 -> 16), else two.
   trace_.b_small = batch_size >= 8 && batch_size % 4 == 0 ? batch_size / 4 : batch_size / 2;

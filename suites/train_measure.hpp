@@ -36,7 +36,8 @@ Status nudge_weight(Autoencoder& model, uint64_t k, WeightNudge* out);
 class NoiseMeter {
  public:
   static constexpr int kHardwarePoints = 6;
-  NoiseMeter(int every, int batch_size, int batches);
+  // examples: the training set's size (recorded: the largest batch size there can be).
+  NoiseMeter(int every, int batch_size, int batches, uint64_t examples);
   // The autoencoder: batch is its batch_size images.
   Status after_backward(int step, Autoencoder& model, const Tensor& batch);
   // PredNet: frames is its batch (nt*batch x C x H x W, step-major). Microbatch gradients come from a

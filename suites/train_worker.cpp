@@ -270,7 +270,7 @@ nlohmann::json run_request(const TrainRunRequest& q, Fault fault, int out_fd) {
       };
     std::optional<NoiseMeter> meter;
     if (q.noise_every > 0) {
-      meter.emplace(q.noise_every, q.batch_size, q.batches);
+      meter.emplace(q.noise_every, q.batch_size, q.batches, uint64_t(data.train_video.count));
       cb.after_backward = [&](int step, PredNet& m, const Tensor& frames) { return meter->after_backward(step, m, frames); };
     }
     PredNetTrainResult pr;
@@ -305,7 +305,7 @@ nlohmann::json run_request(const TrainRunRequest& q, Fault fault, int out_fd) {
     };
   std::optional<NoiseMeter> meter;
   if (q.noise_every > 0) {
-    meter.emplace(q.noise_every, q.batch_size, q.batches);
+    meter.emplace(q.noise_every, q.batch_size, q.batches, uint64_t(data.images.count));
     cb.after_backward = [&](int step, Autoencoder& m, const Tensor& batch) { return meter->after_backward(step, m, batch); };
   }
   TrainResult tr;

@@ -10,6 +10,7 @@
 
 #include <string>
 
+#include "analysis/stats.hpp"
 #include "analysis/training.hpp"
 #include "probes/registry.hpp"  // target_facts
 
@@ -153,12 +154,48 @@ TEST(Confounding, ThePapersComparisonsAreTested) {
                          std::string(c) == "d" ? 0.025 : 0.02 + 1e-3 * s, "w"));
   nlohmann::json an = analyze_training(runs, one({{"cpu_model", "x"}}), target_facts);
   ASSERT_EQ(an["spread"].size(), 2u);
-  EXPECT_EQ(an["spread"][0]["conditions"], nlohmann::json::array({"a", "b"}));
-  EXPECT_EQ(an["spread"][0]["runs"], nlohmann::json::array({8, 4}));
-  EXPECT_TRUE(an["spread"][0]["exact"].get<bool>()) << "C(12, 8) = 495 splits";
-  EXPECT_EQ(an["spread"][0]["permutations"], 495);
-  EXPECT_EQ(an["spread"][1]["conditions"], nlohmann::json::array({"c", "d"}));
-  EXPECT_TRUE(an["spread"][1]["sd_ratio"].is_null()) << "(d) did not vary: no ratio";
+  // (a) vs (b): not a permutation of runs across seeds they share, but (a)'s seeds x runs table.
+  const auto& ab = an["spread"][0];
+  EXPECT_EQ(ab["conditions"], nlohmann::json::array({"a", "b"}));
+  EXPECT_EQ(ab["method"], "run_seed_ratio");
+  EXPECT_EQ(ab["runs"], nlohmann::json::array({8, 4}));
+  EXPECT_FALSE(ab.contains("p")) << "no test that treats runs of different seeds as exchangeable";
+  EXPECT_FALSE(ab.contains("sd_ratio")) << "the raw sd ratio mostly shows the design";
+  EXPECT_EQ(ab["seeds"], 4);
+  EXPECT_DOUBLE_EQ(ab["runs_per_seed"].get<double>(), 2.0);
+  // The same numbers by hand: per seed s the runs are y_s + 1e-5 (s % 4) and y_s + 1e-5 ((s + 3) % 4).
+  std::vector<double> means, within;
+  for (int s = 0; s < 4; ++s) {
+    const double base = 0.02 + 1e-4 * ((s * 7) % 5), r0 = base + 1e-5 * (s % 4), r1 = base + 1e-5 * ((s + 3) % 4);
+    means.push_back((r0 + r1) / 2);
+    within.push_back((r0 - r1) * (r0 - r1) / 2);
+  }
+  const double ms_run = mean(within), ms_seed = 2 * sample_variance(means);
+  const double ratio = ms_run / ((ms_seed - ms_run) / 2);
+  EXPECT_NEAR(ab["ratio"].get<double>(), ratio, 1e-9 * ratio);
+  const double f = ms_seed / ms_run, lambda_lo = (f / f_quantile(0.975, 3, 4) - 1) / 2;
+  ASSERT_TRUE(ab["ratio_ci"][1].is_number()) << ab.dump();
+  EXPECT_NEAR(ab["ratio_ci"][1].get<double>(), 1 / lambda_lo, 1e-9 / lambda_lo);
+  EXPECT_LT(ab["ratio_ci"][0].get<double>(), ratio);
+  EXPECT_NEAR(ab["interval_factor"].get<double>(), f_quantile(0.975, 3, 4) / f_quantile(0.025, 3, 4), 1e-9);
+  // (c) vs (d): runs of one set of weights, exchangeable: Brown–Forsythe, with the design's power.
+  const auto& cd = an["spread"][1];
+  EXPECT_EQ(cd["conditions"], nlohmann::json::array({"c", "d"}));
+  EXPECT_EQ(cd["method"], "brown_forsythe");
+  EXPECT_FALSE(cd.contains("sd_ratio"));
+  EXPECT_TRUE(cd["exact"].get<bool>()) << "C(8, 4) = 70 splits";
+  ASSERT_TRUE(cd.contains("power")) << cd.dump();
+  EXPECT_GT(cd["power"]["power"].get<double>(), 0.0);
+  // Every p of the design, Holm-corrected together.
+  ASSERT_TRUE(an["tests"].is_array());
+  bool saw = false;
+  for (auto& t : an["tests"])
+    if (t["test"].get<std::string>().find("spread (c) vs (d)") == 0) {
+      saw = true;
+      EXPECT_EQ(t["p"], cd["p"]);
+      EXPECT_GE(t["p_holm"].get<double>(), t["p"].get<double>());
+    }
+  EXPECT_TRUE(saw) << an["tests"].dump();
 }
 
 // ---- merged designs (detaudit analyze): the machine is a factor ------------------------------------

@@ -77,5 +77,81 @@ TEST(Spread, TooFewRunsOrNoSpreadIsNotTested) {
   EXPECT_NE(same.notes.find("nothing to test"), std::string::npos) << same.notes;
 }
 
+// F quantiles against printed tables (F_{0.975}(2, 6) = 7.2599, F_{0.95}(3, 10) = 3.7083,
+// F_{0.025}(2, 6) = 1/F_{0.975}(6, 2) = 1/39.331), and the quantile inverts the tail.
+TEST(Power, FQuantilesMatchTablesAndInvertTheTail) {
+  EXPECT_NEAR(f_quantile(0.975, 2, 6), 7.2599, 1e-4);
+  EXPECT_NEAR(f_quantile(0.95, 3, 10), 3.7083, 1e-4);
+  EXPECT_NEAR(f_quantile(0.025, 2, 6), 1 / 39.331, 1e-5);
+  for (double p : {0.01, 0.3, 0.9}) EXPECT_NEAR(f_upper_p(f_quantile(p, 4, 17), 4, 17), 1 - p, 1e-12);
+  EXPECT_TRUE(std::isnan(f_quantile(1.0, 2, 3)));
+}
+
+// The t approximation against the textbook's planning numbers: a paired test of d = 0.5 needs 34 pairs
+// for power 0.8 at 0.05 (Cohen), two groups of d = 0.5 need 64 per group; no effect, no n.
+TEST(Power, TApproximationGivesTheTextbooksSampleSizes) {
+  const auto paired = n_for_power(0.5, false), groups = n_for_power(0.5, true);
+  ASSERT_TRUE(paired && groups);
+  EXPECT_NEAR(double(*paired), 34, 1);
+  EXPECT_NEAR(double(*groups), 64, 1);
+  EXPECT_GE(t_test_power(0.5, double(*paired), double(*paired - 1)), 0.8);
+  EXPECT_LT(t_test_power(0.5, double(*paired - 1), double(*paired - 2)), 0.8);
+  EXPECT_FALSE(n_for_power(0.0, false));
+  // Three seeds against an effect of one sd of the differences: power about 0.2.
+  EXPECT_NEAR(t_test_power(1.0, 3, 2),
+              0.5 * std::erfc(-(std::sqrt(3.0) - student_t_quantile(0.975, 2)) / std::sqrt(2.0)) +
+                  0.5 * std::erfc((std::sqrt(3.0) + student_t_quantile(0.975, 2)) / std::sqrt(2.0)),
+              1e-12);
+}
+
+// sigma^2_run / sigma^2_seed from seeds x runs, by hand: 3 seeds of 3 runs.
+TEST(RunSeedRatio, HandWorkedEstimateAndInterval) {
+  const std::vector<std::vector<double>> g = {{1.0, 1.2, 1.1}, {2.0, 2.1, 1.9}, {3.1, 2.9, 3.0}};
+  // Seed means 1.1, 2.0, 3.0; MS_seed = 3 * var(means); MS_run = mean of the within variances (0.01 each).
+  const double ms_seed = 3 * sample_variance(std::vector<double>{1.1, 2.0, 3.0}), ms_run = 0.01;
+  const RunSeedRatio r = run_seed_ratio(g);
+  ASSERT_TRUE(r.estimated) << r.notes;
+  EXPECT_EQ(r.seeds, 3u);
+  EXPECT_EQ(r.runs, 9u);
+  EXPECT_DOUBLE_EQ(r.n0, 3.0);
+  EXPECT_NEAR(r.ms_seed, ms_seed, 1e-12);
+  EXPECT_NEAR(r.ms_run, ms_run, 1e-12);
+  const double f = ms_seed / ms_run;
+  ASSERT_TRUE(r.ratio && r.lo && r.hi);
+  EXPECT_NEAR(*r.ratio, 3 / (f - 1), 1e-9);
+  EXPECT_NEAR(*r.lo, 3 / (f / f_quantile(0.025, 2, 6) - 1), 1e-9);
+  EXPECT_NEAR(*r.hi, 3 / (f / f_quantile(0.975, 2, 6) - 1), 1e-9);
+  EXPECT_LT(*r.lo, *r.ratio);
+  EXPECT_GT(*r.hi, *r.ratio);
+  EXPECT_NEAR(r.interval_factor, f_quantile(0.975, 2, 6) / f_quantile(0.025, 2, 6), 1e-9);
+  ASSERT_TRUE(r.seeds_for_factor_4);
+  EXPECT_GT(*r.seeds_for_factor_4, 3u);
+}
+
+// Runs that do not vary within a seed: the ratio is 0, not the 0.89 a ratio of the two conditions' sds
+// gives by construction (sqrt(r(s - 1)/(rs - 1)) with 3 seeds of 3 runs against 3 single runs).
+TEST(RunSeedRatio, NoRunSpreadIsZeroNotTheDesignsSdRatio) {
+  const std::vector<std::vector<double>> a = {{1.0, 1.0, 1.0}, {2.0, 2.0, 2.0}, {3.0, 3.0, 3.0}};
+  const RunSeedRatio r = run_seed_ratio(a);
+  ASSERT_TRUE(r.estimated);
+  ASSERT_TRUE(r.ratio);
+  EXPECT_EQ(*r.ratio, 0.0);
+  EXPECT_NE(r.notes.find("σ²_run = 0"), std::string::npos) << r.notes;
+  std::vector<double> pooled_a, b = {1.0, 2.0, 3.0};
+  for (auto& g : a) pooled_a.insert(pooled_a.end(), g.begin(), g.end());
+  EXPECT_NEAR(sample_std(pooled_a) / sample_std(b), std::sqrt(3.0 * 2 / 8), 1e-12) << "the artefact the ratio replaces";
+}
+
+// Seeds that spread no more than their runs: the ratio is infinite, and so is the interval's upper end.
+TEST(RunSeedRatio, NoSeedSpreadIsInfiniteAndTooFewRunsAreNotEstimated) {
+  const RunSeedRatio r = run_seed_ratio({{1.0, 2.0}, {2.0, 1.0}});
+  ASSERT_TRUE(r.estimated);
+  EXPECT_TRUE(r.ratio_infinite);
+  EXPECT_TRUE(r.hi_infinite);
+  EXPECT_FALSE(r.ratio);
+  EXPECT_FALSE(run_seed_ratio({{1.0}, {2.0}, {3.0}}).estimated) << "one run per seed: no run spread to estimate";
+  EXPECT_FALSE(run_seed_ratio({{1.0, 1.1}}).estimated) << "one seed";
+}
+
 }  // namespace
 }  // namespace detaudit

@@ -99,17 +99,27 @@ TEST(TrainCli, Sony2021DesignWritesRunsAnalysisAndReports) {
   EXPECT_TRUE(saw_d);
   ASSERT_TRUE(an.contains("variance"));
   ASSERT_TRUE(an.contains("phases"));
+  // Seed 1000 starts (a)/(b)'s first seed and is (c)-(e)'s fixed initial weights: declared.
+  ASSERT_TRUE(an.contains("seed_overlap"));
+  EXPECT_EQ(an["seed_overlap"]["seeds"], nlohmann::json::array({1000}));
+  // 12 batches: no phase label is claimed.
+  for (auto& run : runs) EXPECT_EQ(run["phases"]["label"], "too short to tell");
 
   std::string md = slurp(dir / "report.md");
   EXPECT_LT(md.find("## Training verdict"), md.find("## Final loss by condition and target"));
   EXPECT_NE(md.find("standard deviation exactly 0 (by hashes)"), std::string::npos);
   EXPECT_NE(md.find("## Variance components"), std::string::npos);
+  EXPECT_NE(md.find("Seeds shared across conditions: seed 1000"), std::string::npos);
+  EXPECT_NE(md.find("## Every test of this design"), std::string::npos);
   EXPECT_NE(md.find("## One-ULP sensitivity (e)"), std::string::npos);
   EXPECT_NE(md.find("## Gradient noise scale and hardware noise"), std::string::npos);
-  EXPECT_NE(md.find("| `cpu?order=blocked&threads=2&isa=auto` | 18 (0 differed) | 0 (exactly) |"), std::string::npos)
-      << "the deterministic variant's B_hw row: 6 runs (b, d, e) x 3 repeats";
+  EXPECT_NE(
+      md.find("| `cpu?order=blocked&threads=2&isa=auto` | (d) fixed init, nondeterminism off | 0 | 6 (0 differed; "
+              "1 init) | 0 (exactly) |"),
+      std::string::npos)
+      << "the deterministic variant's row in (d): 2 runs x 3 repeats, one set of initial weights";
   ASSERT_TRUE(an.contains("noise"));
-  EXPECT_EQ(an["noise"]["hardware"].size(), 2u) << "one row per target";
+  EXPECT_EQ(an["noise"]["hardware"].size(), 5u) << "one row per target and condition: (a), (c) atomic; (b), (d), (e)";
   EXPECT_NE(slurp(dir / "report.html").find("<svg"), std::string::npos) << "inline SVG plots";
 
   // Interrupted after 4 runs: the same command resumes and redoes none of them.

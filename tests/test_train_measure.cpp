@@ -47,7 +47,7 @@ TEST(TrainMeasure, NoiseMeasurementChangesNoBitOfTheRunAndADeterministicTargetHa
   cfg.batch_size = 16;
   TrainResult plain, measured;
   ASSERT_TRUE(train_autoencoder(*be, test_support::training_data(), cfg, {}, &plain));
-  NoiseMeter meter(3, cfg.batch_size, cfg.batches);
+  NoiseMeter meter(3, cfg.batch_size, cfg.batches, 64);
   TrainCallbacks cb;
   cb.after_backward = [&](int step, Autoencoder& m, const Tensor& batch) { return meter.after_backward(step, m, batch); };
   ASSERT_TRUE(train_autoencoder(*be, test_support::training_data(), cfg, cb, &measured));
@@ -91,7 +91,7 @@ TEST(TrainMeasure, PrednetNoiseComesFromTheBatchsOwnMicrobatchesAndChangesNoBit)
 
   PredNetTrainResult plain, measured, alike;
   ASSERT_TRUE(train_prednet(*be, train, held, cfg, {}, &plain));
-  NoiseMeter meter(2, 4, cfg.batches), meter_same(2, 4, cfg.batches);
+  NoiseMeter meter(2, 4, cfg.batches, 64), meter_same(2, 4, cfg.batches, 64);
   PredNetCallbacks cb, cb_same;
   cb.after_backward = [&](int step, PredNet& m, const Tensor& f) { return meter.after_backward(step, m, f); };
   cb_same.after_backward = [&](int step, PredNet& m, const Tensor& f) { return meter_same.after_backward(step, m, f); };
@@ -123,7 +123,7 @@ TEST(TrainMeasure, HardwarePointsAreAtMostSixEvenlySpread) {
   TrainConfig cfg;
   cfg.batches = 13;
   cfg.batch_size = 8;
-  NoiseMeter meter(1, cfg.batch_size, cfg.batches);
+  NoiseMeter meter(1, cfg.batch_size, cfg.batches, 64);
   TrainCallbacks cb;
   cb.after_backward = [&](int step, Autoencoder& m, const Tensor& batch) { return meter.after_backward(step, m, batch); };
   TrainResult r;
@@ -142,7 +142,7 @@ TEST(TrainMeasure, BSimpleOfTheAutoencoderIsFiniteAndPositive) {
   TrainConfig cfg;
   cfg.batches = 40;
   cfg.batch_size = 32;
-  NoiseMeter meter(4, cfg.batch_size, cfg.batches);
+  NoiseMeter meter(4, cfg.batch_size, cfg.batches, 64);
   TrainCallbacks cb;
   cb.after_backward = [&](int step, Autoencoder& m, const Tensor& batch) { return meter.after_backward(step, m, batch); };
   TrainResult r;
@@ -256,6 +256,54 @@ TEST(TrainMeasure, HardwareNoiseRowsFollowTheirDefinitions) {
   EXPECT_EQ(h1["sigma2_hw"], 0.0);
   EXPECT_TRUE(h1["b_hw"].is_null()) << "infinite";
   EXPECT_NE(h1["note"].get<std::string>().find("B_hw infinite"), std::string::npos);
+}
+
+// Constant points with |G|^2 = 1 and tr(Sigma) = trace: B_simple = trace at every point.
+nlohmann::json noise_with_trace(double trace, int points, uint64_t examples, double hw_sq) {
+  nlohmann::json pts = nlohmann::json::array();
+  for (int i = 0; i < points; ++i)
+    pts.push_back({{"step", 1 + 10 * i}, {"big_sq", 1 + trace / 64}, {"small_sq", 1 + trace / 16}, {"hw_sq", hw_sq}});
+  return {{"every", 10}, {"b_small", 16}, {"b_big", 64}, {"examples", examples}, {"points", pts}};
+}
+
+// One row per target and condition; runs that share initial weights count once (the median over
+// distinct inits of each init's median); "start" is at least 3 points in, or the first point of a short
+// series said as such; B_hw beyond the training set is flagged.
+TEST(TrainMeasure, NoiseSummariesCountDistinctInitsPerConditionAndStartAfterThreePoints) {
+  const std::string nondet = "cpu?order=atomic&threads=2&isa=auto";
+  std::vector<TrainingRun> runs;
+  auto add = [&](const char* cond, int rep, char init, double trace, int points, uint64_t examples) {
+    nlohmann::json j = run_json(cond, nondet, rep, 0.01);
+    j["initial_weights_fingerprint"] = std::string(32, init);
+    j["noise"] = noise_with_trace(trace, points, examples, 2e-6);
+    runs.push_back(training_run(j));
+  };
+  // (a): init x twice (B_simple 10 and 20: median 15), init y once (100). Over inits: median(15, 100) =
+  // 57.5; the median over the three runs would be 20.
+  add("a", 0, 'x', 10, 10, 64);
+  add("a", 1, 'x', 20, 10, 64);
+  add("a", 2, 'y', 100, 10, 64);
+  // (c): one run of 3 points, its own row; B_hw = 32 / 1e-6 is within a training set of 10^9 examples.
+  add("c", 0, 'z', 32, 3, 1000000000);
+  const nlohmann::json an = analyze_training(runs, {TrainingSource{}}, target_facts);
+  const auto& units = an["noise"]["units"];
+  ASSERT_EQ(units.size(), 2u) << units.dump();
+  const auto& ua = units[0]["condition"] == "a" ? units[0] : units[1];
+  const auto& uc = units[0]["condition"] == "a" ? units[1] : units[0];
+  EXPECT_EQ(ua["runs"], 3);
+  EXPECT_EQ(ua["distinct_inits"], 2);
+  EXPECT_NEAR(ua["b_simple_end"].get<double>(), 57.5, 1e-9);
+  EXPECT_NEAR(ua["trace_start"].get<double>(), 57.5, 1e-9);
+  EXPECT_EQ(ua["start_points"], 3) << "10 points: a fifth is 2, at least 3";
+  EXPECT_EQ(uc["start_points"], 1) << "3 points: only the first is there";
+  EXPECT_EQ(uc["runs_rising"].get<int>() + uc["runs_falling"].get<int>(), 0);
+  const auto& hw = an["noise"]["hardware"];
+  ASSERT_EQ(hw.size(), 2u);
+  for (auto& h : hw) {
+    EXPECT_DOUBLE_EQ(h["sigma2_hw"].get<double>(), 1e-6);
+    EXPECT_EQ(h["b_hw_beyond_data"].get<bool>(), h["condition"] == "a") << h.dump();
+    EXPECT_NE(h["note"].get<std::string>().find("run-to-run implementation noise at B = 64"), std::string::npos);
+  }
 }
 
 TEST(TrainMeasure, ConditionESpreadStandsBesideCAndTheSeedSpread) {
