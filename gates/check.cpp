@@ -35,6 +35,8 @@ std::string fps_text(const std::vector<std::string>& fps) {
 }
 
 std::string loss_text(double x) { return std::isfinite(x) ? fmt::format("{:.17g}", x) : "NaN"; }
+// A statistic of losses (a detectable shift, an sd): three digits say it.
+std::string stat_text(double x) { return std::isfinite(x) ? fmt::format("{:.3g}", x) : "NaN"; }
 
 // The run-to-run promise of a cell as this tool knows it (DIR's machine and details); the baseline's
 // word when the specs no longer parse.
@@ -411,8 +413,8 @@ void check_shift(const TrainPlan& p, double alpha, int tested, CheckReport* rep)
                          : fmt::format(
                                "at {} seeds and {} + {} runs this check detects a shift of {} (power {}, "
                                "run-to-run sd {}, df {})",
-                               t.seeds, t.base_runs, t.new_runs, loss_text(t.detectable), kPowerTarget,
-                               loss_text(t.within_sd), t.within_df);
+                               t.seeds, t.base_runs, t.new_runs, stat_text(t.detectable), kPowerTarget,
+                               stat_text(t.within_sd), t.within_df);
   auto push = [&](FindingKind k, Verdict v, std::string msg) {
     f.kind = k;
     f.verdict = v;
