@@ -119,7 +119,7 @@ int run_online(const DivergeArgs& a) {
   o.progress = progress_sink();
   DivergeResult r;
   st = run_diverge(o, &r);
-  if (!st) return fail(st.message());
+  if (!st) return fail_or_interrupted(st);
   return write_report(r, a.out, fmt::format("traces: {} and {}\n", o.trace_a, o.trace_b));
 }
 

@@ -1,10 +1,12 @@
 #include "cli/common.hpp"
 
 #include <fmt/ranges.h>
+#include <signal.h>
 
 #include <algorithm>
 
 #include "cli/output.hpp"
+#include "probes/child.hpp"  // interrupted()
 
 namespace detaudit::cli {
 
@@ -20,6 +22,15 @@ int fail(const std::string& msg) {
 }
 
 int fail(const Status& st) { return fail(st.message()); }
+
+int fail_or_interrupted(const Status& st) {
+  if (st.code() != Status::Code::kInterrupted) return fail(st);
+  say(stderr, "detaudit: {}: stopped; what was written is kept, and the same command run again does the rest\n",
+      st.message());
+  emit_failure(st.message());
+  const int sig = interrupted();
+  return 128 + (sig ? sig : SIGINT);
+}
 
 std::string command_line(int argc, char** argv) {
   std::string s;

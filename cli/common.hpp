@@ -25,6 +25,9 @@ int fail(const std::string& msg);
 // The same for a failed Status (its message); a Status is turned into an exit code here, in the CLI, and
 // nowhere in the library.
 int fail(const Status& st);
+// fail(st), except for an interrupted command (Ctrl-C, SIGTERM, SIGHUP): one line saying so and that
+// running the same command again redoes the rest, and 128 + the signal's number.
+int fail_or_interrupted(const Status& st);
 
 // The command line as one string, for the reports and the history.
 std::string command_line(int argc, char** argv);

@@ -1,11 +1,13 @@
 // detaudit: audits numerical determinism at the hardware level. The only place that prints to stdout
 // and turns statuses into exit codes: 0 ok, 1 a check failed, 2 could not run (one line on stderr).
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -576,6 +578,16 @@ int main_cli(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Descriptors 0-2 exist before anything is opened: with stderr closed (2>&-) the first file opened would
+  // take descriptor 2 and receive the progress lines (a directory's lock did).
+  for (int fd = 0; fd <= 2; ++fd)
+    if (::fcntl(fd, F_GETFD) < 0 && errno == EBADF) {
+      const int n = ::open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
+      if (n >= 0 && n != fd) {
+        ::dup2(n, fd);
+        ::close(n);
+      }
+    }
   // The workers speak their protocol on a private copy of stdout; anything a library prints goes to stderr.
   if (argc >= 2 && std::string(argv[1]) == kWorkerSubcommand) {
     int proto = ::dup(1);

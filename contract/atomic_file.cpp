@@ -1,15 +1,40 @@
 #include "contract/atomic_file.hpp"
 
 #include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <nlohmann/json.hpp>
 
-#include <fmt/format.h>
+#include "kernels/input_file.hpp"
 
 namespace detaudit {
+namespace {
+
+// The top-level "schema" of a JSON file, or "" (not JSON, no schema, unreadable). The whole file is
+// parsed: keys are written sorted, so "schema" is not first.
+std::string schema_of(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return "";
+  std::string text;
+  char buf[1 << 16];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    text.append(buf, size_t(n));
+  }
+  ::close(fd);
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("schema") || !j["schema"].is_string()) return "";
+  return j["schema"].get<std::string>();
+}
+
+}  // namespace
 
 bool write_all(int fd, const std::string& s) {
   size_t off = 0;
@@ -24,12 +49,38 @@ bool write_all(int fd, const std::string& s) {
   return true;
 }
 
-Status write_file_atomic(const std::string& path, const std::string& content) {
+Status check_destination(const std::string& path, Own own) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return Status::ok();
+    return Status::invalid(fmt::format("{}: cannot look at the destination: {}", path, std::strerror(errno)));
+  }
+  if (S_ISLNK(st.st_mode))
+    return Status::invalid(
+        fmt::format("{}: is a symbolic link; detaudit does not write through links (remove it "
+                    "or choose another path)",
+                    path));
+  if (!S_ISREG(st.st_mode))
+    return Status::invalid(
+        fmt::format("{}: is {}; detaudit replaces only regular files it wrote", path, file_type_name(st.st_mode)));
+  if (own == Own::kAny) return Status::ok();
+  const char* want = own == Own::kResults ? "detaudit/1" : "detaudit-baseline/1";
+  const char* kind = own == Own::kResults ? "results file" : "baseline";
+  if (schema_of(path) != want)
+    return Status::invalid(
+        fmt::format("{}: exists and is not a detaudit {}; refusing to replace it (choose another "
+                    "path, or remove it first)",
+                    path, kind));
+  return Status::ok();
+}
+
+Status write_file_atomic(const std::string& path, const std::string& content, Own own) {
+  DETAUDIT_RETURN_IF_ERROR(check_destination(path, own));
   // A name no other writer uses (two processes on one --out, two threads): pid and a counter, and
   // O_EXCL so a leftover of a crashed writer is never written through.
   static std::atomic<unsigned> counter{0};
   std::string tmp = fmt::format("{}.tmp.{}.{}", path, ::getpid(), counter++);
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0) {
     return Status::error(tmp + ": cannot create: " + std::strerror(errno));
   }
@@ -44,6 +95,11 @@ Status write_file_atomic(const std::string& path, const std::string& content) {
   int closed = ::close(fd);
   fd = -1;
   if (closed != 0) return fail("close failed", errno);
+  // Once more just before the rename: something put at the path while we wrote is not replaced either.
+  if (Status st = check_destination(path, own); !st) {
+    ::unlink(tmp.c_str());
+    return st;
+  }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) return fail("rename failed", errno);
   return Status::ok();
 }

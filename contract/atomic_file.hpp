@@ -1,4 +1,5 @@
-// Files that are written whole or not at all: results, baselines, caches and reports.
+// The one path by which the tool writes a file (written whole or not at all: results, baselines, caches,
+// reports); kernels/input_file.hpp is the one by which it opens a file it reads.
 #pragma once
 #include <string>
 
@@ -6,9 +7,18 @@
 
 namespace detaudit {
 
-// Writes path atomically: a temporary file of its own (path.tmp.<pid>.<n>, created exclusively),
-// fsync, rename. On any failure the temporary file is removed and path is left as it was.
-Status write_file_atomic(const std::string& path, const std::string& content);
+// What the tool may replace at a destination: any regular file (reports, caches, manifests), or only its
+// own output of one kind, known by the "schema" near the start of the file.
+enum class Own { kAny, kResults, kBaseline };
+
+// Refuses (Status::invalid, one line) a destination that is a symbolic link (the tool never writes
+// through one), anything but a regular file (a directory, device, FIFO, socket), or, for own != kAny, a
+// regular file that is not the tool's own output of that kind. A destination that does not exist is fine.
+[[nodiscard]] Status check_destination(const std::string& path, Own own = Own::kAny);
+
+// Writes path atomically: check_destination, then a temporary file of its own (path.tmp.<pid>.<n>, created
+// exclusively), fsync, rename. On any failure the temporary file is removed and path is left as it was.
+[[nodiscard]] Status write_file_atomic(const std::string& path, const std::string& content, Own own = Own::kAny);
 // Writes all of s to fd (EINTR and short writes handled); false on an error (errno says which).
 bool write_all(int fd, const std::string& s);
 

@@ -18,6 +18,7 @@
 
 #include "contract/atomic_file.hpp"
 #include "kernels/cuda/cuda.hpp"  // kCudaMachineKey
+#include "kernels/input_file.hpp"
 
 namespace detaudit {
 
@@ -285,13 +286,8 @@ Status load_json_document(const std::string& path, const std::string& schema, co
   if (std::filesystem::is_directory(path, ec)) {
     return Status::invalid(path + ": is a directory, not a " + what);
   }
-  std::ifstream f(path, std::ios::binary);
-  if (!f) {
-    return Status::error(path + ": cannot open (" + std::strerror(errno) + ")");
-  }
-  std::stringstream ss;
-  ss << f.rdbuf();
-  const std::string text = ss.str();
+  std::string text;
+  DETAUDIT_RETURN_IF_ERROR(read_regular_file(path, what, &text));
   try {
     *out = nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {
@@ -315,7 +311,7 @@ Status load_results(const std::string& path, Results* out) {
 }
 
 Status save_results(const std::string& path, const Results& r) {
-  return write_file_atomic(path, to_json(r).dump(1) + "\n");
+  return write_file_atomic(path, to_json(r).dump(1) + "\n", Own::kResults);
 }
 
 }  // namespace detaudit

@@ -267,7 +267,9 @@ std::string baseline_text(const Baseline& b) {
   return to_json(b).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
-Status save_baseline(const std::string& path, const Baseline& b) { return write_file_atomic(path, baseline_text(b)); }
+Status save_baseline(const std::string& path, const Baseline& b) {
+  return write_file_atomic(path, baseline_text(b), Own::kBaseline);
+}
 
 // ---- loading ---------------------------------------------------------------------------------------
 namespace {

@@ -1,11 +1,14 @@
 #include "kernels/npy.hpp"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
-#include <algorithm>
 #include <cstring>
+
+#include "kernels/input_file.hpp"
 
 namespace detaudit {
 
@@ -249,8 +252,13 @@ Status parse_npy(const std::string& name, const uint8_t* data, size_t n, NpyArra
 }
 
 Status read_npy(const std::string& path, NpyArray* out) {
-  FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) return Status::invalid(path + ": cannot open: " + std::strerror(errno));
+  int fd = -1;
+  DETAUDIT_RETURN_IF_ERROR(open_regular_input(path, "NPY file", &fd));
+  FILE* f = ::fdopen(fd, "rb");
+  if (!f) {
+    ::close(fd);
+    return Status::invalid(path + ": cannot open: " + std::strerror(errno));
+  }
   struct FileCloser {
     FILE* f;
     ~FileCloser() { std::fclose(f); }

@@ -1,5 +1,6 @@
 #include "models/idx.hpp"
 
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -7,6 +8,8 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+
+#include "kernels/input_file.hpp"
 
 namespace detaudit {
 
@@ -39,13 +42,22 @@ class MemorySource : public ByteSource {
 
 class FileSource : public ByteSource {
  public:
-  explicit FileSource(const std::string& path) : path_(path), f_(std::fopen(path.c_str(), "rb")) {}
+  // Opened by the one input path (a FIFO or device is refused, not waited on); status() says why not.
+  explicit FileSource(const std::string& path) : path_(path), f_(nullptr) {
+    int fd = -1;
+    status_ = open_regular_input(path, "IDX file", &fd);
+    if (status_.is_ok() && !(f_ = ::fdopen(fd, "rb"))) {
+      ::close(fd);
+      status_ = Status::invalid(path + ": cannot open: " + std::strerror(errno));
+    }
+  }
   ~FileSource() override {
     if (f_) std::fclose(f_);
   }
   FileSource(const FileSource&) = delete;
   FileSource& operator=(const FileSource&) = delete;
   bool ok() const { return f_ != nullptr; }
+  const Status& status() const { return status_; }
   Status read_some(uint8_t* dst, size_t n, size_t* got) override {
     *got = std::fread(dst, 1, n, f_);
     if (*got == 0 && std::ferror(f_)) return Status::invalid(path_ + ": read error: " + std::strerror(errno));
@@ -55,6 +67,7 @@ class FileSource : public ByteSource {
  private:
   std::string path_;
   FILE* f_;
+  Status status_;
 };
 
 // The IDX bytes of a source: passed through when raw, inflated when the source starts with gzip's
@@ -252,7 +265,7 @@ Status parse_file(const std::string& path, uint32_t magic, int ndims, const char
   std::error_code ec;
   if (!fs::exists(path, ec)) return Status::unavailable(path + ": no such file");
   FileSource f(path);
-  if (!f.ok()) return Status::invalid(path + ": cannot open: " + std::strerror(errno));
+  if (!f.ok()) return f.status();
   return parse_idx(path, &f, magic, ndims, kind, dims, data);
 }
 

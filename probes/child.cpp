@@ -93,7 +93,7 @@ Status spawn(const ChildSpec& spec, pid_t* pid, int* out_fd) {
   posix_spawn_file_actions_adddup2(&fa, in_pipe[0], 0);
   posix_spawn_file_actions_adddup2(&fa, out_pipe[1], 1);
   if (!spec.log_path.empty())
-    posix_spawn_file_actions_addopen(&fa, 2, spec.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    posix_spawn_file_actions_addopen(&fa, 2, spec.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW, 0644);
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
@@ -204,6 +204,9 @@ void install_interrupt_handlers() {
   sa.sa_flags = 0;  // no SA_RESTART: a blocking poll() returns EINTR and sees the flag
   for (int s : {SIGINT, SIGTERM, SIGHUP}) ::sigaction(s, &sa, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
+  // Past a file-size limit (ulimit -f) a write fails with EFBIG, which every writer reports, instead of
+  // the process dying silently by SIGXFSZ half-way through a file.
+  ::signal(SIGXFSZ, SIG_IGN);
 }
 
 int interrupted() { return g_interrupted; }

@@ -1,17 +1,19 @@
 #include "probes/oracle_cache.hpp"
 
+#include <fmt/format.h>
+#include <unistd.h>
+
 #include <bit>
 #include <climits>
 #include <cstdint>
 #include <cstring>
 #include <fstream>
-
-#include <fmt/format.h>
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
-#include "probes/child.hpp"
 #include "contract/atomic_file.hpp"
+#include "kernels/input_file.hpp"
+#include "probes/child.hpp"
 
 namespace detaudit {
 
@@ -63,6 +65,11 @@ Status write_oracle_entry(const std::string& path, const OracleEntry& e) {
 }
 
 Status read_oracle_entry(const std::string& path, const std::string& expected_key, OracleEntry* out) {
+  {
+    int fd = -1;  // a FIFO or device is refused before it is opened for reading
+    DETAUDIT_RETURN_IF_ERROR(open_regular_input(path, "oracle entry", &fd));
+    ::close(fd);
+  }
   std::ifstream f(path, std::ios::binary);
   if (!f) {
     return Status::invalid(fmt::format("{}: cannot open", path));

@@ -1,14 +1,14 @@
 #include "suites/dir_lock.hpp"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-
-#include <fmt/format.h>
 
 namespace detaudit {
 
@@ -23,9 +23,17 @@ Status DirLock::acquire(const std::string& dir) {
     return Status::error(fmt::format("cannot create {}: {}", dir, ec.message()));
   }
   std::string path = dir + "/.lock";
-  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  // Never through a link (the pid would be written into its target), never anything but a regular file.
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
+  if (fd < 0 && errno == ELOOP)
+    return Status::invalid(
+        fmt::format("{}: is a symbolic link; detaudit does not write through links (remove it)", path));
   if (fd < 0) {
     return Status::error(fmt::format("cannot open {}: {}", path, std::strerror(errno)));
+  }
+  if (struct stat st{}; ::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return Status::invalid(fmt::format("{}: is not a regular file; detaudit keeps its lock there (remove it)", path));
   }
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     int e = errno;

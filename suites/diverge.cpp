@@ -1,19 +1,21 @@
 #include "suites/diverge.hpp"
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <condition_variable>
 #include <cstring>
 #include <fstream>
 #include <mutex>
+#include <nlohmann/json.hpp>
+#include <sstream>
 #include <thread>
 
-#include <fmt/format.h>
-#include <nlohmann/json.hpp>
-
-#include "probes/child.hpp"
-#include "contract/metrics.hpp"
-#include "suites/train_design.hpp"
 #include "contract/atomic_file.hpp"
+#include "contract/metrics.hpp"
+#include "kernels/input_file.hpp"
+#include "probes/child.hpp"
+#include "suites/train_design.hpp"
 
 namespace detaudit {
 
@@ -69,6 +71,8 @@ class TraceWriter {
   Status open(const std::string& path) {
     if (path.empty()) return Status::ok();
     path_ = path;
+    // Written as the run goes, not renamed into place: refuse a link or a non-regular file first.
+    DETAUDIT_RETURN_IF_ERROR(check_destination(path));
     f_.open(path, std::ios::out | std::ios::trunc);
     return f_ ? Status::ok() : Status::unavailable(path + ": cannot write the trace: " + std::strerror(errno));
   }
@@ -305,6 +309,8 @@ Status Run::body() {
   });
   const auto& layers = model.net().layers();
   for (step_ = 0; step_ < cfg.batches; ++step_) {
+    // Ctrl-C, SIGTERM, SIGHUP: both runs stop at the next step (the other is woken by the failure).
+    if (interrupted()) return Status::interrupted("interrupted by " + signal_description(interrupted()));
     const Tensor* batch = nullptr;
     DETAUDIT_RETURN_IF_ERROR(feed.load(uint64_t(step_), &batch));
     float loss = 0;
@@ -578,8 +584,9 @@ Status read_header(const Trace& t, const nlohmann::json& j, Trace* out) {
 Status read_trace(const std::string& path, Trace* t) {
   t->path = path;
   t->side.trace = path;
-  std::ifstream f(path);
-  if (!f) return Status::invalid(path + ": cannot read the trace: " + std::strerror(errno));
+  std::string text;
+  DETAUDIT_RETURN_IF_ERROR(read_regular_file(path, "trace", &text));
+  std::istringstream f(text);
   std::string line;
   size_t n = 0;
   bool ended = false;

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "contract/atomic_file.hpp"
+#include "kernels/input_file.hpp"
 #include "kernels/npy.hpp"
 #include "probes/child.hpp"
 #include "probes/env.hpp"
@@ -306,6 +307,7 @@ Status export_workloads(const std::vector<Spec>& workloads, const std::string& d
   OrderedJson entries = OrderedJson::array();
   std::set<std::string> ids;
   for (const Spec& w : workloads) {
+    if (interrupted()) return Status::interrupted("interrupted by " + signal_description(interrupted()));
     if (!ids.insert(export_id(w)).second) continue;
     const Layout l = layout_of(w);
     std::vector<std::vector<uint8_t>> inputs;
@@ -467,12 +469,11 @@ Status load_producer(const std::string& dir, Producer* p) {
   const std::string path = dir + "/" + kProducerFile;
   std::error_code ec;
   if (!fs::exists(path, ec)) return Status::ok();
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  const Json j = Json::parse(ss.str(), nullptr, false);
+  std::string text;
+  DETAUDIT_RETURN_IF_ERROR(read_regular_file(path, "producer file", &text));
+  const Json j = Json::parse(text, nullptr, false);
   auto bad = [&](const std::string& why) { return Status::invalid(path + ": " + why); };
-  if (!f || j.is_discarded() || !j.is_object()) return bad("not a JSON object (truncated or corrupt?)");
+  if (j.is_discarded() || !j.is_object()) return bad("not a JSON object (truncated or corrupt?)");
   for (auto& [k, v] : j.items()) {
     if (k == "describe") {
       if (!v.is_string()) return bad("\"describe\" must be a string");
@@ -541,7 +542,10 @@ Status read_external_outputs(const std::string& dir, const std::string& name, co
   DETAUDIT_RETURN_IF_ERROR(load_producer(dir, &producer));
   // Every output is read and checked before any oracle is computed.
   std::vector<Outputs> outs(ms.size());
-  for (size_t i = 0; i < ms.size(); ++i) DETAUDIT_RETURN_IF_ERROR(read_outputs(dir, ms[i], &outs[i]));
+  for (size_t i = 0; i < ms.size(); ++i) {
+    if (interrupted()) return Status::interrupted("interrupted by " + signal_description(interrupted()));
+    DETAUDIT_RETURN_IF_ERROR(read_outputs(dir, ms[i], &outs[i]));
+  }
   for (auto& entry : producer.seconds) {
     // Not a structured binding: clang 14 (the fuzz and sanitizer builds) cannot capture one in a lambda.
     const std::string& id = entry.first;

@@ -482,6 +482,18 @@ Status analyze_training_dirs(const AnalyzeOptions& opt, Results* results) {
     if (std::string d = plan_difference(inputs[0].plan, inputs[i].plan, false); !d.empty())
       return Status::invalid(fmt::format("{} and {} ran different designs: {}; only runs of one design can be merged",
                                          opt.dirs[0], opt.dirs[i], d));
+  // --out holds nothing, or an earlier analysis (a merged results.json, plan.sources): never a probe or
+  // training run of its own, which the analysis would replace.
+  if (const std::string prior = opt.out_dir + "/results.json"; fs::exists(fs::symlink_status(prior))) {
+    nlohmann::json j;
+    if (!load_json_document(prior, kResultsSchema, "results file", &j) || !j.is_object() ||
+        !j.value("plan", nlohmann::json::object()).contains("sources"))
+      return Status::invalid(
+          fmt::format("--out {}: its results.json is not an earlier analysis (a probe or training "
+                      "run, or not detaudit's); analyze writes only into an empty directory or "
+                      "over its own analysis",
+                      opt.out_dir));
+  }
   DirLock lock;
   std::error_code ec;
   fs::create_directories(opt.out_dir, ec);

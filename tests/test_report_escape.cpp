@@ -185,7 +185,7 @@ TEST(ReportEscape, TrainingTextIsEscaped) {
   ok.condition = "c";
   ok.final_loss = 0.5;
   ok.curve = {1.0, 0.5};
-  ok.phases = CurvePhases{kScript, 1, std::nullopt, false};
+  ok.phases = CurvePhases{kScript, 1, std::nullopt, false, std::nullopt};
   r.training.push_back(ok);
   r.analysis = {{"table", {{{"condition", kScript}, {"target", "a|b"}, {"runs", 2}, {"mean", 0.5}, {"std", 0.0}}}},
                 {"variance", {{{"condition", "a|b"}, {"note", kScript}}}},

@@ -84,7 +84,7 @@ nlohmann::json good_document() {
   t.curve = {1.0, 0.5, 0.25, 0.25};
   t.curve_fingerprint = t.weights_fingerprint = t.initial_weights_fingerprint = std::string(32, 'e');
   t.seconds = 0.5, t.steps_per_second = 8;
-  t.phases = CurvePhases{"biphasic", 2, 3.0, false};
+  t.phases = CurvePhases{"biphasic", 2, 3.0, false, std::nullopt};
   TrainingRun crashed = t;
   crashed.key = "a|cpu?threads=2|1001|1";
   crashed.replicate = 1;
@@ -362,13 +362,14 @@ TEST(ResultsFile, WritersDoNotShareTemporaryFiles) {
   fs::remove_all(dir);
 }
 
-// A failed rename (the destination is a non-empty directory) removes the temporary file.
+// A destination that is a directory is refused before anything is written (the rename over it failed
+// only after the temporary file was written), and no temporary file is left.
 TEST(ResultsFile, FailedRenameLeavesNoTemporaryFile) {
   fs::path dir = fresh_dir("results-rename");
   fs::create_directories(dir / "results.json" / "inside");
   std::string err;
   EXPECT_FALSE(succeeded(write_file_atomic((dir / "results.json").string(), "x"), &err));
-  EXPECT_NE(err.find("rename failed"), std::string::npos) << err;
+  EXPECT_NE(err.find("is a directory; detaudit replaces only regular files it wrote"), std::string::npos) << err;
   EXPECT_FALSE(any_temp_file(dir));
   EXPECT_TRUE(fs::is_directory(dir / "results.json" / "inside"));
   fs::remove_all(dir);

@@ -1,0 +1,229 @@
+// Nothing written where it must not be: the one file-writing path (contract/atomic_file.hpp) refuses a
+// link, anything but a regular file, and a file that is not the tool's own output of the kind it writes;
+// the one input path (kernels/input_file.hpp) refuses a FIFO instead of hanging on it; a file-size limit
+// ends in one line, not a silent death; a closed stderr does not send progress into a file. Each case
+// below wrote through a link, replaced a file, hung or died before.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "contract/atomic_file.hpp"
+#include "kernels/input_file.hpp"
+#include "tests/cli_helpers.hpp"
+
+namespace detaudit {
+namespace {
+
+namespace fs = std::filesystem;
+using cli_test::CliRun;
+using cli_test::fresh_dir;
+using cli_test::run_cli;
+using cli_test::slurp;
+
+// A finished probe directory (cpu-ref, one small workload), made once per process.
+const fs::path& probe_dir() {
+  static const fs::path dir = [] {
+    fs::path d = fresh_dir("safe-probe");
+    CliRun r = run_cli("probe --targets cpu-ref --workloads 'reduce?op=sum&n=10' --repeats 2 --no-history --out " +
+                       d.string());
+    EXPECT_EQ(r.code, 0) << r.err;
+    return d;
+  }();
+  return dir;
+}
+
+void write_text(const fs::path& p, const std::string& s) { std::ofstream(p) << s; }
+
+TEST(SafeFiles, TheDestinationCheckRefusesLinksSpecialFilesAndOtherKinds) {
+  fs::path d = fresh_dir("safe-dest");
+  fs::create_directories(d);
+  EXPECT_TRUE(check_destination((d / "new.json").string(), Own::kBaseline).is_ok()) << "nothing there: fine";
+  write_text(d / "victim", "keep");
+  fs::create_symlink(d / "victim", d / "link");
+  Status st = write_file_atomic((d / "link").string(), "x");
+  EXPECT_EQ(st.code(), Status::Code::kInvalid);
+  EXPECT_NE(st.message().find("is a symbolic link"), std::string::npos) << st.message();
+  EXPECT_EQ(slurp(d / "victim"), "keep");
+  EXPECT_TRUE(fs::is_symlink(d / "link"));
+  ASSERT_EQ(::mkfifo((d / "fifo").c_str(), 0644), 0);
+  st = write_file_atomic((d / "fifo").string(), "x");
+  EXPECT_NE(st.message().find("is a FIFO"), std::string::npos) << st.message();
+  EXPECT_TRUE(fs::is_fifo(d / "fifo")) << "not renamed over";
+  fs::create_directories(d / "dir");
+  EXPECT_NE(check_destination((d / "dir").string()).message().find("is a directory"), std::string::npos);
+  // Only the tool's own output of the kind: a baseline never lands on results, results never on a stranger.
+  write_text(d / "results.json", "{\n \"schema\": \"detaudit/1\",\n \"observations\": []\n}\n");
+  write_text(d / "notes.json", "{\"mine\": true}\n");
+  write_text(d / "old-baseline.json", "{\n \"schema\": \"detaudit-baseline/1\"\n}\n");
+  EXPECT_FALSE(check_destination((d / "results.json").string(), Own::kBaseline).is_ok());
+  EXPECT_TRUE(check_destination((d / "results.json").string(), Own::kResults).is_ok());
+  EXPECT_FALSE(check_destination((d / "notes.json").string(), Own::kResults).is_ok());
+  EXPECT_TRUE(check_destination((d / "notes.json").string(), Own::kAny).is_ok());
+  EXPECT_TRUE(check_destination((d / "old-baseline.json").string(), Own::kBaseline).is_ok());
+  fs::remove_all(d);
+}
+
+TEST(SafeFiles, InputsThatAreNotRegularFilesAreRefusedNotWaitedOn) {
+  fs::path d = fresh_dir("safe-input");
+  fs::create_directories(d);
+  ASSERT_EQ(::mkfifo((d / "fifo").c_str(), 0644), 0);
+  std::string text;
+  Status st = read_regular_file((d / "fifo").string(), "baseline", &text);  // returns at once: no writer needed
+  EXPECT_EQ(st.code(), Status::Code::kInvalid);
+  EXPECT_NE(st.message().find("is a FIFO, not a baseline"), std::string::npos) << st.message();
+  write_text(d / "plain", "abc");
+  fs::create_symlink(d / "plain", d / "link");
+  ASSERT_TRUE(read_regular_file((d / "link").string(), "data", &text).is_ok()) << "an input may be a link";
+  EXPECT_EQ(text, "abc");
+  EXPECT_FALSE(read_regular_file((d / "missing").string(), "data", &text).is_ok());
+  // Through the CLI, each reader: a FIFO as --baseline, as an NPY output, as a results.json. `timeout`
+  // turns the old hang into exit 124.
+  const std::string fifo = (d / "fifo").string();
+  CliRun r = run_cli("check " + probe_dir().string() + " --baseline " + fifo);
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("is a FIFO"), std::string::npos) << r.err;
+  fs::create_directories(d / "res");
+  ASSERT_EQ(::mkfifo((d / "res" / "results.json").c_str(), 0644), 0);
+  r = run_cli("report " + (d / "res").string());
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("is a FIFO"), std::string::npos) << r.err;
+  fs::remove_all(d);
+}
+
+TEST(SafeFiles, ALinkedLockOrOutputIsNeverWrittenThrough) {
+  fs::path d = fresh_dir("safe-lock");
+  fs::create_directories(d);
+  fs::copy(probe_dir(), d / "p", fs::copy_options::recursive);
+  fs::remove(d / "p" / ".lock");
+  write_text(d / "victim", "keep");
+  fs::create_symlink(d / "victim", d / "p" / ".lock");
+  CliRun r = run_cli("report " + (d / "p").string());
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find(".lock: is a symbolic link"), std::string::npos) << r.err;
+  EXPECT_EQ(slurp(d / "victim"), "keep") << "no pid written into the link's target";
+  // A report that is a link: refused, its target kept.
+  fs::remove(d / "p" / ".lock");
+  fs::remove(d / "p" / "report.md");
+  fs::create_symlink(d / "victim", d / "p" / "report.md");
+  r = run_cli("report " + (d / "p").string());
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_EQ(slurp(d / "victim"), "keep");
+  // diverge's trace, written as the run goes: a link there is refused before anything is written.
+  fs::create_directories(d / "dv");
+  fs::create_symlink(d / "victim", d / "dv" / "trace-a.jsonl");
+  cli_test::write_idx(d / "data", 64, 64);
+  r = run_cli("diverge --targets cpu-ref --steps 2 --data " + (d / "data").string() + " --out " + (d / "dv").string());
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("trace-a.jsonl: is a symbolic link"), std::string::npos) << r.err;
+  EXPECT_EQ(slurp(d / "victim"), "keep");
+  fs::remove_all(d);
+}
+
+TEST(SafeFiles, BaselineSaveReplacesOnlyABaseline) {
+  fs::path d = fresh_dir("safe-baseline");
+  fs::create_directories(d);
+  const std::string results = (probe_dir() / "results.json").string(), before = slurp(results);
+  CliRun r = run_cli("baseline save " + probe_dir().string() + " --out " + results);
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("is not a detaudit baseline"), std::string::npos) << r.err;
+  EXPECT_EQ(slurp(results), before) << "the run is still there";
+  write_text(d / "mine.txt", "my notes");
+  r = run_cli("baseline save " + probe_dir().string() + " --out " + (d / "mine.txt").string());
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_EQ(slurp(d / "mine.txt"), "my notes");
+  ASSERT_EQ(::mkfifo((d / "fifo").c_str(), 0644), 0);
+  r = run_cli("baseline save " + probe_dir().string() + " --out " + (d / "fifo").string());
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_TRUE(fs::is_fifo(d / "fifo"));
+  // Its own output of the same kind is replaced, as before.
+  r = run_cli("baseline save " + probe_dir().string() + " --out " + (d / "b.json").string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  r = run_cli("baseline save " + probe_dir().string() + " --out " + (d / "b.json").string());
+  EXPECT_EQ(r.code, 0) << r.err;
+  fs::remove_all(d);
+}
+
+TEST(SafeFiles, AnalyzeDoesNotReplaceARunOfItsOwn) {
+  fs::path d = fresh_dir("safe-analyze");
+  cli_test::write_idx(d / "data", 64, 64);
+  const std::string train = "train autoencoder --seeds 1 --batches 2 --window 1 --replicates 2 --targets 'cpu?threads=2' "
+                            "--no-history --data " +
+                            (d / "data").string() + " --out ";
+  CliRun r = run_cli(train + (d / "t1").string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  r = run_cli(train + (d / "t2").string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string before = slurp(d / "t2" / "results.json");
+  r = run_cli("analyze " + (d / "t1").string() + " --out " + (d / "t2").string());
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("is not an earlier analysis"), std::string::npos) << r.err;
+  EXPECT_EQ(slurp(d / "t2" / "results.json"), before);
+  // Over a probe run: the same; into an empty directory and over its own analysis: fine.
+  r = run_cli("analyze " + (d / "t1").string() + " --out " + probe_dir().string());
+  EXPECT_EQ(r.code, 2) << r.err;
+  r = run_cli("analyze " + (d / "t1").string() + " --out " + (d / "an").string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  r = run_cli("analyze " + (d / "t1").string() + " --out " + (d / "an").string());
+  EXPECT_EQ(r.code, 0) << r.err;
+  fs::remove_all(d);
+}
+
+// Run through sh: a file-size limit, a closed stderr.
+int shell(const std::string& cmd) {
+  const int st = std::system(("sh -c '" + cmd + "'").c_str());
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+TEST(SafeFiles, AFileSizeLimitEndsInOneLineAndLeavesNoTemporaryFile) {
+  fs::path d = fresh_dir("safe-fsize");
+  fs::create_directories(d);
+  // One 512-byte block: the baseline cannot be written. Was: killed by SIGXFSZ (exit 153), no message.
+  const int rc = shell("ulimit -f 1; " + std::string(DETAUDIT_EXE) + " baseline save " + probe_dir().string() +
+                       " --out " + (d / "b.json").string() + " 2>" + (d / "err").string());
+  EXPECT_EQ(rc, 2);
+  EXPECT_NE(slurp(d / "err").find("File too large"), std::string::npos) << slurp(d / "err");
+  for (auto& e : fs::directory_iterator(d))
+    EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << e.path();
+  EXPECT_FALSE(fs::exists(d / "b.json"));
+  fs::remove_all(d);
+}
+
+TEST(SafeFiles, AClosedStderrSendsNoProgressIntoAFile) {
+  fs::path d = fresh_dir("safe-stderr");
+  fs::create_directories(d);
+  fs::copy(probe_dir(), d / "p", fs::copy_options::recursive);
+  // report prints its progress on stderr; with 2 closed, the lock took descriptor 2 and got it.
+  EXPECT_EQ(shell(std::string(DETAUDIT_EXE) + " report " + (d / "p").string() + " >/dev/null 2>&-"), 0);
+  const std::string lock = slurp(d / "p" / ".lock");
+  EXPECT_EQ(lock.find_first_not_of("0123456789\n"), std::string::npos) << "the lock holds only a pid: " << lock;
+  fs::remove_all(d);
+}
+
+}  // namespace
+}  // namespace detaudit
+
+namespace detaudit {
+namespace {
+
+// SIGTERM to diverge (it ran on to the end and exited 0 or 1): it stops at the next step, says so in one
+// line and exits 143. `timeout 120` bounds the old behaviour (a long run) so the test fails, not hangs.
+TEST(SafeFiles, DivergeStopsOnSigterm) {
+  fs::path d = fresh_dir("safe-sigterm");
+  cli_test::write_idx(d / "data", 64, 64);
+  const std::string cmd = "timeout 120 " + std::string(DETAUDIT_EXE) +
+                          " diverge --targets \"cpu?threads=2\" --steps 10000000 --batch-size 8 --data " +
+                          (d / "data").string() + " --out " + (d / "out").string() + " 2>" + (d / "err").string() +
+                          " & p=$!; while ! grep -q \"step 10/\" " + (d / "err").string() +
+                          " 2>/dev/null; do sleep 0.1; done; kill -TERM $p; wait $p";
+  const int rc = shell(cmd);
+  EXPECT_EQ(rc, 143) << slurp(d / "err");
+  EXPECT_NE(slurp(d / "err").find("interrupted by SIGTERM"), std::string::npos) << slurp(d / "err");
+  fs::remove_all(d);
+}
+
+}  // namespace
+}  // namespace detaudit
