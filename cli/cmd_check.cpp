@@ -28,7 +28,7 @@ Command add_check_command(CLI::App& app, int argc, char** argv) {
       ->add_option("--margin", args->margin,
                    "Training cells on another machine key: the largest difference of mean final loss still called "
                    "equivalent, relative to the baseline's mean")
-      ->check(CLI::Range(1e-9, 10.0))
+      ->check(kFinite & CLI::Range(1e-9, 10.0))
       ->capture_default_str();
   add_history_flags(check, &args->hist);
   add_output_flags(check, &args->output, true);

@@ -133,8 +133,8 @@ Command add_diverge_command(CLI::App& app, int argc, char** argv) {
       ->check(kNonEmpty);
   sub->add_option("--steps", a->steps, "Training steps (default 20)")->check(CLI::Range(1, 10000000));
   sub->add_option("--batch-size", a->batch_size, "Images per batch (default 64)")->check(CLI::Range(1, 65536));
-  sub->add_option("--init-seed", a->init_seed, "Initial weights seed (default 1)");
-  sub->add_option("--data-seed", a->data_seed, "Batch order seed (default 1)");
+  sub->add_option("--init-seed", a->init_seed, "Initial weights seed (default 1)")->check(kUnsignedText);
+  sub->add_option("--data-seed", a->data_seed, "Batch order seed (default 1)")->check(kUnsignedText);
   sub->add_option("--data", a->data, "Folder of MNIST-format IDX files (default: Fashion-MNIST from dataset-fashion-mnist)")
       ->check(kNonEmpty);
   sub->add_option("--out", a->out, "Directory for diverge.json, diverge.md, diverge.html (default diverge-out)")

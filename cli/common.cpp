@@ -4,6 +4,8 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdlib>
 
 #include "cli/output.hpp"
 #include "probes/child.hpp"  // interrupted()
@@ -15,7 +17,10 @@ void put(FILE* f, const std::string& s) {
   if (std::fflush(f) != 0) std::clearerr(f);
 }
 
-int fail(const std::string& msg) {
+int fail(const std::string& raw) {
+  // One line, whatever the message quotes: a newline or carriage return in a spec or name is shown escaped.
+  std::string msg;
+  for (char c : raw) msg += c == '\n' ? std::string("\\n") : c == '\r' ? std::string("\\r") : std::string(1, c);
   say(stderr, "detaudit: error: {}\n", msg);
   emit_failure(msg);
   return 2;
@@ -122,6 +127,22 @@ std::string parse_error_line(CLI::App& app, int argc, char** argv, const std::st
   }
   return cli11_message;
 }
+
+const CLI::Validator kFinite(
+    [](std::string& v) {
+      char* end = nullptr;
+      const double x = std::strtod(v.c_str(), &end);
+      return std::isfinite(x) ? std::string() : "must be a finite number (got " + v + ")";
+    },
+    "FINITE");
+
+const CLI::Validator kUnsignedText(
+    [](std::string& v) {
+      return !v.empty() && v.find_first_not_of("0123456789") == std::string::npos
+                 ? std::string()
+                 : "must be a whole number of 0 or more (got " + v + ")";
+    },
+    "UNSIGNED");
 
 const CLI::Validator kNonEmpty(
     [](std::string& v) { return v.find_first_not_of(", ") == std::string::npos ? std::string("must not be empty") : ""; },

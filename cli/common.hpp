@@ -64,5 +64,9 @@ std::string parse_error_line(CLI::App& app, int argc, char** argv, const std::st
 
 // Rejects empty and all-comma values.
 extern const CLI::Validator kNonEmpty;
+// A number, not NaN or an infinity (CLI::Range lets NaN through: every comparison with it is false).
+extern const CLI::Validator kFinite;
+// Digits only: CLI11 reads "-1" into an unsigned option as 18446744073709551615.
+extern const CLI::Validator kUnsignedText;
 
 }  // namespace detaudit::cli

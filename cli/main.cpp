@@ -446,9 +446,10 @@ int main_cli(int argc, char** argv) {
   probe->add_option("--workloads", pa.workloads, "Comma-separated workload specs, replacing the suite's")->check(kNonEmpty);
   probe->add_option("--repeats", pa.repeats, "Repeats per workload x target (default: the suite's, 10 quick, 20 full)")
       ->check(CLI::Range(1, int(kMaxRepeats)));
-  probe->add_option("--timeout", pa.timeout,
-                    "Seconds one workload may take on a target, all repeats together (also the oracle's limit)")
-      ->check(CLI::Range(0.001, 604800.0))
+  probe
+      ->add_option("--timeout", pa.timeout,
+                   "Seconds one workload may take on a target, all repeats together (also the oracle's limit)")
+      ->check(kFinite & CLI::Range(0.001, 604800.0))
       ->capture_default_str();
   probe->add_option("--out", pa.out,
                     "Results directory (default results/<suite>-<time>); an unfinished run there resumes")
@@ -498,11 +499,12 @@ int main_cli(int argc, char** argv) {
   train->add_option("--replicates", ta.replicates,
                     "Repeats of each seed under condition (a), for the run-to-run term (default 2)")
       ->check(CLI::Range(1, 1000));
-  train->add_option("--run-timeout", ta.run_timeout,
-                    "Seconds a training run may go without finishing a batch (or a batch of PredNet's held-out "
-                    "check) before its worker is killed and the run recorded as timeout (the first batch also covers "
-                    "starting the worker and loading the data; default 300)")
-      ->check(CLI::Range(0.001, 604800.0));
+  train
+      ->add_option("--run-timeout", ta.run_timeout,
+                   "Seconds a training run may go without finishing a batch (or a batch of PredNet's held-out "
+                   "check) before its worker is killed and the run recorded as timeout (the first batch also covers "
+                   "starting the worker and loading the data; default 300)")
+      ->check(kFinite & CLI::Range(0.001, 604800.0));
   train->add_option("--prednet-config", ta.prednet_config,
                     "prednet: quick (1x64x64 frames, stacks 1,16,32,64, 10 frames; the default), tiny (1x32x32, "
                     "stacks 1,4,8, 4 frames: a smoke test of the design in seconds) or paper (the paper's KITTI "

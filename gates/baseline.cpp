@@ -385,6 +385,8 @@ Status training_from_json(const nlohmann::json& j, const std::string& path, cons
       !(st = check_key(j, "runs", T::kArray, true, path)) || !(st = check_key(j, "n", T::kCount, true, path)) ||
       !(st = number_or_null_key(j, "mean", path, &t->mean)) || !(st = number_or_null_key(j, "sd", path, &t->sd)))
     return st;
+  if (t->sd && !(*t->sd >= 0))  // NaN included: a standard deviation is never negative
+    return Status::invalid(fmt::format("{} must be 0 or more (got {})", json_path(path, "sd"), *t->sd));
   if (!b.keys.count(t->key)) {
     return Status::invalid(json_path(path, "key") + " names no entry of \"keys\" (got \"" + t->key + "\")");
   }

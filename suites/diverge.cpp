@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -508,9 +509,14 @@ bool field(const nlohmann::json& j, const char* key, T* out) {
   } else if constexpr (std::is_same_v<T, double>) {
     if (!it->is_number()) return false;
   } else if constexpr (std::is_unsigned_v<T>) {
-    if (!it->is_number_unsigned()) return false;
+    // A value the field cannot hold is refused, not truncated ("layer": 2^62 read as 0 compared as equal).
+    if (!it->is_number_unsigned() || it->get<uint64_t>() > std::numeric_limits<T>::max()) return false;
   } else {
     if (!it->is_number_integer()) return false;
+    if (it->is_number_unsigned() ? it->get<uint64_t>() > uint64_t(std::numeric_limits<T>::max())
+                                 : it->get<int64_t>() < int64_t(std::numeric_limits<T>::min()) ||
+                                       it->get<int64_t>() > int64_t(std::numeric_limits<T>::max()))
+      return false;
   }
   *out = it->get<T>();
   return true;
@@ -523,7 +529,8 @@ bool parse_design(const nlohmann::json& j, DivergeDesign* d, std::string* bad) {
   };
   need(field(j, "model", &d->model), "model");
   need(field(j, "batch_size", &d->batch_size) && d->batch_size > 0, "batch_size");
-  need(field(j, "steps", &d->steps) && d->steps > 0, "steps");
+  // At most a live run's steps: the comparison allocates per step, before the records are matched.
+  need(field(j, "steps", &d->steps) && d->steps > 0 && d->steps <= kMaxTrainBatches, "steps");
   need(field(j, "init_seed", &d->init_seed), "init_seed");
   need(field(j, "data_seed", &d->data_seed), "data_seed");
   need(field(j, "optimizer", &d->optimizer), "optimizer");

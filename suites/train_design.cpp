@@ -252,6 +252,13 @@ Status check_design(const TrainDesign& d) {
   if (d.batch_size < 1 || d.batch_size > kMaxTrainBatchSize)
     return Status::invalid(fmt::format("batch size {} must be in 1..{}", d.batch_size, kMaxTrainBatchSize));
   if (d.noise_every < 0) return Status::invalid("--noise-every must be positive");
+  // Runs per target: (a) seeds x replicates, (b) to (e) seeds each (at most).
+  const uint64_t runs = uint64_t(d.seeds) * (uint64_t(d.replicates) + 4) * std::max<uint64_t>(d.targets.size(), 1);
+  if (runs > kMaxTrainRuns)
+    return Status::invalid(
+        fmt::format("the design would train {} runs ({} seeds, {} replicates, {} targets), more "
+                    "than {}: fewer seeds or replicates",
+                    runs, d.seeds, d.replicates, d.targets.size(), kMaxTrainRuns));
   if (d.noise_every > 0 && d.batch_size < 2)
     return Status::invalid(fmt::format(
         "--noise-scale needs batches of 2 or more (microbatches of a batch); the batch size is {}", d.batch_size));

@@ -28,6 +28,8 @@ inline constexpr uint64_t kInitSeedBase = 1000;
 inline constexpr int kAutoencoderImageSide = 28;
 // Bounds of a design (and of a worker request).
 inline constexpr int kMaxTrainBatches = 10'000'000, kMaxTrainBatchSize = 65536;
+// A design of more runs is refused before anything runs (10,000 seeds x 1,000 replicates was accepted).
+inline constexpr uint64_t kMaxTrainRuns = 100'000;
 // `train --noise-scale`: the gradient noise is measured at every kDefaultNoiseEvery-th batch.
 inline constexpr int kDefaultNoiseEvery = 10;
 

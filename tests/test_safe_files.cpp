@@ -7,8 +7,10 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "contract/atomic_file.hpp"
@@ -169,6 +171,16 @@ TEST(SafeFiles, AnalyzeDoesNotReplaceARunOfItsOwn) {
   ASSERT_EQ(r.code, 0) << r.err;
   r = run_cli("analyze " + (d / "t1").string() + " --out " + (d / "an").string());
   EXPECT_EQ(r.code, 0) << r.err;
+  // A baseline training cell whose sd is negative cannot be true: refused on loading (exit 2, was 1).
+  r = run_cli("baseline save " + (d / "t1").string() + " --out " + (d / "b.json").string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  nlohmann::json b = nlohmann::json::parse(slurp(d / "b.json"));
+  ASSERT_FALSE(b["training"].empty());
+  b["training"][0]["sd"] = -1.0;
+  write_text(d / "b.json", b.dump());
+  r = run_cli("check " + (d / "t2").string() + " --no-history --baseline " + (d / "b.json").string());
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("sd must be 0 or more (got -1)"), std::string::npos) << r.err;
   fs::remove_all(d);
 }
 
@@ -222,6 +234,61 @@ TEST(SafeFiles, DivergeStopsOnSigterm) {
   const int rc = shell(cmd);
   EXPECT_EQ(rc, 143) << slurp(d / "err");
   EXPECT_NE(slurp(d / "err").find("interrupted by SIGTERM"), std::string::npos) << slurp(d / "err");
+  fs::remove_all(d);
+}
+
+}  // namespace
+}  // namespace detaudit
+
+namespace detaudit {
+namespace {
+
+// Options and fields a value cannot mean: refused with one line and exit 2 (each was accepted before:
+// NaN as a timeout meant 300 s, -1 as a seed became 18446744073709551615, 10,000 x 1,000 runs started).
+TEST(SafeFiles, OptionsAndFieldsThatCannotMeanAnythingAreRefused) {
+  fs::path d = fresh_dir("safe-options");
+  cli_test::write_idx(d / "data", 64, 64);
+  const std::string data = " --data " + (d / "data").string();
+  CliRun r =
+      run_cli("train autoencoder --run-timeout nan --targets 'cpu?threads=2' --out " + (d / "t").string() + data);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--run-timeout: must be a finite number (got nan)"), std::string::npos) << r.err;
+  r = run_cli("check " + probe_dir().string() + " --baseline x.json --margin nan");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--margin: must be a finite number"), std::string::npos) << r.err;
+  r = run_cli("diverge --init-seed -1 --targets cpu-ref --steps 1 --out " + (d / "dv").string() + data);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--init-seed: must be a whole number of 0 or more (got -1)"), std::string::npos) << r.err;
+  r = run_cli("train autoencoder --seeds 10000 --replicates 1000 --targets 'cpu?threads=2' --out " +
+              (d / "t").string() + data);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("the design would train 10040000 runs"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(d / "t" / "results.json")) << "refused before anything ran";
+  // A newline in a spec is shown escaped: the error stays one line.
+  r = run_cli("probe --targets \"$(printf 'cpu\\nref')\" --no-history --out " + (d / "p").string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find("cpu\\nref"), std::string::npos) << r.err;
+  // A trace field the record cannot hold, and a design of 2^31 - 1 steps: refused, not truncated or allocated.
+  r = run_cli("diverge --targets cpu-ref --steps 1 --out " + (d / "dv").string() + data);
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const char* what : {"layer", "steps"}) {
+    for (const char* side : {"a", "b"}) {
+      std::ifstream in(d / "dv" / (std::string("trace-") + side + ".jsonl"));
+      std::string line, out;
+      for (int n = 0; std::getline(in, line); ++n) {
+        nlohmann::json j = nlohmann::json::parse(line);
+        if (std::string(what) == "layer" && n == 1) j["layer"] = uint64_t(1) << 62;
+        if (std::string(what) == "steps" && n == 0) j["design"]["steps"] = 2147483647;
+        out += j.dump() + "\n";
+      }
+      write_text(d / (std::string(what) + "-" + side + ".jsonl"), out);
+    }
+    r = run_cli("diverge --trace " + (d / (std::string(what) + "-a.jsonl")).string() + " --trace " +
+                (d / (std::string(what) + "-b.jsonl")).string() + " --out " + (d / "o").string());
+    EXPECT_EQ(r.code, 2) << what;
+    EXPECT_NE(r.err.find(std::string(what) + " is missing or malformed"), std::string::npos) << r.err;
+  }
   fs::remove_all(d);
 }
 
