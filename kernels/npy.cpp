@@ -251,7 +251,8 @@ Status parse_npy(const std::string& name, const uint8_t* data, size_t n, NpyArra
   return Status::ok();
 }
 
-Status read_npy(const std::string& path, NpyArray* out) {
+Status read_npy(const std::string& path, NpyArray* out,
+                const std::function<Status(const NpyArray& header)>& header_ok) {
   int fd = -1;
   DETAUDIT_RETURN_IF_ERROR(open_regular_input(path, "NPY file", &fd));
   FILE* f = ::fdopen(fd, "rb");
@@ -275,6 +276,7 @@ Status read_npy(const std::string& path, NpyArray* out) {
   // A file shorter than the magic is compared against the bytes it has.
   if (head.size() < kMagicBytes + 2) head.resize(kMagicBytes + 2, 0);
   DETAUDIT_RETURN_IF_ERROR(parse_head(path, head.data(), head.size(), total, &off, &a));
+  if (header_ok) DETAUDIT_RETURN_IF_ERROR(header_ok(a));
   a.data.resize(size_t(total - off));
   if (std::fseek(f, long(off), SEEK_SET) != 0 ||
       (!a.data.empty() && std::fread(a.data.data(), 1, a.data.size(), f) != a.data.size()))

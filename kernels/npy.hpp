@@ -17,6 +17,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,9 @@ std::vector<uint8_t> npy_encode(const std::string& descr, const std::vector<uint
 // a status, never an exception or an allocation beyond n.
 Status parse_npy(const std::string& name, const uint8_t* data, size_t n, NpyArray* out);
 // From a file: its size is taken first, the header read and checked, then exactly the data it declares.
-Status read_npy(const std::string& path, NpyArray* out);
+// `header_ok`, when given, judges the header (descr and shape in *out, no data yet) before the data is
+// read: a file whose shape is not the one expected is refused without reading (or allocating) its data.
+Status read_npy(const std::string& path, NpyArray* out,
+                const std::function<Status(const NpyArray& header)>& header_ok = nullptr);
 
 }  // namespace detaudit

@@ -294,6 +294,16 @@ Status write_npy_file(const std::string& path, const std::string& dtype, const s
 
 std::string export_id(const Spec& workload) { return safe_file_name(workload.str()); }
 
+// A spec's inputs (and oracle) are generated in memory: one whose estimate exceeds what the machine has
+// available is refused in one line before anything is allocated.
+Status fits_in_memory(const Spec& w, double need, const std::string& where) {
+  std::string source;
+  const uint64_t have = available_memory_bytes(&source);
+  if (have == 0 || need <= double(have)) return Status::ok();
+  return Status::invalid(fmt::format("{}: {} would need {:.1f} GiB of memory; {:.1f} GiB are available ({})", where,
+                                     w.str(), need / (1u << 30), double(have) / (1u << 30), source));
+}
+
 Status export_workloads(const std::vector<Spec>& workloads, const std::string& dir,
                         const std::function<void(const std::string&)>& progress) {
   std::error_code ec;
@@ -309,6 +319,7 @@ Status export_workloads(const std::vector<Spec>& workloads, const std::string& d
   for (const Spec& w : workloads) {
     if (interrupted()) return Status::interrupted("interrupted by " + signal_description(interrupted()));
     if (!ids.insert(export_id(w)).second) continue;
+    DETAUDIT_RETURN_IF_ERROR(fits_in_memory(w, estimate_memory(w).total(), "export"));
     const Layout l = layout_of(w);
     std::vector<std::vector<uint8_t>> inputs;
     Fingerprint fp, oracle_inputs;
@@ -373,6 +384,7 @@ Status load_manifest(const std::string& dir, std::vector<ManifestWorkload>* out)
       return Status::invalid(where + ".spec must be a string");
     if (Status st = parse_workload(ws[i]["spec"].get<std::string>(), &m.spec); !st)
       return Status::invalid(where + ".spec: " + st.message());
+    DETAUDIT_RETURN_IF_ERROR(fits_in_memory(m.spec, estimate_memory(m.spec).total(), where));
     m.layout = layout_of(m.spec);
     m.id = export_id(m.spec);
     Status st = capture_inputs(m.spec, m.layout, nullptr, &m.inputs);
@@ -402,17 +414,18 @@ Status load_manifest(const std::string& dir, std::vector<ManifestWorkload>* out)
 // One output file checked against the manifest's dtype and shape.
 Status read_checked(const std::string& path, const std::string& dtype, const std::vector<uint64_t>& shape,
                     NpyArray* a) {
-  Status st = read_npy(path, a);
+  // dtype and shape are judged from the header, before the data is read (a wrong header can declare GiB).
+  Status st = read_npy(path, a, [&](const NpyArray& h) {
+    if (h.descr != dtype)
+      return Status::invalid(
+          fmt::format("{}: dtype '{}', the manifest expects '{}' ({})", path, h.descr, dtype, type_word(dtype)));
+    if (h.shape != shape)
+      return Status::invalid(
+          fmt::format("{}: shape {}, the manifest expects {}", path, npy_shape_text(h.shape), npy_shape_text(shape)));
+    return Status::ok();
+  });
   if (!st) {
     return Status::invalid(st.message());
-  }
-  if (a->descr != dtype) {
-    return Status::invalid(
-        fmt::format("{}: dtype '{}', the manifest expects '{}' ({})", path, a->descr, dtype, type_word(dtype)));
-  }
-  if (a->shape != shape) {
-    return Status::invalid(
-        fmt::format("{}: shape {}, the manifest expects {}", path, npy_shape_text(a->shape), npy_shape_text(shape)));
   }
   return Status::ok();
 }

@@ -4,6 +4,7 @@
 // ends in one line, not a silent death; a closed stderr does not send progress into a file. Each case
 // below wrote through a link, replaced a file, hung or died before.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 
@@ -15,6 +16,7 @@
 
 #include "contract/atomic_file.hpp"
 #include "kernels/input_file.hpp"
+#include "probes/workload.hpp"  // available_memory_bytes
 #include "tests/cli_helpers.hpp"
 
 namespace detaudit {
@@ -289,6 +291,63 @@ TEST(SafeFiles, OptionsAndFieldsThatCannotMeanAnythingAreRefused) {
     EXPECT_EQ(r.code, 2) << what;
     EXPECT_NE(r.err.find(std::string(what) + " is missing or malformed"), std::string::npos) << r.err;
   }
+  fs::remove_all(d);
+}
+
+}  // namespace
+}  // namespace detaudit
+
+namespace detaudit {
+namespace {
+
+// Sizes from input are checked before anything is allocated: export of a spec whose inputs and oracle need
+// more memory than the machine has, the same spec put into a manifest (import generated its 8 GiB of
+// inputs, 21 GB resident, before comparing the entry), and an output whose header declares another shape
+// (read whole before the shapes were compared).
+TEST(SafeFiles, SizesFromInputAreCheckedBeforeTheyAreAllocated) {
+  fs::path d = fresh_dir("safe-sizes");
+  const std::string huge = "'matmul?m=32768&n=32768&k=32768'";  // 52 GiB with the oracle: more than a test machine
+  std::string source;
+  if (available_memory_bytes(&source) >= uint64_t(64) << 30) GTEST_SKIP() << "this machine has 64 GiB or more free";
+  CliRun r = run_cli("export " + huge + " --out " + (d / "ex").string());
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("GiB of memory"), std::string::npos) << r.err;
+  r = run_cli("export 'reduce?op=sum&n=10' --out " + (d / "small").string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::string manifest = slurp(d / "small" / "manifest.json");
+  const std::string spec = "reduce?op=sum&n=10&dist=uniform&seed=1";
+  const size_t at = manifest.find("\"spec\": \"" + spec + "\"");
+  ASSERT_NE(at, std::string::npos) << manifest;
+  // An output of the right name whose header says (4, 536870912): refused from its header.
+  std::string id;
+  for (auto& e : fs::directory_iterator(d / "small")) {
+    const std::string n = e.path().filename().string();
+    if (n.size() > 11 && n.substr(n.size() - 11) == ".oracle.npy") id = n.substr(0, n.size() - 11);
+  }
+  ASSERT_FALSE(id.empty());
+  {
+    // A header only: magic, version 1.0, header length, the dict padded to 128 bytes in all; no data.
+    std::string dict = "{'descr': '<f4', 'fortran_order': False, 'shape': (4, 536870912), }";
+    dict.resize(128 - 10 - 1, ' ');
+    dict += '\n';
+    std::string npy = std::string("\x93NUMPY\x01\x00", 8) + char(dict.size() & 0xff) + char(dict.size() >> 8) + dict;
+    write_text(d / "small" / (id + ".out.0.npy"), npy);
+    // Its 8 GiB of data as a sparse file: the size a reader checks is there, no disk is used.
+    fs::resize_file(d / "small" / (id + ".out.0.npy"), npy.size() + (uint64_t(8) << 30));
+  }
+  r = run_cli("import " + (d / "small").string() + " --name torch --out " + (d / "imp").string());
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("shape (4, 536870912), the manifest expects"), std::string::npos) << r.err;
+  // Judged from its header: no child of this test held the 8 GiB (the largest child's peak, in KiB).
+  struct rusage ru {};
+  ASSERT_EQ(::getrusage(RUSAGE_CHILDREN, &ru), 0);
+  EXPECT_LT(ru.ru_maxrss, 2L << 20) << "a child process peaked at " << ru.ru_maxrss << " KiB";
+  fs::remove(d / "small" / (id + ".out.0.npy"));
+  manifest.replace(at, spec.size() + 10, "\"spec\": \"matmul?m=32768&n=32768&k=32768\"");
+  write_text(d / "small" / "manifest.json", manifest);
+  r = run_cli("import " + (d / "small").string() + " --name torch --out " + (d / "imp").string());
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("GiB of memory"), std::string::npos) << r.err;
   fs::remove_all(d);
 }
 
