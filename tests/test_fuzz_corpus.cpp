@@ -15,6 +15,7 @@
 #include "models/idx.hpp"
 #include "probes/spec.hpp"
 #include "probes/worker.hpp"
+#include "suites/diverge.hpp"
 #include "tests/fixtures.hpp"
 
 namespace detaudit {
@@ -90,6 +91,20 @@ TEST(FuzzSeeds, ResultsSeedsLoadOrAreRejectedWithAReason) {
     ASSERT_TRUE(st.is_ok()) << s.name << ": saved results do not load: " << st.message();
     EXPECT_EQ(to_json(again).dump(), first) << s.name;
     fs::remove_all(dir);
+  }
+}
+
+// A trace seed is compared with itself, as the harness does.
+TEST(FuzzSeeds, TraceSeedsCompareOrAreRejectedWithAReason) {
+  for (const Seed& s : seeds("trace")) {
+    DivergeResult r;
+    const Status st = compare_traces(s.path.string(), s.path.string(), &r);
+    EXPECT_EQ(st.is_ok(), !s.bad()) << s.name << ": " << st.message();
+    if (!st.is_ok()) {
+      EXPECT_FALSE(st.message().empty()) << s.name;
+    } else {
+      EXPECT_FALSE(r.first.has_value()) << s.name << ": a trace diverges from itself";
+    }
   }
 }
 
