@@ -82,8 +82,9 @@ Command add_qualify_command(CLI::App& app, int argc, char** argv) {
       "(bad input, a required target or check that cannot run here, and nothing failed), 128+N interrupted by "
       "signal N (run again with the same --out to resume).");
   std::string exe = argv[0], command = command_line(argc, argv);
+  const std::vector<std::string> args(argv, argv + argc);
   return {sub,
-          [a, exe, command]() {
+          [a, exe, command, args]() {
             if (a->list) return list_plan(*a);
             QualifyOptions o;
             o.level = a->level;
@@ -103,7 +104,9 @@ Command add_qualify_command(CLI::App& app, int argc, char** argv) {
             if (Status st = run_qualify(o, &out); !st) {
               // Interrupted (SIGINT/SIGTERM/SIGHUP): the finished work is saved; 128+N as every command.
               if (st.code() == Status::Code::kInterrupted) {
-                say(stderr, "{}\n", st.message());
+                // Run again with the same --out, qualify keeps every finished check and run.
+                say(stderr, "{}; finished checks are kept; resume with: {}\n", st.message(),
+                    resume_command(args, o.out_dir));
                 return 128 + (interrupted() ? interrupted() : SIGINT);
               }
               return fail(st);

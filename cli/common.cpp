@@ -148,4 +148,34 @@ const CLI::Validator kNonEmpty(
     [](std::string& v) { return v.find_first_not_of(", ") == std::string::npos ? std::string("must not be empty") : ""; },
     "NONEMPTY");
 
+// The command line again, shell-quoted, with `--out DIR` in place of any --out/--fresh/--resume:
+// what resumes an interrupted run.
+std::string resume_command(int argc, char** argv, const std::string& out_dir) {
+  return resume_command(std::vector<std::string>(argv, argv + argc), out_dir);
+}
+
+std::string resume_command(const std::vector<std::string>& args, const std::string& out_dir) {
+  auto quote = [](const std::string& a) {
+    bool plain = !a.empty() && a.find_first_not_of(
+                                   "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+                                   "_-./:=,+@%") == std::string::npos;
+    if (plain) return a;
+    std::string q = "'";
+    for (char c : a) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return q + "'";
+  };
+  std::string cmd;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--fresh" || a == "--resume") continue;
+    if (a == "--out") {
+      ++i;
+      continue;
+    }
+    if (a.rfind("--out=", 0) == 0) continue;
+    cmd += (cmd.empty() ? "" : " ") + quote(a);
+  }
+  return cmd + " --out " + quote(out_dir);
+}
+
 }  // namespace detaudit::cli

@@ -28,6 +28,10 @@ int fail(const Status& st);
 // fail(st), except for an interrupted command (Ctrl-C, SIGTERM, SIGHUP): one line saying so and that
 // running the same command again redoes the rest, and 128 + the signal's number.
 int fail_or_interrupted(const Status& st);
+// The command line again, shell-quoted, with `--out DIR` in place of any --out/--fresh/--resume: what
+// resumes an interrupted run.
+std::string resume_command(int argc, char** argv, const std::string& out_dir);
+std::string resume_command(const std::vector<std::string>& args, const std::string& out_dir);
 
 // The command line as one string, for the reports and the history.
 std::string command_line(int argc, char** argv);

@@ -36,31 +36,6 @@ using namespace detaudit::cli;
 
 namespace {
 
-// The command line again, shell-quoted, with `--out DIR` in place of any --out/--fresh/--resume:
-// what resumes an interrupted run.
-std::string resume_command(int argc, char** argv, const std::string& out_dir) {
-  auto quote = [](const std::string& a) {
-    bool plain = !a.empty() && a.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
-                                                   "_-./:=,+@%") == std::string::npos;
-    if (plain) return a;
-    std::string q = "'";
-    for (char c : a) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-    return q + "'";
-  };
-  std::string cmd;
-  for (int i = 0; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--fresh" || a == "--resume") continue;
-    if (a == "--out") {
-      ++i;
-      continue;
-    }
-    if (a.rfind("--out=", 0) == 0) continue;
-    cmd += (cmd.empty() ? "" : " ") + quote(a);
-  }
-  return cmd + " --out " + quote(out_dir);
-}
-
 // The latest unfinished run of a suite under results/ (default directories are results/<suite>-<time>,
 // so the names sort by time).
 std::string latest_unfinished(const std::string& prefix) {

@@ -449,9 +449,7 @@ Status run_qualify(const QualifyOptions& opt, QualifyOutcome* out) {
                   out->probe_dir));
   if (Status st = run_probe_suite(plan, po, &probe); !st) {
     if (st.code() == Status::Code::kInterrupted)
-      return Status::interrupted(fmt::format(
-          "interrupted; the probe results so far are in {} (run qualify again with the same --out to resume)",
-          out->probe_dir));
+      return Status::interrupted(fmt::format("interrupted; the probe results so far are in {}", out->probe_dir));
     return st;
   }
   judge(&probe);

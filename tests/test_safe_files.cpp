@@ -333,5 +333,23 @@ TEST(SafeFiles, SizesFromInputAreCheckedBeforeTheyAreAllocated) {
   fs::remove_all(d);
 }
 
+// An interrupted qualify names the exact command that resumes it (level 1 said only "run qualify again",
+// level 2 nothing), and that command resumes: the finished cells are kept.
+TEST(SafeFiles, InterruptedQualifySaysTheCommandThatResumesIt) {
+  fs::path d = fresh_dir("safe-qualify");
+  fs::create_directories(d);
+  const std::string out = (d / "q").string(), err = (d / "err").string();
+  const std::string run = std::string(DETAUDIT_EXE) + " qualify --level 1 --no-history --out " + out;
+  const int rc =
+      shell("timeout 300 " + run + " 2>" + err + " & p=$!; while kill -0 $p 2>/dev/null && ! grep -q \"target 2/\" " +
+            err + " 2>/dev/null; do sleep 0.1; done; kill -TERM $p; wait $p");
+  ASSERT_EQ(rc, 143) << slurp(err);
+  EXPECT_NE(slurp(err).find("resume with: " + run), std::string::npos) << slurp(err);
+  CliRun again = run_cli("qualify --level 1 --no-history --out " + out);
+  EXPECT_NE(again.code, 143) << again.err;
+  EXPECT_NE(again.err.find("resuming:"), std::string::npos) << again.err;
+  fs::remove_all(d);
+}
+
 }  // namespace
 }  // namespace detaudit
