@@ -371,21 +371,30 @@ nlohmann::json bitwise_across(const std::vector<TrainingRun>& runs, const BaseUn
   return {{"condition", cond}, {"seeds", seeds}, {"identical_seeds", identical}};
 }
 
-// Holm's step-down adjustment over the pairs with a p-value: the k-th smallest of m times (m - k + 1),
-// made monotone, capped at 1. A pair without a p keeps 1.
+// Holm's step-down adjustment of p-values tested together: the k-th smallest of m times (m - k + 1), made
+// monotone, capped at 1; in the order given.
+std::vector<double> holm(const std::vector<double>& p) {
+  std::vector<size_t> order(p.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return p[x] < p[y]; });
+  std::vector<double> adjusted(p.size());
+  double running = 0;
+  for (size_t k = 0; k < order.size(); ++k) {
+    running = std::max(running, std::min(1.0, double(p.size() - k) * p[order[k]]));
+    adjusted[order[k]] = running;
+  }
+  return adjusted;
+}
+
+// holm() over the pairs with a p-value; a pair without a p keeps 1.
 template <class T>
 void holm_adjust(std::vector<T>* tests) {
-  std::vector<size_t> order;
+  std::vector<size_t> tested;
+  std::vector<double> p;
   for (size_t i = 0; i < tests->size(); ++i)
-    if ((*tests)[i].test && (*tests)[i].test->p) order.push_back(i);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t x, size_t y) { return *(*tests)[x].test->p < *(*tests)[y].test->p; });
-  double running = 0;
-  const size_t m = order.size();
-  for (size_t k = 0; k < m; ++k) {
-    running = std::max(running, std::min(1.0, double(m - k) * *(*tests)[order[k]].test->p));
-    (*tests)[order[k]].p_holm = running;
-  }
+    if ((*tests)[i].test && (*tests)[i].test->p) tested.push_back(i), p.push_back(*(*tests)[i].test->p);
+  const std::vector<double> adjusted = holm(p);
+  for (size_t k = 0; k < tested.size(); ++k) (*tests)[tested[k]].p_holm = adjusted[k];
 }
 
 // The effect of a pair in (a): per seed, the mean of x's runs minus y's; their mean over seeds with its
@@ -957,19 +966,12 @@ nlohmann::json design_tests(const nlohmann::json& an) {
       if (auto p = p_of(t, "p"))
         e.push_back({fmt::format("spread (e) vs ({}) of {}", t.value("against", "?"), row.value("base_target", "?")),
                      *p, power_of(t)});
-  // Holm: the k-th smallest of m times (m - k), made monotone, capped at 1.
-  std::vector<size_t> order(e.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return e[x].p < e[y].p; });
-  std::vector<double> holm(e.size());
-  double running = 0;
-  for (size_t k = 0; k < order.size(); ++k) {
-    running = std::max(running, std::min(1.0, double(e.size() - k) * e[order[k]].p));
-    holm[order[k]] = running;
-  }
+  std::vector<double> p;
+  for (auto& x : e) p.push_back(x.p);
+  const std::vector<double> adjusted = holm(p);
   nlohmann::json out = nlohmann::json::array();
   for (size_t i = 0; i < e.size(); ++i)
-    out.push_back({{"test", e[i].name}, {"p", e[i].p}, {"p_holm", holm[i]}, {"power", e[i].power}});
+    out.push_back({{"test", e[i].name}, {"p", e[i].p}, {"p_holm", adjusted[i]}, {"power", e[i].power}});
   return out;
 }
 

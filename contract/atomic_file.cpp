@@ -18,17 +18,8 @@ namespace {
 // The top-level "schema" of a JSON file, or "" (not JSON, no schema, unreadable). The whole file is
 // parsed: keys are written sorted, so "schema" is not first.
 std::string schema_of(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) return "";
   std::string text;
-  char buf[1 << 16];
-  for (;;) {
-    const ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    text.append(buf, size_t(n));
-  }
-  ::close(fd);
+  if (!read_regular_file(path, "file", &text).is_ok()) return "";
   const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
   if (j.is_discarded() || !j.is_object() || !j.contains("schema") || !j["schema"].is_string()) return "";
   return j["schema"].get<std::string>();
