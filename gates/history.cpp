@@ -1,7 +1,9 @@
 #include "gates/history.hpp"
 
+#include <fmt/format.h>
 #include <sqlite3.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -17,8 +19,6 @@
 #include <set>
 #include <thread>
 #include <tuple>
-
-#include <fmt/format.h>
 
 #include "analysis/stats.hpp"
 #include "kernels/fingerprint.hpp"
@@ -371,6 +371,27 @@ Status file_error(const std::string& path, const std::string& what) {
   return Status::invalid(fmt::format("history {}: {}", path, what));
 }
 
+// Whether this process can write db_path (when it exists) and the folder that holds it: SQLite in WAL mode
+// creates its -wal and -shm files beside the database even to read it.
+bool writable_where(const std::string& db_path) {
+  fs::path dir = fs::path(db_path).parent_path();
+  if (dir.empty()) dir = ".";
+  return ::access(db_path.c_str(), W_OK) == 0 && ::access(dir.c_str(), W_OK | X_OK) == 0;
+}
+
+// "file:PATH?query" for sqlite3_open_v2 with SQLITE_OPEN_URI: the characters a URI gives a meaning to are
+// escaped in the path.
+std::string sqlite_uri(const std::string& path, const std::string& query) {
+  std::string uri = "file:";
+  for (unsigned char c : path) {
+    if (c == '%' || c == '?' || c == '#' || c < 0x20 || c >= 0x7f)
+      uri += fmt::format("%{:02X}", c);
+    else
+      uri += char(c);
+  }
+  return uri + "?" + query;
+}
+
 // Opens db_path as a detaudit history of the current schema: checks what the file is before SQLite
 // writes anything to it, migrates an older schema, turns WAL on. In kRead mode a missing file is
 // *exists = false (and true); in kWrite mode it is created with its parent folder.
@@ -410,12 +431,26 @@ Status open_history(const std::string& db_path, Mode mode, Db* db, bool* exists)
     }
     *exists = true;
   }
-  int flags = SQLITE_OPEN_READWRITE | (mode == Mode::kWrite ? SQLITE_OPEN_CREATE : 0);
-  int rc = sqlite3_open_v2(db_path.c_str(), &db->h, flags, nullptr);
-  if (rc != SQLITE_OK && mode != Mode::kWrite) {
-    sqlite3_close_v2(db->h);
-    db->h = nullptr;
-    rc = sqlite3_open_v2(db_path.c_str(), &db->h, SQLITE_OPEN_READONLY, nullptr);
+  int rc = SQLITE_OK;
+  if (mode != Mode::kWrite && !writable_where(db_path)) {
+    // Only to read, where the file or its folder cannot be written: SQLite cannot create the WAL's shared
+    // memory file (-shm) beside it. Without a log to replay, the file alone is the whole history and is
+    // opened immutable (no locks, no -shm); with one, a plain read-only open works where its -shm exists.
+    struct stat wal {};
+    if (::stat((db_path + "-wal").c_str(), &wal) == 0 && wal.st_size > 0) {
+      rc = sqlite3_open_v2(db_path.c_str(), &db->h, SQLITE_OPEN_READONLY, nullptr);
+      if (rc == SQLITE_OK) rc = sqlite3_exec(db->h, "SELECT count(*) FROM sqlite_master", nullptr, nullptr, nullptr);
+      if (rc != SQLITE_OK)
+        return file_error(db_path, fmt::format("cannot read it here: its write-ahead log {}-wal holds changes that "
+                                               "only a process that can write its folder can read ({})",
+                                               db_path, db->errmsg()));
+    } else {
+      rc = sqlite3_open_v2(sqlite_uri(db_path, "mode=ro&immutable=1").c_str(), &db->h,
+                           SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, nullptr);
+    }
+  } else {
+    int flags = SQLITE_OPEN_READWRITE | (mode == Mode::kWrite ? SQLITE_OPEN_CREATE : 0);
+    rc = sqlite3_open_v2(db_path.c_str(), &db->h, flags, nullptr);
   }
   if (rc != SQLITE_OK) {
     return Status::invalid(db->error(fmt::format("cannot open it: {}", db->errmsg())));
@@ -533,7 +568,21 @@ std::string absolute_dir(const std::string& dir) {
 Status check_history(const std::string& db_path) {
   Db db;
   bool exists = false;
-  return open_history(db_path, Mode::kRead, &db, &exists);
+  DETAUDIT_RETURN_IF_ERROR(open_history(db_path, Mode::kRead, &db, &exists));
+  // It will be written (and, when missing, created with its folders): the file and the folder that will
+  // hold it must be writable now, not only at the end of the run.
+  std::error_code ec;
+  fs::path dir = fs::absolute(db_path, ec).parent_path();
+  while (!fs::exists(dir, ec) && dir != dir.root_path()) dir = dir.parent_path();
+  if (!fs::is_directory(dir, ec))
+    return file_error(db_path, fmt::format("{} is not a folder: the run could not be recorded", dir.string()));
+  if (exists && ::access(db_path.c_str(), R_OK | W_OK) != 0)
+    return file_error(db_path,
+                      fmt::format("cannot be written ({}): the run could not be recorded", std::strerror(errno)));
+  if (::access(dir.c_str(), W_OK | X_OK) != 0)
+    return file_error(db_path, fmt::format("its folder {} cannot be written ({}): the run could not be recorded",
+                                           dir.string(), std::strerror(errno)));
+  return Status::ok();
 }
 
 Status resolve_history_path(const HistoryFlags& flags, std::string* path) {

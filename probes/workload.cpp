@@ -1,5 +1,7 @@
 #include "probes/workload.hpp"
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -585,6 +587,25 @@ uint64_t available_memory_bytes(std::string* source) {
     if (avail == 0 || left < avail) {
       avail = left;
       if (source) *source = "the cgroup's memory.max less memory.current";
+    }
+  }
+  // An address-space limit (ulimit -v) caps what this process can allocate, whatever the machine has.
+  struct rlimit as {};
+  if (::getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY) {
+    uint64_t size_kb = 0;
+    if (FILE* f = std::fopen("/proc/self/status", "r")) {
+      char line[256];
+      while (std::fgets(line, sizeof line, f)) {
+        unsigned long long kb = 0;
+        if (std::sscanf(line, "VmSize: %llu kB", &kb) == 1) size_kb = kb;
+      }
+      std::fclose(f);
+    }
+    const uint64_t limit = uint64_t(as.rlim_cur), used = size_kb * 1024;
+    const uint64_t left = limit > used ? limit - used : 0;
+    if (avail == 0 || left < avail) {
+      avail = left;
+      if (source) *source = "the address-space limit (ulimit -v) less this process's size";
     }
   }
   return avail;

@@ -546,7 +546,7 @@ OracleDistance distance(const ManifestWorkload& m, const std::vector<std::vector
 }  // namespace
 
 Status read_external_outputs(const std::string& dir, const std::string& name, const std::string& results_dir,
-                             std::vector<Observation>* out) {
+                             std::vector<Observation>* out, const std::function<void(const std::string&)>& progress) {
   Spec target;
   DETAUDIT_RETURN_IF_ERROR(parse_target(imported_backend().name + "?name=" + name, &target));
   std::vector<ManifestWorkload> ms;
@@ -575,6 +575,7 @@ Status read_external_outputs(const std::string& dir, const std::string& name, co
   const std::string at = utc_now_iso8601();
   out->clear();
   for (size_t i = 0; i < ms.size(); ++i) {
+    if (interrupted()) return Status::interrupted("interrupted by " + signal_description(interrupted()));
     Observation o;
     o.workload = ms[i].spec.str();
     o.target = target.str();
@@ -592,6 +593,9 @@ Status read_external_outputs(const std::string& dir, const std::string& name, co
     o.details["imported_from"] = from;
     o.details["imported_at"] = at;
     o.describe = producer.describe.empty() ? "outputs imported from " + from : producer.describe;
+    if (progress)
+      progress(fmt::format("compared {} ({}/{}): {} output(s), {} distinct", o.workload, i + 1, ms.size(), o.repeats,
+                           o.distinct));
     out->push_back(std::move(o));
   }
   return Status::ok();

@@ -42,9 +42,11 @@ Status export_workloads(const std::vector<Spec>& workloads, const std::string& d
 // schema or detaudit version, a malformed or edited manifest, a missing output, a wrong dtype, byte order,
 // shape or order, a truncated .npy, a malformed producer.json: a failure of one line naming the file and
 // the problem. The oracle comes from results_dir/.oracle when an entry there passes its checks (a probe
-// run's), else it is computed here with cpu-ref.
+// run's), else it is computed here with cpu-ref. `progress`, when given, hears one line per workload
+// compared. Status::interrupted between workloads after SIGINT/SIGTERM/SIGHUP.
 Status read_external_outputs(const std::string& dir, const std::string& name, const std::string& results_dir,
-                             std::vector<Observation>* out);
+                             std::vector<Observation>* out,
+                             const std::function<void(const std::string&)>& progress = nullptr);
 
 // The results of results_dir (results.json, or new ones of this machine when there is none) with `obs`
 // in place of any earlier observations of the same workload and target. Writes nothing.

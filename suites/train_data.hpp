@@ -38,8 +38,12 @@ bool prednet_config(const std::string& name, int batch_size, PredNetConfig* out)
 
 // An .npy video: dtype '|u1', shape [N, T, H, W] or [N, T, H, W, C] matching c (frames of c.height x
 // c.width with c.channels(), T >= c.nt), at least two batches of sequences. Status::invalid naming the
-// file and the problem otherwise (kernels/npy.hpp: truncated, corrupt, big-endian, Fortran order...).
-Status load_video_npy(const std::string& path, const PredNetConfig& c, VideoSet* train, VideoSet* held_out);
+// file and the problem otherwise (kernels/npy.hpp: truncated, corrupt, big-endian, Fortran order...), or
+// one whose frames need more memory than the machine has available (judged from the header, before any
+// data is read). The data is read once and split without copying its larger part; `fingerprint`, when
+// given, is that of the file's pixels (the training sequences followed by the held-out ones).
+Status load_video_npy(const std::string& path, const PredNetConfig& c, VideoSet* train, VideoSet* held_out,
+                      std::string* fingerprint = nullptr);
 
 // Status::invalid (bad or unusable files, named; an unknown PredNet configuration) or unavailable (no data
 // set) with one line. prednet_config is read for model "prednet" only.

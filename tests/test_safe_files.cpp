@@ -3,6 +3,7 @@
 // the one input path (kernels/input_file.hpp) refuses a FIFO instead of hanging on it; a file-size limit
 // ends in one line, not a silent death; a closed stderr does not send progress into a file. Each case
 // below wrote through a link, replaced a file, hung or died before.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -95,6 +96,14 @@ TEST(SafeFiles, InputsThatAreNotRegularFilesAreRefusedNotWaitedOn) {
   r = run_cli("report " + (d / "res").string());
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_NE(r.err.find("is a FIFO"), std::string::npos) << r.err;
+  // A FIFO as the history, to read it and to record into it.
+  r = run_cli("history --history " + fifo);
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("is not a regular file"), std::string::npos) << r.err;
+  r = run_cli("probe --targets cpu-ref --workloads 'reduce?op=sum&n=10' --repeats 2 --out " + (d / "p").string() +
+              " --history " + fifo);
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("is not a regular file"), std::string::npos) << r.err;
   fs::remove_all(d);
 }
 
@@ -330,6 +339,27 @@ TEST(SafeFiles, SizesFromInputAreCheckedBeforeTheyAreAllocated) {
   r = run_cli("import " + (d / "small").string() + " --name torch --out " + (d / "imp").string());
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_NE(r.err.find("GiB of memory"), std::string::npos) << r.err;
+  // A video whose header declares 262144 sequences of 10 frames 64x64 (10 GiB, a sparse file) under an
+  // address-space limit of 8 GiB: refused from its header with what it would need, the data and the
+  // held-out tenth (was: read whole, then copied three times; the only cap was 16 GiB).
+  {
+    std::string dict = "{'descr': '|u1', 'fortran_order': False, 'shape': (262144, 10, 64, 64), }";
+    dict.resize(128 - 10 - 1, ' ');
+    dict += '\n';
+    write_text(d / "video.npy",
+               std::string("\x93NUMPY\x01\x00", 8) + char(dict.size() & 0xff) + char(dict.size() >> 8) + dict);
+    fs::resize_file(d / "video.npy", 128 + (uint64_t(10) << 30));
+  }
+  const std::string limited = "ulimit -v 8388608; " + std::string(DETAUDIT_EXE);
+  if (shell(limited + " --version >/dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "this build cannot start under an address-space limit (sanitizers reserve their shadow memory)";
+  }
+  const int rc = shell(limited + " train prednet --data " + (d / "video.npy").string() +
+                       " --seeds 2 --batches 2 --window 1 --no-history --out " + (d / "tr").string() + " 2>" +
+                       (d / "err").string());
+  EXPECT_EQ(rc, 2) << slurp(d / "err");
+  EXPECT_NE(slurp(d / "err").find("frames would need 11.0 GiB of memory"), std::string::npos) << slurp(d / "err");
+  EXPECT_NE(slurp(d / "err").find("ulimit -v"), std::string::npos) << slurp(d / "err");
   fs::remove_all(d);
 }
 
@@ -348,6 +378,78 @@ TEST(SafeFiles, InterruptedQualifySaysTheCommandThatResumesIt) {
   CliRun again = run_cli("qualify --level 1 --no-history --out " + out);
   EXPECT_NE(again.code, 143) << again.err;
   EXPECT_NE(again.err.find("resuming:"), std::string::npos) << again.err;
+  fs::remove_all(d);
+}
+
+// SIGTERM to export and import (they ran 27 and 45 s on and exited 0 or 1): each stops between workloads,
+// says so in one line and exits 143; export leaves no temporary file, import writes no results.
+TEST(SafeFiles, ExportAndImportStopOnSigterm) {
+  fs::path d = fresh_dir("safe-sigterm-io");
+  fs::create_directories(d);
+  std::string specs;
+  for (int m = 300; m < 330; ++m) specs += (specs.empty() ? "" : ",") + fmt::format("matmul?m={}&n=300&k=300", m);
+  const std::string err = (d / "err").string();
+  auto term_after = [&](const std::string& args, const std::string& line) {
+    return shell("timeout 300 " + std::string(DETAUDIT_EXE) + " " + args + " 2>" + err +
+                 " & p=$!; while kill -0 $p 2>/dev/null && ! grep -q \"" + line + "\" " + err +
+                 " 2>/dev/null; do sleep 0.05; done; kill -TERM $p; wait $p");
+  };
+  int rc = term_after("export \"" + specs + "\" --out " + (d / "ex").string(), "exported");
+  EXPECT_EQ(rc, 143) << slurp(err);
+  EXPECT_NE(slurp(err).find("interrupted by SIGTERM"), std::string::npos) << slurp(err);
+  for (auto& e : fs::directory_iterator(d / "ex"))
+    EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << e.path();
+  EXPECT_FALSE(fs::exists(d / "ex" / "manifest.json"));
+  // A whole export with the framework's outputs (the oracle's own), then an import stopped half-way.
+  ASSERT_EQ(run_cli("export '" + specs + "' --out " + (d / "ex").string()).code, 0);
+  for (auto& e : fs::directory_iterator(d / "ex")) {
+    const std::string n = e.path().string();
+    if (n.size() > 11 && n.substr(n.size() - 11) == ".oracle.npy")
+      fs::copy_file(n, n.substr(0, n.size() - 11) + ".out.0.npy");
+  }
+  rc = term_after("import " + (d / "ex").string() + " --name t --out " + (d / "imp").string(), "compared");
+  EXPECT_EQ(rc, 143) << slurp(err);
+  EXPECT_NE(slurp(err).find("interrupted by SIGTERM"), std::string::npos) << slurp(err);
+  EXPECT_FALSE(fs::exists(d / "imp" / "results.json"));
+  fs::remove_all(d);
+}
+
+// A history in a folder this user cannot write: it can be read (SQLite could not create the WAL's -shm
+// file, so `history` failed), and a command that would record into it (or create a file there) stops
+// before its work with one line (the probe ran to the end, then exited 2). Root writes any folder, so
+// as root the commands run as nobody.
+TEST(SafeFiles, AHistoryInAFolderThatCannotBeWrittenIsReadAndRefusedBeforeTheWork) {
+  fs::path d = fresh_dir("safe-history-ro");
+  fs::create_directories(d / "h");
+  CliRun r = run_cli("probe --targets cpu-ref --workloads 'reduce?op=sum&n=10' --repeats 2 --out " +
+                     (d / "p").string() + " --history " + (d / "h" / "history.db").string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::string as_user;
+  if (::geteuid() == 0) {
+    if (shell("command -v setpriv >/dev/null") != 0) GTEST_SKIP() << "running as root and setpriv is missing";
+    as_user = "setpriv --reuid=65534 --regid=65534 --clear-groups ";
+    fs::permissions(d, fs::perms::all);  // nobody writes its own outputs here
+    fs::permissions(d / "p", fs::perms::all);
+  }
+  fs::permissions(d / "h", fs::perms::owner_read | fs::perms::owner_exec | fs::perms::group_read |
+                               fs::perms::group_exec | fs::perms::others_read | fs::perms::others_exec);
+  auto run_as = [&](const std::string& args) {
+    const std::string out = (d / "o").string(), err = (d / "e").string();
+    const int rc = shell(as_user + DETAUDIT_EXE + " " + args + " >" + out + " 2>" + err);
+    return CliRun{rc, slurp(out), slurp(err)};
+  };
+  r = run_as("history --history " + (d / "h" / "history.db").string());
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("1 runs recorded"), std::string::npos) << r.out;
+  for (const char* file : {"history.db", "new.db", "x/y/new.db"}) {
+    r = run_as("probe --targets cpu-ref --workloads \"reduce?op=sum&n=10\" --repeats 2 --out " + (d / "q").string() +
+               " --history " + (d / "h" / file).string());
+    EXPECT_EQ(r.code, 2) << file;
+    EXPECT_NE(r.err.find("the run could not be recorded"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "one line: " << r.err;
+    EXPECT_FALSE(fs::exists(d / "q" / "results.json")) << file << ": the probe ran before the history was checked";
+  }
+  fs::permissions(d / "h", fs::perms::all);
   fs::remove_all(d);
 }
 
