@@ -411,6 +411,18 @@ Status load_manifest(const std::string& dir, std::vector<ManifestWorkload>* out)
   return Status::ok();
 }
 
+}  // namespace
+
+Status read_manifest_specs(const std::string& dir, std::vector<Spec>* specs) {
+  std::vector<ManifestWorkload> ms;
+  DETAUDIT_RETURN_IF_ERROR(load_manifest(dir, &ms));
+  specs->clear();
+  for (auto& m : ms) specs->push_back(m.spec);
+  return Status::ok();
+}
+
+namespace {
+
 // One output file checked against the manifest's dtype and shape.
 Status read_checked(const std::string& path, const std::string& dtype, const std::vector<uint64_t>& shape,
                     NpyArray* a) {

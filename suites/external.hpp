@@ -37,6 +37,12 @@ std::string export_id(const Spec& workload);
 Status export_workloads(const std::vector<Spec>& workloads, const std::string& dir,
                         const std::function<void(const std::string&)>& progress);
 
+// Reads and checks dir/manifest.json as import does, without the outputs: each entry must be what this
+// detaudit exports for its spec (its inputs are generated again and their fingerprint compared), a spec
+// whose inputs would not fit in the available memory is refused before they are generated. The specs in
+// the manifest's order. Fuzzed (tests/fuzz/fuzz_manifest.cpp).
+Status read_manifest_specs(const std::string& dir, std::vector<Spec>* specs);
+
 // Reads dir/manifest.json and the framework's outputs it names, and makes one observation of
 // external?name=NAME per workload. Every check comes first, and nothing is written: a manifest of another
 // schema or detaudit version, a malformed or edited manifest, a missing output, a wrong dtype, byte order,

@@ -16,6 +16,7 @@
 #include "probes/spec.hpp"
 #include "probes/worker.hpp"
 #include "suites/diverge.hpp"
+#include "suites/external.hpp"
 #include "tests/fixtures.hpp"
 
 namespace detaudit {
@@ -106,6 +107,29 @@ TEST(FuzzSeeds, TraceSeedsCompareOrAreRejectedWithAReason) {
       EXPECT_FALSE(r.first.has_value()) << s.name << ": a trace diverges from itself";
     }
   }
+}
+
+// A manifest seed is an export's manifest.json in which @VERSION@ stands for this build's version. The
+// accepted one is an export of this build: a change to what export writes for its specs (a key, a text)
+// makes it bad, and it is written again with `detaudit export 'reduce?op=sum&n=10,matmul?m=4&n=4&k=4'`.
+TEST(FuzzSeeds, ManifestSeedsLoadOrAreRejectedWithAReason) {
+  const fs::path dir = fs::temp_directory_path() / ("detaudit-manifest-seed-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  for (const Seed& s : seeds("manifest")) {
+    std::string text = s.bytes;
+    for (size_t at; (at = text.find("@VERSION@")) != std::string::npos;) text.replace(at, 9, DETAUDIT_VERSION);
+    std::ofstream(dir / "manifest.json", std::ios::binary) << text;
+    std::vector<Spec> specs;
+    const Status st = read_manifest_specs(dir.string(), &specs);
+    EXPECT_EQ(st.is_ok(), !s.bad()) << s.name << ": " << st.message();
+    if (!st.is_ok()) {
+      EXPECT_FALSE(st.message().empty()) << s.name;
+      EXPECT_EQ(st.message().find('\n'), std::string::npos) << s.name;
+    } else {
+      EXPECT_EQ(specs.size(), 2u) << s.name;
+    }
+  }
+  fs::remove_all(dir);
 }
 
 // The first byte of an IDX seed is the harness's switch (odd: gzip the rest first); the rest is the
