@@ -151,6 +151,21 @@ if(NOT _hwloc_missing)
 endif()
 detaudit_part_state(hwloc DETAUDIT_WITH_HWLOC DETAUDIT_HAVE_HWLOC "${_hwloc_missing}" "")
 
+# MPI (Open MPI from Debian: libopenmpi-dev): `detaudit fleet` under mpirun gathers through it and runs
+# the allreduce workload. Without it fleet still runs one rank per process (--rank, or the rank from
+# Slurm's or Kubernetes' environment) and merges offline; under mpirun it refuses with exit 2.
+set(DETAUDIT_HAVE_MPI OFF)
+add_library(detaudit::mpi INTERFACE IMPORTED)
+if(DETAUDIT_WITH_MPI)
+  find_package(MPI QUIET COMPONENTS C)
+  if(MPI_C_FOUND)
+    set(DETAUDIT_HAVE_MPI ON)
+    target_link_libraries(detaudit::mpi INTERFACE MPI::MPI_C)
+  endif()
+endif()
+detaudit_part_state(mpi DETAUDIT_WITH_MPI DETAUDIT_HAVE_MPI "MPI not found (Debian: libopenmpi-dev)"
+                    "(${MPI_C_LIBRARY_VERSION_STRING})")
+
 set(DETAUDIT_HAVE_OPENBLAS OFF)
 if(DETAUDIT_WITH_OPENBLAS)
   find_path(OPENBLAS_INCLUDE cblas.h PATH_SUFFIXES openblas-pthread openblas x86_64-linux-gnu/openblas-pthread)

@@ -310,6 +310,15 @@ Status load_results(const std::string& path, Results* out) {
   return results_from_json(j, out).prefixed(path + ": ");
 }
 
+Status parse_results(const std::string& text, const std::string& where, Results* out) {
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded()) return Status::invalid(where + ": not valid JSON (truncated or corrupt)");
+  if (!j.is_object() || !j.contains("schema") || j["schema"] != kResultsSchema)
+    return Status::invalid(where + ": not a detaudit results file (expected \"schema\": \"" +
+                           std::string(kResultsSchema) + "\")");
+  return results_from_json(j, out).prefixed(where + ": ");
+}
+
 Status save_results(const std::string& path, const Results& r) {
   return write_file_atomic(path, to_json(r).dump(1) + "\n", Own::kResults);
 }

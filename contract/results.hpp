@@ -39,6 +39,8 @@ nlohmann::json to_json(const Results& r);
 // type is an error of one line naming the file and the field's path ("observations[3].repeats must be
 // an integer ..."). Never throws; never touches the file.
 Status load_results(const std::string& path, Results* out);
+// The same checks on a results document's text (one gathered from another machine); `where` names it.
+Status parse_results(const std::string& text, const std::string& where, Results* out);
 // The common first step of every detaudit JSON file (results, baselines): read the file, parse it, check
 // its "schema". A failed Status with one line naming the file: cannot open, not valid JSON (truncated or
 // corrupt), or "not a detaudit <what> (expected "schema": "<schema>")". Never throws.

@@ -300,11 +300,12 @@ std::string QualifyOutcome::table() const {
   return s;
 }
 
-Status qualify_plan(int level, const std::string& targets, QualifyPlan* out) {
+Status qualify_plan(int level, const std::string& targets, QualifyPlan* out, const std::string& workloads,
+                    int repeats) {
   if (level < 1 || level > 3) return Status::invalid(fmt::format("--level {} out of range (1, 2 or 3)", level));
   QualifyPlan q;
   q.level = level;
-  DETAUDIT_RETURN_IF_ERROR(make_plan(level == 3 ? "full" : "quick", targets, "", 0, 120, &q.probe));
+  DETAUDIT_RETURN_IF_ERROR(make_plan(level == 3 ? "full" : "quick", targets, workloads, repeats, 120, &q.probe));
   q.train = level >= 2;
   if (q.train) {
     TrainDesign& d = q.design;
@@ -372,7 +373,7 @@ Status run_qualify(const QualifyOptions& opt, QualifyOutcome* out) {
     clock = now;
   };
   QualifyPlan qp;
-  DETAUDIT_RETURN_IF_ERROR(qualify_plan(opt.level, opt.targets, &qp));
+  DETAUDIT_RETURN_IF_ERROR(qualify_plan(opt.level, opt.targets, &qp, opt.workloads, opt.repeats));
   const std::string suite = qp.probe.suite;
   Baseline baseline;
   if (!opt.baseline.empty()) DETAUDIT_RETURN_IF_ERROR(load_baseline(opt.baseline, &baseline));

@@ -30,6 +30,8 @@ struct QualifyOptions {
   int level = 1;
   std::string baseline;      // optional baseline file
   std::string targets;       // comma-separated target specs replacing the suite's ("" = the suite's)
+  std::string workloads;     // comma-separated workload specs replacing the suite's ("" = the suite's)
+  int repeats = 0;           // repeats per cell (0 = the suite's)
   std::string out_dir;       // results: out_dir/probe, out_dir/train, out_dir/qualify.json
   std::string exe;           // the detaudit executable (workers)
   std::string command;       // recorded
@@ -54,7 +56,9 @@ struct QualifyPlan {
   TrainDesign design;
   std::vector<std::string> lines() const;  // what it runs, in words, one line each
 };
-Status qualify_plan(int level, const std::string& targets, QualifyPlan* out);
+// `workloads` and `repeats` replace the suite's when given (fleet's --workloads and --repeats).
+Status qualify_plan(int level, const std::string& targets, QualifyPlan* out, const std::string& workloads = "",
+                    int repeats = 0);
 
 // What a qualification decides. The command's exit code follows it (0, 1, 2 in this order); qualify.json
 // records both.

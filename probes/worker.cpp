@@ -1,6 +1,7 @@
 #include "probes/worker.hpp"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
@@ -8,12 +9,12 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <map>
 
-#include <fmt/format.h>
-
+#include "kernels/fingerprint.hpp"
 #include "probes/child.hpp"
 #include "probes/oracle_cache.hpp"
 #include "probes/targets.hpp"
@@ -99,6 +100,18 @@ Observation observe(Backend* backend, const std::string& target_text, const Work
     }
   }
   std::vector<uint8_t> host(w->output_bytes());
+  // Test hook of the fleet tests: DETAUDIT_TEST_FLIP_OUTPUT=<workload spec> makes this worker's outputs
+  // of that workload differ from what it computed in the lowest bit of their first byte, as a faulty
+  // node's would: the fingerprint and the oracle distance both see the flipped output.
+  const char* flip_env = std::getenv("DETAUDIT_TEST_FLIP_OUTPUT");
+  const bool flip = flip_env && !host.empty() && item.workload.str() == flip_env;
+  auto output_fingerprint = [&](Fingerprint* f) -> Status {
+    if (!flip) return backend->fingerprint(w->output(), w->output_bytes(), f);
+    DETAUDIT_RETURN_IF_ERROR(backend->download(host.data(), w->output(), host.size()));
+    host[0] ^= 1;
+    *f = fingerprint_bytes(host.data(), host.size());
+    return Status::ok();
+  };
   std::map<std::string, bool> seen;  // fingerprints whose output has been compared with the oracle
   OracleDistance dist;
   const bool tracing = backend->traces_kernels();
@@ -116,7 +129,7 @@ Observation observe(Backend* backend, const std::string& target_text, const Work
     Status te = tracing && tb ? backend->trace_end(&setup) : tb;
     if (!st) return fail(st);
     if (tracing && te) o.details["warmup_kernels"] = std::to_string(setup.size());
-    st = backend->fingerprint(w->output(), w->output_bytes(), &fp);
+    st = output_fingerprint(&fp);
     if (!st) return fail(st);
     o.warmup_fingerprint = fp.hex();
   }
@@ -138,7 +151,7 @@ Observation observe(Backend* backend, const std::string& target_text, const Work
       untraced.push_back(r + 1);
       if (trace_reason.empty()) trace_reason = te.message();
     }
-    st = backend->fingerprint(w->output(), w->output_bytes(), &fp);
+    st = output_fingerprint(&fp);
     if (!st) return fail(st);
     std::string hex = fp.hex();
     o.fingerprints.push_back(hex);
@@ -147,6 +160,7 @@ Observation observe(Backend* backend, const std::string& target_text, const Work
       seen[hex] = true;
       st = backend->download(host.data(), w->output(), host.size());
       if (!st) return fail(st);
+      if (flip) host[0] ^= 1;
       const ErrorBound* b = bound.bound.empty() ? nullptr : &bound;
       OracleDistance d = w->is_f64() ? compare_to_oracle(reinterpret_cast<const double*>(host.data()),
                                                          reinterpret_cast<const double*>(oracle.data()), host.size() / 8, b)

@@ -1,0 +1,294 @@
+// `detaudit fleet`: every rank (node) runs the same qualification into DIR/ranks/<rank>-<host>/; rank 0
+// gathers the others' results over MPI and judges them by consensus (gates/fleet.hpp), or
+// `detaudit fleet report DIR` does it offline from the ranks' folders.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cli/common.hpp"
+#include "cli/history_flags.hpp"
+#include "cli/output.hpp"
+#include "contract/results.hpp"
+#include "gates/fleet.hpp"
+#include "gates/history.hpp"
+#include "gates/qualify.hpp"
+#include "kernels/input_file.hpp"
+#include "probes/child.hpp"
+#include "probes/env.hpp"
+#include "report/fleet_report.hpp"
+#include "suites/fleet_comm.hpp"
+
+namespace fs = std::filesystem;
+
+namespace detaudit::cli {
+namespace {
+
+struct FleetArgs {
+  int level = 1, rank = -1, ranks = 0, repeats = 0;
+  std::string targets, workloads, out, report_dir;
+  double wait = 900;
+  int allreduce_n = 1 << 16;
+  HistoryFlags hist;
+  OutputFlags output;
+  CLI::App* report = nullptr;
+};
+
+// "K:rest" of a test hook's variable when K is this rank; "" otherwise.
+std::string hook_for(const char* var, int rank) {
+  const char* v = std::getenv(var);
+  if (!v) return "";
+  const std::string s = v;
+  const size_t colon = s.find(':');
+  if (colon == std::string::npos || s.substr(0, colon) != std::to_string(rank)) return "";
+  return s.substr(colon + 1);
+}
+
+// The outcome of a consensus: fleet.json and the reports in `dir`, the text, the exit code.
+int judge_fleet(const std::vector<FleetNode>& nodes, const std::string& dir, const HistoryFlags* hist) {
+  FleetOutcome f = fleet_consensus(nodes, dir);
+  if (Status st = write_file_atomic(dir + "/fleet.json", f.json.dump(1) + "\n"); !st) return fail(st);
+  if (Status st = write_fleet_reports(dir, f.json); !st) return fail(st);
+  Outcome o;
+  o.exit_code = f.exit_code;
+  o.report_md = dir + "/report.md";
+  o.report_html = dir + "/report.html";
+  std::string t = fmt::format("fleet {}: {}\n", dir, f.json.value("summary", ""));
+  t += fmt::format("{:>5}  {:<20} {:<16} {:<9} {:>12} {:>9}  {}\n", "rank", "host", "machine key", "state",
+                   "cells agree", "time", "verdict");
+  for (auto& n : f.json["nodes"]) {
+    const std::string ratio = n["time_ratio"].is_number() ? fmt::format("{:.2f}x", n["time_ratio"].get<double>()) : "-";
+    t += fmt::format("{:>5}  {:<20} {:<16} {:<9} {:>12} {:>9}  {}\n", n["rank"].get<int>(),
+                     n["host"].get<std::string>(), n["key"].get<std::string>(), n["state"].get<std::string>(),
+                     fmt::format("{}/{}", n["cells_agreeing"].get<size_t>(), n["cells"].get<size_t>()), ratio,
+                     n["verdict"].get<std::string>());
+  }
+  size_t shown = 0;
+  for (auto& x : f.findings) {
+    if (shown++ == 20) {
+      t += fmt::format("... and {} more findings in {}/fleet.json\n", f.findings.size() - 20, dir);
+      break;
+    }
+    t += fmt::format("{} rank {} ({}) {}{}: {}\n", to_string(x.verdict), x.rank, x.host, x.kind,
+                     x.cell.empty() ? "" : " " + x.cell, x.detail);
+    if (x.verdict == Verdict::kFail && o.first_fail.empty())
+      o.first_fail = fmt::format("rank {} ({}) {}{}", x.rank, x.host, x.kind, x.cell.empty() ? "" : " " + x.cell);
+    if (x.verdict == Verdict::kFail) ++o.counts.fail;
+    if (x.verdict == Verdict::kWarn) ++o.counts.warn;
+  }
+  t += fmt::format("fleet.json, report.md and report.html in {}\n", dir);
+  o.text = t;
+  o.data = {{"dir", dir}, {"fleet", f.json}};
+  if (f.exit_code == 2) o.error = "no rank ran: " + f.json.value("summary", "");
+  // Per-node rows in the history: each node's probe results under its own machine.
+  if (hist) {
+    for (auto& n : nodes)
+      if (!n.probe.observations.empty()) record_history(*hist, "fleet", n.probe, dir + "/" + n.folder + "/probe", &o);
+  }
+  return emit(o);
+}
+
+// This rank's part: its qualification into its folder, then (MPI) the collectives and the gathering.
+int run_fleet(const FleetArgs& a, int argc, char** argv) {
+  FleetRank who;
+  if (Status st = fleet_resolve_rank(a.rank, a.ranks, &who); !st) return fail(st);
+  const std::string dir = a.out;
+  auto progress = progress_sink();
+  auto say_rank = [&](const std::string& s) {
+    if (progress) progress(fmt::format("rank {}/{}: {}", who.rank, who.ranks, s));
+  };
+  if (who.mpi && who.rank == 0 && !a.hist.disabled)
+    if (int rc = precheck_history(a.hist)) return fleet_mpi_end(true, rc), rc;
+  FleetNode n;
+  n.rank = who.rank, n.ranks = who.ranks, n.level = a.level;
+  const nlohmann::json machine = machine_fingerprint();
+  n.host = machine.value("hostname", std::string("unknown"));
+  n.folder = fleet_folder(n.rank, n.host);
+  n.started_at = utc_now_iso8601();
+  n.key = fleet_key(machine, DETAUDIT_VERSION, git_commit());
+  // Test hooks (tests/test_fleet.cpp): this rank's key with one field changed, or its outputs of one
+  // workload with a bit flipped, as a misconfigured or a faulty node's would be.
+  if (std::string kv = hook_for("DETAUDIT_FLEET_TEST_KEY", n.rank); !kv.empty()) {
+    const size_t eq = kv.find('=');
+    if (eq != std::string::npos) n.key[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  if (std::string w = hook_for("DETAUDIT_FLEET_TEST_FLIP", n.rank); !w.empty())
+    setenv("DETAUDIT_TEST_FLIP_OUTPUT", w.c_str(), 1);
+  say_rank(fmt::format("{} on {} (rank from {}), results in {}/{}", who.mpi ? "MPI" : "no MPI", n.host, who.source, dir,
+                       n.folder));
+  if (Status st = save_fleet_node(dir, n); !st) {
+    if (who.mpi) fleet_mpi_end(true, 2);
+    return fail(st);
+  }
+
+  QualifyOptions q;
+  q.level = a.level;
+  q.targets = a.targets;
+  q.workloads = a.workloads;
+  q.repeats = a.repeats;
+  q.out_dir = dir + "/" + n.folder;
+  std::error_code ec;
+  auto self = fs::read_symlink("/proc/self/exe", ec);
+  q.exe = ec ? std::string(argv[0]) : self.string();
+  q.command = command_line(argc, argv);
+  q.progress = say_rank;
+  QualifyOutcome qo;
+  const auto t0 = std::chrono::steady_clock::now();
+  Status st = run_qualify(q, &qo);
+  if (st.code() == Status::Code::kInterrupted) {
+    // The node stays "running": its folder holds what finished, and `fleet report` names it.
+    say(stderr,
+        "{}; rank {}'s finished cells are kept in {}/{}; `detaudit fleet report {}` merges what the ranks "
+        "wrote\n",
+        st.message(), n.rank, dir, n.folder, dir);
+    if (who.mpi) fleet_mpi_end(true, 128 + interrupted());
+    return 128 + (interrupted() ? interrupted() : SIGINT);
+  }
+  if (!st) {
+    n.state = "failed";
+    n.detail = st.message();
+  } else {
+    n.state = "finished";
+    n.exit_code = int(qo.decision);
+    for (auto& c : qo.checks)
+      if (c.verdict == Verdict::kFail && n.own_fail.empty()) n.own_fail = c.name + ": " + c.detail;
+  }
+  // The collectives need every rank: when one could not run (or hangs past --wait), all go on without them.
+  if (who.mpi && fleet_all_ready(n.state == "finished", a.wait)) {
+    say_rank("allreduce across the ranks under each of Open MPI's tuned algorithms");
+    if (Status cs = run_allreduce_cells(a.allreduce_n, 1, std::max(a.repeats, 5), &n.collectives); !cs) {
+      n.state = "failed";
+      n.detail = cs.message();
+    }
+  } else if (who.mpi) {
+    say_rank("collectives not run: a rank could not run its part or did not answer");
+  }
+  n.finished_at = utc_now_iso8601();
+  say_rank(fmt::format("{} in {:.1f} s", n.state,
+                       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()));
+  if (Status ws = save_fleet_node(dir, n); !ws) {
+    if (who.mpi) fleet_mpi_end(true, 2);
+    return fail(ws);
+  }
+  if (!who.mpi) {
+    // Without MPI this rank's part is all it does: the consensus comes from `fleet report DIR`.
+    Outcome o;
+    o.exit_code = n.state == "failed" ? 2 : n.exit_code == 1 ? 1 : 0;
+    if (n.state == "failed") o.error = n.detail;
+    if (!n.own_fail.empty()) o.first_fail = n.own_fail, o.counts.fail = 1;
+    o.text = fmt::format("rank {} of {} ({}): {}; merge the ranks with: detaudit fleet report {}\n", n.rank, n.ranks,
+                         n.host, n.state, dir);
+    o.data = {{"dir", dir}, {"node", n.node_json()}};
+    return emit(o);
+  }
+  // MPI: rank 0 gathers every rank's node and results (the folders may be on other machines).
+  auto slurp_or_empty = [&](const std::string& p) {
+    std::string text;
+    if (fs::exists(p, ec)) (void)read_regular_file(p, "results file", &text);
+    return text;
+  };
+  const std::vector<std::string> mine = {n.node_json().dump(), slurp_or_empty(q.out_dir + "/probe/results.json"),
+                                         slurp_or_empty(q.out_dir + "/train/results.json")};
+  std::vector<std::vector<std::string>> all;
+  std::vector<bool> answered;
+  if (who.rank == 0) say_rank(fmt::format("gathering the other ranks' results (waiting up to {:.0f} s)", a.wait));
+  if (Status gs = fleet_gather(mine, a.wait, &all, &answered); !gs) {
+    fleet_mpi_end(true, 2);
+    return fail(gs);
+  }
+  if (who.rank != 0) {
+    const int code = fleet_share_exit_code(0, {});
+    fleet_mpi_end(false, code);
+    return code;
+  }
+  std::vector<FleetNode> nodes;
+  bool lost = false;
+  for (int r = 0; r < who.ranks; ++r) {
+    FleetNode x;
+    if (!answered[size_t(r)]) {
+      lost = true;
+      x.rank = r, x.ranks = who.ranks, x.state = "missing";
+      x.detail = fmt::format("no results within {:.0f} s of rank 0's (hung, or lost)", a.wait);
+    } else if (Status ps = fleet_node_from_texts(all[size_t(r)][0], all[size_t(r)][1], all[size_t(r)][2],
+                                                 fmt::format("rank {}", r), &x);
+               !ps) {
+      x = FleetNode{};
+      x.rank = r, x.ranks = who.ranks, x.state = "failed", x.detail = ps.message();
+    } else if (r != 0 && !fs::exists(dir + "/" + x.folder + "/node.json", ec)) {
+      // Not a shared folder: rank 0 keeps a copy, so `fleet report DIR` works here afterwards.
+      (void)save_fleet_node(dir, x);
+      if (!all[size_t(r)][1].empty()) {
+        fs::create_directories(dir + "/" + x.folder + "/probe", ec);
+        (void)write_file_atomic(dir + "/" + x.folder + "/probe/results.json", all[size_t(r)][1], Own::kResults);
+      }
+    }
+    nodes.push_back(std::move(x));
+  }
+  const int code = judge_fleet(nodes, dir, &a.hist);
+  fleet_share_exit_code(code, answered);
+  fleet_mpi_end(lost, code);
+  return code;
+}
+
+int run_fleet_report(const FleetArgs& a) {
+  std::vector<FleetNode> nodes;
+  if (Status st = load_fleet_dir(a.report_dir, &nodes); !st) return fail(st);
+  return judge_fleet(nodes, a.report_dir, nullptr);
+}
+
+Command add_fleet_command(CLI::App& app, int argc, char** argv) {
+  auto* sub = app.add_subcommand(
+      "fleet",
+      "Qualify a fleet: every rank (node) runs the same cells, and a node that computes other bits than its "
+      "peers of the same machine key is named, by consensus. Run under mpirun or srun, or one rank per "
+      "process with --rank, then `fleet report DIR`.");
+  auto a = std::make_shared<FleetArgs>();
+  sub->add_option("--level", a->level, "1: the quick probes; 2: adds qualify's short training regression")
+      ->check(CLI::Range(1, 2))
+      ->capture_default_str();
+  sub->add_option("--targets", a->targets, "Comma-separated targets instead of the suite's")->check(kNonEmpty);
+  sub->add_option("--workloads", a->workloads, "Comma-separated workloads instead of the suite's")->check(kNonEmpty);
+  sub->add_option("--repeats", a->repeats, "Repeats per cell (default: the suite's, 10)")->check(CLI::Range(1, 100000));
+  sub->add_option("--out", a->out, "The fleet directory (shared by the ranks, or the same path on each node)")
+      ->check(kNonEmpty);
+  sub->add_option("--rank", a->rank, "This process's rank, without MPI (with --ranks)")->check(CLI::Range(0, 999999));
+  sub->add_option("--ranks", a->ranks, "The number of ranks, without MPI (also for Kubernetes' JOB_COMPLETION_INDEX)")
+      ->check(CLI::Range(1, 1000000));
+  sub->add_option("--wait", a->wait,
+                  "MPI: seconds rank 0 waits for the other ranks after its own part; a rank that has not answered "
+                  "by then is named as lost")
+      ->check(kFinite)
+      ->check(CLI::Range(1.0, 604800.0))
+      ->capture_default_str();
+  add_history_flags(sub, &a->hist);
+  add_output_flags(sub, &a->output, true);
+  a->report = sub->add_subcommand("report", "Merge the ranks' folders of a fleet directory and judge them (offline)");
+  a->report->add_option("DIR", a->report_dir, "The fleet directory (its ranks/ folder)")->required()->check(kNonEmpty);
+  sub->footer(
+      "\nForms:\n"
+      "  mpirun -np N detaudit fleet --out DIR                 every rank; rank 0 gathers and judges\n"
+      "  srun -N N detaudit fleet --out DIR; detaudit fleet report DIR   (rank from SLURM_PROCID)\n"
+      "  detaudit fleet --rank K --ranks N --out DIR           one rank; then detaudit fleet report DIR\n"
+      "  Kubernetes Indexed Job: detaudit fleet --ranks N --out DIR (rank from JOB_COMPLETION_INDEX)\n"
+      "Each rank writes DIR/ranks/<rank>-<host>/ as it goes (node.json, probe/, train/); a killed job's\n"
+      "folders are complete as far as they got, and `fleet report DIR` names the ranks that did not finish.\n"
+      "Exit codes (every rank under MPI): 0 consensus, 1 a node disagrees, failed, is slow (10x) or was lost,\n"
+      "2 could not run, 128+N interrupted by signal N.");
+  return {sub,
+          [a, argc, argv]() {
+            if (a->report->parsed()) return run_fleet_report(*a);
+            if (a->out.empty()) return fail("fleet: --out DIR is required (the fleet directory)");
+            return run_fleet(*a, argc, argv);
+          },
+          &a->output, true};
+}
+
+const CommandRegistration reg(45, add_fleet_command);
+
+}  // namespace
+}  // namespace detaudit::cli

@@ -1,0 +1,528 @@
+#include "gates/fleet.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <set>
+
+#include "analysis/stats.hpp"
+#include "contract/atomic_file.hpp"
+#include "kernels/fingerprint.hpp"
+#include "kernels/input_file.hpp"
+
+namespace detaudit {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string str_field(const nlohmann::json& j, const char* k) {
+  if (!j.is_object() || !j.contains(k)) return "";
+  const auto& v = j[k];
+  return v.is_string() ? v.get<std::string>() : v.is_null() ? "" : v.dump();
+}
+
+double median_of(std::vector<double> v) {
+  v.erase(std::remove_if(v.begin(), v.end(), [](double x) { return !std::isfinite(x); }), v.end());
+  return v.empty() ? NAN : finite_median(v);
+}
+
+std::string cell_name(const std::string& workload, const std::string& target) { return workload + " @ " + target; }
+
+// The oracle distance of an observation in a few words.
+std::string oracle_words(const Observation& o) {
+  if (!o.oracle) return "no oracle";
+  return fmt::format("{} ULP, {} element(s) off the oracle", o.oracle->max_ulp, o.oracle->mismatched);
+}
+
+// The kernels of an observation's first traced repeat, by name ("" when none were traced).
+std::string kernel_words(const Observation& o) {
+  for (auto& k : o.kernels) {
+    if (!k) continue;
+    std::vector<std::string> names;
+    for (auto& r : *k) names.push_back(r.name);
+    return names.empty() ? "" : fmt::format("{}", fmt::join(names, ", "));
+  }
+  return "";
+}
+
+}  // namespace
+
+nlohmann::json FleetNode::node_json() const {
+  nlohmann::json c = nlohmann::json::array();
+  for (auto& x : collectives) c.push_back(x.to_json());
+  return {{"schema", kFleetNodeSchema},
+          {"rank", rank},
+          {"ranks", ranks},
+          {"level", level},
+          {"host", host},
+          {"state", state},
+          {"detail", detail},
+          {"started_at", started_at},
+          {"finished_at", finished_at},
+          {"exit_code", exit_code},
+          {"own_fail", own_fail},
+          {"key", key},
+          {"collectives", c}};
+}
+
+nlohmann::json fleet_key(const nlohmann::json& machine, const std::string& tool_version,
+                         const std::string& tool_commit) {
+  nlohmann::json k = nlohmann::json::object();
+  k["cpu_model"] = str_field(machine, "cpu_model");
+  std::vector<std::string> features;
+  if (machine.is_object() && machine.contains("cpu_features") && machine["cpu_features"].is_array())
+    for (auto& f : machine["cpu_features"])
+      if (f.is_string()) features.push_back(f.get<std::string>());
+  std::sort(features.begin(), features.end());
+  k["cpu_features"] = fmt::format("{}", fmt::join(features, " "));
+  k["cores"] = str_field(machine, "cores");
+  if (machine.is_object() && machine.contains("gpus") && machine["gpus"].is_array()) {
+    size_t i = 0;
+    for (auto& g : machine["gpus"]) {
+      const std::string p = fmt::format("gpu{}.", i++);
+      k[p + "name"] = str_field(g, "name");
+      k[p + "compute_capability"] = str_field(g, "compute_capability");
+      k[p + "sm_count"] = str_field(g, "sm_count");
+    }
+  }
+  if (machine.is_object() && machine.contains("libraries") && machine["libraries"].is_object())
+    for (auto& [name, v] : machine["libraries"].items())
+      k["libraries." + name] = v.is_string() ? v.get<std::string>() : v.dump();
+  k["tool_version"] = tool_version;
+  k["tool_commit"] = tool_commit;
+  return k;
+}
+
+std::string fleet_key_hash(const nlohmann::json& key) {
+  const std::string s = key.dump();
+  return fingerprint_bytes(s.data(), s.size()).hex().substr(0, 16);
+}
+
+std::string fleet_folder(int rank, const std::string& host) {
+  return fmt::format("ranks/{}-{}", rank, safe_file_name(host.empty() ? "unknown" : host));
+}
+
+Status save_fleet_node(const std::string& fleet_dir, const FleetNode& n) {
+  const std::string dir = fleet_dir + "/" + n.folder;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return Status::invalid(fmt::format("{}: cannot create: {}", dir, ec.message()));
+  return write_file_atomic(dir + "/node.json", n.node_json().dump(1) + "\n");
+}
+
+Status fleet_node_from_texts(const std::string& node_text, const std::string& probe_text, const std::string& train_text,
+                             const std::string& where, FleetNode* out) {
+  FleetNode n;
+  nlohmann::json j = nlohmann::json::parse(node_text, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || j.value("schema", "") != kFleetNodeSchema)
+    return Status::invalid(
+        fmt::format("{}: not a fleet node file (expected \"schema\": \"{}\")", where, kFleetNodeSchema));
+  for (const char* k : {"rank", "ranks", "level", "exit_code"})
+    if (!j.contains(k) || !j[k].is_number_integer())
+      return Status::invalid(fmt::format("{}: {} must be an integer", where, k));
+  for (const char* k : {"host", "state", "detail", "started_at", "finished_at", "own_fail"})
+    DETAUDIT_RETURN_IF_ERROR(check_key(j, k, JsonType::kString, true, where));
+  DETAUDIT_RETURN_IF_ERROR(check_key(j, "key", JsonType::kObject, true, where));
+  DETAUDIT_RETURN_IF_ERROR(check_key(j, "collectives", JsonType::kArray, true, where));
+  n.rank = j["rank"], n.ranks = j["ranks"], n.level = j["level"], n.exit_code = j["exit_code"];
+  if (n.rank < 0 || n.ranks < 1 || n.rank >= n.ranks || n.ranks > 1000000)
+    return Status::invalid(fmt::format("{}: rank {} of {} is not a rank", where, n.rank, n.ranks));
+  n.host = j["host"], n.state = j["state"], n.detail = j["detail"], n.started_at = j["started_at"];
+  n.finished_at = j["finished_at"], n.own_fail = j["own_fail"], n.key = j["key"];
+  if (n.state != "finished" && n.state != "running" && n.state != "failed")
+    return Status::invalid(fmt::format("{}: state '{}' (finished, running or failed)", where, n.state));
+  n.folder = fleet_folder(n.rank, n.host);
+  for (size_t i = 0; i < j["collectives"].size(); ++i) {
+    CollectiveCell c;
+    DETAUDIT_RETURN_IF_ERROR(
+        CollectiveCell::from_json(j["collectives"][i], &c, fmt::format("{}: collectives[{}]", where, i)));
+    n.collectives.push_back(std::move(c));
+  }
+  if (!probe_text.empty()) DETAUDIT_RETURN_IF_ERROR(parse_results(probe_text, where + " probe results", &n.probe));
+  if (!train_text.empty()) DETAUDIT_RETURN_IF_ERROR(parse_results(train_text, where + " training results", &n.train));
+  *out = std::move(n);
+  return Status::ok();
+}
+
+Status load_fleet_dir(const std::string& dir, std::vector<FleetNode>* nodes) {
+  nodes->clear();
+  std::error_code ec;
+  const fs::path ranks = fs::path(dir) / "ranks";
+  if (!fs::is_directory(ranks, ec))
+    return Status::invalid(fmt::format("{}: no ranks/ folder: not a directory written by `detaudit fleet`", dir));
+  std::vector<fs::path> folders;
+  for (auto& e : fs::directory_iterator(ranks, ec))
+    if (e.is_directory() && !e.is_symlink()) folders.push_back(e.path());
+  std::sort(folders.begin(), folders.end());
+  int expected = 0;
+  std::set<int> seen;
+  for (auto& f : folders) {
+    auto read = [&](const fs::path& p, std::string* text) -> Status {
+      text->clear();
+      if (!fs::exists(p, ec)) return Status::ok();
+      return read_regular_file(p.string(), "fleet file", text);
+    };
+    std::string node_text, probe_text, train_text;
+    if (!fs::exists(f / "node.json", ec)) continue;  // a folder that never got its node.json: not a rank's
+    DETAUDIT_RETURN_IF_ERROR(read(f / "node.json", &node_text));
+    DETAUDIT_RETURN_IF_ERROR(read(f / "probe" / "results.json", &probe_text));
+    DETAUDIT_RETURN_IF_ERROR(read(f / "train" / "results.json", &train_text));
+    FleetNode n;
+    // A probe killed mid-write leaves no partial results.json (written atomically), so a result text
+    // that does not load is damage, not an interruption.
+    DETAUDIT_RETURN_IF_ERROR(fleet_node_from_texts(node_text, probe_text, train_text, (f / "node.json").string(), &n));
+    if (!seen.insert(n.rank).second)
+      return Status::invalid(fmt::format("{}: rank {} has two folders", ranks.string(), n.rank));
+    expected = std::max(expected, n.ranks);
+    nodes->push_back(std::move(n));
+  }
+  if (nodes->empty()) return Status::invalid(fmt::format("{}: no rank wrote its node.json here", ranks.string()));
+  for (int r = 0; r < expected; ++r) {
+    if (seen.count(r)) continue;
+    FleetNode m;
+    m.rank = r, m.ranks = expected, m.state = "missing";
+    m.detail = "no folder: this rank never started (or wrote elsewhere)";
+    nodes->push_back(std::move(m));
+  }
+  std::sort(nodes->begin(), nodes->end(), [](const FleetNode& a, const FleetNode& b) { return a.rank < b.rank; });
+  return Status::ok();
+}
+
+FleetOutcome fleet_consensus(const std::vector<FleetNode>& nodes, const std::string& dir) {
+  FleetOutcome out;
+  out.ranks = nodes.empty() ? 0 : nodes[0].ranks;
+  for (auto& n : nodes) out.level = std::max(out.level, n.level);
+  auto find = [&](Verdict v, const std::string& kind, const FleetNode& n, const std::string& cell, std::string detail,
+                  nlohmann::json data = nlohmann::json::object()) {
+    FleetFinding f;
+    f.verdict = v, f.kind = kind, f.rank = n.rank, f.host = n.host, f.cell = cell, f.detail = std::move(detail);
+    f.data = std::move(data);
+    out.findings.push_back(std::move(f));
+  };
+  // Nodes that did not run to the end are named; what they wrote still counts.
+  for (auto& n : nodes) {
+    if (n.state == "missing") find(Verdict::kFail, "missing", n, "", n.detail);
+    if (n.state == "failed") find(Verdict::kFail, "failed", n, "", "could not run: " + n.detail);
+    if (n.state == "running")
+      find(Verdict::kFail, "lost", n, "",
+           fmt::format("did not finish (killed, crashed or lost after {} probe cells; those count)",
+                       n.probe.observations.size()));
+    if (n.state == "finished" && n.exit_code == 1)
+      find(Verdict::kFail, "own_check", n, "", "its own qualification failed: " + n.own_fail);
+  }
+
+  // Groups by machine key (nodes that recorded one).
+  std::map<std::string, std::vector<size_t>> groups;
+  for (size_t i = 0; i < nodes.size(); ++i)
+    if (!nodes[i].key.empty()) groups[fleet_key_hash(nodes[i].key)].push_back(i);
+  std::string reference;
+  for (auto& [h, members] : groups)
+    if (reference.empty() || members.size() > groups[reference].size()) reference = h;
+  std::map<size_t, std::string> group_of;
+  for (auto& [h, members] : groups)
+    for (size_t i : members) group_of[i] = h;
+  if (!reference.empty()) {
+    const nlohmann::json& ref_key = nodes[groups[reference][0]].key;
+    for (auto& [h, members] : groups) {
+      if (h == reference || members.size() > 1 || groups[reference].size() < 2) continue;
+      const FleetNode& n = nodes[members[0]];
+      std::vector<std::string> diffs;
+      nlohmann::json fields = nlohmann::json::object();
+      std::set<std::string> names;
+      for (auto& [k, v] : n.key.items()) names.insert(k);
+      for (auto& [k, v] : ref_key.items()) names.insert(k);
+      for (auto& k : names) {
+        const std::string a = n.key.contains(k) ? n.key[k].get<std::string>() : "(none)";
+        const std::string b = ref_key.contains(k) ? ref_key[k].get<std::string>() : "(none)";
+        if (a == b) continue;
+        diffs.push_back(fmt::format("{} {} (its peers: {})", k, a.size() > 60 ? a.substr(0, 57) + "..." : a,
+                                    b.size() > 60 ? b.substr(0, 57) + "..." : b));
+        fields[k] = {{"node", a}, {"peers", b}};
+      }
+      find(Verdict::kFail, "key", n, "",
+           fmt::format("its machine key differs from its {} peers' in {}: {}; its cells are not compared with theirs",
+                       groups[reference].size(), diffs.size(), fmt::join(diffs, "; ")),
+           {{"fields", fields}});
+    }
+  }
+
+  // The cells, in the order of the first node that has them.
+  std::vector<std::pair<std::string, std::string>> cells;
+  std::set<std::pair<std::string, std::string>> cell_set;
+  for (auto& n : nodes)
+    for (auto& o : n.probe.observations)
+      if (cell_set.insert({o.workload, o.target}).second) cells.push_back({o.workload, o.target});
+  // matrix[node][cell]: agree, differs, varies, failed, missing, nondeterministic, alone
+  // Level 2's training runs are cells too: a run's final weights, one "repeat". A run with its
+  // nondeterminism on may end elsewhere on every node and is compared as a distribution (never by bits).
+  std::vector<std::vector<Observation>> train_cells(nodes.size());
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    for (auto& r : nodes[i].train.training) {
+      Observation o;
+      o.workload =
+          fmt::format("training {} condition ({}) seed {} replicate {}", r.model, r.condition, r.seed, r.replicate);
+      o.target = r.target;
+      o.status = r.status, o.reason = r.reason, o.repeats = 1;
+      if (r.ok()) o.fingerprints = {r.weights_fingerprint};
+      // Nondeterministic runs count as varying, so the cell is compared as a distribution.
+      o.distinct = r.ok() ? (r.nondeterministic ? 2 : 1) : 0;
+      o.seconds = {r.seconds};
+      train_cells[i].push_back(std::move(o));
+    }
+    for (auto& o : train_cells[i])
+      if (cell_set.insert({o.workload, o.target}).second) cells.push_back({o.workload, o.target});
+  }
+  std::vector<std::vector<std::string>> matrix(nodes.size(), std::vector<std::string>(cells.size(), "missing"));
+  std::vector<std::map<std::pair<std::string, std::string>, const Observation*>> obs_of(nodes.size());
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    for (auto& o : nodes[i].probe.observations) obs_of[i][{o.workload, o.target}] = &o;
+    for (auto& o : train_cells[i]) obs_of[i][{o.workload, o.target}] = &o;
+  }
+  std::set<std::string> differing_cells;
+
+  for (auto& [h, members] : groups) {
+    const bool alone = members.size() < 2;
+    for (size_t c = 0; c < cells.size(); ++c) {
+      const std::string name = cell_name(cells[c].first, cells[c].second);
+      std::vector<std::pair<size_t, const Observation*>> present;
+      for (size_t i : members) {
+        auto it = obs_of[i].find(cells[c]);
+        if (it != obs_of[i].end()) present.push_back({i, it->second});
+      }
+      if (present.empty()) continue;
+      if (alone) {
+        matrix[present[0].first][c] = "alone";
+        continue;
+      }
+      size_t ran = 0, det = 0;
+      std::map<std::string, size_t> votes;
+      for (auto& [i, o] : present) {
+        if (o->status != ObsStatus::kOk) continue;
+        ++ran;
+        if (o->distinct == 1) ++det, ++votes[o->fingerprints[0]];
+      }
+      const size_t n_present = present.size();
+      // Nondeterministic on the majority: distributions, each node's own verdict against its promise.
+      if (ran > 0 && det * 2 <= ran && ran * 2 > n_present) {
+        for (auto& [i, o] : present) {
+          matrix[i][c] = o->status == ObsStatus::kOk ? "nondeterministic" : "failed";
+          if (o->verdict && *o->verdict == Verdict::kFail)
+            find(Verdict::kFail, "own_check", nodes[i], name,
+                 fmt::format("varies on most nodes (compared as distributions: {} distinct of {} here) and fails "
+                             "its promise on this node: {}",
+                             o->distinct, o->repeats, o->verdict_reason));
+        }
+        continue;
+      }
+      std::string major;
+      size_t major_votes = 0;
+      for (auto& [fp, v] : votes)
+        if (v > major_votes) major = fp, major_votes = v;
+      const bool has_majority = major_votes * 2 > n_present;
+      const Observation* major_obs = nullptr;
+      for (auto& [i, o] : present)
+        if (o->status == ObsStatus::kOk && o->distinct == 1 && o->fingerprints[0] == major) major_obs = o;
+      for (auto& [i, o] : present) {
+        const FleetNode& n = nodes[i];
+        std::string& m = matrix[i][c];
+        if (o->status != ObsStatus::kOk) {
+          // A cell skipped on every node of the group is the same on all: not a finding.
+          const bool all_same = std::all_of(present.begin(), present.end(), [&](auto& p) {
+            return p.second->status == o->status && p.second->reason == o->reason;
+          });
+          m = all_same ? "agree" : "failed";
+          if (!all_same)
+            find(Verdict::kFail, "status", n, name,
+                 fmt::format("{} here ({}) where {} of {} nodes ran it", to_string(o->status), o->reason, ran,
+                             n_present));
+        } else if (o->distinct > 1) {
+          m = "varies";
+          find(Verdict::kFail, "varies", n, name,
+               fmt::format("{} distinct outputs in {} repeats here; deterministic on {} of {} nodes", o->distinct,
+                           o->repeats, det, n_present));
+        } else if (!has_majority) {
+          m = "differs";
+          find(Verdict::kFail, "no_majority", n, name,
+               fmt::format("no majority: {} distinct results on {} nodes; this node's {} ({})", votes.size(), n_present,
+                           o->fingerprints[0], oracle_words(*o)),
+               {{"fingerprint", o->fingerprints[0]}});
+        } else if (o->fingerprints[0] != major) {
+          m = "differs";
+          const std::string k = kernel_words(*o), km = major_obs ? kernel_words(*major_obs) : "";
+          find(Verdict::kFail, "bits", n, name,
+               fmt::format("other bits: {} here, {} on {} of {} nodes; oracle: {} here, {} there{}", o->fingerprints[0],
+                           major, major_votes, n_present, oracle_words(*o), major_obs ? oracle_words(*major_obs) : "?",
+                           k.empty() && km.empty() ? ""
+                           : k == km               ? "; the same kernels: " + k
+                                                   : fmt::format("; kernels here: {}; there: {}", k, km)),
+               {{"fingerprint", o->fingerprints[0]}, {"majority", major}, {"kernels", k}, {"majority_kernels", km}});
+        } else {
+          m = "agree";
+        }
+        if (m != "agree") differing_cells.insert(name);
+      }
+    }
+  }
+
+  // Time outliers: a node's median over cells of its median seconds against its group's median.
+  std::vector<double> slowness(nodes.size(), NAN);
+  for (auto& [h, members] : groups) {
+    if (members.size() < 2) continue;
+    std::vector<std::vector<double>> ratios(nodes.size());
+    for (auto& cell : cells) {
+      std::vector<std::pair<size_t, double>> med;
+      for (size_t i : members) {
+        auto it = obs_of[i].find(cell);
+        if (it == obs_of[i].end() || it->second->status != ObsStatus::kOk) continue;
+        const double s = median_of(it->second->seconds);
+        if (std::isfinite(s)) med.push_back({i, s});
+      }
+      if (med.size() < 2) continue;
+      std::vector<double> v;
+      for (auto& [i, s] : med) v.push_back(s);
+      const double g = median_of(v);
+      if (!(g >= 1e-3)) continue;  // under a millisecond: timer noise
+      for (auto& [i, s] : med) ratios[i].push_back(s / g);
+    }
+    for (size_t i : members) {
+      if (ratios[i].empty()) continue;
+      slowness[i] = median_of(ratios[i]);
+      if (slowness[i] >= kFleetSlowWarn)
+        find(slowness[i] >= kFleetSlowFail ? Verdict::kFail : Verdict::kWarn, "slow", nodes[i], "",
+             fmt::format("{:.1f}x slower than its group (median over {} timed cells)", slowness[i], ratios[i].size()),
+             {{"ratio", slowness[i]}, {"cells", ratios[i].size()}});
+    }
+  }
+
+  // Collectives: within one algorithm, every rank and every repeat must give the same bits (the ranks
+  // all hold the reduced vector); across algorithms the sums may differ, and are only said.
+  std::map<std::string, std::map<std::string, std::vector<std::pair<size_t, const CollectiveCell*>>>> coll;
+  for (size_t i = 0; i < nodes.size(); ++i)
+    for (auto& c : nodes[i].collectives) coll[c.workload][c.algorithm].push_back({i, &c});
+  nlohmann::json collectives = nlohmann::json::array();
+  for (auto& [workload, algos] : coll) {
+    std::set<std::string> across;
+    for (auto& [algo, list] : algos) {
+      std::set<std::string> fps;
+      size_t errors = 0;
+      int ranks = 0;
+      for (auto& [i, c] : list) {
+        ranks = c->ranks;
+        if (c->status != "ok") {
+          ++errors;
+          find(Verdict::kFail, "collective", nodes[i], workload + " @ mpi " + algo, c->status);
+          continue;
+        }
+        for (auto& f : c->fingerprints) fps.insert(f);
+      }
+      const bool same = fps.size() == 1;
+      if (fps.size() > 1) {
+        for (auto& [i, c] : list)
+          find(Verdict::kFail, "collective", nodes[i], workload + " @ mpi " + algo,
+               fmt::format("{} distinct results across {} ranks and their repeats (a fixed algorithm on fixed ranks "
+                           "promises one): this rank's {}",
+                           fps.size(), list.size(), c->fingerprints.empty() ? "none" : c->fingerprints[0]));
+      }
+      if (same) across.insert(*fps.begin());
+      collectives.push_back({{"workload", workload},
+                             {"algorithm", algo},
+                             {"ranks", ranks},
+                             {"nodes", list.size()},
+                             {"errors", errors},
+                             {"distinct", fps.size()},
+                             {"verdict", fps.size() <= 1 && errors == 0 ? "PASS" : "FAIL"},
+                             {"fingerprint", same ? *fps.begin() : ""}});
+    }
+    for (auto& c : collectives)
+      if (c["workload"] == workload) c["distinct_across_algorithms"] = across.size();
+  }
+
+  std::stable_sort(out.findings.begin(), out.findings.end(), [](const FleetFinding& a, const FleetFinding& b) {
+    return (a.verdict == Verdict::kFail) > (b.verdict == Verdict::kFail);
+  });
+  size_t fails = 0, warns = 0, ran = 0;
+  for (auto& f : out.findings) (f.verdict == Verdict::kFail ? fails : warns)++;
+  for (auto& n : nodes)
+    if (n.state == "finished" || n.state == "running") ++ran;
+  out.exit_code = ran == 0 ? 2 : fails > 0 ? 1 : 0;
+
+  // fleet.json
+  nlohmann::json j;
+  j["schema"] = kFleetSchema;
+  j["tool_version"] = DETAUDIT_VERSION;
+  j["tool_commit"] = git_commit();
+  j["created_at"] = utc_now_iso8601();
+  j["dir"] = dir;
+  j["ranks"] = out.ranks;
+  j["level"] = out.level;
+  j["verdict"] = out.exit_code == 0 ? "PASS" : out.exit_code == 1 ? "FAIL" : "ERROR";
+  j["exit_code"] = out.exit_code;
+  j["summary"] = fmt::format("{} nodes ({} ran), {} machine key group(s), {} cells: {} FAIL, {} WARN", nodes.size(),
+                             ran, groups.size(), cells.size(), fails, warns);
+  nlohmann::json gj = nlohmann::json::array();
+  for (auto& [h, members] : groups) {
+    nlohmann::json ranks = nlohmann::json::array();
+    for (size_t i : members) ranks.push_back(nodes[i].rank);
+    gj.push_back({{"key", h}, {"fields", nodes[members[0]].key}, {"ranks", ranks}, {"reference", h == reference}});
+  }
+  j["groups"] = gj;
+  nlohmann::json nj = nlohmann::json::array();
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const FleetNode& n = nodes[i];
+    size_t nf = 0, nw = 0;
+    for (auto& f : out.findings)
+      if (f.rank == n.rank) (f.verdict == Verdict::kFail ? nf : nw)++;
+    size_t agree = 0;
+    for (auto& m : matrix[i]) agree += m == "agree";
+    nj.push_back({{"rank", n.rank},
+                  {"host", n.host},
+                  {"folder", n.folder},
+                  {"state", n.state},
+                  {"key", group_of.count(i) ? group_of[i] : ""},
+                  {"cells", n.probe.observations.size()},
+                  {"cells_agreeing", agree},
+                  {"exit_code", n.exit_code},
+                  {"time_ratio", std::isfinite(slowness[i]) ? nlohmann::json(slowness[i]) : nlohmann::json()},
+                  {"verdict", nf   ? "FAIL"
+                              : nw ? "WARN"
+                                   : "PASS"},
+                  {"findings", nf + nw}});
+  }
+  j["nodes"] = nj;
+  nlohmann::json fj = nlohmann::json::array();
+  for (auto& f : out.findings)
+    fj.push_back({{"verdict", to_string(f.verdict)},
+                  {"kind", f.kind},
+                  {"rank", f.rank},
+                  {"host", f.host},
+                  {"cell", f.cell},
+                  {"detail", f.detail},
+                  {"data", f.data}});
+  j["findings"] = fj;
+  // The heat map's cells: the disagreeing ones first.
+  std::vector<size_t> order(cells.size());
+  for (size_t c = 0; c < cells.size(); ++c) order[c] = c;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return differing_cells.count(cell_name(cells[a].first, cells[a].second)) >
+           differing_cells.count(cell_name(cells[b].first, cells[b].second));
+  });
+  nlohmann::json cj = nlohmann::json::array(), mj = nlohmann::json::array();
+  for (size_t c : order) cj.push_back(cell_name(cells[c].first, cells[c].second));
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    nlohmann::json row = nlohmann::json::array();
+    for (size_t c : order) row.push_back(matrix[i][c]);
+    mj.push_back(row);
+  }
+  j["cells"] = cj;
+  j["matrix"] = mj;
+  j["cells_differing"] = differing_cells.size();
+  j["collectives"] = collectives;
+  out.json = std::move(j);
+  return out;
+}
+
+}  // namespace detaudit

@@ -1,0 +1,96 @@
+// `detaudit fleet`: every node of a fleet runs the same cells, and a node that computes other bits is
+// named by consensus, without any tolerance. A deterministic cell must give the same bits on every node
+// of the same hardware and software, so within a group of nodes of one machine key the majority's
+// fingerprint is the cell's, and a node with other bits is a faulty or misconfigured node.
+//
+// Layout of a fleet directory (each rank writes only its own folder, so a shared folder needs no lock):
+//   DIR/ranks/<rank>-<host>/node.json     this node: rank, host, state, machine key, collectives (below)
+//   DIR/ranks/<rank>-<host>/probe/...     its qualify run (probe/results.json, train/ at level 2,
+//                                         qualify.json), written as it goes like every run
+//   DIR/fleet.json, report.md, report.html   the consensus, written by rank 0 (MPI) or `fleet report`
+#pragma once
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "contract/results.hpp"
+#include "gates/verdict.hpp"
+#include "suites/fleet_comm.hpp"
+
+namespace detaudit {
+
+inline constexpr const char* kFleetNodeSchema = "detaudit-fleet-node/1";
+inline constexpr const char* kFleetSchema = "detaudit-fleet/1";
+// A node whose median time over the cells, relative to its group's, is this many times slower.
+inline constexpr double kFleetSlowWarn = 3, kFleetSlowFail = 10;
+
+// What one rank wrote (node.json), with its probe results as far as they got.
+struct FleetNode {
+  int rank = -1, ranks = 0, level = 1;
+  std::string host;
+  std::string folder;  // "ranks/<rank>-<host>", relative to the fleet directory
+  // "finished": its part ran to the end; "running": it did not finish (killed, crashed or lost: its
+  // results so far count); "failed": it could not run (detail says why); "missing": no folder at all.
+  std::string state = "running";
+  std::string detail;
+  std::string started_at, finished_at;
+  int exit_code = -1;                             // its own qualification's decision (0, 1, 2) when finished
+  std::string own_fail;                           // its own qualification's first failed check, when it failed
+  nlohmann::json key = nlohmann::json::object();  // fleet_key() of its machine
+  std::vector<CollectiveCell> collectives;
+  Results probe;                     // its probe results (observations judged by its own run)
+  Results train;                     // its training design (level 2), when it ran
+  nlohmann::json node_json() const;  // node.json without the results
+};
+
+// The fields of a machine that decide which bits a deterministic cell computes, as "name": "value": CPU
+// model and features, cores, each GPU's name, compute capability and SM count, every library and driver
+// version of the machine's "libraries" (the build's compiler, glibc, the CPU ISA chosen, BLAS, DNN, CUDA
+// stack), and the tool's version and commit.
+nlohmann::json fleet_key(const nlohmann::json& machine, const std::string& tool_version,
+                         const std::string& tool_commit);
+std::string fleet_key_hash(const nlohmann::json& key);  // 16 hex digits
+
+// The rank's folder name: "<rank>-<host>" with the host made safe for a file name.
+std::string fleet_folder(int rank, const std::string& host);
+
+// Writes DIR/<folder>/node.json atomically.
+Status save_fleet_node(const std::string& fleet_dir, const FleetNode& n);
+// Reads every DIR/ranks/*/node.json and its probe (and train) results. `expected_ranks` is the largest
+// `ranks` any node recorded; ranks without a folder come back as state "missing". A folder whose
+// node.json is unreadable is an error of one line (the fleet directory is not what fleet wrote).
+Status load_fleet_dir(const std::string& dir, std::vector<FleetNode>* nodes);
+// One node from its node.json text and its results' texts ("" when it has none): what rank 0 gathers over
+// MPI, where the ranks' folders may be on other machines.
+Status fleet_node_from_texts(const std::string& node_json, const std::string& probe_json, const std::string& train_json,
+                             const std::string& where, FleetNode* out);
+
+// One thing the consensus found, about one node (and one cell, when it is about a cell).
+struct FleetFinding {
+  Verdict verdict = Verdict::kFail;
+  std::string kind;  // bits, varies, status, no_majority, key, lost, missing, failed, own_check, slow, collective
+  int rank = -1;
+  std::string host, cell, detail;  // detail: one line
+  nlohmann::json data = nlohmann::json::object();
+};
+
+struct FleetOutcome {
+  int ranks = 0, level = 1;
+  std::vector<FleetFinding> findings;  // FAIL first, then WARN
+  nlohmann::json json;                 // fleet.json (kFleetSchema)
+  int exit_code = 2;                   // 0 consensus, 1 a node disagrees or failed, 2 nothing could run
+};
+
+// The consensus of the nodes. Groups by machine key; a node alone with its key where a larger group
+// exists is named with the fields that differ. Within each group of two or more, per cell: a cell
+// deterministic on the majority of the nodes that ran it has the majority's fingerprint, and a node with
+// other bits (or that varied, or whose cell crashed, timed out or was skipped) is named with both
+// fingerprints, its kernels and the oracle distance of each; without a majority every deterministic node
+// is named. A cell nondeterministic on the majority is compared as distributions (each node's distinct
+// count and its own verdict against its promise), not bits. Nodes that did not finish, could not run or
+// are missing are named and the others' results stand. Time: each node's median over the cells of its
+// time relative to the group's median for the cell; kFleetSlowWarn x WARNs, kFleetSlowFail x FAILs.
+FleetOutcome fleet_consensus(const std::vector<FleetNode>& nodes, const std::string& dir);
+
+}  // namespace detaudit

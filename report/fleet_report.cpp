@@ -1,0 +1,165 @@
+#include "report/fleet_report.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "report/svg.hpp"
+
+namespace detaudit {
+
+namespace {
+
+std::string s_of(const nlohmann::json& j, const char* k) {
+  if (!j.is_object() || !j.contains(k)) return "";
+  return j[k].is_string() ? j[k].get<std::string>() : j[k].is_null() ? "" : j[k].dump();
+}
+
+std::string verdict_class(const std::string& v) {
+  return v == "PASS" ? "ok" : v == "FAIL" || v == "ERROR" ? "bad" : v == "WARN" ? "warn" : "muted";
+}
+
+// The heat map's colours, by what the consensus said of a node's cell.
+struct State {
+  const char *name, *colour, *text, *meaning;
+};
+const State kStates[] = {
+    {"agree", "#4caf50", "", "the group's bits"},
+    {"differs", "#e53935", "≠", "other bits than the group's majority (or no majority)"},
+    {"varies", "#fb8c00", "~", "varied on this node, deterministic on the group"},
+    {"failed", "#8e24aa", "x", "crashed, timed out or skipped here, not on the others"},
+    {"nondeterministic", "#90caf9", "", "varies on most nodes: compared as distributions"},
+    {"alone", "#bdbdbd", "", "no peer with this machine key"},
+    {"missing", "#ffffff", "", "not reached by this node"},
+};
+
+const State& state_of(const std::string& s) {
+  for (auto& st : kStates)
+    if (s == st.name) return st;
+  return kStates[std::size(kStates) - 1];
+}
+
+}  // namespace
+
+Document build_fleet_report(const nlohmann::json& f) {
+  Document d;
+  d.title = "detaudit fleet";
+  const std::string verdict = s_of(f, "verdict");
+  Section& top = d.add("");
+  top.para(fmt::format("**{}**: {}", verdict, inline_text(s_of(f, "summary"))), verdict_class(verdict));
+  top.para(fmt::format("Level {}, {} ranks; {} by detaudit {} ({}) at {}.", s_of(f, "level"), s_of(f, "ranks"),
+                       inline_code(s_of(f, "dir")), inline_text(s_of(f, "tool_version")),
+                       inline_code(s_of(f, "tool_commit")), inline_text(s_of(f, "created_at"))));
+  top.para(
+      "A deterministic cell must give the same bits on every node of the same machine key (hardware, driver, "
+      "libraries, tool and build). Within each group of nodes of one key, the majority's fingerprint is the "
+      "cell's; a node with other bits is named, without any tolerance. Cells that vary on most nodes are "
+      "compared as distributions (each node's own verdict against its target's promise), never by bits.");
+
+  Section& nodes = d.add("Nodes");
+  std::vector<std::vector<Cell>> rows;
+  for (auto& n : f.value("nodes", nlohmann::json::array())) {
+    const std::string v = s_of(n, "verdict");
+    const std::string ratio = n.contains("time_ratio") && n["time_ratio"].is_number()
+                                  ? fmt::format("{:.2f}x", n["time_ratio"].get<double>())
+                                  : "-";
+    rows.push_back({{inline_text(s_of(n, "rank"))},
+                    {inline_text(s_of(n, "host"))},
+                    {inline_code(s_of(n, "key"))},
+                    {inline_text(s_of(n, "state"))},
+                    {fmt::format("{} of {}", s_of(n, "cells_agreeing"), s_of(n, "cells"))},
+                    {ratio},
+                    {inline_text(v), verdict_class(v)}});
+  }
+  nodes.table({"rank", "host", "machine key", "state", "cells agreeing", "time vs group", "verdict"}, rows);
+
+  Section& fs = d.add("Findings");
+  const auto findings = f.value("findings", nlohmann::json::array());
+  if (findings.empty()) {
+    fs.para("None: every node agrees with its group on every cell it ran, and none is slow.", "ok");
+  } else {
+    std::vector<std::vector<Cell>> fr;
+    for (auto& x : findings) {
+      const std::string v = s_of(x, "verdict");
+      fr.push_back({{inline_text(v), verdict_class(v)},
+                    {inline_text(s_of(x, "rank") + " " + s_of(x, "host"))},
+                    {inline_text(s_of(x, "kind"))},
+                    {s_of(x, "cell").empty() ? "" : inline_code(s_of(x, "cell"))},
+                    {inline_text(s_of(x, "detail"))}});
+    }
+    fs.table({"verdict", "node", "kind", "cell", "detail"}, fr).md_budget(20000);
+  }
+
+  Section& gs = d.add("Machine key groups");
+  std::vector<std::string> items;
+  for (auto& g : f.value("groups", nlohmann::json::array())) {
+    std::vector<std::string> ranks;
+    for (auto& r : g.value("ranks", nlohmann::json::array())) ranks.push_back(r.dump());
+    items.push_back(fmt::format("{}{}: ranks {}", inline_code(s_of(g, "key")),
+                                g.value("reference", false) ? " (the largest)" : "", fmt::join(ranks, ", ")));
+  }
+  gs.list(items);
+  gs.para(
+      "A key hashes the CPU model and features, cores, each GPU's name, compute capability and SM count, "
+      "every library and driver version the machine reports, and detaudit's version and commit.");
+
+  const auto coll = f.value("collectives", nlohmann::json::array());
+  if (!coll.empty()) {
+    Section& cs = d.add("Collectives");
+    std::vector<std::vector<Cell>> cr;
+    for (auto& c : coll) {
+      const std::string v = s_of(c, "verdict");
+      cr.push_back({{inline_code(s_of(c, "workload"))},
+                    {inline_text(s_of(c, "algorithm"))},
+                    {inline_text(s_of(c, "ranks"))},
+                    {inline_text(s_of(c, "distinct"))},
+                    {inline_code(s_of(c, "fingerprint").substr(0, 16))},
+                    {inline_text(v), verdict_class(v)}});
+    }
+    cs.table({"workload", "algorithm (Open MPI tuned)", "ranks", "distinct results", "fingerprint", "verdict"}, cr);
+    size_t across = 0;
+    for (auto& c : coll) across = std::max<size_t>(across, c.value("distinct_across_algorithms", 0));
+    cs.para(fmt::format(
+        "MPI_Allreduce of float sums: each algorithm must give one result on every rank and in every repeat (a "
+        "fixed algorithm on fixed ranks sums in a fixed order). Across algorithms the order differs and so may "
+        "the bits: {} distinct result(s) across the algorithms that were deterministic.",
+        across));
+  }
+
+  const auto cells = f.value("cells", nlohmann::json::array());
+  const auto matrix = f.value("matrix", nlohmann::json::array());
+  if (!cells.empty() && !matrix.empty()) {
+    Section& hm = d.add("Nodes x cells");
+    HeatmapOptions ho;
+    ho.title = "What each node computed, against its group (disagreeing cells first)";
+    for (auto& st : kStates) ho.legend.push_back({st.colour, st.name});
+    ho.cell_width = 10;
+    ho.cell_height = 16;
+    const size_t shown = std::min<size_t>(cells.size(), 400);
+    if (shown < cells.size()) ho.note = fmt::format("The first {} of {} cells.", shown, cells.size());
+    for (size_t c = 0; c < shown; ++c) ho.col_labels.push_back("");
+    std::vector<HeatmapCell> hc;
+    const auto node_list = f.value("nodes", nlohmann::json::array());
+    for (size_t i = 0; i < matrix.size() && i < node_list.size(); ++i) {
+      ho.row_labels.push_back(fmt::format("rank {} {}", s_of(node_list[i], "rank"), s_of(node_list[i], "host")));
+      for (size_t c = 0; c < shown && c < matrix[i].size(); ++c) {
+        const State& st = state_of(matrix[i][c].get<std::string>());
+        hc.push_back(
+            {i, c, st.colour, "", fmt::format("{}: {} ({})", cells[c].get<std::string>(), st.name, st.meaning)});
+      }
+    }
+    hm.svg(svg_heatmap(hc, ho), "heat map of nodes by cells").html_only();
+    std::vector<std::string> legend;
+    for (auto& st : kStates) legend.push_back(fmt::format("**{}**: {}", st.name, st.meaning));
+    hm.list(legend);
+  }
+  return d;
+}
+
+Status write_fleet_reports(const std::string& dir, const nlohmann::json& fleet) {
+  Document d = build_fleet_report(fleet);
+  DETAUDIT_RETURN_IF_ERROR(write_file_atomic(dir + "/report.md", render_markdown(d)));
+  return write_file_atomic(dir + "/report.html", render_html(d));
+}
+
+}  // namespace detaudit

@@ -1,0 +1,336 @@
+// `detaudit fleet`: the consensus on known nodes (FleetConsensus, every build), then real ranks: mpirun
+// with three ranks on CPU targets, one rank made to compute other bits or to report another machine key
+// (the fleet's test hooks), ranks run one per process with one killed mid-run and merged offline, and a
+// local two-node Slurm cluster (tests/fleet/slurm-cluster.sh) running fleet on both nodes.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "gates/fleet.hpp"
+#include "tests/cli_helpers.hpp"
+
+namespace detaudit {
+namespace {
+
+namespace fs = std::filesystem;
+using cli_test::fresh_dir;
+using cli_test::slurp;
+
+Observation obs(const std::string& w, const std::string& t, std::vector<std::string> fps, double seconds = 0.01) {
+  Observation o;
+  o.workload = w, o.target = t, o.status = ObsStatus::kOk;
+  o.repeats = int(fps.size());
+  o.fingerprints = std::move(fps);
+  o.distinct = count_distinct(o.fingerprints);
+  o.seconds.assign(o.fingerprints.size(), seconds);
+  return o;
+}
+
+const std::string kA(32, 'a'), kB(32, 'b'), kC(32, 'c');
+
+// n nodes of one key, each with the same two cells (w1 deterministic, w2 deterministic), finished.
+std::vector<FleetNode> fleet_of(int n) {
+  std::vector<FleetNode> nodes;
+  for (int r = 0; r < n; ++r) {
+    FleetNode x;
+    x.rank = r, x.ranks = n, x.host = "h" + std::to_string(r), x.folder = fleet_folder(r, x.host);
+    x.state = "finished", x.exit_code = 0;
+    x.key = {{"cpu_model", "EPYC"}, {"libraries.glibc", "2.36"}};
+    x.probe.observations = {obs("w1", "cpu", {kA, kA, kA}), obs("w2", "cpu", {kB, kB, kB})};
+    nodes.push_back(std::move(x));
+  }
+  return nodes;
+}
+
+size_t count_kind(const FleetOutcome& f, const std::string& kind, int rank) {
+  size_t n = 0;
+  for (auto& x : f.findings) n += x.kind == kind && x.rank == rank;
+  return n;
+}
+
+TEST(FleetConsensus, NodesThatAgreePass) {
+  FleetOutcome f = fleet_consensus(fleet_of(3), "d");
+  EXPECT_EQ(f.exit_code, 0);
+  EXPECT_TRUE(f.findings.empty());
+  EXPECT_EQ(f.json["nodes"][2]["cells_agreeing"], 2);
+}
+
+TEST(FleetConsensus, TheNodeWithOtherBitsIsNamedWithBothFingerprints) {
+  auto nodes = fleet_of(3);
+  nodes[1].probe.observations[0] = obs("w1", "cpu", {kC, kC, kC});
+  FleetOutcome f = fleet_consensus(nodes, "d");
+  EXPECT_EQ(f.exit_code, 1);
+  ASSERT_EQ(f.findings.size(), 1u);
+  EXPECT_EQ(f.findings[0].kind, "bits");
+  EXPECT_EQ(f.findings[0].rank, 1);
+  EXPECT_EQ(f.findings[0].cell, "w1 @ cpu");
+  EXPECT_NE(f.findings[0].detail.find(kC + " here, " + kA + " on 2 of 3 nodes"), std::string::npos)
+      << f.findings[0].detail;
+  EXPECT_EQ(f.json["matrix"][1][0], "differs");  // the disagreeing cell comes first
+}
+
+TEST(FleetConsensus, WithoutAMajorityEveryDeterministicNodeIsNamed) {
+  auto nodes = fleet_of(2);
+  nodes[1].probe.observations[0] = obs("w1", "cpu", {kC, kC, kC});
+  FleetOutcome f = fleet_consensus(nodes, "d");
+  EXPECT_EQ(f.exit_code, 1);
+  EXPECT_EQ(count_kind(f, "no_majority", 0), 1u);
+  EXPECT_EQ(count_kind(f, "no_majority", 1), 1u);
+}
+
+TEST(FleetConsensus, ANodeThatVariesOrCrashesWhereThePeersDoNotIsNamed) {
+  auto nodes = fleet_of(3);
+  nodes[2].probe.observations[0] = obs("w1", "cpu", {kA, kC, kA});
+  nodes[0].probe.observations[1].status = ObsStatus::kCrashed;
+  nodes[0].probe.observations[1].reason = "SIGSEGV";
+  FleetOutcome f = fleet_consensus(nodes, "d");
+  EXPECT_EQ(f.exit_code, 1);
+  EXPECT_EQ(count_kind(f, "varies", 2), 1u);
+  EXPECT_EQ(count_kind(f, "status", 0), 1u);
+  EXPECT_EQ(f.findings.size(), 2u);
+}
+
+// A cell that varies on most nodes (a race permitted by its target) is not compared by bits: no finding.
+TEST(FleetConsensus, CellsThatVaryOnMostNodesAreComparedAsDistributions) {
+  auto nodes = fleet_of(3);
+  nodes[0].probe.observations[0] = obs("w1", "cpu", {kA, kB, kC});
+  nodes[1].probe.observations[0] = obs("w1", "cpu", {kB, kB, kC});
+  nodes[2].probe.observations[0] = obs("w1", "cpu", {kA, kA, kA});
+  FleetOutcome f = fleet_consensus(nodes, "d");
+  EXPECT_EQ(f.exit_code, 0) << f.json["findings"].dump();
+  EXPECT_EQ(f.json["matrix"][0][0], "nondeterministic");
+  // ... but a node whose own verdict fails its promise there is named.
+  nodes[1].probe.observations[0].verdict = Verdict::kFail;
+  nodes[1].probe.observations[0].verdict_reason = "outside the error bound";
+  f = fleet_consensus(nodes, "d");
+  EXPECT_EQ(count_kind(f, "own_check", 1), 1u);
+}
+
+TEST(FleetConsensus, ANodeAloneWithItsKeyIsNamedWithTheFieldsThatDiffer) {
+  auto nodes = fleet_of(3);
+  nodes[2].key["libraries.glibc"] = "2.99";
+  nodes[2].probe.observations[0] = obs("w1", "cpu", {kC, kC, kC});  // not compared: another key
+  FleetOutcome f = fleet_consensus(nodes, "d");
+  EXPECT_EQ(f.exit_code, 1);
+  ASSERT_EQ(f.findings.size(), 1u);
+  EXPECT_EQ(f.findings[0].kind, "key");
+  EXPECT_NE(f.findings[0].detail.find("libraries.glibc 2.99 (its peers: 2.36)"), std::string::npos)
+      << f.findings[0].detail;
+  // Two groups of two (a fleet of two kinds of machine): each judged on its own, no finding.
+  nodes = fleet_of(4);
+  nodes[2].key["cpu_model"] = nodes[3].key["cpu_model"] = "Xeon";
+  nodes[2].probe.observations[0] = obs("w1", "cpu", {kC, kC, kC});
+  nodes[3].probe.observations[0] = obs("w1", "cpu", {kC, kC, kC});
+  EXPECT_EQ(fleet_consensus(nodes, "d").exit_code, 0);
+}
+
+TEST(FleetConsensus, LostMissingAndFailedNodesAreNamedAndTheOthersStand) {
+  auto nodes = fleet_of(4);
+  nodes[1].state = "running";  // killed after its cells, before it said it finished
+  nodes[2].state = "missing";
+  nodes[2].probe.observations.clear();
+  nodes[2].key = nlohmann::json::object();
+  nodes[3].probe.observations[1] = obs("w2", "cpu", {kC, kC, kC});
+  FleetOutcome f = fleet_consensus(nodes, "d");
+  EXPECT_EQ(f.exit_code, 1);
+  EXPECT_EQ(count_kind(f, "lost", 1), 1u);
+  EXPECT_EQ(count_kind(f, "missing", 2), 1u);
+  EXPECT_EQ(count_kind(f, "bits", 3), 1u);    // w2: ranks 0 and 1 agree, 3 differs (2 has nothing)
+  EXPECT_EQ(f.json["cells"][0], "w2 @ cpu");  // the disagreeing cell first
+  EXPECT_EQ(f.json["matrix"][1][0], "agree");
+  EXPECT_EQ(f.json["matrix"][2][0], "missing");
+}
+
+TEST(FleetConsensus, ASlowNodeWarnsAtThreeTimesAndFailsAtTen) {
+  for (double slow : {4.0, 12.0}) {
+    auto nodes = fleet_of(3);
+    for (auto& o : nodes[2].probe.observations) o.seconds.assign(3, 0.01 * slow);
+    FleetOutcome f = fleet_consensus(nodes, "d");
+    ASSERT_EQ(count_kind(f, "slow", 2), 1u) << slow;
+    EXPECT_EQ(f.findings[0].verdict, slow > 10 ? Verdict::kFail : Verdict::kWarn);
+    EXPECT_EQ(f.exit_code, slow > 10 ? 1 : 0);
+  }
+}
+
+TEST(FleetConsensus, CollectivesMustAgreeWithinAnAlgorithm) {
+  auto nodes = fleet_of(2);
+  for (auto& n : nodes) {
+    CollectiveCell ring{"allreduce?n=8", "ring", 2, {kA, kA}, {0.001, 0.001}, "ok"};
+    CollectiveCell rd{"allreduce?n=8", "recursive_doubling", 2, {kB, kB}, {0.001, 0.001}, "ok"};
+    n.collectives = {ring, rd};
+  }
+  EXPECT_EQ(fleet_consensus(nodes, "d").exit_code, 0) << "algorithms may differ from each other";
+  nodes[1].collectives[0].fingerprints[1] = kC;
+  FleetOutcome f = fleet_consensus(nodes, "d");
+  EXPECT_EQ(f.exit_code, 1);
+  EXPECT_EQ(count_kind(f, "collective", 1), 1u);
+}
+
+// ---- real ranks ----------------------------------------------------------------------------------------
+
+int shell(const std::string& cmd) {
+  const int st = std::system(cmd.c_str());
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+const char* kPlan =
+    " --targets 'cpu-ref,cpu?order=blocked&threads=1' --workloads 'reduce?op=sum&n=1000,matmul?m=64&n=64&k=64'"
+    " --repeats 3 --no-history";
+const char* kMatmul = "matmul?m=64&n=64&k=64&ta=n&tb=n&dtype=f32&dist=uniform&seed=1";
+
+// `env` is set for mpirun and passed to every rank (-x).
+std::string mpirun(int np, const std::vector<std::pair<std::string, std::string>>& env = {}) {
+  // Ranks on one host: TCP on the loopback (no shared-memory segments), as root where CI runs as root.
+  std::string set, pass;
+  for (auto& [k, v] : env) set += k + "='" + v + "' ", pass += " -x " + k;
+  return "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,tcp "
+         "OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo OMPI_MCA_rmaps_base_oversubscribe=1 " +
+         set + "timeout 300 " + DETAUDIT_MPIEXEC + pass + " -np " + std::to_string(np) + " " + DETAUDIT_EXE + " fleet";
+}
+
+void skip_without_mpi() {
+  if (std::string(DETAUDIT_MPIEXEC).empty()) GTEST_SKIP() << "built without MPI (Debian: libopenmpi-dev)";
+}
+
+nlohmann::json fleet_json(const fs::path& d) { return nlohmann::json::parse(slurp(d / "fleet.json")); }
+
+TEST(FleetMpi, ThreeRanksAgreeOnCpuTargets) {
+  skip_without_mpi();
+  fs::path d = fresh_dir("fleet-mpi");
+  const int rc = shell(mpirun(3) + kPlan + " --out " + d.string() + " >" + (d.string() + ".out") + " 2>&1");
+  const std::string out = slurp(d.string() + ".out");
+  ASSERT_EQ(rc, 0) << out;
+  auto f = fleet_json(d);
+  EXPECT_EQ(f["verdict"], "PASS");
+  ASSERT_EQ(f["nodes"].size(), 3u);
+  for (auto& n : f["nodes"]) {
+    EXPECT_EQ(n["state"], "finished");
+    EXPECT_EQ(n["cells_agreeing"], 4);
+  }
+  // The collectives: every algorithm one result across the ranks and repeats.
+  ASSERT_EQ(f["collectives"].size(), 6u);
+  for (auto& c : f["collectives"]) EXPECT_EQ(c["verdict"], "PASS") << c.dump();
+  EXPECT_NE(slurp(d / "report.html").find("Nodes x cells"), std::string::npos);
+  fs::remove_all(d);
+}
+
+TEST(FleetMpi, ARankComputingOtherBitsOrWithAnotherKeyIsNamed) {
+  skip_without_mpi();
+  fs::path d = fresh_dir("fleet-flip");
+  const int rc = shell(mpirun(4, {{"DETAUDIT_FLEET_TEST_FLIP", std::string("1:") + kMatmul},
+                                  {"DETAUDIT_FLEET_TEST_KEY", "3:libraries.openblas=0.0.1"}}) +
+                       kPlan + " --out " + d.string() + " >" + (d.string() + ".out") + " 2>&1");
+  const std::string out = slurp(d.string() + ".out");
+  ASSERT_EQ(rc, 1) << out;
+  auto f = fleet_json(d);
+  bool bits = false, key = false;
+  for (auto& x : f["findings"]) {
+    if (x["kind"] == "bits") {
+      EXPECT_EQ(x["rank"], 1);
+      EXPECT_EQ(x["cell"].get<std::string>().rfind(std::string(kMatmul) + " @ ", 0), 0u) << x.dump();
+      bits = true;
+    }
+    if (x["kind"] == "key") {
+      EXPECT_EQ(x["rank"], 3);
+      EXPECT_NE(x["detail"].get<std::string>().find("libraries.openblas 0.0.1"), std::string::npos) << x.dump();
+      key = true;
+    }
+  }
+  EXPECT_TRUE(bits) << f["findings"].dump();
+  EXPECT_TRUE(key) << f["findings"].dump();
+  // The other ranks' results are complete: four cells each.
+  for (int r : {0, 2}) {
+    Results res;
+    ASSERT_TRUE(load_results((d / fleet_folder(r, f["nodes"][r]["host"]) / "probe" / "results.json").string(), &res));
+    EXPECT_EQ(res.observations.size(), 4u);
+  }
+  EXPECT_NE(out.find("FAIL rank 1"), std::string::npos) << out;
+  fs::remove_all(d);
+}
+
+// Without MPI: one process per rank (--rank K --ranks 3); rank 2 killed mid-run. `fleet report` names it
+// and merges what the ranks wrote.
+TEST(FleetRanks, AKilledRankIsNamedAndTheReportMergesWhatWasWritten) {
+  fs::path d = fresh_dir("fleet-ranks");
+  fs::create_directories(d);
+  const std::string plan =
+      std::string(" --targets 'cpu-ref,cpu?order=blocked&threads=1,cpu?order=pairwise&threads=1'") +
+      " --workloads 'reduce?op=sum&n=1000,matmul?m=64&n=64&k=64' --repeats 3 --no-history";
+  auto rank = [&](int r) {
+    return std::string(DETAUDIT_EXE) + " fleet --rank " + std::to_string(r) + " --ranks 3" + plan + " --out " +
+           d.string() + " 2>" + (d / ("err" + std::to_string(r))).string() + " >/dev/null";
+  };
+  EXPECT_EQ(shell(rank(0)), 0) << slurp(d / "err0");
+  EXPECT_EQ(shell(rank(1)), 0) << slurp(d / "err1");
+  // Rank 2: killed (SIGKILL: no chance to save anything more) once its first target is done.
+  const std::string err2 = (d / "err2").string();
+  const int rc = shell("(" + rank(2) + ") & p=$!; while kill -0 $p 2>/dev/null && ! grep -q 'target 1/' " + err2 +
+                       " 2>/dev/null; do sleep 0.02; done; kill -KILL $p; wait $p");
+  EXPECT_EQ(rc, 137) << slurp(err2);
+  cli_test::CliRun r = cli_test::run_cli("fleet report " + d.string());
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  auto f = fleet_json(d);
+  ASSERT_EQ(f["nodes"].size(), 3u);
+  EXPECT_EQ(f["nodes"][0]["state"], "finished");
+  EXPECT_EQ(f["nodes"][2]["state"], "running");
+  EXPECT_LT(f["nodes"][2]["cells"].get<int>(), 6);
+  bool lost = false;
+  for (auto& x : f["findings"]) lost = lost || (x["kind"] == "lost" && x["rank"] == 2);
+  EXPECT_TRUE(lost) << f["findings"].dump();
+  EXPECT_EQ(f["nodes"][0]["cells_agreeing"], 6) << "ranks 0 and 1 still agree on every cell";
+  EXPECT_NE(r.out.find("lost"), std::string::npos) << r.out;
+  // A rank out of range, and no rank at all: one line, exit 2.
+  EXPECT_EQ(cli_test::run_cli("fleet --rank 3 --ranks 3 --out " + d.string()).code, 2);
+  cli_test::CliRun none = cli_test::run_cli("fleet --out " + d.string());
+  EXPECT_EQ(none.code, 2);
+  EXPECT_NE(none.err.find("fleet needs a rank"), std::string::npos) << none.err;
+  EXPECT_EQ(cli_test::run_cli("fleet report " + (d / "nothing").string()).code, 2);
+  fs::remove_all(d);
+}
+
+// A local Slurm cluster of two nodes (munge, slurmctld, two slurmd on 127.0.0.1), started and stopped by
+// this test by pid: `sbatch -N2` runs `srun -N2 detaudit fleet` (each rank from SLURM_PROCID) and the
+// merged report has both nodes.
+TEST(FleetSlurm, SbatchRunsFleetOnTwoNodes) {
+  const std::string script = std::string(DETAUDIT_SOURCE_DIR) + "/tests/fleet/slurm-cluster.sh";
+  const int check = shell("bash " + script + " check >/dev/null 2>&1");
+  if (check == 77) GTEST_SKIP() << "Slurm or munge is not installed (scripts/setup-debian.sh installs them)";
+  if (::geteuid() != 0) GTEST_SKIP() << "the local cluster's daemons run as root";
+  // Short: the cluster's sockets live under it (a Unix socket path has at most 107 bytes).
+  const fs::path c = "/tmp/da-slurm-" + std::to_string(getpid());
+  fs::remove_all(c);
+  fs::create_directories(c);
+  const fs::path d = fresh_dir("fleet-slurm");
+  ASSERT_EQ(shell("bash " + script + " start " + c.string() + " >" + (c / "env").string() + " 2>" +
+                  (c / "start.err").string()),
+            0)
+      << slurp(c / "start.err");
+  {
+    std::ofstream job(c / "job.sh");
+    job << "#!/bin/bash\n"
+        << "srun -N2 -n2 " << DETAUDIT_EXE << " fleet" << kPlan << " --out " << d.string() << "\n"
+        << DETAUDIT_EXE << " fleet report " << d.string() << "\n";
+  }
+  const int rc =
+      shell(". " + (c / "env").string() + " && timeout 300 sbatch -N2 --wait -o " + (c / "job.out").string() + " " +
+            (c / "job.sh").string() + " >/dev/null 2>" + (c / "sbatch.err").string());
+  const int stopped = shell("bash " + script + " stop " + c.string() + " >/dev/null 2>&1");
+  EXPECT_EQ(rc, 0) << slurp(c / "sbatch.err") << slurp(c / "job.out");
+  EXPECT_EQ(stopped, 0);
+  ASSERT_TRUE(fs::exists(d / "fleet.json")) << slurp(c / "job.out");
+  auto f = fleet_json(d);
+  EXPECT_EQ(f["verdict"], "PASS") << f["findings"].dump();
+  ASSERT_EQ(f["nodes"].size(), 2u);
+  for (auto& n : f["nodes"]) EXPECT_EQ(n["state"], "finished");
+  fs::remove_all(c);
+  fs::remove_all(d);
+}
+
+}  // namespace
+}  // namespace detaudit
