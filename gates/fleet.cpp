@@ -12,6 +12,8 @@
 #include "contract/atomic_file.hpp"
 #include "kernels/fingerprint.hpp"
 #include "kernels/input_file.hpp"
+#include "probes/registry.hpp"
+#include "probes/spec.hpp"
 
 namespace detaudit {
 
@@ -47,6 +49,16 @@ std::string kernel_words(const Observation& o) {
     return names.empty() ? "" : fmt::format("{}", fmt::join(names, ", "));
   }
   return "";
+}
+
+// What the target promises run to run for a node's cell (its own machine's promise): only a cell promised
+// deterministic is compared bit for bit across nodes.
+Promise::RunToRun promise_of(const FleetNode& n, const Observation& o) {
+  if (auto it = o.details.find("fleet_promise"); it != o.details.end())
+    return it->second == "deterministic" ? Promise::RunToRun::kDeterministic : Promise::RunToRun::kNondeterministic;
+  Spec t, w;
+  if (!parse_target(o.target, &t).is_ok() || !parse_workload(o.workload, &w).is_ok()) return Promise::RunToRun::kNone;
+  return promise_for(t, w, n.probe.machine, o.details).run_to_run;
 }
 
 }  // namespace
@@ -270,6 +282,7 @@ FleetOutcome fleet_consensus(const std::vector<FleetNode>& nodes, const std::str
       if (r.ok()) o.fingerprints = {r.weights_fingerprint};
       // Nondeterministic runs count as varying, so the cell is compared as a distribution.
       o.distinct = r.ok() ? (r.nondeterministic ? 2 : 1) : 0;
+      o.details["fleet_promise"] = r.nondeterministic ? "nondeterministic" : "deterministic";
       o.seconds = {r.seconds};
       train_cells[i].push_back(std::move(o));
     }
@@ -306,8 +319,17 @@ FleetOutcome fleet_consensus(const std::vector<FleetNode>& nodes, const std::str
         if (o->distinct == 1) ++det, ++votes[o->fingerprints[0]];
       }
       const size_t n_present = present.size();
-      // Nondeterministic on the majority: distributions, each node's own verdict against its promise.
-      if (ran > 0 && det * 2 <= ran && ran * 2 > n_present) {
+      // Bits are compared where the target promises determinism; where it promises variation (atomics),
+      // or where nothing is promised and some node varied, or the cell varied on most nodes: distributions,
+      // each node's own verdict against its promise.
+      bool promised = true, permitted = false;
+      for (auto& [i, o] : present) {
+        const auto p = promise_of(nodes[i], *o);
+        promised = promised && p == Promise::RunToRun::kDeterministic;
+        permitted = permitted || p == Promise::RunToRun::kNondeterministic;
+      }
+      const bool unpromised = !promised && !permitted;  // nothing promised either way
+      if (permitted || (unpromised && det < ran) || (ran > 0 && det * 2 <= ran && ran * 2 > n_present)) {
         for (auto& [i, o] : present) {
           matrix[i][c] = o->status == ObsStatus::kOk ? "nondeterministic" : "failed";
           if (o->verdict && *o->verdict == Verdict::kFail)
@@ -353,13 +375,17 @@ FleetOutcome fleet_consensus(const std::vector<FleetNode>& nodes, const std::str
         } else if (o->fingerprints[0] != major) {
           m = "differs";
           const std::string k = kernel_words(*o), km = major_obs ? kernel_words(*major_obs) : "";
-          find(Verdict::kFail, "bits", n, name,
+          find(unpromised ? Verdict::kWarn : Verdict::kFail, "bits", n, name,
                fmt::format("other bits: {} here, {} on {} of {} nodes; oracle: {} here, {} there{}", o->fingerprints[0],
                            major, major_votes, n_present, oracle_words(*o), major_obs ? oracle_words(*major_obs) : "?",
                            k.empty() && km.empty() ? ""
                            : k == km               ? "; the same kernels: " + k
                                                    : fmt::format("; kernels here: {}; there: {}", k, km)),
-               {{"fingerprint", o->fingerprints[0]}, {"majority", major}, {"kernels", k}, {"majority_kernels", km}});
+               {{"fingerprint", o->fingerprints[0]},
+                {"majority", major},
+                {"kernels", k},
+                {"majority_kernels", km},
+                {"promise", unpromised ? "none: WARN, the target promises nothing run to run" : "deterministic"}});
         } else {
           m = "agree";
         }

@@ -22,6 +22,8 @@ packages=(
   chromium                              # headless browser: the report rendering tests (tests/test_browser.cpp)
   python3 procps                        # scripts/gpu-check.sh's figures and its dry-run test (pkill)
   dataset-fashion-mnist                 # training data (IDX files in /usr/share/datasets/fashion-mnist)
+  openmpi-bin libopenmpi-dev            # fleet: mpirun, MPI gathering and the allreduce workload
+  slurm-wlm munge                       # fleet's tests: a local two-node Slurm cluster (tests/fleet/slurm-cluster.sh)
 )
 
 check_only=0

@@ -33,6 +33,9 @@ Observation obs(const std::string& w, const std::string& t, std::vector<std::str
 }
 
 const std::string kA(32, 'a'), kB(32, 'b'), kC(32, 'c');
+// Two cells of a target that promises determinism (cpu-ref): compared bit for bit.
+const std::string kW1 = "reduce?op=sum&n=10&dist=uniform&seed=1", kW2 = "reduce?op=dot&n=10&dist=uniform&seed=1";
+const std::string kRef = "cpu-ref";
 
 // n nodes of one key, each with the same two cells (w1 deterministic, w2 deterministic), finished.
 std::vector<FleetNode> fleet_of(int n) {
@@ -42,7 +45,7 @@ std::vector<FleetNode> fleet_of(int n) {
     x.rank = r, x.ranks = n, x.host = "h" + std::to_string(r), x.folder = fleet_folder(r, x.host);
     x.state = "finished", x.exit_code = 0;
     x.key = {{"cpu_model", "EPYC"}, {"libraries.glibc", "2.36"}};
-    x.probe.observations = {obs("w1", "cpu", {kA, kA, kA}), obs("w2", "cpu", {kB, kB, kB})};
+    x.probe.observations = {obs(kW1, kRef, {kA, kA, kA}), obs(kW2, kRef, {kB, kB, kB})};
     nodes.push_back(std::move(x));
   }
   return nodes;
@@ -63,13 +66,13 @@ TEST(FleetConsensus, NodesThatAgreePass) {
 
 TEST(FleetConsensus, TheNodeWithOtherBitsIsNamedWithBothFingerprints) {
   auto nodes = fleet_of(3);
-  nodes[1].probe.observations[0] = obs("w1", "cpu", {kC, kC, kC});
+  nodes[1].probe.observations[0] = obs(kW1, kRef, {kC, kC, kC});
   FleetOutcome f = fleet_consensus(nodes, "d");
   EXPECT_EQ(f.exit_code, 1);
   ASSERT_EQ(f.findings.size(), 1u);
   EXPECT_EQ(f.findings[0].kind, "bits");
   EXPECT_EQ(f.findings[0].rank, 1);
-  EXPECT_EQ(f.findings[0].cell, "w1 @ cpu");
+  EXPECT_EQ(f.findings[0].cell, kW1 + " @ " + kRef);
   EXPECT_NE(f.findings[0].detail.find(kC + " here, " + kA + " on 2 of 3 nodes"), std::string::npos)
       << f.findings[0].detail;
   EXPECT_EQ(f.json["matrix"][1][0], "differs");  // the disagreeing cell comes first
@@ -77,7 +80,7 @@ TEST(FleetConsensus, TheNodeWithOtherBitsIsNamedWithBothFingerprints) {
 
 TEST(FleetConsensus, WithoutAMajorityEveryDeterministicNodeIsNamed) {
   auto nodes = fleet_of(2);
-  nodes[1].probe.observations[0] = obs("w1", "cpu", {kC, kC, kC});
+  nodes[1].probe.observations[0] = obs(kW1, kRef, {kC, kC, kC});
   FleetOutcome f = fleet_consensus(nodes, "d");
   EXPECT_EQ(f.exit_code, 1);
   EXPECT_EQ(count_kind(f, "no_majority", 0), 1u);
@@ -86,7 +89,7 @@ TEST(FleetConsensus, WithoutAMajorityEveryDeterministicNodeIsNamed) {
 
 TEST(FleetConsensus, ANodeThatVariesOrCrashesWhereThePeersDoNotIsNamed) {
   auto nodes = fleet_of(3);
-  nodes[2].probe.observations[0] = obs("w1", "cpu", {kA, kC, kA});
+  nodes[2].probe.observations[0] = obs(kW1, kRef, {kA, kC, kA});
   nodes[0].probe.observations[1].status = ObsStatus::kCrashed;
   nodes[0].probe.observations[1].reason = "SIGSEGV";
   FleetOutcome f = fleet_consensus(nodes, "d");
@@ -96,12 +99,25 @@ TEST(FleetConsensus, ANodeThatVariesOrCrashesWhereThePeersDoNotIsNamed) {
   EXPECT_EQ(f.findings.size(), 2u);
 }
 
+// A target that promises variation (atomics): its cells are never compared by bits, whether one node or
+// all of them varied, and one run-to-run result per node that differs across nodes is no finding either.
+TEST(FleetConsensus, CellsOfATargetPermittedToVaryAreNotComparedByBits) {
+  auto nodes = fleet_of(3);
+  const std::string atomic = "cpu?order=atomic&threads=2&isa=auto", w = "matmul?m=64&n=64&k=515";
+  nodes[0].probe.observations.push_back(obs(w, atomic, {kA, kA, kA}));
+  nodes[1].probe.observations.push_back(obs(w, atomic, {kB, kB, kB}));
+  nodes[2].probe.observations.push_back(obs(w, atomic, {kA, kC, kA}));
+  FleetOutcome f = fleet_consensus(nodes, "d");
+  EXPECT_EQ(f.exit_code, 0) << f.json["findings"].dump();
+  EXPECT_TRUE(f.findings.empty());
+}
+
 // A cell that varies on most nodes (a race permitted by its target) is not compared by bits: no finding.
 TEST(FleetConsensus, CellsThatVaryOnMostNodesAreComparedAsDistributions) {
   auto nodes = fleet_of(3);
-  nodes[0].probe.observations[0] = obs("w1", "cpu", {kA, kB, kC});
-  nodes[1].probe.observations[0] = obs("w1", "cpu", {kB, kB, kC});
-  nodes[2].probe.observations[0] = obs("w1", "cpu", {kA, kA, kA});
+  nodes[0].probe.observations[0] = obs(kW1, kRef, {kA, kB, kC});
+  nodes[1].probe.observations[0] = obs(kW1, kRef, {kB, kB, kC});
+  nodes[2].probe.observations[0] = obs(kW1, kRef, {kA, kA, kA});
   FleetOutcome f = fleet_consensus(nodes, "d");
   EXPECT_EQ(f.exit_code, 0) << f.json["findings"].dump();
   EXPECT_EQ(f.json["matrix"][0][0], "nondeterministic");
@@ -115,7 +131,7 @@ TEST(FleetConsensus, CellsThatVaryOnMostNodesAreComparedAsDistributions) {
 TEST(FleetConsensus, ANodeAloneWithItsKeyIsNamedWithTheFieldsThatDiffer) {
   auto nodes = fleet_of(3);
   nodes[2].key["libraries.glibc"] = "2.99";
-  nodes[2].probe.observations[0] = obs("w1", "cpu", {kC, kC, kC});  // not compared: another key
+  nodes[2].probe.observations[0] = obs(kW1, kRef, {kC, kC, kC});  // not compared: another key
   FleetOutcome f = fleet_consensus(nodes, "d");
   EXPECT_EQ(f.exit_code, 1);
   ASSERT_EQ(f.findings.size(), 1u);
@@ -125,8 +141,8 @@ TEST(FleetConsensus, ANodeAloneWithItsKeyIsNamedWithTheFieldsThatDiffer) {
   // Two groups of two (a fleet of two kinds of machine): each judged on its own, no finding.
   nodes = fleet_of(4);
   nodes[2].key["cpu_model"] = nodes[3].key["cpu_model"] = "Xeon";
-  nodes[2].probe.observations[0] = obs("w1", "cpu", {kC, kC, kC});
-  nodes[3].probe.observations[0] = obs("w1", "cpu", {kC, kC, kC});
+  nodes[2].probe.observations[0] = obs(kW1, kRef, {kC, kC, kC});
+  nodes[3].probe.observations[0] = obs(kW1, kRef, {kC, kC, kC});
   EXPECT_EQ(fleet_consensus(nodes, "d").exit_code, 0);
 }
 
@@ -136,13 +152,13 @@ TEST(FleetConsensus, LostMissingAndFailedNodesAreNamedAndTheOthersStand) {
   nodes[2].state = "missing";
   nodes[2].probe.observations.clear();
   nodes[2].key = nlohmann::json::object();
-  nodes[3].probe.observations[1] = obs("w2", "cpu", {kC, kC, kC});
+  nodes[3].probe.observations[1] = obs(kW2, kRef, {kC, kC, kC});
   FleetOutcome f = fleet_consensus(nodes, "d");
   EXPECT_EQ(f.exit_code, 1);
   EXPECT_EQ(count_kind(f, "lost", 1), 1u);
   EXPECT_EQ(count_kind(f, "missing", 2), 1u);
   EXPECT_EQ(count_kind(f, "bits", 3), 1u);    // w2: ranks 0 and 1 agree, 3 differs (2 has nothing)
-  EXPECT_EQ(f.json["cells"][0], "w2 @ cpu");  // the disagreeing cell first
+  EXPECT_EQ(f.json["cells"][0], kW2 + " @ " + kRef);  // the disagreeing cell first
   EXPECT_EQ(f.json["matrix"][1][0], "agree");
   EXPECT_EQ(f.json["matrix"][2][0], "missing");
 }
