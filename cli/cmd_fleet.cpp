@@ -52,7 +52,7 @@ std::string hook_for(const char* var, int rank) {
 // The outcome of a consensus: fleet.json and the reports in `dir`, the text, the exit code.
 int judge_fleet(const std::vector<FleetNode>& nodes, const std::string& dir, const HistoryFlags* hist) {
   FleetOutcome f = fleet_consensus(nodes, dir);
-  if (Status st = write_file_atomic(dir + "/fleet.json", f.json.dump(1) + "\n"); !st) return fail(st);
+  if (Status st = write_file_atomic(dir + "/fleet.json", f.json.dump(1) + "\n", Own::kFleet); !st) return fail(st);
   if (Status st = write_fleet_reports(dir, f.json); !st) return fail(st);
   Outcome o;
   o.exit_code = f.exit_code;
@@ -95,9 +95,14 @@ int judge_fleet(const std::vector<FleetNode>& nodes, const std::string& dir, con
 
 // This rank's part: its qualification into its folder, then (MPI) the collectives and the gathering.
 int run_fleet(const FleetArgs& a, int argc, char** argv) {
+  const std::string dir = a.out;
+  std::error_code ec;
+  // A fleet directory holds ranks/ and the fleet's own files, never another run's results.
+  if (fs::exists(dir + "/results.json", ec))
+    return fail(fmt::format(
+        "{}: holds a results.json of another run; a fleet directory is its own (choose another --out)", dir));
   FleetRank who;
   if (Status st = fleet_resolve_rank(a.rank, a.ranks, &who); !st) return fail(st);
-  const std::string dir = a.out;
   auto progress = progress_sink();
   auto say_rank = [&](const std::string& s) {
     if (progress) progress(fmt::format("rank {}/{}: {}", who.rank, who.ranks, s));
@@ -132,7 +137,6 @@ int run_fleet(const FleetArgs& a, int argc, char** argv) {
   q.workloads = a.workloads;
   q.repeats = a.repeats;
   q.out_dir = dir + "/" + n.folder;
-  std::error_code ec;
   auto self = fs::read_symlink("/proc/self/exe", ec);
   q.exe = ec ? std::string(argv[0]) : self.string();
   q.command = command_line(argc, argv);

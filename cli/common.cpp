@@ -18,9 +18,16 @@ void put(FILE* f, const std::string& s) {
 }
 
 int fail(const std::string& raw) {
-  // One line, whatever the message quotes: a newline or carriage return in a spec or name is shown escaped.
+  // One line, whatever the message quotes: a newline, carriage return or any other control byte (an escape
+  // sequence for the terminal) in a spec or name is shown escaped.
   std::string msg;
-  for (char c : raw) msg += c == '\n' ? std::string("\\n") : c == '\r' ? std::string("\\r") : std::string(1, c);
+  for (char c : raw) {
+    const auto u = static_cast<unsigned char>(c);
+    msg += c == '\n'               ? std::string("\\n")
+           : c == '\r'             ? std::string("\\r")
+           : u < 0x20 || u == 0x7f ? fmt::format("\\x{:02x}", u)
+                                   : std::string(1, c);
+  }
   say(stderr, "detaudit: error: {}\n", msg);
   emit_failure(msg);
   return 2;

@@ -565,6 +565,9 @@ int main(int argc, char** argv) {
         ::close(n);
       }
     }
+  // Workers as the CLI: past a file-size limit a write fails with EFBIG (an oracle cache entry is then not
+  // kept), instead of the worker dying by SIGXFSZ with a temporary file left behind.
+  ::signal(SIGXFSZ, SIG_IGN);
   // The workers speak their protocol on a private copy of stdout; anything a library prints goes to stderr.
   if (argc >= 2 && std::string(argv[1]) == kWorkerSubcommand) {
     int proto = ::dup(1);
@@ -578,7 +581,15 @@ int main(int argc, char** argv) {
   }
   install_interrupt_handlers();
   try {
-    return main_cli(argc, argv);
+    const int rc = main_cli(argc, argv);
+    // A signal that arrived while a short command finished its work: the work is complete, and the exit
+    // code still says the command was interrupted, as every command's does.
+    if (interrupted() && rc < 128) {
+      say(stderr, "detaudit: interrupted by {} as the command finished: its output is complete\n",
+          signal_description(interrupted()));
+      return 128 + interrupted();
+    }
+    return rc;
   } catch (const std::exception& e) {
     // Nothing below the CLI should throw; if something does, it is still one line and exit 2.
     return fail(std::string("internal error: ") + e.what());

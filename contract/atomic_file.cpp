@@ -55,13 +55,53 @@ Status check_destination(const std::string& path, Own own) {
     return Status::invalid(
         fmt::format("{}: is {}; detaudit replaces only regular files it wrote", path, file_type_name(st.st_mode)));
   if (own == Own::kAny) return Status::ok();
-  const char* want = own == Own::kResults ? "detaudit/1" : "detaudit-baseline/1";
-  const char* kind = own == Own::kResults ? "results file" : "baseline";
-  if (schema_of(path) != want)
+  // The first bytes, for the kinds known by their start.
+  auto head = [&](size_t n) {
+    std::string h(n, '\0');
+    const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return std::string();
+    const ssize_t got = ::read(fd, h.data(), n);
+    ::close(fd);
+    h.resize(got > 0 ? size_t(got) : 0);
+    return h;
+  };
+  struct Kind {
+    Own own;
+    const char* schema;  // a JSON document's "schema" (nullptr: known otherwise)
+    const char* name;
+  };
+  static const Kind kinds[] = {
+      {Own::kResults, "detaudit/1", "results file"},
+      {Own::kBaseline, "detaudit-baseline/1", "baseline"},
+      {Own::kExport, "detaudit-export/1", "export manifest"},
+      {Own::kDiverge, "detaudit-diverge/1", "diverge result"},
+      {Own::kFleet, "detaudit-fleet/1", "fleet result"},
+      {Own::kFleetNode, "detaudit-fleet-node/1", "fleet node file"},
+      {Own::kDivergeTrace, nullptr, "diverge trace"},
+      {Own::kReport, nullptr, "report"},
+      {Own::kNpy, nullptr, "NPY array"},
+  };
+  const Kind* k = nullptr;
+  for (auto& x : kinds)
+    if (x.own == own) k = &x;
+  bool mine = false;
+  if (k->schema) {
+    mine = schema_of(path) == k->schema;
+  } else if (own == Own::kDivergeTrace) {
+    const std::string h = head(4096);
+    const nlohmann::json j = nlohmann::json::parse(h.substr(0, h.find('\n')), nullptr, false);
+    mine = j.is_object() && j.value("schema", "") == "detaudit-diverge-trace/1";
+  } else if (own == Own::kReport) {
+    const std::string h = head(4096);
+    mine = h.rfind("# detaudit", 0) == 0 || h.find("<title>detaudit") != std::string::npos;
+  } else if (own == Own::kNpy) {
+    mine = head(6) == "\x93NUMPY";
+  }
+  if (!mine)
     return Status::invalid(
         fmt::format("{}: exists and is not a detaudit {}; refusing to replace it (choose another "
                     "path, or remove it first)",
-                    path, kind));
+                    path, k->name));
   return Status::ok();
 }
 

@@ -7,9 +7,12 @@
 
 namespace detaudit {
 
-// What the tool may replace at a destination: any regular file (reports, caches, manifests), or only its
-// own output of one kind, known by the "schema" near the start of the file.
-enum class Own { kAny, kResults, kBaseline };
+// What the tool may replace at a destination: any regular file (caches under its own hidden folders), or
+// only its own output of one kind: a JSON document known by its "schema" (results, baseline, export
+// manifest, diverge result, fleet and fleet node), a diverge trace by the schema of its first line, a
+// report by its first line ("# detaudit ...") or its HTML title ("<title>detaudit ..."), an array by the
+// NPY magic.
+enum class Own { kAny, kResults, kBaseline, kExport, kDiverge, kDivergeTrace, kFleet, kFleetNode, kReport, kNpy };
 
 // Refuses (Status::invalid, one line) a destination that is a symbolic link (the tool never writes
 // through one), anything but a regular file (a directory, device, FIFO, socket), or, for own != kAny, a

@@ -123,7 +123,7 @@ Status save_fleet_node(const std::string& fleet_dir, const FleetNode& n) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) return Status::invalid(fmt::format("{}: cannot create: {}", dir, ec.message()));
-  return write_file_atomic(dir + "/node.json", n.node_json().dump(1) + "\n");
+  return write_file_atomic(dir + "/node.json", n.node_json().dump(1) + "\n", Own::kFleetNode);
 }
 
 Status fleet_node_from_texts(const std::string& node_text, const std::string& probe_text, const std::string& train_text,

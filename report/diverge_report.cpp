@@ -132,10 +132,14 @@ Status write_diverge_outputs(const DivergeResult& r, const std::string& out_dir)
   std::string md = render_markdown(doc);
   if (r.first) md += "\n![weight L2 distance and loss gap per step](diverge.svg)\n";
   const std::string base = out_dir + "/diverge";
+  // All four destinations are checked before any is written: a refused one leaves no half of the outputs.
+  for (auto [ext, own] :
+       {std::pair{".svg", Own::kAny}, {".json", Own::kDiverge}, {".md", Own::kReport}, {".html", Own::kReport}})
+    DETAUDIT_RETURN_IF_ERROR(check_destination(base + ext, own));
   if (r.first) DETAUDIT_RETURN_IF_ERROR(write_file_atomic(base + ".svg", growth_svg(r)));
-  DETAUDIT_RETURN_IF_ERROR(write_file_atomic(base + ".json", r.to_json()));
-  DETAUDIT_RETURN_IF_ERROR(write_file_atomic(base + ".md", md));
-  return write_file_atomic(base + ".html", render_html(doc));
+  DETAUDIT_RETURN_IF_ERROR(write_file_atomic(base + ".json", r.to_json(), Own::kDiverge));
+  DETAUDIT_RETURN_IF_ERROR(write_file_atomic(base + ".md", md, Own::kReport));
+  return write_file_atomic(base + ".html", render_html(doc), Own::kReport);
 }
 
 }  // namespace detaudit

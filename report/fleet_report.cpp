@@ -158,8 +158,10 @@ Document build_fleet_report(const nlohmann::json& f) {
 
 Status write_fleet_reports(const std::string& dir, const nlohmann::json& fleet) {
   Document d = build_fleet_report(fleet);
-  DETAUDIT_RETURN_IF_ERROR(write_file_atomic(dir + "/report.md", render_markdown(d)));
-  return write_file_atomic(dir + "/report.html", render_html(d));
+  for (const char* name : {"/report.md", "/report.html"})
+    DETAUDIT_RETURN_IF_ERROR(check_destination(dir + name, Own::kReport));
+  DETAUDIT_RETURN_IF_ERROR(write_file_atomic(dir + "/report.md", render_markdown(d), Own::kReport));
+  return write_file_atomic(dir + "/report.html", render_html(d), Own::kReport);
 }
 
 }  // namespace detaudit

@@ -721,8 +721,11 @@ Document build_report(const Results& r) {
 
 Status write_reports(const std::string& dir, const Results& r, bool md, bool html) {
   Document d = build_report(r);
-  if (md) DETAUDIT_RETURN_IF_ERROR(write_file_atomic(dir + "/report.md", render_markdown(d)));
-  if (html) DETAUDIT_RETURN_IF_ERROR(write_file_atomic(dir + "/report.html", render_html(d)));
+  // Both destinations are checked before either is written.
+  for (const char* name : {"/report.md", "/report.html"})
+    DETAUDIT_RETURN_IF_ERROR(check_destination(dir + name, Own::kReport));
+  if (md) DETAUDIT_RETURN_IF_ERROR(write_file_atomic(dir + "/report.md", render_markdown(d), Own::kReport));
+  if (html) DETAUDIT_RETURN_IF_ERROR(write_file_atomic(dir + "/report.html", render_html(d), Own::kReport));
   return Status::ok();
 }
 

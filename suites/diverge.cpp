@@ -73,7 +73,7 @@ class TraceWriter {
     if (path.empty()) return Status::ok();
     path_ = path;
     // Written as the run goes, not renamed into place: refuse a link or a non-regular file first.
-    DETAUDIT_RETURN_IF_ERROR(check_destination(path));
+    DETAUDIT_RETURN_IF_ERROR(check_destination(path, Own::kDivergeTrace));
     f_.open(path, std::ios::out | std::ios::trunc);
     return f_ ? Status::ok() : Status::unavailable(path + ": cannot write the trace: " + std::strerror(errno));
   }

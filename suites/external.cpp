@@ -287,7 +287,7 @@ OrderedJson conventions() {
 Status write_npy_file(const std::string& path, const std::string& dtype, const std::vector<uint64_t>& shape,
                       const std::vector<uint8_t>& bytes) {
   const std::vector<uint8_t> f = npy_encode(dtype, shape, bytes.data(), bytes.size());
-  return write_file_atomic(path, std::string(f.begin(), f.end()));
+  return write_file_atomic(path, std::string(f.begin(), f.end()), Own::kNpy);
 }
 
 }  // namespace
@@ -339,11 +339,13 @@ Status export_workloads(const std::vector<Spec>& workloads, const std::string& d
     entries.push_back(e);
     if (progress) progress(fmt::format("exported {} as {}.*.npy", w.str(), export_id(w)));
   }
+  // A signal during the last workload: stop before the manifest, as between workloads.
+  if (interrupted()) return Status::interrupted("interrupted by " + signal_description(interrupted()));
   const OrderedJson m = {{"schema", kExportSchema},       {"tool", "detaudit"},
                   {"tool_version", DETAUDIT_VERSION}, {"tool_commit", git_commit()},
                   {"created_at", utc_now_iso8601()},  {"conventions", conventions()},
                   {"workloads", entries}};
-  return write_file_atomic(dir + "/" + kManifestFile, m.dump(1) + "\n");
+  return write_file_atomic(dir + "/" + kManifestFile, m.dump(1) + "\n", Own::kExport);
 }
 
 namespace {
@@ -620,6 +622,11 @@ Status merge_external(const std::string& results_dir, const std::vector<Observat
   std::error_code ec;
   if (fs::exists(path, ec)) {
     DETAUDIT_RETURN_IF_ERROR(load_checked_results(path, &r));
+    if (!r.training.empty())
+      return Status::invalid(
+          fmt::format("{}: holds a training design ({} runs); a framework's outputs go beside probe "
+                      "results, not into training runs: choose another --out",
+                      path, r.training.size()));
   } else {
     // A directory of its own: this machine's description, and a plan that names what was imported (a probe
     // run with --out here later refuses it as another plan instead of mixing the two).

@@ -12,6 +12,7 @@
 #include <set>
 #include <thread>
 
+#include "contract/atomic_file.hpp"
 #include "contract/cells.hpp"
 #include "probes/child.hpp"
 #include "probes/env.hpp"
@@ -373,6 +374,11 @@ Status run_probe_suite(const ProbePlan& plan, const ProbeRunOptions& opt, Result
   if (ec) {
     return Status::error(fmt::format("cannot create {}: {}", opt.out_dir, ec.message()));
   }
+  // The workers' logs are appended to (their stderr): a link or anything but a regular file there (a FIFO
+  // would block the worker's start) stops the run before it starts.
+  DETAUDIT_RETURN_IF_ERROR(check_destination(opt.out_dir + "/logs/oracle.log"));
+  for (auto& t : plan.targets)
+    DETAUDIT_RETURN_IF_ERROR(check_destination(opt.out_dir + "/logs/" + safe_file_name(t.str()) + ".log"));
   say(fmt::format("{}: {} targets x {} workloads ({} cells), {} repeats, results in {}",
                   opt.custom ? "plan" : "suite " + plan.suite, plan.targets.size(), plan.workloads.size(),
                   count_cells(plan), plan.repeats, opt.out_dir));

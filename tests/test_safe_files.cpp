@@ -453,5 +453,91 @@ TEST(SafeFiles, AHistoryInAFolderThatCannotBeWrittenIsReadAndRefusedBeforeTheWor
   fs::remove_all(d);
 }
 
+// Each output is replaced only when it is the tool's own of that kind: a user's report.md beside a run,
+// a user's manifest.json or .npy in an export folder, a foreign diverge.json, a user's file where a trace
+// goes, a user's fleet.json (each was replaced, exit 0). Import refuses a training results directory
+// (its results.json got probe observations), fleet a results directory as its folder.
+TEST(SafeFiles, OnlyTheToolsOwnOutputOfTheSameKindIsReplaced) {
+  fs::path d = fresh_dir("safe-kinds");
+  fs::create_directories(d);
+  auto refused = [&](const std::string& args, const fs::path& victim, const std::string& content) {
+    CliRun r = run_cli(args);
+    EXPECT_EQ(r.code, 2) << args << "\n" << r.err;
+    EXPECT_NE(r.err.find("refusing to replace it"), std::string::npos) << r.err;
+    EXPECT_EQ(slurp(victim), content) << victim;
+  };
+  fs::copy(probe_dir(), d / "p", fs::copy_options::recursive);
+  write_text(d / "p" / "report.md", "my notes\n");
+  refused("report " + (d / "p").string(), d / "p" / "report.md", "my notes\n");
+  EXPECT_EQ(run_cli("report " + probe_dir().string()).code, 0) << "its own report is replaced";
+  fs::create_directories(d / "x");
+  write_text(d / "x" / "manifest.json", "my notes\n");
+  refused("export 'reduce?op=sum&n=10' --out " + (d / "x").string(), d / "x" / "manifest.json", "my notes\n");
+  fs::remove(d / "x" / "manifest.json");
+  write_text(d / "x" / "reduce_op_sum_n_10_dist_uniform_seed_1.x.npy", "not numpy\n");
+  refused("export 'reduce?op=sum&n=10' --out " + (d / "x").string(),
+          d / "x" / "reduce_op_sum_n_10_dist_uniform_seed_1.x.npy", "not numpy\n");
+  fs::remove(d / "x" / "reduce_op_sum_n_10_dist_uniform_seed_1.x.npy");
+  ASSERT_EQ(run_cli("export 'reduce?op=sum&n=10' --out " + (d / "x").string()).code, 0);
+  EXPECT_EQ(run_cli("export 'reduce?op=sum&n=10' --out " + (d / "x").string()).code, 0) << "its own export again";
+  cli_test::write_idx(d / "data", 64, 64);
+  const std::string diverge = "diverge --targets 'cpu?threads=1' --steps 2 --batch-size 4 --data " +
+                              (d / "data").string() + " --out " + (d / "dv").string();
+  fs::create_directories(d / "dv");
+  write_text(d / "dv" / "diverge.json", "{\"mine\": 1}\n");
+  refused(diverge, d / "dv" / "diverge.json", "{\"mine\": 1}\n");
+  fs::remove(d / "dv" / "diverge.json");
+  write_text(d / "P-a.jsonl", "my data\n");
+  refused(diverge + " --trace-out " + (d / "P").string(), d / "P-a.jsonl", "my data\n");
+  fs::remove(d / "P-a.jsonl");
+  EXPECT_EQ(run_cli(diverge + " --trace-out " + (d / "P").string()).code, 0);
+  EXPECT_EQ(run_cli(diverge + " --trace-out " + (d / "P").string()).code, 0) << "its own traces are replaced";
+  // Fleet: a user's fleet.json; a results directory as the fleet directory.
+  const std::string rank0 =
+      "fleet --rank 0 --ranks 1 --targets cpu-ref --workloads 'reduce?op=sum&n=10' --repeats 2 "
+      "--no-history --out ";
+  ASSERT_EQ(run_cli(rank0 + (d / "f").string()).code, 0);
+  write_text(d / "f" / "fleet.json", "{\"mine\": true}\n");
+  refused("fleet report " + (d / "f").string(), d / "f" / "fleet.json", "{\"mine\": true}\n");
+  CliRun r = run_cli(rank0 + (d / "p").string());
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("holds a results.json of another run"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(d / "p" / "ranks"));
+  fs::remove_all(d);
+}
+
+// A worker's log that is a FIFO (the worker's start blocked on it: the probe hung) or a link (the worker
+// could not start, a cell error, exit 1): the run stops before it starts, one line, exit 2.
+TEST(SafeFiles, AWorkersLogThatIsNotARegularFileStopsTheRunBeforeItStarts) {
+  fs::path d = fresh_dir("safe-log");
+  fs::create_directories(d);
+  fs::copy(probe_dir(), d / "p", fs::copy_options::recursive);
+  const std::string probe = "timeout 60 " + std::string(DETAUDIT_EXE) +
+                            " probe --targets cpu-ref --workloads \"reduce?op=sum&n=10\" --repeats 2 --no-history "
+                            "--fresh --out " +
+                            (d / "p").string() + " 2>" + (d / "err").string() + " >/dev/null";
+  fs::remove(d / "p" / "logs" / "cpu-ref.log");
+  ASSERT_EQ(::mkfifo((d / "p" / "logs" / "cpu-ref.log").c_str(), 0644), 0);
+  EXPECT_EQ(shell(probe), 2) << slurp(d / "err");
+  EXPECT_NE(slurp(d / "err").find("cpu-ref.log: is a FIFO"), std::string::npos) << slurp(d / "err");
+  fs::remove(d / "p" / "logs" / "cpu-ref.log");
+  write_text(d / "victim", "kept\n");
+  fs::create_symlink(d / "victim", d / "p" / "logs" / "cpu-ref.log");
+  EXPECT_EQ(shell(probe), 2) << slurp(d / "err");
+  EXPECT_NE(slurp(d / "err").find("is a symbolic link"), std::string::npos) << slurp(d / "err");
+  EXPECT_EQ(slurp(d / "victim"), "kept\n");
+  fs::remove_all(d);
+}
+
+// A control byte in a spec (an escape sequence for the terminal) reaches stderr escaped, not raw.
+TEST(SafeFiles, ControlBytesInAnErrorAreEscaped) {
+  CliRun r = run_cli(std::string("probe --targets cpu-ref --workloads 'reduce?op=sum&n=10\r\033[2J' --no-history "
+                                 "--out ") +
+                     (fresh_dir("safe-esc") / "p").string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err.find('\033'), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("\\x1b[2J"), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace detaudit
