@@ -164,7 +164,7 @@ if(DETAUDIT_WITH_MPI)
   endif()
 endif()
 detaudit_part_state(mpi DETAUDIT_WITH_MPI DETAUDIT_HAVE_MPI "MPI not found (Debian: libopenmpi-dev)"
-                    "(${MPI_C_LIBRARY_VERSION_STRING})")
+                    "(MPI ${MPI_C_VERSION})")
 
 set(DETAUDIT_HAVE_OPENBLAS OFF)
 if(DETAUDIT_WITH_OPENBLAS)
