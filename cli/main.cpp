@@ -585,8 +585,9 @@ int main(int argc, char** argv) {
     // A signal that arrived while a short command finished its work: the work is complete, and the exit
     // code still says the command was interrupted, as every command's does.
     if (interrupted() && rc < 128) {
-      say(stderr, "detaudit: interrupted by {} as the command finished: its output is complete\n",
-          signal_description(interrupted()));
+      if (rc <= 1)
+        say(stderr, "detaudit: interrupted by {} as the command finished: its output is complete\n",
+            signal_description(interrupted()));
       return 128 + interrupted();
     }
     return rc;

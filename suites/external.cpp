@@ -3,13 +3,17 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "contract/atomic_file.hpp"
 #include "kernels/input_file.hpp"
@@ -304,6 +308,34 @@ Status fits_in_memory(const Spec& w, double need, const std::string& where) {
                                      w.str(), need / (1u << 30), double(have) / (1u << 30), source));
 }
 
+namespace {
+
+// The oracle of a large workload takes seconds (a 1024^3 matmul, 3 s): it is computed on a thread of its
+// own while this one watches for a signal, so export stops within a fraction of a second of one. An
+// abandoned computation ends with the process; it holds its own copies of what it uses.
+Status oracle_unless_interrupted(const Spec& w, std::vector<uint8_t>* oracle, Fingerprint* inputs) {
+  struct Job {
+    std::vector<uint8_t> oracle;
+    Fingerprint inputs;
+    Status st = Status::ok();
+    std::atomic<bool> done{false};
+  };
+  auto job = std::make_shared<Job>();
+  std::thread([job, w] {
+    job->st = compute_oracle(w, &job->oracle, &job->inputs);
+    job->done.store(true, std::memory_order_release);
+  }).detach();
+  while (!job->done.load(std::memory_order_acquire)) {
+    if (interrupted()) return Status::interrupted("interrupted by " + signal_description(interrupted()));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  *oracle = std::move(job->oracle);
+  *inputs = job->inputs;
+  return job->st;
+}
+
+}  // namespace
+
 Status export_workloads(const std::vector<Spec>& workloads, const std::string& dir,
                         const std::function<void(const std::string&)>& progress) {
   std::error_code ec;
@@ -325,8 +357,9 @@ Status export_workloads(const std::vector<Spec>& workloads, const std::string& d
     Fingerprint fp, oracle_inputs;
     std::vector<uint8_t> oracle;
     Status st = capture_inputs(w, l, &inputs, &fp);
-    if (st) st = compute_oracle(w, &oracle, &oracle_inputs);
+    if (st) st = oracle_unless_interrupted(w, &oracle, &oracle_inputs);
     if (st && oracle_inputs != fp) st = Status::error("internal: the oracle of " + w.str() + " saw other inputs");
+    if (st.code() == Status::Code::kInterrupted) return st;
     if (!st) {
       return Status::invalid(fmt::format("{}: {}", w.str(), st.message()));
     }

@@ -400,6 +400,12 @@ TEST(SafeFiles, ExportAndImportStopOnSigterm) {
   for (auto& e : fs::directory_iterator(d / "ex"))
     EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << e.path();
   EXPECT_FALSE(fs::exists(d / "ex" / "manifest.json"));
+  // One workload whose oracle takes seconds (1024^3): the signal during it stops the export there (it
+  // finished the workload, wrote its manifest and exited 0).
+  rc = shell("timeout 300 " + std::string(DETAUDIT_EXE) + " export \"matmul?m=1024&n=1024&k=1024\" --out " +
+             (d / "big").string() + " 2>" + err + " & p=$!; sleep 0.5; kill -TERM $p; wait $p");
+  EXPECT_EQ(rc, 143) << slurp(err);
+  EXPECT_FALSE(fs::exists(d / "big" / "manifest.json"));
   // A whole export with the framework's outputs (the oracle's own), then an import stopped half-way.
   ASSERT_EQ(run_cli("export '" + specs + "' --out " + (d / "ex").string()).code, 0);
   for (auto& e : fs::directory_iterator(d / "ex")) {
