@@ -145,6 +145,8 @@ Status fleet_node_from_texts(const std::string& node_text, const std::string& pr
     return Status::invalid(fmt::format("{}: rank {} of {} is not a rank", where, n.rank, n.ranks));
   n.host = j["host"], n.state = j["state"], n.detail = j["detail"], n.started_at = j["started_at"];
   n.finished_at = j["finished_at"], n.own_fail = j["own_fail"], n.key = j["key"];
+  for (auto& [k, v] : n.key.items())
+    if (!v.is_string()) return Status::invalid(fmt::format("{}: key.{} must be a string", where, k));
   if (n.state != "finished" && n.state != "running" && n.state != "failed")
     return Status::invalid(fmt::format("{}: state '{}' (finished, running or failed)", where, n.state));
   n.folder = fleet_folder(n.rank, n.host);
@@ -225,6 +227,8 @@ FleetOutcome fleet_consensus(const std::vector<FleetNode>& nodes, const std::str
                        n.probe.observations.size()));
     if (n.state == "finished" && n.exit_code == 1)
       find(Verdict::kFail, "own_check", n, "", "its own qualification failed: " + n.own_fail);
+    if (n.state == "finished" && n.exit_code == 2)
+      find(Verdict::kFail, "own_check", n, "", "its own qualification could not run a required check");
   }
 
   // Groups by machine key (nodes that recorded one).

@@ -188,6 +188,30 @@ TEST(FleetConsensus, CollectivesMustAgreeWithinAnAlgorithm) {
   EXPECT_EQ(count_kind(f, "collective", 1), 1u);
 }
 
+// What fleet report reads from each folder is checked: a node.json of the wrong shape is one line, never
+// an exception.
+TEST(FleetConsensus, ANodeFileOfTheWrongShapeIsRefusedWithOneLine) {
+  const FleetNode n = fleet_of(1)[0];
+  FleetNode out;
+  ASSERT_TRUE(fleet_node_from_texts(n.node_json().dump(), "", "", "x", &out).is_ok());
+  EXPECT_EQ(out.folder, n.folder);
+  auto refused = [&](nlohmann::json j, const std::string& says) {
+    const Status st = fleet_node_from_texts(j.dump(), "", "", "x", &out);
+    EXPECT_FALSE(st.is_ok()) << j.dump();
+    EXPECT_NE(st.message().find(says), std::string::npos) << st.message();
+  };
+  auto j = n.node_json();
+  j["key"]["cores"] = 2;
+  refused(j, "key.cores must be a string");
+  j = n.node_json();
+  j["rank"] = 5;
+  refused(j, "rank 5 of 1 is not a rank");
+  j = n.node_json();
+  j["state"] = "done";
+  refused(j, "state 'done'");
+  refused("not json", "not a fleet node file");
+}
+
 // ---- real ranks ----------------------------------------------------------------------------------------
 
 int shell(const std::string& cmd) {
