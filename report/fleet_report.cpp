@@ -63,12 +63,12 @@ Document build_fleet_report(const nlohmann::json& f) {
     const std::string ratio = n.contains("time_ratio") && n["time_ratio"].is_number()
                                   ? fmt::format("{:.2f}x", n["time_ratio"].get<double>())
                                   : "-";
-    rows.push_back({{inline_text(s_of(n, "rank"))},
-                    {inline_text(s_of(n, "host"))},
-                    {inline_code(s_of(n, "key"))},
-                    {inline_text(s_of(n, "state"))},
-                    {fmt::format("{} of {}", s_of(n, "cells_agreeing"), s_of(n, "cells"))},
-                    {ratio},
+    rows.push_back({{inline_text(s_of(n, "rank")), ""},
+                    {inline_text(s_of(n, "host")), ""},
+                    {inline_code(s_of(n, "key")), ""},
+                    {inline_text(s_of(n, "state")), ""},
+                    {fmt::format("{} of {}", s_of(n, "cells_agreeing"), s_of(n, "cells")), ""},
+                    {ratio, ""},
                     {inline_text(v), verdict_class(v)}});
   }
   nodes.table({"rank", "host", "machine key", "state", "cells agreeing", "time vs group", "verdict"}, rows);
@@ -82,10 +82,10 @@ Document build_fleet_report(const nlohmann::json& f) {
     for (auto& x : findings) {
       const std::string v = s_of(x, "verdict");
       fr.push_back({{inline_text(v), verdict_class(v)},
-                    {inline_text(s_of(x, "rank") + " " + s_of(x, "host"))},
-                    {inline_text(s_of(x, "kind"))},
-                    {s_of(x, "cell").empty() ? "" : inline_code(s_of(x, "cell"))},
-                    {inline_text(s_of(x, "detail"))}});
+                    {inline_text(s_of(x, "rank") + " " + s_of(x, "host")), ""},
+                    {inline_text(s_of(x, "kind")), ""},
+                    {s_of(x, "cell").empty() ? "" : inline_code(s_of(x, "cell")), ""},
+                    {inline_text(s_of(x, "detail")), ""}});
     }
     fs.table({"verdict", "node", "kind", "cell", "detail"}, fr).md_budget(20000);
   }
@@ -109,11 +109,11 @@ Document build_fleet_report(const nlohmann::json& f) {
     std::vector<std::vector<Cell>> cr;
     for (auto& c : coll) {
       const std::string v = s_of(c, "verdict");
-      cr.push_back({{inline_code(s_of(c, "workload"))},
-                    {inline_text(s_of(c, "algorithm"))},
-                    {inline_text(s_of(c, "ranks"))},
-                    {inline_text(s_of(c, "distinct"))},
-                    {inline_code(s_of(c, "fingerprint").substr(0, 16))},
+      cr.push_back({{inline_code(s_of(c, "workload")), ""},
+                    {inline_text(s_of(c, "algorithm")), ""},
+                    {inline_text(s_of(c, "ranks")), ""},
+                    {inline_text(s_of(c, "distinct")), ""},
+                    {inline_code(s_of(c, "fingerprint").substr(0, 16)), ""},
                     {inline_text(v), verdict_class(v)}});
     }
     cs.table({"workload", "algorithm (Open MPI tuned)", "ranks", "distinct results", "fingerprint", "verdict"}, cr);
