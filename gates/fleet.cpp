@@ -356,9 +356,11 @@ FleetOutcome fleet_consensus(const std::vector<FleetNode>& nodes, const std::str
         const FleetNode& n = nodes[i];
         std::string& m = matrix[i][c];
         if (o->status != ObsStatus::kOk) {
-          // A cell skipped on every node of the group is the same on all: not a finding.
+          // A cell skipped on every node of the group is the same on all: not a finding. (A plain pointer
+          // for the lambda: clang 14, the sanitizer build's, cannot capture a structured binding.)
+          const Observation* mine = o;
           const bool all_same = std::all_of(present.begin(), present.end(), [&](auto& p) {
-            return p.second->status == o->status && p.second->reason == o->reason;
+            return p.second->status == mine->status && p.second->reason == mine->reason;
           });
           m = all_same ? "agree" : "failed";
           if (!all_same)
