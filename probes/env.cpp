@@ -65,7 +65,10 @@ void describe_topology(nlohmann::json& m) {
     m["topology_error"] = "hwloc_topology_init failed";
     return;
   }
-  hwloc_topology_set_io_types_filter(topo, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+  // PCI devices are read only to place GPUs; without a GPU the I/O discovery (hwloc's pci plugin, which
+  // loads libpciaccess and leaks its scan on unload) is not run at all.
+  const bool want_io = m.contains("gpus") && m["gpus"].is_array() && !m["gpus"].empty();
+  hwloc_topology_set_io_types_filter(topo, want_io ? HWLOC_TYPE_FILTER_KEEP_IMPORTANT : HWLOC_TYPE_FILTER_KEEP_NONE);
   if (hwloc_topology_load(topo) != 0) {
     m["topology_error"] = "hwloc_topology_load failed";
     hwloc_topology_destroy(topo);
