@@ -162,12 +162,29 @@ int run_fleet(const FleetArgs& a, int argc, char** argv) {
     for (auto& c : qo.checks)
       if (c.verdict == Verdict::kFail && n.own_fail.empty()) n.own_fail = c.name + ": " + c.detail;
   }
-  // The collectives need every rank: when one could not run (or hangs past --wait), all go on without them.
+  // Test hook (tests/test_fleet.cpp): this rank hangs here, as a node stuck after its own part would.
+  if (hook_for("DETAUDIT_FLEET_TEST_HANG", n.rank) == "hang") {
+    while (!interrupted()) ::pause();
+    return 128 + interrupted();
+  }
+  // The collectives need every rank: when one could not run (or hangs past --timeout), all go on without them.
   if (who.mpi && fleet_all_ready(n.state == "finished", a.wait)) {
     say_rank("allreduce across the ranks under each of Open MPI's tuned algorithms");
     if (Status cs = run_allreduce_cells(a.allreduce_n, 1, std::max(a.repeats, 5), &n.collectives); !cs) {
       n.state = "failed";
       n.detail = cs.message();
+    }
+    // The same sums on the ranks' GPUs through NCCL, when every rank has one.
+    std::vector<CollectiveCell> nccl;
+    std::string not_run;
+    if (Status ns = run_nccl_allreduce_cells(a.allreduce_n, 1, std::max(a.repeats, 5), &nccl, &not_run); !ns) {
+      n.state = "failed";
+      n.detail = ns.message();
+    } else if (!not_run.empty()) {
+      say_rank("NCCL all-reduce not run: " + not_run);
+    } else {
+      say_rank("allreduce across the ranks' GPUs through NCCL (Ring, Tree): done");
+      n.collectives.insert(n.collectives.end(), nccl.begin(), nccl.end());
     }
   } else if (who.mpi) {
     say_rank("collectives not run: a rank could not run its part or did not answer");
@@ -217,7 +234,7 @@ int run_fleet(const FleetArgs& a, int argc, char** argv) {
     if (!answered[size_t(r)]) {
       lost = true;
       x.rank = r, x.ranks = who.ranks, x.state = "missing";
-      x.detail = fmt::format("no results within {:.0f} s of rank 0's (hung, or lost)", a.wait);
+      x.detail = fmt::format("no results within --timeout {:.0f} s of rank 0's (hung, or lost)", a.wait);
     } else if (Status ps = fleet_node_from_texts(all[size_t(r)][0], all[size_t(r)][1], all[size_t(r)][2],
                                                  fmt::format("rank {}", r), &x);
                !ps) {
@@ -263,9 +280,9 @@ Command add_fleet_command(CLI::App& app, int argc, char** argv) {
   sub->add_option("--rank", a->rank, "This process's rank, without MPI (with --ranks)")->check(CLI::Range(0, 999999));
   sub->add_option("--ranks", a->ranks, "The number of ranks, without MPI (also for Kubernetes' JOB_COMPLETION_INDEX)")
       ->check(CLI::Range(1, 1000000));
-  sub->add_option("--wait", a->wait,
-                  "MPI: seconds rank 0 waits for the other ranks after its own part; a rank that has not answered "
-                  "by then is named as lost")
+  sub->add_option("--timeout,--wait", a->wait,
+                  "MPI: seconds the ranks wait for each other after their own part; a rank that has not answered "
+                  "by then (hung, or lost) is named, and the others' results stand")
       ->check(kFinite)
       ->check(CLI::Range(1.0, 604800.0))
       ->capture_default_str();

@@ -56,8 +56,8 @@ if(DETAUDIT_WITH_CUDA)
       # determinism: --fmad=false stops nvcc from fusing a*b+c on its own (the CUDA twin of
       # -ffp-contract=off); every FMA in the CUDA kernels is an explicit fmaf().
       target_compile_options(detaudit::cuda_libs INTERFACE $<$<COMPILE_LANGUAGE:CUDA>:--fmad=false>)
-      # NCCL is only asked for its version, through dlopen (kernels/cuda/environment.cpp): no link-time
-      # dependency, so a GPU machine without NCCL still starts the binaries.
+      # NCCL (its version, and the fleet's all-reduce) is opened with dlopen (kernels/cuda/nccl.cpp): no
+      # link-time dependency, so a GPU machine without NCCL still starts the binaries.
     else()
       list(JOIN _missing ", " _missing)
       detaudit_off(cuda "CUDA compiler found but ${_missing} missing")

@@ -434,7 +434,7 @@ FleetOutcome fleet_consensus(const std::vector<FleetNode>& nodes, const std::str
   // all hold the reduced vector); across algorithms the sums may differ, and are only said.
   std::map<std::string, std::map<std::string, std::vector<std::pair<size_t, const CollectiveCell*>>>> coll;
   for (size_t i = 0; i < nodes.size(); ++i)
-    for (auto& c : nodes[i].collectives) coll[c.workload][c.algorithm].push_back({i, &c});
+    for (auto& c : nodes[i].collectives) coll[c.workload][c.library + " " + c.algorithm].push_back({i, &c});
   nlohmann::json collectives = nlohmann::json::array();
   for (auto& [workload, algos] : coll) {
     std::set<std::string> across;
@@ -446,7 +446,7 @@ FleetOutcome fleet_consensus(const std::vector<FleetNode>& nodes, const std::str
         ranks = c->ranks;
         if (c->status != "ok") {
           ++errors;
-          find(Verdict::kFail, "collective", nodes[i], workload + " @ mpi " + algo, c->status);
+          find(Verdict::kFail, "collective", nodes[i], workload + " @ " + algo, c->status);
           continue;
         }
         for (auto& f : c->fingerprints) fps.insert(f);
@@ -454,14 +454,15 @@ FleetOutcome fleet_consensus(const std::vector<FleetNode>& nodes, const std::str
       const bool same = fps.size() == 1;
       if (fps.size() > 1) {
         for (auto& [i, c] : list)
-          find(Verdict::kFail, "collective", nodes[i], workload + " @ mpi " + algo,
+          find(Verdict::kFail, "collective", nodes[i], workload + " @ " + algo,
                fmt::format("{} distinct results across {} ranks and their repeats (a fixed algorithm on fixed ranks "
                            "promises one): this rank's {}",
                            fps.size(), list.size(), c->fingerprints.empty() ? "none" : c->fingerprints[0]));
       }
       if (same) across.insert(*fps.begin());
       collectives.push_back({{"workload", workload},
-                             {"algorithm", algo},
+                             {"library", list.front().second->library},
+                             {"algorithm", list.front().second->algorithm},
                              {"ranks", ranks},
                              {"nodes", list.size()},
                              {"errors", errors},
@@ -515,7 +516,7 @@ FleetOutcome fleet_consensus(const std::vector<FleetNode>& nodes, const std::str
                   {"folder", n.folder},
                   {"state", n.state},
                   {"key", group_of.count(i) ? group_of[i] : ""},
-                  {"cells", n.probe.observations.size()},
+                  {"cells", n.probe.observations.size() + train_cells[i].size()},  // level 2: the runs too
                   {"cells_agreeing", agree},
                   {"exit_code", n.exit_code},
                   {"time_ratio", std::isfinite(slowness[i]) ? nlohmann::json(slowness[i]) : nlohmann::json()},

@@ -110,19 +110,22 @@ Document build_fleet_report(const nlohmann::json& f) {
     for (auto& c : coll) {
       const std::string v = s_of(c, "verdict");
       cr.push_back({{inline_code(s_of(c, "workload")), ""},
+                    {inline_text(c.value("library", std::string("mpi"))), ""},
                     {inline_text(s_of(c, "algorithm")), ""},
                     {inline_text(s_of(c, "ranks")), ""},
                     {inline_text(s_of(c, "distinct")), ""},
                     {inline_code(s_of(c, "fingerprint").substr(0, 16)), ""},
                     {inline_text(v), verdict_class(v)}});
     }
-    cs.table({"workload", "algorithm (Open MPI tuned)", "ranks", "distinct results", "fingerprint", "verdict"}, cr);
+    cs.table({"workload", "library", "algorithm", "ranks", "distinct results", "fingerprint", "verdict"}, cr);
     size_t across = 0;
     for (auto& c : coll) across = std::max<size_t>(across, c.value("distinct_across_algorithms", 0));
     cs.para(fmt::format(
-        "MPI_Allreduce of float sums: each algorithm must give one result on every rank and in every repeat (a "
-        "fixed algorithm on fixed ranks sums in a fixed order). Across algorithms the order differs and so may "
-        "the bits: {} distinct result(s) across the algorithms that were deterministic.",
+        "All-reduce of float sums, through MPI_Allreduce on the CPUs (each of Open MPI's tuned algorithms) and, "
+        "where every rank has a GPU, through NCCL (NCCL_ALGO Ring and Tree): each algorithm must give one "
+        "result on every rank and in every repeat (a fixed algorithm on fixed ranks sums in a fixed order). "
+        "Across algorithms the order differs and so may the bits: {} distinct result(s) across the algorithms "
+        "that were deterministic.",
         across));
   }
 

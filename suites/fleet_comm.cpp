@@ -17,6 +17,7 @@
 
 #include "contract/observation.hpp"  // check_key
 #include "detaudit_build_config.hpp"
+#include "kernels/cuda/nccl.hpp"
 #include "kernels/fingerprint.hpp"
 #include "kernels/generator.hpp"
 
@@ -37,7 +38,7 @@ long env_int(const char* name) {
 }  // namespace
 
 nlohmann::json CollectiveCell::to_json() const {
-  return {{"workload", workload}, {"algorithm", algorithm},       {"ranks", ranks},
+  return {{"workload", workload}, {"library", library},           {"algorithm", algorithm}, {"ranks", ranks},
           {"status", status},     {"fingerprints", fingerprints}, {"seconds", seconds}};
 }
 
@@ -45,12 +46,16 @@ Status CollectiveCell::from_json(const nlohmann::json& j, CollectiveCell* out, c
   CollectiveCell c;
   if (!j.is_object()) return Status::invalid(where + " must be an object");
   DETAUDIT_RETURN_IF_ERROR(check_key(j, "workload", JsonType::kString, true, where));
+  DETAUDIT_RETURN_IF_ERROR(check_key(j, "library", JsonType::kString, false, where));
   DETAUDIT_RETURN_IF_ERROR(check_key(j, "algorithm", JsonType::kString, true, where));
   DETAUDIT_RETURN_IF_ERROR(check_key(j, "ranks", JsonType::kCount, true, where));
   DETAUDIT_RETURN_IF_ERROR(check_key(j, "status", JsonType::kString, true, where));
   DETAUDIT_RETURN_IF_ERROR(check_array_key(j, "fingerprints", JsonType::kString, true, where));
   DETAUDIT_RETURN_IF_ERROR(check_array_key(j, "seconds", JsonType::kNumber, true, where));
   c.workload = j["workload"], c.algorithm = j["algorithm"], c.ranks = j["ranks"], c.status = j["status"];
+  c.library = j.value("library", std::string("mpi"));  // nodes written before NCCL had MPI cells only
+  if (c.library != "mpi" && c.library != "nccl")
+    return Status::invalid(fmt::format("{}: library '{}' is neither mpi nor nccl", where, c.library));
   c.fingerprints = j["fingerprints"].get<std::vector<std::string>>();
   c.seconds = j["seconds"].get<std::vector<double>>();
   *out = std::move(c);
@@ -127,6 +132,23 @@ Status fleet_resolve_rank(int rank, int ranks, FleetRank* out) {
   return Status::invalid(
       "fleet needs a rank: run it under mpirun or srun, in a Kubernetes Indexed Job (with --ranks N), or give "
       "--rank K --ranks N");
+}
+
+std::vector<float> allreduce_terms(int n, uint64_t seed, int rank) {
+  // Magnitudes 1 and 2^24 mixed, so that a different order of the sum rounds otherwise.
+  std::vector<float> x(static_cast<size_t>(std::max(n, 0)));
+  uint64_t s = mix64(seed * 1000003u + uint64_t(rank) + 1);
+  for (auto& v : x) {
+    s = mix64(s);
+    const double u = double(s >> 11) * (1.0 / 9007199254740992.0) - 0.5;
+    v = float(((s & 1) ? 16777216.0 : 1.0) * u);
+  }
+  return x;
+}
+
+const std::vector<std::string>& nccl_algorithms() {
+  static const std::vector<std::string> a = {"Ring", "Tree"};
+  return a;
 }
 
 const std::vector<std::pair<int, std::string>>& allreduce_algorithms() {
@@ -231,14 +253,7 @@ Status run_allreduce_cells(int n, uint64_t seed, int repeats, std::vector<Collec
   int rank = 0, ranks = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &ranks);
-  // Each rank's terms: magnitudes 1 and 2^24 mixed, so that a different order of the sum rounds otherwise.
-  std::vector<float> x(static_cast<size_t>(n)), y(static_cast<size_t>(n));
-  uint64_t s = mix64(seed * 1000003u + uint64_t(rank) + 1);
-  for (auto& v : x) {
-    s = mix64(s);
-    const double u = double(s >> 11) * (1.0 / 9007199254740992.0) - 0.5;
-    v = float(((s & 1) ? 16777216.0 : 1.0) * u);
-  }
+  std::vector<float> x = allreduce_terms(n, seed, rank), y(static_cast<size_t>(n));
   int index = -1, count = 0;
   MPI_T_cvar_get_num(&count);
   for (int i = 0; i < count && index < 0; ++i) {
@@ -296,7 +311,61 @@ Status run_allreduce_cells(int n, uint64_t seed, int repeats, std::vector<Collec
   return Status::ok();
 }
 
+Status run_nccl_allreduce_cells(int n, uint64_t seed, int repeats, std::vector<CollectiveCell>* out,
+                                std::string* not_run) {
+  int rank = 0, ranks = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+  out->clear();
+  not_run->clear();
+  // NCCL's communicator is collective: every rank takes part, or none does.
+  const std::string reason = nccl_unavailable_reason();
+  int mine = reason.empty() ? 1 : 0, all = 0;
+  MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (!all) {
+    *not_run = reason.empty() ? "another rank has no CUDA device or no NCCL" : reason;
+    return Status::ok();
+  }
+  // Rank 0 makes the unique id; its first byte says whether it could.
+  std::string id(kNcclIdBytes + 1, '\0');
+  if (rank == 0) {
+    std::string made;
+    Status st = nccl_make_id(&made);
+    if (st && made.size() == kNcclIdBytes)
+      id[0] = 1, std::memcpy(&id[1], made.data(), kNcclIdBytes);
+    else
+      *not_run = "rank 0: " + st.message();
+  }
+  MPI_Bcast(id.data(), int(id.size()), MPI_CHAR, 0, MPI_COMM_WORLD);
+  if (id[0] != 1) {
+    if (not_run->empty()) *not_run = "rank 0 could not make NCCL's unique id";
+    return Status::ok();
+  }
+  const long local = env_int("OMPI_COMM_WORLD_LOCAL_RANK");
+  const std::vector<float> x = allreduce_terms(n, seed, rank);
+  const std::string workload = fmt::format("allreduce?n={}&dist=mixed&seed={}", n, seed);
+  for (auto& algo : nccl_algorithms()) {
+    CollectiveCell c;
+    c.workload = workload, c.library = "nccl", c.algorithm = algo, c.ranks = ranks;
+    std::vector<std::vector<float>> results;
+    MPI_Barrier(MPI_COMM_WORLD);
+    Status st =
+        nccl_allreduce(id.substr(1), rank, ranks, int(std::max(local, 0L)), algo, x, repeats, &results, &c.seconds);
+    if (!st) {
+      c.status = st.message();
+    } else {
+      for (auto& y : results) c.fingerprints.push_back(fingerprint_bytes(y.data(), y.size() * sizeof(float)).hex());
+    }
+    out->push_back(std::move(c));
+  }
+  return Status::ok();
+}
+
 #else
+
+Status run_nccl_allreduce_cells(int, uint64_t, int, std::vector<CollectiveCell>*, std::string*) {
+  return Status::unavailable(std::string("built without MPI: ") + DETAUDIT_MPI_OFF_REASON);
+}
 
 Status fleet_gather(const std::vector<std::string>&, double, std::vector<std::vector<std::string>>*,
                     std::vector<bool>*) {

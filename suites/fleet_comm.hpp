@@ -12,10 +12,12 @@
 
 namespace detaudit {
 
-// One collective cell of one rank: MPI_Allreduce (sum) of a float vector under one algorithm, repeated.
+// One collective cell of one rank: an all-reduce (sum) of a float vector under one algorithm, repeated,
+// through MPI (on the CPU) or NCCL (on the rank's GPU).
 struct CollectiveCell {
-  std::string workload;   // "allreduce?n=65536&dist=uniform&seed=1"
-  std::string algorithm;  // Open MPI's tuned all-reduce algorithm: "ring", "recursive_doubling", ...
+  std::string workload;         // "allreduce?n=65536&dist=mixed&seed=1"
+  std::string library = "mpi";  // "mpi" (Open MPI's tuned component) or "nccl"
+  std::string algorithm;        // mpi: "ring", "recursive_doubling", ...; nccl: NCCL_ALGO's "Ring", "Tree"
   int ranks = 0;
   std::vector<std::string> fingerprints;  // one per repeat: XXH3-128 of the reduced vector on this rank
   std::vector<double> seconds;
@@ -60,5 +62,16 @@ const std::vector<std::pair<int, std::string>>& allreduce_algorithms();
 // the seed and its rank, a mix of magnitudes so that the order of the sum shows in the bits) under each
 // algorithm, `repeats` times; the fingerprint of the reduced vector on this rank per repeat.
 Status run_allreduce_cells(int n, uint64_t seed, int repeats, std::vector<CollectiveCell>* out);
+
+// The algorithms fleet asks NCCL for, by NCCL_ALGO's names.
+const std::vector<std::string>& nccl_algorithms();
+// MPI only, collective: the same sums through NCCL on each rank's GPU (device: the rank's local rank on
+// its host, modulo the devices), one communicator per algorithm. Runs only when every rank can (a CUDA
+// device and libnccl); otherwise no cell, and `not_run` says why (this rank's reason, or that another
+// rank could not).
+Status run_nccl_allreduce_cells(int n, uint64_t seed, int repeats, std::vector<CollectiveCell>* out,
+                                std::string* not_run);
+// A rank's terms of the all-reduce workload (both libraries sum the same values).
+std::vector<float> allreduce_terms(int n, uint64_t seed, int rank);
 
 }  // namespace detaudit

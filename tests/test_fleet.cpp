@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "gates/fleet.hpp"
+#include "kernels/cuda/nccl.hpp"
 #include "tests/cli_helpers.hpp"
 
 namespace detaudit {
@@ -177,11 +178,14 @@ TEST(FleetConsensus, ASlowNodeWarnsAtThreeTimesAndFailsAtTen) {
 TEST(FleetConsensus, CollectivesMustAgreeWithinAnAlgorithm) {
   auto nodes = fleet_of(2);
   for (auto& n : nodes) {
-    CollectiveCell ring{"allreduce?n=8", "ring", 2, {kA, kA}, {0.001, 0.001}, "ok"};
-    CollectiveCell rd{"allreduce?n=8", "recursive_doubling", 2, {kB, kB}, {0.001, 0.001}, "ok"};
-    n.collectives = {ring, rd};
+    CollectiveCell ring{"allreduce?n=8", "mpi", "ring", 2, {kA, kA}, {0.001, 0.001}, "ok"};
+    CollectiveCell rd{"allreduce?n=8", "mpi", "recursive_doubling", 2, {kB, kB}, {0.001, 0.001}, "ok"};
+    // NCCL's ring on the GPUs sums in another order than Open MPI's ring: a cell of its own.
+    CollectiveCell nccl_ring{"allreduce?n=8", "nccl", "ring", 2, {kC, kC}, {0.001, 0.001}, "ok"};
+    n.collectives = {ring, rd, nccl_ring};
   }
-  EXPECT_EQ(fleet_consensus(nodes, "d").exit_code, 0) << "algorithms may differ from each other";
+  EXPECT_EQ(fleet_consensus(nodes, "d").exit_code, 0) << "algorithms and libraries may differ from each other";
+  EXPECT_EQ(fleet_consensus(nodes, "d").json["collectives"].size(), 3u);
   nodes[1].collectives[0].fingerprints[1] = kC;
   FleetOutcome f = fleet_consensus(nodes, "d");
   EXPECT_EQ(f.exit_code, 1);
@@ -210,6 +214,22 @@ TEST(FleetConsensus, ANodeFileOfTheWrongShapeIsRefusedWithOneLine) {
   j["state"] = "done";
   refused(j, "state 'done'");
   refused("not json", "not a fleet node file");
+}
+
+// NCCL compiles into every build and is opened at run time: without a device (or without CUDA in the
+// build) it says why and runs nothing, never aborts.
+TEST(FleetNccl, WithoutADeviceTheAllReduceSaysWhyAndRunsNothing) {
+  const std::string why = nccl_unavailable_reason();
+  if (why.empty()) GTEST_SKIP() << "a CUDA device and NCCL are here (tests/gpu runs the all-reduce)";
+  EXPECT_TRUE(why.find("no CUDA device") != std::string::npos || why.find("built without CUDA") != std::string::npos ||
+              why.find("libnccl") != std::string::npos)
+      << why;
+  std::vector<std::vector<float>> out;
+  std::vector<double> seconds;
+  Status st = nccl_allreduce(std::string(kNcclIdBytes, '\0'), 0, 1, 0, "Ring", {1.f, 2.f}, 2, &out, &seconds);
+  EXPECT_EQ(st.code(), Status::Code::kUnavailable) << st.message();
+  EXPECT_FALSE(st.message().empty());
+  EXPECT_TRUE(out.empty());
 }
 
 // ---- real ranks ----------------------------------------------------------------------------------------
@@ -257,6 +277,38 @@ TEST(FleetMpi, ThreeRanksAgreeOnCpuTargets) {
   ASSERT_EQ(f["collectives"].size(), 6u);
   for (auto& c : f["collectives"]) EXPECT_EQ(c["verdict"], "PASS") << c.dump();
   EXPECT_NE(slurp(d / "report.html").find("Nodes x cells"), std::string::npos);
+  // NCCL's all-reduce needs a GPU on every rank: without one it is not run, and each rank says why.
+  if (std::string why = nccl_unavailable_reason(); !why.empty()) {
+    EXPECT_NE(out.find("NCCL all-reduce not run: " + why), std::string::npos) << out;
+  }
+  fs::remove_all(d);
+}
+
+// A rank that hangs after its own part (a test hook): the others wait --timeout for it, then go on; rank
+// 0 names it, the others' results stand, and every rank ends with 1.
+TEST(FleetMpi, AHungRankIsNamedAfterTheTimeoutAndTheOthersStand) {
+  skip_without_mpi();
+  fs::path d = fresh_dir("fleet-hang");
+  const int rc = shell(mpirun(3, {{"DETAUDIT_FLEET_TEST_HANG", "2:hang"}}) + kPlan + " --timeout 4 --out " +
+                       d.string() + " >" + (d.string() + ".out") + " 2>&1");
+  const std::string out = slurp(d.string() + ".out");
+  ASSERT_EQ(rc, 1) << out;
+  auto f = fleet_json(d);
+  ASSERT_EQ(f["nodes"].size(), 3u);
+  EXPECT_EQ(f["nodes"][2]["state"], "missing");
+  bool named = false;
+  for (auto& x : f["findings"])
+    if (x["rank"] == 2 && x["kind"] == "missing") {
+      named = true;
+      EXPECT_NE(x["detail"].get<std::string>().find("--timeout 4 s"), std::string::npos) << x.dump();
+    }
+  EXPECT_TRUE(named) << f["findings"].dump();
+  for (int r : {0, 1}) {
+    EXPECT_EQ(f["nodes"][r]["state"], "finished");
+    EXPECT_EQ(f["nodes"][r]["cells_agreeing"], 4) << "ranks 0 and 1 agree on every cell";
+  }
+  EXPECT_TRUE(f["collectives"].empty()) << "the collectives need every rank";
+  EXPECT_NE(out.find("collectives not run"), std::string::npos) << out;
   fs::remove_all(d);
 }
 
@@ -331,6 +383,44 @@ TEST(FleetRanks, AKilledRankIsNamedAndTheReportMergesWhatWasWritten) {
   EXPECT_EQ(none.code, 2);
   EXPECT_NE(none.err.find("fleet needs a rank"), std::string::npos) << none.err;
   EXPECT_EQ(cli_test::run_cli("fleet report " + (d / "nothing").string()).code, 2);
+  fs::remove_all(d);
+}
+
+// Level 2 on two ranks (one process each): the training design's runs are cells too, compared by their
+// final weights across the nodes, and `fleet report` counts them.
+TEST(FleetRanks, LevelTwoComparesTheTrainingRunsAcrossTheNodes) {
+  if (!fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"))
+    GTEST_SKIP() << "Fashion-MNIST is not installed (Debian: dataset-fashion-mnist)";
+  fs::path d = fresh_dir("fleet-level2");
+  fs::create_directories(d);
+  for (int r : {0, 1}) {
+    const std::string err = (d / ("err" + std::to_string(r))).string();
+    ASSERT_EQ(shell(std::string(DETAUDIT_EXE) + " fleet --level 2 --rank " + std::to_string(r) +
+                    " --ranks 2 --targets 'cpu?order=blocked&threads=1' --workloads 'reduce?op=sum&n=1000' "
+                    "--repeats 3 --no-history --out " +
+                    d.string() + " >/dev/null 2>" + err),
+              0)
+        << slurp(err);
+  }
+  cli_test::CliRun r = cli_test::run_cli("fleet report " + d.string());
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  auto f = fleet_json(d);
+  EXPECT_EQ(f["level"], 2);
+  size_t training = 0;
+  for (auto& c : f["cells"]) training += c.get<std::string>().rfind("training ", 0) == 0;
+  EXPECT_GE(training, 4u) << f["cells"].dump();
+  ASSERT_EQ(f["nodes"].size(), 2u);
+  // The runs with nondeterminism off must agree bit for bit; those with it on are compared as
+  // distributions (never by bits).
+  auto runs = nlohmann::json::parse(slurp(d / fleet_folder(0, f["nodes"][0]["host"]) / "train" / "results.json"));
+  size_t deterministic = 0;
+  for (auto& t : runs["training"]) deterministic += t["nondeterminism"] == "off";
+  EXPECT_GE(deterministic, 2u);
+  for (auto& n : f["nodes"]) {
+    EXPECT_EQ(n["state"], "finished");
+    EXPECT_EQ(n["cells"].get<size_t>(), f["cells"].size()) << "the probe cell and every run: " << n.dump();
+    EXPECT_EQ(n["cells_agreeing"].get<size_t>(), 1 + deterministic) << n.dump();
+  }
   fs::remove_all(d);
 }
 

@@ -2,34 +2,16 @@
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
-#include <dlfcn.h>
 #include <fmt/format.h>
 
 #include "kernels/cuda/common.hpp"
 #include "kernels/cuda/cuda.hpp"
 #include "kernels/cuda/cupti_tracer.hpp"
+#include "kernels/cuda/nccl.hpp"
 
 namespace detaudit {
 
 namespace {
-
-// NCCL through dlopen: only its version is wanted, and a machine without NCCL must still start us.
-std::string nccl_version() {
-  for (const char* lib : {"libnccl.so.2", "libnccl.so", "/usr/local/cuda/lib64/libnccl.so.2"}) {
-    void* h = dlopen(lib, RTLD_LAZY | RTLD_LOCAL);
-    if (!h) continue;
-    using GetVersion = int (*)(int*);  // ncclResult_t ncclGetVersion(int*), ncclSuccess == 0
-    auto get = reinterpret_cast<GetVersion>(dlsym(h, "ncclGetVersion"));
-    int v = 0;
-    std::string out;
-    if (get && get(&v) == 0 && v > 0)  // NCCL >= 2.9 encodes major*10000 + minor*100 + patch
-      out = v >= 10000 ? fmt::format("{}.{}.{}", v / 10000, v / 100 % 100, v % 100)
-                       : fmt::format("{}.{}.{}", v / 1000, v / 100 % 10, v % 100);
-    dlclose(h);
-    if (!out.empty()) return out;
-  }
-  return "";
-}
 
 std::string uuid_string(const cudaUUID_t& u) {
   const auto* b = reinterpret_cast<const unsigned char*>(u.bytes);
@@ -60,7 +42,7 @@ CudaEnvironment query_cuda_environment() {
   if (cudnn) env.cudnn_version = fmt::format("{}.{}.{}", cudnn / 10000, cudnn / 100 % 100, cudnn % 100);
   env.cublas_version = gpu::cublas_version_string();
   if (env.cublas_version.empty()) env.cublas_version = fmt::format("cublasLt {}", cublasLtGetVersion());
-  env.nccl_version = nccl_version();
+  env.nccl_version = nccl_library_version();
   env.cupti_version = gpu::cupti_version_string();
 
   StatusOr<int> n = gpu::device_count();

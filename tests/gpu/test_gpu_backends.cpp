@@ -10,11 +10,12 @@
 #include <string>
 #include <vector>
 
-#include "tests/fixtures.hpp"
 #include "kernels/cpu/ref.hpp"
 #include "kernels/cuda/cuda.hpp"
+#include "kernels/cuda/nccl.hpp"
 #include "probes/registry.hpp"
 #include "probes/spec.hpp"
+#include "tests/fixtures.hpp"
 #include "tests/test_inputs.hpp"
 
 namespace detaudit {
@@ -645,6 +646,27 @@ TEST_F(Gpu, CuptiAttributesKernelsToTheirRepeat) {
   ASSERT_TRUE(cb->trace_end(&kernels).is_ok());
   EXPECT_GE(kernels.size(), 1u);
   for (auto* p : {da, db, dc}) g->free(p);
+}
+
+// NCCL's all-reduce on one rank (the fleet's collective, as on a one-GPU node): the sum over one rank is
+// the rank's own values, bit for bit, under Ring and under Tree, and every repeat gives the same bits.
+TEST_F(Gpu, NcclAllReduceOnOneRankGivesItsOwnValuesUnderEachAlgorithm) {
+  if (std::string why = nccl_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+  EXPECT_FALSE(nccl_library_version().empty());
+  std::vector<float> x(4099);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = float(i % 7 == 0 ? 16777216.0 : 1.0) * (float(i) - 2049.5f) / 3.f;
+  for (const std::string algo : {"Ring", "Tree"}) {
+    std::string id;
+    ASSERT_TRUE(nccl_make_id(&id).is_ok());
+    std::vector<std::vector<float>> out;
+    std::vector<double> seconds;
+    Status st = nccl_allreduce(id, 0, 1, 0, algo, x, 3, &out, &seconds);
+    ASSERT_TRUE(st.is_ok()) << algo << ": " << st.message();
+    ASSERT_EQ(out.size(), 3u);
+    ASSERT_EQ(seconds.size(), 3u);
+    for (auto& y : out) EXPECT_EQ(0, std::memcmp(y.data(), x.data(), x.size() * sizeof(float))) << algo;
+  }
+  EXPECT_EQ(nccl_allreduce("short", 0, 1, 0, "Ring", x, 1, nullptr, nullptr).code(), Status::Code::kInvalid);
 }
 
 }  // namespace
