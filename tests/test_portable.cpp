@@ -312,6 +312,127 @@ TEST(Portable, LockstepLoopsAreTheHeadersPerElementDefinition) {
       }
 }
 
+// The vector builds run gemm and the forward and filter-gradient convolutions through the packed,
+// cache-blocked driver (several micro-tiles, A blocks and B panels, threads sharing tiles): on shapes
+// large enough for all of that, with five leaves and ragged edges, every configuration still gives the
+// header's per-element bits (the scalar build, which keeps the lockstep loops, included).
+TEST(Portable, PackedDriverShapesAreTheHeadersPerElementDefinition) {
+  auto same = [](const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+  };
+  const int m = 67, n = 301, k = 1100;  // 5 leaves, the last of 76 terms
+  for (bool ta : {false, true}) {
+    const bool tb = !ta;
+    std::vector<float> a = test_support::uniform(size_t(m) * k, 41), bm = test_support::uniform(size_t(k) * n, 42),
+                       c0 = test_support::uniform(size_t(m) * n, 43);
+    const int lda = ta ? m : k, ldb = tb ? k : n;
+    for (float beta : {0.0f, -0.75f}) {
+      std::vector<float> ref = c0;
+      for (int i = 0; i < m; ++i)
+        for (int j = 0; j < n; ++j)
+          ref[size_t(i) * n + j] =
+              pt::gemm_at<float>(ta, tb, k, 0.5f, a.data(), lda, bm.data(), ldb, beta, &c0[size_t(i) * n + j], i, j);
+      for (const auto& cf : configurations()) {
+        auto be = portable_backend(cf.first, cf.second);
+        std::vector<float> c = c0;
+        ASSERT_TRUE(be->gemm(ta ? Trans::kT : Trans::kN, tb ? Trans::kT : Trans::kN, m, n, k, 0.5f, a.data(), lda,
+                             bm.data(), ldb, beta, c.data(), n));
+        EXPECT_TRUE(same(c, ref)) << "gemm ta=" << ta << " beta=" << beta << " " << label(cf);
+      }
+    }
+  }
+  // C*R*S = 64*9 = 576 terms (3 leaves) per output; K*R*S = 360 (2 leaves) per data gradient element;
+  // N*P*Q = 3*13*13 = 507 terms (2 leaves) per filter element at stride 1, 3*7*7 at stride 2.
+  for (int stride : {1, 2}) {
+    ConvShape sh;
+    sh.n = 3, sh.c = 64, sh.h = 13, sh.w = 13, sh.k = 40, sh.r = 3, sh.s = 3, sh.stride = stride, sh.pad = 1;
+    const pt::Conv g{sh.n, sh.c, sh.h, sh.w, sh.k, sh.r, sh.s, sh.stride, sh.pad, sh.p(), sh.q()};
+    std::vector<float> x = test_support::uniform(sh.x_size(), 44), w = test_support::uniform(sh.w_size(), 45),
+                       dy = test_support::uniform(sh.y_size(), 46);
+    std::vector<float> y_ref(sh.y_size()), dw_ref(sh.w_size()), dx_ref(sh.x_size());
+    for (size_t e = 0; e < y_ref.size(); ++e)
+      y_ref[e] = pt::conv_fwd_at(g, x.data(), w.data(), int(e / (size_t(g.q) * g.p * g.k)),
+                                 int(e / (size_t(g.q) * g.p) % g.k), int(e / g.q % g.p), int(e % g.q));
+    for (size_t e = 0; e < dx_ref.size(); ++e)
+      dx_ref[e] = pt::conv_bwd_data_at(g, dy.data(), w.data(), int(e / (size_t(g.w) * g.h * g.c)),
+                                       int(e / (size_t(g.w) * g.h) % g.c), int(e / g.w % g.h), int(e % g.w));
+    for (size_t e = 0; e < dw_ref.size(); ++e)
+      dw_ref[e] = pt::conv_bwd_filter_at(g, x.data(), dy.data(), int(e / (size_t(g.s) * g.r * g.c)),
+                                         int(e / (size_t(g.s) * g.r) % g.c), int(e / g.s % g.r), int(e % g.s));
+    for (const auto& cf : configurations()) {
+      auto b = portable_backend(cf.first, cf.second);
+      std::vector<float> y(sh.y_size()), dw(sh.w_size()), dx(sh.x_size()), yb(sh.y_size());
+      ASSERT_TRUE(b->conv2d_fwd(sh, x.data(), w.data(), y.data()));
+      ASSERT_TRUE(b->conv2d_bwd_filter(sh, x.data(), dy.data(), dw.data()));
+      ASSERT_TRUE(b->conv2d_bwd_data(sh, dy.data(), w.data(), dx.data()));
+      EXPECT_TRUE(same(y, y_ref)) << "fwd stride " << stride << " " << label(cf);
+      EXPECT_TRUE(same(dx, dx_ref)) << "bwd_data stride " << stride << " " << label(cf);
+      // With a bias: the forward's bits, then one rounded add per element.
+      ASSERT_TRUE(b->conv2d_fwd_bias(sh, x.data(), w.data(), w.data(), yb.data()));
+      const size_t pq = size_t(sh.p()) * sh.q();
+      std::vector<float> yb_ref(yb.size());
+      for (size_t e = 0; e < yb.size(); ++e) yb_ref[e] = pt::add(y_ref[e], w[e / pq % sh.k]);
+      EXPECT_TRUE(same(yb, yb_ref)) << "fwd bias stride " << stride << " " << label(cf);
+      EXPECT_TRUE(same(dw, dw_ref)) << "bwd_filter stride " << stride << " " << label(cf);
+    }
+  }
+}
+
+// The elementwise training ops the CPU runs through shared host loops (upsampling, bias, relu both
+// ways): the header's per-element functions, bit for bit, signed zeros and NaN included.
+TEST(Portable, ElementwiseOpsAreTheHeadersPerElementDefinition) {
+  const int planes = 6, h = 5, w = 7;
+  const size_t hw = size_t(h) * w;
+  std::vector<float> x = test_support::uniform(planes * hw, 51), dy4 = test_support::uniform(planes * hw * 4, 52);
+  x[0] = -0.0f, x[1] = std::nanf(""), x[2] = 0.0f, dy4[3] = -0.0f;
+  std::vector<float> up_ref(planes * hw * 4), dx_ref(planes * hw), bias_ref(x.size()), relu_ref(x.size()),
+      relub_ref(x.size());
+  const std::vector<float> bias = {0.5f, -0.25f, 3.0f};  // 3 channels, 2 images
+  for (size_t i = 0; i < up_ref.size(); ++i) {
+    const size_t p = i / (4 * hw), r = i % (4 * hw) / (2 * w), q = i % (2 * w);
+    up_ref[i] = x[(p * h + r / 2) * w + q / 2];
+  }
+  for (size_t i = 0; i < dx_ref.size(); ++i)
+    dx_ref[i] = pt::upsample2_bwd_at(dy4.data() + i / hw * 4 * hw, w, int(i % hw / w), int(i % w));
+  for (size_t i = 0; i < x.size(); ++i) {
+    bias_ref[i] = pt::add(x[i], bias[i / hw % 3]);
+    relu_ref[i] = pt::relu(x[i]);
+    relub_ref[i] = pt::relu_bwd(x[i], dy4[i]);
+  }
+  auto same = [](const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+  };
+  for (const auto& cf : configurations()) {
+    auto b = portable_backend(cf.first, cf.second);
+    std::vector<float> up(up_ref.size()), dx(dx_ref.size()), yb = x, r(x.size()), rb(x.size());
+    ASSERT_TRUE(b->upsample2_fwd(x.data(), up.data(), planes, h, w));
+    ASSERT_TRUE(b->upsample2_bwd(dy4.data(), dx.data(), planes, h, w));
+    ASSERT_TRUE(b->bias_add(yb.data(), bias.data(), 2, 3, hw));
+    ASSERT_TRUE(b->unary(UnaryOp::kRelu, x.data(), r.data(), x.size()));
+    ASSERT_TRUE(b->unary_bwd(UnaryOp::kRelu, x.data(), r.data(), dy4.data(), rb.data(), x.size()));
+    EXPECT_TRUE(same(up, up_ref)) << "upsample2 fwd " << label(cf);
+    EXPECT_TRUE(same(dx, dx_ref)) << "upsample2 bwd " << label(cf);
+    EXPECT_TRUE(same(yb, bias_ref)) << "bias_add " << label(cf);
+    EXPECT_TRUE(same(r, relu_ref)) << "relu " << label(cf);
+    EXPECT_TRUE(same(rb, relub_ref)) << "relu bwd " << label(cf);
+  }
+  // The bias gradient: per channel, one tree sum over its terms image after image (here 3 x 1100 terms:
+  // twelve whole leaves and a partial one).
+  const size_t bn = 3, bc = 2, bhw = 1100;
+  std::vector<float> g = test_support::uniform(bn * bc * bhw, 53), db_ref(bc);
+  for (size_t j = 0; j < bc; ++j) {
+    pt::TreeSum<float> t;
+    for (size_t i = 0; i < bn; ++i)
+      for (size_t l = 0; l < bhw; ++l) t.term(g[(i * bc + j) * bhw + l]);
+    db_ref[j] = t.result();
+  }
+  for (const auto& cf : configurations()) {
+    std::vector<float> db(bc);
+    ASSERT_TRUE(portable_backend(cf.first, cf.second)->bias_grad(g.data(), db.data(), bn, bc, bhw));
+    EXPECT_TRUE(same(db, db_ref)) << "bias_grad " << label(cf);
+  }
+}
+
 // Through the probe: two portable targets (2 threads at the widest ISA; 1 thread, scalar) on the quick
 // suite are one equality class, deterministic, and within every oracle error bound: all PASS, exit 0.
 TEST(Portable, QuickSuiteProbePassesAsOneEqualityClass) {

@@ -9,14 +9,18 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <new>
 #include <string>
 #include <type_traits>
-#include <new>
 #include <vector>
 
 #include "kernels/checks.hpp"
+#include "kernels/cpu/native_gemm.hpp"
+#include "kernels/cpu/pool.hpp"
 #include "kernels/cpu/thread_pool.hpp"
+#include "kernels/cpu/train_ops.hpp"
 #include "kernels/portable.hpp"
 
 namespace detaudit {
@@ -453,7 +457,18 @@ DETAUDIT_BODY void softmax_body(const float* x, float* y, size_t cols, size_t r0
   for (size_t r = r0; r < r1; ++r) pt::softmax_row(x + r * cols, y + r * cols, cols);
 }
 DETAUDIT_BODY void unary_body(UnaryOp op, const float* x, float* y, size_t b, size_t e) {
-  for (size_t i = b; i < e; ++i) y[i] = pt::unary(op, x[i]);
+  // The op chosen once, outside the loop, so that the simple ones vectorise (a compare and a select, or
+  // one rounded mul, per element: the same bits at any width).
+  switch (op) {
+    case UnaryOp::kRelu:
+      for (size_t i = b; i < e; ++i) y[i] = pt::relu(x[i]);
+      return;
+    case UnaryOp::kSquare:
+      for (size_t i = b; i < e; ++i) y[i] = pt::mul(x[i], x[i]);
+      return;
+    default:
+      for (size_t i = b; i < e; ++i) y[i] = pt::unary(op, x[i]);
+  }
 }
 DETAUDIT_BODY void axpy_body(float alpha, const float* x, float* y, size_t b, size_t e) {
   for (size_t i = b; i < e; ++i) y[i] = pt::fma(alpha, x[i], y[i]);
@@ -521,7 +536,19 @@ pt::Conv conv_of(const ConvShape& s) { return {s.n, s.c, s.h, s.w, s.k, s.r, s.s
 
 class CpuPortable final : public Backend {
  public:
-  CpuPortable(int threads, CpuIsa isa) : isa_(isa), ops_(ops_for(isa)), pool_(std::clamp(threads, 1, 256)) {}
+  CpuPortable(int threads, CpuIsa isa) : isa_(isa), ops_(ops_for(isa)), pool_(std::clamp(threads, 1, 256)) {
+    // The vector builds run gemm and the forward and filter-gradient convolutions through the cpu
+    // backend's packed, cache-blocked driver in its pairwise order, which is this order's definition for
+    // them: chunks of kGemmKc = kLeaf terms aligned at term 0, each one fma chain from +0 in term order,
+    // combined by the same binary counter, then alpha/beta as gemm_at does (tests/test_portable.cpp
+    // checks every shape against the header's per-element functions). The scalar build keeps the loops
+    // below: the driver's scalar micro-kernel does not round a*b+c once.
+    static_assert(native::kGemmKc == pt::kLeaf, "the driver's chunk must be the portable leaf");
+    if (ops_ && ops_->isa != CpuIsa::kScalar) {
+      driver_ = native::isa_kernels(ops_->isa);
+      scratch_.resize(size_t(pool_.size()));
+    }
+  }
 
   std::string name() const override {
     std::string s = "cpu?order=portable&threads=" + std::to_string(pool_.size());
@@ -542,6 +569,10 @@ class CpuPortable final : public Backend {
               float beta, float* c, int ldc) override {
     DETAUDIT_RETURN_IF_ERROR(ready());
     if (m < 0 || n < 0 || k < 0) return Status::invalid("gemm: negative size");
+    if (driver_) {
+      native::GemmContext ctx = driver_context();
+      return native::gemm(ctx, {ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc});
+    }
     const GemmArgs g{ta == Trans::kT, tb == Trans::kT, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc};
     split(gemm_units_of(m, n), [&](size_t u0, size_t u1) { ops_->gemm(g, u0, u1); });
     return Status::ok();
@@ -557,6 +588,10 @@ class CpuPortable final : public Backend {
   Status conv2d_fwd(const ConvShape& s, const float* x, const float* w, float* y) override {
     DETAUDIT_RETURN_IF_ERROR(ready());
     DETAUDIT_RETURN_IF_ERROR(validate_conv(s));
+    if (driver_ && size_t(s.n) * s.p() * s.q() <= size_t(INT32_MAX)) {
+      native::GemmContext ctx = driver_context();
+      return native::conv_fwd(ctx, s, x, w, y);
+    }
     // Slack: the lanes of the last q block read up to column (q0 + kW - 1) * stride + S - 1.
     const int wp = std::max(s.w + 2 * s.pad, (ceil_to(s.q(), kW) - 1) * s.stride + s.s);
     ConvArgs a{conv_of(s), padded(x, size_t(s.n) * s.c, s.h, s.w, s.pad, wp), s.h + 2 * s.pad, wp, w, y};
@@ -565,9 +600,51 @@ class CpuPortable final : public Backend {
           [&](size_t u0, size_t u1) { ops_->conv_fwd(a, u0, u1); });
     return Status::ok();
   }
+  // With a bias: the driver adds it in its output pass, one rounded add per element (bias_add's bits).
+  Status conv2d_fwd_bias(const ConvShape& s, const float* x, const float* w, const float* bias, float* y) override {
+    DETAUDIT_RETURN_IF_ERROR(ready());
+    DETAUDIT_RETURN_IF_ERROR(validate_conv(s));
+    if (driver_ && size_t(s.n) * s.p() * s.q() <= size_t(INT32_MAX)) {
+      native::GemmContext ctx = driver_context();
+      return native::conv_fwd(ctx, s, x, w, y, bias);
+    }
+    DETAUDIT_RETURN_IF_ERROR(conv2d_fwd(s, x, w, y));
+    return bias_add(y, bias, size_t(s.n), size_t(s.k), size_t(s.p()) * s.q());
+  }
   Status conv2d_bwd_data(const ConvShape& s, const float* dy, const float* w, float* dx) override {
     DETAUDIT_RETURN_IF_ERROR(ready());
     DETAUDIT_RETURN_IF_ERROR(validate_conv(s));
+    // Stride 1, a square filter and pad < its size, on the vector builds: the header's sum over (k, r, s)
+    // of dy at (h + pad - r, w + pad - s) reads dy backwards as r and s grow. Flipped in space (dyF[i] =
+    // dy[P-1-i]) it reads forwards: dxF[h'] = sum over (k, r, s) of dyF[h' + r - (R-1-pad)] *
+    // w[k][c][r][s], a forward convolution of dyF with the transposed (not flipped) filter and padding
+    // R-1-pad, whose terms the driver takes in the same (k, r, s) order. dx is its output flipped back.
+    if (driver_ && s.stride == 1 && s.r == s.s && s.pad <= s.r - 1 && size_t(s.n) * s.h * s.w <= size_t(INT32_MAX)) {
+      const int P = s.p(), Q = s.q();
+      const size_t pq = size_t(P) * Q, hw = size_t(s.h) * s.w;
+      float* dyf = buf_.get(size_t(s.n) * s.k * pq);
+      float* wt = buf2_.get(s.w_size());
+      float* dxf = buf3_.get(s.x_size());
+      if (!dyf || !wt || !dxf) return Status::error("conv2d: out of memory for the flipped gradient");
+      split(size_t(s.n) * s.k, [&](size_t b, size_t e) {
+        for (size_t pl = b; pl < e; ++pl)
+          for (size_t i = 0; i < pq; ++i) dyf[pl * pq + i] = dy[pl * pq + (pq - 1 - i)];
+      });
+      const size_t rs = size_t(s.r) * s.s;
+      for (int k = 0; k < s.k; ++k)
+        for (int c = 0; c < s.c; ++c)
+          std::copy(w + (size_t(k) * s.c + c) * rs, w + (size_t(k) * s.c + c + 1) * rs,
+                    wt + (size_t(c) * s.k + k) * rs);
+      ConvShape t;
+      t.n = s.n, t.c = s.k, t.h = P, t.w = Q, t.k = s.c, t.r = s.r, t.s = s.s, t.stride = 1, t.pad = s.r - 1 - s.pad;
+      native::GemmContext ctx = driver_context();
+      DETAUDIT_RETURN_IF_ERROR(native::conv_fwd(ctx, t, dyf, wt, dxf));
+      split(size_t(s.n) * s.c, [&](size_t b, size_t e) {
+        for (size_t pl = b; pl < e; ++pl)
+          for (size_t i = 0; i < hw; ++i) dx[pl * hw + i] = dxf[pl * hw + (hw - 1 - i)];
+      });
+      return Status::ok();
+    }
     // dyd at (i + pad - (R-1), j + pad - (S-1)) for i < H + R - 1, j < W + S - 1: dy where that point is
     // on the stride's grid inside dy, else 0; then slack columns for the last w block's lanes.
     const int hp = s.h + s.r - 1, wv = s.w + s.s - 1, wp = ceil_to(s.w, kW) + s.s - 1, P = s.p(), Q = s.q();
@@ -592,6 +669,10 @@ class CpuPortable final : public Backend {
   Status conv2d_bwd_filter(const ConvShape& s, const float* x, const float* dy, float* dw) override {
     DETAUDIT_RETURN_IF_ERROR(ready());
     DETAUDIT_RETURN_IF_ERROR(validate_conv(s));
+    if (driver_ && size_t(s.n) * s.p() * s.q() <= size_t(INT32_MAX)) {
+      native::GemmContext ctx = driver_context();
+      return native::conv_bwd_filter(ctx, s, x, dy, 0.0f, dw);
+    }
     ConvArgs a{conv_of(s), padded(x, size_t(s.n) * s.c, s.h, s.w, s.pad, s.w + 2 * s.pad), s.h + 2 * s.pad,
                s.w + 2 * s.pad, dy, dw};
     if (!a.in) return Status::error("conv2d: out of memory for the padded input");
@@ -614,9 +695,16 @@ class CpuPortable final : public Backend {
     split(blocks(s.k, kRows) * blocks(s.c * s.r * s.s, kW), [&](size_t u0, size_t u1) { ops_->conv_bwd_filter(a, u0, u1); });
     return Status::ok();
   }
+  // 2x2 windows at stride 2: the host's branch-free loops (kernels/cpu/pool.hpp), whose first-maximum rule
+  // and 0 + g gradient are pool_argmax's and pool_bwd_at's value for value.
   Status maxpool_fwd(const PoolShape& s, const float* x, float* y) override {
     DETAUDIT_RETURN_IF_ERROR(ready());
     DETAUDIT_RETURN_IF_ERROR(validate_pool(s));
+    if (s.window == 2 && s.stride == 2) {
+      const size_t hw = size_t(s.h) * s.w, pq = size_t(s.p()) * s.q();
+      split(size_t(s.n) * s.c, [&](size_t b, size_t e) { maxpool2x2_fwd(x + b * hw, y + b * pq, e - b, s.h, s.w); });
+      return Status::ok();
+    }
     const pt::Pool g{s.h, s.w, s.window, s.stride, s.p(), s.q()};
     const size_t pq = size_t(g.p) * g.q;
     split(s.y_size(), [&](size_t e0, size_t e1) {
@@ -630,6 +718,12 @@ class CpuPortable final : public Backend {
   Status maxpool_bwd(const PoolShape& s, const float* x, const float*, const float* dy, float* dx) override {
     DETAUDIT_RETURN_IF_ERROR(ready());
     DETAUDIT_RETURN_IF_ERROR(validate_pool(s));
+    if (s.window == 2 && s.stride == 2) {
+      const size_t hw = size_t(s.h) * s.w, pq = size_t(s.p()) * s.q();
+      split(size_t(s.n) * s.c,
+            [&](size_t b, size_t e) { maxpool2x2_bwd(x + b * hw, dy + b * pq, dx + b * hw, e - b, s.h, s.w); });
+      return Status::ok();
+    }
     const pt::Pool g{s.h, s.w, s.window, s.stride, s.p(), s.q()};
     const size_t hw = size_t(g.h) * g.w, pq = size_t(g.p) * g.q;
     if (s.stride == s.window) {
@@ -689,49 +783,60 @@ class CpuPortable final : public Backend {
   // ---- training ops -----------------------------------------------------------------------------------
   Status bias_add(float* y, const float* bias, size_t n, size_t c, size_t hw) override {
     DETAUDIT_RETURN_IF_ERROR(ready());
-    split(n * c * hw, [&](size_t b, size_t e) {
-      for (size_t i = b; i < e; ++i) y[i] = pt::add(y[i], bias[i / hw % c]);
-    });
+    // One rounded add per element, plane by plane (train_ops: y + bias[channel], no fma).
+    if (hw == 1) {
+      split(n, [&](size_t b, size_t e) { train_ops::bias_add_f32(y, bias, c, 1, b * c, e * c); });
+      return Status::ok();
+    }
+    split(n * c, [&](size_t b, size_t e) { train_ops::bias_add_f32(y, bias, c, hw, b, e); });
     return Status::ok();
   }
   Status bias_grad(const float* dy, float* db, size_t n, size_t c, size_t hw) override {
     DETAUDIT_RETURN_IF_ERROR(ready());
+    // A channel's terms, image after image, copied into one run; its leaves are then independent
+    // chains, computed eight at a time (each lane pt::leaf's chain term for term), and the tree combines
+    // them: TreeSum's result over the same terms.
+    std::atomic<bool> oom{false};
     split(c, [&](size_t j0, size_t j1) {
+      std::vector<float> run, part;
+      try {
+        run.resize(n * hw);
+        part.resize((n * hw + pt::kLeaf - 1) / pt::kLeaf);
+      } catch (const std::bad_alloc&) {
+        oom = true;
+        return;
+      }
       for (size_t j = j0; j < j1; ++j) {
-        pt::TreeSum<float> t;
-        for (size_t i = 0; i < n; ++i)
-          for (size_t l = 0; l < hw; ++l) t.term(dy[(i * c + j) * hw + l]);
-        db[j] = t.result();
+        for (size_t i = 0; i < n; ++i) std::copy(dy + (i * c + j) * hw, dy + (i * c + j + 1) * hw, run.data() + i * hw);
+        sum_leaves(run.data(), run.size(), part.data());
+        db[j] = tree(part);
       }
     });
-    return Status::ok();
+    return oom ? Status::error("bias_grad: out of memory") : Status::ok();
   }
   Status unary_bwd(UnaryOp op, const float* x, const float* y, const float* dy, float* dx, size_t n) override {
     DETAUDIT_RETURN_IF_ERROR(ready());
     if (!pt::has_unary_bwd(op)) return Status::unsupported(std::string("unary_bwd ") + to_string(op));
     split(n, [&](size_t b, size_t e) {
+      if (op == UnaryOp::kRelu) {  // a compare and a select: vectorised
+        for (size_t i = b; i < e; ++i) dx[i] = pt::relu_bwd(x[i], dy[i]);
+        return;
+      }
       for (size_t i = b; i < e; ++i) dx[i] = pt::unary_bwd(op, x[i], y[i], dy[i]);
     });
     return Status::ok();
   }
   Status upsample2_fwd(const float* x, float* y, size_t planes, int h, int w) override {
     DETAUDIT_RETURN_IF_ERROR(ready());
-    const size_t w2 = size_t(2) * w, hw4 = size_t(4) * h * w;
-    split(planes * hw4, [&](size_t b, size_t e) {
-      for (size_t i = b; i < e; ++i) {
-        const size_t p = i / hw4, r = i % hw4 / w2, q = i % w2;
-        y[i] = x[(p * h + r / 2) * w + q / 2];
-      }
-    });
+    if (h < 1 || w < 1) return Status::invalid("upsample2: h and w must be positive");
+    split(planes, [&](size_t b, size_t e) { train_ops::upsample2_fwd(x, y, h, w, b, e); });  // copies only
     return Status::ok();
   }
   Status upsample2_bwd(const float* dy, float* dx, size_t planes, int h, int w) override {
     DETAUDIT_RETURN_IF_ERROR(ready());
-    const size_t hw = size_t(h) * w;
-    split(planes * hw, [&](size_t b, size_t e) {
-      for (size_t i = b; i < e; ++i)
-        dx[i] = pt::upsample2_bwd_at(dy + i / hw * 4 * hw, w, int(i % hw / w), int(i % w));
-    });
+    if (h < 1 || w < 1) return Status::invalid("upsample2: h and w must be positive");
+    // (r0[0] + r0[1]) + (r1[0] + r1[1]) per element: upsample2_bwd_at's adds in its order.
+    split(planes, [&](size_t b, size_t e) { train_ops::upsample2_bwd_f32(dy, dx, h, w, b, e); });
     return Status::ok();
   }
   Status copy_2d(size_t rows, size_t cols, const float* src, size_t src_ld, float* dst, size_t dst_ld) override {
@@ -822,6 +927,21 @@ class CpuPortable final : public Backend {
     }
   };
 
+  // The leaf partials of a sum of the n terms x[0 .. n) (pt::leaf, kSum): eight whole leaves in lockstep
+  // (eight independent chains, so the adds overlap), the rest one at a time.
+  static void sum_leaves(const float* x, size_t n, float* part) {
+    constexpr size_t L = pt::kLeaf, kLanes = 8;
+    const size_t leaves = (n + L - 1) / L, full = n / L;
+    size_t l = 0;
+    for (; l + kLanes <= full; l += kLanes) {
+      float acc[kLanes] = {};
+      const float* b = x + l * L;
+      for (size_t u = 0; u < L; ++u)
+        for (size_t k = 0; k < kLanes; ++k) acc[k] = pt::add(acc[k], b[k * L + u]);
+      for (size_t k = 0; k < kLanes; ++k) part[l + k] = acc[k];
+    }
+    for (; l < leaves; ++l) part[l] = pt::leaf(pt::LeafKind::kSum, x, nullptr, l * L, std::min(n, (l + 1) * L));
+  }
   // The binary counter over leaf partials, in leaf order.
   static float tree(const std::vector<float>& part) {
     pt::LeafCounter<float> c;
@@ -829,10 +949,18 @@ class CpuPortable final : public Backend {
     return c.merge();
   }
 
+  native::GemmContext driver_context() {
+    return {driver_, &pool_, ReduceOrder::kPairwise, 0, &scratch_, &shared_, &staging_};
+  }
+
   CpuIsa isa_;
   const IsaOps* ops_;
   ThreadPool pool_;
-  Buffer buf_, buf2_;
+  Buffer buf_, buf2_, buf3_;
+  // The packed driver (vector builds): its kernels and working memory.
+  const native::IsaKernels* driver_ = nullptr;
+  std::vector<native::ThreadScratch> scratch_;
+  std::vector<native::AlignedBuffer> shared_, staging_ = std::vector<native::AlignedBuffer>(4);
 };
 
 }  // namespace
