@@ -3,9 +3,13 @@
 // dot product (STYLE rule 10) and aborts the benchmark on a mismatch.
 #include <benchmark/benchmark.h>
 
+#include <immintrin.h>
+
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "kernels/cpu/native.hpp"
@@ -90,6 +94,51 @@ BENCHMARK_CAPTURE(BM_native_gemm, portable, ReduceOrder::kPortable, CpuIsa::kAut
 // The AVX2 path is what AMD EPYC (Zen 2/3) machines run.
 BENCHMARK_CAPTURE(BM_native_gemm, blocked_avx2, ReduceOrder::kBlocked, CpuIsa::kAvx2)
     ->Arg(1024)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+// The machine's peak: kThreads threads, each running 12 independent chains of packed single-precision
+// FMAs on registers (no memory traffic), at the widest ISA this CPU has; the ceiling a gemm is measured
+// against (bench/speed-table.sh).
+// Twelve chains of 16 (AVX-512) or 8 (AVX2) lanes; x = x * a + b keeps the values finite.
+#define DETAUDIT_FMA_CHAINS(name, attr, V, fma, set1, lanes)                  \
+  attr __attribute__((noinline)) float name(long iters) {                    \
+    V acc[12];                                                               \
+    for (int i = 0; i < 12; ++i) acc[i] = set1(float(i) * 1e-3f);           \
+    const V a = set1(0.999f), b = set1(1e-4f);                               \
+    for (long t = 0; t < iters; ++t)                                         \
+      for (int i = 0; i < 12; ++i) acc[i] = fma(acc[i], a, b);               \
+    V s = acc[0];                                                            \
+    for (int i = 1; i < 12; ++i) s = fma(s, a, acc[i]);                      \
+    float out[lanes];                                                        \
+    std::memcpy(out, &s, sizeof out);                                        \
+    return out[0];                                                           \
+  }
+DETAUDIT_FMA_CHAINS(fma_chains_512, __attribute__((target("avx512f"))), __m512, _mm512_fmadd_ps, _mm512_set1_ps, 16)
+DETAUDIT_FMA_CHAINS(fma_chains_256, __attribute__((target("avx2,fma"))), __m256, _mm256_fmadd_ps, _mm256_set1_ps, 8)
+
+void BM_peak_fma(benchmark::State& state) {
+  __builtin_cpu_init();
+  const bool avx512 = __builtin_cpu_supports("avx512f"), avx2 = __builtin_cpu_supports("avx2") &&
+                                                               __builtin_cpu_supports("fma");
+  if (!avx2) return state.SkipWithError("this CPU has neither AVX-512 nor AVX2 with FMA");
+  const int lanes = avx512 ? 16 : 8;
+  const long iters = 2'000'000;
+  float sink = 0;
+  for (auto _ : state) {
+    std::vector<std::thread> ts;
+    std::vector<float> got(kThreads);
+    for (int t = 0; t < kThreads; ++t)
+      ts.emplace_back([&, t] {
+        got[t] = avx512 ? fma_chains_512(iters) : fma_chains_256(iters);
+      });
+    for (auto& t : ts) t.join();
+    for (float g : got) sink += g;
+  }
+  benchmark::DoNotOptimize(sink);
+  state.SetLabel(std::string(avx512 ? "avx512" : "avx2") + " fma, threads=" + std::to_string(kThreads));
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * lanes * 12 * double(iters) * kThreads * 1e-9,
+                                                 benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_peak_fma)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 #ifdef DETAUDIT_HAVE_OPENBLAS
 void BM_openblas_sgemm(benchmark::State& state) {
