@@ -50,8 +50,10 @@ std::string hook_for(const char* var, int rank) {
 }
 
 // The outcome of a consensus: fleet.json and the reports in `dir`, the text, the exit code.
-int judge_fleet(const std::vector<FleetNode>& nodes, const std::string& dir, const HistoryFlags* hist) {
+int judge_fleet(const std::vector<FleetNode>& nodes, const std::string& dir, const HistoryFlags* hist,
+                const std::vector<std::string>& ignored = {}) {
   FleetOutcome f = fleet_consensus(nodes, dir);
+  f.json["ignored_folders"] = ignored;
   if (Status st = write_file_atomic(dir + "/fleet.json", f.json.dump(1) + "\n", Own::kFleet); !st) return fail(st);
   if (Status st = write_fleet_reports(dir, f.json); !st) return fail(st);
   Outcome o;
@@ -81,6 +83,7 @@ int judge_fleet(const std::vector<FleetNode>& nodes, const std::string& dir, con
     if (x.verdict == Verdict::kFail) ++o.counts.fail;
     if (x.verdict == Verdict::kWarn) ++o.counts.warn;
   }
+  for (auto& i : ignored) t += fmt::format("ignored (an earlier run's folder): {}\n", i);
   t += fmt::format("fleet.json, report.md and report.html in {}\n", dir);
   o.text = t;
   o.data = {{"dir", dir}, {"fleet", f.json}};
@@ -258,8 +261,9 @@ int run_fleet(const FleetArgs& a, int argc, char** argv) {
 
 int run_fleet_report(const FleetArgs& a) {
   std::vector<FleetNode> nodes;
-  if (Status st = load_fleet_dir(a.report_dir, &nodes); !st) return fail(st);
-  return judge_fleet(nodes, a.report_dir, nullptr);
+  std::vector<std::string> ignored;
+  if (Status st = load_fleet_dir(a.report_dir, &nodes, &ignored); !st) return fail(st);
+  return judge_fleet(nodes, a.report_dir, nullptr, ignored);
 }
 
 Command add_fleet_command(CLI::App& app, int argc, char** argv) {

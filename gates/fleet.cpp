@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <set>
 
 #include "analysis/stats.hpp"
@@ -162,8 +163,9 @@ Status fleet_node_from_texts(const std::string& node_text, const std::string& pr
   return Status::ok();
 }
 
-Status load_fleet_dir(const std::string& dir, std::vector<FleetNode>* nodes) {
+Status load_fleet_dir(const std::string& dir, std::vector<FleetNode>* nodes, std::vector<std::string>* ignored) {
   nodes->clear();
+  if (ignored) ignored->clear();
   std::error_code ec;
   const fs::path ranks = fs::path(dir) / "ranks";
   if (!fs::is_directory(ranks, ec))
@@ -172,8 +174,7 @@ Status load_fleet_dir(const std::string& dir, std::vector<FleetNode>* nodes) {
   for (auto& e : fs::directory_iterator(ranks, ec))
     if (e.is_directory() && !e.is_symlink()) folders.push_back(e.path());
   std::sort(folders.begin(), folders.end());
-  int expected = 0;
-  std::set<int> seen;
+  std::vector<FleetNode> all;
   for (auto& f : folders) {
     auto read = [&](const fs::path& p, std::string* text) -> Status {
       text->clear();
@@ -189,14 +190,32 @@ Status load_fleet_dir(const std::string& dir, std::vector<FleetNode>* nodes) {
     // A probe killed mid-write leaves no partial results.json (written atomically), so a result text
     // that does not load is damage, not an interruption.
     DETAUDIT_RETURN_IF_ERROR(fleet_node_from_texts(node_text, probe_text, train_text, (f / "node.json").string(), &n));
-    if (!seen.insert(n.rank).second)
-      return Status::invalid(fmt::format("{}: rank {} has two folders", ranks.string(), n.rank));
-    expected = std::max(expected, n.ranks);
-    nodes->push_back(std::move(n));
+    all.push_back(std::move(n));
   }
-  if (nodes->empty()) return Status::invalid(fmt::format("{}: no rank wrote its node.json here", ranks.string()));
+  if (all.empty()) return Status::invalid(fmt::format("{}: no rank wrote its node.json here", ranks.string()));
+  // The run is the one the latest started node belongs to (its number of ranks). A folder left by an
+  // earlier run into the same directory (another number of ranks, or an older start of the same rank on
+  // another host) is left out and named, never merged.
+  auto later = [](const FleetNode& a, const FleetNode& b) { return a.started_at > b.started_at; };
+  const FleetNode& newest = *std::min_element(all.begin(), all.end(), later);
+  const int expected = newest.ranks;
+  std::stable_sort(all.begin(), all.end(), later);
+  std::map<int, const FleetNode*> chosen;
+  for (auto& n : all) {
+    std::string why;
+    if (n.ranks != expected)
+      why = fmt::format("from a run of {} ranks (the latest run has {})", n.ranks, expected);
+    else if (auto it = chosen.find(n.rank); it != chosen.end())
+      why = fmt::format("rank {} started again later in {}", n.rank, it->second->folder);
+    if (!why.empty()) {
+      if (ignored) ignored->push_back(fmt::format("{} (started {}): {}", n.folder, n.started_at, why));
+      continue;
+    }
+    chosen[n.rank] = &n;
+  }
+  for (auto& [r, n] : chosen) nodes->push_back(*n);
   for (int r = 0; r < expected; ++r) {
-    if (seen.count(r)) continue;
+    if (chosen.count(r)) continue;
     FleetNode m;
     m.rank = r, m.ranks = expected, m.state = "missing";
     m.detail = "no folder: this rank never started (or wrote elsewhere)";

@@ -57,10 +57,13 @@ std::string fleet_folder(int rank, const std::string& host);
 
 // Writes DIR/<folder>/node.json atomically.
 Status save_fleet_node(const std::string& fleet_dir, const FleetNode& n);
-// Reads every DIR/ranks/*/node.json and its probe (and train) results. `expected_ranks` is the largest
-// `ranks` any node recorded; ranks without a folder come back as state "missing". A folder whose
-// node.json is unreadable is an error of one line (the fleet directory is not what fleet wrote).
-Status load_fleet_dir(const std::string& dir, std::vector<FleetNode>* nodes);
+// Reads every DIR/ranks/*/node.json and its probe (and train) results. The run judged is the one of the
+// latest started node: its `ranks`, and for each rank its latest started folder; folders of earlier runs
+// into the same directory (another number of ranks, or an older start of a rank) are left out, each
+// named in `ignored`. Ranks without a folder come back as state "missing". A folder whose node.json is
+// unreadable is an error of one line (the fleet directory is not what fleet wrote).
+Status load_fleet_dir(const std::string& dir, std::vector<FleetNode>* nodes,
+                      std::vector<std::string>* ignored = nullptr);
 // One node from its node.json text and its results' texts ("" when it has none): what rank 0 gathers over
 // MPI, where the ranks' folders may be on other machines.
 Status fleet_node_from_texts(const std::string& node_json, const std::string& probe_json, const std::string& train_json,

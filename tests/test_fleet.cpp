@@ -216,6 +216,42 @@ TEST(FleetConsensus, ANodeFileOfTheWrongShapeIsRefusedWithOneLine) {
   refused("not json", "not a fleet node file");
 }
 
+// A fleet directory used again: the folders of an earlier run (more ranks, or a rank started again on
+// another host) are left out of the merge and named; the latest run's ranks are judged alone.
+TEST(FleetConsensus, AnEarlierRunsFoldersAreLeftOutAndNamed) {
+  const fs::path d = fresh_dir("fleet-stale");
+  auto save = [&](int rank, int ranks, const std::string& host, const std::string& started) {
+    FleetNode x = fleet_of(1)[0];
+    x.rank = rank, x.ranks = ranks, x.host = host, x.folder = fleet_folder(rank, host), x.started_at = started;
+    ASSERT_TRUE(save_fleet_node(d.string(), x).is_ok());
+  };
+  for (int r = 0; r < 4; ++r) save(r, 4, "old", "2026-11-01T10:00:00Z");  // four ranks, a month ago
+  save(1, 3, "gone", "2026-12-01T09:00:00Z");                             // rank 1 of today's run, first try
+  for (int r = 0; r < 3; ++r) save(r, 3, "new", "2026-12-01T10:00:0" + std::to_string(r) + "Z");
+  std::vector<FleetNode> nodes;
+  std::vector<std::string> ignored;
+  ASSERT_TRUE(load_fleet_dir(d.string(), &nodes, &ignored).is_ok());
+  ASSERT_EQ(nodes.size(), 3u);
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(nodes[r].rank, r);
+    EXPECT_EQ(nodes[r].host, "new");
+  }
+  ASSERT_EQ(ignored.size(), 5u);
+  size_t other_run = 0, again = 0;
+  for (auto& i : ignored) {
+    other_run += i.find("from a run of 4 ranks (the latest run has 3)") != std::string::npos;
+    again += i.find("ranks/1-gone") == 0 && i.find("rank 1 started again later in ranks/1-new") != std::string::npos;
+  }
+  EXPECT_EQ(other_run, 4u);
+  EXPECT_EQ(again, 1u);
+  // The command says so, and the consensus holds for the three that ran.
+  cli_test::CliRun r = cli_test::run_cli("fleet report " + d.string());
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("ignored (an earlier run's folder): ranks/3-old"), std::string::npos) << r.out;
+  EXPECT_EQ(nlohmann::json::parse(slurp(d / "fleet.json"))["ignored_folders"].size(), 5u);
+  fs::remove_all(d);
+}
+
 // NCCL compiles into every build and is opened at run time: without a device (or without CUDA in the
 // build) it says why and runs nothing, never aborts.
 TEST(FleetNccl, WithoutADeviceTheAllReduceSaysWhyAndRunsNothing) {
