@@ -7,6 +7,9 @@
 #     deterministic PyTorch;
 #   - sgemm 1024^3, order=blocked against OpenBLAS; order=portable against blocked (512^3 and 1024^3);
 #   - the machine's FMA peak (bench_gemm's BM_peak_fma, the best of five), and each gemm's share of it.
+# Every measurement runs several times (the gemms five, the training steps three, on both sides) and the
+# fastest run counts: these machines are shared, other tenants only ever add time, and single runs move
+# by 10-40%.
 # Needs `make build` (bench_train, bench_prednet, bench_gemm) and python3-torch for the PyTorch rows
 # (apt-get install python3-torch; without it those rows say so). THREADS (2) as in every benchmark here.
 set -euo pipefail
@@ -24,23 +27,28 @@ out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 say() { echo "speed-table: $*" >&2; }
 if [ "$torch" = 1 ]; then
-  say "PyTorch autoencoder (deterministic)"
-  OMP_NUM_THREADS=$THREADS /usr/bin/python3 bench/ae_torch.py --threads "$THREADS" --steps 100 --deterministic 1 \
-    >"$out/ae_torch.json"
+  say "PyTorch autoencoder (deterministic), three runs"
+  for i in 1 2 3; do
+    OMP_NUM_THREADS=$THREADS /usr/bin/python3 bench/ae_torch.py --threads "$THREADS" --steps 100 --deterministic 1 \
+      >"$out/ae_torch.$i.json"
+  done
 fi
 say "detaudit autoencoder (blocked, portable)"
-"$BUILD/bench/bench_train" --benchmark_filter='blocked|portable' --benchmark_format=json 2>/dev/null >"$out/ae.json"
+"$BUILD/bench/bench_train" --benchmark_filter='blocked|portable' --benchmark_repetitions=3 \
+  --benchmark_format=json 2>/dev/null >"$out/ae.json"
 if [ "$torch" = 1 ]; then
-  say "PyTorch PredNet (deterministic)"
-  OMP_NUM_THREADS=$THREADS /usr/bin/python3 bench/prednet_torch.py --threads "$THREADS" --steps 20 --deterministic 1 \
-    >"$out/prednet_torch.json"
+  say "PyTorch PredNet (deterministic), three runs"
+  for i in 1 2 3; do
+    OMP_NUM_THREADS=$THREADS /usr/bin/python3 bench/prednet_torch.py --threads "$THREADS" --steps 20 --deterministic 1 \
+      >"$out/prednet_torch.$i.json"
+  done
 fi
 say "detaudit PredNet (blocked: direct and winograd)"
 "$BUILD/bench/bench_prednet" --threads="$THREADS" --benchmark_filter='BM_train_step_(winograd_)?blocked' \
-  --benchmark_format=json --benchmark_min_time=3 2>/dev/null >"$out/prednet.json"
+  --benchmark_repetitions=3 --benchmark_format=json --benchmark_min_time=3 2>/dev/null >"$out/prednet.json"
 say "gemm (blocked, portable, OpenBLAS) and the FMA peak"
 "$BUILD/bench/bench_gemm" --benchmark_filter='blocked/(512|1024)|portable/(512|1024)|openblas_sgemm/1024' \
-  --benchmark_format=json 2>/dev/null >"$out/gemm.json"
+  --benchmark_repetitions=5 --benchmark_format=json 2>/dev/null >"$out/gemm.json"
 "$BUILD/bench/bench_gemm" --benchmark_filter='peak' --benchmark_repetitions=5 --benchmark_format=json 2>/dev/null \
   >"$out/peak.json"
 
@@ -50,14 +58,22 @@ d, torch = sys.argv[1], sys.argv[2] == "1"
 def load(name):
     return json.load(open(os.path.join(d, name)))
 def runs(doc):
+    # Each benchmark's repetitions, the fastest first.
     r = {}
     for b in doc["benchmarks"]:
         if b.get("error_occurred"):
             sys.exit(f"speed-table: {b['name']}: {b.get('error_message')}")
         if b.get("run_type") == "aggregate":
             continue
-        r.setdefault(b["name"].split("/min_time")[0].replace("/real_time", ""), []).append(b)
+        name = b.get("run_name", b["name"]).split("/min_time")[0].replace("/real_time", "")
+        r.setdefault(name, []).append(b)
+    for v in r.values():
+        v.sort(key=lambda b: b["real_time"])
     return r
+def torch_best(name):
+    # PyTorch's three runs: the fastest (its ms_per_step), as for detaudit's own.
+    docs = [load(f"{name}.{i}.json") for i in (1, 2, 3)]
+    return min(docs, key=lambda t: t["ms_per_step"])
 def ms(b):
     return b["real_time"] * {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}[b["time_unit"]]
 ae, pn, gm = runs(load("ae.json")), runs(load("prednet.json")), runs(load("gemm.json"))
@@ -69,7 +85,7 @@ def row(measure, now, ratio, goal, met):
     rows.append((measure, now, f"{ratio:.2f}", goal, "met" if met else "NOT met"))
 blocked, portable = ms(ae["BM_train_step_blocked"][0]), ms(ae["BM_train_step_portable"][0])
 if torch:
-    t = load("ae_torch.json")
+    t = torch_best("ae_torch")
     row("autoencoder step, `order=blocked`, vs PyTorch deterministic",
         f"{blocked:.1f} vs {t['ms_per_step']:.1f} ms", t["ms_per_step"] / blocked, ">= 4x", t["ms_per_step"] / blocked >= 4)
 else:
@@ -78,12 +94,12 @@ row("autoencoder step, `order=portable` vs `blocked` (slowdown)", f"{portable:.1
     portable / blocked, "<= 1.5x", portable / blocked <= 1.5)
 best = min((ms(v[0]), k.replace("BM_train_step_", "")) for k, v in pn.items())
 if torch:
-    t = load("prednet_torch.json")
+    t = torch_best("prednet_torch")
     row(f"PredNet quick step, best deterministic (`{best[1]}`), vs PyTorch deterministic",
         f"{best[0]:.0f} vs {t['ms_per_step']:.0f} ms", t["ms_per_step"] / best[0], ">= 2x", t["ms_per_step"] / best[0] >= 2)
 else:
     rows.append((f"PredNet quick step, best deterministic (`{best[1]}`), vs PyTorch", f"{best[0]:.0f} ms", "-", ">= 2x", "-"))
-gf = {k: v[0]["GFLOP/s"] for k, v in gm.items()}
+gf = {k: v[0]["GFLOP/s"] for k, v in gm.items()}  # the fastest repetition
 b1024, p1024 = gf["BM_native_gemm/blocked/1024"], gf["BM_native_gemm/portable/1024"]
 b512, p512 = gf["BM_native_gemm/blocked/512"], gf["BM_native_gemm/portable/512"]
 if "BM_openblas_sgemm/1024" in gf:
@@ -100,7 +116,7 @@ isa = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "no AV
 print(f"Machine: {model} ({isa}), {ctx.get('num_cpus')} CPUs, "
       f"{os.environ.get('THREADS', '2')} threads; FMA peak {peak:.0f} GFLOP/s ({peak_label}, best of 5)")
 if torch:
-    print(f"PyTorch {load('ae_torch.json')['version']}")
+    print(f"PyTorch {load('ae_torch.1.json')['version']}; every figure the fastest of its runs")
 print()
 print("| measure | now | ratio | goal | |")
 print("|---|---|---|---|---|")
