@@ -26,22 +26,22 @@ torch=1
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 say() { echo "speed-table: $*" >&2; }
+torch_runs() {  # torch_runs NAME STEPS: bench/NAME.py three times, deterministic, into $out/NAME.{1,2,3}.json
+  for i in 1 2 3; do
+    OMP_NUM_THREADS=$THREADS /usr/bin/python3 "bench/$1.py" --threads "$THREADS" --steps "$2" --deterministic 1 \
+      >"$out/$1.$i.json"
+  done
+}
 if [ "$torch" = 1 ]; then
   say "PyTorch autoencoder (deterministic), three runs"
-  for i in 1 2 3; do
-    OMP_NUM_THREADS=$THREADS /usr/bin/python3 bench/ae_torch.py --threads "$THREADS" --steps 100 --deterministic 1 \
-      >"$out/ae_torch.$i.json"
-  done
+  torch_runs ae_torch 100
 fi
 say "detaudit autoencoder (blocked, portable)"
 "$BUILD/bench/bench_train" --benchmark_filter='blocked|portable' --benchmark_repetitions=3 \
   --benchmark_format=json 2>/dev/null >"$out/ae.json"
 if [ "$torch" = 1 ]; then
   say "PyTorch PredNet (deterministic), three runs"
-  for i in 1 2 3; do
-    OMP_NUM_THREADS=$THREADS /usr/bin/python3 bench/prednet_torch.py --threads "$THREADS" --steps 20 --deterministic 1 \
-      >"$out/prednet_torch.$i.json"
-  done
+  torch_runs prednet_torch 20
 fi
 say "detaudit PredNet (blocked: direct and winograd)"
 "$BUILD/bench/bench_prednet" --threads="$THREADS" --benchmark_filter='BM_train_step_(winograd_)?blocked' \

@@ -221,6 +221,24 @@ TEST(Portable, LongSumsAreLeavesCombinedByTheTree) {
   }
 }
 
+// The header's per-element convolutions over a whole shape: y, dx and dw, element by element.
+void conv_references(const pt::Conv& g, const std::vector<float>& x, const std::vector<float>& w,
+                     const std::vector<float>& dy, std::vector<float>* y, std::vector<float>* dx,
+                     std::vector<float>* dw) {
+  y->resize(size_t(g.n) * g.k * g.p * g.q);
+  dx->resize(x.size());
+  dw->resize(w.size());
+  for (size_t e = 0; e < y->size(); ++e)
+    (*y)[e] = pt::conv_fwd_at(g, x.data(), w.data(), int(e / (size_t(g.q) * g.p * g.k)),
+                              int(e / (size_t(g.q) * g.p) % g.k), int(e / g.q % g.p), int(e % g.q));
+  for (size_t e = 0; e < dx->size(); ++e)
+    (*dx)[e] = pt::conv_bwd_data_at(g, dy.data(), w.data(), int(e / (size_t(g.w) * g.h * g.c)),
+                                    int(e / (size_t(g.w) * g.h) % g.c), int(e / g.w % g.h), int(e % g.w));
+  for (size_t e = 0; e < dw->size(); ++e)
+    (*dw)[e] = pt::conv_bwd_filter_at(g, x.data(), dy.data(), int(e / (size_t(g.s) * g.r * g.c)),
+                                      int(e / (size_t(g.s) * g.r) % g.c), int(e / g.s % g.r), int(e % g.s));
+}
+
 // The CPU computes several outputs in lockstep from padded and dilated copies; the GPU calls the header's
 // per-element functions. Both must be the same definition: every pass against pt::*_at, element by
 // element, on shapes with strides, padding, non-square filters, tails and sums of several leaves.
@@ -239,16 +257,8 @@ TEST(Portable, LockstepLoopsAreTheHeadersPerElementDefinition) {
     const pt::Conv g{sh.n, sh.c, sh.h, sh.w, sh.k, sh.r, sh.s, sh.stride, sh.pad, sh.p(), sh.q()};
     std::vector<float> x = test_support::uniform(sh.x_size(), 21), w = test_support::uniform(sh.w_size(), 22),
                        dy = test_support::uniform(sh.y_size(), 23);
-    std::vector<float> y_ref(sh.y_size()), dx_ref(sh.x_size()), dw_ref(sh.w_size());
-    for (size_t e = 0; e < y_ref.size(); ++e)
-      y_ref[e] = pt::conv_fwd_at(g, x.data(), w.data(), int(e / (size_t(g.q) * g.p * g.k)), int(e / (size_t(g.q) * g.p) % g.k),
-                                 int(e / g.q % g.p), int(e % g.q));
-    for (size_t e = 0; e < dx_ref.size(); ++e)
-      dx_ref[e] = pt::conv_bwd_data_at(g, dy.data(), w.data(), int(e / (size_t(g.w) * g.h * g.c)),
-                                       int(e / (size_t(g.w) * g.h) % g.c), int(e / g.w % g.h), int(e % g.w));
-    for (size_t e = 0; e < dw_ref.size(); ++e)
-      dw_ref[e] = pt::conv_bwd_filter_at(g, x.data(), dy.data(), int(e / (size_t(g.s) * g.r * g.c)),
-                                         int(e / (size_t(g.s) * g.r) % g.c), int(e / g.s % g.r), int(e % g.s));
+    std::vector<float> y_ref, dx_ref, dw_ref;
+    conv_references(g, x, w, dy, &y_ref, &dx_ref, &dw_ref);
     for (const auto& c : configurations()) {
       auto b = portable_backend(c.first, c.second);
       std::vector<float> y(sh.y_size()), dx(sh.x_size()), dw(sh.w_size());
@@ -349,16 +359,8 @@ TEST(Portable, PackedDriverShapesAreTheHeadersPerElementDefinition) {
     const pt::Conv g{sh.n, sh.c, sh.h, sh.w, sh.k, sh.r, sh.s, sh.stride, sh.pad, sh.p(), sh.q()};
     std::vector<float> x = test_support::uniform(sh.x_size(), 44), w = test_support::uniform(sh.w_size(), 45),
                        dy = test_support::uniform(sh.y_size(), 46);
-    std::vector<float> y_ref(sh.y_size()), dw_ref(sh.w_size()), dx_ref(sh.x_size());
-    for (size_t e = 0; e < y_ref.size(); ++e)
-      y_ref[e] = pt::conv_fwd_at(g, x.data(), w.data(), int(e / (size_t(g.q) * g.p * g.k)),
-                                 int(e / (size_t(g.q) * g.p) % g.k), int(e / g.q % g.p), int(e % g.q));
-    for (size_t e = 0; e < dx_ref.size(); ++e)
-      dx_ref[e] = pt::conv_bwd_data_at(g, dy.data(), w.data(), int(e / (size_t(g.w) * g.h * g.c)),
-                                       int(e / (size_t(g.w) * g.h) % g.c), int(e / g.w % g.h), int(e % g.w));
-    for (size_t e = 0; e < dw_ref.size(); ++e)
-      dw_ref[e] = pt::conv_bwd_filter_at(g, x.data(), dy.data(), int(e / (size_t(g.s) * g.r * g.c)),
-                                         int(e / (size_t(g.s) * g.r) % g.c), int(e / g.s % g.r), int(e % g.s));
+    std::vector<float> y_ref, dx_ref, dw_ref;
+    conv_references(g, x, w, dy, &y_ref, &dx_ref, &dw_ref);
     for (const auto& cf : configurations()) {
       auto b = portable_backend(cf.first, cf.second);
       std::vector<float> y(sh.y_size()), dw(sh.w_size()), dx(sh.x_size()), yb(sh.y_size());
