@@ -608,8 +608,7 @@ class CpuPortable final : public Backend {
       native::GemmContext ctx = driver_context();
       return native::conv_fwd(ctx, s, x, w, y, bias);
     }
-    DETAUDIT_RETURN_IF_ERROR(conv2d_fwd(s, x, w, y));
-    return bias_add(y, bias, size_t(s.n), size_t(s.k), size_t(s.p()) * s.q());
+    return Backend::conv2d_fwd_bias(s, x, w, bias, y);  // the forward, then bias_add
   }
   Status conv2d_bwd_data(const ConvShape& s, const float* dy, const float* w, float* dx) override {
     DETAUDIT_RETURN_IF_ERROR(ready());
