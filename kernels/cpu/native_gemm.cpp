@@ -587,6 +587,48 @@ class GemmBatchProblem final : public Problem {
   int width_;
 };
 
+// A batch of gemms with each A packed once for all of K (PackedA layout) and each B read in place (row kk
+// of gemm g at b + g*b_stride + brows[kk], columns contiguous): tiled as GemmBatchProblem.
+// determinism: each element is the same FMA chain as compute_tile gives it (compute_rows_tile).
+class PackedABatchProblem final : public Problem {
+ public:
+  PackedABatchProblem(int batch_, int m_, int n_, int k_, const float* ap, const float* b, size_t b_stride,
+                      const ptrdiff_t* brows, float* c, int ldc, size_t c_stride, int mr)
+      : ap_(ap), b_(b), b_stride_(b_stride), brows_(brows), c_(c), ldc_(ldc), c_stride_(c_stride), width_(n_), mr_(mr) {
+    m = m_, n = batch_ * n_, k = k_, batch = batch_;
+    epi = {1.0f, 0.0f};
+  }
+  std::vector<Tile> tiles(int min_tiles, const IsaKernels& kn) const override {
+    if (batch == 1) return make_tiles(m, width_, min_tiles, kn);
+    return repeat_tiles(make_tiles(m, width_, ceil_div(min_tiles, batch), kn), width_, batch);
+  }
+  float* c_tile(const Tile& tl, ptrdiff_t* ldc) const override {
+    const int gi = tl.j0 / width_;
+    *ldc = ldc_;
+    return c_ + gi * c_stride_ + size_t(tl.i0) * ldc_ + (tl.j0 - gi * width_);
+  }
+  bool compute(const IsaKernels& kn, ThreadScratch& s, const Tile& tl, int k0, int k1,
+               const TileTarget& t) const override {
+    const int gi = tl.j0 / width_, rows = tl.i1 - tl.i0, cols = tl.j1 - tl.j0;
+    if (k0 >= k1) return compute_tile(GemmArgs{}, kn, s, {0, rows, 0, cols}, 0, 0, t);
+    const PackedA pa{const_cast<float*>(ap_) + gi * size_t(m) * k, m, k, mr_};
+    const float* bb = b_ + gi * b_stride_ + (tl.j0 - gi * width_);
+    compute_rows_tile(kn, pa, tl.i0, rows, cols, k0, k1 - k0, brows_ + k0,
+                      [&](int jp, const float** b, int* w) { *b = bb + jp, *w = std::min(kn.nr, cols - jp); }, t);
+    return true;
+  }
+
+ private:
+  const float* ap_;
+  const float* b_;
+  size_t b_stride_;
+  const ptrdiff_t* brows_;
+  float* c_;
+  int ldc_;
+  size_t c_stride_;
+  int width_, mr_;
+};
+
 // conv2d forward as one problem: M = K filters, N = images x PQ (column n*PQ + pq), reduction over CRS.
 // Tiles never straddle images, so a tile's C is one image's output rows.
 class ConvFwdProblem final : public Problem {
@@ -1033,6 +1075,30 @@ Status gemm_batch(GemmContext& ctx, std::span<const GemmArgs> gs) {
 }
 
 Status gemm(GemmContext& ctx, const GemmArgs& g) { return gemm_batch(ctx, std::span<const GemmArgs>(&g, 1)); }
+
+void pack_a_whole(const GemmContext& ctx, Trans ta, const float* a, int lda, int m, int k, float* dst) {
+  const PackedA pa{dst, m, k, ctx.kern->mr};
+  for (int i0 = 0; i0 < m; i0 += pa.mr) {
+    const int h = pa.step(i0);
+    float* d = pa.at(i0, 0);
+    if (ta == Trans::kN) {
+      pack_a_rows(a + size_t(i0) * lda, lda, h, k, d);
+    } else {
+      for (int kk = 0; kk < k; ++kk)
+        for (int r = 0; r < h; ++r) d[size_t(kk) * h + r] = a[size_t(kk) * lda + i0 + r];
+    }
+  }
+}
+
+Status gemm_batch_packed_a(GemmContext& ctx, int batch, int m, int n, int k, const float* ap, const float* b, int ldb,
+                           size_t b_stride, float* c, int ldc, size_t c_stride) {
+  DETAUDIT_RETURN_IF_ERROR(validate_gemm(Trans::kN, Trans::kN, m, n, k, std::max(1, k), ldb, ldc));
+  if (batch <= 0 || m == 0 || n == 0) return Status::ok();
+  if (size_t(batch) * n > size_t(INT32_MAX)) return Status::invalid("gemm batch: too large");
+  std::vector<ptrdiff_t> brows(size_t(k) + 1);
+  for (int kk = 0; kk < k; ++kk) brows[size_t(kk)] = ptrdiff_t(kk) * ldb;
+  return run(ctx, PackedABatchProblem(batch, m, n, k, ap, b, b_stride, brows.data(), c, ldc, c_stride, ctx.kern->mr));
+}
 
 // Splits images over the pool's threads (copies only).
 template <class F>

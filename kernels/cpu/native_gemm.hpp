@@ -77,6 +77,17 @@ Status gemm_batch(GemmContext& ctx, std::span<const GemmArgs> gs);
 // gemm_batch of one.
 Status gemm(GemmContext& ctx, const GemmArgs& g);
 
+// op(A)[m x k] packed once for all of K in the layout of gemm_batch_packed_a (m*k floats, no padding),
+// for contexts whose ISA has the same micro-tile rows (ctx.kern->mr). Copies only.
+void pack_a_whole(const GemmContext& ctx, Trans ta, const float* a, int lda, int m, int k, float* dst);
+// C_g[m x n] = A_g[m x k] * B_g[k x n] for g < batch (alpha 1, beta 0; C_g at c + g*c_stride, row
+// stride ldc): A_g pre-packed by pack_a_whole at ap + g*m*k, B_g read in place (row kk at
+// b + g*b_stride + kk*ldb). One run of the context's order, as gemm_batch: nothing is packed per call
+// for A (a Winograd filter transformed once serves every time step) and nothing for B.
+// determinism: each element has the bits gemm_batch gives the same gemm in the same context (the
+// same FMA chain per element, the same order's combination).
+Status gemm_batch_packed_a(GemmContext& ctx, int batch, int m, int n, int k, const float* ap, const float* b, int ldb,
+                           size_t b_stride, float* c, int ldc, size_t c_stride);
 // y[n][k][p][q] = sum over (c, r, s) of w[k][c][r][s] * x[n][c][...]: for every image the gemm
 // W[K x CRS] * col_n[CRS x PQ] in the context's order (the reduction runs over C*R*S), with col_n the
 // image's im2col: never built at stride 1 (the zero-padded image's rows are read in place, W packed

@@ -23,7 +23,7 @@ constexpr int kL = 8;    // tiles per transform step (lanes)
 
 // Copies and elementwise float ops only: vector width cannot change a bit (-ffp-contract=off keeps
 // the compiler from fusing), so the best ISA the CPU has runs.
-#define DETAUDIT_WINO_CLONES __attribute__((target_clones("avx2", "default")))
+#define DETAUDIT_WINO_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 
 struct Lanes {
   float v[kL];
@@ -46,9 +46,11 @@ struct Lanes {
 }
 
 // v = B^T d (6 -> 6). Small integer coefficients: products by 4 are exact, by 5 one rounding each.
-[[gnu::always_inline]] inline void bt6(const Lanes* d, int sd, Lanes* v, int sv) {
-  const Lanes &d0 = d[0], &d1 = d[sd], &d2 = d[2 * sd], &d3 = d[3 * sd], &d4 = d[4 * sd], &d5 = d[5 * sd];
-  const Lanes s42 = d4 - d2, d31 = d3 - d1;
+// (T: Lanes, or a vector of the compiler's with the same one rounded operation per element.)
+template <class T>
+[[gnu::always_inline]] inline void bt6(const T* d, int sd, T* v, int sv) {
+  const T &d0 = d[0], &d1 = d[sd], &d2 = d[2 * sd], &d3 = d[3 * sd], &d4 = d[4 * sd], &d5 = d[5 * sd];
+  const T s42 = d4 - d2, d31 = d3 - d1;
   v[0] = (4.0f * d0 - 5.0f * d2) + d4;
   v[sv] = (d3 + d4) - 4.0f * (d1 + d2);
   v[2 * sv] = (d4 - d3) + 4.0f * (d1 - d2);
@@ -57,9 +59,10 @@ struct Lanes {
   v[5 * sv] = (4.0f * d1 - 5.0f * d3) + d5;
 }
 // y = A^T m (6 -> 4).
-[[gnu::always_inline]] inline void at6(const Lanes* m, int sm, Lanes* y, int sy) {
-  const Lanes s12 = m[sm] + m[2 * sm], d12 = m[sm] - m[2 * sm];
-  const Lanes s34 = m[3 * sm] + m[4 * sm], d34 = m[3 * sm] - m[4 * sm];
+template <class T>
+[[gnu::always_inline]] inline void at6(const T* m, int sm, T* y, int sy) {
+  const T s12 = m[sm] + m[2 * sm], d12 = m[sm] - m[2 * sm];
+  const T s34 = m[3 * sm] + m[4 * sm], d34 = m[3 * sm] - m[4 * sm];
   y[0] = (m[0] + s12) + s34;
   y[sy] = d12 + 2.0f * d34;
   y[2 * sy] = s12 + 4.0f * s34;
@@ -134,16 +137,67 @@ Grid grid_of(const ConvShape& s) {
   }
 }
 
-// V = B^T d B of kL 6x6 input tiles, tile l at org[l] (row stride wp, all 36 floats readable):
-// point xi of lane l goes to v[xi * xi_stride + l], l < nl.
-DETAUDIT_WINO_CLONES void input_lanes(const float* const* org, int wp, int nl, float* v, size_t xi_stride) {
-  Lanes d[36], t[36];
-  for (int l = 0; l < kL; ++l)
-    for (int r = 0; r < 6; ++r)
-      for (int j = 0; j < 6; ++j) d[r * 6 + j].v[l] = org[l][size_t(r) * wp + j];
-  for (int j = 0; j < 6; ++j) bt6(d + j, 6, t + j, 6);          // along rows: t[a][j]
-  for (int a = 0; a < 6; ++a) bt6(t + a * 6, 1, d + a * 6, 1);  // along columns: v[a][b]
-  for (int xi = 0; xi < kXi; ++xi) store_lanes(v + xi * xi_stride, d[xi], nl);
+// Vectors of the compiler's for the row transforms: every operator is one rounded IEEE operation per
+// element, as for Lanes, so the formulas give the same bits in either form.
+// (GCC notes that vectors passed by value change the ABI between clones; these never leave the file.)
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
+using V8 = float __attribute__((vector_size(32)));
+using V16 = float __attribute__((vector_size(64)));
+template <class T>
+[[gnu::always_inline]] inline void load_v(T* v, const float* p) {
+  std::memcpy(v, p, sizeof *v);
+}
+
+// V = B^T d B of the tiles [tw0, tw0 + nl) (nl <= kL) of one tile row: row r of the 6 input rows starts
+// at org + r*wp (the row's column 4*tw0; 48 floats readable from each): point xi of tile l goes to
+// v[xi * xi_stride + l]. The B^T along rows runs on whole rows of the plane (every column, 16 at a
+// time); the B^T along columns runs at every column position and keeps every fourth (a tile's origin).
+// determinism: each tile's point is the same formula of the same 36 inputs as for a lone tile.
+// dst[l] = x[l] for l < nl (1 <= nl <= 8): fixed-size moves (a copy loop here became a memmove call).
+[[gnu::always_inline]] inline void store_first(float* dst, const V8& x, int nl) {
+  switch (nl) {
+    case 8: std::memcpy(dst, &x, 32); return;
+    case 7: std::memcpy(dst, &x, 28); return;
+    case 6: std::memcpy(dst, &x, 24); return;
+    case 5: std::memcpy(dst, &x, 20); return;
+    case 4: std::memcpy(dst, &x, 16); return;
+    case 3: std::memcpy(dst, &x, 12); return;
+    case 2: std::memcpy(dst, &x, 8); return;
+    default: std::memcpy(dst, &x, 4); return;
+  }
+}
+
+// Columns j .. j+15 of the 32 in (a, b).
+template <int J>
+[[gnu::always_inline]] inline V16 shifted(V16 a, V16 b) {
+  return __builtin_shufflevector(a, b, J, J + 1, J + 2, J + 3, J + 4, J + 5, J + 6, J + 7, J + 8, J + 9, J + 10, J + 11,
+                                 J + 12, J + 13, J + 14, J + 15);
+}
+[[gnu::always_inline]] inline void shifts(V16 a, V16 b, V16* out) {
+  out[0] = a, out[1] = shifted<1>(a, b), out[2] = shifted<2>(a, b);
+  out[3] = shifted<3>(a, b), out[4] = shifted<4>(a, b), out[5] = shifted<5>(a, b);
+}
+
+DETAUDIT_WINO_CLONES void input_row(const float* org, int wp, int nl, float* v, size_t xi_stride) {
+  V16 t[3][6];  // t[block][a]: B^T along rows at columns 16*block ..
+  for (int cb = 0; cb < 3; ++cb) {
+    V16 d[6];
+    for (int r = 0; r < 6; ++r) load_v(&d[r], org + size_t(r) * wp + 16 * cb);
+    bt6(d, 1, t[cb], 1);
+  }
+  for (int a = 0; a < 6; ++a) {
+    V16 lo[6], hi[6], olo[6], ohi[6];
+    shifts(t[0][a], t[1][a], lo);
+    shifts(t[1][a], t[2][a], hi);
+    bt6(lo, 1, olo, 1);  // along columns, at column positions 0..15 and 16..31
+    bt6(hi, 1, ohi, 1);
+    for (int b = 0; b < 6; ++b) {
+      const V8 pick = __builtin_shufflevector(olo[b], ohi[b], 0, 4, 8, 12, 16, 20, 24, 28);
+      store_first(v + size_t(6 * a + b) * xi_stride, pick, nl);
+    }
+  }
 }
 
 // Y = A^T M A of kL tiles, lane l's points at m[xi * xi_stride + l]: the hn[l] x wn[l] part inside the
@@ -219,13 +273,14 @@ struct FilterEntry {
   const float* w = nullptr;  // where the filter was (a hint; the copy decides)
   int k = 0, c = 0;
   bool flipped = false;  // U of bwd data's flipped, transposed filter
+  int mr = 0;            // the micro-tile rows u is packed for
   std::vector<float> copy;
-  AlignedBuffer u;
+  AlignedBuffer u;  // U_xi^T [K x C] of each point, packed by pack_a_whole (xi-major, K*C floats each)
 };
 constexpr size_t kFilterCacheEntries = 64;
 
 struct WinogradWork::Impl {
-  AlignedBuffer u, v, m, wt;
+  AlignedBuffer u, v, m, wt, ut;
   std::vector<AlignedBuffer> planes;  // per thread: the zero-padded input plane being transformed
   std::vector<FilterEntry> filters;
   size_t next_victim = 0;
@@ -238,44 +293,55 @@ namespace {
 
 Status oom() { return Status::error("winograd: out of memory for working buffers"); }
 
+// dst[i] = src[i], i < n: vector moves inline (rows of a few dozen floats, where a memmove call per row
+// cost more than the copy).
+DETAUDIT_WINO_CLONES void copy_floats(float* dst, const float* src, int n) {
+  int i = 0;
+  for (; i + 16 <= n; i += 16) {
+    V16 t;
+    load_v(&t, src + i);
+    std::memcpy(dst + i, &t, sizeof t);
+  }
+  for (; i < n; ++i) dst[i] = src[i];
+}
+
 // V[xi][c][t] of every image and channel of x for the tile grid gr of shape s: per (image, channel)
-// a zero-padded plane, its tiles kL at a time.
+// a zero-padded plane, each tile row's tiles kL at a time.
+constexpr size_t kRowSlack = 48;
 Status transform_input(GemmContext& ctx, WinogradWork::Impl& wk, const ConvShape& s, const Grid& gr, const float* x,
                        float* v) {
   const int hp = 4 * gr.th + 2, wp = 4 * gr.tw + 2, tiles = gr.per_image();
   const size_t T = size_t(s.n) * tiles;
   if (wk.planes.size() < size_t(ctx.pool->size())) wk.planes.resize(size_t(ctx.pool->size()));
+  // input_row reads up to 48 floats from a row's last tiles: the slack after the plane stays zero.
+  const size_t plane_floats = size_t(hp) * wp + kRowSlack;
   for (int t = 0; t < ctx.pool->size(); ++t)
-    if (!wk.planes[size_t(t)].get(size_t(hp) * wp)) return oom();
+    if (!wk.planes[size_t(t)].get(plane_floats)) return oom();
   for_items(ctx.pool, size_t(s.n) * s.c, [&](int tid, size_t item) {
     const int n = int(item / s.c), c = int(item % s.c);
-    float* plane = wk.planes[size_t(tid)].get(size_t(hp) * wp);
-    std::fill_n(plane, size_t(hp) * wp, 0.0f);
+    float* plane = wk.planes[size_t(tid)].get(plane_floats);
+    std::fill_n(plane, plane_floats, 0.0f);
     const float* xc = x + item * s.h * s.w;
-    for (int h = 0; h < s.h; ++h)
-      std::copy_n(xc + size_t(h) * s.w, s.w, plane + size_t(h + s.pad) * wp + s.pad);
+    for (int h = 0; h < s.h; ++h) copy_floats(plane + size_t(h + s.pad) * wp + s.pad, xc + size_t(h) * s.w, s.w);
     float* vc = v + size_t(c) * T + size_t(n) * tiles;
-    const float* org[kL];
-    for (int t0 = 0; t0 < tiles; t0 += kL) {
-      const int nl = std::min(kL, tiles - t0);
-      for (int l = 0; l < kL; ++l) {
-        const int tt = t0 + std::min(l, nl - 1);
-        org[l] = plane + size_t(tt / gr.tw) * 4 * wp + size_t(tt % gr.tw) * 4;
-      }
-      input_lanes(org, wp, nl, vc + t0, size_t(s.c) * T);
-    }
+    for (int th = 0; th < gr.th; ++th)
+      for (int tw0 = 0; tw0 < gr.tw; tw0 += kL)
+        input_row(plane + size_t(th) * 4 * wp + size_t(tw0) * 4, wp, std::min(kL, gr.tw - tw0),
+                  vc + size_t(th) * gr.tw + tw0, size_t(s.c) * T);
   });
   return Status::ok();
 }
 
 // U[xi][c][k] = G g G^T of w[K][C][3][3] (of w'[c][k] = w[k][c] flipped when `flipped`, K and C then
-// those of w'), from the cache when w is bitwise the filter an entry was made from.
+// those of w'), each point's U_xi^T packed for gemm_batch_packed_a; from the cache when w is bitwise the
+// filter an entry was made from (and packed for the same micro-tile rows).
 Status transformed_filter(GemmContext& ctx, WinogradWork::Impl& wk, const float* w, int K, int C, bool flipped,
                           const float** out) {
   const size_t count = size_t(K) * C * 9;
   FilterEntry* e = nullptr;
+  const int mr = ctx.kern->mr;
   for (FilterEntry& f : wk.filters)
-    if (f.w == w && f.k == K && f.c == C && f.flipped == flipped) e = &f;
+    if (f.w == w && f.k == K && f.c == C && f.flipped == flipped && f.mr == mr) e = &f;
   if (e && std::memcmp(e->copy.data(), w, sizeof(float) * count) == 0) return *out = e->u.get(0), Status::ok();
   if (!e) {
     if (wk.filters.size() < kFilterCacheEntries) {
@@ -285,10 +351,11 @@ Status transformed_filter(GemmContext& ctx, WinogradWork::Impl& wk, const float*
       e = &wk.filters[wk.next_victim++ % kFilterCacheEntries];
     }
   }
-  e->w = w, e->k = K, e->c = C, e->flipped = flipped;
+  e->w = w, e->k = K, e->c = C, e->flipped = flipped, e->mr = mr;
   e->copy.assign(w, w + count);
-  float* u = e->u.get(size_t(kXi) * K * C);
-  if (!u) return e->w = nullptr, oom();
+  float* packed = e->u.get(size_t(kXi) * K * C);
+  float* u = wk.ut.get(size_t(kXi) * K * C);
+  if (!packed || !u) return e->w = nullptr, oom();
   const float* g = w;
   if (flipped) {  // g[c'][k'] (K = the original C, C = the original K) = w[k'][c'] flipped in both axes
     float* wt = wk.wt.get(count);
@@ -305,7 +372,11 @@ Status transformed_filter(GemmContext& ctx, WinogradWork::Impl& wk, const float*
     filter_lanes(g + (size_t(k0) * C + c) * 9, size_t(C) * 9, std::min(kL, K - k0), u + size_t(c) * K + k0,
                  size_t(C) * K);
   });
-  *out = u;
+  // A_xi = U_xi^T [K x C], stored [C][K].
+  for_items(ctx.pool, kXi, [&](int, size_t xi) {
+    pack_a_whole(ctx, Trans::kT, u + xi * C * K, K, K, C, packed + xi * K * C);
+  });
+  *out = packed;
   return Status::ok();
 }
 
@@ -323,8 +394,8 @@ bool winograd_applies(const ConvShape& s, int min_channels) {
   return T * s.c <= lim && T * s.k <= lim && size_t(s.k) * s.c <= lim;
 }
 
-// Forward: M_xi^T[T x K] = V_xi^T[T x C] * U_xi[C x K] with V stored [C][T] and U [C][K]: both operands
-// are then packed by contiguous copies (the small operand of a layer with few tiles is V, not U).
+// Forward: M_xi[K x T] = U_xi^T[K x C] * V_xi[C x T], U_xi^T packed once per filter (cached), V read in
+// place: no operand is packed per call.
 
 Status winograd_fwd(GemmContext& ctx, WinogradWork& work, const ConvShape& s, const float* x, const float* w,
                     float* y, const float* bias) {
@@ -353,56 +424,26 @@ Status fwd_with(GemmContext& ctx, WinogradWork::Impl& wk, const ConvShape& s, co
   float* v = wk.v.get(size_t(kXi) * C * T);
   float* m = wk.m.get(size_t(kXi) * K * T);
   if (!v || !m) return oom();
-  const int kchunks = (K + kL - 1) / kL;
   DETAUDIT_RETURN_IF_ERROR(transform_input(ctx, wk, s, gr, x, v));
-  // M_xi = U_xi^T V_xi as M[K][T] when K < T, else M^T = V^T U as M[T][K]: the smaller of U and V goes
-  // through pack_a (U stored [C][K] and V [C][T] make both packs contiguous copies either way).
-  // determinism: the two give the same bits: each element is the same chain over c of the same
-  // products (a*b = b*a, fma(a, b, c) = fma(b, a, c)) in the same order.
-  // determinism: the 36 gemms run as one batch of the gemm driver in the context's order, each with
-  // the bits native::gemm gives it alone (the order's rules and arithmetic live there only).
-  const bool kt = K < T;
-  std::vector<GemmArgs> gs;
-  for (int xi = 0; xi < kXi; ++xi) {
-    const float* ux = u + size_t(xi) * C * K;
-    const float* vx = v + size_t(xi) * C * T;
-    float* mx = m + size_t(xi) * T * K;
-    if (kt)
-      gs.push_back({Trans::kT, Trans::kN, K, T, C, 1.0f, ux, K, vx, T, 0.0f, mx, T});
-    else
-      gs.push_back({Trans::kT, Trans::kN, T, K, C, 1.0f, vx, T, ux, K, 0.0f, mx, K});
-  }
-  DETAUDIT_RETURN_IF_ERROR(gemm_batch(ctx, gs));
+  // M_xi[K x T] = U_xi^T V_xi: U_xi^T packed once per filter, V_xi [C][T] read in place, the 36 gemms as
+  // one batch in the context's order, each with the bits native::gemm gives it alone (the order's rules
+  // and arithmetic live there only).
+  DETAUDIT_RETURN_IF_ERROR(gemm_batch_packed_a(ctx, kXi, K, T, C, u, v, T, size_t(C) * T, m, T, size_t(K) * T));
   const int P = gr.P, Q = gr.Q;
-  if (kt) {
-    // y from M[xi][k][t]: per output channel of an image, kL tiles at a time.
-    const int tchunks = (tiles + kL - 1) / kL;
-    for_items(ctx.pool, size_t(s.n) * K * tchunks, [&](int, size_t item) {
-      const int n = int(item / (size_t(K) * tchunks)), k = int(item / tchunks % K), t0 = int(item % tchunks) * kL;
-      const int nl = std::min(kL, tiles - t0);
-      float* out[kL];
-      int h[kL], w[kL];
-      float b[kL];
-      for (int l = 0; l < nl; ++l) {
-        const int h0 = (t0 + l) / gr.tw * 4, w0 = (t0 + l) % gr.tw * 4;
-        out[l] = y + (size_t(n) * K + k) * P * Q + size_t(h0) * Q + w0;
-        h[l] = std::min(4, P - h0), w[l] = std::min(4, Q - w0), b[l] = bias ? bias[k] : 0.0f;
-      }
-      output_lanes(m + size_t(k) * T + size_t(n) * tiles + t0, size_t(T) * K, nl, out, Q, h, w, bias ? b : nullptr);
-    });
-    return Status::ok();
-  }
-  // y from M[xi][t][k]: per tile, kL output channels at a time.
-  for_items(ctx.pool, size_t(T) * kchunks, [&](int, size_t item) {
-    const int t = int(item / kchunks), k0 = int(item % kchunks) * kL, nl = std::min(kL, K - k0);
-    const int n = t / tiles, h0 = (t % tiles) / gr.tw * 4, w0 = (t % tiles) % gr.tw * 4;
+  // y from M[xi][k][t]: per output channel of an image, kL tiles at a time.
+  const int tchunks = (tiles + kL - 1) / kL;
+  for_items(ctx.pool, size_t(s.n) * K * tchunks, [&](int, size_t item) {
+    const int n = int(item / (size_t(K) * tchunks)), k = int(item / tchunks % K), t0 = int(item % tchunks) * kL;
+    const int nl = std::min(kL, tiles - t0);
     float* out[kL];
     int h[kL], w[kL];
+    float b[kL];
     for (int l = 0; l < nl; ++l) {
-      out[l] = y + (size_t(n) * K + k0 + l) * P * Q + size_t(h0) * Q + w0;
-      h[l] = std::min(4, P - h0), w[l] = std::min(4, Q - w0);
+      const int h0 = (t0 + l) / gr.tw * 4, w0 = (t0 + l) % gr.tw * 4;
+      out[l] = y + (size_t(n) * K + k) * P * Q + size_t(h0) * Q + w0;
+      h[l] = std::min(4, P - h0), w[l] = std::min(4, Q - w0), b[l] = bias ? bias[k] : 0.0f;
     }
-    output_lanes(m + size_t(t) * K + k0, size_t(T) * K, nl, out, Q, h, w, bias ? bias + k0 : nullptr);
+    output_lanes(m + size_t(k) * T + size_t(n) * tiles + t0, size_t(T) * K, nl, out, Q, h, w, bias ? b : nullptr);
   });
   return Status::ok();
 }

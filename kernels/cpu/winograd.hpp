@@ -6,13 +6,15 @@
 //   bwd filter:  dU_xi[K x C] = M_xi[K x T] * V_xi[C x T]^T with M = A dy A^T, then dw = G^T dU G
 // (T: the tiles of all images.) determinism: the transforms are fixed-order float arithmetic with
 // no FMA, the same bits on every ISA and thread count; the 36 gemms go through the gemm driver as one
-// batch (native::gemm_batch) in the context's ReduceOrder, each with the bits native::gemm gives it
-// alone, so the orders keep their promises. The bits
+// batch (native::gemm_batch_packed_a forward, native::gemm_batch for the filter gradient) in the
+// context's ReduceOrder, each with the bits native::gemm gives it alone, so the orders keep their
+// promises. The bits
 // are not those of the direct path: the sums run over C (or tiles), not C*R*S, and through the
 // transforms.
 // Transformed filters are kept between calls (a step runs each forward and backward data once per
 // time step with the same weights) and reused only when the filter is bitwise equal to the copy they
-// came from. Layouts: U[xi][C][K], V[xi][C][T]; M[xi][K][T] (forward, K < T) or [xi][T][K].
+// came from, packed once as the gemms' A operand. Layouts: U[xi][C][K] (cached: U_xi^T packed),
+// V[xi][C][T]; M[xi][K][T] (forward) or [xi][T][K] (filter gradient).
 #pragma once
 #include <memory>
 
