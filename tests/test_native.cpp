@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -711,6 +712,68 @@ TEST(NativeGemmBatch, EachGemmGetsTheBitsOfItsGemmAlone) {
   }
 }
 
+// gemm_batch_packed_a (A packed once, B read in place; the Winograd forward's gemms): every gemm gets
+// the bits gemm() gives it alone with the same operands, in every order, thread count and ISA, for A
+// stored plain and transposed, K below and above one leaf, short last row panels and narrow B.
+TEST(NativeGemmBatch, PackedABatchGivesEachGemmTheBitsOfItsGemmAlone) {
+  struct Run {
+    ReduceOrder order;
+    uint64_t seed;
+    bool one_thread_only;
+  };
+  const std::vector<Run> runs = {{ReduceOrder::kSequential, 0, false},
+                                 {ReduceOrder::kPairwise, 0, false},
+                                 {ReduceOrder::kBlocked, 0, false},
+                                 {ReduceOrder::kAtomic, 3, false},
+                                 {ReduceOrder::kAtomic, 0, true}};
+  struct Shape {
+    int m, n, k;
+  };
+  const std::vector<Shape> shapes = {{13, 35, 10}, {37, 70, 70}, {20, 9, 600}, {64, 300, 257}, {5, 16, 1}};
+  const int batch = 3;
+  uint64_t seed = 400;
+  for (CpuIsa isa : {CpuIsa::kAvx512, CpuIsa::kAvx2, CpuIsa::kScalar}) {
+    const native::IsaKernels* kn = native::isa_kernels(isa);
+    if (!kn) continue;  // this CPU lacks it (the ISA tests say so)
+    for (const Shape& sh : shapes)
+      for (Trans ta : {Trans::kN, Trans::kT}) {
+        const int lda = (ta == Trans::kN ? sh.k : sh.m) + 3, ldb = sh.n + 3, ldc = sh.n + 2;
+        const size_t a_floats = size_t(ta == Trans::kN ? sh.m : sh.k) * lda, b_stride = size_t(sh.k) * ldb + 5,
+                     c_stride = size_t(sh.m) * ldc + 7;
+        const std::vector<float> a = uniform(a_floats * batch, seed += 3), b = uniform(b_stride * batch, seed += 3);
+        for (const Run& r : runs)
+          for (int threads : {1, 2, 4}) {
+            if (r.one_thread_only && threads > 1) continue;
+            const std::string what = std::string(to_string(isa)) + " " + to_string(r.order) + " seed " +
+                                     std::to_string(r.seed) + " threads " + std::to_string(threads) + " m n k " +
+                                     std::to_string(sh.m) + " " + std::to_string(sh.n) + " " + std::to_string(sh.k) +
+                                     (ta == Trans::kT ? " A^T" : "");
+            Driver batch_driver(threads);
+            native::GemmContext bc = batch_driver.ctx(r.order, r.seed);
+            bc.kern = kn;
+            std::vector<float> ap(size_t(sh.m) * sh.k * batch), out(c_stride * batch, kNaN);
+            for (int g = 0; g < batch; ++g)
+              native::pack_a_whole(bc, ta, a.data() + g * a_floats, lda, sh.m, sh.k,
+                                   ap.data() + size_t(g) * sh.m * sh.k);
+            ASSERT_TRUE(native::gemm_batch_packed_a(bc, batch, sh.m, sh.n, sh.k, ap.data(), b.data(), ldb, b_stride,
+                                                    out.data(), ldc, c_stride))
+                << what;
+            for (int g = 0; g < batch; ++g) {
+              Driver alone_driver(threads);
+              native::GemmContext ac = alone_driver.ctx(r.order, r.seed);
+              ac.kern = kn;
+              std::vector<float> alone(c_stride, kNaN);
+              ASSERT_TRUE(native::gemm(ac, {ta, Trans::kN, sh.m, sh.n, sh.k, 1.0f, a.data() + g * a_floats, lda,
+                                            b.data() + g * b_stride, ldb, 0.0f, alone.data(), ldc}))
+                  << what;
+              const std::vector<float> got(out.begin() + g * c_stride, out.begin() + (g + 1) * c_stride);
+              EXPECT_TRUE(bitwise_equal(got, alone)) << what << " gemm " << g;
+            }
+          }
+      }
+  }
+}
+
 TEST(NativeGemmBatch, RefusesGemmsThatDoNotShareTheirShape) {
   const GemmCase g{Trans::kN, Trans::kN, 8, 9, 10, 1.0f, 0.0f};
   const GemmData d = make_gemm_data(g, false, 7);
@@ -818,6 +881,45 @@ TEST_P(NativeIsa, SameBitsAsAuto) {
 
 INSTANTIATE_TEST_SUITE_P(Isas, NativeIsa, ::testing::Values(CpuIsa::kAvx512, CpuIsa::kAvx2, CpuIsa::kScalar),
                          [](const ::testing::TestParamInfo<CpuIsa>& info) { return to_string(info.param); });
+
+// The native backend's tanh is its own function (train_ops::tanh_f32): within 2 ulps of tanh on a dense
+// sweep around its branch point (0.625) and over the range, odd, exact at the edges, and the same bits
+// on every machine: a few values pinned by their bits (a libm's tanhf may differ from them; this may not).
+TEST(NativeTanh, OwnFunctionWithinTwoUlpsAndTheSameBitsEverywhere) {
+  std::unique_ptr<Backend> be = native_backend(ReduceOrder::kSequential, 2);
+  std::vector<float> x;
+  for (float v = 0.6f; v < 0.65f; v = std::nextafter(v, 1.0f)) x.push_back(v);  // both branches near the switch
+  for (int i = 0; i < 200000; ++i) x.push_back(-12.0f + 24.0f * float(i) / 200000.0f);
+  const size_t half = x.size();
+  for (size_t i = 0; i < half; ++i) x.push_back(-x[i]);
+  std::vector<float> y(x.size());
+  ASSERT_TRUE(be->unary(UnaryOp::kTanh, x.data(), y.data(), x.size()));
+  double worst = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double t = std::tanh(double(x[i]));
+    const float tf = float(t);
+    const double ulp = double(std::nextafter(std::fabs(tf), 2.0f)) - std::fabs(tf);
+    worst = std::max(worst, std::fabs(double(y[i]) - t) / ulp);
+    if (i >= half) ASSERT_EQ(std::bit_cast<uint32_t>(y[i]), std::bit_cast<uint32_t>(-y[i - half])) << x[i];
+  }
+  EXPECT_LE(worst, 2.0);
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> edge = {0.0f, -0.0f, inf, -inf, kNaN, 1e-30f, 100.0f};
+  std::vector<float> ey(edge.size());
+  ASSERT_TRUE(be->unary(UnaryOp::kTanh, edge.data(), ey.data(), edge.size()));
+  EXPECT_EQ(std::bit_cast<uint32_t>(ey[0]), 0u);
+  EXPECT_EQ(std::bit_cast<uint32_t>(ey[1]), 0x80000000u);
+  EXPECT_EQ(ey[2], 1.0f);
+  EXPECT_EQ(ey[3], -1.0f);
+  EXPECT_TRUE(std::isnan(ey[4]));
+  EXPECT_EQ(ey[5], 1e-30f);
+  EXPECT_EQ(ey[6], 1.0f);
+  const std::vector<float> pin_x = {0.5f, 0.625f, 1.0f, -3.0f, 8.0f, 9.0f};
+  const std::vector<uint32_t> pin_bits = {0x3eec9a9f, 0x3f0dfa40, 0x3f42f7d6, 0xbf7ebbe9, 0x3f7ffffc, 0x3f7fffff};
+  std::vector<float> py(pin_x.size());
+  ASSERT_TRUE(be->unary(UnaryOp::kTanh, pin_x.data(), py.data(), pin_x.size()));
+  for (size_t i = 0; i < pin_x.size(); ++i) EXPECT_EQ(std::bit_cast<uint32_t>(py[i]), pin_bits[i]) << pin_x[i];
+}
 
 TEST(NativeIsaNames, ParseAndSpec) {
   CpuIsa isa;

@@ -248,7 +248,11 @@ float unary_one(UnaryOp op, float v) {
     case UnaryOp::kCopy: return v;
     case UnaryOp::kRelu: return v > 0.0f ? v : 0.0f;
     case UnaryOp::kSigmoid: return 1.0f / (1.0f + std::exp(-v));
-    case UnaryOp::kTanh: return std::tanh(v);
+    case UnaryOp::kTanh: {  // train_ops::tanh_f32, the backend's own
+      float t;
+      train_ops::tanh_f32(&v, &t, 0, 1);
+      return t;
+    }
     case UnaryOp::kHardSigmoid: return std::min(1.0f, std::max(0.0f, 0.2f * v + 0.5f));
     case UnaryOp::kExp: return std::exp(v);
     case UnaryOp::kNeg: return -v;
@@ -551,7 +555,8 @@ class CpuNative final : public Backend {
         case UnaryOp::kCopy: return unary_loop<UnaryOp::kCopy>(x + b, y + b, e - b);
         case UnaryOp::kRelu: return unary_loop<UnaryOp::kRelu>(x + b, y + b, e - b);
         case UnaryOp::kSigmoid: return unary_loop<UnaryOp::kSigmoid>(x + b, y + b, e - b);
-        case UnaryOp::kTanh: return unary_loop<UnaryOp::kTanh>(x + b, y + b, e - b);
+        case UnaryOp::kTanh:
+          return train_ops::tanh_f32(x, y, b, e);
         case UnaryOp::kHardSigmoid: return unary_loop<UnaryOp::kHardSigmoid>(x + b, y + b, e - b);
         case UnaryOp::kExp: return unary_loop<UnaryOp::kExp>(x + b, y + b, e - b);
         case UnaryOp::kNeg: return unary_loop<UnaryOp::kNeg>(x + b, y + b, e - b);

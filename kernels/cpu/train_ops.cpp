@@ -1,6 +1,8 @@
 #include "kernels/cpu/train_ops.hpp"
 
+#include <bit>
 #include <cmath>
+#include <cstdint>
 
 namespace detaudit::train_ops {
 
@@ -48,6 +50,39 @@ DETAUDIT_ELEMENTWISE_CLONES void hard_sigmoid_bwd(const float* x, const float* d
   }
 }
 }  // namespace
+
+// One element of tanh_f32 (train_ops.hpp), every step one rounded IEEE operation.
+[[gnu::always_inline]] inline float tanh_one(float x) {
+  const float a = x < 0.0f ? -x : x;
+  // |x| < 0.625: x + x*z*P(z).
+  const float z = x * x;
+  float p = -5.70498872745e-3f * z + 2.06390887954e-2f;
+  p = p * z - 5.37397155531e-2f;
+  p = p * z + 1.33314422036e-1f;
+  p = p * z - 3.33332819422e-1f;
+  const float small = x + (p * z) * x;
+  // Otherwise 1 - 2/(exp(v) + 1), v = 2|x| <= 40: v = k ln2 + r with k = round(v log2(e)) (by adding
+  // and taking away 1.5 * 2^23, exact for these magnitudes) and ln2 in two parts, the first exact
+  // in k times it; exp(r) by Cephes' polynomial; 2^k from its bits.
+  const float v = a + a < 40.0f ? a + a : 40.0f;
+  const float k = (v * 1.44269502162933349609375f + 12582912.0f) - 12582912.0f;
+  const float r = (v - k * 0.693359375f) + k * 2.12194440e-4f;
+  float q = 1.9875691500e-4f;
+  q = q * r + 1.3981999507e-3f;
+  q = q * r + 8.3334519073e-3f;
+  q = q * r + 4.1665795894e-2f;
+  q = q * r + 1.6666665459e-1f;
+  q = q * r + 5.0000001201e-1f;
+  const float er = ((q * (r * r)) + r) + 1.0f;
+  const float ex = er * std::bit_cast<float>(uint32_t(int32_t(k) + 127) << 23);
+  const float large = 1.0f - 2.0f / (ex + 1.0f);
+  const float t = a < 0.625f ? small : (x < 0.0f ? -large : large);
+  return x == x && x != 0.0f ? t : x;  // NaN stays NaN, and -0 stays -0
+}
+
+DETAUDIT_ELEMENTWISE_CLONES void tanh_f32(const float* x, float* y, size_t b, size_t e) {
+  for (size_t i = b; i < e; ++i) y[i] = tanh_one(x[i]);
+}
 
 void unary_bwd_f32(UnaryOp op, const float* x, const float* y, const float* dy, float* dx, size_t b, size_t e) {
   switch (op) {

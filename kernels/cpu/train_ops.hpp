@@ -18,6 +18,14 @@ void bias_add_f32(float* y, const float* bias, size_t c, size_t hw, size_t p0, s
 void unary_bwd_f32(UnaryOp op, const float* x, const float* y, const float* dy, float* dx, size_t b, size_t e);
 void unary_bwd_f64(UnaryOp op, const float* x, const float* y, const float* dy, float* dx, size_t b, size_t e);
 
+// y[i] = tanh(x[i]) for i in [b, e): the native backend's own tanh, a fixed sequence of IEEE
+// multiplies, adds and one division (no library call, no FMA), so it vectorizes on every ISA with the
+// same bits, whatever libm the machine has. |x| < 0.625: x + x*z*P(z), z = x*x, P Cephes' degree-4 odd
+// polynomial; otherwise 1 - 2/(exp(2|x|) + 1) with the sign of x, exp by Cody-Waite reduction and
+// Cephes' degree-6 polynomial (2|x| capped at 40, where the result is 1). Within 2 ulps of tanh
+// (tests/test_native.cpp checks it against cpu-ref's double tanh).
+void tanh_f32(const float* x, float* y, size_t b, size_t e);
+
 // Planes [p0, p1).
 void upsample2_fwd(const float* x, float* y, int h, int w, size_t p0, size_t p1);
 void upsample2_bwd_f32(const float* dy, float* dx, int h, int w, size_t p0, size_t p1);
