@@ -613,8 +613,9 @@ class PackedABatchProblem final : public Problem {
     if (k0 >= k1) return compute_tile(GemmArgs{}, kn, s, {0, rows, 0, cols}, 0, 0, t);
     const PackedA pa{const_cast<float*>(ap_) + gi * size_t(m) * k, m, k, mr_};
     const float* bb = b_ + gi * b_stride_ + (tl.j0 - gi * width_);
-    compute_rows_tile(kn, pa, tl.i0, rows, cols, k0, k1 - k0, brows_ + k0,
-                      [&](int jp, const float** b, int* w) { *b = bb + jp, *w = std::min(kn.nr, cols - jp); }, t);
+    compute_rows_tile(
+        kn, pa, tl.i0, rows, cols, k0, k1 - k0, brows_ + k0,
+        [&](int jp, const float** b, int* w) { *b = bb + jp, *w = std::min(kn.nr, cols - jp); }, t);
     return true;
   }
 

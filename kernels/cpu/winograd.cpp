@@ -158,14 +158,30 @@ template <class T>
 // dst[l] = x[l] for l < nl (1 <= nl <= 8): fixed-size moves (a copy loop here became a memmove call).
 [[gnu::always_inline]] inline void store_first(float* dst, const V8& x, int nl) {
   switch (nl) {
-    case 8: std::memcpy(dst, &x, 32); return;
-    case 7: std::memcpy(dst, &x, 28); return;
-    case 6: std::memcpy(dst, &x, 24); return;
-    case 5: std::memcpy(dst, &x, 20); return;
-    case 4: std::memcpy(dst, &x, 16); return;
-    case 3: std::memcpy(dst, &x, 12); return;
-    case 2: std::memcpy(dst, &x, 8); return;
-    default: std::memcpy(dst, &x, 4); return;
+    case 8:
+      std::memcpy(dst, &x, 32);
+      return;
+    case 7:
+      std::memcpy(dst, &x, 28);
+      return;
+    case 6:
+      std::memcpy(dst, &x, 24);
+      return;
+    case 5:
+      std::memcpy(dst, &x, 20);
+      return;
+    case 4:
+      std::memcpy(dst, &x, 16);
+      return;
+    case 3:
+      std::memcpy(dst, &x, 12);
+      return;
+    case 2:
+      std::memcpy(dst, &x, 8);
+      return;
+    default:
+      std::memcpy(dst, &x, 4);
+      return;
   }
 }
 
@@ -373,9 +389,8 @@ Status transformed_filter(GemmContext& ctx, WinogradWork::Impl& wk, const float*
                  size_t(C) * K);
   });
   // A_xi = U_xi^T [K x C], stored [C][K].
-  for_items(ctx.pool, kXi, [&](int, size_t xi) {
-    pack_a_whole(ctx, Trans::kT, u + xi * C * K, K, K, C, packed + xi * K * C);
-  });
+  for_items(ctx.pool, kXi,
+            [&](int, size_t xi) { pack_a_whole(ctx, Trans::kT, u + xi * C * K, K, K, C, packed + xi * K * C); });
   *out = packed;
   return Status::ok();
 }
