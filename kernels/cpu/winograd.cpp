@@ -216,24 +216,49 @@ DETAUDIT_WINO_CLONES void input_row(const float* org, int wp, int nl, float* v, 
   }
 }
 
-// Y = A^T M A of kL tiles, lane l's points at m[xi * xi_stride + l]: the hn[l] x wn[l] part inside the
-// output goes to out[l] (row stride ldy), l < nl; with a bias, each output is then v + bias[l].
-DETAUDIT_WINO_CLONES void output_lanes(const float* m, size_t xi_stride, int nl, float* const* out, int ldy,
-                                       const int* hn, const int* wn, const float* bias) {
-  Lanes mm[36], z[24], o[16];
-  for (int xi = 0; xi < kXi; ++xi) load_lanes(mm[xi], m + xi * xi_stride, nl);
+// Y = A^T M A of kL consecutive tiles t0 .. t0 + nl - 1 of one image's grid (tw tiles a row), lane l's
+// points at m[xi * xi_stride + l]: the part inside the P x Q output goes to y (that image's channel
+// plane), with a bias then v + bias. Output rows are assembled in vectors (lane l's 4 columns at 4l ..
+// 4l + 3) and stored a tile row's run of lanes at a time.
+DETAUDIT_WINO_CLONES void output_tiles(const float* m, size_t xi_stride, int nl, int t0, int tw, int P, int Q,
+                                       float* y, const float* bias) {
+  V8 mm[36], z[24], o[16];
+  for (int xi = 0; xi < kXi; ++xi) {
+    if (nl == kL) {
+      load_v(&mm[xi], m + xi * xi_stride);
+    } else {
+      mm[xi] = V8{};
+      for (int l = 0; l < nl; ++l) mm[xi][l] = m[xi * xi_stride + l];
+    }
+  }
   for (int b = 0; b < 6; ++b) at6(mm + b, 6, z + b, 6);          // z[i][b], i < 4
   for (int i = 0; i < 4; ++i) at6(z + i * 6, 1, o + i * 4, 1);  // o[i][j]
   if (bias) {
-    Lanes bl;
-    load_lanes(bl, bias, nl);
-    for (int e = 0; e < 16; ++e) o[e] = o[e] + bl;
+    const float bk = *bias;
+    for (int e = 0; e < 16; ++e) o[e] = o[e] + bk;
   }
-  for (int l = 0; l < nl; ++l)
-    for (int i = 0; i < hn[l]; ++i) {
-      float* row = out[l] + size_t(i) * ldy;
-      for (int j = 0; j < wn[l]; ++j) row[j] = o[i * 4 + j].v[l];
+  alignas(64) float rows[4][32];  // rows[i][4l + j] = o[i][j] of lane l
+  for (int i = 0; i < 4; ++i) {
+    const V16 a = __builtin_shufflevector(o[4 * i], o[4 * i + 1], 0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
+    const V16 b =
+        __builtin_shufflevector(o[4 * i + 2], o[4 * i + 3], 0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
+    const V16 lo = __builtin_shufflevector(a, b, 0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23);
+    const V16 hi = __builtin_shufflevector(a, b, 8, 9, 24, 25, 10, 11, 26, 27, 12, 13, 28, 29, 14, 15, 30, 31);
+    std::memcpy(rows[i], &lo, sizeof lo);
+    std::memcpy(rows[i] + 16, &hi, sizeof hi);
+  }
+  for (int l0 = 0; l0 < nl;) {  // runs of lanes within one tile row
+    const int th = (t0 + l0) / tw, c0 = (t0 + l0) % tw, l1 = std::min(nl, l0 + tw - c0);
+    const int hn = std::min(4, P - 4 * th), cols = std::min(4 * (l1 - l0), Q - 4 * c0);
+    for (int i = 0; i < hn; ++i) {
+      float* dst = y + size_t(4 * th + i) * Q + 4 * c0;
+      const float* src = rows[i] + 4 * l0;
+      int c = 0;
+      for (; c + 4 <= cols; c += 4) std::memcpy(dst + c, src + c, 16);
+      for (; c < cols; ++c) dst[c] = src[c];
     }
+    l0 = l1;
+  }
 }
 
 // M = A dy A^T of kL 4x4 dy tiles, lane l's at org[l] (row stride ldy), of which the hn x wn part lies
@@ -449,16 +474,8 @@ Status fwd_with(GemmContext& ctx, WinogradWork::Impl& wk, const ConvShape& s, co
   const int tchunks = (tiles + kL - 1) / kL;
   for_items(ctx.pool, size_t(s.n) * K * tchunks, [&](int, size_t item) {
     const int n = int(item / (size_t(K) * tchunks)), k = int(item / tchunks % K), t0 = int(item % tchunks) * kL;
-    const int nl = std::min(kL, tiles - t0);
-    float* out[kL];
-    int h[kL], w[kL];
-    float b[kL];
-    for (int l = 0; l < nl; ++l) {
-      const int h0 = (t0 + l) / gr.tw * 4, w0 = (t0 + l) % gr.tw * 4;
-      out[l] = y + (size_t(n) * K + k) * P * Q + size_t(h0) * Q + w0;
-      h[l] = std::min(4, P - h0), w[l] = std::min(4, Q - w0), b[l] = bias ? bias[k] : 0.0f;
-    }
-    output_lanes(m + size_t(k) * T + size_t(n) * tiles + t0, size_t(T) * K, nl, out, Q, h, w, bias ? b : nullptr);
+    output_tiles(m + size_t(k) * T + size_t(n) * tiles + t0, size_t(T) * K, std::min(kL, tiles - t0), t0, gr.tw, P,
+                 Q, y + (size_t(n) * K + k) * P * Q, bias ? bias + k : nullptr);
   });
   return Status::ok();
 }
