@@ -105,6 +105,12 @@ class TimingBackend final : public Backend {
   Status conv2d_bwd_filter(const ConvShape& s, const float* x, const float* dy, float* dw) override {
     return time("conv_bwd_filter " + str(s), [&] { return in_->conv2d_bwd_filter(s, x, dy, dw); });
   }
+  Status lstm_cell_fwd(const LstmFwdArgs& a) override {
+    return time("elementwise", [&] { return in_->lstm_cell_fwd(a); });
+  }
+  Status lstm_cell_bwd(const LstmBwdArgs& a) override {
+    return time("elementwise", [&] { return in_->lstm_cell_bwd(a); });
+  }
   Status maxpool_fwd(const PoolShape& s, const float* x, float* y) override {
     return time("maxpool", [&] { return in_->maxpool_fwd(s, x, y); });
   }

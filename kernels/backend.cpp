@@ -91,6 +91,8 @@ Status Backend::copy_2d(size_t, size_t, const float*, size_t, float*, size_t) {
   return not_provided(*this, "copy_2d");
 }
 Status Backend::fill(float*, float, size_t) { return not_provided(*this, "fill"); }
+Status Backend::lstm_cell_fwd(const LstmFwdArgs&) { return Status::unsupported("lstm_cell_fwd"); }
+Status Backend::lstm_cell_bwd(const LstmBwdArgs&) { return Status::unsupported("lstm_cell_bwd"); }
 Status Backend::scale(float*, float, size_t) { return not_provided(*this, "scale"); }
 Status Backend::loss(LossOp op, const float*, const float*, size_t, float*, float*) {
   return not_provided(*this, (std::string(to_string(op)) + " loss").c_str());

@@ -69,6 +69,35 @@ struct KernelRecord {
   uint64_t duration_ns = 0;
 };
 
+// The arrays of one ConvLSTM step (n samples of kc = K*H*W values per gate; gates i, f, o, g).
+//   forward:  zg = z (gate-major copy), a_ifo = hard_sigmoid(z_ifo), a_g = tanh(z_g),
+//             c = fma(1, a_i*a_g, a_f*c_prev), tc = tanh(c), h = a_o*tc
+//   backward: dh = dh_ext + dh_rec (dh_rec alone without dh_ext), dc = (dh*a_o)*(1 - tc*tc) + dc_rec,
+//             da_o = dh*tc, da_i = dc*a_g, da_f = dc*c_prev, da_g = dc*a_i, dc_rec <- dc*a_f,
+//             dz_ifo = hard_sigmoid'(zg_ifo, da_ifo), dz_g = da_g*(1 - a_g*a_g)
+// (each product, sum and activation one rounded operation as Backend's ops define them).
+struct LstmFwdArgs {
+  size_t n = 0, kc = 0;
+  const float* z = nullptr;       // [n][4][kc], sample-major (the convolution's output)
+  const float* c_prev = nullptr;  // [n*kc]
+  float* zg = nullptr;            // [4][n*kc], gate-major
+  float* a = nullptr;             // [4][n*kc]
+  float* c = nullptr;             // [n*kc] each
+  float* tc = nullptr;
+  float* h = nullptr;
+};
+struct LstmBwdArgs {
+  size_t n = 0, kc = 0;
+  const float* zg = nullptr;  // the step's forward values, as LstmFwdArgs
+  const float* a = nullptr;
+  const float* c_prev = nullptr;
+  const float* tc = nullptr;
+  const float* dh_rec = nullptr;  // [n*kc]: dL/dh from step t+1
+  const float* dh_ext = nullptr;  // [n*kc] or null: dL/dh from outside the cell
+  float* dc_rec = nullptr;        // [n*kc]: in, dL/dc from step t+1; out, into step t-1
+  float* dz = nullptr;            // [n][4][kc], sample-major (the convolution's output gradient)
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -161,6 +190,11 @@ class Backend {
   // is a reduction, so the backend's order applies. dy (may be null) = d loss / d y:
   // 2*(y - t)/n (kMse), sign(y - t)/n (kL1, 0 where y == t).
   virtual Status loss(LossOp op, const float* y, const float* t, size_t n, float* value, float* dy);
+  // One ConvLSTM step's gate arithmetic in one pass (models/convlstm.hpp), optional: a backend without it
+  // returns kUnsupported and the cell runs the same arithmetic through the ops above; one that has it
+  // gives exactly their bits (its own hard sigmoid, tanh, multiplies and fma(1, x, y) adds).
+  virtual Status lstm_cell_fwd(const LstmFwdArgs& a);
+  virtual Status lstm_cell_bwd(const LstmBwdArgs& a);
   // Optimiser updates, elementwise, in place (formulas at AdamParams and SgdParams).
   virtual Status adam_step(const AdamParams& p, float* w, const float* g, float* m, float* v, size_t n);
   virtual Status sgd_step(const SgdParams& p, float* w, const float* g, float* velocity, size_t n);

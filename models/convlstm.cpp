@@ -90,14 +90,22 @@ Status ConvLstm::forward_step(int t, const std::vector<Part>& inputs) {
 
   float* zg = zg_.data() + size_t(t) * 4 * m;
   float* a = a_.data() + size_t(t) * 4 * m;
+  float* c = c_.data() + size_t(t) * m;
+  float* tc = tc_.data() + size_t(t) * m;
   DETAUDIT_RETURN_IF_ERROR(be_->conv2d_fwd_bias(cs_, xh, w_.data(), b_.data(), zs_.data()));
+  if (!unfused_) {  // the backend's one-pass gate arithmetic (the same bits as the ops below), if it has one
+    LstmFwdArgs f;
+    f.n = n, f.kc = kc, f.z = zs_.data(), f.c_prev = c_prev(t), f.zg = zg, f.a = a, f.c = c, f.tc = tc;
+    f.h = h_.data() + size_t(t) * m;
+    const Status st = be_->lstm_cell_fwd(f);
+    if (st.code() != Status::Code::kUnsupported) return st;
+    unfused_ = true;
+  }
   for (int g = 0; g < 4; ++g)  // sample-major [N][4][K*HW] -> gate-major [4][N][K*HW]
     DETAUDIT_RETURN_IF_ERROR(be_->copy_2d(n, kc, zs_.data() + g * kc, 4 * kc, zg + g * m, kc));
   DETAUDIT_RETURN_IF_ERROR(be_->unary(UnaryOp::kHardSigmoid, zg, a, 3 * m));
   DETAUDIT_RETURN_IF_ERROR(tanh_fwd(zg + 3 * m, a + 3 * m, m));
 
-  float* c = c_.data() + size_t(t) * m;
-  float* tc = tc_.data() + size_t(t) * m;
   const float *ai = a, *af = a + m, *ao = a + 2 * m, *ag = a + 3 * m;
   DETAUDIT_RETURN_IF_ERROR(be_->binary(BinaryOp::kMul, af, c_prev(t), c, m));
   DETAUDIT_RETURN_IF_ERROR(be_->binary(BinaryOp::kMul, ai, ag, dc_.data(), m));  // dc_: free scratch here
@@ -108,11 +116,35 @@ Status ConvLstm::forward_step(int t, const std::vector<Part>& inputs) {
 
 Status ConvLstm::backward_step(int t, const float* dh_ext, const std::vector<GradPart>& dx) {
   DETAUDIT_RETURN_IF_ERROR(need(t >= 0 && t < steps_, "convlstm: step " + std::to_string(t) + " outside begin()"));
-  const size_t n = size_t(cs_.n), ld = size_t(cin_ + k_) * hw_, m = m_, kc = size_t(k_) * hw_;
+  const size_t n = size_t(cs_.n), m = m_, kc = size_t(k_) * hw_;
   if (t == steps_ - 1) {  // nothing flows back from beyond the last step
     DETAUDIT_RETURN_IF_ERROR(dh_rec_.zero());
     DETAUDIT_RETURN_IF_ERROR(dc_rec_.zero());
   }
+  const float* zg = zg_.data() + size_t(t) * 4 * m;
+  const float* a = a_.data() + size_t(t) * 4 * m;
+  const float* tc = tc_.data() + size_t(t) * m;
+  float* dz = dz_.data() + size_t(t) * 4 * m;
+  bool fused = false;
+  if (!unfused_) {
+    LstmBwdArgs f;
+    f.n = n, f.kc = kc, f.zg = zg, f.a = a, f.c_prev = c_prev(t), f.tc = tc, f.dh_rec = dh_rec_.data(),
+    f.dh_ext = dh_ext, f.dc_rec = dc_rec_.data(), f.dz = dz;
+    const Status st = be_->lstm_cell_bwd(f);
+    if (st.code() != Status::Code::kUnsupported) {
+      DETAUDIT_RETURN_IF_ERROR(st);
+      fused = true;
+    } else {
+      unfused_ = true;
+    }
+  }
+  if (!fused) DETAUDIT_RETURN_IF_ERROR(gates_backward(t, dh_ext));
+  return conv_backward(t, dx);
+}
+
+// The gate arithmetic of backward_step through the backend's separate ops (lstm_cell_bwd's bits).
+Status ConvLstm::gates_backward(int t, const float* dh_ext) {
+  const size_t n = size_t(cs_.n), m = m_, kc = size_t(k_) * hw_;
   // dh = dh_ext + dh from step t+1
   float* dh = dh_.data();
   DETAUDIT_RETURN_IF_ERROR(be_->copy_2d(1, m, dh_rec_.data(), m, dh, m));
@@ -143,6 +175,13 @@ Status ConvLstm::backward_step(int t, const float* dh_ext, const std::vector<Gra
   float* dz = dz_.data() + size_t(t) * 4 * m;
   for (int g = 0; g < 4; ++g)  // gate-major -> sample-major
     DETAUDIT_RETURN_IF_ERROR(be_->copy_2d(n, kc, dzg + g * m, kc, dz + g * kc, 4 * kc));
+  return Status::ok();
+}
+
+// [dx, dh_prev] from the step's dz; at t = 0 also the weight and bias gradients.
+Status ConvLstm::conv_backward(int t, const std::vector<GradPart>& dx) {
+  const size_t n = size_t(cs_.n), ld = size_t(cin_ + k_) * hw_, m = m_, kc = size_t(k_) * hw_;
+  const float* dz = dz_.data() + size_t(t) * 4 * m;
 
   // [dx, dh_prev] = conv^T(dz)
   DETAUDIT_RETURN_IF_ERROR(be_->conv2d_bwd_data(cs_, dz, w_.data(), dxh_.data()));

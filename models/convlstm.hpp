@@ -62,6 +62,8 @@ class ConvLstm {
 
  private:
   Status tanh_fwd(const float* x, float* y, size_t n);
+  Status gates_backward(int t, const float* dh_ext);
+  Status conv_backward(int t, const std::vector<GradPart>& dx);
   const float* c_prev(int t) const { return t == 0 ? zero_.data() : c_.data() + size_t(t - 1) * m_; }
 
   Backend* be_;
@@ -70,6 +72,7 @@ class ConvLstm {
   int steps_ = 0;
   size_t hw_ = 0, m_ = 0;  // m_ = N*K*H*W, one gate of one step
   bool tanh_composite_ = false;
+  bool unfused_ = false;  // the backend has no lstm_cell_fwd/bwd: the separate ops
   Tensor w_, b_, dw_, db_;
   // Forward, per step (step-major): conv input [x, h_prev], gate pre-activations and activations
   // (gate-major), c, tanh(c), h.

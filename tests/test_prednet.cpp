@@ -344,6 +344,114 @@ TEST(PredNet, ConvLstmGradient) {
                st.checked, st.skipped, st.worst, st.worst_rel, base.margin, base.saturated);
 }
 
+// A backend that forwards everything to another except the fused ConvLSTM cell ops, which it lacks: the
+// cell then runs its separate ops.
+class WithoutFusedCell final : public Backend {
+ public:
+  explicit WithoutFusedCell(Backend* inner) : in_(inner) {}
+  std::string name() const override { return in_->name(); }
+  void* alloc(size_t bytes) override { return in_->alloc(bytes); }
+  void free(void* p) override { in_->free(p); }
+  Status upload(void* d, const void* s, size_t b) override { return in_->upload(d, s, b); }
+  Status download(void* d, const void* s, size_t b) override { return in_->download(d, s, b); }
+  Status zero(void* p, size_t b) override { return in_->zero(p, b); }
+  Status conv2d_fwd(const ConvShape& s, const float* x, const float* w, float* y) override {
+    return in_->conv2d_fwd(s, x, w, y);
+  }
+  Status conv2d_fwd_bias(const ConvShape& s, const float* x, const float* w, const float* b, float* y) override {
+    return in_->conv2d_fwd_bias(s, x, w, b, y);
+  }
+  Status conv2d_bwd_data(const ConvShape& s, const float* dy, const float* w, float* dx) override {
+    return in_->conv2d_bwd_data(s, dy, w, dx);
+  }
+  Status conv2d_bwd_filter(const ConvShape& s, const float* x, const float* dy, float* dw) override {
+    return in_->conv2d_bwd_filter(s, x, dy, dw);
+  }
+  Status maxpool_fwd(const PoolShape& s, const float* x, float* y) override { return in_->maxpool_fwd(s, x, y); }
+  Status maxpool_bwd(const PoolShape& s, const float* x, const float* y, const float* dy, float* dx) override {
+    return in_->maxpool_bwd(s, x, y, dy, dx);
+  }
+  Status reduce(ReduceOp op, const float* x, const float* y, size_t n, float* out) override {
+    return in_->reduce(op, x, y, n, out);
+  }
+  Status unary(UnaryOp op, const float* x, float* y, size_t n) override { return in_->unary(op, x, y, n); }
+  Status binary(BinaryOp op, const float* a, const float* b, float* y, size_t n) override {
+    return in_->binary(op, a, b, y, n);
+  }
+  Status axpy(size_t n, float alpha, const float* x, float* y) override { return in_->axpy(n, alpha, x, y); }
+  Status bias_add(float* y, const float* b, size_t n, size_t c, size_t hw) override {
+    return in_->bias_add(y, b, n, c, hw);
+  }
+  Status bias_grad(const float* dy, float* db, size_t n, size_t c, size_t hw) override {
+    return in_->bias_grad(dy, db, n, c, hw);
+  }
+  Status unary_bwd(UnaryOp op, const float* x, const float* y, const float* dy, float* dx, size_t n) override {
+    return in_->unary_bwd(op, x, y, dy, dx, n);
+  }
+  Status upsample2_fwd(const float* x, float* y, size_t planes, int h, int w) override {
+    return in_->upsample2_fwd(x, y, planes, h, w);
+  }
+  Status upsample2_bwd(const float* dy, float* dx, size_t planes, int h, int w) override {
+    return in_->upsample2_bwd(dy, dx, planes, h, w);
+  }
+  Status copy_2d(size_t r, size_t c, const float* s, size_t sl, float* d, size_t dl) override {
+    return in_->copy_2d(r, c, s, sl, d, dl);
+  }
+  Status fill(float* y, float v, size_t n) override { return in_->fill(y, v, n); }
+  Status adam_step(const AdamParams& p, float* w, const float* g, float* m, float* v, size_t n) override {
+    return in_->adam_step(p, w, g, m, v, n);
+  }
+
+ private:
+  Backend* in_;
+};
+
+PredNetConfig tiny_config();
+std::vector<float> frames_for(const PredNetConfig& c, uint64_t stream);
+
+// The cpu backend's one-pass ConvLSTM gate arithmetic (lstm_cell_fwd/bwd) gives the bits of the separate
+// ops it replaces: three Adam steps of a three-layer PredNet with saturating gates, every loss and every
+// parameter afterwards bit for bit, on the cpu backend directly and through a wrapper without the
+// fused ops (1 and 2 threads, direct and Winograd convolutions).
+TEST(PredNet, FusedCellGivesTheSeparateOpsBits) {
+  PredNetConfig c = tiny_config();
+  c.stacks = {1, 4, 8};
+  c.layer_weights = {1, 0.5f, 0.25f};
+  c.nt = 4;
+  for (const char* spec : {"cpu?order=blocked&threads=2", "cpu?order=sequential&threads=1&conv=winograd"}) {
+    auto be = target(spec);
+    ASSERT_TRUE(be) << spec;
+    WithoutFusedCell unfused(be.get());
+    std::vector<std::vector<float>> params[2];
+    std::vector<double> losses[2];
+    for (int v = 0; v < 2; ++v) {
+      Backend* b = v == 0 ? be.get() : static_cast<Backend*>(&unfused);
+      PredNet net(b, c);
+      ASSERT_TRUE(net.init(5));
+      const std::vector<Tensor*> p = net.params();
+      for (size_t i = 1; i < p.size(); i += 2) ASSERT_TRUE(p[i]->upload(rnd(p[i]->size(), 300 + i, -2, 2)));
+      Tensor frames;
+      ASSERT_TRUE(Tensor::from_host(b, {c.nt * c.batch, c.channels(), c.height, c.width}, frames_for(c, 7), &frames));
+      Adam adam(b);
+      for (int step = 0; step < 3; ++step) {
+        double loss = 0;
+        ASSERT_TRUE(net.forward(frames, &loss));
+        ASSERT_TRUE(net.backward());
+        ASSERT_TRUE(adam.step(net.params(), net.grads()));
+        losses[v].push_back(loss);
+      }
+      for (Tensor* t : net.params()) params[v].push_back(download(*t));
+    }
+    ASSERT_EQ(losses[0].size(), losses[1].size());
+    for (size_t i = 0; i < losses[0].size(); ++i)
+      EXPECT_EQ(std::memcmp(&losses[0][i], &losses[1][i], sizeof(double)), 0) << spec << " loss " << i;
+    ASSERT_EQ(params[0].size(), params[1].size());
+    for (size_t i = 0; i < params[0].size(); ++i)
+      EXPECT_EQ(std::memcmp(params[0][i].data(), params[1][i].data(), params[0][i].size() * sizeof(float)), 0)
+          << spec << " parameter " << i;
+  }
+}
+
 PredNetConfig tiny_config() {
   PredNetConfig c;
   c.height = c.width = 8;

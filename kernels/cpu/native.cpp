@@ -710,6 +710,17 @@ class CpuNative final : public Backend {
     return Status::ok();
   }
 
+  Status lstm_cell_fwd(const LstmFwdArgs& a) override {
+    DETAUDIT_RETURN_IF_ERROR(ready());
+    parallel_elements(a.n * a.kc, [&](size_t b, size_t e) { train_ops::lstm_fwd_f32(a, b, e); });
+    return Status::ok();
+  }
+  Status lstm_cell_bwd(const LstmBwdArgs& a) override {
+    DETAUDIT_RETURN_IF_ERROR(ready());
+    parallel_elements(a.n * a.kc, [&](size_t b, size_t e) { train_ops::lstm_bwd_f32(a, b, e); });
+    return Status::ok();
+  }
+
   Status upsample2_fwd(const float* x, float* y, size_t planes, int h, int w) override {
     DETAUDIT_RETURN_IF_ERROR(ready());
     if (h < 1 || w < 1) return Status::invalid("upsample2: h and w must be positive");

@@ -1,5 +1,6 @@
 #include "kernels/cpu/train_ops.hpp"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -77,12 +78,92 @@ DETAUDIT_ELEMENTWISE_CLONES void hard_sigmoid_bwd(const float* x, const float* d
   const float ex = er * std::bit_cast<float>(uint32_t(int32_t(k) + 127) << 23);
   const float large = 1.0f - 2.0f / (ex + 1.0f);
   const float t = a < 0.625f ? small : (x < 0.0f ? -large : large);
-  return x == x && x != 0.0f ? t : x;  // NaN stays NaN, and -0 stays -0
+  return (x == x) & (x != 0.0f) ? t : x;  // NaN stays NaN, and -0 stays -0
 }
 
 DETAUDIT_ELEMENTWISE_CLONES void tanh_f32(const float* x, float* y, size_t b, size_t e) {
   for (size_t i = b; i < e; ++i) y[i] = tanh_one(x[i]);
 }
+
+namespace {
+// The native backend's hard sigmoid (its unary kHardSigmoid), Keras' clip(0.2x + 0.5, 0, 1).
+// (std::min(1, std::max(0, w)) written out: max(0, w) is 0 < w ? w : 0, so NaN gives 0.)
+[[gnu::always_inline]] inline float hard_sigmoid_one(float v) {
+  const float w = 0.2f * v + 0.5f;
+  const float lo = 0.0f < w ? w : 0.0f;
+  return lo < 1.0f ? lo : 1.0f;
+}
+
+// One contiguous run [j0, j1) of sample s, as a few simple loops (each vectorizes; one loop over all
+// sixteen arrays did not).
+DETAUDIT_ELEMENTWISE_CLONES void lstm_fwd_run(const LstmFwdArgs& a, size_t s, size_t j0, size_t j1) {
+  const size_t m = a.n * a.kc, o = s * a.kc, kc = a.kc;
+  const float* z = a.z + s * 4 * kc;
+  for (int g = 0; g < 4; ++g) {  // zg = z, gate-major; a_ifo = hard_sigmoid(z_ifo), a_g = tanh(z_g)
+    const float* __restrict zs = z + g * kc;
+    float* __restrict zd = a.zg + g * m + o;
+    float* __restrict ad = a.a + g * m + o;
+    for (size_t j = j0; j < j1; ++j) zd[j] = zs[j];
+    if (g < 3) {
+      for (size_t j = j0; j < j1; ++j) ad[j] = hard_sigmoid_one(zs[j]);
+    } else {
+      for (size_t j = j0; j < j1; ++j) ad[j] = tanh_one(zs[j]);
+    }
+  }
+  const float* __restrict ai = a.a + o, * __restrict af = ai + m, * __restrict ao = af + m, * __restrict ag = ao + m;
+  const float* __restrict cp = a.c_prev + o;
+  float* __restrict c = a.c + o, * __restrict tc = a.tc + o, * __restrict h = a.h + o;
+  for (size_t j = j0; j < j1; ++j) c[j] = af[j] * cp[j] + ai[j] * ag[j];  // = fma(1, i*g, f*c_prev)
+  for (size_t j = j0; j < j1; ++j) tc[j] = tanh_one(c[j]);
+  for (size_t j = j0; j < j1; ++j) h[j] = ao[j] * tc[j];
+}
+
+DETAUDIT_ELEMENTWISE_CLONES void lstm_bwd_run(const LstmBwdArgs& a, size_t s, size_t j0, size_t j1) {
+  const size_t m = a.n * a.kc, o = s * a.kc, kc = a.kc;
+  const float* __restrict ai = a.a + o, * __restrict af = ai + m, * __restrict ao = af + m, * __restrict ag = ao + m;
+  const float* __restrict cp = a.c_prev + o, * __restrict tc = a.tc + o, * __restrict dhr = a.dh_rec + o;
+  float* __restrict dcr = a.dc_rec + o;
+  float* __restrict dz = a.dz + s * 4 * kc;
+  float* __restrict dzi = dz, * __restrict dzf = dz + kc, * __restrict dzo = dz + 2 * kc, * __restrict dzg = dz + 3 * kc;
+  // dz_o holds dh first, then dc's pieces go through dz_i and dz_g before the gates' derivatives.
+  if (a.dh_ext) {
+    const float* __restrict dhe = a.dh_ext + o;
+    for (size_t j = j0; j < j1; ++j) dzo[j] = dhr[j] + dhe[j];  // dh = fma(1, dh_ext, dh_rec)
+  } else {
+    for (size_t j = j0; j < j1; ++j) dzo[j] = dhr[j];
+  }
+  for (size_t j = j0; j < j1; ++j) {  // dc = tanh'(c)*(dh*o) + dc_rec; dz_i holds dc
+    const float t = tc[j];
+    dzi[j] = (dzo[j] * ao[j]) * (1.0f - t * t) + dcr[j];
+  }
+  for (size_t j = j0; j < j1; ++j) {
+    const float dc = dzi[j];
+    dzf[j] = dc * cp[j];      // da_f
+    dzg[j] = dc * ai[j];      // da_g
+    dcr[j] = dc * af[j];      // into step t-1
+    dzi[j] = dc * ag[j];      // da_i
+    dzo[j] = dzo[j] * tc[j];  // da_o = dh*tanh(c)
+  }
+  const float* __restrict zi = a.zg + o, * __restrict zf = zi + m, * __restrict zo = zf + m;
+  for (size_t j = j0; j < j1; ++j) dzi[j] = ((zi[j] > -2.5f) & (zi[j] < 2.5f)) ? dzi[j] * 0.2f : 0.0f;
+  for (size_t j = j0; j < j1; ++j) dzf[j] = ((zf[j] > -2.5f) & (zf[j] < 2.5f)) ? dzf[j] * 0.2f : 0.0f;
+  for (size_t j = j0; j < j1; ++j) dzo[j] = ((zo[j] > -2.5f) & (zo[j] < 2.5f)) ? dzo[j] * 0.2f : 0.0f;
+  for (size_t j = j0; j < j1; ++j) dzg[j] = dzg[j] * (1.0f - ag[j] * ag[j]);
+}
+
+// Elements [b, e) of the index sample*kc + j, as contiguous runs per sample.
+template <class Args, class Run>
+void lstm_runs(const Args& a, size_t b, size_t e, Run run) {
+  for (size_t i = b; i < e;) {
+    const size_t s = i / a.kc, j0 = i - s * a.kc, j1 = std::min(a.kc, j0 + (e - i));
+    run(a, s, j0, j1);
+    i += j1 - j0;
+  }
+}
+}  // namespace
+
+void lstm_fwd_f32(const LstmFwdArgs& a, size_t b, size_t e) { lstm_runs(a, b, e, lstm_fwd_run); }
+void lstm_bwd_f32(const LstmBwdArgs& a, size_t b, size_t e) { lstm_runs(a, b, e, lstm_bwd_run); }
 
 void unary_bwd_f32(UnaryOp op, const float* x, const float* y, const float* dy, float* dx, size_t b, size_t e) {
   switch (op) {

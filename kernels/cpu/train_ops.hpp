@@ -26,6 +26,12 @@ void unary_bwd_f64(UnaryOp op, const float* x, const float* y, const float* dy, 
 // (tests/test_native.cpp checks it against cpu-ref's double tanh).
 void tanh_f32(const float* x, float* y, size_t b, size_t e);
 
+// Backend::lstm_cell_fwd and lstm_cell_bwd for elements [b, e) of one gate (index sample*kc + j), in the
+// native backend's arithmetic: exactly its unary (hard sigmoid, tanh_f32), binary multiply and axpy
+// (fma(1, x, y), which is the one rounded x + y), one pass instead of a dozen.
+void lstm_fwd_f32(const LstmFwdArgs& a, size_t b, size_t e);
+void lstm_bwd_f32(const LstmBwdArgs& a, size_t b, size_t e);
+
 // Planes [p0, p1).
 void upsample2_fwd(const float* x, float* y, int h, int w, size_t p0, size_t p1);
 void upsample2_bwd_f32(const float* dy, float* dx, int h, int w, size_t p0, size_t p1);
