@@ -73,11 +73,15 @@ std::vector<Tile> make_tiles(int m, int n, int min_tiles, const IsaKernels& kn) 
 // built for several ISAs and the best one the CPU has runs (whatever isa= says).
 #define DETAUDIT_PACK_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 
+void pack_a_rows(const float* a, ptrdiff_t lda, int h, int kc, float* dst);
+
 // Packs rows [i0, i0+mc) x K range [k0, k0+kc) of op(A) into mr-row micro-panels (zero padded).
 DETAUDIT_PACK_CLONES void pack_a(const GemmArgs& g, int i0, int mc, int k0, int kc, int mr, float* dst) {
   for (int ip = 0; ip < mc; ip += mr) {
     int rows = std::min(mr, mc - ip);
-    if (g.ta == Trans::kN) {
+    if (g.ta == Trans::kN && rows == mr && mr <= 16) {  // a full panel: pack_a_rows' layout (h = mr)
+      pack_a_rows(g.a + size_t(i0 + ip) * g.lda + k0, g.lda, mr, kc, dst);
+    } else if (g.ta == Trans::kN) {
       for (int r = 0; r < rows; ++r) {
         const float* src = g.a + size_t(i0 + ip + r) * g.lda + k0;
         for (int kk = 0; kk < kc; ++kk) dst[size_t(kk) * mr + r] = src[kk];

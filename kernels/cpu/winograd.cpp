@@ -343,6 +343,13 @@ DETAUDIT_WINO_CLONES void copy_floats(float* dst, const float* src, int n) {
     load_v(&t, src + i);
     std::memcpy(dst + i, &t, sizeof t);
   }
+  if (i + 8 <= n) {
+    V8 t;
+    load_v(&t, src + i);
+    std::memcpy(dst + i, &t, sizeof t);
+    i += 8;
+  }
+  for (; i + 4 <= n; i += 4) std::memcpy(dst + i, src + i, 16);
   for (; i < n; ++i) dst[i] = src[i];
 }
 
