@@ -78,7 +78,7 @@ DETAUDIT_ELEMENTWISE_CLONES void hard_sigmoid_bwd(const float* x, const float* d
   const float ex = er * std::bit_cast<float>(uint32_t(int32_t(k) + 127) << 23);
   const float large = 1.0f - 2.0f / (ex + 1.0f);
   const float t = a < 0.625f ? small : (x < 0.0f ? -large : large);
-  return (x == x) & (x != 0.0f) ? t : x;  // NaN stays NaN, and -0 stays -0
+  return ((x == x) & (x != 0.0f)) ? t : x;  // NaN stays NaN, and -0 stays -0
 }
 
 DETAUDIT_ELEMENTWISE_CLONES void tanh_f32(const float* x, float* y, size_t b, size_t e) {

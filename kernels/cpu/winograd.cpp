@@ -139,10 +139,6 @@ Grid grid_of(const ConvShape& s) {
 
 // Vectors of the compiler's for the row transforms: every operator is one rounded IEEE operation per
 // element, as for Lanes, so the formulas give the same bits in either form.
-// (GCC notes that vectors passed by value change the ABI between clones; these never leave the file.)
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wpsabi"
-#endif
 using V8 = float __attribute__((vector_size(32)));
 using V16 = float __attribute__((vector_size(64)));
 template <class T>
@@ -185,15 +181,17 @@ template <class T>
   }
 }
 
-// Columns j .. j+15 of the 32 in (a, b).
+// out[j] = columns j .. j+15 of the 32 in (a, b), j < 6. (Vectors go by reference: by value they would
+// change the calling convention between the clones.)
 template <int J>
-[[gnu::always_inline]] inline V16 shifted(V16 a, V16 b) {
-  return __builtin_shufflevector(a, b, J, J + 1, J + 2, J + 3, J + 4, J + 5, J + 6, J + 7, J + 8, J + 9, J + 10, J + 11,
+[[gnu::always_inline]] inline void shifted(const V16& a, const V16& b, V16* out) {
+  *out = __builtin_shufflevector(a, b, J, J + 1, J + 2, J + 3, J + 4, J + 5, J + 6, J + 7, J + 8, J + 9, J + 10, J + 11,
                                  J + 12, J + 13, J + 14, J + 15);
 }
-[[gnu::always_inline]] inline void shifts(V16 a, V16 b, V16* out) {
-  out[0] = a, out[1] = shifted<1>(a, b), out[2] = shifted<2>(a, b);
-  out[3] = shifted<3>(a, b), out[4] = shifted<4>(a, b), out[5] = shifted<5>(a, b);
+[[gnu::always_inline]] inline void shifts(const V16& a, const V16& b, V16* out) {
+  out[0] = a;
+  shifted<1>(a, b, out + 1), shifted<2>(a, b, out + 2), shifted<3>(a, b, out + 3);
+  shifted<4>(a, b, out + 4), shifted<5>(a, b, out + 5);
 }
 
 DETAUDIT_WINO_CLONES void input_row(const float* org, int wp, int nl, float* v, size_t xi_stride) {
