@@ -141,16 +141,12 @@ Grid grid_of(const ConvShape& s) {
 // element, as for Lanes, so the formulas give the same bits in either form.
 using V8 = float __attribute__((vector_size(32)));
 using V16 = float __attribute__((vector_size(64)));
+static_assert(kL == 8, "the row transforms' shuffles are written for 8 tiles (a V8 of lanes)");
 template <class T>
 [[gnu::always_inline]] inline void load_v(T* v, const float* p) {
   std::memcpy(v, p, sizeof *v);
 }
 
-// V = B^T d B of the tiles [tw0, tw0 + nl) (nl <= kL) of one tile row: row r of the 6 input rows starts
-// at org + r*wp (the row's column 4*tw0; 48 floats readable from each): point xi of tile l goes to
-// v[xi * xi_stride + l]. The B^T along rows runs on whole rows of the plane (every column, 16 at a
-// time); the B^T along columns runs at every column position and keeps every fourth (a tile's origin).
-// determinism: each tile's point is the same formula of the same 36 inputs as for a lone tile.
 // dst[l] = x[l] for l < nl (1 <= nl <= 8): fixed-size moves (a copy loop here became a memmove call).
 [[gnu::always_inline]] inline void store_first(float* dst, const V8& x, int nl) {
   switch (nl) {
@@ -194,6 +190,11 @@ template <int J>
   shifted<4>(a, b, out + 4), shifted<5>(a, b, out + 5);
 }
 
+// V = B^T d B of the tiles [tw0, tw0 + nl) (nl <= kL) of one tile row: row r of the 6 input rows starts
+// at org + r*wp (the row's column 4*tw0; 48 floats readable from each): point xi of tile l goes to
+// v[xi * xi_stride + l]. The B^T along rows runs on whole rows of the plane (every column, 16 at a
+// time); the B^T along columns runs at every column position and keeps every fourth (a tile's origin).
+// determinism: each tile's point is the same formula of the same 36 inputs as for a lone tile.
 DETAUDIT_WINO_CLONES void input_row(const float* org, int wp, int nl, float* v, size_t xi_stride) {
   V16 t[3][6];  // t[block][a]: B^T along rows at columns 16*block ..
   for (int cb = 0; cb < 3; ++cb) {
