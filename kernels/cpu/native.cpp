@@ -253,7 +253,8 @@ float unary_one(UnaryOp op, float v) {
       train_ops::tanh_f32(&v, &t, 0, 1);
       return t;
     }
-    case UnaryOp::kHardSigmoid: return std::min(1.0f, std::max(0.0f, 0.2f * v + 0.5f));
+    case UnaryOp::kHardSigmoid:
+      return train_ops::hard_sigmoid_one(v);
     case UnaryOp::kExp: return std::exp(v);
     case UnaryOp::kNeg: return -v;
     case UnaryOp::kSquare: return v * v;

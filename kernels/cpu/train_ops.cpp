@@ -86,14 +86,6 @@ DETAUDIT_ELEMENTWISE_CLONES void tanh_f32(const float* x, float* y, size_t b, si
 }
 
 namespace {
-// The native backend's hard sigmoid (its unary kHardSigmoid), Keras' clip(0.2x + 0.5, 0, 1).
-// (std::min(1, std::max(0, w)) written out: max(0, w) is 0 < w ? w : 0, so NaN gives 0.)
-[[gnu::always_inline]] inline float hard_sigmoid_one(float v) {
-  const float w = 0.2f * v + 0.5f;
-  const float lo = 0.0f < w ? w : 0.0f;
-  return lo < 1.0f ? lo : 1.0f;
-}
-
 // One contiguous run [j0, j1) of sample s, as a few simple loops (each vectorizes; one loop over all
 // sixteen arrays did not).
 DETAUDIT_ELEMENTWISE_CLONES void lstm_fwd_run(const LstmFwdArgs& a, size_t s, size_t j0, size_t j1) {

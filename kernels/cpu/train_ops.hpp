@@ -26,6 +26,14 @@ void unary_bwd_f64(UnaryOp op, const float* x, const float* y, const float* dy, 
 // (tests/test_native.cpp checks it against cpu-ref's double tanh).
 void tanh_f32(const float* x, float* y, size_t b, size_t e);
 
+// The native backend's hard sigmoid of one value (its unary kHardSigmoid and lstm_fwd_f32), Keras'
+// clip(0.2x + 0.5, 0, 1): min(1, max(0, w)) written out as comparisons, so that loops vectorize; NaN gives 0.
+inline float hard_sigmoid_one(float v) {
+  const float w = 0.2f * v + 0.5f;
+  const float lo = 0.0f < w ? w : 0.0f;
+  return lo < 1.0f ? lo : 1.0f;
+}
+
 // Backend::lstm_cell_fwd and lstm_cell_bwd for elements [b, e) of one gate (index sample*kc + j), in the
 // native backend's arithmetic: exactly its unary (hard sigmoid, tanh_f32), binary multiply and axpy
 // (fma(1, x, y), which is the one rounded x + y), one pass instead of a dozen.
