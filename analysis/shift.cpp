@@ -1,9 +1,12 @@
 #include "analysis/shift.hpp"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <limits>
+#include <numeric>
 #include <random>
+#include <utility>
 
 #include "analysis/resampling.hpp"
 #include "analysis/stats.hpp"
@@ -45,50 +48,164 @@ double normal_quantile(double p) {
 
 double mean_of(const std::vector<double>& v) { return mean(std::span<const double>(v)); }
 
-// The statistic for one arrangement: the mean over seeds of (mean of the "new" part - mean of the rest).
-struct Pool {
-  std::vector<double> values;  // the seed's runs, baseline first
-  size_t n_new = 0;
-};
-
-double statistic(const std::vector<Pool>& pools, const std::vector<std::vector<char>>& is_new) {
-  double s = 0;
-  for (size_t j = 0; j < pools.size(); ++j) {
-    double a = 0, b = 0;
-    size_t na = 0, nb = 0;
-    for (size_t i = 0; i < pools[j].values.size(); ++i)
-      if (is_new[j][i])
-        a += pools[j].values[i], ++na;
-      else
-        b += pools[j].values[i], ++nb;
-    s += a / double(na) - b / double(nb);
-  }
-  return s / double(pools.size());
-}
-
 double choose(size_t n, size_t k) {
   double r = 1;
   for (size_t i = 1; i <= k; ++i) r = r * double(n - k + i) / double(i);
   return r;
 }
 
-bool next_combination(std::vector<char>& mask) {  // masks with the same count of 1s, in order
-  return std::prev_permutation(mask.begin(), mask.end());
+using i128 = __int128;
+
+// One seed's losses for the permutation: values (baseline first, then the k new), their total, and the
+// weight of the seed's term. Num is i128 (exact) or long double (the fallback, see integer_scale).
+template <class Num>
+struct Stratum {
+  std::vector<Num> v;
+  size_t k = 0;  // new runs
+  Num total = 0, weight = 1;
+  // The seed's term of Z for new runs summing to s: weight·(n·s − k·T).
+  Num term(Num s) const { return weight * (Num(v.size()) * s - Num(k) * total); }
+};
+
+// |z| at least |obs|: exactly for integers; for the long double fallback with a relative tolerance of
+// 1e-15, so that an arrangement that only reorders a sum is not lost to rounding.
+bool at_least(i128 z, i128 obs) { return (z < 0 ? -z : z) >= (obs < 0 ? -obs : obs); }
+bool at_least(long double z, long double obs) { return std::fabs(z) >= std::fabs(obs) * (1 - 1e-15L); }
+
+// Of a seed's k-subsets, the largest (or smallest) sum and in how many ways ties let it be reached.
+template <class Num>
+std::pair<Num, double> extreme_subset(const Stratum<Num>& st, bool largest) {
+  std::vector<Num> v = st.v;
+  if (largest)
+    std::sort(v.begin(), v.end(), [](Num a, Num b) { return a > b; });
+  else
+    std::sort(v.begin(), v.end());
+  Num s = 0;
+  for (size_t i = 0; i < st.k; ++i) s += v[i];
+  const Num edge = v[st.k - 1];
+  size_t in_top = 0, all = 0;
+  for (size_t i = 0; i < v.size(); ++i)
+    if (v[i] == edge) ++all, in_top += i < st.k;
+  return {s, choose(all, in_top)};
+}
+
+template <class Num>
+void permute(const std::vector<Stratum<Num>>& strata, uint64_t seed, ShiftTest* t) {
+  Num observed = 0;
+  for (auto& st : strata) {
+    Num s = 0;
+    for (size_t i = st.v.size() - st.k; i < st.v.size(); ++i) s += st.v[i];
+    observed += st.term(s);
+  }
+  // The floor: |Z| at its largest, reached where every seed's sum is at its largest (or smallest).
+  Num zmax = 0, zmin = 0;
+  double cmax = 1, cmin = 1;
+  for (auto& st : strata) {
+    auto [hi, ways_hi] = extreme_subset(st, true);
+    auto [lo, ways_lo] = extreme_subset(st, false);
+    zmax += st.term(hi), cmax *= ways_hi;
+    zmin += st.term(lo), cmin *= ways_lo;
+  }
+  const Num top = std::max(zmax, -zmin);
+  double ways = 0;
+  if (top == 0) {
+    ways = t->arrangements;  // every arrangement gives 0
+  } else {
+    if (zmax == top) ways += cmax;
+    if (-zmin == top) ways += cmin;
+  }
+  t->min_p = std::min(1.0, ways / t->arrangements);
+
+  if (t->arrangements <= double(kExactArrangements)) {
+    // Enumerate: each seed's terms over its k-subsets, then an odometer over the seeds.
+    std::vector<std::vector<Num>> terms(strata.size());
+    for (size_t j = 0; j < strata.size(); ++j) {
+      const auto& st = strata[j];
+      std::vector<char> mask(st.v.size(), 0);
+      std::fill(mask.begin(), mask.begin() + long(st.k), 1);
+      do {
+        Num s = 0;
+        for (size_t i = 0; i < mask.size(); ++i)
+          if (mask[i]) s += st.v[i];
+        terms[j].push_back(st.term(s));
+      } while (std::prev_permutation(mask.begin(), mask.end()));
+    }
+    std::vector<size_t> at(strata.size(), 0);
+    uint64_t n = 0, hits = 0;
+    for (;;) {
+      Num z = 0;
+      for (size_t j = 0; j < at.size(); ++j) z += terms[j][at[j]];
+      ++n;
+      hits += at_least(z, observed);
+      size_t j = 0;
+      for (; j < at.size(); ++j) {
+        if (++at[j] < terms[j].size()) break;
+        at[j] = 0;
+      }
+      if (j == at.size()) break;
+    }
+    t->p = double(hits) / double(n);
+    t->exact = true;
+  } else {
+    std::mt19937_64 g(seed);
+    uint64_t hits = 0;
+    std::vector<std::vector<Num>> values;
+    for (auto& st : strata) values.push_back(st.v);
+    for (uint64_t d = 0; d < kDraws; ++d) {
+      Num z = 0;
+      for (size_t j = 0; j < strata.size(); ++j) {
+        resampling::fisher_yates(values[j], g);
+        Num s = 0;
+        for (size_t i = 0; i < strata[j].k; ++i) s += values[j][i];
+        z += strata[j].term(s);
+      }
+      hits += at_least(z, observed);
+    }
+    t->p = double(1 + hits) / double(1 + kDraws);
+    t->min_p = std::max(t->min_p, 1.0 / double(1 + kDraws));  // the draws' own floor
+    t->exact = false;
+  }
+}
+
+// The power of two by which every loss becomes an integer, and whether 128 bits hold Z with it: a loss
+// x = m·2^(e−53) (m an integer below 2^53) is an integer times 2^(53 − e_min); the largest is below
+// 2^(e_max − e_min + 53), |n·s − k·T| below 2nk times that, and the weights and seeds multiply in.
+// false: Z could overflow (losses 2^40 apart, or a very unbalanced design), and the long double
+// fallback is used.
+bool integer_scale(const std::vector<SeedRuns>& seeds, uint64_t lcm, int* shift) {
+  int e_min = INT_MAX, e_max = INT_MIN;
+  double bits = 0;
+  size_t used = 0;
+  for (auto& s : seeds) {
+    if (s.base.empty() || s.now.empty()) continue;
+    ++used;
+    const size_t n = s.base.size() + s.now.size();
+    bits = std::max(bits, std::log2(2.0 * double(n) * double(s.now.size())));
+    for (const auto* side : {&s.base, &s.now})
+      for (double x : *side) {
+        if (x == 0) continue;
+        int e = 0;
+        std::frexp(x, &e);
+        e_min = std::min(e_min, e), e_max = std::max(e_max, e);
+      }
+  }
+  if (e_min == INT_MAX) e_min = e_max = 0;
+  *shift = 53 - e_min;
+  bits += double(e_max - e_min + 53) + std::log2(double(lcm)) + std::log2(double(std::max<size_t>(used, 1)));
+  return bits < 125;
 }
 
 }  // namespace
 
-ShiftTest shift_test(const std::vector<SeedRuns>& seeds, double alpha, uint64_t seed) {
+ShiftTest shift_test(const std::vector<SeedRuns>& seeds, uint64_t seed) {
   ShiftTest t;
-  std::vector<Pool> pools;
   double ss = 0, inv_sum = 0;
+  uint64_t lcm = 1;
+  bool lcm_fits = true;
   for (auto& s : seeds) {
     if (s.base.empty() || s.now.empty()) continue;
-    Pool p;
-    p.values = s.base;
-    p.values.insert(p.values.end(), s.now.begin(), s.now.end());
-    p.n_new = s.now.size();
-    pools.push_back(std::move(p));
+    ++t.seeds;
+    t.shape.emplace_back(int(s.base.size()), int(s.now.size()));
     t.base_runs += int(s.base.size());
     t.new_runs += int(s.now.size());
     const double mb = mean_of(s.base), mn = mean_of(s.now);
@@ -97,67 +214,111 @@ ShiftTest shift_test(const std::vector<SeedRuns>& seeds, double alpha, uint64_t 
     for (double x : s.now) ss += (x - mn) * (x - mn);
     t.within_df += int(s.base.size() + s.now.size()) - 2;
     inv_sum += 1.0 / double(s.base.size()) + 1.0 / double(s.now.size());
+    t.arrangements *= choose(s.base.size() + s.now.size(), s.now.size());
+    const uint64_t kk = uint64_t(s.base.size()) * uint64_t(s.now.size());
+    if (lcm_fits) {
+      const uint64_t g = std::lcm(lcm, kk);
+      lcm_fits = g < (uint64_t(1) << 40);
+      lcm = g;
+    }
   }
-  t.seeds = int(pools.size());
   if (t.seeds == 0) return t;
   t.shift /= t.seeds;
   t.within_sd = t.within_df > 0 ? std::sqrt(ss / t.within_df) : 0;
-  // The shift's standard error from the within-seed variance, and what it can detect.
-  const double se = t.within_sd * std::sqrt(inv_sum) / t.seeds;
-  t.detectable = se * (normal_quantile(1 - alpha / 2) + normal_quantile(kPowerTarget));
+  t.se = t.within_sd * std::sqrt(inv_sum) / t.seeds;
 
-  // Every seed starts with its new runs last; arrangements move the "new" labels within the seed.
-  std::vector<std::vector<char>> is_new(pools.size());
-  double arrangements = 1;
-  for (size_t j = 0; j < pools.size(); ++j) {
-    is_new[j].assign(pools[j].values.size(), 0);
-    std::fill(is_new[j].end() - long(pools[j].n_new), is_new[j].end(), 1);
-    arrangements *= choose(pools[j].values.size(), pools[j].n_new);
-  }
-  const double observed = std::fabs(statistic(pools, is_new));
-  auto extreme = [&](double v) { return resampling::at_least(std::fabs(v), observed); };
-  if (arrangements <= double(kExactArrangements)) {
-    // Enumerate: an odometer over the seeds' label masks, each from its first (sorted, 1s first) mask.
-    std::vector<std::vector<char>> m(pools.size());
-    for (size_t j = 0; j < pools.size(); ++j) {
-      m[j].assign(pools[j].values.size(), 0);
-      std::fill(m[j].begin(), m[j].begin() + long(pools[j].n_new), 1);
+  int shift = 0;
+  t.integer = lcm_fits && integer_scale(seeds, lcm, &shift);
+  auto strata_of = [&](auto convert, auto weight_one) {
+    using Num = decltype(convert(0.0));
+    std::vector<Stratum<Num>> strata;
+    for (auto& s : seeds) {
+      if (s.base.empty() || s.now.empty()) continue;
+      Stratum<Num> st;
+      for (double x : s.base) st.v.push_back(convert(x));
+      for (double x : s.now) st.v.push_back(convert(x));
+      st.k = s.now.size();
+      for (Num x : st.v) st.total += x;
+      st.weight = weight_one(s.base.size() * s.now.size());
+      strata.push_back(std::move(st));
     }
-    uint64_t n = 0, hits = 0;
-    double best = 0;
-    std::vector<double> all;
-    for (;;) {
-      const double v = std::fabs(statistic(pools, m));
-      ++n;
-      hits += extreme(v);
-      all.push_back(v);
-      best = std::max(best, v);
-      size_t j = 0;
-      for (; j < m.size(); ++j) {
-        if (next_combination(m[j])) break;
-        std::fill(m[j].begin(), m[j].end(), 0);
-        std::fill(m[j].begin(), m[j].begin() + long(pools[j].n_new), 1);
-      }
-      if (j == m.size()) break;
-    }
-    t.p = double(hits) / double(n);
-    uint64_t at_best = 0;
-    for (double v : all) at_best += resampling::at_least(v, best);
-    t.min_p = double(at_best) / double(n);
-    t.exact = true;
+    return strata;
+  };
+  if (t.integer) {
+    // Exact: ldexp by a power of two keeps every bit, and the result is an integer below 2^113.
+    permute(strata_of([&](double x) { return i128(std::ldexp(x, shift)); },
+                      [&](size_t kk) { return i128(lcm / uint64_t(kk)); }),
+            seed, &t);
   } else {
-    std::mt19937_64 g(seed);
-    uint64_t hits = 0;
-    std::vector<std::vector<char>> m = is_new;
-    for (uint64_t k = 0; k < kDraws; ++k) {
-      for (auto& mask : m) resampling::fisher_yates(mask, g);
-      hits += extreme(statistic(pools, m));
-    }
-    t.p = double(1 + hits) / double(1 + kDraws);
-    t.min_p = 1.0 / double(1 + kDraws);
-    t.exact = false;
+    permute(strata_of([](double x) { return static_cast<long double>(x); },
+                      [](size_t kk) { return 1.0L / static_cast<long double>(kk); }),
+            seed, &t);
   }
   return t;
+}
+
+namespace {
+
+// The power of the permutation test of design `shape` at `level` against a shift of `delta` run-to-run
+// sds, over the simulated noise `noise` (one vector per simulated design: each seed's base then new runs).
+double simulated_power(const std::vector<std::pair<int, int>>& shape, const std::vector<std::vector<double>>& noise,
+                       double delta, double level) {
+  int hits = 0;
+  std::vector<SeedRuns> seeds(shape.size());
+  for (auto& z : noise) {
+    size_t at = 0;
+    for (size_t j = 0; j < shape.size(); ++j) {
+      seeds[j].base.assign(z.begin() + long(at), z.begin() + long(at) + shape[j].first);
+      at += size_t(shape[j].first);
+      seeds[j].now.clear();
+      for (int i = 0; i < shape[j].second; ++i) seeds[j].now.push_back(z[at++] + delta);
+    }
+    hits += shift_test(seeds).p <= level;
+  }
+  return double(hits) / double(noise.size());
+}
+
+}  // namespace
+
+double detectable_shift(const ShiftTest& t, double level) {
+  if (t.seeds == 0 || t.min_p > level) return std::numeric_limits<double>::quiet_NaN();
+  if (t.within_sd == 0) return 0;
+  if (t.arrangements > kSimulatedArrangements)
+    return t.se * t_detectable_noncentrality(t.within_df, level, kPowerTarget);
+  // Simulate the test: the same noise for every candidate shift, so power grows with the shift.
+  std::mt19937_64 g(20261205);
+  auto normal = [&]() {  // Box-Muller on raw draws: the same numbers on every standard library
+    const double u1 = (double(g() >> 11) + 1) * 0x1p-53, u2 = double(g() >> 11) * 0x1p-53;
+    return std::sqrt(-2 * std::log(u1)) * std::cos(2 * M_PI * u2);
+  };
+  std::vector<std::vector<double>> noise(kPowerSims);
+  for (auto& z : noise)
+    for (auto& [b, n] : t.shape)
+      for (int i = 0; i < b + n; ++i) z.push_back(normal());
+  double lo = 0, hi = 4;
+  while (simulated_power(t.shape, noise, hi, level) < kPowerTarget) {
+    lo = hi, hi *= 2;
+    if (hi > 1e4) return std::numeric_limits<double>::quiet_NaN();  // out of reach: ties the floor
+  }
+  for (int i = 0; i < 14; ++i) {
+    const double mid = (lo + hi) / 2;
+    (simulated_power(t.shape, noise, mid, level) < kPowerTarget ? lo : hi) = mid;
+  }
+  return hi * t.within_sd;
+}
+
+double design_floor(int seeds, int base, int now) {
+  if (seeds <= 0 || base <= 0 || now <= 0) return 1;
+  return std::min(1.0, 2.0 / std::pow(choose(size_t(base + now), size_t(now)), seeds));
+}
+
+JudgeableDesign judgeable_design(int seeds, int base, int now, double level) {
+  JudgeableDesign d;
+  for (int s = std::max(seeds, 1); s <= 1000 && !d.seeds; ++s)
+    if (design_floor(s, base, now) <= level) d.seeds = s;
+  for (int r = 1; r <= 1000 && !d.runs_per_side; ++r)
+    if (design_floor(std::max(seeds, 1), r, r) <= level) d.runs_per_side = r;
+  return d;
 }
 
 EquivalenceTest equivalence_test(const std::vector<SeedRuns>& seeds, double margin, double alpha) {

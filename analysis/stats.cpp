@@ -158,10 +158,44 @@ double f_quantile(double p, double d1, double d2) {
 
 double normal_cdf(double x) { return 0.5 * std::erfc(-x / std::sqrt(2.0)); }
 
+double noncentral_t_power(double delta, double df, double crit) {
+  if (!(df > 0) || !std::isfinite(delta) || !std::isfinite(crit)) return std::numeric_limits<double>::quiet_NaN();
+  // S = √(V/df) has density f(s) = 2·df·s·χ²_df(df·s²); it lies within 1 ± 12/√(2 df) but for small df, whose
+  // upper tail reaches s ≈ 8 at df = 1 (P(χ²_1 > 64) ≈ 1e-15).
+  const double sd = 1.0 / std::sqrt(2.0 * df);
+  const double lo = std::max(0.0, 1.0 - 12.0 * sd), hi = 1.0 + 12.0 * sd + (df < 30 ? 8.0 / std::sqrt(df) : 0.0);
+  const double log_norm = (df / 2) * std::log(df / 2) - std::lgamma(df / 2) + std::log(2.0);
+  auto density = [&](double s) {  // f(s), computed in logs: log(2) + (df/2)·log(df/2) − lgamma(df/2) + (df−1)·log s − df·s²/2
+    if (s <= 0) return df == 1 ? std::exp(log_norm) : 0.0;  // df < 1: an integrable pole, left out
+    return std::exp(log_norm + (df - 1) * std::log(s) - df * s * s / 2);
+  };
+  auto f = [&](double s) {
+    return density(s) * (normal_cdf(delta - crit * s) + normal_cdf(-delta - crit * s));
+  };
+  constexpr int kIntervals = 4000;  // even: Simpson's rule
+  const double h = (hi - lo) / kIntervals;
+  double sum = f(lo) + f(hi);
+  for (int i = 1; i < kIntervals; ++i) sum += (i % 2 ? 4.0 : 2.0) * f(lo + i * h);
+  return std::clamp(sum * h / 3, 0.0, 1.0);
+}
+
 double t_test_power(double d, double n_eff, double df, double alpha) {
   if (!(df > 0) || !std::isfinite(d) || !(n_eff > 0)) return std::numeric_limits<double>::quiet_NaN();
-  const double t = student_t_quantile(1 - alpha / 2, df), delta = std::fabs(d) * std::sqrt(n_eff);
-  return std::min(1.0, normal_cdf(delta - t) + normal_cdf(-delta - t));
+  return noncentral_t_power(std::fabs(d) * std::sqrt(n_eff), df, student_t_quantile(1 - alpha / 2, df));
+}
+
+double t_detectable_noncentrality(double df, double alpha, double power) {
+  if (!(df > 0) || !(alpha > 0 && alpha < 1) || !(power > 0 && power < 1))
+    return std::numeric_limits<double>::quiet_NaN();
+  const double crit = student_t_quantile(1 - alpha / 2, df);
+  if (noncentral_t_power(0, df, crit) >= power) return 0;
+  double lo = 0, hi = 1;
+  while (noncentral_t_power(hi, df, crit) < power && hi < 1e6) hi *= 2;
+  for (int i = 0; i < 60; ++i) {
+    const double mid = (lo + hi) / 2;
+    (noncentral_t_power(mid, df, crit) < power ? lo : hi) = mid;
+  }
+  return hi;
 }
 
 std::optional<std::size_t> n_for_power(double d, bool two_groups, double power, double alpha, std::size_t limit) {

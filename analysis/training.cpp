@@ -761,8 +761,13 @@ std::string build_difference(const std::string& target_x, const TrainingSource& 
 namespace {
 
 // Where "start" of a run's noise series is: after the first fifth of its points and at least 3 (the moving
-// averages then hold 3 points or more); a run of fewer than 4 points has only its first point there.
-size_t noise_start_index(size_t points) { return points >= 4 ? std::max<size_t>(points / 5, 3) - 1 : 0; }
+// averages then hold 3 points or more), and before the middle of the series, so that "start" and "end" are
+// not neighbours; a series too short for both (fewer than 6 points: 4 points would put "start" at point 3
+// beside "end") has only its first point there.
+size_t noise_start_index(size_t points) {
+  const size_t k = std::max<size_t>(points / 5, 3) - 1;
+  return 2 * k < points - 1 && points >= 4 ? k : 0;
+}
 
 // The gradient noise scale along training and the run-to-run noise, per unit (a target on a source) and
 // condition, from the runs that measured them (train --noise-scale). Runs that share initial weights are
@@ -863,9 +868,16 @@ nlohmann::json noise_of(const std::vector<TrainingRun>& runs, Units& units) {
       row["note"] = "tr(Sigma) was not positive at the measured points: R and B_hw undefined";
     } else {
       row["r"] = sigma2 * batch / trace;
-      row["b_hw"] = trace / sigma2;
-      // Beyond the training set no batch exists: SGD's own noise is larger at every batch size there is.
-      row["b_hw_beyond_data"] = examples > 0 && trace / sigma2 > double(examples);
+      // Beyond the training set no batch exists: SGD's own noise is larger at every batch size below N (at
+      // B = N a full-batch gradient has no sampling noise at all). Such a B_hw is no batch size: null, with
+      // the reason.
+      const bool beyond = examples > 0 && trace / sigma2 > double(examples);
+      row["b_hw"] = beyond ? nlohmann::json(nullptr) : nlohmann::json(trace / sigma2);
+      row["b_hw_beyond_data"] = beyond;
+      if (beyond)
+        row["b_hw_note"] = fmt::format("tr(Σ)/σ²_hw = {:.3g} is beyond the {} examples of the training set: SGD's "
+                                       "noise is larger at every batch size below {}",
+                                       trace / sigma2, examples, examples);
       row["note"] =
           fmt::format("run-to-run implementation noise at B = {}: {} of {} repeats differed", batch, nonzero, pairs);
     }

@@ -61,6 +61,8 @@ nlohmann::json to_json(const CheckReport& rep) {
           {"cells_other_key", rep.cells_other_key},
           {"cells_other_key_bits_changed", rep.cells_other_key_bits_changed},
           {"training_runs_compared", rep.runs_compared},
+          {"training_not_judged", rep.training_not_judged},
+          {"allow_unjudged", rep.allow_unjudged},
           {"findings", fs}};
 }
 

@@ -25,7 +25,7 @@ enum class FindingKind {
   kTrainingShift,        // same key, nondeterminism on: the seed-by-seed permutation test of the shift
   kTrainingEquivalence,  // another key: per-seed differences against the margin
   kTrainingBits,         // nondeterminism off on the same key: final loss and weights bitwise
-  kTrainingNotJudged,    // too few runs, no power, no seed on both sides: not judged (says why)
+  kTrainingNotJudged,    // a floor above the level, no seed on both sides: not judged (SKIP, says why)
   kTrainingRun,          // a run that crashed, timed out, failed, diverged or was skipped
   kTrainingNotRun,       // a baseline training cell without runs in DIR
   kTrainingNoBaseline,   // a training cell of DIR without a baseline cell
@@ -48,8 +48,16 @@ struct CheckReport {
   std::vector<CheckFinding> findings;            // in baseline order, then DIR's new cells, then training
   int cells_compared = 0, cells_same_key = 0, cells_other_key = 0, cells_other_key_bits_changed = 0;
   int runs_compared = 0;
+  // Training cells the baseline holds that this check did not judge: "<cell> on <target>: <why>". A
+  // check that leaves one unjudged cannot pass (exit 2) unless allow_unjudged (--allow-unjudged).
+  std::vector<std::string> training_not_judged;
+  bool allow_unjudged = false;
   int count(Verdict v) const;
-  int exit_code() const { return count(Verdict::kFail) ? 1 : 0; }
+  // 1 any failure; else 2 a training cell not judged (unless allowed); else 0.
+  int exit_code() const {
+    if (count(Verdict::kFail)) return 1;
+    return !training_not_judged.empty() && !allow_unjudged ? 2 : 0;
+  }
 };
 
 nlohmann::json to_json(const CheckReport& rep);

@@ -160,7 +160,9 @@ Status check_run_against_design(const nlohmann::json& j, TrainingRun& t, const n
     if (random ? (t.seed < base || t.seed >= base + seeds) : t.seed != base)
       return bad("seed", fmt::format("{} is not a seed of the design ({} seeds from {}; fixed initial weights use {})",
                                      t.seed, seeds, base, base));
-    const uint64_t reps = random ? (nondet ? replicates : 1) : seeds;
+    // (a) repeats each seed; (c) runs its one seed seeds x replicates times (older designs: seeds times);
+    // (b), (d), (e) once per seed.
+    const uint64_t reps = random ? (nondet ? replicates : 1) : (nondet ? seeds * replicates : seeds);
     if (t.replicate < 0 || uint64_t(t.replicate) >= reps)
       return bad("replicate",
                  fmt::format("{} is not below the {} replicates condition ({}) runs", t.replicate, reps, t.condition));
@@ -175,6 +177,30 @@ Status check_run_against_design(const nlohmann::json& j, TrainingRun& t, const n
 }
 
 // "machine": the fingerprint of probes/env.cpp. "libraries" holds strings, numbers and booleans.
+// What a machine description can check against itself: the compiler it names twice, and the instruction
+// set detaudit's own kernels resolved to (libraries.cpu_isa_auto) against the CPU's features.
+Status check_machine_consistent(const nlohmann::json& m, const std::string& mp) {
+  const nlohmann::json libs = m.value("libraries", nlohmann::json::object());
+  if (m.contains("compiler") && libs.contains("compiler") && libs["compiler"] != m["compiler"])
+    return Status::invalid(fmt::format("{} {} contradicts {} {}", json_path(mp, "compiler"), m["compiler"].dump(),
+                                       json_path(mp + ".libraries", "compiler"), libs["compiler"].dump()));
+  if (m.contains("cpu_features") && libs.contains("cpu_isa_auto") && libs["cpu_isa_auto"].is_string()) {
+    const std::string isa = libs["cpu_isa_auto"].get<std::string>();
+    auto has = [&](const char* f) {
+      return std::any_of(m["cpu_features"].begin(), m["cpu_features"].end(), [&](const nlohmann::json& x) { return x == f; });
+    };
+    const char* missing = isa == "avx512" && !has("avx512f") ? "avx512f"
+                          : isa == "avx2" && !has("avx2")    ? "avx2"
+                          : isa == "avx2" && !has("fma")     ? "fma"
+                                                             : nullptr;
+    if (missing)
+      return Status::invalid(fmt::format("{} \"{}\" contradicts {}, which lacks {}",
+                                         json_path(mp + ".libraries", "cpu_isa_auto"), isa,
+                                         json_path(mp, "cpu_features"), missing));
+  }
+  return Status::ok();
+}
+
 Status check_machine(const nlohmann::json& m, const std::string& mp) {
   if (Status st; !(st = check_json(m, T::kObject, mp)) ||
                  !(st = check_keys(m,
@@ -202,6 +228,7 @@ Status check_machine(const nlohmann::json& m, const std::string& mp) {
         return Status::invalid(fmt::format("{} must be a string, number or boolean (got {})",
                                            json_path(mp + ".libraries", k), v.type_name()));
       }
+  DETAUDIT_RETURN_IF_ERROR(check_machine_consistent(m, mp));
   if (m.contains("caches"))
     for (size_t i = 0; i < m["caches"].size(); ++i)
       DETAUDIT_RETURN_IF_ERROR(check_keys(
@@ -259,6 +286,7 @@ Status results_from_json(nlohmann::json& j, Results* out) {
       if (r.plan.value("kind", "") == "train" && r.plan.contains("design"))
         DETAUDIT_RETURN_IF_ERROR(
             check_run_against_design(j["training"][i], t, r.plan["design"], json_path("training", i)));
+      DETAUDIT_RETURN_IF_ERROR(check_run_consistent(t, json_path("training", i)));
       r.training.push_back(std::move(t));
     }
   r.analysis = j.value("analysis", nlohmann::json::object());

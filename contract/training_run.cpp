@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "kernels/fingerprint.hpp"
+
 namespace detaudit {
 
 namespace {
@@ -318,6 +320,39 @@ Status from_json(const nlohmann::json& j, TrainingRun* out, const std::string& p
   if (j.contains("timeout_s")) r.timeout_s = j["timeout_s"].get<double>();
   if (j.contains("batches_done")) r.batches_done = j["batches_done"].get<uint64_t>();
   *out = std::move(r);
+  return Status::ok();
+}
+
+double curve_window_mean(const std::vector<double>& curve, int window) {
+  if (curve.empty()) return std::numeric_limits<double>::quiet_NaN();
+  const size_t w = std::min<size_t>(size_t(std::max(window, 1)), curve.size());
+  double s = 0;
+  for (size_t i = curve.size() - w; i < curve.size(); ++i) s += double(static_cast<float>(curve[i]));
+  return s / double(w);
+}
+
+Status check_run_consistent(const TrainingRun& r, const std::string& path) {
+  if (!r.ok() || r.curve.empty()) return Status::ok();
+  auto same = [](double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); };
+  if (r.window > 0) {
+    const size_t w = std::min<size_t>(size_t(r.window), r.curve.size());
+    double as_written = 0;
+    for (size_t i = r.curve.size() - w; i < r.curve.size(); ++i) as_written += r.curve[i];
+    as_written /= double(w);
+    const double mean = curve_window_mean(r.curve, r.window);
+    if (!same(r.final_loss, mean) && !same(r.final_loss, as_written))
+      return Status::invalid(fmt::format("{} {:.17g} is not the mean of the curve's last {} points ({:.17g}): the run "
+                                         "contradicts itself",
+                                         json_path(path, "final_loss"), r.final_loss, w, mean));
+  }
+  if (!r.curve_fingerprint.empty()) {
+    std::vector<float> f(r.curve.begin(), r.curve.end());
+    const std::string fp = fingerprint_bytes(f.data(), f.size() * sizeof(float)).hex();
+    if (fp != r.curve_fingerprint)
+      return Status::invalid(fmt::format("{} {} is not the fingerprint of the run's curve ({}): the curve or the "
+                                         "fingerprint was changed",
+                                         json_path(path, "curve_fingerprint"), r.curve_fingerprint, fp));
+  }
   return Status::ok();
 }
 

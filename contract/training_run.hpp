@@ -111,4 +111,13 @@ nlohmann::json to_json(const NextFrameCheck& n);
 // invalid Status with one line naming the field's path ("training[3].seed must be ...").
 Status from_json(const nlohmann::json& j, TrainingRun* out, const std::string& path = "run");
 
+// The final loss of a curve: the mean of its last `window` points (at least 1, at most all), each point the
+// float the worker recorded, summed in double in order. NaN for an empty curve.
+double curve_window_mean(const std::vector<double>& curve, int window);
+// What a finished run can check against itself, so that an edited run is refused instead of judged: its
+// final loss is its curve's window mean (curve_window_mean, or the same sum over the curve's doubles as
+// written: fixtures that never passed through a float), and its curve fingerprint, where it has one, is
+// the fingerprint of the curve's floats. One line naming the field.
+Status check_run_consistent(const TrainingRun& r, const std::string& path);
+
 }  // namespace detaudit

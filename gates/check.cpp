@@ -330,8 +330,27 @@ struct TrainPlan {
   bool bitwise = false;       // nondeterminism off on the same key: each run bit for bit
   std::vector<SeedRuns> seeds;  // finished, finite final losses by seed: baseline and new
   int base_finite = 0;
-  bool tested = false;  // judged by a test (counted in the Bonferroni divisor)
+  bool tested = false;  // judged by a test (counted in its family)
+  ShiftTest shift;      // same key, nondeterminism on: the permutation test (computed for every candidate)
+  double level = 0;     // the level it is tested at (Holm's for its rank), or would be (not judged)
+  int holm_rank = 0;    // 1-based rank of its p among the shift family; 0: not in it
+  bool rejected = false;
+  bool identical = false;  // every finished run of both sides has one final loss, bit for bit
+  double identical_loss = 0;
 };
+
+// Whether every loss of both sides is the same double, bit for bit (*value: it).
+bool all_identical(const std::vector<SeedRuns>& seeds, double* value) {
+  const double* first = nullptr;
+  for (auto& s : seeds)
+    for (const auto* side : {&s.base, &s.now})
+      for (const double& x : *side) {
+        if (!first) first = &x;
+        if (std::memcmp(first, &x, sizeof(double)) != 0) return false;
+      }
+  if (first) *value = *first;
+  return first != nullptr;
+}
 
 CheckFinding train_finding(const TrainPlan& p) {
   CheckFinding f;
@@ -392,54 +411,94 @@ std::string pct(double shift, double mean) {
   return std::isfinite(mean) && mean != 0 ? fmt::format(" ({:+.3g}% of the mean)", 100 * shift / mean) : "";
 }
 
-// Same key, nondeterminism on: the stratified permutation test of the shift (analysis/shift.hpp).
-void check_shift(const TrainPlan& p, double alpha, int tested, CheckReport* rep) {
+// What a shift test's design detects at its level, in words.
+std::string power_text(const ShiftTest& t, double level) {
+  const std::string design = fmt::format("at {} seed(s) and {} + {} runs", t.seeds, t.base_runs, t.new_runs);
+  if (t.min_p > level) return design + " this check detects nothing (its smallest p-value is above its level)";
+  if (t.within_df == 0)
+    return design + " (one run per seed and side) the run-to-run spread is unknown, and with it what this check "
+                    "could detect";
+  if (t.within_sd == 0)
+    return design + fmt::format(" the runs repeat exactly within each seed (run-to-run sd 0, df {}): any shift shows",
+                                t.within_df);
+  return design + fmt::format(" this check detects a shift of {} (power {} at level {:.3g}, noncentral t on df {}; "
+                              "run-to-run sd {})",
+                              stat_text(detectable_shift(t, level)), kPowerTarget, level, t.within_df,
+                              stat_text(t.within_sd));
+}
+
+// Same key, nondeterminism on: the stratified permutation test of the shift (analysis/shift.hpp), judged
+// in the shift family (Holm, check_training) or not judged where its floor is above its level.
+void check_shift(const TrainPlan& p, int family, CheckReport* rep) {
   CheckFinding f = train_finding(p);
   const BaselineTraining& bt = *p.bt;
-  const ShiftTest t = shift_test(p.seeds, alpha);
+  const ShiftTest& t = p.shift;
   const double base_mean = bt.mean.value_or(std::numeric_limits<double>::quiet_NaN());
   f.old_value = fmt::format("{} runs, mean {}", p.base_finite, loss_text(base_mean));
   f.new_value = fmt::format("{} runs, shift {}", t.new_runs, loss_text(t.shift));
-  const std::string power =
-      t.within_df == 0
-          ? fmt::format(
-                "at {} seeds and {} + {} runs (one run per seed and side) the run-to-run spread is unknown, "
-                "and with it what this check could detect",
-                t.seeds, t.base_runs, t.new_runs)
-      : t.within_sd == 0 ? fmt::format(
-                               "at {} seeds and {} + {} runs the runs repeat exactly within each seed "
-                               "(run-to-run sd 0, df {}): any shift shows",
-                               t.seeds, t.base_runs, t.new_runs, t.within_df)
-                         : fmt::format(
-                               "at {} seeds and {} + {} runs this check detects a shift of {} (power {}, "
-                               "run-to-run sd {}, df {})",
-                               t.seeds, t.base_runs, t.new_runs, stat_text(t.detectable), kPowerTarget,
-                               stat_text(t.within_sd), t.within_df);
   auto push = [&](FindingKind k, Verdict v, std::string msg) {
     f.kind = k;
     f.verdict = v;
     f.message = std::move(msg);
     rep->findings.push_back(f);
   };
+  if (p.identical) {
+    push(FindingKind::kTrainingShift, Verdict::kPass,
+         fmt::format("every run on both sides has the same final loss, {}, bit for bit ({} + {} runs): no shift",
+                     loss_text(p.identical_loss), t.base_runs, t.new_runs));
+    return;
+  }
   if (!p.tested) {
-    push(FindingKind::kTrainingNotJudged, Verdict::kWarn,
-         fmt::format("{} baseline runs: too few to judge a nondeterministic cell (at least {} are needed, run to run "
-                     "its final losses jump between few values); {}",
-                     p.base_finite, kMinJudgedRuns, power));
+    const int per_seed_base = t.seeds ? t.base_runs / t.seeds : 0, per_seed_new = t.seeds ? t.new_runs / t.seeds : 0;
+    const JudgeableDesign need = judgeable_design(t.seeds, per_seed_base, per_seed_new, p.level);
+    std::string fix;
+    if (t.seeds == 0)
+      fix = "no seed has finished runs on both sides";
+    else if (need.seeds && need.runs_per_side)
+      fix = fmt::format("{} seeds of {} + {} runs, or {} runs per side in each of the {} seed(s), would make it "
+                        "judgeable",
+                        need.seeds, per_seed_base, per_seed_new, need.runs_per_side, t.seeds);
+    push(FindingKind::kTrainingNotJudged, Verdict::kSkip,
+         fmt::format("not judged: the smallest p-value these runs can give is {:.3g} ({} arrangements within seeds), "
+                     "above the level {:.3g} it would be tested at (0.05 over {} cell(s)); {}",
+                     t.min_p, t.arrangements, p.level, family + 1, fix));
     return;
   }
-  if (t.min_p > alpha) {
-    push(FindingKind::kTrainingNotJudged, Verdict::kWarn,
-         fmt::format("no power: the smallest p-value these runs can give is {:.3g}, above α = {:.3g}; {}", t.min_p,
-                     alpha, power));
-    return;
+  push(FindingKind::kTrainingShift, p.rejected ? Verdict::kFail : Verdict::kPass,
+       fmt::format("mean final loss {} by {}{} seed by seed: permutation p = {:.4g} ({} within seeds{}), {} its Holm "
+                   "level {:.3g} (rank {} of the {} training cell(s) judged, family-wise 0.05); {}",
+                   p.rejected ? "moved" : "within run-to-run noise, shifted", loss_text(t.shift),
+                   pct(t.shift, base_mean), t.p,
+                   t.exact ? fmt::format("exact over {:.0f} arrangements", t.arrangements)
+                           : fmt::format("{} draws of {:.3g} arrangements", kDraws, t.arrangements),
+                   t.integer ? "" : "; losses compared in long double", p.rejected ? "<=" : "above",
+                   p.level, p.holm_rank, family, power_text(t, p.level)));
+}
+
+// The shift family: every same-key cell with nondeterminism on and new runs. Judged: the largest set of
+// m cells whose floors are all at most 0.05/m (so each can fail at Holm's first step); those are then
+// tested by Holm's step-down procedure. The others are not judged, at the level 0.05/(m + 1) they would
+// need. Returns m.
+int judge_shift_family(std::vector<TrainPlan*> cand) {
+  std::sort(cand.begin(), cand.end(), [](const TrainPlan* a, const TrainPlan* b) { return a->shift.min_p < b->shift.min_p; });
+  const size_t n = cand.size();
+  size_t m = n;
+  for (; m > 0; --m)  // a tie at the edge is all in or all out
+    if (cand[m - 1]->shift.min_p <= 0.05 / double(m) && (m == n || cand[m]->shift.min_p > cand[m - 1]->shift.min_p))
+      break;
+  for (size_t i = m; i < n; ++i) cand[i]->level = 0.05 / double(m + 1);
+  std::vector<TrainPlan*> judged(cand.begin(), cand.begin() + long(m));
+  std::stable_sort(judged.begin(), judged.end(), [](const TrainPlan* a, const TrainPlan* b) { return a->shift.p < b->shift.p; });
+  bool rejecting = true;
+  for (size_t r = 0; r < m; ++r) {
+    TrainPlan& p = *judged[r];
+    p.tested = true;
+    p.holm_rank = int(r + 1);
+    p.level = 0.05 / double(m - r);
+    rejecting = rejecting && p.shift.p <= p.level;
+    p.rejected = rejecting;
   }
-  const bool moved = t.p <= alpha;
-  push(FindingKind::kTrainingShift, moved ? Verdict::kFail : Verdict::kPass,
-       fmt::format("mean final loss {} by {}{} seed by seed: permutation p = {:.3g} ({} within seeds), {} α = {:.3g} "
-                   "(0.05 over the {} training cell(s) tested); {}",
-                   moved ? "moved" : "within run-to-run noise, shifted", loss_text(t.shift), pct(t.shift, base_mean),
-                   t.p, t.exact ? "exact" : fmt::format("{} draws", kDraws), moved ? "<=" : ">", alpha, tested, power));
+  return int(m);
 }
 
 // Another key: per-seed differences against the margin (two one-sided tests).
@@ -459,13 +518,13 @@ void check_equivalence(const TrainPlan& p, double margin_rel, double alpha, int 
   };
   const std::string head = fmt::format("key differs ({}): ", p.key_diff);
   if (e.outcome == Equivalence::kNotJudged) {
-    push(FindingKind::kTrainingNotJudged, Verdict::kWarn,
-         head + fmt::format("{} seed(s) on both sides: an equivalence test needs 2 or more; not judged", e.pairs));
+    push(FindingKind::kTrainingNotJudged, Verdict::kSkip,
+         head + fmt::format("not judged: {} seed(s) on both sides; an equivalence test needs 2 or more", e.pairs));
     return;
   }
   const std::string interval = fmt::format(
       "the mean per-seed difference {} over {} seeds has the {:.3g}% interval [{}, {}] against the margin "
-      "±{} ({:g}% of the baseline mean; α = {:.3g} per side, 0.05 over the {} training cell(s) tested)",
+      "±{} ({:g}% of the baseline mean; α = {:.3g} per side, 0.05 over the {} equivalence test(s))",
       loss_text(e.mean_diff), e.pairs, 100 * (1 - 2 * alpha), loss_text(e.lo), loss_text(e.hi), loss_text(margin),
       100 * margin_rel, alpha, tested);
   switch (e.outcome) {
@@ -484,11 +543,12 @@ void check_equivalence(const TrainPlan& p, double margin_rel, double alpha, int 
 }
 
 void check_training(const Baseline& b, const Results& r, double margin_rel, CheckReport* rep) {
+  const size_t first_finding = rep->findings.size();
   std::map<TrainCell, std::vector<RunView>> dir_cells;
   for (auto& run : r.training)
     dir_cells[{run.model, run.design, run.condition, run.target}].push_back(view(run));
-  // First the plans, to know how many cells are tested (the Bonferroni divisor); then the findings, in
-  // baseline order.
+  // First the plans, to know each family (the shift tests: Holm; the equivalence tests: Bonferroni); then
+  // the findings, in baseline order.
   std::set<TrainCell> seen;
   std::vector<TrainPlan> plans;
   int not_run = 0, tested = 0;
@@ -524,11 +584,21 @@ void check_training(const Baseline& b, const Results& r, double margin_rel, Chec
       for (auto& [seed, s] : by_seed) p.seeds.push_back(std::move(s));
       const bool any_new =
           std::any_of(p.seeds.begin(), p.seeds.end(), [](const SeedRuns& s) { return !s.now.empty(); });
-      p.tested = any_new && (p.key_matches ? p.base_finite >= kMinJudgedRuns : true);
-      tested += p.tested;
+      if (any_new && p.key_matches) {
+        p.shift = shift_test(p.seeds);  // judged in the shift family below
+        p.identical = p.shift.seeds > 0 && all_identical(p.seeds, &p.identical_loss);
+      }
+      else if (any_new)
+        p.tested = true, ++tested;  // the equivalence family
     }
     plans.push_back(std::move(p));
   }
+  std::vector<TrainPlan*> shift_family;
+  for (auto& p : plans)
+    if (!p.runs.empty() && !p.bitwise && p.key_matches && !p.identical &&
+        std::any_of(p.seeds.begin(), p.seeds.end(), [](const SeedRuns& s) { return !s.now.empty(); }))
+      shift_family.push_back(&p);
+  const int judged_shifts = judge_shift_family(shift_family);
   const double alpha = 0.05 / std::max(1, tested);
   for (auto& p : plans) {
     if (p.runs.empty()) {
@@ -541,13 +611,29 @@ void check_training(const Baseline& b, const Results& r, double margin_rel, Chec
       rep->findings.push_back(f);
       continue;
     }
+    const size_t cell_first = rep->findings.size();
     for (auto& run : p.runs) check_run(p, run, rep);
     const bool any_new = std::any_of(p.seeds.begin(), p.seeds.end(), [](const SeedRuns& s) { return !s.now.empty(); });
-    if (p.bitwise || !any_new) continue;  // every run failed or diverged: said per run
-    if (p.key_matches)
-      check_shift(p, alpha, tested, rep);
-    else
-      check_equivalence(p, margin_rel, alpha, tested, rep);
+    if (!p.bitwise && any_new) {
+      if (p.key_matches)
+        check_shift(p, judged_shifts, rep);
+      else
+        check_equivalence(p, margin_rel, alpha, tested, rep);
+    }
+    // A cell that neither failed nor was judged (every run skipped, say) is said to be not judged.
+    const bool decided = std::any_of(rep->findings.begin() + long(cell_first), rep->findings.end(), [](const CheckFinding& f) {
+      return f.verdict == Verdict::kFail || f.kind == FindingKind::kTrainingNotJudged ||
+             f.kind == FindingKind::kTrainingBits || f.kind == FindingKind::kTrainingShift ||
+             f.kind == FindingKind::kTrainingEquivalence;
+    });
+    if (!decided) {
+      CheckFinding f = train_finding(p);
+      f.kind = FindingKind::kTrainingNotJudged;
+      f.verdict = Verdict::kSkip;
+      f.new_value = fmt::format("{} runs", p.runs.size());
+      f.message = fmt::format("not judged: none of its {} run(s) finished", p.runs.size());
+      rep->findings.push_back(f);
+    }
   }
   if (not_run) {
     CheckFinding f;
@@ -556,6 +642,14 @@ void check_training(const Baseline& b, const Results& r, double margin_rel, Chec
     f.workload = "(training)";
     f.message = fmt::format("not run: this run has no training runs; the baseline has {} training cells", not_run);
     rep->findings.push_back(f);
+  }
+  // The baseline's cells left unjudged (one line each: the first reason).
+  std::set<std::string> said;
+  for (size_t i = first_finding; i < rep->findings.size(); ++i) {
+    const CheckFinding& f = rep->findings[i];
+    if (f.kind != FindingKind::kTrainingNotJudged && f.kind != FindingKind::kTrainingNotRun) continue;
+    const std::string cell = f.target.empty() ? f.workload : f.workload + " on " + f.target;
+    if (said.insert(cell).second) rep->training_not_judged.push_back(cell + ": " + f.message);
   }
   for (auto& [id, runs] : dir_cells) {
     if (seen.count(id)) continue;
@@ -627,6 +721,7 @@ Status run_check(const CheckOptions& opt, CheckReport* report, Results* checked)
   DETAUDIT_RETURN_IF_ERROR(load_checked_results(opt.dir + "/results.json", &r));
   DETAUDIT_RETURN_IF_ERROR(same_kind(b, r, opt.dir, opt.baseline));
   CheckReport rep = check_against_baseline(b, r, opt.dir, opt.baseline, opt.margin);
+  rep.allow_unjudged = opt.allow_unjudged;
   if (rep.cells_compared == 0 && rep.runs_compared == 0)
     return Status::invalid(fmt::format("{} and {} share no cell: nothing was compared ({}; {})", opt.dir, opt.baseline,
                                        r.observations.size() + r.training.size() == 0

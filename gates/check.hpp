@@ -38,20 +38,26 @@
 //         of the same seed and replicate (under fixed initial weights, any run of the seed);
 //       - key matches and nondeterminism is on ((a), (c)): ONE test per cell, seed by seed (runs that
 //         share a seed are not independent): the mean over seeds of (new mean - baseline mean) against
-//         a permutation of the labels within each seed (analysis/shift.hpp), two-sided at α = 0.05 / K,
-//         K the training cells tested (Bonferroni). Distribution-free: final losses of a
-//         nondeterministic target are discrete and heavy-tailed (rare jumps), which a normal interval
-//         misjudges. With fewer than kMinJudgedRuns finished baseline runs, or a design whose smallest
-//         attainable p-value exceeds α, the cell is not judged (WARN, saying why). Every such finding
-//         states the shift the check detects at its run count with power 0.8;
+//         a permutation of the labels within each seed (analysis/shift.hpp), two-sided, its
+//         arrangements compared exactly. Distribution-free: final losses of a nondeterministic target
+//         are discrete and heavy-tailed (rare jumps), which a normal interval misjudges. These cells
+//         form one family: the m cells whose smallest attainable p-values (floors) are all at most
+//         0.05/m are judged, by Holm's step-down procedure at family-wise 0.05; a cell whose floor is
+//         above the level it would be tested at is NOT JUDGED (SKIP), with the seeds or runs that would
+//         make it judgeable. Every finding states the shift the check detects at its level with power
+//         0.8 (noncentral t on the within-seed df), or that it detects nothing;
 //       - key differs: an equivalence test, not a significance test (which a small design could never
 //         fail): the per-seed differences of mean final loss (new - baseline) and the (1 - 2α) interval
 //         of their mean against ±margin, margin = margin_rel x the baseline mean (default
 //         kDefaultMargin): inside, PASS (equivalent); wholly outside, FAIL; across a bound, WARN
-//         (inconclusive, with the seeds that would decide it); fewer than 2 seeds on both sides: WARN,
-//         not judged.
-// Exit 0: nothing FAILed (WARNs allowed); 1: a failure (each listed); 2: could not run (a missing,
-// truncated or wrong-schema baseline or results file: one line naming the file).
+//         (inconclusive, with the seeds that would decide it); fewer than 2 seeds on both sides: not
+//         judged. These tests are one family, Bonferroni at 0.05.
+//       - a cell none of whose runs finished (all skipped) is not judged.
+//     A training cell of the baseline that was not judged, or not run, is listed in
+//     CheckReport::training_not_judged, and the check exits 2 unless it allows that (--allow-unjudged).
+// Exit 0: nothing FAILed (WARNs allowed) and every training cell judged; 1: a failure (each listed); 2:
+// could not run (a missing, truncated or wrong-schema baseline or results file: one line naming the
+// file), or a training cell the baseline holds not judged (without --allow-unjudged).
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>
@@ -64,8 +70,6 @@
 
 namespace detaudit {
 
-// A nondeterministic training cell is judged on the same key from this many finished baseline runs.
-inline constexpr int kMinJudgedRuns = 10;
 // Across keys, the largest relative difference of mean final loss still called equivalent.
 inline constexpr double kDefaultMargin = 0.02;
 
@@ -78,6 +82,7 @@ struct CheckOptions {
   std::string dir;       // results directory (DIR/results.json)
   std::string baseline;  // baseline file
   double margin = kDefaultMargin;  // training cells across keys: the equivalence margin, relative
+  bool allow_unjudged = false;     // a training cell not judged does not make the check exit 2
 };
 // Loads both and checks them into *report (its exit_code(): 0 all pass, 1 any failure). A failure when
 // they could not be loaded (one line naming the file; *report untouched).

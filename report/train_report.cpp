@@ -522,8 +522,8 @@ void add_noise_section(Document& d, const Results& r, const std::vector<Training
     const auto b_hw = jf::number(h, "b_hw");
     const int64_t examples = jf::integer(h, "examples");
     std::string b_cell = identical ? std::string("∞") : num(b_hw, "{:.3e}");
-    if (!identical && b_hw && jf::boolean(h, "b_hw_beyond_data"))
-      b_cell = fmt::format("beyond the {} examples: below SGD noise at every batch size", examples);
+    if (!identical && jf::boolean(h, "b_hw_beyond_data"))
+      b_cell = fmt::format("beyond the {} examples: below SGD noise at every batch size below {}", examples, examples);
     hw.push_back(
         {{inline_code(jf::str(h, "target")), ""},
          {cond_name(jf::str(h, "condition")), ""},
@@ -546,7 +546,7 @@ void add_noise_section(Document& d, const Results& r, const std::vector<Training
            "property of the hardware alone. The headline is R = σ²_hw·B/tr(Σ): that noise as a fraction of SGD's own "
            "at the trained batch size B. B_hw = tr(Σ)/σ²_hw is the batch size at which SGD's noise would be as small; "
            "it is shown only when the training set has that many examples, else \"beyond the N examples\": SGD's noise "
-           "is larger at every batch size there is. A deterministic target gives the same bits every time: σ²_hw is "
+           "is larger at every batch size below N (a full batch, B = N, has no sampling noise). A deterministic target gives the same bits every time: σ²_hw is "
            "exactly 0 and B_hw infinite.")
         .table({"target", "condition", "R", "repeats", "σ²_hw", "tr(Σ)", "B", "B_hw", "note"}, hw);
 }

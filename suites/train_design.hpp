@@ -8,7 +8,8 @@
 // Random initial weights: run r uses init seed kInitSeedBase + r, the same seeds on every target, so
 // target and seed are crossed. Fixed: every run uses kInitSeedBase. The data order is the same
 // everywhere (data_seed). Condition (a) repeats each seed `replicates` times, which gives the
-// run-to-run term of the variance decomposition.
+// run-to-run term of the variance decomposition; (c) runs its one seed seeds x replicates times, so that
+// `check` can judge both (the default 3 x 2: 6 + 6 runs of (c), a smallest p of 2/924).
 #pragma once
 #include <functional>
 #include <string>
@@ -98,7 +99,7 @@ struct TrainRunOptions {
 // and results->plan["runs"] the planned count (== planned_runs(d)), so the CLI can say "interrupted: N
 // of M runs done".
 Status run_train_design(const TrainDesign& d, const TrainRunOptions& opt, Results* results);
-// How many runs the design plans: per base target, seeds x replicates under (a), seeds under (b) to (e).
+// How many runs the design plans: per base target, seeds x replicates under (a) and (c), seeds under (b), (d), (e).
 size_t planned_runs(const TrainDesign& d);
 
 // ---- training workers ------------------------------------------------------------------------------

@@ -179,14 +179,6 @@ nlohmann::json failed(const Status& st) {
   return {{"status", to_string(obs_status_for(st))}, {"reason", st.message()}};
 }
 
-double window_mean(const std::vector<float>& curve, int window) {
-  if (curve.empty()) return NAN;
-  size_t w = std::min<size_t>(size_t(std::max(window, 1)), curve.size());
-  double s = 0;
-  for (size_t i = curve.size() - w; i < curve.size(); ++i) s += double(curve[i]);
-  return s / double(w);
-}
-
 // The first held-out sequence as one image: its true frames in the top row, PredNet's predictions of them
 // below (frame 0's from nothing), 2-pixel gray gaps; in colour when the frames have 3 channels (the model's
 // frames are planar [C][H][W]; the PNG interleaves them), else channel 0 in gray.
@@ -210,7 +202,7 @@ std::vector<uint8_t> frames_strip(const PredNetConfig& c, const std::vector<floa
 nlohmann::json finished(const TrainResult& tr, int window) {
   nlohmann::json run;
   run["status"] = "ok";
-  run["final_loss"] = window_mean(tr.curve, window);
+  run["final_loss"] = curve_window_mean(std::vector<double>(tr.curve.begin(), tr.curve.end()), window);
   run["curve"] = tr.curve;
   run["curve_fingerprint"] = fingerprint_bytes(tr.curve.data(), tr.curve.size() * sizeof(float)).hex();
   run["initial_weights_fingerprint"] = tr.initial_weights.hex();

@@ -374,8 +374,8 @@ TEST(Check, TrainingWithNondeterminismOnIsJudgedSeedBySeed) {
   auto* f = first(same, FindingKind::kTrainingShift);
   ASSERT_NE(f, nullptr) << render_check(same, OutputFormat::kText);
   EXPECT_EQ(f->verdict, Verdict::kPass);
-  for (const char* s : {"seed by seed: permutation p = ", "(exact within seeds)", "this check detects a shift of",
-                        "(power 0.8, run-to-run sd"})
+  for (const char* s : {"seed by seed: permutation p = ", "(exact over 46656 arrangements within seeds)",
+                        "this check detects a shift of", "(power 0.8 at level 0.05, noncentral t on df 12"})
     EXPECT_NE(f->message.find(s), std::string::npos) << "missing '" << s << "' in " << f->message;
   // +20% on every run: FAIL, naming the shift.
   CheckReport up = check_against_baseline(b, design_a(rng, seed_means, 2, 1.2), "now", "b");
@@ -385,19 +385,39 @@ TEST(Check, TrainingWithNondeterminismOnIsJudgedSeedBySeed) {
   EXPECT_EQ(f->verdict, Verdict::kFail);
   EXPECT_NE(f->message.find("mean final loss moved by"), std::string::npos) << f->message;
   EXPECT_NE(f->message.find("% of the mean)"), std::string::npos) << f->message;
-  // Fewer than 10 baseline runs: not judged, with what such a design could detect.
-  Results small = design_a(rng, {0.8, 0.85, 0.9, 0.75}, 2);  // 8 runs
-  CheckReport few = check_against_baseline(make_baseline(small, "s", "t"), small, "s", "b");
-  EXPECT_EQ(few.exit_code(), 0);
+  // 8 runs (4 seeds x 2): 6^4 = 1296 arrangements, a floor of 2/1296: judged, whatever the run count.
+  Results small = design_a(rng, {0.8, 0.85, 0.9, 0.75}, 2);
+  Baseline sb = make_baseline(small, "s", "t");
+  CheckReport four = check_against_baseline(sb, design_a(rng, {0.8, 0.85, 0.9, 0.75}, 2), "s", "b");
+  EXPECT_EQ(four.exit_code(), 0) << render_check(four, OutputFormat::kText);
+  ASSERT_NE(first(four, FindingKind::kTrainingShift), nullptr);
+  EXPECT_EQ(first(four, FindingKind::kTrainingShift)->verdict, Verdict::kPass);
+  EXPECT_EQ(check_against_baseline(sb, design_a(rng, {0.8, 0.85, 0.9, 0.75}, 2, 1.05), "s", "b").exit_code(), 1);
+  // One seed, 2 + 2 runs: C(4, 2) = 6 arrangements, a floor of 2/6 above 0.05: NOT JUDGED (a SKIP), and
+  // the check exits 2, saying what would make it judgeable; --allow-unjudged lets it pass.
+  Results tiny = design_a(rng, {0.8}, 2);
+  CheckReport few = check_against_baseline(make_baseline(tiny, "s", "t"), design_a(rng, {0.8}, 2, 1.5), "s", "b");
+  EXPECT_EQ(few.exit_code(), 2) << render_check(few, OutputFormat::kText);
   f = first(few, FindingKind::kTrainingNotJudged);
   ASSERT_NE(f, nullptr);
-  EXPECT_EQ(f->verdict, Verdict::kWarn);
-  EXPECT_NE(f->message.find("8 baseline runs: too few to judge"), std::string::npos) << f->message;
-  EXPECT_NE(f->message.find("this check detects a shift of"), std::string::npos) << f->message;
-  // Ties (identical losses: a discrete, nondeterministic target that happened to repeat) are no failure.
+  EXPECT_EQ(f->verdict, Verdict::kSkip);
+  for (const char* s : {"not judged: the smallest p-value these runs can give is 0.333 (6 arrangements",
+                        "above the level 0.05", "3 seeds of 2 + 2 runs, or 4 runs per side in each of the 1 seed(s)"})
+    EXPECT_NE(f->message.find(s), std::string::npos) << "missing '" << s << "' in " << f->message;
+  ASSERT_EQ(few.training_not_judged.size(), 1u);
+  EXPECT_NE(few.training_not_judged[0].find("train autoencoder/sony2021 (a) on"), std::string::npos)
+      << few.training_not_judged[0];
+  few.allow_unjudged = true;
+  EXPECT_EQ(few.exit_code(), 0);
+  EXPECT_NE(render_check(few, OutputFormat::kText).find("1 not judged"), std::string::npos);
+  // Ties (identical losses: a discrete, nondeterministic target that happened to repeat) are no failure:
+  // every run of both sides the same loss is the same result, said as such.
   Results ties = design_a(rng, seed_means, 2, 0.0);
   CheckReport tie = check_against_baseline(make_baseline(ties, "t", "t"), ties, "t", "b");
   EXPECT_EQ(tie.exit_code(), 0) << render_check(tie, OutputFormat::kText);
+  f = first(tie, FindingKind::kTrainingShift);
+  ASSERT_NE(f, nullptr);
+  EXPECT_NE(f->message.find("every run on both sides has the same final loss"), std::string::npos) << f->message;
 }
 
 // Another key: an equivalence test on the per-seed differences, against the margin.
@@ -435,8 +455,10 @@ TEST(Check, TrainingAcrossKeysIsAnEquivalenceTest) {
   CheckReport no = check_against_baseline(make_baseline(design_a(rng, {0.8}, 2), "o", "t"), one, "now", "b");
   f = first(no, FindingKind::kTrainingNotJudged);
   ASSERT_NE(f, nullptr);
-  EXPECT_NE(f->message.find("1 seed(s) on both sides: an equivalence test needs 2 or more"), std::string::npos)
+  EXPECT_NE(f->message.find("not judged: 1 seed(s) on both sides; an equivalence test needs 2 or more"),
+            std::string::npos)
       << f->message;
+  EXPECT_EQ(no.exit_code(), 2);
 }
 
 // cuDNN's automatic algorithm choice, promises of nothing, and exemptions from the error bound.

@@ -81,8 +81,8 @@ Results training_results(const std::string& model, char d_weights = 'd', int sal
         t.batches = 4;
         t.window = 2;
         t.status = ObsStatus::kOk;
-        t.curve = {0.5, 0.4, 0.3, 0.2};
         t.final_loss = 0.25 + (nondet ? 0.001 * (s + k + salt) : 0.0);
+        t.curve = {0.5, 0.4, t.final_loss, t.final_loss};  // its window of 2 averages to its final loss
         t.weights_fingerprint = test::fingerprint(c[0] == 'd' ? d_weights : nondet ? char('0' + s + k + salt) : 'b');
         if (c[0] == 'e') t.nudge = WeightNudge{uint64_t(s), uint64_t(7 + s), "layer 0 (conv2d) weight [7]", 0.5, std::nextafter(0.5f, 1.0f)};
         r.training.push_back(t);
@@ -166,8 +166,12 @@ TEST(FailClosed, CheckRefusesABaselineOfAnotherKind) {
   EXPECT_EQ(r.code, 2) << r.out << r.err;
   EXPECT_TRUE(says(r, "share no cell: nothing was compared")) << r.err;
 
-  // And the check that can be made still passes.
+  // And the check that can be made is made: this small design's (a) and (c) cannot be judged (exit 2,
+  // saying so), and with --allow-unjudged the rest of it passes.
   r = run_cli("check " + ae + " --baseline " + ae_base + " --no-history");
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_TRUE(says(r, "training cell(s) of the baseline not judged")) << r.err;
+  r = run_cli("check " + ae + " --baseline " + ae_base + " --no-history --allow-unjudged");
   EXPECT_EQ(r.code, 0) << r.out << r.err;
 }
 
@@ -229,6 +233,19 @@ TEST(FailClosed, LoadingRefusesWhatCannotBeTrue) {
        "observations[0].verdict must be PASS, FAIL, EXPECTED, WARN or SKIP"},
       {edited("spec", [](nlohmann::json& j) { j["observations"][0]["target"] = "cpu?order=sideways"; }),
        "observations[0].target: 'cpu?order=sideways': bad value 'sideways'"},
+      // A machine that contradicts itself: two compilers, an instruction set its CPU lacks.
+      {edited("compiler",
+              [](nlohmann::json& j) {
+                j["machine"]["compiler"] = "clang 14.0.6";
+                j["machine"]["libraries"]["compiler"] = "gcc 12.2.0";
+              }),
+       "machine.compiler \"clang 14.0.6\" contradicts machine.libraries.compiler \"gcc 12.2.0\""},
+      {edited("isa",
+              [](nlohmann::json& j) {
+                j["machine"]["cpu_features"] = {"sse2", "avx", "avx2", "fma"};
+                j["machine"]["libraries"]["cpu_isa_auto"] = "avx512";
+              }),
+       "machine.libraries.cpu_isa_auto \"avx512\" contradicts machine.cpu_features, which lacks avx512f"},
   };
   for (auto& c : cases) {
     for (const std::string& cmd : {"check " + c.dir + " --baseline " + good + "/baseline.json --no-history",
@@ -262,6 +279,21 @@ TEST(FailClosed, LoadingRefusesWhatCannotBeTrue) {
     EXPECT_EQ(r.code, 2) << r.out << r.err;
     EXPECT_NE(r.err.find(what), std::string::npos) << r.err;
   }
+  // A run that contradicts itself: a (b) final loss x 1.5 beside its unchanged curve, a curve fingerprint
+  // that is not its curve's. Refused by every command that reads it, naming the field.
+  ASSERT_EQ(run_cli("baseline save " + ae).code, 0);
+  for (auto& [dir, what] : std::vector<std::pair<std::string, std::string>>{
+           {train_edit("loss", [](nlohmann::json& j) { j["training"][4]["final_loss"] = 1.5 * j["training"][4]["final_loss"].get<double>(); }),
+            "training[4].final_loss 0.375 is not the mean of the curve's last 2 points (0.25)"},
+           {train_edit("stale", [](nlohmann::json& j) { j["training"][4]["curve_fingerprint"] = std::string(32, 'c'); }),
+            "training[4].curve_fingerprint cccccccccccccccccccccccccccccccc is not the fingerprint of the run's curve"}})
+    for (const std::string& cmd : {"check " + dir + " --baseline " + ae + "/baseline.json --no-history",
+                                   "compare " + ae + " " + dir, "analyze " + dir + " --out " + dir + "-merged",
+                                   "report " + dir}) {
+      CliRun r = run_cli(cmd);
+      EXPECT_EQ(r.code, 2) << cmd << "\n" << r.out << r.err;
+      EXPECT_NE(r.err.find(what), std::string::npos) << cmd << ": " << r.err;
+    }
 }
 
 // history only reads: its error about a history it will not use does not advise --no-history (which

@@ -18,6 +18,7 @@
 
 #include "tests/fixtures.hpp"
 #include "contract/results.hpp"
+#include "kernels/fingerprint.hpp"
 #include "tests/cli_helpers.hpp"
 #include "contract/atomic_file.hpp"
 
@@ -82,7 +83,9 @@ nlohmann::json good_document() {
   t.status = ObsStatus::kOk;
   t.final_loss = 0.25;
   t.curve = {1.0, 0.5, 0.25, 0.25};
-  t.curve_fingerprint = t.weights_fingerprint = t.initial_weights_fingerprint = std::string(32, 'e');
+  t.weights_fingerprint = t.initial_weights_fingerprint = std::string(32, 'e');
+  const float curve[] = {1.0f, 0.5f, 0.25f, 0.25f};
+  t.curve_fingerprint = fingerprint_bytes(curve, sizeof curve).hex();
   t.seconds = 0.5, t.steps_per_second = 8;
   t.phases = CurvePhases{"biphasic", 2, 3.0, false, std::nullopt};
   TrainingRun crashed = t;
@@ -237,6 +240,8 @@ TEST(ResultsFile, GoodDocumentLoadsAndRoundTrips) {
   fs::create_directories(dir);
   nlohmann::json j = good_document();
   j["training"][0]["curve"][1] = nullptr;  // how a NaN loss is written
+  j["training"][0]["curve"][3] = nullptr;  // in the window: the final loss is NaN too
+  j["training"][0]["curve_fingerprint"] = "";
   j["training"][0]["final_loss"] = nullptr;
   std::ofstream(dir / "results.json") << j.dump();
   Results r;

@@ -41,13 +41,13 @@ TEST(TrainCli, Sony2021DesignWritesRunsAnalysisAndReports) {
                      data.string() + " --noise-scale --noise-every 4 --out " + dir.string();
   CliRun r = run_cli(args);
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_NE(r.err.find("run 1/12 (a)"), std::string::npos) << "progress lines name run, condition and target";
+  EXPECT_NE(r.err.find("run 1/14 (a)"), std::string::npos) << "progress lines name run, condition and target";
 
   auto j = nlohmann::json::parse(slurp(dir / "results.json"));
   EXPECT_EQ(j["schema"], "detaudit/1");
   auto& runs = j["training"];
-  // (a) 2 seeds x 2 replicates, (b), (c), (d), (e) 2 runs each, for one base target.
-  ASSERT_EQ(runs.size(), 12u);
+  // (a) and (c) 2 seeds x 2 replicates, (b), (d), (e) 2 runs each, for one base target.
+  ASSERT_EQ(runs.size(), 14u);
   std::map<std::string, std::set<std::string>> weights, curves;
   for (auto& run : runs) {
     for (const char* k : {"model", "design", "condition", "init", "determinism", "target", "seed", "replicate",
@@ -85,7 +85,7 @@ TEST(TrainCli, Sony2021DesignWritesRunsAnalysisAndReports) {
   // (e): two different weights nudged: neither run ends in (d)'s weights.
   EXPECT_EQ(weights["e"].size(), 2u);
   EXPECT_EQ(weights["e"].count(*weights["d"].begin()), 0u);
-  EXPECT_NE(runs[10]["nudge"]["parameter"], runs[11]["nudge"]["parameter"]);
+  EXPECT_NE(runs[12]["nudge"]["parameter"], runs[13]["nudge"]["parameter"]);
 
   auto& an = j["analysis"];
   ASSERT_TRUE(an.contains("table"));
@@ -130,9 +130,9 @@ TEST(TrainCli, Sony2021DesignWritesRunsAnalysisAndReports) {
   CliRun again = run_cli(args);
   ASSERT_EQ(again.code, 0) << again.err;
   EXPECT_NE(again.err.find("resuming: 4 finished runs kept"), std::string::npos) << again.err;
-  EXPECT_EQ(again.err.find("run 1/12 (a)"), std::string::npos) << "finished runs are not redone";
+  EXPECT_EQ(again.err.find("run 1/14 (a)"), std::string::npos) << "finished runs are not redone";
   auto k = nlohmann::json::parse(slurp(dir / "results.json"));
-  ASSERT_EQ(k["training"].size(), 12u);
+  ASSERT_EQ(k["training"].size(), 14u);
   for (int i = 0; i < 4; ++i) EXPECT_EQ(k["training"][i], first[i]);
   // The deterministic runs redone after the interruption are bit for bit the ones before it.
   for (size_t i = 4; i < 12; ++i) {
@@ -163,7 +163,7 @@ TEST(TrainCli, PrednetDesignRunsEndToEnd) {
   EXPECT_EQ(j["plan"]["design"]["model"], "prednet");
   EXPECT_EQ(j["plan"]["design"]["prednet_config"], "tiny");
   auto& runs = j["training"];
-  ASSERT_EQ(runs.size(), 6u);  // (a) 1 seed x 2 replicates, (b), (c), (d), (e)
+  ASSERT_EQ(runs.size(), 7u);  // (a) and (c) 1 seed x 2 replicates, (b), (d), (e)
   std::set<std::string> d_weights;
   for (auto& run : runs) {
     ASSERT_EQ(run["status"], "ok") << run.dump();
@@ -206,11 +206,11 @@ TEST(TrainCli, AnalyzeMergesDirectoriesAndRefusesDifferentDesigns) {
   CliRun r = run_cli("analyze " + a + " " + b + " --out " + m);
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.err.find("source 0 ("), std::string::npos) << r.err;
-  EXPECT_NE(r.out.find("24 training runs from 2 results directories"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("28 training runs from 2 results directories"), std::string::npos) << r.out;
   auto j = nlohmann::json::parse(slurp(fs::path(m) / "results.json"));
   ASSERT_EQ(j["plan"]["sources"].size(), 2u);
-  ASSERT_EQ(j["training"].size(), 24u);
-  EXPECT_EQ(j["training"][12]["source"], 1);
+  ASSERT_EQ(j["training"].size(), 28u);
+  EXPECT_EQ(j["training"][14]["source"], 1);
   EXPECT_FALSE(j["training"][0].contains("source")) << "source 0 is not written";
   const std::string host = j["plan"]["sources"][0]["label"];
   EXPECT_EQ(j["plan"]["sources"][1]["label"], host + "#2") << "one machine twice: unique labels";
@@ -366,9 +366,9 @@ class FaultHook {
 };
 
 TEST(TrainCli, CrashedAndHungRunsAreRecordedAndTheDesignGoesOn) {
-  // Six runs: (a) twice, (b), (c), (d), (e). Run 2 aborts (selected by its key), run 3 dies of SIGSEGV
-  // (selected by its index), run 4 hangs after its first batch and is killed by the 5 s stall timeout;
-  // runs 1, 5 and 6 are untouched.
+  // Seven runs: (a) twice, (b), (c) twice, (d), (e). Run 2 aborts (selected by its key), run 3 dies of
+  // SIGSEGV (selected by its index), run 4 hangs after its first batch and is killed by the 5 s stall
+  // timeout; runs 1, 5, 6 and 7 are untouched.
   fs::path data = fresh_dir("train-fault-data");
   write_idx(data, 128, 128);
   fs::path dir = fresh_dir("train-fault");
@@ -382,7 +382,7 @@ TEST(TrainCli, CrashedAndHungRunsAreRecordedAndTheDesignGoesOn) {
   }
   // The design goes on past them; each is a FAIL of its cell, so train exits 1, and its last line says which.
   ASSERT_EQ(r.code, 1) << "crashes and hangs FAIL their cells: " << r.out << r.err;
-  EXPECT_NE(r.out.find("6 training runs: 3 finished, 3 failed (crashed, timed out or an error), 0 skipped\n"),
+  EXPECT_NE(r.out.find("7 training runs: 4 finished, 3 failed (crashed, timed out or an error), 0 skipped\n"),
             std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("\nverdict: FAIL  fail=3 warn=0 skip=0  report=" + (dir / "report.md").string() +
@@ -391,21 +391,21 @@ TEST(TrainCli, CrashedAndHungRunsAreRecordedAndTheDesignGoesOn) {
       << r.out;
   EXPECT_EQ(r.out.back(), '\n');
   EXPECT_EQ(r.out.find('\n', r.out.rfind("\nverdict: ") + 1), r.out.size() - 1) << "the verdict line is the last";
-  EXPECT_NE(r.err.find("run 3/6 (b) cpu?order=blocked&threads=2&isa=auto seed 1000 rep 0: crashed: SIGSEGV "
+  EXPECT_NE(r.err.find("run 3/7 (b) cpu?order=blocked&threads=2&isa=auto seed 1000 rep 0: crashed: SIGSEGV "
                        "(Segmentation fault) after batch 1 of 4"),
             std::string::npos)
       << r.err;
-  EXPECT_NE(r.err.find("run 4/6 (c) cpu?order=atomic&threads=2&isa=auto seed 1000 rep 0: timeout: no progress for 5 s"),
+  EXPECT_NE(r.err.find("run 4/7 (c) cpu?order=atomic&threads=2&isa=auto seed 1000 rep 0: timeout: no progress for 5 s"),
             std::string::npos)
       << r.err;
-  EXPECT_NE(r.err.find("run 5/6 (d) cpu?order=blocked&threads=2&isa=auto seed 1000 rep 0: final loss"),
+  EXPECT_NE(r.err.find("run 6/7 (d) cpu?order=blocked&threads=2&isa=auto seed 1000 rep 0: final loss"),
             std::string::npos)
       << "the design goes on after a hang: " << r.err;
 
   auto j = nlohmann::json::parse(slurp(dir / "results.json"));
   auto& runs = j["training"];
-  ASSERT_EQ(runs.size(), 6u) << "every run is in results.json, failed ones included";
-  EXPECT_EQ(j["plan"]["runs"], 6);
+  ASSERT_EQ(runs.size(), 7u) << "every run is in results.json, failed ones included";
+  EXPECT_EQ(j["plan"]["runs"], 7);
   EXPECT_EQ(runs[0]["status"], "ok");
   EXPECT_EQ(runs[1]["status"], "crashed");
   EXPECT_EQ(runs[1]["reason"], "SIGABRT (Aborted)");
@@ -421,7 +421,8 @@ TEST(TrainCli, CrashedAndHungRunsAreRecordedAndTheDesignGoesOn) {
       << runs[3]["reason"];
   EXPECT_EQ(runs[4]["status"], "ok");
   EXPECT_EQ(runs[5]["status"], "ok");
-  for (size_t i : {0u, 4u, 5u}) {
+  EXPECT_EQ(runs[6]["status"], "ok");
+  for (size_t i : {0u, 4u, 5u, 6u}) {
     EXPECT_EQ(runs[i]["curve"].size(), 4u);
     EXPECT_EQ(runs[i]["weights_fingerprint"].get<std::string>().size(), 32u);
   }
@@ -434,7 +435,7 @@ TEST(TrainCli, CrashedAndHungRunsAreRecordedAndTheDesignGoesOn) {
   int failed = 0, counted = 0;
   for (auto& row : j["analysis"]["table"]) failed += row["failed"].get<int>(), counted += row["runs"].get<int>();
   EXPECT_EQ(failed, 3);
-  EXPECT_EQ(counted, 3);
+  EXPECT_EQ(counted, 4);
   // The report names them and their reasons at the top, before any statistic.
   const std::string md = slurp(dir / "report.md");
   size_t top = md.find("**Runs that did not finish: 2 crashed, 1 timed out.**");

@@ -283,8 +283,8 @@ TEST(TrainMeasure, NoiseSummariesCountDistinctInitsPerConditionAndStartAfterThre
   add("a", 0, 'x', 10, 10, 64);
   add("a", 1, 'x', 20, 10, 64);
   add("a", 2, 'y', 100, 10, 64);
-  // (c): one run of 3 points, its own row; B_hw = 32 / 1e-6 is within a training set of 10^9 examples.
-  add("c", 0, 'z', 32, 3, 1000000000);
+  // (c): one run of 4 points, its own row; B_hw = 32 / 1e-6 is within a training set of 10^9 examples.
+  add("c", 0, 'z', 32, 4, 1000000000);
   const nlohmann::json an = analyze_training(runs, {TrainingSource{}}, target_facts);
   const auto& units = an["noise"]["units"];
   ASSERT_EQ(units.size(), 2u) << units.dump();
@@ -295,13 +295,21 @@ TEST(TrainMeasure, NoiseSummariesCountDistinctInitsPerConditionAndStartAfterThre
   EXPECT_NEAR(ua["b_simple_end"].get<double>(), 57.5, 1e-9);
   EXPECT_NEAR(ua["trace_start"].get<double>(), 57.5, 1e-9);
   EXPECT_EQ(ua["start_points"], 3) << "10 points: a fifth is 2, at least 3";
-  EXPECT_EQ(uc["start_points"], 1) << "3 points: only the first is there";
+  EXPECT_EQ(uc["start_points"], 1) << "4 points: point 3 would stand beside the end; only the first is there";
   EXPECT_EQ(uc["runs_rising"].get<int>() + uc["runs_falling"].get<int>(), 0);
   const auto& hw = an["noise"]["hardware"];
   ASSERT_EQ(hw.size(), 2u);
   for (auto& h : hw) {
     EXPECT_DOUBLE_EQ(h["sigma2_hw"].get<double>(), 1e-6);
-    EXPECT_EQ(h["b_hw_beyond_data"].get<bool>(), h["condition"] == "a") << h.dump();
+    const bool beyond = h["condition"] == "a";
+    EXPECT_EQ(h["b_hw_beyond_data"].get<bool>(), beyond) << h.dump();
+    // Beyond the data, B_hw is no batch size: null, with the reason; within it, the number.
+    EXPECT_EQ(h["b_hw"].is_null(), beyond) << h.dump();
+    if (beyond)
+      EXPECT_NE(h["b_hw_note"].get<std::string>().find("larger at every batch size below 64"), std::string::npos)
+          << h.dump();
+    else
+      EXPECT_DOUBLE_EQ(h["b_hw"].get<double>(), 32 / 1e-6);
     EXPECT_NE(h["note"].get<std::string>().find("run-to-run implementation noise at B = 64"), std::string::npos);
   }
 }
