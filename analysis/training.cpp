@@ -101,13 +101,19 @@ nlohmann::json permutation_json(const PermutationResult& p) {
           {"notes", p.notes}};
 }
 
-// The design's power against the effect it observed, by the t approximation (stats.hpp): the standardized
-// effect d, the power at n (pairs, or runs per group), and the n that would give power 0.8.
+// What a test of the design can detect: the effect it observed in units of its sd (descriptive), the
+// effect it detects with power 0.8 at 0.05 (noncentral t: paired within seeds, or two groups; the design's
+// family of tests states it again at each test's Holm level), and the n (pairs, or runs per group) at which
+// the observed effect would be detected with power 0.8. No power against the observed effect: that only
+// restates p.
 nlohmann::json power_json(double d, double n_eff, double df, bool two_groups) {
-  if (!std::isfinite(d) || !(df > 0)) return {{"effect_d", nullptr}, {"power", nullptr}, {"n_for_power_80", nullptr}};
+  if (!std::isfinite(d) || !(df > 0) || !(n_eff > 0))
+    return {{"effect_d", nullptr}, {"detectable_d", nullptr}, {"n_for_power_80", nullptr}};
   const auto need = n_for_power(d, two_groups);
   return {{"effect_d", d},
-          {"power", t_test_power(d, n_eff, df)},
+          {"n_eff", n_eff},
+          {"df", df},
+          {"detectable_d", t_detectable_noncentrality(df, 0.05) / std::sqrt(n_eff)},
           {"n_for_power_80", need ? nlohmann::json(*need) : nlohmann::json(nullptr)},
           {"n_kind", two_groups ? "runs per group" : "seeds"}};
 }
@@ -435,8 +441,11 @@ nlohmann::json pair_effect(const Cube& c) {
   return e;
 }
 
+// family_p (optional): each pair's p adjusted in the design's family (design_tests), of family_size tests;
+// without it, Holm over the pairs alone.
 nlohmann::json confounding(const std::vector<TrainingRun>& runs, const std::vector<TrainingSource>& sources,
-                           Units& units, nlohmann::json* hardware_sentence) {
+                           Units& units, nlohmann::json* hardware_sentence,
+                           const std::map<size_t, double>* family_p = nullptr, size_t family_size = 0) {
   // Base units that finished runs in condition (a), in order of appearance.
   std::vector<BaseUnit> bases;
   for (auto& r : runs) {
@@ -477,6 +486,9 @@ nlohmann::json confounding(const std::vector<TrainingRun>& runs, const std::vect
       tests.push_back(std::move(t));
     }
   holm_adjust(&tests);
+  if (family_p)
+    for (auto& [i, adj] : *family_p)
+      if (i < tests.size()) tests[i].p_holm = adj;
   size_t pair = 0;
   for (size_t i = 0; i < bases.size(); ++i)
     for (size_t j = i + 1; j < bases.size(); ++j, ++pair) {
@@ -525,8 +537,9 @@ nlohmann::json confounding(const std::vector<TrainingRun>& runs, const std::vect
       std::string no_effect =
           p ? fmt::format(
                   "nothing: no significant difference between the two in (a) (permutation p = {:.3g}, Holm over "
-                  "{} pair(s): {:.3g}{})",
-                  *p, tests.size(), pt.p_holm,
+                  "{}: {:.3g}{})",
+                  *p, family_p ? fmt::format("the design's {} test(s)", family_size) : fmt::format("{} pair(s)", tests.size()),
+                  pt.p_holm,
                   power ? ""
                         : fmt::format(", no power: the smallest attainable p is {:.3g}",
                                       row["test"]["min_p"].get<double>()))
@@ -941,49 +954,83 @@ nlohmann::json one_ulp_of(const std::vector<TrainingRun>& runs, const Units& uni
   return out;
 }
 
-// Every test of the design with a p-value, Holm-corrected together (one design asks about a dozen
-// questions; one of them at 0.05 is a chance), with the power each had against the effect it observed.
-// The F p-values of the ANOVA tables and each family's own correction are secondary to these.
+// Every test of the design with a p-value, one family, Holm-corrected together (one design asks about a
+// dozen questions; one of them at 0.05 is a chance), each test counted once: with two targets in (a), the
+// target effect of the variance decomposition and the guard's pair are one question of the same runs,
+// and the pair's test stands for it. Per test: its Holm level (0.05/(m − r + 1) for the r-th smallest p),
+// the smallest p its design can reach, and the effect it detects with power 0.8 at that level (noncentral
+// t), or that it detects nothing (its floor above the level). The guard's attribution then uses this
+// family's adjusted p (confounding's family_p).
 nlohmann::json design_tests(const nlohmann::json& an) {
   struct Entry {
     std::string name;
-    double p;
+    double p, min_p;
     nlohmann::json power;
+    int pair = -1;  // the guard's pair (confounding row) it is, if any
   };
   std::vector<Entry> e;
   auto p_of = [](const nlohmann::json& j, const char* k) -> std::optional<double> {
     return j.contains(k) && j[k].is_number() ? std::optional<double>(j[k].get<double>()) : std::nullopt;
   };
   auto power_of = [](const nlohmann::json& j) { return j.contains("power") ? j["power"] : nlohmann::json(nullptr); };
+  auto floor_of = [&](const nlohmann::json& j) { return p_of(j, "min_p").value_or(0.0); };
+  size_t guard_pairs = 0;
+  for (auto& row : an.value("confounding", nlohmann::json::array()))
+    guard_pairs += row.contains("test") && row["test"].contains("p") && row["test"]["p"].is_number();
   for (auto& v : an.value("variance", nlohmann::json::array()))
     if (v.contains("permutation"))
-      if (auto p = p_of(v["permutation"], "p"))
-        e.push_back({fmt::format("target effect in ({})", v.value("condition", "?")), *p,
+      if (auto p = p_of(v["permutation"], "p")) {
+        const std::string cond = v.value("condition", "?");
+        if (cond == "a" && v.value("targets", nlohmann::json::array()).size() == 2 && guard_pairs == 1)
+          continue;  // the guard's one pair is this test
+        e.push_back({fmt::format("target effect in ({})", cond), *p, floor_of(v["permutation"]),
                      v.contains("effect") ? power_of(v["effect"]) : nlohmann::json(nullptr)});
+      }
   for (auto& row : an.value("spread", nlohmann::json::array()))
     if (auto p = p_of(row, "p"))
       e.push_back({fmt::format("spread ({}) vs ({}) of {}", row["conditions"][0].get<std::string>(),
                                row["conditions"][1].get<std::string>(), row.value("base_target", "?")),
-                   *p, power_of(row)});
-  for (auto& row : an.value("confounding", nlohmann::json::array()))
+                   *p, floor_of(row), power_of(row)});
+  int pair = 0;
+  for (auto& row : an.value("confounding", nlohmann::json::array())) {
     if (auto p = p_of(row, "p")) {
       std::vector<std::string> t;
       for (auto& x : row.value("targets", nlohmann::json::array()))
         t.push_back(x.is_string() ? x.get<std::string>() : "?");
       e.push_back({fmt::format("final loss in (a): {}", fmt::join(t, " vs ")), *p,
-                   row.contains("effect") ? power_of(row["effect"]) : nlohmann::json(nullptr)});
+                   row.contains("test") ? floor_of(row["test"]) : 0.0,
+                   row.contains("effect") ? power_of(row["effect"]) : nlohmann::json(nullptr), pair});
     }
+    ++pair;
+  }
   for (auto& row : an.value("one_ulp", nlohmann::json::array()))
     for (auto& t : row.value("tests", nlohmann::json::array()))
       if (auto p = p_of(t, "p"))
         e.push_back({fmt::format("spread (e) vs ({}) of {}", t.value("against", "?"), row.value("base_target", "?")),
-                     *p, power_of(t)});
+                     *p, floor_of(t), power_of(t)});
   std::vector<double> p;
   for (auto& x : e) p.push_back(x.p);
   const std::vector<double> adjusted = holm(p);
+  // Holm's level for each test: by the rank of its p (ties in input order).
+  std::vector<size_t> order(e.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return e[a].p < e[b].p; });
+  std::vector<double> level(e.size());
+  for (size_t r = 0; r < order.size(); ++r) level[order[r]] = 0.05 / double(e.size() - r);
   nlohmann::json out = nlohmann::json::array();
-  for (size_t i = 0; i < e.size(); ++i)
-    out.push_back({{"test", e[i].name}, {"p", e[i].p}, {"p_holm", adjusted[i]}, {"power", e[i].power}});
+  for (size_t i = 0; i < e.size(); ++i) {
+    nlohmann::json t = {{"test", e[i].name}, {"p", e[i].p},       {"p_holm", adjusted[i]},
+                        {"level", level[i]}, {"min_p", e[i].min_p}, {"power", e[i].power}};
+    const bool nothing = e[i].min_p > level[i];
+    t["detects_nothing"] = nothing;
+    const auto& pw = e[i].power;
+    const auto n_eff = pw.is_object() ? p_of(pw, "n_eff") : std::nullopt, df = pw.is_object() ? p_of(pw, "df") : std::nullopt;
+    t["detectable_d"] = nothing ? nlohmann::json(nullptr)
+                        : n_eff && df ? nlohmann::json(t_detectable_noncentrality(*df, level[i]) / std::sqrt(*n_eff))
+                                      : nlohmann::json(nullptr);
+    if (e[i].pair >= 0) t["guard_pair"] = e[i].pair;
+    out.push_back(std::move(t));
+  }
   return out;
 }
 
@@ -1023,6 +1070,15 @@ nlohmann::json analyze_training(const std::vector<TrainingRun>& runs, const std:
   if (nlohmann::json n = noise_of(runs, units); !n.is_null()) out["noise"] = std::move(n);
   if (nlohmann::json e = one_ulp_of(runs, units); !e.empty()) out["one_ulp"] = std::move(e);
   out["tests"] = design_tests(out);
+  // The guard again, its attribution judged by the design family's adjusted p of each pair.
+  std::map<size_t, double> family_p;
+  for (auto& t : out["tests"])
+    if (t.contains("guard_pair")) family_p[t["guard_pair"].get<size_t>()] = t["p_holm"].get<double>();
+  if (!family_p.empty()) {
+    sentence = nullptr;
+    out["confounding"] = confounding(runs, sources, units, &sentence, &family_p, out["tests"].size());
+    out["hardware_attribution"] = sentence;
+  }
   if (nlohmann::json o = seed_overlap(runs); !o.is_null()) out["seed_overlap"] = std::move(o);
   if (units.merged) {
     nlohmann::json src = nlohmann::json::array();

@@ -213,12 +213,12 @@ void add_variance_section(Document& d, const nlohmann::json& an) {
   }
 }
 
-// A power object (analysis power_json): "0.07 (d = 0.31; 80 at 84 seeds)".
+// A power object (analysis power_json): "d = 0.31 observed; detects d ≥ 1.9 at 0.05; 0.8 at 84 seeds".
 std::string power_text(const nlohmann::json& pw) {
-  const auto p = jf::number(pw, "power"), d = jf::number(pw, "effect_d");
-  if (!p || !d) return "—";
+  const auto d = jf::number(pw, "effect_d"), detect = jf::number(pw, "detectable_d");
+  if (!d) return "—";
   const auto need = jf::number(pw, "n_for_power_80");
-  return fmt::format("{:.2f} (d = {:.2g}; 0.8 at {})", *p, *d,
+  return fmt::format("d = {:.2g} observed; detects d ≥ {} at 0.05; 0.8 at {}", *d, detect ? fmt::format("{:.2g}", *detect) : "—",
                      need ? fmt::format("{:.0f} {}", *need, jf::str(pw, "n_kind")) : std::string("no n up to 10^5"));
 }
 
@@ -297,20 +297,36 @@ void add_spread_section(Document& d, const nlohmann::json& an) {
            "(c) and (d) start from one set of weights, so their runs are exchangeable: Brown–Forsythe test (ANOVA of "
            "|loss − group median|) with a permutation p (exact over every split when there are at most 10^5); the "
            "effect is the difference of mean absolute deviations (with a bootstrap 95% interval when both groups "
-           "have at least 8 runs); power: the design's, against that effect (two-sample t approximation), and the "
-           "runs per condition that would give 0.8.")
+           "have at least 8 runs); power: the effect observed in sds, the effect the test detects with power 0.8 "
+           "(noncentral t, two groups), and the runs per condition at which the observed effect would be detected "
+           "with power 0.8.")
         .table({"target", "runs (c) / (d)", "std", "Δ mean |dev| [95% CI]", "F", "p", "power", "notes"}, bf_rows);
 }
 
-// Every test of the design with its p, Holm-corrected together, and its power.
+// Every test of the design with its p, Holm-corrected together, and what each detects at its Holm level.
 void add_tests_section(Document& d, const nlohmann::json& an) {
   std::vector<std::vector<Cell>> rows;
   for (auto& t : jf::array(an, "tests")) {
-    const auto p = jf::number(t, "p"), holm = jf::number(t, "p_holm");
+    const auto p = jf::number(t, "p"), holm = jf::number(t, "p_holm"), level = jf::number(t, "level");
+    const auto detect = jf::number(t, "detectable_d");
+    const auto& pw = jf::get(t, "power");
+    const auto need = jf::number(pw, "n_for_power_80");
+    std::string detects =
+        jf::boolean(t, "detects_nothing")
+            ? fmt::format("nothing: its smallest p, {:.3g}, is above its level", jf::number(t, "min_p").value_or(NAN))
+        : detect ? fmt::format("d ≥ {:.2g}", *detect)
+                 : std::string("—");
+    std::string observed = jf::number(pw, "effect_d")
+                               ? fmt::format("d = {:.2g}; 0.8 at {}", *jf::number(pw, "effect_d"),
+                                             need ? fmt::format("{:.0f} {}", *need, jf::str(pw, "n_kind"))
+                                                  : std::string("no n up to 10^5"))
+                               : std::string("—");
     rows.push_back({{inline_text(jf::str(t, "test")), ""},
                     {num(p, "{:.3g}"), ""},
                     {num(holm, "{:.3g}"), holm && *holm < 0.05 ? "warn" : ""},
-                    {power_text(jf::get(t, "power")), ""}});
+                    {num(level, "{:.3g}"), ""},
+                    {detects, jf::boolean(t, "detects_nothing") ? "warn" : ""},
+                    {observed, ""}});
   }
   auto& sec = d.add("Every test of this design");
   if (rows.empty()) {
@@ -320,12 +336,15 @@ void add_tests_section(Document& d, const nlohmann::json& an) {
   sec
       .para(fmt::format(
           "The design asks {} question{} with a p-value; with several, one below 0.05 by chance is likely, so they are "
-          "Holm-corrected together here (the tables above show each p as its own test gives it, and the F "
-          "p-values of the ANOVA tables are descriptive). Power: the design's against the effect it observed, "
-          "by the t approximation (paired within seeds, or two groups), and the seeds or runs that would give 0.8; "
-          "a power far below 0.8 means a p above 0.05 says little.",
+          "one family, Holm-corrected together here (the tables above show each p as its own test gives it, and the F "
+          "p-values of the ANOVA tables are descriptive); each question is counted once (with two targets, the target "
+          "effect in (a) is the guard's pair test), and the guard's attribution uses this family's p. Each test is "
+          "compared with its Holm level (0.05 over the tests not yet rejected); \"detects\" is the standardized "
+          "effect it detects with power 0.8 at that level (noncentral t, paired within seeds or two groups), or "
+          "nothing where its smallest attainable p is above the level. The observed effect and the seeds or runs "
+          "that would detect it with power 0.8 stand beside it.",
           rows.size(), rows.size() == 1 ? "" : "s"))
-      .table({"test", "p", "p (Holm, whole design)", "power against the observed effect"}, rows);
+      .table({"test", "p", "p (Holm, whole design)", "Holm level", "detects (power 0.8)", "observed effect"}, rows);
 }
 
 // One panel per condition, one series per finished run coloured by its target (with its source in a
