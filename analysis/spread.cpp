@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <random>
 
 #include "analysis/resampling.hpp"
@@ -134,7 +135,25 @@ SpreadComparison compare_spread(const std::vector<double>& g1, const std::vector
   return r;
 }
 
-RunSeedRatio run_seed_ratio(const std::vector<std::vector<double>>& runs_by_seed) {
+double error_excess_kurtosis(const std::vector<std::vector<double>>& runs_by_seed) {
+  // For residuals e = ε − ε̄ in a group of n: Var(e) = (1 − 1/n)σ², and the fourth cumulant is
+  // κ₄·((1 − 1/n)⁴ + (n − 1)/n⁴); the residuals' excess kurtosis is the errors' times c(n) =
+  // ((1 − 1/n)⁴ + (n − 1)/n⁴)/(1 − 1/n)². Pooled: weighted by each group's residual count.
+  double m2 = 0, m4 = 0, c = 0;
+  size_t count = 0;
+  for (const auto& g : runs_by_seed) {
+    if (g.size() < 2) continue;
+    const double n = double(g.size()), m = mean(g), q = 1 - 1 / n;
+    for (double x : g) m2 += (x - m) * (x - m), m4 += std::pow(x - m, 4);
+    c += n * (std::pow(q, 4) + (n - 1) / std::pow(n, 4)) / (q * q);
+    count += g.size();
+  }
+  if (count == 0 || !(m2 > 0)) return std::numeric_limits<double>::quiet_NaN();
+  m2 /= double(count), m4 /= double(count), c /= double(count);
+  return (m4 / (m2 * m2) - 3) / c;
+}
+
+RunSeedRatio run_seed_ratio(const std::vector<std::vector<double>>& runs_by_seed, double kurtosis_floor) {
   RunSeedRatio r;
   std::vector<std::vector<double>> groups;
   for (const auto& g : runs_by_seed)
@@ -153,18 +172,40 @@ RunSeedRatio run_seed_ratio(const std::vector<std::vector<double>>& runs_by_seed
   r.n0 = (N - sum_sq / N) / (s - 1);
   r.ms_seed = a.between.ms;
   r.ms_run = a.within.ms;
-  const double d1 = s - 1, d2 = N - s;
+  // Heavy tails: MS_run's degrees of freedom from the variance it has with kurtosis γ.
+  r.kurtosis = kurtosis_floor;
+  if (N - s >= 20)
+    if (const double g = error_excess_kurtosis(groups); std::isfinite(g)) r.kurtosis = std::max(r.kurtosis, g);
+  auto df_run = [&](double runs, double seeds) {
+    const double nu = runs - seeds;
+    return 2 / (2 / nu + std::max(r.kurtosis, 0.0) / runs);
+  };
+  const double d1 = s - 1, d2 = df_run(N, s);
+  r.df_run = d2;
   const double q_hi = f_quantile(0.975, d1, d2), q_lo = f_quantile(0.025, d1, d2);
   r.interval_factor = q_hi / q_lo;
+  // The factor falls with the seeds: the first k (at these runs per seed) where it is 4 or less, by
+  // doubling and then bisection.
   const double n_per_seed = N / s;
-  for (std::size_t k = 2; k <= 100000; k = k < 100 ? k + 1 : k + k / 10) {
-    const double e1 = double(k) - 1, e2 = double(k) * (n_per_seed - 1);
-    if (f_quantile(0.975, e1, e2) / f_quantile(0.025, e1, e2) <= 4.0) {
-      r.seeds_for_factor_4 = k;
-      break;
+  auto factor_at = [&](std::size_t k) {
+    const double e1 = double(k) - 1, e2 = df_run(double(k) * n_per_seed, double(k));
+    return f_quantile(0.975, e1, e2) / f_quantile(0.025, e1, e2);
+  };
+  std::size_t hi = 2;
+  while (hi <= 100000 && factor_at(hi) > 4.0) hi *= 2;
+  if (hi <= 100000 || factor_at(100000) <= 4.0) {
+    std::size_t lo = hi / 2;  // factor_at(lo) > 4 (or lo = 1)
+    hi = std::min<std::size_t>(hi, 100000);
+    while (hi - lo > 1) {
+      const std::size_t mid = lo + (hi - lo) / 2;
+      (factor_at(mid) > 4.0 ? lo : hi) = mid;
     }
+    r.seeds_for_factor_4 = hi;
   }
   r.estimated = true;
+  add_note(r.notes, fmt::format("interval for run-to-run noise of excess kurtosis up to {:.3g} (MS_run on {:.3g} "
+                                "degrees of freedom, not the normal theory's {:.0f})",
+                                r.kurtosis, d2, N - s));
   if (!(r.ms_run > 0)) {
     // Every seed's runs came out equal: no run-to-run spread at all.
     r.ratio = r.lo = r.hi = 0.0;

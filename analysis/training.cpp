@@ -269,6 +269,8 @@ nlohmann::json spread_tests(const std::vector<TrainingRun>& runs, const Units& u
                                                     {opt_or_inf(q.lo, q.lo_infinite), opt_or_inf(q.hi, q.hi_infinite)})
                                               : nlohmann::json(nullptr)},
                      {"interval_factor", q.estimated ? nlohmann::json(q.interval_factor) : nlohmann::json(nullptr)},
+                     {"kurtosis", q.estimated ? nlohmann::json(q.kurtosis) : nlohmann::json(nullptr)},
+                     {"df_run", q.estimated ? nlohmann::json(q.df_run) : nlohmann::json(nullptr)},
                      {"seeds_for_factor_4",
                       q.seeds_for_factor_4 ? nlohmann::json(*q.seeds_for_factor_4) : nlohmann::json(nullptr)},
                      {"notes", q.notes}});
@@ -782,6 +784,16 @@ size_t noise_start_index(size_t points) {
   return 2 * k < points - 1 && points >= 4 ? k : 0;
 }
 
+// σ²_hw's 95% interval from the runs' own estimates (the repeats of one run share its weights and are
+// not independent, the runs are): a t interval over runs, its lower end clipped at 0. Null from fewer than
+// 2 runs, and [0, 0] when no repeat differed.
+nlohmann::json sigma2_hw_interval(const std::vector<double>& per_run) {
+  if (per_run.size() < 2) return nullptr;
+  const double m = mean(per_run), sd = sample_std(per_run);
+  const double half = student_t_quantile(0.975, double(per_run.size() - 1)) * sd / std::sqrt(double(per_run.size()));
+  return nlohmann::json::array({std::max(0.0, m - half), m + half});
+}
+
 // The gradient noise scale along training and the run-to-run noise, per unit (a target on a source) and
 // condition, from the runs that measured them (train --noise-scale). Runs that share initial weights are
 // not independent: each summary is a median over distinct initial weights of the median over that init's
@@ -803,7 +815,7 @@ nlohmann::json noise_of(const std::vector<TrainingRun>& runs, Units& units) {
     int rising = 0, falling = 0, undefined = 0, nruns = 0, batch = 0, every = 0, b_small = 0;
     size_t start_points = SIZE_MAX;
     uint64_t examples = 0;
-    std::vector<double> hw_sq, hw_trace;
+    std::vector<double> hw_sq, hw_trace, hw_per_run;  // hw_per_run: each run's own estimate of σ²_hw
     std::set<std::string> hw_inits;
     for (auto& r : runs) {
       if (!r.ok() || !r.noise || r.noise->points.empty() || units.of(r) != u || r.condition != cond) continue;
@@ -820,12 +832,16 @@ nlohmann::json noise_of(const std::vector<TrainingRun>& runs, Units& units) {
       if (std::isfinite(x1)) pi.b1.push_back(x1);
       if (std::isfinite(x0) && std::isfinite(x1) && k1 > k0) (x1 > x0 ? rising : falling) += x1 != x0;
       for (double b : s.b_simple) undefined += !std::isfinite(b);
+      double run_sum = 0;
+      size_t run_pairs = 0;
       for (size_t i = 0; i < r.noise->points.size(); ++i)
         if (const auto& h = r.noise->points[i].hw_sq) {
           hw_sq.push_back(*h);
           hw_trace.push_back(s.trace[i]);
           hw_inits.insert(r.initial_weights_fingerprint);
+          run_sum += *h, ++run_pairs;
         }
+      if (run_pairs) hw_per_run.push_back(run_sum / double(run_pairs) / 2);
     }
     // The median over distinct initial weights of each init's median.
     auto over_inits = [&](std::vector<double> PerInit::*field) {
@@ -863,6 +879,7 @@ nlohmann::json noise_of(const std::vector<TrainingRun>& runs, Units& units) {
                           {"nonzero_pairs", nonzero},
                           {"distinct_inits", hw_inits.size()},
                           {"sigma2_hw", sigma2},
+                          {"sigma2_hw_ci", sigma2_hw_interval(hw_per_run)},
                           {"trace", trace},
                           {"batch", batch},
                           {"examples", examples},

@@ -222,6 +222,12 @@ std::string power_text(const nlohmann::json& pw) {
                      need ? fmt::format("{:.0f} {}", *need, jf::str(pw, "n_kind")) : std::string("no n up to 10^5"));
 }
 
+// σ²_hw's interval over runs, " [lo, hi]", or "" without one.
+std::string hw_interval_text(const nlohmann::json& ci) {
+  if (!ci.is_array() || ci.size() != 2 || !ci[0].is_number() || !ci[1].is_number()) return "";
+  return fmt::format(" [{:.2e}, {:.2e}]", ci[0].get<double>(), ci[1].get<double>());
+}
+
 // A value or "∞" (the analysis writes an infinite end as the string "inf").
 std::string ratio_text(const nlohmann::json& v) {
   if (v.is_string() && v.get<std::string>() == "inf") return "∞";
@@ -284,7 +290,10 @@ void add_spread_section(Document& d, const nlohmann::json& an) {
            "(a) and (b) share their seeds, so their runs are not exchangeable across seeds and a permutation of runs "
            "between them would ignore that. (a)'s seeds × runs table gives the run-to-run variance against the seed "
            "variance, σ²_run/σ²_seed, from a one-way random-effects ANOVA with seeds as groups, with a 95% interval "
-           "from F(s − 1, N − s). ∞: no seed spread seen above the run spread at that end. The precision column is "
+           "from F(s − 1, ν_γ): run-to-run final losses are heavy-tailed, so MS_run gets the degrees of freedom "
+           "ν_γ = 2/(2/(N − s) + γ/N) that match its variance under excess kurtosis γ (at least 5, that of a real "
+           "design's errors; the notes give γ and ν_γ), where normal theory's N − s covered as little as 87%. ∞: "
+           "no seed spread seen above the run spread at that end. The precision column is "
            "the design's, whatever the data: when F is large the interval's ends stand in about that ratio; it "
            "names the seeds that would bring it to 4×. (A ratio of the two conditions' sds would mostly show the "
            "design: with one run per seed in (b) and r in (a) it is about √(r(s − 1)/(rs − 1)) when runs do not "
@@ -550,7 +559,9 @@ void add_noise_section(Document& d, const Results& r, const std::vector<Training
          {fmt::format("{} ({} differed; {} init{})", jf::integer(h, "pairs"), jf::integer(h, "nonzero_pairs"),
                       jf::integer(h, "distinct_inits"), jf::integer(h, "distinct_inits") == 1 ? "" : "s"),
           ""},
-         {identical ? std::string("0 (exactly)") : num(jf::number(h, "sigma2_hw"), "{:.3e}"), identical ? "ok" : ""},
+         {identical ? std::string("0 (exactly)")
+                    : num(jf::number(h, "sigma2_hw"), "{:.3e}") + hw_interval_text(jf::get(h, "sigma2_hw_ci")),
+          identical ? "ok" : ""},
          {num(jf::number(h, "trace"), "{:.3e}"), ""},
          {std::to_string(jf::integer(h, "batch")), ""},
          {b_cell, ""},
@@ -560,7 +571,8 @@ void add_noise_section(Document& d, const Results& r, const std::vector<Training
     sec.para(
            "Run-to-run noise against SGD noise, one row per target and condition. At up to six measured batches of "
            "every run (evenly spread) the same gradient was computed again, at the same weights on the same batch, "
-           "on the same device: σ²_hw = E|g1 − g2|²/2 (the mean over those repeats). It is the implementation's "
+           "on the same device: σ²_hw = E|g1 − g2|²/2 (the mean over those repeats; in brackets its 95% t interval over "
+           "runs, each run's mean one estimate, from 2 runs on). It is the implementation's "
            "run-to-run noise (for a CPU target with order=atomic, its sums' order following thread timing), not a "
            "property of the hardware alone. The headline is R = σ²_hw·B/tr(Σ): that noise as a fraction of SGD's own "
            "at the trained batch size B. B_hw = tr(Σ)/σ²_hw is the batch size at which SGD's noise would be as small; "

@@ -10,6 +10,7 @@
 
 #include <string>
 
+#include "analysis/spread.hpp"
 #include "analysis/stats.hpp"
 #include "analysis/training.hpp"
 #include "probes/registry.hpp"  // target_facts
@@ -173,11 +174,15 @@ TEST(Confounding, ThePapersComparisonsAreTested) {
   const double ms_run = mean(within), ms_seed = 2 * sample_variance(means);
   const double ratio = ms_run / ((ms_seed - ms_run) / 2);
   EXPECT_NEAR(ab["ratio"].get<double>(), ratio, 1e-9 * ratio);
-  const double f = ms_seed / ms_run, lambda_lo = (f / f_quantile(0.975, 3, 4) - 1) / 2;
+  // The interval allows for heavy-tailed run-to-run noise: MS_run on 2/(2/4 + γ/8) degrees of freedom.
+  const double d2 = 2 / (2.0 / 4 + kRunExcessKurtosis / 8);
+  EXPECT_NEAR(ab["df_run"].get<double>(), d2, 1e-12);
+  EXPECT_EQ(ab["kurtosis"].get<double>(), kRunExcessKurtosis);
+  const double f = ms_seed / ms_run, lambda_lo = (f / f_quantile(0.975, 3, d2) - 1) / 2;
   ASSERT_TRUE(ab["ratio_ci"][1].is_number()) << ab.dump();
   EXPECT_NEAR(ab["ratio_ci"][1].get<double>(), 1 / lambda_lo, 1e-9 / lambda_lo);
   EXPECT_LT(ab["ratio_ci"][0].get<double>(), ratio);
-  EXPECT_NEAR(ab["interval_factor"].get<double>(), f_quantile(0.975, 3, 4) / f_quantile(0.025, 3, 4), 1e-9);
+  EXPECT_NEAR(ab["interval_factor"].get<double>(), f_quantile(0.975, 3, d2) / f_quantile(0.025, 3, d2), 1e-9);
   // (c) vs (d): runs of one set of weights, exchangeable: Brown–Forsythe, with the design's power.
   const auto& cd = an["spread"][1];
   EXPECT_EQ(cd["conditions"], nlohmann::json::array({"c", "d"}));

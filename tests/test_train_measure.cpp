@@ -251,6 +251,10 @@ TEST(TrainMeasure, HardwareNoiseRowsFollowTheirDefinitions) {
   EXPECT_DOUBLE_EQ(h0["sigma2_hw"].get<double>(), 1e-6);
   EXPECT_DOUBLE_EQ(h0["r"].get<double>(), 1e-6 * 64 / 32);
   EXPECT_DOUBLE_EQ(h0["b_hw"].get<double>(), 32 / 1e-6);
+  // Both runs' own estimates are 1e-6: the t interval over runs is [1e-6, 1e-6].
+  ASSERT_TRUE(h0["sigma2_hw_ci"].is_array()) << h0.dump();
+  EXPECT_DOUBLE_EQ(h0["sigma2_hw_ci"][0].get<double>(), 1e-6);
+  EXPECT_DOUBLE_EQ(h0["sigma2_hw_ci"][1].get<double>(), 1e-6);
   EXPECT_FALSE(h0["identical"].get<bool>());
   EXPECT_TRUE(h1["identical"].get<bool>());
   EXPECT_EQ(h1["sigma2_hw"], 0.0);
@@ -301,6 +305,8 @@ TEST(TrainMeasure, NoiseSummariesCountDistinctInitsPerConditionAndStartAfterThre
   ASSERT_EQ(hw.size(), 2u);
   for (auto& h : hw) {
     EXPECT_DOUBLE_EQ(h["sigma2_hw"].get<double>(), 1e-6);
+    // (a): three runs, an interval; (c): one run, none.
+    EXPECT_EQ(h["sigma2_hw_ci"].is_null(), h["condition"] == "c") << h.dump();
     const bool beyond = h["condition"] == "a";
     EXPECT_EQ(h["b_hw_beyond_data"].get<bool>(), beyond) << h.dump();
     // Beyond the data, B_hw is no batch size: null, with the reason; within it, the number.
