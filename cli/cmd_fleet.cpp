@@ -14,6 +14,7 @@
 #include "cli/common.hpp"
 #include "cli/history_flags.hpp"
 #include "cli/output.hpp"
+#include "contract/atomic_file.hpp"
 #include "contract/results.hpp"
 #include "gates/fleet.hpp"
 #include "gates/history.hpp"
@@ -97,13 +98,20 @@ int judge_fleet(const std::vector<FleetNode>& nodes, const std::string& dir, con
 }
 
 // This rank's part: its qualification into its folder, then (MPI) the collectives and the gathering.
+// A fleet directory holds ranks/ and the fleet's own files, never another run's results (whose reports
+// the fleet's report.md and report.html would replace).
+Status fleet_dir_is_its_own(const std::string& dir, const char* choose) {
+  std::error_code ec;
+  if (fs::exists(dir + "/results.json", ec))
+    return Status::invalid(
+        fmt::format("{}: holds a results.json of another run; a fleet directory is its own ({})", dir, choose));
+  return Status::ok();
+}
+
 int run_fleet(const FleetArgs& a, int argc, char** argv) {
   const std::string dir = a.out;
   std::error_code ec;
-  // A fleet directory holds ranks/ and the fleet's own files, never another run's results.
-  if (fs::exists(dir + "/results.json", ec))
-    return fail(fmt::format(
-        "{}: holds a results.json of another run; a fleet directory is its own (choose another --out)", dir));
+  if (Status st = fleet_dir_is_its_own(dir, "choose another --out"); !st) return fail(st);
   FleetRank who;
   if (Status st = fleet_resolve_rank(a.rank, a.ranks, &who); !st) return fail(st);
   auto progress = progress_sink();
@@ -247,8 +255,8 @@ int run_fleet(const FleetArgs& a, int argc, char** argv) {
       // Not a shared folder: rank 0 keeps a copy, so `fleet report DIR` works here afterwards.
       (void)save_fleet_node(dir, x);
       if (!all[size_t(r)][1].empty()) {
-        fs::create_directories(dir + "/" + x.folder + "/probe", ec);
-        (void)write_file_atomic(dir + "/" + x.folder + "/probe/results.json", all[size_t(r)][1], Own::kResults);
+        if (make_dir_below(dir, x.folder + "/probe").is_ok())
+          (void)write_file_atomic(dir + "/" + x.folder + "/probe/results.json", all[size_t(r)][1], Own::kResults);
       }
     }
     nodes.push_back(std::move(x));
@@ -260,6 +268,7 @@ int run_fleet(const FleetArgs& a, int argc, char** argv) {
 }
 
 int run_fleet_report(const FleetArgs& a) {
+  if (Status st = fleet_dir_is_its_own(a.report_dir, "its reports are not replaced"); !st) return fail(st);
   std::vector<FleetNode> nodes;
   std::vector<std::string> ignored;
   if (Status st = load_fleet_dir(a.report_dir, &nodes, &ignored); !st) return fail(st);

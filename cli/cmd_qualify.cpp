@@ -26,6 +26,8 @@ int list_plan(const QualifyArgs& a) {
   set_active_command("qualify", &a.output, false);
   QualifyPlan p;
   if (Status st = qualify_plan(a.level, a.targets, &p); !st) return fail(st);
+  // A plan the run would refuse is refused here too: the list says what would run, and it would not.
+  if (Status st = check_qualify_can_run(p, a.targets, a.baseline); !st) return fail(st);
   Outcome o;
   for (auto& line : p.lines()) o.text += line + "\n";
   o.data = {{"level", a.level}, {"lines", p.lines()}, {"probe", p.probe.to_json()}};

@@ -4,6 +4,8 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 
@@ -12,10 +14,29 @@
 
 namespace detaudit::cli {
 
+namespace {
+std::atomic<int> g_stdout_lost{0};  // 0, or the errno of the first write to stdout that failed
+}  // namespace
+
 void put(FILE* f, const std::string& s) {
-  if (std::fwrite(s.data(), 1, s.size(), f) != s.size()) std::clearerr(f);
-  if (std::fflush(f) != 0) std::clearerr(f);
+  bool ok = std::fwrite(s.data(), 1, s.size(), f) == s.size();
+  const int e1 = errno;
+  ok = std::fflush(f) == 0 && ok;
+  if (!ok) {
+    if (f == stdout) {
+      int expected = 0;
+      g_stdout_lost.compare_exchange_strong(expected, errno ? errno : (e1 ? e1 : EIO));
+    }
+    std::clearerr(f);
+  }
 }
+
+void mark_stdout_lost(int err) {
+  int expected = 0;
+  g_stdout_lost.compare_exchange_strong(expected, err);
+}
+
+int stdout_lost() { return g_stdout_lost.load(); }
 
 int fail(const std::string& raw) {
   // One line, whatever the message quotes: a newline, carriage return or any other control byte (an escape
@@ -145,9 +166,12 @@ const CLI::Validator kFinite(
 
 const CLI::Validator kUnsignedText(
     [](std::string& v) {
-      return !v.empty() && v.find_first_not_of("0123456789") == std::string::npos
-                 ? std::string()
-                 : "must be a whole number of 0 or more (got " + v + ")";
+      if (v.empty() || v.find_first_not_of("0123456789") != std::string::npos)
+        return "must be a whole number of 0 or more (got " + v + ")";
+      // Past 64 bits the value would be capped without a word (18446744073709551616 read as 2^64 - 1).
+      errno = 0;
+      (void)std::strtoull(v.c_str(), nullptr, 10);
+      return errno == ERANGE ? "must be at most 18446744073709551615 (got " + v + ")" : std::string();
     },
     "UNSIGNED");
 

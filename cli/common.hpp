@@ -14,8 +14,14 @@
 
 namespace detaudit::cli {
 
-// Output never stops an audit: a closed stdout or stderr (`| head -1`) loses the text, not the run.
+// Output never stops an audit: a closed stdout or stderr (`| head -1`) loses the text, not the run. A write
+// to stdout that fails (closed, a full device, a file-size limit) is remembered: main() then does not exit
+// 0 where the answer was stdout itself (stdout_lost).
 void put(FILE* f, const std::string& s);
+// The errno of the first write to stdout that failed (or of a stdout that was closed before the start:
+// mark_stdout_lost); 0 when everything written reached it.
+int stdout_lost();
+void mark_stdout_lost(int err);
 template <typename... Args>
 void say(FILE* f, fmt::format_string<Args...> format, Args&&... args) {
   put(f, fmt::format(format, std::forward<Args>(args)...));

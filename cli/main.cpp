@@ -9,7 +9,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
+#include <iostream>
+#include <set>
 #include <string>
 
 #include "cli/common.hpp"
@@ -166,12 +169,18 @@ std::string markdown_summary(const std::string& title, const VerdictTally& t, co
   return render_markdown(d);
 }
 
-// Why nothing was judged: the cells all skipped (the first reason), or no cell at all.
+// Why nothing was judged: no cell ran on this machine (every one skipped, or crashed as expected where the
+// CPU lacks an instruction set or the machine a device; the first reason), or no cell at all.
 std::string nothing_judged(const std::vector<Observation>& obs) {
   if (obs.empty()) return "nothing was judged: no cell ran (no target of the plan runs any of its workloads)";
   const Observation& o = obs.front();
-  return fmt::format("nothing was judged: all {} cells were skipped or could not run (first: {} on {}: {})", obs.size(),
-                     o.workload, o.target, o.reason.empty() ? to_string(o.status) : o.reason);
+  const std::string why = o.verdict_reason.empty() || o.verdict_reason.find(o.reason) != std::string::npos
+                              ? (o.verdict_reason.empty() ? o.reason : o.verdict_reason)
+                          : o.reason.empty() ? o.verdict_reason
+                                             : o.reason + "; " + o.verdict_reason;
+  return fmt::format("nothing was judged: none of the {} cells ran on this machine, so nothing about determinism "
+                     "was seen (first: {} on {}: {}{})",
+                     obs.size(), o.workload, o.target, to_string(o.status), why.empty() ? "" : ", " + why);
 }
 
 Outcome probe_outcome(const Results& results, const std::string& dir, bool no_fail) {
@@ -203,7 +212,12 @@ Outcome probe_outcome(const Results& results, const std::string& dir, bool no_fa
   o.text += fmt::format("report: {} and {}\n", o.report_md, o.report_html);
   o.exit_code = v.fail && !no_fail ? 1 : 0;
   if (v.fail && no_fail) o.text += fmt::format("--no-fail: exit 0 despite {} FAIL\n", v.fail);
-  if (v.pass + v.fail + v.expected + v.warn == 0) {
+  // A run in which no cell ran (all skipped, or all crashed as expected: a GPU target without a GPU, an ISA
+  // the CPU lacks) judged nothing about determinism: 2, not 0. Beside a cell that ran, such cells are SKIP
+  // and EXPECTED and the exit code is the cells' that ran.
+  const bool any_ran = std::any_of(results.observations.begin(), results.observations.end(),
+                                   [](const Observation& c) { return c.status == ObsStatus::kOk; });
+  if (v.fail == 0 && !any_ran) {
     o.exit_code = 2;
     o.error = nothing_judged(results.observations);
   }
@@ -472,7 +486,7 @@ int main_cli(int argc, char** argv) {
   train->add_option("--window", ta.window, "Final metric = mean loss of the last N batches (default 20; --paper: 50)")
       ->check(CLI::Range(1, 10000000));
   train->add_option("--replicates", ta.replicates,
-                    "Repeats of each seed under condition (a), for the run-to-run term (default 2)")
+                    "Repeats of each seed under condition (a), for the run-to-run term; (c) runs its one seed seeds x replicates times (default 2)")
       ->check(CLI::Range(1, 1000));
   train
       ->add_option("--run-timeout", ta.run_timeout,
@@ -523,7 +537,23 @@ int main_cli(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     std::string msg = e.what();
     std::replace(msg.begin(), msg.end(), '\n', ' ');
-    return fail(parse_error_line(app, argc, argv, msg));
+    const std::string line = parse_error_line(app, argc, argv, msg);
+    // `--format json` (or --json) asked for one object on stdout: the refusal is one too, though the
+    // options did not parse.
+    bool json = false;
+    std::string command;
+    for (int i = 1; i < argc; ++i) {
+      const std::string arg = argv[i];
+      json = json || arg == "--json" || arg == "--format=json" || (arg == "--format" && i + 1 < argc && std::string(argv[i + 1]) == "json");
+      if (command.empty() && arg.rfind('-', 0) != 0)
+        for (const CLI::App* sub : static_cast<const CLI::App&>(app).get_subcommands([](const CLI::App*) { return true; }))
+          if (sub->get_name() == arg) command = arg;
+    }
+    const int rc = fail(line);
+    if (json)
+      put(stdout, nlohmann::json{{"schema", kCliSchema}, {"command", command}, {"exit_code", 2}, {"error", line}}.dump(2) +
+                      "\n");
+    return rc;
   }
 
   if (env->parsed()) {
@@ -554,11 +584,32 @@ int main_cli(int argc, char** argv) {
 
 }  // namespace
 
+// A command whose answer is what it prints (env, check, compare, history, qualify's verdict, --help,
+// --version, every --format json) has not succeeded when stdout lost it: exit 2 instead of 0, saying why.
+// A command whose product is the files it writes (probe, train, fleet, report, ...) keeps its exit code
+// unless its answer was JSON on stdout.
+int delivered(int rc) {
+  std::cout.flush();
+  if (!std::cout) mark_stdout_lost(errno ? errno : EIO);
+  if (std::fflush(stdout) != 0) mark_stdout_lost(errno ? errno : EIO);
+  const int err = stdout_lost();
+  if (rc != 0 || err == 0) return rc;
+  static const std::set<std::string> kWritesFiles = {"probe", "train", "fleet",  "report", "diverge",
+                                                     "export", "import", "analyze", "baseline"};
+  const std::string& cmd = active_command();
+  if (active_format() != Format::kJson && kWritesFiles.count(cmd)) return rc;
+  say(stderr, "detaudit: error: the output could not be written to stdout ({}): nobody received the answer{}\n",
+      std::strerror(err), cmd.empty() ? "" : " of " + cmd);
+  return 2;
+}
+
 int main(int argc, char** argv) {
   // Descriptors 0-2 exist before anything is opened: with stderr closed (2>&-) the first file opened would
   // take descriptor 2 and receive the progress lines (a directory's lock did).
+  bool stdout_closed = false;
   for (int fd = 0; fd <= 2; ++fd)
     if (::fcntl(fd, F_GETFD) < 0 && errno == EBADF) {
+      stdout_closed = stdout_closed || fd == 1;
       const int n = ::open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
       if (n >= 0 && n != fd) {
         ::dup2(n, fd);
@@ -580,8 +631,9 @@ int main(int argc, char** argv) {
     return train_worker_main(0, proto);
   }
   install_interrupt_handlers();
+  if (stdout_closed) mark_stdout_lost(EBADF);  // what goes to stdout now goes nowhere
   try {
-    const int rc = main_cli(argc, argv);
+    const int rc = delivered(main_cli(argc, argv));
     // A signal that arrived while a short command finished its work: the work is complete, and the exit
     // code still says the command was interrupted, as every command's does.
     if (interrupted() && rc < 128) {

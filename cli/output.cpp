@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <optional>
 
 #include "cli/common.hpp"
 
@@ -10,9 +11,10 @@ namespace detaudit::cli {
 
 namespace {
 
+// A copy of the parsed flags: the command's own may not outlive it (main() reads them after it returns).
 struct Active {
   std::string command;
-  const OutputFlags* flags = nullptr;
+  std::optional<OutputFlags> flags;
   bool judging = false;
 };
 Active& active() {
@@ -60,11 +62,12 @@ void add_output_flags(CLI::App* sub, OutputFlags* flags, bool judging) {
 }
 
 void set_active_command(const std::string& name, const OutputFlags* flags, bool judging) {
-  active() = {name, flags, judging};
+  active() = {name, flags ? std::optional<OutputFlags>(*flags) : std::nullopt, judging};
 }
 
 Format active_format() { return active().flags ? active().flags->resolved() : Format::kText; }
 bool active_quiet() { return active().flags && active().flags->quiet; }
+const std::string& active_command() { return active().command; }
 
 const char* verdict_word(const Outcome& o) {
   if (o.exit_code != 0 && o.exit_code != 1) return "ERROR";

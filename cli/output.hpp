@@ -39,6 +39,8 @@ void set_active_command(const std::string& name, const OutputFlags* flags, bool 
 // The parsed command's flags (text, not quiet, when none was set).
 Format active_format();
 bool active_quiet();
+// The parsed command's name ("" before one is active: --help, --version, a parse error).
+const std::string& active_command();
 
 struct VerdictTally {
   int pass = 0, fail = 0, expected = 0, warn = 0, skip = 0;

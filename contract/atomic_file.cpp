@@ -40,6 +40,30 @@ bool write_all(int fd, const std::string& s) {
   return true;
 }
 
+Status make_dir_below(const std::string& base, const std::string& rel) {
+  std::string at = base;
+  size_t from = 0;
+  while (from <= rel.size()) {
+    const size_t slash = rel.find('/', from);
+    const std::string part = rel.substr(from, slash == std::string::npos ? std::string::npos : slash - from);
+    from = slash == std::string::npos ? rel.size() + 1 : slash + 1;
+    if (part.empty() || part == ".") continue;
+    if (part == "..") return Status::invalid(fmt::format("{}/{}: a folder below {} may not climb out of it", base, rel, base));
+    at += "/" + part;
+    if (::mkdir(at.c_str(), 0777) == 0) continue;
+    if (errno != EEXIST)
+      return Status::invalid(fmt::format("{}: cannot create: {}", at, std::strerror(errno)));
+    struct stat st {};
+    if (::lstat(at.c_str(), &st) != 0)
+      return Status::invalid(fmt::format("{}: cannot look at it: {}", at, std::strerror(errno)));
+    if (S_ISLNK(st.st_mode))
+      return Status::invalid(fmt::format("{}: is a symbolic link; detaudit does not write through links (remove it)", at));
+    if (!S_ISDIR(st.st_mode))
+      return Status::invalid(fmt::format("{}: is {}, not a folder", at, file_type_name(st.st_mode)));
+  }
+  return Status::ok();
+}
+
 Status check_destination(const std::string& path, Own own) {
   struct stat st {};
   if (::lstat(path.c_str(), &st) != 0) {

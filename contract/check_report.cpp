@@ -60,6 +60,7 @@ nlohmann::json to_json(const CheckReport& rep) {
           {"cells_same_key", rep.cells_same_key},
           {"cells_other_key", rep.cells_other_key},
           {"cells_other_key_bits_changed", rep.cells_other_key_bits_changed},
+          {"cells_ran", rep.cells_ran},
           {"training_runs_compared", rep.runs_compared},
           {"training_not_judged", rep.training_not_judged},
           {"allow_unjudged", rep.allow_unjudged},

@@ -48,6 +48,7 @@ struct CheckReport {
   std::vector<CheckFinding> findings;            // in baseline order, then DIR's new cells, then training
   int cells_compared = 0, cells_same_key = 0, cells_other_key = 0, cells_other_key_bits_changed = 0;
   int runs_compared = 0;
+  int cells_ran = 0;  // compared cells that ran here (status ok): the ones anything could be judged of
   // Training cells the baseline holds that this check did not judge: "<cell> on <target>: <why>". A
   // check that leaves one unjudged cannot pass (exit 2) unless allow_unjudged (--allow-unjudged).
   std::vector<std::string> training_not_judged;

@@ -14,7 +14,9 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <set>
 #include <sstream>
+#include <vector>
 
 #include "contract/atomic_file.hpp"
 #include "kernels/cuda/cuda.hpp"  // kCudaMachineKey
@@ -308,6 +310,38 @@ Status results_from_json(nlohmann::json& j, Results* out) {
 
 }  // namespace
 
+Status parse_json_text(const std::string& text, const std::string& where, nlohmann::json* out) {
+  if (const size_t nul = text.find('\0'); nul != std::string::npos)
+    return Status::invalid(fmt::format("{}: not valid JSON at byte {} of {} (a NUL byte: JSON text holds none)", where,
+                                       nul, text.size()));
+  std::vector<std::set<std::string>> keys;  // per open object, the keys seen
+  std::string twice;
+  const nlohmann::json::parser_callback_t cb = [&](int, nlohmann::json::parse_event_t ev, nlohmann::json& parsed) {
+    using E = nlohmann::json::parse_event_t;
+    if (ev == E::object_start) {
+      keys.emplace_back();
+    } else if (ev == E::object_end) {
+      if (!keys.empty()) keys.pop_back();
+    } else if (ev == E::key && !keys.empty() && parsed.is_string()) {
+      if (!keys.back().insert(parsed.get<std::string>()).second && twice.empty()) twice = parsed.get<std::string>();
+    }
+    return true;
+  };
+  try {
+    *out = nlohmann::json::parse(text, cb);
+  } catch (const nlohmann::json::parse_error& e) {
+    // Where, not the parser's wording: a truncated file fails at its end, a corrupt one where it broke.
+    const size_t at = std::min<size_t>(e.byte, text.size());
+    return Status::invalid(fmt::format("{}: not valid JSON at byte {} of {}{}", where, at, text.size(),
+                                       at >= text.size() ? " (the file ends early: truncated)" : " (corrupt)"));
+  } catch (const nlohmann::json::exception& e) {
+    return Status::invalid(where + ": not valid JSON (truncated or corrupt)");
+  }
+  if (!twice.empty())
+    return Status::invalid(fmt::format("{}: the key \"{}\" appears twice in one object (which one holds?)", where, twice));
+  return Status::ok();
+}
+
 Status load_json_document(const std::string& path, const std::string& schema, const std::string& what,
                           nlohmann::json* out) {
   std::error_code ec;
@@ -316,16 +350,7 @@ Status load_json_document(const std::string& path, const std::string& schema, co
   }
   std::string text;
   DETAUDIT_RETURN_IF_ERROR(read_regular_file(path, what, &text));
-  try {
-    *out = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
-    // Where, not the parser's wording: a truncated file fails at its end, a corrupt one where it broke.
-    const size_t at = std::min<size_t>(e.byte, text.size());
-    return Status::invalid(fmt::format("{}: not valid JSON at byte {} of {}{}", path, at, text.size(),
-                                       at >= text.size() ? " (the file ends early: truncated)" : " (corrupt)"));
-  } catch (const nlohmann::json::exception& e) {
-    return Status::invalid(path + ": not valid JSON (truncated or corrupt)");
-  }
+  DETAUDIT_RETURN_IF_ERROR(parse_json_text(text, path, out));
   if (!out->is_object() || !out->contains("schema") || (*out)["schema"] != schema) {
     return Status::invalid(path + ": not a detaudit " + what + " (expected \"schema\": \"" + schema + "\")");
   }
@@ -339,8 +364,8 @@ Status load_results(const std::string& path, Results* out) {
 }
 
 Status parse_results(const std::string& text, const std::string& where, Results* out) {
-  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
-  if (j.is_discarded()) return Status::invalid(where + ": not valid JSON (truncated or corrupt)");
+  nlohmann::json j;
+  DETAUDIT_RETURN_IF_ERROR(parse_json_text(text, where, &j));
   if (!j.is_object() || !j.contains("schema") || j["schema"] != kResultsSchema)
     return Status::invalid(where + ": not a detaudit results file (expected \"schema\": \"" +
                            std::string(kResultsSchema) + "\")");

@@ -41,8 +41,14 @@ nlohmann::json to_json(const Results& r);
 Status load_results(const std::string& path, Results* out);
 // The same checks on a results document's text (one gathered from another machine); `where` names it.
 Status parse_results(const std::string& text, const std::string& where, Results* out);
-// The common first step of every detaudit JSON file (results, baselines): read the file, parse it, check
-// its "schema". A failed Status with one line naming the file: cannot open, not valid JSON (truncated or
+// A JSON document as every file the tool reads is parsed: strictly, refusing what a lenient parser lets
+// through and what would let a file lie: a NUL byte (the parser would stop there and ignore what follows),
+// bytes after the document, and a key twice in one object (the last would win, so a first "schema" or
+// "observations" could say one thing and the second another). Invalid, one line naming `where`, the byte
+// or the key.
+Status parse_json_text(const std::string& text, const std::string& where, nlohmann::json* out);
+// The common first step of every detaudit JSON file (results, baselines): read the file, parse it
+// (parse_json_text), check its "schema". A failed Status with one line naming the file: cannot open, not valid JSON (truncated or
 // corrupt), or "not a detaudit <what> (expected "schema": "<schema>")". Never throws.
 Status load_json_document(const std::string& path, const std::string& schema, const std::string& what,
                           nlohmann::json* out);

@@ -199,6 +199,7 @@ void check_cell(const BaselineCell& bc, const nlohmann::json& bkey, const Observ
   CellContext c{bc, o, nkey == bkey, "", rep, rep->findings.size()};
   if (!c.key_matches) c.key_diff = key_difference(bkey, nkey);
   ++rep->cells_compared;
+  rep->cells_ran += o.status == ObsStatus::kOk;
   ++(c.key_matches ? rep->cells_same_key : rep->cells_other_key);
   Promise full;
   Promise::RunToRun promise = current_promise(o, r.machine, &bc, &full);
@@ -411,7 +412,8 @@ std::string pct(double shift, double mean) {
   return std::isfinite(mean) && mean != 0 ? fmt::format(" ({:+.3g}% of the mean)", 100 * shift / mean) : "";
 }
 
-// What a shift test's design detects at its level, in words.
+// What a shift test's design detects at a level, in words. A judged cell states it at Holm's first level,
+// 0.05/m: the level a cell that moved meets first, whatever the others do.
 std::string power_text(const ShiftTest& t, double level) {
   const std::string design = fmt::format("at {} seed(s) and {} + {} runs", t.seeds, t.base_runs, t.new_runs);
   if (t.min_p > level) return design + " this check detects nothing (its smallest p-value is above its level)";
@@ -421,10 +423,11 @@ std::string power_text(const ShiftTest& t, double level) {
   if (t.within_sd == 0)
     return design + fmt::format(" the runs repeat exactly within each seed (run-to-run sd 0, df {}): any shift shows",
                                 t.within_df);
-  return design + fmt::format(" this check detects a shift of {} (power {} at level {:.3g}, noncentral t on df {}; "
-                              "run-to-run sd {})",
-                              stat_text(detectable_shift(t, level)), kPowerTarget, level, t.within_df,
-                              stat_text(t.within_sd));
+  return design + fmt::format(" this check detects a shift of {} (power {} at level {:.3g}, {}; run-to-run sd {}, "
+                              "df {})",
+                              stat_text(detectable_shift(t, level)), kPowerTarget, level,
+                              t.arrangements > kSimulatedArrangements ? "noncentral t" : "the permutation test simulated",
+                              stat_text(t.within_sd), t.within_df);
 }
 
 // Same key, nondeterminism on: the stratified permutation test of the shift (analysis/shift.hpp), judged
@@ -472,7 +475,7 @@ void check_shift(const TrainPlan& p, int family, CheckReport* rep) {
                    t.exact ? fmt::format("exact over {:.0f} arrangements", t.arrangements)
                            : fmt::format("{} draws of {:.3g} arrangements", kDraws, t.arrangements),
                    t.integer ? "" : "; losses compared in long double", p.rejected ? "<=" : "above",
-                   p.level, p.holm_rank, family, power_text(t, p.level)));
+                   p.level, p.holm_rank, family, power_text(t, 0.05 / double(family))));
 }
 
 // The shift family: every same-key cell with nondeterminism on and new runs. Judged: the largest set of
@@ -728,6 +731,18 @@ Status run_check(const CheckOptions& opt, CheckReport* report, Results* checked)
                                            ? "the results hold no cell and no training run"
                                            : "every cell of one is missing from the other",
                                        plan_kind(r.plan)));
+  // Cells in common that none ran here (every one skipped or crashed): nothing was judged.
+  if (rep.cells_ran == 0 && rep.runs_compared == 0) {
+    std::string why;
+    for (auto& o : r.observations)
+      if (o.status != ObsStatus::kOk) {
+        why = fmt::format("{} on {}: {}{}", o.workload, o.target, to_string(o.status), o.reason.empty() ? "" : " (" + o.reason + ")");
+        break;
+      }
+    return Status::invalid(fmt::format("{}: none of the {} cells it shares with {} ran here, so nothing was judged "
+                                       "(first: {})",
+                                       opt.dir, rep.cells_compared, opt.baseline, why));
+  }
   *report = std::move(rep);
   if (checked) {
     if (!is_judged(r)) judge(&r);

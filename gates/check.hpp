@@ -44,8 +44,9 @@
 //         form one family: the m cells whose smallest attainable p-values (floors) are all at most
 //         0.05/m are judged, by Holm's step-down procedure at family-wise 0.05; a cell whose floor is
 //         above the level it would be tested at is NOT JUDGED (SKIP), with the seeds or runs that would
-//         make it judgeable. Every finding states the shift the check detects at its level with power
-//         0.8 (noncentral t on the within-seed df), or that it detects nothing;
+//         make it judgeable. Every finding states the shift the check detects with power 0.8 at
+//         Holm's first level 0.05/m (the permutation test simulated for small designs, else the
+//         noncentral t on the within-seed df), or that it detects nothing;
 //       - key differs: an equivalence test, not a significance test (which a small design could never
 //         fail): the per-seed differences of mean final loss (new - baseline) and the (1 - 2α) interval
 //         of their mean against ±margin, margin = margin_rel x the baseline mean (default

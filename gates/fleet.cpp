@@ -4,7 +4,11 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <cstring>
+#include <ctime>
+#include <limits>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -122,21 +126,80 @@ std::string fleet_folder(int rank, const std::string& host) {
 Status save_fleet_node(const std::string& fleet_dir, const FleetNode& n) {
   const std::string dir = fleet_dir + "/" + n.folder;
   std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) return Status::invalid(fmt::format("{}: cannot create: {}", dir, ec.message()));
+  fs::create_directories(fleet_dir, ec);
+  if (ec) return Status::invalid(fmt::format("{}: cannot create: {}", fleet_dir, ec.message()));
+  DETAUDIT_RETURN_IF_ERROR(make_dir_below(fleet_dir, n.folder));  // ranks/, ranks/<rank>-<host>/: no link
   return write_file_atomic(dir + "/node.json", n.node_json().dump(1) + "\n", Own::kFleetNode);
 }
+
+namespace {
+
+// An ISO 8601 UTC time as detaudit writes it (utc_now_iso8601): "2026-12-04T10:00:00Z".
+bool iso8601_utc(const std::string& t) {
+  static const char* const kShape = "dddd-dd-ddTdd:dd:ddZ";
+  if (t.size() != std::strlen(kShape)) return false;
+  for (size_t i = 0; i < t.size(); ++i)
+    if (kShape[i] == 'd' ? !std::isdigit(static_cast<unsigned char>(t[i])) : t[i] != kShape[i]) return false;
+  return true;
+}
+
+// What a node.json says of itself that cannot be true: a host name with control characters (it would
+// reach the terminal raw), an exit code no finished rank gives, a failure it reports beside exit code 0,
+// times that are no times or end before they start.
+Status check_node_claims(const FleetNode& n, const std::string& where) {
+  for (char c : n.host)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
+      return Status::invalid(fmt::format("{}: host holds a control character (byte 0x{:02x}): no host name does",
+                                         where, static_cast<unsigned char>(c)));
+  // -1: not exited yet (a rank still running, or killed while it ran).
+  if (n.exit_code < -1 || n.exit_code > 255 || (n.exit_code == -1 && n.state == "finished"))
+    return Status::invalid(fmt::format("{}: exit_code {} is no exit code{}", where, n.exit_code,
+                                       n.state == "finished" ? " of a finished rank" : ""));
+  if (n.state == "finished" && n.exit_code > 2)
+    return Status::invalid(
+        fmt::format("{}: exit_code {} with state finished (a finished rank exits 0, 1 or 2)", where, n.exit_code));
+  if (!n.own_fail.empty() && n.exit_code == 0)
+    return Status::invalid(fmt::format("{}: own_fail says it failed ({}), but exit_code is 0", where, n.own_fail));
+  for (auto [k, t] : {std::pair{"started_at", &n.started_at}, std::pair{"finished_at", &n.finished_at}})
+    if (!t->empty() && !iso8601_utc(*t))
+      return Status::invalid(fmt::format("{}: {} '{}' is not a time (YYYY-MM-DDTHH:MM:SSZ)", where, k, *t));
+  // A time still to come (a day's grace for clocks): such a folder would make every real rank "an earlier run".
+  const std::string tomorrow = [] {
+    std::time_t t = std::time(nullptr) + 86400;
+    std::tm tm{};
+    gmtime_r(&t, &tm);
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    return std::string(buf);
+  }();
+  for (auto [k, t] : {std::pair{"started_at", &n.started_at}, std::pair{"finished_at", &n.finished_at}})
+    if (!t->empty() && *t > tomorrow)
+      return Status::invalid(fmt::format("{}: {} {} is in the future", where, k, *t));
+  if (!n.started_at.empty() && !n.finished_at.empty() && n.finished_at < n.started_at)
+    return Status::invalid(
+        fmt::format("{}: finished_at {} is before started_at {}", where, n.finished_at, n.started_at));
+  return Status::ok();
+}
+
+}  // namespace
 
 Status fleet_node_from_texts(const std::string& node_text, const std::string& probe_text, const std::string& train_text,
                              const std::string& where, FleetNode* out) {
   FleetNode n;
-  nlohmann::json j = nlohmann::json::parse(node_text, nullptr, false);
-  if (j.is_discarded() || !j.is_object() || j.value("schema", "") != kFleetNodeSchema)
+  nlohmann::json j;
+  DETAUDIT_RETURN_IF_ERROR(parse_json_text(node_text, where + " (not a fleet node file)", &j));
+  if (!j.is_object() || j.value("schema", "") != kFleetNodeSchema)
     return Status::invalid(
         fmt::format("{}: not a fleet node file (expected \"schema\": \"{}\")", where, kFleetNodeSchema));
-  for (const char* k : {"rank", "ranks", "level", "exit_code"})
+  for (const char* k : {"rank", "ranks", "level", "exit_code"}) {
     if (!j.contains(k) || !j[k].is_number_integer())
       return Status::invalid(fmt::format("{}: {} must be an integer", where, k));
+    // 9223372036854775808 would have been read as 0.
+    const bool fits = j[k].is_number_unsigned() ? j[k].get<uint64_t>() <= uint64_t(std::numeric_limits<int>::max())
+                                                : j[k].get<int64_t>() >= std::numeric_limits<int>::min() &&
+                                                      j[k].get<int64_t>() <= std::numeric_limits<int>::max();
+    if (!fits) return Status::invalid(fmt::format("{}: {} {} is beyond any {}", where, k, j[k].dump(), k));
+  }
   for (const char* k : {"host", "state", "detail", "started_at", "finished_at", "own_fail"})
     DETAUDIT_RETURN_IF_ERROR(check_key(j, k, JsonType::kString, true, where));
   DETAUDIT_RETURN_IF_ERROR(check_key(j, "key", JsonType::kObject, true, where));
@@ -150,6 +213,7 @@ Status fleet_node_from_texts(const std::string& node_text, const std::string& pr
     if (!v.is_string()) return Status::invalid(fmt::format("{}: key.{} must be a string", where, k));
   if (n.state != "finished" && n.state != "running" && n.state != "failed")
     return Status::invalid(fmt::format("{}: state '{}' (finished, running or failed)", where, n.state));
+  DETAUDIT_RETURN_IF_ERROR(check_node_claims(n, where));
   n.folder = fleet_folder(n.rank, n.host);
   for (size_t i = 0; i < j["collectives"].size(); ++i) {
     CollectiveCell c;
@@ -159,6 +223,12 @@ Status fleet_node_from_texts(const std::string& node_text, const std::string& pr
   }
   if (!probe_text.empty()) DETAUDIT_RETURN_IF_ERROR(parse_results(probe_text, where + " probe results", &n.probe));
   if (!train_text.empty()) DETAUDIT_RETURN_IF_ERROR(parse_results(train_text, where + " training results", &n.train));
+  // A node that says it passed while its own results hold a FAIL.
+  if (n.state == "finished" && n.exit_code == 0)
+    for (auto& o : n.probe.observations)
+      if (o.verdict == Verdict::kFail)
+        return Status::invalid(fmt::format("{}: exit_code 0, but its probe results FAIL {} on {}", where, o.workload,
+                                           o.target));
   *out = std::move(n);
   return Status::ok();
 }
@@ -213,6 +283,13 @@ Status load_fleet_dir(const std::string& dir, std::vector<FleetNode>* nodes, std
     }
     chosen[n.rank] = &n;
   }
+  // Every missing rank is a row of its own: a node.json claiming a million ranks beside three folders held
+  // fleet report for minutes at gigabytes. Past kMaxMissingRanks missing, the claim is refused.
+  if (expected > 0 && size_t(expected) - chosen.size() > kMaxMissingRanks)
+    return Status::invalid(fmt::format("{}: the latest run claims {} ranks, but {} of them have a folder: more than "
+                                       "{} ranks missing is not a fleet this directory holds (a node.json's \"ranks\" "
+                                       "is wrong?)",
+                                       dir, expected, chosen.size(), kMaxMissingRanks));
   for (auto& [r, n] : chosen) nodes->push_back(*n);
   for (int r = 0; r < expected; ++r) {
     if (chosen.count(r)) continue;
@@ -419,6 +496,31 @@ FleetOutcome fleet_consensus(const std::vector<FleetNode>& nodes, const std::str
     }
   }
 
+  // A finished node of which nothing was judged is no pass: no machine key (never grouped, never
+  // compared), no cell at all, or a cell its peers of the same key ran missing from it.
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const FleetNode& n = nodes[i];
+    if (n.state != "finished") continue;
+    if (n.key.empty()) {
+      find(Verdict::kFail, "nothing", n, "", "finished without a machine key: its cells cannot be compared with any peer's");
+      continue;
+    }
+    if (obs_of[i].empty()) {
+      find(Verdict::kFail, "nothing", n, "", "finished, but its results hold no cell: nothing of it was judged");
+      continue;
+    }
+    const auto& members = groups[group_of[i]];
+    if (members.size() < 2) continue;
+    for (size_t c = 0; c < cells.size(); ++c) {
+      if (matrix[i][c] != "missing") continue;
+      size_t peers = 0;
+      for (size_t k : members) peers += k != i && obs_of[k].count(cells[c]);
+      if (peers)
+        find(Verdict::kFail, "missing_cell", n, cell_name(cells[c].first, cells[c].second),
+             fmt::format("not in its results, though {} of its {} peers of the same key ran it", peers, members.size() - 1));
+    }
+  }
+
   // Time outliers: a node's median over cells of its median seconds against its group's median.
   std::vector<double> slowness(nodes.size(), NAN);
   for (auto& [h, members] : groups) {
@@ -447,6 +549,40 @@ FleetOutcome fleet_consensus(const std::vector<FleetNode>& nodes, const std::str
              fmt::format("{:.1f}x slower than its group (median over {} timed cells)", slowness[i], ratios[i].size()),
              {{"ratio", slowness[i]}, {"cells", ratios[i].size()}});
     }
+    // Cells under a millisecond are timer noise one by one, but not together: a node that takes seconds
+    // where its peers take microseconds hides below that floor. Each node's total over the cells every
+    // member ran, against the group's median total.
+    std::vector<double> total(nodes.size(), 0.0);
+    size_t common = 0;
+    for (auto& cell : cells) {
+      std::vector<double> med;
+      for (size_t i : members) {
+        auto it = obs_of[i].find(cell);
+        if (it == obs_of[i].end() || it->second->status != ObsStatus::kOk) break;
+        const double s = median_of(it->second->seconds);
+        if (!std::isfinite(s)) break;
+        med.push_back(s);
+      }
+      if (med.size() != members.size()) continue;
+      ++common;
+      for (size_t k = 0; k < members.size(); ++k) total[members[k]] += med[k];
+    }
+    std::vector<double> totals;
+    for (size_t i : members) totals.push_back(total[i]);
+    const double g = common ? median_of(totals) : 0.0;
+    if (common > 0)
+      for (size_t i : members) {
+        const double r = total[i] / g;
+        // Judged only where the difference itself is measured time (10 ms), not the timer's noise.
+        if (r < kFleetSlowWarn || total[i] - g < 0.01 || (std::isfinite(slowness[i]) && slowness[i] >= kFleetSlowWarn))
+          continue;
+        slowness[i] = std::isfinite(slowness[i]) ? std::max(slowness[i], r) : r;
+        find(r >= kFleetSlowFail ? Verdict::kFail : Verdict::kWarn, "slow", nodes[i], "",
+             fmt::format("{:.1f}x slower than its group in total ({:.3g} s against a median of {:.3g} s over the {} "
+                         "cells every node ran)",
+                         r, total[i], g, common),
+             {{"ratio", r}, {"cells", common}, {"total_seconds", total[i]}});
+      }
   }
 
   // Collectives: within one algorithm, every rank and every repeat must give the same bits (the ranks
@@ -500,7 +636,8 @@ FleetOutcome fleet_consensus(const std::vector<FleetNode>& nodes, const std::str
   for (auto& f : out.findings) (f.verdict == Verdict::kFail ? fails : warns)++;
   for (auto& n : nodes)
     if (n.state == "finished" || n.state == "running") ++ran;
-  out.exit_code = ran == 0 ? 2 : fails > 0 ? 1 : 0;
+  // No cell on any node: nothing was judged, whatever the nodes said of themselves.
+  out.exit_code = ran == 0 || cells.empty() ? 2 : fails > 0 ? 1 : 0;
 
   // fleet.json
   nlohmann::json j;

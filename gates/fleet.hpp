@@ -78,6 +78,9 @@ struct FleetFinding {
   nlohmann::json data = nlohmann::json::object();
 };
 
+// fleet report refuses a directory whose latest run misses more ranks than this (each would be a row).
+inline constexpr size_t kMaxMissingRanks = 10000;
+
 struct FleetOutcome {
   int ranks = 0, level = 1;
   std::vector<FleetFinding> findings;  // FAIL first, then WARN

@@ -401,6 +401,10 @@ Status open_history(const std::string& db_path, Mode mode, Db* db, bool* exists)
   *exists = false;
   if (db_path.empty()) return file_error(db_path, "no file name");
   struct stat st {};
+  // A link is not written through: the rows would land in whatever database it points at.
+  if (mode == Mode::kWrite && ::lstat(db_path.c_str(), &st) == 0 && S_ISLNK(st.st_mode))
+    return file_error(db_path, "is a symbolic link; detaudit does not write through links (name the database "
+                               "itself with --history)");
   if (::stat(db_path.c_str(), &st) != 0) {
     if (errno != ENOENT) return file_error(db_path, std::strerror(errno));
     if (mode != Mode::kWrite) return Status::ok();

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <map>
 #include <set>
 
@@ -355,6 +356,49 @@ std::vector<std::string> QualifyPlan::lines() const {
   return v;
 }
 
+namespace {
+
+// Whether a target's device kind can run on this machine, or why not: its device kind says.
+Status target_device_availability(const Spec& t, const nlohmann::json& machine) {
+  const BackendEntry* b = find_backend(t.name);
+  return b ? device_kind_entry(b->device).availability(machine) : Status::ok();
+}
+
+// What the target needs for the plan's workloads that this machine lacks (an instruction set, a device).
+std::vector<std::string> target_unmet(const Spec& t, const std::vector<Spec>& workloads, const nlohmann::json& machine) {
+  std::vector<std::string> u;
+  for (auto& w : workloads) {
+    if (!applicable(t, w)) continue;
+    for (auto& r : promise_for(t, w, machine, {}).unmet)
+      if (std::find(u.begin(), u.end(), r) == u.end()) u.push_back(r);
+  }
+  return u;
+}
+
+// Targets the user named are required: each must run here (its device, its instruction sets).
+Status requested_targets_can_run(const ProbePlan& plan, const nlohmann::json& machine) {
+  for (auto& t : plan.targets) {
+    if (Status st = target_device_availability(t, machine); !st)
+      return st.prefixed(fmt::format("cannot qualify {} on this machine: ", t.str()));
+    auto u = target_unmet(t, plan.workloads, machine);
+    if (!u.empty())
+      return Status::unavailable(fmt::format(
+          "cannot qualify {} on this machine: it needs {}, which this machine lacks", t.str(), fmt::join(u, ", ")));
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Status check_qualify_can_run(const QualifyPlan& qp, const std::string& targets, const std::string& baseline_path) {
+  if (!baseline_path.empty()) {
+    Baseline b;
+    DETAUDIT_RETURN_IF_ERROR(load_baseline(baseline_path, &b));
+  }
+  if (targets.empty()) return Status::ok();
+  return requested_targets_can_run(qp.probe, machine_fingerprint());
+}
+
 Status run_qualify(const QualifyOptions& opt, QualifyOutcome* out) {
   *out = QualifyOutcome{};
   out->level = opt.level;
@@ -387,33 +431,14 @@ Status run_qualify(const QualifyOptions& opt, QualifyOutcome* out) {
   nlohmann::json machine = machine_fingerprint();
   out->hostname = machine.value("hostname", std::string());
   out->machine_key = machine_key(machine);
-  // Whether a target's device kind can run on this machine, or why not: its device kind says.
-  auto device_availability = [&](const Spec& t) {
-    const BackendEntry* b = find_backend(t.name);
-    return b ? device_kind_entry(b->device).availability(machine) : Status::ok();
-  };
   std::string no_gpu;
-  auto unmet_of = [&](const Spec& t) {
-    std::vector<std::string> u;
-    for (auto& w : plan.workloads) {
-      if (!applicable(t, w)) continue;
-      for (auto& r : promise_for(t, w, machine, {}).unmet)
-        if (std::find(u.begin(), u.end(), r) == u.end()) u.push_back(r);
-    }
-    return u;
-  };
+  auto device_availability = [&](const Spec& t) { return target_device_availability(t, machine); };
+  auto unmet_of = [&](const Spec& t) { return target_unmet(t, plan.workloads, machine); };
   std::set<std::string> required;
   std::map<std::string, std::vector<std::string>> unmet;
   if (!opt.targets.empty()) {
-    for (auto& t : plan.targets) {
-      if (Status st = device_availability(t); !st)
-        return st.prefixed(fmt::format("cannot qualify {} on this machine: ", t.str()));
-      auto u = unmet_of(t);
-      if (!u.empty())
-        return Status::unavailable(fmt::format(
-            "cannot qualify {} on this machine: it needs {}, which this machine lacks", t.str(), fmt::join(u, ", ")));
-      required.insert(t.str());
-    }
+    DETAUDIT_RETURN_IF_ERROR(requested_targets_can_run(plan, machine));
+    for (auto& t : plan.targets) required.insert(t.str());
   } else {
     std::vector<Spec> run;
     size_t gpu = 0;
@@ -439,6 +464,12 @@ Status run_qualify(const QualifyOptions& opt, QualifyOutcome* out) {
   size_t first = out->checks.size();
   clock = std::chrono::steady_clock::now();
   out->probe_dir = opt.out_dir + "/probe";
+  {
+    std::error_code ec;
+    std::filesystem::create_directories(opt.out_dir, ec);
+    if (ec) return Status::invalid(fmt::format("{}: cannot create: {}", opt.out_dir, ec.message()));
+  }
+  DETAUDIT_RETURN_IF_ERROR(make_dir_below(opt.out_dir, "probe"));  // never a link's target
   ProbeRunOptions po;
   po.out_dir = out->probe_dir;
   po.exe = opt.exe;
@@ -468,12 +499,18 @@ Status run_qualify(const QualifyOptions& opt, QualifyOutcome* out) {
         first_fail = fmt::format("; first: {} on {}: {}", f.workload, f.target, f.message);
         break;
       }
+    // A baseline that shares no cell that ran here judged nothing: a required check that could not run.
+    const bool judged = rep.cells_ran > 0;
     out->checks.push_back({"baseline " + opt.baseline,
-                           fails   ? Verdict::kFail
-                           : warns ? Verdict::kWarn
-                                   : Verdict::kPass,
-                           fmt::format("{} cells compared ({} on the baseline's key), {} FAIL, {} WARN{}",
-                                       rep.cells_compared, rep.cells_same_key, fails, warns, first_fail),
+                           fails     ? Verdict::kFail
+                           : !judged ? Verdict::kSkip
+                           : warns   ? Verdict::kWarn
+                                     : Verdict::kPass,
+                           judged ? fmt::format("{} cells compared ({} on the baseline's key), {} FAIL, {} WARN{}",
+                                                rep.cells_compared, rep.cells_same_key, fails, warns, first_fail)
+                                  : fmt::format("nothing judged: of the baseline's {} probe cells, {} are in this "
+                                                "run and none of them ran here",
+                                                baseline.cells.size(), rep.cells_compared),
                            true});
     timed_from(first);
   }
@@ -516,6 +553,7 @@ Status run_qualify(const QualifyOptions& opt, QualifyOutcome* out) {
     first = out->checks.size();
     const TrainDesign& d = qp.design;
     out->train_dir = opt.out_dir + "/train";
+    DETAUDIT_RETURN_IF_ERROR(make_dir_below(opt.out_dir, "train"));
     TrainRunOptions to;
     to.out_dir = out->train_dir;
     to.exe = opt.exe;

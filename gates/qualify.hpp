@@ -60,6 +60,10 @@ struct QualifyPlan {
 Status qualify_plan(int level, const std::string& targets, QualifyPlan* out, const std::string& workloads = "",
                     int repeats = 0);
 
+// What run_qualify refuses before it runs anything, for `qualify --list`: a --baseline that does not load,
+// a named target this machine cannot run (no device, a missing instruction set).
+Status check_qualify_can_run(const QualifyPlan& plan, const std::string& targets, const std::string& baseline_path);
+
 // What a qualification decides. The command's exit code follows it (0, 1, 2 in this order); qualify.json
 // records both.
 enum class QualifyDecision { kQualified = 0, kCheckFailed = 1, kRequiredNotRun = 2 };

@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
+#include <cstdlib>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -40,9 +42,40 @@ Status open_regular_input(const std::string& path, const std::string& what, int*
   return Status::ok();
 }
 
+namespace {
+
+// Bytes of memory the kernel says are available now (/proc/meminfo MemAvailable); 0 when unknown.
+uint64_t memory_available() {
+  const int fd = ::open("/proc/meminfo", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char buf[4096];
+  const ssize_t n = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  if (n <= 0) return 0;
+  buf[n] = '\0';
+  const char* at = std::strstr(buf, "MemAvailable:");
+  if (!at) return 0;
+  return uint64_t(std::strtoull(at + 13, nullptr, 10)) * 1024;
+}
+
+}  // namespace
+
 Status read_regular_file(const std::string& path, const std::string& what, std::string* out) {
   int fd = -1;
   DETAUDIT_RETURN_IF_ERROR(open_regular_input(path, what, &fd));
+  // Its size is checked before anything is allocated: a document is held several times over once parsed,
+  // so one of more than an eighth of the memory available cannot be read (a sparse 6 GiB file ended in
+  // std::bad_alloc).
+  struct stat st {};
+  if (::fstat(fd, &st) == 0) {
+    const uint64_t size = uint64_t(st.st_size), avail = memory_available();
+    if (avail > 0 && size > avail / 8) {
+      ::close(fd);
+      return Status::invalid(fmt::format("{}: {} bytes, more than a {} can be here (an eighth of the {} bytes of "
+                                         "memory available)",
+                                         path, size, what, avail));
+    }
+  }
   out->clear();
   char buf[1 << 16];
   for (;;) {

@@ -12,7 +12,8 @@ namespace detaudit {
 // descriptor is blocking again when returned. A link is followed (inputs may be links, e.g. a dataset's
 // files). A file that does not exist or cannot be read: Status::invalid saying so.
 [[nodiscard]] Status open_regular_input(const std::string& path, const std::string& what, int* fd);
-// The whole of a regular file (open_regular_input, then read).
+// The whole of a regular file (open_regular_input, then read); one larger than an eighth of the memory
+// available is refused before anything is allocated.
 [[nodiscard]] Status read_regular_file(const std::string& path, const std::string& what, std::string* out);
 
 // What a file is, for messages: "a directory", "a FIFO", ... (st_mode of stat).

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -311,27 +312,36 @@ Status fits_in_memory(const Spec& w, double need, const std::string& where) {
 namespace {
 
 // The oracle of a large workload takes seconds (a 1024^3 matmul, 3 s): it is computed on a thread of its
-// own while this one watches for a signal, so export stops within a fraction of a second of one. An
-// abandoned computation ends with the process; it holds its own copies of what it uses.
-Status oracle_unless_interrupted(const Spec& w, std::vector<uint8_t>* oracle, Fingerprint* inputs) {
+// own while this one watches for a signal, so export and import stop within a fraction of a second of one.
+// An abandoned computation ends with the process; it holds its own copies of what it uses (`work` is
+// copied, and writes only into the job's own T).
+template <class T>
+Status unless_interrupted(std::function<Status(T*)> work, T* out) {
   struct Job {
-    std::vector<uint8_t> oracle;
-    Fingerprint inputs;
+    T value{};
     Status st = Status::ok();
     std::atomic<bool> done{false};
   };
   auto job = std::make_shared<Job>();
-  std::thread([job, w] {
-    job->st = compute_oracle(w, &job->oracle, &job->inputs);
+  std::thread([job, work] {
+    job->st = work(&job->value);
     job->done.store(true, std::memory_order_release);
   }).detach();
   while (!job->done.load(std::memory_order_acquire)) {
     if (interrupted()) return Status::interrupted("interrupted by " + signal_description(interrupted()));
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  *oracle = std::move(job->oracle);
-  *inputs = job->inputs;
+  *out = std::move(job->value);
   return job->st;
+}
+
+Status oracle_unless_interrupted(const Spec& w, std::vector<uint8_t>* oracle, Fingerprint* inputs) {
+  std::pair<std::vector<uint8_t>, Fingerprint> r;
+  const Status st = unless_interrupted<std::pair<std::vector<uint8_t>, Fingerprint>>(
+      [w](std::pair<std::vector<uint8_t>, Fingerprint>* o) { return compute_oracle(w, &o->first, &o->second); }, &r);
+  *oracle = std::move(r.first);
+  *inputs = r.second;
+  return st;
 }
 
 }  // namespace
@@ -572,7 +582,10 @@ Status oracle_of(const std::string& results_dir, const ManifestWorkload& m, size
       return Status::ok();
     }
   }
-  DETAUDIT_RETURN_IF_ERROR(compute_oracle(m.spec, &e->payload, &e->inputs, &e->bound));
+  // On its own thread while this one watches for a signal (a 1280^3 f64 matmul ignored Ctrl-C for 13 s).
+  const Spec spec = m.spec;
+  DETAUDIT_RETURN_IF_ERROR(unless_interrupted<OracleEntry>(
+      [spec](OracleEntry* o) { return compute_oracle(spec, &o->payload, &o->inputs, &o->bound); }, e));
   if (e->inputs != m.inputs) return Status::error("internal: the oracle of " + m.spec.str() + " saw other inputs");
   return Status::ok();
 }
@@ -631,6 +644,7 @@ Status read_external_outputs(const std::string& dir, const std::string& name, co
     o.distinct = count_distinct(o.fingerprints);
     OracleEntry e;
     if (Status st = oracle_of(results_dir, ms[i], outs[i].distinct[0].size(), &e); !st) {
+      if (st.code() == Status::Code::kInterrupted) return st;  // nothing written: the same command resumes
       return Status::invalid(fmt::format("{}: oracle: {}", ms[i].spec.str(), st.message()));
     }
     o.oracle = distance(ms[i], outs[i].distinct, e);

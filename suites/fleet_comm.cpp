@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <thread>
 
 #ifdef DETAUDIT_HAVE_MPI
@@ -32,7 +33,8 @@ long env_int(const char* name) {
   char* end = nullptr;
   errno = 0;
   const long x = std::strtol(v, &end, 10);
-  return (*end || errno || x < 0) ? -2 : x;
+  // Beyond an int is no rank and no count of ranks (4294967297 would have become rank 1).
+  return (*end || errno || x < 0 || x > long(std::numeric_limits<int>::max())) ? -2 : x;
 }
 
 }  // namespace
@@ -81,8 +83,12 @@ Status fleet_resolve_rank(int rank, int ranks, FleetRank* out) {
       return Status::invalid(fmt::format("{}: rank {} of {} ranks: a rank is 0..ranks-1", where, r.rank, r.ranks));
     return Status::ok();
   };
-  if (rank >= 0 || ranks > 0) {
-    if (rank < 0 || ranks < 1) return Status::invalid("--rank and --ranks go together");
+  // --ranks alone is the Kubernetes Indexed Job form: the rank comes from JOB_COMPLETION_INDEX (below).
+  const bool indexed_job = rank < 0 && ranks > 0 && env_int("JOB_COMPLETION_INDEX") != -1;
+  if ((rank >= 0 || ranks > 0) && !indexed_job) {
+    if (rank < 0 || ranks < 1)
+      return Status::invalid("--rank and --ranks go together (or --ranks alone in a Kubernetes Indexed Job, the rank "
+                             "from JOB_COMPLETION_INDEX)");
     r.rank = rank, r.ranks = ranks, r.source = "--rank";
     DETAUDIT_RETURN_IF_ERROR(check("--rank/--ranks"));
     *out = r;
@@ -112,7 +118,9 @@ Status fleet_resolve_rank(int rank, int ranks, FleetRank* out) {
   }
   const long sp = env_int("SLURM_PROCID"), sn = env_int("SLURM_NTASKS");
   if (sp != -1 || sn != -1) {
-    if (sp < 0 || sn < 1) return Status::invalid("SLURM_PROCID and SLURM_NTASKS must both be set to integers");
+    if (sp < 0 || sn < 1)
+      return Status::invalid("SLURM_PROCID and SLURM_NTASKS must both be set to whole numbers a rank can be (0 to "
+                             "2147483647)");
     r.rank = int(sp), r.ranks = int(sn), r.source = "SLURM_PROCID";
     DETAUDIT_RETURN_IF_ERROR(check("SLURM_PROCID/SLURM_NTASKS"));
     *out = r;
@@ -120,7 +128,7 @@ Status fleet_resolve_rank(int rank, int ranks, FleetRank* out) {
   }
   const long ji = env_int("JOB_COMPLETION_INDEX");
   if (ji != -1) {
-    if (ji < 0) return Status::invalid("JOB_COMPLETION_INDEX must be an integer");
+    if (ji < 0) return Status::invalid("JOB_COMPLETION_INDEX must be a whole number a rank can be (0 to 2147483647)");
     if (ranks < 1)
       return Status::invalid(
           "JOB_COMPLETION_INDEX gives the rank but not their number: add --ranks N (the Job's completions)");

@@ -12,6 +12,7 @@
 #include <set>
 
 #include "analysis/training.hpp"
+#include "contract/atomic_file.hpp"
 #include "contract/plan.hpp"
 #include "kernels/fingerprint.hpp"
 #include "models/idx.hpp"
@@ -282,8 +283,9 @@ Status check_data(const TrainDesign& d, const std::function<void(const std::stri
 Status open_results(const TrainDesign& d, const TrainRunOptions& opt, size_t planned, const std::string& data_fp,
                     Results* r, std::set<std::string>* done, const std::function<void(const std::string&)>& say) {
   std::error_code ec;
-  fs::create_directories(opt.out_dir + "/logs", ec);
+  fs::create_directories(opt.out_dir, ec);
   if (ec) return Status::error(fmt::format("cannot create {}: {}", opt.out_dir, ec.message()));
+  DETAUDIT_RETURN_IF_ERROR(make_dir_below(opt.out_dir, "logs"));  // never a link's target
   const std::string path = opt.out_dir + "/results.json";
   nlohmann::json plan = {{"kind", "train"}, {"design", d.to_json()}, {"runs", planned}, {"data_fingerprint", data_fp}};
   if (!opt.fresh && fs::exists(path)) {
@@ -466,9 +468,15 @@ Status analyze_training_dirs(const AnalyzeOptions& opt, Results* results) {
     if (canonical_dir(dir) == out_canon)
       return Status::invalid(
           fmt::format("--out {} is one of the inputs: its results.json would be replaced", opt.out_dir));
-    for (size_t i = 0; i < inputs.size(); ++i)
+    for (size_t i = 0; i < inputs.size(); ++i) {
       if (canonical_dir(opt.dirs[i]) == canonical_dir(dir))
         return Status::invalid(fmt::format("{} is given twice", dir));
+      // Two folders, one file: a results.json that is a link to another input's counts one design twice.
+      std::error_code ea, eb;
+      if (fs::equivalent(opt.dirs[i] + "/results.json", dir + "/results.json", ea) && !ea && !eb)
+        return Status::invalid(fmt::format("{}/results.json is {}/results.json (a link): one design given twice", dir,
+                                           opt.dirs[i]));
+    }
     Results r;
     DETAUDIT_RETURN_IF_ERROR(load_checked_results(dir + "/results.json", &r));
     if (r.plan.value("kind", "") != "train" || !r.plan.contains("design"))

@@ -375,7 +375,7 @@ TEST(Check, TrainingWithNondeterminismOnIsJudgedSeedBySeed) {
   ASSERT_NE(f, nullptr) << render_check(same, OutputFormat::kText);
   EXPECT_EQ(f->verdict, Verdict::kPass);
   for (const char* s : {"seed by seed: permutation p = ", "(exact over 46656 arrangements within seeds)",
-                        "this check detects a shift of", "(power 0.8 at level 0.05, noncentral t on df 12"})
+                        "this check detects a shift of", "(power 0.8 at level 0.05, noncentral t; run-to-run sd", "df 12)"})
     EXPECT_NE(f->message.find(s), std::string::npos) << "missing '" << s << "' in " << f->message;
   // +20% on every run: FAIL, naming the shift.
   CheckReport up = check_against_baseline(b, design_a(rng, seed_means, 2, 1.2), "now", "b");

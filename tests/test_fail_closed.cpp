@@ -104,7 +104,7 @@ TEST(FailClosed, ProbeWhereNothingRanCouldNotRun) {
   CliRun r = run_cli("probe --targets cuda:7 --workloads 'reduce?op=sum&n=1000' --repeats 2 --no-history --out " +
                      d.path("p"));
   EXPECT_EQ(r.code, 2) << r.out << r.err;
-  EXPECT_NE(r.err.find("nothing was judged: all 1 cells were skipped or could not run"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("nothing was judged: none of the 1 cells ran on this machine"), std::string::npos) << r.err;
   EXPECT_NE(r.out.find("verdict: ERROR  fail=0 warn=0 skip=1  report=" + d.path("p") + "/report.md  error: nothing "
                        "was judged"),
             std::string::npos)
@@ -310,4 +310,15 @@ TEST(FailClosed, HistoryAdviceFitsTheCommand) {
                      d.path("p"));
   EXPECT_EQ(p.code, 2);
   EXPECT_NE(p.err.find("--no-history"), std::string::npos) << p.err;
+}
+
+// One design given twice through a link is refused like the same directory given twice.
+TEST(FailClosed, AnalyzeRefusesOneDesignGivenTwiceThroughALink) {
+  Dir d("fail-closed-analyze-link");
+  const std::string a = d.save("a", training_results("autoencoder"));
+  fs::create_directories(d.root / "b2");
+  fs::create_symlink(fs::path(a) / "results.json", d.root / "b2" / "results.json");
+  CliRun r = run_cli("analyze " + a + " " + d.path("b2") + " --out " + d.path("m"));
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_TRUE(says(r, "b2/results.json is " + a + "/results.json (a link): one design given twice")) << r.err;
 }

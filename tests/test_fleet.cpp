@@ -175,6 +175,22 @@ TEST(FleetConsensus, ASlowNodeWarnsAtThreeTimesAndFailsAtTen) {
   }
 }
 
+// Cells under a millisecond are timer noise one by one; a node that takes 2 s a repeat where its peers
+// take microseconds is slow in total all the same. A microsecond's jitter is not.
+TEST(FleetConsensus, ASlowNodeBelowTheTimerFloorIsSlowInTotal) {
+  auto nodes = fleet_of(3);
+  for (auto& n : nodes)
+    for (auto& o : n.probe.observations) o.seconds.assign(3, 2e-6);
+  auto jitter = nodes;
+  for (auto& o : jitter[2].probe.observations) o.seconds.assign(3, 8e-6);
+  EXPECT_EQ(count_kind(fleet_consensus(jitter, "d"), "slow", 2), 0u) << "4x of microseconds is noise";
+  for (auto& o : nodes[2].probe.observations) o.seconds.assign(3, 2.0);
+  FleetOutcome f = fleet_consensus(nodes, "d");
+  ASSERT_EQ(count_kind(f, "slow", 2), 1u);
+  EXPECT_EQ(f.exit_code, 1);
+  EXPECT_NE(f.findings[0].detail.find("slower than its group in total"), std::string::npos) << f.findings[0].detail;
+}
+
 TEST(FleetConsensus, CollectivesMustAgreeWithinAnAlgorithm) {
   auto nodes = fleet_of(2);
   for (auto& n : nodes) {
@@ -214,6 +230,43 @@ TEST(FleetConsensus, ANodeFileOfTheWrongShapeIsRefusedWithOneLine) {
   j["state"] = "done";
   refused(j, "state 'done'");
   refused("not json", "not a fleet node file");
+  // What a node says of itself that cannot be true.
+  auto edit = [&](auto&& f) {
+    auto k = n.node_json();
+    f(k);
+    return k;
+  };
+  refused(edit([](nlohmann::json& k) { k["exit_code"] = 7; }), "exit_code 7 with state finished");
+  refused(edit([](nlohmann::json& k) { k["exit_code"] = -1; }), "exit_code -1 is no exit code of a finished rank");
+  refused(edit([](nlohmann::json& k) { k["exit_code"] = -7; }), "exit_code -7 is no exit code");
+  refused(edit([](nlohmann::json& k) { k["own_fail"] = "probe FAIL"; }), "own_fail says it failed (probe FAIL), but exit_code is 0");
+  refused(edit([](nlohmann::json& k) { k["started_at"] = "yesterday"; }), "started_at 'yesterday' is not a time");
+  refused(edit([](nlohmann::json& k) { k["started_at"] = "2099-01-01T00:00:00Z"; }),
+          "started_at 2099-01-01T00:00:00Z is in the future");
+  refused(edit([](nlohmann::json& k) {
+            k["started_at"] = "2026-12-04T10:00:00Z";
+            k["finished_at"] = "2026-12-04T09:00:00Z";
+          }),
+          "finished_at 2026-12-04T09:00:00Z is before started_at 2026-12-04T10:00:00Z");
+  refused(edit([](nlohmann::json& k) { k["rank"] = uint64_t(9223372036854775808ull); }),
+          "rank 9223372036854775808 is beyond any rank");
+  refused(edit([](nlohmann::json& k) { k["host"] = "evil\x1b]0;owned\x07"; }), "host holds a control character (byte 0x1b)");
+  {
+    // A key twice: the file's own text, not a JSON value of it.
+    auto k = n.node_json();
+    const std::string text = "{\"rank\": 7, " + k.dump().substr(1);
+    const Status st = fleet_node_from_texts(text, "", "", "x", &out);
+    EXPECT_FALSE(st.is_ok());
+    EXPECT_NE(st.message().find("the key \"rank\" appears twice"), std::string::npos) << st.message();
+  }
+  // A FAIL in its own results beside exit code 0.
+  FleetNode failing = n;
+  failing.probe.observations[0].verdict = Verdict::kFail;
+  Results probe = failing.probe;
+  probe.machine = nlohmann::json::object();
+  const Status st = fleet_node_from_texts(n.node_json().dump(), to_json(probe).dump(), "", "x", &out);
+  EXPECT_FALSE(st.is_ok());
+  EXPECT_NE(st.message().find("exit_code 0, but its probe results FAIL"), std::string::npos) << st.message();
 }
 
 // A fleet directory used again: the folders of an earlier run (more ranks, or a rank started again on
@@ -224,6 +277,10 @@ TEST(FleetConsensus, AnEarlierRunsFoldersAreLeftOutAndNamed) {
     FleetNode x = fleet_of(1)[0];
     x.rank = rank, x.ranks = ranks, x.host = host, x.folder = fleet_folder(rank, host), x.started_at = started;
     ASSERT_TRUE(save_fleet_node(d.string(), x).is_ok());
+    // Its probe results too: a finished rank without them judged nothing.
+    fs::create_directories(d / x.folder / "probe");
+    x.probe.machine = {{"hostname", host}};
+    ASSERT_TRUE(save_results((d / x.folder / "probe" / "results.json").string(), x.probe).is_ok());
   };
   for (int r = 0; r < 4; ++r) save(r, 4, "old", "2026-11-01T10:00:00Z");  // four ranks, a month ago
   save(1, 3, "gone", "2026-12-01T09:00:00Z");                             // rank 1 of today's run, first try
@@ -495,6 +552,71 @@ TEST(FleetSlurm, SbatchRunsFleetOnTwoNodes) {
   ASSERT_EQ(f["nodes"].size(), 2u);
   for (auto& n : f["nodes"]) EXPECT_EQ(n["state"], "finished");
   fs::remove_all(c);
+  fs::remove_all(d);
+}
+
+
+// Where a rank comes from: the Kubernetes Indexed Job form of the README (--ranks alone, the rank from
+// JOB_COMPLETION_INDEX), and numbers beyond an int refused instead of wrapped (SLURM_PROCID 4294967297
+// was rank 1).
+TEST(FleetRanks, TheIndexedJobFormAndNumbersBeyondAnIntAreRead) {
+  struct Env {
+    const char* name;
+    explicit Env(const char* n, const char* v) : name(n) { ::setenv(n, v, 1); }
+    ~Env() { ::unsetenv(name); }
+  };
+  FleetRank r;
+  {
+    Env job("JOB_COMPLETION_INDEX", "1");
+    ASSERT_TRUE(fleet_resolve_rank(-1, 3, &r).is_ok());
+    EXPECT_EQ(r.rank, 1);
+    EXPECT_EQ(r.ranks, 3);
+    EXPECT_EQ(r.source, "JOB_COMPLETION_INDEX");
+  }
+  EXPECT_FALSE(fleet_resolve_rank(-1, 3, &r).is_ok()) << "--ranks alone, outside a Job: which rank?";
+  {
+    Env p("SLURM_PROCID", "4294967297"), n("SLURM_NTASKS", "4294967298");
+    const Status st = fleet_resolve_rank(-1, -1, &r);
+    EXPECT_FALSE(st.is_ok());
+    EXPECT_NE(st.message().find("SLURM_PROCID and SLURM_NTASKS must both be set to whole numbers"), std::string::npos)
+        << st.message();
+  }
+}
+
+// A node of which nothing was judged is no pass: empty results ("0/0"), every rank with no cell, a cell
+// its peers ran missing from it, a node.json without a machine key.
+TEST(FleetConsensus, ANodeOfWhichNothingWasJudgedIsNoPass) {
+  auto empty = fleet_of(3);
+  empty[1].probe.observations.clear();
+  FleetOutcome f = fleet_consensus(empty, "d");
+  EXPECT_EQ(f.exit_code, 1);
+  EXPECT_EQ(count_kind(f, "nothing", 1), 1u);
+  auto none = fleet_of(3);
+  for (auto& n : none) n.probe.observations.clear();
+  EXPECT_EQ(fleet_consensus(none, "d").exit_code, 2) << "no cell on any node: nothing was judged";
+  auto short_one = fleet_of(3);
+  short_one[2].probe.observations.pop_back();
+  f = fleet_consensus(short_one, "d");
+  EXPECT_EQ(f.exit_code, 1);
+  EXPECT_EQ(count_kind(f, "missing_cell", 2), 1u);
+  auto keyless = fleet_of(3);
+  keyless[0].key = nlohmann::json::object();
+  f = fleet_consensus(keyless, "d");
+  EXPECT_EQ(f.exit_code, 1);
+  EXPECT_EQ(count_kind(f, "nothing", 0), 1u);
+  EXPECT_EQ(fleet_consensus(fleet_of(3), "d").exit_code, 0);
+}
+
+// A node.json claiming a million ranks beside one folder is refused at once, not judged for minutes.
+TEST(FleetConsensus, AClaimOfMillionsOfMissingRanksIsRefused) {
+  const fs::path d = fresh_dir("fleet-million");
+  FleetNode x = fleet_of(1)[0];
+  x.ranks = 1000000;
+  ASSERT_TRUE(save_fleet_node(d.string(), x).is_ok());
+  std::vector<FleetNode> nodes;
+  const Status st = load_fleet_dir(d.string(), &nodes, nullptr);
+  EXPECT_FALSE(st.is_ok());
+  EXPECT_NE(st.message().find("claims 1000000 ranks, but 1 of them have a folder"), std::string::npos) << st.message();
   fs::remove_all(d);
 }
 
