@@ -140,7 +140,10 @@ TEST(Shift, StatedDetectableShiftIsCaughtAtItsPower) {
     const double u1 = (double(g() >> 11) + 1) * 0x1p-53, u2 = double(g() >> 11) * 0x1p-53;
     return std::sqrt(-2 * std::log(u1)) * std::cos(2 * M_PI * u2);
   };
-  for (auto [seeds, runs, level] : {std::tuple{3, 2, 0.025}, std::tuple{4, 3, 0.05}}) {
+  for (const auto& shape : {std::tuple{3, 2, 0.025}, std::tuple{4, 3, 0.05}}) {
+    // Plain copies: clang 14 (the sanitizer build's) cannot capture a structured binding in a lambda.
+    const int seeds = std::get<0>(shape), runs = std::get<1>(shape);
+    const double level = std::get<2>(shape);
     auto design = [&](double shift) {
       std::vector<SeedRuns> d(static_cast<size_t>(seeds));
       for (auto& s : d)
