@@ -122,17 +122,15 @@ int run_fleet(const FleetArgs& a, int argc, char** argv) {
     if (int rc = precheck_history(a.hist)) return fleet_mpi_end(true, rc), rc;
   FleetNode n;
   n.rank = who.rank, n.ranks = who.ranks, n.level = a.level;
+  // Test hooks (tests/test_fleet.cpp): this rank's machine with one field changed (its key and its results
+  // alike), or its outputs of one workload with a bit flipped, as a misconfigured or a faulty node's would be.
+  if (std::string kv = hook_for("DETAUDIT_FLEET_TEST_KEY", n.rank); !kv.empty())
+    setenv("DETAUDIT_TEST_MACHINE_FIELD", kv.c_str(), 1);
   const nlohmann::json machine = machine_fingerprint();
   n.host = machine.value("hostname", std::string("unknown"));
   n.folder = fleet_folder(n.rank, n.host);
   n.started_at = utc_now_iso8601();
   n.key = fleet_key(machine, DETAUDIT_VERSION, git_commit());
-  // Test hooks (tests/test_fleet.cpp): this rank's key with one field changed, or its outputs of one
-  // workload with a bit flipped, as a misconfigured or a faulty node's would be.
-  if (std::string kv = hook_for("DETAUDIT_FLEET_TEST_KEY", n.rank); !kv.empty()) {
-    const size_t eq = kv.find('=');
-    if (eq != std::string::npos) n.key[kv.substr(0, eq)] = kv.substr(eq + 1);
-  }
   if (std::string w = hook_for("DETAUDIT_FLEET_TEST_FLIP", n.rank); !w.empty())
     setenv("DETAUDIT_TEST_FLIP_OUTPUT", w.c_str(), 1);
   say_rank(fmt::format("{} on {} (rank from {}), results in {}/{}", who.mpi ? "MPI" : "no MPI", n.host, who.source, dir,
@@ -271,7 +269,7 @@ int run_fleet_report(const FleetArgs& a) {
   if (Status st = fleet_dir_is_its_own(a.report_dir, "its reports are not replaced"); !st) return fail(st);
   std::vector<FleetNode> nodes;
   std::vector<std::string> ignored;
-  if (Status st = load_fleet_dir(a.report_dir, &nodes, &ignored); !st) return fail(st);
+  if (Status st = load_fleet_dir(a.report_dir, &nodes, &ignored); !st) return fail_or_interrupted(st);
   return judge_fleet(nodes, a.report_dir, nullptr, ignored);
 }
 

@@ -364,9 +364,11 @@ Status from_json(const nlohmann::json& j, Observation* o, const std::string& whe
                                        "distinct",   "reason",      "describe",       "tracing",        "verdict",
                                        "verdict_reason", "warmup_fingerprint", "seconds", "details", "oracle",
                                        "kernels",    "batch_invariance"};
-  for (auto& [k, v] : j.items())
+  for (auto& item : j.items()) {
+    const std::string& k = item.key();  // not a structured binding: clang 14 cannot capture one in a lambda
     if (std::none_of(std::begin(kKnown), std::end(kKnown), [&](const char* x) { return k == x; }))
       return Status::invalid(fmt::format("{} is not a field of an observation", json_path(where, k)));
+  }
   for (size_t i = 0; i < r.seconds.size(); ++i)
     if (!(r.seconds[i] >= 0) || !std::isfinite(r.seconds[i]))
       return Status::invalid(fmt::format("{} is {}: a time is a finite number of seconds, 0 or more",

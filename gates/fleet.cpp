@@ -17,6 +17,7 @@
 #include "contract/atomic_file.hpp"
 #include "kernels/fingerprint.hpp"
 #include "kernels/input_file.hpp"
+#include "probes/child.hpp"
 #include "probes/registry.hpp"
 #include "probes/spec.hpp"
 
@@ -223,6 +224,28 @@ Status fleet_node_from_texts(const std::string& node_text, const std::string& pr
   }
   if (!probe_text.empty()) DETAUDIT_RETURN_IF_ERROR(parse_results(probe_text, where + " probe results", &n.probe));
   if (!train_text.empty()) DETAUDIT_RETURN_IF_ERROR(parse_results(train_text, where + " training results", &n.train));
+  // A node.json whose key is not the machine its own results describe (a 96-core EPYC claiming its peers'
+  // key would be compared with them, and its bits judged against theirs).
+  if (!n.key.empty() && n.probe.machine.is_object() && !n.probe.machine.empty()) {
+    const nlohmann::json own = fleet_key(n.probe.machine, n.probe.tool_version, n.probe.tool_commit);
+    if (own != n.key) {
+      std::string field;
+      for (auto& [k, v] : own.items())
+        if (!n.key.contains(k) || n.key[k] != v) {
+          field = fmt::format("{}: {} in node.json, {} in its results", k,
+                              n.key.contains(k) ? n.key[k].dump() : std::string("(none)"), v.dump());
+          break;
+        }
+      if (field.empty())
+        for (auto& [k, v] : n.key.items())
+          if (!own.contains(k)) {
+            field = fmt::format("{}: {} in node.json, none in its results", k, v.dump());
+            break;
+          }
+      return Status::invalid(
+          fmt::format("{}: its machine key is not the machine its probe results describe ({})", where, field));
+    }
+  }
   // A node that says it passed while its own results hold a FAIL.
   if (n.state == "finished" && n.exit_code == 0)
     for (auto& o : n.probe.observations)
@@ -246,6 +269,8 @@ Status load_fleet_dir(const std::string& dir, std::vector<FleetNode>* nodes, std
   std::sort(folders.begin(), folders.end());
   std::vector<FleetNode> all;
   for (auto& f : folders) {
+    // Thousands of folders take a while to read: a signal stops it at once.
+    if (interrupted()) return Status::interrupted("interrupted by " + signal_description(interrupted()));
     auto read = [&](const fs::path& p, std::string* text) -> Status {
       text->clear();
       if (!fs::exists(p, ec)) return Status::ok();

@@ -5,6 +5,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -152,6 +153,18 @@ nlohmann::json machine_fingerprint() {
   for (auto& e : backend_registry())
     if (e.describe_machine) e.describe_machine(&m["libraries"]);
   if (!m.contains("gpus")) m["gpus"] = nlohmann::json::array();
+  // Test hook (tests/test_fleet.cpp, set per rank by fleet's DETAUDIT_FLEET_TEST_KEY): one field of this
+  // fingerprint set ("libraries.openblas=0.0.1"), as a misconfigured node's would be, everywhere it is read.
+  if (const char* hook = std::getenv("DETAUDIT_TEST_MACHINE_FIELD"); hook && *hook) {
+    const std::string kv = hook;
+    const size_t eq = kv.find('='), dot = kv.find('.');
+    if (eq != std::string::npos) {
+      if (dot != std::string::npos && dot < eq)
+        m[kv.substr(0, dot)][kv.substr(dot + 1, eq - dot - 1)] = kv.substr(eq + 1);
+      else
+        m[kv.substr(0, eq)] = kv.substr(eq + 1);
+    }
+  }
 #ifdef DETAUDIT_HAVE_HWLOC
   describe_topology(m);
   m["hwloc"] = fmt::format("{}.{}.{}", HWLOC_API_VERSION >> 16, (HWLOC_API_VERSION >> 8) & 0xff, HWLOC_API_VERSION & 0xff);

@@ -267,6 +267,19 @@ TEST(FleetConsensus, ANodeFileOfTheWrongShapeIsRefusedWithOneLine) {
   const Status st = fleet_node_from_texts(n.node_json().dump(), to_json(probe).dump(), "", "x", &out);
   EXPECT_FALSE(st.is_ok());
   EXPECT_NE(st.message().find("exit_code 0, but its probe results FAIL"), std::string::npos) << st.message();
+  // Its key must be the machine its own results describe: a 96-core EPYC claiming its peers' key is refused.
+  Results own = n.probe;
+  own.machine = {{"cpu_model", "AMD EPYC 9654 96-Core"}, {"cores", 96}, {"cpu_features", {"avx2"}},
+                 {"libraries", {{"glibc", "2.36"}}}};
+  own.tool_version = "0.1.0", own.tool_commit = "abc";
+  FleetNode honest = n;
+  honest.key = fleet_key(own.machine, own.tool_version, own.tool_commit);
+  ASSERT_TRUE(fleet_node_from_texts(honest.node_json().dump(), to_json(own).dump(), "", "x", &out).is_ok());
+  const Status lie = fleet_node_from_texts(n.node_json().dump(), to_json(own).dump(), "", "x", &out);
+  EXPECT_FALSE(lie.is_ok());
+  EXPECT_NE(lie.message().find("its machine key is not the machine its probe results describe (cores:"),
+            std::string::npos)
+      << lie.message();
 }
 
 // A fleet directory used again: the folders of an earlier run (more ranks, or a rank started again on
@@ -279,7 +292,7 @@ TEST(FleetConsensus, AnEarlierRunsFoldersAreLeftOutAndNamed) {
     ASSERT_TRUE(save_fleet_node(d.string(), x).is_ok());
     // Its probe results too: a finished rank without them judged nothing.
     fs::create_directories(d / x.folder / "probe");
-    x.probe.machine = {{"hostname", host}};
+    x.probe.machine = nlohmann::json::object();  // no machine to hold its key against
     ASSERT_TRUE(save_results((d / x.folder / "probe" / "results.json").string(), x.probe).is_ok());
   };
   for (int r = 0; r < 4; ++r) save(r, 4, "old", "2026-11-01T10:00:00Z");  // four ranks, a month ago
