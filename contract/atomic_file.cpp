@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "kernels/input_file.hpp"
@@ -41,6 +42,9 @@ bool write_all(int fd, const std::string& s) {
 }
 
 Status make_dir_below(const std::string& base, const std::string& rel) {
+  std::error_code ec;
+  std::filesystem::create_directories(base, ec);
+  if (ec) return Status::invalid(fmt::format("{}: cannot create: {}", base, ec.message()));
   std::string at = base;
   size_t from = 0;
   while (from <= rel.size()) {

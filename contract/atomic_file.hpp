@@ -22,10 +22,10 @@ enum class Own { kAny, kResults, kBaseline, kExport, kDiverge, kDivergeTrace, kF
 // Writes path atomically: check_destination, then a temporary file of its own (path.tmp.<pid>.<n>, created
 // exclusively), fsync, rename. On any failure the temporary file is removed and path is left as it was.
 [[nodiscard]] Status write_file_atomic(const std::string& path, const std::string& content, Own own = Own::kAny);
-// The one path by which the tool makes a folder below one the user named (`base`): `rel` ("logs",
-// ".oracle", "ranks/0-host/probe") is created one level at a time, and every level that exists must be a
-// real directory: a symbolic link (or anything else) at any level is refused (Status::invalid, one line),
-// so nothing the tool writes there lands in a link's target. `base` itself is the user's and may be a link.
+// The one path by which the tool makes a folder below one the user named (`base`, created first if missing;
+// it is the user's and may be a link): `rel` ("logs", ".oracle", "ranks/0-host/probe") is created one level
+// at a time, and every level that exists must be a real directory: a symbolic link (or anything else) at any
+// level is refused (Status::invalid, one line), so nothing the tool writes there lands in a link's target.
 [[nodiscard]] Status make_dir_below(const std::string& base, const std::string& rel);
 
 // Writes all of s to fd (EINTR and short writes handled); false on an error (errno says which).

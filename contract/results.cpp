@@ -30,8 +30,9 @@ std::string safe_file_name(const std::string& s) {
   return o;
 }
 
-std::string utc_now_iso8601() {
-  std::time_t t = std::time(nullptr);
+std::string utc_now_iso8601() { return utc_iso8601(std::time(nullptr)); }
+
+std::string utc_iso8601(std::time_t t) {
   std::tm tm{};
   gmtime_r(&t, &tm);
   char buf[32];

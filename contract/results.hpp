@@ -2,6 +2,7 @@
 // rename) after every observation, so an interrupted run loses no finished work and can resume.
 #pragma once
 #include <map>
+#include <ctime>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,8 @@ Status load_json_document(const std::string& path, const std::string& schema, co
 Status save_results(const std::string& path, const Results& r);
 
 std::string utc_now_iso8601();
+// The same form of any time ("2026-12-04T10:00:00Z"); in this form, times order as strings.
+std::string utc_iso8601(std::time_t t);
 
 // A target spec as a file name (every character but letters, digits, '-' and '.' becomes '_'): the
 // workers' logs are DIR/logs/<name>.log (probes) and DIR/logs/train-<name>.log (training).

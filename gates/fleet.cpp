@@ -8,13 +8,14 @@
 #include <cmath>
 #include <cstring>
 #include <ctime>
-#include <limits>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <set>
 
 #include "analysis/stats.hpp"
 #include "contract/atomic_file.hpp"
+#include "gates/baseline.hpp"
 #include "kernels/fingerprint.hpp"
 #include "kernels/input_file.hpp"
 #include "probes/child.hpp"
@@ -126,9 +127,6 @@ std::string fleet_folder(int rank, const std::string& host) {
 
 Status save_fleet_node(const std::string& fleet_dir, const FleetNode& n) {
   const std::string dir = fleet_dir + "/" + n.folder;
-  std::error_code ec;
-  fs::create_directories(fleet_dir, ec);
-  if (ec) return Status::invalid(fmt::format("{}: cannot create: {}", fleet_dir, ec.message()));
   DETAUDIT_RETURN_IF_ERROR(make_dir_below(fleet_dir, n.folder));  // ranks/, ranks/<rank>-<host>/: no link
   return write_file_atomic(dir + "/node.json", n.node_json().dump(1) + "\n", Own::kFleetNode);
 }
@@ -161,21 +159,13 @@ Status check_node_claims(const FleetNode& n, const std::string& where) {
         fmt::format("{}: exit_code {} with state finished (a finished rank exits 0, 1 or 2)", where, n.exit_code));
   if (!n.own_fail.empty() && n.exit_code == 0)
     return Status::invalid(fmt::format("{}: own_fail says it failed ({}), but exit_code is 0", where, n.own_fail));
-  for (auto [k, t] : {std::pair{"started_at", &n.started_at}, std::pair{"finished_at", &n.finished_at}})
+  // A time still to come (a day's grace for clocks) would make every real rank "an earlier run".
+  const std::string tomorrow = utc_iso8601(std::time(nullptr) + 86400);
+  for (auto [k, t] : {std::pair{"started_at", &n.started_at}, std::pair{"finished_at", &n.finished_at}}) {
     if (!t->empty() && !iso8601_utc(*t))
       return Status::invalid(fmt::format("{}: {} '{}' is not a time (YYYY-MM-DDTHH:MM:SSZ)", where, k, *t));
-  // A time still to come (a day's grace for clocks): such a folder would make every real rank "an earlier run".
-  const std::string tomorrow = [] {
-    std::time_t t = std::time(nullptr) + 86400;
-    std::tm tm{};
-    gmtime_r(&t, &tm);
-    char buf[32];
-    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    return std::string(buf);
-  }();
-  for (auto [k, t] : {std::pair{"started_at", &n.started_at}, std::pair{"finished_at", &n.finished_at}})
-    if (!t->empty() && *t > tomorrow)
-      return Status::invalid(fmt::format("{}: {} {} is in the future", where, k, *t));
+    if (!t->empty() && *t > tomorrow) return Status::invalid(fmt::format("{}: {} {} is in the future", where, k, *t));
+  }
   if (!n.started_at.empty() && !n.finished_at.empty() && n.finished_at < n.started_at)
     return Status::invalid(
         fmt::format("{}: finished_at {} is before started_at {}", where, n.finished_at, n.started_at));
@@ -228,23 +218,10 @@ Status fleet_node_from_texts(const std::string& node_text, const std::string& pr
   // key would be compared with them, and its bits judged against theirs).
   if (!n.key.empty() && n.probe.machine.is_object() && !n.probe.machine.empty()) {
     const nlohmann::json own = fleet_key(n.probe.machine, n.probe.tool_version, n.probe.tool_commit);
-    if (own != n.key) {
-      std::string field;
-      for (auto& [k, v] : own.items())
-        if (!n.key.contains(k) || n.key[k] != v) {
-          field = fmt::format("{}: {} in node.json, {} in its results", k,
-                              n.key.contains(k) ? n.key[k].dump() : std::string("(none)"), v.dump());
-          break;
-        }
-      if (field.empty())
-        for (auto& [k, v] : n.key.items())
-          if (!own.contains(k)) {
-            field = fmt::format("{}: {} in node.json, none in its results", k, v.dump());
-            break;
-          }
-      return Status::invalid(
-          fmt::format("{}: its machine key is not the machine its probe results describe ({})", where, field));
-    }
+    if (own != n.key)
+      return Status::invalid(fmt::format("{}: its machine key is not the machine its probe results describe ({}; "
+                                         "node.json -> results)",
+                                         where, key_difference(n.key, own)));
   }
   // A node that says it passed while its own results hold a FAIL.
   if (n.state == "finished" && n.exit_code == 0)

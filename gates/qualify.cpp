@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <filesystem>
 #include <map>
 #include <set>
 
@@ -464,11 +463,6 @@ Status run_qualify(const QualifyOptions& opt, QualifyOutcome* out) {
   size_t first = out->checks.size();
   clock = std::chrono::steady_clock::now();
   out->probe_dir = opt.out_dir + "/probe";
-  {
-    std::error_code ec;
-    std::filesystem::create_directories(opt.out_dir, ec);
-    if (ec) return Status::invalid(fmt::format("{}: cannot create: {}", opt.out_dir, ec.message()));
-  }
   DETAUDIT_RETURN_IF_ERROR(make_dir_below(opt.out_dir, "probe"));  // never a link's target
   ProbeRunOptions po;
   po.out_dir = out->probe_dir;

@@ -369,10 +369,6 @@ Status run_probe_suite(const ProbePlan& plan, const ProbeRunOptions& opt, Result
   std::error_code ec;
   if (opt.fresh) fs::remove_all(opt.out_dir + "/.oracle", ec);
   ec.clear();
-  fs::create_directories(opt.out_dir, ec);
-  if (ec) {
-    return Status::error(fmt::format("cannot create {}: {}", opt.out_dir, ec.message()));
-  }
   // Its own folders in it are its own: a link there would send the oracle cache or the logs elsewhere.
   DETAUDIT_RETURN_IF_ERROR(make_dir_below(opt.out_dir, ".oracle"));
   DETAUDIT_RETURN_IF_ERROR(make_dir_below(opt.out_dir, "logs"));

@@ -282,10 +282,7 @@ Status check_data(const TrainDesign& d, const std::function<void(const std::stri
 // results.json of a fresh design, or the one being resumed (its finished runs' keys in *done).
 Status open_results(const TrainDesign& d, const TrainRunOptions& opt, size_t planned, const std::string& data_fp,
                     Results* r, std::set<std::string>* done, const std::function<void(const std::string&)>& say) {
-  std::error_code ec;
-  fs::create_directories(opt.out_dir, ec);
-  if (ec) return Status::error(fmt::format("cannot create {}: {}", opt.out_dir, ec.message()));
-  DETAUDIT_RETURN_IF_ERROR(make_dir_below(opt.out_dir, "logs"));  // never a link's target
+  DETAUDIT_RETURN_IF_ERROR(make_dir_below(opt.out_dir, "logs"));  // out_dir, and logs/ never a link's target
   const std::string path = opt.out_dir + "/results.json";
   nlohmann::json plan = {{"kind", "train"}, {"design", d.to_json()}, {"runs", planned}, {"data_fingerprint", data_fp}};
   if (!opt.fresh && fs::exists(path)) {
