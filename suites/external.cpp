@@ -570,7 +570,8 @@ Status load_producer(const std::string& dir, Producer* p) {
 }
 
 // cpu-ref's output and error bound: a probe run's cache entry when one passes its checks, else computed.
-Status oracle_of(const std::string& results_dir, const ManifestWorkload& m, size_t bytes, OracleEntry* e) {
+Status oracle_of(const std::string& results_dir, const ManifestWorkload& m, size_t bytes, OracleEntry* e,
+                 const std::function<void(const std::string&)>& progress) {
   if (!results_dir.empty()) {
     OracleEntry c;
     const std::string path = oracle_path(results_dir, m.spec);
@@ -583,6 +584,9 @@ Status oracle_of(const std::string& results_dir, const ManifestWorkload& m, size
     }
   }
   // On its own thread while this one watches for a signal (a 1280^3 f64 matmul ignored Ctrl-C for 13 s).
+  if (progress)
+    progress(fmt::format("computing cpu-ref's oracle of {}{}", m.spec.str(),
+                         results_dir.empty() ? "" : " (" + results_dir + " holds none that a probe run cached)"));
   const Spec spec = m.spec;
   DETAUDIT_RETURN_IF_ERROR(unless_interrupted<OracleEntry>(
       [spec](OracleEntry* o) { return compute_oracle(spec, &o->payload, &o->inputs, &o->bound); }, e));
@@ -634,6 +638,7 @@ Status read_external_outputs(const std::string& dir, const std::string& name, co
   const std::string from = fs::absolute(dir, ec).lexically_normal().string();
   const std::string at = utc_now_iso8601();
   out->clear();
+  std::vector<Observation> done;  // handed back only whole: an interruption leaves *out empty
   for (size_t i = 0; i < ms.size(); ++i) {
     if (interrupted()) return Status::interrupted("interrupted by " + signal_description(interrupted()));
     Observation o;
@@ -643,7 +648,7 @@ Status read_external_outputs(const std::string& dir, const std::string& name, co
     o.fingerprints = outs[i].fingerprints;
     o.distinct = count_distinct(o.fingerprints);
     OracleEntry e;
-    if (Status st = oracle_of(results_dir, ms[i], outs[i].distinct[0].size(), &e); !st) {
+    if (Status st = oracle_of(results_dir, ms[i], outs[i].distinct[0].size(), &e, progress); !st) {
       if (st.code() == Status::Code::kInterrupted) return st;  // nothing written: the same command resumes
       return Status::invalid(fmt::format("{}: oracle: {}", ms[i].spec.str(), st.message()));
     }
@@ -657,8 +662,9 @@ Status read_external_outputs(const std::string& dir, const std::string& name, co
     if (progress)
       progress(fmt::format("compared {} ({}/{}): {} output(s), {} distinct", o.workload, i + 1, ms.size(), o.repeats,
                            o.distinct));
-    out->push_back(std::move(o));
+    done.push_back(std::move(o));
   }
+  *out = std::move(done);
   return Status::ok();
 }
 

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -18,6 +19,7 @@
 #include "kernels/cpu/ref.hpp"
 #include "kernels/generator.hpp"
 #include "kernels/npy.hpp"
+#include "probes/child.hpp"
 #include "probes/registry.hpp"
 #include "probes/spec.hpp"
 #include "contract/cells.hpp"
@@ -480,4 +482,40 @@ TEST_F(External, BadInputExitsTwoWithOneLineAndWritesNothing) {
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("manifest.json: missing"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(root_ + "/new-results"));
+}
+
+// Ctrl-C while import computes an oracle: it stops there and hands back nothing to write, so the same
+// command resumes. The signal is raised from the oracle's own progress line: at a known point, not a time.
+TEST_F(External, ImportStopsOnASignalDuringItsOracleAndReturnsNothing) {
+  const std::string d = copy_of_export("interrupted");  // no probe run's cache here: every oracle is computed
+  struct sigaction saved[4];
+  const int sigs[4] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
+  for (int i = 0; i < 4; ++i) sigaction(sigs[i], nullptr, &saved[i]);
+  install_interrupt_handlers();
+  std::vector<std::string> lines;
+  bool raised = false;
+  size_t oracles = 0;
+  // During the last workload's oracle: no check between workloads comes after it to catch the signal.
+  auto progress = [&](const std::string& line) {
+    lines.push_back(line);
+    if (line.rfind("computing cpu-ref's oracle of ", 0) == 0) ++oracles;
+    if (!raised && oracles == kWorkloads.size()) {
+      raised = true;
+      ::raise(SIGINT);
+    }
+  };
+  std::vector<Observation> obs;
+  const Status st = read_external_outputs(d, "mine", d, &obs, progress);
+  clear_interrupted();
+  for (int i = 0; i < 4; ++i) sigaction(sigs[i], &saved[i], nullptr);
+  ASSERT_TRUE(raised) << "no oracle was computed";
+  EXPECT_EQ(st.code(), Status::Code::kInterrupted) << st.message();
+  EXPECT_EQ(st.message(), "interrupted by SIGINT (Interrupt)");
+  EXPECT_TRUE(obs.empty()) << "nothing to write after the interruption";
+  EXPECT_EQ(lines.back().rfind("computing cpu-ref's oracle of ", 0), 0u) << "nothing ran after it: " << lines.back();
+  // The same call without a signal completes: the interruption left nothing behind that blocks it.
+  lines.clear();
+  raised = true;
+  ASSERT_TRUE(read_external_outputs(d, "mine", d, &obs, progress).is_ok());
+  EXPECT_EQ(obs.size(), kWorkloads.size());
 }
