@@ -83,7 +83,7 @@ Command add_check_command(CLI::App& app, int argc, char** argv) {
             o.data = {{"check", to_json(report)}};
             // The history row is the check's: its own command line, with the results it checked.
             checked.command = command;
-            record_history(args->hist, "check", checked, opt.dir, &o);
+            record_history(args->hist, RunKind::kCheck, checked, opt.dir, &o);
             return emit(o);
           },
           &args->output, true};

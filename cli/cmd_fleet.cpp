@@ -92,7 +92,7 @@ int judge_fleet(const std::vector<FleetNode>& nodes, const std::string& dir, con
   // Per-node rows in the history: each node's probe results under its own machine.
   if (hist) {
     for (auto& n : nodes)
-      if (!n.probe.observations.empty()) record_history(*hist, "fleet", n.probe, dir + "/" + n.folder + "/probe", &o);
+      if (!n.probe.observations.empty()) record_history(*hist, RunKind::kFleet, n.probe, dir + "/" + n.folder + "/probe", &o);
   }
   return emit(o);
 }

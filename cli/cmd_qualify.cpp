@@ -148,9 +148,9 @@ Command add_qualify_command(CLI::App& app, int argc, char** argv) {
             }
             res.text = fmt::format("{}results: {}\n", out.table(), o.out_dir);
             res.data = {{"out", o.out_dir}, {"qualify", out.to_json()}};
-            record_history(a->hist, "qualify", out.probe, out.probe_dir, &res);
+            record_history(a->hist, RunKind::kQualify, out.probe, out.probe_dir, &res);
             // Its training regression too (levels 2 and 3), so `history` shows those cells beside the probes.
-            if (!out.train.training.empty()) record_history(a->hist, "qualify", out.train, out.train_dir, &res);
+            if (!out.train.training.empty()) record_history(a->hist, RunKind::kQualify, out.train, out.train_dir, &res);
             return emit(res);
           },
           &a->output, true};

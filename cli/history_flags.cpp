@@ -22,7 +22,7 @@ int precheck_history(const HistoryFlags& f) {
   return 0;
 }
 
-void record_history(const HistoryFlags& f, const std::string& kind, const Results& r, const std::string& results_dir,
+void record_history(const HistoryFlags& f, RunKind kind, const Results& r, const std::string& results_dir,
                     Outcome* o) {
   std::string path;
   Status st = resolve_history_path(f, &path);

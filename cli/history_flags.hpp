@@ -6,7 +6,7 @@
 //   add_history_flags(sub, &hist);            // --history FILE, --no-history
 //   ...
 //   Outcome o = <the command's outcome>;
-//   record_history(hist, "probe", results, out_dir, &o);
+//   record_history(hist, RunKind::kProbe, results, out_dir, &o);
 //   return emit(o);
 #pragma once
 #include <CLI/CLI.hpp>
@@ -32,7 +32,7 @@ void add_history_flags(CLI::App* sub, HistoryFlags* f);
 // detaudit history; otherwise one line "detaudit: error: history PATH: ..." on stderr and 2.
 int precheck_history(const HistoryFlags& f);
 
-void record_history(const HistoryFlags& f, const std::string& kind, const Results& r, const std::string& results_dir,
+void record_history(const HistoryFlags& f, RunKind kind, const Results& r, const std::string& results_dir,
                     Outcome* o);
 
 }  // namespace detaudit::cli

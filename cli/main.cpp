@@ -276,7 +276,7 @@ int run_probe(const ProbeArgs& a, int argc, char** argv) {
   if (Status st = save_results(opt.out_dir + "/results.json", results); !st) return fail(st);
   if (Status st = write_reports(opt.out_dir, results); !st) return fail(st);
   Outcome o = probe_outcome(results, opt.out_dir, a.no_fail);
-  record_history(a.hist, "probe", results, opt.out_dir, &o);
+  record_history(a.hist, RunKind::kProbe, results, opt.out_dir, &o);
   return emit(o);
 }
 
@@ -387,7 +387,7 @@ int run_train(const TrainArgs& a, int argc, char** argv) {
   }
   if (Status st = write_reports(opt.out_dir, results); !st) return fail(st);
   Outcome o = train_outcome(results, opt.out_dir);
-  record_history(a.hist, "train", results, opt.out_dir, &o);
+  record_history(a.hist, RunKind::kTrain, results, opt.out_dir, &o);
   return emit(o);
 }
 

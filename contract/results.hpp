@@ -16,6 +16,21 @@ namespace detaudit {
 
 inline constexpr const char* kResultsSchema = "detaudit/1";
 
+// What produced a run, as the history records it: one name per subcommand that records.
+enum class RunKind { kProbe, kTrain, kCheck, kQualify, kFleet };
+inline constexpr RunKind kRunKinds[] = {RunKind::kProbe, RunKind::kTrain, RunKind::kCheck, RunKind::kQualify,
+                                        RunKind::kFleet};
+constexpr const char* run_kind_name(RunKind k) {
+  switch (k) {
+    case RunKind::kProbe: return "probe";
+    case RunKind::kTrain: return "train";
+    case RunKind::kCheck: return "check";
+    case RunKind::kQualify: return "qualify";
+    case RunKind::kFleet: return "fleet";
+  }
+  return "?";
+}
+
 // `git describe --always --dirty` of the tree this binary was built from (contract/version.cpp, the one
 // file that includes the generated header, so a new commit recompiles one file).
 const char* git_commit();

@@ -115,6 +115,41 @@ CREATE TABLE training (
 CREATE INDEX cells_by_cell ON cells(workload, target);
 CREATE INDEX runs_by_machine ON runs(machine_key, started_at);
 )sql",
+    // 2 -> 3: a fleet's nodes record their runs (kind 'fleet'). SQLite cannot change a CHECK constraint in
+    // place: the table is rebuilt under the same name (foreign keys are off during migrations, so dropping
+    // the old table deletes none of the cells and training rows that refer to its ids).
+    R"sql(
+CREATE TABLE runs_3 (
+  id INTEGER PRIMARY KEY,
+  kind TEXT NOT NULL CHECK (kind IN ('probe', 'train', 'check', 'qualify', 'fleet')),
+  started_at TEXT NOT NULL,
+  finished_at TEXT NOT NULL,
+  recorded_at TEXT NOT NULL,
+  command TEXT NOT NULL,
+  results_dir TEXT NOT NULL,
+  tool_version TEXT NOT NULL,
+  tool_commit TEXT NOT NULL,
+  machine_key TEXT NOT NULL REFERENCES machines(key),
+  hostname TEXT NOT NULL,
+  machine TEXT NOT NULL,
+  software TEXT NOT NULL,
+  exit_code INTEGER NOT NULL,
+  cells INTEGER NOT NULL,
+  pass INTEGER NOT NULL,
+  fail INTEGER NOT NULL,
+  expected INTEGER NOT NULL,
+  warn INTEGER NOT NULL,
+  skip INTEGER NOT NULL,
+  unjudged INTEGER NOT NULL,
+  training_runs INTEGER NOT NULL
+);
+INSERT INTO runs_3 SELECT id, kind, started_at, finished_at, recorded_at, command, results_dir, tool_version,
+  tool_commit, machine_key, hostname, machine, software, exit_code, cells, pass, fail, expected, warn, skip,
+  unjudged, training_runs FROM runs;
+DROP TABLE runs;
+ALTER TABLE runs_3 RENAME TO runs;
+CREATE INDEX runs_by_machine ON runs(machine_key, started_at);
+)sql",
 };
 static_assert(sizeof kMigrations / sizeof kMigrations[0] == kHistorySchemaVersion);
 
@@ -324,6 +359,14 @@ Status check_tables(Db& db, int64_t version) {
 }
 
 Status migrate(Db& db) {
+  // Off for the migration, on again after it (the pragma is a no-op inside a transaction, so it is set
+  // outside one): a step that rebuilds a table must not cascade the old table's drop into its children.
+  // PRAGMA foreign_key_check before the commit proves the rebuilt tables keep every reference.
+  DETAUDIT_RETURN_IF_ERROR(exec(db, "PRAGMA foreign_keys = OFF"));
+  struct KeysBackOn {
+    Db& db;
+    ~KeysBackOn() { sqlite3_exec(db.h, "PRAGMA foreign_keys = ON", nullptr, nullptr, nullptr); }
+  } keys_back_on{db};
   Transaction tx(db);
   DETAUDIT_RETURN_IF_ERROR(tx.begin_immediate());
   int64_t version = 0;
@@ -337,6 +380,13 @@ Status migrate(Db& db) {
   std::string set = fmt::format("PRAGMA application_id = {}; PRAGMA user_version = {};", kHistoryApplicationId,
                                 kHistorySchemaVersion);
   if (Status st; !(st = exec(db, set.c_str())) || !(st = check_tables(db, kHistorySchemaVersion))) return st;
+  {
+    Stmt s(db.h, "PRAGMA foreign_key_check");
+    if (!s.ok()) return Status::invalid(describe_sqlite_error(db, s.rc()));
+    if (s.step() == SQLITE_ROW)
+      return Status::invalid(db.error(fmt::format("migrating it would leave a row of {} without its {}", s.text(0),
+                                                  s.text(2))));
+  }
   return tx.commit();
 }
 
@@ -645,10 +695,9 @@ nlohmann::json software_of(const Results& r) {
           {"libraries", libs}};
 }
 
-Status record_run(const std::string& db_path, const std::string& kind, const Results& r, const std::string& results_dir,
+Status record_run(const std::string& db_path, RunKind run_kind, const Results& r, const std::string& results_dir,
                   int exit_code) {
-  if (kind != "probe" && kind != "train" && kind != "check" && kind != "qualify")
-    return file_error(db_path, fmt::format("unknown run kind '{}' (probe, train, check or qualify)", kind));
+  const std::string kind = run_kind_name(run_kind);
   Db db;
   bool exists = false;
   DETAUDIT_RETURN_IF_ERROR(open_history(db_path, Mode::kWrite, &db, &exists));

@@ -17,12 +17,12 @@
 //   a newer detaudit"), tables that do not match their version. Such a file is never written to,
 //   recreated or replaced: the user moves it away or points --history elsewhere.
 //
-// Schema (version 2):
+// Schema (version 3):
 //   machines  key TEXT PRIMARY KEY        machine_key() of the hardware, 16 hex digits
 //             cpu_model, cpu_features     (space-separated), cores, gpus (JSON array of {name,
 //             compute_capability, sm_count}), identity (the canonical JSON the key hashes),
 //             first_seen, last_seen (ISO 8601 UTC, from the runs recorded)
-//   runs      id INTEGER PRIMARY KEY, kind (probe|train|check|qualify), started_at, finished_at ('' when
+//   runs      id INTEGER PRIMARY KEY, kind (probe|train|check|qualify|fleet), started_at, finished_at ('' when
 //             the run did not finish), recorded_at, command, results_dir (absolute), tool_version,
 //             tool_commit, machine_key -> machines, hostname, machine (results.json's machine object,
 //             JSON), software (JSON: tool_version, tool_commit, os, compiler, hwloc, libraries{...}),
@@ -35,7 +35,8 @@
 //   training  (run_id -> runs, key) PRIMARY KEY, model, design, condition, target, seed, replicate,
 //             status, final_loss (NULL: none or NaN), weights_fingerprint ('' when none)
 //   Version 1 had machines, runs and cells; version 2 added training and the indexes cells(workload,
-//   target) and runs(machine_key, started_at).
+//   target) and runs(machine_key, started_at); version 3 lets a run's kind be fleet (each node of a fleet
+//   records its probe results).
 //
 // The machine key (machine_key()) is a hash of what decides the bits a kernel computes, and nothing
 // else: the CPU model, its ISA features (sorted) and core count; each GPU's name, compute capability
@@ -55,7 +56,7 @@
 
 namespace detaudit {
 
-inline constexpr int kHistorySchemaVersion = 2;
+inline constexpr int kHistorySchemaVersion = 3;
 inline constexpr int kHistoryApplicationId = 0x64746175;  // "dtau"
 
 // --history FILE and --no-history (cli/history_flags.hpp adds them to a subcommand).
@@ -69,11 +70,11 @@ struct HistoryFlags {
 // XDG_DATA_HOME or HOME), or the flags contradict each other. Creates nothing.
 Status resolve_history_path(const HistoryFlags& flags, std::string* path);
 
-// Appends one run (kind: probe, train, check or qualify) with its machine, software, cells and training
+// Appends one run (of its kind: the subcommand that made it) with its machine, software, cells and training
 // runs, in one transaction; creates the database and its parent folder when missing, migrates an older
 // schema. results_dir is stored as an absolute path; exit_code is the command's exit code. A failure
 // of one line naming the file ("history /x/history.db: ..."): the file is left as it was.
-Status record_run(const std::string& db_path, const std::string& kind, const Results& r, const std::string& results_dir,
+Status record_run(const std::string& db_path, RunKind kind, const Results& r, const std::string& results_dir,
                   int exit_code);
 
 // Whether db_path can be recorded into later: a missing file is fine (it will be created); an existing

@@ -366,12 +366,23 @@ void skip_without_mpi() {
 
 nlohmann::json fleet_json(const fs::path& d) { return nlohmann::json::parse(slurp(d / "fleet.json")); }
 
+// As the README runs it: the history on (here a file of the test's own, through DETAUDIT_HISTORY), so
+// every node's probe results are recorded as a fleet run.
 TEST(FleetMpi, ThreeRanksAgreeOnCpuTargets) {
   skip_without_mpi();
   fs::path d = fresh_dir("fleet-mpi");
-  const int rc = shell(mpirun(3) + kPlan + " --out " + d.string() + " >" + (d.string() + ".out") + " 2>&1");
+  const std::string db = d.string() + ".history.db";
+  fs::remove(db);
+  std::string plan = kPlan;
+  plan.erase(plan.find(" --no-history"));
+  const int rc = shell(mpirun(3, {{"DETAUDIT_HISTORY", db}}) + plan + " --out " + d.string() + " >" +
+                       (d.string() + ".out") + " 2>&1");
   const std::string out = slurp(d.string() + ".out");
   ASSERT_EQ(rc, 0) << out;
+  cli_test::CliRun h = cli_test::run_cli("history --history " + db + " --format json");
+  ASSERT_EQ(h.code, 0) << h.err;
+  EXPECT_EQ(nlohmann::json::parse(h.out)["runs"], 3) << h.out;
+  fs::remove(db);
   auto f = fleet_json(d);
   EXPECT_EQ(f["verdict"], "PASS");
   ASSERT_EQ(f["nodes"].size(), 3u);

@@ -164,15 +164,15 @@ fs::path history_with_change(const fs::path& dir) {
   std::string err;
   const char* days[] = {"2026-11-28T10:00:00Z", "2026-11-29T10:00:00Z", "2026-11-30T12:00:00Z"};
   for (auto* d : days)
-    EXPECT_TRUE(succeeded(record_run(db, "probe", results(d, "host-a", fp('a')), dir / "r1", 0), &err)) << err;
+    EXPECT_TRUE(succeeded(record_run(db, RunKind::kProbe, results(d, "host-a", fp('a')), dir / "r1", 0), &err)) << err;
   EXPECT_TRUE(
-      succeeded(record_run(db, "probe", results("2026-11-30T13:00:00Z", "host-b", fp('a')), dir / "r2", 0), &err))
+      succeeded(record_run(db, RunKind::kProbe, results("2026-11-30T13:00:00Z", "host-b", fp('a')), dir / "r2", 0), &err))
       << err;
   Results later = results("2026-12-01T09:00:00Z", "host-a", fp('b'), "0.3.26");
   later.tool_commit = "v0.1.0-5-gdef";
-  EXPECT_TRUE(succeeded(record_run(db, "probe", later, dir / "r3", 1), &err)) << err;
+  EXPECT_TRUE(succeeded(record_run(db, RunKind::kProbe, later, dir / "r3", 1), &err)) << err;
   later.started_at = "2026-12-02T09:00:00Z";
-  EXPECT_TRUE(succeeded(record_run(db, "probe", later, dir / "r4", 1), &err)) << err;
+  EXPECT_TRUE(succeeded(record_run(db, RunKind::kProbe, later, dir / "r4", 1), &err)) << err;
   return db;
 }
 
@@ -244,7 +244,7 @@ TEST(History, RecordAndQueryRoundTrip) {
                                {"target", "cpu?threads=2"}, {"seed", 1}, {"replicate", 0}, {"status", "ok"},
                                {"final_loss", 0.125}, {"curve", {0.125}}, {"weights_fingerprint", fp('e')}})};
   std::string err;
-  ASSERT_TRUE(succeeded(record_run(db.string(), "probe", r, (dir / "results").string(), 1), &err)) << err;
+  ASSERT_TRUE(succeeded(record_run(db.string(), RunKind::kProbe, r, (dir / "results").string(), 1), &err)) << err;
 
   EXPECT_EQ(sql_int(db, "PRAGMA user_version"), kHistorySchemaVersion);
   EXPECT_EQ(sql_int(db, "PRAGMA application_id"), kHistoryApplicationId);
@@ -318,7 +318,7 @@ TEST(History, RecordAndQueryRoundTrip) {
   EXPECT_TRUE(q.cells.empty());
 
   // The same observation recorded again (a check of the same results directory) counts once.
-  ASSERT_TRUE(succeeded(record_run(db.string(), "check", r, (dir / "results").string(), 0), &err)) << err;
+  ASSERT_TRUE(succeeded(record_run(db.string(), RunKind::kCheck, r, (dir / "results").string(), 0), &err)) << err;
   ASSERT_TRUE(succeeded(query_history(db.string(), {}, &q), &err)) << err;
   EXPECT_EQ(q.runs, 2);
   EXPECT_EQ(q.cells.size(), 4u);
@@ -340,8 +340,12 @@ TEST(History, RecordAndQueryRoundTrip) {
   EXPECT_EQ(n, 0);
   EXPECT_FALSE(fs::exists(dir / "missing.db")) << "reading never creates";
 
-  EXPECT_FALSE(succeeded(record_run(db.string(), "bench", r, "x", 0), &err));
-  EXPECT_NE(err.find("bench"), std::string::npos);
+  // Every kind of run the tool records is one the database accepts (a fleet's nodes were refused once).
+  for (RunKind k : kRunKinds)
+    EXPECT_TRUE(succeeded(record_run(db.string(), k, r, "x", 0), &err)) << run_kind_name(k) << ": " << err;
+  EXPECT_EQ(sql_text(db, "SELECT group_concat(kind, ' ') FROM (SELECT kind FROM runs WHERE results_dir LIKE '%/x' "
+                         "ORDER BY id)"),
+            "probe train check qualify fleet");
   fs::remove_all(dir);
 }
 
@@ -365,14 +369,14 @@ TEST(History, MigratesFromAnEmptyFile) {
   ASSERT_TRUE(succeeded(query_history(db.string(), {}, &q), &err)) << err;
   EXPECT_FALSE(q.exists) << "an empty file is an empty history";
   EXPECT_EQ(fs::file_size(db), 0u) << "reading does not write";
-  ASSERT_TRUE(succeeded(record_run(db.string(), "probe", results("2026-11-30T12:00:00Z", "h", fp('a')), "r", 0), &err))
+  ASSERT_TRUE(succeeded(record_run(db.string(), RunKind::kProbe, results("2026-11-30T12:00:00Z", "h", fp('a')), "r", 0), &err))
       << err;
   EXPECT_EQ(sql_int(db, "PRAGMA user_version"), kHistorySchemaVersion);
   EXPECT_EQ(sql_int(db, "SELECT count(*) FROM cells"), 3);
   fs::remove_all(dir);
 }
 
-TEST(History, MigratesFromVersion1KeepingItsRuns) {
+TEST(History, MigratesFromVersion1KeepingItsRunsAndCells) {
   fs::path dir = fresh_dir("history-v1");
   fs::create_directories(dir);
   fs::path db = dir / "h.db";
@@ -382,9 +386,14 @@ TEST(History, MigratesFromVersion1KeepingItsRuns) {
   Results r = results("2026-11-30T12:00:00Z", "h", fp('a'));
   r.training = {training_run({{"key", "k"}, {"condition", "d"}, {"target", "cpu"}, {"seed", 1000}, {"replicate", 0},
                                {"status", "ok"}, {"final_loss", 0.5}, {"curve", {0.5}}})};
-  ASSERT_TRUE(succeeded(record_run(db.string(), "train", r, "r", 0), &err)) << err;
-  EXPECT_EQ(sql_int(db, "PRAGMA user_version"), 2);
+  const int64_t old_cells = sql_int(db, "SELECT count(*) FROM cells");
+  ASSERT_GT(old_cells, 0);
+  ASSERT_TRUE(succeeded(record_run(db.string(), RunKind::kTrain, r, "r", 0), &err)) << err;
+  EXPECT_EQ(sql_int(db, "PRAGMA user_version"), kHistorySchemaVersion);
   EXPECT_EQ(sql_int(db, "SELECT count(*) FROM runs"), 2);
+  // Version 3 rebuilt the runs table: the old run's cells are still there, and foreign keys are on again.
+  EXPECT_EQ(sql_int(db, "SELECT count(*) FROM cells WHERE run_id = (SELECT min(id) FROM runs)"), old_cells);
+  EXPECT_EQ(sql_int(db, "SELECT count(*) FROM sqlite_master WHERE name = 'runs_by_machine'"), 1);
   EXPECT_EQ(sql_int(db, "SELECT count(*) FROM training"), 1);
   EXPECT_EQ(sql_int(db, "SELECT count(*) FROM sqlite_master WHERE name = 'cells_by_cell'"), 1);
   HistoryQueryResult q;
@@ -394,6 +403,8 @@ TEST(History, MigratesFromVersion1KeepingItsRuns) {
   ASSERT_EQ(q.cells.size(), 2u);
   EXPECT_EQ(q.cells[0].hostname, "old-host");
   EXPECT_EQ(q.cells[0].fingerprints, std::vector<std::string>{std::string(32, 'c')});
+  ASSERT_TRUE(succeeded(record_run(db.string(), RunKind::kFleet, r, "f", 0), &err)) << err;
+  EXPECT_EQ(sql_text(db, "SELECT kind FROM runs WHERE results_dir LIKE '%/f'"), "fleet");
   fs::remove_all(dir);
 }
 
@@ -404,10 +415,10 @@ TEST(History, RefusesANewerSchemaAndForeignDatabases) {
   Results r = results("2026-11-30T12:00:00Z", "h", fp('a'));
 
   fs::path newer = dir / "newer.db";
-  ASSERT_TRUE(succeeded(record_run(newer.string(), "probe", r, "r", 0), &err)) << err;
+  ASSERT_TRUE(succeeded(record_run(newer.string(), RunKind::kProbe, r, "r", 0), &err)) << err;
   sql_exec(newer, "PRAGMA user_version = 99");
   std::string before = read_bytes(newer);
-  EXPECT_FALSE(succeeded(record_run(newer.string(), "probe", r, "r", 0), &err));
+  EXPECT_FALSE(succeeded(record_run(newer.string(), RunKind::kProbe, r, "r", 0), &err));
   EXPECT_NE(err.find("made by a newer detaudit"), std::string::npos) << err;
   EXPECT_NE(err.find(newer.string()), std::string::npos) << err;
   HistoryQueryResult q;
@@ -418,13 +429,13 @@ TEST(History, RefusesANewerSchemaAndForeignDatabases) {
   fs::path foreign = dir / "foreign.db";
   sql_exec(foreign, "CREATE TABLE notes (text TEXT); INSERT INTO notes VALUES ('mine');");
   before = read_bytes(foreign);
-  EXPECT_FALSE(succeeded(record_run(foreign.string(), "probe", r, "r", 0), &err));
+  EXPECT_FALSE(succeeded(record_run(foreign.string(), RunKind::kProbe, r, "r", 0), &err));
   EXPECT_NE(err.find("not a detaudit history"), std::string::npos) << err;
   EXPECT_EQ(read_bytes(foreign), before);
 
   fs::path mismatched = dir / "mismatched.db";  // says version 2, lacks the tables
   sql_exec(mismatched, "PRAGMA application_id = 1685348725; PRAGMA user_version = 2; CREATE TABLE runs (id);");
-  EXPECT_FALSE(succeeded(record_run(mismatched.string(), "probe", r, "r", 0), &err));
+  EXPECT_FALSE(succeeded(record_run(mismatched.string(), RunKind::kProbe, r, "r", 0), &err));
   EXPECT_NE(err.find("do not match"), std::string::npos) << err;
   EXPECT_EQ(err.find('\n'), std::string::npos);
   fs::remove_all(dir);
@@ -443,7 +454,7 @@ TEST(History, CorruptFileIsAnErrorAndLeftAsItIs) {
     for (int i = 0; i < 8192; ++i) f.put(char((i * 131 + 7) & 0xff));
   }
   std::string before = read_bytes(garbage);
-  EXPECT_FALSE(succeeded(record_run(garbage.string(), "probe", r, "r", 0), &err));
+  EXPECT_FALSE(succeeded(record_run(garbage.string(), RunKind::kProbe, r, "r", 0), &err));
   EXPECT_NE(err.find(garbage.string()), std::string::npos) << err;
   EXPECT_NE(err.find("not a database"), std::string::npos) << err;
   EXPECT_EQ(err.find('\n'), std::string::npos);
@@ -461,14 +472,14 @@ TEST(History, CorruptFileIsAnErrorAndLeftAsItIs) {
     Results big = r;
     for (int k = 0; k < 40; ++k)
       big.observations.push_back(cell(fmt::format("w{}", k), fmt::format("t{}", i), {fp(char('a' + k % 6))}));
-    ASSERT_TRUE(succeeded(record_run(truncated.string(), "probe", big, fmt::format("r{}", i), 0), &err)) << err;
+    ASSERT_TRUE(succeeded(record_run(truncated.string(), RunKind::kProbe, big, fmt::format("r{}", i), 0), &err)) << err;
   }
   ASSERT_FALSE(fs::exists(truncated.string() + "-wal")) << "the last connection checkpointed";
   auto size = fs::file_size(truncated);
   ASSERT_GT(size, 16384u);
   fs::resize_file(truncated, size / 2);
   before = read_bytes(truncated);
-  EXPECT_FALSE(succeeded(record_run(truncated.string(), "probe", r, "r", 0), &err));
+  EXPECT_FALSE(succeeded(record_run(truncated.string(), RunKind::kProbe, r, "r", 0), &err));
   EXPECT_NE(err.find(truncated.string()), std::string::npos) << err;
   EXPECT_EQ(err.find('\n'), std::string::npos);
   EXPECT_EQ(read_bytes(truncated), before);
@@ -478,12 +489,12 @@ TEST(History, CorruptFileIsAnErrorAndLeftAsItIs) {
   // Shorter than an SQLite header.
   fs::path stub = dir / "stub.db";
   std::ofstream(stub) << "SQLite";
-  EXPECT_FALSE(succeeded(record_run(stub.string(), "probe", r, "r", 0), &err));
+  EXPECT_FALSE(succeeded(record_run(stub.string(), RunKind::kProbe, r, "r", 0), &err));
   EXPECT_NE(err.find("not a database"), std::string::npos) << err;
   EXPECT_EQ(read_bytes(stub), "SQLite");
 
   // A folder where the file should be.
-  EXPECT_FALSE(succeeded(record_run(dir.string(), "probe", r, "r", 0), &err));
+  EXPECT_FALSE(succeeded(record_run(dir.string(), RunKind::kProbe, r, "r", 0), &err));
   EXPECT_NE(err.find("directory"), std::string::npos) << err;
   fs::remove_all(dir);
 }
@@ -503,7 +514,7 @@ TEST(History, TwoConcurrentWritersLoseNothing) {
         std::string err;
         Results r = results("2026-11-30T12:00:00Z", fmt::format("host-{}", w), fp('a'));
         r.command = fmt::format("writer {} run {}", w, i);
-        if (!succeeded(record_run(db.string(), "probe", r, fmt::format("r{}-{}", w, i), 0), &err)) {
+        if (!succeeded(record_run(db.string(), RunKind::kProbe, r, fmt::format("r{}-{}", w, i), 0), &err)) {
           fprintf(stderr, "writer %d: %s\n", w, err.c_str());
           ++failed;
         }
