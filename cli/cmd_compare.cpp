@@ -38,6 +38,14 @@ int run_compare(const CompareArgs& args) {
   Comparison c = compare_results(a, b, args.a, args.b);
   Outcome o;
   o.exit_code = c.cells_differ() ? 1 : 0;
+  // Nothing on both sides: no cell was compared, which is "could not judge" (as check says), not a change.
+  const int both = c.same + c.changed + c.varies + c.training_same + c.training_changed + c.training_varies;
+  if (both == 0) {
+    o.exit_code = 2;
+    o.error = fmt::format("{} and {} have no cell and no training run in common ({} only in {}, {} only in {}): "
+                          "nothing was compared",
+                          args.a, args.b, c.only_a + c.training_only_a, args.a, c.only_b + c.training_only_b, args.b);
+  }
   o.counts.pass = c.same + c.training_same;
   o.counts.fail = c.changed + c.only_a + c.only_b + c.training_changed + c.training_only_a + c.training_only_b;
   o.counts.expected = c.varies + c.training_varies;
@@ -75,7 +83,7 @@ Command add_compare_command(CLI::App& app, int argc, char** argv) {
       "targets of both runs grouped by identical bits (target@A, target@B).\n"
       "Exit codes: 0 every cell has the same bits, 1 some cell changed or ran on one side only, 2 could not run\n"
       "(a missing, truncated or malformed results.json, named in one line; a probe run against a training run,\n"
-      "or training runs of two designs, naming the first field that differs).");
+      "or training runs of two designs, naming the first field that differs; no cell in common).");
   return {sub, [args] { return run_compare(*args); }, &args->output, true};
 }
 

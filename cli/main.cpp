@@ -27,6 +27,7 @@
 #include "probes/results_file.hpp"
 #include "probes/spec.hpp"
 #include "probes/worker.hpp"
+#include "contract/plan.hpp"
 #include "report/document.hpp"
 #include "report/train_report.hpp"
 #include "suites/dir_lock.hpp"
@@ -223,6 +224,7 @@ Outcome probe_outcome(const Results& results, const std::string& dir, bool no_fa
   }
   o.data = {{"out", dir},
             {"suite", results.plan.value("suite", "")},
+            {"custom", results.plan.value("custom", false)},
             {"cells",
              {{"deterministic", s.deterministic},
               {"nondeterministic", s.nondeterministic},
@@ -230,9 +232,9 @@ Outcome probe_outcome(const Results& results, const std::string& dir, bool no_fa
               {"timeout", s.timeout},
               {"skipped", s.skipped},
               {"error", s.error}}},
-            {"fails", fails}};
+            {"failures", fails}};
   o.markdown =
-      markdown_summary(fmt::format("detaudit probe: suite {} on {}", results.plan.value("suite", ""),
+      markdown_summary(fmt::format("detaudit probe: {} on {}", plan_kind(results.plan),
                                    results.machine.value("hostname", "?")),
                        o.counts, o.text.substr(0, o.text.find('\n')), rows, {"workload", "target", "why"}, o.report_md);
   return o;
@@ -335,7 +337,7 @@ Outcome train_outcome(const Results& results, const std::string& dir) {
                                   first->reason.empty() ? to_string(first->status) : first->reason)
                     : "nothing was judged: the design has no training runs";
   }
-  o.data = {{"out", dir}, {"runs", results.training.size()}, {"finished", trained}, {"fails", fails}};
+  o.data = {{"out", dir}, {"runs", results.training.size()}, {"finished", trained}, {"failures", fails}};
   o.markdown = markdown_summary(fmt::format("detaudit train: {} {} on {}",
                                             results.plan.value("design", nlohmann::json::object()).value("model", ""),
                                             results.plan.value("design", nlohmann::json::object()).value("design", ""),
@@ -519,9 +521,13 @@ int main_cli(int argc, char** argv) {
   train->add_flag("--fresh", ta.fresh, "Discard results already in --out instead of resuming");
 
   auto* report = app.add_subcommand("report", "Render a results directory's report again.");
-  std::string report_dir, format = "both";
+  std::string report_dir, write = "both";
+  OutputFlags report_out;
   report->add_option("DIR", report_dir, "Results directory holding results.json")->required()->check(kNonEmpty);
-  report->add_option("--format", format, "md, html or both")->check(CLI::IsMember({"md", "html", "both"}))->capture_default_str();
+  report->add_option("--write", write, "Which reports to write: md (report.md), html (report.html) or both")
+      ->check(CLI::IsMember({"md", "html", "both"}))
+      ->capture_default_str();
+  add_output_flags(report, &report_out, false);
 
   std::vector<Command> commands;
   for (auto& [order, factory] : registered_commands()) commands.push_back(factory(app, argc, argv));
@@ -573,7 +579,10 @@ int main_cli(int argc, char** argv) {
     set_active_command("train", &ta.output, true);
     return run_train(ta, argc, argv);
   }
-  if (report->parsed()) return run_report(report_dir, format);
+  if (report->parsed()) {
+    set_active_command("report", &report_out, false);
+    return run_report(report_dir, write);
+  }
   for (auto& c : commands)
     if (c.app->parsed()) {
       set_active_command(c.app->get_name(), c.output, c.judging);

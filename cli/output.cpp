@@ -80,11 +80,7 @@ nlohmann::json outcome_json(const Outcome& o) {
   nlohmann::json j = {{"schema", kCliSchema}, {"command", active().command}, {"exit_code", o.exit_code}};
   if (active().judging) {
     j["verdict"] = verdict_word(o);
-    j["counts"] = {{"pass", o.counts.pass},
-                   {"fail", o.counts.fail},
-                   {"expected", o.counts.expected},
-                   {"warn", o.counts.warn},
-                   {"skip", o.counts.skip}};
+    j["counts"] = o.counts.to_json();
   }
   nlohmann::json reports = nlohmann::json::object();
   if (!o.report_md.empty()) reports["md"] = o.report_md;

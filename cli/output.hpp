@@ -17,6 +17,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "contract/verdict.hpp"
+
 namespace detaudit::cli {
 
 inline constexpr const char* kCliSchema = "detaudit-cli/1";
@@ -41,10 +43,6 @@ Format active_format();
 bool active_quiet();
 // The parsed command's name ("" before one is active: --help, --version, a parse error).
 const std::string& active_command();
-
-struct VerdictTally {
-  int pass = 0, fail = 0, expected = 0, warn = 0, skip = 0;
-};
 
 struct Outcome {
   int exit_code = 0;

@@ -45,17 +45,15 @@ nlohmann::json to_json(const CheckReport& rep) {
     if (!f.new_kernels.empty()) j["new_kernels"] = f.new_kernels;
     fs.push_back(j);
   }
-  return {{"schema", "detaudit-check/1"},
+  VerdictTally tally;
+  for (Verdict v : kAllVerdicts) tally.add(v, rep.count(v));
+  return {{"schema", kCheckSchema},
           {"dir", rep.dir},
           {"baseline", rep.baseline_path},
           {"baseline_created_at", rep.baseline_created_at},
           {"baseline_tool", rep.baseline_tool},
           {"exit_code", rep.exit_code()},
-          {"counts",
-           {{"PASS", rep.count(Verdict::kPass)},
-            {"FAIL", rep.count(Verdict::kFail)},
-            {"WARN", rep.count(Verdict::kWarn)},
-            {"SKIP", rep.count(Verdict::kSkip)}}},
+          {"counts", tally.to_json()},
           {"cells_compared", rep.cells_compared},
           {"cells_same_key", rep.cells_same_key},
           {"cells_other_key", rep.cells_other_key},

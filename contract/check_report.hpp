@@ -1,5 +1,5 @@
 // What `check` found: one finding per cell and training cell of a results directory against a baseline
-// (gates/check.hpp judges, report/check_report.hpp renders). Its JSON is "detaudit-check/1".
+// (gates/check.hpp judges, report/check_report.hpp renders). Its JSON is kCheckSchema.
 #pragma once
 #include <string>
 #include <vector>
@@ -9,6 +9,9 @@
 #include "contract/verdict.hpp"
 
 namespace detaudit {
+
+// Version 2: "counts" in the one shape of every document (VerdictTally: lower case, all five).
+inline constexpr const char* kCheckSchema = "detaudit-check/2";
 
 enum class FindingKind {
   kSame,                 // key matches, outputs as in the baseline (or the same non-ok status)

@@ -31,7 +31,8 @@ std::string plan_kind(const nlohmann::json& plan) {
                        design.is_string() ? design.get<std::string>() : "?");
   }
   const nlohmann::json suite = field_of(plan, "suite");
-  return suite.is_string() ? "probe suite " + suite.get<std::string>() : "probe";
+  if (!suite.is_string()) return "probe";
+  return "probe suite " + suite.get<std::string>() + (field_of(plan, "custom") == true ? " (custom)" : "");
 }
 
 std::string plan_difference(const nlohmann::json& a, const nlohmann::json& b, bool suite_matters) {

@@ -96,6 +96,7 @@ Status check_plan(const nlohmann::json& p) {
   if (Status st; !(st = check_json(p, T::kObject, "plan")) ||
                  !(st = check_keys(p,
                                    {{"suite", T::kString},
+                                    {"custom", T::kBoolean},
                                     {"kind", T::kString},
                                     {"repeats", T::kCount},
                                     {"timeout_s", T::kNumber},

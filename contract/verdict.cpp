@@ -22,6 +22,20 @@ bool parse_verdict(const std::string& s, Verdict* out) {
   return false;
 }
 
+void VerdictTally::add(Verdict v, int n) {
+  switch (v) {
+    case Verdict::kPass: pass += n; break;
+    case Verdict::kFail: fail += n; break;
+    case Verdict::kExpected: expected += n; break;
+    case Verdict::kWarn: warn += n; break;
+    case Verdict::kSkip: skip += n; break;
+  }
+}
+
+nlohmann::json VerdictTally::to_json() const {
+  return {{"pass", pass}, {"fail", fail}, {"expected", expected}, {"warn", warn}, {"skip", skip}};
+}
+
 int severity(Verdict v) {
   switch (v) {
     case Verdict::kFail: return 4;

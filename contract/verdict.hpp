@@ -10,6 +10,8 @@
 #include <optional>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 namespace detaudit {
 
 enum class Verdict { kPass, kFail, kExpected, kWarn, kSkip };
@@ -24,6 +26,14 @@ int severity(Verdict v);
 
 // A cell's verdict as results.json and the history spell it: the name, or "" when it is not judged yet.
 inline std::string verdict_text(const std::optional<Verdict>& v) { return v ? to_string(*v) : ""; }
+
+// How many of each verdict, as every document spells them (the CLI's objects, check's, qualify.json):
+// {"pass", "fail", "expected", "warn", "skip"}, all five, lower case, zeros included.
+struct VerdictTally {
+  int pass = 0, fail = 0, expected = 0, warn = 0, skip = 0;
+  void add(Verdict v, int n = 1);
+  nlohmann::json to_json() const;
+};
 
 // All five, in the order the reports list them.
 inline constexpr Verdict kAllVerdicts[] = {Verdict::kPass, Verdict::kFail, Verdict::kExpected, Verdict::kWarn,

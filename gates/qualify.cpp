@@ -253,16 +253,16 @@ std::string pad(const std::string& s, size_t n) { return s.size() >= n ? s : s +
 
 nlohmann::json QualifyOutcome::to_json() const {
   nlohmann::json cs = nlohmann::json::array();
-  std::map<std::string, int> counts;
+  VerdictTally counts;
   for (auto& c : checks) {
     cs.push_back({{"name", c.name},
                   {"verdict", to_string(c.verdict)},
                   {"detail", c.detail},
                   {"required", c.required},
                   {"seconds", c.seconds}});
-    ++counts[to_string(c.verdict)];
+    counts.add(c.verdict);
   }
-  return {{"schema", "detaudit-qualify/1"},
+  return {{"schema", kQualifySchema},
           {"level", level},
           {"started_at", started_at},
           {"finished_at", finished_at},
@@ -272,7 +272,7 @@ nlohmann::json QualifyOutcome::to_json() const {
           {"tool_commit", tool_commit},
           {"exit_code", int(decision)},
           {"qualified", decision == QualifyDecision::kQualified},
-          {"counts", counts},
+          {"counts", counts.to_json()},
           {"checks", cs},
           {"probe_dir", probe_dir},
           {"train_dir", train_dir}};

@@ -26,6 +26,9 @@
 
 namespace detaudit {
 
+// qualify.json. Version 2: "counts" in the one shape of every document (VerdictTally: lower case, all five).
+inline constexpr const char* kQualifySchema = "detaudit-qualify/2";
+
 struct QualifyOptions {
   int level = 1;
   std::string baseline;      // optional baseline file

@@ -9,7 +9,7 @@ namespace detaudit {
 
 // Text for a terminal (every failure listed; long lists of warnings capped with "... and N more"), markdown
 // for a PR comment (always under kMarkdownLimit characters, the reports' limit; the baseline's header
-// fields and the paths clipped to a few hundred each), or JSON ("detaudit-check/1": every finding with
+// fields and the paths clipped to a few hundred each), or JSON (kCheckSchema: every finding with
 // kind, verdict, workload, target, old, new, message).
 std::string render_check(const CheckReport& rep, OutputFormat format);
 // `md` itself when shorter than `limit`; otherwise its whole lines up to below the limit, a "truncated" line

@@ -282,7 +282,7 @@ std::vector<std::string> other_findings(const Results& r) {
 std::string plan_line(const Results& r, const Summary& sum) {
   return fmt::format("{} cells: {} ran, {} crashed, {} timed out, {} skipped, {} errors. Suite {}, {} repeats per cell.",
                      sum.cells, sum.deterministic + sum.nondeterministic, sum.crashed, sum.timeout, sum.skipped,
-                     sum.error, inline_code(capped(jf::str(r.plan, "suite", "custom"))), jf::integer(r.plan, "repeats"));
+                     sum.error, inline_code(capped(jf::str(r.plan, "suite", "custom"))) + (r.plan.value("custom", false) ? " (its targets or workloads replaced)" : ""), jf::integer(r.plan, "repeats"));
 }
 
 void add_judged_verdict(Section& v, const Results& r) {

@@ -31,7 +31,9 @@ nlohmann::json ProbePlan::to_json() const {
   nlohmann::json t = nlohmann::json::array(), w = nlohmann::json::array();
   for (auto& s : targets) t.push_back(s.str());
   for (auto& s : workloads) w.push_back(s.str());
-  return {{"suite", suite}, {"targets", t}, {"workloads", w}, {"repeats", repeats}, {"timeout_s", timeout_s}};
+  nlohmann::json j = {{"suite", suite}, {"targets", t}, {"workloads", w}, {"repeats", repeats}, {"timeout_s", timeout_s}};
+  if (custom) j["custom"] = true;  // absent for the suite as defined, so its plans stay as they were
+  return j;
 }
 
 namespace {
@@ -105,6 +107,7 @@ Status make_plan(const std::string& suite, const std::string& targets_csv, const
   SuiteDef d = suite_def(suite);
   ProbePlan p;
   p.suite = suite;
+  p.custom = !targets_csv.empty() || !workloads_csv.empty();
   StatusOr<std::vector<std::string>> t = targets_csv.empty() ? d.targets : split_list(targets_csv);
   if (!t) return t.status().prefixed("--targets ");
   StatusOr<std::vector<std::string>> w = workloads_csv.empty() ? d.workloads : split_list(workloads_csv);

@@ -13,6 +13,7 @@ namespace detaudit {
 
 struct ProbePlan {
   std::string suite = "quick";
+  bool custom = false;  // --targets or --workloads replaced the suite's (results.json: "custom": true)
   std::vector<Spec> targets, workloads;
   int repeats = 10;
   double timeout_s = 120;

@@ -190,7 +190,7 @@ TEST(Check, FlippedFingerprintFailsAndNamesTheCell) {
   EXPECT_EQ(top["command"], "check");
   EXPECT_EQ(top["verdict"], "FAIL");
   auto j = top["check"];
-  EXPECT_EQ(j["schema"], "detaudit-check/1");
+  EXPECT_EQ(j["schema"], kCheckSchema);
   EXPECT_EQ(j["exit_code"], 1);
   int changed = 0;
   for (auto& f : j["findings"]) {

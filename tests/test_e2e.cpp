@@ -101,7 +101,7 @@ TEST(EndToEnd, TinySuiteWritesTheResultsContract) {
 
   // `report` renders the same results again.
   fs::remove(dir / "report.md");
-  CliRun rep = run("report " + dir.string() + " --format md");
+  CliRun rep = run("report " + dir.string() + " --write md");
   EXPECT_EQ(rep.code, 0) << rep.err;
   EXPECT_EQ(slurp(dir / "report.md"), md);
 }

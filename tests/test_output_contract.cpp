@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "contract/check_report.hpp"
 #include "tests/cli_helpers.hpp"
 #include "tests/fixtures.hpp"
 
@@ -56,6 +57,11 @@ TEST(OutputContract, EverySubcommandSpeaksJson) {
   EXPECT_EQ(probe["verdict"], "PASS");
   EXPECT_EQ(probe["counts"]["pass"], 2);
   EXPECT_EQ(probe["reports"]["md"], (w / "p") + "/report.md");
+  // The same names as results.json: the suite the plan came from, and whether --targets/--workloads replaced
+  // its cells; the failing cells under "failures" (compare and check name the first one "first_fail").
+  EXPECT_EQ(probe["suite"], "quick");
+  EXPECT_EQ(probe["custom"], true);
+  EXPECT_TRUE(probe["failures"].is_array() && probe["failures"].empty()) << probe;
   auto train = contract(
       "train autoencoder --seeds 1 --batches 3 --window 1 --replicates 1 --targets 'cpu?threads=2' "
       "--no-history --json --data " +
@@ -66,10 +72,23 @@ TEST(OutputContract, EverySubcommandSpeaksJson) {
   ASSERT_EQ(run_cli("baseline save " + (w / "p")).code, 0);
   auto check = contract("check " + (w / "p") + " --baseline " + (w / "p") + "/baseline.json --no-history --format json",
                         "check", true);
-  EXPECT_EQ(check["check"]["schema"], "detaudit-check/1");
+  EXPECT_EQ(check["check"]["schema"], kCheckSchema);
   auto compare = contract("compare " + (w / "p") + " " + (w / "p") + " --format json", "compare", true);
   EXPECT_EQ(compare["comparison"]["summary"]["same"], 2);
   EXPECT_EQ(compare["comparison"]["summary"]["bits_changed"], 0);
+  // Two runs with no cell in common compared nothing: exit 2, as check says, not 1 as if a cell changed.
+  ASSERT_EQ(run_cli("probe --targets cpu-ref --workloads 'matmul?m=4&n=4&k=4' --repeats 2 --no-history --out " +
+                    (w / "q")).code,
+            0);
+  int none = 0;
+  auto apart = contract("compare " + (w / "p") + " " + (w / "q") + " --format json", "compare", true, &none);
+  EXPECT_EQ(none, 2);
+  EXPECT_NE(apart["error"].get<std::string>().find("no cell and no training run in common"), std::string::npos)
+      << apart;
+  // report speaks the contract too; --write says which files it renders.
+  auto rep = contract("report " + (w / "p") + " --write md --format json", "report", false);
+  EXPECT_EQ(rep["reports"]["md"], (w / "p") + "/report.md");
+  EXPECT_FALSE(rep["reports"].contains("html"));
   contract("history --history " + (w / "none.db") + " --format json", "history", false);
   contract("qualify --list --format json", "qualify", false);
   contract("analyze " + (w / "t") + " --out " + (w / "a") + " --format json", "analyze", false);

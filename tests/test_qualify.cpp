@@ -133,7 +133,7 @@ TEST(Qualify, LevelOneQualifiesCpuTargets) {
   // qualify.json: the summary, one check per target, all required, then the race control (not required).
   ASSERT_TRUE(fs::exists(out + "/qualify.json"));
   auto j = nlohmann::json::parse(slurp(out + "/qualify.json"));
-  EXPECT_EQ(j["schema"], "detaudit-qualify/1");
+  EXPECT_EQ(j["schema"], kQualifySchema);
   EXPECT_EQ(j["exit_code"], 0);
   EXPECT_EQ(j["qualified"], true);
   EXPECT_EQ(j["level"], 1);
@@ -179,7 +179,7 @@ TEST(Qualify, JsonSummaryOnStdout) {
   EXPECT_EQ(top["verdict"], "PASS");
   EXPECT_EQ(top["counts"]["pass"], 1);
   j = top["qualify"];
-  EXPECT_EQ(j["schema"], "detaudit-qualify/1");
+  EXPECT_EQ(j["schema"], kQualifySchema);
   EXPECT_EQ(j["level"], 1);
   EXPECT_EQ(j["exit_code"], 0);
   EXPECT_EQ(j["qualified"], true);
