@@ -399,9 +399,9 @@ int run_report(const std::string& dir, const std::string& which) {
   if (Status st = load_checked_results(dir + "/results.json", &r); !st) return fail(st);
   DirLock lock;
   if (Status st = lock.acquire(dir); !st) return fail(st);
-  // Results written before verdicts existed (or by a run in progress) are judged for the report; the
-  // results file itself is left as it is.
-  if (!is_judged(r)) judge(&r);
+  // Judged for the report by this detaudit (a verdict the file stores is not evidence; results written
+  // before verdicts existed, or by a run in progress, have none); the results file is left as it is.
+  judge(&r);
   bool md = which == "md" || which == "both", html = which == "html" || which == "both";
   if (Status st = write_reports(dir, r, md, html); !st) return fail(st);
   Outcome o;

@@ -377,4 +377,27 @@ Status from_json(const nlohmann::json& j, Observation* o, const std::string& whe
   return Status::ok();
 }
 
+// What the counts of a cell mean, so that a file cannot say one thing in a count and another in what it
+// lists: a cell that ran gave one output per repeat (and one time per repeat, when timed); a cell skipped,
+// crashed or timed out gave none (the worker's outputs die with it); an error may come after some repeats.
+Status check_observation_counts(const Observation& r, const std::string& where) {
+  const size_t outputs = r.fingerprints.size(), repeats = size_t(r.repeats);
+  if (r.status == ObsStatus::kOk && outputs != repeats)
+    return Status::invalid(fmt::format("{}: status ok with {} outputs for {} repeats (a cell that ran gives one per "
+                                       "repeat)",
+                                       where, outputs, repeats));
+  if ((r.status == ObsStatus::kSkipped || r.status == ObsStatus::kCrashed || r.status == ObsStatus::kTimeout) &&
+      outputs != 0)
+    return Status::invalid(fmt::format("{}: status {} yet {} outputs (such a cell gives none)", where,
+                                       to_string(r.status), outputs));
+  if (r.seconds.size() > repeats || (r.status == ObsStatus::kOk && !r.seconds.empty() && r.seconds.size() != repeats))
+    return Status::invalid(fmt::format("{}: {} times for {} repeats", json_path(where, "seconds"), r.seconds.size(),
+                                       repeats));
+  if (r.batch && r.batch->rows_differing > r.batch->rows_checked)
+    return Status::invalid(fmt::format("{}: {} rows differing of {} checked", json_path(where, "batch_invariance"),
+                                       r.batch->rows_differing, r.batch->rows_checked));
+  return Status::ok();
+}
+
+
 }  // namespace detaudit

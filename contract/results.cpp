@@ -32,6 +32,26 @@ std::string safe_file_name(const std::string& s) {
 
 std::string utc_now_iso8601() { return utc_iso8601(std::time(nullptr)); }
 
+bool is_utc_iso8601(const std::string& t) {
+  static const char* const kShape = "dddd-dd-ddTdd:dd:ddZ";
+  if (t.size() != std::strlen(kShape)) return false;
+  for (size_t i = 0; i < t.size(); ++i)
+    if (kShape[i] == 'd' ? !std::isdigit(static_cast<unsigned char>(t[i])) : t[i] != kShape[i]) return false;
+  return true;
+}
+
+Status check_run_times(const std::string& started_at, const std::string& finished_at, const std::string& where) {
+  const std::string tomorrow = utc_iso8601(std::time(nullptr) + 86400);
+  for (auto [k, t] : {std::pair{"started_at", &started_at}, std::pair{"finished_at", &finished_at}}) {
+    if (!t->empty() && !is_utc_iso8601(*t))
+      return Status::invalid(fmt::format("{}: {} '{}' is not a time (YYYY-MM-DDTHH:MM:SSZ)", where, k, *t));
+    if (!t->empty() && *t > tomorrow) return Status::invalid(fmt::format("{}: {} {} is in the future", where, k, *t));
+  }
+  if (!started_at.empty() && !finished_at.empty() && finished_at < started_at)
+    return Status::invalid(fmt::format("{}: finished_at {} is before started_at {}", where, finished_at, started_at));
+  return Status::ok();
+}
+
 std::string utc_iso8601(std::time_t t) {
   std::tm tm{};
   gmtime_r(&t, &tm);
@@ -107,6 +127,10 @@ Status check_plan(const nlohmann::json& p) {
                  !(st = check_array_key(p, "workloads", T::kString, false, "plan")) ||
                  !(st = check_key(p, "design", T::kObject, false, "plan")))
     return st;
+  if (p.contains("timeout_s") && !(p["timeout_s"].get<double>() > 0))
+    return Status::invalid(fmt::format("plan.timeout_s is {}: a time limit is more than 0 s", p["timeout_s"].dump()));
+  if (p.contains("repeats") && p["repeats"].get<int64_t>() < 1)
+    return Status::invalid("plan.repeats is 0: a plan repeats each cell at least once");
   if (!p.contains("design")) return Status::ok();
   const auto& d = p["design"];
   DETAUDIT_RETURN_IF_ERROR(check_keys(d,
@@ -121,6 +145,9 @@ Status check_plan(const nlohmann::json& p) {
                                        {"data_dir", T::kString},
                                        {"init_seed_base", T::kUnsigned}},
                                       "plan.design"));
+  for (const char* k : {"seeds", "batches", "window", "replicates", "batch_size"})
+    if (d.contains(k) && d[k].get<int64_t>() < 1)
+      return Status::invalid(fmt::format("plan.design.{} is {}: a design has at least 1", k, d[k].dump()));
   return check_array_key(d, "targets", T::kString, false, "plan.design");
 }
 
@@ -279,6 +306,7 @@ Status results_from_json(nlohmann::json& j, Results* out) {
   r.started_at = j.value("started_at", "");
   r.finished_at = j.value("finished_at", "");
   r.command = j.value("command", "");
+  DETAUDIT_RETURN_IF_ERROR(check_run_times(r.started_at, r.finished_at, "results"));
   if (j.contains("plan")) DETAUDIT_RETURN_IF_ERROR(check_plan(j["plan"]));
   if (j.contains("machine")) DETAUDIT_RETURN_IF_ERROR(check_machine(j["machine"]));
   r.plan = j.value("plan", nlohmann::json::object());
@@ -304,6 +332,7 @@ Status results_from_json(nlohmann::json& j, Results* out) {
   for (size_t i = 0; i < obs.size(); ++i) {
     Observation o;
     DETAUDIT_RETURN_IF_ERROR(from_json(obs[i], &o, json_path("observations", i)));
+    DETAUDIT_RETURN_IF_ERROR(check_observation_counts(o, json_path("observations", i)));
     r.observations.push_back(std::move(o));
   }
   *out = std::move(r);

@@ -74,6 +74,11 @@ Status save_results(const std::string& path, const Results& r);
 std::string utc_now_iso8601();
 // The same form of any time ("2026-12-04T10:00:00Z"); in this form, times order as strings.
 std::string utc_iso8601(std::time_t t);
+// Whether t has exactly that form (digits where digits go; the calendar is not checked further).
+bool is_utc_iso8601(const std::string& t);
+// A run's times as a file states them: each empty (not yet) or of that form, not after tomorrow (a day's
+// grace for clocks), and the finish not before the start. Invalid, one line naming `where`.
+Status check_run_times(const std::string& started_at, const std::string& finished_at, const std::string& where);
 
 // A target spec as a file name (every character but letters, digits, '-' and '.' becomes '_'): the
 // workers' logs are DIR/logs/<name>.log (probes) and DIR/logs/train-<name>.log (training).

@@ -332,6 +332,17 @@ double curve_window_mean(const std::vector<double>& curve, int window) {
 }
 
 Status check_run_consistent(const TrainingRun& r, const std::string& path) {
+  for (auto [k, v] : {std::pair{"weights_fingerprint", &r.weights_fingerprint},
+                      std::pair{"initial_weights_fingerprint", &r.initial_weights_fingerprint},
+                      std::pair{"curve_fingerprint", &r.curve_fingerprint}})
+    if (Fingerprint fp; !v->empty() && !Fingerprint::from_hex(*v, &fp))
+      return Status::invalid(json_path(path, k) + " must be 32 hex digits");
+  for (auto [k, v] : {std::pair{"seconds", r.seconds}, std::pair{"steps_per_second", r.steps_per_second}})
+    if (!(v >= 0) || !std::isfinite(v))
+      return Status::invalid(fmt::format("{} is {}: a finite number, 0 or more", json_path(path, k), v));
+  if (r.ok() && r.curve.empty())
+    return Status::invalid(json_path(path, "curve") + " is empty, but the run finished (status ok): a run that "
+                           "trained has a loss per batch");
   if (!r.ok() || r.curve.empty()) return Status::ok();
   auto same = [](double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); };
   if (r.window > 0) {

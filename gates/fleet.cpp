@@ -16,6 +16,7 @@
 #include "analysis/stats.hpp"
 #include "contract/atomic_file.hpp"
 #include "gates/baseline.hpp"
+#include "gates/verdict.hpp"
 #include "kernels/fingerprint.hpp"
 #include "kernels/input_file.hpp"
 #include "probes/child.hpp"
@@ -134,14 +135,6 @@ Status save_fleet_node(const std::string& fleet_dir, const FleetNode& n) {
 namespace {
 
 // An ISO 8601 UTC time as detaudit writes it (utc_now_iso8601): "2026-12-04T10:00:00Z".
-bool iso8601_utc(const std::string& t) {
-  static const char* const kShape = "dddd-dd-ddTdd:dd:ddZ";
-  if (t.size() != std::strlen(kShape)) return false;
-  for (size_t i = 0; i < t.size(); ++i)
-    if (kShape[i] == 'd' ? !std::isdigit(static_cast<unsigned char>(t[i])) : t[i] != kShape[i]) return false;
-  return true;
-}
-
 // What a node.json says of itself that cannot be true: a host name with control characters (it would
 // reach the terminal raw), an exit code no finished rank gives, a failure it reports beside exit code 0,
 // times that are no times or end before they start.
@@ -159,17 +152,9 @@ Status check_node_claims(const FleetNode& n, const std::string& where) {
         fmt::format("{}: exit_code {} with state finished (a finished rank exits 0, 1 or 2)", where, n.exit_code));
   if (!n.own_fail.empty() && n.exit_code == 0)
     return Status::invalid(fmt::format("{}: own_fail says it failed ({}), but exit_code is 0", where, n.own_fail));
-  // A time still to come (a day's grace for clocks) would make every real rank "an earlier run".
-  const std::string tomorrow = utc_iso8601(std::time(nullptr) + 86400);
-  for (auto [k, t] : {std::pair{"started_at", &n.started_at}, std::pair{"finished_at", &n.finished_at}}) {
-    if (!t->empty() && !iso8601_utc(*t))
-      return Status::invalid(fmt::format("{}: {} '{}' is not a time (YYYY-MM-DDTHH:MM:SSZ)", where, k, *t));
-    if (!t->empty() && *t > tomorrow) return Status::invalid(fmt::format("{}: {} {} is in the future", where, k, *t));
-  }
-  if (!n.started_at.empty() && !n.finished_at.empty() && n.finished_at < n.started_at)
-    return Status::invalid(
-        fmt::format("{}: finished_at {} is before started_at {}", where, n.finished_at, n.started_at));
-  return Status::ok();
+  if (n.level < 1 || n.level > 2) return Status::invalid(fmt::format("{}: level {} is no fleet level (1 or 2)", where, n.level));
+  // A time still to come would make every real rank "an earlier run".
+  return check_run_times(n.started_at, n.finished_at, where);
 }
 
 }  // namespace
@@ -214,6 +199,15 @@ Status fleet_node_from_texts(const std::string& node_text, const std::string& pr
   }
   if (!probe_text.empty()) DETAUDIT_RETURN_IF_ERROR(parse_results(probe_text, where + " probe results", &n.probe));
   if (!train_text.empty()) DETAUDIT_RETURN_IF_ERROR(parse_results(train_text, where + " training results", &n.train));
+  // The node's own verdicts as this detaudit judges its observations, never as its file states them.
+  judge(&n.probe);
+  // The host a node names is the one its own results ran on.
+  for (const Results* r : {&n.probe, &n.train}) {
+    const std::string ran_on = r->machine.is_object() ? r->machine.value("hostname", "") : "";
+    if (!ran_on.empty() && !n.host.empty() && ran_on != n.host)
+      return Status::invalid(
+          fmt::format("{}: host '{}', but its results ran on '{}'", where, n.host, ran_on));
+  }
   // A node.json whose key is not the machine its own results describe (a 96-core EPYC claiming its peers'
   // key would be compared with them, and its bits judged against theirs).
   if (!n.key.empty() && n.probe.machine.is_object() && !n.probe.machine.empty()) {
@@ -262,6 +256,11 @@ Status load_fleet_dir(const std::string& dir, std::vector<FleetNode>* nodes, std
     // A probe killed mid-write leaves no partial results.json (written atomically), so a result text
     // that does not load is damage, not an interruption.
     DETAUDIT_RETURN_IF_ERROR(fleet_node_from_texts(node_text, probe_text, train_text, (f / "node.json").string(), &n));
+    // A rank writes into the folder of its own rank and host: node.json in another folder is a copy or a lie,
+    // and would let one folder stand for another rank.
+    if ("ranks/" + f.filename().string() != n.folder)
+      return Status::invalid(fmt::format("{}: rank {} on host '{}' writes into {}, not this folder",
+                                         (f / "node.json").string(), n.rank, n.host, n.folder));
     all.push_back(std::move(n));
   }
   if (all.empty()) return Status::invalid(fmt::format("{}: no rank wrote its node.json here", ranks.string()));

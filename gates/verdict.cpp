@@ -280,7 +280,6 @@ bool is_judged(const Results& r) {
 }
 
 const Results* judged_view(const Results& in, Results* storage) {
-  if (is_judged(in)) return &in;
   *storage = in;
   judge(storage);
   return storage;

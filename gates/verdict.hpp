@@ -24,7 +24,9 @@ double oracle_budget(const Observation& o, const Promise& p);
 
 // Whether every observation carries a verdict (results of older versions, or of a run in progress, do not).
 bool is_judged(const Results& r);
-// `in` when it is judged, else a judged copy of it kept in *storage.
+// A copy of `in` judged by this detaudit, kept in *storage. A verdict stored in a file is a record, never
+// evidence: a cell whose outputs differ cannot be a PASS because its file says so, so whatever decides from
+// verdicts (check, baseline save, report, a fleet's nodes) judges the observations itself.
 const Results* judged_view(const Results& in, Results* storage);
 
 // A training run judged on its own, without a baseline: a finished run PASSes (a diverged one, whose final

@@ -80,7 +80,11 @@ Results sample_results() {
   const std::string w = workload("matmul?m=8&n=8&k=515");  // k >= 64: order=atomic can race
   r.observations.push_back(cell(w, target("cpu?order=sequential&threads=1"), {A, A, A}));
   r.observations.push_back(cell(w, target("openblas?core=Haswell&threads=1"), {B, B, B}));
-  r.observations.push_back(cell(w, target("cpu?order=atomic&threads=2"), {A, C, A}, "EXPECTED"));
+  Observation atomic = cell(w, target("cpu?order=atomic&threads=2"), {A, C, A}, "EXPECTED");
+  atomic.oracle = OracleDistance{};  // within its bound: the variation alone decides (EXPECTED, as promised)
+  atomic.oracle->err_ratio = 0.1;
+  atomic.oracle->bound_k = 515;
+  r.observations.push_back(atomic);
   Observation gpu = cell(w, target("cuda:0?order=tree"), {C, C});
   gpu.kernels = {std::vector<KernelRecord>{KernelRecord{"gemm_tree"}, KernelRecord{"reduce_tree"}, KernelRecord{"gemm_tree"}},
                  std::vector<KernelRecord>{KernelRecord{"gemm_tree"}, KernelRecord{"reduce_tree"}}};
@@ -124,12 +128,13 @@ TEST(Baseline, EntriesHoldFingerprintsVerdictsKernelsAndTimes) {
   EXPECT_EQ(atomic->fingerprints, (std::vector<std::string>{A, C}));  // the set, sorted
   EXPECT_EQ(atomic->distinct, 2);
   EXPECT_EQ(atomic->repeats, 3);
-  EXPECT_EQ(verdict_text(atomic->verdict), "EXPECTED");
+  EXPECT_EQ(verdict_text(atomic->verdict), "EXPECTED") << atomic->verdict_reason;
   EXPECT_EQ(atomic->promise, "nondeterministic");
   ASSERT_TRUE(atomic->median_seconds.has_value());
   EXPECT_DOUBLE_EQ(*atomic->median_seconds, 0.002);
   EXPECT_TRUE(atomic->kernels.empty());  // CPU targets have none
-  EXPECT_FALSE(atomic->err_ratio.has_value());
+  ASSERT_TRUE(atomic->err_ratio.has_value());
+  EXPECT_DOUBLE_EQ(*atomic->err_ratio, 0.1);
   auto* seq = find_cell(b, target("cpu?order=sequential&threads=1"));
   ASSERT_NE(seq, nullptr);
   EXPECT_EQ(seq->promise, "deterministic");

@@ -261,6 +261,7 @@ TEST(FleetConsensus, ANodeFileOfTheWrongShapeIsRefusedWithOneLine) {
   }
   // A FAIL in its own results beside exit code 0.
   FleetNode failing = n;
+  failing.probe.observations[0] = obs(kW1, kRef, {kA, kC, kA});  // cpu-ref promises one output: a FAIL
   failing.probe.observations[0].verdict = Verdict::kFail;
   Results probe = failing.probe;
   probe.machine = nlohmann::json::object();
