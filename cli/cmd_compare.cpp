@@ -38,13 +38,28 @@ int run_compare(const CompareArgs& args) {
   Comparison c = compare_results(a, b, args.a, args.b);
   Outcome o;
   o.exit_code = c.cells_differ() ? 1 : 0;
-  // Nothing on both sides: no cell was compared, which is "could not judge" (as check says), not a change.
-  const int both = c.same + c.changed + c.varies + c.training_same + c.training_changed + c.training_varies;
+  // Nothing that ran on both sides: no output was compared, which is "could not judge" (as check says), not
+  // a change, and not "same bits" either (two skips have no bits).
+  int both = 0, common = 0;
+  for (auto& x : c.cells) {
+    if (x.kind == CellComparison::Kind::kOnlyA || x.kind == CellComparison::Kind::kOnlyB) continue;
+    ++common;
+    both += x.status_a == "ok" && x.status_b == "ok";
+  }
+  for (auto& t : c.training) {
+    if (t.kind == CellComparison::Kind::kOnlyA || t.kind == CellComparison::Kind::kOnlyB) continue;
+    ++common;
+    both += t.finished_a > 0 && t.finished_b > 0;
+  }
   if (both == 0) {
     o.exit_code = 2;
-    o.error = fmt::format("{} and {} have no cell and no training run in common ({} only in {}, {} only in {}): "
-                          "nothing was compared",
-                          args.a, args.b, c.only_a + c.training_only_a, args.a, c.only_b + c.training_only_b, args.b);
+    o.error = common == 0 ? fmt::format("{} and {} have no cell and no training run in common ({} only in {}, {} only "
+                                        "in {}): nothing was compared",
+                                        args.a, args.b, c.only_a + c.training_only_a, args.a,
+                                        c.only_b + c.training_only_b, args.b)
+                          : fmt::format("{} and {} share {} cells, but none ran on both sides (skipped, crashed or "
+                                        "not finished): no output was compared",
+                                        args.a, args.b, common);
   }
   o.counts.pass = c.same + c.training_same;
   o.counts.fail = c.changed + c.only_a + c.only_b + c.training_changed + c.training_only_a + c.training_only_b;

@@ -115,6 +115,19 @@ int changes_of(const std::vector<const CellTimeline*>& cell) {
   return n;
 }
 
+std::string shown_safely(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if ((u < 0x20 && c != '\n' && c != '\t') || u == 0x7f)
+      out += fmt::format("\\x{:02x}", u);
+    else
+      out += c;
+  }
+  return out;
+}
+
 std::string history_text(const HistoryArgs& a, const std::string& path, const HistoryQueryResult& q,
                          const HistoryFilter& f, const std::vector<std::vector<const CellTimeline*>>& cells,
                          int changed);
@@ -179,7 +192,9 @@ int run_history(const HistoryArgs& a) {
               {"cells", jcells},
               {"summary", {{"cells", cells.size()}, {"changed", changed}}}};
   }
-  o.text = history_text(a, path, q, f, cells, changed);
+  // The database's strings reach a terminal: a byte that would move the cursor or change its colours (a
+  // host name or spec written into the file by another program) is shown as \xNN, never sent raw.
+  o.text = shown_safely(history_text(a, path, q, f, cells, changed));
   return emit(o);
 }
 

@@ -163,4 +163,14 @@ Status write_file_atomic(const std::string& path, const std::string& content, Ow
   return Status::ok();
 }
 
+Status not_a_fleet_directory(const std::string& dir) {
+  std::error_code ec;
+  for (const char* own : {"fleet.json", "ranks"})
+    if (std::filesystem::exists(std::filesystem::symlink_status(dir + "/" + own, ec)))
+      return Status::invalid(fmt::format("{}: a fleet's directory (it holds {}): its reports are the fleet's; choose "
+                                         "another --out",
+                                         dir, own));
+  return Status::ok();
+}
+
 }  // namespace detaudit

@@ -27,6 +27,9 @@ enum class Own { kAny, kResults, kBaseline, kExport, kDiverge, kDivergeTrace, kF
 // at a time, and every level that exists must be a real directory: a symbolic link (or anything else) at any
 // level is refused (Status::invalid, one line), so nothing the tool writes there lands in a link's target.
 [[nodiscard]] Status make_dir_below(const std::string& base, const std::string& rel);
+// A results directory is never a fleet's (one holding fleet.json or ranks/): its report.md and report.html
+// are the fleet's, and a results.json there would make `fleet report` refuse the fleet. Invalid, one line.
+[[nodiscard]] Status not_a_fleet_directory(const std::string& dir);
 
 // Writes all of s to fd (EINTR and short writes handled); false on an error (errno says which).
 bool write_all(int fd, const std::string& s);

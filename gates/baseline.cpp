@@ -297,8 +297,32 @@ Status fingerprint_ok(const nlohmann::json& v, const std::string& path) {
   return Status::invalid(path + " must be 32 hex digits (got \"" + json_fields::text(v).substr(0, 40) + "\")");
 }
 
+// A field no version writes is refused, not ignored: a baseline is reviewed by people, and a misspelt or
+// invented field would read as if it meant something.
+Status only_known(const nlohmann::json& j, std::initializer_list<const char*> known, const std::string& path) {
+  for (auto& item : j.items()) {
+    const std::string& k = item.key();
+    if (std::none_of(known.begin(), known.end(), [&](const char* x) { return k == x; }))
+      return Status::invalid(fmt::format("{} is not a field of a baseline{}", json_path(path, k),
+                                         path.empty() ? "" : " entry"));
+  }
+  return Status::ok();
+}
+
+// A number the baseline states of a cell: finite and 0 or more (a ratio or a time is never negative).
+Status non_negative(const std::optional<double>& v, const char* key, const std::string& path) {
+  if (v && !(*v >= 0 && std::isfinite(*v)))
+    return Status::invalid(fmt::format("{} is {}: 0 or more", json_path(path, key), *v));
+  return Status::ok();
+}
+
 Status cell_from_json(const nlohmann::json& j, const std::string& path, const Baseline& b, BaselineCell* c) {
   DETAUDIT_RETURN_IF_ERROR(check_json(j, T::kObject, path));
+  DETAUDIT_RETURN_IF_ERROR(only_known(j,
+                                      {"workload", "target", "key", "status", "reason", "verdict", "verdict_reason",
+                                       "promise", "algo", "repeats", "distinct", "fingerprints", "kernels",
+                                       "err_ratio", "median_seconds"},
+                                      path));
   std::string status, verdict;
   if (Status st;
       !(st = string_key(j, "workload", true, path, &c->workload)) ||
@@ -334,6 +358,16 @@ Status cell_from_json(const nlohmann::json& j, const std::string& path, const Ba
     return Status::invalid(json_path(path, "promise") + " must be deterministic, nondeterministic or none (got \"" +
                            c->promise + "\")");
   }
+  if (Status st; !(st = non_negative(c->err_ratio, "err_ratio", path)) ||
+                 !(st = non_negative(c->median_seconds, "median_seconds", path)))
+    return st;
+  // Cells of specs this version parses, in the canonical form a baseline is written in.
+  if (Spec t, w; !parse_target(c->target, &t) || t.str() != c->target)
+    return Status::invalid(fmt::format("{} \"{}\" is not a target spec as detaudit writes one", json_path(path, "target"),
+                                       json_fields::text(j["target"]).substr(0, 80)));
+  if (Spec w; !parse_workload(c->workload, &w) || w.str() != c->workload)
+    return Status::invalid(fmt::format("{} \"{}\" is not a workload spec as detaudit writes one",
+                                       json_path(path, "workload"), json_fields::text(j["workload"]).substr(0, 80)));
   c->repeats = j["repeats"].get<int>();
   c->distinct = j["distinct"].get<int>();
   const auto& fps = j["fingerprints"];
@@ -346,6 +380,9 @@ Status cell_from_json(const nlohmann::json& j, const std::string& path, const Ba
         fmt::format("{} must be the number of distinct fingerprints ({}; got {})", json_path(path, "distinct"),
                     std::set<std::string>(c->fingerprints.begin(), c->fingerprints.end()).size(), c->distinct));
   }
+  if (c->distinct > c->repeats || (c->status == ObsStatus::kOk && (c->repeats < 1 || c->distinct < 1)))
+    return Status::invalid(fmt::format("{}: {} distinct outputs in {} repeats with status {}", path, c->distinct,
+                                       c->repeats, to_string(c->status)));
   if (j.contains("kernels"))
     for (auto& [fp, names] : j["kernels"].items()) {
       std::string kp = json_path(json_path(path, "kernels"), fp);
@@ -359,7 +396,9 @@ Status cell_from_json(const nlohmann::json& j, const std::string& path, const Ba
 }
 
 Status run_from_json(const nlohmann::json& j, const std::string& path, BaselineRun* r) {
-  if (Status st; !(st = check_json(j, T::kObject, path)) || !(st = check_key(j, "seed", T::kUnsigned, true, path)) ||
+  if (Status st; !(st = check_json(j, T::kObject, path)) ||
+                 !(st = only_known(j, {"seed", "replicate", "final_loss", "weights_fingerprint"}, path)) ||
+                 !(st = check_key(j, "seed", T::kUnsigned, true, path)) ||
                  !(st = check_key(j, "replicate", T::kCount, true, path)) ||
                  !(st = string_key(j, "weights_fingerprint", false, path, &r->weights_fingerprint)))
     return st;
@@ -371,11 +410,15 @@ Status run_from_json(const nlohmann::json& j, const std::string& path, BaselineR
   }
   DETAUDIT_RETURN_IF_ERROR(number_or_null_key(j, "final_loss", path, &loss));
   r->final_loss = loss.value_or(std::numeric_limits<double>::quiet_NaN());
+  if (!r->weights_fingerprint.empty())
+    DETAUDIT_RETURN_IF_ERROR(fingerprint_ok(j["weights_fingerprint"], json_path(path, "weights_fingerprint")));
   return Status::ok();
 }
 
 Status training_from_json(const nlohmann::json& j, const std::string& path, const Baseline& b, BaselineTraining* t) {
   DETAUDIT_RETURN_IF_ERROR(check_json(j, T::kObject, path));
+  DETAUDIT_RETURN_IF_ERROR(only_known(
+      j, {"model", "design", "condition", "init", "determinism", "target", "key", "runs", "n", "mean", "sd"}, path));
   const std::pair<const char*, std::string*> required[] = {
       {"model", &t->model}, {"design", &t->design}, {"condition", &t->condition}, {"target", &t->target}, {"key", &t->key}};
   for (auto& [key, field] : required) DETAUDIT_RETURN_IF_ERROR(string_key(j, key, true, path, field));
@@ -392,11 +435,28 @@ Status training_from_json(const nlohmann::json& j, const std::string& path, cons
   }
   t->n = j["n"].get<int>();
   const auto& runs = j["runs"];
+  std::set<std::pair<uint64_t, int>> seen;
+  std::vector<double> finite;
   for (size_t i = 0; i < runs.size(); ++i) {
     BaselineRun r;
     DETAUDIT_RETURN_IF_ERROR(run_from_json(runs[i], json_path(json_path(path, "runs"), i), &r));
+    if (!seen.insert({r.seed, r.replicate}).second)
+      return Status::invalid(fmt::format("{}: seed {} replicate {} appears twice", json_path(path, "runs"), r.seed,
+                                         r.replicate));
+    if (std::isfinite(r.final_loss)) finite.push_back(r.final_loss);
     t->runs.push_back(r);
   }
+  // n, mean and sd are what the runs listed make them (as make_baseline computed them): a summary that
+  // says otherwise would judge later runs against numbers no run gave.
+  auto differs = [](const std::optional<double>& stated, std::optional<double> from_runs) {
+    if (!stated || !from_runs) return stated.has_value() != from_runs.has_value();
+    return std::fabs(*stated - *from_runs) > 1e-12 * std::max(1.0, std::fabs(*from_runs));
+  };
+  const std::optional<double> m = finite.empty() ? std::nullopt : std::optional<double>(mean(finite));
+  const std::optional<double> sd = finite.size() < 2 ? std::nullopt : std::optional<double>(sample_std(finite));
+  if (size_t(t->n) != finite.size() || differs(t->mean, m) || differs(t->sd, sd))
+    return Status::invalid(fmt::format("{}: n, mean and sd are not those of its runs (n {} for {} runs with a loss)",
+                                       path, t->n, finite.size()));
   return Status::ok();
 }
 
@@ -405,6 +465,8 @@ Status baseline_from_json(const nlohmann::json& j, Baseline* out) {
   const std::pair<const char*, std::string*> header[] = {
       {"created_at", &b.created_at}, {"tool_version", &b.tool_version}, {"tool_commit", &b.tool_commit}};
   for (auto& [key, field] : header) DETAUDIT_RETURN_IF_ERROR(string_key(j, key, true, "", field));
+  DETAUDIT_RETURN_IF_ERROR(
+      only_known(j, {"schema", "created_at", "tool_version", "tool_commit", "source", "keys", "entries", "training"}, ""));
   if (Status st;
       !(st = check_key(j, "source", T::kObject, true, "")) || !(st = check_key(j, "keys", T::kObject, true, "")) ||
       !(st = check_key(j, "entries", T::kArray, true, "")) || !(st = check_key(j, "training", T::kArray, false, "")))
@@ -424,15 +486,23 @@ Status baseline_from_json(const nlohmann::json& j, Baseline* out) {
     b.keys[id] = k;
   }
   const auto& entries = j["entries"];
+  std::set<std::pair<std::string, std::string>> cells;
   for (size_t i = 0; i < entries.size(); ++i) {
     BaselineCell c;
     DETAUDIT_RETURN_IF_ERROR(cell_from_json(entries[i], json_path("entries", i), b, &c));
+    if (!cells.insert({c.workload, c.target}).second)
+      return Status::invalid(fmt::format("{}: the cell {} on {} appears twice", json_path("entries", i), c.workload,
+                                         c.target));
     b.cells.push_back(std::move(c));
   }
+  std::set<std::tuple<std::string, std::string, std::string, std::string>> trained;
   if (j.contains("training"))
     for (size_t i = 0; i < j["training"].size(); ++i) {
       BaselineTraining t;
       DETAUDIT_RETURN_IF_ERROR(training_from_json(j["training"][i], json_path("training", i), b, &t));
+      if (!trained.insert({t.model, t.design, t.condition, t.target}).second)
+        return Status::invalid(fmt::format("{}: the training cell ({}) on {} appears twice", json_path("training", i),
+                                           t.condition, t.target));
       b.training.push_back(std::move(t));
     }
   *out = std::move(b);
@@ -456,6 +526,15 @@ Status run_baseline_save(const std::string& dir, const std::string& out, Baselin
   if (r.observations.empty() && r.training.empty()) {
     return Status::invalid(dir + "/results.json: no observations and no training runs to make a baseline of");
   }
+  // A baseline of cells that never ran (skipped, crashed, timed out) and runs that never finished holds no
+  // bits: every later check against it would judge nothing.
+  const bool ran = std::any_of(r.observations.begin(), r.observations.end(),
+                               [](const Observation& o) { return o.status == ObsStatus::kOk; }) ||
+                   std::any_of(r.training.begin(), r.training.end(), [](const TrainingRun& t) { return t.ok(); });
+  if (!ran)
+    return Status::invalid(fmt::format("{}/results.json: none of its {} cells ran and none of its {} training runs "
+                                       "finished: a baseline of it would hold no bits to check against",
+                                       dir, r.observations.size(), r.training.size()));
   Baseline b = make_baseline(r, dir);
   std::string path = out.empty() ? dir + "/baseline.json" : out;
   DETAUDIT_RETURN_IF_ERROR(save_baseline(path, b));

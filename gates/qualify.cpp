@@ -389,10 +389,30 @@ Status requested_targets_can_run(const ProbePlan& plan, const nlohmann::json& ma
 
 }  // namespace
 
+namespace {
+
+// A required baseline that shares no cell it ran with the plan can only end the qualification in "could
+// not judge" after the whole probe: said before anything runs (and by --list), naming why.
+Status baseline_can_judge(const Baseline& b, const QualifyPlan& qp, const std::string& path) {
+  std::set<std::pair<std::string, std::string>> planned;
+  for (auto& w : qp.probe.workloads)
+    for (auto& t : qp.probe.targets) planned.insert({w.str(), t.str()});
+  size_t ran = 0;
+  for (auto& c : b.cells) ran += c.status == ObsStatus::kOk && planned.count({c.workload, c.target});
+  if (ran > 0 || (qp.train && !b.training.empty())) return Status::ok();
+  return Status::invalid(fmt::format(
+      "--baseline {}: it holds no cell this qualification runs that ran when it was saved ({} cells, {} training "
+      "cells; the plan has {} cells{}): the required baseline check could judge nothing",
+      path, b.cells.size(), b.training.size(), planned.size(), qp.train ? " and a training design" : ""));
+}
+
+}  // namespace
+
 Status check_qualify_can_run(const QualifyPlan& qp, const std::string& targets, const std::string& baseline_path) {
   if (!baseline_path.empty()) {
     Baseline b;
     DETAUDIT_RETURN_IF_ERROR(load_baseline(baseline_path, &b));
+    DETAUDIT_RETURN_IF_ERROR(baseline_can_judge(b, qp, baseline_path));
   }
   if (targets.empty()) return Status::ok();
   return requested_targets_can_run(qp.probe, machine_fingerprint());
@@ -419,7 +439,10 @@ Status run_qualify(const QualifyOptions& opt, QualifyOutcome* out) {
   DETAUDIT_RETURN_IF_ERROR(qualify_plan(opt.level, opt.targets, &qp, opt.workloads, opt.repeats));
   const std::string suite = qp.probe.suite;
   Baseline baseline;
-  if (!opt.baseline.empty()) DETAUDIT_RETURN_IF_ERROR(load_baseline(opt.baseline, &baseline));
+  if (!opt.baseline.empty()) {
+    DETAUDIT_RETURN_IF_ERROR(load_baseline(opt.baseline, &baseline));
+    DETAUDIT_RETURN_IF_ERROR(baseline_can_judge(baseline, qp, opt.baseline));
+  }
   ProbePlan plan = qp.probe;
 
   // What this machine can run. A target the user asked for that needs a device or an instruction set

@@ -751,6 +751,7 @@ Document build_report(const Results& r) {
 }
 
 Status write_reports(const std::string& dir, const Results& r, bool md, bool html) {
+  DETAUDIT_RETURN_IF_ERROR(not_a_fleet_directory(dir));
   Document d = build_report(r);
   // Both destinations are checked before either is written.
   for (const char* name : {"/report.md", "/report.html"})

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <condition_variable>
 #include <cstring>
@@ -9,11 +10,13 @@
 #include <limits>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <thread>
 
 #include "contract/atomic_file.hpp"
 #include "contract/metrics.hpp"
+#include "contract/results.hpp"
 #include "kernels/input_file.hpp"
 #include "probes/child.hpp"
 #include "suites/train_design.hpp"
@@ -601,15 +604,23 @@ Status read_trace(const std::string& path, Trace* t) {
     ++n;
     const std::string at = fmt::format("{}:{}: ", path, n);
     if (ended) return Status::invalid(at + "a line after the end line");
-    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_discarded() || !j.is_object())
-      return Status::invalid(at + "not a JSON object (a truncated or corrupt line)");
+    nlohmann::json j;
+    // Strictly, as every file: a key twice in one record would let the first say one thing and the last another.
+    if (Status st = parse_json_text(line, fmt::format("{}:{}", path, n), &j); !st) return st;
+    if (!j.is_object()) return Status::invalid(at + "not a JSON object (a truncated or corrupt line)");
     if (n == 1) {
       DETAUDIT_RETURN_IF_ERROR(read_header(*t, j, t));
       continue;
     }
     std::string kind, bad;
     field(j, "kind", &kind);
+    // Only the fields a trace line has: an unknown one is a lie or another program's, never ignored.
+    static const std::set<std::string> kRecord = {"kind", "step", "pass", "layer", "name", "tensor", "n", "fp", "loss"},
+                                       kEnd = {"kind", "records", "steps"};
+    for (auto& item : j.items())
+      if (!(kind == "end" ? kEnd : kRecord).count(item.key()))
+        return Status::invalid(at + "\"" + item.key().substr(0, 40) + "\" is not a field of a trace's " +
+                               (kind == "end" ? "end" : "record") + " line");
     if (kind == "record") {
       DivergeRecord r;
       if (!parse_record(j, &r, &bad)) return Status::invalid(at + "record field " + bad + " is missing or malformed");
@@ -690,6 +701,16 @@ Status compare_traces(const std::string& path_a, const std::string& path_b, Dive
       r.first = std::move(f);
     }
   }
+  // Each step records the same ops, so two traces of one design hold as many records of the steps compared.
+  // One that holds fewer was cut short (or edited), and "no divergence" over what it left out would be a
+  // judgment of records nobody wrote.
+  auto within = [&](const Trace& t) {
+    return std::count_if(t.records.begin(), t.records.end(), [&](const DivergeRecord& x) { return x.step < r.steps; });
+  };
+  if (!r.first && within(a) != within(b))
+    return Status::invalid(fmt::format("{} holds {} records of the first {} steps and {} holds {}: one trace is cut "
+                                       "short, so nothing after its last record was compared",
+                                       path_a, within(a), r.steps, path_b, within(b)));
   *out = std::move(r);
   return Status::ok();
 }

@@ -541,6 +541,9 @@ Status load_producer(const std::string& dir, Producer* p) {
   if (!fs::exists(path, ec)) return Status::ok();
   std::string text;
   DETAUDIT_RETURN_IF_ERROR(read_regular_file(path, "producer file", &text));
+  // Strictly first (a key twice, NUL or trailing bytes refused), then in the order the producer wrote it.
+  nlohmann::json strict;
+  DETAUDIT_RETURN_IF_ERROR(parse_json_text(text, path, &strict));
   const Json j = Json::parse(text, nullptr, false);
   auto bad = [&](const std::string& why) { return Status::invalid(path + ": " + why); };
   if (j.is_discarded() || !j.is_object()) return bad("not a JSON object (truncated or corrupt?)");

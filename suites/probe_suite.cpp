@@ -348,6 +348,7 @@ Status run_probe_suite(const ProbePlan& plan, const ProbeRunOptions& opt, Result
   std::string source;
   DETAUDIT_RETURN_IF_ERROR(check_memory(plan, available_memory_bytes(&source), source));
   DirLock lock;
+  DETAUDIT_RETURN_IF_ERROR(not_a_fleet_directory(opt.out_dir));
   DETAUDIT_RETURN_IF_ERROR(lock.acquire(opt.out_dir));
   const std::string results_path = opt.out_dir + "/results.json";
   Results r;

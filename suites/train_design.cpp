@@ -371,6 +371,7 @@ Status run_train_design(const TrainDesign& d, const TrainRunOptions& opt, Result
   std::string data_fp;
   DETAUDIT_RETURN_IF_ERROR(check_data(d, say, &data_fp));
   DirLock lock;
+  DETAUDIT_RETURN_IF_ERROR(not_a_fleet_directory(opt.out_dir));
   DETAUDIT_RETURN_IF_ERROR(lock.acquire(opt.out_dir));
   const std::vector<PlannedRun> runs = plan_runs(d, vars);
   Results r;
@@ -496,6 +497,13 @@ Status analyze_training_dirs(const AnalyzeOptions& opt, Results* results) {
     if (std::string d = plan_difference(inputs[0].plan, inputs[i].plan, false); !d.empty())
       return Status::invalid(fmt::format("{} and {} ran different designs: {}; only runs of one design can be merged",
                                          opt.dirs[0], opt.dirs[i], d));
+  // Runs that never finished hold no loss: an analysis of none of them would decompose nothing.
+  if (std::none_of(inputs.begin(), inputs.end(), [](const Results& r) {
+        return std::any_of(r.training.begin(), r.training.end(), [](const TrainingRun& t) { return t.ok(); });
+      }))
+    return Status::invalid(fmt::format("no training run of the {} directories finished (crashed, timed out or "
+                                       "skipped): there is nothing to analyze",
+                                       inputs.size()));
   // --out holds nothing, or an earlier analysis (a merged results.json, plan.sources): never a probe or
   // training run of its own, which the analysis would replace.
   if (const std::string prior = opt.out_dir + "/results.json"; fs::exists(fs::symlink_status(prior))) {
@@ -512,6 +520,7 @@ Status analyze_training_dirs(const AnalyzeOptions& opt, Results* results) {
   std::error_code ec;
   fs::create_directories(opt.out_dir, ec);
   if (ec) return Status::error(fmt::format("cannot create {}: {}", opt.out_dir, ec.message()));
+  DETAUDIT_RETURN_IF_ERROR(not_a_fleet_directory(opt.out_dir));
   DETAUDIT_RETURN_IF_ERROR(lock.acquire(opt.out_dir));
 
   Results m;

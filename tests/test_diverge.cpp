@@ -310,6 +310,37 @@ TEST(Diverge, BadInputExitsTwoWithOneLine) {
   EXPECT_EQ(c.code, 2);
   EXPECT_TRUE(one_line(c.err)) << c.err;
 
+  // Lines that lie: a key twice in a record, a field no trace has, and a trace cut short after its header
+  // with a matching end line (it said "no divergence" over records nobody wrote).
+  {
+    std::istringstream in(good);
+    std::string header, first;
+    std::getline(in, header);
+    std::getline(in, first);
+    const auto rec = nlohmann::json::parse(first);
+    const std::string twice = "{\"step\": 99, " + first.substr(1);
+    auto extra = rec;
+    extra["note"] = "x";
+    const nlohmann::json end = {{"kind", "end"}, {"records", 0}, {"steps", nlohmann::json::parse(header)["design"]["steps"]}};
+    const std::pair<std::string, std::string> lies[] = {
+        {"twice", header + "\n" + twice + "\n"},
+        {"extra", header + "\n" + extra.dump() + "\n"},
+        {"short", header + "\n" + end.dump() + "\n"},
+    };
+    const std::string says[] = {"the key \"step\" appears twice", "\"note\" is not a field of a trace's record line",
+                                "one trace is cut short"};
+    for (size_t i = 0; i < 3; ++i) {
+      const fs::path p = dir() / ("lie-" + lies[i].first + ".jsonl");
+      std::ofstream(p) << lies[i].second;
+      st = compare_traces(bl.opt.trace_a, p.string(), &r);
+      EXPECT_FALSE(st.is_ok()) << lies[i].first;
+      EXPECT_NE(st.message().find(says[i]), std::string::npos) << st.message();
+      c = run_cli("diverge --trace " + bl.opt.trace_a + " --trace " + p.string() + " --out " + (dir() / "o").string());
+      EXPECT_EQ(c.code, 2) << lies[i].first << ": " << c.out;
+      EXPECT_TRUE(one_line(c.err)) << c.err;
+    }
+  }
+
   // Not a trace at all.
   const fs::path junk = dir() / "junk.jsonl";
   std::ofstream(junk) << "{\"kind\":\"record\"}\n";

@@ -464,6 +464,8 @@ TEST_F(External, BadInputExitsTwoWithOneLineAndWritesNothing) {
        [&](const fs::path& d) { rewrite(d / kManifestFile, [](std::string& s) { s.resize(s.size() / 2); }); }},
       {"producer", kProducerFile, "\"details\" must be an object",
        [](const fs::path& d) { write_file(d / kProducerFile, R"({"details": 3})"); }},
+      {"producer-twice", kProducerFile, "the key \"describe\" appears twice",
+       [](const fs::path& d) { write_file(d / kProducerFile, R"({"describe": "x", "describe": "y"})"); }},
   };
   const std::string before = slurp(fs::path(results()) / "results.json");
   for (const Case& k : cases) {

@@ -236,6 +236,14 @@ TEST(FleetConsensus, ANodeFileOfTheWrongShapeIsRefusedWithOneLine) {
     f(k);
     return k;
   };
+  refused(edit([](nlohmann::json& k) { k["level"] = 7; }), "level 7 is no fleet level");
+  {
+    // Its host is the one its own results ran on.
+    Results probe = n.probe;
+    probe.machine = {{"hostname", "elsewhere"}};
+    const Status st = fleet_node_from_texts(n.node_json().dump(), to_json(probe).dump(), "", "x", &out);
+    EXPECT_NE(st.message().find("host 'h0', but its results ran on 'elsewhere'"), std::string::npos) << st.message();
+  }
   refused(edit([](nlohmann::json& k) { k["exit_code"] = 7; }), "exit_code 7 with state finished");
   refused(edit([](nlohmann::json& k) { k["exit_code"] = -1; }), "exit_code -1 is no exit code of a finished rank");
   refused(edit([](nlohmann::json& k) { k["exit_code"] = -7; }), "exit_code -7 is no exit code");
@@ -320,6 +328,12 @@ TEST(FleetConsensus, AnEarlierRunsFoldersAreLeftOutAndNamed) {
   EXPECT_EQ(r.code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("ignored (an earlier run's folder): ranks/3-old"), std::string::npos) << r.out;
   EXPECT_EQ(nlohmann::json::parse(slurp(d / "fleet.json"))["ignored_folders"].size(), 5u);
+  // A node.json copied into another rank's folder (rank 1's file in ranks/2-vm) would stand for that rank.
+  fs::create_directories(d / "ranks" / "2-vm");
+  fs::copy_file(d / "ranks" / "1-new" / "node.json", d / "ranks" / "2-vm" / "node.json");
+  const Status moved = load_fleet_dir(d.string(), &nodes, &ignored);
+  EXPECT_NE(moved.message().find("rank 1 on host 'new' writes into ranks/1-new, not this folder"), std::string::npos)
+      << moved.message();
   fs::remove_all(d);
 }
 

@@ -6,7 +6,9 @@
 // error.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -15,9 +17,11 @@
 
 #include "contract/results.hpp"
 #include "gates/fleet.hpp"
+#include "gates/history.hpp"
 #include "probes/env.hpp"
 #include "tests/cli_helpers.hpp"
 #include "tests/fixtures.hpp"
+#include "tests/training_helpers.hpp"
 
 using namespace detaudit;
 using namespace detaudit::cli_test;
@@ -67,15 +71,21 @@ const std::string kExe = DETAUDIT_EXE;
 TEST(Unseen, ACheckWhoseSharedCellsAllSkippedHereJudgedNothing) {
   fs::path d = fresh_dir("unseen-check-skipped");
   const fs::path skipped = save(d, "skipped", one_cell(false));
-  ASSERT_EQ(run_cli("baseline save " + skipped.string()).code, 0);
-  CliRun r = run_cli("check " + skipped.string() + " --baseline " + (skipped / "baseline.json").string() + " --no-history");
+  const fs::path ran = save(d, "ran", one_cell(true));
+  // A baseline of a run in which nothing ran holds no bits: refused when saved.
+  CliRun none = run_cli("baseline save " + skipped.string());
+  EXPECT_EQ(none.code, 2) << none.out << none.err;
+  EXPECT_NE(none.err.find("none of its 1 cells ran"), std::string::npos) << none.err;
+  EXPECT_FALSE(fs::exists(skipped / "baseline.json"));
+  // The cell ran where the baseline was saved, and was skipped here.
+  ASSERT_EQ(run_cli("baseline save " + ran.string()).code, 0);
+  CliRun r = run_cli("check " + skipped.string() + " --baseline " + (ran / "baseline.json").string() + " --no-history");
   EXPECT_EQ(r.code, 2) << r.out << r.err;
   EXPECT_NE(r.err.find("none of the 1 cells it shares with"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("so nothing was judged"), std::string::npos) << r.err;
   // The same cell run here is judged.
-  const fs::path ran = save(d, "ran", one_cell(true));
-  r = run_cli("check " + ran.string() + " --baseline " + (skipped / "baseline.json").string() + " --no-history");
-  EXPECT_NE(r.code, 2) << r.out << r.err;
+  r = run_cli("check " + ran.string() + " --baseline " + (ran / "baseline.json").string() + " --no-history");
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
   fs::remove_all(d);
 }
 
@@ -85,9 +95,12 @@ TEST(Unseen, QualifyAgainstABaselineSharingNoCellThatRanCannotQualify) {
   ASSERT_EQ(run_cli("baseline save " + other.string()).code, 0);
   CliRun r = run_cli("qualify --targets cpu-ref --baseline " + (other / "baseline.json").string() + " --no-history --out " +
                      (d / "q").string());
+  // Refused before the probe runs (it could only end in "nothing judged"), and --list says the same.
   EXPECT_EQ(r.code, 2) << r.out << r.err;
-  EXPECT_NE(r.out.find("nothing judged: of the baseline's 1 probe cells, 0 are in this run"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("NOT QUALIFIED"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("the required baseline check could judge nothing"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(d / "q" / "probe" / "results.json")) << "nothing ran";
+  CliRun list = run_cli("qualify --list --targets cpu-ref --baseline " + (other / "baseline.json").string());
+  EXPECT_EQ(list.code, 2) << list.out << list.err;
   fs::remove_all(d);
 }
 
@@ -298,5 +311,179 @@ TEST(Sizes, AFileLargerThanTheMemoryCanHoldIsOneLine) {
     EXPECT_NE(r.err.find("6442450944 bytes, more than"), std::string::npos) << cmd << ": " << r.err;
     EXPECT_EQ(r.err.find("internal error"), std::string::npos) << r.err;
   }
+  fs::remove_all(d);
+}
+
+// ---- the second sweep: other files, fields and commands ----------------------------------------------------
+
+// A verdict stored in a file is a record, not evidence: a cell promised deterministic with two outputs, its
+// file saying PASS, FAILs the check and the report (it passed both before).
+TEST(Lies, AStoredVerdictIsNotEvidence) {
+  fs::path d = fresh_dir("lies-verdict");
+  const fs::path good = save(d, "good", one_cell(true));
+  ASSERT_EQ(run_cli("baseline save " + good.string()).code, 0);
+  Results r = one_cell(true);
+  r.observations[0].fingerprints = {test::fingerprint('a'), test::fingerprint('b')};
+  r.observations[0].distinct = 2;
+  r.observations[0].verdict = Verdict::kPass;
+  r.observations[0].verdict_reason = "written by hand";
+  const fs::path lying = save(d, "lying", r);
+  CliRun check = run_cli("check " + lying.string() + " --baseline " + (good / "baseline.json").string() + " --no-history");
+  EXPECT_EQ(check.code, 1) << check.out << check.err;
+  CliRun report = run_cli("report " + lying.string());
+  EXPECT_EQ(report.code, 0) << report.err;
+  const std::string md = slurp(lying / "report.md");
+  EXPECT_NE(md.find("FAIL"), std::string::npos);
+  EXPECT_EQ(md.find("written by hand"), std::string::npos) << "the report shows this detaudit's verdict";
+  // A baseline saved from it records the verdict its data gives.
+  ASSERT_EQ(run_cli("baseline save " + lying.string()).code, 0);
+  EXPECT_NE(slurp(lying / "baseline.json").find("\"verdict\": \"FAIL\""), std::string::npos);
+  fs::remove_all(d);
+}
+
+// Counts, times and fingerprints that contradict what the file lists are refused when it is read, by every
+// command, in one line naming the field.
+TEST(Lies, ContradictionsInsideAResultsFileAreRefused) {
+  fs::path d = fresh_dir("lies-counts");
+  Results base = one_cell(true);
+  base.training = {training_run({{"key", "k"}, {"condition", "d"}, {"target", "cpu"}, {"seed", 1000},
+                                 {"replicate", 0}, {"status", "ok"}, {"final_loss", 0.5}, {"curve", {0.5}},
+                                 {"weights_fingerprint", test::fingerprint('e')}, {"seconds", 1.0}})};
+  const fs::path good = save(d, "good", base);
+  ASSERT_EQ(run_cli("report " + good.string()).code, 0);
+  const std::string text = slurp(good / "results.json");
+  struct Case {
+    std::string name, says;
+    std::function<void(nlohmann::json&)> lie;
+  };
+  const std::vector<Case> cases = {
+      {"repeats", "status ok with 2 outputs for 5 repeats", [](nlohmann::json& j) { j["observations"][0]["repeats"] = 5; }},
+      {"no-outputs", "status ok with 0 outputs for 2 repeats",
+       [](nlohmann::json& j) {
+         j["observations"][0]["fingerprints"] = nlohmann::json::array();
+         j["observations"][0]["distinct"] = 0;
+       }},
+      {"seconds", "observations[0].seconds: 1 times for 2 repeats",
+       [](nlohmann::json& j) { j["observations"][0]["seconds"] = {0.1}; }},
+      {"skipped-outputs", "status skipped yet 2 outputs",
+       [](nlohmann::json& j) { j["observations"][0]["status"] = "skipped"; }},
+      {"rows", "3 rows differing of 2 checked",
+       [](nlohmann::json& j) { j["observations"][0]["batch_invariance"] = {{"rows_checked", 2}, {"rows_differing", 3}}; }},
+      {"weights", "training[0].weights_fingerprint must be 32 hex digits",
+       [](nlohmann::json& j) { j["training"][0]["weights_fingerprint"] = "abc"; }},
+      {"train-seconds", "training[0].seconds is -1", [](nlohmann::json& j) { j["training"][0]["seconds"] = -1.0; }},
+      {"curve", "training[0].curve is empty, but the run finished",
+       [](nlohmann::json& j) {
+         j["training"][0]["curve"] = nlohmann::json::array();
+         j["training"][0].erase("final_loss");
+         j["training"][0]["final_loss"] = 0.5;
+       }},
+      {"timeout", "plan.timeout_s is -5", [](nlohmann::json& j) { j["plan"]["timeout_s"] = -5; }},
+      {"time", "started_at 'yesterday' is not a time", [](nlohmann::json& j) { j["started_at"] = "yesterday"; }},
+      {"backwards", "is before started_at", [](nlohmann::json& j) { j["finished_at"] = "2020-01-01T00:00:00Z"; }},
+      {"future", "2099-01-01T00:00:00Z is in the future", [](nlohmann::json& j) { j["finished_at"] = "2099-01-01T00:00:00Z"; }},
+  };
+  for (const Case& c : cases) {
+    nlohmann::json j = nlohmann::json::parse(text);
+    c.lie(j);
+    fs::create_directories(d / c.name);
+    std::ofstream(d / c.name / "results.json") << j.dump(1);
+    for (const std::string& cmd : {"report " + (d / c.name).string(), "baseline save " + (d / c.name).string(),
+                                   "compare " + good.string() + " " + (d / c.name).string()}) {
+      CliRun r = run_cli(cmd);
+      EXPECT_EQ(r.code, 2) << c.name << ": " << cmd << "\n" << r.out << r.err;
+      EXPECT_NE(r.err.find(c.says), std::string::npos) << c.name << ": " << r.err;
+      EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    }
+  }
+  fs::remove_all(d);
+}
+
+// A baseline is reviewed by people and trusted by check: the same cell twice, impossible numbers, specs no
+// detaudit writes, invented fields and a summary its runs do not give are refused.
+TEST(Lies, ABaselineThatContradictsItselfIsRefused) {
+  fs::path d = fresh_dir("lies-baseline");
+  Results r = one_cell(true);
+  for (uint64_t seed : {1000u, 1001u})
+    r.training.push_back(training_run({{"key", "k" + std::to_string(seed)}, {"condition", "d"}, {"target", "cpu"},
+                                       {"seed", seed}, {"replicate", 0}, {"status", "ok"},
+                                       {"final_loss", 0.25 * double(seed - 999)}, {"curve", {0.25 * double(seed - 999)}},
+                                       {"weights_fingerprint", test::fingerprint('e')}}));
+  const fs::path good = save(d, "good", r);
+  ASSERT_EQ(run_cli("baseline save " + good.string()).code, 0);
+  const std::string text = slurp(good / "baseline.json");
+  struct Case {
+    std::string name, says;
+    std::function<void(nlohmann::json&)> lie;
+  };
+  const std::vector<Case> cases = {
+      {"twice", "appears twice", [](nlohmann::json& j) { j["entries"].push_back(j["entries"][0]); }},
+      {"err", "entries[0].err_ratio is -3", [](nlohmann::json& j) { j["entries"][0]["err_ratio"] = -3; }},
+      {"median", "entries[0].median_seconds is -1", [](nlohmann::json& j) { j["entries"][0]["median_seconds"] = -1; }},
+      {"repeats", "1 distinct outputs in 0 repeats", [](nlohmann::json& j) { j["entries"][0]["repeats"] = 0; }},
+      {"target", "is not a target spec as detaudit writes one", [](nlohmann::json& j) { j["entries"][0]["target"] = "foo"; }},
+      {"workload", "is not a workload spec as detaudit writes one",
+       [](nlohmann::json& j) { j["entries"][0]["workload"] = "matmul?m=0"; }},
+      {"unknown", "entries[0].note is not a field of a baseline entry", [](nlohmann::json& j) { j["entries"][0]["note"] = 1; }},
+      {"n", "n, mean and sd are not those of its runs", [](nlohmann::json& j) { j["training"][0]["n"] = 7; }},
+      {"mean", "n, mean and sd are not those of its runs", [](nlohmann::json& j) { j["training"][0]["mean"] = 5.0; }},
+      {"run-twice", "appears twice", [](nlohmann::json& j) { j["training"][0]["runs"].push_back(j["training"][0]["runs"][0]); }},
+      {"run-fp", "weights_fingerprint must be 32 hex digits",
+       [](nlohmann::json& j) { j["training"][0]["runs"][0]["weights_fingerprint"] = "abc"; }},
+  };
+  for (const Case& c : cases) {
+    nlohmann::json j = nlohmann::json::parse(text);
+    c.lie(j);
+    const fs::path b = d / (c.name + ".json");
+    std::ofstream(b) << j.dump(1);
+    CliRun res = run_cli("check " + good.string() + " --baseline " + b.string() + " --no-history");
+    EXPECT_EQ(res.code, 2) << c.name << ": " << res.out << res.err;
+    EXPECT_NE(res.err.find(c.says), std::string::npos) << c.name << ": " << res.err;
+  }
+  fs::remove_all(d);
+}
+
+// Nothing judged is never a pass: two runs whose shared cells never ran on both sides, a baseline of a run in
+// which nothing ran (above), an analysis of designs none of whose runs finished.
+TEST(Unseen, RunsThatShareOnlySkippedCellsCompareNothing) {
+  fs::path d = fresh_dir("unseen-compare-skipped");
+  const fs::path a = save(d, "a", one_cell(false)), b = save(d, "b", one_cell(false));
+  CliRun r = run_cli("compare " + a.string() + " " + b.string());
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("none ran on both sides"), std::string::npos) << r.err;
+  r = run_cli("compare " + a.string() + " " + save(d, "c", one_cell(true)).string());
+  EXPECT_EQ(r.code, 2) << r.out << r.err;  // skipped on one side: still nothing compared
+  fs::remove_all(d);
+}
+
+// The history's strings reach a terminal through `history`: a control character another program wrote into
+// the database is shown as \xNN, never sent raw.
+TEST(Unseen, HistoryNeverPrintsAControlCharacterRaw) {
+  fs::path d = fresh_dir("unseen-history-escape");
+  fs::create_directories(d);
+  Results r = one_cell(true);
+  r.machine["hostname"] = "evil\x1b[2Jhost";
+  const std::string db = (d / "h.db").string();
+  ASSERT_TRUE(record_run(db, RunKind::kProbe, r, (d / "r").string(), 0).is_ok());
+  CliRun h = run_cli("history --history " + db);
+  EXPECT_EQ(h.code, 0) << h.err;
+  EXPECT_EQ(h.out.find('\x1b'), std::string::npos) << h.out;
+  EXPECT_NE(h.out.find("evil\\x1b[2Jhost"), std::string::npos) << h.out;
+  fs::remove_all(d);
+}
+
+// A fleet's directory is the fleet's: probe, train, import and report refuse to put a run's results and reports
+// there (its report.md and report.html were replaced, and `fleet report` then refused the fleet).
+TEST(Links, AFleetsDirectoryIsNotAResultsDirectory) {
+  fs::path d = fresh_dir("fleet-dir-out");
+  fs::create_directories(d / "ranks");
+  std::ofstream(d / "fleet.json") << "{}";
+  std::ofstream(d / "report.md") << "the fleet's report\n";
+  CliRun p = run_cli("probe --targets cpu-ref --workloads 'reduce?op=sum&n=100' --repeats 2 --no-history --out " +
+                     d.string());
+  EXPECT_EQ(p.code, 2) << p.out << p.err;
+  EXPECT_NE(p.err.find("a fleet's directory"), std::string::npos) << p.err;
+  EXPECT_FALSE(fs::exists(d / "results.json"));
+  EXPECT_EQ(slurp(d / "report.md"), "the fleet's report\n");
   fs::remove_all(d);
 }
