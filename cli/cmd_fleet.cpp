@@ -301,6 +301,7 @@ Command add_fleet_command(CLI::App& app, int argc, char** argv) {
   add_output_flags(sub, &a->output, true);
   a->report = sub->add_subcommand("report", "Merge the ranks' folders of a fleet directory and judge them (offline)");
   a->report->add_option("DIR", a->report_dir, "The fleet directory (its ranks/ folder)")->required()->check(kNonEmpty);
+  add_output_flags(a->report, &a->output, true);  // `fleet report DIR --format json`, as every command
   sub->footer(
       "\nForms:\n"
       "  mpirun -np N detaudit fleet --out DIR                 every rank; rank 0 gathers and judges\n"

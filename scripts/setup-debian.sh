@@ -21,6 +21,7 @@ packages=(
   clang libclang-rt-14-dev              # the sanitizer and libFuzzer build that .ci/run runs (scripts/ci-extra.sh)
   chromium                              # headless browser: the report rendering tests (tests/test_browser.cpp)
   python3 procps                        # scripts/gpu-check.sh's figures and its dry-run test (pkill)
+  python3-jsonschema                    # the output contract's test: every document against schemas/
   dataset-fashion-mnist                 # training data (IDX files in /usr/share/datasets/fashion-mnist)
   openmpi-bin libopenmpi-dev            # fleet: mpirun, MPI gathering and the allreduce workload
   slurm-wlm munge                       # fleet's tests: a local two-node Slurm cluster (tests/fleet/slurm-cluster.sh)
