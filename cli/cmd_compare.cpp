@@ -22,7 +22,7 @@ struct CompareArgs {
 // DIR/results.json, or the file itself when a results file is named (a missing DIR is named with
 // the file it should hold).
 std::string results_path(const std::string& arg) {
-  return std::filesystem::is_regular_file(arg) ? arg : arg + "/results.json";
+  return std::filesystem::is_regular_file(arg) ? arg : results_file(arg);
 }
 
 int run_compare(const CompareArgs& args) {

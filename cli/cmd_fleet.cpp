@@ -102,7 +102,7 @@ int judge_fleet(const std::vector<FleetNode>& nodes, const std::string& dir, con
 // the fleet's report.md and report.html would replace).
 Status fleet_dir_is_its_own(const std::string& dir, const char* choose) {
   std::error_code ec;
-  if (fs::exists(dir + "/results.json", ec))
+  if (fs::exists(results_file(dir), ec))
     return Status::invalid(
         fmt::format("{}: holds a results.json of another run; a fleet directory is its own ({})", dir, choose));
   return Status::ok();
@@ -222,8 +222,8 @@ int run_fleet(const FleetArgs& a, int argc, char** argv) {
     if (fs::exists(p, ec)) (void)read_regular_file(p, "results file", &text);
     return text;
   };
-  const std::vector<std::string> mine = {n.node_json().dump(), slurp_or_empty(q.out_dir + "/probe/results.json"),
-                                         slurp_or_empty(q.out_dir + "/train/results.json")};
+  const std::vector<std::string> mine = {n.node_json().dump(), slurp_or_empty(results_file(q.out_dir + "/probe")),
+                                         slurp_or_empty(results_file(q.out_dir + "/train"))};
   std::vector<std::vector<std::string>> all;
   std::vector<bool> answered;
   if (who.rank == 0) say_rank(fmt::format("gathering the other ranks' results (waiting up to {:.0f} s)", a.wait));
@@ -254,7 +254,7 @@ int run_fleet(const FleetArgs& a, int argc, char** argv) {
       (void)save_fleet_node(dir, x);
       if (!all[size_t(r)][1].empty()) {
         if (make_dir_below(dir, x.folder + "/probe").is_ok())
-          (void)write_file_atomic(dir + "/" + x.folder + "/probe/results.json", all[size_t(r)][1], Own::kResults);
+          (void)write_file_atomic(results_file(dir + "/" + x.folder + "/probe"), all[size_t(r)][1], Own::kResults);
       }
     }
     nodes.push_back(std::move(x));

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "cli/common.hpp"
+#include "contract/results.hpp"
 #include "cli/output.hpp"
 #include "gates/verdict.hpp"
 #include "report/probe_report.hpp"
@@ -30,7 +31,7 @@ int run_import(const ImportArgs& a, int argc, char** argv) {
   Results r;
   if (Status st = merge_external(out, obs, command_line(argc, argv), &r); !st) return fail(st);
   judge(&r);
-  if (Status st = save_results(out + "/results.json", r); !st) return fail(st);
+  if (Status st = save_results(results_file(out), r); !st) return fail(st);
   if (Status st = write_reports(out, r); !st) return fail(st);
   int repeats = 0;
   for (auto& o : obs) repeats += o.repeats;

@@ -50,7 +50,7 @@ std::string latest_unfinished(const std::string& prefix) {
   std::sort(dirs.rbegin(), dirs.rend());
   for (auto& d : dirs) {
     Results r;
-    if (load_checked_results(d + "/results.json", &r).is_ok() && r.finished_at.empty()) return d;
+    if (load_checked_results(results_file(d), &r).is_ok() && r.finished_at.empty()) return d;
   }
   return "";
 }
@@ -275,7 +275,7 @@ int run_probe(const ProbeArgs& a, int argc, char** argv) {
   // Judge every cell against its target's promise, then write the results and reports again with the
   // verdicts (the suite wrote them while running).
   judge(&results);
-  if (Status st = save_results(opt.out_dir + "/results.json", results); !st) return fail(st);
+  if (Status st = save_results(results_file(opt.out_dir), results); !st) return fail(st);
   if (Status st = write_reports(opt.out_dir, results); !st) return fail(st);
   Outcome o = probe_outcome(results, opt.out_dir, a.no_fail);
   record_history(a.hist, RunKind::kProbe, results, opt.out_dir, &o);
@@ -396,7 +396,7 @@ int run_train(const TrainArgs& a, int argc, char** argv) {
 int run_report(const std::string& dir, const std::string& which) {
   Results r;
   if (!fs::is_directory(dir)) return fail(fmt::format("{}: not a directory", dir));
-  if (Status st = load_checked_results(dir + "/results.json", &r); !st) return fail(st);
+  if (Status st = load_checked_results(results_file(dir), &r); !st) return fail(st);
   DirLock lock;
   if (Status st = lock.acquire(dir); !st) return fail(st);
   // Judged for the report by this detaudit (a verdict the file stores is not evidence; results written

@@ -16,6 +16,9 @@ namespace detaudit {
 
 inline constexpr const char* kResultsSchema = "detaudit/1";
 
+// A results directory's results file: DIR/results.json (one place that names it).
+inline std::string results_file(const std::string& dir) { return dir + "/results.json"; }
+
 // What produced a run, as the history records it: one name per subcommand that records.
 enum class RunKind { kProbe, kTrain, kCheck, kQualify, kFleet };
 inline constexpr RunKind kRunKinds[] = {RunKind::kProbe, RunKind::kTrain, RunKind::kCheck, RunKind::kQualify,

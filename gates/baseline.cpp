@@ -1,4 +1,5 @@
 #include "gates/baseline.hpp"
+#include "contract/results.hpp"
 
 #include <fmt/format.h>
 
@@ -522,7 +523,7 @@ Status run_baseline_save(const std::string& dir, const std::string& out, Baselin
     return Status::invalid(dir + ": not a directory");
   }
   Results r;
-  DETAUDIT_RETURN_IF_ERROR(load_checked_results(dir + "/results.json", &r));
+  DETAUDIT_RETURN_IF_ERROR(load_checked_results(results_file(dir), &r));
   if (r.observations.empty() && r.training.empty()) {
     return Status::invalid(dir + "/results.json: no observations and no training runs to make a baseline of");
   }

@@ -1,4 +1,5 @@
 #include "gates/check.hpp"
+#include "contract/results.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -721,7 +722,7 @@ Status run_check(const CheckOptions& opt, CheckReport* report, Results* checked)
     return Status::invalid(opt.dir + ": not a directory");
   }
   Results r;
-  DETAUDIT_RETURN_IF_ERROR(load_checked_results(opt.dir + "/results.json", &r));
+  DETAUDIT_RETURN_IF_ERROR(load_checked_results(results_file(opt.dir), &r));
   DETAUDIT_RETURN_IF_ERROR(same_kind(b, r, opt.dir, opt.baseline));
   CheckReport rep = check_against_baseline(b, r, opt.dir, opt.baseline, opt.margin);
   rep.allow_unjudged = opt.allow_unjudged;

@@ -1,4 +1,5 @@
 #include "gates/qualify.hpp"
+#include "contract/results.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -502,7 +503,7 @@ Status run_qualify(const QualifyOptions& opt, QualifyOutcome* out) {
     return st;
   }
   judge(&probe);
-  DETAUDIT_RETURN_IF_ERROR(save_results(out->probe_dir + "/results.json", probe));
+  DETAUDIT_RETURN_IF_ERROR(save_results(results_file(out->probe_dir), probe));
   probe_checks(probe, planned, required, unmet, out);
   out->checks.push_back(race_control_check(probe));
   timed_from(first);

@@ -1,4 +1,5 @@
 #include "suites/external.hpp"
+#include "contract/results.hpp"
 
 #include <fmt/format.h>
 
@@ -673,7 +674,7 @@ Status read_external_outputs(const std::string& dir, const std::string& name, co
 
 Status merge_external(const std::string& results_dir, const std::vector<Observation>& obs, const std::string& command,
                       Results* out) {
-  const std::string path = results_dir + "/results.json";
+  const std::string path = results_file(results_dir);
   Results r;
   std::error_code ec;
   if (fs::exists(path, ec)) {

@@ -1,4 +1,5 @@
 #include "suites/probe_suite.hpp"
+#include "contract/results.hpp"
 
 #include <fmt/format.h>
 #include <sys/stat.h>
@@ -350,7 +351,7 @@ Status run_probe_suite(const ProbePlan& plan, const ProbeRunOptions& opt, Result
   DirLock lock;
   DETAUDIT_RETURN_IF_ERROR(not_a_fleet_directory(opt.out_dir));
   DETAUDIT_RETURN_IF_ERROR(lock.acquire(opt.out_dir));
-  const std::string results_path = opt.out_dir + "/results.json";
+  const std::string results_path = results_file(opt.out_dir);
   Results r;
   std::set<std::pair<std::string, std::string>> done;
   if (!opt.fresh && fs::exists(results_path)) {

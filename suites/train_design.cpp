@@ -1,4 +1,5 @@
 #include "suites/train_design.hpp"
+#include "contract/results.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -283,7 +284,7 @@ Status check_data(const TrainDesign& d, const std::function<void(const std::stri
 Status open_results(const TrainDesign& d, const TrainRunOptions& opt, size_t planned, const std::string& data_fp,
                     Results* r, std::set<std::string>* done, const std::function<void(const std::string&)>& say) {
   DETAUDIT_RETURN_IF_ERROR(make_dir_below(opt.out_dir, "logs"));  // out_dir, and logs/ never a link's target
-  const std::string path = opt.out_dir + "/results.json";
+  const std::string path = results_file(opt.out_dir);
   nlohmann::json plan = {{"kind", "train"}, {"design", d.to_json()}, {"runs", planned}, {"data_fingerprint", data_fp}};
   if (!opt.fresh && fs::exists(path)) {
     if (Status st = load_checked_results(path, r); !st)
@@ -377,7 +378,7 @@ Status run_train_design(const TrainDesign& d, const TrainRunOptions& opt, Result
   Results r;
   std::set<std::string> done;
   DETAUDIT_RETURN_IF_ERROR(open_results(d, opt, runs.size(), data_fp, &r, &done, say));
-  const std::string path = opt.out_dir + "/results.json";
+  const std::string path = results_file(opt.out_dir);
   const std::string machine_dump = r.machine.dump();
   const std::string machine_id = fingerprint_bytes(machine_dump.data(), machine_dump.size()).hex().substr(0, 16);
   const double timeout_s = opt.run_timeout_s > 0 ? opt.run_timeout_s : kDefaultRunTimeoutS;
@@ -471,12 +472,12 @@ Status analyze_training_dirs(const AnalyzeOptions& opt, Results* results) {
         return Status::invalid(fmt::format("{} is given twice", dir));
       // Two folders, one file: a results.json that is a link to another input's counts one design twice.
       std::error_code ea, eb;
-      if (fs::equivalent(opt.dirs[i] + "/results.json", dir + "/results.json", ea) && !ea && !eb)
+      if (fs::equivalent(results_file(opt.dirs[i]), results_file(dir), ea) && !ea && !eb)
         return Status::invalid(fmt::format("{}/results.json is {}/results.json (a link): one design given twice", dir,
                                            opt.dirs[i]));
     }
     Results r;
-    DETAUDIT_RETURN_IF_ERROR(load_checked_results(dir + "/results.json", &r));
+    DETAUDIT_RETURN_IF_ERROR(load_checked_results(results_file(dir), &r));
     if (r.plan.value("kind", "") != "train" || !r.plan.contains("design"))
       return Status::invalid(fmt::format("{}/results.json holds no training design (plan.kind is not \"train\")", dir));
     if (r.plan.contains("sources"))
@@ -506,7 +507,7 @@ Status analyze_training_dirs(const AnalyzeOptions& opt, Results* results) {
                                        inputs.size()));
   // --out holds nothing, or an earlier analysis (a merged results.json, plan.sources): never a probe or
   // training run of its own, which the analysis would replace.
-  if (const std::string prior = opt.out_dir + "/results.json"; fs::exists(fs::symlink_status(prior))) {
+  if (const std::string prior = results_file(opt.out_dir); fs::exists(fs::symlink_status(prior))) {
     nlohmann::json j;
     if (!load_json_document(prior, kResultsSchema, "results file", &j) || !j.is_object() ||
         !j.value("plan", nlohmann::json::object()).contains("sources"))
@@ -568,7 +569,7 @@ Status analyze_training_dirs(const AnalyzeOptions& opt, Results* results) {
             {"data_fingerprint", inputs[0].plan["data_fingerprint"]}, {"sources", sources}};
   m.analysis = analyze_training(m.training, training_sources(m.plan, m.machine, m.tool_version, m.tool_commit), target_facts);
   m.finished_at = utc_now_iso8601();
-  DETAUDIT_RETURN_IF_ERROR(save_results(opt.out_dir + "/results.json", m));
+  DETAUDIT_RETURN_IF_ERROR(save_results(results_file(opt.out_dir), m));
   *results = std::move(m);
   return Status::ok();
 }
