@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <set>
 #include <sstream>
@@ -381,6 +382,9 @@ Status cell_from_json(const nlohmann::json& j, const std::string& path, const Ba
         fmt::format("{} must be the number of distinct fingerprints ({}; got {})", json_path(path, "distinct"),
                     std::set<std::string>(c->fingerprints.begin(), c->fingerprints.end()).size(), c->distinct));
   }
+  if (c->status != ObsStatus::kOk && c->status != ObsStatus::kError && !c->fingerprints.empty())
+    return Status::invalid(fmt::format("{}: status {} yet {} fingerprints (such a cell gives no output)", path,
+                                       to_string(c->status), c->fingerprints.size()));
   if (c->distinct > c->repeats || (c->status == ObsStatus::kOk && (c->repeats < 1 || c->distinct < 1)))
     return Status::invalid(fmt::format("{}: {} distinct outputs in {} repeats with status {}", path, c->distinct,
                                        c->repeats, to_string(c->status)));
@@ -429,6 +433,8 @@ Status training_from_json(const nlohmann::json& j, const std::string& path, cons
       !(st = check_key(j, "runs", T::kArray, true, path)) || !(st = check_key(j, "n", T::kCount, true, path)) ||
       !(st = number_or_null_key(j, "mean", path, &t->mean)) || !(st = number_or_null_key(j, "sd", path, &t->sd)))
     return st;
+  if (Spec spec; !parse_target(t->target, &spec) || spec.str() != t->target)
+    return Status::invalid(fmt::format("{} is not a target spec as detaudit writes one", json_path(path, "target")));
   if (t->sd && !(*t->sd >= 0))  // NaN included: a standard deviation is never negative
     return Status::invalid(fmt::format("{} must be 0 or more (got {})", json_path(path, "sd"), *t->sd));
   if (!b.keys.count(t->key)) {
@@ -506,6 +512,35 @@ Status baseline_from_json(const nlohmann::json& j, Baseline* out) {
                                            t.condition, t.target));
       b.training.push_back(std::move(t));
     }
+  // A baseline in which nothing ran holds no bits: a check against it would judge nothing (baseline save
+  // refuses to write one; a file edited to be one is refused here).
+  const bool ran =
+      std::any_of(b.cells.begin(), b.cells.end(), [](const BaselineCell& c) { return c.status == ObsStatus::kOk; }) ||
+      std::any_of(b.training.begin(), b.training.end(), [](const BaselineTraining& t) { return t.n > 0; });
+  if (!ran)
+    return Status::invalid(fmt::format("none of its {} cells ran and none of its {} training cells has a finished "
+                                       "run: it holds no bits to check against",
+                                       b.cells.size(), b.training.size()));
+  // Its strings reach a terminal (check's findings, its header): no control character but a tab or newline.
+  std::string bad;
+  std::function<void(const nlohmann::json&, const std::string&)> walk = [&](const nlohmann::json& v,
+                                                                             const std::string& at) {
+    if (!bad.empty()) return;
+    if (v.is_string()) {
+      for (char ch : v.get_ref<const std::string&>())
+        if ((static_cast<unsigned char>(ch) < 0x20 && ch != '\n' && ch != '\t') || ch == 0x7f) {
+          bad = fmt::format("{} holds a control character (byte 0x{:02x})", at.empty() ? "a string" : at,
+                            static_cast<unsigned char>(ch));
+          return;
+        }
+    } else if (v.is_object()) {
+      for (auto& item : v.items()) walk(item.value(), json_path(at, item.key()));
+    } else if (v.is_array()) {
+      for (size_t i = 0; i < v.size(); ++i) walk(v[i], json_path(at, i));
+    }
+  };
+  walk(j, "");
+  if (!bad.empty()) return Status::invalid(bad);
   *out = std::move(b);
   return Status::ok();
 }

@@ -510,6 +510,16 @@ FleetOutcome fleet_consensus(const std::vector<FleetNode>& nodes, const std::str
       find(Verdict::kFail, "nothing", n, "", "finished, but its results hold no cell: nothing of it was judged");
       continue;
     }
+    // Cells that all skipped, crashed or timed out hold no bits: nothing of the node was compared.
+    bool any_ran = false;
+    for (auto& [cell, o] : obs_of[i]) any_ran = any_ran || o->status == ObsStatus::kOk;
+    if (!any_ran) {
+      find(Verdict::kFail, "nothing", n, "",
+           fmt::format("finished, but none of its {} cells ran (skipped, crashed or timed out): nothing of it was "
+                       "judged",
+                       obs_of[i].size()));
+      continue;
+    }
     const auto& members = groups[group_of[i]];
     if (members.size() < 2) continue;
     for (size_t c = 0; c < cells.size(); ++c) {

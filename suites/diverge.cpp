@@ -8,6 +8,7 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -584,6 +585,29 @@ Status read_header(const Trace& t, const nlohmann::json& j, Trace* out) {
       !field(j, "target", &out->side.target))
     return Status::invalid(t.path + ":1: the header's design field " + (bad.empty() ? std::string("target") : bad) +
                            " is missing or malformed");
+  // Only the fields a header has, and a target this version parses (it is shown as the side's target).
+  static const std::set<std::string> kHeader = {"kind", "schema", "tool_version", "target", "backend", "design", "details"},
+                                     kDesign = {"model", "batch_size", "init_seed", "data_seed", "optimizer", "lr",
+                                                "data_fingerprint", "layers", "steps"};
+  for (auto& item : j.items())
+    if (!kHeader.count(item.key()))
+      return Status::invalid(t.path + ":1: \"" + item.key().substr(0, 40) + "\" is not a field of a trace's header");
+  for (auto& item : d->items())
+    if (!kDesign.count(item.key()))
+      return Status::invalid(t.path + ":1: design." + item.key().substr(0, 40) + " is not a field of a trace's design");
+  // Its strings are shown on a terminal and in the reports: no control character.
+  std::vector<std::string> shown = {out->side.target};
+  if (auto b = j.find("backend"); b != j.end() && b->is_string()) shown.push_back(b->get<std::string>());
+  if (auto det = j.find("details"); det != j.end() && det->is_object())
+    for (auto& item : det->items()) {
+      shown.push_back(item.key());
+      if (item.value().is_string()) shown.push_back(item.value().get<std::string>());
+    }
+  for (auto& text : shown)
+    for (char ch : text)
+      if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f)
+        return Status::invalid(
+            fmt::format("{}:1: the header holds a control character (byte 0x{:02x})", t.path, static_cast<unsigned char>(ch)));
   field(j, "backend", &out->side.backend);
   if (auto det = j.find("details"); det != j.end() && det->is_object())
     for (auto& [k, v] : det->items())
@@ -602,6 +626,9 @@ Status read_trace(const std::string& path, Trace* t) {
   bool ended = false;
   while (std::getline(f, line)) {
     ++n;
+    // A trace of many steps is read for seconds: a signal stops it at once.
+    if (n % 4096 == 0 && interrupted())
+      return Status::interrupted("interrupted by " + signal_description(interrupted()));
     const std::string at = fmt::format("{}:{}: ", path, n);
     if (ended) return Status::invalid(at + "a line after the end line");
     nlohmann::json j;
@@ -643,6 +670,17 @@ Status read_trace(const std::string& path, Trace* t) {
   if (!ended)
     return Status::invalid(
         fmt::format("{}:{}: truncated: the trace ends without its end line (the run did not finish)", path, n));
+  // Every step runs the same ops, so a whole trace records each of its steps, each as often: one whose
+  // records miss a step, or hold fewer of one, was cut (its end line edited to match) and proves nothing.
+  std::map<int, size_t> per_step;
+  for (auto& r : t->records) ++per_step[r.step];
+  for (int step = 0; step < t->design.steps; ++step) {
+    const size_t have = per_step.count(step) ? per_step[step] : 0;
+    if (have == 0 || have != per_step[0])
+      return Status::invalid(fmt::format("{}: step {} has {} records where step 0 has {} (of {} steps): the trace "
+                                         "was cut short or edited",
+                                         path, step, have, per_step[0], t->design.steps));
+  }
   return Status::ok();
 }
 

@@ -328,7 +328,7 @@ TEST(Diverge, BadInputExitsTwoWithOneLine) {
         {"short", header + "\n" + end.dump() + "\n"},
     };
     const std::string says[] = {"the key \"step\" appears twice", "\"note\" is not a field of a trace's record line",
-                                "one trace is cut short"};
+                                "the trace was cut short or edited"};
     for (size_t i = 0; i < 3; ++i) {
       const fs::path p = dir() / ("lie-" + lies[i].first + ".jsonl");
       std::ofstream(p) << lies[i].second;
@@ -338,7 +338,31 @@ TEST(Diverge, BadInputExitsTwoWithOneLine) {
       c = run_cli("diverge --trace " + bl.opt.trace_a + " --trace " + p.string() + " --out " + (dir() / "o").string());
       EXPECT_EQ(c.code, 2) << lies[i].first << ": " << c.out;
       EXPECT_TRUE(one_line(c.err)) << c.err;
+      // Against itself too: a cut trace is no trace, whatever it is compared with.
+      EXPECT_FALSE(compare_traces(p.string(), p.string(), &r).is_ok()) << lies[i].first;
     }
+    // A header with a field no header has.
+    auto h = nlohmann::json::parse(header);
+    h["note"] = 1;
+    const fs::path noted = dir() / "lie-header.jsonl";
+    std::ofstream(noted) << h.dump() << "\n" << good.substr(good.find('\n') + 1);
+    st = compare_traces(bl.opt.trace_a, noted.string(), &r);
+    EXPECT_NE(st.message().find("\"note\" is not a field of a trace's header"), std::string::npos) << st.message();
+    // Cut inside its last step (one record fewer), its end line edited to match.
+    std::vector<std::string> lines;
+    {
+      std::istringstream all(good);
+      for (std::string l; std::getline(all, l);) lines.push_back(l);
+    }
+    auto end_line = nlohmann::json::parse(lines.back());
+    end_line["records"] = end_line["records"].get<int>() - 1;
+    std::string cut_text;
+    for (size_t i = 0; i + 2 < lines.size(); ++i) cut_text += lines[i] + "\n";
+    cut_text += end_line.dump() + "\n";
+    const fs::path cut_last = dir() / "lie-last-step.jsonl";
+    std::ofstream(cut_last) << cut_text;
+    st = compare_traces(cut_last.string(), cut_last.string(), &r);
+    EXPECT_NE(st.message().find("the trace was cut short or edited"), std::string::npos) << st.message();
   }
 
   // Not a trace at all.

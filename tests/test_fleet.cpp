@@ -643,6 +643,18 @@ TEST(FleetConsensus, ANodeOfWhichNothingWasJudgedIsNoPass) {
   f = fleet_consensus(keyless, "d");
   EXPECT_EQ(f.exit_code, 1);
   EXPECT_EQ(count_kind(f, "nothing", 0), 1u);
+  // Cells that all skipped on every node: "cells agree" over no bits was a pass.
+  auto skipped = fleet_of(2);
+  for (auto& n : skipped)
+    for (auto& o : n.probe.observations) {
+      o.status = ObsStatus::kSkipped;
+      o.fingerprints.clear();
+      o.distinct = 0;
+      o.reason = "no CUDA device";
+    }
+  f = fleet_consensus(skipped, "d");
+  EXPECT_NE(f.exit_code, 0);
+  EXPECT_EQ(count_kind(f, "nothing", 0) + count_kind(f, "nothing", 1), 2u);
   EXPECT_EQ(fleet_consensus(fleet_of(3), "d").exit_code, 0);
 }
 

@@ -430,6 +430,16 @@ TEST(Lies, ABaselineThatContradictsItselfIsRefused) {
       {"run-twice", "appears twice", [](nlohmann::json& j) { j["training"][0]["runs"].push_back(j["training"][0]["runs"][0]); }},
       {"run-fp", "weights_fingerprint must be 32 hex digits",
        [](nlohmann::json& j) { j["training"][0]["runs"][0]["weights_fingerprint"] = "abc"; }},
+      {"skipped-fps", "status skipped yet 1 fingerprints", [](nlohmann::json& j) { j["entries"][0]["status"] = "skipped"; }},
+      {"nothing-ran", "it holds no bits to check against",
+       [](nlohmann::json& j) {
+         j["entries"][0]["status"] = "skipped";
+         j["entries"][0]["fingerprints"] = nlohmann::json::array();
+         j["entries"][0]["distinct"] = 0;
+         j["training"] = nlohmann::json::array();
+       }},
+      {"escape", "source.dir holds a control character (byte 0x1b)", [](nlohmann::json& j) { j["source"]["dir"] = "\x1b[2J"; }},
+      {"train-target", "training[0].target is not a target spec", [](nlohmann::json& j) { j["training"][0]["target"] = "T"; }},
   };
   for (const Case& c : cases) {
     nlohmann::json j = nlohmann::json::parse(text);
