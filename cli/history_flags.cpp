@@ -1,6 +1,7 @@
 #include "cli/history_flags.hpp"
 
 #include "cli/common.hpp"
+#include "probes/child.hpp"
 
 namespace detaudit::cli {
 
@@ -29,6 +30,11 @@ void record_history(const HistoryFlags& f, RunKind kind, const Results& r, const
   if (st && path.empty()) return;  // --no-history
   if (st) st = record_run(path, kind, r, results_dir, o->exit_code);
   if (st) return;
+  if (const int sig = interrupted()) {  // Ctrl-C while the history was locked: interrupted, as any command
+    o->exit_code = 128 + sig;
+    o->error = st.message();
+    return;
+  }
   if (o->exit_code == 0 || o->exit_code == 1) {
     o->exit_code = 2;
     o->error = st.message();

@@ -393,6 +393,23 @@ Status check_observation_counts(const Observation& r, const std::string& where) 
   if (r.seconds.size() > repeats || (r.status == ObsStatus::kOk && !r.seconds.empty() && r.seconds.size() != repeats))
     return Status::invalid(fmt::format("{}: {} times for {} repeats", json_path(where, "seconds"), r.seconds.size(),
                                        repeats));
+  if (r.kernels.size() > repeats)
+    return Status::invalid(fmt::format("{}: {} kernel lists for {} repeats", json_path(where, "kernels"),
+                                       r.kernels.size(), repeats));
+  if (r.oracle) {
+    const auto& d = *r.oracle;
+    if (!(d.max_rel_err >= 0))
+      return Status::invalid(fmt::format("{}: max_rel_err {} (a relative error is 0 or more)", json_path(where, "oracle"),
+                                         d.max_rel_err));
+    if (d.max_ulp == 0 && d.mismatched > 0 && d.max_rel_err > 0)
+      return Status::invalid(fmt::format("{}: max_ulp 0 but {} elements mismatched with a relative error",
+                                         json_path(where, "oracle"), d.mismatched));
+    uint64_t hist = 0;
+    for (uint64_t c : d.ratio_hist) hist += c;
+    if (!d.ratio_hist.empty() && hist < d.mismatched)
+      return Status::invalid(fmt::format("{}: ratio_hist counts {} elements, fewer than the {} mismatched",
+                                         json_path(where, "oracle"), hist, d.mismatched));
+  }
   if (r.batch && r.batch->rows_differing > r.batch->rows_checked)
     return Status::invalid(fmt::format("{}: {} rows differing of {} checked", json_path(where, "batch_invariance"),
                                        r.batch->rows_differing, r.batch->rows_checked));

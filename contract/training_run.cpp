@@ -340,6 +340,13 @@ Status check_run_consistent(const TrainingRun& r, const std::string& path) {
   for (auto [k, v] : {std::pair{"seconds", r.seconds}, std::pair{"steps_per_second", r.steps_per_second}})
     if (!(v >= 0) || !std::isfinite(v))
       return Status::invalid(fmt::format("{} is {}: a finite number, 0 or more", json_path(path, k), v));
+  if (r.timeout_s && !(*r.timeout_s > 0))
+    return Status::invalid(fmt::format("{} is {}: a time limit is more than 0 s", json_path(path, "timeout_s"), *r.timeout_s));
+  if (r.batches_done && r.batches > 0 && *r.batches_done > uint64_t(r.batches))
+    return Status::invalid(fmt::format("{} is {}, more than its {} batches", json_path(path, "batches_done"),
+                                       *r.batches_done, r.batches));
+  if (r.ok() && !r.signal.empty())
+    return Status::invalid(fmt::format("{} is {}, but the run finished (status ok)", json_path(path, "signal"), r.signal));
   if (r.ok() && r.curve.empty())
     return Status::invalid(json_path(path, "curve") + " is empty, but the run finished (status ok): a run that "
                            "trained has a loss per batch");

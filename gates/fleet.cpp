@@ -178,6 +178,12 @@ Status fleet_node_from_texts(const std::string& node_text, const std::string& pr
   }
   for (const char* k : {"host", "state", "detail", "started_at", "finished_at", "own_fail"})
     DETAUDIT_RETURN_IF_ERROR(check_key(j, k, JsonType::kString, true, where));
+  static const std::set<std::string> kFields = {"schema", "rank",        "ranks",    "level",    "exit_code",
+                                                "host",   "state",       "detail",   "started_at", "finished_at",
+                                                "own_fail", "key",       "collectives"};
+  for (auto& item : j.items())
+    if (!kFields.count(item.key()))
+      return Status::invalid(fmt::format("{}: \"{}\" is not a field of a fleet node file", where, item.key().substr(0, 40)));
   DETAUDIT_RETURN_IF_ERROR(check_key(j, "key", JsonType::kObject, true, where));
   DETAUDIT_RETURN_IF_ERROR(check_key(j, "collectives", JsonType::kArray, true, where));
   n.rank = j["rank"], n.ranks = j["ranks"], n.level = j["level"], n.exit_code = j["exit_code"];

@@ -20,6 +20,7 @@
 #include <thread>
 #include <tuple>
 
+#include "probes/child.hpp"
 #include "analysis/stats.hpp"
 #include "kernels/fingerprint.hpp"
 
@@ -224,11 +225,22 @@ class Stmt {
   int rc_ = SQLITE_OK;  // of the last prepare or step
 };
 
+// SQLite's wait for a lock another process holds: up to kBusyTimeoutMs, in steps of 5 ms, and not a step
+// more once a signal came (Ctrl-C while the history was locked waited out the whole 10 s).
+int busy_wait(void*, int count) {
+  if (interrupted() || count * 5 >= kBusyTimeoutMs) return 0;
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  return 1;
+}
+
 // What went wrong, in words a user can act on.
 std::string describe_sqlite_error(const Db& db, int rc) {
   int primary = rc & 0xff;
   if (primary == SQLITE_NOTADB) return db.error(fmt::format("file is not a database; {}", db.leave_it()));
   if (primary == SQLITE_CORRUPT) return db.error(fmt::format("damaged ({}); {}", db.errmsg(), db.leave_it()));
+  if ((primary == SQLITE_BUSY || primary == SQLITE_LOCKED) && interrupted())
+    return db.error("locked by another process, and the wait for it was interrupted by " +
+                    signal_description(interrupted()));
   if (primary == SQLITE_BUSY || primary == SQLITE_LOCKED)
     return db.error(fmt::format("still locked by another process after {} s ({}, code {})", kBusyTimeoutMs / 1000, db.errmsg(), rc));
   return db.error(db.errmsg());
@@ -410,7 +422,7 @@ Status ensure_wal(Db& db) {
       if (w.text(0) == "wal") return Status::ok();
       return Status::invalid(db.error("cannot switch it to WAL mode (journal_mode " + w.text(0) + ")"));
     }
-    if ((rc & 0xff) != SQLITE_BUSY || std::chrono::steady_clock::now() > deadline) {
+    if ((rc & 0xff) != SQLITE_BUSY || std::chrono::steady_clock::now() > deadline || interrupted()) {
       return Status::invalid(describe_sqlite_error(db, rc));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -511,7 +523,7 @@ Status open_history(const std::string& db_path, Mode mode, Db* db, bool* exists)
   }
   *exists = true;
   sqlite3_extended_result_codes(db->h, 1);
-  sqlite3_busy_timeout(db->h, kBusyTimeoutMs);
+  sqlite3_busy_handler(db->h, busy_wait, nullptr);
   DETAUDIT_RETURN_IF_ERROR(exec(*db, "PRAGMA foreign_keys = ON"));
 
   int64_t version = 0;

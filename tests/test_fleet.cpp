@@ -237,6 +237,7 @@ TEST(FleetConsensus, ANodeFileOfTheWrongShapeIsRefusedWithOneLine) {
     return k;
   };
   refused(edit([](nlohmann::json& k) { k["level"] = 7; }), "level 7 is no fleet level");
+  refused(edit([](nlohmann::json& k) { k["verdict"] = "PASS"; }), "\"verdict\" is not a field of a fleet node file");
   {
     // Its host is the one its own results ran on.
     Results probe = n.probe;

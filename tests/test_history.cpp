@@ -1,6 +1,7 @@
 // The SQLite run history (gates/history.hpp) and `detaudit history`. Every test
 // uses its own temporary database: the user's ~/.local/share is never touched.
 #include <sqlite3.h>
+#include <csignal>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,6 +18,7 @@
 
 #include "cli_helpers.hpp"
 #include "gates/history.hpp"
+#include "probes/child.hpp"
 #include "tests/fixtures.hpp"
 
 namespace fs = std::filesystem;
@@ -678,5 +680,33 @@ TEST(HistoryCli, ShowsTheChangeAndTheSoftwareDifference) {
   r = run_cli("history --history " + (dir / "none.db").string() + " --format json");
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(nlohmann::json::parse(r.out, nullptr, false)["exists"], false) << r.out;
+  fs::remove_all(dir);
+}
+
+// Ctrl-C while another process holds the history's lock ends the wait at once (it waited out 10 s): with a
+// signal already raised, the write fails saying so, and the database is left as it was.
+TEST(History, ASignalEndsTheWaitForALockedHistory) {
+  fs::path dir = fresh_dir("history-locked");
+  fs::create_directories(dir);
+  const fs::path db = dir / "h.db";
+  std::string err;
+  Results r = results("2026-11-30T12:00:00Z", "h", fp('a'));
+  ASSERT_TRUE(succeeded(record_run(db.string(), RunKind::kProbe, r, "r", 0), &err)) << err;
+  sqlite3* holder = nullptr;
+  ASSERT_EQ(sqlite3_open(db.c_str(), &holder), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(holder, "BEGIN EXCLUSIVE", nullptr, nullptr, nullptr), SQLITE_OK);
+  struct sigaction saved[4];
+  const int sigs[4] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
+  for (int i = 0; i < 4; ++i) sigaction(sigs[i], nullptr, &saved[i]);
+  install_interrupt_handlers();
+  ::raise(SIGINT);
+  const bool wrote = succeeded(record_run(db.string(), RunKind::kProbe, r, "r2", 0), &err);
+  clear_interrupted();
+  for (int i = 0; i < 4; ++i) sigaction(sigs[i], &saved[i], nullptr);
+  sqlite3_exec(holder, "ROLLBACK", nullptr, nullptr, nullptr);
+  sqlite3_close(holder);
+  EXPECT_FALSE(wrote);
+  EXPECT_NE(err.find("the wait for it was interrupted by SIGINT"), std::string::npos) << err;
+  EXPECT_EQ(sql_int(db, "SELECT count(*) FROM runs"), 1);
   fs::remove_all(dir);
 }

@@ -378,6 +378,15 @@ TEST(Lies, ContradictionsInsideAResultsFileAreRefused) {
          j["training"][0].erase("final_loss");
          j["training"][0]["final_loss"] = 0.5;
        }},
+      {"kernels", "observations[0].kernels: 3 kernel lists for 2 repeats",
+       [](nlohmann::json& j) { j["observations"][0]["kernels"] = {nullptr, nullptr, nullptr}; }},
+      {"rel-err", "max_rel_err -1",
+       [](nlohmann::json& j) {
+         j["observations"][0]["oracle"] = {{"max_ulp", 0}, {"max_rel_err", -1.0}, {"mismatched", 0}};
+       }},
+      {"train-timeout", "training[0].timeout_s is -1", [](nlohmann::json& j) { j["training"][0]["timeout_s"] = -1.0; }},
+      {"train-signal", "training[0].signal is SIGSEGV, but the run finished",
+       [](nlohmann::json& j) { j["training"][0]["signal"] = "SIGSEGV"; }},
       {"timeout", "plan.timeout_s is -5", [](nlohmann::json& j) { j["plan"]["timeout_s"] = -5; }},
       {"time", "started_at 'yesterday' is not a time", [](nlohmann::json& j) { j["started_at"] = "yesterday"; }},
       {"backwards", "is before started_at", [](nlohmann::json& j) { j["finished_at"] = "2020-01-01T00:00:00Z"; }},
