@@ -393,9 +393,6 @@ Status check_observation_counts(const Observation& r, const std::string& where) 
   if (r.seconds.size() > repeats || (r.status == ObsStatus::kOk && !r.seconds.empty() && r.seconds.size() != repeats))
     return Status::invalid(fmt::format("{}: {} times for {} repeats", json_path(where, "seconds"), r.seconds.size(),
                                        repeats));
-  if (r.kernels.size() > repeats)
-    return Status::invalid(fmt::format("{}: {} kernel lists for {} repeats", json_path(where, "kernels"),
-                                       r.kernels.size(), repeats));
   if (r.oracle) {
     const auto& d = *r.oracle;
     if (!(d.max_rel_err >= 0))

@@ -378,8 +378,6 @@ TEST(Lies, ContradictionsInsideAResultsFileAreRefused) {
          j["training"][0].erase("final_loss");
          j["training"][0]["final_loss"] = 0.5;
        }},
-      {"kernels", "observations[0].kernels: 3 kernel lists for 2 repeats",
-       [](nlohmann::json& j) { j["observations"][0]["kernels"] = {nullptr, nullptr, nullptr}; }},
       {"rel-err", "max_rel_err -1",
        [](nlohmann::json& j) {
          j["observations"][0]["oracle"] = {{"max_ulp", 0}, {"max_rel_err", -1.0}, {"mismatched", 0}};
