@@ -1,6 +1,7 @@
 // `detaudit diverge`: the first op at which two training runs part (suites/diverge.hpp). Online: two
 // runs in lockstep in this process, `--targets A[,B]`; offline: `--trace a.jsonl --trace b.jsonl`.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -37,14 +38,15 @@ std::string environment_mismatch(const Spec& t) {
   if (!e || !e->environment) return "";
   std::map<std::string, std::string> env;
   e->environment(t, &env);
+  std::vector<std::string> need;  // every variable at once (oneDNN reads two names for one setting)
   for (auto& [k, v] : env) {
     const char* have = std::getenv(k.c_str());
-    if (v.empty() ? have != nullptr : (!have || v != have))
-      return fmt::format("{} needs {}{} when its library loads, and diverge runs both targets in this process: run it "
-                         "with that environment",
-                         t.str(), k, v.empty() ? std::string(" unset") : "=" + v);
+    if (v.empty() ? have != nullptr : (!have || v != have)) need.push_back(k + (v.empty() ? std::string(" unset") : "=" + v));
   }
-  return "";
+  if (need.empty()) return "";
+  return fmt::format("{} needs {} when its library loads, and diverge runs both targets in this process: run it "
+                     "with that environment",
+                     t.str(), fmt::join(need, " and "));
 }
 
 BackendFactory factory(const Spec& t) {
