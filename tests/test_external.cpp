@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/fixtures.hpp"
+#include "tests/interrupt_scope.hpp"
 #include "kernels/cpu/ref.hpp"
 #include "kernels/generator.hpp"
 #include "kernels/npy.hpp"
@@ -490,10 +491,6 @@ TEST_F(External, BadInputExitsTwoWithOneLineAndWritesNothing) {
 // command resumes. The signal is raised from the oracle's own progress line: at a known point, not a time.
 TEST_F(External, ImportStopsOnASignalDuringItsOracleAndReturnsNothing) {
   const std::string d = copy_of_export("interrupted");  // no probe run's cache here: every oracle is computed
-  struct sigaction saved[4];
-  const int sigs[4] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
-  for (int i = 0; i < 4; ++i) sigaction(sigs[i], nullptr, &saved[i]);
-  install_interrupt_handlers();
   std::vector<std::string> lines;
   bool raised = false;
   size_t oracles = 0;
@@ -507,9 +504,11 @@ TEST_F(External, ImportStopsOnASignalDuringItsOracleAndReturnsNothing) {
     }
   };
   std::vector<Observation> obs;
-  const Status st = read_external_outputs(d, "mine", d, &obs, progress);
-  clear_interrupted();
-  for (int i = 0; i < 4; ++i) sigaction(sigs[i], &saved[i], nullptr);
+  Status st = Status::ok();
+  {
+    test::InterruptScope interrupts;
+    st = read_external_outputs(d, "mine", d, &obs, progress);
+  }
   ASSERT_TRUE(raised) << "no oracle was computed";
   EXPECT_EQ(st.code(), Status::Code::kInterrupted) << st.message();
   EXPECT_EQ(st.message(), "interrupted by SIGINT (Interrupt)");

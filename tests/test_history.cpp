@@ -20,6 +20,7 @@
 #include "gates/history.hpp"
 #include "probes/child.hpp"
 #include "tests/fixtures.hpp"
+#include "tests/interrupt_scope.hpp"
 
 namespace fs = std::filesystem;
 using namespace detaudit;
@@ -695,14 +696,12 @@ TEST(History, ASignalEndsTheWaitForALockedHistory) {
   sqlite3* holder = nullptr;
   ASSERT_EQ(sqlite3_open(db.c_str(), &holder), SQLITE_OK);
   ASSERT_EQ(sqlite3_exec(holder, "BEGIN EXCLUSIVE", nullptr, nullptr, nullptr), SQLITE_OK);
-  struct sigaction saved[4];
-  const int sigs[4] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
-  for (int i = 0; i < 4; ++i) sigaction(sigs[i], nullptr, &saved[i]);
-  install_interrupt_handlers();
-  ::raise(SIGINT);
-  const bool wrote = succeeded(record_run(db.string(), RunKind::kProbe, r, "r2", 0), &err);
-  clear_interrupted();
-  for (int i = 0; i < 4; ++i) sigaction(sigs[i], &saved[i], nullptr);
+  bool wrote = true;
+  {
+    test::InterruptScope interrupts;
+    ::raise(SIGINT);
+    wrote = succeeded(record_run(db.string(), RunKind::kProbe, r, "r2", 0), &err);
+  }
   sqlite3_exec(holder, "ROLLBACK", nullptr, nullptr, nullptr);
   sqlite3_close(holder);
   EXPECT_FALSE(wrote);

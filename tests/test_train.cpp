@@ -14,6 +14,7 @@
 #include <set>
 
 #include "tests/fixtures.hpp"
+#include "tests/interrupt_scope.hpp"
 #include "kernels/cpu/native.hpp"
 #include "kernels/cpu/ref.hpp"
 #include "kernels/fingerprint.hpp"
@@ -236,25 +237,23 @@ TEST(TrainDesign, InterruptionStopsAtOnceKeepsFinishedRunsAndResumes) {
   opt.out_dir = (dir / "out").string();
   opt.exe = DETAUDIT_EXE;
   // Ctrl-C in the middle of run 2, raised from its progress line (so at a known point, not a time).
-  struct sigaction saved[4];
-  const int sigs[4] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
-  for (int i = 0; i < 4; ++i) sigaction(sigs[i], nullptr, &saved[i]);
-  install_interrupt_handlers();
   std::vector<std::string> lines;
-  bool raised = false;
-  opt.progress = [&](const std::string& line) {
-    lines.push_back(line);
-    if (!raised && line.find("run 2/5") != std::string::npos && line.find("batch 1/4") != std::string::npos) {
-      raised = true;
-      ::raise(SIGINT);
-    }
-  };
   Results res;
   std::string err;
-  const Status rc = run_train_design(d, opt, &res);
-  err = rc.message();
-  clear_interrupted();
-  for (int i = 0; i < 4; ++i) sigaction(sigs[i], &saved[i], nullptr);
+  Status rc = Status::ok();
+  {
+    test::InterruptScope interrupts;
+    bool raised = false;
+    opt.progress = [&](const std::string& line) {
+      lines.push_back(line);
+      if (!raised && line.find("run 2/5") != std::string::npos && line.find("batch 1/4") != std::string::npos) {
+        raised = true;
+        ::raise(SIGINT);
+      }
+    };
+    rc = run_train_design(d, opt, &res);
+    err = rc.message();
+  }
   ASSERT_EQ(rc.code(), Status::Code::kInterrupted) << err;
   EXPECT_EQ(err, "interrupted by SIGINT (Interrupt)");
   ASSERT_EQ(res.training.size(), 1u) << "the run in progress is not recorded";
