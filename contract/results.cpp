@@ -148,15 +148,20 @@ Status check_plan(const nlohmann::json& p) {
   for (const char* k : {"seeds", "batches", "window", "replicates", "batch_size"})
     if (d.contains(k) && d[k].get<int64_t>() < 1)
       return Status::invalid(fmt::format("plan.design.{} is {}: a design has at least 1", k, d[k].dump()));
-  return check_array_key(d, "targets", T::kString, false, "plan.design");
+  DETAUDIT_RETURN_IF_ERROR(check_array_key(d, "targets", T::kString, false, "plan.design"));
+  if (d.contains("targets") && d["targets"].empty()) return Status::invalid("plan.design.targets is empty");
+  if (Fingerprint fp; p.contains("data_fingerprint") && !Fingerprint::from_hex(p["data_fingerprint"].get<std::string>(), &fp))
+    return Status::invalid("plan.data_fingerprint must be 32 hex digits");
+  return Status::ok();
 }
 
 // A training run against the design it belongs to (plan.design): its model and design, a condition of the
 // design with that condition's initial weights and nondeterminism, a seed and replicate the design runs
 // (random init: seeds base .. base + seeds - 1, replicates 0 .. replicates - 1 under (a), else 0; fixed
 // init: the base seed, replicates 0 .. seeds - 1), its batches and window, a curve no longer than its
-// batches. Every run names its seed and replicate (a run that did not train too: they say which run it
-// was); a field the design fixes (model, design, batches, window) and the run's JSON `j` does not hold is
+// batches, its data seed. Every run names its seed and replicate (a run that did not train too: they say which
+// run it was); a field the design fixes (model, design, batches, window, data_seed) and the run's JSON `j` does
+// not hold is
 // taken from the design, so the run saves and loads again as it is. A field that disagrees is one line
 // naming it.
 Status check_run_against_design(const nlohmann::json& j, TrainingRun& t, const nlohmann::json& d,
@@ -204,6 +209,11 @@ Status check_run_against_design(const nlohmann::json& j, TrainingRun& t, const n
     return bad("window", fmt::format("{} is not the design's {}", t.window, d["window"].get<int>()));
   if (t.curve.size() > size_t(std::max(t.batches, 0)))
     return bad("curve", fmt::format("holds {} points, more than the {} batches", t.curve.size(), t.batches));
+  if (!j.contains("data_seed") && d.contains("data_seed") && d["data_seed"].is_number_unsigned())
+    t.data_seed = d["data_seed"].get<uint64_t>();  // taken from the design, as model and batches are
+  if (j.contains("data_seed") && d.contains("data_seed") && d["data_seed"].is_number_unsigned() &&
+      t.data_seed != d["data_seed"].get<uint64_t>())
+    return bad("data_seed", fmt::format("{} is not the design's {}", t.data_seed, d["data_seed"].get<uint64_t>()));
   return Status::ok();
 }
 

@@ -71,6 +71,7 @@ Results training_results(const std::string& model, char d_weights = 'd', int sal
         t.model = model;
         t.design = "sony2021";
         t.condition = c;
+        t.data_seed = 1;  // the design's
         t.random_init = random;
         t.nondeterministic = nondet;
         t.target = nondet ? atomic : blocked;
