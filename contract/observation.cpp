@@ -379,7 +379,8 @@ Status from_json(const nlohmann::json& j, Observation* o, const std::string& whe
 
 // What the counts of a cell mean, so that a file cannot say one thing in a count and another in what it
 // lists: a cell that ran gave one output per repeat (and one time per repeat, when timed); a cell skipped,
-// crashed or timed out gave none (the worker's outputs die with it); an error may come after some repeats.
+// crashed or timed out gave none (the worker's outputs die with it); an error may come after some repeats;
+// an oracle distance's relative error is never negative, and its histogram counts at least the mismatches.
 Status check_observation_counts(const Observation& r, const std::string& where) {
   const size_t outputs = r.fingerprints.size(), repeats = size_t(r.repeats);
   if (r.status == ObsStatus::kOk && outputs != repeats)
@@ -412,6 +413,5 @@ Status check_observation_counts(const Observation& r, const std::string& where) 
                                        r.batch->rows_differing, r.batch->rows_checked));
   return Status::ok();
 }
-
 
 }  // namespace detaudit

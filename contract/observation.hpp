@@ -83,7 +83,8 @@ int count_distinct(const std::vector<std::string>& v);
 // What the counts of a cell in a results file mean, so that a file cannot say one thing in a count and
 // another in what it lists: a cell that ran gave one output per repeat (and one time per repeat, when
 // timed); a cell skipped, crashed or timed out gave none; an error may come after some repeats; no more rows
-// differ than were checked. (A worker's oracle answer is ok without outputs: it is not a results file's cell.)
+// differ than were checked; no negative relative error, no histogram of fewer elements than mismatched. (A
+// worker's oracle answer is ok without outputs: it is not a results file's cell.)
 Status check_observation_counts(const Observation& o, const std::string& where);
 
 }  // namespace detaudit

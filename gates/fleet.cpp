@@ -134,7 +134,6 @@ Status save_fleet_node(const std::string& fleet_dir, const FleetNode& n) {
 
 namespace {
 
-// An ISO 8601 UTC time as detaudit writes it (utc_now_iso8601): "2026-12-04T10:00:00Z".
 // What a node.json says of itself that cannot be true: a host name with control characters (it would
 // reach the terminal raw), an exit code no finished rank gives, a failure it reports beside exit code 0,
 // times that are no times or end before they start.

@@ -360,8 +360,9 @@ TEST(Confounding, EachQuestionIsCountedOnceAndTheGuardUsesTheFamily) {
     effect_a += name == "target effect in (a)";
     ASSERT_TRUE(t["level"].is_number()) << t;
     EXPECT_EQ(t["detects_nothing"].get<bool>(), t["min_p"].get<double>() > t["level"].get<double>()) << t;
-    if (!t["detects_nothing"].get<bool>() && t["power"].is_object() && t["power"].contains("n_eff"))
+    if (!t["detects_nothing"].get<bool>() && t["power"].is_object() && t["power"].contains("n_eff")) {
       EXPECT_GT(t["detectable_d"].get<double>(), 0.0) << t;
+    }
     if (t.contains("guard_pair")) {
       ++pair_rows;
       EXPECT_EQ(pair0(an)["p_holm"], t["p_holm"]) << "the guard judges by the family's adjusted p";

@@ -53,7 +53,9 @@ TEST(EndToEnd, TinySuiteWritesTheResultsContract) {
     std::string st = o["status"];
     // Every cell is judged: the crash of the test target FAILs, skips are SKIP, the rest PASS here.
     EXPECT_EQ(o.value("verdict", ""), st == "crashed" ? "FAIL" : st == "skipped" ? "SKIP" : "PASS") << o.dump();
-    if (st != "ok") EXPECT_FALSE(o.value("verdict_reason", "").empty()) << "a FAIL or SKIP says why: " << o.dump();
+    if (st != "ok") {
+      EXPECT_FALSE(o.value("verdict_reason", "").empty()) << "a FAIL or SKIP says why: " << o.dump();
+    }
     if (st == "ok") {
       ++ok;
       ASSERT_EQ(o["fingerprints"].size(), 3u);
@@ -176,7 +178,9 @@ TEST(EndToEnd, EnvSaysWhyThereIsNoGpu) {
   auto m = top["machine"];
   EXPECT_TRUE(m["pus"].get<int>() >= 1);
   std::string cuda = m["cuda"];
-  if (cuda != "available") EXPECT_EQ(cuda.rfind("no CUDA device: ", 0), 0u) << cuda;
+  if (cuda != "available") {
+    EXPECT_EQ(cuda.rfind("no CUDA device: ", 0), 0u) << cuda;
+  }
   EXPECT_TRUE(m["libraries"].contains("openblas"));
 }
 

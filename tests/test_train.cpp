@@ -241,9 +241,9 @@ TEST(TrainDesign, InterruptionStopsAtOnceKeepsFinishedRunsAndResumes) {
   Results res;
   std::string err;
   Status rc = Status::ok();
+  bool raised = false;  // outlives the scope: the resumed run below calls the same progress line
   {
     test::InterruptScope interrupts;
-    bool raised = false;
     opt.progress = [&](const std::string& line) {
       lines.push_back(line);
       if (!raised && line.find("run 2/5") != std::string::npos && line.find("batch 1/4") != std::string::npos) {
