@@ -13,7 +13,7 @@ namespace detaudit {
 // name can break a table, open a tag or inject markup in either report.
 struct Cell {
   std::string text;
-  std::string cls;  // HTML class: ok, bad, expected, warn, skip, muted ("" = none)
+  std::string cls = "";  // HTML class: ok, bad, expected, warn, skip, muted ("" = none)
 };
 
 struct Block {

@@ -41,8 +41,9 @@ nlohmann::json contract(const std::string& args, const std::string& command, boo
   EXPECT_TRUE(j["reports"].is_object()) << args;
   EXPECT_EQ(j.contains("verdict"), judging) << args;
   EXPECT_EQ(j.contains("counts"), judging) << args;
-  if (judging)
+  if (judging) {
     for (const char* k : {"pass", "fail", "expected", "warn", "skip"}) EXPECT_TRUE(j["counts"][k].is_number()) << k;
+  }
   return j;
 }
 

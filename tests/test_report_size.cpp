@@ -270,7 +270,8 @@ TEST(ReportSize, LinearInObservationsMatrixOnlyWhenDense) {
   dense.plan = nlohmann::json::object();
   for (size_t t = 0; t < 40; ++t)
     for (size_t w = 0; w < 50; ++w)
-      dense.observations.push_back(observation("w" + std::to_string(w), "t" + std::to_string(t), (t + w) % 7 != 0));
+      dense.observations.push_back(
+          observation(fmt::format("w{}", w), fmt::format("t{}", t), (t + w) % 7 != 0));  // (not "w" + string: GCC 12 -Wrestrict)
   std::string dmd = render_markdown(build_report(dense));
   EXPECT_LT(dmd.size(), kMarkdownLimit);
   EXPECT_NE(dmd.find("| target | w1 | w2 |"), std::string::npos);

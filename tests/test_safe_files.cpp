@@ -387,7 +387,7 @@ TEST(SafeFiles, ExportAndImportStopOnSigterm) {
   fs::path d = fresh_dir("safe-sigterm-io");
   fs::create_directories(d);
   std::string specs;
-  for (int m = 300; m < 330; ++m) specs += (specs.empty() ? "" : ",") + fmt::format("matmul?m={}&n=300&k=300", m);
+  for (int m = 300; m < 330; ++m) specs += fmt::format("{}matmul?m={}&n=300&k=300", specs.empty() ? "" : ",", m);
   const std::string err = (d / "err").string();
   auto term_after = [&](const std::string& args, const std::string& line) {
     return shell("timeout 300 " + std::string(DETAUDIT_EXE) + " " + args + " 2>" + err +

@@ -173,7 +173,7 @@ TEST(Unseen, QualifyListRefusesWhatTheRunRefuses) {
 }
 
 TEST(Unseen, AParseErrorUnderFormatJsonIsStillOneObject) {
-  for (const std::string& args : {"probe --repeats 0 --format json", "probe --json --repeats 0",
+  for (const std::string args : {"probe --repeats 0 --format json", "probe --json --repeats 0",
                                   "check --format=json --margin -1 somewhere --baseline b"}) {
     CliRun r = run_cli(args);
     EXPECT_EQ(r.code, 2) << args;
