@@ -142,7 +142,6 @@ struct TrainArgs {
   OutputFlags output;
 };
 
-VerdictTally tally_of(const VerdictCounts& v) { return {v.pass, v.fail, v.expected, v.warn, v.skip}; }
 
 // A markdown summary for a pull request: a title, the verdict counts, and a table of what FAILed.
 std::string markdown_summary(const std::string& title, const VerdictTally& t, const std::string& lead,
@@ -188,7 +187,7 @@ Outcome probe_outcome(const Results& results, const std::string& dir, bool no_fa
   auto s = summarize(results.observations);
   VerdictCounts v = count_verdicts(results);
   Outcome o;
-  o.counts = tally_of(v);
+  o.counts = v;  // the five verdicts (unjudged cells are not a verdict)
   o.report_md = dir + "/report.md";
   o.report_html = dir + "/report.html";
   o.text = fmt::format(

@@ -359,22 +359,25 @@ Status from_json(const nlohmann::json& j, Observation* o, const std::string& whe
   if (Status st; !(st = check_json(j, JsonType::kObject, where)) || !(st = required_from_json(j, &r, where)) ||
                  !(st = optional_from_json(j, &r, where)))
     return st;
-  // A field no version writes is refused, not ignored (a misspelt "verdcit" would otherwise pass unseen).
-  static const char* const kKnown[] = {"workload",   "target",      "status",         "repeats",        "fingerprints",
+  if (const std::string k = unknown_field(j, {"workload",   "target",      "status",         "repeats",        "fingerprints",
                                        "distinct",   "reason",      "describe",       "tracing",        "verdict",
                                        "verdict_reason", "warmup_fingerprint", "seconds", "details", "oracle",
-                                       "kernels",    "batch_invariance"};
-  for (auto& item : j.items()) {
-    const std::string& k = item.key();  // not a structured binding: clang 14 cannot capture one in a lambda
-    if (std::none_of(std::begin(kKnown), std::end(kKnown), [&](const char* x) { return k == x; }))
-      return Status::invalid(fmt::format("{} is not a field of an observation", json_path(where, k)));
-  }
+                                       "kernels",    "batch_invariance"}); !k.empty())
+    return Status::invalid(fmt::format("{} is not a field of an observation", json_path(where, k)));
   for (size_t i = 0; i < r.seconds.size(); ++i)
     if (!(r.seconds[i] >= 0) || !std::isfinite(r.seconds[i]))
       return Status::invalid(fmt::format("{} is {}: a time is a finite number of seconds, 0 or more",
                                          json_path(json_path(where, "seconds"), i), r.seconds[i]));
   *o = std::move(r);
   return Status::ok();
+}
+
+std::string unknown_field(const nlohmann::json& j, std::initializer_list<const char*> known) {
+  for (auto& item : j.items()) {
+    const std::string& k = item.key();  // not a structured binding: clang 14 cannot capture one in a lambda
+    if (std::none_of(known.begin(), known.end(), [&](const char* x) { return k == x; })) return k;
+  }
+  return "";
 }
 
 // What the counts of a cell mean, so that a file cannot say one thing in a count and another in what it

@@ -80,6 +80,11 @@ Status check_array_key(const nlohmann::json& obj, const char* key, JsonType elem
 // Count distinct strings (fingerprints).
 int count_distinct(const std::vector<std::string>& v);
 
+// The first key of the object j that is not among `known` ("" when every key is): a field no version writes
+// is refused, never ignored (a misspelt "verdcit" would otherwise pass unseen). Each reader names the field
+// in its own words.
+std::string unknown_field(const nlohmann::json& j, std::initializer_list<const char*> known);
+
 // What the counts of a cell in a results file mean, so that a file cannot say one thing in a count and
 // another in what it lists: a cell that ran gave one output per repeat (and one time per repeat, when
 // timed); a cell skipped, crashed or timed out gave none; an error may come after some repeats; no more rows

@@ -32,6 +32,14 @@ std::string safe_file_name(const std::string& s) {
 
 std::string utc_now_iso8601() { return utc_iso8601(std::time(nullptr)); }
 
+int first_control_byte(const std::string& s, bool line_breaks) {
+  for (char ch : s) {
+    const auto u = static_cast<unsigned char>(ch);
+    if ((u < 0x20 && !(line_breaks && (ch == '\n' || ch == '\t'))) || u == 0x7f) return u;
+  }
+  return -1;
+}
+
 bool is_utc_iso8601(const std::string& t) {
   static const char* const kShape = "dddd-dd-ddTdd:dd:ddZ";
   if (t.size() != std::strlen(kShape)) return false;

@@ -77,6 +77,9 @@ Status save_results(const std::string& path, const Results& r);
 std::string utc_now_iso8601();
 // The same form of any time ("2026-12-04T10:00:00Z"); in this form, times order as strings.
 std::string utc_iso8601(std::time_t t);
+// The first byte of s that a terminal would act on (a C0 control character or DEL; with line_breaks, tab and
+// newline pass), or -1 when there is none: strings read from files are refused with it before they are shown.
+int first_control_byte(const std::string& s, bool line_breaks = false);
 // Whether t has exactly that form (digits where digits go; the calendar is not checked further).
 bool is_utc_iso8601(const std::string& t);
 // A run's times as a file states them: each empty (not yet) or of that form, not after tomorrow (a day's

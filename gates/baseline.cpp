@@ -302,12 +302,9 @@ Status fingerprint_ok(const nlohmann::json& v, const std::string& path) {
 // A field no version writes is refused, not ignored: a baseline is reviewed by people, and a misspelt or
 // invented field would read as if it meant something.
 Status only_known(const nlohmann::json& j, std::initializer_list<const char*> known, const std::string& path) {
-  for (auto& item : j.items()) {
-    const std::string& k = item.key();
-    if (std::none_of(known.begin(), known.end(), [&](const char* x) { return k == x; }))
-      return Status::invalid(fmt::format("{} is not a field of a baseline{}", json_path(path, k),
-                                         path.empty() ? "" : " entry"));
-  }
+  if (const std::string k = unknown_field(j, known); !k.empty())
+    return Status::invalid(
+        fmt::format("{} is not a field of a baseline{}", json_path(path, k), path.empty() ? "" : " entry"));
   return Status::ok();
 }
 
@@ -467,6 +464,19 @@ Status training_from_json(const nlohmann::json& j, const std::string& path, cons
   return Status::ok();
 }
 
+// A baseline in which nothing ran (cells skipped, crashed or timed out; training cells without a finished
+// run) holds no bits: a check against it would judge nothing. baseline save refuses to write one, loading
+// refuses one.
+Status holds_bits(const Baseline& b) {
+  const bool ran =
+      std::any_of(b.cells.begin(), b.cells.end(), [](const BaselineCell& c) { return c.status == ObsStatus::kOk; }) ||
+      std::any_of(b.training.begin(), b.training.end(), [](const BaselineTraining& t) { return t.n > 0; });
+  if (ran) return Status::ok();
+  return Status::invalid(fmt::format("none of its {} cells ran and none of its {} training cells has a finished run: "
+                                     "it holds no bits to check against",
+                                     b.cells.size(), b.training.size()));
+}
+
 Status baseline_from_json(const nlohmann::json& j, Baseline* out) {
   Baseline b;
   const std::pair<const char*, std::string*> header[] = {
@@ -512,27 +522,15 @@ Status baseline_from_json(const nlohmann::json& j, Baseline* out) {
                                            t.condition, t.target));
       b.training.push_back(std::move(t));
     }
-  // A baseline in which nothing ran holds no bits: a check against it would judge nothing (baseline save
-  // refuses to write one; a file edited to be one is refused here).
-  const bool ran =
-      std::any_of(b.cells.begin(), b.cells.end(), [](const BaselineCell& c) { return c.status == ObsStatus::kOk; }) ||
-      std::any_of(b.training.begin(), b.training.end(), [](const BaselineTraining& t) { return t.n > 0; });
-  if (!ran)
-    return Status::invalid(fmt::format("none of its {} cells ran and none of its {} training cells has a finished "
-                                       "run: it holds no bits to check against",
-                                       b.cells.size(), b.training.size()));
+  DETAUDIT_RETURN_IF_ERROR(holds_bits(b));  // (a file edited to hold none)
   // Its strings reach a terminal (check's findings, its header): no control character but a tab or newline.
   std::string bad;
   std::function<void(const nlohmann::json&, const std::string&)> walk = [&](const nlohmann::json& v,
                                                                              const std::string& at) {
     if (!bad.empty()) return;
     if (v.is_string()) {
-      for (char ch : v.get_ref<const std::string&>())
-        if ((static_cast<unsigned char>(ch) < 0x20 && ch != '\n' && ch != '\t') || ch == 0x7f) {
-          bad = fmt::format("{} holds a control character (byte 0x{:02x})", at.empty() ? "a string" : at,
-                            static_cast<unsigned char>(ch));
-          return;
-        }
+      if (const int c = first_control_byte(v.get_ref<const std::string&>(), true); c >= 0)
+        bad = fmt::format("{} holds a control character (byte 0x{:02x})", at.empty() ? "a string" : at, c);
     } else if (v.is_object()) {
       for (auto& item : v.items()) walk(item.value(), json_path(at, item.key()));
     } else if (v.is_array()) {
@@ -562,16 +560,8 @@ Status run_baseline_save(const std::string& dir, const std::string& out, Baselin
   if (r.observations.empty() && r.training.empty()) {
     return Status::invalid(dir + "/results.json: no observations and no training runs to make a baseline of");
   }
-  // A baseline of cells that never ran (skipped, crashed, timed out) and runs that never finished holds no
-  // bits: every later check against it would judge nothing.
-  const bool ran = std::any_of(r.observations.begin(), r.observations.end(),
-                               [](const Observation& o) { return o.status == ObsStatus::kOk; }) ||
-                   std::any_of(r.training.begin(), r.training.end(), [](const TrainingRun& t) { return t.ok(); });
-  if (!ran)
-    return Status::invalid(fmt::format("{}/results.json: none of its {} cells ran and none of its {} training runs "
-                                       "finished: a baseline of it would hold no bits to check against",
-                                       dir, r.observations.size(), r.training.size()));
   Baseline b = make_baseline(r, dir);
+  DETAUDIT_RETURN_IF_ERROR(holds_bits(b).prefixed(results_file(dir) + ": a baseline of it: "));
   std::string path = out.empty() ? dir + "/baseline.json" : out;
   DETAUDIT_RETURN_IF_ERROR(save_baseline(path, b));
   saved->path = path;

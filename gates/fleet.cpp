@@ -138,10 +138,9 @@ namespace {
 // reach the terminal raw), an exit code no finished rank gives, a failure it reports beside exit code 0,
 // times that are no times or end before they start.
 Status check_node_claims(const FleetNode& n, const std::string& where) {
-  for (char c : n.host)
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
-      return Status::invalid(fmt::format("{}: host holds a control character (byte 0x{:02x}): no host name does",
-                                         where, static_cast<unsigned char>(c)));
+  if (const int c = first_control_byte(n.host); c >= 0)
+    return Status::invalid(
+        fmt::format("{}: host holds a control character (byte 0x{:02x}): no host name does", where, c));
   // -1: not exited yet (a rank still running, or killed while it ran).
   if (n.exit_code < -1 || n.exit_code > 255 || (n.exit_code == -1 && n.state == "finished"))
     return Status::invalid(fmt::format("{}: exit_code {} is no exit code{}", where, n.exit_code,
@@ -177,12 +176,10 @@ Status fleet_node_from_texts(const std::string& node_text, const std::string& pr
   }
   for (const char* k : {"host", "state", "detail", "started_at", "finished_at", "own_fail"})
     DETAUDIT_RETURN_IF_ERROR(check_key(j, k, JsonType::kString, true, where));
-  static const std::set<std::string> kFields = {"schema", "rank",        "ranks",    "level",    "exit_code",
-                                                "host",   "state",       "detail",   "started_at", "finished_at",
-                                                "own_fail", "key",       "collectives"};
-  for (auto& item : j.items())
-    if (!kFields.count(item.key()))
-      return Status::invalid(fmt::format("{}: \"{}\" is not a field of a fleet node file", where, item.key().substr(0, 40)));
+  if (const std::string k = unknown_field(j, {"schema", "rank", "ranks", "level", "exit_code", "host", "state", "detail",
+                                               "started_at", "finished_at", "own_fail", "key", "collectives"});
+      !k.empty())
+    return Status::invalid(fmt::format("{}: \"{}\" is not a field of a fleet node file", where, k.substr(0, 40)));
   DETAUDIT_RETURN_IF_ERROR(check_key(j, "key", JsonType::kObject, true, where));
   DETAUDIT_RETURN_IF_ERROR(check_key(j, "collectives", JsonType::kArray, true, where));
   n.rank = j["rank"], n.ranks = j["ranks"], n.level = j["level"], n.exit_code = j["exit_code"];

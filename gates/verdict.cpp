@@ -288,17 +288,10 @@ const Results* judged_view(const Results& in, Results* storage) {
 VerdictCounts count_verdicts(const Results& r) {
   VerdictCounts c;
   for (auto& o : r.observations) {
-    if (!o.verdict) {
+    if (o.verdict)
+      c.add(*o.verdict);
+    else
       ++c.unjudged;
-      continue;
-    }
-    switch (*o.verdict) {
-      case Verdict::kPass: ++c.pass; break;
-      case Verdict::kFail: ++c.fail; break;
-      case Verdict::kExpected: ++c.expected; break;
-      case Verdict::kWarn: ++c.warn; break;
-      case Verdict::kSkip: ++c.skip; break;
-    }
   }
   return c;
 }

@@ -38,8 +38,8 @@ struct RunVerdict {
 };
 RunVerdict judge_training_run(const TrainingRun& r);
 
-struct VerdictCounts {
-  int pass = 0, fail = 0, expected = 0, warn = 0, skip = 0, unjudged = 0;
+struct VerdictCounts : VerdictTally {
+  int unjudged = 0;
 };
 VerdictCounts count_verdicts(const Results& r);
 
