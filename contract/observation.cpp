@@ -365,8 +365,8 @@ Status from_json(const nlohmann::json& j, Observation* o, const std::string& whe
                                        "kernels",    "batch_invariance"}); !k.empty())
     return Status::invalid(fmt::format("{} is not a field of an observation", json_path(where, k)));
   for (size_t i = 0; i < r.seconds.size(); ++i)
-    if (!(r.seconds[i] >= 0) || !std::isfinite(r.seconds[i]))
-      return Status::invalid(fmt::format("{} is {}: a time is a finite number of seconds, 0 or more",
+    if (!(r.seconds[i] >= 0) || !(r.seconds[i] <= kLongestSeconds))
+      return Status::invalid(fmt::format("{} is {}: a time is a number of seconds from 0 to a year",
                                          json_path(json_path(where, "seconds"), i), r.seconds[i]));
   *o = std::move(r);
   return Status::ok();

@@ -77,6 +77,10 @@ Status check_key(const nlohmann::json& obj, const char* key, JsonType t, bool re
 Status check_array_key(const nlohmann::json& obj, const char* key, JsonType elem, bool required,
                        const std::string& path);
 
+// The longest time a results file may state (a repeat, a training run): a year. Beyond it a number is no
+// measured time (1e300 s would pass as "finite").
+inline constexpr double kLongestSeconds = 366.0 * 86400;
+
 // Count distinct strings (fingerprints).
 int count_distinct(const std::vector<std::string>& v);
 

@@ -60,6 +60,18 @@ Status check_run_times(const std::string& started_at, const std::string& finishe
   return Status::ok();
 }
 
+std::optional<int64_t> iso8601_seconds(const std::string& t) {
+  if (!is_utc_iso8601(t)) return std::nullopt;
+  std::tm tm{};
+  tm.tm_year = std::stoi(t.substr(0, 4)) - 1900;
+  tm.tm_mon = std::stoi(t.substr(5, 2)) - 1;
+  tm.tm_mday = std::stoi(t.substr(8, 2));
+  tm.tm_hour = std::stoi(t.substr(11, 2));
+  tm.tm_min = std::stoi(t.substr(14, 2));
+  tm.tm_sec = std::stoi(t.substr(17, 2));
+  return int64_t(timegm(&tm));
+}
+
 std::string utc_iso8601(std::time_t t) {
   std::tm tm{};
   gmtime_r(&t, &tm);
@@ -139,8 +151,20 @@ Status check_plan(const nlohmann::json& p) {
     return Status::invalid(fmt::format("plan.timeout_s is {}: a time limit is more than 0 s", p["timeout_s"].dump()));
   if (p.contains("repeats") && p["repeats"].get<int64_t>() < 1)
     return Status::invalid("plan.repeats is 0: a plan repeats each cell at least once");
+  if (const std::string k = unknown_field(p, {"suite", "custom", "kind", "targets", "workloads", "repeats", "timeout_s",
+                                              "runs", "data_fingerprint", "design", "sources"});
+      !k.empty())
+    return Status::invalid(fmt::format("plan.{} is not a field of a plan", k));
+  // A probe plan names what it runs: no target or no workload is a plan of nothing.
+  for (const char* k : {"targets", "workloads"})
+    if (p.contains(k) && p[k].empty()) return Status::invalid(fmt::format("plan.{} is empty: a plan names what it runs", k));
   if (!p.contains("design")) return Status::ok();
   const auto& d = p["design"];
+  if (const std::string k = unknown_field(d, {"model", "design", "targets", "seeds", "batches", "window", "replicates",
+                                              "batch_size", "data_seed", "data_dir", "init_seed_base", "conditions",
+                                              "noise_every", "prednet_config"});
+      !k.empty())
+    return Status::invalid(fmt::format("plan.design.{} is not a field of a training design", k));
   DETAUDIT_RETURN_IF_ERROR(check_keys(d,
                                       {{"model", T::kString},
                                        {"design", T::kString},
@@ -151,8 +175,28 @@ Status check_plan(const nlohmann::json& p) {
                                        {"batch_size", T::kCount},
                                        {"data_seed", T::kUnsigned},
                                        {"data_dir", T::kString},
-                                       {"init_seed_base", T::kUnsigned}},
+                                       {"init_seed_base", T::kUnsigned},
+                                       {"conditions", T::kString},
+                                       {"noise_every", T::kCount},
+                                       {"prednet_config", T::kString}},
                                       "plan.design"));
+  if (d.contains("conditions")) {
+    const std::string c = d["conditions"].get<std::string>();
+    std::string seen;
+    for (char x : c)
+      if (std::string("abcde").find(x) == std::string::npos || seen.find(x) != std::string::npos)
+        return Status::invalid(fmt::format("plan.design.conditions is \"{}\": each of a, b, c, d, e at most once", c));
+      else
+        seen += x;
+    if (c.empty()) return Status::invalid("plan.design.conditions is empty: a design runs at least one condition");
+  }
+  if (d.contains("prednet_config") && d.value("model", "") != "prednet")
+    return Status::invalid("plan.design.prednet_config is set, but the model is not prednet");
+  if (d.contains("prednet_config")) {
+    const std::string c = d["prednet_config"].get<std::string>();
+    if (c != "quick" && c != "tiny" && c != "paper")
+      return Status::invalid(fmt::format("plan.design.prednet_config must be quick, tiny or paper (got \"{}\")", c));
+  }
   for (const char* k : {"seeds", "batches", "window", "replicates", "batch_size"})
     if (d.contains(k) && d[k].get<int64_t>() < 1)
       return Status::invalid(fmt::format("plan.design.{} is {}: a design has at least 1", k, d[k].dump()));
@@ -160,6 +204,17 @@ Status check_plan(const nlohmann::json& p) {
   if (d.contains("targets") && d["targets"].empty()) return Status::invalid("plan.design.targets is empty");
   if (Fingerprint fp; p.contains("data_fingerprint") && !Fingerprint::from_hex(p["data_fingerprint"].get<std::string>(), &fp))
     return Status::invalid("plan.data_fingerprint must be 32 hex digits");
+  // plan.runs: how many runs the design plans, at most targets x seeds x (replicates under a nondeterministic
+  // condition, else 1) summed over its conditions, once per source of a merged analysis.
+  if (p.contains("runs") && d.contains("targets") && d.contains("seeds")) {
+    const uint64_t targets = d["targets"].size(), seeds = d["seeds"].get<uint64_t>(),
+                   reps = d.value("replicates", uint64_t(1));
+    uint64_t most = 0;
+    for (char c : d.value("conditions", std::string("abcde"))) most += targets * seeds * (c == 'a' || c == 'c' ? reps : 1);
+    most *= std::max<uint64_t>(1, p.value("sources", nlohmann::json::array()).size());
+    if (p["runs"].get<uint64_t>() > most)
+      return Status::invalid(fmt::format("plan.runs is {}, more than the {} runs its design has", p["runs"].get<uint64_t>(), most));
+  }
   return Status::ok();
 }
 
@@ -278,6 +333,24 @@ Status check_machine(const nlohmann::json& m, const std::string& mp) {
                                            json_path(mp + ".libraries", k), v.type_name()));
       }
   DETAUDIT_RETURN_IF_ERROR(check_machine_consistent(m, mp));
+  // A cache or GPU entry holds what env writes of it, nothing else (a field no version writes is refused).
+  auto unknown_in = [&](const char* list, std::initializer_list<const char*> known) {
+    if (m.contains(list))
+      for (size_t i = 0; i < m[list].size(); ++i)
+        if (const std::string k = unknown_field(m[list][i], known); !k.empty())
+          return Status::invalid(fmt::format("{} is not a field of a machine's {} entry",
+                                             json_path(json_path(mp + "." + list, i), k), list));
+    return Status::ok();
+  };
+  DETAUDIT_RETURN_IF_ERROR(unknown_in("caches", {"level", "size_bytes", "line_bytes", "count"}));
+  DETAUDIT_RETURN_IF_ERROR(unknown_in("gpus", {"index", "name", "uuid", "pci_bus_id", "compute_capability", "sm_count",
+                                               "memory_bytes", "l2_bytes", "clock_khz", "memory_clock_khz",
+                                               "memory_bus_width", "ecc", "local_cpuset"}));
+  if (m.contains("gpus"))
+    for (size_t i = 0; i < m["gpus"].size(); ++i)
+      for (const char* k : {"index", "name"})
+        if (!m["gpus"][i].contains(k))
+          return Status::invalid(json_path(json_path(mp + ".gpus", i), k) + " is missing (every GPU entry names it)");
   if (m.contains("caches"))
     for (size_t i = 0; i < m["caches"].size(); ++i)
       DETAUDIT_RETURN_IF_ERROR(check_keys(
@@ -338,6 +411,20 @@ Status results_from_json(nlohmann::json& j, Results* out) {
             check_run_against_design(j["training"][i], t, r.plan["design"], json_path("training", i)));
       DETAUDIT_RETURN_IF_ERROR(check_run_consistent(t, json_path("training", i)));
       r.training.push_back(std::move(t));
+    }
+  if (r.plan.contains("runs") && r.training.size() > r.plan["runs"].get<uint64_t>())
+    return Status::invalid(fmt::format("training holds {} runs, more than the plan's {}", r.training.size(),
+                                       r.plan["runs"].get<uint64_t>()));
+  // A run measures noise exactly when its design asks, at the design's interval.
+  // (A merged analysis keeps its first source's design.)
+  if (const nlohmann::json d = r.plan.value("design", nlohmann::json::object());
+      d.contains("noise_every") && !r.plan.contains("sources"))
+    for (size_t i = 0; i < r.training.size(); ++i) {
+      const TrainingRun& t = r.training[i];
+      const int every = d["noise_every"].get<int>();
+      if (t.noise && t.noise->every != every)
+        return Status::invalid(fmt::format("{} is {}, but the design measures noise {}", json_path(json_path(json_path("training", i), "noise"), "every"),
+                                           t.noise->every, every ? fmt::format("every {} batches", every) : "never"));
     }
   r.analysis = j.value("analysis", nlohmann::json::object());
   if (j.contains("oracle_failures"))

@@ -2,6 +2,7 @@
 // rename) after every observation, so an interrupted run loses no finished work and can resume.
 #pragma once
 #include <map>
+#include <optional>
 #include <ctime>
 #include <string>
 #include <vector>
@@ -77,6 +78,8 @@ Status save_results(const std::string& path, const Results& r);
 std::string utc_now_iso8601();
 // The same form of any time ("2026-12-04T10:00:00Z"); in this form, times order as strings.
 std::string utc_iso8601(std::time_t t);
+// Seconds since the epoch of a time as results write it (is_utc_iso8601); nullopt for anything else.
+std::optional<int64_t> iso8601_seconds(const std::string& t);
 // The first byte of s that a terminal would act on (a C0 control character or DEL; with line_breaks, tab and
 // newline pass), or -1 when there is none: strings read from files are refused with it before they are shown.
 int first_control_byte(const std::string& s, bool line_breaks = false);

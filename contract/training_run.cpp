@@ -1,5 +1,7 @@
 #include "contract/training_run.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <limits>
 #include <set>
 
@@ -340,6 +342,8 @@ Status check_run_consistent(const TrainingRun& r, const std::string& path) {
   for (auto [k, v] : {std::pair{"seconds", r.seconds}, std::pair{"steps_per_second", r.steps_per_second}})
     if (!(v >= 0) || !std::isfinite(v))
       return Status::invalid(fmt::format("{} is {}: a finite number, 0 or more", json_path(path, k), v));
+  if (!(r.seconds <= kLongestSeconds))
+    return Status::invalid(fmt::format("{} is {}: a run's time is at most a year", json_path(path, "seconds"), r.seconds));
   if (r.timeout_s && !(*r.timeout_s > 0))
     return Status::invalid(fmt::format("{} is {}: a time limit is more than 0 s", json_path(path, "timeout_s"), *r.timeout_s));
   if (r.batches_done && r.batches > 0 && *r.batches_done > uint64_t(r.batches))
@@ -350,6 +354,52 @@ Status check_run_consistent(const TrainingRun& r, const std::string& path) {
   if (r.ok() && r.curve.empty())
     return Status::invalid(json_path(path, "curve") + " is empty, but the run finished (status ok): a run that "
                            "trained has a loss per batch");
+  if (r.phases) {
+    const CurvePhases& p = *r.phases;
+    const std::string pp = json_path(path, "phases");
+    static const char* const kLabels[] = {"biphasic",     "triphasic", "censored",
+                                          "monophasic",   "insufficient", "too short to tell"};
+    if (std::none_of(std::begin(kLabels), std::end(kLabels), [&](const char* l) { return p.label == l; }))
+      return Status::invalid(fmt::format("{} must be one of biphasic, triphasic, censored, monophasic, insufficient, "
+                                         "too short to tell (got \"{}\")",
+                                         json_path(pp, "label"), p.label.substr(0, 40)));
+    if (p.escape_step && (p.label != "biphasic" && p.label != "triphasic"))
+      return Status::invalid(fmt::format("{} is set, but a {} curve has no escape", json_path(pp, "escape_step"), p.label));
+    if (p.escape_step && !(*p.escape_step >= 0 && *p.escape_step <= std::max(r.batches, 0)))
+      return Status::invalid(fmt::format("{} is {}: a step of the run's {} batches", json_path(pp, "escape_step"),
+                                         *p.escape_step, r.batches));
+    if (p.censored != (p.label == "censored"))
+      return Status::invalid(fmt::format("{} is {}, but the label is {}", json_path(pp, "censored"), p.censored, p.label));
+  }
+  if (r.nudge) {
+    const std::string np = json_path(path, "nudge");
+    if (r.condition != "e")
+      return Status::invalid(fmt::format("{} is set, but only condition (e) nudges a weight (this run is ({}))", np,
+                                         r.condition));
+    // Nudge k moves one float by one ULP toward +infinity, and run k of condition (e) is nudge k.
+    const float from = float(r.nudge->from);
+    if (double(from) != r.nudge->from || double(std::nextafter(from, INFINITY)) != r.nudge->to)
+      return Status::invalid(fmt::format("{}: {} -> {} is not one float moved by one ULP toward +infinity", np,
+                                         r.nudge->from, r.nudge->to));
+    if (r.nudge->index != uint64_t(std::max(r.replicate, 0)))
+      return Status::invalid(fmt::format("{} is {}, but run {} of condition (e) is nudge {}", json_path(np, "index"),
+                                         r.nudge->index, r.replicate, r.replicate));
+  }
+  if (r.noise) {
+    const std::string np = json_path(path, "noise");
+    uint64_t last = 0;
+    for (size_t i = 0; i < r.noise->points.size(); ++i) {
+      const uint64_t step = r.noise->points[i].step;
+      // Measured at batches 1, 1 + every, 1 + 2 every, ... (1-based), in order, each once, within the run's batches.
+      if (step == 0 || (step - 1) % uint64_t(r.noise->every) != 0 || step <= last ||
+          (r.batches > 0 && step > uint64_t(r.batches)))
+        return Status::invalid(fmt::format("{} is {}: noise is measured once at batch 1 and every {} batches after it, "
+                                           "up to the run's {} batches, in order",
+                                           json_path(json_path(json_path(np, "points"), i), "step"), step,
+                                           r.noise->every, r.batches));
+      last = step;
+    }
+  }
   if (!r.ok() || r.curve.empty()) return Status::ok();
   auto same = [](double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); };
   if (r.window > 0) {

@@ -315,6 +315,17 @@ Status non_negative(const std::optional<double>& v, const char* key, const std::
   return Status::ok();
 }
 
+// A cell's key describes the machine part its target runs on: a CPU target's key is of kind cpu, a GPU
+// target's of kind gpu (a GPU key on a CPU cell would compare GPUs for a cell the CPU computed).
+Status key_fits_target(const Baseline& b, const std::string& key, const std::string& target, const std::string& path) {
+  const std::string want = json_fields::str(entry_key(Results{}, target), "kind", "");
+  const std::string have = json_fields::str(b.keys.at(key), "kind", "");
+  if (!want.empty() && have != want)
+    return Status::invalid(fmt::format("{} \"{}\" is a key of kind {}, but a cell of {} has a key of kind {}", json_path(path, "key"),
+                                       key, have.substr(0, 20), target.substr(0, 80), want));
+  return Status::ok();
+}
+
 Status cell_from_json(const nlohmann::json& j, const std::string& path, const Baseline& b, BaselineCell* c) {
   DETAUDIT_RETURN_IF_ERROR(check_json(j, T::kObject, path));
   DETAUDIT_RETURN_IF_ERROR(only_known(j,
@@ -341,6 +352,7 @@ Status cell_from_json(const nlohmann::json& j, const std::string& path, const Ba
   if (!b.keys.count(c->key)) {
     return Status::invalid(json_path(path, "key") + " names no entry of \"keys\" (got \"" + c->key + "\")");
   }
+  DETAUDIT_RETURN_IF_ERROR(key_fits_target(b, c->key, c->target, path));
   if (!parse_obs_status(status, &c->status)) {
     return Status::invalid(json_path(path, "status") + " must be ok, crashed, timeout, skipped or error (got \"" +
                            status + "\")");
@@ -437,6 +449,22 @@ Status training_from_json(const nlohmann::json& j, const std::string& path, cons
   if (!b.keys.count(t->key)) {
     return Status::invalid(json_path(path, "key") + " names no entry of \"keys\" (got \"" + t->key + "\")");
   }
+  DETAUDIT_RETURN_IF_ERROR(key_fits_target(b, t->key, t->target, path));
+  // Initial weights and nondeterminism are the condition's: (a), (b) random; (c), (d), (e) fixed; (a), (c)
+  // nondeterministic.
+  static const std::string kConditions = "abcde";
+  if (t->condition.size() != 1 || kConditions.find(t->condition) == std::string::npos)
+    return Status::invalid(fmt::format("{} must be one of a, b, c, d, e (got \"{}\")", json_path(path, "condition"),
+                                       t->condition.substr(0, 20)));
+  const bool random = t->condition == "a" || t->condition == "b", nondet = t->condition == "a" || t->condition == "c";
+  if (!t->init.empty() && t->init != (random ? "random" : "fixed"))
+    return Status::invalid(fmt::format("{} is \"{}\", but condition ({}) starts from {} initial weights",
+                                       json_path(path, "init"), t->init.substr(0, 20), t->condition,
+                                       random ? "random" : "fixed"));
+  if (!t->determinism.empty() && t->determinism != (nondet ? "off" : "on"))
+    return Status::invalid(fmt::format("{} is \"{}\", but condition ({}) runs with determinism {}",
+                                       json_path(path, "determinism"), t->determinism.substr(0, 20), t->condition,
+                                       nondet ? "off" : "on"));
   t->n = j["n"].get<int>();
   const auto& runs = j["runs"];
   std::set<std::pair<uint64_t, int>> seen;
@@ -488,18 +516,32 @@ Status baseline_from_json(const nlohmann::json& j, Baseline* out) {
       !(st = check_key(j, "source", T::kObject, true, "")) || !(st = check_key(j, "keys", T::kObject, true, "")) ||
       !(st = check_key(j, "entries", T::kArray, true, "")) || !(st = check_key(j, "training", T::kArray, false, "")))
     return st;
+  if (!is_utc_iso8601(b.created_at) || b.created_at > utc_iso8601(std::time(nullptr) + 86400))
+    return Status::invalid(fmt::format("created_at '{}' is not a time (YYYY-MM-DDTHH:MM:SSZ, not in the future)",
+                                       b.created_at.substr(0, 40)));
   const auto& src = j["source"];
+  // Where its bits came from: the results directory and when that run started (what check names).
+  DETAUDIT_RETURN_IF_ERROR(only_known(src, {"dir", "command", "started_at", "finished_at", "plan"}, "source"));
+  for (const char* k : {"dir", "started_at"})
+    if (!src.contains(k)) return Status::invalid(fmt::format("source.{} is missing (a baseline says where its bits came from)", k));
   if (Status st; !(st = string_key(src, "dir", false, "source", &b.source_dir)) ||
                  !(st = string_key(src, "command", false, "source", &b.source_command)) ||
                  !(st = string_key(src, "started_at", false, "source", &b.source_started_at)) ||
                  !(st = string_key(src, "finished_at", false, "source", &b.source_finished_at)) ||
                  !(st = check_key(src, "plan", T::kObject, false, "source")))
     return st;
+  DETAUDIT_RETURN_IF_ERROR(check_run_times(b.source_started_at, b.source_finished_at, "source"));
+  if (b.source_dir.empty()) return Status::invalid("source.dir is empty (a baseline says where its bits came from)");
   if (src.contains("plan") && !src["plan"].empty()) b.source_plan = src["plan"];
   for (auto& [id, k] : j["keys"].items()) {
     if (Status st; !(st = check_json(k, T::kObject, json_path("keys", id))) ||
                    !(st = check_key(k, "kind", T::kString, true, json_path("keys", id))))
       return st;
+    // A key's name is its kind and the hash of what it holds: an edited key no longer has its name.
+    if (key_id(k) != id)
+      return Status::invalid(fmt::format("{} holds what {} is the name of, not what its own name says: the key was "
+                                         "edited",
+                                         json_path("keys", id), key_id(k)));
     b.keys[id] = k;
   }
   const auto& entries = j["entries"];

@@ -3,9 +3,12 @@
 #include <fmt/format.h>
 
 #include <map>
+#include <set>
 #include <tuple>
 
+#include "probes/registry.hpp"
 #include "probes/spec.hpp"
+#include "probes/workload.hpp"
 
 namespace detaudit {
 
@@ -19,14 +22,104 @@ Status canonical(std::string* text, bool target, const std::string& field) {
   return Status::ok();
 }
 
+// The specs a plan names, canonical, each once.
+Status canonical_list(nlohmann::json* list, bool target, const std::string& field, std::set<std::string>* out) {
+  for (size_t i = 0; i < list->size(); ++i) {
+    std::string text = (*list)[i].get<std::string>();
+    DETAUDIT_RETURN_IF_ERROR(canonical(&text, target, fmt::format("{}[{}]", field, i)));
+    if (!out->insert(text).second) return Status::invalid(fmt::format("{}[{}]: {} is named twice", field, i, text));
+    (*list)[i] = text;
+  }
+  return Status::ok();
+}
+
+// What a cell of a results file can be checked against, beyond its own counts (contract/observation.hpp):
+// its plan, its workload's size, and the run's own time.
+Status check_cell_against_run(const Observation& o, const Results& r, const std::set<std::string>& plan_targets,
+                              const std::set<std::string>& plan_workloads, const std::string& at) {
+  Spec w, t;
+  if (!parse_workload(o.workload, &w) || !parse_target(o.target, &t)) return Status::ok();  // refused before
+  const BackendEntry* be = find_backend(t.name);
+  const bool imported = be && be->imported;
+  const bool import_plan = r.plan.value("suite", "") == "import";
+  // A probe plan's cell: a target and a workload the plan names, repeated as often as it says. Cells of
+  // imported outputs join any probe run (detaudit import --out): in an import's own plan, they are its cells,
+  // at most as many repeats as it says.
+  if (r.plan.contains("targets") && (!imported || import_plan)) {
+    if (!plan_targets.count(o.target))
+      return Status::invalid(fmt::format("{}.target {} is not a target of the plan", at, o.target));
+    if (r.plan.contains("workloads") && !plan_workloads.count(o.workload))
+      return Status::invalid(fmt::format("{}.workload {} is not a workload of the plan", at, o.workload));
+    if (r.plan.contains("repeats") && o.status != ObsStatus::kSkipped) {
+      const int64_t planned = r.plan["repeats"].get<int64_t>();
+      if (import_plan ? o.repeats > planned : o.repeats != planned)
+        return Status::invalid(fmt::format("{}.repeats is {}, but the plan repeats each cell {}{} times", at, o.repeats,
+                                           import_plan ? "at most " : "", planned));
+    }
+  }
+  // The oracle's counts are counts of the output's elements.
+  if (o.oracle) {
+    const auto wl = Workload::create(w);
+    const uint64_t elems = wl ? uint64_t(wl->output_elems()) : 0;
+    uint64_t hist = 0;
+    for (uint64_t c : o.oracle->ratio_hist) hist += c;
+    if (wl && o.oracle->mismatched > elems)
+      return Status::invalid(fmt::format("{}.oracle.mismatched is {}, more than the {} elements of {}'s output", at,
+                                         o.oracle->mismatched, elems, o.workload));
+    if (wl && !o.oracle->ratio_hist.empty() && hist != elems)
+      return Status::invalid(fmt::format("{}.oracle.ratio_hist counts {} elements, but {}'s output has {}", at, hist,
+                                         o.workload, elems));
+  }
+  // A cell this run ran took no longer than the run (times to the second, so 2 s of slack).
+  const auto started = iso8601_seconds(r.started_at), finished = iso8601_seconds(r.finished_at);
+  if (!imported && started && finished) {
+    double total = 0;
+    for (double x : o.seconds) total += x;
+    if (total > double(*finished - *started) + 2)
+      return Status::invalid(fmt::format("{}.seconds add up to {:.1f} s, longer than the run ({} to {})", at, total,
+                                         r.started_at, r.finished_at));
+  }
+  return Status::ok();
+}
+
+// A training run's identity against itself and its design: its key is condition|target|seed|replicate, its
+// base target one of the design's, its target that base's variant for its condition.
+Status check_run_identity(const TrainingRun& t, const std::string& written_target, const std::set<std::string>& design,
+                          const std::string& at) {
+  if (!t.key.empty() && t.key != fmt::format("{}|{}|{}|{}", t.condition, t.target, t.seed, t.replicate) &&
+      t.key != fmt::format("{}|{}|{}|{}", t.condition, written_target, t.seed, t.replicate))
+    return Status::invalid(fmt::format("{}.key \"{}\" is not its condition|target|seed|replicate ({}|{}|{}|{})", at,
+                                       t.key.substr(0, 80), t.condition, t.target, t.seed, t.replicate));
+  if (t.base_target.empty()) return Status::ok();
+  if (!design.empty() && !design.count(t.base_target))
+    return Status::invalid(fmt::format("{}.base_target {} is not a target of the design", at, t.base_target));
+  Spec base, det, nondet;
+  if (!parse_target(t.base_target, &base)) return Status::ok();  // refused before
+  if (Status st = training_variants(base, &det, &nondet); !st) return st.prefixed(at + ".base_target: ");
+  const Spec& want = t.nondeterministic ? nondet : det;
+  if (t.target != want.str())
+    return Status::invalid(fmt::format("{}.target {} is not {}'s {}deterministic variant ({})", at, t.target,
+                                       t.base_target, t.nondeterministic ? "non" : "", want.str()));
+  return Status::ok();
+}
+
 }  // namespace
 
 Status canonicalize_specs(Results* r, const std::string& path) {
+  std::set<std::string> plan_targets, plan_workloads, design_targets;
+  if (r->plan.contains("targets"))
+    DETAUDIT_RETURN_IF_ERROR(canonical_list(&r->plan["targets"], true, path + ": plan.targets", &plan_targets));
+  if (r->plan.contains("workloads"))
+    DETAUDIT_RETURN_IF_ERROR(canonical_list(&r->plan["workloads"], false, path + ": plan.workloads", &plan_workloads));
+  if (r->plan.contains("design") && r->plan["design"].contains("targets"))
+    DETAUDIT_RETURN_IF_ERROR(
+        canonical_list(&r->plan["design"]["targets"], true, path + ": plan.design.targets", &design_targets));
   for (size_t i = 0; i < r->observations.size(); ++i) {
     Observation& o = r->observations[i];
     const std::string at = fmt::format("{}: observations[{}]", path, i);
     DETAUDIT_RETURN_IF_ERROR(canonical(&o.target, true, at + ".target"));
     DETAUDIT_RETURN_IF_ERROR(canonical(&o.workload, false, at + ".workload"));
+    DETAUDIT_RETURN_IF_ERROR(check_cell_against_run(o, *r, plan_targets, plan_workloads, at));
   }
   // One cell, one observation: a second would let the file say two things of it (spelled alike once
   // canonical).
@@ -49,8 +142,10 @@ Status canonicalize_specs(Results* r, const std::string& path) {
   for (size_t i = 0; i < r->training.size(); ++i) {
     TrainingRun& t = r->training[i];
     const std::string at = fmt::format("{}: training[{}]", path, i);
+    const std::string written = t.target;
     DETAUDIT_RETURN_IF_ERROR(canonical(&t.target, true, at + ".target"));
     if (!t.base_target.empty()) DETAUDIT_RETURN_IF_ERROR(canonical(&t.base_target, true, at + ".base_target"));
+    DETAUDIT_RETURN_IF_ERROR(check_run_identity(t, written, design_targets, at));
   }
   return Status::ok();
 }

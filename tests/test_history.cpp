@@ -387,7 +387,7 @@ TEST(History, MigratesFromVersion1KeepingItsRunsAndCells) {
   ASSERT_EQ(sql_int(db, "PRAGMA user_version"), 1);
   std::string err;
   Results r = results("2026-11-30T12:00:00Z", "h", fp('a'));
-  r.training = {training_run({{"key", "k"}, {"condition", "d"}, {"target", "cpu"}, {"seed", 1000}, {"replicate", 0},
+  r.training = {training_run({{"key", "d|cpu|1000|0"}, {"condition", "d"}, {"target", "cpu"}, {"seed", 1000}, {"replicate", 0},
                                {"status", "ok"}, {"final_loss", 0.5}, {"curve", {0.5}}})};
   const int64_t old_cells = sql_int(db, "SELECT count(*) FROM cells");
   ASSERT_GT(old_cells, 0);

@@ -145,6 +145,70 @@ TEST(TrainCli, Sony2021DesignWritesRunsAnalysisAndReports) {
   fs::remove(dir / "report.md");
   EXPECT_EQ(run_cli("report " + dir.string()).code, 0);
   EXPECT_NE(slurp(dir / "report.md").find("## Training verdict"), std::string::npos);
+
+  // What a run says of itself and of its design holds: each edit of this real file is refused by report,
+  // in one line naming the field.
+  const std::string text = slurp(dir / "results.json");
+  const auto real = nlohmann::json::parse(text);
+  size_t e = 0;
+  while (e < real["training"].size() && real["training"][e]["condition"] != "e") ++e;
+  ASSERT_LT(e, real["training"].size());
+  ASSERT_EQ(real["training"][0]["condition"], "a");
+  ASSERT_EQ(real["plan"]["runs"], 14);
+  const std::string atomic = "cpu?order=atomic&threads=2&isa=auto", blocked = "cpu?order=blocked&threads=2&isa=auto";
+  struct Lie {
+    std::string name, says;
+    std::function<void(nlohmann::json&)> edit;
+  };
+  const std::vector<Lie> lies = {
+      {"key", "training[0].key \"a|" + atomic + "|1001|0\" is not its condition|target|seed|replicate",
+       [&](nlohmann::json& j) { j["training"][0]["key"] = "a|" + atomic + "|1001|0"; }},
+      {"base", "training[0].base_target cpu?order=blocked&threads=1&isa=auto is not a target of the design",
+       [](nlohmann::json& j) { j["training"][0]["base_target"] = "cpu?threads=1"; }},
+      {"variant", "training[0].target " + blocked + " is not " + blocked + "'s nondeterministic variant (" + atomic + ")",
+       [&](nlohmann::json& j) {
+         j["training"][0]["target"] = blocked;
+         j["training"][0]["key"] = "a|" + blocked + "|1000|0";
+       }},
+      {"noise-every", "plan.design.noise_every must be", [](nlohmann::json& j) { j["plan"]["design"]["noise_every"] = -1; }},
+      {"noise-twice", "training[0].noise.points[1].step is 1: noise is measured once",
+       [](nlohmann::json& j) { j["training"][0]["noise"]["points"][1]["step"] = 1; }},
+      {"noise-beyond", "training[0].noise.points[2].step is 13",
+       [](nlohmann::json& j) { j["training"][0]["noise"]["points"][2]["step"] = 13; }},
+      {"noise-interval", "training[0].noise.every is 2, but the design measures noise every 4 batches",
+       [](nlohmann::json& j) { j["training"][0]["noise"]["every"] = 2; }},
+      {"label", "training[0].phases.label must be one of",
+       [](nlohmann::json& j) { j["training"][0]["phases"]["label"] = "quadriphasic"; }},
+      {"escape", "training[0].phases.escape_step is set, but a too short to tell curve has no escape",
+       [](nlohmann::json& j) { j["training"][0]["phases"]["escape_step"] = 5; }},
+      {"nudge-elsewhere", "training[0].nudge is set, but only condition (e) nudges a weight",
+       [&](nlohmann::json& j) { j["training"][0]["nudge"] = j["training"][e]["nudge"]; }},
+      {"nudge-index", "nudge.index is 5, but run", [&](nlohmann::json& j) { j["training"][e]["nudge"]["index"] = 5; }},
+      {"nudge-ulp", "is not one float moved by one ULP toward +infinity",
+       [&](nlohmann::json& j) { j["training"][e]["nudge"]["to"] = j["training"][e]["nudge"]["from"].get<double>() + 1; }},
+      {"runs-beyond", "plan.runs is 15, more than the 14 runs its design has",
+       [](nlohmann::json& j) { j["plan"]["runs"] = 15; }},
+      {"runs-fewer", "training holds 14 runs, more than the plan's 13", [](nlohmann::json& j) { j["plan"]["runs"] = 13; }},
+      {"design-field", "plan.design.extra is not a field of a training design",
+       [](nlohmann::json& j) { j["plan"]["design"]["extra"] = 1; }},
+      {"conditions", "plan.design.conditions is \"abcdd\"", [](nlohmann::json& j) { j["plan"]["design"]["conditions"] = "abcdd"; }},
+      {"prednet-config", "plan.design.prednet_config is set, but the model is not prednet",
+       [](nlohmann::json& j) { j["plan"]["design"]["prednet_config"] = "quick"; }},
+      {"seconds", "training[0].seconds is 1e+300: a run's time is at most a year",
+       [](nlohmann::json& j) { j["training"][0]["seconds"] = 1e300; }},
+  };
+  for (const Lie& l : lies) {
+    nlohmann::json j = real;
+    l.edit(j);
+    const fs::path lied = dir.string() + "-" + l.name;
+    fs::create_directories(lied);
+    std::ofstream(lied / "results.json") << j.dump(1);
+    CliRun rep = run_cli("report " + lied.string());
+    EXPECT_EQ(rep.code, 2) << l.name << ": " << rep.err;
+    EXPECT_NE(rep.err.find(l.says), std::string::npos) << l.name << ": " << rep.err;
+    EXPECT_EQ(std::count(rep.err.begin(), rep.err.end(), '\n'), 1) << rep.err;
+    fs::remove_all(lied);
+  }
 }
 
 // `train prednet`: the same design, resume and reports on PredNet (here its tiny configuration, a

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "contract/results.hpp"
+#include "gates/baseline.hpp"
 #include "gates/fleet.hpp"
 #include "gates/history.hpp"
 #include "probes/env.hpp"
@@ -221,7 +222,7 @@ TEST(Lies, AFileThatSaysTwoThingsIsRefused) {
            {schema_twice, "the key \"schema\" appears twice in one object"},
            {nul, "a NUL byte: JSON text holds none"},
            {unknown, "observations[0].verdcit is not a field of an observation"},
-           {negative, "observations[0].seconds[1] is -0.5: a time is a finite number of seconds, 0 or more"},
+           {negative, "observations[0].seconds[1] is -0.5: a time is a number of seconds from 0 to a year"},
            {twice, "observations[1] is the cell"}}) {
     for (const std::string& cmd : {"check " + dir + " --baseline " + (good / "baseline.json").string() + " --no-history",
                                    "report " + dir, "compare " + good.string() + " " + dir}) {
@@ -346,7 +347,7 @@ TEST(Lies, AStoredVerdictIsNotEvidence) {
 TEST(Lies, ContradictionsInsideAResultsFileAreRefused) {
   fs::path d = fresh_dir("lies-counts");
   Results base = one_cell(true);
-  base.training = {training_run({{"key", "k"}, {"condition", "d"}, {"target", "cpu"}, {"seed", 1000},
+  base.training = {training_run({{"key", "d|cpu|1000|0"}, {"condition", "d"}, {"target", "cpu"}, {"seed", 1000},
                                  {"replicate", 0}, {"status", "ok"}, {"final_loss", 0.5}, {"curve", {0.5}},
                                  {"weights_fingerprint", test::fingerprint('e')}, {"seconds", 1.0}})};
   const fs::path good = save(d, "good", base);
@@ -406,13 +407,80 @@ TEST(Lies, ContradictionsInsideAResultsFileAreRefused) {
   fs::remove_all(d);
 }
 
+// A cell is a cell of its plan, of its workload's size and of the run's time: a plan of nothing, a spec no
+// version parses, a cell or repeat count the plan does not hold, oracle counts beyond the output's elements,
+// times beyond a year or beyond the run, and fields no machine description has are refused by every command.
+TEST(Lies, ACellOutsideItsPlanOrBeyondItsOutputIsRefused) {
+  fs::path d = fresh_dir("lies-plan");
+  Results base = one_cell(true);
+  const std::string t = base.observations[0].target;
+  base.plan = {{"suite", "quick"}, {"targets", {t}}, {"workloads", {kW}}, {"repeats", 2}, {"timeout_s", 60}};
+  base.started_at = "2026-12-04T00:00:00Z";
+  base.finished_at = "2026-12-04T00:00:10Z";
+  base.observations[0].seconds = {0.5, 0.5};
+  const fs::path good = save(d, "good", base);
+  ASSERT_EQ(run_cli("report " + good.string()).code, 0);
+  const std::string text = slurp(good / "results.json");
+  struct Case {
+    std::string name, says;
+    std::function<void(nlohmann::json&)> lie;
+  };
+  const std::vector<Case> cases = {
+      {"no-targets", "plan.targets is empty", [](nlohmann::json& j) { j["plan"]["targets"] = nlohmann::json::array(); }},
+      {"bad-target", "plan.targets[0]: ", [](nlohmann::json& j) { j["plan"]["targets"] = {"cpu?bogus=1"}; }},
+      {"target-twice", "plan.targets[1]: ",
+       [&](nlohmann::json& j) { j["plan"]["targets"] = {t, t}; }},
+      {"bad-workload", "plan.workloads[0]: ", [](nlohmann::json& j) { j["plan"]["workloads"] = {"matmul?m=0"}; }},
+      {"other-target", "observations[0].target " + t + " is not a target of the plan",
+       [](nlohmann::json& j) { j["plan"]["targets"] = {"cpu-ref"}; }},
+      {"other-workload", "is not a workload of the plan",
+       [](nlohmann::json& j) { j["plan"]["workloads"] = {"reduce?op=sum&n=2000&dist=uniform&seed=1"}; }},
+      {"plan-repeats", "observations[0].repeats is 2, but the plan repeats each cell 3 times",
+       [](nlohmann::json& j) { j["plan"]["repeats"] = 3; }},
+      {"plan-field", "plan.timeout is not a field of a plan", [](nlohmann::json& j) { j["plan"]["timeout"] = 60; }},
+      {"mismatched", "observations[0].oracle.mismatched is 2, more than the 1 elements",
+       [](nlohmann::json& j) { j["observations"][0]["oracle"] = {{"max_ulp", 1}, {"max_rel_err", 0.1}, {"mismatched", 2}}; }},
+      {"hist", "observations[0].oracle.ratio_hist counts 3 elements, but",
+       [](nlohmann::json& j) {
+         std::vector<uint64_t> h(kRatioBuckets, 0);
+         h[0] = 3;
+         j["observations"][0]["oracle"] = {{"max_ulp", 0},   {"max_rel_err", 0.0}, {"mismatched", 0},
+                                           {"err_ratio", 0.0}, {"agree_bits", 24.0}, {"bound_k", 1000},
+                                           {"ratio_hist", h}};
+       }},
+      {"huge-seconds", "observations[0].seconds[0] is 1e+300: a time is a number of seconds from 0 to a year",
+       [](nlohmann::json& j) { j["observations"][0]["seconds"] = {1e300, 0.5}; }},
+      {"longer-than-run", "observations[0].seconds add up to 30.0 s, longer than the run",
+       [](nlohmann::json& j) { j["observations"][0]["seconds"] = {15.0, 15.0}; }},
+      {"gpu-field", "machine.gpus[0].bogus is not a field of a machine's gpus entry",
+       [](nlohmann::json& j) { j["machine"]["gpus"] = {{{"index", 0}, {"name", "GPU"}, {"bogus", 1}}}; }},
+      {"gpu-shape", "machine.gpus[0].name is missing", [](nlohmann::json& j) { j["machine"]["gpus"] = {{{"index", 0}}}; }},
+      {"cache-field", "machine.caches[0].kind is not a field",
+       [](nlohmann::json& j) { j["machine"]["caches"] = {{{"level", 1}, {"kind", "data"}}}; }},
+  };
+  for (const Case& c : cases) {
+    nlohmann::json j = nlohmann::json::parse(text);
+    c.lie(j);
+    fs::create_directories(d / c.name);
+    std::ofstream(d / c.name / "results.json") << j.dump(1);
+    for (const std::string& cmd : {"report " + (d / c.name).string(), "baseline save " + (d / c.name).string(),
+                                   "compare " + good.string() + " " + (d / c.name).string()}) {
+      CliRun r = run_cli(cmd);
+      EXPECT_EQ(r.code, 2) << c.name << ": " << cmd << "\n" << r.out << r.err;
+      EXPECT_NE(r.err.find(c.says), std::string::npos) << c.name << ": " << r.err;
+      EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    }
+  }
+  fs::remove_all(d);
+}
+
 // A baseline is reviewed by people and trusted by check: the same cell twice, impossible numbers, specs no
 // detaudit writes, invented fields and a summary its runs do not give are refused.
 TEST(Lies, ABaselineThatContradictsItselfIsRefused) {
   fs::path d = fresh_dir("lies-baseline");
   Results r = one_cell(true);
   for (uint64_t seed : {1000u, 1001u})
-    r.training.push_back(training_run({{"key", "k" + std::to_string(seed)}, {"condition", "d"}, {"target", "cpu"},
+    r.training.push_back(training_run({{"key", "d|cpu|" + std::to_string(seed) + "|0"}, {"condition", "d"}, {"target", "cpu"},
                                        {"seed", seed}, {"replicate", 0}, {"status", "ok"},
                                        {"final_loss", 0.25 * double(seed - 999)}, {"curve", {0.25 * double(seed - 999)}},
                                        {"weights_fingerprint", test::fingerprint('e')}}));
@@ -447,6 +515,24 @@ TEST(Lies, ABaselineThatContradictsItselfIsRefused) {
        }},
       {"escape", "source.dir holds a control character (byte 0x1b)", [](nlohmann::json& j) { j["source"]["dir"] = "\x1b[2J"; }},
       {"train-target", "training[0].target is not a target spec", [](nlohmann::json& j) { j["training"][0]["target"] = "T"; }},
+      {"created", "created_at 'yesterday' is not a time", [](nlohmann::json& j) { j["created_at"] = "yesterday"; }},
+      {"source-empty", "source.dir is missing", [](nlohmann::json& j) { j["source"] = nlohmann::json::object(); }},
+      {"source-field", "source.note is not a field", [](nlohmann::json& j) { j["source"]["note"] = "x"; }},
+      {"source-time", "source: started_at 'soon' is not a time", [](nlohmann::json& j) { j["source"]["started_at"] = "soon"; }},
+      {"key-edited", "the key was edited",
+       [](nlohmann::json& j) {
+         for (auto& [id, k] : j["keys"].items()) k["tool_version"] = "9.9.9";
+       }},
+      {"gpu-key", "is a key of kind gpu, but a cell of",
+       [](nlohmann::json& j) {
+         const nlohmann::json k = {{"kind", "gpu"}, {"gpu", "NVIDIA H200"}, {"tool_version", "0"}};
+         j["keys"][key_id(k)] = k;
+         j["entries"][0]["key"] = key_id(k);
+       }},
+      {"init", "training[0].init is \"random\", but condition (d) starts from fixed initial weights",
+       [](nlohmann::json& j) { j["training"][0]["init"] = "random"; }},
+      {"determinism", "training[0].determinism is \"off\", but condition (d) runs with determinism on",
+       [](nlohmann::json& j) { j["training"][0]["determinism"] = "off"; }},
   };
   for (const Case& c : cases) {
     nlohmann::json j = nlohmann::json::parse(text);
