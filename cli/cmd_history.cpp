@@ -115,18 +115,6 @@ int changes_of(const std::vector<const CellTimeline*>& cell) {
   return n;
 }
 
-std::string shown_safely(const std::string& text) {
-  std::string out;
-  out.reserve(text.size());
-  for (char c : text) {
-    const auto u = static_cast<unsigned char>(c);
-    if ((u < 0x20 && c != '\n' && c != '\t') || u == 0x7f)
-      out += fmt::format("\\x{:02x}", u);
-    else
-      out += c;
-  }
-  return out;
-}
 
 std::string history_text(const HistoryArgs& a, const std::string& path, const HistoryQueryResult& q,
                          const HistoryFilter& f, const std::vector<std::vector<const CellTimeline*>>& cells,

@@ -40,6 +40,19 @@ int first_control_byte(const std::string& s, bool line_breaks) {
   return -1;
 }
 
+std::string shown_safely(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if ((u < 0x20 && c != '\n' && c != '\t') || u == 0x7f)
+      out += fmt::format("\\x{:02x}", u);
+    else
+      out += c;
+  }
+  return out;
+}
+
 bool is_utc_iso8601(const std::string& t) {
   static const char* const kShape = "dddd-dd-ddTdd:dd:ddZ";
   if (t.size() != std::strlen(kShape)) return false;

@@ -80,6 +80,9 @@ std::string utc_now_iso8601();
 std::string utc_iso8601(std::time_t t);
 // Seconds since the epoch of a time as results write it (is_utc_iso8601); nullopt for anything else.
 std::optional<int64_t> iso8601_seconds(const std::string& t);
+// The text with every byte first_control_byte finds (line breaks kept) written as \xNN: what a file or a
+// database holds reaches a terminal as text, never as an escape sequence.
+std::string shown_safely(const std::string& text);
 // The first byte of s that a terminal would act on (a C0 control character or DEL; with line_breaks, tab and
 // newline pass), or -1 when there is none: strings read from files are refused with it before they are shown.
 int first_control_byte(const std::string& s, bool line_breaks = false);

@@ -930,6 +930,33 @@ void add_sorted_unique(std::vector<std::string>* v, const std::string& x) {
 // not finish makes the cell's status its own (crashed, timeout, ...). The same filters as the cells:
 // target and workload names (exact or substring, as the probe cells matched them; a training cell's
 // workload matches on its own name), machine, since.
+// A history written by detaudit holds what detaudit writes; a row another program changed (a verdict no
+// detaudit gives, a fingerprint of other digits, a time that is no time, a negative count) is refused in one
+// line naming the run and the column, never shown as if it were a judgment.
+Status check_row(const CellRecord& c, const std::string& where) {
+  auto bad = [&](const char* column, const std::string& value, const char* what) {
+    return Status::invalid(fmt::format("{} (run {}, {} on {}): {} '{}' is not {} (the database was changed by "
+                                       "another program)",
+                                       where, c.run_id, shown_safely(c.workload.substr(0, 80)),
+                                       shown_safely(c.target.substr(0, 80)), column, shown_safely(value.substr(0, 40)),
+                                       what));
+  };
+  if (!std::any_of(std::begin(kRunKinds), std::end(kRunKinds), [&](RunKind k) { return c.kind == run_kind_name(k); }))
+    return bad("kind", c.kind, "a kind of run detaudit records");
+  if (!is_utc_iso8601(c.started_at)) return bad("started_at", c.started_at, "a time (YYYY-MM-DDTHH:MM:SSZ)");
+  if (Verdict v; !c.verdict.empty() && !parse_verdict(c.verdict, &v))
+    return bad("verdict", c.verdict, "PASS, FAIL, EXPECTED, WARN or SKIP");
+  if (ObsStatus st; !parse_obs_status(c.status, &st)) return bad("status", c.status, "ok, crashed, timeout, skipped or error");
+  if (c.repeats < 0) return bad("repeats", std::to_string(c.repeats), "a count");
+  if (c.distinct < 0 || c.distinct > std::max(c.repeats, 0))
+    return bad("distinct_outputs", std::to_string(c.distinct), "a count of at most its repeats");
+  for (auto& fp : c.fingerprints)
+    if (Fingerprint f; !Fingerprint::from_hex(fp, &f)) return bad("fingerprints", fp, "32 hex digits");
+  for (auto [column, v] : {std::pair{"err_ratio", c.err_ratio}, std::pair{"median_seconds", c.median_seconds}})
+    if (v && !(*v >= 0)) return bad(column, fmt::format("{}", *v), "a number of 0 or more");
+  return Status::ok();
+}
+
 Status query_training(Db& db, const HistoryFilter& f, const std::string& target_mode, const std::string& workload_mode,
                       const std::set<std::string>& machine_keys, const std::set<std::string>& hosts,
                       std::map<int64_t, nlohmann::json>* software, std::set<std::string>* used_machines,
@@ -987,6 +1014,14 @@ Status query_training(Db& db, const HistoryFilter& f, const std::string& target_
     }
     Acc& a = accs[it->second];
     const std::string status = s.text(15);
+    {
+      CellRecord row = a.c;
+      row.status = status;
+      row.repeats = int(std::min<int64_t>(s.integer(14), INT32_MAX));
+      if (!s.text(16).empty()) row.fingerprints = {s.text(16)};
+      if (s.integer(13) < 0 || s.integer(14) < 0) row.repeats = -1;  // seed and replicate are counts
+      DETAUDIT_RETURN_IF_ERROR(check_row(row, db.error("training")));
+    }
     if (status != "ok" && a.failed.empty()) a.failed = status;
     a.runs.push_back(fmt::format("{}/{} {}", s.integer(13), s.integer(14), s.text(16)));
   }
@@ -1053,6 +1088,13 @@ Status query_history(const std::string& db_path, const HistoryFilter& f, History
       m.first_seen = s.text(5);
       m.last_seen = s.text(6);
       m.runs = int(s.integer(7));
+      if (s.integer(3) < 0 || !is_utc_iso8601(m.first_seen) || !is_utc_iso8601(m.last_seen))
+        return Status::invalid(db.error(fmt::format("machines ({}): cores {}, first_seen '{}', last_seen '{}' are not "
+                                                    "a count and two times (the database was changed by another "
+                                                    "program)",
+                                                    shown_safely(m.key.substr(0, 40)), s.integer(3),
+                                                    shown_safely(m.first_seen.substr(0, 40)),
+                                                    shown_safely(m.last_seen.substr(0, 40)))));
       machines[m.key] = m;
     }
     if (rc != SQLITE_DONE) {
@@ -1143,6 +1185,7 @@ Status query_history(const std::string& db_path, const HistoryFilter& f, History
     c.fingerprints = split_spaces(s.text(16));
     c.err_ratio = s.real(17);
     c.median_seconds = s.real(18);
+    DETAUDIT_RETURN_IF_ERROR(check_row(c, db.error("cells")));
     used_machines.insert(c.machine_key);
     out->cells.push_back(std::move(c));
   }

@@ -5,6 +5,7 @@
 // `qualify --list` of a plan the run refuses, and `--format json` forms that printed nothing on a parse
 // error.
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -572,6 +573,51 @@ TEST(Unseen, HistoryNeverPrintsAControlCharacterRaw) {
   EXPECT_EQ(h.code, 0) << h.err;
   EXPECT_EQ(h.out.find('\x1b'), std::string::npos) << h.out;
   EXPECT_NE(h.out.find("evil\\x1b[2Jhost"), std::string::npos) << h.out;
+  fs::remove_all(d);
+}
+
+// A history another program changed is refused in one line naming the run and the column, never shown as
+// if its values were judgments: a verdict no detaudit gives, a fingerprint of other digits, a time that is
+// no time, negative counts, a run kind detaudit has not, a training row's bad fingerprint or seed.
+TEST(Unseen, AHistoryChangedByAnotherProgramIsRefused) {
+  fs::path d = fresh_dir("unseen-history-edited");
+  fs::create_directories(d);
+  Results r = one_cell(true);
+  r.training = {training_run({{"key", "d|cpu|1000|0"}, {"condition", "d"}, {"target", "cpu"}, {"seed", 1000},
+                              {"replicate", 0}, {"status", "ok"}, {"final_loss", 0.5}, {"curve", {0.5}},
+                              {"model", "autoencoder"}, {"design", "sony2021"},
+                              {"weights_fingerprint", test::fingerprint('e')}})};
+  const std::string good = (d / "good.db").string();
+  ASSERT_TRUE(record_run(good, RunKind::kProbe, r, (d / "r").string(), 0).is_ok());
+  ASSERT_EQ(run_cli("history --history " + good).code, 0);
+  const std::pair<const char*, const char*> edits[] = {
+      {"UPDATE cells SET verdict = 'MAYBE'", "verdict 'MAYBE' is not PASS, FAIL, EXPECTED, WARN or SKIP"},
+      {"UPDATE cells SET fingerprints = 'zz'", "fingerprints 'zz' is not 32 hex digits"},
+      {"UPDATE runs SET started_at = 'garbage'", "started_at 'garbage' is not a time"},
+      {"UPDATE cells SET repeats = -3", "repeats '-3' is not a count"},
+      {"UPDATE cells SET distinct_outputs = 9", "distinct_outputs '9' is not a count of at most its repeats"},
+      {"UPDATE cells SET status = 'fine'", "status 'fine' is not ok, crashed"},
+      {"UPDATE cells SET median_seconds = -1", "median_seconds '-1' is not a number of 0 or more"},
+      {"UPDATE training SET weights_fingerprint = 'zz'", "fingerprints 'zz' is not 32 hex digits"},
+      {"UPDATE training SET seed = -1", "is not a count"},
+      {"UPDATE machines SET cores = -4", "cores -4"},
+      {"UPDATE cells SET verdict = 'P' || char(27) || '[2J'", "verdict 'P\\x1b[2J'"},
+  };
+  int i = 0;
+  for (auto [sql, says] : edits) {
+    const std::string db = (d / ("edited" + std::to_string(i++) + ".db")).string();
+    fs::copy_file(good, db);
+    sqlite3* h = nullptr;
+    ASSERT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(h, sql, nullptr, nullptr, nullptr), SQLITE_OK) << sql << ": " << sqlite3_errmsg(h);
+    sqlite3_close(h);
+    CliRun res = run_cli("history --history " + db);
+    EXPECT_EQ(res.code, 2) << sql << ": " << res.out << res.err;
+    EXPECT_NE(res.err.find(says), std::string::npos) << sql << ": " << res.err;
+    EXPECT_NE(res.err.find("changed by another program"), std::string::npos) << res.err;
+    EXPECT_EQ(res.err.find('\x1b'), std::string::npos) << res.err;
+    EXPECT_EQ(res.out.find('\x1b'), std::string::npos) << res.out;
+  }
   fs::remove_all(d);
 }
 
