@@ -591,6 +591,24 @@ Status read_header(const Trace& t, const nlohmann::json& j, Trace* out) {
                                                "data_fingerprint", "layers", "steps"});
       !k.empty())
     return Status::invalid(t.path + ":1: design." + k.substr(0, 40) + " is not a field of a trace's design");
+  // The version that wrote it: a version string as detaudit writes one (digits, dots, a suffix), no other value.
+  {
+    const auto v = j.find("tool_version");
+    const std::string version = v != j.end() && v->is_string() ? v->get<std::string>() : "";
+    if (version.empty() || version.size() > 40 || !std::all_of(version.begin(), version.end(), [](char c) {
+          return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '+';
+        }))
+      return Status::invalid(t.path + ":1: the header's tool_version is missing or not a version (digits, letters, . - +)");
+  }
+  for (const char* k : {"backend"})
+    if (auto b = j.find(k); b != j.end() && !b->is_string())
+      return Status::invalid(fmt::format("{}:1: the header's {} must be a string", t.path, k));
+  if (auto det = j.find("details"); det != j.end()) {
+    if (!det->is_object()) return Status::invalid(t.path + ":1: the header's details must be an object of strings");
+    for (auto& item : det->items())
+      if (!item.value().is_string())
+        return Status::invalid(t.path + ":1: the header's details must be an object of strings");
+  }
   // Its strings are shown on a terminal and in the reports: no control character.
   std::vector<std::string> shown = {out->side.target};
   if (auto b = j.find("backend"); b != j.end() && b->is_string()) shown.push_back(b->get<std::string>());

@@ -418,6 +418,20 @@ Status load_manifest(const std::string& dir, std::vector<ManifestWorkload>* out)
                     "layout and oracle may differ)",
                     path, version.is_string() ? version.get<std::string>() : version.dump(), DETAUDIT_VERSION));
   }
+  // The manifest is detaudit's, whole: its header as export writes it (the conventions are what a framework
+  // reads the files by, so an edited or missing one would have it read them otherwise), no other key.
+  if (const std::string k = unknown_field(j, {"schema", "tool", "tool_version", "tool_commit", "created_at",
+                                              "conventions", "workloads"});
+      !k.empty())
+    return Status::invalid(fmt::format("{}: \"{}\" is not a key of an export manifest", path, shown_safely(k.substr(0, 40))));
+  if (j.value("tool", Json()) != "detaudit")
+    return Status::invalid(fmt::format("{}: \"tool\" is {}, not \"detaudit\"", path, shown_safely(j.value("tool", Json()).dump().substr(0, 40))));
+  if (!j.contains("tool_commit") || !j["tool_commit"].is_string())
+    return Status::invalid(path + ": \"tool_commit\" must be a string");
+  if (!j.contains("created_at") || !j["created_at"].is_string() || !is_utc_iso8601(j["created_at"].get<std::string>()))
+    return Status::invalid(path + ": \"created_at\" must be a time (YYYY-MM-DDTHH:MM:SSZ)");
+  if (j.value("conventions", Json()) != Json::parse(OrderedJson(conventions()).dump()))
+    return Status::invalid(path + ": \"conventions\" is not what this detaudit exports (edited or removed): export again");
   const Json ws = j.value("workloads", Json());
   if (!ws.is_array() || ws.empty()) {
     return Status::invalid(path + ": \"workloads\" must be a non-empty array");

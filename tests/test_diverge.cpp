@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -348,6 +349,21 @@ TEST(Diverge, BadInputExitsTwoWithOneLine) {
     std::ofstream(noted) << h.dump() << "\n" << good.substr(good.find('\n') + 1);
     st = compare_traces(bl.opt.trace_a, noted.string(), &r);
     EXPECT_NE(st.message().find("\"note\" is not a field of a trace's header"), std::string::npos) << st.message();
+    // A header whose version, backend or details are of another kind than a header writes.
+    const std::pair<std::function<void(nlohmann::json&)>, const char*> header_lies[] = {
+        {[](nlohmann::json& x) { x["tool_version"] = 5; }, "tool_version is missing or not a version"},
+        {[](nlohmann::json& x) { x.erase("tool_version"); }, "tool_version is missing or not a version"},
+        {[](nlohmann::json& x) { x["tool_version"] = "0.1 (patched)"; }, "tool_version is missing or not a version"},
+        {[](nlohmann::json& x) { x["backend"] = 3; }, "the header's backend must be a string"},
+        {[](nlohmann::json& x) { x["details"] = {{"isa", 2}}; }, "the header's details must be an object of strings"},
+    };
+    for (auto& [lie, says] : header_lies) {
+      auto hl = nlohmann::json::parse(header);
+      lie(hl);
+      std::ofstream(noted) << hl.dump() << "\n" << good.substr(good.find('\n') + 1);
+      st = compare_traces(bl.opt.trace_a, noted.string(), &r);
+      EXPECT_NE(st.message().find(says), std::string::npos) << st.message();
+    }
     // Cut inside its last step (one record fewer), its end line edited to match.
     std::vector<std::string> lines;
     {
