@@ -182,7 +182,7 @@ int run_history(const HistoryArgs& a) {
   }
   // The database's strings reach a terminal: a byte that would move the cursor or change its colours (a
   // host name or spec written into the file by another program) is shown as \xNN, never sent raw.
-  o.text = shown_safely(history_text(a, path, q, f, cells, changed));
+  o.text = history_text(a, path, q, f, cells, changed);  // escaped by emit(), as every text
   return emit(o);
 }
 

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "cli/common.hpp"
+#include "contract/results.hpp"
 
 namespace detaudit::cli {
 
@@ -38,7 +39,7 @@ std::string line_with(const Outcome& o, const std::string& word) {
                               o.counts.skip, o.report_md.empty() ? "-" : o.report_md);
   if (o.counts.fail > 0 && !o.first_fail.empty()) s += "  first: " + o.first_fail;
   if (o.exit_code != 0 && o.exit_code != 1 && !o.error.empty()) s += "  error: " + o.error;
-  return s;
+  return shown_safely(s);
 }
 
 }  // namespace
@@ -94,14 +95,17 @@ nlohmann::json outcome_json(const Outcome& o) {
 }
 
 int emit(const Outcome& o) {
-  if (o.exit_code != 0 && o.exit_code != 1 && !o.error.empty()) say(stderr, "detaudit: error: {}\n", o.error);
+  // Every text the tool prints passes shown_safely: a string read from a file (a CPU model, a library version, a
+  // host name) reaches the terminal as text, never as an escape sequence.
+  if (o.exit_code != 0 && o.exit_code != 1 && !o.error.empty())
+    say(stderr, "detaudit: error: {}\n", shown_safely(o.error));
   const Format f = active_format();
   if (f == Format::kJson) {
     put(stdout, outcome_json(o).dump(2) + "\n");
     return o.exit_code;
   }
   if (!active_quiet()) {
-    const std::string& body = f == Format::kMarkdown && !o.markdown.empty() ? o.markdown : o.text;
+    const std::string body = shown_safely(f == Format::kMarkdown && !o.markdown.empty() ? o.markdown : o.text);
     put(stdout, body);
     if (!body.empty() && body.back() != '\n') put(stdout, "\n");
   }
@@ -111,7 +115,7 @@ int emit(const Outcome& o) {
 
 std::function<void(const std::string&)> progress_sink() {
   if (active_quiet()) return nullptr;
-  return [](const std::string& line) { say(stderr, "[detaudit] {}\n", line); };
+  return [](const std::string& line) { say(stderr, "[detaudit] {}\n", shown_safely(line)); };
 }
 
 void emit_failure(const std::string& msg) {

@@ -567,6 +567,15 @@ bool parse_record(const nlohmann::json& j, DivergeRecord* r, std::string* bad) {
       *bad = "loss";
       return false;
     }
+    // The loss is the float whose bits the record's fingerprint is (a mean squared error: 0 or more), so a
+    // loss edited apart from its fingerprint is refused rather than shown as a gap between equal bits.
+    if (!std::isnan(v)) {
+      const float f = float(v);
+      if (double(f) != v || !(v >= 0) || r->count != 1 || fingerprint_bytes(&f, sizeof f) != r->fp) {
+        *bad = "loss (not the float its fingerprint is)";
+        return false;
+      }
+    }
     r->loss = v;
   }
   return true;

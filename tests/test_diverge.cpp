@@ -357,6 +357,28 @@ TEST(Diverge, BadInputExitsTwoWithOneLine) {
         {[](nlohmann::json& x) { x["backend"] = 3; }, "the header's backend must be a string"},
         {[](nlohmann::json& x) { x["details"] = {{"isa", 2}}; }, "the header's details must be an object of strings"},
     };
+    // A loss edited apart from the bits its record's fingerprint is: refused, not shown as a loss gap between
+    // equal bits ("no divergence").
+    {
+      std::istringstream all(good);
+      std::string edited_text;
+      bool done = false;
+      for (std::string l; std::getline(all, l);) {
+        auto x = nlohmann::json::parse(l);
+        if (!done && x.value("tensor", "") == "value") {
+          x["loss"] = 0.5;
+          l = x.dump();
+          done = true;
+        }
+        edited_text += l + "\n";
+      }
+      ASSERT_TRUE(done);
+      const fs::path loss_lie = dir() / "lie-loss.jsonl";
+      std::ofstream(loss_lie) << edited_text;
+      st = compare_traces(bl.opt.trace_a, loss_lie.string(), &r);
+      EXPECT_NE(st.message().find("record field loss (not the float its fingerprint is)"), std::string::npos)
+          << st.message();
+    }
     for (auto& [lie, says] : header_lies) {
       auto hl = nlohmann::json::parse(header);
       lie(hl);

@@ -576,6 +576,28 @@ TEST(Unseen, HistoryNeverPrintsAControlCharacterRaw) {
   fs::remove_all(d);
 }
 
+// Strings a results file holds (a CPU model, a library version) reach the terminal as text: compare, report
+// and check print them escaped, whatever the format.
+TEST(Unseen, NoCommandPrintsAControlCharacterRaw) {
+  fs::path d = fresh_dir("unseen-compare-escape");
+  Results a = one_cell(true), b = one_cell(true);
+  b.machine["cpu_model"] = "Intel\x1b]0;PWNED\x07\x1b[31mRED";
+  b.machine["libraries"]["glibc"] = "2.36\x1b[2J";
+  const fs::path pa = save(d, "a", a), pb = save(d, "b", b);
+  for (const std::string& cmd : {"compare " + pa.string() + " " + pb.string(),
+                                 "compare --all " + pa.string() + " " + pb.string(),
+                                 "compare --format md " + pa.string() + " " + pb.string()}) {
+    CliRun r = run_cli(cmd);
+    EXPECT_EQ(r.code, 0) << cmd << ": " << r.err;
+    EXPECT_EQ(r.out.find('\x1b'), std::string::npos) << cmd << ": " << r.out;
+    EXPECT_EQ(r.out.find('\x07'), std::string::npos) << cmd << ": " << r.out;
+    EXPECT_EQ(r.err.find('\x1b'), std::string::npos) << cmd << ": " << r.err;
+  }
+  CliRun r = run_cli("compare " + pa.string() + " " + pb.string());
+  EXPECT_NE(r.out.find("\\x1b[2J"), std::string::npos) << "shown, escaped: " << r.out;
+  fs::remove_all(d);
+}
+
 // A history another program changed is refused in one line naming the run and the column, never shown as
 // if its values were judgments: a verdict no detaudit gives, a fingerprint of other digits, a time that is
 // no time, negative counts, a run kind detaudit has not, a training row's bad fingerprint or seed.
