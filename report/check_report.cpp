@@ -87,8 +87,12 @@ std::string render_text(const CheckReport& rep) {
   s += summary_line(rep) + "\n";
   int fails = rep.count(Verdict::kFail);
   int warns = rep.count(Verdict::kWarn);
-  s += fails ? "check FAILED: " + plural(fails, "failure") + "\n"
-             : "check passed" + (warns ? " (" + plural(warns, "warning") + ")" : std::string()) + "\n";
+  // The closing line says what the exit code says: a check with training cells it could not judge has not
+  // passed (exit 2 without --allow-unjudged).
+  s += fails                  ? "check FAILED: " + plural(fails, "failure") + "\n"
+       : rep.exit_code() == 2 ? fmt::format("check could not judge {} of the baseline (not passed)\n",
+                                            plural(int(rep.training_not_judged.size()), "training cell"))
+                              : "check passed" + (warns ? " (" + plural(warns, "warning") + ")" : std::string()) + "\n";
   return s;
 }
 

@@ -172,8 +172,11 @@ TEST(FailClosed, CheckRefusesABaselineOfAnotherKind) {
   r = run_cli("check " + ae + " --baseline " + ae_base + " --no-history");
   EXPECT_EQ(r.code, 2) << r.out << r.err;
   EXPECT_TRUE(says(r, "training cell(s) of the baseline not judged")) << r.err;
+  EXPECT_EQ(r.out.find("check passed"), std::string::npos) << "the text says what the exit code says: " << r.out;
+  EXPECT_NE(r.out.find("(not passed)"), std::string::npos) << r.out;
   r = run_cli("check " + ae + " --baseline " + ae_base + " --no-history --allow-unjudged");
   EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("check passed"), std::string::npos) << r.out;
 }
 
 // compare reads training runs: bit for bit where nondeterminism is off, by spread where it is on; two
