@@ -516,6 +516,10 @@ Status analyze_training_dirs(const AnalyzeOptions& opt, Results* results) {
                       "run, or not detaudit's); analyze writes only into an empty directory or "
                       "over its own analysis",
                       opt.out_dir));
+  } else if (std::error_code ie; fs::is_directory(opt.out_dir, ie) && !fs::is_empty(opt.out_dir, ie)) {
+    return Status::invalid(fmt::format("--out {} is not empty and holds no earlier analysis; analyze writes only into "
+                                       "an empty directory or over its own analysis",
+                                       opt.out_dir));
   }
   DirLock lock;
   std::error_code ec;

@@ -182,6 +182,13 @@ TEST(SafeFiles, AnalyzeDoesNotReplaceARunOfItsOwn) {
   ASSERT_EQ(r.code, 0) << r.err;
   r = run_cli("analyze " + (d / "t1").string() + " --out " + (d / "an").string());
   EXPECT_EQ(r.code, 0) << r.err;
+  // A directory of the user's files, without a results.json: not empty, not an analysis, left as it is.
+  fs::create_directories(d / "mine");
+  std::ofstream(d / "mine" / "keep") << "mine\n";
+  r = run_cli("analyze " + (d / "t1").string() + " --out " + (d / "mine").string());
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("is not empty and holds no earlier analysis"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(d / "mine" / "results.json"));
   // A baseline training cell whose sd is negative cannot be true: refused on loading (exit 2, was 1).
   r = run_cli("baseline save " + (d / "t1").string() + " --out " + (d / "b.json").string());
   ASSERT_EQ(r.code, 0) << r.err;
