@@ -348,7 +348,15 @@ Status optional_from_json(const nlohmann::json& j, Observation* r, const std::st
                    !(st = check_key(b, "invariant", T::kBoolean, false, bp)))
       return st;
     r->batch = BatchInvariance{b["rows_checked"].get<int>(), b["rows_differing"].get<int>()};
+    if (b.contains("invariant") && b["invariant"].get<bool>() != r->batch->invariant())
+      return Status::invalid(fmt::format("{} is {}, but {} of its rows differ", json_path(bp, "invariant"),
+                                         b["invariant"].get<bool>(), r->batch->rows_differing));
   }
+  // What the worker says of tracing: "ok", "partial: ...", "tracing unavailable: ..." (or nothing).
+  if (!r->tracing.empty() && r->tracing != "ok" && r->tracing.rfind("partial: ", 0) != 0 &&
+      r->tracing.rfind("tracing unavailable", 0) != 0)
+    return Status::invalid(fmt::format("{} must be ok, partial: ... or tracing unavailable: ... (got \"{}\")",
+                                       json_path(path, "tracing"), r->tracing.substr(0, 40)));
   return Status::ok();
 }
 
@@ -402,6 +410,9 @@ Status check_observation_counts(const Observation& r, const std::string& where) 
     if (!(d.max_rel_err >= 0))
       return Status::invalid(fmt::format("{}: max_rel_err {} (a relative error is 0 or more)", json_path(where, "oracle"),
                                          d.max_rel_err));
+    if (d.mismatched == 0 && (d.max_ulp != 0 || d.max_rel_err != 0 || d.err_ratio > 0))
+      return Status::invalid(fmt::format("{}: no element mismatched, yet max_ulp {}, max_rel_err {}, err_ratio {}",
+                                         json_path(where, "oracle"), d.max_ulp, d.max_rel_err, d.err_ratio));
     if (d.max_ulp == 0 && d.mismatched > 0 && d.max_rel_err > 0)
       return Status::invalid(fmt::format("{}: max_ulp 0 but {} elements mismatched with a relative error",
                                          json_path(where, "oracle"), d.mismatched));

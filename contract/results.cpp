@@ -53,6 +53,13 @@ std::string shown_safely(const std::string& text) {
   return out;
 }
 
+bool is_version_text(const std::string& v) {
+  return !v.empty() && v.size() <= 40 && std::isdigit(static_cast<unsigned char>(v[0])) &&
+         std::all_of(v.begin(), v.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '+';
+  });
+}
+
 bool is_utc_iso8601(const std::string& t) {
   static const char* const kShape = "dddd-dd-ddTdd:dd:ddZ";
   if (t.size() != std::strlen(kShape)) return false;
@@ -339,6 +346,28 @@ Status check_machine(const nlohmann::json& m, const std::string& mp) {
                  !(st = check_array_key(m, "caches", T::kObject, false, mp)) ||
                  !(st = check_array_key(m, "gpus", T::kObject, false, mp)))
     return st;
+  if (const std::string k = unknown_field(m, {"hostname", "os", "cpu_model", "cpu_vendor", "compiler", "hwloc",
+                                              "topology_error", kCudaMachineKey, "packages", "cores", "pus",
+                                              "numa_nodes", "libraries", "cpu_features", "caches", "gpus"});
+      !k.empty())
+    return Status::invalid(fmt::format("{} is not a field of a machine description",
+                                       json_path(mp, shown_safely(k.substr(0, 40)))));
+  if (m.contains("cores") && m.contains("pus") && m["cores"].get<int64_t>() > m["pus"].get<int64_t>())
+    return Status::invalid(fmt::format("{} is {}, more than its {} processing units", json_path(mp, "cores"),
+                                       m["cores"].get<int64_t>(), m["pus"].get<int64_t>()));
+  if (m.contains("cpu_features")) {
+    std::set<std::string> seen;
+    for (auto& f : m["cpu_features"])
+      if (!seen.insert(f.get<std::string>()).second)
+        return Status::invalid(fmt::format("{} names {} twice", json_path(mp, "cpu_features"),
+                                           shown_safely(f.get<std::string>().substr(0, 40))));
+  }
+  if (m.contains("caches"))
+    for (size_t i = 0; i < m["caches"].size(); ++i)
+      if (const auto& c = m["caches"][i]; c.contains("level") && c["level"].is_number_integer() &&
+                                          (c["level"].get<int64_t>() < 1 || c["level"].get<int64_t>() > 4))
+        return Status::invalid(fmt::format("{} is {}: a cache level is 1 to 4", json_path(json_path(mp + ".caches", i), "level"),
+                                           c["level"].get<int64_t>()));
   if (m.contains("libraries"))
     for (auto& [k, v] : m["libraries"].items())
       if (!v.is_primitive() || v.is_null()) {
@@ -405,6 +434,14 @@ Status results_from_json(nlohmann::json& j, Results* out) {
                                    "")) ||
                  !(st = check_key(j, "observations", T::kArray, true, "")))
     return st;
+  if (const std::string k = unknown_field(j, {"schema", "tool_version", "tool_commit", "started_at", "finished_at",
+                                              "command", "plan", "machine", "observations", "oracle_failures",
+                                              "training", "analysis"});
+      !k.empty())
+    return Status::invalid(fmt::format("{} is not a field of a results file", shown_safely(k.substr(0, 40))));
+  if (const std::string v = j.value("tool_version", ""); !v.empty() && !is_version_text(v))
+    return Status::invalid(fmt::format("tool_version '{}' is not a version (digits, letters, . - +)",
+                                       shown_safely(v.substr(0, 40))));
   r.tool_version = j.value("tool_version", "");
   r.tool_commit = j.value("tool_commit", "");
   r.started_at = j.value("started_at", "");
@@ -440,6 +477,16 @@ Status results_from_json(nlohmann::json& j, Results* out) {
                                            t.noise->every, every ? fmt::format("every {} batches", every) : "never"));
     }
   r.analysis = j.value("analysis", nlohmann::json::object());
+  if (r.plan.contains("kind") && r.plan["kind"] != "train")
+    return Status::invalid(fmt::format("plan.kind is {}: the only kind a plan names is \"train\"",
+                                       shown_safely(r.plan["kind"].dump().substr(0, 40))));
+  // Only a training design is analysed (probe results have no analysis); probe cells go beside probe plans.
+  if (!r.analysis.empty() && r.plan.value("kind", "") != "train")
+    return Status::invalid("analysis is set, but the plan is not a training design's (plan.kind \"train\")");
+  if (r.plan.value("kind", "") == "train" && !j["observations"].empty())
+    return Status::invalid("observations holds probe cells, but the plan is a training design's");
+  if (!r.training.empty() && r.plan.value("kind", "") != "train" && !r.plan.empty())
+    return Status::invalid("training holds runs, but the plan is not a training design's");
   if (j.contains("oracle_failures"))
     for (auto& [k, v] : j["oracle_failures"].items()) {
       DETAUDIT_RETURN_IF_ERROR(check_json(v, T::kString, json_path("oracle_failures", k)));

@@ -88,6 +88,9 @@ std::string shown_safely(const std::string& text);
 int first_control_byte(const std::string& s, bool line_breaks = false);
 // Whether t has exactly that form (digits where digits go; the calendar is not checked further).
 bool is_utc_iso8601(const std::string& t);
+// A version as detaudit writes one (1.4.0, 1.4.0-rc1+abc): a digit first, then letters, digits, '.', '-', '+';
+// at most 40.
+bool is_version_text(const std::string& v);
 // A run's times as a file states them: each empty (not yet) or of that form, not after tomorrow (a day's
 // grace for clocks), and the finish not before the start. Invalid, one line naming `where`.
 Status check_run_times(const std::string& started_at, const std::string& finished_at, const std::string& where);

@@ -516,6 +516,9 @@ Status baseline_from_json(const nlohmann::json& j, Baseline* out) {
       !(st = check_key(j, "source", T::kObject, true, "")) || !(st = check_key(j, "keys", T::kObject, true, "")) ||
       !(st = check_key(j, "entries", T::kArray, true, "")) || !(st = check_key(j, "training", T::kArray, false, "")))
     return st;
+  if (!is_version_text(b.tool_version))
+    return Status::invalid(fmt::format("tool_version '{}' is not a version (digits, letters, . - +)",
+                                       shown_safely(b.tool_version.substr(0, 40))));
   if (!is_utc_iso8601(b.created_at) || b.created_at > utc_iso8601(std::time(nullptr) + 86400))
     return Status::invalid(fmt::format("created_at '{}' is not a time (YYYY-MM-DDTHH:MM:SSZ, not in the future)",
                                        b.created_at.substr(0, 40)));

@@ -57,6 +57,8 @@ Status check_cell_against_run(const Observation& o, const Results& r, const std:
                                            import_plan ? "at most " : "", planned));
     }
   }
+  if (o.batch && w.name != "batchinv")
+    return Status::invalid(fmt::format("{}.batch_invariance is set, but {} is not a batchinv workload", at, o.workload));
   // The oracle's counts are counts of the output's elements.
   if (o.oracle) {
     const auto wl = Workload::create(w);
@@ -114,6 +116,16 @@ Status canonicalize_specs(Results* r, const std::string& path) {
   if (r->plan.contains("design") && r->plan["design"].contains("targets"))
     DETAUDIT_RETURN_IF_ERROR(
         canonical_list(&r->plan["design"]["targets"], true, path + ": plan.design.targets", &design_targets));
+  // An oracle that failed is a workload's: one this version parses, of the plan when it names its workloads.
+  std::map<std::string, std::string> failures;
+  for (auto& [workload, why] : r->oracle_failures) {
+    std::string w = workload;
+    DETAUDIT_RETURN_IF_ERROR(canonical(&w, false, fmt::format("{}: oracle_failures.{}", path, shown_safely(workload.substr(0, 80)))));
+    if (r->plan.contains("workloads") && !plan_workloads.count(w))
+      return Status::invalid(fmt::format("{}: oracle_failures.{}: not a workload of the plan", path, w));
+    failures[w] = why;
+  }
+  r->oracle_failures = std::move(failures);
   for (size_t i = 0; i < r->observations.size(); ++i) {
     Observation& o = r->observations[i];
     const std::string at = fmt::format("{}: observations[{}]", path, i);

@@ -604,9 +604,7 @@ Status read_header(const Trace& t, const nlohmann::json& j, Trace* out) {
   {
     const auto v = j.find("tool_version");
     const std::string version = v != j.end() && v->is_string() ? v->get<std::string>() : "";
-    if (version.empty() || version.size() > 40 || !std::all_of(version.begin(), version.end(), [](char c) {
-          return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '+';
-        }))
+    if (!is_version_text(version))
       return Status::invalid(t.path + ":1: the header's tool_version is missing or not a version (digits, letters, . - +)");
   }
   for (const char* k : {"backend"})

@@ -194,6 +194,13 @@ TEST(TrainCli, Sony2021DesignWritesRunsAnalysisAndReports) {
       {"conditions", "plan.design.conditions is \"abcdd\"", [](nlohmann::json& j) { j["plan"]["design"]["conditions"] = "abcdd"; }},
       {"prednet-config", "plan.design.prednet_config is set, but the model is not prednet",
        [](nlohmann::json& j) { j["plan"]["design"]["prednet_config"] = "quick"; }},
+      {"probe-cells", "observations holds probe cells, but the plan is a training design's",
+       [](nlohmann::json& j) {
+         j["observations"].push_back({{"workload", "reduce?op=sum&n=1000"}, {"target", "cpu-ref"}, {"status", "skipped"},
+                                      {"reason", "x"}, {"repeats", 2}, {"fingerprints", nlohmann::json::array()},
+                                      {"distinct", 0}});
+       }},
+      {"plan-kind", "plan.kind is \"probe\"", [](nlohmann::json& j) { j["plan"]["kind"] = "probe"; }},
       {"seconds", "training[0].seconds is 1e+300: a run's time is at most a year",
        [](nlohmann::json& j) { j["training"][0]["seconds"] = 1e300; }},
   };

@@ -348,6 +348,7 @@ TEST(Lies, AStoredVerdictIsNotEvidence) {
 TEST(Lies, ContradictionsInsideAResultsFileAreRefused) {
   fs::path d = fresh_dir("lies-counts");
   Results base = one_cell(true);
+  base.plan = nlohmann::json::object();  // probe cells and a training run in one file: a plan holds one kind
   base.training = {training_run({{"key", "d|cpu|1000|0"}, {"condition", "d"}, {"target", "cpu"}, {"seed", 1000},
                                  {"replicate", 0}, {"status", "ok"}, {"final_loss", 0.5}, {"curve", {0.5}},
                                  {"weights_fingerprint", test::fingerprint('e')}, {"seconds", 1.0}})};
@@ -458,6 +459,32 @@ TEST(Lies, ACellOutsideItsPlanOrBeyondItsOutputIsRefused) {
       {"gpu-shape", "machine.gpus[0].name is missing", [](nlohmann::json& j) { j["machine"]["gpus"] = {{{"index", 0}}}; }},
       {"cache-field", "machine.caches[0].kind is not a field",
        [](nlohmann::json& j) { j["machine"]["caches"] = {{{"level", 1}, {"kind", "data"}}}; }},
+      {"top-field", "zzz is not a field of a results file", [](nlohmann::json& j) { j["zzz"] = 1; }},
+      {"machine-field", "machine.zzz is not a field of a machine description", [](nlohmann::json& j) { j["machine"]["zzz"] = 1; }},
+      {"version", "tool_version 'banana' is not a version", [](nlohmann::json& j) { j["tool_version"] = "banana"; }},
+      {"tracing", "observations[0].tracing must be ok, partial",
+       [](nlohmann::json& j) { j["observations"][0]["tracing"] = "banana"; }},
+      {"failure-spec", "oracle_failures.nonsense: ", [](nlohmann::json& j) { j["oracle_failures"] = {{"nonsense", "x"}}; }},
+      {"failure-other", "not a workload of the plan",
+       [](nlohmann::json& j) { j["oracle_failures"] = {{"matmul?m=2&n=2&k=2", "timeout"}}; }},
+      {"ulp-nothing", "no element mismatched, yet max_ulp 7",
+       [](nlohmann::json& j) { j["observations"][0]["oracle"] = {{"max_ulp", 7}, {"max_rel_err", 0.0}, {"mismatched", 0}}; }},
+      {"batch-elsewhere", "is not a batchinv workload",
+       [](nlohmann::json& j) { j["observations"][0]["batch_invariance"] = {{"rows_checked", 2}, {"rows_differing", 0}}; }},
+      {"invariant", "invariant is true, but 1 of its rows differ",
+       [](nlohmann::json& j) {
+         j["observations"][0]["batch_invariance"] = {{"rows_checked", 2}, {"rows_differing", 1}, {"invariant", true}};
+       }},
+      {"cores", "machine.cores is 64, more than its 2 processing units",
+       [](nlohmann::json& j) {
+         j["machine"]["cores"] = 64;
+         j["machine"]["pus"] = 2;
+       }},
+      {"cache-level", "a cache level is 1 to 4", [](nlohmann::json& j) { j["machine"]["caches"] = {{{"level", 99}}}; }},
+      {"features-twice", "machine.cpu_features names sse2 twice",
+       [](nlohmann::json& j) { j["machine"]["cpu_features"] = {"sse2", "sse2"}; }},
+      {"analysis", "analysis is set, but the plan is not a training design's",
+       [](nlohmann::json& j) { j["analysis"] = {{"foo", 1}}; }},
   };
   for (const Case& c : cases) {
     nlohmann::json j = nlohmann::json::parse(text);
@@ -480,6 +507,7 @@ TEST(Lies, ACellOutsideItsPlanOrBeyondItsOutputIsRefused) {
 TEST(Lies, ABaselineThatContradictsItselfIsRefused) {
   fs::path d = fresh_dir("lies-baseline");
   Results r = one_cell(true);
+  r.plan = nlohmann::json::object();  // probe cells and training runs in one file: a plan holds one kind
   for (uint64_t seed : {1000u, 1001u})
     r.training.push_back(training_run({{"key", "d|cpu|" + std::to_string(seed) + "|0"}, {"condition", "d"}, {"target", "cpu"},
                                        {"seed", seed}, {"replicate", 0}, {"status", "ok"},
