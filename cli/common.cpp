@@ -1,4 +1,5 @@
 #include "cli/common.hpp"
+#include "contract/results.hpp"
 
 #include <fmt/ranges.h>
 #include <signal.h>
@@ -58,8 +59,9 @@ int fail(const Status& st) { return fail(st.message()); }
 
 int fail_or_interrupted(const Status& st) {
   if (st.code() != Status::Code::kInterrupted) return fail(st);
-  say(stderr, "detaudit: {}: stopped; what was written is kept, and the same command run again does the rest\n",
-      st.message());
+  // (export, import, diverge and fleet report do not resume: probe and train say how they resume themselves.)
+  say(stderr, "detaudit: {}: stopped; no file was left half-written, and the same command run again starts it over\n",
+      shown_safely(st.message()));
   emit_failure(st.message());
   const int sig = interrupted();
   return 128 + (sig ? sig : SIGINT);

@@ -36,10 +36,10 @@ std::string coloured(const std::string& word) {
 
 std::string line_with(const Outcome& o, const std::string& word) {
   std::string s = fmt::format("verdict: {}  fail={} warn={} skip={}  report={}", word, o.counts.fail, o.counts.warn,
-                              o.counts.skip, o.report_md.empty() ? "-" : o.report_md);
-  if (o.counts.fail > 0 && !o.first_fail.empty()) s += "  first: " + o.first_fail;
-  if (o.exit_code != 0 && o.exit_code != 1 && !o.error.empty()) s += "  error: " + o.error;
-  return shown_safely(s);
+                              o.counts.skip, o.report_md.empty() ? "-" : shown_safely(o.report_md));
+  if (o.counts.fail > 0 && !o.first_fail.empty()) s += "  first: " + shown_safely(o.first_fail);
+  if (o.exit_code != 0 && o.exit_code != 1 && !o.error.empty()) s += "  error: " + shown_safely(o.error);
+  return s;
 }
 
 }  // namespace

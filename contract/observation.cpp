@@ -352,9 +352,10 @@ Status optional_from_json(const nlohmann::json& j, Observation* r, const std::st
       return Status::invalid(fmt::format("{} is {}, but {} of its rows differ", json_path(bp, "invariant"),
                                          b["invariant"].get<bool>(), r->batch->rows_differing));
   }
-  // What the worker says of tracing: "ok", "partial: ...", "tracing unavailable: ..." (or nothing).
+  // What the worker says of tracing: "ok", "partial: ...", "tracing unavailable: ..." (or nothing); what loading
+  // an older file says of its kernel lists: "kernel lists dropped: ...".
   if (!r->tracing.empty() && r->tracing != "ok" && r->tracing.rfind("partial: ", 0) != 0 &&
-      r->tracing.rfind("tracing unavailable", 0) != 0)
+      r->tracing.rfind("tracing unavailable", 0) != 0 && r->tracing.rfind("kernel lists dropped: ", 0) != 0)
     return Status::invalid(fmt::format("{} must be ok, partial: ... or tracing unavailable: ... (got \"{}\")",
                                        json_path(path, "tracing"), r->tracing.substr(0, 40)));
   return Status::ok();

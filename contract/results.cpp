@@ -460,6 +460,14 @@ Status results_from_json(nlohmann::json& j, Results* out) {
         DETAUDIT_RETURN_IF_ERROR(
             check_run_against_design(j["training"][i], t, r.plan["design"], json_path("training", i)));
       DETAUDIT_RETURN_IF_ERROR(check_run_consistent(t, json_path("training", i)));
+      // A run's source is the merged analysis's directory it came from (none outside a merge).
+      if (const size_t sources = r.plan.value("sources", nlohmann::json::array()).size();
+          j["training"][i].contains("source") && size_t(t.source) >= std::max<size_t>(sources, 1))
+        return Status::invalid(fmt::format("{} is {}, but the results merge {} directories (plan.sources)",
+                                           json_path(json_path("training", i), "source"), t.source, sources));
+      if (j["training"][i].contains("source") && !r.plan.contains("sources"))
+        return Status::invalid(json_path(json_path("training", i), "source") +
+                               " is set, but the results are not a merged analysis (plan.sources)");
       r.training.push_back(std::move(t));
     }
   if (r.plan.contains("runs") && r.training.size() > r.plan["runs"].get<uint64_t>())
@@ -480,13 +488,9 @@ Status results_from_json(nlohmann::json& j, Results* out) {
   if (r.plan.contains("kind") && r.plan["kind"] != "train")
     return Status::invalid(fmt::format("plan.kind is {}: the only kind a plan names is \"train\"",
                                        shown_safely(r.plan["kind"].dump().substr(0, 40))));
-  // Only a training design is analysed (probe results have no analysis); probe cells go beside probe plans.
-  if (!r.analysis.empty() && r.plan.value("kind", "") != "train")
-    return Status::invalid("analysis is set, but the plan is not a training design's (plan.kind \"train\")");
+  // Probe cells go beside probe plans, never into a training design's results.
   if (r.plan.value("kind", "") == "train" && !j["observations"].empty())
     return Status::invalid("observations holds probe cells, but the plan is a training design's");
-  if (!r.training.empty() && r.plan.value("kind", "") != "train" && !r.plan.empty())
-    return Status::invalid("training holds runs, but the plan is not a training design's");
   if (j.contains("oracle_failures"))
     for (auto& [k, v] : j["oracle_failures"].items()) {
       DETAUDIT_RETURN_IF_ERROR(check_json(v, T::kString, json_path("oracle_failures", k)));

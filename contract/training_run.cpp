@@ -344,6 +344,21 @@ Status check_run_consistent(const TrainingRun& r, const std::string& path) {
       return Status::invalid(fmt::format("{} is {}: a finite number, 0 or more", json_path(path, k), v));
   if (!(r.seconds <= kLongestSeconds))
     return Status::invalid(fmt::format("{} is {}: a run's time is at most a year", json_path(path, "seconds"), r.seconds));
+  // steps_per_second is the curve's batches over the run's seconds (as the worker computes it).
+  if (r.ok() && r.seconds > 0 && r.steps_per_second > 0 &&
+      std::fabs(r.steps_per_second - double(r.curve.size()) / r.seconds) > 1e-6 * r.steps_per_second + 1e-9)
+    return Status::invalid(fmt::format("{} is {}, but {} batches in {} s make {}", json_path(path, "steps_per_second"),
+                                       r.steps_per_second, r.curve.size(), r.seconds, double(r.curve.size()) / r.seconds));
+  if (Fingerprint fp; !r.machine_id.empty() &&
+                      (r.machine_id.size() != 16 || !Fingerprint::from_hex(r.machine_id + std::string(16, '0'), &fp)))
+    return Status::invalid(fmt::format("{} '{}' is not 16 hex digits", json_path(path, "machine_id"),
+                                       r.machine_id.substr(0, 40)));
+  // A run that did not finish has no result: no final loss, weights, curve fingerprint, phases or noise.
+  if (!r.ok() && (std::isfinite(r.final_loss) || !r.weights_fingerprint.empty() || !r.curve_fingerprint.empty() ||
+                  r.phases || r.noise || r.prediction))
+    return Status::invalid(fmt::format("{}: status {}, yet it holds a finished run's results (final loss, weights, "
+                                       "phases or noise)",
+                                       path, to_string(r.status)));
   if (r.timeout_s && !(*r.timeout_s > 0))
     return Status::invalid(fmt::format("{} is {}: a time limit is more than 0 s", json_path(path, "timeout_s"), *r.timeout_s));
   if (r.batches_done && r.batches > 0 && *r.batches_done > uint64_t(r.batches))

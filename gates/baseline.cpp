@@ -312,6 +312,8 @@ Status only_known(const nlohmann::json& j, std::initializer_list<const char*> kn
 Status non_negative(const std::optional<double>& v, const char* key, const std::string& path) {
   if (v && !(*v >= 0 && std::isfinite(*v)))
     return Status::invalid(fmt::format("{} is {}: 0 or more", json_path(path, key), *v));
+  if (v && std::string(key) == "median_seconds" && !(*v <= kLongestSeconds))
+    return Status::invalid(fmt::format("{} is {}: a time of at most a year", json_path(path, key), *v));
   return Status::ok();
 }
 
@@ -555,6 +557,27 @@ Status baseline_from_json(const nlohmann::json& j, Baseline* out) {
     if (!cells.insert({c.workload, c.target}).second)
       return Status::invalid(fmt::format("{}: the cell {} on {} appears twice", json_path("entries", i), c.workload,
                                          c.target));
+    // A cell of the run it was saved from: a target and workload of its plan, repeated as the plan says
+    // (imported outputs join any run, as in results).
+    if (Spec t; b.source_plan.contains("targets") && parse_target(c.target, &t)) {
+      const BackendEntry* be = find_backend(t.name);
+      const bool import_plan = b.source_plan.value("suite", "") == "import";
+      if (!(be && be->imported) || import_plan) {
+        auto names = [](const nlohmann::json& list, const std::string& x) {
+          return list.is_array() && std::find(list.begin(), list.end(), x) != list.end();
+        };
+        if (!names(b.source_plan["targets"], c.target) ||
+            (b.source_plan.contains("workloads") && !names(b.source_plan["workloads"], c.workload)))
+          return Status::invalid(fmt::format("{}: the cell {} on {} is not a cell of source.plan", json_path("entries", i),
+                                             c.workload, c.target));
+        const nlohmann::json planned = b.source_plan.value("repeats", nlohmann::json());
+        if (planned.is_number_integer() && c.status != ObsStatus::kSkipped &&
+            (import_plan ? c.repeats > planned.get<int>() : c.repeats != planned.get<int>()))
+          return Status::invalid(fmt::format("{} is {}, but source.plan repeats each cell {}{} times",
+                                             json_path(json_path("entries", i), "repeats"), c.repeats,
+                                             import_plan ? "at most " : "", planned.get<int>()));
+      }
+    }
     b.cells.push_back(std::move(c));
   }
   std::set<std::tuple<std::string, std::string, std::string, std::string>> trained;

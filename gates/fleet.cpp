@@ -329,6 +329,32 @@ FleetOutcome fleet_consensus(const std::vector<FleetNode>& nodes, const std::str
     if (n.state == "finished" && n.exit_code == 2)
       find(Verdict::kFail, "own_check", n, "", "its own qualification could not run a required check");
   }
+  // One fleet, one plan: a node that ran another level, or probe cells another number of times or other workloads
+  // than most nodes, did not run the fleet's plan (its cells would be judged against peers that ran others).
+  {
+    std::map<std::string, size_t> plans;
+    auto plan_of = [](const FleetNode& n) {
+      const nlohmann::json& p = n.probe.plan;
+      return fmt::format("level {}, {} repeats of {} workloads", n.level, p.value("repeats", int64_t(0)),
+                         p.value("workloads", nlohmann::json::array()).size());
+    };
+    auto same_workloads = [](const FleetNode& a, const FleetNode& b) {
+      return a.probe.plan.value("workloads", nlohmann::json::array()) ==
+             b.probe.plan.value("workloads", nlohmann::json::array());
+    };
+    const FleetNode* common = nullptr;
+    for (auto& n : nodes)
+      if (n.state != "missing" && n.state != "failed" && !n.probe.plan.empty()) {
+        const size_t c = ++plans[plan_of(n)];
+        if (!common || c > plans[plan_of(*common)]) common = &n;
+      }
+    for (auto& n : nodes)
+      if (common && &n != common && n.state != "missing" && n.state != "failed" && !n.probe.plan.empty() &&
+          (plan_of(n) != plan_of(*common) || !same_workloads(n, *common)))
+        find(Verdict::kFail, "another_plan", n, "",
+             fmt::format("ran {}, most nodes {}{}", plan_of(n), plan_of(*common),
+                         plan_of(n) == plan_of(*common) ? " (other workloads)" : ""));
+  }
 
   // Groups by machine key (nodes that recorded one).
   std::map<std::string, std::vector<size_t>> groups;

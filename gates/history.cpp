@@ -21,6 +21,7 @@
 #include <tuple>
 
 #include "probes/child.hpp"
+#include "probes/spec.hpp"
 #include "analysis/stats.hpp"
 #include "kernels/fingerprint.hpp"
 
@@ -944,6 +945,8 @@ Status check_row(const CellRecord& c, const std::string& where) {
   if (!std::any_of(std::begin(kRunKinds), std::end(kRunKinds), [&](RunKind k) { return c.kind == run_kind_name(k); }))
     return bad("kind", c.kind, "a kind of run detaudit records");
   if (!is_utc_iso8601(c.started_at)) return bad("started_at", c.started_at, "a time (YYYY-MM-DDTHH:MM:SSZ)");
+  if (Spec w; !c.training && !parse_workload(c.workload, &w)) return bad("workload", c.workload, "a workload spec");
+  if (Spec t; !parse_target(c.target, &t)) return bad("target", c.target, "a target spec");
   if (Verdict v; !c.verdict.empty() && !parse_verdict(c.verdict, &v))
     return bad("verdict", c.verdict, "PASS, FAIL, EXPECTED, WARN or SKIP");
   if (ObsStatus st; !parse_obs_status(c.status, &st)) return bad("status", c.status, "ok, crashed, timeout, skipped or error");
@@ -952,6 +955,15 @@ Status check_row(const CellRecord& c, const std::string& where) {
     return bad("distinct_outputs", std::to_string(c.distinct), "a count of at most its repeats");
   for (auto& fp : c.fingerprints)
     if (Fingerprint f; !Fingerprint::from_hex(fp, &f)) return bad("fingerprints", fp, "32 hex digits");
+  // A probe cell's row: its distinct outputs are the fingerprints it lists; a cell that ran gave one at least,
+  // one skipped, crashed or timed out none.
+  if (!c.training) {
+    if (size_t(c.distinct) != c.fingerprints.size())
+      return bad("distinct_outputs", std::to_string(c.distinct), "the number of fingerprints the row lists");
+    if (c.status == "ok" && c.distinct < 1) return bad("distinct_outputs", "0", "at least 1 for a cell that ran");
+    if (c.status != "ok" && c.status != "error" && !c.fingerprints.empty())
+      return bad("fingerprints", c.fingerprints[0], "empty for a cell that gave no output");
+  }
   for (auto [column, v] : {std::pair{"err_ratio", c.err_ratio}, std::pair{"median_seconds", c.median_seconds}})
     if (v && !(*v >= 0)) return bad(column, fmt::format("{}", *v), "a number of 0 or more");
   return Status::ok();

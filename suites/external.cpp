@@ -428,8 +428,9 @@ Status load_manifest(const std::string& dir, std::vector<ManifestWorkload>* out)
     return Status::invalid(fmt::format("{}: \"tool\" is {}, not \"detaudit\"", path, shown_safely(j.value("tool", Json()).dump().substr(0, 40))));
   if (!j.contains("tool_commit") || !j["tool_commit"].is_string())
     return Status::invalid(path + ": \"tool_commit\" must be a string");
-  if (!j.contains("created_at") || !j["created_at"].is_string() || !is_utc_iso8601(j["created_at"].get<std::string>()))
-    return Status::invalid(path + ": \"created_at\" must be a time (YYYY-MM-DDTHH:MM:SSZ)");
+  if (!j.contains("created_at") || !j["created_at"].is_string() || !is_utc_iso8601(j["created_at"].get<std::string>()) ||
+      j["created_at"].get<std::string>() > utc_iso8601(std::time(nullptr) + 86400))
+    return Status::invalid(path + ": \"created_at\" must be a time (YYYY-MM-DDTHH:MM:SSZ), not in the future");
   if (j.value("conventions", Json()) != Json::parse(OrderedJson(conventions()).dump()))
     return Status::invalid(path + ": \"conventions\" is not what this detaudit exports (edited or removed): export again");
   const Json ws = j.value("workloads", Json());
@@ -577,7 +578,8 @@ Status load_producer(const std::string& dir, Producer* p) {
       for (auto& [id, s] : v.items()) {
         if (!s.is_array()) return bad(fmt::format("seconds.{} must be an array of numbers", id));
         for (auto& x : s)
-          if (!x.is_number() || !(x.get<double>() >= 0)) return bad(fmt::format("seconds.{} must hold numbers >= 0", id));
+          if (!x.is_number() || !(x.get<double>() >= 0) || !(x.get<double>() <= kLongestSeconds))
+            return bad(fmt::format("seconds.{} must hold numbers of seconds from 0 to a year", id));
         p->seconds[id] = s.get<std::vector<double>>();
       }
     } else {

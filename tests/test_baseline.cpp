@@ -83,6 +83,9 @@ Results sample_results() {
   Observation atomic = cell(w, target("cpu?order=atomic&threads=2"), {A, C, A}, "EXPECTED");
   atomic.oracle = OracleDistance{};  // within its bound: the variation alone decides (EXPECTED, as promised)
   atomic.oracle->err_ratio = 0.1;
+  atomic.oracle->mismatched = 3;  // a ratio above 0: some elements differ from the oracle
+  atomic.oracle->max_ulp = 2;
+  atomic.oracle->max_rel_err = 1e-7;
   atomic.oracle->bound_k = 515;
   r.observations.push_back(atomic);
   Observation gpu = cell(w, target("cuda:0?order=tree"), {C, C});
@@ -90,6 +93,9 @@ Results sample_results() {
                  std::vector<KernelRecord>{KernelRecord{"gemm_tree"}, KernelRecord{"reduce_tree"}}};
   gpu.oracle = OracleDistance{};
   gpu.oracle->err_ratio = 0.25;
+  gpu.oracle->mismatched = 3;  // a ratio above 0: some elements differ from the oracle
+  gpu.oracle->max_ulp = 2;
+  gpu.oracle->max_rel_err = 1e-7;
   gpu.oracle->bound_k = 8;
   r.observations.push_back(gpu);
   Observation crashed = cell(w, target("openblas?core=SkylakeX&threads=1"), {}, "EXPECTED");

@@ -100,6 +100,26 @@ TEST(FleetConsensus, ANodeThatVariesOrCrashesWhereThePeersDoNotIsNamed) {
   EXPECT_EQ(f.findings.size(), 2u);
 }
 
+// One fleet, one plan: a node that ran another level, or its probe cells another number of times or on other
+// workloads, is named (its cells were not the fleet's cells).
+TEST(FleetConsensus, ANodeThatRanAnotherPlanIsNamed) {
+  auto plan = [](int repeats, const std::vector<std::string>& workloads) {
+    return nlohmann::json{{"suite", "quick"}, {"targets", {kRef}}, {"workloads", workloads}, {"repeats", repeats}};
+  };
+  auto nodes = fleet_of(4);
+  for (auto& n : nodes) n.probe.plan = plan(3, {kW1, kW2});
+  EXPECT_EQ(fleet_consensus(nodes, "d").exit_code, 0);
+  nodes[1].level = 2;
+  nodes[2].probe.plan = plan(2, {kW1, kW2});
+  nodes[3].probe.plan = plan(3, {kW1, "reduce?op=sum&n=2000&dist=uniform&seed=1"});
+  FleetOutcome f = fleet_consensus(nodes, "d");
+  EXPECT_EQ(f.exit_code, 1);
+  EXPECT_EQ(count_kind(f, "another_plan", 0), 0u);
+  EXPECT_EQ(count_kind(f, "another_plan", 1), 1u);
+  EXPECT_EQ(count_kind(f, "another_plan", 2), 1u);
+  EXPECT_EQ(count_kind(f, "another_plan", 3), 1u);
+}
+
 // A target that promises variation (atomics): its cells are never compared by bits, whether one node or
 // all of them varied, and one run-to-run result per node that differs across nodes is no finding either.
 TEST(FleetConsensus, CellsOfATargetPermittedToVaryAreNotComparedByBits) {

@@ -201,6 +201,18 @@ TEST(TrainCli, Sony2021DesignWritesRunsAnalysisAndReports) {
                                       {"distinct", 0}});
        }},
       {"plan-kind", "plan.kind is \"probe\"", [](nlohmann::json& j) { j["plan"]["kind"] = "probe"; }},
+      {"source", "training[0].source is set, but the results are not a merged analysis",
+       [](nlohmann::json& j) { j["training"][0]["source"] = 0; }},
+      {"machine-id", "training[0].machine_id 'nothex!' is not 16 hex digits",
+       [](nlohmann::json& j) { j["training"][0]["machine_id"] = "nothex!"; }},
+      {"steps", "training[0].steps_per_second is 1000000000, but 12 batches",
+       [](nlohmann::json& j) { j["training"][0]["steps_per_second"] = 1e9; }},
+      {"crashed-with-results", "training[0]: status crashed, yet it holds a finished run's results",
+       [](nlohmann::json& j) {
+         j["training"][0]["status"] = "crashed";
+         j["training"][0]["reason"] = "SIGSEGV (Segmentation fault)";
+         j["training"][0]["signal"] = "SIGSEGV";
+       }},
       {"seconds", "training[0].seconds is 1e+300: a run's time is at most a year",
        [](nlohmann::json& j) { j["training"][0]["seconds"] = 1e300; }},
   };
@@ -324,7 +336,7 @@ TEST(TrainCli, AnalyzeMergesDirectoriesAndRefusesDifferentDesigns) {
   r = run_cli("analyze " + a + " " + other_data + " --out " + (root / "x").string());
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("data_fingerprint is "), std::string::npos) << r.err;
-  const std::string probe = edit_copy("probe", [](nlohmann::json& k) { k["plan"] = {{"kind", "probe"}, {"suite", "quick"}}; });
+  const std::string probe = edit_copy("probe", [](nlohmann::json& k) { k["plan"] = {{"suite", "quick"}}; });
   r = run_cli("analyze " + a + " " + probe + " --out " + (root / "x").string());
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("holds no training design"), std::string::npos) << r.err;

@@ -483,8 +483,6 @@ TEST(Lies, ACellOutsideItsPlanOrBeyondItsOutputIsRefused) {
       {"cache-level", "a cache level is 1 to 4", [](nlohmann::json& j) { j["machine"]["caches"] = {{{"level", 99}}}; }},
       {"features-twice", "machine.cpu_features names sse2 twice",
        [](nlohmann::json& j) { j["machine"]["cpu_features"] = {"sse2", "sse2"}; }},
-      {"analysis", "analysis is set, but the plan is not a training design's",
-       [](nlohmann::json& j) { j["analysis"] = {{"foo", 1}}; }},
   };
   for (const Case& c : cases) {
     nlohmann::json j = nlohmann::json::parse(text);
@@ -498,6 +496,27 @@ TEST(Lies, ACellOutsideItsPlanOrBeyondItsOutputIsRefused) {
       EXPECT_NE(r.err.find(c.says), std::string::npos) << c.name << ": " << r.err;
       EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
     }
+  }
+  // A baseline of it holds the cells of its plan, repeated as the plan says.
+  ASSERT_EQ(run_cli("baseline save " + good.string()).code, 0);
+  const nlohmann::json saved = nlohmann::json::parse(slurp(good / "baseline.json"));
+  const std::pair<std::function<void(nlohmann::json&)>, const char*> baseline_lies[] = {
+      {[](nlohmann::json& j) {
+         auto e = j["entries"][0];
+         e["workload"] = "reduce?op=sum&n=2000&dist=uniform&seed=1";
+         j["entries"].push_back(e);
+       },
+       "entries[1]: the cell reduce?op=sum&n=2000&dist=uniform&seed=1 on"},
+      {[](nlohmann::json& j) { j["entries"][0]["repeats"] = 3; },
+       "entries[0].repeats is 3, but source.plan repeats each cell 2 times"},
+  };
+  for (auto& [lie, says] : baseline_lies) {
+    nlohmann::json j = saved;
+    lie(j);
+    std::ofstream(d / "lied-baseline.json") << j.dump(1);
+    CliRun r = run_cli("check " + good.string() + " --baseline " + (d / "lied-baseline.json").string() + " --no-history");
+    EXPECT_EQ(r.code, 2) << r.out << r.err;
+    EXPECT_NE(r.err.find(says), std::string::npos) << r.err;
   }
   fs::remove_all(d);
 }
@@ -560,6 +579,8 @@ TEST(Lies, ABaselineThatContradictsItselfIsRefused) {
        }},
       {"init", "training[0].init is \"random\", but condition (d) starts from fixed initial weights",
        [](nlohmann::json& j) { j["training"][0]["init"] = "random"; }},
+      {"median-year", "entries[0].median_seconds is 1000000000000: a time of at most a year",
+       [](nlohmann::json& j) { j["entries"][0]["median_seconds"] = 1e12; }},
       {"determinism", "training[0].determinism is \"off\", but condition (d) runs with determinism on",
        [](nlohmann::json& j) { j["training"][0]["determinism"] = "off"; }},
   };
@@ -646,11 +667,16 @@ TEST(Unseen, AHistoryChangedByAnotherProgramIsRefused) {
       {"UPDATE runs SET started_at = 'garbage'", "started_at 'garbage' is not a time"},
       {"UPDATE cells SET repeats = -3", "repeats '-3' is not a count"},
       {"UPDATE cells SET distinct_outputs = 9", "distinct_outputs '9' is not a count of at most its repeats"},
+      {"UPDATE cells SET status = 'skipped'", "fingerprints '", },
+      {"UPDATE cells SET distinct_outputs = 0, fingerprints = ''", "distinct_outputs '0' is not at least 1"},
+      {"UPDATE cells SET distinct_outputs = 2", "distinct_outputs '2' is not the number of fingerprints"},
       {"UPDATE cells SET status = 'fine'", "status 'fine' is not ok, crashed"},
       {"UPDATE cells SET median_seconds = -1", "median_seconds '-1' is not a number of 0 or more"},
       {"UPDATE training SET weights_fingerprint = 'zz'", "fingerprints 'zz' is not 32 hex digits"},
       {"UPDATE training SET seed = -1", "is not a count"},
       {"UPDATE machines SET cores = -4", "cores -4"},
+      {"UPDATE cells SET workload = 'reduce?op=bogus'", "workload 'reduce?op=bogus' is not a workload spec"},
+      {"UPDATE training SET target = 'nope?x=1'", "target 'nope?x=1' is not a target spec"},
       {"UPDATE cells SET verdict = 'P' || char(27) || '[2J'", "verdict 'P\\x1b[2J'"},
   };
   int i = 0;
