@@ -945,6 +945,8 @@ Status check_row(const CellRecord& c, const std::string& where) {
   if (!std::any_of(std::begin(kRunKinds), std::end(kRunKinds), [&](RunKind k) { return c.kind == run_kind_name(k); }))
     return bad("kind", c.kind, "a kind of run detaudit records");
   if (!is_utc_iso8601(c.started_at)) return bad("started_at", c.started_at, "a time (YYYY-MM-DDTHH:MM:SSZ)");
+  if (!c.tool_version.empty() && !is_version_text(c.tool_version)) return bad("tool_version", c.tool_version, "a version");
+  if (!c.software.is_object()) return bad("software", "(not a JSON object)", "the software a run recorded");
   if (Spec w; !c.training && !parse_workload(c.workload, &w)) return bad("workload", c.workload, "a workload spec");
   if (Spec t; !parse_target(c.target, &t)) return bad("target", c.target, "a target spec");
   if (Verdict v; !c.verdict.empty() && !parse_verdict(c.verdict, &v))
@@ -1096,14 +1098,14 @@ Status query_history(const std::string& db_path, const HistoryFilter& f, History
       m.cpu_features = s.text(2);
       m.cores = int(s.integer(3));
       m.gpus = parse_json_or_null(s.text(4));
-      if (!m.gpus.is_array()) m.gpus = nlohmann::json::array();
       m.first_seen = s.text(5);
       m.last_seen = s.text(6);
       m.runs = int(s.integer(7));
-      if (s.integer(3) < 0 || !is_utc_iso8601(m.first_seen) || !is_utc_iso8601(m.last_seen))
-        return Status::invalid(db.error(fmt::format("machines ({}): cores {}, first_seen '{}', last_seen '{}' are not "
-                                                    "a count and two times (the database was changed by another "
-                                                    "program)",
+      if (s.integer(3) < 0 || !is_utc_iso8601(m.first_seen) || !is_utc_iso8601(m.last_seen) ||
+          m.last_seen < m.first_seen || !m.gpus.is_array())
+        return Status::invalid(db.error(fmt::format("machines ({}): cores {}, first_seen '{}', last_seen '{}', gpus "
+                                                    "are not a count, two times in order and a list (the database "
+                                                    "was changed by another program)",
                                                     shown_safely(m.key.substr(0, 40)), s.integer(3),
                                                     shown_safely(m.first_seen.substr(0, 40)),
                                                     shown_safely(m.last_seen.substr(0, 40)))));
