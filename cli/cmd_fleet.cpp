@@ -84,7 +84,7 @@ int judge_fleet(const std::vector<FleetNode>& nodes, const std::string& dir, con
     if (x.verdict == Verdict::kFail) ++o.counts.fail;
     if (x.verdict == Verdict::kWarn) ++o.counts.warn;
   }
-  for (auto& i : ignored) t += fmt::format("ignored (an earlier run's folder): {}\n", i);
+  for (auto& i : ignored) t += fmt::format("ignored: {}\n", i);
   t += fmt::format("fleet.json, report.md and report.html in {}\n", dir);
   o.text = t;
   o.data = {{"dir", dir}, {"fleet", f.json}};

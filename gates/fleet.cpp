@@ -237,8 +237,13 @@ Status load_fleet_dir(const std::string& dir, std::vector<FleetNode>* nodes, std
   if (!fs::is_directory(ranks, ec))
     return Status::invalid(fmt::format("{}: no ranks/ folder: not a directory written by `detaudit fleet`", dir));
   std::vector<fs::path> folders;
+  std::vector<std::string> not_ranks;  // named on the report's ignored line, never silently passed over
   for (auto& e : fs::directory_iterator(ranks, ec))
-    if (e.is_directory() && !e.is_symlink()) folders.push_back(e.path());
+    if (e.is_directory() && !e.is_symlink())
+      folders.push_back(e.path());
+    else
+      not_ranks.push_back(fmt::format("ranks/{}: not a folder (a link or a file): not a rank's",
+                                      shown_safely(e.path().filename().string().substr(0, 80))));
   std::sort(folders.begin(), folders.end());
   std::vector<FleetNode> all;
   for (auto& f : folders) {
@@ -250,7 +255,12 @@ Status load_fleet_dir(const std::string& dir, std::vector<FleetNode>* nodes, std
       return read_regular_file(p.string(), "fleet file", text);
     };
     std::string node_text, probe_text, train_text;
-    if (!fs::exists(f / "node.json", ec)) continue;  // a folder that never got its node.json: not a rank's
+    if (!fs::exists(f / "node.json", ec)) {  // a folder that never got its node.json: not a rank's
+      not_ranks.push_back(fmt::format("ranks/{}: no node.json (not a rank's folder, or a rank that stopped before "
+                                      "writing it)",
+                                      shown_safely(f.filename().string().substr(0, 80))));
+      continue;
+    }
     DETAUDIT_RETURN_IF_ERROR(read(f / "node.json", &node_text));
     DETAUDIT_RETURN_IF_ERROR(read(f / "probe" / "results.json", &probe_text));
     DETAUDIT_RETURN_IF_ERROR(read(f / "train" / "results.json", &train_text));
@@ -286,6 +296,8 @@ Status load_fleet_dir(const std::string& dir, std::vector<FleetNode>* nodes, std
     }
     chosen[n.rank] = &n;
   }
+  std::sort(not_ranks.begin(), not_ranks.end());
+  if (ignored) ignored->insert(ignored->end(), not_ranks.begin(), not_ranks.end());
   // Every missing rank is a row of its own: a node.json claiming a million ranks beside three folders held
   // fleet report for minutes at gigabytes. Past kMaxMissingRanks missing, the claim is refused.
   if (expected > 0 && size_t(expected) - chosen.size() > kMaxMissingRanks)

@@ -347,8 +347,18 @@ TEST(FleetConsensus, AnEarlierRunsFoldersAreLeftOutAndNamed) {
   // The command says so, and the consensus holds for the three that ran.
   cli_test::CliRun r = cli_test::run_cli("fleet report " + d.string());
   EXPECT_EQ(r.code, 0) << r.out << r.err;
-  EXPECT_NE(r.out.find("ignored (an earlier run's folder): ranks/3-old"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("ignored: ranks/3-old"), std::string::npos) << r.out;
   EXPECT_EQ(nlohmann::json::parse(slurp(d / "fleet.json"))["ignored_folders"].size(), 5u);
+  // A folder without node.json, or a file, in ranks/ is named too (not a rank's), never passed over.
+  fs::create_directories(d / "ranks" / "junk");
+  std::ofstream(d / "ranks" / "stray.txt") << "x\n";
+  r = cli_test::run_cli("fleet report " + d.string());
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("ignored: ranks/junk: no node.json"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("ignored: ranks/stray.txt: not a folder"), std::string::npos) << r.out;
+  EXPECT_EQ(nlohmann::json::parse(slurp(d / "fleet.json"))["ignored_folders"].size(), 7u);
+  fs::remove(d / "ranks" / "stray.txt");
+  fs::remove(d / "ranks" / "junk");
   // A node.json copied into another rank's folder (rank 1's file in ranks/2-vm) would stand for that rank.
   fs::create_directories(d / "ranks" / "2-vm");
   fs::copy_file(d / "ranks" / "1-new" / "node.json", d / "ranks" / "2-vm" / "node.json");
