@@ -60,6 +60,29 @@ fs::path save(const fs::path& root, const std::string& name, const Results& r) {
   return root / name;
 }
 
+// Each edit of a results file's text, written beside `good`, is refused by report, baseline save and compare:
+// exit 2, one line, naming what the case says.
+struct ResultsLie {
+  std::string name, says;
+  std::function<void(nlohmann::json&)> lie;
+};
+void expect_every_reader_refuses(const fs::path& d, const fs::path& good, const std::string& text,
+                                 const std::vector<ResultsLie>& cases) {
+  for (const ResultsLie& c : cases) {
+    nlohmann::json j = nlohmann::json::parse(text);
+    c.lie(j);
+    fs::create_directories(d / c.name);
+    std::ofstream(d / c.name / "results.json") << j.dump(1);
+    for (const std::string& cmd : {"report " + (d / c.name).string(), "baseline save " + (d / c.name).string(),
+                                   "compare " + good.string() + " " + (d / c.name).string()}) {
+      CliRun r = run_cli(cmd);
+      EXPECT_EQ(r.code, 2) << c.name << ": " << cmd << "\n" << r.out << r.err;
+      EXPECT_NE(r.err.find(c.says), std::string::npos) << c.name << ": " << r.err;
+      EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    }
+  }
+}
+
 // sh -c, for redirections and limits; the exit code.
 int sh(const std::string& cmd) {
   const int st = std::system(("sh -c '" + cmd + "'").c_str());
@@ -355,11 +378,7 @@ TEST(Lies, ContradictionsInsideAResultsFileAreRefused) {
   const fs::path good = save(d, "good", base);
   ASSERT_EQ(run_cli("report " + good.string()).code, 0);
   const std::string text = slurp(good / "results.json");
-  struct Case {
-    std::string name, says;
-    std::function<void(nlohmann::json&)> lie;
-  };
-  const std::vector<Case> cases = {
+  const std::vector<ResultsLie> cases = {
       {"repeats", "status ok with 2 outputs for 5 repeats", [](nlohmann::json& j) { j["observations"][0]["repeats"] = 5; }},
       {"no-outputs", "status ok with 0 outputs for 2 repeats",
        [](nlohmann::json& j) {
@@ -389,23 +408,12 @@ TEST(Lies, ContradictionsInsideAResultsFileAreRefused) {
       {"train-signal", "training[0].signal is SIGSEGV, but the run finished",
        [](nlohmann::json& j) { j["training"][0]["signal"] = "SIGSEGV"; }},
       {"timeout", "plan.timeout_s is -5", [](nlohmann::json& j) { j["plan"]["timeout_s"] = -5; }},
+      {"timeout-huge", "plan.timeout_s is 1e+300", [](nlohmann::json& j) { j["plan"]["timeout_s"] = 1e300; }},
       {"time", "started_at 'yesterday' is not a time", [](nlohmann::json& j) { j["started_at"] = "yesterday"; }},
       {"backwards", "is before started_at", [](nlohmann::json& j) { j["finished_at"] = "2020-01-01T00:00:00Z"; }},
       {"future", "2099-01-01T00:00:00Z is in the future", [](nlohmann::json& j) { j["finished_at"] = "2099-01-01T00:00:00Z"; }},
   };
-  for (const Case& c : cases) {
-    nlohmann::json j = nlohmann::json::parse(text);
-    c.lie(j);
-    fs::create_directories(d / c.name);
-    std::ofstream(d / c.name / "results.json") << j.dump(1);
-    for (const std::string& cmd : {"report " + (d / c.name).string(), "baseline save " + (d / c.name).string(),
-                                   "compare " + good.string() + " " + (d / c.name).string()}) {
-      CliRun r = run_cli(cmd);
-      EXPECT_EQ(r.code, 2) << c.name << ": " << cmd << "\n" << r.out << r.err;
-      EXPECT_NE(r.err.find(c.says), std::string::npos) << c.name << ": " << r.err;
-      EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-    }
-  }
+  expect_every_reader_refuses(d, good, text, cases);
   fs::remove_all(d);
 }
 
@@ -423,11 +431,7 @@ TEST(Lies, ACellOutsideItsPlanOrBeyondItsOutputIsRefused) {
   const fs::path good = save(d, "good", base);
   ASSERT_EQ(run_cli("report " + good.string()).code, 0);
   const std::string text = slurp(good / "results.json");
-  struct Case {
-    std::string name, says;
-    std::function<void(nlohmann::json&)> lie;
-  };
-  const std::vector<Case> cases = {
+  const std::vector<ResultsLie> cases = {
       {"no-targets", "plan.targets is empty", [](nlohmann::json& j) { j["plan"]["targets"] = nlohmann::json::array(); }},
       {"bad-target", "plan.targets[0]: ", [](nlohmann::json& j) { j["plan"]["targets"] = {"cpu?bogus=1"}; }},
       {"target-twice", "plan.targets[1]: ",
@@ -484,19 +488,7 @@ TEST(Lies, ACellOutsideItsPlanOrBeyondItsOutputIsRefused) {
       {"features-twice", "machine.cpu_features names sse2 twice",
        [](nlohmann::json& j) { j["machine"]["cpu_features"] = {"sse2", "sse2"}; }},
   };
-  for (const Case& c : cases) {
-    nlohmann::json j = nlohmann::json::parse(text);
-    c.lie(j);
-    fs::create_directories(d / c.name);
-    std::ofstream(d / c.name / "results.json") << j.dump(1);
-    for (const std::string& cmd : {"report " + (d / c.name).string(), "baseline save " + (d / c.name).string(),
-                                   "compare " + good.string() + " " + (d / c.name).string()}) {
-      CliRun r = run_cli(cmd);
-      EXPECT_EQ(r.code, 2) << c.name << ": " << cmd << "\n" << r.out << r.err;
-      EXPECT_NE(r.err.find(c.says), std::string::npos) << c.name << ": " << r.err;
-      EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-    }
-  }
+  expect_every_reader_refuses(d, good, text, cases);
   // A baseline of it holds the cells of its plan, repeated as the plan says.
   ASSERT_EQ(run_cli("baseline save " + good.string()).code, 0);
   const nlohmann::json saved = nlohmann::json::parse(slurp(good / "baseline.json"));
