@@ -1066,6 +1066,57 @@ Status query_training(Db& db, const HistoryFilter& f, const std::string& target_
   return Status::ok();
 }
 
+// The runs as detaudit records them, checked before any is shown: times that are times (recorded after the
+// start, a day of clock skew allowed), a machine description, a key that names a machine of the history, an
+// exit code a command gives, verdict counts that add up to its cells; no cell or training row of a run that is
+// gone. Another program's change is refused naming the row and the column.
+Status check_runs(Db& db) {
+  auto changed = [&](const std::string& what) {
+    return Status::invalid(db.error(what + " (the database was changed by another program)"));
+  };
+  {
+    Stmt s(db.h,
+           "SELECT r.id, r.started_at, r.finished_at, r.recorded_at, r.machine, r.exit_code, r.cells, r.pass, r.fail, "
+           "r.expected, r.warn, r.skip, r.unjudged, r.training_runs, r.machine_key, "
+           "(SELECT count(*) FROM machines m WHERE m.key = r.machine_key) FROM runs r");
+    if (!s.ok()) return Status::invalid(describe_sqlite_error(db, sqlite3_errcode(db.h)));
+    int rc;
+    while ((rc = s.step()) == SQLITE_ROW) {
+      const int64_t id = s.integer(0);
+      const std::string started = s.text(1), finished = s.text(2), recorded = s.text(3);
+      auto bad = [&](const char* column, const std::string& value, const char* what) {
+        return changed(fmt::format("runs (run {}): {} '{}' is not {}", id, column, shown_safely(value.substr(0, 40)), what));
+      };
+      if (!is_utc_iso8601(started)) return bad("started_at", started, "a time (YYYY-MM-DDTHH:MM:SSZ)");
+      if (!finished.empty() && !is_utc_iso8601(finished)) return bad("finished_at", finished, "a time");
+      // (recorded on this machine's clock, started on the run's: a day of skew is allowed, as for results)
+      const auto rec = iso8601_seconds(recorded), start = iso8601_seconds(started);
+      if (!rec || !start || *rec + 86400 < *start) return bad("recorded_at", recorded, "a time after started_at");
+      const int64_t code = s.integer(5);
+      if (!(code >= 0 && code <= 2) && !(code > 128 && code < 160))
+        return bad("exit_code", std::to_string(code), "an exit code detaudit gives (0, 1, 2, 128 + a signal)");
+      int64_t sum = 0;
+      for (int i = 7; i <= 12; ++i) {
+        if (s.integer(i) < 0) return bad("pass, fail, expected, warn, skip, unjudged", std::to_string(s.integer(i)), "counts");
+        sum += s.integer(i);
+      }
+      if (s.integer(6) != sum || s.integer(13) < 0)
+        return bad("cells", std::to_string(s.integer(6)), "the sum of its verdict counts");
+      const nlohmann::json machine = parse_json_or_null(s.text(4));
+      if (!machine.is_object()) return bad("machine", "(not a JSON object)", "a machine description");
+      if (s.integer(15) != 1) return bad("machine_key", s.text(14), "the key of a machine of the history");
+    }
+    if (rc != SQLITE_DONE) return Status::invalid(describe_sqlite_error(db, rc));
+  }
+  int64_t orphans = 0;
+  DETAUDIT_RETURN_IF_ERROR(pragma_int(db,
+                                      "SELECT (SELECT count(*) FROM cells WHERE run_id NOT IN (SELECT id FROM runs)) + "
+                                      "(SELECT count(*) FROM training WHERE run_id NOT IN (SELECT id FROM runs))",
+                                      &orphans));
+  if (orphans > 0) return changed(fmt::format("{} cell or training rows belong to no run", orphans));
+  return Status::ok();
+}
+
 Status query_history(const std::string& db_path, const HistoryFilter& f, HistoryQueryResult* out) {
   *out = HistoryQueryResult{};
   Db db;
@@ -1076,6 +1127,7 @@ Status query_history(const std::string& db_path, const HistoryFilter& f, History
   int64_t runs = 0;
   DETAUDIT_RETURN_IF_ERROR(pragma_int(db, "SELECT count(*) FROM runs", &runs));
   out->runs = int(runs);
+  DETAUDIT_RETURN_IF_ERROR(check_runs(db));
 
   std::set<std::string> targets, workloads;
   if (Status st; !(st = distinct_column(db, "SELECT DISTINCT target FROM cells", &targets)) ||
