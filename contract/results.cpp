@@ -203,12 +203,9 @@ Status check_plan(const nlohmann::json& p) {
                                       "plan.design"));
   if (d.contains("conditions")) {
     const std::string c = d["conditions"].get<std::string>();
-    std::string seen;
-    for (char x : c)
-      if (std::string("abcde").find(x) == std::string::npos || seen.find(x) != std::string::npos)
+    for (size_t i = 0; i < c.size(); ++i)  // each known, and its first place its only one
+      if (std::string("abcde").find(c[i]) == std::string::npos || c.find(c[i]) != i)
         return Status::invalid(fmt::format("plan.design.conditions is \"{}\": each of a, b, c, d, e at most once", c));
-      else
-        seen += x;
     if (c.empty()) return Status::invalid("plan.design.conditions is empty: a design runs at least one condition");
   }
   if (d.contains("prednet_config") && d.value("model", "") != "prednet")
@@ -231,7 +228,7 @@ Status check_plan(const nlohmann::json& p) {
     const uint64_t targets = d["targets"].size(), seeds = d["seeds"].get<uint64_t>(),
                    reps = d.value("replicates", uint64_t(1));
     uint64_t most = 0;
-    for (char c : d.value("conditions", std::string("abcde"))) most += targets * seeds * (c == 'a' || c == 'c' ? reps : 1);
+    for (char c : d.value("conditions", std::string("abcde"))) most += targets * seeds * (condition_nondeterministic(std::string(1, c)) ? reps : 1);
     most *= std::max<uint64_t>(1, p.value("sources", nlohmann::json::array()).size());
     if (p["runs"].get<uint64_t>() > most)
       return Status::invalid(fmt::format("plan.runs is {}, more than the {} runs its design has", p["runs"].get<uint64_t>(), most));
@@ -269,7 +266,7 @@ Status check_run_against_design(const nlohmann::json& j, TrainingRun& t, const n
   if (t.condition.size() != 1 || conds.find(t.condition) == std::string::npos ||
       kConditions.find(t.condition) == std::string::npos)
     return bad("condition", fmt::format("\"{}\" is not a condition of the design ({})", t.condition, conds));
-  const bool random = t.condition == "a" || t.condition == "b", nondet = t.condition == "a" || t.condition == "c";
+  const bool random = condition_random_init(t.condition), nondet = condition_nondeterministic(t.condition);
   if (j.contains("init") && t.random_init != random)
     return bad("init", fmt::format("is not condition ({})'s", t.condition));
   if (j.contains("nondeterminism") && t.nondeterministic != nondet)

@@ -260,8 +260,8 @@ Status from_json(const nlohmann::json& j, TrainingRun* out, const std::string& p
   // A field the run does not hold is its condition's: (a) and (b) start from random initial weights, (a) and
   // (c) run with nondeterminism on.
   if (!r.condition.empty()) {
-    if (!j.contains("init")) init = r.condition == "a" || r.condition == "b" ? "random" : "fixed";
-    if (!j.contains("nondeterminism") && det.empty()) nondet = r.condition == "a" || r.condition == "c" ? "on" : "off";
+    if (!j.contains("init")) init = condition_random_init(r.condition) ? "random" : "fixed";
+    if (!j.contains("nondeterminism") && det.empty()) nondet = condition_nondeterministic(r.condition) ? "on" : "off";
   }
   r.random_init = init == "random";
   r.nondeterministic = nondet == "on";

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -14,6 +15,11 @@
 #include "contract/observation.hpp"
 
 namespace detaudit {
+
+// A design's conditions: (a) and (b) start from random initial weights, (c), (d) and (e) from fixed ones; (a) and
+// (c) run with nondeterminism on. One place for what every reader of a condition derives from it.
+inline bool condition_random_init(std::string_view c) { return c == "a" || c == "b"; }
+inline bool condition_nondeterministic(std::string_view c) { return c == "a" || c == "c"; }
 
 // The phase label of one run's learning curve (analysis/phases.hpp detects it, once, in the worker).
 struct CurvePhases {

@@ -458,7 +458,7 @@ Status training_from_json(const nlohmann::json& j, const std::string& path, cons
   if (t->condition.size() != 1 || kConditions.find(t->condition) == std::string::npos)
     return Status::invalid(fmt::format("{} must be one of a, b, c, d, e (got \"{}\")", json_path(path, "condition"),
                                        t->condition.substr(0, 20)));
-  const bool random = t->condition == "a" || t->condition == "b", nondet = t->condition == "a" || t->condition == "c";
+  const bool random = condition_random_init(t->condition), nondet = condition_nondeterministic(t->condition);
   if (!t->init.empty() && t->init != (random ? "random" : "fixed"))
     return Status::invalid(fmt::format("{} is \"{}\", but condition ({}) starts from {} initial weights",
                                        json_path(path, "init"), t->init.substr(0, 20), t->condition,

@@ -343,29 +343,26 @@ FleetOutcome fleet_consensus(const std::vector<FleetNode>& nodes, const std::str
   }
   // One fleet, one plan: a node that ran another level, or probe cells another number of times or other workloads
   // than most nodes, did not run the fleet's plan (its cells would be judged against peers that ran others).
+  // Each node's plan is described once (its workloads as one text), then compared with the most common.
   {
-    std::map<std::string, size_t> plans;
-    auto plan_of = [](const FleetNode& n) {
+    std::vector<std::string> plan(nodes.size()), said(nodes.size());
+    std::map<std::string, size_t> count;
+    size_t common = nodes.size();
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      const FleetNode& n = nodes[i];
+      if (n.state == "missing" || n.state == "failed" || n.probe.plan.empty()) continue;
       const nlohmann::json& p = n.probe.plan;
-      return fmt::format("level {}, {} repeats of {} workloads", n.level, p.value("repeats", int64_t(0)),
-                         p.value("workloads", nlohmann::json::array()).size());
-    };
-    auto same_workloads = [](const FleetNode& a, const FleetNode& b) {
-      return a.probe.plan.value("workloads", nlohmann::json::array()) ==
-             b.probe.plan.value("workloads", nlohmann::json::array());
-    };
-    const FleetNode* common = nullptr;
-    for (auto& n : nodes)
-      if (n.state != "missing" && n.state != "failed" && !n.probe.plan.empty()) {
-        const size_t c = ++plans[plan_of(n)];
-        if (!common || c > plans[plan_of(*common)]) common = &n;
-      }
-    for (auto& n : nodes)
-      if (common && &n != common && n.state != "missing" && n.state != "failed" && !n.probe.plan.empty() &&
-          (plan_of(n) != plan_of(*common) || !same_workloads(n, *common)))
-        find(Verdict::kFail, "another_plan", n, "",
-             fmt::format("ran {}, most nodes {}{}", plan_of(n), plan_of(*common),
-                         plan_of(n) == plan_of(*common) ? " (other workloads)" : ""));
+      const auto w = p.find("workloads");
+      const size_t workloads = w != p.end() ? w->size() : 0;
+      said[i] = fmt::format("level {}, {} repeats of {} workloads", n.level, p.value("repeats", int64_t(0)), workloads);
+      plan[i] = said[i] + "\n" + (w != p.end() ? w->dump() : "[]");
+      if (const size_t c = ++count[plan[i]]; common == nodes.size() || c > count[plan[common]]) common = i;
+    }
+    for (size_t i = 0; i < nodes.size(); ++i)
+      if (common < nodes.size() && !plan[i].empty() && plan[i] != plan[common])
+        find(Verdict::kFail, "another_plan", nodes[i], "",
+             fmt::format("ran {}, most nodes {}{}", said[i], said[common],
+                         said[i] == said[common] ? " (other workloads)" : ""));
   }
 
   // Groups by machine key (nodes that recorded one).

@@ -946,7 +946,6 @@ Status check_row(const CellRecord& c, const std::string& where) {
     return bad("kind", c.kind, "a kind of run detaudit records");
   if (!is_utc_iso8601(c.started_at)) return bad("started_at", c.started_at, "a time (YYYY-MM-DDTHH:MM:SSZ)");
   if (!c.tool_version.empty() && !is_version_text(c.tool_version)) return bad("tool_version", c.tool_version, "a version");
-  if (!c.software.is_object()) return bad("software", "(not a JSON object)", "the software a run recorded");
   if (Spec w; !c.training && !parse_workload(c.workload, &w)) return bad("workload", c.workload, "a workload spec");
   if (Spec t; !parse_target(c.target, &t)) return bad("target", c.target, "a target spec");
   if (Verdict v; !c.verdict.empty() && !parse_verdict(c.verdict, &v))
@@ -969,6 +968,13 @@ Status check_row(const CellRecord& c, const std::string& where) {
   for (auto [column, v] : {std::pair{"err_ratio", c.err_ratio}, std::pair{"median_seconds", c.median_seconds}})
     if (v && !(*v >= 0)) return bad(column, fmt::format("{}", *v), "a number of 0 or more");
   return Status::ok();
+}
+
+// A run's software column is the object detaudit recorded (read once per run, where it is parsed).
+Status software_changed(const Db& db, int64_t run) {
+  return Status::invalid(db.error(fmt::format("runs (run {}): software '(not a JSON object)' is not the software a run "
+                                              "recorded (the database was changed by another program)",
+                                              run)));
 }
 
 Status query_training(Db& db, const HistoryFilter& f, const std::string& target_mode, const std::string& workload_mode,
@@ -1019,17 +1025,20 @@ Status query_training(Db& db, const HistoryFilter& f, const std::string& target_
       a.c.tool_commit = s.text(7);
       auto sw = software->find(run);
       if (sw == software->end()) sw = software->emplace(run, parse_json_or_null(s.text(8))).first;
+      if (!sw->second.is_object()) return software_changed(db, run);
       a.c.software = sw->second;
       a.c.workload = workload;
       a.c.target = target;
       a.c.training = true;
-      a.nondeterministic = s.text(11) == "a" || s.text(11) == "c";
+      a.nondeterministic = condition_nondeterministic(s.text(11));
       accs.push_back(std::move(a));
     }
     Acc& a = accs[it->second];
     const std::string status = s.text(15);
     {
-      CellRecord row = a.c;
+      CellRecord row;  // the row's own fields beside its run's (not its software: checked once per run above)
+      row.run_id = a.c.run_id, row.kind = a.c.kind, row.started_at = a.c.started_at;
+      row.tool_version = a.c.tool_version, row.workload = a.c.workload, row.target = a.c.target, row.training = true;
       row.status = status;
       row.repeats = int(std::min<int64_t>(s.integer(14), INT32_MAX));
       if (!s.text(16).empty()) row.fingerprints = {s.text(16)};
@@ -1239,6 +1248,7 @@ Status query_history(const std::string& db_path, const HistoryFilter& f, History
         return Status::invalid(describe_sqlite_error(db, src));
       }
       it = software.emplace(c.run_id, parse_json_or_null(sw.text(0))).first;
+      if (!it->second.is_object()) return software_changed(db, c.run_id);
       sw.reset();
     }
     c.software = it->second;

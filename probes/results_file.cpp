@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <map>
+#include <optional>
 #include <set>
 #include <tuple>
 
@@ -14,11 +15,13 @@ namespace detaudit {
 
 namespace {
 
-Status canonical(std::string* text, bool target, const std::string& field) {
+// *text parsed and rewritten in canonical form; *spec (may be null) gets the parsed spec.
+Status canonical(std::string* text, bool target, const std::string& field, Spec* spec = nullptr) {
   Spec s;
   Status st = target ? parse_target(*text, &s) : parse_workload(*text, &s);
   if (!st) return st.prefixed(field + ": ");
   *text = s.str();
+  if (spec) *spec = std::move(s);
   return Status::ok();
 }
 
@@ -35,10 +38,10 @@ Status canonical_list(nlohmann::json* list, bool target, const std::string& fiel
 
 // What a cell of a results file can be checked against, beyond its own counts (contract/observation.hpp):
 // its plan, its workload's size, and the run's own time.
-Status check_cell_against_run(const Observation& o, const Results& r, const std::set<std::string>& plan_targets,
-                              const std::set<std::string>& plan_workloads, const std::string& at) {
-  Spec w, t;
-  if (!parse_workload(o.workload, &w) || !parse_target(o.target, &t)) return Status::ok();  // refused before
+// `w` and `t` are the cell's parsed workload and target; `run_seconds` the run's wall time, when it has both times.
+Status check_cell_against_run(const Observation& o, const Spec& w, const Spec& t, const Results& r,
+                              const std::set<std::string>& plan_targets, const std::set<std::string>& plan_workloads,
+                              std::optional<int64_t> run_seconds, const std::string& at) {
   const BackendEntry* be = find_backend(t.name);
   const bool imported = be && be->imported;
   const bool import_plan = r.plan.value("suite", "") == "import";
@@ -73,11 +76,10 @@ Status check_cell_against_run(const Observation& o, const Results& r, const std:
                                          o.workload, elems));
   }
   // A cell this run ran took no longer than the run (times to the second, so 2 s of slack).
-  const auto started = iso8601_seconds(r.started_at), finished = iso8601_seconds(r.finished_at);
-  if (!imported && started && finished) {
+  if (!imported && run_seconds) {
     double total = 0;
     for (double x : o.seconds) total += x;
-    if (total > double(*finished - *started) + 2)
+    if (total > double(*run_seconds) + 2)
       return Status::invalid(fmt::format("{}.seconds add up to {:.1f} s, longer than the run ({} to {})", at, total,
                                          r.started_at, r.finished_at));
   }
@@ -86,8 +88,8 @@ Status check_cell_against_run(const Observation& o, const Results& r, const std:
 
 // A training run's identity against itself and its design: its key is condition|target|seed|replicate, its
 // base target one of the design's, its target that base's variant for its condition.
-Status check_run_identity(const TrainingRun& t, const std::string& written_target, const std::set<std::string>& design,
-                          const std::string& at) {
+Status check_run_identity(const TrainingRun& t, const std::string& written_target, const Spec& base,
+                          const std::set<std::string>& design, const std::string& at) {
   if (!t.key.empty() && t.key != fmt::format("{}|{}|{}|{}", t.condition, t.target, t.seed, t.replicate) &&
       t.key != fmt::format("{}|{}|{}|{}", t.condition, written_target, t.seed, t.replicate))
     return Status::invalid(fmt::format("{}.key \"{}\" is not its condition|target|seed|replicate ({}|{}|{}|{})", at,
@@ -95,8 +97,7 @@ Status check_run_identity(const TrainingRun& t, const std::string& written_targe
   if (t.base_target.empty()) return Status::ok();
   if (!design.empty() && !design.count(t.base_target))
     return Status::invalid(fmt::format("{}.base_target {} is not a target of the design", at, t.base_target));
-  Spec base, det, nondet;
-  if (!parse_target(t.base_target, &base)) return Status::ok();  // refused before
+  Spec det, nondet;
   if (Status st = training_variants(base, &det, &nondet); !st) return st.prefixed(at + ".base_target: ");
   const Spec& want = t.nondeterministic ? nondet : det;
   if (t.target != want.str())
@@ -126,12 +127,17 @@ Status canonicalize_specs(Results* r, const std::string& path) {
     failures[w] = why;
   }
   r->oracle_failures = std::move(failures);
+  std::optional<int64_t> run_seconds;
+  if (const auto started = iso8601_seconds(r->started_at), finished = iso8601_seconds(r->finished_at);
+      started && finished)
+    run_seconds = *finished - *started;
   for (size_t i = 0; i < r->observations.size(); ++i) {
     Observation& o = r->observations[i];
     const std::string at = fmt::format("{}: observations[{}]", path, i);
-    DETAUDIT_RETURN_IF_ERROR(canonical(&o.target, true, at + ".target"));
-    DETAUDIT_RETURN_IF_ERROR(canonical(&o.workload, false, at + ".workload"));
-    DETAUDIT_RETURN_IF_ERROR(check_cell_against_run(o, *r, plan_targets, plan_workloads, at));
+    Spec t, w;
+    DETAUDIT_RETURN_IF_ERROR(canonical(&o.target, true, at + ".target", &t));
+    DETAUDIT_RETURN_IF_ERROR(canonical(&o.workload, false, at + ".workload", &w));
+    DETAUDIT_RETURN_IF_ERROR(check_cell_against_run(o, w, t, *r, plan_targets, plan_workloads, run_seconds, at));
   }
   // One cell, one observation: a second would let the file say two things of it (spelled alike once
   // canonical).
@@ -156,8 +162,9 @@ Status canonicalize_specs(Results* r, const std::string& path) {
     const std::string at = fmt::format("{}: training[{}]", path, i);
     const std::string written = t.target;
     DETAUDIT_RETURN_IF_ERROR(canonical(&t.target, true, at + ".target"));
-    if (!t.base_target.empty()) DETAUDIT_RETURN_IF_ERROR(canonical(&t.base_target, true, at + ".base_target"));
-    DETAUDIT_RETURN_IF_ERROR(check_run_identity(t, written, design_targets, at));
+    Spec base;
+    if (!t.base_target.empty()) DETAUDIT_RETURN_IF_ERROR(canonical(&t.base_target, true, at + ".base_target", &base));
+    DETAUDIT_RETURN_IF_ERROR(check_run_identity(t, written, base, design_targets, at));
   }
   return Status::ok();
 }

@@ -431,7 +431,7 @@ Status load_manifest(const std::string& dir, std::vector<ManifestWorkload>* out)
   if (!j.contains("created_at") || !j["created_at"].is_string() || !is_utc_iso8601(j["created_at"].get<std::string>()) ||
       j["created_at"].get<std::string>() > utc_iso8601(std::time(nullptr) + 86400))
     return Status::invalid(path + ": \"created_at\" must be a time (YYYY-MM-DDTHH:MM:SSZ), not in the future");
-  if (j.value("conventions", Json()) != Json::parse(OrderedJson(conventions()).dump()))
+  if (j.value("conventions", Json()) != Json::parse(conventions().dump()))
     return Status::invalid(path + ": \"conventions\" is not what this detaudit exports (edited or removed): export again");
   const Json ws = j.value("workloads", Json());
   if (!ws.is_array() || ws.empty()) {
