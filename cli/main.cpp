@@ -401,6 +401,7 @@ int run_report(const std::string& dir, const std::string& which) {
   // Judged for the report by this detaudit (a verdict the file stores is not evidence; results written
   // before verdicts existed, or by a run in progress, have none); the results file is left as it is.
   judge(&r);
+  reanalyze_training(&r);
   bool md = which == "md" || which == "both", html = which == "html" || which == "both";
   if (Status st = write_reports(dir, r, md, html); !st) return fail(st);
   Outcome o;
@@ -556,7 +557,7 @@ int main_cli(int argc, char** argv) {
     }
     const int rc = fail(line);
     if (json)
-      put(stdout, nlohmann::json{{"schema", kCliSchema}, {"command", command}, {"exit_code", 2}, {"reports", nlohmann::json::object()}, {"error", line}}.dump(2) +
+      put(stdout, nlohmann::json{{"schema", kCliSchema}, {"command", command}, {"exit_code", 2}, {"reports", nlohmann::json::object()}, {"error", line}}.dump(2, ' ', true) +
                       "\n");
     return rc;
   }

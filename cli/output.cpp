@@ -96,12 +96,13 @@ nlohmann::json outcome_json(const Outcome& o) {
 
 int emit(const Outcome& o) {
   // Every text the tool prints passes shown_safely: a string read from a file (a CPU model, a library version, a
-  // host name) reaches the terminal as text, never as an escape sequence.
+  // host name) reaches the terminal as text, never as an escape sequence; JSON writes every character beyond
+  // ASCII as \uXXXX, so no C1 control (U+0080..U+009F) reaches a terminal raw either.
   if (o.exit_code != 0 && o.exit_code != 1 && !o.error.empty())
     say(stderr, "detaudit: error: {}\n", shown_safely(o.error));
   const Format f = active_format();
   if (f == Format::kJson) {
-    put(stdout, outcome_json(o).dump(2) + "\n");
+    put(stdout, outcome_json(o).dump(2, ' ', true) + "\n");
     return o.exit_code;
   }
   if (!active_quiet()) {
@@ -124,7 +125,7 @@ void emit_failure(const std::string& msg) {
   o.exit_code = 2;
   o.error = msg;
   if (active_format() == Format::kJson) {
-    put(stdout, outcome_json(o).dump(2) + "\n");
+    put(stdout, outcome_json(o).dump(2, ' ', true) + "\n");
     return;
   }
   if (active().judging) put(stdout, line_with(o, coloured("ERROR")) + "\n");

@@ -105,6 +105,7 @@ Status check_destination(const std::string& path, Own own) {
       {Own::kDiverge, "detaudit-diverge/1", "diverge result"},
       {Own::kFleet, "detaudit-fleet/1", "fleet result"},
       {Own::kFleetNode, "detaudit-fleet-node/1", "fleet node file"},
+      {Own::kQualify, "detaudit-qualify/2", "qualify result"},
       {Own::kDivergeTrace, nullptr, "diverge trace"},
       {Own::kReport, nullptr, "report"},
       {Own::kNpy, nullptr, "NPY array"},

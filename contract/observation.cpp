@@ -185,6 +185,10 @@ Status kernel_from_json(const nlohmann::json& j, KernelRecord* k, const std::str
 Status oracle_from_json(const nlohmann::json& j, std::optional<OracleDistance>* out, const std::string& path) {
   if (j.is_null()) return Status::ok();
   DETAUDIT_RETURN_IF_ERROR(check_json(j, JsonType::kObject, path));
+  if (const std::string k = unknown_field(j, {"max_ulp", "max_rel_err", "mismatched", "err_ratio", "agree_bits",
+                                              "bound_k", "ratio_hist"});
+      !k.empty())
+    return Status::invalid(fmt::format("{} is not a field of an oracle distance", json_path(path, k.substr(0, 40))));
   OracleDistance d;
   for (const char* k : {"max_ulp", "max_rel_err"}) {
     std::string p = json_path(path, k);
@@ -347,6 +351,8 @@ Status optional_from_json(const nlohmann::json& j, Observation* r, const std::st
                    !(st = check_key(b, "rows_differing", T::kCount, true, bp)) ||
                    !(st = check_key(b, "invariant", T::kBoolean, false, bp)))
       return st;
+    if (const std::string k = unknown_field(b, {"rows_checked", "rows_differing", "invariant"}); !k.empty())
+      return Status::invalid(fmt::format("{} is not a field of a batch invariance check", json_path(bp, k.substr(0, 40))));
     r->batch = BatchInvariance{b["rows_checked"].get<int>(), b["rows_differing"].get<int>()};
     if (b.contains("invariant") && b["invariant"].get<bool>() != r->batch->invariant())
       return Status::invalid(fmt::format("{} is {}, but {} of its rows differ", json_path(bp, "invariant"),
@@ -384,7 +390,8 @@ Status from_json(const nlohmann::json& j, Observation* o, const std::string& whe
 std::string unknown_field(const nlohmann::json& j, std::initializer_list<const char*> known) {
   for (auto& item : j.items()) {
     const std::string& k = item.key();  // not a structured binding: clang 14 cannot capture one in a lambda
-    if (std::none_of(known.begin(), known.end(), [&](const char* x) { return k == x; })) return k;
+    // A key named "" is as unknown as any other: shown as "" so that the caller's "not empty" sees it.
+    if (std::none_of(known.begin(), known.end(), [&](const char* x) { return k == x; })) return k.empty() ? "\"\"" : k;
   }
   return "";
 }
@@ -403,6 +410,12 @@ Status check_observation_counts(const Observation& r, const std::string& where) 
       outputs != 0)
     return Status::invalid(fmt::format("{}: status {} yet {} outputs (such a cell gives none)", where,
                                        to_string(r.status), outputs));
+  // A cell that did not finish says why, and was compared with no oracle (the worker compares when it finishes).
+  if (r.status != ObsStatus::kOk && r.reason.empty())
+    return Status::invalid(fmt::format("{}: status {} without a reason", where, to_string(r.status)));
+  if (r.status != ObsStatus::kOk && r.oracle)
+    return Status::invalid(fmt::format("{}: status {} yet an oracle distance (only a cell that finished is compared)",
+                                       json_path(where, "oracle"), to_string(r.status)));
   if (r.seconds.size() > repeats || (r.status == ObsStatus::kOk && !r.seconds.empty() && r.seconds.size() != repeats))
     return Status::invalid(fmt::format("{}: {} times for {} repeats", json_path(where, "seconds"), r.seconds.size(),
                                        repeats));
@@ -419,6 +432,15 @@ Status check_observation_counts(const Observation& r, const std::string& where) 
                                          json_path(where, "oracle"), d.mismatched));
     uint64_t hist = 0;
     for (uint64_t c : d.ratio_hist) hist += c;
+    // The histogram is of the output with the largest ratio: its highest bucket holds err_ratio (bucket 0 holds
+    // the elements equal to the oracle's bits, so an output all in bucket 0 has a ratio of 0).
+    if (!d.ratio_hist.empty() && hist > 0) {
+      size_t top = d.ratio_hist.size() - 1;
+      while (top > 0 && d.ratio_hist[top] == 0) --top;
+      if (top == 0 ? d.err_ratio != 0 : ratio_bucket(d.err_ratio) != int(top))
+        return Status::invalid(fmt::format("{}: err_ratio {} is not in ratio_hist's highest bucket ({})",
+                                           json_path(where, "oracle"), d.err_ratio, top));
+    }
     if (!d.ratio_hist.empty() && hist < d.mismatched)
       return Status::invalid(fmt::format("{}: ratio_hist counts {} elements, fewer than the {} mismatched",
                                          json_path(where, "oracle"), hist, d.mismatched));

@@ -21,6 +21,14 @@ std::string value_text(const nlohmann::json& v) { return v.is_null() ? "(absent)
 
 }  // namespace
 
+std::vector<std::string> probe_suite_names() { return {"quick", "full"}; }
+
+bool is_plan_suite(const std::string& name) {
+  for (const std::string& s : probe_suite_names())
+    if (s == name) return true;
+  return name == "import";
+}
+
 bool is_training_plan(const nlohmann::json& plan) { return field_of(plan, "kind") == "train"; }
 
 std::string plan_kind(const nlohmann::json& plan) {

@@ -4,8 +4,14 @@
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 namespace detaudit {
+
+// The probe suites a plan can name: the two the tool defines, and "import" (outputs another program
+// computed, detaudit import).
+std::vector<std::string> probe_suite_names();
+bool is_plan_suite(const std::string& name);
 
 // "probe suite quick", "training autoencoder/sony2021", "probe" (a plan without a suite).
 std::string plan_kind(const nlohmann::json& plan);

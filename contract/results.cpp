@@ -14,11 +14,14 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <set>
 #include <sstream>
 #include <vector>
 
 #include "contract/atomic_file.hpp"
+#include "contract/plan.hpp"
+#include "kernels/cpu/native.hpp"    // parse_cpu_isa
 #include "kernels/cuda/cuda.hpp"  // kCudaMachineKey
 #include "kernels/input_file.hpp"
 
@@ -65,7 +68,13 @@ bool is_utc_iso8601(const std::string& t) {
   if (t.size() != std::strlen(kShape)) return false;
   for (size_t i = 0; i < t.size(); ++i)
     if (kShape[i] == 'd' ? !std::isdigit(static_cast<unsigned char>(t[i])) : t[i] != kShape[i]) return false;
-  return true;
+  // A time that exists: a month of the year, a day of that month (29 February in leap years only), an hour
+  // of the day, a minute and a second of it (no leap second: no clock detaudit reads gives one).
+  const int year = std::stoi(t.substr(0, 4)), month = std::stoi(t.substr(5, 2)), day = std::stoi(t.substr(8, 2));
+  const bool leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
+  static const int kDays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+  if (month < 1 || month > 12 || day < 1 || day > kDays[month - 1] + (month == 2 && leap)) return false;
+  return std::stoi(t.substr(11, 2)) < 24 && std::stoi(t.substr(14, 2)) < 60 && std::stoi(t.substr(17, 2)) < 60;
 }
 
 Status check_run_times(const std::string& started_at, const std::string& finished_at, const std::string& where) {
@@ -151,8 +160,10 @@ Status check_sources(const nlohmann::json& p) {
   return Status::ok();
 }
 
+}  // namespace
+
 // "plan": a probe plan (suite, targets, workloads, repeats, timeout) or a training design.
-Status check_plan(const nlohmann::json& p) {
+Status check_results_plan(const nlohmann::json& p) {
   if (Status st; !(st = check_json(p, T::kObject, "plan")) ||
                  !(st = check_keys(p,
                                    {{"suite", T::kString},
@@ -176,6 +187,15 @@ Status check_plan(const nlohmann::json& p) {
                                               "runs", "data_fingerprint", "design", "sources"});
       !k.empty())
     return Status::invalid(fmt::format("plan.{} is not a field of a plan", k));
+  if (p.contains("suite") && !is_plan_suite(p["suite"].get<std::string>()))
+    return Status::invalid(fmt::format("plan.suite \"{}\" is not a suite (quick, full, or import)",
+                                       shown_safely(p["suite"].get<std::string>().substr(0, 80))));
+  if (p.contains("custom") && (!p.contains("suite") || p["suite"] == "import"))
+    return Status::invalid("plan.custom is set, but the plan is no suite's (custom is a suite with its targets or workloads replaced)");
+  if (p.value("kind", "") == "train")
+    for (const char* k : {"suite", "custom", "targets", "workloads", "repeats", "timeout_s"})
+      if (p.contains(k))
+        return Status::invalid(fmt::format("plan.{} is a probe plan's field, but the plan is a training design's (kind train)", k));
   // A probe plan names what it runs: no target or no workload is a plan of nothing.
   for (const char* k : {"targets", "workloads"})
     if (p.contains(k) && p[k].empty()) return Status::invalid(fmt::format("plan.{} is empty: a plan names what it runs", k));
@@ -236,6 +256,39 @@ Status check_plan(const nlohmann::json& p) {
   return Status::ok();
 }
 
+namespace {
+
+}  // namespace
+
+Status check_design_run(const std::string& condition, uint64_t seed, int64_t replicate, const nlohmann::json& d,
+                        const std::string& path) {
+  auto bad = [&](const char* field, const std::string& what) {
+    return Status::invalid(fmt::format("{} {}", json_path(path, field), what));
+  };
+  static const std::string kConditions = "abcde";
+  const std::string conds = d.value("conditions", kConditions);
+  if (condition.size() != 1 || conds.find(condition) == std::string::npos ||
+      kConditions.find(condition) == std::string::npos)
+    return bad("condition", fmt::format("\"{}\" is not a condition of the design ({})", shown_safely(condition.substr(0, 20)), conds));
+  const bool random = condition_random_init(condition), nondet = condition_nondeterministic(condition);
+  const uint64_t base = d.value("init_seed_base", uint64_t(1000));
+  const uint64_t seeds = d.value("seeds", uint64_t(0)), replicates = d.value("replicates", uint64_t(1));
+  if (d.contains("seeds")) {
+    if (random ? (seed < base || seed >= base + seeds) : seed != base)
+      return bad("seed", fmt::format("{} is not a seed of the design ({} seeds from {}; fixed initial weights use {})",
+                                     seed, seeds, base, base));
+    // (a) repeats each seed; (c) runs its one seed seeds x replicates times (older designs: seeds times);
+    // (b), (d), (e) once per seed.
+    const uint64_t reps = random ? (nondet ? replicates : 1) : (nondet ? seeds * replicates : seeds);
+    if (replicate < 0 || uint64_t(replicate) >= reps)
+      return bad("replicate",
+                 fmt::format("{} is not below the {} replicates condition ({}) runs", replicate, reps, condition));
+  }
+  return Status::ok();
+}
+
+namespace {
+
 // A training run against the design it belongs to (plan.design): its model and design, a condition of the
 // design with that condition's initial weights and nondeterminism, a seed and replicate the design runs
 // (random init: seeds base .. base + seeds - 1, replicates 0 .. replicates - 1 under (a), else 0; fixed
@@ -261,29 +314,12 @@ Status check_run_against_design(const nlohmann::json& j, TrainingRun& t, const n
   for (const char* k : {"model", "design"})
     if (j.contains(k) && d.contains(k) && d[k] != (std::string(k) == "model" ? t.model : t.design))
       return bad(k, fmt::format("is not the design's ({})", d[k].dump()));
-  static const std::string kConditions = "abcde";
-  const std::string conds = d.value("conditions", kConditions);
-  if (t.condition.size() != 1 || conds.find(t.condition) == std::string::npos ||
-      kConditions.find(t.condition) == std::string::npos)
-    return bad("condition", fmt::format("\"{}\" is not a condition of the design ({})", t.condition, conds));
+  DETAUDIT_RETURN_IF_ERROR(check_design_run(t.condition, t.seed, t.replicate, d, path));
   const bool random = condition_random_init(t.condition), nondet = condition_nondeterministic(t.condition);
   if (j.contains("init") && t.random_init != random)
     return bad("init", fmt::format("is not condition ({})'s", t.condition));
   if (j.contains("nondeterminism") && t.nondeterministic != nondet)
     return bad("nondeterminism", fmt::format("is not condition ({})'s", t.condition));
-  const uint64_t base = d.value("init_seed_base", uint64_t(1000));
-  const uint64_t seeds = d.value("seeds", uint64_t(0)), replicates = d.value("replicates", uint64_t(1));
-  if (d.contains("seeds")) {
-    if (random ? (t.seed < base || t.seed >= base + seeds) : t.seed != base)
-      return bad("seed", fmt::format("{} is not a seed of the design ({} seeds from {}; fixed initial weights use {})",
-                                     t.seed, seeds, base, base));
-    // (a) repeats each seed; (c) runs its one seed seeds x replicates times (older designs: seeds times);
-    // (b), (d), (e) once per seed.
-    const uint64_t reps = random ? (nondet ? replicates : 1) : (nondet ? seeds * replicates : seeds);
-    if (t.replicate < 0 || uint64_t(t.replicate) >= reps)
-      return bad("replicate",
-                 fmt::format("{} is not below the {} replicates condition ({}) runs", t.replicate, reps, t.condition));
-  }
   if (j.contains("batches") && d.contains("batches") && t.batches != d["batches"].get<int>())
     return bad("batches", fmt::format("{} is not the design's {}", t.batches, d["batches"].get<int>()));
   if (j.contains("window") && d.contains("window") && t.window != d["window"].get<int>())
@@ -350,6 +386,15 @@ Status check_machine(const nlohmann::json& m, const std::string& mp) {
       !k.empty())
     return Status::invalid(fmt::format("{} is not a field of a machine description",
                                        json_path(mp, shown_safely(k.substr(0, 40)))));
+  for (const char* k : {"cores", "pus", "packages"})
+    if (m.contains(k) && m[k].get<int64_t>() < 1)
+      return Status::invalid(fmt::format("{} is 0: a machine that ran has at least one", json_path(mp, k)));
+  if (m.contains("caches"))
+    for (size_t i = 0; i < m["caches"].size(); ++i)
+      for (const char* k : {"size_bytes", "line_bytes", "count"})
+        if (const auto& c = m["caches"][i]; c.contains(k) && c[k].is_number() && !(c[k].get<double>() >= 1))
+          return Status::invalid(fmt::format("{} is {}: a cache has a size, a line and a count", 
+                                             json_path(json_path(mp + ".caches", i), k), c[k].dump()));
   if (m.contains("cores") && m.contains("pus") && m["cores"].get<int64_t>() > m["pus"].get<int64_t>())
     return Status::invalid(fmt::format("{} is {}, more than its {} processing units", json_path(mp, "cores"),
                                        m["cores"].get<int64_t>(), m["pus"].get<int64_t>()));
@@ -366,12 +411,28 @@ Status check_machine(const nlohmann::json& m, const std::string& mp) {
                                           (c["level"].get<int64_t>() < 1 || c["level"].get<int64_t>() > 4))
         return Status::invalid(fmt::format("{} is {}: a cache level is 1 to 4", json_path(json_path(mp + ".caches", i), "level"),
                                            c["level"].get<int64_t>()));
-  if (m.contains("libraries"))
-    for (auto& [k, v] : m["libraries"].items())
-      if (!v.is_primitive() || v.is_null()) {
-        return Status::invalid(fmt::format("{} must be a string, number or boolean (got {})",
-                                           json_path(mp + ".libraries", k), v.type_name()));
-      }
+  if (m.contains("libraries")) {
+    // What env and each backend record of the libraries loaded: versions and settings are text (a backend's
+    // own keys are its name and settings, each text), whether CUDA was built a boolean, the CUDA runtime's and
+    // driver's versions integers.
+    static const std::map<std::string, T> kTyped = {{"cuda_built", T::kBoolean}, {"cuda_runtime", T::kCount},
+                                                    {"cuda_driver", T::kCount}};
+    const std::string lp = mp + ".libraries";
+    for (auto& [k, v] : m["libraries"].items()) {
+      const auto typed = kTyped.find(k);
+      DETAUDIT_RETURN_IF_ERROR(check_key(m["libraries"], k.c_str(), typed == kTyped.end() ? T::kString : typed->second,
+                                         true, lp));
+      if (v.is_string() && (v.get<std::string>().empty() || v.get<std::string>().size() > 512))
+        return Status::invalid(fmt::format("{} is {} characters: a library's version or setting is 1 to 512",
+                                           json_path(lp, shown_safely(k.substr(0, 40))), v.get<std::string>().size()));
+    }
+    CpuIsa isa;
+    if (m["libraries"].contains("cpu_isa_auto") &&
+        (!parse_cpu_isa(m["libraries"]["cpu_isa_auto"].get<std::string>(), &isa) || isa == CpuIsa::kAuto))
+      return Status::invalid(fmt::format("{} \"{}\" is not an instruction set detaudit's kernels resolve to",
+                                         json_path(lp, "cpu_isa_auto"),
+                                         shown_safely(m["libraries"]["cpu_isa_auto"].get<std::string>().substr(0, 40))));
+  }
   DETAUDIT_RETURN_IF_ERROR(check_machine_consistent(m, mp));
   // A cache or GPU entry holds what env writes of it, nothing else (a field no version writes is refused).
   auto unknown_in = [&](const char* list, std::initializer_list<const char*> known) {
@@ -437,7 +498,10 @@ Status results_from_json(nlohmann::json& j, Results* out) {
                                               "training", "analysis"});
       !k.empty())
     return Status::invalid(fmt::format("{} is not a field of a results file", shown_safely(k.substr(0, 40))));
-  if (const std::string v = j.value("tool_version", ""); !v.empty() && !is_version_text(v))
+  // What every run writes: the plan it ran, the machine it ran on, its version and start.
+  for (const char* k : {"plan", "machine", "tool_version", "started_at"})
+    if (!j.contains(k)) return Status::invalid(fmt::format("{} is missing (every run writes it)", k));
+  if (const std::string v = j.value("tool_version", ""); !is_version_text(v))
     return Status::invalid(fmt::format("tool_version '{}' is not a version (digits, letters, . - +)",
                                        shown_safely(v.substr(0, 40))));
   r.tool_version = j.value("tool_version", "");
@@ -446,7 +510,7 @@ Status results_from_json(nlohmann::json& j, Results* out) {
   r.finished_at = j.value("finished_at", "");
   r.command = j.value("command", "");
   DETAUDIT_RETURN_IF_ERROR(check_run_times(r.started_at, r.finished_at, "results"));
-  if (j.contains("plan")) DETAUDIT_RETURN_IF_ERROR(check_plan(j["plan"]));
+  if (j.contains("plan")) DETAUDIT_RETURN_IF_ERROR(check_results_plan(j["plan"]));
   if (j.contains("machine")) DETAUDIT_RETURN_IF_ERROR(check_machine(j["machine"]));
   r.plan = j.value("plan", nlohmann::json::object());
   r.machine = j.value("machine", nlohmann::json::object());
@@ -478,11 +542,19 @@ Status results_from_json(nlohmann::json& j, Results* out) {
     for (size_t i = 0; i < r.training.size(); ++i) {
       const TrainingRun& t = r.training[i];
       const int every = d["noise_every"].get<int>();
+      if (every > 0 && t.ok() && !t.noise)
+        return Status::invalid(fmt::format("{} is missing, but the design measures noise every {} batches and the run "
+                                           "finished", json_path(json_path("training", i), "noise"), every));
       if (t.noise && t.noise->every != every)
         return Status::invalid(fmt::format("{} is {}, but the design measures noise {}", json_path(json_path(json_path("training", i), "noise"), "every"),
                                            t.noise->every, every ? fmt::format("every {} batches", every) : "never"));
     }
   r.analysis = j.value("analysis", nlohmann::json::object());
+  // An analysis is of training runs, made when a design finishes (the report makes it again from the runs).
+  if (!r.analysis.empty() && r.training.empty())
+    return Status::invalid("analysis is set, but the results hold no training runs to analyse");
+  if (!r.analysis.empty() && r.finished_at.empty())
+    return Status::invalid("analysis is set, but the run has not finished (a design is analysed when it finishes)");
   if (r.plan.contains("kind") && r.plan["kind"] != "train")
     return Status::invalid(fmt::format("plan.kind is {}: the only kind a plan names is \"train\"",
                                        shown_safely(r.plan["kind"].dump().substr(0, 40))));

@@ -91,6 +91,17 @@ bool is_utc_iso8601(const std::string& t);
 // A version as detaudit writes one (1.4.0, 1.4.0-rc1+abc): a digit first, then letters, digits, '.', '-', '+';
 // at most 40.
 bool is_version_text(const std::string& v);
+
+// A results file's "plan": a probe plan (a suite of the tool, its targets and workloads, repeats, a time limit)
+// or a training design (kind train), each field of its type and every field known. One line naming plan.<field>.
+Status check_results_plan(const nlohmann::json& plan);
+
+// A training run of a design (plan.design `d`): `condition` one of the design's, `seed` and `replicate` ones
+// it runs (random initial weights: seeds base .. base + seeds - 1, replicates under (a) only; fixed: the base
+// seed, replicates 0 .. seeds x replicates - 1 under (c), seeds - 1 under (d), (e)). One line naming
+// path.condition, path.seed or path.replicate otherwise.
+Status check_design_run(const std::string& condition, uint64_t seed, int64_t replicate, const nlohmann::json& d,
+                        const std::string& path);
 // A run's times as a file states them: each empty (not yet) or of that form, not after tomorrow (a day's
 // grace for clocks), and the finish not before the start. Invalid, one line naming `where`.
 Status check_run_times(const std::string& started_at, const std::string& finished_at, const std::string& where);

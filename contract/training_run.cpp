@@ -361,6 +361,13 @@ Status check_run_consistent(const TrainingRun& r, const std::string& path) {
                                        path, to_string(r.status)));
   if (r.timeout_s && !(*r.timeout_s > 0))
     return Status::invalid(fmt::format("{} is {}: a time limit is more than 0 s", json_path(path, "timeout_s"), *r.timeout_s));
+  if (r.ok() && r.batches_done && r.batches > 0 && *r.batches_done != uint64_t(r.batches))
+    return Status::invalid(fmt::format("{} is {}, but the run finished its {} batches (status ok)",
+                                       json_path(path, "batches_done"), *r.batches_done, r.batches));
+  if (r.ok() && (r.seconds > 0) != (r.steps_per_second > 0))
+    return Status::invalid(fmt::format("{} is {} and {} is {}: a finished run's time and speed are both measured",
+                                       json_path(path, "seconds"), r.seconds, json_path(path, "steps_per_second"),
+                                       r.steps_per_second));
   if (r.batches_done && r.batches > 0 && *r.batches_done > uint64_t(r.batches))
     return Status::invalid(fmt::format("{} is {}, more than its {} batches", json_path(path, "batches_done"),
                                        *r.batches_done, r.batches));

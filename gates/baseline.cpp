@@ -19,6 +19,7 @@
 #include "contract/atomic_file.hpp"
 #include "contract/cells.hpp"
 #include "contract/json_fields.hpp"
+#include "contract/plan.hpp"
 #include "gates/verdict.hpp"
 #include "kernels/fingerprint.hpp"
 #include "probes/results_file.hpp"
@@ -399,6 +400,12 @@ Status cell_from_json(const nlohmann::json& j, const std::string& path, const Ba
   if (c->distinct > c->repeats || (c->status == ObsStatus::kOk && (c->repeats < 1 || c->distinct < 1)))
     return Status::invalid(fmt::format("{}: {} distinct outputs in {} repeats with status {}", path, c->distinct,
                                        c->repeats, to_string(c->status)));
+  // EXPECTED is a promised variation or an expected crash: never a deterministic cell that ran and gave one output.
+  if (c->verdict == Verdict::kExpected && c->status == ObsStatus::kOk && c->promise == "deterministic" &&
+      c->distinct == 1)
+    return Status::invalid(fmt::format("{} is EXPECTED, but the cell promised determinism, ran and gave one output "
+                                       "(EXPECTED is a promised variation or an expected crash)",
+                                       json_path(path, "verdict")));
   if (j.contains("kernels"))
     for (auto& [fp, names] : j["kernels"].items()) {
       std::string kp = json_path(json_path(path, "kernels"), fp);
@@ -494,6 +501,32 @@ Status training_from_json(const nlohmann::json& j, const std::string& path, cons
   return Status::ok();
 }
 
+// A training cell of the design it was saved from (source.plan.design): its model and design, a target that is
+// the variant of one of the design's targets its condition runs, and runs the design has.
+Status training_in_design(const BaselineTraining& t, const nlohmann::json& plan, const std::string& path) {
+  if (!plan.contains("design")) return Status::ok();
+  const nlohmann::json& d = plan["design"];
+  for (auto [k, v] : {std::pair{"model", &t.model}, std::pair{"design", &t.design}})
+    if (d.contains(k) && d[k] != *v)
+      return Status::invalid(fmt::format("{} \"{}\" is not the design's ({})", json_path(path, k),
+                                         shown_safely(v->substr(0, 40)), d[k].dump()));
+  if (d.contains("targets")) {
+    bool found = false;
+    for (auto& base_text : d["targets"]) {
+      Spec base, det, nondet;
+      if (!parse_target(base_text.get<std::string>(), &base) || !training_variants(base, &det, &nondet)) continue;
+      found = found || (condition_nondeterministic(t.condition) ? nondet : det).str() == t.target;
+    }
+    if (!found)
+      return Status::invalid(fmt::format("{} {} is not what condition ({}) runs of any target of the design",
+                                         json_path(path, "target"), t.target, t.condition));
+  }
+  for (size_t i = 0; i < t.runs.size(); ++i)
+    DETAUDIT_RETURN_IF_ERROR(
+        check_design_run(t.condition, t.runs[i].seed, t.runs[i].replicate, d, json_path(json_path(path, "runs"), i)));
+  return Status::ok();
+}
+
 // A baseline in which nothing ran (cells skipped, crashed or timed out; training cells without a finished
 // run) holds no bits: a check against it would judge nothing. baseline save refuses to write one, loading
 // refuses one.
@@ -537,7 +570,16 @@ Status baseline_from_json(const nlohmann::json& j, Baseline* out) {
     return st;
   DETAUDIT_RETURN_IF_ERROR(check_run_times(b.source_started_at, b.source_finished_at, "source"));
   if (b.source_dir.empty()) return Status::invalid("source.dir is empty (a baseline says where its bits came from)");
-  if (src.contains("plan") && !src["plan"].empty()) b.source_plan = src["plan"];
+  // The plan its cells were run by: every cell below is checked against it.
+  // (A baseline of an older version has none: its kind comes from what it holds.)
+  if (src.contains("plan") && !src["plan"].empty()) {
+    if (Status st = check_results_plan(src["plan"]); !st) return st.prefixed("source.");
+    b.source_plan = src["plan"];
+  }
+  if (!b.source_finished_at.empty() && b.source_finished_at > b.created_at)
+    return Status::invalid(fmt::format("source.finished_at {} is after the baseline's created_at {}: a baseline is "
+                                       "saved from a run that has finished",
+                                       b.source_finished_at, b.created_at));
   for (auto& [id, k] : j["keys"].items()) {
     if (Status st; !(st = check_json(k, T::kObject, json_path("keys", id))) ||
                    !(st = check_key(k, "kind", T::kString, true, json_path("keys", id))))
@@ -585,6 +627,8 @@ Status baseline_from_json(const nlohmann::json& j, Baseline* out) {
     for (size_t i = 0; i < j["training"].size(); ++i) {
       BaselineTraining t;
       DETAUDIT_RETURN_IF_ERROR(training_from_json(j["training"][i], json_path("training", i), b, &t));
+      if (is_training_plan(b.source_plan))
+        DETAUDIT_RETURN_IF_ERROR(training_in_design(t, b.source_plan, json_path("training", i)));
       if (!trained.insert({t.model, t.design, t.condition, t.target}).second)
         return Status::invalid(fmt::format("{}: the training cell ({}) on {} appears twice", json_path("training", i),
                                            t.condition, t.target));

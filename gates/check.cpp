@@ -172,12 +172,19 @@ void other_key(CellContext& c, Promise::RunToRun promise, const Promise& full) {
           err_now ? fmt::format("{:.4g}", *err_now) : "unknown",
           "error ratio not judged: " + full.error_bound_exempt);
   } else if (err_now && c.bc.err_ratio) {
+    // A cell the baseline judged PASS (or EXPECTED) was within the promise's budget: only a baseline cell that
+    // already failed it raises the budget to its own ratio (no worse than it was).
     double pb = oracle_budget(c.o, full);
-    double budget = std::max(*c.bc.err_ratio, pb);
+    const bool baseline_failed = c.bc.verdict == Verdict::kFail || c.bc.verdict == Verdict::kWarn;
+    double budget = baseline_failed ? std::max(*c.bc.err_ratio, pb) : pb;
     if (!(*err_now <= budget))
       c.add(FindingKind::kErrRatio, Verdict::kFail, fmt::format("{:.4g}", *c.bc.err_ratio), fmt::format("{:.4g}", *err_now),
-            fmt::format("error ratio {:.4g} beyond the budget {:.4g} (max of the baseline's {:.4g} and the promise's {:.4g})",
-                        *err_now, budget, *c.bc.err_ratio, pb));
+            baseline_failed
+                ? fmt::format("error ratio {:.4g} beyond the budget {:.4g} (max of the baseline's {:.4g}, which already "
+                              "failed, and the promise's {:.4g})",
+                              *err_now, budget, *c.bc.err_ratio, pb)
+                : fmt::format("error ratio {:.4g} beyond the promise's budget {:.4g} (the baseline's was {:.4g})",
+                              *err_now, budget, *c.bc.err_ratio));
   } else {
     const char* which = !err_now && !c.bc.err_ratio ? "the baseline and this run" : (!err_now ? "this run" : "the baseline");
     c.add(FindingKind::kErrRatio, Verdict::kSkip, c.bc.err_ratio ? fmt::format("{:.4g}", *c.bc.err_ratio) : "unknown",

@@ -150,6 +150,8 @@ Status check_node_claims(const FleetNode& n, const std::string& where) {
         fmt::format("{}: exit_code {} with state finished (a finished rank exits 0, 1 or 2)", where, n.exit_code));
   if (!n.own_fail.empty() && n.exit_code == 0)
     return Status::invalid(fmt::format("{}: own_fail says it failed ({}), but exit_code is 0", where, n.own_fail));
+  if (n.own_fail.empty() && n.exit_code == 1 && n.state == "finished")
+    return Status::invalid(fmt::format("{}: exit_code 1 (its own check failed), but own_fail names no failure", where));
   if (n.level < 1 || n.level > 2) return Status::invalid(fmt::format("{}: level {} is no fleet level (1 or 2)", where, n.level));
   // A time still to come would make every real rank "an earlier run".
   return check_run_times(n.started_at, n.finished_at, where);
@@ -218,6 +220,15 @@ Status fleet_node_from_texts(const std::string& node_text, const std::string& pr
       return Status::invalid(fmt::format("{}: its machine key is not the machine its probe results describe ({}; "
                                          "node.json -> results)",
                                          where, key_difference(n.key, own)));
+  }
+  // Its results ran while it did: not before its start, not after its end.
+  for (const Results* r : {&n.probe, &n.train}) {
+    if (!r->started_at.empty() && r->started_at < n.started_at)
+      return Status::invalid(fmt::format("{}: its results started at {}, before the rank did ({})", where,
+                                         r->started_at, n.started_at));
+    if (!r->finished_at.empty() && !n.finished_at.empty() && r->finished_at > n.finished_at)
+      return Status::invalid(fmt::format("{}: its results finished at {}, after the rank did ({})", where,
+                                         r->finished_at, n.finished_at));
   }
   // A node that says it passed while its own results hold a FAIL.
   if (n.state == "finished" && n.exit_code == 0)

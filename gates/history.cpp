@@ -357,6 +357,49 @@ Status check_identity(Db& db, int64_t* version) {
   return Status::ok();
 }
 
+// The schema objects of a database: sqlite_master's type and name (SQLite's own left out: autoindexes,
+// sqlite_sequence), a table's with its columns in order ("table cells(run_id,workload,...)").
+std::set<std::pair<std::string, std::string>> schema_objects(sqlite3* h) {
+  std::set<std::pair<std::string, std::string>> out;
+  Stmt s(h, "SELECT type, name FROM sqlite_master WHERE name NOT LIKE 'sqlite\\_%' ESCAPE '\\'");
+  while (s.ok() && s.step() == SQLITE_ROW) {
+    std::string name = s.text(1);
+    if (s.text(0) == "table") {
+      Stmt c(h, "SELECT name FROM pragma_table_info(?)");
+      c.bind(1, name);
+      std::string cols;
+      while (c.ok() && c.step() == SQLITE_ROW) cols += (cols.empty() ? "" : ",") + c.text(0);
+      name += "(" + cols + ")";
+    }
+    out.insert({s.text(0), name});
+  }
+  return out;
+}
+
+// Exactly the tables and indexes of the version, as its migrations make them: no table, column, index, view
+// or trigger of another program (a trigger would run when detaudit records, and change what it wrote).
+Status check_schema_objects(Db& db, int64_t version) {
+  sqlite3* ref = nullptr;
+  if (sqlite3_open_v2(":memory:", &ref, SQLITE_OPEN_READWRITE | SQLITE_OPEN_MEMORY, nullptr) != SQLITE_OK) {
+    sqlite3_close_v2(ref);
+    return Status::error(db.error("cannot open an in-memory database to compare its schema with"));
+  }
+  for (int64_t v = 0; v < version; ++v) sqlite3_exec(ref, kMigrations[v], nullptr, nullptr, nullptr);
+  const auto want = schema_objects(ref);
+  sqlite3_close_v2(ref);
+  const auto have = schema_objects(db.h);
+  for (auto& o : have)
+    if (!want.count(o))
+      return Status::invalid(db.error(fmt::format(
+          "not a detaudit history of schema version {}: it holds {} {}, which that version does not make; {}", version,
+          o.first, shown_safely(o.second.substr(0, 120)), db.leave_it())));
+  for (auto& o : want)
+    if (!have.count(o))
+      return Status::invalid(db.error(fmt::format("not a detaudit history of schema version {}: its {} {} is missing; {}",
+                                                  version, o.first, o.second.substr(0, 120), db.leave_it())));
+  return Status::ok();
+}
+
 // Every table the version has, with every column.
 Status check_tables(Db& db, int64_t version) {
   for (auto& t : kTables) {
@@ -525,6 +568,10 @@ Status open_history(const std::string& db_path, Mode mode, Db* db, bool* exists)
   *exists = true;
   sqlite3_extended_result_codes(db->h, 1);
   sqlite3_busy_handler(db->h, busy_wait, nullptr);
+  // detaudit's schema has no trigger and no view: none another program added ever runs (the schema check below
+  // refuses such a file; this holds even before it).
+  sqlite3_db_config(db->h, SQLITE_DBCONFIG_ENABLE_TRIGGER, 0, nullptr);
+  sqlite3_db_config(db->h, SQLITE_DBCONFIG_ENABLE_VIEW, 0, nullptr);
   DETAUDIT_RETURN_IF_ERROR(exec(*db, "PRAGMA foreign_keys = ON"));
 
   int64_t version = 0;
@@ -541,6 +588,7 @@ Status open_history(const std::string& db_path, Mode mode, Db* db, bool* exists)
     g_checked.insert(db_path);
   }
   if (version != 0) DETAUDIT_RETURN_IF_ERROR(check_tables(*db, version));
+  if (version != 0) DETAUDIT_RETURN_IF_ERROR(check_schema_objects(*db, version));
   if (mode != Mode::kWrite && version == 0) {  // an empty file (or one being created): an empty history
     *exists = false;
     return Status::ok();
@@ -664,10 +712,18 @@ Status resolve_history_path(const HistoryFlags& flags, std::string* path) {
     return std::string(v ? v : "");
   };
   if (std::string v = env("DETAUDIT_HISTORY"); !v.empty()) return *path = v, Status::ok();
-  if (std::string v = env("XDG_DATA_HOME"); !v.empty() && v[0] == '/')
-    return *path = (fs::path(v) / "detaudit" / "history.db").string(), Status::ok();
-  if (std::string v = env("HOME"); !v.empty())
-    return *path = (fs::path(v) / ".local" / "share" / "detaudit" / "history.db").string(), Status::ok();
+  // The default's detaudit/ folder is one detaudit makes: it is never a link to somewhere else.
+  auto in_own_folder = [&](const fs::path& folder) {
+    struct stat st {};
+    if (::lstat(folder.c_str(), &st) == 0 && S_ISLNK(st.st_mode))
+      return Status::invalid(fmt::format("{}: is a symbolic link; detaudit does not write its history through links "
+                                         "(name the database itself with --history)",
+                                         shown_safely(folder.string())));
+    *path = (folder / "history.db").string();
+    return Status::ok();
+  };
+  if (std::string v = env("XDG_DATA_HOME"); !v.empty() && v[0] == '/') return in_own_folder(fs::path(v) / "detaudit");
+  if (std::string v = env("HOME"); !v.empty()) return in_own_folder(fs::path(v) / ".local" / "share" / "detaudit");
   return Status::invalid(
       "no place for the history: none of --history FILE, DETAUDIT_HISTORY, XDG_DATA_HOME (absolute) or HOME is "
       "set (--no-history records nothing)");
@@ -708,12 +764,20 @@ nlohmann::json software_of(const Results& r) {
           {"libraries", libs}};
 }
 
+Status query_open(Db& db, const HistoryFilter& f, HistoryQueryResult* out);
+
 Status record_run(const std::string& db_path, RunKind run_kind, const Results& r, const std::string& results_dir,
                   int exit_code) {
   const std::string kind = run_kind_name(run_kind);
   Db db;
   bool exists = false;
   DETAUDIT_RETURN_IF_ERROR(open_history(db_path, Mode::kWrite, &db, &exists));
+  // A history `detaudit history` would refuse (changed by another program) is not written to either: every row
+  // is checked as reading checks it, before this run's rows join them.
+  if (exists) {
+    HistoryQueryResult all;
+    DETAUDIT_RETURN_IF_ERROR(query_open(db, HistoryFilter{}, &all));
+  }
 
   const std::string key = machine_key(r.machine);
   const nlohmann::json identity = machine_identity(r.machine);
@@ -945,7 +1009,7 @@ Status check_row(const CellRecord& c, const std::string& where) {
   if (!std::any_of(std::begin(kRunKinds), std::end(kRunKinds), [&](RunKind k) { return c.kind == run_kind_name(k); }))
     return bad("kind", c.kind, "a kind of run detaudit records");
   if (!is_utc_iso8601(c.started_at)) return bad("started_at", c.started_at, "a time (YYYY-MM-DDTHH:MM:SSZ)");
-  if (!c.tool_version.empty() && !is_version_text(c.tool_version)) return bad("tool_version", c.tool_version, "a version");
+  if (!is_version_text(c.tool_version)) return bad("tool_version", c.tool_version, "a version");
   if (Spec w; !c.training && !parse_workload(c.workload, &w)) return bad("workload", c.workload, "a workload spec");
   if (Spec t; !parse_target(c.target, &t)) return bad("target", c.target, "a target spec");
   if (Verdict v; !c.verdict.empty() && !parse_verdict(c.verdict, &v))
@@ -966,7 +1030,7 @@ Status check_row(const CellRecord& c, const std::string& where) {
       return bad("fingerprints", c.fingerprints[0], "empty for a cell that gave no output");
   }
   for (auto [column, v] : {std::pair{"err_ratio", c.err_ratio}, std::pair{"median_seconds", c.median_seconds}})
-    if (v && !(*v >= 0)) return bad(column, fmt::format("{}", *v), "a number of 0 or more");
+    if (v && !(*v >= 0 && std::isfinite(*v))) return bad(column, fmt::format("{}", *v), "a finite number of 0 or more");
   return Status::ok();
 }
 
@@ -1117,6 +1181,27 @@ Status check_runs(Db& db) {
     }
     if (rc != SQLITE_DONE) return Status::invalid(describe_sqlite_error(db, rc));
   }
+  // What each column holds, as detaudit writes it: integers as integers, numbers as numbers (SQLite stores
+  // whatever it is given, 'zero' in an integer column included); rows of the kind their run is.
+  static const std::pair<const char*, const char*> kShapes[] = {
+      {"SELECT id FROM runs WHERE typeof(exit_code) <> 'integer' OR typeof(cells) <> 'integer' OR typeof(pass) <> "
+       "'integer' OR typeof(fail) <> 'integer' OR typeof(training_runs) <> 'integer' LIMIT 1",
+       "a count or exit code that is no integer"},
+      {"SELECT id FROM runs WHERE finished_at <> '' AND finished_at < started_at LIMIT 1", "finished before it started"},
+      {"SELECT run_id FROM cells WHERE (err_ratio IS NOT NULL AND typeof(err_ratio) NOT IN ('real', 'integer')) OR "
+       "(median_seconds IS NOT NULL AND typeof(median_seconds) NOT IN ('real', 'integer')) OR typeof(repeats) <> "
+       "'integer' OR typeof(distinct_outputs) <> 'integer' LIMIT 1",
+       "a cell whose number is no number"},
+      {"SELECT run_id FROM training WHERE condition NOT IN ('a', 'b', 'c', 'd', 'e') OR (final_loss IS NOT NULL AND "
+       "(typeof(final_loss) NOT IN ('real', 'integer') OR final_loss < 0)) OR typeof(seed) <> 'integer' OR "
+       "typeof(replicate) <> 'integer' LIMIT 1",
+       "a training row with a condition or loss no run has, or a seed that is no integer"},
+  };
+  for (auto& [sql, what] : kShapes) {
+    Stmt s(db.h, sql);
+    if (!s.ok()) return Status::invalid(describe_sqlite_error(db, sqlite3_errcode(db.h)));
+    if (s.step() == SQLITE_ROW) return changed(fmt::format("run {}: {}", s.integer(0), what));
+  }
   int64_t orphans = 0;
   DETAUDIT_RETURN_IF_ERROR(pragma_int(db,
                                       "SELECT (SELECT count(*) FROM cells WHERE run_id NOT IN (SELECT id FROM runs)) + "
@@ -1126,6 +1211,7 @@ Status check_runs(Db& db) {
   return Status::ok();
 }
 
+
 Status query_history(const std::string& db_path, const HistoryFilter& f, HistoryQueryResult* out) {
   *out = HistoryQueryResult{};
   Db db;
@@ -1133,6 +1219,11 @@ Status query_history(const std::string& db_path, const HistoryFilter& f, History
   DETAUDIT_RETURN_IF_ERROR(open_history(db_path, Mode::kQuery, &db, &exists));
   out->exists = exists;
   if (!exists) return Status::ok();
+  return query_open(db, f, out);
+}
+
+// The query on an open history (every row it reads checked as it is read).
+Status query_open(Db& db, const HistoryFilter& f, HistoryQueryResult* out) {
   int64_t runs = 0;
   DETAUDIT_RETURN_IF_ERROR(pragma_int(db, "SELECT count(*) FROM runs", &runs));
   out->runs = int(runs);

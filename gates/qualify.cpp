@@ -436,6 +436,8 @@ Status run_qualify(const QualifyOptions& opt, QualifyOutcome* out) {
     for (size_t i = first; i < out->checks.size(); ++i) out->checks[i].seconds = s;
     clock = now;
   };
+  // A qualify.json already there is one of detaudit's, or the run stops before it starts.
+  DETAUDIT_RETURN_IF_ERROR(check_destination(opt.out_dir + "/qualify.json", Own::kQualify));
   QualifyPlan qp;
   DETAUDIT_RETURN_IF_ERROR(qualify_plan(opt.level, opt.targets, &qp, opt.workloads, opt.repeats));
   const std::string suite = qp.probe.suite;
@@ -593,7 +595,7 @@ Status run_qualify(const QualifyOptions& opt, QualifyOutcome* out) {
 
   out->decision = decide(out->checks);
   out->finished_at = utc_now_iso8601();
-  return write_file_atomic(opt.out_dir + "/qualify.json", out->to_json().dump(1) + "\n");
+  return write_file_atomic(opt.out_dir + "/qualify.json", out->to_json().dump(1) + "\n", Own::kQualify);
 }
 
 }  // namespace detaudit

@@ -62,7 +62,24 @@ Status check_cell_against_run(const Observation& o, const Spec& w, const Spec& t
   }
   if (o.batch && w.name != "batchinv")
     return Status::invalid(fmt::format("{}.batch_invariance is set, but {} is not a batchinv workload", at, o.workload));
-  // The oracle's counts are counts of the output's elements.
+  if (o.batch && o.batch->rows_checked != int(w.get_int("rows", 1)))
+    return Status::invalid(fmt::format("{}.batch_invariance.rows_checked is {}, but {} checks {} rows", at,
+                                       o.batch->rows_checked, o.workload, w.get_int("rows", 1)));
+  // A cell that ran was compared with its workload's oracle, unless the run's oracle of that workload failed
+  // (oracle_failures) or the worker could not use the entry (details.oracle_problem says why).
+  if (o.status == ObsStatus::kOk) {
+    const bool run_failed = r.oracle_failures.count(o.workload) > 0;
+    if (!o.oracle && !run_failed && !o.details.count("oracle_problem"))
+      return Status::invalid(fmt::format(
+          "{}.oracle is absent, but the cell ran and neither oracle_failures nor details.oracle_problem says why", at));
+    if (o.oracle && run_failed)
+      return Status::invalid(fmt::format("{}.oracle is set, but the run's oracle of {} failed (oracle_failures)", at,
+                                         o.workload));
+  }
+  // The oracle's counts are counts of the output's elements; two distinct outputs cannot both be the oracle's bits.
+  if (o.oracle && o.distinct > 1 && o.oracle->mismatched == 0)
+    return Status::invalid(fmt::format("{}.oracle.mismatched is 0, but the cell has {} distinct outputs: at most one "
+                                       "of them is the oracle's bits", at, o.distinct));
   if (o.oracle) {
     const auto wl = Workload::create(w);
     const uint64_t elems = wl ? uint64_t(wl->output_elems()) : 0;
@@ -74,6 +91,16 @@ Status check_cell_against_run(const Observation& o, const Spec& w, const Spec& t
     if (wl && !o.oracle->ratio_hist.empty() && hist != elems)
       return Status::invalid(fmt::format("{}.oracle.ratio_hist counts {} elements, but {}'s output has {}", at, hist,
                                          o.workload, elems));
+    // An error ratio is measured against a bound, and then every element has its ratio bucket.
+    if ((o.oracle->err_ratio != -1) == o.oracle->ratio_hist.empty())
+      return Status::invalid(fmt::format("{}.oracle.err_ratio is {} but ratio_hist is {}: both are measured against "
+                                         "the error bound, or neither", at, o.oracle->err_ratio,
+                                         o.oracle->ratio_hist.empty() ? "empty" : "filled"));
+    // The bound's accumulation length is the workload's (an output without a bound has none).
+    const int64_t k = !wl || o.oracle->ratio_hist.empty() ? 0 : wl->bound_k();
+    if (wl && o.oracle->bound_k != k)
+      return Status::invalid(fmt::format("{}.oracle.bound_k is {}, but {}'s bound {}", at, o.oracle->bound_k,
+                                         o.workload, k ? fmt::format("sums {} terms", k) : std::string("is not held")));
   }
   // A cell this run ran took no longer than the run (times to the second, so 2 s of slack).
   if (!imported && run_seconds) {

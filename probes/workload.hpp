@@ -43,6 +43,8 @@ class Workload {
   Fingerprint input_fingerprint() const { return fingerprint_bytes(input_hashes_.data(), input_hashes_.size()); }
   void teardown(Backend& b);
 
+  // The accumulation length k of the bound: the most terms summed into one output element.
+  virtual int64_t bound_k() const = 0;
  protected:
   explicit Workload(const Spec& s) : spec_(s) {}
   Status upload_floats(Backend& b, const std::vector<float>& v, void** out);
@@ -51,8 +53,6 @@ class Workload {
   // An operand of the op as setup() uploads it: its absolute values in a magnitude run (error_bound).
   template <typename T>
   std::vector<T> operand(std::vector<T> v) const;
-  // The accumulation length k of the bound: the most terms summed into one output element.
-  virtual int64_t bound_k() const = 0;
   // The bound of a sum of k products from the magnitude run (see workload.cpp).
   Status sum_bound(Backend& ref, ErrorBound* out) const;
 

@@ -535,8 +535,8 @@ bool parse_design(const nlohmann::json& j, DivergeDesign* d, std::string* bad) {
   need(field(j, "steps", &d->steps) && d->steps > 0 && d->steps <= kMaxTrainBatches, "steps");
   need(field(j, "init_seed", &d->init_seed), "init_seed");
   need(field(j, "data_seed", &d->data_seed), "data_seed");
-  need(field(j, "optimizer", &d->optimizer), "optimizer");
-  need(field(j, "lr", &d->lr), "lr");
+  need(field(j, "optimizer", &d->optimizer) && (d->optimizer == "adam" || d->optimizer == "sgd"), "optimizer");
+  need(field(j, "lr", &d->lr) && std::isfinite(d->lr) && d->lr > 0, "lr");
   need(field(j, "data_fingerprint", &d->data_fingerprint), "data_fingerprint");
   auto l = j.find("layers");
   if (need(l != j.end() && l->is_array(), "layers"))
@@ -692,6 +692,21 @@ Status read_trace(const std::string& path, Trace* t) {
   // Every step runs the same ops, so a whole trace records each of its steps, each as often: one whose
   // records miss a step, or hold fewer of one, was cut (its end line edited to match) and proves nothing.
   std::map<int, size_t> per_step;
+  // A tensor has the same size at every step, at least one element and no more than a batch of examples of
+  // 2^24 elements each (far beyond any traced model's).
+  std::map<std::tuple<int, std::string, std::string, std::string>, uint64_t> sizes;
+  const uint64_t most = uint64_t(std::max(t->design.batch_size, 1)) << 24;
+  for (size_t i = 0; i < t->records.size(); ++i) {
+    const DivergeRecord& r = t->records[i];
+    const auto [it, first] = sizes.emplace(std::make_tuple(r.layer, r.name, r.pass, r.tensor), r.count);
+    if (r.count < 1 || r.count > most || it->second != r.count)
+      return Status::invalid(fmt::format("{}:{}: record field n is {}: {}", path, t->lines[i], r.count,
+                                         r.count < 1 || r.count > most
+                                             ? fmt::format("a tensor holds 1 to {} elements", most)
+                                             : fmt::format("the same tensor held {} elements at an earlier step",
+                                                           it->second)));
+    (void)first;
+  }
   for (auto& r : t->records) ++per_step[r.step];
   for (int step = 0; step < t->design.steps; ++step) {
     const size_t have = per_step.count(step) ? per_step[step] : 0;

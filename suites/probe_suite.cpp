@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "contract/atomic_file.hpp"
+#include "contract/plan.hpp"
 #include "contract/cells.hpp"
 #include "probes/child.hpp"
 #include "probes/env.hpp"
@@ -97,7 +98,7 @@ Status parse_all(const std::vector<std::string>& texts, bool target, std::vector
 
 }  // namespace
 
-std::vector<std::string> suite_names() { return {"quick", "full"}; }
+std::vector<std::string> suite_names() { return probe_suite_names(); }
 
 Status make_plan(const std::string& suite, const std::string& targets_csv, const std::string& workloads_csv,
                  int repeats, double timeout_s, ProbePlan* plan) {

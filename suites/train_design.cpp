@@ -303,6 +303,7 @@ Status open_results(const TrainDesign& d, const TrainRunOptions& opt, size_t pla
     r->started_at = utc_now_iso8601();
   }
   r->finished_at.clear();
+  r->analysis = nlohmann::json::object();  // made again when the design finishes
   r->command = opt.command;
   r->plan = plan;
   r->machine = machine_fingerprint();
@@ -434,6 +435,12 @@ Status run_train_design(const TrainDesign& d, const TrainRunOptions& opt, Result
 }
 
 // Variants that cannot be derived plan no runs (run_train_design refuses such a design).
+void reanalyze_training(Results* r) {
+  if (!is_training_plan(r->plan) || r->finished_at.empty()) return;
+  r->analysis = analyze_training(r->training, training_sources(r->plan, r->machine, r->tool_version, r->tool_commit),
+                                 target_facts);
+}
+
 size_t planned_runs(const TrainDesign& d) {
   std::vector<TargetVariants> vars;
   for (auto& t : d.targets) {

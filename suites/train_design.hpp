@@ -99,6 +99,9 @@ struct TrainRunOptions {
 // and results->plan["runs"] the planned count (== planned_runs(d)), so the CLI can say "interrupted: N
 // of M runs done".
 Status run_train_design(const TrainDesign& d, const TrainRunOptions& opt, Results* results);
+// A finished training design's analysis made again from its runs, as `detaudit report` shows it (an analysis a
+// file stores is not evidence, as a stored verdict is not); other results are left as they are.
+void reanalyze_training(Results* r);
 // How many runs the design plans: per base target, seeds x replicates under (a) and (c), seeds under (b), (d), (e).
 size_t planned_runs(const TrainDesign& d);
 

@@ -76,7 +76,7 @@ Results sample_results() {
   r.finished_at = "2026-01-01T00:01:00Z";
   r.command = "detaudit probe --suite quick";
   r.machine = test_machine();
-  r.plan = {{"suite", "test"}};
+  r.plan = {{"suite", "quick"}};
   const std::string w = workload("matmul?m=8&n=8&k=515");  // k >= 64: order=atomic can race
   r.observations.push_back(cell(w, target("cpu?order=sequential&threads=1"), {A, A, A}));
   r.observations.push_back(cell(w, target("openblas?core=Haswell&threads=1"), {B, B, B}));
@@ -87,6 +87,9 @@ Results sample_results() {
   atomic.oracle->max_ulp = 2;
   atomic.oracle->max_rel_err = 1e-7;
   atomic.oracle->bound_k = 515;
+  atomic.oracle->ratio_hist.assign(kRatioBuckets, 0);
+  atomic.oracle->ratio_hist[0] = 61, atomic.oracle->ratio_hist[11] = 3;  // the 8 x 8 output's elements (ratios to 2^-2)
+  atomic.details.erase("oracle_problem");
   r.observations.push_back(atomic);
   Observation gpu = cell(w, target("cuda:0?order=tree"), {C, C});
   gpu.kernels = {std::vector<KernelRecord>{KernelRecord{"gemm_tree"}, KernelRecord{"reduce_tree"}, KernelRecord{"gemm_tree"}},
@@ -96,7 +99,9 @@ Results sample_results() {
   gpu.oracle->mismatched = 3;  // a ratio above 0: some elements differ from the oracle
   gpu.oracle->max_ulp = 2;
   gpu.oracle->max_rel_err = 1e-7;
-  gpu.oracle->bound_k = 8;
+  gpu.oracle->bound_k = 515;
+  gpu.oracle->ratio_hist = atomic.oracle->ratio_hist;
+  gpu.details.erase("oracle_problem");
   r.observations.push_back(gpu);
   Observation crashed = cell(w, target("openblas?core=SkylakeX&threads=1"), {}, "EXPECTED");
   crashed.status = ObsStatus::kCrashed;

@@ -67,7 +67,7 @@ Results probe_results() {
   r.started_at = "2026-01-01T00:00:00Z";
   r.finished_at = "2026-01-01T00:01:00Z";
   r.machine = machine();
-  r.plan = {{"suite", "test"}, {"targets", {SEQ(), ATOMIC(), GPU()}}, {"workloads", {W()}}, {"repeats", 3}};
+  r.plan = {{"suite", "quick"}, {"targets", {SEQ(), ATOMIC(), GPU()}}, {"workloads", {W()}}, {"repeats", 3}};
   r.observations.push_back(ok_cell(W(), SEQ(), {FA, FA, FA}));
   r.observations.push_back(ok_cell(W(), ATOMIC(), {FB, FC, FB}));
   Observation g = ok_cell(W(), GPU(), {FD, FD, FD});
@@ -265,7 +265,7 @@ TEST(Check, ErrorRatioBudgetWhereTheKeyDiffers) {
     b.machine["cpu_model"] = "Other CPU 1";
     return check_against_baseline(make_baseline(a, "a", "t"), b, "b", "base.json");
   };
-  // Budget = max(baseline's err_ratio, the promise's 1 for full-precision inputs).
+  // Budget: the promise's 1 for full-precision inputs (a baseline cell that passed was within it).
   EXPECT_EQ(run(0.5, 0.9).exit_code(), 0);
   CheckReport beyond = run(0.5, 1.5);
   EXPECT_EQ(beyond.exit_code(), 1);
@@ -273,7 +273,7 @@ TEST(Check, ErrorRatioBudgetWhereTheKeyDiffers) {
   ASSERT_NE(f, nullptr);
   EXPECT_EQ(f->verdict, Verdict::kFail);
   EXPECT_EQ(f->target, SEQ());
-  EXPECT_NE(f->message.find("beyond the budget 1"), std::string::npos) << f->message;
+  EXPECT_NE(f->message.find("beyond the promise's budget 1"), std::string::npos) << f->message;
   // The baseline's own ratio is the budget when above 1 (such a cell fails its own promise's bound, a
   // finding of its own: here only the check's comparison with the baseline counts).
   const CheckReport within = run(2.0, 1.9), past = run(2.0, 2.5);

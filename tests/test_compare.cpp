@@ -49,7 +49,7 @@ Results run_on(const std::string& openblas, std::vector<Observation> obs) {
   r.started_at = "2026-01-01T00:00:00Z";
   r.finished_at = "2026-01-01T00:01:00Z";
   r.command = "detaudit probe";
-  r.plan = {{"suite", "custom"}, {"repeats", 2}};
+  r.plan = {{"suite", "quick"}, {"repeats", 2}};
   r.machine = {{"hostname", "h"},
                {"cpu_model", "AMD EPYC"},
                {"cpu_features", {"avx", "avx2"}},

@@ -356,7 +356,26 @@ TEST(Diverge, BadInputExitsTwoWithOneLine) {
         {[](nlohmann::json& x) { x["tool_version"] = "0.1 (patched)"; }, "tool_version is missing or not a version"},
         {[](nlohmann::json& x) { x["backend"] = 3; }, "the header's backend must be a string"},
         {[](nlohmann::json& x) { x["details"] = {{"isa", 2}}; }, "the header's details must be an object of strings"},
+        {[](nlohmann::json& x) { x["design"]["optimizer"] = "lion"; }, "the header's design field optimizer"},
+        {[](nlohmann::json& x) { x["design"]["lr"] = -0.5; }, "the header's design field lr"},
+        {[](nlohmann::json& x) { x[""] = 1; }, "\"\"\" is not a field of a trace's header"},
     };
+    // A record whose tensor size no tensor has, or another size than at the step before (both traces alike:
+    // a lie they share is still a lie).
+    for (const uint64_t n : {uint64_t(0), uint64_t(1) << 62}) {
+      std::istringstream all(good);
+      std::string edited_text;
+      for (std::string l; std::getline(all, l);) {
+        auto x = nlohmann::json::parse(l);
+        if (x.value("kind", "") == "record" && x.value("step", -1) == 1 && x.value("tensor", "") == "y") x["n"] = n;
+        edited_text += x.dump() + "\n";
+      }
+      const fs::path n_lie = dir() / "lie-n.jsonl";
+      std::ofstream(n_lie) << edited_text;
+      st = compare_traces(n_lie.string(), n_lie.string(), &r);
+      EXPECT_FALSE(st.is_ok()) << n;
+      EXPECT_NE(st.message().find("record field n is " + std::to_string(n)), std::string::npos) << st.message();
+    }
     // A loss edited apart from the bits its record's fingerprint is: refused, not shown as a loss gap between
     // equal bits ("no divergence").
     {

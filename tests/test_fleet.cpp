@@ -269,6 +269,19 @@ TEST(FleetConsensus, ANodeFileOfTheWrongShapeIsRefusedWithOneLine) {
   refused(edit([](nlohmann::json& k) { k["exit_code"] = -1; }), "exit_code -1 is no exit code of a finished rank");
   refused(edit([](nlohmann::json& k) { k["exit_code"] = -7; }), "exit_code -7 is no exit code");
   refused(edit([](nlohmann::json& k) { k["own_fail"] = "probe FAIL"; }), "own_fail says it failed (probe FAIL), but exit_code is 0");
+  refused(edit([](nlohmann::json& k) { k["exit_code"] = 1; }),
+          "exit_code 1 (its own check failed), but own_fail names no failure");
+  {
+    // Its results ran while it did, not a day before it started.
+    Results early = n.probe;
+    early.machine = nlohmann::json::object();
+    early.started_at = "2026-12-03T10:00:00Z";
+    auto k = n.node_json();
+    k["started_at"] = "2026-12-04T10:00:00Z";
+    const Status st = fleet_node_from_texts(k.dump(), to_json(early).dump(), "", "x", &out);
+    EXPECT_NE(st.message().find("its results started at 2026-12-03T10:00:00Z, before the rank did"), std::string::npos)
+        << st.message();
+  }
   refused(edit([](nlohmann::json& k) { k["started_at"] = "yesterday"; }), "started_at 'yesterday' is not a time");
   refused(edit([](nlohmann::json& k) { k["started_at"] = "2099-01-01T00:00:00Z"; }),
           "started_at 2099-01-01T00:00:00Z is in the future");

@@ -174,7 +174,7 @@ fs::path history_with_change(const fs::path& dir) {
   Results later = results("2026-12-01T09:00:00Z", "host-a", fp('b'), "0.3.26");
   later.tool_commit = "v0.1.0-5-gdef";
   EXPECT_TRUE(succeeded(record_run(db, RunKind::kProbe, later, dir / "r3", 1), &err)) << err;
-  later.started_at = "2026-12-02T09:00:00Z";
+  later.started_at = later.finished_at = "2026-12-02T09:00:00Z";
   EXPECT_TRUE(succeeded(record_run(db, RunKind::kProbe, later, dir / "r4", 1), &err)) << err;
   return db;
 }
@@ -474,7 +474,7 @@ TEST(History, CorruptFileIsAnErrorAndLeftAsItIs) {
   for (int i = 0; i < 40; ++i) {
     Results big = r;
     for (int k = 0; k < 40; ++k)
-      big.observations.push_back(cell(fmt::format("w{}", k), fmt::format("t{}", i), {fp(char('a' + k % 6))}));
+      big.observations.push_back(cell(fmt::format("reduce?op=sum&n={}", 1000 + k), "cpu-ref", {fp(char('a' + k % 6))}));
     ASSERT_TRUE(succeeded(record_run(truncated.string(), RunKind::kProbe, big, fmt::format("r{}", i), 0), &err)) << err;
   }
   ASSERT_FALSE(fs::exists(truncated.string() + "-wal")) << "the last connection checkpointed";

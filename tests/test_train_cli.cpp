@@ -126,6 +126,7 @@ TEST(TrainCli, Sony2021DesignWritesRunsAnalysisAndReports) {
   auto first = runs;
   j["training"] = nlohmann::json(std::vector<nlohmann::json>(first.begin(), first.begin() + 4));
   j["finished_at"] = "";
+  j["analysis"] = nlohmann::json::object();  // as an interrupted design leaves it: analysed when it finishes
   std::ofstream(dir / "results.json") << j.dump();
   CliRun again = run_cli(args);
   ASSERT_EQ(again.code, 0) << again.err;
@@ -226,6 +227,28 @@ TEST(TrainCli, Sony2021DesignWritesRunsAnalysisAndReports) {
     EXPECT_EQ(rep.code, 2) << l.name << ": " << rep.err;
     EXPECT_NE(rep.err.find(l.says), std::string::npos) << l.name << ": " << rep.err;
     EXPECT_EQ(std::count(rep.err.begin(), rep.err.end(), '\n'), 1) << rep.err;
+    fs::remove_all(lied);
+  }
+  {  // An analysis is made again from the runs: an edited one changes nothing in the report, and an analysis
+     // in a design that has not finished (none is made before it finishes) is refused.
+    const std::string md = slurp(dir / "report.md");
+    nlohmann::json j = real;
+    j["analysis"]["variance"] = {{"edited", true}};
+    j["analysis"]["table"] = nlohmann::json::array();
+    j["analysis"]["invented"] = 1;
+    const fs::path lied = dir.string() + "-analysis";
+    fs::create_directories(lied);
+    std::ofstream(lied / "results.json") << j.dump(1);
+    ASSERT_EQ(run_cli("report " + lied.string()).code, 0);
+    std::string again_md = slurp(lied / "report.md");
+    EXPECT_EQ(again_md.substr(again_md.find("## Training verdict")), md.substr(md.find("## Training verdict")))
+        << "the report shows the analysis of the runs, not the one the file stored";
+    j = real;
+    j["finished_at"] = "";
+    std::ofstream(lied / "results.json") << j.dump(1);
+    CliRun rep = run_cli("report " + lied.string());
+    EXPECT_EQ(rep.code, 2);
+    EXPECT_NE(rep.err.find("analysis is set, but the run has not finished"), std::string::npos) << rep.err;
     fs::remove_all(lied);
   }
 }

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <functional>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -374,7 +375,7 @@ TEST(Lies, ContradictionsInsideAResultsFileAreRefused) {
   base.plan = nlohmann::json::object();  // probe cells and a training run in one file: a plan holds one kind
   base.training = {training_run({{"key", "d|cpu|1000|0"}, {"condition", "d"}, {"target", "cpu"}, {"seed", 1000},
                                  {"replicate", 0}, {"status", "ok"}, {"final_loss", 0.5}, {"curve", {0.5}},
-                                 {"weights_fingerprint", test::fingerprint('e')}, {"seconds", 1.0}})};
+                                 {"weights_fingerprint", test::fingerprint('e')}, {"seconds", 1.0}, {"steps_per_second", 1.0}})};
   const fs::path good = save(d, "good", base);
   ASSERT_EQ(run_cli("report " + good.string()).code, 0);
   const std::string text = slurp(good / "results.json");
@@ -397,6 +398,7 @@ TEST(Lies, ContradictionsInsideAResultsFileAreRefused) {
       {"curve", "training[0].curve is empty, but the run finished",
        [](nlohmann::json& j) {
          j["training"][0]["curve"] = nlohmann::json::array();
+         j["training"][0].erase("seconds"), j["training"][0].erase("steps_per_second");
          j["training"][0].erase("final_loss");
          j["training"][0]["final_loss"] = 0.5;
        }},
@@ -487,6 +489,72 @@ TEST(Lies, ACellOutsideItsPlanOrBeyondItsOutputIsRefused) {
       {"cache-level", "a cache level is 1 to 4", [](nlohmann::json& j) { j["machine"]["caches"] = {{{"level", 99}}}; }},
       {"features-twice", "machine.cpu_features names sse2 twice",
        [](nlohmann::json& j) { j["machine"]["cpu_features"] = {"sse2", "sse2"}; }},
+      {"suite", "plan.suite \"banana\" is not a suite", [](nlohmann::json& j) { j["plan"]["suite"] = "banana"; }},
+      {"custom-import", "plan.custom is set, but the plan is no suite's",
+       [](nlohmann::json& j) { j["plan"]["suite"] = "import", j["plan"]["custom"] = true; }},
+      {"probe-in-design", "plan.suite is a probe plan's field, but the plan is a training design's",
+       [](nlohmann::json& j) { j["plan"]["kind"] = "train", j["observations"] = nlohmann::json::array(); }},
+      {"bound-k", "observations[0].oracle.bound_k is 7, but reduce?op=sum&n=1000&dist=uniform&seed=1's bound sums 1000 terms",
+       [](nlohmann::json& j) {
+         std::vector<uint64_t> h(kRatioBuckets, 0);
+         h[0] = 1;
+         j["observations"][0]["oracle"] = {{"max_ulp", 0},   {"max_rel_err", 0.0}, {"mismatched", 0},
+                                           {"err_ratio", 0.0}, {"agree_bits", 24.0}, {"bound_k", 7},
+                                           {"ratio_hist", h}};
+       }},
+      {"ratio-without-hist", "observations[0].oracle.err_ratio is 0.5 but ratio_hist is empty",
+       [](nlohmann::json& j) {
+         j["observations"][0]["oracle"] = {{"max_ulp", 1}, {"max_rel_err", 1e-7}, {"mismatched", 1}, {"err_ratio", 0.5}};
+       }},
+      {"no-oracle", "observations[0].oracle is absent, but the cell ran and neither oracle_failures nor details.oracle_problem says why",
+       [](nlohmann::json& j) { j["observations"][0]["details"].erase("oracle_problem"); }},
+      {"oracle-and-failure", "observations[0].oracle is set, but the run's oracle of " + kW + " failed",
+       [](nlohmann::json& j) {
+         j["observations"][0]["oracle"] = {{"max_ulp", 0}, {"max_rel_err", 0.0}, {"mismatched", 0}};
+         j["oracle_failures"] = {{kW, "timeout"}};
+       }},
+      {"two-outputs-one-oracle", "observations[0].oracle.mismatched is 0, but the cell has 2 distinct outputs",
+       [](nlohmann::json& j) {
+         j["observations"][0]["fingerprints"][1] = std::string(32, 'b');
+         j["observations"][0]["distinct"] = 2;
+         j["observations"][0]["oracle"] = {{"max_ulp", 0}, {"max_rel_err", 0.0}, {"mismatched", 0}};
+       }},
+      {"library-type", "machine.libraries.openblas must be a string",
+       [](nlohmann::json& j) { j["machine"]["libraries"]["openblas"] = 5; }},
+      {"library-isa", "machine.libraries.cpu_isa_auto \"avx9\" is not an instruction set",
+       [](nlohmann::json& j) { j["machine"]["libraries"]["cpu_isa_auto"] = "avx9"; }},
+      {"library-driver", "machine.libraries.cuda_driver must be", [](nlohmann::json& j) { j["machine"]["libraries"]["cuda_driver"] = "580"; }},
+      {"analysis", "analysis is set, but the results hold no training runs",
+       [](nlohmann::json& j) { j["analysis"] = {{"table", nlohmann::json::array()}}; }},
+      {"february-30", "started_at '2026-02-30T10:00:00Z' is not a time",
+       [](nlohmann::json& j) { j["started_at"] = "2026-02-30T10:00:00Z"; }},
+      {"minute-99", "finished_at '2026-12-04T00:99:00Z' is not a time",
+       [](nlohmann::json& j) { j["finished_at"] = "2026-12-04T00:99:00Z"; }},
+      {"empty-key", "\"\" is not a field of a results file", [](nlohmann::json& j) { j[""] = 1; }},
+      {"empty-key-cell", "is not a field of an observation", [](nlohmann::json& j) { j["observations"][0][""] = 1; }},
+      {"empty-key-plan", "plan.\"\" is not a field of a plan", [](nlohmann::json& j) { j["plan"][""] = 1; }},
+      {"no-machine", "machine is missing", [](nlohmann::json& j) { j.erase("machine"); }},
+      {"no-plan", "plan is missing", [](nlohmann::json& j) { j.erase("plan"); }},
+      {"no-version", "tool_version '' is not a version", [](nlohmann::json& j) { j["tool_version"] = ""; }},
+      {"oracle-field", "observations[0].oracle.zzz is not a field of an oracle distance",
+       [](nlohmann::json& j) { j["observations"][0]["oracle"] = {{"max_ulp", 0}, {"max_rel_err", 0.0}, {"mismatched", 0}, {"zzz", 1}}; }},
+      {"ratio-bucket", "observations[0].oracle: err_ratio 1e+300 is not in ratio_hist's highest bucket (0)",
+       [](nlohmann::json& j) {
+         std::vector<uint64_t> h(kRatioBuckets, 0);
+         h[0] = 1;
+         j["observations"][0]["oracle"] = {{"max_ulp", 1}, {"max_rel_err", 1e-7}, {"mismatched", 1}, {"err_ratio", 1e300},
+                                           {"bound_k", 1000}, {"ratio_hist", h}};
+       }},
+      {"error-without-reason", "observations[0]: status error without a reason",
+       [](nlohmann::json& j) { j["observations"][0]["status"] = "error", j["observations"][0]["reason"] = ""; }},
+      {"error-with-oracle", "status error yet an oracle distance",
+       [](nlohmann::json& j) {
+         j["observations"][0]["status"] = "error", j["observations"][0]["reason"] = "failed";
+         j["observations"][0]["oracle"] = {{"max_ulp", 0}, {"max_rel_err", 0.0}, {"mismatched", 0}};
+       }},
+      {"cores-0", "machine.cores is 0", [](nlohmann::json& j) { j["machine"]["cores"] = 0; }},
+      {"line-0", "machine.caches[0].line_bytes is 0",
+       [](nlohmann::json& j) { j["machine"]["caches"] = {{{"level", 1}, {"size_bytes", 32768}, {"line_bytes", 0}}}; }},
   };
   expect_every_reader_refuses(d, good, text, cases);
   // A baseline of it holds the cells of its plan, repeated as the plan says.
@@ -517,16 +585,30 @@ TEST(Lies, ACellOutsideItsPlanOrBeyondItsOutputIsRefused) {
 // detaudit writes, invented fields and a summary its runs do not give are refused.
 TEST(Lies, ABaselineThatContradictsItselfIsRefused) {
   fs::path d = fresh_dir("lies-baseline");
-  Results r = one_cell(true);
-  r.plan = nlohmann::json::object();  // probe cells and training runs in one file: a plan holds one kind
-  for (uint64_t seed : {1000u, 1001u})
-    r.training.push_back(training_run({{"key", "d|cpu|" + std::to_string(seed) + "|0"}, {"condition", "d"}, {"target", "cpu"},
-                                       {"seed", seed}, {"replicate", 0}, {"status", "ok"},
-                                       {"final_loss", 0.25 * double(seed - 999)}, {"curve", {0.25 * double(seed - 999)}},
-                                       {"weights_fingerprint", test::fingerprint('e')}}));
-  const fs::path good = save(d, "good", r);
+  // Two baselines, as runs hold one kind each: a probe run's cell, and a training design's cell (d) of two seeds.
+  Results probe = one_cell(true);
+  const std::string t = probe.observations[0].target;
+  probe.plan = {{"suite", "quick"}, {"targets", {t}}, {"workloads", {kW}}, {"repeats", 2}, {"timeout_s", 60}};
+  Results train;
+  train.machine = probe.machine;
+  train.started_at = train.finished_at = probe.started_at;
+  const std::string cpu = test::canon_target("cpu?threads=2");  // blocked: (d)'s deterministic variant
+  train.plan = {{"kind", "train"},
+                {"runs", 2},
+                {"design",
+                 {{"model", "autoencoder"}, {"design", "sony2021"}, {"targets", {cpu}}, {"seeds", 2}, {"replicates", 1},
+                  {"batches", 1}, {"window", 1}, {"conditions", "d"}, {"init_seed_base", 1000}}}};
+  for (int rep : {0, 1})
+    train.training.push_back(training_run({{"key", "d|" + cpu + "|1000|" + std::to_string(rep)}, {"condition", "d"},
+                                           {"target", cpu}, {"seed", 1000}, {"replicate", rep}, {"status", "ok"},
+                                           {"model", "autoencoder"}, {"design", "sony2021"},
+                                           {"batches", 1}, {"window", 1},
+                                           {"final_loss", 0.25 * (rep + 1)}, {"curve", {0.25 * (rep + 1)}},
+                                           {"weights_fingerprint", test::fingerprint('e')}}));
+  const fs::path good = save(d, "good", probe), good_train = save(d, "good-train", train);
   ASSERT_EQ(run_cli("baseline save " + good.string()).code, 0);
-  const std::string text = slurp(good / "baseline.json");
+  ASSERT_EQ(run_cli("baseline save " + good_train.string()).code, 0) << run_cli("baseline save " + good_train.string()).err;
+  const std::string text = slurp(good / "baseline.json"), train_text = slurp(good_train / "baseline.json");
   struct Case {
     std::string name, says;
     std::function<void(nlohmann::json&)> lie;
@@ -575,13 +657,34 @@ TEST(Lies, ABaselineThatContradictsItselfIsRefused) {
        [](nlohmann::json& j) { j["entries"][0]["median_seconds"] = 1e12; }},
       {"determinism", "training[0].determinism is \"off\", but condition (d) runs with determinism on",
        [](nlohmann::json& j) { j["training"][0]["determinism"] = "off"; }},
+            {"plan-suite", "source.plan.suite \"mine\" is not a suite", [](nlohmann::json& j) { j["source"]["plan"]["suite"] = "mine"; }},
+      {"expected", "entries[0].verdict is EXPECTED, but the cell promised determinism",
+       [](nlohmann::json& j) { j["entries"][0]["verdict"] = "EXPECTED"; }},
+      {"finished-later", "source.finished_at 2026-12-04T10:00:00Z is after the baseline's created_at",
+       [](nlohmann::json& j) {
+         j["created_at"] = "2026-12-04T09:00:00Z";
+         j["source"]["finished_at"] = "2026-12-04T10:00:00Z";
+       }},
+      {"train-seed", "training[0].runs[0].seed 77 is not a seed of the design",
+       [](nlohmann::json& j) { j["training"][0]["runs"][0]["seed"] = 77; }},
+      {"train-replicate", "training[0].runs[1].replicate 9 is not below the 2 replicates",
+       [](nlohmann::json& j) { j["training"][0]["runs"][1]["replicate"] = 9; }},
+      {"train-model", "training[0].model \"prednet\" is not the design's", [](nlohmann::json& j) { j["training"][0]["model"] = "prednet"; }},
+      {"train-variant", "training[0].target cpu?order=atomic", [](nlohmann::json& j) {
+         j["training"][0]["target"] = "cpu?order=atomic&threads=2&isa=auto";
+       }},
+      {"train-runs", "source.plan.runs is 99, more than the 2 runs its design has",
+       [](nlohmann::json& j) { j["source"]["plan"]["runs"] = 99; }},
   };
   for (const Case& c : cases) {
-    nlohmann::json j = nlohmann::json::parse(text);
+    const bool training = c.name.rfind("train", 0) == 0 || c.name.rfind("run", 0) == 0 || c.name == "n" ||
+                          c.name == "mean" || c.name == "init" || c.name == "determinism";
+    nlohmann::json j = nlohmann::json::parse(training ? train_text : text);
     c.lie(j);
     const fs::path b = d / (c.name + ".json");
     std::ofstream(b) << j.dump(1);
-    CliRun res = run_cli("check " + good.string() + " --baseline " + b.string() + " --no-history");
+    CliRun res = run_cli("check " + (training ? good_train : good).string() + " --baseline " + b.string() +
+                         " --no-history --allow-unjudged");
     EXPECT_EQ(res.code, 2) << c.name << ": " << res.out << res.err;
     EXPECT_NE(res.err.find(c.says), std::string::npos) << c.name << ": " << res.err;
   }
@@ -663,7 +766,7 @@ TEST(Unseen, AHistoryChangedByAnotherProgramIsRefused) {
       {"UPDATE cells SET distinct_outputs = 0, fingerprints = ''", "distinct_outputs '0' is not at least 1"},
       {"UPDATE cells SET distinct_outputs = 2", "distinct_outputs '2' is not the number of fingerprints"},
       {"UPDATE cells SET status = 'fine'", "status 'fine' is not ok, crashed"},
-      {"UPDATE cells SET median_seconds = -1", "median_seconds '-1' is not a number of 0 or more"},
+      {"UPDATE cells SET median_seconds = -1", "median_seconds '-1' is not a finite number of 0 or more"},
       {"UPDATE training SET weights_fingerprint = 'zz'", "fingerprints 'zz' is not 32 hex digits"},
       {"UPDATE training SET seed = -1", "is not a count"},
       {"UPDATE machines SET cores = -4", "cores -4"},
@@ -699,6 +802,91 @@ TEST(Unseen, AHistoryChangedByAnotherProgramIsRefused) {
     EXPECT_EQ(res.err.find('\x1b'), std::string::npos) << res.err;
     EXPECT_EQ(res.out.find('\x1b'), std::string::npos) << res.out;
   }
+  fs::remove_all(d);
+}
+
+// A history holds detaudit's tables and nothing else: a trigger, a view, a table or a column another program
+// added, or a schema version its tables are not, is refused by every command, and a trigger never runs (one
+// planted to delete the cells when a run is recorded deleted them while check exited 0).
+TEST(Unseen, AHistoryWithAnotherProgramsSchemaIsRefusedAndNothingOfItRuns) {
+  fs::path d = fresh_dir("unseen-history-schema");
+  fs::create_directories(d);
+  const Results r = one_cell(true);
+  const std::string good = (d / "good.db").string();
+  ASSERT_TRUE(record_run(good, RunKind::kProbe, r, (d / "r").string(), 0).is_ok());
+  const std::pair<const char*, const char*> edits[] = {
+      {"CREATE TRIGGER t AFTER INSERT ON runs BEGIN DELETE FROM cells; END", "it holds trigger t"},
+      {"CREATE TABLE zzz(a)", "it holds table zzz(a)"},
+      {"ALTER TABLE cells ADD COLUMN zzz", "it holds table cells("},
+      {"CREATE VIEW v AS SELECT * FROM runs", "it holds view v"},
+      {"UPDATE runs SET exit_code = 'zero'", "a count or exit code that is no integer"},
+      {"UPDATE runs SET finished_at = '2000-01-01T00:00:00Z'", "finished before it started"},
+      {"UPDATE runs SET started_at = '2026-02-30T00:00:00Z'", "started_at '2026-02-30T00:00:00Z' is not a time"},
+      {"UPDATE cells SET err_ratio = 'x'", "a cell whose number is no number"},
+      {"UPDATE cells SET err_ratio = 1e999", "err_ratio 'inf' is not a finite number"},
+  };
+  int i = 0;
+  for (auto [sql, says] : edits) {
+    const std::string db = (d / ("edited" + std::to_string(i++) + ".db")).string();
+    fs::copy_file(good, db);
+    sqlite3* h = nullptr;
+    ASSERT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(h, sql, nullptr, nullptr, nullptr), SQLITE_OK) << sql << ": " << sqlite3_errmsg(h);
+    sqlite3_close(h);
+    CliRun res = run_cli("history --history " + db);
+    EXPECT_EQ(res.code, 2) << sql << ": " << res.out << res.err;
+    EXPECT_NE(res.err.find(says), std::string::npos) << sql << ": " << res.err;
+    // Recording refuses it too, and writes nothing into it.
+    const auto before = slurp(db);
+    std::string err;
+    EXPECT_FALSE(detaudit::succeeded(record_run(db, RunKind::kCheck, r, (d / "r").string(), 0), &err)) << sql;
+    EXPECT_NE(err.find(says), std::string::npos) << sql << ": " << err;
+    EXPECT_EQ(slurp(db), before) << sql << ": the refused history is left as it was";
+  }
+  fs::remove_all(d);
+}
+
+// What qualify writes is its own: a qualify.json that is not one (the user's notes, a copy of a results file)
+// is refused before the run starts, not replaced; and the default history's folder, one detaudit makes, is
+// never a link to somewhere else.
+TEST(Links, AForeignQualifyFileAndALinkedHistoryFolderAreRefused) {
+  fs::path d = fresh_dir("links-qualify-history");
+  fs::create_directories(d / "q");
+  std::ofstream(d / "q" / "qualify.json") << "my notes\n";
+  CliRun q = run_cli("qualify --targets cpu-ref --no-history --out " +
+                     (d / "q").string());
+  EXPECT_EQ(q.code, 2) << q.out << q.err;
+  EXPECT_NE(q.err.find("qualify.json: exists and is not a detaudit qualify result"), std::string::npos) << q.err;
+  EXPECT_EQ(slurp(d / "q" / "qualify.json"), "my notes\n");
+  EXPECT_FALSE(fs::exists(d / "q" / "probe")) << "refused before it ran";
+
+  // $HOME/.local/share/detaudit a link to another folder: refused, nothing created there.
+  fs::create_directories(d / "home" / ".local" / "share");
+  fs::create_directories(d / "elsewhere");
+  fs::create_symlink(d / "elsewhere", d / "home" / ".local" / "share" / "detaudit");
+  struct Env {
+    std::string name;
+    std::optional<std::string> old;
+  };
+  std::vector<Env> saved;
+  for (const char* k : {"HOME", "DETAUDIT_HISTORY", "XDG_DATA_HOME"}) {
+    const char* v = std::getenv(k);
+    saved.push_back({k, v ? std::optional<std::string>(v) : std::nullopt});
+  }
+  ::setenv("HOME", (d / "home").c_str(), 1);
+  ::unsetenv("DETAUDIT_HISTORY");
+  ::unsetenv("XDG_DATA_HOME");
+  const fs::path run = save(d, "run", one_cell(true));
+  CliRun h = run_cli("report " + run.string());  // reads no history: the folder is not touched
+  CliRun p = run_cli("probe --targets cpu-ref --workloads 'reduce?op=sum&n=100' --repeats 2 --out " +
+                     (d / "p").string());
+  for (auto& e : saved)
+    if (e.old) ::setenv(e.name.c_str(), e.old->c_str(), 1);
+    else ::unsetenv(e.name.c_str());
+  EXPECT_EQ(h.code, 0) << h.err;
+  EXPECT_EQ(p.code, 2) << p.out << p.err;
+  EXPECT_NE(p.err.find(".local/share/detaudit: is a symbolic link"), std::string::npos) << p.err;
+  EXPECT_TRUE(fs::is_empty(d / "elsewhere")) << "no history written through the link";
   fs::remove_all(d);
 }
 
