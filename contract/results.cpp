@@ -535,6 +535,21 @@ Status results_from_json(nlohmann::json& j, Results* out) {
   if (r.plan.contains("runs") && r.training.size() > r.plan["runs"].get<uint64_t>())
     return Status::invalid(fmt::format("training holds {} runs, more than the plan's {}", r.training.size(),
                                        r.plan["runs"].get<uint64_t>()));
+  // Initial weights are the seed's: every run of a model from one seed starts from the same weights, save (e)'s,
+  // whose one nudged weight makes them its own.
+  {
+    std::map<std::pair<std::string, uint64_t>, std::pair<std::string, size_t>> init;
+    for (size_t i = 0; i < r.training.size(); ++i) {
+      const TrainingRun& t = r.training[i];
+      if (t.initial_weights_fingerprint.empty() || t.condition == "e") continue;
+      const auto [it, first] = init.try_emplace({t.model, t.seed}, t.initial_weights_fingerprint, i);
+      if (!first && it->second.first != t.initial_weights_fingerprint)
+        return Status::invalid(fmt::format("{} differs from training[{}]'s, a run of the same model from the same "
+                                           "seed {} (a seed's initial weights are one)",
+                                           json_path(json_path("training", i), "initial_weights_fingerprint"),
+                                           it->second.second, t.seed));
+    }
+  }
   // A run measures noise exactly when its design asks, at the design's interval.
   // (A merged analysis keeps its first source's design.)
   if (const nlohmann::json d = r.plan.value("design", nlohmann::json::object());
@@ -542,6 +557,10 @@ Status results_from_json(nlohmann::json& j, Results* out) {
     for (size_t i = 0; i < r.training.size(); ++i) {
       const TrainingRun& t = r.training[i];
       const int every = d["noise_every"].get<int>();
+      if (t.noise && d.contains("batch_size") && t.noise->b_big != d["batch_size"].get<int64_t>())
+        return Status::invalid(fmt::format("{} is {}, but the design's batches are of {}",
+                                           json_path(json_path(json_path("training", i), "noise"), "b_big"),
+                                           t.noise->b_big, d["batch_size"].get<int64_t>()));
       if (every > 0 && t.ok() && !t.noise)
         return Status::invalid(fmt::format("{} is missing, but the design measures noise every {} batches and the run "
                                            "finished", json_path(json_path("training", i), "noise"), every));

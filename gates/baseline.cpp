@@ -672,6 +672,10 @@ Status run_baseline_save(const std::string& dir, const std::string& out, Baselin
   if (r.observations.empty() && r.training.empty()) {
     return Status::invalid(dir + "/results.json: no observations and no training runs to make a baseline of");
   }
+  // A baseline's keys are the machine its bits came from: results that describe none give no key.
+  if (!r.machine.contains("cpu_model") && !r.machine.contains("hostname"))
+    return Status::invalid(dir + "/results.json: machine describes no machine (no cpu_model, no hostname): a "
+                                 "baseline's keys are the machine its bits came from");
   Baseline b = make_baseline(r, dir);
   DETAUDIT_RETURN_IF_ERROR(holds_bits(b).prefixed(results_file(dir) + ": a baseline of it: "));
   std::string path = out.empty() ? dir + "/baseline.json" : out;

@@ -1034,10 +1034,17 @@ Status check_row(const CellRecord& c, const std::string& where) {
   return Status::ok();
 }
 
+// A run's software column is the object software_of writes: those fields and no other.
+bool software_ok(const nlohmann::json& sw) {
+  return sw.is_object() && unknown_field(sw, {"tool_version", "tool_commit", "os", "compiler", "hwloc", "libraries"}).empty() &&
+         sw.contains("libraries") && sw["libraries"].is_object();
+}
+
 // A run's software column is the object detaudit recorded (read once per run, where it is parsed).
 Status software_changed(const Db& db, int64_t run) {
-  return Status::invalid(db.error(fmt::format("runs (run {}): software '(not a JSON object)' is not the software a run "
-                                              "recorded (the database was changed by another program)",
+  return Status::invalid(db.error(fmt::format("runs (run {}): software is not the software a run records (an "
+                                              "object of tool_version, tool_commit, os, compiler, hwloc and "
+                                              "libraries; the database was changed by another program)",
                                               run)));
 }
 
@@ -1089,7 +1096,7 @@ Status query_training(Db& db, const HistoryFilter& f, const std::string& target_
       a.c.tool_commit = s.text(7);
       auto sw = software->find(run);
       if (sw == software->end()) sw = software->emplace(run, parse_json_or_null(s.text(8))).first;
-      if (!sw->second.is_object()) return software_changed(db, run);
+      if (!software_ok(sw->second)) return software_changed(db, run);
       a.c.software = sw->second;
       a.c.workload = workload;
       a.c.target = target;
@@ -1188,6 +1195,8 @@ Status check_runs(Db& db) {
        "'integer' OR typeof(fail) <> 'integer' OR typeof(training_runs) <> 'integer' LIMIT 1",
        "a count or exit code that is no integer"},
       {"SELECT id FROM runs WHERE finished_at <> '' AND finished_at < started_at LIMIT 1", "finished before it started"},
+      {"SELECT id FROM runs WHERE kind = 'probe' AND (training_runs <> 0 OR id IN (SELECT run_id FROM training)) LIMIT 1",
+       "a probe run with training rows (a probe trains nothing)"},
       {"SELECT run_id FROM cells WHERE (err_ratio IS NOT NULL AND typeof(err_ratio) NOT IN ('real', 'integer')) OR "
        "(median_seconds IS NOT NULL AND typeof(median_seconds) NOT IN ('real', 'integer')) OR typeof(repeats) <> "
        "'integer' OR typeof(distinct_outputs) <> 'integer' LIMIT 1",
@@ -1339,7 +1348,7 @@ Status query_open(Db& db, const HistoryFilter& f, HistoryQueryResult* out) {
         return Status::invalid(describe_sqlite_error(db, src));
       }
       it = software.emplace(c.run_id, parse_json_or_null(sw.text(0))).first;
-      if (!it->second.is_object()) return software_changed(db, c.run_id);
+      if (!software_ok(it->second)) return software_changed(db, c.run_id);
       sw.reset();
     }
     c.software = it->second;

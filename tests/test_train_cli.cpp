@@ -214,6 +214,15 @@ TEST(TrainCli, Sony2021DesignWritesRunsAnalysisAndReports) {
          j["training"][0]["reason"] = "SIGSEGV (Segmentation fault)";
          j["training"][0]["signal"] = "SIGSEGV";
        }},
+      {"initial-weights", "training[1].initial_weights_fingerprint differs from training[0]'s",
+       [](nlohmann::json& j) { j["training"][1]["initial_weights_fingerprint"] = std::string(32, 'a'); }},
+      {"noise-missing", "training[0].noise is missing, but the design measures noise every 4 batches",
+       [](nlohmann::json& j) { j["training"][0].erase("noise"); }},
+      {"noise-batch", "training[0].noise.b_big is 63, but the design's batches are of",
+       [](nlohmann::json& j) { j["training"][0]["noise"]["b_big"] = 63; }},
+      {"batches-done", "training[0].batches_done is 1, but the run finished its 12 batches",
+       [](nlohmann::json& j) { j["training"][0]["batches_done"] = 1; }},
+      {"no-speed", "training[0].seconds is", [](nlohmann::json& j) { j["training"][0]["steps_per_second"] = 0; }},
       {"seconds", "training[0].seconds is 1e+300: a run's time is at most a year",
        [](nlohmann::json& j) { j["training"][0]["seconds"] = 1e300; }},
   };

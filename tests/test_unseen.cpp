@@ -676,6 +676,15 @@ TEST(Lies, ABaselineThatContradictsItselfIsRefused) {
       {"train-runs", "source.plan.runs is 99, more than the 2 runs its design has",
        [](nlohmann::json& j) { j["source"]["plan"]["runs"] = 99; }},
   };
+  {
+    // Results that describe no machine make no baseline (its keys would be made up of nothing).
+    Results nowhere = probe;
+    nowhere.machine = nlohmann::json::object();
+    const fs::path dir = save(d, "nowhere", nowhere);
+    CliRun res = run_cli("baseline save " + dir.string());
+    EXPECT_EQ(res.code, 2) << res.out << res.err;
+    EXPECT_NE(res.err.find("machine describes no machine"), std::string::npos) << res.err;
+  }
   for (const Case& c : cases) {
     const bool training = c.name.rfind("train", 0) == 0 || c.name.rfind("run", 0) == 0 || c.name == "n" ||
                           c.name == "mean" || c.name == "init" || c.name == "determinism";
@@ -754,7 +763,7 @@ TEST(Unseen, AHistoryChangedByAnotherProgramIsRefused) {
                               {"model", "autoencoder"}, {"design", "sony2021"},
                               {"weights_fingerprint", test::fingerprint('e')}})};
   const std::string good = (d / "good.db").string();
-  ASSERT_TRUE(record_run(good, RunKind::kProbe, r, (d / "r").string(), 0).is_ok());
+  ASSERT_TRUE(record_run(good, RunKind::kQualify, r, (d / "r").string(), 0).is_ok());
   ASSERT_EQ(run_cli("history --history " + good).code, 0);
   const std::pair<const char*, const char*> edits[] = {
       {"UPDATE cells SET verdict = 'MAYBE'", "verdict 'MAYBE' is not PASS, FAIL, EXPECTED, WARN or SKIP"},
@@ -782,10 +791,14 @@ TEST(Unseen, AHistoryChangedByAnotherProgramIsRefused) {
       {"PRAGMA foreign_keys = OFF; INSERT INTO cells SELECT 99, workload, target, status, reason, verdict, "
        "verdict_reason, repeats, distinct_outputs, fingerprints, err_ratio, median_seconds FROM cells",
        "1 cell or training rows belong to no run"},
-      {"UPDATE runs SET software = '{not json'", "software '(not a JSON object)'"},
+      {"UPDATE runs SET software = '{not json'", "software is not the software a run records"},
+      {"UPDATE runs SET software = json_set(software, '$.extra', 1)", "software is not the software a run records"},
       {"UPDATE cells SET workload = 'reduce?op=bogus'", "workload 'reduce?op=bogus' is not a workload spec"},
       {"UPDATE training SET target = 'nope?x=1'", "target 'nope?x=1' is not a target spec"},
       {"UPDATE cells SET verdict = 'P' || char(27) || '[2J'", "verdict 'P\\x1b[2J'"},
+      {"UPDATE runs SET kind = 'probe'", "a probe run with training rows"},
+      {"UPDATE training SET condition = 'f'", "a training row with a condition or loss no run has"},
+      {"UPDATE training SET final_loss = -1", "a training row with a condition or loss no run has"},
   };
   int i = 0;
   for (auto [sql, says] : edits) {
