@@ -751,6 +751,20 @@ TEST(Unseen, NoCommandPrintsAControlCharacterRaw) {
   fs::remove_all(d);
 }
 
+// A copy `db` of the history `good` changed by another program (SQLite running `sql`), and what `detaudit
+// history` says of it: exit 2, saying `says`.
+CliRun history_of_edit(const std::string& good, const std::string& db, const char* sql, const char* says) {
+  fs::copy_file(good, db);
+  sqlite3* h = nullptr;
+  EXPECT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
+  EXPECT_EQ(sqlite3_exec(h, sql, nullptr, nullptr, nullptr), SQLITE_OK) << sql << ": " << sqlite3_errmsg(h);
+  sqlite3_close(h);
+  CliRun res = run_cli("history --history " + db);
+  EXPECT_EQ(res.code, 2) << sql << ": " << res.out << res.err;
+  EXPECT_NE(res.err.find(says), std::string::npos) << sql << ": " << res.err;
+  return res;
+}
+
 // A history another program changed is refused in one line naming the run and the column, never shown as
 // if its values were judgments: a verdict no detaudit gives, a fingerprint of other digits, a time that is
 // no time, negative counts, a run kind detaudit has not, a training row's bad fingerprint or seed.
@@ -803,14 +817,7 @@ TEST(Unseen, AHistoryChangedByAnotherProgramIsRefused) {
   int i = 0;
   for (auto [sql, says] : edits) {
     const std::string db = (d / ("edited" + std::to_string(i++) + ".db")).string();
-    fs::copy_file(good, db);
-    sqlite3* h = nullptr;
-    ASSERT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
-    ASSERT_EQ(sqlite3_exec(h, sql, nullptr, nullptr, nullptr), SQLITE_OK) << sql << ": " << sqlite3_errmsg(h);
-    sqlite3_close(h);
-    CliRun res = run_cli("history --history " + db);
-    EXPECT_EQ(res.code, 2) << sql << ": " << res.out << res.err;
-    EXPECT_NE(res.err.find(says), std::string::npos) << sql << ": " << res.err;
+    const CliRun res = history_of_edit(good, db, sql, says);
     EXPECT_NE(res.err.find("changed by another program"), std::string::npos) << res.err;
     EXPECT_EQ(res.err.find('\x1b'), std::string::npos) << res.err;
     EXPECT_EQ(res.out.find('\x1b'), std::string::npos) << res.out;
@@ -841,14 +848,7 @@ TEST(Unseen, AHistoryWithAnotherProgramsSchemaIsRefusedAndNothingOfItRuns) {
   int i = 0;
   for (auto [sql, says] : edits) {
     const std::string db = (d / ("edited" + std::to_string(i++) + ".db")).string();
-    fs::copy_file(good, db);
-    sqlite3* h = nullptr;
-    ASSERT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
-    ASSERT_EQ(sqlite3_exec(h, sql, nullptr, nullptr, nullptr), SQLITE_OK) << sql << ": " << sqlite3_errmsg(h);
-    sqlite3_close(h);
-    CliRun res = run_cli("history --history " + db);
-    EXPECT_EQ(res.code, 2) << sql << ": " << res.out << res.err;
-    EXPECT_NE(res.err.find(says), std::string::npos) << sql << ": " << res.err;
+    history_of_edit(good, db, sql, says);
     // Recording refuses it too, and writes nothing into it.
     const auto before = slurp(db);
     std::string err;
