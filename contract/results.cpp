@@ -17,6 +17,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <tuple>
 #include <vector>
 
 #include "contract/atomic_file.hpp"
@@ -548,6 +549,24 @@ Status results_from_json(nlohmann::json& j, Results* out) {
                                            "seed {} (a seed's initial weights are one)",
                                            json_path(json_path("training", i), "initial_weights_fingerprint"),
                                            it->second.second, t.seed));
+    }
+  }
+  // Nudge k moves the same weight on every target: one parameter, tensor and value, and so one set of initial
+  // weights, per model, seed and k.
+  {
+    std::map<std::tuple<std::string, uint64_t, uint64_t>, size_t> first_of;
+    for (size_t i = 0; i < r.training.size(); ++i) {
+      const TrainingRun& t = r.training[i];
+      if (!t.nudge) continue;
+      const auto [it, first] = first_of.try_emplace({t.model, t.seed, t.nudge->index}, i);
+      if (first) continue;
+      const TrainingRun& o = r.training[it->second];
+      if (o.nudge->parameter != t.nudge->parameter || o.nudge->tensor != t.nudge->tensor || o.nudge->from != t.nudge->from ||
+          (!o.initial_weights_fingerprint.empty() && !t.initial_weights_fingerprint.empty() &&
+           o.initial_weights_fingerprint != t.initial_weights_fingerprint))
+        return Status::invalid(fmt::format("{} is not training[{}]'s nudge {} (nudge k moves the same weight on every "
+                                           "target)",
+                                           json_path(json_path("training", i), "nudge"), it->second, t.nudge->index));
     }
   }
   // A run measures noise exactly when its design asks, at the design's interval.

@@ -8,6 +8,7 @@
 #include <sqlite3.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <functional>
 #include <fstream>
@@ -697,6 +698,35 @@ TEST(Lies, ABaselineThatContradictsItselfIsRefused) {
     EXPECT_EQ(res.code, 2) << c.name << ": " << res.out << res.err;
     EXPECT_NE(res.err.find(c.says), std::string::npos) << c.name << ": " << res.err;
   }
+  fs::remove_all(d);
+}
+
+// Nudge k of condition (e) moves the same weight on every target: a run whose nudge k moved another weight (a
+// parameter beyond the model, say) than the other target's is refused.
+TEST(Lies, ANudgeThatMovedAnotherWeightThanItsPeersIsRefused) {
+  fs::path d = fresh_dir("lies-nudge");
+  const std::string t2 = test::canon_target("cpu?threads=2"), t3 = test::canon_target("cpu?threads=3");
+  Results train = one_cell(true);
+  train.observations.clear();
+  train.plan = {{"kind", "train"},
+                {"runs", 2},
+                {"design",
+                 {{"model", "autoencoder"}, {"design", "sony2021"}, {"targets", {t2, t3}}, {"seeds", 1}, {"replicates", 1},
+                  {"batches", 1}, {"window", 1}, {"conditions", "e"}, {"init_seed_base", 1000}}}};
+  const float from = 0.25f, to = std::nextafter(from, INFINITY);
+  for (const std::string& t : {t2, t3})
+    train.training.push_back(training_run(
+        {{"key", "e|" + t + "|1000|0"}, {"condition", "e"}, {"target", t}, {"seed", 1000}, {"replicate", 0},
+         {"status", "ok"}, {"model", "autoencoder"}, {"design", "sony2021"}, {"batches", 1}, {"window", 1},
+         {"final_loss", 0.5}, {"curve", {0.5}}, {"weights_fingerprint", test::fingerprint('e')},
+         {"nudge", {{"index", 0}, {"parameter", 7}, {"tensor", "layer 0 (conv2d) weight [7]"}, {"from", from}, {"to", to}}}}));
+  const fs::path good = save(d, "good", train);
+  ASSERT_EQ(run_cli("report " + good.string()).code, 0) << run_cli("report " + good.string()).err;
+  const std::vector<ResultsLie> cases = {
+      {"parameter", "training[1].nudge is not training[0]'s nudge 0",
+       [](nlohmann::json& j) { j["training"][1]["nudge"]["parameter"] = 123456789; }},
+  };
+  expect_every_reader_refuses(d, good, slurp(good / "results.json"), cases);
   fs::remove_all(d);
 }
 
