@@ -557,7 +557,7 @@ int main_cli(int argc, char** argv) {
     }
     const int rc = fail(line);
     if (json)
-      put(stdout, nlohmann::json{{"schema", kCliSchema}, {"command", command}, {"exit_code", 2}, {"reports", nlohmann::json::object()}, {"error", line}}.dump(2, ' ', true) +
+      put(stdout, nlohmann::json{{"schema", kCliSchema}, {"command", command}, {"exit_code", 2}, {"reports", nlohmann::json::object()}, {"error", line}}.dump(2, ' ', true, nlohmann::json::error_handler_t::replace) +
                       "\n");
     return rc;
   }

@@ -102,7 +102,7 @@ int emit(const Outcome& o) {
     say(stderr, "detaudit: error: {}\n", shown_safely(o.error));
   const Format f = active_format();
   if (f == Format::kJson) {
-    put(stdout, outcome_json(o).dump(2, ' ', true) + "\n");
+    put(stdout, outcome_json(o).dump(2, ' ', true, nlohmann::json::error_handler_t::replace) + "\n");
     return o.exit_code;
   }
   if (!active_quiet()) {
@@ -125,7 +125,7 @@ void emit_failure(const std::string& msg) {
   o.exit_code = 2;
   o.error = msg;
   if (active_format() == Format::kJson) {
-    put(stdout, outcome_json(o).dump(2, ' ', true) + "\n");
+    put(stdout, outcome_json(o).dump(2, ' ', true, nlohmann::json::error_handler_t::replace) + "\n");
     return;
   }
   if (active().judging) put(stdout, line_with(o, coloured("ERROR")) + "\n");

@@ -336,6 +336,9 @@ Status optional_from_json(const nlohmann::json& j, Observation* r, const std::st
         DETAUDIT_RETURN_IF_ERROR(kernel_from_json(rep[n], &ks[n], json_path(rp, n)));
       r->kernels.push_back(std::move(ks));
     }
+    if (r->kernels.size() > r->fingerprints.size())
+      return Status::invalid(fmt::format("{}: {} kernel lists for {} repeats (one per repeat)",
+                                         json_path(path, "kernels"), r->kernels.size(), r->fingerprints.size()));
     // Older versions kept only the repeats whose tracing worked, so their lists cannot be paired with
     // fingerprints: they are dropped rather than shown against the wrong outputs.
     if (!r->kernels.empty() && r->kernels.size() != r->fingerprints.size()) {

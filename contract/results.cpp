@@ -47,12 +47,37 @@ int first_control_byte(const std::string& s, bool line_breaks) {
 std::string shown_safely(const std::string& text) {
   std::string out;
   out.reserve(text.size());
-  for (char c : text) {
-    const auto u = static_cast<unsigned char>(c);
-    if ((u < 0x20 && c != '\n' && c != '\t') || u == 0x7f)
+  for (size_t i = 0; i < text.size();) {
+    const auto u = static_cast<unsigned char>(text[i]);
+    if (u < 0x80) {
+      if ((u < 0x20 && u != '\n' && u != '\t') || u == 0x7f)
+        out += fmt::format("\\x{:02x}", u);
+      else
+        out += char(u);
+      ++i;
+      continue;
+    }
+    // UTF-8: a whole, shortest-form sequence is shown as it is, but a C1 control (U+0080..U+009F, which a
+    // terminal obeys as ESC would be) as \u00NN; a byte of no valid sequence as \xNN.
+    const size_t len = u >= 0xc2 && u <= 0xdf ? 2 : u >= 0xe0 && u <= 0xef ? 3 : u >= 0xf0 && u <= 0xf4 ? 4 : 0;
+    bool whole = len > 0 && i + len <= text.size();
+    uint32_t cp = len == 2 ? (u & 0x1f) : len == 3 ? (u & 0x0f) : (u & 0x07);
+    for (size_t k = 1; whole && k < len; ++k) {
+      const auto c = static_cast<unsigned char>(text[i + k]);
+      whole = (c & 0xc0) == 0x80;
+      cp = (cp << 6) | (c & 0x3f);
+    }
+    whole = whole && !(len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) && !(len == 4 && (cp < 0x10000 || cp > 0x10ffff));
+    if (!whole) {
       out += fmt::format("\\x{:02x}", u);
-    else
-      out += c;
+      ++i;
+    } else if (cp <= 0x9f) {
+      out += fmt::format("\\u{:04x}", cp);
+      i += len;
+    } else {
+      out.append(text, i, len);
+      i += len;
+    }
   }
   return out;
 }
@@ -580,6 +605,9 @@ Status results_from_json(nlohmann::json& j, Results* out) {
         return Status::invalid(fmt::format("{} is {}, but the design's batches are of {}",
                                            json_path(json_path(json_path("training", i), "noise"), "b_big"),
                                            t.noise->b_big, d["batch_size"].get<int64_t>()));
+      if (t.ok() && t.noise && t.noise->points.empty())
+        return Status::invalid(fmt::format("{} is empty, but the run finished (noise is measured at batch 1 at least)",
+                                           json_path(json_path(json_path("training", i), "noise"), "points")));
       if (every > 0 && t.ok() && !t.noise)
         return Status::invalid(fmt::format("{} is missing, but the design measures noise every {} batches and the run "
                                            "finished", json_path(json_path("training", i), "noise"), every));

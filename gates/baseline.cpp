@@ -394,6 +394,9 @@ Status cell_from_json(const nlohmann::json& j, const std::string& path, const Ba
         fmt::format("{} must be the number of distinct fingerprints ({}; got {})", json_path(path, "distinct"),
                     std::set<std::string>(c->fingerprints.begin(), c->fingerprints.end()).size(), c->distinct));
   }
+  if (c->status != ObsStatus::kOk && c->reason.empty())
+    return Status::invalid(fmt::format("{}: status {} without a reason (a cell that did not finish says why)", path,
+                                       to_string(c->status)));
   if (c->status != ObsStatus::kOk && c->status != ObsStatus::kError && !c->fingerprints.empty())
     return Status::invalid(fmt::format("{}: status {} yet {} fingerprints (such a cell gives no output)", path,
                                        to_string(c->status), c->fingerprints.size()));

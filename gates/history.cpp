@@ -1015,6 +1015,7 @@ Status check_row(const CellRecord& c, const std::string& where) {
   if (Verdict v; !c.verdict.empty() && !parse_verdict(c.verdict, &v))
     return bad("verdict", c.verdict, "PASS, FAIL, EXPECTED, WARN or SKIP");
   if (ObsStatus st; !parse_obs_status(c.status, &st)) return bad("status", c.status, "ok, crashed, timeout, skipped or error");
+  if (!c.training && c.status != "ok" && c.reason.empty()) return bad("reason", "", "why a cell that did not finish did not");
   if (c.repeats < 0) return bad("repeats", std::to_string(c.repeats), "a count");
   if (c.distinct < 0 || c.distinct > std::max(c.repeats, 0))
     return bad("distinct_outputs", std::to_string(c.distinct), "a count of at most its repeats");
@@ -1191,17 +1192,19 @@ Status check_runs(Db& db) {
   // What each column holds, as detaudit writes it: integers as integers, numbers as numbers (SQLite stores
   // whatever it is given, 'zero' in an integer column included); rows of the kind their run is.
   static const std::pair<const char*, const char*> kShapes[] = {
-      {"SELECT id FROM runs WHERE typeof(exit_code) <> 'integer' OR typeof(cells) <> 'integer' OR typeof(pass) <> "
+      {"SELECT 'run ' || id FROM runs WHERE typeof(exit_code) <> 'integer' OR typeof(cells) <> 'integer' OR typeof(pass) <> "
        "'integer' OR typeof(fail) <> 'integer' OR typeof(training_runs) <> 'integer' LIMIT 1",
        "a count or exit code that is no integer"},
-      {"SELECT id FROM runs WHERE finished_at <> '' AND finished_at < started_at LIMIT 1", "finished before it started"},
-      {"SELECT id FROM runs WHERE kind = 'probe' AND (training_runs <> 0 OR id IN (SELECT run_id FROM training)) LIMIT 1",
+      {"SELECT 'run ' || id FROM runs WHERE finished_at <> '' AND finished_at < started_at LIMIT 1", "finished before it started"},
+      {"SELECT 'run ' || id FROM runs WHERE kind = 'probe' AND (training_runs <> 0 OR id IN (SELECT run_id FROM training)) LIMIT 1",
        "a probe run with training rows (a probe trains nothing)"},
-      {"SELECT run_id FROM cells WHERE (err_ratio IS NOT NULL AND typeof(err_ratio) NOT IN ('real', 'integer')) OR "
+      {"SELECT 'machines row ' || rowid FROM machines WHERE typeof(cores) <> 'integer' OR key = '' OR length(key) <> 16 LIMIT 1",
+       "a machine whose key or core count is not what detaudit writes (16 hex digits, an integer)"},
+      {"SELECT 'run ' || run_id FROM cells WHERE (err_ratio IS NOT NULL AND typeof(err_ratio) NOT IN ('real', 'integer')) OR "
        "(median_seconds IS NOT NULL AND typeof(median_seconds) NOT IN ('real', 'integer')) OR typeof(repeats) <> "
        "'integer' OR typeof(distinct_outputs) <> 'integer' LIMIT 1",
        "a cell whose number is no number"},
-      {"SELECT run_id FROM training WHERE condition NOT IN ('a', 'b', 'c', 'd', 'e') OR (final_loss IS NOT NULL AND "
+      {"SELECT 'run ' || run_id FROM training WHERE condition NOT IN ('a', 'b', 'c', 'd', 'e') OR (final_loss IS NOT NULL AND "
        "(typeof(final_loss) NOT IN ('real', 'integer') OR final_loss < 0)) OR typeof(seed) <> 'integer' OR "
        "typeof(replicate) <> 'integer' LIMIT 1",
        "a training row with a condition or loss no run has, or a seed that is no integer"},
@@ -1209,7 +1212,7 @@ Status check_runs(Db& db) {
   for (auto& [sql, what] : kShapes) {
     Stmt s(db.h, sql);
     if (!s.ok()) return Status::invalid(describe_sqlite_error(db, sqlite3_errcode(db.h)));
-    if (s.step() == SQLITE_ROW) return changed(fmt::format("run {}: {}", s.integer(0), what));
+    if (s.step() == SQLITE_ROW) return changed(fmt::format("{}: {}", shown_safely(s.text(0)), what));
   }
   int64_t orphans = 0;
   DETAUDIT_RETURN_IF_ERROR(pragma_int(db,

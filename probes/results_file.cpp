@@ -62,6 +62,9 @@ Status check_cell_against_run(const Observation& o, const Spec& w, const Spec& t
   }
   if (o.batch && w.name != "batchinv")
     return Status::invalid(fmt::format("{}.batch_invariance is set, but {} is not a batchinv workload", at, o.workload));
+  if (!o.batch && w.name == "batchinv" && o.status == ObsStatus::kOk && !imported)
+    return Status::invalid(fmt::format("{}.batch_invariance is missing, but {} ran (a batchinv cell checks its rows)", at,
+                                       o.workload));
   if (o.batch && o.batch->rows_checked != int(w.get_int("rows", 1)))
     return Status::invalid(fmt::format("{}.batch_invariance.rows_checked is {}, but {} checks {} rows", at,
                                        o.batch->rows_checked, o.workload, w.get_int("rows", 1)));
@@ -91,6 +94,10 @@ Status check_cell_against_run(const Observation& o, const Spec& w, const Spec& t
     if (wl && !o.oracle->ratio_hist.empty() && hist != elems)
       return Status::invalid(fmt::format("{}.oracle.ratio_hist counts {} elements, but {}'s output has {}", at, hist,
                                          o.workload, elems));
+    // Bits of agreement are at most the output's precision (24 for f32, 53 for f64).
+    if (const int bits = w.get("dtype", "f32") == "f64" ? 53 : 24; o.oracle->agree_bits > bits)
+      return Status::invalid(fmt::format("{}.oracle.agree_bits is {}, more than the {} bits of {}'s output", at,
+                                         o.oracle->agree_bits, bits, o.workload));
     // An error ratio is measured against a bound, and then every element has its ratio bucket.
     if ((o.oracle->err_ratio != -1) == o.oracle->ratio_hist.empty())
       return Status::invalid(fmt::format("{}.oracle.err_ratio is {} but ratio_hist is {}: both are measured against "
@@ -176,6 +183,15 @@ Status canonicalize_specs(Results* r, const std::string& path) {
       return Status::invalid(fmt::format("{}: observations[{}] is the cell {} on {} again (observations[{}])", path, i,
                                          o.workload, o.target, it->second));
   }
+  // A probe run that finished holds a cell of every target and workload of its plan (each ran, crashed, timed
+  // out or was skipped with a reason): a cell left out would let a report show a part of the run as the whole.
+  if (!r->finished_at.empty() && r->plan.value("suite", "") != "import")
+    for (const std::string& t : plan_targets)
+      for (const std::string& w : plan_workloads)
+        if (!cells.count({w, t}))
+          return Status::invalid(fmt::format("{}: the run finished, but it holds no cell of {} on {}, which its plan "
+                                             "runs",
+                                             path, w, t));
   std::map<std::tuple<int, std::string, std::string, std::string, std::string, uint64_t, int>, size_t> runs;
   for (size_t i = 0; i < r->training.size(); ++i) {
     const TrainingRun& t = r->training[i];  // a merged analysis holds the same run of each source

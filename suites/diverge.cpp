@@ -8,6 +8,7 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <set>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -529,6 +530,7 @@ bool parse_design(const nlohmann::json& j, DivergeDesign* d, std::string* bad) {
     if (!ok && bad->empty()) *bad = k;
     return ok;
   };
+  Fingerprint fp;  // data_fingerprint: 32 hex digits
   need(field(j, "model", &d->model), "model");
   need(field(j, "batch_size", &d->batch_size) && d->batch_size > 0, "batch_size");
   // At most a live run's steps: the comparison allocates per step, before the records are matched.
@@ -537,9 +539,10 @@ bool parse_design(const nlohmann::json& j, DivergeDesign* d, std::string* bad) {
   need(field(j, "data_seed", &d->data_seed), "data_seed");
   need(field(j, "optimizer", &d->optimizer) && (d->optimizer == "adam" || d->optimizer == "sgd"), "optimizer");
   need(field(j, "lr", &d->lr) && std::isfinite(d->lr) && d->lr > 0, "lr");
-  need(field(j, "data_fingerprint", &d->data_fingerprint), "data_fingerprint");
+  need(field(j, "data_fingerprint", &d->data_fingerprint) && Fingerprint::from_hex(d->data_fingerprint, &fp),
+       "data_fingerprint");
   auto l = j.find("layers");
-  if (need(l != j.end() && l->is_array(), "layers"))
+  if (need(l != j.end() && l->is_array() && !l->empty(), "layers"))
     for (auto& x : *l) {
       if (!need(x.is_string(), "layers")) break;
       d->layers.push_back(x.get<std::string>());
@@ -698,6 +701,25 @@ Status read_trace(const std::string& path, Trace* t) {
   const uint64_t most = uint64_t(std::max(t->design.batch_size, 1)) << 24;
   for (size_t i = 0; i < t->records.size(); ++i) {
     const DivergeRecord& r = t->records[i];
+    // A record of the design's network: a layer it has (the loss is the one after the last), named as the header
+    // names it, a pass and tensor a trace writes, in step order.
+    static const std::set<std::string> kPasses = {"forward", "backward", "loss", "update"},
+                                       kTensors = {"y", "dy", "dw", "db", "dx", "value", "w", "b"};
+    const size_t layers = t->design.layers.size();
+    std::string wrong;
+    if (size_t(r.layer) > layers)
+      wrong = fmt::format("layer is {}, but the design has {} layers (and the loss after them)", r.layer, layers);
+    else if (size_t(r.layer) < layers && r.name != t->design.layers[size_t(r.layer)])
+      wrong = fmt::format("name is \"{}\", but layer {} of the design is {}", shown_safely(r.name.substr(0, 40)),
+                          r.layer, t->design.layers[size_t(r.layer)]);
+    else if (!kPasses.count(r.pass))
+      wrong = fmt::format("pass is \"{}\" (forward, backward, loss or update)", shown_safely(r.pass.substr(0, 40)));
+    else if (!kTensors.count(r.tensor))
+      wrong = fmt::format("tensor is \"{}\" (y, dy, dw, db, dx, value, w or b)", shown_safely(r.tensor.substr(0, 40)));
+    else if (i > 0 && r.step < t->records[i - 1].step)
+      wrong = fmt::format("step is {}, after a record of step {} (records are in step order)", r.step,
+                          t->records[i - 1].step);
+    if (!wrong.empty()) return Status::invalid(fmt::format("{}:{}: record field {}", path, t->lines[i], wrong));
     const auto [it, first] = sizes.emplace(std::make_tuple(r.layer, r.name, r.pass, r.tensor), r.count);
     if (r.count < 1 || r.count > most || it->second != r.count)
       return Status::invalid(fmt::format("{}:{}: record field n is {}: {}", path, t->lines[i], r.count,

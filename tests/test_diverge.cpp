@@ -359,22 +359,39 @@ TEST(Diverge, BadInputExitsTwoWithOneLine) {
         {[](nlohmann::json& x) { x["design"]["optimizer"] = "lion"; }, "the header's design field optimizer"},
         {[](nlohmann::json& x) { x["design"]["lr"] = -0.5; }, "the header's design field lr"},
         {[](nlohmann::json& x) { x[""] = 1; }, "\"\"\" is not a field of a trace's header"},
+        {[](nlohmann::json& x) { x["design"]["data_fingerprint"] = "zz"; }, "the header's design field data_fingerprint"},
+        {[](nlohmann::json& x) { x["design"]["layers"] = nlohmann::json::array(); }, "the header's design field layers"},
     };
     // A record whose tensor size no tensor has, or another size than at the step before (both traces alike:
     // a lie they share is still a lie).
-    for (const uint64_t n : {uint64_t(0), uint64_t(1) << 62}) {
+    // So is a record of no layer, pass or tensor of the design, or out of step order.
+    const std::pair<std::function<void(nlohmann::json&)>, std::string> record_lies[] = {
+        {[](nlohmann::json& x) { x["n"] = 0; }, "record field n is 0"},
+        {[](nlohmann::json& x) { x["n"] = uint64_t(1) << 62; }, "record field n is " + std::to_string(uint64_t(1) << 62)},
+        {[](nlohmann::json& x) { x["layer"] = 99; }, "record field layer is 99, but the design has"},
+        {[](nlohmann::json& x) { x["name"] = "banana"; }, "record field name is \"banana\", but layer"},
+        {[](nlohmann::json& x) { x["pass"] = "banana"; }, "record field pass is \"banana\""},
+        {[](nlohmann::json& x) { x["tensor"] = "zz"; }, "record field tensor is \"zz\""},
+        {[](nlohmann::json& x) { x["step"] = 0; }, "record field step is 0, after a record of step 1"},
+    };
+    for (auto& [lie, says] : record_lies) {
       std::istringstream all(good);
       std::string edited_text;
+      bool done = false;
       for (std::string l; std::getline(all, l);) {
         auto x = nlohmann::json::parse(l);
-        if (x.value("kind", "") == "record" && x.value("step", -1) == 1 && x.value("tensor", "") == "y") x["n"] = n;
+        if (!done && x.value("kind", "") == "record" && x.value("step", -1) == 1 && x.value("tensor", "") == "dx") {
+          lie(x);
+          done = true;
+        }
         edited_text += x.dump() + "\n";
       }
-      const fs::path n_lie = dir() / "lie-n.jsonl";
-      std::ofstream(n_lie) << edited_text;
-      st = compare_traces(n_lie.string(), n_lie.string(), &r);
-      EXPECT_FALSE(st.is_ok()) << n;
-      EXPECT_NE(st.message().find("record field n is " + std::to_string(n)), std::string::npos) << st.message();
+      ASSERT_TRUE(done);
+      const fs::path record_lie = dir() / "lie-record.jsonl";
+      std::ofstream(record_lie) << edited_text;
+      st = compare_traces(record_lie.string(), record_lie.string(), &r);
+      EXPECT_FALSE(st.is_ok()) << says;
+      EXPECT_NE(st.message().find(says), std::string::npos) << st.message();
     }
     // A loss edited apart from the bits its record's fingerprint is: refused, not shown as a loss gap between
     // equal bits ("no divergence").

@@ -553,6 +553,14 @@ TEST(Lies, ACellOutsideItsPlanOrBeyondItsOutputIsRefused) {
          j["observations"][0]["status"] = "error", j["observations"][0]["reason"] = "failed";
          j["observations"][0]["oracle"] = {{"max_ulp", 0}, {"max_rel_err", 0.0}, {"mismatched", 0}};
        }},
+      {"missing-cell", "the run finished, but it holds no cell of reduce?op=sum&n=2000&dist=uniform&seed=1 on",
+       [](nlohmann::json& j) { j["plan"]["workloads"].push_back("reduce?op=sum&n=2000&dist=uniform&seed=1"); }},
+      {"kernels", "3 kernel lists for 2 repeats",
+       [](nlohmann::json& j) { j["observations"][0]["kernels"] = {nlohmann::json::array(), nlohmann::json::array(), nlohmann::json::array()}; }},
+      {"agree-bits", "observations[0].oracle.agree_bits is 30, more than the 24 bits",
+       [](nlohmann::json& j) {
+         j["observations"][0]["oracle"] = {{"max_ulp", 0}, {"max_rel_err", 0.0}, {"mismatched", 0}, {"agree_bits", 30}};
+       }},
       {"cores-0", "machine.cores is 0", [](nlohmann::json& j) { j["machine"]["cores"] = 0; }},
       {"line-0", "machine.caches[0].line_bytes is 0",
        [](nlohmann::json& j) { j["machine"]["caches"] = {{{"level", 1}, {"size_bytes", 32768}, {"line_bytes", 0}}}; }},
@@ -628,10 +636,13 @@ TEST(Lies, ABaselineThatContradictsItselfIsRefused) {
       {"run-twice", "appears twice", [](nlohmann::json& j) { j["training"][0]["runs"].push_back(j["training"][0]["runs"][0]); }},
       {"run-fp", "weights_fingerprint must be 32 hex digits",
        [](nlohmann::json& j) { j["training"][0]["runs"][0]["weights_fingerprint"] = "abc"; }},
-      {"skipped-fps", "status skipped yet 1 fingerprints", [](nlohmann::json& j) { j["entries"][0]["status"] = "skipped"; }},
+      {"skipped-fps", "status skipped yet 1 fingerprints",
+       [](nlohmann::json& j) { j["entries"][0]["status"] = "skipped", j["entries"][0]["reason"] = "no device"; }},
+      {"error-no-reason", "entries[0]: status error without a reason", [](nlohmann::json& j) { j["entries"][0]["status"] = "error"; }},
       {"nothing-ran", "it holds no bits to check against",
        [](nlohmann::json& j) {
          j["entries"][0]["status"] = "skipped";
+         j["entries"][0]["reason"] = "no device";
          j["entries"][0]["fingerprints"] = nlohmann::json::array();
          j["entries"][0]["distinct"] = 0;
          j["training"] = nlohmann::json::array();
@@ -759,6 +770,19 @@ TEST(Unseen, HistoryNeverPrintsAControlCharacterRaw) {
   fs::remove_all(d);
 }
 
+// What the terminal obeys is escaped, what it shows is kept: C0 controls and DEL as \xNN, the C1 controls of
+// UTF-8 (U+0080..U+009F, CSI among them) as \u00NN, a byte of no valid UTF-8 sequence (an overlong form, a
+// surrogate, a lone continuation byte, a cut sequence) as \xNN; a whole character beyond them as it is.
+TEST(Unseen, OneFunctionEscapesWhatATerminalWouldObey) {
+  EXPECT_EQ(shown_safely("a\x1b[2Jb\tc\n"), "a\\x1b[2Jb\tc\n");
+  EXPECT_EQ(shown_safely("x\xc2\x9b" "2J"), "x\\u009b2J");
+  EXPECT_EQ(shown_safely("\xff\x80"), "\\xff\\x80");
+  EXPECT_EQ(shown_safely("\xc0\xaf"), "\\xc0\\xaf") << "an overlong '/'";
+  EXPECT_EQ(shown_safely("\xed\xa0\x80"), "\\xed\\xa0\\x80") << "a surrogate";
+  EXPECT_EQ(shown_safely("\xe2\x80"), "\\xe2\\x80") << "a cut sequence";
+  EXPECT_EQ(shown_safely("\xe2\x80\x94 \xc3\xa9 \xf0\x9f\x99\x82"), "\xe2\x80\x94 \xc3\xa9 \xf0\x9f\x99\x82");
+}
+
 // Strings a results file holds (a CPU model, a library version) reach the terminal as text: compare, report
 // and check print them escaped, whatever the format.
 TEST(Unseen, NoCommandPrintsAControlCharacterRaw) {
@@ -815,7 +839,7 @@ TEST(Unseen, AHistoryChangedByAnotherProgramIsRefused) {
       {"UPDATE runs SET started_at = 'garbage'", "started_at 'garbage' is not a time"},
       {"UPDATE cells SET repeats = -3", "repeats '-3' is not a count"},
       {"UPDATE cells SET distinct_outputs = 9", "distinct_outputs '9' is not a count of at most its repeats"},
-      {"UPDATE cells SET status = 'skipped'", "fingerprints '", },
+      {"UPDATE cells SET status = 'skipped', reason = 'no device'", "fingerprints '", },
       {"UPDATE cells SET distinct_outputs = 0, fingerprints = ''", "distinct_outputs '0' is not at least 1"},
       {"UPDATE cells SET distinct_outputs = 2", "distinct_outputs '2' is not the number of fingerprints"},
       {"UPDATE cells SET status = 'fine'", "status 'fine' is not ok, crashed"},
@@ -841,6 +865,8 @@ TEST(Unseen, AHistoryChangedByAnotherProgramIsRefused) {
       {"UPDATE training SET target = 'nope?x=1'", "target 'nope?x=1' is not a target spec"},
       {"UPDATE cells SET verdict = 'P' || char(27) || '[2J'", "verdict 'P\\x1b[2J'"},
       {"UPDATE runs SET kind = 'probe'", "a probe run with training rows"},
+      {"UPDATE machines SET cores = 'two'", "a machine whose key or core count is not what detaudit writes"},
+      {"UPDATE cells SET status = 'error', reason = ''", "reason '' is not why a cell that did not finish did not"},
       {"UPDATE training SET condition = 'f'", "a training row with a condition or loss no run has"},
       {"UPDATE training SET final_loss = -1", "a training row with a condition or loss no run has"},
   };
@@ -851,6 +877,20 @@ TEST(Unseen, AHistoryChangedByAnotherProgramIsRefused) {
     EXPECT_NE(res.err.find("changed by another program"), std::string::npos) << res.err;
     EXPECT_EQ(res.err.find('\x1b'), std::string::npos) << res.err;
     EXPECT_EQ(res.out.find('\x1b'), std::string::npos) << res.out;
+  }
+  {
+    // Bytes of no UTF-8 in a row: refused in one line, in JSON too, every byte escaped (JSON output once threw
+    // on them, printed "internal error" and a raw 0xFF).
+    const std::string db = (d / "not-utf8.db").string();
+    history_of_edit(good, db, "UPDATE cells SET workload = CAST(X'72656475636583FF' AS TEXT)", "is not a workload spec");
+    const CliRun res = run_cli("history --format json --history " + db);
+    EXPECT_EQ(res.code, 2);
+    EXPECT_EQ(res.err.find("internal error"), std::string::npos) << res.err;
+    EXPECT_EQ(std::count(res.err.begin(), res.err.end(), '\n'), 1) << res.err;
+    EXPECT_NE(res.err.find("\\xff"), std::string::npos) << res.err;
+    for (const std::string* text : {&res.err, &res.out})
+      EXPECT_EQ(text->find('\xff'), std::string::npos) << *text;
+    EXPECT_TRUE(nlohmann::json::accept(res.out)) << res.out;
   }
   fs::remove_all(d);
 }
