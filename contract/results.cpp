@@ -282,10 +282,6 @@ Status check_results_plan(const nlohmann::json& p) {
   return Status::ok();
 }
 
-namespace {
-
-}  // namespace
-
 Status check_design_run(const std::string& condition, uint64_t seed, int64_t replicate, const nlohmann::json& d,
                         const std::string& path) {
   auto bad = [&](const char* field, const std::string& what) {
@@ -360,7 +356,7 @@ Status check_run_against_design(const nlohmann::json& j, TrainingRun& t, const n
   return Status::ok();
 }
 
-// "machine": the fingerprint of probes/env.cpp. "libraries" holds strings, numbers and booleans.
+// "machine": the fingerprint of probes/env.cpp. "libraries" holds text, save CUDA's built flag and versions.
 // What a machine description can check against itself: the compiler it names twice, and the instruction
 // set detaudit's own kernels resolved to (libraries.cpu_isa_auto) against the CPU's features.
 Status check_machine_consistent(const nlohmann::json& m, const std::string& mp) {

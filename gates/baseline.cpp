@@ -579,7 +579,9 @@ Status baseline_from_json(const nlohmann::json& j, Baseline* out) {
     if (Status st = check_results_plan(src["plan"]); !st) return st.prefixed("source.");
     b.source_plan = src["plan"];
   }
-  if (!b.source_finished_at.empty() && b.source_finished_at > b.created_at)
+  // (The run may have been on another machine's clock: a day of skew is allowed, as for the history.)
+  if (const auto finished = iso8601_seconds(b.source_finished_at), created = iso8601_seconds(b.created_at);
+      finished && created && *finished > *created + 86400)
     return Status::invalid(fmt::format("source.finished_at {} is after the baseline's created_at {}: a baseline is "
                                        "saved from a run that has finished",
                                        b.source_finished_at, b.created_at));

@@ -672,9 +672,9 @@ TEST(Lies, ABaselineThatContradictsItselfIsRefused) {
             {"plan-suite", "source.plan.suite \"mine\" is not a suite", [](nlohmann::json& j) { j["source"]["plan"]["suite"] = "mine"; }},
       {"expected", "entries[0].verdict is EXPECTED, but the cell promised determinism",
        [](nlohmann::json& j) { j["entries"][0]["verdict"] = "EXPECTED"; }},
-      {"finished-later", "source.finished_at 2026-12-04T10:00:00Z is after the baseline's created_at",
+      {"finished-later", "source.finished_at 2026-12-04T10:00:00Z is after the baseline's created_at 2026-12-03T09:00:00Z",
        [](nlohmann::json& j) {
-         j["created_at"] = "2026-12-04T09:00:00Z";
+         j["created_at"] = "2026-12-03T09:00:00Z";
          j["source"]["finished_at"] = "2026-12-04T10:00:00Z";
        }},
       {"train-seed", "training[0].runs[0].seed 77 is not a seed of the design",
