@@ -393,8 +393,17 @@ Status from_json(const nlohmann::json& j, Observation* o, const std::string& whe
 std::string unknown_field(const nlohmann::json& j, std::initializer_list<const char*> known) {
   for (auto& item : j.items()) {
     const std::string& k = item.key();  // not a structured binding: clang 14 cannot capture one in a lambda
-    // A key named "" is as unknown as any other: shown as "" so that the caller's "not empty" sees it.
-    if (std::none_of(known.begin(), known.end(), [&](const char* x) { return k == x; })) return k.empty() ? "\"\"" : k;
+    // A key named "" is as unknown as any other: shown as "" so that the caller's "not empty" sees it; a key
+    // holding a control character or a byte beyond ASCII is shown as a JSON string of ASCII (a newline in it
+    // would make the caller's one-line message two).
+    if (std::none_of(known.begin(), known.end(), [&](const char* x) { return k == x; })) {
+      if (k.empty()) return "\"\"";
+      const bool plain = std::all_of(k.begin(), k.end(), [](char c) {
+        const auto u = static_cast<unsigned char>(c);
+        return u >= 0x20 && u < 0x7f;
+      });
+      return plain ? k : nlohmann::json(k).dump(-1, ' ', true, nlohmann::json::error_handler_t::replace);
+    }
   }
   return "";
 }

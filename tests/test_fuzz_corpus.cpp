@@ -103,6 +103,7 @@ TEST(FuzzSeeds, TraceSeedsCompareOrAreRejectedWithAReason) {
     EXPECT_EQ(st.is_ok(), !s.bad()) << s.name << ": " << st.message();
     if (!st.is_ok()) {
       EXPECT_FALSE(st.message().empty()) << s.name;
+      EXPECT_EQ(st.message().find('\n'), std::string::npos) << s.name << ": one line";
     } else {
       EXPECT_FALSE(r.first.has_value()) << s.name << ": a trace diverges from itself";
     }
