@@ -442,6 +442,11 @@ Status check_observation_counts(const Observation& r, const std::string& where) 
     if (d.max_ulp == 0 && d.mismatched > 0 && d.max_rel_err > 0)
       return Status::invalid(fmt::format("{}: max_ulp 0 but {} elements mismatched with a relative error",
                                          json_path(where, "oracle"), d.mismatched));
+    // An error ratio is measured against a bound, and then every element has its ratio bucket.
+    if ((d.err_ratio != -1) == d.ratio_hist.empty())
+      return Status::invalid(fmt::format("{}.err_ratio is {} but ratio_hist is {}: both are measured against the error "
+                                         "bound, or neither",
+                                         json_path(where, "oracle"), d.err_ratio, d.ratio_hist.empty() ? "empty" : "filled"));
     uint64_t hist = 0;
     for (uint64_t c : d.ratio_hist) hist += c;
     // The histogram is of the output with the largest ratio: its highest bucket holds err_ratio (bucket 0 holds

@@ -98,11 +98,6 @@ Status check_cell_against_run(const Observation& o, const Spec& w, const Spec& t
     if (const int bits = w.get("dtype", "f32") == "f64" ? 53 : 24; o.oracle->agree_bits > bits)
       return Status::invalid(fmt::format("{}.oracle.agree_bits is {}, more than the {} bits of {}'s output", at,
                                          o.oracle->agree_bits, bits, o.workload));
-    // An error ratio is measured against a bound, and then every element has its ratio bucket.
-    if ((o.oracle->err_ratio != -1) == o.oracle->ratio_hist.empty())
-      return Status::invalid(fmt::format("{}.oracle.err_ratio is {} but ratio_hist is {}: both are measured against "
-                                         "the error bound, or neither", at, o.oracle->err_ratio,
-                                         o.oracle->ratio_hist.empty() ? "empty" : "filled"));
     // The bound's accumulation length is the workload's (an output without a bound has none).
     const int64_t k = !wl || o.oracle->ratio_hist.empty() ? 0 : wl->bound_k();
     if (wl && o.oracle->bound_k != k)
