@@ -130,6 +130,17 @@ int run_fleet(const FleetArgs& a, int argc, char** argv) {
   n.host = machine.value("hostname", std::string("unknown"));
   n.folder = fleet_folder(n.rank, n.host);
   n.started_at = utc_now_iso8601();
+  // Run again into its folder, the rank resumes the results there (its qualification keeps every finished
+  // cell): its part started when they did.
+  for (const char* part : {"probe", "train"}) {
+    std::string text;
+    nlohmann::json j;
+    const std::string p = results_file(dir + "/" + n.folder + "/" + part);
+    if (fs::is_regular_file(p, ec) && read_regular_file(p, "results file", &text).is_ok() &&
+        parse_json_text(text, p, &j).is_ok() && j.is_object() && j.contains("started_at") &&
+        j["started_at"].is_string() && is_utc_iso8601(j["started_at"]) && j["started_at"] < n.started_at)
+      n.started_at = j["started_at"];
+  }
   n.key = fleet_key(machine, DETAUDIT_VERSION, git_commit());
   if (std::string w = hook_for("DETAUDIT_FLEET_TEST_FLIP", n.rank); !w.empty())
     setenv("DETAUDIT_TEST_FLIP_OUTPUT", w.c_str(), 1);
@@ -154,13 +165,23 @@ int run_fleet(const FleetArgs& a, int argc, char** argv) {
   const auto t0 = std::chrono::steady_clock::now();
   Status st = run_qualify(q, &qo);
   if (st.code() == Status::Code::kInterrupted) {
-    // The node stays "running": its folder holds what finished, and `fleet report` names it.
+    // The node says it was interrupted, and when: its folder holds what finished, `fleet report` names it,
+    // and the same command run again resumes its qualification where it stopped.
+    const int sig = interrupted() ? interrupted() : SIGINT;
+    n.state = "interrupted";
+    n.exit_code = 128 + sig;
+    n.detail = "interrupted by " + signal_description(sig);
+    n.finished_at = utc_now_iso8601();
+    const Status saved = save_fleet_node(dir, n);
     say(stderr,
-        "{}; rank {}'s finished cells are kept in {}/{}; `detaudit fleet report {}` merges what the ranks "
-        "wrote\n",
-        st.message(), n.rank, dir, n.folder, dir);
-    if (who.mpi) fleet_mpi_end(true, 128 + interrupted());
-    return 128 + (interrupted() ? interrupted() : SIGINT);
+        "{}; rank {}'s finished cells are kept in {}/{}{}; resume with: {}; `detaudit fleet report {}` merges what "
+        "the ranks wrote\n",
+        st.message(), n.rank, dir, n.folder, saved ? "" : " (its node.json not updated: " + saved.message() + ")",
+        who.mpi ? "the same mpirun (or srun) line; each rank resumes its part"
+                : resume_command(std::vector<std::string>(argv, argv + argc), dir),
+        dir);
+    if (who.mpi) fleet_mpi_end(true, 128 + sig);
+    return 128 + sig;
   }
   if (!st) {
     n.state = "failed";

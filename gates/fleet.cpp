@@ -148,6 +148,22 @@ Status check_node_claims(const FleetNode& n, const std::string& where) {
   if (n.state == "finished" && n.exit_code > 2)
     return Status::invalid(
         fmt::format("{}: exit_code {} with state finished (a finished rank exits 0, 1 or 2)", where, n.exit_code));
+  // A rank still running (or killed) has no end and no exit code yet; one interrupted by a signal it caught
+  // wrote both, the code 128 + the signal.
+  if (n.state == "running" && (!n.finished_at.empty() || n.exit_code != -1))
+    return Status::invalid(fmt::format("{}: state running, but it gives {} (a running rank has neither)", where,
+                                       !n.finished_at.empty() ? "finished_at " + n.finished_at
+                                                              : fmt::format("exit_code {}", n.exit_code)));
+  if (n.state == "interrupted" && (n.exit_code < 129 || n.exit_code > 128 + 64 || n.finished_at.empty()))
+    return Status::invalid(fmt::format("{}: state interrupted with exit_code {}{} (an interrupted rank exits 128 + "
+                                       "its signal, and gives when)",
+                                       where, n.exit_code, n.finished_at.empty() ? " and no finished_at" : ""));
+  if (n.state == "finished" && !n.detail.empty())
+    return Status::invalid(fmt::format("{}: state finished, but detail says '{}' (only a rank that failed or was "
+                                       "interrupted says why)",
+                                       where, shown_safely(n.detail.substr(0, 60))));
+  if (n.state == "failed" && n.detail.empty())
+    return Status::invalid(fmt::format("{}: state failed, but detail does not say why", where));
   if (!n.own_fail.empty() && n.exit_code == 0)
     return Status::invalid(fmt::format("{}: own_fail says it failed ({}), but exit_code is 0", where, n.own_fail));
   if (n.own_fail.empty() && n.exit_code == 1 && n.state == "finished")
@@ -191,8 +207,9 @@ Status fleet_node_from_texts(const std::string& node_text, const std::string& pr
   n.finished_at = j["finished_at"], n.own_fail = j["own_fail"], n.key = j["key"];
   for (auto& [k, v] : n.key.items())
     if (!v.is_string()) return Status::invalid(fmt::format("{}: key.{} must be a string", where, k));
-  if (n.state != "finished" && n.state != "running" && n.state != "failed")
-    return Status::invalid(fmt::format("{}: state '{}' (finished, running or failed)", where, n.state));
+  if (n.state != "finished" && n.state != "running" && n.state != "interrupted" && n.state != "failed")
+    return Status::invalid(
+        fmt::format("{}: state '{}' (finished, running, interrupted or failed)", where, shown_safely(n.state)));
   DETAUDIT_RETURN_IF_ERROR(check_node_claims(n, where));
   n.folder = fleet_folder(n.rank, n.host);
   for (size_t i = 0; i < j["collectives"].size(); ++i) {
@@ -347,6 +364,10 @@ FleetOutcome fleet_consensus(const std::vector<FleetNode>& nodes, const std::str
       find(Verdict::kFail, "lost", n, "",
            fmt::format("did not finish (killed, crashed or lost after {} probe cells; those count)",
                        n.probe.observations.size()));
+    if (n.state == "interrupted")
+      find(Verdict::kFail, "interrupted", n, "",
+           fmt::format("{} after {} probe cells (those count); its command run again resumes it",
+                       n.detail.empty() ? "interrupted" : n.detail, n.probe.observations.size()));
     if (n.state == "finished" && n.exit_code == 1)
       find(Verdict::kFail, "own_check", n, "", "its own qualification failed: " + n.own_fail);
     if (n.state == "finished" && n.exit_code == 2)
@@ -694,7 +715,7 @@ FleetOutcome fleet_consensus(const std::vector<FleetNode>& nodes, const std::str
   size_t fails = 0, warns = 0, ran = 0;
   for (auto& f : out.findings) (f.verdict == Verdict::kFail ? fails : warns)++;
   for (auto& n : nodes)
-    if (n.state == "finished" || n.state == "running") ++ran;
+    if (n.state == "finished" || n.state == "running" || n.state == "interrupted") ++ran;
   // No cell on any node: nothing was judged, whatever the nodes said of themselves.
   out.exit_code = ran == 0 || cells.empty() ? 2 : fails > 0 ? 1 : 0;
 

@@ -31,11 +31,13 @@ struct FleetNode {
   std::string host;
   std::string folder;  // "ranks/<rank>-<host>", relative to the fleet directory
   // "finished": its part ran to the end; "running": it did not finish (killed, crashed or lost: its
-  // results so far count); "failed": it could not run (detail says why); "missing": no folder at all.
+  // results so far count); "interrupted": stopped by a signal it caught (exit_code 128 + the signal; its
+  // results so far count, and its command run again resumes it); "failed": it could not run (detail says
+  // why); "missing": no folder at all.
   std::string state = "running";
   std::string detail;
   std::string started_at, finished_at;
-  int exit_code = -1;                             // its own qualification's decision (0, 1, 2) when finished
+  int exit_code = -1;  // its own qualification's decision (0, 1, 2) when finished; 128 + signal when interrupted
   std::string own_fail;                           // its own qualification's first failed check, when it failed
   nlohmann::json key = nlohmann::json::object();  // fleet_key() of its machine
   std::vector<CollectiveCell> collectives;

@@ -293,6 +293,36 @@ TEST(FleetConsensus, ANodeFileOfTheWrongShapeIsRefusedWithOneLine) {
   refused(edit([](nlohmann::json& k) { k["rank"] = uint64_t(9223372036854775808ull); }),
           "rank 9223372036854775808 is beyond any rank");
   refused(edit([](nlohmann::json& k) { k["host"] = "evil\x1b]0;owned\x07"; }), "host holds a control character (byte 0x1b)");
+  // Each state with what it gives: a running rank has no end and no exit code, an interrupted one exits
+  // 128 + its signal and says when, a finished one says nothing of why, a failed one says why.
+  refused(edit([](nlohmann::json& k) {
+            k["state"] = "running", k["exit_code"] = -1;
+            k["started_at"] = "2026-12-04T10:00:00Z", k["finished_at"] = "2026-12-04T11:00:00Z";
+          }),
+          "state running, but it gives finished_at 2026-12-04T11:00:00Z");
+  refused(edit([](nlohmann::json& k) { k["state"] = "running"; }), "state running, but it gives exit_code 0");
+  refused(edit([](nlohmann::json& k) { k["state"] = "interrupted"; }), "state interrupted with exit_code 0");
+  refused(edit([](nlohmann::json& k) { k["state"] = "interrupted", k["exit_code"] = 130, k["finished_at"] = ""; }),
+          "state interrupted with exit_code 130 and no finished_at");
+  refused(edit([](nlohmann::json& k) { k["detail"] = "all good"; }), "state finished, but detail says 'all good'");
+  refused(edit([](nlohmann::json& k) { k["state"] = "failed", k["detail"] = ""; }),
+          "state failed, but detail does not say why");
+  {
+    // What an interrupted rank writes is read back, and named with its signal and the way to resume.
+    auto k = n.node_json();
+    k["state"] = "interrupted", k["exit_code"] = 130, k["detail"] = "interrupted by signal 2 (SIGINT)";
+    k["started_at"] = "2026-12-04T10:00:00Z", k["finished_at"] = "2026-12-04T10:05:00Z";
+    ASSERT_TRUE(fleet_node_from_texts(k.dump(), "", "", "x", &out).is_ok());
+    auto nodes = fleet_of(3);
+    nodes[2].state = out.state, nodes[2].exit_code = out.exit_code, nodes[2].detail = out.detail;
+    FleetOutcome f = fleet_consensus(nodes, "d");
+    EXPECT_EQ(f.exit_code, 1);
+    ASSERT_EQ(count_kind(f, "interrupted", 2), 1u);
+    EXPECT_NE(f.findings[0].detail.find("interrupted by signal 2 (SIGINT) after 2 probe cells (those count); its "
+                                        "command run again resumes it"),
+              std::string::npos)
+        << f.findings[0].detail;
+  }
   {
     // A key twice: the file's own text, not a JSON value of it.
     auto k = n.node_json();
@@ -559,6 +589,46 @@ TEST(FleetRanks, AKilledRankIsNamedAndTheReportMergesWhatWasWritten) {
   EXPECT_EQ(none.code, 2);
   EXPECT_NE(none.err.find("fleet needs a rank"), std::string::npos) << none.err;
   EXPECT_EQ(cli_test::run_cli("fleet report " + (d / "nothing").string()).code, 2);
+  fs::remove_all(d);
+}
+
+// A rank stopped by Ctrl-C says so in its node.json (with its exit code and when), prints the command that
+// resumes it, and `fleet report` names it "interrupted"; that command run again finishes the rank and the
+// fleet passes.
+TEST(FleetRanks, AnInterruptedRankSaysSoAndItsCommandResumesIt) {
+  fs::path d = fresh_dir("fleet-interrupted");
+  fs::create_directories(d);
+  const std::string plan = " --targets 'cpu-ref,cpu?order=blocked&threads=1,cpu?order=pairwise&threads=1'"
+                           " --workloads 'reduce?op=sum&n=1000,matmul?m=64&n=64&k=64' --repeats 3 --no-history";
+  auto rank = [&](int r) {
+    return std::string(DETAUDIT_EXE) + " fleet --rank " + std::to_string(r) + " --ranks 2" + plan + " --out " +
+           d.string();
+  };
+  ASSERT_EQ(shell(rank(0) + " >/dev/null 2>" + (d / "err0").string()), 0) << slurp(d / "err0");
+  const std::string err1 = (d / "err1").string();
+  const int rc = shell("(" + rank(1) + " >/dev/null 2>" + err1 + ") & p=$!; while kill -0 $p 2>/dev/null && ! grep -q "
+                       "'target 1/' " + err1 + " 2>/dev/null; do sleep 0.02; done; kill -INT $p; wait $p");
+  ASSERT_EQ(rc, 130) << slurp(err1);
+  const std::string said = slurp(err1);
+  const size_t at = said.find("resume with: ");
+  ASSERT_NE(at, std::string::npos) << said;
+  const std::string resume = said.substr(at + 13, said.find("; `detaudit fleet report", at) - at - 13);
+  EXPECT_NE(resume.find("--rank 1 --ranks 2"), std::string::npos) << resume;
+  std::string host;
+  for (auto& e : fs::directory_iterator(d / "ranks"))
+    if (e.path().filename().string().rfind("1-", 0) == 0) host = e.path().filename().string().substr(2);
+  const auto node = nlohmann::json::parse(slurp(d / fleet_folder(1, host) / "node.json"));
+  EXPECT_EQ(node["state"], "interrupted") << node.dump();
+  EXPECT_EQ(node["exit_code"], 130);
+  EXPECT_NE(node["finished_at"], "");
+  cli_test::CliRun r = cli_test::run_cli("fleet report " + d.string());
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("interrupted"), std::string::npos) << r.out;
+  // The printed command, run again: the rank finishes, and the two ranks agree.
+  ASSERT_EQ(shell(resume + " >/dev/null 2>" + err1), 0) << slurp(err1);
+  r = cli_test::run_cli("fleet report " + d.string());
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_EQ(nlohmann::json::parse(slurp(d / fleet_folder(1, host) / "node.json"))["state"], "finished");
   fs::remove_all(d);
 }
 
