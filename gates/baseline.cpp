@@ -382,6 +382,15 @@ Status cell_from_json(const nlohmann::json& j, const std::string& path, const Ba
   if (Spec w; !parse_workload(c->workload, &w) || w.str() != c->workload)
     return Status::invalid(fmt::format("{} \"{}\" is not a workload spec as detaudit writes one",
                                        json_path(path, "workload"), json_fields::text(j["workload"]).substr(0, 80)));
+  // The promise is the target's for the workload: on the CPU it follows from the two specs alone (a GPU
+  // target's may follow from the algorithm its library chose, which the baseline does not keep).
+  const bool gpu = json_fields::str(b.keys.at(c->key), "kind", "") == "gpu";
+  if (Observation o; !gpu) {
+    o.target = c->target, o.workload = c->workload;
+    if (const std::string p = cell_promise(o, nlohmann::json::object()); p != c->promise)
+      return Status::invalid(fmt::format("{} \"{}\", but {} promises {} on {}", json_path(path, "promise"),
+                                         c->promise, c->target.substr(0, 80), p, c->workload.substr(0, 80)));
+  }
   c->repeats = j["repeats"].get<int>();
   c->distinct = j["distinct"].get<int>();
   const auto& fps = j["fingerprints"];
@@ -418,6 +427,11 @@ Status cell_from_json(const nlohmann::json& j, const std::string& path, const Ba
         c->kernels[fp].push_back(names[i].get<std::string>());
       }
     }
+  // Kernels are what CUPTI saw a GPU run; a CPU cell has none.
+  if (!gpu && !c->kernels.empty())
+    return Status::invalid(fmt::format("{} on a cell of a {} key (kernels are a GPU's, traced by CUPTI)",
+                                       json_path(path, "kernels"),
+                                       json_fields::str(b.keys.at(c->key), "kind", "?").substr(0, 20)));
   return Status::ok();
 }
 

@@ -687,6 +687,14 @@ TEST(Lies, ABaselineThatContradictsItselfIsRefused) {
        }},
       {"train-runs", "source.plan.runs is 99, more than the 2 runs its design has",
        [](nlohmann::json& j) { j["source"]["plan"]["runs"] = 99; }},
+      {"promise", "entries[0].promise \"nondeterministic\", but cpu?order=sequential&threads=1&isa=auto promises "
+                  "deterministic",
+       [](nlohmann::json& j) { j["entries"][0]["promise"] = "nondeterministic"; }},
+      {"promise-none", "promises deterministic", [](nlohmann::json& j) { j["entries"][0]["promise"] = "none"; }},
+      {"cpu-kernels", "entries[0].kernels on a cell of a cpu key (kernels are a GPU's",
+       [](nlohmann::json& j) {
+         j["entries"][0]["kernels"] = {{j["entries"][0]["fingerprints"][0].get<std::string>(), {"sgemm_128x64"}}};
+       }},
   };
   {
     // Results that describe no machine make no baseline (its keys would be made up of nothing).
