@@ -21,6 +21,7 @@
 #include <tuple>
 
 #include "probes/child.hpp"
+#include "probes/registry.hpp"
 #include "probes/spec.hpp"
 #include "analysis/stats.hpp"
 #include "kernels/fingerprint.hpp"
@@ -998,6 +999,12 @@ void add_sorted_unique(std::vector<std::string>* v, const std::string& x) {
 // A history written by detaudit holds what detaudit writes; a row another program changed (a verdict no
 // detaudit gives, a fingerprint of other digits, a time that is no time, a negative count) is refused in one
 // line naming the run and the column, never shown as if it were a judgment.
+// A spec's canonical text, or the text itself when it does not parse.
+std::string canonical_spec(const std::string& text, bool target) {
+  Spec sp;
+  return (target ? parse_target(text, &sp) : parse_workload(text, &sp)).is_ok() ? sp.str() : text;
+}
+
 Status check_row(const CellRecord& c, const std::string& where) {
   auto bad = [&](const char* column, const std::string& value, const char* what) {
     return Status::invalid(fmt::format("{} (run {}, {} on {}): {} '{}' is not {} (the database was changed by "
@@ -1010,8 +1017,9 @@ Status check_row(const CellRecord& c, const std::string& where) {
     return bad("kind", c.kind, "a kind of run detaudit records");
   if (!is_utc_iso8601(c.started_at)) return bad("started_at", c.started_at, "a time (YYYY-MM-DDTHH:MM:SSZ)");
   if (!is_version_text(c.tool_version)) return bad("tool_version", c.tool_version, "a version");
-  if (Spec w; !c.training && !parse_workload(c.workload, &w)) return bad("workload", c.workload, "a workload spec");
-  if (Spec t; !parse_target(c.target, &t)) return bad("target", c.target, "a target spec");
+  Spec w, t;
+  if (!c.training && !parse_workload(c.workload, &w)) return bad("workload", c.workload, "a workload spec");
+  if (!parse_target(c.target, &t)) return bad("target", c.target, "a target spec");
   if (Verdict v; !c.verdict.empty() && !parse_verdict(c.verdict, &v))
     return bad("verdict", c.verdict, "PASS, FAIL, EXPECTED, WARN or SKIP");
   if (ObsStatus st; !parse_obs_status(c.status, &st)) return bad("status", c.status, "ok, crashed, timeout, skipped or error");
@@ -1029,6 +1037,11 @@ Status check_row(const CellRecord& c, const std::string& where) {
     if (c.status == "ok" && c.distinct < 1) return bad("distinct_outputs", "0", "at least 1 for a cell that ran");
     if (c.status != "ok" && c.status != "error" && !c.fingerprints.empty())
       return bad("fingerprints", c.fingerprints[0], "empty for a cell that gave no output");
+    // A CPU target's promise follows from the two specs: a cell that promised one output and gave two is
+    // no PASS (a GPU target's may follow from the algorithm its library chose, which the row does not keep).
+    if (c.verdict == "PASS" && c.distinct > 1 && target_facts(c.target).device_kind == "host" &&
+        promise_for(t, w, nlohmann::json::object(), {}).run_to_run == Promise::RunToRun::kDeterministic)
+      return bad("verdict", c.verdict, "the verdict of a cell that promised one output and gave several");
   }
   for (auto [column, v] : {std::pair{"err_ratio", c.err_ratio}, std::pair{"median_seconds", c.median_seconds}})
     if (v && !(*v >= 0 && std::isfinite(*v))) return bad(column, fmt::format("{}", *v), "a finite number of 0 or more");
@@ -1078,7 +1091,7 @@ Status query_training(Db& db, const HistoryFilter& f, const std::string& target_
     const std::string host = s.text(4), key = s.text(5);
     if (!f.machine.empty() && !machine_keys.count(key) && !hosts.count(host)) continue;
     const std::string workload = fmt::format("train {}/{} ({})", s.text(9), s.text(10), s.text(11));
-    const std::string target = s.text(12);
+    const std::string target = canonical_spec(s.text(12), true);
     // An unknown name filter matched no probe cell ("none"): match training cells on their own names.
     if (!matches(f.target, target_mode == "exact" ? "exact" : "substring", target) ||
         !matches(f.workload, workload_mode == "exact" ? "exact" : "substring", workload))
@@ -1198,6 +1211,8 @@ Status check_runs(Db& db) {
       {"SELECT 'run ' || id FROM runs WHERE finished_at <> '' AND finished_at < started_at LIMIT 1", "finished before it started"},
       {"SELECT 'run ' || id FROM runs WHERE kind = 'probe' AND (training_runs <> 0 OR id IN (SELECT run_id FROM training)) LIMIT 1",
        "a probe run with training rows (a probe trains nothing)"},
+      {"SELECT 'run ' || id FROM runs WHERE kind = 'train' AND id IN (SELECT run_id FROM cells) LIMIT 1",
+       "a training run with probe cells (a training design probes nothing)"},
       {"SELECT 'machines row ' || rowid FROM machines WHERE typeof(cores) <> 'integer' OR key = '' OR length(key) <> 16 LIMIT 1",
        "a machine whose key or core count is not what detaudit writes (16 hex digits, an integer)"},
       {"SELECT 'run ' || run_id FROM cells WHERE (err_ratio IS NOT NULL AND typeof(err_ratio) NOT IN ('real', 'integer')) OR "
@@ -1334,8 +1349,10 @@ Status query_open(Db& db, const HistoryFilter& f, HistoryQueryResult* out) {
     c.machine_key = s.text(5);
     c.hostname = s.text(4);
     if (!f.machine.empty() && !machine_keys.count(c.machine_key) && !hosts.count(c.hostname)) continue;
-    c.workload = s.text(8);
-    c.target = s.text(9);
+    // Each spec in its canonical form, as this version writes it: `threads=01`, or a spelling of an older
+    // version, is the same cell as `threads=1` (check_row refuses what does not parse).
+    c.workload = canonical_spec(s.text(8), false);
+    c.target = canonical_spec(s.text(9), true);
     c.run_id = s.integer(0);
     c.kind = s.text(1);
     c.started_at = s.text(2);

@@ -67,7 +67,8 @@ nlohmann::json machine(const std::string& host, const std::string& openblas = "0
 
 Observation cell(const std::string& workload, const std::string& target, std::vector<std::string> fps,
                  ObsStatus status = ObsStatus::kOk) {
-  Observation o = test::ran(workload, target, fps);
+  // The specs as a run writes them (canonical): the history refuses any other spelling.
+  Observation o = test::ran(test::canon_workload(workload), test::canon_target(target), fps);
   o.status = status;
   o.seconds = std::vector<double>(fps.size(), 0.25);
   o.verdict = status == ObsStatus::kOk && o.distinct == 1 ? Verdict::kPass : Verdict::kFail;
@@ -262,7 +263,7 @@ TEST(History, RecordAndQueryRoundTrip) {
   EXPECT_EQ(sql_text(db, "SELECT results_dir FROM runs"), (dir / "results").string());
   EXPECT_EQ(nlohmann::json::parse(sql_text(db, "SELECT software FROM runs"))["libraries"]["openblas"], "0.3.21");
   EXPECT_EQ(sql_text(db, "SELECT weights_fingerprint FROM training"), fp('e'));
-  EXPECT_EQ(sql_text(db, "SELECT fingerprints FROM cells WHERE target = 'cpu?order=atomic'"), fp('1') + " " + fp('2'));
+  EXPECT_EQ(sql_text(db, "SELECT fingerprints FROM cells WHERE target = '" + test::canon_target("cpu?order=atomic") + "'"), fp('1') + " " + fp('2'));
 
   HistoryQueryResult q;
   ASSERT_TRUE(succeeded(query_history(db.string(), {}, &q), &err)) << err;
@@ -280,9 +281,9 @@ TEST(History, RecordAndQueryRoundTrip) {
   EXPECT_EQ(q.machines[0].cores, 8);
   const CellRecord* mm = nullptr;
   for (auto& c : q.cells)
-    if (c.workload == "matmul?m=8") mm = &c;
+    if (c.workload == test::canon_workload("matmul?m=8")) mm = &c;
   ASSERT_NE(mm, nullptr);
-  EXPECT_EQ(mm->target, "cpu?order=sequential");
+  EXPECT_EQ(mm->target, test::canon_target("cpu?order=sequential"));
   EXPECT_EQ(mm->status, "ok");
   EXPECT_EQ(mm->verdict, "PASS");
   EXPECT_EQ(mm->distinct, 1);
@@ -295,11 +296,14 @@ TEST(History, RecordAndQueryRoundTrip) {
 
   // Filters: exact when a recorded name equals it, else substring.
   HistoryFilter f;
-  f.target = "cpu?order";
+  f.target = "order=atomic";
   ASSERT_TRUE(succeeded(query_history(db.string(), f, &q), &err)) << err;
   EXPECT_EQ(q.target_match, "substring");
-  EXPECT_EQ(q.cells.size(), 2u);
-  f.target = "cpu?order=atomic";
+  EXPECT_EQ(q.cells.size(), 1u);
+  f.target = "threads=";  // every canonical cpu target names its threads: the three cells and the training cell
+  ASSERT_TRUE(succeeded(query_history(db.string(), f, &q), &err)) << err;
+  EXPECT_EQ(q.cells.size(), 4u);
+  f.target = test::canon_target("cpu?order=atomic");
   ASSERT_TRUE(succeeded(query_history(db.string(), f, &q), &err)) << err;
   EXPECT_EQ(q.target_match, "exact");
   EXPECT_EQ(q.cells.size(), 1u);
@@ -329,7 +333,8 @@ TEST(History, RecordAndQueryRoundTrip) {
   double median = -1;
   int n = -1;
   ASSERT_TRUE(succeeded(
-      median_seconds_history(db.string(), "matmul?m=8", "cpu?order=sequential", machine_key(r.machine), &median, &n),
+      median_seconds_history(db.string(), test::canon_workload("matmul?m=8"),
+                             test::canon_target("cpu?order=sequential"), machine_key(r.machine), &median, &n),
       &err))
       << err;
   EXPECT_EQ(n, 1);
@@ -346,7 +351,8 @@ TEST(History, RecordAndQueryRoundTrip) {
   // Every kind of run the tool records is one the database accepts (a fleet's nodes were refused once).
   for (RunKind k : kRunKinds) {
     Results rk = r;
-    if (k == RunKind::kProbe) rk.training.clear();  // a probe trains nothing
+    if (k == RunKind::kProbe) rk.training.clear();     // a probe trains nothing
+    if (k == RunKind::kTrain) rk.observations.clear();  // a training design probes nothing
     EXPECT_TRUE(succeeded(record_run(db.string(), k, rk, "x", 0), &err)) << run_kind_name(k) << ": " << err;
   }
   EXPECT_EQ(sql_text(db, "SELECT group_concat(kind, ' ') FROM (SELECT kind FROM runs WHERE results_dir LIKE '%/x' "
@@ -394,7 +400,7 @@ TEST(History, MigratesFromVersion1KeepingItsRunsAndCells) {
                                {"status", "ok"}, {"final_loss", 0.5}, {"curve", {0.5}}})};
   const int64_t old_cells = sql_int(db, "SELECT count(*) FROM cells");
   ASSERT_GT(old_cells, 0);
-  ASSERT_TRUE(succeeded(record_run(db.string(), RunKind::kTrain, r, "r", 0), &err)) << err;
+  ASSERT_TRUE(succeeded(record_run(db.string(), RunKind::kQualify, r, "r", 0), &err)) << err;
   EXPECT_EQ(sql_int(db, "PRAGMA user_version"), kHistorySchemaVersion);
   EXPECT_EQ(sql_int(db, "SELECT count(*) FROM runs"), 2);
   // Version 3 rebuilt the runs table: the old run's cells are still there, and foreign keys are on again.
@@ -404,7 +410,7 @@ TEST(History, MigratesFromVersion1KeepingItsRunsAndCells) {
   EXPECT_EQ(sql_int(db, "SELECT count(*) FROM sqlite_master WHERE name = 'cells_by_cell'"), 1);
   HistoryQueryResult q;
   HistoryFilter f;
-  f.workload = "matmul?m=8";
+  f.workload = "matmul";  // the old row's short spelling and the new row's canonical spec: one cell
   ASSERT_TRUE(succeeded(query_history(db.string(), f, &q), &err)) << err;
   ASSERT_EQ(q.cells.size(), 2u);
   EXPECT_EQ(q.cells[0].hostname, "old-host");
@@ -590,7 +596,7 @@ TEST(History, TimelinesOneSegmentPerChangeWithTheSoftwareDifference) {
   ASSERT_EQ(t[0].segments.size(), 1u);
   EXPECT_EQ(t[0].segments[0].state, "nondeterministic");
   EXPECT_EQ(t[0].segments[0].max_distinct, 2);
-  f.target = "cpu?isa=avx512";
+  f.target = "isa=avx512";
   ASSERT_TRUE(succeeded(query_history(db.string(), f, &q), &err)) << err;
   t = cell_timelines(q.cells);
   ASSERT_EQ(t.size(), 1u);
@@ -628,10 +634,12 @@ TEST(HistoryCli, ShowsTheChangeAndTheSoftwareDifference) {
   fs::path dir = fresh_dir("history-cli");
   fs::create_directories(dir);
   fs::path db = history_with_change(dir);
-  auto r = run_cli("history --history " + db.string() + " --target 'cpu?order=sequential'");
+  const std::string seq = test::canon_target("cpu?order=sequential");
+  auto r = run_cli("history --history " + db.string() + " --target '" + seq + "'");
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_NE(r.out.find("target 'cpu?order=sequential': exact match"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("matmul?m=8 @ cpu?order=sequential  [changed 1 time]"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("target '" + seq + "': exact match"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(test::canon_workload("matmul?m=8") + " @ " + seq + "  [changed 1 time]"), std::string::npos)
+      << r.out;
   EXPECT_NE(r.out.find("2026-11-28 10:00 to 2026-11-30 13:00  fp aaaaaaaaaaaaaaaa  4 runs  host-a, host-b"),
             std::string::npos)
       << r.out;

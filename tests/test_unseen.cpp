@@ -877,6 +877,9 @@ TEST(Unseen, AHistoryChangedByAnotherProgramIsRefused) {
       {"UPDATE cells SET status = 'error', reason = ''", "reason '' is not why a cell that did not finish did not"},
       {"UPDATE training SET condition = 'f'", "a training row with a condition or loss no run has"},
       {"UPDATE training SET final_loss = -1", "a training row with a condition or loss no run has"},
+      {"UPDATE cells SET distinct_outputs = 2, fingerprints = fingerprints || ' ' || replace(fingerprints, 'a', 'b')",
+       "verdict 'PASS' is not the verdict of a cell that promised one output and gave several"},
+      {"UPDATE runs SET kind = 'train'", "a training run with probe cells (a training design probes nothing)"},
   };
   int i = 0;
   for (auto [sql, says] : edits) {
@@ -899,6 +902,21 @@ TEST(Unseen, AHistoryChangedByAnotherProgramIsRefused) {
     for (const std::string* text : {&res.err, &res.out})
       EXPECT_EQ(text->find('\xff'), std::string::npos) << *text;
     EXPECT_TRUE(nlohmann::json::accept(res.out)) << res.out;
+  }
+  {
+    // Another spelling of a spec is the same cell, shown as detaudit writes it (never a cell of its own).
+    const std::string db = (d / "spelled.db").string();
+    fs::copy_file(good, db);
+    sqlite3* h = nullptr;
+    ASSERT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(h, "UPDATE cells SET target = replace(target, 'threads=1', 'threads=01')", nullptr, nullptr,
+                           nullptr),
+              SQLITE_OK);
+    sqlite3_close(h);
+    const CliRun res = run_cli("history --format json --history " + db);
+    EXPECT_EQ(res.code, 0) << res.err;
+    EXPECT_EQ(res.out.find("threads=01"), std::string::npos) << res.out;
+    EXPECT_NE(res.out.find(r.observations[0].target), std::string::npos) << res.out;
   }
   fs::remove_all(d);
 }
