@@ -22,6 +22,7 @@
 
 #include "contract/atomic_file.hpp"
 #include "contract/plan.hpp"
+#include "contract/spec.hpp"
 #include "kernels/cpu/native.hpp"    // parse_cpu_isa
 #include "kernels/cuda/cuda.hpp"  // kCudaMachineKey
 #include "kernels/input_file.hpp"
@@ -426,6 +427,18 @@ Status check_machine(const nlohmann::json& m, const std::string& mp) {
       if (!seen.insert(f.get<std::string>()).second)
         return Status::invalid(fmt::format("{} names {} twice", json_path(mp, "cpu_features"),
                                            shown_safely(f.get<std::string>().substr(0, 40))));
+    // In the order the machine's description lists them (a machine key is made of the list as written: the
+    // same set in another order would be another key).
+    auto rank = [](const std::string& f) {
+      const auto it = std::find(std::begin(kCpuFeatureOrder), std::end(kCpuFeatureOrder), f);
+      return size_t(it - std::begin(kCpuFeatureOrder));
+    };
+    for (size_t i = 1; i < m["cpu_features"].size(); ++i)
+      if (const std::string a = m["cpu_features"][i - 1], b = m["cpu_features"][i]; rank(a) > rank(b) ||
+                                                                                     (rank(a) == rank(b) && a > b))
+        return Status::invalid(fmt::format("{} lists {} after {}: not the order a machine's description lists them in",
+                                           json_path(mp, "cpu_features"), shown_safely(b.substr(0, 40)),
+                                           shown_safely(a.substr(0, 40))));
   }
   if (m.contains("caches"))
     for (size_t i = 0; i < m["caches"].size(); ++i)
@@ -628,12 +641,36 @@ Status results_from_json(nlohmann::json& j, Results* out) {
       DETAUDIT_RETURN_IF_ERROR(check_json(v, T::kString, json_path("oracle_failures", k)));
       r.oracle_failures[k] = v.get<std::string>();
     }
+  // Training runs go beside a training design, never into a probe suite's results.
+  if (r.plan.contains("suite") && !r.training.empty())
+    return Status::invalid(fmt::format("training holds {} runs, but the plan is a probe suite's (a probe trains nothing)",
+                                       r.training.size()));
   const auto& obs = j["observations"];
   r.observations.reserve(obs.size());
+  // The instruction set a cpu target with isa=auto ran is the one the machine says its kernels resolve to
+  // (a machine block edited to another would move every cell to another machine key, out of a check's reach).
+  std::string isa_auto;
+  if (const auto l = r.machine.find("libraries"); l != r.machine.end() && l->contains("cpu_isa_auto"))
+    isa_auto = (*l)["cpu_isa_auto"].get<std::string>();  // a string: check_machine
   for (size_t i = 0; i < obs.size(); ++i) {
     Observation o;
     DETAUDIT_RETURN_IF_ERROR(from_json(obs[i], &o, json_path("observations", i)));
     DETAUDIT_RETURN_IF_ERROR(check_observation_counts(o, json_path("observations", i)));
+    if (Spec t; o.status == ObsStatus::kOk && parse_spec_syntax(o.target, &t).is_ok() && t.name == "cpu" &&
+                o.details.count("isa")) {
+      const std::string want = t.get("isa", "auto") == "auto" ? isa_auto : t.get("isa");
+      if (!want.empty() && o.details.at("isa") != want)
+        return Status::invalid(fmt::format("{} is {}, but {} ran {}", json_path(json_path(json_path("observations", i), "details"), "isa"),
+                                           shown_safely(o.details.at("isa").substr(0, 20)), shown_safely(o.target.substr(0, 80)),
+                                           t.get("isa", "auto") == "auto" ? "the instruction set the machine's kernels resolve "
+                                                                            "to (machine.libraries.cpu_isa_auto " + want + ")"
+                                                                          : want));
+      if (const size_t at = o.describe.find("(isa "); at != std::string::npos &&
+                                                      o.describe.compare(at, std::string::npos, "(isa " + o.details.at("isa") + ")") != 0)
+        return Status::invalid(fmt::format("{} \"{}\" names another instruction set than details.isa {}",
+                                           json_path(json_path("observations", i), "describe"),
+                                           shown_safely(o.describe.substr(0, 80)), shown_safely(o.details.at("isa").substr(0, 20))));
+    }
     r.observations.push_back(std::move(o));
   }
   *out = std::move(r);

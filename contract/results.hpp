@@ -20,6 +20,12 @@ inline constexpr const char* kResultsSchema = "detaudit/1";
 // A results directory's results file: DIR/results.json (one place that names it).
 inline std::string results_file(const std::string& dir) { return dir + "/results.json"; }
 
+// The CPU features a machine's description lists (probes/env.cpp), in the order it lists them; a feature
+// of another name sorts after these, by name.
+inline constexpr const char* kCpuFeatureOrder[] = {"sse2",   "sse3",     "ssse3",      "sse4.1",    "sse4.2",
+                                                   "sse4a",  "fma4",     "xop",        "avx",       "avx2",
+                                                   "fma",    "avx512f",  "avx512bw",   "avx512vnni", "avx512bf16"};
+
 // What produced a run, as the history records it: one name per subcommand that records.
 enum class RunKind { kProbe, kTrain, kCheck, kQualify, kFleet };
 inline constexpr RunKind kRunKinds[] = {RunKind::kProbe, RunKind::kTrain, RunKind::kCheck, RunKind::kQualify,

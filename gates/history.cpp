@@ -543,13 +543,16 @@ Status open_history(const std::string& db_path, Mode mode, Db* db, bool* exists)
     *exists = true;
   }
   int rc = SQLITE_OK;
+  // The name as a file's, never as a URI: SQLite reads a name starting with "file:" as one (where URIs are on,
+  // as Debian builds it), and "file:DIR/link" would open the link's target, the checks above notwithstanding.
+  const std::string plain = db_path.rfind("file:", 0) == 0 ? "./" + db_path : db_path;
   if (mode != Mode::kWrite && !writable_where(db_path)) {
     // Only to read, where the file or its folder cannot be written: SQLite cannot create the WAL's shared
     // memory file (-shm) beside it. Without a log to replay, the file alone is the whole history and is
     // opened immutable (no locks, no -shm); with one, a plain read-only open works where its -shm exists.
     struct stat wal {};
     if (::stat((db_path + "-wal").c_str(), &wal) == 0 && wal.st_size > 0) {
-      rc = sqlite3_open_v2(db_path.c_str(), &db->h, SQLITE_OPEN_READONLY, nullptr);
+      rc = sqlite3_open_v2(plain.c_str(), &db->h, SQLITE_OPEN_READONLY, nullptr);
       if (rc == SQLITE_OK) rc = sqlite3_exec(db->h, "SELECT count(*) FROM sqlite_master", nullptr, nullptr, nullptr);
       if (rc != SQLITE_OK)
         return file_error(db_path, fmt::format("cannot read it here: its write-ahead log {}-wal holds changes that "
@@ -560,8 +563,8 @@ Status open_history(const std::string& db_path, Mode mode, Db* db, bool* exists)
                            SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, nullptr);
     }
   } else {
-    int flags = SQLITE_OPEN_READWRITE | (mode == Mode::kWrite ? SQLITE_OPEN_CREATE : 0);
-    rc = sqlite3_open_v2(db_path.c_str(), &db->h, flags, nullptr);
+    int flags = SQLITE_OPEN_READWRITE | (mode == Mode::kWrite ? SQLITE_OPEN_CREATE | SQLITE_OPEN_NOFOLLOW : 0);
+    rc = sqlite3_open_v2(plain.c_str(), &db->h, flags, nullptr);
   }
   if (rc != SQLITE_OK) {
     return Status::invalid(db->error(fmt::format("cannot open it: {}", db->errmsg())));
@@ -1172,7 +1175,7 @@ Status check_runs(Db& db) {
     Stmt s(db.h,
            "SELECT r.id, r.started_at, r.finished_at, r.recorded_at, r.machine, r.exit_code, r.cells, r.pass, r.fail, "
            "r.expected, r.warn, r.skip, r.unjudged, r.training_runs, r.machine_key, "
-           "(SELECT count(*) FROM machines m WHERE m.key = r.machine_key) FROM runs r");
+           "(SELECT count(*) FROM machines m WHERE m.key = r.machine_key), r.hostname FROM runs r");
     if (!s.ok()) return Status::invalid(describe_sqlite_error(db, sqlite3_errcode(db.h)));
     int rc;
     while ((rc = s.step()) == SQLITE_ROW) {
@@ -1186,6 +1189,10 @@ Status check_runs(Db& db) {
       // (recorded on this machine's clock, started on the run's: a day of skew is allowed, as for results)
       const auto rec = iso8601_seconds(recorded), start = iso8601_seconds(started);
       if (!rec || !start || *rec + 86400 < *start) return bad("recorded_at", recorded, "a time after started_at");
+      // Recorded when it was, on this clock (a day of skew allowed): not yet to come, not before the run ended.
+      if (*rec > int64_t(std::time(nullptr)) + 86400) return bad("recorded_at", recorded, "a time that has come");
+      if (const auto fin = iso8601_seconds(finished); fin && *fin > *rec + 86400)
+        return bad("finished_at", finished, "a time before the run was recorded");
       const int64_t code = s.integer(5);
       if (!(code >= 0 && code <= 2) && !(code > 128 && code < 160))
         return bad("exit_code", std::to_string(code), "an exit code detaudit gives (0, 1, 2, 128 + a signal)");
@@ -1199,6 +1206,10 @@ Status check_runs(Db& db) {
       const nlohmann::json machine = parse_json_or_null(s.text(4));
       if (!machine.is_object()) return bad("machine", "(not a JSON object)", "a machine description");
       if (s.integer(15) != 1) return bad("machine_key", s.text(14), "the key of a machine of the history");
+      // The key and the host are the run's machine description's.
+      if (machine_key(machine) != s.text(14)) return bad("machine_key", s.text(14), "the key of the run's machine");
+      if (const std::string host = str_of(machine, "hostname"); machine.contains("hostname") && host != s.text(16))
+        return bad("hostname", s.text(16), "the host name of the run's machine");
     }
     if (rc != SQLITE_DONE) return Status::invalid(describe_sqlite_error(db, rc));
   }
@@ -1213,6 +1224,22 @@ Status check_runs(Db& db) {
        "a probe run with training rows (a probe trains nothing)"},
       {"SELECT 'run ' || id FROM runs WHERE kind = 'train' AND id IN (SELECT run_id FROM cells) LIMIT 1",
        "a training run with probe cells (a training design probes nothing)"},
+      // Each run's counts are those of its rows.
+      {"SELECT 'run ' || r.id FROM runs r WHERE r.cells <> (SELECT count(*) FROM cells c WHERE c.run_id = r.id) OR "
+       "r.training_runs <> (SELECT count(*) FROM training t WHERE t.run_id = r.id) LIMIT 1",
+       "a run whose count of cells or training runs is not the number of its rows"},
+      {"SELECT 'run ' || r.id FROM runs r WHERE ("
+       "r.pass <> (SELECT count(*) FROM cells c WHERE c.run_id = r.id AND c.verdict = 'PASS') OR "
+       "r.fail <> (SELECT count(*) FROM cells c WHERE c.run_id = r.id AND c.verdict = 'FAIL') OR "
+       "r.expected <> (SELECT count(*) FROM cells c WHERE c.run_id = r.id AND c.verdict = 'EXPECTED') OR "
+       "r.warn <> (SELECT count(*) FROM cells c WHERE c.run_id = r.id AND c.verdict = 'WARN') OR "
+       "r.skip <> (SELECT count(*) FROM cells c WHERE c.run_id = r.id AND c.verdict = 'SKIP')) AND NOT EXISTS "
+       "(SELECT 1 FROM cells c WHERE c.run_id = r.id AND c.verdict NOT IN ('', 'PASS', 'FAIL', 'EXPECTED', 'WARN', "
+       "'SKIP')) LIMIT 1",  // (a verdict no detaudit gives is named by the row's own check)
+       "a run whose verdict counts are not those of its cells"},
+      {"SELECT 'run ' || run_id FROM training WHERE status <> 'ok' AND (final_loss IS NOT NULL OR weights_fingerprint <> '') "
+       "LIMIT 1",
+       "a training run that did not finish, with a final loss or weights"},
       {"SELECT 'machines row ' || rowid FROM machines WHERE typeof(cores) <> 'integer' OR key = '' OR length(key) <> 16 LIMIT 1",
        "a machine whose key or core count is not what detaudit writes (16 hex digits, an integer)"},
       {"SELECT 'run ' || run_id FROM cells WHERE (err_ratio IS NOT NULL AND typeof(err_ratio) NOT IN ('real', 'integer')) OR "

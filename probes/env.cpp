@@ -39,7 +39,8 @@ nlohmann::json cpu_features() {
 #if defined(__x86_64__)
   __builtin_cpu_init();
   // The instruction sets the backend registry's requirements name (probes/registry.cpp: OpenBLAS core
-  // types, cpu?isa=); a requirement whose feature is missing here is unmet.
+  // types, cpu?isa=); a requirement whose feature is missing here is unmet. In the order of
+  // kCpuFeatureOrder (contract/results.hpp), which a results file is checked against.
   if (__builtin_cpu_supports("sse2")) f.push_back("sse2");
   if (__builtin_cpu_supports("sse3")) f.push_back("sse3");
   if (__builtin_cpu_supports("ssse3")) f.push_back("ssse3");

@@ -34,6 +34,12 @@ Status DirLock::acquire(const std::string& dir) {
   if (struct stat st{}; ::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
     return Status::invalid(fmt::format("{}: is not a regular file; detaudit keeps its lock there (remove it)", path));
+  } else if (st.st_nlink != 1) {
+    // A hard link: the pid would be written into a file another name shares.
+    ::close(fd);
+    return Status::invalid(fmt::format("{}: has {} names (a hard link); detaudit does not write into a file another "
+                                       "name shares (remove it)",
+                                       path, st.st_nlink));
   }
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     int e = errno;

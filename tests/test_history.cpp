@@ -392,7 +392,11 @@ TEST(History, MigratesFromVersion1KeepingItsRunsAndCells) {
   fs::path dir = fresh_dir("history-v1");
   fs::create_directories(dir);
   fs::path db = dir / "h.db";
-  sql_exec(db, kSchemaV1);
+  // The old run's machine key is the key of its machine description ('{}'), as detaudit has always made it.
+  std::string v1 = kSchemaV1;
+  for (size_t at; (at = v1.find("00112233aabbccdd")) != std::string::npos;)
+    v1.replace(at, 16, machine_key(nlohmann::json::object()));
+  sql_exec(db, v1);
   ASSERT_EQ(sql_int(db, "PRAGMA user_version"), 1);
   std::string err;
   Results r = results("2026-11-30T12:00:00Z", "h", fp('a'));

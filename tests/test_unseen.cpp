@@ -564,6 +564,27 @@ TEST(Lies, ACellOutsideItsPlanOrBeyondItsOutputIsRefused) {
       {"cores-0", "machine.cores is 0", [](nlohmann::json& j) { j["machine"]["cores"] = 0; }},
       {"line-0", "machine.caches[0].line_bytes is 0",
        [](nlohmann::json& j) { j["machine"]["caches"] = {{{"level", 1}, {"size_bytes", 32768}, {"line_bytes", 0}}}; }},
+      // The machine block edited to another instruction set or feature order would move every cell to another
+      // machine key, where a check does not compare bits: refused against what the cells say they ran.
+      {"isa-auto", "observations[0].details.isa is scalar, but " + t +
+                       " ran the instruction set the machine's kernels resolve to (machine.libraries.cpu_isa_auto avx2)",
+       [](nlohmann::json& j) {
+         j["machine"]["libraries"]["cpu_isa_auto"] = "avx2";
+         j["observations"][0]["details"]["isa"] = "scalar";
+       }},
+      {"isa-describe", "observations[0].describe \"cpu (isa avx2)\" names another instruction set than details.isa scalar",
+       [](nlohmann::json& j) {
+         j["machine"]["libraries"]["cpu_isa_auto"] = "scalar";
+         j["observations"][0]["details"]["isa"] = "scalar";
+         j["observations"][0]["describe"] = "cpu (isa avx2)";
+       }},
+      {"features-order", "machine.cpu_features lists avx after avx2: not the order",
+       [](nlohmann::json& j) { j["machine"]["cpu_features"] = {"sse4.1", "avx2", "avx", "fma"}; }},
+      {"training-in-probe", "training holds 1 runs, but the plan is a probe suite's",
+       [](nlohmann::json& j) {
+         j["training"] = {{{"key", "d|cpu|1000|0"}, {"condition", "d"}, {"target", "cpu"}, {"seed", 1000},
+                           {"replicate", 0}, {"status", "ok"}, {"final_loss", 0.5}, {"curve", {0.5}}}};
+       }},
   };
   expect_every_reader_refuses(d, good, text, cases);
   // A baseline of it holds the cells of its plan, repeated as the plan says.
@@ -880,6 +901,16 @@ TEST(Unseen, AHistoryChangedByAnotherProgramIsRefused) {
       {"UPDATE cells SET distinct_outputs = 2, fingerprints = fingerprints || ' ' || replace(fingerprints, 'a', 'b')",
        "verdict 'PASS' is not the verdict of a cell that promised one output and gave several"},
       {"UPDATE runs SET kind = 'train'", "a training run with probe cells (a training design probes nothing)"},
+      {"DELETE FROM cells", "a run whose count of cells or training runs is not the number of its rows"},
+      {"UPDATE runs SET training_runs = 3", "a run whose count of cells or training runs is not the number of its rows"},
+      {"UPDATE runs SET pass = 0, fail = 1", "a run whose verdict counts are not those of its cells"},
+      {"UPDATE runs SET machine = json_set(machine, '$.cpu_model', 'AMD EPYC 9999')",
+       "is not the key of the run's machine"},
+      {"UPDATE runs SET machine = json_set(machine, '$.hostname', 'h1'), hostname = 'other'", "hostname 'other' is not the host name of the run's machine"},
+      {"UPDATE runs SET recorded_at = '2099-01-01T00:00:00Z'", "recorded_at '2099-01-01T00:00:00Z' is not a time that has come"},
+      {"UPDATE runs SET finished_at = '2098-01-01T00:00:00Z'", "finished_at '2098-01-01T00:00:00Z' is not a time before the "
+                                                               "run was recorded"},
+      {"UPDATE training SET status = 'crashed'", "a training run that did not finish, with a final loss or weights"},
   };
   int i = 0;
   for (auto [sql, says] : edits) {
