@@ -527,6 +527,28 @@ Status read_outputs(const std::string& dir, const ManifestWorkload& m, Outputs* 
     if (r == 0) out->first = a.data;
     if (seen.insert(hex).second) out->distinct.push_back(std::move(a.data));
   }
+  // Outputs are numbered from 0 without a gap: one past the first missing number would be left out unseen (a
+  // repeat that differed among them).
+  {
+    const std::string prefix = m.id + ".out.", suffix = ".npy";
+    const size_t have = out->fingerprints.size();
+    std::error_code ec;
+    for (auto& e : fs::directory_iterator(dir, ec)) {
+      const std::string name = e.path().filename().string();
+      if (name.size() <= prefix.size() + suffix.size() || name.rfind(prefix, 0) != 0 ||
+          name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
+        continue;
+      const std::string digits = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+      if (digits.find_first_not_of("0123456789") != std::string::npos) continue;
+      if ((digits.size() > 9 || std::stoul(digits) >= have) && have == size_t(kMaxRepeats))
+        return Status::invalid(fmt::format("{}/{}: more outputs than the {} repeats detaudit reads", dir,
+                                           shown_safely(name.substr(0, 120)), kMaxRepeats));
+      if (digits.size() > 9 || std::stoul(digits) >= have)
+        return Status::invalid(fmt::format("{}/{}: an output after a gap: {} is missing (outputs are numbered from 0 "
+                                           "without a gap, and a gap would leave this one out)",
+                                           dir, shown_safely(name.substr(0, 120)), output_file(m.id, int(have))));
+    }
+  }
   if (m.layout.rows.empty()) return Status::ok();
   const std::string path = dir + "/" + rows_file(m.id);
   std::error_code ec;

@@ -456,6 +456,9 @@ TEST_F(External, BadInputExitsTwoWithOneLineAndWritesNothing) {
       {"fortran", out0, "Fortran-order",
        [&](const fs::path& d) { rewrite(d / out0, [](std::string& s) { s.replace(s.find("False"), 5, "True "); }); }},
       {"missing", out0, "missing", [&](const fs::path& d) { fs::remove(d / out0); }},
+      // Outputs 0, 1 and 5, no 2: the one after the gap would have been left out (it may differ).
+      {"gap", mm + ".out.5.npy", "an output after a gap: " + mm + ".out.2.npy is missing",
+       [&](const fs::path& d) { fs::copy_file(d / out0, d / (mm + ".out.5.npy")); }},
       {"version", kManifestFile, "written by detaudit 0.0.1", manifest([](nlohmann::json& j) { j["tool_version"] = "0.0.1"; })},
       {"schema", kManifestFile, "not a detaudit export manifest",
        manifest([](nlohmann::json& j) { j["schema"] = "detaudit-export/0"; })},
