@@ -1,4 +1,5 @@
 #include "gates/fleet.hpp"
+#include "probes/results_file.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -218,8 +219,16 @@ Status fleet_node_from_texts(const std::string& node_text, const std::string& pr
         CollectiveCell::from_json(j["collectives"][i], &c, fmt::format("{}: collectives[{}]", where, i)));
     n.collectives.push_back(std::move(c));
   }
-  if (!probe_text.empty()) DETAUDIT_RETURN_IF_ERROR(parse_results(probe_text, where + " probe results", &n.probe));
-  if (!train_text.empty()) DETAUDIT_RETURN_IF_ERROR(parse_results(train_text, where + " training results", &n.train));
+  // Read as every command reads a results file: the contract's checks, then each spec parsed and in canonical
+  // form, each cell once (a cell twice would count twice among its peers).
+  if (!probe_text.empty()) {
+    DETAUDIT_RETURN_IF_ERROR(parse_results(probe_text, where + " probe results", &n.probe));
+    DETAUDIT_RETURN_IF_ERROR(canonicalize_specs(&n.probe, where + " probe results"));
+  }
+  if (!train_text.empty()) {
+    DETAUDIT_RETURN_IF_ERROR(parse_results(train_text, where + " training results", &n.train));
+    DETAUDIT_RETURN_IF_ERROR(canonicalize_specs(&n.train, where + " training results"));
+  }
   // The node's own verdicts as this detaudit judges its observations, never as its file states them.
   judge(&n.probe);
   // The host a node names is the one its own results ran on.

@@ -30,6 +30,7 @@ Observation obs(const std::string& w, const std::string& t, std::vector<std::str
   o.fingerprints = std::move(fps);
   o.distinct = count_distinct(o.fingerprints);
   o.seconds.assign(o.fingerprints.size(), seconds);
+  o.details["oracle_problem"] = "no oracle in this test";  // as a results file says of a cell without one
   return o;
 }
 
@@ -352,7 +353,15 @@ TEST(FleetConsensus, ANodeFileOfTheWrongShapeIsRefusedWithOneLine) {
   EXPECT_FALSE(lie.is_ok());
   EXPECT_NE(lie.message().find("its machine key is not the machine its probe results describe (cores:"),
             std::string::npos)
-      << lie.message();
+      << lie.message();  // Its results are read as every command reads them: a cell twice (it would count twice among its peers) is
+  // refused as `report` refuses it.
+  Results twice = own;
+  twice.observations.push_back(twice.observations[0]);
+  const Status dup = fleet_node_from_texts(honest.node_json().dump(), to_json(twice).dump(), "", "x", &out);
+  EXPECT_FALSE(dup.is_ok());
+  EXPECT_NE(dup.message().find("observations[2] is the cell " + kW1 + " on cpu-ref again (observations[0])"),
+            std::string::npos)
+      << dup.message();
 }
 
 // A fleet directory used again: the folders of an earlier run (more ranks, or a rank started again on
