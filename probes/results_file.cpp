@@ -98,6 +98,11 @@ Status check_cell_against_run(const Observation& o, const Spec& w, const Spec& t
     if (const int bits = w.get("dtype", "f32") == "f64" ? 53 : 24; o.oracle->agree_bits > bits)
       return Status::invalid(fmt::format("{}.oracle.agree_bits is {}, more than the {} bits of {}'s output", at,
                                          o.oracle->agree_bits, bits, o.workload));
+    // No element mismatched: every bit agrees.
+    if (const int bits = w.get("dtype", "f32") == "f64" ? 53 : 24;
+        o.oracle->mismatched == 0 && o.oracle->agree_bits >= 0 && o.oracle->agree_bits != bits)
+      return Status::invalid(fmt::format("{}.oracle.agree_bits is {}, but no element mismatched (all {} bits agree)", at,
+                                         o.oracle->agree_bits, bits));
     // The bound's accumulation length is the workload's (an output without a bound has none).
     const int64_t k = !wl || o.oracle->ratio_hist.empty() ? 0 : wl->bound_k();
     if (wl && o.oracle->bound_k != k)

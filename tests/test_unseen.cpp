@@ -561,6 +561,10 @@ TEST(Lies, ACellOutsideItsPlanOrBeyondItsOutputIsRefused) {
        [](nlohmann::json& j) {
          j["observations"][0]["oracle"] = {{"max_ulp", 0}, {"max_rel_err", 0.0}, {"mismatched", 0}, {"agree_bits", 30}};
        }},
+      {"agree-bits-exact", "observations[0].oracle.agree_bits is 20, but no element mismatched (all 24 bits agree)",
+       [](nlohmann::json& j) {
+         j["observations"][0]["oracle"] = {{"max_ulp", 0}, {"max_rel_err", 0.0}, {"mismatched", 0}, {"agree_bits", 20}};
+       }},
       {"cores-0", "machine.cores is 0", [](nlohmann::json& j) { j["machine"]["cores"] = 0; }},
       {"line-0", "machine.caches[0].line_bytes is 0",
        [](nlohmann::json& j) { j["machine"]["caches"] = {{{"level", 1}, {"size_bytes", 32768}, {"line_bytes", 0}}}; }},
