@@ -279,6 +279,12 @@ Status check_results_plan(const nlohmann::json& p) {
     most *= std::max<uint64_t>(1, p.value("sources", nlohmann::json::array()).size());
     if (p["runs"].get<uint64_t>() > most)
       return Status::invalid(fmt::format("plan.runs is {}, more than the {} runs its design has", p["runs"].get<uint64_t>(), most));
+    // One design (no merge) plans every run of its design: a target added to the design without its runs, or
+    // a run count edited, contradicts it.
+    if (!p.contains("sources") && p["runs"].get<uint64_t>() < most)
+      return Status::invalid(fmt::format("plan.runs is {}, fewer than the {} runs its design has (a design plans every "
+                                         "one of them)",
+                                         p["runs"].get<uint64_t>(), most));
   }
   return Status::ok();
 }

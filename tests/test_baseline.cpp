@@ -76,7 +76,7 @@ Results sample_results() {
   r.finished_at = "2026-01-01T00:01:00Z";
   r.command = "detaudit probe --suite quick";
   r.machine = test_machine();
-  r.plan = {{"suite", "quick"}};
+  r.plan = nlohmann::json::object();  // probe cells and training runs in one file (a plan names one kind)
   const std::string w = workload("matmul?m=8&n=8&k=515");  // k >= 64: order=atomic can race
   r.observations.push_back(cell(w, target("cpu?order=sequential&threads=1"), {A, A, A}));
   r.observations.push_back(cell(w, target("openblas?core=Haswell&threads=1"), {B, B, B}));

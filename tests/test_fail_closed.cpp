@@ -60,13 +60,13 @@ Results training_results(const std::string& model, char d_weights = 'd', int sal
   nlohmann::json design = {{"model", model},       {"design", "sony2021"}, {"seeds", 2},       {"batches", 4},
                            {"window", 2},          {"replicates", 2},      {"batch_size", 64}, {"data_seed", 1},
                            {"init_seed_base", 1000}, {"targets", {"cpu?threads=2"}}};
-  r.plan = {{"kind", "train"}, {"design", design}, {"runs", 12}, {"data_fingerprint", std::string(32, '0')}};
+  r.plan = {{"kind", "train"}, {"design", design}, {"runs", 14}, {"data_fingerprint", std::string(32, '0')}};
   r.machine = test::machine_json();
   r.started_at = r.finished_at = "2026-12-04T00:00:00Z";
   for (const char* c : {"a", "b", "c", "d", "e"})
     for (int s = 0; s < 2; ++s) {
       const bool random = c[0] == 'a' || c[0] == 'b', nondet = c[0] == 'a' || c[0] == 'c';
-      for (int k = 0; k < (c[0] == 'a' ? 2 : 1); ++k) {
+      for (int k = 0; k < (nondet ? 2 : 1); ++k) {  // (a) and (c) repeat, as the design's replicates say
         TrainingRun t;
         t.model = model;
         t.design = "sony2021";
@@ -77,7 +77,7 @@ Results training_results(const std::string& model, char d_weights = 'd', int sal
         t.target = nondet ? atomic : blocked;
         t.base_target = blocked;
         t.seed = random ? 1000 + s : 1000;
-        t.replicate = random ? k : s;
+        t.replicate = random ? k : s * (nondet ? 2 : 1) + k;  // under fixed init: numbered on across seeds
         t.key = fmt::format("{}|{}|{}|{}", c, t.target, t.seed, t.replicate);
         t.batches = 4;
         t.window = 2;
@@ -275,8 +275,12 @@ TEST(FailClosed, LoadingRefusesWhatCannotBeTrue) {
             "training[0].seed 5 is not a seed of the design (2 seeds from 1000"},
            {train_edit("batches", [](nlohmann::json& j) { j["training"][3]["batches"] = 400; }),
             "training[3].batches 400 is not the design's 4"},
-           {train_edit("cond", [](nlohmann::json& j) { j["plan"]["design"]["conditions"] = "abcd"; }),
-            "training[10].condition \"e\" is not a condition of the design (abcd)"},
+           {train_edit("cond",
+                       [](nlohmann::json& j) {
+                         j["plan"]["design"]["conditions"] = "abcd";
+                         j["plan"]["runs"] = 12;  // the runs of (a) to (d)
+                       }),
+            "training[12].condition \"e\" is not a condition of the design (abcd)"},
            {train_edit("init", [](nlohmann::json& j) { j["training"][0]["init"] = "fixed"; }),
             "training[0].init is not condition (a)'s"}}) {
     CliRun r = run_cli("compare " + ae + " " + dir);

@@ -189,7 +189,9 @@ TEST(TrainCli, Sony2021DesignWritesRunsAnalysisAndReports) {
        [&](nlohmann::json& j) { j["training"][e]["nudge"]["to"] = j["training"][e]["nudge"]["from"].get<double>() + 1; }},
       {"runs-beyond", "plan.runs is 15, more than the 14 runs its design has",
        [](nlohmann::json& j) { j["plan"]["runs"] = 15; }},
-      {"runs-fewer", "training holds 14 runs, more than the plan's 13", [](nlohmann::json& j) { j["plan"]["runs"] = 13; }},
+      {"runs-fewer", "plan.runs is 13, fewer than the 14 runs its design has", [](nlohmann::json& j) { j["plan"]["runs"] = 13; }},
+      {"target-added", "plan.runs is 14, fewer than the 28 runs its design has",
+       [](nlohmann::json& j) { j["plan"]["design"]["targets"].push_back("cpu?order=blocked&threads=4&isa=auto"); }},
       {"design-field", "plan.design.extra is not a field of a training design",
        [](nlohmann::json& j) { j["plan"]["design"]["extra"] = 1; }},
       {"conditions", "plan.design.conditions is \"abcdd\"", [](nlohmann::json& j) { j["plan"]["design"]["conditions"] = "abcdd"; }},
@@ -372,10 +374,15 @@ TEST(TrainCli, AnalyzeMergesDirectoriesAndRefusesDifferentDesigns) {
   r = run_cli("analyze " + a + " " + other_data + " --out " + (root / "x").string());
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("data_fingerprint is "), std::string::npos) << r.err;
-  const std::string probe = edit_copy("probe", [](nlohmann::json& k) { k["plan"] = {{"suite", "quick"}}; });
+  const std::string probe = edit_copy("probe", [](nlohmann::json& k) { k["plan"] = nlohmann::json::object(); });
   r = run_cli("analyze " + a + " " + probe + " --out " + (root / "x").string());
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("holds no training design"), std::string::npos) << r.err;
+  // Training runs under a probe suite's plan: refused when the file is read.
+  const std::string suite = edit_copy("suite", [](nlohmann::json& k) { k["plan"] = {{"suite", "quick"}}; });
+  r = run_cli("analyze " + a + " " + suite + " --out " + (root / "x").string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("but the plan is a probe suite's"), std::string::npos) << r.err;
   r = run_cli("analyze " + a + " " + m + " --out " + (root / "x").string());
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("is itself a merged analysis"), std::string::npos) << r.err;
