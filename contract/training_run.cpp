@@ -424,6 +424,12 @@ Status check_run_consistent(const TrainingRun& r, const std::string& path) {
                                            r.noise->every, r.batches));
       last = step;
     }
+    // A run that finished was measured at every one of them: ceil(batches / every) points, none left out.
+    if (const uint64_t want = r.batches > 0 && r.noise->every > 0 ? (uint64_t(r.batches) + r.noise->every - 1) / r.noise->every : 0;
+        r.ok() && want > 0 && r.noise->points.size() != want)
+      return Status::invalid(fmt::format("{} holds {} points, but a run of {} batches that finished is measured at {} "
+                                         "(batch 1 and every {} after it)",
+                                         json_path(np, "points"), r.noise->points.size(), r.batches, want, r.noise->every));
   }
   if (!r.ok() || r.curve.empty()) return Status::ok();
   auto same = [](double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); };

@@ -177,7 +177,20 @@ TEST(TrainCli, Sony2021DesignWritesRunsAnalysisAndReports) {
       {"noise-beyond", "training[0].noise.points[2].step is 13",
        [](nlohmann::json& j) { j["training"][0]["noise"]["points"][2]["step"] = 13; }},
       {"noise-interval", "training[0].noise.every is 2, but the design measures noise every 4 batches",
-       [](nlohmann::json& j) { j["training"][0]["noise"]["every"] = 2; }},
+       [](nlohmann::json& j) {
+         j["training"][0]["noise"]["every"] = 2;
+         // As many points as every 2 batches gives (so that the interval, not the count, is the lie).
+         auto& p = j["training"][0]["noise"]["points"];
+         const nlohmann::json first = p[0];
+         p = nlohmann::json::array();
+         for (int step = 1; step <= 12; step += 2) {
+           p.push_back(first);
+           p.back()["step"] = step;
+         }
+       }},
+      {"noise-point-dropped", "training[0].noise.points holds 2 points, but a run of 12 batches that finished is "
+                              "measured at 3 (batch 1 and every 4 after it)",
+       [](nlohmann::json& j) { j["training"][0]["noise"]["points"].erase(1); }},
       {"label", "training[0].phases.label must be one of",
        [](nlohmann::json& j) { j["training"][0]["phases"]["label"] = "quadriphasic"; }},
       {"escape", "training[0].phases.escape_step is set, but a too short to tell curve has no escape",
@@ -224,7 +237,7 @@ TEST(TrainCli, Sony2021DesignWritesRunsAnalysisAndReports) {
        [](nlohmann::json& j) { j["training"][0]["noise"]["b_big"] = 63; }},
       {"noise-examples", "training[0].noise.examples is 3: the data has at least one batch",
        [](nlohmann::json& j) { j["training"][0]["noise"]["examples"] = 3; }},
-      {"noise-points", "training[0].noise.points is empty, but the run finished",
+      {"noise-points", "training[0].noise.points holds 0 points, but a run of 12 batches that finished is measured at 3",
        [](nlohmann::json& j) { j["training"][0]["noise"]["points"] = nlohmann::json::array(); }},
       {"batches-done", "training[0].batches_done is 1, but the run finished its 12 batches",
        [](nlohmann::json& j) { j["training"][0]["batches_done"] = 1; }},
