@@ -719,6 +719,12 @@ Status read_trace(const std::string& path, Trace* t) {
     else if (i > 0 && r.step < t->records[i - 1].step)
       wrong = fmt::format("step is {}, after a record of step {} (records are in step order)", r.step,
                           t->records[i - 1].step);
+    // Within a step: the forward pass, then the loss and the backward pass, then the update.
+    else if (auto phase = [](const std::string& p) { return p == "forward" ? 0 : p == "update" ? 2 : 1; };
+             i > 0 && r.step == t->records[i - 1].step && phase(r.pass) < phase(t->records[i - 1].pass))
+      wrong = fmt::format("pass is {}, after a record of pass {} in step {} (a step runs forward, then loss and "
+                          "backward, then update)",
+                          r.pass, t->records[i - 1].pass, r.step);
     if (!wrong.empty()) return Status::invalid(fmt::format("{}:{}: record field {}", path, t->lines[i], wrong));
     const auto [it, first] = sizes.emplace(std::make_tuple(r.layer, r.name, r.pass, r.tensor), r.count);
     if (r.count < 1 || r.count > most || it->second != r.count)

@@ -373,6 +373,7 @@ TEST(Diverge, BadInputExitsTwoWithOneLine) {
         {[](nlohmann::json& x) { x["pass"] = "banana"; }, "record field pass is \"banana\""},
         {[](nlohmann::json& x) { x["tensor"] = "zz"; }, "record field tensor is \"zz\""},
         {[](nlohmann::json& x) { x["step"] = 0; }, "record field step is 0, after a record of step 1"},
+        {[](nlohmann::json& x) { x["pass"] = "forward"; }, "record field pass is forward, after a record of pass loss in step 1"},
     };
     for (auto& [lie, says] : record_lies) {
       std::istringstream all(good);
