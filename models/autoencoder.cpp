@@ -16,8 +16,8 @@ Autoencoder::Autoencoder(Backend* b, int rows, int cols) : be_(b), rows_(rows), 
   net_.add(std::make_unique<Conv2d>(b, 16, 32));
   net_.add(relu(b));
   net_.add(std::make_unique<MaxPool2>(b));
-  net_.add(std::make_unique<Linear>(b, flat, 32));
-  net_.add(std::make_unique<Linear>(b, 32, flat));
+  net_.add(std::make_unique<Linear>(b, flat, kAutoencoderCode));
+  net_.add(std::make_unique<Linear>(b, kAutoencoderCode, flat));
   net_.add(relu(b));
   net_.add(std::make_unique<Reshape>(Shape{32, h4, w4}));
   net_.add(std::make_unique<Upsample2>(b));

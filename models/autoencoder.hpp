@@ -33,6 +33,9 @@
 
 namespace detaudit {
 
+// The autoencoder's code: its first linear layer maps each example to this many values, whatever the image size.
+inline constexpr int kAutoencoderCode = 32;
+
 class Autoencoder {
  public:
   Autoencoder(Backend* b, int rows = 28, int cols = 28);

@@ -726,6 +726,15 @@ Status read_trace(const std::string& path, Trace* t) {
                           "backward, then update)",
                           r.pass, t->records[i - 1].pass, r.step);
     if (!wrong.empty()) return Status::invalid(fmt::format("{}:{}: record field {}", path, t->lines[i], wrong));
+    // The autoencoder's code is kAutoencoderCode values per example: its first linear layer's output holds
+    // batch_size times that many (a header claiming another batch size than its records ran is refused).
+    if (t->design.model == "autoencoder" && r.pass == "forward" && r.tensor == "y" && r.name == "linear" &&
+        std::find(t->design.layers.begin(), t->design.layers.end(), "linear") - t->design.layers.begin() == r.layer &&
+        r.count != uint64_t(std::max(t->design.batch_size, 0)) * kAutoencoderCode)
+      return Status::invalid(fmt::format("{}:{}: record field n is {}, but the autoencoder's code of a batch of {} "
+                                         "(the header's batch_size) holds {} x {} values",
+                                         path, t->lines[i], r.count, t->design.batch_size, t->design.batch_size,
+                                         kAutoencoderCode));
     const auto [it, first] = sizes.emplace(std::make_tuple(r.layer, r.name, r.pass, r.tensor), r.count);
     if (r.count < 1 || r.count > most || it->second != r.count)
       return Status::invalid(fmt::format("{}:{}: record field n is {}: {}", path, t->lines[i], r.count,
