@@ -25,6 +25,7 @@
 #include "contract/spec.hpp"
 #include "kernels/cpu/native.hpp"    // parse_cpu_isa
 #include "kernels/cuda/cuda.hpp"  // kCudaMachineKey
+#include "kernels/fingerprint.hpp"
 #include "kernels/input_file.hpp"
 
 namespace detaudit {
@@ -630,6 +631,15 @@ Status results_from_json(nlohmann::json& j, Results* out) {
         return Status::invalid(fmt::format("{} is {}, but the design measures noise {}", json_path(json_path(json_path("training", i), "noise"), "every"),
                                            t.noise->every, every ? fmt::format("every {} batches", every) : "never"));
     }
+  // The runs of one design (no merge) were made on its machine: the last one, by the session that wrote the
+  // machine block (a session with no run left keeps the block it found). Another machine written over the
+  // block would be taken for hardware the runs never met.
+  if (!r.plan.contains("sources") && !r.training.empty() && !r.training.back().machine_id.empty() &&
+      r.training.back().machine_id != machine_id_of(r.machine))
+    return Status::invalid(fmt::format("{} is {}, but the machine block the run was recorded with hashes to {} (the "
+                                       "machine was edited, or the runs are another machine's)",
+                                       json_path(json_path("training", r.training.size() - 1), "machine_id"),
+                                       r.training.back().machine_id, machine_id_of(r.machine)));
   r.analysis = j.value("analysis", nlohmann::json::object());
   // An analysis is of training runs, made when a design finishes (the report makes it again from the runs).
   if (!r.analysis.empty() && r.training.empty())
@@ -648,7 +658,7 @@ Status results_from_json(nlohmann::json& j, Results* out) {
       r.oracle_failures[k] = v.get<std::string>();
     }
   // Training runs go beside a training design, never into a probe suite's results.
-  if (r.plan.contains("suite") && !r.training.empty())
+  if (r.plan.contains("suite") && !r.plan.contains("design") && !r.training.empty())
     return Status::invalid(fmt::format("training holds {} runs, but the plan is a probe suite's (a probe trains nothing)",
                                        r.training.size()));
   const auto& obs = j["observations"];
@@ -662,9 +672,11 @@ Status results_from_json(nlohmann::json& j, Results* out) {
     Observation o;
     DETAUDIT_RETURN_IF_ERROR(from_json(obs[i], &o, json_path("observations", i)));
     DETAUDIT_RETURN_IF_ERROR(check_observation_counts(o, json_path("observations", i)));
-    if (Spec t; o.status == ObsStatus::kOk && parse_spec_syntax(o.target, &t).is_ok() && t.name == "cpu" &&
+    // (A target whose isa key names one of detaudit's own instruction sets, auto included: the cpu backend's.)
+    if (Spec t; o.status == ObsStatus::kOk && parse_spec_syntax(o.target, &t).is_ok() && t.has("isa") &&
                 o.details.count("isa")) {
-      const std::string want = t.get("isa", "auto") == "auto" ? isa_auto : t.get("isa");
+      CpuIsa named;
+      const std::string want = !parse_cpu_isa(t.get("isa"), &named) ? "" : named == CpuIsa::kAuto ? isa_auto : t.get("isa");
       if (!want.empty() && o.details.at("isa") != want)
         return Status::invalid(fmt::format("{} is {}, but {} ran {}", json_path(json_path(json_path("observations", i), "details"), "isa"),
                                            shown_safely(o.details.at("isa").substr(0, 20)), shown_safely(o.target.substr(0, 80)),
@@ -684,6 +696,11 @@ Status results_from_json(nlohmann::json& j, Results* out) {
 }
 
 }  // namespace
+
+std::string machine_id_of(const nlohmann::json& machine) {
+  const std::string dump = machine.dump();
+  return fingerprint_bytes(dump.data(), dump.size()).hex().substr(0, 16);
+}
 
 Status parse_json_text(const std::string& text, const std::string& where, nlohmann::json* out) {
   if (const size_t nul = text.find('\0'); nul != std::string::npos)

@@ -26,6 +26,10 @@ inline constexpr const char* kCpuFeatureOrder[] = {"sse2",   "sse3",     "ssse3"
                                                    "sse4a",  "fma4",     "xop",        "avx",       "avx2",
                                                    "fma",    "avx512f",  "avx512bw",   "avx512vnni", "avx512bf16"};
 
+// A training run's machine_id: the first 16 hex digits of the hash of the machine description (as results.json
+// holds it) of the session that ran it.
+std::string machine_id_of(const nlohmann::json& machine);
+
 // What produced a run, as the history records it: one name per subcommand that records.
 enum class RunKind { kProbe, kTrain, kCheck, kQualify, kFleet };
 inline constexpr RunKind kRunKinds[] = {RunKind::kProbe, RunKind::kTrain, RunKind::kCheck, RunKind::kQualify,

@@ -1250,6 +1250,11 @@ Status check_runs(Db& db) {
        "(typeof(final_loss) NOT IN ('real', 'integer') OR final_loss < 0)) OR typeof(seed) <> 'integer' OR "
        "typeof(replicate) <> 'integer' LIMIT 1",
        "a training row with a condition or loss no run has, or a seed that is no integer"},
+      // A training row's key is its condition|target|seed|replicate (the target as its results spelled it; a seed
+      // or replicate that is no count is named by the row's own check).
+      {"SELECT 'run ' || run_id FROM training WHERE key <> '' AND seed >= 0 AND replicate >= 0 AND key NOT LIKE "
+       "condition || '|%|' || seed || '|' || replicate LIMIT 1",
+       "a training row whose key is not its condition|target|seed|replicate"},
   };
   for (auto& [sql, what] : kShapes) {
     Stmt s(db.h, sql);

@@ -60,6 +60,11 @@ Status check_cell_against_run(const Observation& o, const Spec& w, const Spec& t
                                            import_plan ? "at most " : "", planned));
     }
   }
+  // Kernel lists are what CUPTI traced on a GPU: a target that runs on the host has none.
+  if (!o.kernels.empty() && target_facts(o.target).device_kind == "host")
+    return Status::invalid(fmt::format("{}.kernels holds {} lists, but {} runs on the host (kernels are a GPU's, traced "
+                                       "by CUPTI)",
+                                       at, o.kernels.size(), o.target));
   if (o.batch && w.name != "batchinv")
     return Status::invalid(fmt::format("{}.batch_invariance is set, but {} is not a batchinv workload", at, o.workload));
   if (!o.batch && w.name == "batchinv" && o.status == ObsStatus::kOk && !imported)

@@ -306,7 +306,10 @@ Status open_results(const TrainDesign& d, const TrainRunOptions& opt, size_t pla
   r->analysis = nlohmann::json::object();  // made again when the design finishes
   r->command = opt.command;
   r->plan = plan;
-  r->machine = machine_fingerprint();
+  // The machine block is the one the last run was made on: a resumed session keeps the block it found until
+  // it records a run of its own (run_train_design), so that one stopped before its first run, or with none
+  // left, leaves the block its runs' machine_id names.
+  if (done->empty() || r->machine.empty()) r->machine = machine_fingerprint();
   return save_results(path, *r);
 }
 
@@ -380,8 +383,8 @@ Status run_train_design(const TrainDesign& d, const TrainRunOptions& opt, Result
   std::set<std::string> done;
   DETAUDIT_RETURN_IF_ERROR(open_results(d, opt, runs.size(), data_fp, &r, &done, say));
   const std::string path = results_file(opt.out_dir);
-  const std::string machine_dump = r.machine.dump();
-  const std::string machine_id = fingerprint_bytes(machine_dump.data(), machine_dump.size()).hex().substr(0, 16);
+  const nlohmann::json here = machine_fingerprint();  // this session's machine: its runs' machine_id
+  const std::string machine_id = machine_id_of(here);
   const double timeout_s = opt.run_timeout_s > 0 ? opt.run_timeout_s : kDefaultRunTimeoutS;
   auto stop_interrupted = [&] {
     *results = std::move(r);
@@ -424,6 +427,7 @@ Status run_train_design(const TrainDesign& d, const TrainRunOptions& opt, Result
       }
     }
     say(prefix + ": " + run_summary(t));
+    r.machine = here;  // the machine of the last run recorded
     r.training.push_back(std::move(t));
     DETAUDIT_RETURN_IF_ERROR(save_results(path, r));
   }

@@ -80,7 +80,7 @@ nlohmann::json good_document() {
   t.random_init = t.nondeterministic = true;
   t.target = "cpu?order=atomic&threads=2", t.base_target = "cpu?threads=2";
   t.seed = 1001, t.data_seed = 1, t.replicate = 0, t.batches = 4, t.window = 2;
-  t.machine_id = "0123456789abcdef";
+  t.machine_id = machine_id_of(r.machine);  // the session that wrote the machine block ran it
   t.status = ObsStatus::kOk;
   t.final_loss = 0.25;
   t.curve = {1.0, 0.5, 0.25, 0.25};

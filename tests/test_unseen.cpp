@@ -561,6 +561,8 @@ TEST(Lies, ACellOutsideItsPlanOrBeyondItsOutputIsRefused) {
        [](nlohmann::json& j) {
          j["observations"][0]["oracle"] = {{"max_ulp", 0}, {"max_rel_err", 0.0}, {"mismatched", 0}, {"agree_bits", 30}};
        }},
+      {"host-kernels", "observations[0].kernels holds 2 lists, but " + t + " runs on the host",
+       [](nlohmann::json& j) { j["observations"][0]["kernels"] = {nlohmann::json::array(), nlohmann::json::array()}; }},
       {"agree-bits-exact", "observations[0].oracle.agree_bits is 20, but no element mismatched (all 24 bits agree)",
        [](nlohmann::json& j) {
          j["observations"][0]["oracle"] = {{"max_ulp", 0}, {"max_rel_err", 0.0}, {"mismatched", 0}, {"agree_bits", 20}};
@@ -915,6 +917,8 @@ TEST(Unseen, AHistoryChangedByAnotherProgramIsRefused) {
       {"UPDATE runs SET finished_at = '2098-01-01T00:00:00Z'", "finished_at '2098-01-01T00:00:00Z' is not a time before the "
                                                                "run was recorded"},
       {"UPDATE training SET status = 'crashed'", "a training run that did not finish, with a final loss or weights"},
+      {"UPDATE training SET key = 'zzz'", "a training row whose key is not its condition|target|seed|replicate"},
+      {"UPDATE training SET replicate = 3", "a training row whose key is not its condition|target|seed|replicate"},
   };
   int i = 0;
   for (auto [sql, says] : edits) {
