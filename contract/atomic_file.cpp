@@ -82,6 +82,11 @@ Status check_destination(const std::string& path, Own own) {
   if (!S_ISREG(st.st_mode))
     return Status::invalid(
         fmt::format("{}: is {}; detaudit replaces only regular files it wrote", path, file_type_name(st.st_mode)));
+  // A hard link: the file has another name elsewhere, and what is appended to it (a worker's log) lands there.
+  if (st.st_nlink > 1)
+    return Status::invalid(fmt::format("{}: has {} names (a hard link); detaudit does not write into a file another "
+                                       "name shares (remove it or choose another path)",
+                                       path, uint64_t(st.st_nlink)));
   if (own == Own::kAny) return Status::ok();
   // The first bytes, for the kinds known by their start.
   auto head = [&](size_t n) {

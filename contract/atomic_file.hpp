@@ -15,7 +15,8 @@ namespace detaudit {
 enum class Own { kAny, kResults, kBaseline, kExport, kDiverge, kDivergeTrace, kFleet, kFleetNode, kQualify, kReport, kNpy };
 
 // Refuses (Status::invalid, one line) a destination that is a symbolic link (the tool never writes
-// through one), anything but a regular file (a directory, device, FIFO, socket), or, for own != kAny, a
+// through one), a hard link (a file with another name), anything but a regular file (a directory, device,
+// FIFO, socket), or, for own != kAny, a
 // regular file that is not the tool's own output of that kind. A destination that does not exist is fine.
 [[nodiscard]] Status check_destination(const std::string& path, Own own = Own::kAny);
 

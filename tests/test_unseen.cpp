@@ -311,6 +311,29 @@ TEST(Links, NothingIsWrittenThroughALink) {
   EXPECT_EQ(r.code, 2) << r.out << r.err;
   EXPECT_NE(r.err.find("is a symbolic link"), std::string::npos) << r.err;
   EXPECT_EQ(fs::file_size(real), before);
+  // A history named file:... is a file of that name, never an SQLite URI that reaches the link's target.
+  fs::create_directories(d / "uri");
+  fs::create_symlink(real, d / "uri" / "h.db");
+  // (run inside d: the relative name "file:/..." makes its folders there)
+  const std::string uri_cmd = "cd " + d.string() + " && " + std::string(DETAUDIT_EXE) + " probe --targets cpu-ref " +
+                              "--workloads '" + kW + "' --repeats 2 --out " + (d / "p3").string() + " --history file:" +
+                              (d / "uri" / "h.db").string() + " >/dev/null 2>&1";
+  EXPECT_EQ(std::system(uri_cmd.c_str()), 0);
+  EXPECT_EQ(fs::file_size(real), before);
+  EXPECT_TRUE(fs::exists(d / ("file:" + (d / "uri" / "h.db").string()))) << "the history is the file of that name";
+  // Hard links: a worker's log or the lock sharing its file with another name is refused, and nothing is
+  // written into the other name.
+  std::ofstream(d / "victim.txt") << "VICTIM";
+  for (const char* file : {".lock", "logs/cpu-ref.log"}) {
+    const fs::path out = d / (std::string("hard") + (file[0] == '.' ? "lock" : "log"));
+    fs::create_directories(out / "logs");
+    fs::create_hard_link(d / "victim.txt", out / file);
+    r = run_cli(probe + out.string());
+    EXPECT_EQ(r.code, 2) << file << ": " << r.out << r.err;
+    EXPECT_NE(r.err.find("has 2 names (a hard link)"), std::string::npos) << file << ": " << r.err;
+    fs::remove(out / file);
+  }
+  EXPECT_EQ(slurp(d / "victim.txt"), "VICTIM");
   // fleet report of a directory that holds another run's results: its reports are not replaced.
   const fs::path run = save(d, "run", one_cell(true));
   fs::create_directories(run / "ranks");
