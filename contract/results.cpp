@@ -385,6 +385,13 @@ Status check_machine_consistent(const nlohmann::json& m, const std::string& mp) 
       return Status::invalid(fmt::format("{} \"{}\" contradicts {}, which lacks {}",
                                          json_path(mp + ".libraries", "cpu_isa_auto"), isa,
                                          json_path(mp, "cpu_features"), missing));
+    // And the reverse: detaudit's kernels resolve auto to the widest set the CPU has (AVX-512 with AVX-512F and
+    // FMA, else AVX2 with AVX2 and FMA, else scalar), never a narrower one.
+    const char* widest = has("avx512f") && has("fma") ? "avx512" : has("avx2") && has("fma") ? "avx2" : "scalar";
+    if (isa != widest)
+      return Status::invalid(fmt::format("{} \"{}\", but with {} detaudit's kernels resolve auto to {}",
+                                         json_path(mp + ".libraries", "cpu_isa_auto"), shown_safely(isa.substr(0, 20)),
+                                         json_path(mp, "cpu_features"), widest));
   }
   return Status::ok();
 }

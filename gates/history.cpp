@@ -512,6 +512,21 @@ Status open_history(const std::string& db_path, Mode mode, Db* db, bool* exists)
   if (mode == Mode::kWrite && ::lstat(db_path.c_str(), &st) == 0 && S_ISLNK(st.st_mode))
     return file_error(db_path, "is a symbolic link; detaudit does not write through links (name the database "
                                "itself with --history)");
+  if (mode == Mode::kWrite && ::lstat(db_path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink > 1)
+    return file_error(db_path, fmt::format("has {} names (a hard link); detaudit does not write into a file another "
+                                           "name shares",
+                                           uint64_t(st.st_nlink)));
+  // SQLite's files beside it (the write-ahead log, its shared memory, a rollback journal) are written by any
+  // open, a read included: one that is a link, or has another name, would send those writes elsewhere.
+  for (const char* side : {"-wal", "-shm", "-journal"}) {
+    const std::string p = db_path + side;
+    if (::lstat(p.c_str(), &st) != 0) continue;
+    if (S_ISLNK(st.st_mode) || !S_ISREG(st.st_mode) || st.st_nlink > 1)
+      return file_error(db_path, fmt::format("{} is {}; detaudit does not let SQLite write through it (remove it)", p,
+                                             S_ISLNK(st.st_mode)   ? "a symbolic link"
+                                             : S_ISREG(st.st_mode) ? "a hard link (a file with another name)"
+                                                                   : "not a regular file"));
+  }
   if (::stat(db_path.c_str(), &st) != 0) {
     if (errno != ENOENT) return file_error(db_path, std::strerror(errno));
     if (mode != Mode::kWrite) return Status::ok();

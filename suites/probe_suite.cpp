@@ -360,8 +360,9 @@ Status run_probe_suite(const ProbePlan& plan, const ProbeRunOptions& opt, Result
     if (Status st = load_checked_results(results_path, &old); !st)
       return Status::invalid(st.message() + " (use --fresh to start over)");
     nlohmann::json a = old.plan, b = plan.to_json();
+    // (A time limit too: cells that finished under another limit would be said to have run under this one.)
     if (a.value("targets", nlohmann::json()) != b["targets"] || a.value("workloads", nlohmann::json()) != b["workloads"] ||
-        a.value("repeats", 0) != plan.repeats) {
+        a.value("repeats", 0) != plan.repeats || a.value("timeout_s", plan.timeout_s) != plan.timeout_s) {
       return Status::invalid(fmt::format(
           "{} holds results of a different plan; use --fresh to replace them or another --out", results_path));
     }

@@ -130,6 +130,10 @@ TEST(EndToEnd, InterruptedRunResumesWithoutRedoingFinishedWork) {
   // A different plan in the same directory is refused, not mixed in.
   CliRun other = run("probe --targets cpu-ref --workloads 'reduce?op=sum&n=10' --out " + dir.string());
   EXPECT_EQ(other.code, 2);
+  // So is the same plan under another time limit: the finished cells did not run under it.
+  CliRun limit = run(args + " --timeout 7");
+  EXPECT_EQ(limit.code, 2) << limit.err;
+  EXPECT_NE(limit.err.find("holds results of a different plan"), std::string::npos) << limit.err;
 }
 
 TEST(EndToEnd, BadInputExitsTwoWithOneLine) {

@@ -334,6 +334,21 @@ TEST(Links, NothingIsWrittenThroughALink) {
     fs::remove(out / file);
   }
   EXPECT_EQ(slurp(d / "victim.txt"), "VICTIM");
+  // SQLite's shared-memory file beside the history, a hard link: refused before SQLite writes into it, and so
+  // is the history itself with another name.
+  fs::create_directories(d / "shm");
+  fs::copy_file(real, d / "shm" / "h.db");
+  fs::create_hard_link(d / "victim.txt", d / "shm" / "h.db-shm");
+  r = run_cli(probe_hist + (d / "p4").string() + " --history " + (d / "shm" / "h.db").string());
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("h.db-shm is a hard link"), std::string::npos) << r.err;
+  fs::remove(d / "shm" / "h.db-shm");
+  fs::create_hard_link(real, d / "shm" / "second.db");
+  r = run_cli(probe_hist + (d / "p5").string() + " --history " + (d / "shm" / "second.db").string());
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("has 2 names (a hard link)"), std::string::npos) << r.err;
+  EXPECT_EQ(slurp(d / "victim.txt"), "VICTIM");
+  EXPECT_EQ(fs::file_size(real), before);
   // fleet report of a directory that holds another run's results: its reports are not replaced.
   const fs::path run = save(d, "run", one_cell(true));
   fs::create_directories(run / "ranks");
@@ -601,11 +616,19 @@ TEST(Lies, ACellOutsideItsPlanOrBeyondItsOutputIsRefused) {
          j["machine"]["libraries"]["cpu_isa_auto"] = "avx2";
          j["observations"][0]["details"]["isa"] = "scalar";
        }},
-      {"isa-describe", "observations[0].describe \"cpu (isa avx2)\" names another instruction set than details.isa scalar",
+      {"isa-describe", "observations[0].describe \"cpu (isa scalar)\" names another instruction set than details.isa avx2",
+       [](nlohmann::json& j) {
+         j["machine"]["libraries"]["cpu_isa_auto"] = "avx2";
+         j["observations"][0]["details"]["isa"] = "avx2";
+         j["observations"][0]["describe"] = "cpu (isa scalar)";
+       }},
+      // The whole file made to say scalar (machine, details, describe) on a CPU whose features resolve to AVX2.
+      {"isa-narrower", "machine.libraries.cpu_isa_auto \"scalar\", but with machine.cpu_features detaudit's kernels "
+                       "resolve auto to avx2",
        [](nlohmann::json& j) {
          j["machine"]["libraries"]["cpu_isa_auto"] = "scalar";
          j["observations"][0]["details"]["isa"] = "scalar";
-         j["observations"][0]["describe"] = "cpu (isa avx2)";
+         j["observations"][0]["describe"] = "cpu (isa scalar)";
        }},
       {"features-order", "machine.cpu_features lists avx after avx2: not the order",
        [](nlohmann::json& j) { j["machine"]["cpu_features"] = {"sse4.1", "avx2", "avx", "fma"}; }},
