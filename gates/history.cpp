@@ -1190,7 +1190,10 @@ Status check_runs(Db& db) {
     Stmt s(db.h,
            "SELECT r.id, r.started_at, r.finished_at, r.recorded_at, r.machine, r.exit_code, r.cells, r.pass, r.fail, "
            "r.expected, r.warn, r.skip, r.unjudged, r.training_runs, r.machine_key, "
-           "(SELECT count(*) FROM machines m WHERE m.key = r.machine_key), r.hostname FROM runs r");
+           "(SELECT count(*) FROM machines m WHERE m.key = r.machine_key), r.hostname, "
+           // (a core count that is no count is named by the machines' own check)
+           "(SELECT m.identity || char(10) || m.cpu_model || char(10) || m.cpu_features || char(10) || m.cores FROM "
+           "machines m WHERE m.key = r.machine_key AND typeof(m.cores) = 'integer' AND m.cores >= 0) FROM runs r");
     if (!s.ok()) return Status::invalid(describe_sqlite_error(db, sqlite3_errcode(db.h)));
     int rc;
     while ((rc = s.step()) == SQLITE_ROW) {
@@ -1223,6 +1226,14 @@ Status check_runs(Db& db) {
       if (s.integer(15) != 1) return bad("machine_key", s.text(14), "the key of a machine of the history");
       // The key and the host are the run's machine description's.
       if (machine_key(machine) != s.text(14)) return bad("machine_key", s.text(14), "the key of the run's machine");
+      // The machine row of that key describes the run's machine, as recording wrote it.
+      if (const nlohmann::json ident = machine_identity(machine);
+          !s.text(17).empty() && s.text(17) != fmt::format("{}\n{}\n{}\n{}", ident.dump(), ident["cpu_model"].get<std::string>(),
+                                    join(ident["cpu_features"].get<std::vector<std::string>>(), " "),
+                                    ident["cores"].get<int64_t>()))
+        return changed(fmt::format("machines (key {}): identity, cpu_model, cpu_features or cores is not the machine of "
+                                   "run {}",
+                                   shown_safely(s.text(14).substr(0, 16)), id));
       if (const std::string host = str_of(machine, "hostname"); machine.contains("hostname") && host != s.text(16))
         return bad("hostname", s.text(16), "the host name of the run's machine");
     }

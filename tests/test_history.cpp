@@ -152,10 +152,10 @@ CREATE TABLE cells (run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCAD
   fingerprints TEXT NOT NULL, err_ratio REAL, median_seconds REAL, PRIMARY KEY (run_id, workload, target)) WITHOUT ROWID;
 PRAGMA application_id = 1685348725;
 PRAGMA user_version = 1;
-INSERT INTO machines VALUES ('00112233aabbccdd', 'Old CPU', 'avx', 4, '[]', '{}', '2025-01-01T00:00:00Z',
+INSERT INTO machines VALUES ('00112233aabbccdd', 'Old CPU', 'avx', 4, '[]', 'IDENTITY', '2025-01-01T00:00:00Z',
   '2025-01-01T00:00:00Z');
 INSERT INTO runs VALUES (1, 'probe', '2025-01-01T00:00:00Z', '2025-01-01T00:01:00Z', '2025-01-01T00:01:00Z',
-  'detaudit probe', '/r/old', '0.0.9', 'v0.0.9', '00112233aabbccdd', 'old-host', '{}',
+  'detaudit probe', '/r/old', '0.0.9', 'v0.0.9', '00112233aabbccdd', 'old-host', 'MACHINE',
   '{"tool_version": "0.0.9", "tool_commit": "v0.0.9", "libraries": {"openblas": "0.3.13"}}', 0, 1, 1, 0, 0, 0, 0, 0, 0);
 INSERT INTO cells VALUES (1, 'matmul?m=8', 'cpu?order=sequential', 'ok', '', 'PASS', '', 3, 1,
   'cccccccccccccccccccccccccccccccc', NULL, 0.5);
@@ -392,10 +392,13 @@ TEST(History, MigratesFromVersion1KeepingItsRunsAndCells) {
   fs::path dir = fresh_dir("history-v1");
   fs::create_directories(dir);
   fs::path db = dir / "h.db";
-  // The old run's machine key is the key of its machine description ('{}'), as detaudit has always made it.
+  // The old run's machine, its key and its machines row, as detaudit has always made them from it.
+  const nlohmann::json old_machine = {{"cpu_model", "Old CPU"}, {"cpu_features", {"avx"}}, {"cores", 4}};
   std::string v1 = kSchemaV1;
-  for (size_t at; (at = v1.find("00112233aabbccdd")) != std::string::npos;)
-    v1.replace(at, 16, machine_key(nlohmann::json::object()));
+  for (auto [from, to] : {std::pair{std::string("00112233aabbccdd"), machine_key(old_machine)},
+                          std::pair{std::string("IDENTITY"), machine_identity(old_machine).dump()},
+                          std::pair{std::string("MACHINE"), old_machine.dump()}})
+    for (size_t at; (at = v1.find(from)) != std::string::npos;) v1.replace(at, from.size(), to);
   sql_exec(db, v1);
   ASSERT_EQ(sql_int(db, "PRAGMA user_version"), 1);
   std::string err;

@@ -963,6 +963,8 @@ TEST(Unseen, AHistoryChangedByAnotherProgramIsRefused) {
       {"UPDATE runs SET finished_at = '2098-01-01T00:00:00Z'", "finished_at '2098-01-01T00:00:00Z' is not a time before the "
                                                                "run was recorded"},
       {"UPDATE training SET status = 'crashed'", "a training run that did not finish, with a final loss or weights"},
+      {"UPDATE machines SET cores = 0", "cpu_model, cpu_features or cores is not the machine of run 1"},
+      {"UPDATE machines SET cpu_model = 'Other CPU'", "cpu_model, cpu_features or cores is not the machine of run 1"},
       {"UPDATE training SET key = 'zzz'", "a training row whose key is not its condition|target|seed|replicate"},
       {"UPDATE training SET replicate = 3", "a training row whose key is not its condition|target|seed|replicate"},
   };
