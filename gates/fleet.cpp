@@ -1,4 +1,5 @@
 #include "gates/fleet.hpp"
+#include "gates/qualify.hpp"
 #include "probes/results_file.hpp"
 
 #include <fmt/format.h>
@@ -310,6 +311,34 @@ Status load_fleet_dir(const std::string& dir, std::vector<FleetNode>* nodes, std
     if ("ranks/" + f.filename().string() != n.folder)
       return Status::invalid(fmt::format("{}: rank {} on host '{}' writes into {}, not this folder",
                                          (f / "node.json").string(), n.rank, n.host, n.folder));
+    // Its qualify.json (where the rank's folder holds one: rank 0 keeps no copy of another host's) says what its
+    // node.json says of it: the same decision, host and folder.
+    if (std::string q; fs::exists(f / "qualify.json", ec)) {
+      DETAUDIT_RETURN_IF_ERROR(read((f / "qualify.json"), &q));
+      nlohmann::json j;
+      const std::string where = (f / "qualify.json").string();
+      DETAUDIT_RETURN_IF_ERROR(parse_json_text(q, where, &j));
+      if (!j.is_object() || j.value("schema", "") != kQualifySchema)
+        return Status::invalid(fmt::format("{}: not a qualify result (expected \"schema\": \"{}\")", where, kQualifySchema));
+      const bool finished = n.state == "finished";
+      std::string wrong;
+      if (!j.contains("exit_code") || !j["exit_code"].is_number_integer() || !j.contains("qualified") ||
+          !j["qualified"].is_boolean() || !j.contains("hostname") || !j["hostname"].is_string() ||
+          !j.contains("probe_dir") || !j["probe_dir"].is_string())
+        wrong = "exit_code, qualified, hostname and probe_dir are what a qualify result holds";
+      else if (finished && j["exit_code"].get<int64_t>() != n.exit_code)
+        wrong = fmt::format("exit_code {}, but node.json says {}", j["exit_code"].get<int64_t>(), n.exit_code);
+      else if (j["qualified"].get<bool>() != (j["exit_code"].get<int64_t>() == 0))
+        wrong = fmt::format("qualified {} beside exit_code {}", j["qualified"].get<bool>(), j["exit_code"].get<int64_t>());
+      else if (j["hostname"].get<std::string>() != n.host)
+        wrong = fmt::format("hostname '{}', but the rank ran on '{}'", shown_safely(j["hostname"].get<std::string>().substr(0, 40)),
+                            n.host);
+      else if (const std::string pd = j["probe_dir"]; pd.size() < n.folder.size() + 6 ||
+                                                       pd.compare(pd.size() - n.folder.size() - 6, std::string::npos,
+                                                                  n.folder + "/probe") != 0)
+        wrong = fmt::format("probe_dir '{}' is not this rank's folder's", shown_safely(pd.substr(0, 80)));
+      if (!wrong.empty()) return Status::invalid(fmt::format("{}: {}", where, wrong));
+    }
     all.push_back(std::move(n));
   }
   if (all.empty()) return Status::invalid(fmt::format("{}: no rank wrote its node.json here", ranks.string()));

@@ -638,6 +638,15 @@ TEST(FleetRanks, AnInterruptedRankSaysSoAndItsCommandResumesIt) {
   r = cli_test::run_cli("fleet report " + d.string());
   EXPECT_EQ(r.code, 0) << r.out << r.err;
   EXPECT_EQ(nlohmann::json::parse(slurp(d / fleet_folder(1, host) / "node.json"))["state"], "finished");
+  // A rank's qualify.json says what its node.json says: one edited to another decision is refused.
+  const fs::path q = d / fleet_folder(1, host) / "qualify.json";
+  ASSERT_TRUE(fs::exists(q));
+  auto qj = nlohmann::json::parse(slurp(q));
+  qj["qualified"] = false, qj["exit_code"] = 1;
+  std::ofstream(q) << qj.dump();
+  r = cli_test::run_cli("fleet report " + d.string());
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("qualify.json: exit_code 1, but node.json says 0"), std::string::npos) << r.err;
   fs::remove_all(d);
 }
 
