@@ -425,6 +425,9 @@ Status check_observation_counts(const Observation& r, const std::string& where) 
   // A cell that did not finish says why, and was compared with no oracle (the worker compares when it finishes).
   if (r.status != ObsStatus::kOk && r.reason.empty())
     return Status::invalid(fmt::format("{}: status {} without a reason", where, to_string(r.status)));
+  if (r.status == ObsStatus::kOk && !r.reason.empty())
+    return Status::invalid(fmt::format("{}: status ok, yet a reason: only a cell that did not finish says why",
+                                       json_path(where, "reason")));
   if (r.status != ObsStatus::kOk && r.oracle)
     return Status::invalid(fmt::format("{}: status {} yet an oracle distance (only a cell that finished is compared)",
                                        json_path(where, "oracle"), to_string(r.status)));

@@ -1042,6 +1042,8 @@ Status check_row(const CellRecord& c, const std::string& where) {
     return bad("verdict", c.verdict, "PASS, FAIL, EXPECTED, WARN or SKIP");
   if (ObsStatus st; !parse_obs_status(c.status, &st)) return bad("status", c.status, "ok, crashed, timeout, skipped or error");
   if (!c.training && c.status != "ok" && c.reason.empty()) return bad("reason", "", "why a cell that did not finish did not");
+  if (!c.training && c.status == "ok" && !c.reason.empty())
+    return bad("reason", c.reason, "empty for a cell that finished (only a cell that did not finish says why)");
   if (c.repeats < 0) return bad("repeats", std::to_string(c.repeats), "a count");
   if (c.distinct < 0 || c.distinct > std::max(c.repeats, 0))
     return bad("distinct_outputs", std::to_string(c.distinct), "a count of at most its repeats");

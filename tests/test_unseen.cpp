@@ -599,6 +599,8 @@ TEST(Lies, ACellOutsideItsPlanOrBeyondItsOutputIsRefused) {
        [](nlohmann::json& j) {
          j["observations"][0]["oracle"] = {{"max_ulp", 0}, {"max_rel_err", 0.0}, {"mismatched", 0}, {"agree_bits", 30}};
        }},
+      {"ok-reason", "observations[0].reason: status ok, yet a reason: only a cell that did not finish says why",
+       [](nlohmann::json& j) { j["observations"][0]["reason"] = "timeout"; }},
       {"host-kernels", "observations[0].kernels holds 2 lists, but " + t + " runs on the host",
        [](nlohmann::json& j) { j["observations"][0]["kernels"] = {nlohmann::json::array(), nlohmann::json::array()}; }},
       {"agree-bits-exact", "observations[0].oracle.agree_bits is 20, but no element mismatched (all 24 bits agree)",
@@ -975,6 +977,7 @@ TEST(Unseen, AHistoryChangedByAnotherProgramIsRefused) {
       {"UPDATE training SET status = 'crashed'", "a training run that did not finish, with a final loss or weights"},
       {"UPDATE machines SET cores = 0", "cpu_model, cpu_features or cores is not the machine of run 1"},
       {"UPDATE machines SET cpu_model = 'Other CPU'", "cpu_model, cpu_features or cores is not the machine of run 1"},
+      {"UPDATE cells SET reason = 'timeout after 60 s'", "reason 'timeout after 60 s' is not empty for a cell that finished"},
       {"UPDATE training SET key = 'zzz'", "a training row whose key is not its condition|target|seed|replicate"},
       {"UPDATE training SET replicate = 3", "a training row whose key is not its condition|target|seed|replicate"},
   };
