@@ -206,9 +206,9 @@ Status check_results_plan(const nlohmann::json& p) {
                  !(st = check_array_key(p, "workloads", T::kString, false, "plan")) ||
                  !(st = check_key(p, "design", T::kObject, false, "plan")))
     return st;
-  if (p.contains("timeout_s") && !(p["timeout_s"].get<double>() > 0 && p["timeout_s"].get<double>() <= kLongestSeconds))
+  if (p.contains("timeout_s") && !(p["timeout_s"].get<double>() >= 0.001 && p["timeout_s"].get<double>() <= kLongestSeconds))
     return Status::invalid(
-        fmt::format("plan.timeout_s is {}: a time limit is more than 0 s and at most a year", p["timeout_s"].dump()));
+        fmt::format("plan.timeout_s is {}: a time limit is 0.001 s (the least --timeout) to a year", p["timeout_s"].dump()));
   if (p.contains("repeats") && p["repeats"].get<int64_t>() < 1)
     return Status::invalid("plan.repeats is 0: a plan repeats each cell at least once");
   if (const std::string k = unknown_field(p, {"suite", "custom", "kind", "targets", "workloads", "repeats", "timeout_s",

@@ -337,6 +337,26 @@ Status load_fleet_dir(const std::string& dir, std::vector<FleetNode>* nodes, std
                                                        pd.compare(pd.size() - n.folder.size() - 6, std::string::npos,
                                                                   n.folder + "/probe") != 0)
         wrong = fmt::format("probe_dir '{}' is not this rank's folder's", shown_safely(pd.substr(0, 80)));
+      // Its counts are its checks' verdicts, and exit code 1 is "a check failed".
+      if (wrong.empty()) {
+        VerdictTally tally;
+        bool shaped = j.contains("checks") && j["checks"].is_array();
+        for (size_t i = 0; shaped && i < j["checks"].size(); ++i) {
+          const auto& c = j["checks"][i];
+          Verdict v;
+          shaped = c.is_object() && c.contains("verdict") && c["verdict"].is_string() &&
+                   parse_verdict(c["verdict"].get<std::string>(), &v);
+          if (shaped) tally.add(v);
+        }
+        if (!shaped)
+          wrong = "checks is not a list of checks with their verdicts";
+        else if (!j.contains("counts") || j["counts"] != tally.to_json())
+          wrong = fmt::format("counts {} are not its checks' verdicts ({})",
+                              shown_safely(j.value("counts", nlohmann::json()).dump().substr(0, 80)), tally.to_json().dump());
+        else if ((tally.fail > 0) != (j["exit_code"].get<int64_t>() == 1))
+          wrong = fmt::format("exit_code {} beside {} failed checks (exit code 1 is a failed check)",
+                              j["exit_code"].get<int64_t>(), tally.fail);
+      }
       if (!wrong.empty()) return Status::invalid(fmt::format("{}: {}", where, wrong));
     }
     all.push_back(std::move(n));

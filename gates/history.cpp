@@ -1283,13 +1283,6 @@ Status check_runs(Db& db) {
       {"SELECT 'run ' || run_id FROM training WHERE key <> '' AND seed >= 0 AND replicate >= 0 AND key NOT LIKE "
        "condition || '|%|' || seed || '|' || replicate LIMIT 1",
        "a training row whose key is not its condition|target|seed|replicate"},
-      // Every run recorded from one results directory and start (a probe, then a check of it) holds that run's
-      // observations: one cell's fingerprints are the same in each.
-      {"SELECT 'run ' || r2.id FROM runs r1 JOIN runs r2 ON r2.results_dir = r1.results_dir AND r2.started_at = "
-       "r1.started_at AND r2.id > r1.id JOIN cells c1 ON c1.run_id = r1.id JOIN cells c2 ON c2.run_id = r2.id AND "
-       "c2.workload = c1.workload AND c2.target = c1.target WHERE c2.fingerprints <> c1.fingerprints LIMIT 1",
-       "a cell whose fingerprints are not those an earlier run recorded from the same results (same directory and "
-       "start)"},
   };
   for (auto& [sql, what] : kShapes) {
     Stmt s(db.h, sql);

@@ -647,6 +647,13 @@ TEST(FleetRanks, AnInterruptedRankSaysSoAndItsCommandResumesIt) {
   r = cli_test::run_cli("fleet report " + d.string());
   EXPECT_EQ(r.code, 2) << r.out << r.err;
   EXPECT_NE(r.err.find("qualify.json: exit_code 1, but node.json says 0"), std::string::npos) << r.err;
+  // Its counts are its checks' verdicts: a check removed is refused.
+  qj["qualified"] = true, qj["exit_code"] = 0;
+  qj["checks"].erase(qj["checks"].size() - 1);
+  std::ofstream(q) << qj.dump();
+  r = cli_test::run_cli("fleet report " + d.string());
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("are not its checks' verdicts"), std::string::npos) << r.err;
   fs::remove_all(d);
 }
 
