@@ -687,9 +687,9 @@ Status results_from_json(nlohmann::json& j, Results* out) {
       if (!want.empty() && o.details.at("isa") != want)
         return Status::invalid(fmt::format("{} is {}, but {} ran {}", json_path(json_path(json_path("observations", i), "details"), "isa"),
                                            shown_safely(o.details.at("isa").substr(0, 20)), shown_safely(o.target.substr(0, 80)),
-                                           t.get("isa", "auto") == "auto" ? "the instruction set the machine's kernels resolve "
-                                                                            "to (machine.libraries.cpu_isa_auto " + want + ")"
-                                                                          : want));
+                                           named == CpuIsa::kAuto ? "the instruction set the machine's kernels resolve "
+                                                                    "to (machine.libraries.cpu_isa_auto " + want + ")"
+                                                                  : want));
       if (const size_t at = o.describe.find("(isa "); at != std::string::npos &&
                                                       o.describe.compare(at, std::string::npos, "(isa " + o.details.at("isa") + ")") != 0)
         return Status::invalid(fmt::format("{} \"{}\" names another instruction set than details.isa {}",

@@ -136,6 +136,48 @@ Status save_fleet_node(const std::string& fleet_dir, const FleetNode& n) {
 
 namespace {
 
+// A rank's qualify.json says what its node.json says of it: the same decision (exit code 1 exactly when a check
+// failed, its counts its checks' verdicts), host and folder.
+Status check_rank_qualify(const std::string& text, const std::string& where, const FleetNode& n) {
+  nlohmann::json j;
+  DETAUDIT_RETURN_IF_ERROR(parse_json_text(text, where, &j));
+  if (!j.is_object() || j.value("schema", "") != kQualifySchema)
+    return Status::invalid(fmt::format("{}: not a qualify result (expected \"schema\": \"{}\")", where, kQualifySchema));
+  auto bad = [&](const std::string& what) { return Status::invalid(fmt::format("{}: {}", where, what)); };
+  if (!j.contains("exit_code") || !j["exit_code"].is_number_integer() || !j.contains("qualified") ||
+      !j["qualified"].is_boolean() || !j.contains("hostname") || !j["hostname"].is_string() ||
+      !j.contains("probe_dir") || !j["probe_dir"].is_string())
+    return bad("exit_code, qualified, hostname and probe_dir are what a qualify result holds");
+  const int64_t code = j["exit_code"];
+  if (n.state == "finished" && code != n.exit_code)
+    return bad(fmt::format("exit_code {}, but node.json says {}", code, n.exit_code));
+  if (j["qualified"].get<bool>() != (code == 0))
+    return bad(fmt::format("qualified {} beside exit_code {}", j["qualified"].get<bool>(), code));
+  if (j["hostname"].get<std::string>() != n.host)
+    return bad(fmt::format("hostname '{}', but the rank ran on '{}'",
+                           shown_safely(j["hostname"].get<std::string>().substr(0, 40)), n.host));
+  if (const std::string pd = j["probe_dir"], want = n.folder + "/probe";
+      pd.size() < want.size() || pd.compare(pd.size() - want.size(), std::string::npos, want) != 0)
+    return bad(fmt::format("probe_dir '{}' is not this rank's folder's", shown_safely(pd.substr(0, 80))));
+  // Its counts are its checks' verdicts, and exit code 1 is "a check failed".
+  VerdictTally tally;
+  bool shaped = j.contains("checks") && j["checks"].is_array();
+  for (size_t i = 0; shaped && i < j["checks"].size(); ++i) {
+    const auto& c = j["checks"][i];
+    Verdict v;
+    shaped = c.is_object() && c.contains("verdict") && c["verdict"].is_string() &&
+             parse_verdict(c["verdict"].get<std::string>(), &v);
+    if (shaped) tally.add(v);
+  }
+  if (!shaped) return bad("checks is not a list of checks with their verdicts");
+  if (!j.contains("counts") || j["counts"] != tally.to_json())
+    return bad(fmt::format("counts {} are not its checks' verdicts ({})",
+                           shown_safely(j.value("counts", nlohmann::json()).dump().substr(0, 80)), tally.to_json().dump()));
+  if ((tally.fail > 0) != (code == 1))
+    return bad(fmt::format("exit_code {} beside {} failed checks (exit code 1 is a failed check)", code, tally.fail));
+  return Status::ok();
+}
+
 // What a node.json says of itself that cannot be true: a host name with control characters (it would
 // reach the terminal raw), an exit code no finished rank gives, a failure it reports beside exit code 0,
 // times that are no times or end before they start.
@@ -311,53 +353,10 @@ Status load_fleet_dir(const std::string& dir, std::vector<FleetNode>* nodes, std
     if ("ranks/" + f.filename().string() != n.folder)
       return Status::invalid(fmt::format("{}: rank {} on host '{}' writes into {}, not this folder",
                                          (f / "node.json").string(), n.rank, n.host, n.folder));
-    // Its qualify.json (where the rank's folder holds one: rank 0 keeps no copy of another host's) says what its
-    // node.json says of it: the same decision, host and folder.
+    // Its qualify.json, where the rank's folder holds one (rank 0 keeps no copy of another host's).
     if (std::string q; fs::exists(f / "qualify.json", ec)) {
-      DETAUDIT_RETURN_IF_ERROR(read((f / "qualify.json"), &q));
-      nlohmann::json j;
-      const std::string where = (f / "qualify.json").string();
-      DETAUDIT_RETURN_IF_ERROR(parse_json_text(q, where, &j));
-      if (!j.is_object() || j.value("schema", "") != kQualifySchema)
-        return Status::invalid(fmt::format("{}: not a qualify result (expected \"schema\": \"{}\")", where, kQualifySchema));
-      const bool finished = n.state == "finished";
-      std::string wrong;
-      if (!j.contains("exit_code") || !j["exit_code"].is_number_integer() || !j.contains("qualified") ||
-          !j["qualified"].is_boolean() || !j.contains("hostname") || !j["hostname"].is_string() ||
-          !j.contains("probe_dir") || !j["probe_dir"].is_string())
-        wrong = "exit_code, qualified, hostname and probe_dir are what a qualify result holds";
-      else if (finished && j["exit_code"].get<int64_t>() != n.exit_code)
-        wrong = fmt::format("exit_code {}, but node.json says {}", j["exit_code"].get<int64_t>(), n.exit_code);
-      else if (j["qualified"].get<bool>() != (j["exit_code"].get<int64_t>() == 0))
-        wrong = fmt::format("qualified {} beside exit_code {}", j["qualified"].get<bool>(), j["exit_code"].get<int64_t>());
-      else if (j["hostname"].get<std::string>() != n.host)
-        wrong = fmt::format("hostname '{}', but the rank ran on '{}'", shown_safely(j["hostname"].get<std::string>().substr(0, 40)),
-                            n.host);
-      else if (const std::string pd = j["probe_dir"]; pd.size() < n.folder.size() + 6 ||
-                                                       pd.compare(pd.size() - n.folder.size() - 6, std::string::npos,
-                                                                  n.folder + "/probe") != 0)
-        wrong = fmt::format("probe_dir '{}' is not this rank's folder's", shown_safely(pd.substr(0, 80)));
-      // Its counts are its checks' verdicts, and exit code 1 is "a check failed".
-      if (wrong.empty()) {
-        VerdictTally tally;
-        bool shaped = j.contains("checks") && j["checks"].is_array();
-        for (size_t i = 0; shaped && i < j["checks"].size(); ++i) {
-          const auto& c = j["checks"][i];
-          Verdict v;
-          shaped = c.is_object() && c.contains("verdict") && c["verdict"].is_string() &&
-                   parse_verdict(c["verdict"].get<std::string>(), &v);
-          if (shaped) tally.add(v);
-        }
-        if (!shaped)
-          wrong = "checks is not a list of checks with their verdicts";
-        else if (!j.contains("counts") || j["counts"] != tally.to_json())
-          wrong = fmt::format("counts {} are not its checks' verdicts ({})",
-                              shown_safely(j.value("counts", nlohmann::json()).dump().substr(0, 80)), tally.to_json().dump());
-        else if ((tally.fail > 0) != (j["exit_code"].get<int64_t>() == 1))
-          wrong = fmt::format("exit_code {} beside {} failed checks (exit code 1 is a failed check)",
-                              j["exit_code"].get<int64_t>(), tally.fail);
-      }
-      if (!wrong.empty()) return Status::invalid(fmt::format("{}: {}", where, wrong));
+      DETAUDIT_RETURN_IF_ERROR(read(f / "qualify.json", &q));
+      DETAUDIT_RETURN_IF_ERROR(check_rank_qualify(q, (f / "qualify.json").string(), n));
     }
     all.push_back(std::move(n));
   }

@@ -509,13 +509,15 @@ Status open_history(const std::string& db_path, Mode mode, Db* db, bool* exists)
   if (db_path.empty()) return file_error(db_path, "no file name");
   struct stat st {};
   // A link is not written through: the rows would land in whatever database it points at.
-  if (mode == Mode::kWrite && ::lstat(db_path.c_str(), &st) == 0 && S_ISLNK(st.st_mode))
-    return file_error(db_path, "is a symbolic link; detaudit does not write through links (name the database "
-                               "itself with --history)");
-  if (mode == Mode::kWrite && ::lstat(db_path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink > 1)
-    return file_error(db_path, fmt::format("has {} names (a hard link); detaudit does not write into a file another "
-                                           "name shares",
-                                           uint64_t(st.st_nlink)));
+  if (mode == Mode::kWrite && ::lstat(db_path.c_str(), &st) == 0) {
+    if (S_ISLNK(st.st_mode))
+      return file_error(db_path, "is a symbolic link; detaudit does not write through links (name the database "
+                                 "itself with --history)");
+    if (S_ISREG(st.st_mode) && st.st_nlink > 1)
+      return file_error(db_path, fmt::format("has {} names (a hard link); detaudit does not write into a file another "
+                                             "name shares",
+                                             uint64_t(st.st_nlink)));
+  }
   // SQLite's files beside it (the write-ahead log, its shared memory, a rollback journal) are written by any
   // open, a read included: one that is a link, or has another name, would send those writes elsewhere.
   for (const char* side : {"-wal", "-shm", "-journal"}) {
@@ -1014,15 +1016,15 @@ void add_sorted_unique(std::vector<std::string>* v, const std::string& x) {
 // not finish makes the cell's status its own (crashed, timeout, ...). The same filters as the cells:
 // target and workload names (exact or substring, as the probe cells matched them; a training cell's
 // workload matches on its own name), machine, since.
-// A history written by detaudit holds what detaudit writes; a row another program changed (a verdict no
-// detaudit gives, a fingerprint of other digits, a time that is no time, a negative count) is refused in one
-// line naming the run and the column, never shown as if it were a judgment.
 // A spec's canonical text, or the text itself when it does not parse.
 std::string canonical_spec(const std::string& text, bool target) {
   Spec sp;
   return (target ? parse_target(text, &sp) : parse_workload(text, &sp)).is_ok() ? sp.str() : text;
 }
 
+// A history written by detaudit holds what detaudit writes; a row another program changed (a verdict no
+// detaudit gives, a fingerprint of other digits, a time that is no time, a negative count) is refused in one
+// line naming the run and the column, never shown as if it were a judgment.
 Status check_row(const CellRecord& c, const std::string& where) {
   auto bad = [&](const char* column, const std::string& value, const char* what) {
     return Status::invalid(fmt::format("{} (run {}, {} on {}): {} '{}' is not {} (the database was changed by "

@@ -99,13 +99,13 @@ Status check_cell_against_run(const Observation& o, const Spec& w, const Spec& t
     if (wl && !o.oracle->ratio_hist.empty() && hist != elems)
       return Status::invalid(fmt::format("{}.oracle.ratio_hist counts {} elements, but {}'s output has {}", at, hist,
                                          o.workload, elems));
-    // Bits of agreement are at most the output's precision (24 for f32, 53 for f64).
-    if (const int bits = w.get("dtype", "f32") == "f64" ? 53 : 24; o.oracle->agree_bits > bits)
+    // Bits of agreement are at most the output's precision (24 for f32, 53 for f64), and all of them where no
+    // element mismatched.
+    const int bits = w.get("dtype", "f32") == "f64" ? 53 : 24;
+    if (o.oracle->agree_bits > bits)
       return Status::invalid(fmt::format("{}.oracle.agree_bits is {}, more than the {} bits of {}'s output", at,
                                          o.oracle->agree_bits, bits, o.workload));
-    // No element mismatched: every bit agrees.
-    if (const int bits = w.get("dtype", "f32") == "f64" ? 53 : 24;
-        o.oracle->mismatched == 0 && o.oracle->agree_bits >= 0 && o.oracle->agree_bits != bits)
+    if (o.oracle->mismatched == 0 && o.oracle->agree_bits >= 0 && o.oracle->agree_bits != bits)
       return Status::invalid(fmt::format("{}.oracle.agree_bits is {}, but no element mismatched (all {} bits agree)", at,
                                          o.oracle->agree_bits, bits));
     // The bound's accumulation length is the workload's (an output without a bound has none).

@@ -540,11 +540,11 @@ Status read_outputs(const std::string& dir, const ManifestWorkload& m, Outputs* 
         continue;
       const std::string digits = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
       if (digits.find_first_not_of("0123456789") != std::string::npos) continue;
-      if ((digits.size() > 9 || std::stoul(digits) >= have) && have == size_t(kMaxRepeats))
+      if (digits.size() <= 9 && std::stoul(digits) < have) continue;  // one of those read
+      if (have == size_t(kMaxRepeats))
         return Status::invalid(fmt::format("{}/{}: more outputs than the {} repeats detaudit reads", dir,
                                            shown_safely(name.substr(0, 120)), kMaxRepeats));
-      if (digits.size() > 9 || std::stoul(digits) >= have)
-        return Status::invalid(fmt::format("{}/{}: an output after a gap: {} is missing (outputs are numbered from 0 "
+      return Status::invalid(fmt::format("{}/{}: an output after a gap: {} is missing (outputs are numbered from 0 "
                                            "without a gap, and a gap would leave this one out)",
                                            dir, shown_safely(name.substr(0, 120)), output_file(m.id, int(have))));
     }

@@ -282,7 +282,8 @@ Status check_data(const TrainDesign& d, const std::function<void(const std::stri
 
 // results.json of a fresh design, or the one being resumed (its finished runs' keys in *done).
 Status open_results(const TrainDesign& d, const TrainRunOptions& opt, size_t planned, const std::string& data_fp,
-                    Results* r, std::set<std::string>* done, const std::function<void(const std::string&)>& say) {
+                    const nlohmann::json& machine, Results* r, std::set<std::string>* done,
+                    const std::function<void(const std::string&)>& say) {
   DETAUDIT_RETURN_IF_ERROR(make_dir_below(opt.out_dir, "logs"));  // out_dir, and logs/ never a link's target
   const std::string path = results_file(opt.out_dir);
   nlohmann::json plan = {{"kind", "train"}, {"design", d.to_json()}, {"runs", planned}, {"data_fingerprint", data_fp}};
@@ -309,7 +310,7 @@ Status open_results(const TrainDesign& d, const TrainRunOptions& opt, size_t pla
   // The machine block is the one the last run was made on: a resumed session keeps the block it found until
   // it records a run of its own (run_train_design), so that one stopped before its first run, or with none
   // left, leaves the block its runs' machine_id names.
-  if (done->empty() || r->machine.empty()) r->machine = machine_fingerprint();
+  if (done->empty() || r->machine.empty()) r->machine = machine;
   return save_results(path, *r);
 }
 
@@ -381,9 +382,9 @@ Status run_train_design(const TrainDesign& d, const TrainRunOptions& opt, Result
   const std::vector<PlannedRun> runs = plan_runs(d, vars);
   Results r;
   std::set<std::string> done;
-  DETAUDIT_RETURN_IF_ERROR(open_results(d, opt, runs.size(), data_fp, &r, &done, say));
-  const std::string path = results_file(opt.out_dir);
   const nlohmann::json here = machine_fingerprint();  // this session's machine: its runs' machine_id
+  DETAUDIT_RETURN_IF_ERROR(open_results(d, opt, runs.size(), data_fp, here, &r, &done, say));
+  const std::string path = results_file(opt.out_dir);
   const std::string machine_id = machine_id_of(here);
   const double timeout_s = opt.run_timeout_s > 0 ? opt.run_timeout_s : kDefaultRunTimeoutS;
   auto stop_interrupted = [&] {
