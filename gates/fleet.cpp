@@ -18,6 +18,7 @@
 #include "analysis/stats.hpp"
 #include "contract/atomic_file.hpp"
 #include "gates/baseline.hpp"
+#include "gates/history.hpp"
 #include "gates/verdict.hpp"
 #include "kernels/fingerprint.hpp"
 #include "kernels/input_file.hpp"
@@ -175,6 +176,36 @@ Status check_rank_qualify(const std::string& text, const std::string& where, con
                            shown_safely(j.value("counts", nlohmann::json()).dump().substr(0, 80)), tally.to_json().dump()));
   if ((tally.fail > 0) != (code == 1))
     return bad(fmt::format("exit_code {} beside {} failed checks (exit code 1 is a failed check)", code, tally.fail));
+  // What it ran with is the node's: its level, the tool of the node's key, the machine of its probe results, and
+  // its times within the node's.
+  for (const char* k : {"level", "machine_key", "tool_version", "tool_commit", "started_at", "finished_at", "train_dir"})
+    if (!j.contains(k) || (std::string(k) == "level" ? !j[k].is_number_integer() : !j[k].is_string()))
+      return bad(fmt::format("{} is missing or not a {}", k, std::string(k) == "level" ? "number" : "string"));
+  if (j["level"] != n.level) return bad(fmt::format("level {}, but the rank ran level {}", j["level"].dump(), n.level));
+  for (const char* k : {"tool_version", "tool_commit"})
+    if (n.key.contains(k) && j[k] != n.key[k])
+      return bad(fmt::format("{} '{}', but node.json's key says '{}'", k, shown_safely(j[k].get<std::string>().substr(0, 40)),
+                             n.key[k].get<std::string>()));
+  if (n.probe.machine.is_object() && !n.probe.machine.empty() && j["machine_key"] != machine_key(n.probe.machine))
+    return bad(fmt::format("machine_key '{}', but its probe results ran on machine {}",
+                           shown_safely(j["machine_key"].get<std::string>().substr(0, 40)), machine_key(n.probe.machine)));
+  const std::string started = j["started_at"], finished = j["finished_at"];
+  if (Status st = check_run_times(started, finished, where); !st) return st;
+  if (started < n.started_at || (!n.finished_at.empty() && finished > n.finished_at))
+    return bad(fmt::format("it ran from {} to {}, outside the rank's run ({} to {})", started, finished, n.started_at,
+                           n.finished_at.empty() ? "not finished" : n.finished_at));
+  if (const std::string td = j["train_dir"], want = n.folder + "/train";
+      n.level == 1 ? !td.empty()
+                   : td.size() < want.size() || td.compare(td.size() - want.size(), std::string::npos, want) != 0)
+    return bad(fmt::format("train_dir '{}' at level {} (level 1 trains nothing; level 2 trains into its folder's train)",
+                           shown_safely(td.substr(0, 80)), n.level));
+  // Its rows are what its own results give (a finished rank's: one that failed or was stopped may keep an
+  // earlier run's qualify.json), in detail when this build judged them.
+  if (n.state == "finished")
+    if (Status st = check_rank_checks(j["checks"], n.probe, n.train, n.level,
+                                      j["tool_commit"] == git_commit() && j["tool_version"] == DETAUDIT_VERSION);
+        !st)
+      return bad(st.message());
   return Status::ok();
 }
 

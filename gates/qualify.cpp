@@ -409,6 +409,99 @@ Status baseline_can_judge(const Baseline& b, const QualifyPlan& qp, const std::s
 
 }  // namespace
 
+namespace {
+
+// The rows a qualification writes from these results. `named`: the targets were named (each required, none
+// with unmet requirements: the run refused those); otherwise the suite's, each with what this machine lacks.
+std::vector<QualifyCheck> rank_rows(const Results& probe, const Results& train, int level, bool named) {
+  std::vector<std::string> planned;
+  std::vector<Spec> workloads;
+  if (probe.plan.contains("targets") && probe.plan["targets"].is_array())
+    for (auto& t : probe.plan["targets"])
+      if (t.is_string()) planned.push_back(t.get<std::string>());
+  if (probe.plan.contains("workloads") && probe.plan["workloads"].is_array())
+    for (auto& w : probe.plan["workloads"])
+      if (Spec s; w.is_string() && parse_workload(w.get<std::string>(), &s).is_ok()) workloads.push_back(s);
+  std::set<std::string> required;
+  std::map<std::string, std::vector<std::string>> unmet;
+  for (auto& name : planned) {
+    if (named) {
+      required.insert(name);
+    } else if (Spec t; parse_target(name, &t).is_ok()) {
+      auto u = target_unmet(t, workloads, probe.machine);
+      if (!u.empty()) unmet[name] = u;
+    }
+  }
+  QualifyOutcome o;
+  probe_checks(probe, planned, required, unmet, &o);
+  o.checks.push_back(race_control_check(probe));
+  if (level >= 2) {
+    o.checks.push_back(
+        {"timing outliers", Verdict::kSkip, "nothing to compare with: no baseline, no history (--no-history)", false});
+    for (auto& c : training_checks(train)) o.checks.push_back(c);
+  }
+  return o.checks;
+}
+
+}  // namespace
+
+Status check_rank_checks(const nlohmann::json& checks, const Results& probe, const Results& train, int level,
+                         bool with_detail) {
+  if (!checks.is_array()) return Status::invalid("checks is not a list");
+  std::vector<QualifyCheck> written;
+  for (auto& c : checks) {
+    QualifyCheck q;
+    if (!c.is_object() || !c.contains("name") || !c["name"].is_string() || !c.contains("verdict") ||
+        !c["verdict"].is_string() || !parse_verdict(c["verdict"].get<std::string>(), &q.verdict) ||
+        !c.contains("required") || !c["required"].is_boolean() || !c.contains("detail") || !c["detail"].is_string())
+      return Status::invalid("checks holds a row without its name, verdict, detail and required flag");
+    q.name = c["name"], q.required = c["required"], q.detail = c["detail"];
+    written.push_back(std::move(q));
+  }
+  // The suite as defined names no targets; a custom plan named its targets or only its workloads.
+  const bool custom = probe.plan.is_object() && probe.plan.value("custom", false);
+  std::string first_difference;
+  size_t matched = 0;
+  for (bool named : {true, false}) {
+    if (named && !custom) continue;
+    std::vector<QualifyCheck> want = rank_rows(probe, train, level, named);
+    size_t i = 0;
+    // The suite's GPU targets left out on a machine without a device: a SKIP of its own, first.
+    if (!named && !written.empty() && written[0].name == "GPU targets" && written[0].verdict == Verdict::kSkip &&
+        !written[0].required)
+      want.insert(want.begin(), written[0]);
+    // A training regression that could not run: one required SKIP in place of the training rows.
+    if (level >= 2 && !written.empty() && written.back().name == "training regression" &&
+        written.back().verdict == Verdict::kSkip && written.back().required) {
+      while (!want.empty() && want.back().name.rfind("training", 0) == 0) want.pop_back();
+      want.push_back(written.back());
+    }
+    for (; i < want.size() && i < written.size(); ++i) {
+      const QualifyCheck &w = want[i], &g = written[i];
+      if (w.name != g.name || w.verdict != g.verdict || w.required != g.required ||
+          (with_detail && w.detail != g.detail))
+        break;
+    }
+    if (i == want.size() && i == written.size()) return Status::ok();
+    if (!first_difference.empty() && i < matched) continue;  // the message names the plan that matched longer
+    matched = i;
+    const auto row = [](const QualifyCheck& c) {
+      return fmt::format("'{}' {}{}", shown_safely(c.name.substr(0, 80)), to_string(c.verdict),
+                         c.required ? " (required)" : "");
+    };
+    if (i == written.size())
+      first_difference = "it lacks the row " + row(want[i]);
+    else if (i == want.size())
+      first_difference = fmt::format("its row {} is none its results give", row(written[i]));
+    else if (row(want[i]) != row(written[i]))
+      first_difference = fmt::format("its row {} is {} from its results", row(written[i]), row(want[i]));
+    else
+      first_difference = fmt::format("its row {} says '{}', its results '{}'", row(written[i]),
+                                     shown_safely(written[i].detail.substr(0, 80)), want[i].detail.substr(0, 80));
+  }
+  return Status::invalid(fmt::format("checks are not those its own results give: {}", first_difference));
+}
+
 Status check_qualify_can_run(const QualifyPlan& qp, const std::string& targets, const std::string& baseline_path) {
   if (!baseline_path.empty()) {
     Baseline b;

@@ -118,6 +118,15 @@ std::vector<QualifyCheck> training_checks(const Results& train);
 // one was SKIPped, else qualified.
 QualifyDecision decide(const std::vector<QualifyCheck>& checks);
 
+// A fleet rank's qualify.json checks held against what its own results give: a rank qualifies with no
+// baseline and no history, so every row follows from its judged probe results, its training results and
+// its level. Two rows do not: the "GPU targets" SKIP of a suite run (what the plan left out) and a training
+// regression that could not run (a required SKIP); each is taken as written. The rows compared are
+// name, verdict and required flag, and the detail when `with_detail` (the same build judged both).
+// Invalid (one line naming the first row that differs) when no plan of its targets gives these rows.
+Status check_rank_checks(const nlohmann::json& checks, const Results& probe, const Results& train, int level,
+                         bool with_detail);
+
 // Runs the levels; outcome->decision says what they decided. A failure (one line) when it could not run
 // at all: bad targets, a target this machine cannot run, a bad baseline; interrupted when a signal
 // stopped the probe or training run (the message says where the finished work is).

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <map>
 #include <optional>
 #include <set>
@@ -58,6 +59,17 @@ Status check_cell_against_run(const Observation& o, const Spec& w, const Spec& t
       if (import_plan ? o.repeats > planned : o.repeats != planned)
         return Status::invalid(fmt::format("{}.repeats is {}, but the plan repeats each cell {}{} times", at, o.repeats,
                                            import_plan ? "at most " : "", planned));
+    }
+    // The worker is killed when a cell takes longer than the plan's timeout from its start to its result: the
+    // repeats of a cell that ran took less in all.
+    if (r.plan.contains("timeout_s") && !import_plan && o.status == ObsStatus::kOk) {
+      double sum = 0;
+      for (double s : o.seconds)
+        if (std::isfinite(s)) sum += s;
+      if (const double limit = r.plan["timeout_s"].get<double>(); sum > limit * (1 + 1e-9))
+        return Status::invalid(fmt::format("{}.seconds add up to {:.6g} s, but the plan's timeout ({:g} s) kills a "
+                                           "cell that takes longer",
+                                           at, sum, limit));
     }
   }
   // Kernel lists are what CUPTI traced on a GPU: a target that runs on the host has none.

@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
@@ -641,7 +642,8 @@ TEST(FleetRanks, AnInterruptedRankSaysSoAndItsCommandResumesIt) {
   // A rank's qualify.json says what its node.json says: one edited to another decision is refused.
   const fs::path q = d / fleet_folder(1, host) / "qualify.json";
   ASSERT_TRUE(fs::exists(q));
-  auto qj = nlohmann::json::parse(slurp(q));
+  const nlohmann::json written = nlohmann::json::parse(slurp(q));
+  auto qj = written;
   qj["qualified"] = false, qj["exit_code"] = 1;
   std::ofstream(q) << qj.dump();
   r = cli_test::run_cli("fleet report " + d.string());
@@ -654,6 +656,38 @@ TEST(FleetRanks, AnInterruptedRankSaysSoAndItsCommandResumesIt) {
   r = cli_test::run_cli("fleet report " + d.string());
   EXPECT_EQ(r.code, 2) << r.out << r.err;
   EXPECT_NE(r.err.find("are not its checks' verdicts"), std::string::npos) << r.err;
+  // Its rows are what its own results give, and what it ran with is the node's: each edit below (counts kept
+  // consistent) is refused, naming what differs.
+  auto refused = [&](const std::function<void(nlohmann::json&)>& edit, const std::string& said) {
+    nlohmann::json e = written;
+    edit(e);
+    VerdictTally t;
+    for (auto& c : e["checks"]) {
+      Verdict v;
+      ASSERT_TRUE(parse_verdict(c["verdict"].get<std::string>(), &v));
+      t.add(v);
+    }
+    e["counts"] = t.to_json();
+    std::ofstream(q) << e.dump();
+    const cli_test::CliRun x = cli_test::run_cli("fleet report " + d.string());
+    EXPECT_EQ(x.code, 2) << said << ": " << x.out << x.err;
+    EXPECT_NE(x.err.find(said), std::string::npos) << x.err;
+  };
+  ASSERT_EQ(written["checks"].size(), 4u) << written.dump();
+  ASSERT_EQ(written["checks"][3]["verdict"], "SKIP") << "race control: no target of the plan may vary";
+  refused([](auto& e) { e["checks"][3]["verdict"] = "PASS"; },
+          "its row 'race control: cells permitted to vary' PASS is 'race control: cells permitted to vary' SKIP");
+  refused([](auto& e) { e["checks"][1]["detail"] = "1 PASS, 1 FAIL"; }, "says '1 PASS, 1 FAIL', its results '2 PASS'");
+  refused([](auto& e) { e["checks"].push_back(e["checks"][0]), e["checks"].back()["name"] = "probe cpu?threads=8"; },
+          "its row 'probe cpu?threads=8' PASS (required) is none its results give");
+  refused([](auto& e) { e["checks"].erase(1); }, "is 'probe cpu?order=blocked&threads=1&isa=auto' PASS (required)");
+  refused([](auto& e) { e["level"] = 2; }, "level 2, but the rank ran level 1");
+  refused([](auto& e) { e["machine_key"] = "0123456789abcdef"; }, "machine_key '0123456789abcdef', but its probe results");
+  refused([](auto& e) { e["tool_commit"] = "0000000"; }, "tool_commit '0000000', but node.json's key says");
+  refused([](auto& e) { e["train_dir"] = "x/train"; }, "train_dir 'x/train' at level 1");
+  refused([](auto& e) { e["started_at"] = "2000-01-01T00:00:00Z"; }, "outside the rank's run");
+  std::ofstream(q) << written.dump();
+  EXPECT_EQ(cli_test::run_cli("fleet report " + d.string()).code, 0) << "the rank's own qualify.json passes";
   fs::remove_all(d);
 }
 
@@ -692,6 +726,19 @@ TEST(FleetRanks, LevelTwoComparesTheTrainingRunsAcrossTheNodes) {
     EXPECT_EQ(n["cells"].get<size_t>(), f["cells"].size()) << "the probe cell and every run: " << n.dump();
     EXPECT_EQ(n["cells_agreeing"].get<size_t>(), 1 + deterministic) << n.dump();
   }
+  // A rank's qualify.json rows at level 2 follow from its training results too: a training row that says
+  // otherwise is refused.
+  const fs::path q = d / fleet_folder(1, f["nodes"][1]["host"]) / "qualify.json";
+  auto qj = nlohmann::json::parse(slurp(q));
+  bool edited = false;
+  for (auto& c : qj["checks"])
+    if (c["name"] == "training runs finish") c["detail"] = "9 runs finished", edited = true;
+  ASSERT_TRUE(edited) << qj.dump();
+  std::ofstream(q) << qj.dump();
+  r = cli_test::run_cli("fleet report " + d.string());
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("its row 'training runs finish' PASS (required) says '9 runs finished'"), std::string::npos)
+      << r.err;
   fs::remove_all(d);
 }
 

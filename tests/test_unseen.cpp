@@ -485,6 +485,8 @@ TEST(Lies, ACellOutsideItsPlanOrBeyondItsOutputIsRefused) {
       {"plan-repeats", "observations[0].repeats is 2, but the plan repeats each cell 3 times",
        [](nlohmann::json& j) { j["plan"]["repeats"] = 3; }},
       {"plan-field", "plan.timeout is not a field of a plan", [](nlohmann::json& j) { j["plan"]["timeout"] = 60; }},
+      {"beyond-timeout", "observations[0].seconds add up to 1 s, but the plan's timeout (0.5 s) kills a cell",
+       [](nlohmann::json& j) { j["plan"]["timeout_s"] = 0.5; }},
       {"mismatched", "observations[0].oracle.mismatched is 2, more than the 1 elements",
        [](nlohmann::json& j) { j["observations"][0]["oracle"] = {{"max_ulp", 1}, {"max_rel_err", 0.1}, {"mismatched", 2}}; }},
       {"hist", "observations[0].oracle.ratio_hist counts 3 elements, but",
