@@ -328,8 +328,10 @@ Status unless_interrupted(std::function<Status(T*)> work, T* out) {
     job->st = work(&job->value);
     job->done.store(true, std::memory_order_release);
   }).detach();
-  while (!job->done.load(std::memory_order_acquire)) {
+  // A signal before the work ends stops it, even when the work ends before this thread first looks.
+  for (;;) {
     if (interrupted()) return Status::interrupted("interrupted by " + signal_description(interrupted()));
+    if (job->done.load(std::memory_order_acquire)) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   *out = std::move(job->value);
