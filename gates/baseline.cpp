@@ -2,6 +2,7 @@
 #include "contract/results.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -321,11 +322,58 @@ Status non_negative(const std::optional<double>& v, const char* key, const std::
 // A cell's key describes the machine part its target runs on: a CPU target's key is of kind cpu, a GPU
 // target's of kind gpu (a GPU key on a CPU cell would compare GPUs for a cell the CPU computed).
 Status key_fits_target(const Baseline& b, const std::string& key, const std::string& target, const std::string& path) {
-  const std::string want = json_fields::str(entry_key(Results{}, target), "kind", "");
+  const nlohmann::json target_key = entry_key(Results{}, target);
+  const std::string want = json_fields::str(target_key, "kind", "");
   const std::string have = json_fields::str(b.keys.at(key), "kind", "");
   if (!want.empty() && have != want)
     return Status::invalid(fmt::format("{} \"{}\" is a key of kind {}, but a cell of {} has a key of kind {}", json_path(path, "key"),
                                        key, have.substr(0, 20), target.substr(0, 80), want));
+  // And it names the libraries of the target's backend (as this version lists them: a key of results of
+  // another version may name others).
+  const nlohmann::json& k = b.keys.at(key);
+  if (Spec t; json_fields::str(k, "tool_version", "") != DETAUDIT_VERSION || !parse_target(target, &t).is_ok())
+    return Status::ok();  // (a target that does not parse is named by the entry's own check)
+  std::vector<std::string> want_libs, have_libs;
+  for (auto& [name, v] : json_fields::object(target_key, "libraries").items()) want_libs.push_back(name);
+  for (auto& [name, v] : json_fields::object(k, "libraries").items()) have_libs.push_back(name);
+  if (want_libs != have_libs)
+    return Status::invalid(fmt::format("{} \"{}\" names the libraries [{}], but a cell of {} is keyed by [{}]: the key "
+                                       "of another target",
+                                       json_path(path, "key"), key, fmt::format("{}", fmt::join(have_libs, ", ")).substr(0, 120),
+                                       target.substr(0, 80), fmt::join(want_libs, ", ")));
+  return Status::ok();
+}
+
+// A baseline is one run on one machine: each target's cells have one key, and its keys agree on what they share
+// (a library's version, the tool's, the CPU of the cpu keys).
+Status keys_of_one_machine(const Baseline& b) {
+  std::map<std::string, std::pair<std::string, std::string>> key_of;  // target -> (key, where)
+  auto one_key = [&](const std::string& target, const std::string& key, const std::string& where) -> Status {
+    const auto [it, first] = key_of.try_emplace(target, key, where);
+    if (first || it->second.first == key) return Status::ok();
+    return Status::invalid(fmt::format("{}.key \"{}\": {} has the key \"{}\" at {}; one baseline is one run on one "
+                                       "machine, where a target has one key",
+                                       where, key, target.substr(0, 80), it->second.first, it->second.second));
+  };
+  for (size_t i = 0; i < b.cells.size(); ++i)
+    DETAUDIT_RETURN_IF_ERROR(one_key(b.cells[i].target, b.cells[i].key, json_path("entries", i)));
+  for (size_t i = 0; i < b.training.size(); ++i)
+    DETAUDIT_RETURN_IF_ERROR(one_key(b.training[i].target, b.training[i].key, json_path("training", i)));
+  std::map<std::string, std::pair<nlohmann::json, std::string>> seen;  // "libraries.x", "cpu_model", ... -> (value, key)
+  for (auto& [id, k] : b.keys) {
+    std::vector<std::pair<std::string, nlohmann::json>> shared = {{"tool_version", k.value("tool_version", nlohmann::json())}};
+    for (auto& [name, v] : json_fields::object(k, "libraries").items()) shared.push_back({"libraries." + name, v});
+    if (json_fields::str(k, "kind", "") == "cpu")
+      for (const char* f : {"cpu_model", "cpu_features"}) shared.push_back({f, k.value(f, nlohmann::json())});
+    for (auto& [field, v] : shared) {
+      const auto [it, first] = seen.try_emplace(field, v, id);
+      if (!first && it->second.first != v)
+        return Status::invalid(fmt::format("keys.{}.{} is {}, but keys.{}.{} is {}: the keys of one baseline describe one "
+                                           "machine",
+                                           id, field, v.dump().substr(0, 60), it->second.second, field,
+                                           it->second.first.dump().substr(0, 60)));
+    }
+  }
   return Status::ok();
 }
 
@@ -653,6 +701,7 @@ Status baseline_from_json(const nlohmann::json& j, Baseline* out) {
                                            t.condition, t.target));
       b.training.push_back(std::move(t));
     }
+  DETAUDIT_RETURN_IF_ERROR(keys_of_one_machine(b));
   DETAUDIT_RETURN_IF_ERROR(holds_bits(b));  // (a file edited to hold none)
   // Its strings reach a terminal (check's findings, its header): no control character but a tab or newline.
   std::string bad;

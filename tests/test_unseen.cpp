@@ -740,6 +740,33 @@ TEST(Lies, ABaselineThatContradictsItselfIsRefused) {
          j["keys"][key_id(k)] = k;
          j["entries"][0]["key"] = key_id(k);
        }},
+      // A key is its target's: one naming another backend's libraries (cpu-ref's, without cpu_isa_auto) would put
+      // the cell among another target's and out of judgment.
+      {"other-target-key", "names the libraries [compiler, glibc], but a cell of",
+       [](nlohmann::json& j) {
+         nlohmann::json k = j["keys"][j["entries"][0]["key"].get<std::string>()];
+         k["libraries"] = {{"compiler", "gcc 12.2.0"}, {"glibc", "2.36"}};
+         j["keys"][key_id(k)] = k;
+         j["entries"][0]["key"] = key_id(k);
+       }},
+      // One baseline is one run on one machine: its keys agree on the CPU, and a target has one key.
+      {"two-machines", "the keys of one baseline describe one machine",
+       [](nlohmann::json& j) {
+         nlohmann::json k = j["keys"][j["entries"][0]["key"].get<std::string>()];
+         k["cpu_model"] = "AMD EPYC 9654";
+         j["keys"][key_id(k)] = k;
+       }},
+      {"two-keys", "one baseline is one run on one machine, where a target has one key",
+       [](nlohmann::json& j) {
+         nlohmann::json k = j["keys"][j["entries"][0]["key"].get<std::string>()];
+         k["tool_version"] = "0.0.9";
+         j["keys"][key_id(k)] = k;
+         nlohmann::json e = j["entries"][0];
+         e["workload"] = "reduce?op=sum&n=2000&dist=uniform&seed=1";
+         e["key"] = key_id(k);
+         j["entries"].push_back(e);
+         j["source"]["plan"]["workloads"].push_back(e["workload"]);
+       }},
       {"init", "training[0].init is \"random\", but condition (d) starts from fixed initial weights",
        [](nlohmann::json& j) { j["training"][0]["init"] = "random"; }},
       {"median-year", "entries[0].median_seconds is 1000000000000: a time of at most a year",
