@@ -724,6 +724,19 @@ Status merge_external(const std::string& results_dir, const std::vector<Observat
           fmt::format("{}: holds a training design ({} runs); a framework's outputs go beside probe "
                       "results, not into training runs: choose another --out",
                       path, r.training.size()));
+    // An import's own plan names what was imported: another framework (or workload) imported into it joins the
+    // plan, as its cells join the results.
+    if (r.plan.value("suite", "") == "import") {
+      auto add = [&](const char* list, const std::string& name) {
+        if (!r.plan.contains(list) || !r.plan[list].is_array()) r.plan[list] = Json::array();
+        if (std::find(r.plan[list].begin(), r.plan[list].end(), name) == r.plan[list].end()) r.plan[list].push_back(name);
+      };
+      for (auto& o : obs) {
+        add("targets", o.target);
+        add("workloads", o.workload);
+        r.plan["repeats"] = std::max(r.plan.value("repeats", 0), o.repeats);
+      }
+    }
   } else {
     // A directory of its own: this machine's description, and a plan that names what was imported (a probe
     // run with --out here later refuses it as another plan instead of mixing the two).

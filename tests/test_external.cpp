@@ -383,6 +383,26 @@ TEST_F(External, ImportOfATargetsOwnOutputsJoinsItsBitIdenticalGroup) {
   EXPECT_EQ(load(results()).observations.size(), res.observations.size());
 }
 
+// Two frameworks imported into the export directory itself: the import's own plan names both, so the results
+// stay readable by every command and each framework keeps its cells.
+TEST_F(External, TwoFrameworksImportedIntoOneDirectoryBothStay) {
+  const std::string x = copy_of_export("two-frameworks");
+  ASSERT_EQ(run_cli("import " + x + " --name first").code, 0);
+  const auto second = run_cli("import " + x + " --name second");
+  ASSERT_EQ(second.code, 0) << second.err;
+  const Results res = load(x);
+  EXPECT_EQ(res.plan["suite"], "import");
+  EXPECT_EQ(res.plan["targets"], nlohmann::json::array({T("external?name=first").str(), T("external?name=second").str()}));
+  EXPECT_EQ(res.observations.size(), 2 * kWorkloads.size());
+  for (const char* command : {"report ", "baseline save "}) {
+    const auto r = run_cli(command + x);
+    EXPECT_EQ(r.code, 0) << command << r.err;
+  }
+  // The first imported again replaces its own cells.
+  ASSERT_EQ(run_cli("import " + x + " --name first").code, 0);
+  EXPECT_EQ(load(x).observations.size(), 2 * kWorkloads.size());
+}
+
 // compare and check treat an external target as any other: a framework whose bits changed is a changed
 // cell for compare; check warns, since nothing is promised for it.
 TEST_F(External, CompareAndCheckSeeExternalTargets) {
