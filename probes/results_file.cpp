@@ -8,6 +8,7 @@
 #include <set>
 #include <tuple>
 
+#include "contract/atomic_file.hpp"
 #include "probes/registry.hpp"
 #include "probes/spec.hpp"
 #include "probes/workload.hpp"
@@ -227,6 +228,14 @@ Status canonicalize_specs(Results* r, const std::string& path) {
     DETAUDIT_RETURN_IF_ERROR(check_run_identity(t, written, base, design_targets, at));
   }
   return Status::ok();
+}
+
+Status save_checked_results(const std::string& path, const Results& r) {
+  const std::string text = to_json(r).dump(1) + "\n";
+  Results back;
+  if (Status st = parse_results(text, path, &back); !st || !(st = canonicalize_specs(&back, path)))
+    return Status::invalid(fmt::format("not written (no command would read these results): {}", st.message()));
+  return write_file_atomic(path, text, Own::kResults);
 }
 
 Status load_checked_results(const std::string& path, Results* out) {

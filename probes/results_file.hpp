@@ -16,4 +16,9 @@ Status canonicalize_specs(Results* r, const std::string& path);
 // load_results, then canonicalize_specs.
 Status load_checked_results(const std::string& path, Results* out);
 
+// save_results of results that every reader takes: read back as load_checked_results reads them first, and
+// written only if they pass (a run resumed from results that were edited can end in a file no command reads;
+// the run stops with the reader's one line instead of writing it).
+Status save_checked_results(const std::string& path, const Results& r);
+
 }  // namespace detaudit

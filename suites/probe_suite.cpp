@@ -444,7 +444,7 @@ Status run_probe_suite(const ProbePlan& plan, const ProbeRunOptions& opt, Result
     say(progress.line(ti, target, finished, seconds_since(t0)));
   }
   r.finished_at = utc_now_iso8601();
-  DETAUDIT_RETURN_IF_ERROR(save_results(results_path, r));
+  DETAUDIT_RETURN_IF_ERROR(save_checked_results(results_path, r));
   *results = std::move(r);
   return Status::ok();
 }

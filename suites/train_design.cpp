@@ -311,7 +311,7 @@ Status open_results(const TrainDesign& d, const TrainRunOptions& opt, size_t pla
   // it records a run of its own (run_train_design), so that one stopped before its first run, or with none
   // left, leaves the block its runs' machine_id names.
   if (done->empty() || r->machine.empty()) r->machine = machine;
-  return save_results(path, *r);
+  return save_checked_results(path, *r);
 }
 
 nlohmann::json run_identity(const TrainDesign& d, const PlannedRun& p, const std::string& machine_id) {
@@ -430,11 +430,11 @@ Status run_train_design(const TrainDesign& d, const TrainRunOptions& opt, Result
     say(prefix + ": " + run_summary(t));
     r.machine = here;  // the machine of the last run recorded
     r.training.push_back(std::move(t));
-    DETAUDIT_RETURN_IF_ERROR(save_results(path, r));
+    DETAUDIT_RETURN_IF_ERROR(save_checked_results(path, r));
   }
   r.analysis = analyze_training(r.training, training_sources(r.plan, r.machine, r.tool_version, r.tool_commit), target_facts);
   r.finished_at = utc_now_iso8601();
-  DETAUDIT_RETURN_IF_ERROR(save_results(path, r));
+  DETAUDIT_RETURN_IF_ERROR(save_checked_results(path, r));
   *results = std::move(r);
   return Status::ok();
 }
@@ -585,7 +585,7 @@ Status analyze_training_dirs(const AnalyzeOptions& opt, Results* results) {
             {"data_fingerprint", inputs[0].plan["data_fingerprint"]}, {"sources", sources}};
   m.analysis = analyze_training(m.training, training_sources(m.plan, m.machine, m.tool_version, m.tool_commit), target_facts);
   m.finished_at = utc_now_iso8601();
-  DETAUDIT_RETURN_IF_ERROR(save_results(results_file(opt.out_dir), m));
+  DETAUDIT_RETURN_IF_ERROR(save_checked_results(results_file(opt.out_dir), m));
   *results = std::move(m);
   return Status::ok();
 }

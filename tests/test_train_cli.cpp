@@ -141,6 +141,25 @@ TEST(TrainCli, Sony2021DesignWritesRunsAnalysisAndReports) {
       EXPECT_EQ(k["training"][i]["weights_fingerprint"], first[i]["weights_fingerprint"]);
     }
   }
+  // Resumed from a file whose kept run was edited (its seed relabelled, its initial weights zeroed): each kept
+  // run reads on its own, but with the runs made now the results contradict themselves. The design stops with
+  // the reader's line and writes no file that no command would read.
+  {
+    nlohmann::json edited = j;
+    edited["training"] = {first[0], first[1]};  // seed 1000's two (a) runs: no kept run of seed 1001
+    ASSERT_EQ(first[1]["seed"], 1000);
+    auto& run = edited["training"][0];
+    run["seed"] = 1001;
+    run["key"] = "a|" + run["target"].get<std::string>() + "|1001|" + std::to_string(run["replicate"].get<int>());
+    run["initial_weights_fingerprint"] = std::string(32, '0');
+    const std::string bytes = edited.dump();
+    std::ofstream(dir / "results.json") << bytes;
+    CliRun resumed = run_cli(args);
+    EXPECT_EQ(resumed.code, 2) << resumed.err;
+    EXPECT_NE(resumed.err.find("not written (no command would read these results): "), std::string::npos) << resumed.err;
+    EXPECT_NE(resumed.err.find("initial_weights_fingerprint differs"), std::string::npos) << resumed.err;
+    std::ofstream(dir / "results.json") << k.dump();
+  }
 
   // `report` renders training results again.
   fs::remove(dir / "report.md");
