@@ -201,12 +201,14 @@ Status canonicalize_specs(Results* r, const std::string& path) {
       return Status::invalid(fmt::format("{}: observations[{}] is the cell {} on {} again (observations[{}])", path, i,
                                          o.workload, o.target, it->second));
   }
-  // A probe run that finished holds a cell of every target and workload of its plan (each ran, crashed, timed
-  // out or was skipped with a reason): a cell left out would let a report show a part of the run as the whole.
+  // A probe run that finished holds a cell of every target and workload of its plan that applies to each other
+  // (each ran, crashed, timed out or was skipped with a reason; cuBLAS runs no convolution): a cell left out
+  // would let a report show a part of the run as the whole.
   if (!r->finished_at.empty() && r->plan.value("suite", "") != "import")
     for (const std::string& t : plan_targets)
       for (const std::string& w : plan_workloads)
-        if (!cells.count({w, t}))
+        if (Spec ts, ws; !cells.count({w, t}) && parse_target(t, &ts).is_ok() && parse_workload(w, &ws).is_ok() &&
+                         applicable(ts, ws))
           return Status::invalid(fmt::format("{}: the run finished, but it holds no cell of {} on {}, which its plan "
                                              "runs",
                                              path, w, t));

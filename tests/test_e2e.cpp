@@ -209,6 +209,11 @@ TEST(EndToEnd, GpuOnlyRunsTheSuitesGpuTargetsAlone) {
     backends.insert(t.substr(0, t.find_first_of(":?")));
   }
   EXPECT_EQ(backends, (std::set<std::string>{"cuda", "cublas", "cublaslt", "cudnn"}));
+  // The finished run holds no cell of a pair that does not apply (cuBLAS runs no convolution), and every reader
+  // takes it.
+  EXPECT_EQ(j["plan"]["targets"].size() * j["plan"]["workloads"].size() - j["observations"].size(), 123u - 38u);
+  CliRun rendered = run("report " + dir.string());
+  EXPECT_EQ(rendered.code, 0) << rendered.err;
   CliRun both = run("probe --gpu-only --targets cpu-ref --out " + (dir / "never").string());
   EXPECT_EQ(both.code, 2);
   EXPECT_EQ(std::count(both.err.begin(), both.err.end(), '\n'), 1) << both.err;
