@@ -27,6 +27,11 @@ std::string results_path(const std::string& arg) {
 
 int run_compare(const CompareArgs& args) {
   Results a, b;
+  // One file named twice (the same directory, its results.json, a link to it): a run against itself compares
+  // nothing.
+  if (std::error_code ec; std::filesystem::equivalent(results_path(args.a), results_path(args.b), ec) && !ec)
+    return fail(fmt::format("{} and {} are one results file: a run compared with itself compares nothing", args.a,
+                            args.b));
   if (Status st = load_checked_results(results_path(args.a), &a); !st) return fail(st);
   if (Status st = load_checked_results(results_path(args.b), &b); !st) return fail(st);
   // Two probe runs compare whatever their suites (the cells they share); training runs only within one

@@ -82,6 +82,9 @@ int write_report(const DivergeResult& r, const std::string& out, const std::stri
 int run_offline(const DivergeArgs& a) {
   if (a.traces.size() != 2) return fail("diverge: --trace takes exactly two trace files (--trace a.jsonl --trace b.jsonl)");
   if (!a.targets.empty()) return fail("diverge: --trace compares recorded traces; it does not take --targets");
+  if (std::error_code ec; std::filesystem::equivalent(a.traces[0], a.traces[1], ec) && !ec)
+    return fail(fmt::format("diverge: {} and {} are one trace file: a trace compared with itself compares nothing",
+                            a.traces[0], a.traces[1]));
   DivergeResult r;
   if (Status st = compare_traces(a.traces[0], a.traces[1], &r); !st) return fail(st);
   return write_report(r, a.out, "");

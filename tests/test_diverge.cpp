@@ -284,6 +284,11 @@ TEST(Diverge, BadInputExitsTwoWithOneLine) {
   EXPECT_TRUE(one_line(c.err)) << c.err;
   EXPECT_NE(c.err.find("cut.jsonl:"), std::string::npos) << c.err;
 
+  // One trace named twice compares nothing.
+  c = run_cli("diverge --trace " + bl.opt.trace_a + " --trace " + bl.opt.trace_a + " --out " + (dir() / "o").string());
+  EXPECT_EQ(c.code, 2);
+  EXPECT_NE(c.err.find("are one trace file: a trace compared with itself compares nothing"), std::string::npos) << c.err;
+
   // Whole lines, but no end line: the run did not finish.
   const fs::path unfinished = dir() / "unfinished.jsonl";
   std::ofstream(unfinished) << good.substr(0, good.rfind("{\"kind\":\"end\""));

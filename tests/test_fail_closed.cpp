@@ -210,6 +210,12 @@ TEST(FailClosed, CompareComparesTrainingRuns) {
   r = run_cli("compare " + probe + " " + a);
   EXPECT_EQ(r.code, 2) << r.out << r.err;
   EXPECT_TRUE(says(r, "kind is probe suite quick vs training autoencoder/sony2021")) << r.err;
+  // One run named twice, as a directory and as its file, compares nothing: never "same bits".
+  for (const std::string& second : {a, a + "/results.json"}) {
+    r = run_cli("compare " + a + " " + second);
+    EXPECT_EQ(r.code, 2) << r.out << r.err;
+    EXPECT_TRUE(says(r, "are one results file: a run compared with itself compares nothing")) << r.err;
+  }
 }
 
 // Loading checks what a file says against what it can mean: one line naming the field, exit 2, in every
