@@ -505,6 +505,25 @@ Status read_checked(const std::string& path, const std::string& dtype, const std
   return Status::ok();
 }
 
+// The input files are the exported bytes: a framework that ran on an input damaged or replaced since the export
+// computed another workload, and its outputs would be judged (and its error blamed) as this one's.
+Status exported_inputs_intact(const std::string& dir, const ManifestWorkload& m) {
+  std::vector<std::vector<uint8_t>> inputs;
+  Fingerprint fp;
+  DETAUDIT_RETURN_IF_ERROR(capture_inputs(m.spec, m.layout, &inputs, &fp));
+  for (size_t i = 0; i < m.layout.inputs.size(); ++i) {
+    const std::string path = dir + "/" + m.id + "." + m.layout.inputs[i].name + ".npy";
+    NpyArray a;
+    if (Status st = read_checked(path, m.layout.dtype, m.layout.inputs[i].shape, &a); !st)
+      return Status::invalid(fmt::format("{} (an exported input: export again)", st.message()));
+    if (a.data != inputs[i])
+      return Status::invalid(fmt::format("{}: not the input detaudit exported for {} (its bytes differ): the framework "
+                                         "ran on another input; export again",
+                                         path, m.spec.str()));
+  }
+  return Status::ok();
+}
+
 struct Outputs {
   std::vector<std::string> fingerprints;
   std::vector<std::vector<uint8_t>> distinct;  // the data of each new fingerprint, in order of appearance
@@ -665,6 +684,7 @@ Status read_external_outputs(const std::string& dir, const std::string& name, co
   std::vector<Outputs> outs(ms.size());
   for (size_t i = 0; i < ms.size(); ++i) {
     if (interrupted()) return Status::interrupted("interrupted by " + signal_description(interrupted()));
+    DETAUDIT_RETURN_IF_ERROR(exported_inputs_intact(dir, ms[i]));
     DETAUDIT_RETURN_IF_ERROR(read_outputs(dir, ms[i], &outs[i]));
   }
   for (auto& entry : producer.seconds) {

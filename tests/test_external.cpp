@@ -476,6 +476,15 @@ TEST_F(External, BadInputExitsTwoWithOneLineAndWritesNothing) {
       {"fortran", out0, "Fortran-order",
        [&](const fs::path& d) { rewrite(d / out0, [](std::string& s) { s.replace(s.find("False"), 5, "True "); }); }},
       {"missing", out0, "missing", [&](const fs::path& d) { fs::remove(d / out0); }},
+      // The inputs are the exported bytes: a bit flipped, a header of another shape, the file gone.
+      {"input-bit", mm + ".a.npy", "not the input detaudit exported for",
+       [&](const fs::path& d) { rewrite(d / (mm + ".a.npy"), [](std::string& s) { s.back() ^= 1; }); }},
+      {"input-shape", mm + ".a.npy", "shape (16, 70), the manifest expects (70, 16)",
+       [&](const fs::path& d) {
+         std::vector<float> a(16 * 70, 0.5f);
+         write_file(d / (mm + ".a.npy"), bytes_of(npy("<f4", {16, 70}, a)));
+       }},
+      {"input-gone", mm + ".b.npy", "cannot open the NPY file", [&](const fs::path& d) { fs::remove(d / (mm + ".b.npy")); }},
       // Outputs 0, 1 and 5, no 2: the one after the gap would have been left out (it may differ).
       {"gap", mm + ".out.5.npy", "an output after a gap: " + mm + ".out.2.npy is missing",
        [&](const fs::path& d) { fs::copy_file(d / out0, d / (mm + ".out.5.npy")); }},
