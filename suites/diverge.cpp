@@ -634,6 +634,23 @@ Status read_header(const Trace& t, const nlohmann::json& j, Trace* out) {
   if (auto det = j.find("details"); det != j.end() && det->is_object())
     for (auto& [k, v] : det->items())
       if (v.is_string()) out->side.details.emplace_back(k, v.get<std::string>());
+  // The header describes one run: the model diverge traces, and a backend and details that are its target's (the
+  // backend's name first; each detail that is a parameter of the target says what the target asked for, or
+  // what "auto" resolved to).
+  if (out->design.model != "autoencoder")
+    return Status::invalid(fmt::format("{}:1: the header's design.model is \"{}\", but diverge traces the autoencoder",
+                                       t.path, shown_safely(out->design.model.substr(0, 40))));
+  Spec target;  // (a label after the spec says how the run was forced: "cpu?order=atomic&threads=2 (forced order 1)")
+  if (Status st = parse_target(out->side.target.substr(0, out->side.target.find(' ')), &target); !st)
+    return Status::invalid(fmt::format("{}:1: the header's target: {}", t.path, st.message()));
+  if (const std::string& b = out->side.backend; !b.empty() && b.substr(0, b.find_first_of("?:( ")) != target.name)
+    return Status::invalid(fmt::format("{}:1: the header's backend \"{}\" is not a backend of its target {}", t.path,
+                                       shown_safely(b.substr(0, 60)), out->side.target));
+  for (auto& [k, v] : out->side.details)
+    for (auto& [param, asked] : target.params)
+      if (param == k && v != asked && asked != "auto" && v != "unavailable (" + asked + ")")
+        return Status::invalid(fmt::format("{}:1: the header's details.{} is \"{}\", but its target {} asks for {}={}",
+                                           t.path, k, shown_safely(v.substr(0, 40)), out->side.target, k, asked));
   return Status::ok();
 }
 
@@ -699,6 +716,7 @@ Status read_trace(const std::string& path, Trace* t) {
   // 2^24 elements each (far beyond any traced model's).
   std::map<std::tuple<int, std::string, std::string, std::string>, uint64_t> sizes;
   const uint64_t most = uint64_t(std::max(t->design.batch_size, 1)) << 24;
+  std::map<std::string, int> last_layer;  // pass -> the layer of its last record in this step
   for (size_t i = 0; i < t->records.size(); ++i) {
     const DivergeRecord& r = t->records[i];
     // A record of the design's network: a layer it has (the loss is the one after the last), named as the header
@@ -725,6 +743,18 @@ Status read_trace(const std::string& path, Trace* t) {
       wrong = fmt::format("pass is {}, after a record of pass {} in step {} (a step runs forward, then loss and "
                           "backward, then update)",
                           r.pass, t->records[i - 1].pass, r.step);
+    // Within a pass of a step, the layers in the order the network runs them: the forward pass up the layers, the
+    // backward pass down them, the update up them (a layer's tensors side by side).
+    if (wrong.empty() && (i == 0 || r.step != t->records[i - 1].step)) last_layer.clear();
+    if (auto last = last_layer.find(r.pass); wrong.empty() && last != last_layer.end() &&
+                                              (r.pass == "forward"    ? r.layer <= last->second
+                                               : r.pass == "backward" ? r.layer > last->second
+                                               : r.pass == "update"   ? r.layer < last->second
+                                                                      : false))
+      wrong = fmt::format("layer is {}, after layer {} in the {} pass of step {} (the forward pass and the update go "
+                          "up the layers, the backward pass down)",
+                          r.layer, last->second, r.pass, r.step);
+    last_layer[r.pass] = r.layer;
     if (!wrong.empty()) return Status::invalid(fmt::format("{}:{}: record field {}", path, t->lines[i], wrong));
     // The autoencoder's code is kAutoencoderCode values per example: its first linear layer's output holds
     // batch_size times that many (a header claiming another batch size than its records ran is refused).

@@ -370,6 +370,13 @@ TEST(Diverge, BadInputExitsTwoWithOneLine) {
         // Another batch size than the records ran: the autoencoder's code (32 values an example) says which.
         {[](nlohmann::json& x) { x["design"]["batch_size"] = x["design"]["batch_size"].get<int>() * 2; },
          "but the autoencoder's code of a batch of"},
+        // A header that contradicts itself: a target whose details (or backend) are another's, another model.
+        {[](nlohmann::json& x) { x["target"] = "cpu?order=atomic&threads=2&isa=auto"; },
+         "the header's details.order is \"blocked\", but its target cpu?order=atomic&threads=2&isa=auto asks for order=atomic"},
+        {[](nlohmann::json& x) { x["backend"] = "cuda:0?order=tree on NVIDIA H200 (sm_90, 132 SMs)"; },
+         "is not a backend of its target"},
+        {[](nlohmann::json& x) { x["details"]["threads"] = "8"; }, "the header's details.threads is \"8\", but its target"},
+        {[](nlohmann::json& x) { x["design"]["model"] = "prednet"; }, "design.model is \"prednet\", but diverge traces the autoencoder"},
     };
     // A record whose tensor size no tensor has, or another size than at the step before (both traces alike:
     // a lie they share is still a lie).
@@ -402,6 +409,25 @@ TEST(Diverge, BadInputExitsTwoWithOneLine) {
       st = compare_traces(record_lie.string(), record_lie.string(), &r);
       EXPECT_FALSE(st.is_ok()) << says;
       EXPECT_NE(st.message().find(says), std::string::npos) << st.message();
+    }
+    // Two forward records of a step swapped (both traces alike): each names its layer, but out of the order the
+    // network runs them, a divergence between them would be placed at the wrong op.
+    {
+      std::vector<std::string> lines;
+      std::istringstream all(good);
+      for (std::string l; std::getline(all, l);) lines.push_back(l);
+      size_t at = 0;
+      while (at < lines.size() && !(nlohmann::json::parse(lines[at]).value("step", -1) == 1)) ++at;
+      ASSERT_LT(at + 1, lines.size());
+      ASSERT_EQ(nlohmann::json::parse(lines[at + 1])["pass"], "forward");
+      std::swap(lines[at], lines[at + 1]);
+      const fs::path swapped = dir() / "lie-order.jsonl";
+      std::ofstream out(swapped);
+      for (auto& l : lines) out << l << "\n";
+      out.close();
+      st = compare_traces(swapped.string(), swapped.string(), &r);
+      EXPECT_NE(st.message().find("record field layer is 0, after layer 1 in the forward pass of step 1"), std::string::npos)
+          << st.message();
     }
     // A loss edited apart from the bits its record's fingerprint is: refused, not shown as a loss gap between
     // equal bits ("no divergence").
