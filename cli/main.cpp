@@ -596,7 +596,7 @@ int main_cli(int argc, char** argv) {
 // A command whose answer is what it prints (env, check, compare, history, qualify's verdict, --help,
 // --version, every --format json) has not succeeded when stdout lost it: exit 2 instead of 0, saying why.
 // A command whose product is the files it writes (probe, train, fleet, report, ...) keeps its exit code
-// unless its answer was JSON on stdout.
+// unless its answer was JSON or markdown on stdout.
 int delivered(int rc) {
   std::cout.flush();
   if (!std::cout) mark_stdout_lost(errno ? errno : EIO);
@@ -606,7 +606,7 @@ int delivered(int rc) {
   static const std::set<std::string> kWritesFiles = {"probe", "train", "fleet",  "report", "diverge",
                                                      "export", "import", "analyze", "baseline"};
   const std::string& cmd = active_command();
-  if (active_format() != Format::kJson && kWritesFiles.count(cmd)) return rc;
+  if (active_format() == Format::kText && kWritesFiles.count(cmd)) return rc;  // (md and json are answers)
   say(stderr, "detaudit: error: the output could not be written to stdout ({}): nobody received the answer{}\n",
       std::strerror(err), cmd.empty() ? "" : " of " + cmd);
   return 2;

@@ -7,6 +7,7 @@
 
 #include "cli/common.hpp"
 #include "contract/results.hpp"
+#include "kernels/input_file.hpp"
 
 namespace detaudit::cli {
 
@@ -40,6 +41,14 @@ std::string line_with(const Outcome& o, const std::string& word) {
   if (o.counts.fail > 0 && !o.first_fail.empty()) s += "  first: " + shown_safely(o.first_fail);
   if (o.exit_code != 0 && o.exit_code != 1 && !o.error.empty()) s += "  error: " + shown_safely(o.error);
   return s;
+}
+
+// --format md: the command's own markdown; else the markdown report it wrote (report, fleet report, analyze,
+// diverge, import); else its text as a fenced block (baseline save, export), which renders as it prints.
+std::string markdown_of(const Outcome& o) {
+  if (!o.markdown.empty()) return o.markdown;
+  if (std::string md; !o.report_md.empty() && read_regular_file(o.report_md, "markdown report", &md).is_ok()) return md;
+  return "```text\n" + o.text + (o.text.empty() || o.text.back() == '\n' ? "" : "\n") + "```\n";
 }
 
 }  // namespace
@@ -106,7 +115,7 @@ int emit(const Outcome& o) {
     return o.exit_code;
   }
   if (!active_quiet()) {
-    const std::string body = shown_safely(f == Format::kMarkdown && !o.markdown.empty() ? o.markdown : o.text);
+    const std::string body = shown_safely(f == Format::kMarkdown ? markdown_of(o) : o.text);
     put(stdout, body);
     if (!body.empty() && body.back() != '\n') put(stdout, "\n");
   }

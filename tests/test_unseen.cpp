@@ -177,6 +177,15 @@ TEST(Unseen, AnAnswerStdoutLostIsNotAPass) {
   EXPECT_EQ(sh(probe + (d / "p1").string() + " >/dev/full 2>" + err), 0) << slurp(err);
   EXPECT_TRUE(fs::exists(d / "p1" / "results.json"));
   EXPECT_EQ(sh(probe + (d / "p2").string() + " --format json >/dev/full 2>" + err), 2) << slurp(err);
+  // --format md: the command's markdown is its answer too. report prints the markdown report it wrote, a
+  // command without one its text as a fenced block; lost, either is exit 2.
+  CliRun md = run_cli("report " + (d / "p1").string() + " --format md");
+  EXPECT_EQ(md.code, 0) << md.err;
+  EXPECT_EQ(md.out, slurp(d / "p1" / "report.md"));
+  md = run_cli("baseline save " + (d / "p1").string() + " --format md");
+  EXPECT_EQ(md.code, 0) << md.err;
+  EXPECT_EQ(md.out.rfind("```text\nbaseline: 1 cells", 0), 0u) << md.out;
+  EXPECT_EQ(sh(kExe + " report " + (d / "p1").string() + " --format md >/dev/full 2>" + err), 2) << slurp(err);
   fs::remove_all(d);
 }
 
