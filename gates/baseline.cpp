@@ -345,7 +345,7 @@ Status key_fits_target(const Baseline& b, const std::string& key, const std::str
 }
 
 // A baseline is one run on one machine: each target's cells have one key, and its keys agree on what they share
-// (a library's version, the tool's, the CPU of the cpu keys).
+// (a library's version, the tool's, the CPU of the host's keys).
 Status keys_of_one_machine(const Baseline& b) {
   std::map<std::string, std::pair<std::string, std::string>> key_of;  // target -> (key, where)
   auto one_key = [&](const std::string& target, const std::string& key, const std::string& where) -> Status {
@@ -359,12 +359,17 @@ Status keys_of_one_machine(const Baseline& b) {
     DETAUDIT_RETURN_IF_ERROR(one_key(b.cells[i].target, b.cells[i].key, json_path("entries", i)));
   for (size_t i = 0; i < b.training.size(); ++i)
     DETAUDIT_RETURN_IF_ERROR(one_key(b.training[i].target, b.training[i].key, json_path("training", i)));
+  // The host's key kind (the one CPU every host target runs on; a machine's GPUs may differ from each other).
+  nlohmann::json host_key;
+  device_kind_entry(DeviceKind::kHost).baseline_key(nlohmann::json::object(), -1, &host_key);
+  const std::string host_kind = json_fields::str(host_key, "kind", "");
   std::map<std::string, std::pair<nlohmann::json, std::string>> seen;  // "libraries.x", "cpu_model", ... -> (value, key)
   for (auto& [id, k] : b.keys) {
     std::vector<std::pair<std::string, nlohmann::json>> shared = {{"tool_version", k.value("tool_version", nlohmann::json())}};
     for (auto& [name, v] : json_fields::object(k, "libraries").items()) shared.push_back({"libraries." + name, v});
-    if (json_fields::str(k, "kind", "") == "cpu")
-      for (const char* f : {"cpu_model", "cpu_features"}) shared.push_back({f, k.value(f, nlohmann::json())});
+    if (json_fields::str(k, "kind", "") == host_kind)
+      for (auto& [f, v] : host_key.items())
+        if (f != "kind") shared.push_back({f, k.value(f, nlohmann::json())});
     for (auto& [field, v] : shared) {
       const auto [it, first] = seen.try_emplace(field, v, id);
       if (!first && it->second.first != v)
