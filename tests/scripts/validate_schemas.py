@@ -88,7 +88,8 @@ def main():
     j = run(["check", "P", "--baseline", "P/baseline.json", "--format", "json"])
     if j:
         validate("check", j["check"], "check's report")
-    run(["compare", "P", "P", "--format", "json"])
+    shutil.copytree(os.path.join(work, "P"), os.path.join(work, "P2"))  # (one run named twice is refused)
+    run(["compare", "P", "P2", "--format", "json"])
     run(["report", "P", "--format", "json"])
     run(["env", "--format", "json"])
     run(["history", "--format", "json"])
