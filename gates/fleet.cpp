@@ -176,8 +176,10 @@ Status check_rank_qualify(const std::string& text, const std::string& where, con
                            shown_safely(j.value("counts", nlohmann::json()).dump().substr(0, 80)), tally.to_json().dump()));
   if ((tally.fail > 0) != (code == 1))
     return bad(fmt::format("exit_code {} beside {} failed checks (exit code 1 is a failed check)", code, tally.fail));
-  // What it ran with is the node's: its level, the tool of the node's key, the machine of its probe results, and
-  // its times within the node's.
+  // A rank that did not finish may keep an earlier run's qualify.json (of another start, or tool); a finished
+  // rank's is this run's: what it ran with is the node's (its level, the tool of the node's key, the machine of
+  // its probe results, its times within the node's), and its rows are what its own results give.
+  if (n.state != "finished") return Status::ok();
   for (const char* k : {"level", "machine_key", "tool_version", "tool_commit", "started_at", "finished_at", "train_dir"})
     if (!j.contains(k) || (std::string(k) == "level" ? !j[k].is_number_integer() : !j[k].is_string()))
       return bad(fmt::format("{} is missing or not a {}", k, std::string(k) == "level" ? "number" : "string"));
@@ -199,13 +201,11 @@ Status check_rank_qualify(const std::string& text, const std::string& where, con
                    : td.size() < want.size() || td.compare(td.size() - want.size(), std::string::npos, want) != 0)
     return bad(fmt::format("train_dir '{}' at level {} (level 1 trains nothing; level 2 trains into its folder's train)",
                            shown_safely(td.substr(0, 80)), n.level));
-  // Its rows are what its own results give (a finished rank's: one that failed or was stopped may keep an
-  // earlier run's qualify.json), in detail when this build judged them.
-  if (n.state == "finished")
-    if (Status st = check_rank_checks(j["checks"], n.probe, n.train, n.level,
-                                      j["tool_commit"] == git_commit() && j["tool_version"] == DETAUDIT_VERSION);
-        !st)
-      return bad(st.message());
+  // Its rows, in detail when this build judged them.
+  if (Status st = check_rank_checks(j["checks"], n.probe, n.train, n.level,
+                                    j["tool_commit"] == git_commit() && j["tool_version"] == DETAUDIT_VERSION);
+      !st)
+    return bad(st.message());
   return Status::ok();
 }
 
