@@ -602,7 +602,8 @@ int delivered(int rc) {
   if (!std::cout) mark_stdout_lost(errno ? errno : EIO);
   if (std::fflush(stdout) != 0) mark_stdout_lost(errno ? errno : EIO);
   const int err = stdout_lost();
-  if (rc != 0 || err == 0) return rc;
+  // A FAIL (1) nobody received is a lost answer too: the caller would look for its details in vain.
+  if ((rc != 0 && rc != 1) || err == 0) return rc;
   static const std::set<std::string> kWritesFiles = {"probe", "train", "fleet",  "report", "diverge",
                                                      "export", "import", "analyze", "baseline"};
   const std::string& cmd = active_command();

@@ -638,15 +638,16 @@ Status results_from_json(nlohmann::json& j, Results* out) {
         return Status::invalid(fmt::format("{} is {}, but the design measures noise {}", json_path(json_path(json_path("training", i), "noise"), "every"),
                                            t.noise->every, every ? fmt::format("every {} batches", every) : "never"));
     }
-  // The runs of one design (no merge) were made on its machine: the last one, by the session that wrote the
-  // machine block (a session with no run left keeps the block it found). Another machine written over the
-  // block would be taken for hardware the runs never met.
-  if (!r.plan.contains("sources") && !r.training.empty() && !r.training.back().machine_id.empty() &&
-      r.training.back().machine_id != machine_id_of(r.machine))
-    return Status::invalid(fmt::format("{} is {}, but the machine block the run was recorded with hashes to {} (the "
-                                       "machine was edited, or the runs are another machine's)",
-                                       json_path(json_path("training", r.training.size() - 1), "machine_id"),
-                                       r.training.back().machine_id, machine_id_of(r.machine)));
+  // The runs of one design (no merge) were made on its machine, every one (a design resumes only on the machine,
+  // and the software, its runs were made with): the machine block is theirs. Another machine written over the
+  // block, or a run relabelled as another machine's, would be taken for hardware the runs never met.
+  if (!r.plan.contains("sources"))
+    for (size_t i = 0; i < r.training.size(); ++i)
+      if (!r.training[i].machine_id.empty() && r.training[i].machine_id != machine_id_of(r.machine))
+        return Status::invalid(fmt::format("{} is {}, but the machine block the runs were recorded with hashes to {} (the "
+                                           "machine was edited, or the run is another machine's)",
+                                           json_path(json_path("training", i), "machine_id"), r.training[i].machine_id,
+                                           machine_id_of(r.machine)));
   r.analysis = j.value("analysis", nlohmann::json::object());
   // An analysis is of training runs, made when a design finishes (the report makes it again from the runs).
   if (!r.analysis.empty() && r.training.empty())

@@ -196,6 +196,15 @@ Status check_rank_qualify(const std::string& text, const std::string& where, con
   if (started < n.started_at || (!n.finished_at.empty() && finished > n.finished_at))
     return bad(fmt::format("it ran from {} to {}, outside the rank's run ({} to {})", started, finished, n.started_at,
                            n.finished_at.empty() ? "not finished" : n.finished_at));
+  // Each check's seconds are a step of that run (times to the second, so 2 s of slack).
+  if (const auto s0 = iso8601_seconds(started), s1 = iso8601_seconds(finished); s0 && s1)
+    for (size_t i = 0; i < j["checks"].size(); ++i)
+      if (const auto& c = j["checks"][i]; !c.contains("seconds") || !c["seconds"].is_number() ||
+                                          !(c["seconds"].get<double>() >= 0) ||
+                                          c["seconds"].get<double>() > double(*s1 - *s0) + 2)
+        return bad(fmt::format("checks[{}].seconds is {}: a step of a run from {} to {} takes 0 to {} s", i,
+                               c.value("seconds", nlohmann::json()).dump().substr(0, 30), started, finished,
+                               *s1 - *s0 + 2));
   if (const std::string td = j["train_dir"], want = n.folder + "/train";
       n.level == 1 ? !td.empty()
                    : td.size() < want.size() || td.compare(td.size() - want.size(), std::string::npos, want) != 0)

@@ -229,6 +229,18 @@ Status canonicalize_specs(Results* r, const std::string& path) {
     if (!t.base_target.empty()) DETAUDIT_RETURN_IF_ERROR(canonical(&t.base_target, true, at + ".base_target", &base));
     DETAUDIT_RETURN_IF_ERROR(check_run_identity(t, written, base, design_targets, at));
   }
+  // A design's runs ran one after another within the run (times to the second, so 2 s of slack); a merged
+  // analysis's ran elsewhere.
+  if (run_seconds && !r->plan.contains("sources")) {
+    double total = 0;
+    for (size_t i = 0; i < r->training.size(); ++i) {
+      total += std::isfinite(r->training[i].seconds) ? r->training[i].seconds : 0;
+      if (total > double(*run_seconds) + 2)
+        return Status::invalid(fmt::format("{}: training[{}].seconds: the runs up to it took {:.1f} s, longer than the "
+                                           "run ({} to {}), in which they ran one after another",
+                                           path, i, total, r->started_at, r->finished_at));
+    }
+  }
   return Status::ok();
 }
 

@@ -19,6 +19,7 @@
 #include "contract/results.hpp"
 #include "kernels/input_file.hpp"
 #include "probes/child.hpp"
+#include "probes/registry.hpp"
 #include "suites/train_design.hpp"
 
 namespace detaudit {
@@ -651,6 +652,32 @@ Status read_header(const Trace& t, const nlohmann::json& j, Trace* out) {
       if (param == k && v != asked && asked != "auto" && v != "unavailable (" + asked + ")")
         return Status::invalid(fmt::format("{}:1: the header's details.{} is \"{}\", but its target {} asks for {}={}",
                                            t.path, k, shown_safely(v.substr(0, 40)), out->side.target, k, asked));
+  // The backend's name spells the settings it ran with: each it names is the target's (or what "auto" resolved
+  // to), and a "(key value)" it describes is its details' value.
+  const std::string& backend = out->side.backend;
+  if (Spec named; !backend.empty() && parse_spec_syntax(backend.substr(0, backend.find(" (")), &named).is_ok())
+    for (auto& [k, v] : named.params)
+      for (auto& [param, asked] : target.params)
+        if (param == k && v != asked && asked != "auto")
+          return Status::invalid(fmt::format("{}:1: the header's backend \"{}\" runs {}={}, but its target {} asks for "
+                                             "{}={}",
+                                             t.path, shown_safely(backend.substr(0, 60)), k, v, out->side.target, k,
+                                             asked));
+  for (auto& [k, v] : out->side.details)
+    if (const size_t at = backend.find("(" + k + " "); at != std::string::npos) {
+      const size_t from = at + k.size() + 2;
+      const std::string said = backend.substr(from, backend.find_first_of(",)", from) - from);
+      if (said != v)
+        return Status::invalid(fmt::format("{}:1: the header's details.{} is \"{}\", but its backend says ({} {})",
+                                           t.path, k, shown_safely(v.substr(0, 40)), k, shown_safely(said.substr(0, 40))));
+    }
+  // A detail that is a setting of the target's backend holds a value that setting takes.
+  if (const BackendEntry* be = find_backend(target.name))
+    for (auto& [k, v] : out->side.details)
+      for (auto& rule : be->keys)
+        if (rule.key == k && rule.check && v.rfind("unavailable (", 0) != 0 && !rule.check(v).is_ok())
+          return Status::invalid(fmt::format("{}:1: the header's details.{} is \"{}\", which is no {} of {} ({})",
+                                             t.path, k, shown_safely(v.substr(0, 40)), k, target.name, rule.values));
   return Status::ok();
 }
 

@@ -298,6 +298,14 @@ Status open_results(const TrainDesign& d, const TrainRunOptions& opt, size_t pla
           fmt::format("{} holds runs trained on other data (pixel fingerprint {}, now {}); use --fresh to "
                       "replace them or another --out",
                       path, old, data_fp));
+    // One design, one machine: runs of another machine (or of this one with other software) would be mixed with
+    // this one's, and the hardware's share of the variance would be nobody's.
+    for (auto& run : r->training)
+      if (!run.machine_id.empty() && run.machine_id != machine_id_of(machine))
+        return Status::invalid(fmt::format("{} holds runs made on machine {}, and this is {} (another machine, or its "
+                                           "software changed): a design's runs come from one machine; use --fresh to "
+                                           "start over or another --out",
+                                           path, run.machine_id, machine_id_of(machine)));
     for (auto& run : r->training) done->insert(run.key);
     if (!done->empty()) say(fmt::format("resuming: {} finished runs kept from {}", done->size(), path));
   } else {

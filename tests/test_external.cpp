@@ -401,6 +401,15 @@ TEST_F(External, TwoFrameworksImportedIntoOneDirectoryBothStay) {
   // The first imported again replaces its own cells.
   ASSERT_EQ(run_cli("import " + x + " --name first").code, 0);
   EXPECT_EQ(load(x).observations.size(), 2 * kWorkloads.size());
+  // A fleet rank's probe folder is the rank's (its node.json and qualify.json speak of its results): refused, and
+  // nothing written.
+  const fs::path rank = fs::path(root_) / "fleet" / "ranks" / "0-host";
+  fs::create_directories(rank / "probe");
+  write_file(rank / "node.json", "{}");
+  const auto into_rank = run_cli("import " + x + " --name first --out " + (rank / "probe").string() + "/");
+  EXPECT_EQ(into_rank.code, 2) << into_rank.out;
+  EXPECT_NE(into_rank.err.find("is a fleet rank's folder (beside its node.json)"), std::string::npos) << into_rank.err;
+  EXPECT_FALSE(fs::exists(rank / "probe" / "results.json"));
 }
 
 // compare and check treat an external target as any other: a framework whose bits changed is a changed

@@ -216,6 +216,10 @@ TEST(FailClosed, CompareComparesTrainingRuns) {
     EXPECT_EQ(r.code, 2) << r.out << r.err;
     EXPECT_TRUE(says(r, "are one results file: a run compared with itself compares nothing")) << r.err;
   }
+  // A FAIL nobody received is a lost answer: exit 2 saying so, not 1 in silence.
+  EXPECT_EQ(std::system(("cd / && " + std::string(DETAUDIT_EXE) + " compare " + a + " " + changed +
+                         " --json >/dev/full 2>/dev/null").c_str()) >> 8,
+            2);
 }
 
 // Loading checks what a file says against what it can mean: one line naming the field, exit 2, in every

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "detaudit_build_config.hpp"
+#include "contract/results.hpp"
 #include "tests/cli_helpers.hpp"
 
 namespace fs = std::filesystem;
@@ -160,6 +161,19 @@ TEST(TrainCli, Sony2021DesignWritesRunsAnalysisAndReports) {
     EXPECT_NE(resumed.err.find("initial_weights_fingerprint differs"), std::string::npos) << resumed.err;
     std::ofstream(dir / "results.json") << k.dump();
   }
+  // Resumed on another machine (its runs and machine block consistently another host's): refused, since one
+  // design's runs come from one machine.
+  {
+    nlohmann::json elsewhere = j;
+    elsewhere["machine"]["hostname"] = "elsewhere";
+    for (auto& run : elsewhere["training"]) run["machine_id"] = detaudit::machine_id_of(elsewhere["machine"]);
+    std::ofstream(dir / "results.json") << elsewhere.dump();
+    CliRun resumed = run_cli(args);
+    EXPECT_EQ(resumed.code, 2) << resumed.err;
+    EXPECT_NE(resumed.err.find("holds runs made on machine " + detaudit::machine_id_of(elsewhere["machine"])), std::string::npos)
+        << resumed.err;
+    std::ofstream(dir / "results.json") << k.dump();
+  }
 
   // `report` renders training results again.
   fs::remove(dir / "report.md");
@@ -189,6 +203,15 @@ TEST(TrainCli, Sony2021DesignWritesRunsAnalysisAndReports) {
        [&](nlohmann::json& j) {
          j["training"][0]["target"] = blocked;
          j["training"][0]["key"] = "a|" + blocked + "|1000|0";
+       }},
+      // Every run of one design was made on its machine; the runs ran one after another within the run.
+      {"machine-id", "training[0].machine_id is 0000000000000000, but the machine block the runs were recorded with",
+       [](nlohmann::json& j) { j["training"][0]["machine_id"] = std::string(16, '0'); }},
+      {"run-seconds", "training[0].seconds: the runs up to it took 100000.0 s, longer than the run",
+       [](nlohmann::json& j) {
+         auto& t = j["training"][0];
+         t["seconds"] = 1e5;
+         t["steps_per_second"] = t["curve"].size() / 1e5;
        }},
       {"noise-every", "plan.design.noise_every must be", [](nlohmann::json& j) { j["plan"]["design"]["noise_every"] = -1; }},
       {"noise-twice", "training[0].noise.points[1].step is 1: noise is measured once",
@@ -221,7 +244,7 @@ TEST(TrainCli, Sony2021DesignWritesRunsAnalysisAndReports) {
        [&](nlohmann::json& j) { j["training"][e]["nudge"]["to"] = j["training"][e]["nudge"]["from"].get<double>() + 1; }},
       {"runs-beyond", "plan.runs is 15, more than the 14 runs its design has",
        [](nlohmann::json& j) { j["plan"]["runs"] = 15; }},
-      {"machine-edited", "but the machine block the run was recorded with hashes to",
+      {"machine-edited", "but the machine block the runs were recorded with hashes to",
        [](nlohmann::json& j) { j["machine"]["cpu_model"] = "AMD EPYC 9654 96-Core Processor"; }},
       {"runs-fewer", "plan.runs is 13, fewer than the 14 runs its design has", [](nlohmann::json& j) { j["plan"]["runs"] = 13; }},
       {"target-added", "plan.runs is 14, fewer than the 28 runs its design has",
@@ -420,6 +443,12 @@ TEST(TrainCli, AnalyzeMergesDirectoriesAndRefusesDifferentDesigns) {
   r = run_cli("analyze " + a + " " + m + " --out " + (root / "x").string());
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("is itself a merged analysis"), std::string::npos) << r.err;
+  // compare too: the merged runs would meet their own source under another (no) machine key as "bits changed".
+  r = run_cli("compare " + a + " " + m);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.err.find("is a merged analysis (detaudit analyze): compare the directories it was merged from"),
+            std::string::npos)
+      << r.err;
   const std::string truncated = (root / "truncated").string();
   fs::create_directories(truncated);
   {

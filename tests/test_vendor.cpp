@@ -282,6 +282,24 @@ TEST_P(VendorTest, ReduceExactIntegers) {
   }
 }
 
+// One element: the element itself, or "not provided" where the library builds no such reduction (oneDNN: its
+// source would have the destination's shape), never an error recorded as the target's failure.
+TEST_P(VendorTest, ReduceOfOneElementIsTheElementOrNotProvided) {
+  const std::vector<float> x = {3.0f}, y = {2.0f};
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kDot, ReduceOp::kNorm2}) {
+    SCOPED_TRACE(to_string(op));
+    std::vector<float> got(1), ref(1);
+    EXPECT_OK(ref_->reduce(op, x.data(), y.data(), 1, ref.data()));
+    const Status st = be_->reduce(op, x.data(), y.data(), 1, got.data());
+    if (GetParam() == Vendor::kOpenblas) {
+      EXPECT_OK(st);
+      EXPECT_TRUE(same_bits(got, ref));
+    } else {
+      EXPECT_EQ(st.code(), Status::Code::kUnsupported) << st.message();
+    }
+  }
+}
+
 TEST_P(VendorTest, ReduceRandomWithinTolerance) {
   const size_t n = 1 << 20;
   auto x = uniform(n, 22), y = uniform(n, 23);

@@ -267,6 +267,11 @@ class OnednnBackend final : public Backend {
       *out = 0.0f;
       return Status::ok();
     }
+    // oneDNN builds no reduction whose source has the destination's shape (1 x 1): not a reduction it provides.
+    if (n == 1)
+      return Status::unsupported(std::string("oneDNN reduce ") + to_string(op) +
+                                 ": a reduction of one element is none oneDNN builds (its source would have the "
+                                 "destination's shape)");
     const int64_t nn = int64_t(n);
     try {
       const float* src = x;
