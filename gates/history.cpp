@@ -1267,6 +1267,9 @@ Status check_runs(Db& db) {
        "(SELECT 1 FROM cells c WHERE c.run_id = r.id AND c.verdict NOT IN ('', 'PASS', 'FAIL', 'EXPECTED', 'WARN', "
        "'SKIP')) LIMIT 1",  // (a verdict no detaudit gives is named by the row's own check)
        "a run whose verdict counts are not those of its cells"},
+      // A probe exits 1 for a FAIL cell and for nothing else.
+      {"SELECT 'run ' || id FROM runs WHERE kind = 'probe' AND exit_code = 1 AND fail = 0 LIMIT 1",
+       "a probe run that exited 1 (a FAIL) without a failed cell"},
       {"SELECT 'run ' || run_id FROM training WHERE status <> 'ok' AND (final_loss IS NOT NULL OR weights_fingerprint <> '') "
        "LIMIT 1",
        "a training run that did not finish, with a final loss or weights"},

@@ -1008,6 +1008,8 @@ TEST(Unseen, AHistoryChangedByAnotherProgramIsRefused) {
       {"UPDATE cells SET reason = 'timeout after 60 s'", "reason 'timeout after 60 s' is not empty for a cell that finished"},
       {"UPDATE training SET key = 'zzz'", "a training row whose key is not its condition|target|seed|replicate"},
       {"UPDATE training SET replicate = 3", "a training row whose key is not its condition|target|seed|replicate"},
+      {"DELETE FROM training; UPDATE runs SET kind = 'probe', training_runs = 0, exit_code = 1",
+       "a probe run that exited 1 (a FAIL) without a failed cell"},
   };
   int i = 0;
   for (auto [sql, says] : edits) {
