@@ -22,6 +22,7 @@ struct ImportArgs {
 
 int run_import(const ImportArgs& a, int argc, char** argv) {
   const std::string out = a.out.empty() ? a.dir : a.out;
+  if (Status st = out_outside_fleet_ranks(out); !st) return fail(st);
   std::vector<Observation> obs;
   if (Status st = not_a_fleet_directory(out); !st) return fail(st);
   // Everything is read and checked first: a bad file leaves RESULTS as it was.

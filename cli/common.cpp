@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 
 #include "cli/output.hpp"
 #include "probes/child.hpp"  // interrupted()
@@ -56,6 +57,20 @@ int fail(const std::string& raw) {
 }
 
 int fail(const Status& st) { return fail(st.message()); }
+
+Status out_outside_fleet_ranks(const std::string& out) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path p = fs::weakly_canonical(fs::absolute(out, ec), ec);
+  if (ec) return Status::ok();  // (a path that cannot be resolved is refused where it is opened)
+  if (!p.has_filename()) p = p.parent_path();  // (a trailing slash)
+  for (const fs::path& d : {p, p.parent_path()})
+    if (fs::exists(d / "node.json", ec))
+      return Status::invalid(fmt::format("--out {}: a fleet rank's folder ({} holds its node.json): its results are the "
+                                         "rank's, and only `detaudit fleet` writes them; choose another --out",
+                                         out, d.string()));
+  return Status::ok();
+}
 
 int fail_or_interrupted(const Status& st) {
   if (st.code() != Status::Code::kInterrupted) return fail(st);

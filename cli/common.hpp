@@ -31,6 +31,11 @@ int fail(const std::string& msg);
 // The same for a failed Status (its message); a Status is turned into an exit code here, in the CLI, and
 // nowhere in the library.
 int fail(const Status& st);
+
+// Invalid when `out` (its links followed) is a fleet rank's folder or a folder in one (beside the rank's
+// node.json): the rank's results are what its node.json and qualify.json speak of, and only `detaudit fleet`
+// writes them. For the commands that take --out (probe, train, import).
+Status out_outside_fleet_ranks(const std::string& out);
 // fail(st), except for an interrupted command (Ctrl-C, SIGTERM, SIGHUP): one line saying so and that
 // running the same command again redoes the rest, and 128 + the signal's number.
 int fail_or_interrupted(const Status& st);

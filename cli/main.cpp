@@ -259,6 +259,7 @@ int run_probe(const ProbeArgs& a, int argc, char** argv) {
     if (opt.out_dir.empty()) return fail(fmt::format("--resume: no unfinished {} run under results/", a.suite));
   }
   if (opt.out_dir.empty()) opt.out_dir = default_out(a.suite);
+  if (Status st = out_outside_fleet_ranks(opt.out_dir); !st) return fail(st);
   opt.exe = self_exe(argv[0]);
   opt.fresh = a.fresh;
   for (int i = 0; i < argc; ++i) opt.command += (i ? " " : "") + std::string(argv[i]);
@@ -374,6 +375,7 @@ int run_train(const TrainArgs& a, int argc, char** argv) {
   d.design = a.design;
   TrainRunOptions opt;
   opt.out_dir = a.out.empty() ? default_out("train") : a.out;
+  if (Status st = out_outside_fleet_ranks(opt.out_dir); !st) return fail(st);
   opt.exe = self_exe(argv[0]);
   opt.fresh = a.fresh;
   opt.run_timeout_s = a.run_timeout;

@@ -671,6 +671,21 @@ Status read_header(const Trace& t, const nlohmann::json& j, Trace* out) {
         return Status::invalid(fmt::format("{}:1: the header's details.{} is \"{}\", but its backend says ({} {})",
                                            t.path, k, shown_safely(v.substr(0, 40)), k, shown_safely(said.substr(0, 40))));
     }
+  // The target made here (the host's backends need no device) names itself as the header's backend does, and
+  // each setting it reports is the header's, but what "auto" resolves to (another CPU may resolve it otherwise).
+  if (const BackendEntry* be = find_backend(target.name); be && be->device == DeviceKind::kHost)
+    if (BackendOr made = make_target_backend(target); made) {
+      const std::string name = (*made)->name(), spelled = backend.substr(0, backend.find(" ("));
+      if (!backend.empty() && spelled != name)
+        return Status::invalid(fmt::format("{}:1: the header's backend \"{}\" is not the one its target {} runs ({})",
+                                           t.path, shown_safely(backend.substr(0, 60)), out->side.target, name));
+      for (auto& [k, v] : (*made)->details())
+        for (auto& rule : be->keys)
+          for (auto& [hk, hv] : out->side.details)
+            if (rule.key == k && hk == k && target.get(k, "") != "auto" && v.rfind("unavailable (", 0) != 0 && hv != v)
+              return Status::invalid(fmt::format("{}:1: the header's details.{} is \"{}\", but its target {} runs {}={}",
+                                                 t.path, k, shown_safely(hv.substr(0, 40)), out->side.target, k, v));
+    }
   // A detail that is a setting of the target's backend holds a value that setting takes.
   if (const BackendEntry* be = find_backend(target.name))
     for (auto& [k, v] : out->side.details)

@@ -737,13 +737,6 @@ Status merge_external(const std::string& results_dir, const std::vector<Observat
   const std::string path = results_file(results_dir);
   Results r;
   std::error_code ec;
-  // A fleet rank's folder is the rank's: its probe results are what its node and qualify.json say of it.
-  fs::path out_dir = fs::absolute(results_dir, ec).lexically_normal();
-  if (!out_dir.has_filename()) out_dir = out_dir.parent_path();  // (a trailing slash)
-  if (fs::exists(out_dir.parent_path() / "node.json", ec))
-    return Status::invalid(fmt::format("{} is a fleet rank's folder (beside its node.json): its results are the rank's; "
-                                       "import into another --out",
-                                       results_dir));
   if (fs::exists(path, ec)) {
     DETAUDIT_RETURN_IF_ERROR(load_checked_results(path, &r));
     if (!r.training.empty())

@@ -379,7 +379,10 @@ TEST(Diverge, BadInputExitsTwoWithOneLine) {
         {[](nlohmann::json& x) { x["design"]["model"] = "prednet"; }, "design.model is \"prednet\", but diverge traces the autoencoder"},
         {[](nlohmann::json& x) { x["backend"] = "cpu?order=atomic&threads=2 (isa avx512)"; },
          "runs order=atomic, but its target"},
-        {[](nlohmann::json& x) { x["details"]["conv"] = "im2col"; }, "the header's details.conv is \"im2col\", which is no conv of cpu"},
+        {[](nlohmann::json& x) { x["details"]["conv"] = "im2col"; }, "the header's details.conv is \"im2col\""},
+        {[](nlohmann::json& x) { x["details"]["conv"] = "winograd"; }, "the header's details.conv is \"winograd\", but its target"},
+        {[](nlohmann::json& x) { x["backend"] = "cpu?order=blocked&threads=2&isa=scalar"; },
+         "is not the one its target"},
         {[](nlohmann::json& x) { x["details"]["isa"] = "sse9"; }, "the header's details.isa is \"sse9\", but its backend says (isa "},
     };
     // A record whose tensor size no tensor has, or another size than at the step before (both traces alike:

@@ -408,8 +408,21 @@ TEST_F(External, TwoFrameworksImportedIntoOneDirectoryBothStay) {
   write_file(rank / "node.json", "{}");
   const auto into_rank = run_cli("import " + x + " --name first --out " + (rank / "probe").string() + "/");
   EXPECT_EQ(into_rank.code, 2) << into_rank.out;
-  EXPECT_NE(into_rank.err.find("is a fleet rank's folder (beside its node.json)"), std::string::npos) << into_rank.err;
+  EXPECT_NE(into_rank.err.find("a fleet rank's folder (" + fs::weakly_canonical(rank).string() + " holds its node.json)"),
+            std::string::npos)
+      << into_rank.err;
   EXPECT_FALSE(fs::exists(rank / "probe" / "results.json"));
+  // Through a link to it, and for probe and train, the same.
+  fs::create_directory_symlink(rank / "probe", fs::path(root_) / "link-to-rank");
+  for (const std::string& cmd : {"import " + x + " --name first --out " + root_ + "/link-to-rank",
+                                 "probe --targets cpu-ref --workloads 'reduce?op=sum&n=10' --out " + root_ + "/link-to-rank",
+                                 "train autoencoder --out " + (rank / "train").string()}) {
+    const auto r = run_cli(cmd);
+    EXPECT_EQ(r.code, 2) << cmd << ": " << r.out;
+    EXPECT_NE(r.err.find("holds its node.json"), std::string::npos) << cmd << ": " << r.err;
+  }
+  EXPECT_FALSE(fs::exists(rank / "probe" / "results.json"));
+  EXPECT_FALSE(fs::exists(rank / "train"));
 }
 
 // compare and check treat an external target as any other: a framework whose bits changed is a changed
