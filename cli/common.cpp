@@ -64,11 +64,20 @@ Status out_outside_fleet_ranks(const std::string& out) {
   fs::path p = fs::weakly_canonical(fs::absolute(out, ec), ec);
   if (ec) return Status::ok();  // (a path that cannot be resolved is refused where it is opened)
   if (!p.has_filename()) p = p.parent_path();  // (a trailing slash)
-  for (const fs::path& d : {p, p.parent_path()})
-    if (fs::exists(d / "node.json", ec))
-      return Status::invalid(fmt::format("--out {}: a fleet rank's folder ({} holds its node.json): its results are the "
-                                         "rank's, and only `detaudit fleet` writes them; choose another --out",
-                                         out, d.string()));
+  auto refuse = [&](const fs::path& rank) {
+    return Status::invalid(fmt::format("--out {}: a fleet rank's folder ({} holds its node.json): its results are the "
+                                       "rank's, and only `detaudit fleet` writes them; choose another --out",
+                                       out, rank.string()));
+  };
+  // The folder or any folder above it: a rank's (ranks/<rank>-<host>/ with its node.json), at any depth below it.
+  for (fs::path d = p; !d.empty(); d = d.parent_path()) {
+    if (d.parent_path().filename() == "ranks" && fs::exists(d / "node.json", ec)) return refuse(d);
+    if (d == d.parent_path()) break;
+  }
+  // A fleet's ranks/ itself.
+  if (p.filename() == "ranks" && fs::is_directory(p, ec))
+    for (auto& e : fs::directory_iterator(p, ec))
+      if (fs::exists(e.path() / "node.json", ec)) return refuse(e.path());
   return Status::ok();
 }
 

@@ -641,9 +641,20 @@ Status read_header(const Trace& t, const nlohmann::json& j, Trace* out) {
   if (out->design.model != "autoencoder")
     return Status::invalid(fmt::format("{}:1: the header's design.model is \"{}\", but diverge traces the autoencoder",
                                        t.path, shown_safely(out->design.model.substr(0, 40))));
-  Spec target;  // (a label after the spec says how the run was forced: "cpu?order=atomic&threads=2 (forced order 1)")
-  if (Status st = parse_target(out->side.target.substr(0, out->side.target.find(' ')), &target); !st)
+  // The target is a spec, or a spec and one label in parentheses (how the run was forced: "cpu?order=atomic&threads=2
+  // (forced order 1)"); a string of the form "<name> (<words>)" is what a backend's description is too.
+  const auto spec_and_label = [](const std::string& text, const std::string& head) {
+    return text == head || (text.size() > head.size() + 3 && text.compare(0, head.size() + 2, head + " (") == 0 &&
+                            text.back() == ')' && text.find_first_of("()", head.size() + 2) == text.size() - 1);
+  };
+  const std::string& written = out->side.target;
+  Spec target;
+  if (Status st = parse_target(written.substr(0, written.find(' ')), &target); !st)
     return Status::invalid(fmt::format("{}:1: the header's target: {}", t.path, st.message()));
+  if (!spec_and_label(written, written.substr(0, written.find(' '))))
+    return Status::invalid(fmt::format("{}:1: the header's target \"{}\" is not a target spec (with at most one label "
+                                       "in parentheses after it)",
+                                       t.path, shown_safely(written.substr(0, 80))));
   if (const std::string& b = out->side.backend; !b.empty() && b.substr(0, b.find_first_of("?:( ")) != target.name)
     return Status::invalid(fmt::format("{}:1: the header's backend \"{}\" is not a backend of its target {}", t.path,
                                        shown_safely(b.substr(0, 60)), out->side.target));
@@ -676,7 +687,7 @@ Status read_header(const Trace& t, const nlohmann::json& j, Trace* out) {
   if (const BackendEntry* be = find_backend(target.name); be && be->device == DeviceKind::kHost)
     if (BackendOr made = make_target_backend(target); made) {
       const std::string name = (*made)->name(), spelled = backend.substr(0, backend.find(" ("));
-      if (!backend.empty() && spelled != name)
+      if (!backend.empty() && (spelled != name || !spec_and_label(backend, name)))
         return Status::invalid(fmt::format("{}:1: the header's backend \"{}\" is not the one its target {} runs ({})",
                                            t.path, shown_safely(backend.substr(0, 60)), out->side.target, name));
       for (auto& [k, v] : (*made)->details())

@@ -383,6 +383,10 @@ TEST(Diverge, BadInputExitsTwoWithOneLine) {
         {[](nlohmann::json& x) { x["details"]["conv"] = "winograd"; }, "the header's details.conv is \"winograd\", but its target"},
         {[](nlohmann::json& x) { x["backend"] = "cpu?order=blocked&threads=2&isa=scalar"; },
          "is not the one its target"},
+        {[](nlohmann::json& x) { x["backend"] = x["backend"].get<std::string>() + "&conv=winograd"; },
+         "is not the one its target"},
+        {[](nlohmann::json& x) { x["target"] = x["target"].get<std::string>() + " x"; },
+         "is not a target spec (with at most one label in parentheses after it)"},
         {[](nlohmann::json& x) { x["details"]["isa"] = "sse9"; }, "the header's details.isa is \"sse9\", but its backend says (isa "},
     };
     // A record whose tensor size no tensor has, or another size than at the step before (both traces alike:

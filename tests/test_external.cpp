@@ -416,12 +416,18 @@ TEST_F(External, TwoFrameworksImportedIntoOneDirectoryBothStay) {
   fs::create_directory_symlink(rank / "probe", fs::path(root_) / "link-to-rank");
   for (const std::string& cmd : {"import " + x + " --name first --out " + root_ + "/link-to-rank",
                                  "probe --targets cpu-ref --workloads 'reduce?op=sum&n=10' --out " + root_ + "/link-to-rank",
-                                 "train autoencoder --out " + (rank / "train").string()}) {
+                                 "train autoencoder --out " + (rank / "train").string(),
+                                 "probe --targets cpu-ref --workloads 'reduce?op=sum&n=10' --out " +
+                                     (rank / "probe" / "logs").string(),
+                                 "probe --targets cpu-ref --workloads 'reduce?op=sum&n=10' --out " +
+                                     (rank.parent_path()).string()}) {
     const auto r = run_cli(cmd);
     EXPECT_EQ(r.code, 2) << cmd << ": " << r.out;
     EXPECT_NE(r.err.find("holds its node.json"), std::string::npos) << cmd << ": " << r.err;
   }
   EXPECT_FALSE(fs::exists(rank / "probe" / "results.json"));
+  EXPECT_FALSE(fs::exists(rank / "probe" / "logs"));
+  EXPECT_FALSE(fs::exists(rank.parent_path() / "results.json"));
   EXPECT_FALSE(fs::exists(rank / "train"));
 }
 
