@@ -75,7 +75,7 @@ Command add_analyze_command(CLI::App& app, int argc, char** argv) {
       "Exit codes: 0 analysed, 2 could not (an unreadable or malformed results.json, no training runs,\n"
       "designs that differ, --out among the inputs).");
   add_output_flags(sub, &args->output, false);
-  return {sub, [args, argc, argv] { return run_analyze(*args, argc, argv); }, &args->output, false};
+  return {sub, [args, argc, argv] { return run_analyze(*args, argc, argv); }, &args->output, false, true};
 }
 
 static const CommandRegistration reg(5, add_analyze_command);

@@ -48,7 +48,7 @@ Command add_baseline_command(CLI::App& app, int argc, char** argv) {
                       {"unfinished", saved.unfinished}};
             return emit(o);
           },
-          &args->output, false};
+          &args->output, false, true};
 }
 
 const CommandRegistration reg(10, add_baseline_command);

@@ -155,7 +155,7 @@ Command add_diverge_command(CLI::App& app, int argc, char** argv) {
       "plotted. Traces (JSON Lines) are written as the runs go and compare offline with --trace (fingerprints\n"
       "only). Exit codes: 0 no divergence, 1 diverged, 2 could not run.");
   add_output_flags(sub, &a->output, true);
-  return {sub, [a] { return a->traces.empty() ? run_online(*a) : run_offline(*a); }, &a->output, true};
+  return {sub, [a] { return a->traces.empty() ? run_online(*a) : run_offline(*a); }, &a->output, true, true};
 }
 
 static const CommandRegistration reg(35, add_diverge_command);

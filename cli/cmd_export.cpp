@@ -65,7 +65,7 @@ Command add_export_command(CLI::App& app, int argc, char** argv) {
       "Then run the workloads (scripts/torch-probe.py DIR for PyTorch) and `detaudit import DIR --name NAME`.\n"
       "Exit codes: 0 exported, 2 could not (a bad spec, DIR not writable).");
   add_output_flags(sub, &args->output, false);
-  return {sub, [args] { return run_export(*args); }, &args->output, false};
+  return {sub, [args] { return run_export(*args); }, &args->output, false, true};
 }
 
 static const CommandRegistration reg(60, add_export_command);

@@ -157,8 +157,7 @@ int run_fleet(const FleetArgs& a, int argc, char** argv) {
   q.workloads = a.workloads;
   q.repeats = a.repeats;
   q.out_dir = dir + "/" + n.folder;
-  auto self = fs::read_symlink("/proc/self/exe", ec);
-  q.exe = ec ? std::string(argv[0]) : self.string();
+  q.exe = self_exe(argv[0]);
   q.command = command_line(argc, argv);
   q.progress = say_rank;
   QualifyOutcome qo;
@@ -339,7 +338,7 @@ Command add_fleet_command(CLI::App& app, int argc, char** argv) {
             if (a->out.empty()) return fail("fleet: --out DIR is required (the fleet directory)");
             return run_fleet(*a, argc, argv);
           },
-          &a->output, true};
+          &a->output, true, true};
 }
 
 const CommandRegistration reg(45, add_fleet_command);

@@ -76,7 +76,7 @@ Command add_import_command(CLI::App& app, int argc, char** argv) {
       "framework matches bit for bit. Exit codes: 0 imported, 2 could not (a missing, truncated or malformed file,\n"
       "a wrong dtype, byte order or shape, a manifest of another detaudit version; nothing is written).");
   add_output_flags(sub, &args->output, false);
-  return {sub, [args, argc, argv] { return run_import(*args, argc, argv); }, &args->output, false};
+  return {sub, [args, argc, argv] { return run_import(*args, argc, argv); }, &args->output, false, true};
 }
 
 static const CommandRegistration reg(61, add_import_command);

@@ -23,7 +23,7 @@ struct QualifyArgs {
 
 // `qualify --list [--level N] [--targets ...]`: what the level runs, and nothing run.
 int list_plan(const QualifyArgs& a) {
-  set_active_command("qualify", &a.output, false);
+  set_active_command("qualify", &a.output, false, false);
   QualifyPlan p;
   if (Status st = qualify_plan(a.level, a.targets, &p); !st) return fail(st);
   // A plan the run would refuse is refused here too: the list says what would run, and it would not.
@@ -43,15 +43,6 @@ int qualify_exit_code(QualifyDecision d) {
     case QualifyDecision::kRequiredNotRun: return 2;
   }
   return 2;
-}
-
-std::string default_qualify_out() {
-  std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  localtime_r(&t, &tm);
-  char buf[64];
-  std::strftime(buf, sizeof buf, "%Y%m%d-%H%M%S", &tm);
-  return fmt::format("results/qualify-{}", buf);
 }
 
 Command add_qualify_command(CLI::App& app, int argc, char** argv) {
@@ -92,10 +83,8 @@ Command add_qualify_command(CLI::App& app, int argc, char** argv) {
             o.level = a->level;
             o.baseline = a->baseline;
             o.targets = a->targets;
-            o.out_dir = a->out.empty() ? default_qualify_out() : a->out;
-            std::error_code ec;
-            auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
-            o.exe = ec ? exe : self.string();
+            o.out_dir = a->out.empty() ? default_out("qualify") : a->out;
+            o.exe = self_exe(exe.c_str());
             o.command = command;
             o.progress = progress_sink();
             QualifyOutcome out;

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <ctime>
 #include <filesystem>
 
 #include "cli/output.hpp"
@@ -95,6 +96,27 @@ std::string command_line(int argc, char** argv) {
   std::string s;
   for (int i = 0; i < argc; ++i) s += (i ? " " : "") + std::string(argv[i]);
   return s;
+}
+
+int interrupted_exit(const std::string& what, size_t done, size_t total, const std::string& resume) {
+  const int sig = interrupted();
+  say(stderr, "interrupted: {} of {} {} done; resume with: {}\n", done, total, what, resume);
+  return 128 + (sig ? sig : SIGINT);
+}
+
+std::string self_exe(const char* argv0) {
+  std::error_code ec;
+  const auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string(argv0) : p.string();
+}
+
+std::string default_out(const std::string& prefix) {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  char buf[64];
+  std::strftime(buf, sizeof buf, "%Y%m%d-%H%M%S", &tm);
+  return fmt::format("results/{}-{}", prefix, buf);
 }
 
 namespace {

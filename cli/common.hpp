@@ -46,6 +46,14 @@ std::string resume_command(const std::vector<std::string>& args, const std::stri
 
 // The command line as one string, for the reports and the history.
 std::string command_line(int argc, char** argv);
+// An interrupted probe or train: "interrupted: D of T <what> done; resume with: <resume>" on stderr, and
+// 128 + the signal's number.
+int interrupted_exit(const std::string& what, size_t done, size_t total, const std::string& resume);
+// This executable's path (what the workers are started from): /proc/self/exe, else argv0.
+std::string self_exe(const char* argv0);
+// The default results directory of a run: results/<prefix>-<local time, YYYYmmdd-HHMMSS>, so that the
+// names under results/ sort by time.
+std::string default_out(const std::string& prefix);
 
 struct OutputFlags;  // cli/output.hpp
 
@@ -56,11 +64,15 @@ struct Command {
   std::function<int()> run;
   const OutputFlags* output = nullptr;  // its --format/--json/--quiet (cli/output.hpp)
   bool judging = false;                 // it ends with the verdict line
+  // Its product is the files it writes (probe, train, report, ...): a stdout that lost its text does not
+  // change its exit code unless its answer was markdown or JSON on stdout. Else (env, check, compare,
+  // history, qualify) its answer is what it prints.
+  bool writes_files = false;
 };
 
 // Each cli/cmd_<name>.cpp registers its subcommand with a file-scope
 //   static const CommandRegistration reg(ORDER, add_<name>_command);
-// main.cpp adds them in ORDER (their place in --help) after the built-in ones (env, probe, train, report).
+// main.cpp adds them in ORDER (their place in --help): env 1, probe 2, train 3, report 4, analyze 5, ...
 // The factory receives argc/argv for recording the command line.
 using CommandFactory = Command (*)(CLI::App& app, int argc, char** argv);
 struct CommandRegistration {

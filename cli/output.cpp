@@ -8,6 +8,7 @@
 #include "cli/common.hpp"
 #include "contract/results.hpp"
 #include "kernels/input_file.hpp"
+#include "report/document.hpp"
 
 namespace detaudit::cli {
 
@@ -18,6 +19,7 @@ struct Active {
   std::string command;
   std::optional<OutputFlags> flags;
   bool judging = false;
+  bool writes_files = false;
 };
 Active& active() {
   static Active a;
@@ -71,13 +73,39 @@ void add_output_flags(CLI::App* sub, OutputFlags* flags, bool judging) {
                         : "Print nothing but errors; no progress");
 }
 
-void set_active_command(const std::string& name, const OutputFlags* flags, bool judging) {
-  active() = {name, flags ? std::optional<OutputFlags>(*flags) : std::nullopt, judging};
+void set_active_command(const std::string& name, const OutputFlags* flags, bool judging, bool writes_files) {
+  active() = {name, flags ? std::optional<OutputFlags>(*flags) : std::nullopt, judging, writes_files};
 }
 
 Format active_format() { return active().flags ? active().flags->resolved() : Format::kText; }
 bool active_quiet() { return active().flags && active().flags->quiet; }
 const std::string& active_command() { return active().command; }
+bool active_writes_files() { return active().writes_files; }
+
+std::string markdown_summary(const std::string& title, const VerdictTally& t, const std::string& lead,
+                             const std::vector<std::vector<std::string>>& fails, const std::vector<std::string>& header,
+                             const std::string& report) {
+  Document d;
+  d.title = title;
+  Section& s = d.add("");
+  if (!lead.empty()) s.para(inline_text(lead));
+  s.table({"PASS", "FAIL", "EXPECTED", "WARN", "SKIP"}, {{{std::to_string(t.pass)},
+                                                          {std::to_string(t.fail)},
+                                                          {std::to_string(t.expected)},
+                                                          {std::to_string(t.warn)},
+                                                          {std::to_string(t.skip)}}});
+  if (!fails.empty()) {
+    std::vector<std::vector<Cell>> rows;
+    for (auto& f : fails) {
+      std::vector<Cell> r;
+      for (auto& x : f) r.push_back({inline_text(x)});
+      rows.push_back(std::move(r));
+    }
+    d.add("FAIL").table(header, std::move(rows)).md_budget(40000);
+  }
+  if (!report.empty()) d.add("").para("Full report: " + inline_code(report));
+  return render_markdown(d);
+}
 
 const char* verdict_word(const Outcome& o) {
   if (o.exit_code != 0 && o.exit_code != 1) return "ERROR";

@@ -37,12 +37,14 @@ struct OutputFlags {
 void add_output_flags(CLI::App* sub, OutputFlags* flags, bool judging);
 
 // Called for the subcommand that was parsed, before it runs: fail() and emit() print in its format.
-void set_active_command(const std::string& name, const OutputFlags* flags, bool judging);
+// `writes_files`: its product is the files it writes (Command::writes_files, cli/common.hpp).
+void set_active_command(const std::string& name, const OutputFlags* flags, bool judging, bool writes_files);
 // The parsed command's flags (text, not quiet, when none was set).
 Format active_format();
 bool active_quiet();
 // The parsed command's name ("" before one is active: --help, --version, a parse error).
 const std::string& active_command();
+bool active_writes_files();
 
 struct Outcome {
   int exit_code = 0;
@@ -54,6 +56,12 @@ struct Outcome {
   std::string text;                                // the text the command prints
   std::string markdown;                            // its markdown ("" : the text)
 };
+
+// A markdown summary for a pull request: a title, the verdict counts, a lead line, a table of what FAILed
+// (`fails`, one row per FAIL under `header`), and the path of the full report.
+std::string markdown_summary(const std::string& title, const VerdictTally& t, const std::string& lead,
+                             const std::vector<std::vector<std::string>>& fails, const std::vector<std::string>& header,
+                             const std::string& report);
 
 // "ERROR" for an exit code other than 0 and 1, else "FAIL" when the exit code is 1 or something FAILed
 // (probe --no-fail exits 0 with a FAIL: the line still says FAIL), else "PASS".

@@ -62,7 +62,7 @@ std::string needs(const Promise& p) {
 }
 
 // A crash, timeout or worker error. The worker turns a backend's "unsupported" and "unavailable"
-// statuses into `skipped` (probes/worker.cpp, status_for), so what arrives as `error` is a real one:
+// statuses into `skipped` (probes/worker.cpp, obs_status_for), so what arrives as `error` is a real one:
 // invalid settings, a library call that failed, a worker that exited early or broke its protocol. Each
 // is a FAIL unless the target needs something this machine lacks, which explains it.
 void judge_failure(const Observation& o, const Promise& p, Findings* c) {

@@ -1,7 +1,7 @@
 // Status: what every kernel, library and device call returns, and StatusOr<T>: a value or the Status
 // that says why there is none. These are the library's one error style: library code never exits,
 // never throws across this boundary and never returns a process exit code; the CLI alone turns a
-// Status into an exit code (cli/common.hpp, exit_code_of). [[nodiscard]]: a Status or StatusOr that
+// Status into an exit code (cli/common.hpp, fail). [[nodiscard]]: a Status or StatusOr that
 // is dropped is a compiler warning, so a failure cannot be lost by forgetting to look at it.
 //
 // Codes: kInvalid is bad input (a malformed spec, a corrupt file; the CLI exits 2), kUnsupported and

@@ -6,7 +6,8 @@
 #   scripts/ci-extra.sh all        both
 # Settings (environment): SAN_BUILD (build-san), FUZZ_SECONDS (20), JOBS (nproc).
 # Exits non-zero on any failure. A fuzzer's crash input is kept in $SAN_BUILD/fuzz-artifacts/<harness>/;
-# turn it into a test in tests/test_fuzz_regressions.cpp.
+# keep it as a seed in tests/fuzz/<harness>/ (named bad_* when it must be refused), which
+# tests/test_fuzz_corpus.cpp replays in the regular build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

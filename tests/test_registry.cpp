@@ -481,6 +481,17 @@ TEST(Registry, DeviceKindsAndAlgorithmPickers) {
   EXPECT_EQ(default_training_targets("prednet"), std::vector<std::string>{"cpu?threads=2&conv=winograd"});
 }
 
+// The default training targets are the registry entries' own spellings, and each one parses as a target.
+TEST(Registry, DefaultTrainingTargetsParse) {
+  for (const char* use : {"qualify", "sony2021", "prednet"}) {
+    ASSERT_FALSE(default_training_targets(use).empty()) << use;
+    for (const std::string& text : default_training_targets(use)) {
+      Spec s;
+      EXPECT_TRUE(parse_target(text, &s).is_ok()) << use << ": " << text;
+    }
+  }
+}
+
 // One conversion of a conv2d spec to its shape, with the workload table's defaults.
 TEST(Registry, ConvShapeOfAParsedWorkload) {
   const ConvShape s = conv_shape_of(workload("conv2d?n=2&c=8&h=15&w=15&k=8&stride=2&pass=bwd_filter"));
