@@ -242,6 +242,23 @@ PhaseResult detect_phases(const std::vector<double>& losses, const PhaseOptions&
 
 PhaseLabel phase_label(const PhaseResult& r) { return {r.label, r.has_plateau, r.escape_step, r.censored}; }
 
+std::string phases_contradiction(const CurvePhases& stored, const std::vector<double>& curve) {
+  const PhaseResult r = detect_phases(curve);
+  const std::string gives = "but its curve of " + std::to_string(curve.size()) + " steps gives ";
+  auto num = [](const std::optional<double>& v) { return v ? std::to_string(*v) : std::string("none"); };
+  if (stored.label != r.label) return "phases.label is \"" + stored.label.substr(0, 40) + "\", " + gives + "\"" + r.label + "\"";
+  if (stored.segments != r.segments.size())
+    return "phases.segments is " + std::to_string(stored.segments) + ", " + gives + std::to_string(r.segments.size());
+  if (stored.censored != r.censored) return std::string("phases.censored is ") + (stored.censored ? "true, " : "false, ") + gives + (r.censored ? "true" : "false");
+  if (stored.escape_step != r.escape_step)
+    return "phases.escape_step is " + num(stored.escape_step) + ", " + gives + num(r.escape_step);
+  // (absent in results of older versions)
+  if (stored.margin && (!r.first_margin || !(std::fabs(*stored.margin - *r.first_margin) <=
+                                             1e-9 * std::max(1.0, std::fabs(*r.first_margin)))))
+    return "phases.margin is " + num(stored.margin) + ", " + gives + num(r.first_margin);
+  return "";
+}
+
 std::map<std::string, ConditionPhaseSummary> summarize_phases(const std::vector<RunPhases>& runs) {
   std::map<std::string, ConditionPhaseSummary> out;
   std::map<std::string, std::vector<double>> escapes;

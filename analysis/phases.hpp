@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "contract/training_run.hpp"
+
 namespace detaudit {
 
 enum class SegmentKind { kPlateau, kDrop, kOther };
@@ -80,6 +82,11 @@ struct PhaseLabel {
   bool censored = false;
 };
 PhaseLabel phase_label(const PhaseResult& r);
+
+// The phases a run stores are what its curve gives (the worker detected them with the default options): ""
+// when they are, else one clause naming the field ("phases.label is \"biphasic\", but its curve of 3 steps
+// gives \"too short to tell\""). The margin to 1e-9 of its size (another libm may round a logarithm apart).
+std::string phases_contradiction(const CurvePhases& stored, const std::vector<double>& curve);
 
 struct RunPhases {
   std::string condition;

@@ -21,6 +21,7 @@ struct AnalyzeArgs {
 };
 
 int run_analyze(const AnalyzeArgs& a, int argc, char** argv) {
+  if (Status st = out_outside_fleet_ranks(a.out); !st) return fail(st);
   AnalyzeOptions opt;
   opt.dirs = a.dirs;
   opt.out_dir = a.out;

@@ -85,6 +85,7 @@ int run_offline(const DivergeArgs& a) {
   if (std::error_code ec; std::filesystem::equivalent(a.traces[0], a.traces[1], ec) && !ec)
     return fail(fmt::format("diverge: {} and {} are one trace file: a trace compared with itself compares nothing",
                             a.traces[0], a.traces[1]));
+  if (Status st = out_outside_fleet_ranks(a.out); !st) return fail(st);
   DivergeResult r;
   if (Status st = compare_traces(a.traces[0], a.traces[1], &r); !st) return fail(st);
   return write_report(r, a.out, "");
@@ -107,10 +108,12 @@ int run_online(const DivergeArgs& a) {
   Status st = load_dataset(a.data, "train", &data);
   if (st) st = check_dataset_for_model(data, a.model, kAutoencoderImageSide, kAutoencoderImageSide, a.batch_size);
   if (!st) return fail(st.message());
+  const std::string prefix = a.trace_out.empty() ? a.out + "/trace" : a.trace_out;
+  for (const std::string& d : {a.out, std::filesystem::path(prefix).parent_path().string()})
+    if (Status st = out_outside_fleet_ranks(d.empty() ? "." : d); !st) return fail(st);
   std::error_code ec;
   std::filesystem::create_directories(a.out, ec);
   if (ec) return fail(a.out + ": " + ec.message());
-  const std::string prefix = a.trace_out.empty() ? a.out + "/trace" : a.trace_out;
   DivergeOptions o;
   o.make_a = factory(spec[0]);
   o.make_b = factory(spec[1]);
@@ -152,8 +155,8 @@ Command add_diverge_command(CLI::App& app, int argc, char** argv) {
       "first record that differs is the first op whose inputs matched and whose output differs. It is\n"
       "reported with the ULP and relative L2 distance of the two tensors and the targets' settings (reduction\n"
       "order or algorithm); the runs go on to the end, and the weight distance and loss gap per step are\n"
-      "plotted. Traces (JSON Lines) are written as the runs go and compare offline with --trace (fingerprints\n"
-      "only). Exit codes: 0 no divergence, 1 diverged, 2 could not run.");
+      "plotted. Traces (JSON Lines) are written as the runs go (under a temporary name until both finish) and\n"
+      "compare offline with --trace (fingerprints only). Exit codes: 0 no divergence, 1 diverged, 2 could not run.");
   add_output_flags(sub, &a->output, true);
   return {sub, [a] { return a->traces.empty() ? run_online(*a) : run_offline(*a); }, &a->output, true, true};
 }

@@ -38,6 +38,7 @@ int run_export(const ExportArgs& a) {
     }
   }
   if (specs.empty()) return fail("no workloads to export");
+  if (Status st = out_outside_fleet_ranks(a.out); !st) return fail(st);
   if (Status st = export_workloads(specs, a.out, progress_sink()); !st) return fail_or_interrupted(st);
   Outcome o;
   o.text = fmt::format("{} workloads exported: {}/{}\n", specs.size(), a.out, kManifestFile);

@@ -84,6 +84,7 @@ Command add_qualify_command(CLI::App& app, int argc, char** argv) {
             o.baseline = a->baseline;
             o.targets = a->targets;
             o.out_dir = a->out.empty() ? default_out("qualify") : a->out;
+            if (Status st = out_outside_fleet_ranks(o.out_dir); !st) return fail(st);
             o.exe = self_exe(exe.c_str());
             o.command = command;
             o.progress = progress_sink();

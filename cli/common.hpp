@@ -34,7 +34,8 @@ int fail(const Status& st);
 
 // Invalid when `out` (its links followed) is a fleet rank's folder or a folder in one (beside the rank's
 // node.json): the rank's results are what its node.json and qualify.json speak of, and only `detaudit fleet`
-// writes them. For the commands that take --out (probe, train, import).
+// writes them. For every command that writes into an --out of the user's (probe, train, qualify, import, export,
+// analyze, diverge).
 Status out_outside_fleet_ranks(const std::string& out);
 // fail(st), except for an interrupted command (Ctrl-C, SIGTERM, SIGHUP): one line saying so and that
 // running the same command again redoes the rest, and 128 + the signal's number.

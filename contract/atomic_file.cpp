@@ -139,34 +139,71 @@ Status check_destination(const std::string& path, Own own) {
   return Status::ok();
 }
 
-Status write_file_atomic(const std::string& path, const std::string& content, Own own) {
+Status StreamedFile::open(const std::string& path, Own own) {
+  discard();
   DETAUDIT_RETURN_IF_ERROR(check_destination(path, own));
   // A name no other writer uses (two processes on one --out, two threads): pid and a counter, and
   // O_EXCL so a leftover of a crashed writer is never written through.
   static std::atomic<unsigned> counter{0};
-  std::string tmp = fmt::format("{}.tmp.{}.{}", path, ::getpid(), counter++);
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    return Status::error(tmp + ": cannot create: " + std::strerror(errno));
+  path_ = path, own_ = own, tmp_ = fmt::format("{}.tmp.{}.{}", path, ::getpid(), counter++);
+  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd_ < 0) {
+    const int e = errno;
+    tmp_.clear();
+    return Status::error(fmt::format("{}.tmp.*: cannot create: {}", path, std::strerror(e)));
   }
+  return Status::ok();
+}
+
+void StreamedFile::write(const std::string& s) {
+  buf_ += s;
+  if (buf_.size() >= (1u << 16)) (void)flush();
+}
+
+Status StreamedFile::flush() {
+  if (fd_ < 0) return errno_ ? Status::error(fmt::format("{}: write failed: {}", path_, std::strerror(errno_)))
+                             : Status::ok();
+  if (!buf_.empty() && !errno_ && !write_all(fd_, buf_)) errno_ = errno ? errno : EIO;
+  buf_.clear();
+  return errno_ ? Status::error(fmt::format("{}: write failed: {}", path_, std::strerror(errno_))) : Status::ok();
+}
+
+Status StreamedFile::commit() {
+  if (fd_ < 0 && tmp_.empty()) return Status::ok();  // never opened
   // On any failure the temporary file goes and the destination stays as it was.
   auto fail = [&](const char* what, int e) {
-    if (fd >= 0) ::close(fd);
-    ::unlink(tmp.c_str());
-    return Status::error(fmt::format("{}: {}: {}", path, what, std::strerror(e)));
+    discard();
+    return Status::error(fmt::format("{}: {}: {}", path_, what, std::strerror(e)));
   };
-  if (!write_all(fd, content)) return fail("write failed", errno);
-  if (::fsync(fd) != 0) return fail("fsync failed", errno);
-  int closed = ::close(fd);
-  fd = -1;
+  if (Status st = flush(); !st) return fail("write failed", errno_);
+  if (::fsync(fd_) != 0) return fail("fsync failed", errno);
+  const int closed = ::close(fd_);
+  fd_ = -1;
   if (closed != 0) return fail("close failed", errno);
   // Once more just before the rename: something put at the path while we wrote is not replaced either.
-  if (Status st = check_destination(path, own); !st) {
-    ::unlink(tmp.c_str());
+  if (Status st = check_destination(path_, own_); !st) {
+    discard();
     return st;
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) return fail("rename failed", errno);
+  if (std::rename(tmp_.c_str(), path_.c_str()) != 0) return fail("rename failed", errno);
+  tmp_.clear();
   return Status::ok();
+}
+
+void StreamedFile::discard() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  if (!tmp_.empty()) ::unlink(tmp_.c_str());
+  tmp_.clear();
+  buf_.clear();
+  errno_ = 0;
+}
+
+Status write_file_atomic(const std::string& path, const std::string& content, Own own) {
+  StreamedFile f;
+  DETAUDIT_RETURN_IF_ERROR(f.open(path, own));
+  f.write(content);
+  return f.commit();
 }
 
 Status not_a_fleet_directory(const std::string& dir) {

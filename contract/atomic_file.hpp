@@ -23,6 +23,30 @@ enum class Own { kAny, kResults, kBaseline, kExport, kDiverge, kDivergeTrace, kF
 // Writes path atomically: check_destination, then a temporary file of its own (path.tmp.<pid>.<n>, created
 // exclusively), fsync, rename. On any failure the temporary file is removed and path is left as it was.
 [[nodiscard]] Status write_file_atomic(const std::string& path, const std::string& content, Own own = Own::kAny);
+
+// The same for a file written as a long run goes (a diverge trace): open() checks the destination and creates
+// the temporary file, write() appends (buffered; flush() writes it out), commit() renames it into place (the
+// destination checked once more). Discarded (destroyed or discard() before commit: a failed or interrupted
+// run), the temporary file is removed and path is left as it was: an earlier run's complete file is never
+// replaced by a partial one.
+class StreamedFile {
+ public:
+  StreamedFile() = default;
+  StreamedFile(const StreamedFile&) = delete;
+  StreamedFile& operator=(const StreamedFile&) = delete;
+  ~StreamedFile() { discard(); }
+  [[nodiscard]] Status open(const std::string& path, Own own = Own::kAny);
+  bool is_open() const { return fd_ >= 0; }
+  void write(const std::string& s);
+  [[nodiscard]] Status flush();
+  [[nodiscard]] Status commit();
+  void discard();
+
+ private:
+  int fd_ = -1, errno_ = 0;  // errno_: the first write that failed (reported by flush and commit)
+  Own own_ = Own::kAny;
+  std::string path_, tmp_, buf_;
+};
 // The one path by which the tool makes a folder below one the user named (`base`, created first if missing;
 // it is the user's and may be a link): `rel` ("logs", ".oracle", "ranks/0-host/probe") is created one level
 // at a time, and every level that exists must be a real directory: a symbolic link (or anything else) at any

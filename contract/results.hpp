@@ -90,6 +90,9 @@ std::string utc_now_iso8601();
 std::string utc_iso8601(std::time_t t);
 // Seconds since the epoch of a time as results write it (is_utc_iso8601); nullopt for anything else.
 std::optional<int64_t> iso8601_seconds(const std::string& t);
+// Whether `seconds` of work fit in a run that went from one time to another `run_seconds` later: the times are
+// to the second, so each end may be up to a second off (2 s of slack).
+inline bool fits_in_run(double seconds, int64_t run_seconds) { return seconds <= double(run_seconds) + 2; }
 // The text with every byte first_control_byte finds (line breaks kept) written as \xNN: what a file or a
 // database holds reaches a terminal as text, never as an escape sequence.
 std::string shown_safely(const std::string& text);

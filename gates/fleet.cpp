@@ -157,8 +157,7 @@ Status check_rank_qualify(const std::string& text, const std::string& where, con
   if (j["hostname"].get<std::string>() != n.host)
     return bad(fmt::format("hostname '{}', but the rank ran on '{}'",
                            shown_safely(j["hostname"].get<std::string>().substr(0, 40)), n.host));
-  if (const std::string pd = j["probe_dir"], want = n.folder + "/probe";
-      pd.size() < want.size() || pd.compare(pd.size() - want.size(), std::string::npos, want) != 0)
+  if (const std::string pd = j["probe_dir"]; !pd.ends_with(n.folder + "/probe"))
     return bad(fmt::format("probe_dir '{}' is not this rank's folder's", shown_safely(pd.substr(0, 80))));
   // Its counts are its checks' verdicts, and exit code 1 is "a check failed".
   VerdictTally tally;
@@ -196,18 +195,16 @@ Status check_rank_qualify(const std::string& text, const std::string& where, con
   if (started < n.started_at || (!n.finished_at.empty() && finished > n.finished_at))
     return bad(fmt::format("it ran from {} to {}, outside the rank's run ({} to {})", started, finished, n.started_at,
                            n.finished_at.empty() ? "not finished" : n.finished_at));
-  // Each check's seconds are a step of that run (times to the second, so 2 s of slack).
+  // Each check's seconds are a step of that run.
   if (const auto s0 = iso8601_seconds(started), s1 = iso8601_seconds(finished); s0 && s1)
     for (size_t i = 0; i < j["checks"].size(); ++i)
       if (const auto& c = j["checks"][i]; !c.contains("seconds") || !c["seconds"].is_number() ||
                                           !(c["seconds"].get<double>() >= 0) ||
-                                          c["seconds"].get<double>() > double(*s1 - *s0) + 2)
+                                          !fits_in_run(c["seconds"].get<double>(), *s1 - *s0))
         return bad(fmt::format("checks[{}].seconds is {}: a step of a run from {} to {} takes 0 to {} s", i,
                                c.value("seconds", nlohmann::json()).dump().substr(0, 30), started, finished,
                                *s1 - *s0 + 2));
-  if (const std::string td = j["train_dir"], want = n.folder + "/train";
-      n.level == 1 ? !td.empty()
-                   : td.size() < want.size() || td.compare(td.size() - want.size(), std::string::npos, want) != 0)
+  if (const std::string td = j["train_dir"]; n.level == 1 ? !td.empty() : !td.ends_with(n.folder + "/train"))
     return bad(fmt::format("train_dir '{}' at level {} (level 1 trains nothing; level 2 trains into its folder's train)",
                            shown_safely(td.substr(0, 80)), n.level));
   // Its rows, in detail when this build judged them.

@@ -1197,7 +1197,8 @@ Status check_runs(Db& db) {
            "(SELECT count(*) FROM machines m WHERE m.key = r.machine_key), r.hostname, "
            // (a core count that is no count is named by the machines' own check)
            "(SELECT m.identity || char(10) || m.cpu_model || char(10) || m.cpu_features || char(10) || m.cores FROM "
-           "machines m WHERE m.key = r.machine_key AND typeof(m.cores) = 'integer' AND m.cores >= 0) FROM runs r");
+           "machines m WHERE m.key = r.machine_key AND typeof(m.cores) = 'integer' AND m.cores >= 0), r.tool_version, "
+           "r.tool_commit, r.software FROM runs r");
     if (!s.ok()) return Status::invalid(describe_sqlite_error(db, sqlite3_errcode(db.h)));
     int rc;
     while ((rc = s.step()) == SQLITE_ROW) {
@@ -1240,6 +1241,12 @@ Status check_runs(Db& db) {
                                    shown_safely(s.text(14).substr(0, 16)), id));
       if (const std::string host = str_of(machine, "hostname"); machine.contains("hostname") && host != s.text(16))
         return bad("hostname", s.text(16), "the host name of the run's machine");
+      // The tool that ran it is the one its software says (the software's own shape is checked where it is read).
+      if (const nlohmann::json sw = parse_json_or_null(s.text(20)); sw.is_object())
+        for (auto [column, value] : {std::pair{"tool_version", s.text(18)}, std::pair{"tool_commit", s.text(19)}})
+          if (sw.contains(column) && is_version_text(s.text(18)) &&  // (a version that is none: the row's check)
+              (!sw[column].is_string() || sw[column].get<std::string>() != value))
+            return bad(column, value, "the one its software column records");
     }
     if (rc != SQLITE_DONE) return Status::invalid(describe_sqlite_error(db, rc));
   }
@@ -1293,6 +1300,23 @@ Status check_runs(Db& db) {
     Stmt s(db.h, sql);
     if (!s.ok()) return Status::invalid(describe_sqlite_error(db, sqlite3_errcode(db.h)));
     if (s.step() == SQLITE_ROW) return changed(fmt::format("{}: {}", shown_safely(s.text(0)), what));
+  }
+  // A device's target ran only where the machine has that device: a cell or training run of a GPU target that
+  // ran (a skip says why it did not) on a machine whose description lists no GPU is a row moved to another
+  // target.
+  for (const char* sql :
+       {"SELECT DISTINCT c.run_id, c.target FROM cells c JOIN runs r ON r.id = c.run_id WHERE c.status <> 'skipped' "
+        "AND json_valid(r.machine) AND json_type(r.machine, '$.gpus') = 'array' AND json_array_length(r.machine, '$.gpus') = 0",
+        "SELECT DISTINCT t.run_id, t.target FROM training t JOIN runs r ON r.id = t.run_id WHERE t.status <> 'skipped' "
+        "AND json_valid(r.machine) AND json_type(r.machine, '$.gpus') = 'array' AND json_array_length(r.machine, '$.gpus') = 0"}) {
+    Stmt s(db.h, sql);
+    if (!s.ok()) return Status::invalid(describe_sqlite_error(db, sqlite3_errcode(db.h)));
+    int rc;
+    while ((rc = s.step()) == SQLITE_ROW)
+      if (const TargetFacts f = target_facts(s.text(1)); f.known && f.device_kind != "host")
+        return changed(fmt::format("run {}: target '{}' ran on a machine without a GPU (a cell another target gave)",
+                                   s.integer(0), shown_safely(s.text(1).substr(0, 80))));
+    if (rc != SQLITE_DONE) return Status::invalid(describe_sqlite_error(db, rc));
   }
   int64_t orphans = 0;
   DETAUDIT_RETURN_IF_ERROR(pragma_int(db,

@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include "contract/results.hpp"  // shown_safely
+#include "contract/spec.hpp"
 #include "probes/backends/common.hpp"
 
 namespace detaudit {
@@ -131,6 +133,63 @@ BackendOr make_target_backend(const Spec& t) {
         fmt::format("target '{}' cannot be run: its outputs are imported (detaudit import)", t.str()));
   if (!e || !e->make) return Status::invalid("unknown target " + t.name);
   return e->make(t);
+}
+
+std::string backend_claims_contradiction(const Spec& target, const std::string& describe,
+                                         const std::map<std::string, std::string>& details, bool ran,
+                                         const char* field) {
+  const BackendEntry* be = find_backend(target.name);
+  if (!be || be->imported) return "";
+  auto rule_of = [&](const std::string& k) -> const KeyRule* {
+    for (auto& r : be->keys)
+      if (r.key == k) return &r;
+    return nullptr;
+  };
+  // The value the target asks for ("" where it leaves the key to the library: auto, or a key it has not).
+  auto asked = [&](const KeyRule& r) {
+    const std::string v = target.get(r.key, r.fallback.empty() ? r.unset : r.fallback);
+    return v == "auto" ? std::string() : v;
+  };
+  for (auto& [k, v] : details) {
+    const KeyRule* r = rule_of(k);
+    if (!r || v.rfind("unavailable (", 0) == 0) continue;
+    if (r->check && !r->check(v).is_ok())
+      return fmt::format("details.{} is \"{}\", which is no {} of {} ({})", k, shown_safely(v.substr(0, 40)), k,
+                         target.name, r->values);
+    if (const std::string want = asked(*r); !want.empty() && v != want)
+      return fmt::format("details.{} is \"{}\", but its target {} runs {}={}", k, shown_safely(v.substr(0, 40)),
+                         target.str(), k, want);
+  }
+  for (auto& [k, v] : details)
+    if (const size_t at = describe.find("(" + k + " "); at != std::string::npos) {
+      const size_t from = at + k.size() + 2;
+      if (const std::string said = describe.substr(from, describe.find_first_of(",)", from) - from); said != v)
+        return fmt::format("details.{} is \"{}\", but its {} says ({} {})", k, shown_safely(v.substr(0, 40)), field, k,
+                           shown_safely(said.substr(0, 40)));
+    }
+  if (be->device != DeviceKind::kHost) return "";
+  // "<spec>" or "<spec> (<remark>)": the spec's name the target's, each key it names the target's value.
+  const size_t gap = describe.find(" (");
+  const std::string spelled = describe.substr(0, gap);
+  Spec named;
+  if (!parse_spec_syntax(spelled, &named).is_ok() || named.name != target.name ||
+      (gap != std::string::npos && (describe.size() < gap + 3 || describe.back() != ')')))
+    return fmt::format("{} \"{}\" is not a description of a {} backend (its spec, then at most one remark in "
+                       "parentheses)",
+                       field, shown_safely(describe.substr(0, 80)), target.name);
+  for (auto& [k, v] : named.params) {
+    const KeyRule* r = rule_of(k);
+    if (!r)
+      return fmt::format("{} \"{}\" names {}, which is no setting of {}", field, shown_safely(describe.substr(0, 80)), k,
+                         target.name);
+    if (const std::string want = asked(*r); want.empty() ? (r->check && !r->check(v).is_ok()) : v != want)
+      return fmt::format("{} \"{}\" runs {}={}, but its target {} runs {}={}", field,
+                         shown_safely(describe.substr(0, 80)), k, shown_safely(v.substr(0, 40)), target.str(), k,
+                         want.empty() ? r->values : want);
+  }
+  if (ran && details.empty() && !be->hidden)
+    return fmt::format("details is empty, but a {} backend that ran reports its settings", target.name);
+  return "";
 }
 
 bool applicable(const Spec& target, const Spec& workload) {

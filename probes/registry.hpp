@@ -164,6 +164,17 @@ std::map<std::string, std::string> target_environment(const Spec& target);
 // Creates the backend in this process; unavailable or unsupported when it cannot run here, invalid for a
 // target that is not a backend's or whose outputs are imported.
 BackendOr make_target_backend(const Spec& target);
+// What a run recorded of the backend its target ran (a cell's describe and details, a diverge trace's backend and
+// details) agrees with the target; "" when it does, else one clause saying what contradicts what. Each detail
+// that is a key of the backend holds a value that key takes, the target's own unless the target left it to
+// "auto" (or the library reports it "unavailable (...)"); a "(key value)" the description shows is that
+// detail's. For the host's backends (not imported ones) the description is what their backends write: a spec of
+// the target's backend, every key it names the target's, then at most one parenthesized remark; and a cell
+// that ran reports its settings (`ran`: details not empty, but the test-only backend's).
+// `field` names the description in the message ("describe" in a results file, "backend" in a trace).
+std::string backend_claims_contradiction(const Spec& target, const std::string& describe,
+                                         const std::map<std::string, std::string>& details, bool ran,
+                                         const char* field = "describe");
 // Whether the target runs this workload at all (inapplicable cells are not run).
 bool applicable(const Spec& target, const Spec& workload);
 // `key=all` expands to one target per algorithm index.

@@ -127,11 +127,17 @@ Status check_cell_against_run(const Observation& o, const Spec& w, const Spec& t
       return Status::invalid(fmt::format("{}.oracle.bound_k is {}, but {}'s bound {}", at, o.oracle->bound_k,
                                          o.workload, k ? fmt::format("sums {} terms", k) : std::string("is not held")));
   }
-  // A cell this run ran took no longer than the run (times to the second, so 2 s of slack).
+  // What ran is what its target runs: the backend's description and settings (a cell that did not run may
+  // have no description).
+  if (o.status == ObsStatus::kOk || !o.describe.empty())
+    if (const std::string why = backend_claims_contradiction(t, o.describe, o.details, o.status == ObsStatus::kOk);
+        !why.empty())
+      return Status::invalid(fmt::format("{}.{}", at, why));
+  // A cell this run ran took no longer than the run.
   if (!imported && run_seconds) {
     double total = 0;
     for (double x : o.seconds) total += x;
-    if (total > double(*run_seconds) + 2)
+    if (!fits_in_run(total, *run_seconds))
       return Status::invalid(fmt::format("{}.seconds add up to {:.1f} s, longer than the run ({} to {})", at, total,
                                          r.started_at, r.finished_at));
   }
@@ -229,13 +235,12 @@ Status canonicalize_specs(Results* r, const std::string& path) {
     if (!t.base_target.empty()) DETAUDIT_RETURN_IF_ERROR(canonical(&t.base_target, true, at + ".base_target", &base));
     DETAUDIT_RETURN_IF_ERROR(check_run_identity(t, written, base, design_targets, at));
   }
-  // A design's runs ran one after another within the run (times to the second, so 2 s of slack); a merged
-  // analysis's ran elsewhere.
+  // A design's runs ran one after another within the run; a merged analysis's ran elsewhere.
   if (run_seconds && !r->plan.contains("sources")) {
     double total = 0;
     for (size_t i = 0; i < r->training.size(); ++i) {
       total += std::isfinite(r->training[i].seconds) ? r->training[i].seconds : 0;
-      if (total > double(*run_seconds) + 2)
+      if (!fits_in_run(total, *run_seconds))
         return Status::invalid(fmt::format("{}: training[{}].seconds: the runs up to it took {:.1f} s, longer than the "
                                            "run ({} to {}), in which they ran one after another",
                                            path, i, total, r->started_at, r->finished_at));

@@ -17,7 +17,7 @@ KeyRule key_one_of(std::string key, std::string fallback, std::vector<std::strin
             if (std::find(allowed.begin(), allowed.end(), v) != allowed.end()) return Status::ok();
             return Status::invalid(fmt::format("expected one of {}", fmt::join(allowed, "|")));
           },
-          fmt::format("{}", fmt::join(allowed, "|")), [](const std::string& v) { return v; }};
+          fmt::format("{}", fmt::join(allowed, "|")), [](const std::string& v) { return v; }, ""};
 }
 
 KeyRule key_int_in(std::string key, std::string fallback, int64_t lo, int64_t hi, std::vector<std::string> words) {
@@ -40,7 +40,7 @@ KeyRule key_int_in(std::string key, std::string fallback, int64_t lo, int64_t hi
             int64_t x = 0;
             std::from_chars(v.data(), v.data() + v.size(), x);
             return std::to_string(x);
-          }};
+          }, ""};
 }
 
 namespace {

@@ -23,6 +23,9 @@ struct KeyRule {
   std::function<Status(const std::string&)> check;  // invalid, saying what is expected, for a bad value
   std::string values;
   std::function<std::string(const std::string&)> canon;
+  // For an optional key (no fallback): the value its backend runs when a spec leaves the key out ("" when
+  // the library chooses), what a run that reports the setting must report (cpu: conv, direct).
+  std::string unset;
 };
 // A key whose value is one of `allowed`.
 KeyRule key_one_of(std::string key, std::string fallback, std::vector<std::string> allowed);

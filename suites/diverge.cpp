@@ -70,29 +70,23 @@ namespace {
 
 // ---- trace lines ---------------------------------------------------------------------------------------
 
-// One run's trace file, written as the run goes (flushed at the end of every step).
+// One run's trace file, written as the run goes under a temporary name beside its path (flushed at the end
+// of every step), and renamed into place when both runs finished: an interrupted or failed run leaves no
+// partial trace, and an earlier run's traces (and the report beside them) as they were.
 class TraceWriter {
  public:
   Status open(const std::string& path) {
     if (path.empty()) return Status::ok();
-    path_ = path;
-    // Written as the run goes, not renamed into place: refuse a link or a non-regular file first.
-    DETAUDIT_RETURN_IF_ERROR(check_destination(path, Own::kDivergeTrace));
-    f_.open(path, std::ios::out | std::ios::trunc);
-    return f_ ? Status::ok() : Status::unavailable(path + ": cannot write the trace: " + std::strerror(errno));
+    return f_.open(path, Own::kDivergeTrace);
   }
   void line(const nlohmann::json& j) {
-    if (f_.is_open()) f_ << j.dump() << '\n';
+    if (f_.is_open()) f_.write(j.dump() + '\n');
   }
-  Status flush() {
-    if (!f_.is_open()) return Status::ok();
-    f_.flush();
-    return f_ ? Status::ok() : Status::unavailable(path_ + ": writing the trace failed");
-  }
+  Status flush() { return f_.flush(); }
+  Status commit() { return f_.commit(); }
 
  private:
-  std::string path_;
-  std::ofstream f_;
+  StreamedFile f_;
 };
 
 // ---- lockstep ------------------------------------------------------------------------------------------
@@ -266,6 +260,7 @@ class Run {
   // Runs to the end; on a failure tells the other run to stop. The status of the first failure is
   // sh.baton.first_error().
   void main();
+  Status commit_trace() { return trace_.commit(); }
 
  private:
   Status body();
@@ -478,8 +473,10 @@ Status run_diverge(const DivergeOptions& opt, DivergeResult* out) {
     std::thread ta([&] { a.main(); }), tb([&] { b.main(); });
     ta.join();
     tb.join();
+    if (Status st = sh.baton.first_error(); !st) return st;  // (the partial traces go with the runs)
+    DETAUDIT_RETURN_IF_ERROR(a.commit_trace());
+    DETAUDIT_RETURN_IF_ERROR(b.commit_trace());
   }
-  if (Status st = sh.baton.first_error(); !st) return st;
   r.weight_l2.resize(sh.weight_sq.size());
   for (size_t i = 0; i < sh.weight_sq.size(); ++i) r.weight_l2[i] = std::sqrt(sh.weight_sq[i]);
   if (r.first) {
@@ -655,55 +652,17 @@ Status read_header(const Trace& t, const nlohmann::json& j, Trace* out) {
     return Status::invalid(fmt::format("{}:1: the header's target \"{}\" is not a target spec (with at most one label "
                                        "in parentheses after it)",
                                        t.path, shown_safely(written.substr(0, 80))));
-  if (const std::string& b = out->side.backend; !b.empty() && b.substr(0, b.find_first_of("?:( ")) != target.name)
-    return Status::invalid(fmt::format("{}:1: the header's backend \"{}\" is not a backend of its target {}", t.path,
-                                       shown_safely(b.substr(0, 60)), out->side.target));
-  for (auto& [k, v] : out->side.details)
-    for (auto& [param, asked] : target.params)
-      if (param == k && v != asked && asked != "auto" && v != "unavailable (" + asked + ")")
-        return Status::invalid(fmt::format("{}:1: the header's details.{} is \"{}\", but its target {} asks for {}={}",
-                                           t.path, k, shown_safely(v.substr(0, 40)), out->side.target, k, asked));
-  // The backend's name spells the settings it ran with: each it names is the target's (or what "auto" resolved
-  // to), and a "(key value)" it describes is its details' value.
+  // The backend's description and settings are what the target runs (probes/registry.hpp), and a host's backend
+  // made here names itself as the header's does (another CPU may resolve "auto" otherwise, never a key).
   const std::string& backend = out->side.backend;
-  if (Spec named; !backend.empty() && parse_spec_syntax(backend.substr(0, backend.find(" (")), &named).is_ok())
-    for (auto& [k, v] : named.params)
-      for (auto& [param, asked] : target.params)
-        if (param == k && v != asked && asked != "auto")
-          return Status::invalid(fmt::format("{}:1: the header's backend \"{}\" runs {}={}, but its target {} asks for "
-                                             "{}={}",
-                                             t.path, shown_safely(backend.substr(0, 60)), k, v, out->side.target, k,
-                                             asked));
-  for (auto& [k, v] : out->side.details)
-    if (const size_t at = backend.find("(" + k + " "); at != std::string::npos) {
-      const size_t from = at + k.size() + 2;
-      const std::string said = backend.substr(from, backend.find_first_of(",)", from) - from);
-      if (said != v)
-        return Status::invalid(fmt::format("{}:1: the header's details.{} is \"{}\", but its backend says ({} {})",
-                                           t.path, k, shown_safely(v.substr(0, 40)), k, shown_safely(said.substr(0, 40))));
-    }
-  // The target made here (the host's backends need no device) names itself as the header's backend does, and
-  // each setting it reports is the header's, but what "auto" resolves to (another CPU may resolve it otherwise).
-  if (const BackendEntry* be = find_backend(target.name); be && be->device == DeviceKind::kHost)
-    if (BackendOr made = make_target_backend(target); made) {
-      const std::string name = (*made)->name(), spelled = backend.substr(0, backend.find(" ("));
-      if (!backend.empty() && (spelled != name || !spec_and_label(backend, name)))
+  const std::map<std::string, std::string> details(out->side.details.begin(), out->side.details.end());
+  if (const std::string why = backend_claims_contradiction(target, backend, details, false, "backend"); !why.empty())
+    return Status::invalid(fmt::format("{}:1: the header's {}", t.path, why));
+  if (const BackendEntry* be = find_backend(target.name); be && be->device == DeviceKind::kHost && !backend.empty())
+    if (BackendOr made = make_target_backend(target); made)
+      if (const std::string name = (*made)->name(); backend.substr(0, backend.find(" (")) != name)
         return Status::invalid(fmt::format("{}:1: the header's backend \"{}\" is not the one its target {} runs ({})",
                                            t.path, shown_safely(backend.substr(0, 60)), out->side.target, name));
-      for (auto& [k, v] : (*made)->details())
-        for (auto& rule : be->keys)
-          for (auto& [hk, hv] : out->side.details)
-            if (rule.key == k && hk == k && target.get(k, "") != "auto" && v.rfind("unavailable (", 0) != 0 && hv != v)
-              return Status::invalid(fmt::format("{}:1: the header's details.{} is \"{}\", but its target {} runs {}={}",
-                                                 t.path, k, shown_safely(hv.substr(0, 40)), out->side.target, k, v));
-    }
-  // A detail that is a setting of the target's backend holds a value that setting takes.
-  if (const BackendEntry* be = find_backend(target.name))
-    for (auto& [k, v] : out->side.details)
-      for (auto& rule : be->keys)
-        if (rule.key == k && rule.check && v.rfind("unavailable (", 0) != 0 && !rule.check(v).is_ok())
-          return Status::invalid(fmt::format("{}:1: the header's details.{} is \"{}\", which is no {} of {} ({})",
-                                             t.path, k, shown_safely(v.substr(0, 40)), k, target.name, rule.values));
   return Status::ok();
 }
 

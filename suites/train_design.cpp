@@ -12,6 +12,7 @@
 #include <map>
 #include <set>
 
+#include "analysis/phases.hpp"
 #include "analysis/training.hpp"
 #include "contract/atomic_file.hpp"
 #include "contract/plan.hpp"
@@ -288,7 +289,7 @@ Status open_results(const TrainDesign& d, const TrainRunOptions& opt, size_t pla
   const std::string path = results_file(opt.out_dir);
   nlohmann::json plan = {{"kind", "train"}, {"design", d.to_json()}, {"runs", planned}, {"data_fingerprint", data_fp}};
   if (!opt.fresh && fs::exists(path)) {
-    if (Status st = load_checked_results(path, r); !st)
+    if (Status st = load_checked_results(path, r); !st || !(st = check_stored_phases(*r, path)))
       return Status::invalid(st.message() + " (use --fresh to start over)");
     if (r->plan.value("design", nlohmann::json()) != plan["design"])
       return Status::invalid(
@@ -448,10 +449,21 @@ Status run_train_design(const TrainDesign& d, const TrainRunOptions& opt, Result
 }
 
 // Variants that cannot be derived plan no runs (run_train_design refuses such a design).
-void reanalyze_training(Results* r) {
-  if (!is_training_plan(r->plan) || r->finished_at.empty()) return;
+Status check_stored_phases(const Results& r, const std::string& path) {
+  for (size_t i = 0; i < r.training.size(); ++i)
+    if (const TrainingRun& t = r.training[i]; t.ok() && t.phases && !t.curve.empty())
+      if (const std::string why = phases_contradiction(*t.phases, t.curve); !why.empty())
+        return Status::invalid(fmt::format("{}: training[{}].{}", path, i, why));
+  return Status::ok();
+}
+
+Status reanalyze_training(Results* r, const std::string& path) {
+  if (!is_training_plan(r->plan)) return Status::ok();
+  DETAUDIT_RETURN_IF_ERROR(check_stored_phases(*r, path));
+  if (r->finished_at.empty()) return Status::ok();
   r->analysis = analyze_training(r->training, training_sources(r->plan, r->machine, r->tool_version, r->tool_commit),
                                  target_facts);
+  return Status::ok();
 }
 
 size_t planned_runs(const TrainDesign& d) {
@@ -498,6 +510,7 @@ Status analyze_training_dirs(const AnalyzeOptions& opt, Results* results) {
     }
     Results r;
     DETAUDIT_RETURN_IF_ERROR(load_checked_results(results_file(dir), &r));
+    DETAUDIT_RETURN_IF_ERROR(check_stored_phases(r, results_file(dir)));
     if (r.plan.value("kind", "") != "train" || !r.plan.contains("design"))
       return Status::invalid(fmt::format("{}/results.json holds no training design (plan.kind is not \"train\")", dir));
     if (r.plan.contains("sources"))

@@ -99,9 +99,13 @@ struct TrainRunOptions {
 // and results->plan["runs"] the planned count (== planned_runs(d)), so the CLI can say "interrupted: N
 // of M runs done".
 Status run_train_design(const TrainDesign& d, const TrainRunOptions& opt, Results* results);
+// Invalid, one line naming `path` and the run, when a finished run's stored phases are not what its curve gives
+// (analysis/phases.hpp phases_contradiction): a label edited in the file would reach the report's phase table.
+Status check_stored_phases(const Results& r, const std::string& path);
 // A finished training design's analysis made again from its runs, as `detaudit report` shows it (an analysis a
-// file stores is not evidence, as a stored verdict is not); other results are left as they are.
-void reanalyze_training(Results* r);
+// file stores is not evidence, as a stored verdict is not), after check_stored_phases; other results are left
+// as they are.
+[[nodiscard]] Status reanalyze_training(Results* r, const std::string& path);
 // How many runs the design plans: per base target, seeds x replicates under (a) and (c), seeds under (b), (d), (e).
 size_t planned_runs(const TrainDesign& d);
 

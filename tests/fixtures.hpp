@@ -66,6 +66,7 @@ inline Observation ran(const std::string& workload, const std::string& target, s
   o.repeats = int(fps.size());
   o.fingerprints = std::move(fps);
   o.distinct = count_distinct(o.fingerprints);
+  o.describe = target;  // (a backend describes itself by its spec, and perhaps a remark in parentheses)
   // Not compared with an oracle, and saying why, as a run whose worker could not use the oracle entry does.
   o.details["oracle_problem"] = "no oracle in this test";
   return o;

@@ -21,6 +21,7 @@
 #include "kernels/generator.hpp"
 #include "suites/diverge.hpp"
 #include "tests/cli_helpers.hpp"
+#include "tests/interrupt_scope.hpp"
 
 namespace detaudit {
 namespace {
@@ -266,6 +267,44 @@ TEST(Diverge, AFailureInOneRunStopsBoth) {
   EXPECT_EQ(st.message(), "no such device");
 }
 
+// A run that failed or was interrupted leaves no partial trace: the traces are written under a temporary
+// name and renamed into place when both runs finished, so an earlier run's complete traces stay as they were.
+TEST(Diverge, AnInterruptedOrFailedRunLeavesTheEarlierTracesWhole) {
+  DivergeOptions o = options(native(ReduceOrder::kBlocked), native(ReduceOrder::kBlocked), "kept");
+  DivergeResult r;
+  ASSERT_TRUE(run_diverge(o, &r).is_ok());
+  const std::string a = slurp(o.trace_a), b = slurp(o.trace_b);
+  ASSERT_NE(a.find("\"kind\":\"end\""), std::string::npos);
+  auto leftovers = [&] {
+    int n = 0;
+    for (auto& e : fs::directory_iterator(dir())) n += e.path().filename().string().find(".tmp.") != std::string::npos;
+    return n;
+  };
+  {
+    test::InterruptScope interrupts;
+    o.perturb = [](int step, size_t layer, LayerPass, const char*, Tensor&) {
+      if (step == 1 && layer == 0) ::raise(SIGINT);  // Ctrl-C in the middle of step 1
+      return Status::ok();
+    };
+    EXPECT_EQ(run_diverge(o, &r).code(), Status::Code::kInterrupted);
+  }
+  EXPECT_EQ(slurp(o.trace_a), a) << "an interrupted run replaced trace A";
+  EXPECT_EQ(slurp(o.trace_b), b) << "an interrupted run replaced trace B";
+  EXPECT_EQ(leftovers(), 0);
+  o.perturb = [](int step, size_t layer, LayerPass, const char*, Tensor&) {
+    return step == 2 && layer == 3 ? Status::invalid("planted failure") : Status::ok();
+  };
+  EXPECT_EQ(run_diverge(o, &r).code(), Status::Code::kInvalid);
+  EXPECT_EQ(slurp(o.trace_a), a);
+  EXPECT_EQ(slurp(o.trace_b), b);
+  EXPECT_EQ(leftovers(), 0);
+  // A run that finishes replaces them (here by the same bits).
+  o.perturb = nullptr;
+  ASSERT_TRUE(run_diverge(o, &r).is_ok());
+  EXPECT_EQ(slurp(o.trace_a), a);
+  EXPECT_EQ(leftovers(), 0);
+}
+
 TEST(Diverge, BadInputExitsTwoWithOneLine) {
   const Outcome& bl = blocked_run();
   const std::string good = slurp(bl.opt.trace_b);
@@ -372,9 +411,9 @@ TEST(Diverge, BadInputExitsTwoWithOneLine) {
          "but the autoencoder's code of a batch of"},
         // A header that contradicts itself: a target whose details (or backend) are another's, another model.
         {[](nlohmann::json& x) { x["target"] = "cpu?order=atomic&threads=2&isa=auto"; },
-         "the header's details.order is \"blocked\", but its target cpu?order=atomic&threads=2&isa=auto asks for order=atomic"},
+         "the header's details.order is \"blocked\", but its target cpu?order=atomic&threads=2&isa=auto runs order=atomic"},
         {[](nlohmann::json& x) { x["backend"] = "cuda:0?order=tree on NVIDIA H200 (sm_90, 132 SMs)"; },
-         "is not a backend of its target"},
+         "the header's backend \"cuda:0?order=tree on NVIDIA H200 (sm_90, 132 SMs)\" is not a description of a cpu backend"},
         {[](nlohmann::json& x) { x["details"]["threads"] = "8"; }, "the header's details.threads is \"8\", but its target"},
         {[](nlohmann::json& x) { x["design"]["model"] = "prednet"; }, "design.model is \"prednet\", but diverge traces the autoencoder"},
         {[](nlohmann::json& x) { x["backend"] = "cpu?order=atomic&threads=2 (isa avx512)"; },
@@ -384,10 +423,11 @@ TEST(Diverge, BadInputExitsTwoWithOneLine) {
         {[](nlohmann::json& x) { x["backend"] = "cpu?order=blocked&threads=2&isa=scalar"; },
          "is not the one its target"},
         {[](nlohmann::json& x) { x["backend"] = x["backend"].get<std::string>() + "&conv=winograd"; },
-         "is not the one its target"},
+         "is not a description of a cpu backend (its spec, then at most one remark in parentheses)"},
         {[](nlohmann::json& x) { x["target"] = x["target"].get<std::string>() + " x"; },
          "is not a target spec (with at most one label in parentheses after it)"},
-        {[](nlohmann::json& x) { x["details"]["isa"] = "sse9"; }, "the header's details.isa is \"sse9\", but its backend says (isa "},
+        {[](nlohmann::json& x) { x["details"]["isa"] = "sse9"; }, "the header's details.isa is \"sse9\", which is no isa of cpu (auto|avx512|avx2|scalar)"},
+        {[](nlohmann::json& x) { x["details"]["isa"] = "scalar"; }, "the header's details.isa is \"scalar\", but its backend says (isa "},
     };
     // A record whose tensor size no tensor has, or another size than at the step before (both traces alike:
     // a lie they share is still a lie).

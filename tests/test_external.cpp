@@ -420,7 +420,15 @@ TEST_F(External, TwoFrameworksImportedIntoOneDirectoryBothStay) {
                                  "probe --targets cpu-ref --workloads 'reduce?op=sum&n=10' --out " +
                                      (rank / "probe" / "logs").string(),
                                  "probe --targets cpu-ref --workloads 'reduce?op=sum&n=10' --out " +
-                                     (rank.parent_path()).string()}) {
+                                     (rank.parent_path()).string(),
+                                 // every other command that writes into an --out of the user's
+                                 "qualify --out " + (rank / "probe").string(),
+                                 "export 'reduce?op=sum&n=10' --out " + (rank / "probe" / "x").string(),
+                                 "analyze " + x + " " + x + " --out " + (rank / "probe").string(),
+                                 "diverge --targets 'cpu?threads=1' --steps 1 --out " + (rank / "probe").string(),
+                                 "diverge --targets 'cpu?threads=1' --steps 1 --out " + root_ + "/dv --trace-out " +
+                                     (rank / "probe" / "t").string(),
+                                 "diverge --trace " + x + "/a --trace " + x + "/b --out " + root_ + "/link-to-rank"}) {
     const auto r = run_cli(cmd);
     EXPECT_EQ(r.code, 2) << cmd << ": " << r.out;
     EXPECT_NE(r.err.find("holds its node.json"), std::string::npos) << cmd << ": " << r.err;

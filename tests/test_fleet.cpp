@@ -26,7 +26,7 @@ using cli_test::slurp;
 
 Observation obs(const std::string& w, const std::string& t, std::vector<std::string> fps, double seconds = 0.01) {
   Observation o;
-  o.workload = w, o.target = t, o.status = ObsStatus::kOk;
+  o.workload = w, o.target = t, o.status = ObsStatus::kOk, o.describe = t;
   o.repeats = int(fps.size());
   o.fingerprints = std::move(fps);
   o.distinct = count_distinct(o.fingerprints);

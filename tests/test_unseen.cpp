@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "analysis/phases.hpp"
 #include "contract/results.hpp"
 #include "gates/baseline.hpp"
 #include "gates/fleet.hpp"
@@ -643,6 +644,32 @@ TEST(Lies, ACellOutsideItsPlanOrBeyondItsOutputIsRefused) {
          j["observations"][0]["details"]["isa"] = "scalar";
          j["observations"][0]["describe"] = "cpu (isa scalar)";
        }},
+      // What ran is what its target runs: the backend's description and settings (a cell edited to say another
+      // order, thread count or convolution, or to say nothing of what ran).
+      {"describe-order", "observations[0].describe \"cpu?order=blocked&threads=1\" runs order=blocked, but its target " + t +
+                             " runs order=sequential",
+       [](nlohmann::json& j) { j["observations"][0]["describe"] = "cpu?order=blocked&threads=1"; }},
+      {"describe-conv", "runs conv=winograd, but its target " + t + " runs conv=direct",
+       [](nlohmann::json& j) { j["observations"][0]["describe"] = "cpu?order=sequential&threads=1&conv=winograd"; }},
+      {"describe-other", "observations[0].describe \"anything at all\" is not a description of a cpu backend",
+       [](nlohmann::json& j) { j["observations"][0]["describe"] = "anything at all"; }},
+      {"describe-empty", "observations[0].describe \"\" is not a description of a cpu backend",
+       [](nlohmann::json& j) { j["observations"][0]["describe"] = ""; }},
+      {"describe-after-remark", "is not a description of a cpu backend",
+       [](nlohmann::json& j) { j["observations"][0]["describe"] = "cpu?order=sequential&threads=1 (isa avx2)&conv=winograd"; }},
+      {"describe-unknown-key", "names winograd, which is no setting of cpu",
+       [](nlohmann::json& j) { j["observations"][0]["describe"] = "cpu?order=sequential&threads=1&winograd=1"; }},
+      {"details-threads", "observations[0].details.threads is \"2\", but its target " + t + " runs threads=1",
+       [](nlohmann::json& j) { j["observations"][0]["details"]["threads"] = "2"; }},
+      {"details-conv", "observations[0].details.conv is \"winograd\", but its target " + t + " runs conv=direct",
+       [](nlohmann::json& j) { j["observations"][0]["details"]["conv"] = "winograd"; }},
+      {"details-order-bad", "observations[0].details.order is \"sideways\", which is no order of cpu",
+       [](nlohmann::json& j) { j["observations"][0]["details"]["order"] = "sideways"; }},
+      {"details-empty", "observations[0].details is empty, but a cpu backend that ran reports its settings",
+       [](nlohmann::json& j) {
+         j["observations"][0]["details"] = nlohmann::json::object();
+         j["oracle_failures"][j["observations"][0]["workload"].get<std::string>()] = "no oracle in this test";
+       }},
       {"features-order", "machine.cpu_features lists avx after avx2: not the order",
        [](nlohmann::json& j) { j["machine"]["cpu_features"] = {"sse4.1", "avx2", "avx", "fma"}; }},
       {"training-in-probe", "training holds 1 runs, but the plan is a probe suite's",
@@ -672,6 +699,61 @@ TEST(Lies, ACellOutsideItsPlanOrBeyondItsOutputIsRefused) {
     CliRun r = run_cli("check " + good.string() + " --baseline " + (d / "lied-baseline.json").string() + " --no-history");
     EXPECT_EQ(r.code, 2) << r.out << r.err;
     EXPECT_NE(r.err.find(says), std::string::npos) << r.err;
+  }
+  fs::remove_all(d);
+}
+
+// A training run's phases are what its curve gives: a label, a segment count or a margin edited in the file
+// (which the report's phase table would count) is refused by report, by analyze and by a resumed train.
+TEST(Lies, StoredPhasesTheCurveDoesNotGiveAreRefused) {
+  fs::path d = fresh_dir("lies-phases");
+  Results train;
+  train.machine = test::machine_json();
+  train.started_at = train.finished_at = "2026-12-04T00:00:00Z";
+  const std::string cpu = test::canon_target("cpu?threads=2");
+  train.plan = {{"kind", "train"},
+                {"runs", 1},
+                {"data_fingerprint", test::fingerprint('d')},
+                {"design",
+                 {{"model", "autoencoder"}, {"design", "sony2021"}, {"targets", {cpu}}, {"seeds", 1}, {"replicates", 1},
+                  {"batches", 3}, {"window", 1}, {"conditions", "d"}, {"init_seed_base", 1000}}}};
+  const std::vector<double> curve = {0.5, 0.4, 0.3};
+  const PhaseResult ph = detect_phases(curve);
+  train.training.push_back(training_run({{"key", "d|" + cpu + "|1000|0"}, {"condition", "d"}, {"target", cpu},
+                                         {"seed", 1000}, {"replicate", 0}, {"status", "ok"}, {"model", "autoencoder"},
+                                         {"design", "sony2021"}, {"batches", 3}, {"window", 1}, {"final_loss", 0.3},
+                                         {"curve", curve}, {"weights_fingerprint", test::fingerprint('e')},
+                                         {"phases",
+                                          {{"label", ph.label},
+                                           {"segments", ph.segments.size()},
+                                           {"escape_step", nullptr},
+                                           {"censored", ph.censored},
+                                           {"margin", nullptr}}}}));
+  ASSERT_EQ(ph.label, "too short to tell");
+  const fs::path good = save(d, "good", train);
+  ASSERT_EQ(run_cli("report " + good.string()).code, 0) << run_cli("report " + good.string()).err;
+  const std::string text = slurp(good / "results.json");
+  const std::pair<std::function<void(nlohmann::json&)>, std::string> lies[] = {
+      {[](nlohmann::json& j) { j["training"][0]["phases"]["label"] = "biphasic"; },
+       "training[0].phases.label is \"biphasic\", but its curve of 3 steps gives \"too short to tell\""},
+      {[](nlohmann::json& j) { j["training"][0]["phases"]["label"] = "monophasic"; },
+       "training[0].phases.label is \"monophasic\""},
+      {[](nlohmann::json& j) { j["training"][0]["phases"]["segments"] = 999; }, "training[0].phases.segments is 999"},
+      {[](nlohmann::json& j) { j["training"][0]["phases"]["margin"] = 5.0; }, "training[0].phases.margin is 5.0"},
+  };
+  int i = 0;
+  for (auto& [lie, says] : lies) {
+    nlohmann::json j = nlohmann::json::parse(text);
+    lie(j);
+    const fs::path bad = d / ("lie" + std::to_string(i++));
+    fs::create_directories(bad);
+    std::ofstream(bad / "results.json") << j.dump(1);
+    for (const std::string& cmd : {"report " + bad.string(), "analyze " + good.string() + " " + bad.string() +
+                                                                " --out " + (d / "merged").string()}) {
+      const CliRun r = run_cli(cmd);
+      EXPECT_EQ(r.code, 2) << cmd << ": " << r.out;
+      EXPECT_NE(r.err.find(says), std::string::npos) << cmd << ": " << r.err;
+    }
   }
   fs::remove_all(d);
 }
@@ -971,6 +1053,8 @@ TEST(Unseen, AHistoryChangedByAnotherProgramIsRefused) {
       {"UPDATE machines SET gpus = 'nope'", "are not a count, two times in order and a list"},
       {"UPDATE machines SET first_seen = '2030-01-01T00:00:00Z'", "are not a count, two times in order and a list"},
       {"UPDATE runs SET tool_version = 'banana'", "tool_version 'banana' is not a version"},
+      {"UPDATE runs SET tool_version = '9.9'", "tool_version '9.9' is not the one its software column records"},
+      {"UPDATE runs SET tool_commit = 'aaaaaaaaaaaa'", "tool_commit 'aaaaaaaaaaaa' is not the one its software column records"},
       {"UPDATE runs SET recorded_at = '2000-01-01T00:00:00Z'", "recorded_at '2000-01-01T00:00:00Z' is not a time after"},
       {"UPDATE runs SET exit_code = 99", "exit_code '99' is not an exit code detaudit gives"},
       {"UPDATE runs SET machine = '{not json'", "machine '(not a JSON object)'"},
@@ -1047,6 +1131,30 @@ TEST(Unseen, AHistoryChangedByAnotherProgramIsRefused) {
     EXPECT_EQ(res.code, 0) << res.err;
     EXPECT_EQ(res.out.find("threads=01"), std::string::npos) << res.out;
     EXPECT_NE(res.out.find(r.observations[0].target), std::string::npos) << res.out;
+  }
+  {
+    // On a machine without a GPU, a GPU target's cell that ran (or a training run) is another target's row moved;
+    // its skipped cells are what every CPU machine records.
+    Results cpu_only = r;
+    cpu_only.machine["gpus"] = nlohmann::json::array();
+    const std::string db = (d / "cpu-only.db").string();
+    ASSERT_TRUE(record_run(db, RunKind::kQualify, cpu_only, (d / "c").string(), 0).is_ok());
+    ASSERT_EQ(run_cli("history --history " + db).code, 0);
+    history_of_edit(db, (d / "cpu-only-cuda.db").string(), "UPDATE cells SET target = 'cuda:0'",
+                    "run 1: target 'cuda:0' ran on a machine without a GPU");
+    history_of_edit(db, (d / "cpu-only-cuda-training.db").string(), "UPDATE training SET target = 'cuda:0'",
+                    "run 1: target 'cuda:0' ran on a machine without a GPU");
+    const std::string skipped = (d / "cpu-only-skipped.db").string();
+    fs::copy_file(db, skipped);
+    sqlite3* h = nullptr;
+    ASSERT_EQ(sqlite3_open(skipped.c_str(), &h), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(h, "UPDATE cells SET target = 'cuda:0', status = 'skipped', reason = 'no CUDA device', "
+                              "fingerprints = '', distinct_outputs = 0, verdict = 'SKIP'; UPDATE runs SET pass = 0, skip = 1",
+                           nullptr, nullptr, nullptr),
+              SQLITE_OK);
+    sqlite3_close(h);
+    const CliRun res = run_cli("history --history " + skipped);
+    EXPECT_EQ(res.code, 0) << res.err;
   }
   fs::remove_all(d);
 }

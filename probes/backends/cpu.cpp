@@ -170,11 +170,13 @@ void baseline_key_host(const nlohmann::json& machine, int, nlohmann::json* k) {
 BackendEntry cpu_backend() {
   BackendEntry e;
   e.name = "cpu";
+  // conv is optional (no default filled in), so that the canonical names of today's targets stay as they are;
+  // absent means direct.
+  KeyRule conv = key_one_of("conv", "", {"direct", "winograd"});
+  conv.unset = "direct";
   e.keys = {key_one_of("order", "blocked", {"sequential", "pairwise", "blocked", "atomic", "portable"}),
             key_int_in("threads", "1", 1, 256), key_one_of("isa", "auto", {"auto", "avx512", "avx2", "scalar"}),
-            // Optional (no default filled in), so that the canonical names of today's targets stay as they
-            // are; absent means direct.
-            key_one_of("conv", "", {"direct", "winograd"})};
+            std::move(conv)};
   e.check = check_cpu;
   e.make = make_cpu_backend;
   e.summary = "detaudit's own multithreaded kernels with a selectable reduction order (portable: the bits of every CPU and "

@@ -24,7 +24,7 @@ BackendEntry external_backend() {
              [](const std::string& v) {
                return v.size() <= 64 ? Status::ok() : Status::invalid("at most 64 characters");
              },
-             "framework name, e.g. torch-cpu", [](const std::string& v) { return v; }}};
+             "framework name, e.g. torch-cpu", [](const std::string& v) { return v; }, ""}};
   e.summary = "a framework's outputs imported with `detaudit import` (never run: see `detaudit export`)";
   e.imported = true;
   e.applicable = always;
