@@ -86,6 +86,7 @@ int run_offline(const DivergeArgs& a) {
     return fail(fmt::format("diverge: {} and {} are one trace file: a trace compared with itself compares nothing",
                             a.traces[0], a.traces[1]));
   if (Status st = out_outside_fleet_ranks(a.out); !st) return fail(st);
+  if (Status st = check_diverge_destinations(a.out); !st) return fail(st);
   DivergeResult r;
   if (Status st = compare_traces(a.traces[0], a.traces[1], &r); !st) return fail(st);
   return write_report(r, a.out, "");
@@ -109,11 +110,15 @@ int run_online(const DivergeArgs& a) {
   if (st) st = check_dataset_for_model(data, a.model, kAutoencoderImageSide, kAutoencoderImageSide, a.batch_size);
   if (!st) return fail(st.message());
   const std::string prefix = a.trace_out.empty() ? a.out + "/trace" : a.trace_out;
-  for (const std::string& d : {a.out, std::filesystem::path(prefix).parent_path().string()})
-    if (Status st = out_outside_fleet_ranks(d.empty() ? "." : d); !st) return fail(st);
+  const std::string prefix_dir = std::filesystem::path(prefix).parent_path().string();
+  if (Status st = out_outside_fleet_ranks(a.out); !st) return fail(st);
+  if (Status st = out_outside_fleet_ranks(prefix_dir.empty() ? "." : prefix_dir, "--trace-out"); !st) return fail(st);
   std::error_code ec;
   std::filesystem::create_directories(a.out, ec);
   if (ec) return fail(a.out + ": " + ec.message());
+  // The report's destinations before the runs: a report refused at the end would leave new traces beside an
+  // earlier run's report.
+  if (Status st = check_diverge_destinations(a.out); !st) return fail(st);
   DivergeOptions o;
   o.make_a = factory(spec[0]);
   o.make_b = factory(spec[1]);

@@ -111,6 +111,7 @@ Status fleet_dir_is_its_own(const std::string& dir, const char* choose) {
 int run_fleet(const FleetArgs& a, int argc, char** argv) {
   const std::string dir = a.out;
   std::error_code ec;
+  if (Status st = out_outside_fleet_ranks(dir); !st) return fail(st);
   if (Status st = fleet_dir_is_its_own(dir, "choose another --out"); !st) return fail(st);
   FleetRank who;
   if (Status st = fleet_resolve_rank(a.rank, a.ranks, &who); !st) return fail(st);

@@ -59,16 +59,16 @@ int fail(const std::string& raw) {
 
 int fail(const Status& st) { return fail(st.message()); }
 
-Status out_outside_fleet_ranks(const std::string& out) {
+Status out_outside_fleet_ranks(const std::string& out, const char* option) {
   namespace fs = std::filesystem;
   std::error_code ec;
   fs::path p = fs::weakly_canonical(fs::absolute(out, ec), ec);
   if (ec) return Status::ok();  // (a path that cannot be resolved is refused where it is opened)
   if (!p.has_filename()) p = p.parent_path();  // (a trailing slash)
   auto refuse = [&](const fs::path& rank) {
-    return Status::invalid(fmt::format("--out {}: a fleet rank's folder ({} holds its node.json): its results are the "
-                                       "rank's, and only `detaudit fleet` writes them; choose another --out",
-                                       out, rank.string()));
+    return Status::invalid(fmt::format("{} {}: a fleet rank's folder ({} holds its node.json): its results are the "
+                                       "rank's, and only `detaudit fleet` writes them; choose another {}",
+                                       option, out, rank.string(), option));
   };
   // The folder or any folder above it: a rank's (ranks/<rank>-<host>/ with its node.json), at any depth below it.
   for (fs::path d = p; !d.empty(); d = d.parent_path()) {

@@ -35,8 +35,9 @@ int fail(const Status& st);
 // Invalid when `out` (its links followed) is a fleet rank's folder or a folder in one (beside the rank's
 // node.json): the rank's results are what its node.json and qualify.json speak of, and only `detaudit fleet`
 // writes them. For every command that writes into an --out of the user's (probe, train, qualify, import, export,
-// analyze, diverge).
-Status out_outside_fleet_ranks(const std::string& out);
+// analyze, diverge, baseline save, fleet), and for the folder of a history database.
+// `option` names the path in the message (--out, --trace-out, --history).
+Status out_outside_fleet_ranks(const std::string& out, const char* option = "--out");
 // fail(st), except for an interrupted command (Ctrl-C, SIGTERM, SIGHUP): one line saying so and that
 // running the same command again redoes the rest, and 128 + the signal's number.
 int fail_or_interrupted(const Status& st);

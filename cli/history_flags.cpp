@@ -1,5 +1,7 @@
 #include "cli/history_flags.hpp"
 
+#include <filesystem>
+
 #include "cli/common.hpp"
 #include "probes/child.hpp"
 
@@ -19,6 +21,9 @@ int precheck_history(const HistoryFlags& f) {
   std::string path;
   if (Status st = resolve_history_path(f, &path); !st) return fail(st);
   if (path.empty()) return 0;
+  // A rank's folder is the rank's (its results are what its node.json speaks of): no database goes there.
+  const std::string folder = std::filesystem::path(path).parent_path().string();
+  if (Status st = out_outside_fleet_ranks(folder.empty() ? "." : folder, "--history"); !st) return fail(st);
   if (Status st = check_history(path); !st) return fail(st);
   return 0;
 }

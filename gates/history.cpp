@@ -1196,8 +1196,9 @@ Status check_runs(Db& db) {
            "r.expected, r.warn, r.skip, r.unjudged, r.training_runs, r.machine_key, "
            "(SELECT count(*) FROM machines m WHERE m.key = r.machine_key), r.hostname, "
            // (a core count that is no count is named by the machines' own check)
-           "(SELECT m.identity || char(10) || m.cpu_model || char(10) || m.cpu_features || char(10) || m.cores FROM "
-           "machines m WHERE m.key = r.machine_key AND typeof(m.cores) = 'integer' AND m.cores >= 0), r.tool_version, "
+           "(SELECT m.identity || char(10) || m.cpu_model || char(10) || m.cpu_features || char(10) || m.cores || "
+           "char(10) || m.gpus FROM machines m WHERE m.key = r.machine_key AND typeof(m.cores) = 'integer' AND "
+           "m.cores >= 0), r.tool_version, "
            "r.tool_commit, r.software FROM runs r");
     if (!s.ok()) return Status::invalid(describe_sqlite_error(db, sqlite3_errcode(db.h)));
     int rc;
@@ -1233,11 +1234,11 @@ Status check_runs(Db& db) {
       if (machine_key(machine) != s.text(14)) return bad("machine_key", s.text(14), "the key of the run's machine");
       // The machine row of that key describes the run's machine, as recording wrote it.
       if (const nlohmann::json ident = machine_identity(machine);
-          !s.text(17).empty() && s.text(17) != fmt::format("{}\n{}\n{}\n{}", ident.dump(), ident["cpu_model"].get<std::string>(),
+          !s.text(17).empty() && s.text(17) != fmt::format("{}\n{}\n{}\n{}\n{}", ident.dump(), ident["cpu_model"].get<std::string>(),
                                     join(ident["cpu_features"].get<std::vector<std::string>>(), " "),
-                                    ident["cores"].get<int64_t>()))
-        return changed(fmt::format("machines (key {}): identity, cpu_model, cpu_features or cores is not the machine of "
-                                   "run {}",
+                                    ident["cores"].get<int64_t>(), ident["gpus"].dump()))
+        return changed(fmt::format("machines (key {}): identity, cpu_model, cpu_features, cores or gpus is not the machine "
+                                   "of run {}",
                                    shown_safely(s.text(14).substr(0, 16)), id));
       if (const std::string host = str_of(machine, "hostname"); machine.contains("hostname") && host != s.text(16))
         return bad("hostname", s.text(16), "the host name of the run's machine");
@@ -1370,9 +1371,10 @@ Status query_open(Db& db, const HistoryFilter& f, HistoryQueryResult* out) {
       m.last_seen = s.text(6);
       m.runs = int(s.integer(7));
       if (s.integer(3) < 0 || !is_utc_iso8601(m.first_seen) || !is_utc_iso8601(m.last_seen) ||
-          m.last_seen < m.first_seen || !m.gpus.is_array())
+          m.last_seen < m.first_seen || !m.gpus.is_array() ||
+          !std::all_of(m.gpus.begin(), m.gpus.end(), [](const nlohmann::json& g) { return g.is_object(); }))
         return Status::invalid(db.error(fmt::format("machines ({}): cores {}, first_seen '{}', last_seen '{}', gpus "
-                                                    "are not a count, two times in order and a list (the database "
+                                                    "are not a count, two times in order and a list of GPUs (the database "
                                                     "was changed by another program)",
                                                     shown_safely(m.key.substr(0, 40)), s.integer(3),
                                                     shown_safely(m.first_seen.substr(0, 40)),

@@ -5,6 +5,8 @@
 #include "probes/registry.hpp"
 
 #include <algorithm>
+#include <mutex>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -135,9 +137,64 @@ BackendOr make_target_backend(const Spec& t) {
   return e->make(t);
 }
 
+namespace {
+
+// A backend made here once per target (a cheap one without side effects: BackendEntry::made_here), its name,
+// remark and details; kept for the process, as a results file names each target many times.
+struct MadeHere {
+  std::string name, remark;
+  std::map<std::string, std::string> details;
+};
+const MadeHere* made_here(const Spec& target) {
+  static std::mutex m;
+  static std::map<std::string, std::optional<MadeHere>> made;
+  std::lock_guard<std::mutex> lock(m);
+  auto [it, fresh] = made.try_emplace(target.str());
+  if (fresh)
+    if (BackendOr b = make_target_backend(target); b) {
+      const std::string d = (*b)->describe(), n = (*b)->name();
+      MadeHere x{n, d.size() > n.size() + 3 ? d.substr(n.size() + 2, d.size() - n.size() - 3) : "", {}};
+      for (auto& [k, v] : (*b)->details()) x.details[k] = v;
+      it->second = std::move(x);
+    }
+  return it->second ? &*it->second : nullptr;
+}
+
+// The record against the backend made here: its spec is the name, its remark and each setting the made one's,
+// but for the instruction set "auto" resolves to (another CPU resolves it otherwise; results check it against
+// the machine's), which the remark shows as the details say.
+std::string made_here_contradiction(const Spec& target, const std::string& spelled, const std::string& remark,
+                                    const std::map<std::string, std::string>& details, bool ran, const char* field) {
+  const MadeHere* h = made_here(target);
+  if (!h) return "";
+  if (spelled != h->name)
+    return fmt::format("{} names \"{}\", but its target {} runs as {}", field, shown_safely(spelled.substr(0, 80)),
+                       target.str(), h->name);
+  std::string want = h->remark;
+  if (const auto isa = details.find("isa"); isa != details.end() && h->details.count("isa"))
+    if (const size_t at = want.find("isa " + h->details.at("isa").substr(0, h->details.at("isa").find(' ')));
+        at != std::string::npos)
+      want = want.substr(0, at) + "isa " + isa->second.substr(0, isa->second.find(' '));
+  // (a record without the instruction set, a cell that did not run, cannot say which its remark names)
+  if ((details.count("isa") || !h->details.count("isa")) && remark != want)
+    return fmt::format("{}'s remark is \"({})\", but its target {} describes itself \"({})\"", field,
+                         shown_safely(remark.substr(0, 60)), target.str(), want);
+  for (auto& [k, v] : h->details) {
+    if (k == "isa") continue;
+    const auto it = details.find(k);
+    if (it == details.end() ? ran : it->second != v)
+      return fmt::format("details.{} is {}, but its target {} reports {}", k,
+                         it == details.end() ? std::string("missing") : "\"" + shown_safely(it->second.substr(0, 40)) + "\"",
+                         target.str(), v);
+  }
+  return "";
+}
+
+}  // namespace
+
 std::string backend_claims_contradiction(const Spec& target, const std::string& describe,
                                          const std::map<std::string, std::string>& details, bool ran,
-                                         const char* field) {
+                                         const char* field, const nlohmann::json& libraries) {
   const BackendEntry* be = find_backend(target.name);
   if (!be || be->imported) return "";
   auto rule_of = [&](const std::string& k) -> const KeyRule* {
@@ -189,6 +246,13 @@ std::string backend_claims_contradiction(const Spec& target, const std::string& 
   }
   if (ran && details.empty() && !be->hidden)
     return fmt::format("details is empty, but a {} backend that ran reports its settings", target.name);
+  const std::string remark = gap == std::string::npos ? "" : describe.substr(gap + 2, describe.size() - gap - 3);
+  if (be->made_here)
+    if (const std::string why = made_here_contradiction(target, spelled, remark, details, ran, field); !why.empty())
+      return why;
+  if (be->claims)
+    if (std::string why = be->claims(target, remark, details, libraries); !why.empty())
+      return why.rfind("details.", 0) == 0 ? why : fmt::format("{} \"{}\": {}", field, shown_safely(describe.substr(0, 80)), why);
   return "";
 }
 

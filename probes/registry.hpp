@@ -140,6 +140,15 @@ struct BackendEntry {
   // Its default targets of a training design or qualify level: "sony2021" (the autoencoder design),
   // "prednet" (the PredNet design), "qualify" (qualify's level 2); nullptr or empty for none.
   std::vector<std::string> (*training_targets)(const std::string& use) = nullptr;
+  // What a record of a run says of its backend (a cell's describe and details, a trace header's backend), checked
+  // against the target (backend_claims_contradiction below): `made_here`, its backend is made in any process at
+  // no cost and without side effects (cpu, cpu-ref), so a record is compared with the one made here, but for the
+  // instruction set "auto" resolves to; `claims`, the backend's own rule for the remark in parentheses after its
+  // description and the settings its library reports under its own names ("" or one clause; `libraries` is the
+  // machine's, null where the record has none).
+  bool made_here = false;
+  std::string (*claims)(const Spec& target, const std::string& remark,
+                        const std::map<std::string, std::string>& details, const nlohmann::json& libraries) = nullptr;
   // Writes its library versions into machine_fingerprint()["libraries"] (the keys `libraries` names).
   void (*describe_machine)(nlohmann::json* libraries) = nullptr;
 };
@@ -171,10 +180,12 @@ BackendOr make_target_backend(const Spec& target);
 // detail's. For the host's backends (not imported ones) the description is what their backends write: a spec of
 // the target's backend, every key it names the target's, then at most one parenthesized remark; and a cell
 // that ran reports its settings (`ran`: details not empty, but the test-only backend's).
-// `field` names the description in the message ("describe" in a results file, "backend" in a trace).
+// `field` names the description in the message ("describe" in a results file, "backend" in a trace);
+// `libraries` the machine's (machine.libraries; null where the record has none).
 std::string backend_claims_contradiction(const Spec& target, const std::string& describe,
                                          const std::map<std::string, std::string>& details, bool ran,
-                                         const char* field = "describe");
+                                         const char* field = "describe",
+                                         const nlohmann::json& libraries = nlohmann::json());
 // Whether the target runs this workload at all (inapplicable cells are not run).
 bool applicable(const Spec& target, const Spec& workload);
 // `key=all` expands to one target per algorithm index.

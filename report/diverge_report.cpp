@@ -127,15 +127,21 @@ Document diverge_document(const DivergeResult& r) {
 
 }  // namespace
 
+Status check_diverge_destinations(const std::string& out_dir) {
+  const std::string base = out_dir + "/diverge";
+  for (auto [ext, own] :
+       {std::pair{".svg", Own::kAny}, {".json", Own::kDiverge}, {".md", Own::kReport}, {".html", Own::kReport}})
+    DETAUDIT_RETURN_IF_ERROR(check_destination(base + ext, own));
+  return Status::ok();
+}
+
 Status write_diverge_outputs(const DivergeResult& r, const std::string& out_dir) {
   const Document doc = diverge_document(r);
   std::string md = render_markdown(doc);
   if (r.first) md += "\n![weight L2 distance and loss gap per step](diverge.svg)\n";
   const std::string base = out_dir + "/diverge";
   // All four destinations are checked before any is written: a refused one leaves no half of the outputs.
-  for (auto [ext, own] :
-       {std::pair{".svg", Own::kAny}, {".json", Own::kDiverge}, {".md", Own::kReport}, {".html", Own::kReport}})
-    DETAUDIT_RETURN_IF_ERROR(check_destination(base + ext, own));
+  DETAUDIT_RETURN_IF_ERROR(check_diverge_destinations(out_dir));
   if (r.first) DETAUDIT_RETURN_IF_ERROR(write_file_atomic(base + ".svg", growth_svg(r)));
   DETAUDIT_RETURN_IF_ERROR(write_file_atomic(base + ".json", r.to_json(), Own::kDiverge));
   DETAUDIT_RETURN_IF_ERROR(write_file_atomic(base + ".md", md, Own::kReport));

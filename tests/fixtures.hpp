@@ -11,6 +11,7 @@
 
 #include "contract/observation.hpp"
 #include "contract/verdict.hpp"
+#include "probes/registry.hpp"
 #include "probes/spec.hpp"
 
 namespace detaudit {
@@ -59,6 +60,24 @@ inline std::optional<Verdict> verdict_named(const std::string& name) {
 }
 
 // An observation that ran (status ok): one repeat per fingerprint, the distinct ones counted, not judged.
+// What a worker records of the backend a host target ran (its description and settings), as the backend made
+// here gives them where that is free of side effects (cpu, cpu-ref), else its spec alone (a library's backend
+// would set the test process's thread counts); a GPU target's record is left as it is.
+inline void describe_as_recorded(Observation* o) {
+  Spec t;
+  if (!parse_target(o->target, &t).is_ok()) return;
+  const BackendEntry* e = find_backend(t.name);
+  if (!e || e->device != DeviceKind::kHost || e->imported) return;
+  if (!e->made_here) {
+    o->describe = t.str();
+    return;
+  }
+  if (BackendOr b = make_target_backend(t); b) {
+    o->describe = (*b)->describe();
+    for (auto& [k, v] : (*b)->details()) o->details[k] = v;
+  }
+}
+
 inline Observation ran(const std::string& workload, const std::string& target, std::vector<std::string> fps) {
   Observation o;
   o.workload = workload;
@@ -66,7 +85,7 @@ inline Observation ran(const std::string& workload, const std::string& target, s
   o.repeats = int(fps.size());
   o.fingerprints = std::move(fps);
   o.distinct = count_distinct(o.fingerprints);
-  o.describe = target;  // (a backend describes itself by its spec, and perhaps a remark in parentheses)
+  describe_as_recorded(&o);
   // Not compared with an oracle, and saying why, as a run whose worker could not use the oracle entry does.
   o.details["oracle_problem"] = "no oracle in this test";
   return o;

@@ -90,7 +90,6 @@ Results sample_results() {
   atomic.oracle->ratio_hist.assign(kRatioBuckets, 0);
   atomic.oracle->ratio_hist[0] = 61, atomic.oracle->ratio_hist[11] = 3;  // the 8 x 8 output's elements (ratios to 2^-2)
   atomic.details.erase("oracle_problem");
-  atomic.details["order"] = "atomic", atomic.details["threads"] = "2";  // (what the backend reports it ran)
   r.observations.push_back(atomic);
   Observation gpu = cell(w, target("cuda:0?order=tree"), {C, C});
   gpu.kernels = {std::vector<KernelRecord>{KernelRecord{"gemm_tree"}, KernelRecord{"reduce_tree"}, KernelRecord{"gemm_tree"}},

@@ -421,7 +421,7 @@ TEST(Diverge, BadInputExitsTwoWithOneLine) {
         {[](nlohmann::json& x) { x["details"]["conv"] = "im2col"; }, "the header's details.conv is \"im2col\""},
         {[](nlohmann::json& x) { x["details"]["conv"] = "winograd"; }, "the header's details.conv is \"winograd\", but its target"},
         {[](nlohmann::json& x) { x["backend"] = "cpu?order=blocked&threads=2&isa=scalar"; },
-         "is not the one its target"},
+         "runs as cpu?order=blocked&threads=2"},
         {[](nlohmann::json& x) { x["backend"] = x["backend"].get<std::string>() + "&conv=winograd"; },
          "is not a description of a cpu backend (its spec, then at most one remark in parentheses)"},
         {[](nlohmann::json& x) { x["target"] = x["target"].get<std::string>() + " x"; },
@@ -551,6 +551,17 @@ TEST(Diverge, BadInputExitsTwoWithOneLine) {
   EXPECT_NE(c.out.find("no divergence in 2 steps"), std::string::npos) << c.out;
   EXPECT_TRUE(fs::exists(dir() / "cli" / "trace-a.jsonl"));
   EXPECT_TRUE(fs::exists(dir() / "cli" / "diverge.json"));
+  // A run whose report would be refused (a link where diverge.html goes) stops before it runs: the earlier
+  // run's traces and report stay as they were.
+  const std::string trace_before = slurp(dir() / "cli" / "trace-a.jsonl"), md_before = slurp(dir() / "cli" / "diverge.md");
+  fs::create_symlink("/dev/null", dir() / "cli" / "diverge.html.new");
+  fs::rename(dir() / "cli" / "diverge.html.new", dir() / "cli" / "diverge.html");
+  c = run_cli("diverge --targets 'cpu?order=blocked&threads=2' --steps 3 --batch-size 8 --data " + data.string() +
+              " --out " + (dir() / "cli").string());
+  EXPECT_EQ(c.code, 2) << c.out;
+  EXPECT_NE(c.err.find("diverge.html"), std::string::npos) << c.err;
+  EXPECT_EQ(slurp(dir() / "cli" / "trace-a.jsonl"), trace_before);
+  EXPECT_EQ(slurp(dir() / "cli" / "diverge.md"), md_before);
 }
 
 }  // namespace

@@ -428,13 +428,30 @@ TEST_F(External, TwoFrameworksImportedIntoOneDirectoryBothStay) {
                                  "diverge --targets 'cpu?threads=1' --steps 1 --out " + (rank / "probe").string(),
                                  "diverge --targets 'cpu?threads=1' --steps 1 --out " + root_ + "/dv --trace-out " +
                                      (rank / "probe" / "t").string(),
-                                 "diverge --trace " + x + "/a --trace " + x + "/b --out " + root_ + "/link-to-rank"}) {
+                                 "diverge --trace " + x + "/a --trace " + x + "/b --out " + root_ + "/link-to-rank",
+                                 // a fleet nested in a rank's folder or in ranks/, a baseline or a history there
+                                 "fleet --rank 0 --ranks 1 --targets cpu-ref --workloads 'reduce?op=sum&n=10' --out " +
+                                     rank.string(),
+                                 "fleet --rank 0 --ranks 1 --targets cpu-ref --workloads 'reduce?op=sum&n=10' --out " +
+                                     rank.parent_path().string(),
+                                 "baseline save " + x + " --out " + (rank / "b.json").string(),
+                                 "probe --targets cpu-ref --workloads 'reduce?op=sum&n=10' --out " + root_ +
+                                     "/elsewhere --history " + (rank / "probe" / "h.db").string()}) {
     const auto r = run_cli(cmd);
     EXPECT_EQ(r.code, 2) << cmd << ": " << r.out;
     EXPECT_NE(r.err.find("holds its node.json"), std::string::npos) << cmd << ": " << r.err;
   }
   EXPECT_FALSE(fs::exists(rank / "probe" / "results.json"));
   EXPECT_FALSE(fs::exists(rank / "probe" / "logs"));
+  EXPECT_FALSE(fs::exists(rank / "ranks"));
+  EXPECT_FALSE(fs::exists(rank / "b.json"));
+  EXPECT_FALSE(fs::exists(rank / "probe" / "h.db"));
+  {  // the option the path came from is the one named
+    const auto r = run_cli("diverge --targets 'cpu?threads=1' --steps 1 --out " + root_ + "/dv2 --trace-out " +
+                           (rank / "t").string());
+    EXPECT_EQ(r.code, 2);
+    EXPECT_EQ(r.err.rfind("detaudit: error: --trace-out " + rank.string() + ": a fleet rank's folder", 0), 0u) << r.err;
+  }
   EXPECT_FALSE(fs::exists(rank.parent_path() / "results.json"));
   EXPECT_FALSE(fs::exists(rank / "train"));
 }

@@ -16,6 +16,7 @@
 #include "gates/fleet.hpp"
 #include "kernels/cuda/nccl.hpp"
 #include "tests/cli_helpers.hpp"
+#include "tests/fixtures.hpp"
 
 namespace detaudit {
 namespace {
@@ -26,7 +27,8 @@ using cli_test::slurp;
 
 Observation obs(const std::string& w, const std::string& t, std::vector<std::string> fps, double seconds = 0.01) {
   Observation o;
-  o.workload = w, o.target = t, o.status = ObsStatus::kOk, o.describe = t;
+  o.workload = w, o.target = t, o.status = ObsStatus::kOk;
+  test::describe_as_recorded(&o);
   o.repeats = int(fps.size());
   o.fingerprints = std::move(fps);
   o.distinct = count_distinct(o.fingerprints);

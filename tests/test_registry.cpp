@@ -481,6 +481,88 @@ TEST(Registry, DeviceKindsAndAlgorithmPickers) {
   EXPECT_EQ(default_training_targets("prednet"), std::vector<std::string>{"cpu?threads=2&conv=winograd"});
 }
 
+// What a record says of the backend its target ran (a cell's describe and details, a trace header's backend)
+// is what that target runs: each backend's own description, remark and settings, and nothing else.
+TEST(Registry, ABackendRecordIsWhatItsTargetRuns) {
+  auto why = [](const std::string& target, const std::string& describe, std::map<std::string, std::string> details,
+                const nlohmann::json& libraries = nlohmann::json()) {
+    Spec t;
+    EXPECT_TRUE(parse_target(target, &t).is_ok()) << target;
+    return backend_claims_contradiction(t, describe, details, true, "describe", libraries);
+  };
+  // cpu and cpu-ref: as the backend made here records itself (the instruction set "auto" resolves to aside).
+  Spec cpu;
+  ASSERT_TRUE(parse_target("cpu?order=atomic&threads=2", &cpu).is_ok());
+  BackendOr made = make_target_backend(cpu);
+  ASSERT_TRUE(made);
+  std::map<std::string, std::string> d;
+  for (auto& [k, v] : (*made)->details()) d[k] = v;
+  EXPECT_EQ(why(cpu.str(), (*made)->describe(), d), "");
+  auto other_isa = d;
+  other_isa["isa"] = d["isa"] == "avx2" ? "scalar" : "avx2";  // another CPU's resolution of auto
+  EXPECT_EQ(why(cpu.str(), (*made)->name() + " (isa " + other_isa["isa"] + ")", other_isa), "");
+  EXPECT_NE(why(cpu.str(), (*made)->name() + " (hello)", d).find("remark is \"(hello)\""), std::string::npos);
+  EXPECT_NE(why(cpu.str(), (*made)->name(), d).find("remark is \"()\""), std::string::npos);
+  EXPECT_NE(why(cpu.str(), (*made)->name() + " (isa " + d["isa"] + ", conv winograd)", d).find("remark"), std::string::npos);
+  auto winograd = d;
+  winograd["conv"] = "winograd";
+  EXPECT_NE(why(cpu.str(), (*made)->describe(), winograd).find("details.conv is \"winograd\""), std::string::npos);
+  auto no_conv = d;
+  no_conv.erase("conv");
+  EXPECT_NE(why(cpu.str(), (*made)->describe(), no_conv).find("details.conv is missing"), std::string::npos);
+  Spec wino;
+  ASSERT_TRUE(parse_target("cpu?threads=2&conv=winograd", &wino).is_ok());
+  auto wd = d;
+  wd["order"] = "blocked", wd["conv"] = "winograd";
+  EXPECT_NE(why(wino.str(), "cpu?order=blocked&threads=2 (isa " + d["isa"] + ")", wd).find("runs as"), std::string::npos);
+  Spec portable;
+  ASSERT_TRUE(parse_target("cpu?order=portable&threads=1", &portable).is_ok());
+  BackendOr p = make_target_backend(portable);
+  ASSERT_TRUE(p);
+  std::map<std::string, std::string> pd;
+  for (auto& [k, v] : (*p)->details()) pd[k] = v;
+  EXPECT_EQ(why(portable.str(), (*p)->describe(), pd), "");
+  pd["leaf"] = "abc";
+  EXPECT_NE(why(portable.str(), (*p)->describe(), pd).find("details.leaf is \"abc\""), std::string::npos);
+  EXPECT_EQ(why("cpu-ref", "cpu-ref", {{"accumulator", "double (gemm_f64: long double)"}, {"threads", "1"}}), "");
+  EXPECT_NE(why("cpu-ref", "cpu-ref", {{"accumulator", "float"}, {"threads", "1"}}).find("details.accumulator"),
+            std::string::npos);
+  EXPECT_NE(why("cpu-ref", "cpu-ref", {{"accumulator", "double (gemm_f64: long double)"}, {"threads", "2"}})
+                .find("details.threads is \"2\""),
+            std::string::npos);
+  // openblas: the remark names the core the details do, the core the target pins, the threads it pins in effect.
+  const std::string ob = "openblas?core=Haswell&threads=1";
+  const std::map<std::string, std::string> obd = {
+      {"corename", "Haswell"}, {"coretype_env", "Haswell"}, {"threads", "1"}, {"threads_effective", "1"}, {"config", "x"}};
+  EXPECT_EQ(why(ob, "openblas?threads=1 (OpenBLAS core Haswell)", obd), "");
+  EXPECT_NE(why(ob, "openblas?threads=1 (hello)", obd).find("is not the core its details name"), std::string::npos);
+  auto ob2 = obd;
+  ob2["corename"] = "Prescott";
+  EXPECT_NE(why(ob, "openblas?threads=1 (OpenBLAS core Prescott)", ob2).find("pins core Haswell"), std::string::npos);
+  ob2 = obd, ob2["threads_effective"] = "4";
+  EXPECT_NE(why(ob, "openblas?threads=1 (OpenBLAS core Haswell)", ob2).find("threads_effective"), std::string::npos);
+  ob2 = obd, ob2["coretype_env"] = "";
+  EXPECT_NE(why(ob, "openblas?threads=1 (OpenBLAS core Haswell)", ob2).find("coretype_env"), std::string::npos);
+  // onednn: the machine's oneDNN and the instruction set the details name; the cap and layout the target's.
+  const std::string dn = "onednn?isa=AVX2&threads=1";
+  const nlohmann::json libs = {{"onednn", "2.6.3 (git hash N/A) omp"}};
+  const std::map<std::string, std::string> dnd = {{"isa_env", "AVX2"}, {"effective_isa", "avx2"}, {"impl", "gemm:jit"},
+                                                  {"threads", "1"}, {"conv_layout", "plain"},
+                                                  {"omp_set_num_threads", "called"}};
+  EXPECT_EQ(why(dn, "onednn?threads=1 (oneDNN 2.6.3 (git hash N/A) omp, isa avx2)", dnd, libs), "");
+  EXPECT_NE(why(dn, "onednn?threads=1 (oneDNN 3.0 omp, isa avx2)", dnd, libs).find("does not name the oneDNN"),
+            std::string::npos);
+  EXPECT_NE(why(dn, "onednn?threads=1 (oneDNN 2.6.3 (git hash N/A) omp, isa avx512_core)", dnd, libs).find("instruction set"),
+            std::string::npos);
+  auto dn2 = dnd;
+  dn2["isa_env"] = "ALL";
+  EXPECT_NE(why(dn, "onednn?threads=1 (oneDNN 2.6.3 (git hash N/A) omp, isa avx2)", dn2, libs).find("isa_env"),
+            std::string::npos);
+  dn2 = dnd, dn2["conv_layout"] = "blocked";
+  EXPECT_NE(why(dn, "onednn?threads=1 (oneDNN 2.6.3 (git hash N/A) omp, isa avx2)", dn2, libs).find("conv_layout"),
+            std::string::npos);
+}
+
 // The default training targets are the registry entries' own spellings, and each one parses as a target.
 TEST(Registry, DefaultTrainingTargetsParse) {
   for (const char* use : {"qualify", "sony2021", "prednet"}) {

@@ -656,7 +656,7 @@ TEST(Lies, ACellOutsideItsPlanOrBeyondItsOutputIsRefused) {
       {"describe-empty", "observations[0].describe \"\" is not a description of a cpu backend",
        [](nlohmann::json& j) { j["observations"][0]["describe"] = ""; }},
       {"describe-after-remark", "is not a description of a cpu backend",
-       [](nlohmann::json& j) { j["observations"][0]["describe"] = "cpu?order=sequential&threads=1 (isa avx2)&conv=winograd"; }},
+       [](nlohmann::json& j) { j["observations"][0]["describe"] = "cpu?order=sequential&threads=1 (a remark)&conv=winograd"; }},
       {"describe-unknown-key", "names winograd, which is no setting of cpu",
        [](nlohmann::json& j) { j["observations"][0]["describe"] = "cpu?order=sequential&threads=1&winograd=1"; }},
       {"details-threads", "observations[0].details.threads is \"2\", but its target " + t + " runs threads=1",
@@ -1050,7 +1050,12 @@ TEST(Unseen, AHistoryChangedByAnotherProgramIsRefused) {
       {"UPDATE training SET weights_fingerprint = 'zz'", "fingerprints 'zz' is not 32 hex digits"},
       {"UPDATE training SET seed = -1", "is not a count"},
       {"UPDATE machines SET cores = -4", "cores -4"},
-      {"UPDATE machines SET gpus = 'nope'", "are not a count, two times in order and a list"},
+      {"UPDATE machines SET gpus = 'nope'", "cpu_features, cores or gpus is not the machine of run 1"},
+      {"UPDATE machines SET gpus = '[\"H100\"]'", "cpu_features, cores or gpus is not the machine of run 1"},
+      {"UPDATE machines SET gpus = '[{\"name\": \"H100\"}]'", "cpu_features, cores or gpus is not the machine of run 1"},
+      {"INSERT INTO machines SELECT 'ffffffffffffffff', cpu_model, cpu_features, cores, '[1]', identity, first_seen, "
+       "last_seen FROM machines",  // (a machine no run names)
+       "are not a count, two times in order and a list of GPUs"},
       {"UPDATE machines SET first_seen = '2030-01-01T00:00:00Z'", "are not a count, two times in order and a list"},
       {"UPDATE runs SET tool_version = 'banana'", "tool_version 'banana' is not a version"},
       {"UPDATE runs SET tool_version = '9.9'", "tool_version '9.9' is not the one its software column records"},
@@ -1087,8 +1092,8 @@ TEST(Unseen, AHistoryChangedByAnotherProgramIsRefused) {
       {"UPDATE runs SET finished_at = '2098-01-01T00:00:00Z'", "finished_at '2098-01-01T00:00:00Z' is not a time before the "
                                                                "run was recorded"},
       {"UPDATE training SET status = 'crashed'", "a training run that did not finish, with a final loss or weights"},
-      {"UPDATE machines SET cores = 0", "cpu_model, cpu_features or cores is not the machine of run 1"},
-      {"UPDATE machines SET cpu_model = 'Other CPU'", "cpu_model, cpu_features or cores is not the machine of run 1"},
+      {"UPDATE machines SET cores = 0", "cpu_model, cpu_features, cores or gpus is not the machine of run 1"},
+      {"UPDATE machines SET cpu_model = 'Other CPU'", "cpu_model, cpu_features, cores or gpus is not the machine of run 1"},
       {"UPDATE cells SET reason = 'timeout after 60 s'", "reason 'timeout after 60 s' is not empty for a cell that finished"},
       {"UPDATE training SET key = 'zzz'", "a training row whose key is not its condition|target|seed|replicate"},
       {"UPDATE training SET replicate = 3", "a training row whose key is not its condition|target|seed|replicate"},

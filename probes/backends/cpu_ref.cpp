@@ -24,6 +24,7 @@ BackendEntry cpu_ref_backend() {
   e.name = "cpu-ref";
   e.oracle = true;
   e.make = make_cpu_ref_backend;
+  e.made_here = true;
   e.summary = "the oracle: fixed order, double accumulation, one thread";
   e.applicable = always;
   e.promise = promise_cpu_ref;

@@ -45,6 +45,38 @@ std::vector<SuiteTarget> suite_targets_onednn(const std::string& suite) {
 
 }  // namespace
 
+namespace {
+
+// A record of a oneDNN run: its remark names the library (the machine's version, where the record has one) and
+// the instruction set it dispatched to; the cap and the convolution layout are the target's, through the
+// environment the worker was given.
+std::string claims_onednn(const Spec& t, const std::string& remark, const std::map<std::string, std::string>& d,
+                          const nlohmann::json& libraries) {
+  auto at = [&](const char* k) { return d.count(k) ? d.at(k) : std::string(); };
+  const std::string version = libraries.is_object() && libraries.contains("onednn") && libraries["onednn"].is_string()
+                                  ? libraries["onednn"].get<std::string>()
+                                  : "";
+  if (d.count("effective_isa") && !remark.ends_with(", isa " + at("effective_isa")))
+    return fmt::format("the remark \"({})\" does not end with the instruction set its details name (isa {})",
+                       remark.substr(0, 60), at("effective_isa").substr(0, 40));
+  if (!remark.empty() && (!remark.starts_with("oneDNN ") || (!version.empty() && !remark.starts_with("oneDNN " + version + ", isa "))))
+    return fmt::format("the remark \"({})\" does not name the oneDNN of the machine ({})", remark.substr(0, 60),
+                       version.empty() ? "oneDNN <version>, isa <isa>" : version);
+  if (d.count("isa_env") && at("isa_env") != t.get("isa", "ALL"))
+    return fmt::format("details.isa_env is \"{}\", but its target's worker runs with ONEDNN_MAX_CPU_ISA {}",
+                       at("isa_env").substr(0, 40), t.get("isa", "ALL"));
+  if (d.count("conv_layout") && at("conv_layout") != t.get("layout", "plain"))
+    return fmt::format("details.conv_layout is \"{}\", but its target runs layout={}", at("conv_layout").substr(0, 40),
+                       t.get("layout", "plain"));
+  if (d.count("omp_set_num_threads") && at("omp_set_num_threads") != "called" &&
+      at("omp_set_num_threads") != "not found (OMP_NUM_THREADS only)")
+    return fmt::format("details.omp_set_num_threads is \"{}\", which oneDNN's backend never reports",
+                       at("omp_set_num_threads").substr(0, 40));
+  return "";
+}
+
+}  // namespace
+
 BackendEntry onednn_backend() {
   BackendEntry e;
   e.name = "onednn";
@@ -66,6 +98,7 @@ BackendEntry onednn_backend() {
     (*libs)["onednn"] = onednn_version_string();
     (*libs)["onednn_isa"] = onednn_effective_isa();
   };
+  e.claims = claims_onednn;
   return e;
 }
 

@@ -100,6 +100,27 @@ std::vector<SuiteTarget> suite_targets_openblas(const std::string& suite) {
   return v;
 }
 
+// A record of an OpenBLAS run: its remark names the core it ran, the core the target pinned (auto: the one
+// OpenBLAS chose, which the worker's CPU decides), through the environment the worker was given, with the
+// threads asked for in effect.
+std::string claims_openblas(const Spec& t, const std::string& remark, const std::map<std::string, std::string>& d,
+                            const nlohmann::json&) {
+  const std::string core = t.get("core", "auto");
+  auto at = [&](const char* k) { return d.count(k) ? d.at(k) : std::string(); };
+  if (d.count("corename") && remark != "OpenBLAS core " + at("corename"))
+    return fmt::format("the remark \"({})\" is not the core its details name (OpenBLAS core {})", remark.substr(0, 60),
+                       at("corename").substr(0, 40));
+  if (core != "auto" && d.count("corename") && at("corename") != core)
+    return fmt::format("details.corename is \"{}\", but its target pins core {}", at("corename").substr(0, 40), core);
+  if (d.count("coretype_env") && at("coretype_env") != (core == "auto" ? "" : core))
+    return fmt::format("details.coretype_env is \"{}\", but its target's worker runs with OPENBLAS_CORETYPE {}",
+                       at("coretype_env").substr(0, 40), core == "auto" ? "unset" : core);
+  if (d.count("threads_effective") && at("threads_effective") != t.get("threads", "1"))
+    return fmt::format("details.threads_effective is \"{}\", but its target pins {} threads",
+                       at("threads_effective").substr(0, 40), t.get("threads", "1"));
+  return "";
+}
+
 void describe_openblas(nlohmann::json* libs) {
   (*libs)["openblas"] = openblas_version_string();
   (*libs)["openblas_core"] = openblas_corename();
@@ -120,6 +141,7 @@ BackendEntry openblas_backend() {
   e.promise = promise_openblas;
   e.suite_targets = suite_targets_openblas;
   e.describe_machine = describe_openblas;
+  e.claims = claims_openblas;
   return e;
 }
 
