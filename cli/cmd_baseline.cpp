@@ -1,6 +1,5 @@
 // `detaudit baseline save DIR [--out FILE]`: a results directory's observations and training runs as a
 // reviewable baseline file (gates/baseline.hpp), which `detaudit check` and `qualify` compare later runs with.
-#include <filesystem>
 #include <memory>
 
 #include "cli/common.hpp"
@@ -34,10 +33,8 @@ Command add_baseline_command(CLI::App& app, int argc, char** argv) {
   return {baseline,
           [save, args]() {
             if (!save->parsed()) return fail("baseline: a subcommand is required (save)");
-            if (!args->out.empty()) {
-              const std::string folder = std::filesystem::path(args->out).parent_path().string();
-              if (Status st = out_outside_fleet_ranks(folder.empty() ? "." : folder); !st) return fail(st);
-            }
+            if (Status st = args->out.empty() ? Status::ok() : file_outside_fleet_ranks(args->out, "--out"); !st)
+              return fail(st);
             BaselineSaved saved;
             if (Status st = run_baseline_save(args->dir, args->out, &saved); !st) return fail(st);
             if (saved.unfinished)

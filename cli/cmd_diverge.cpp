@@ -110,9 +110,8 @@ int run_online(const DivergeArgs& a) {
   if (st) st = check_dataset_for_model(data, a.model, kAutoencoderImageSide, kAutoencoderImageSide, a.batch_size);
   if (!st) return fail(st.message());
   const std::string prefix = a.trace_out.empty() ? a.out + "/trace" : a.trace_out;
-  const std::string prefix_dir = std::filesystem::path(prefix).parent_path().string();
   if (Status st = out_outside_fleet_ranks(a.out); !st) return fail(st);
-  if (Status st = out_outside_fleet_ranks(prefix_dir.empty() ? "." : prefix_dir, "--trace-out"); !st) return fail(st);
+  if (Status st = file_outside_fleet_ranks(prefix, "--trace-out"); !st) return fail(st);
   std::error_code ec;
   std::filesystem::create_directories(a.out, ec);
   if (ec) return fail(a.out + ": " + ec.message());

@@ -82,6 +82,11 @@ Status out_outside_fleet_ranks(const std::string& out, const char* option) {
   return Status::ok();
 }
 
+Status file_outside_fleet_ranks(const std::string& file, const char* option) {
+  const std::string folder = std::filesystem::path(file).parent_path().string();
+  return out_outside_fleet_ranks(folder.empty() ? "." : folder, option);
+}
+
 int fail_or_interrupted(const Status& st) {
   if (st.code() != Status::Code::kInterrupted) return fail(st);
   // (export, import, diverge and fleet report do not resume: probe and train say how they resume themselves.)

@@ -38,6 +38,8 @@ int fail(const Status& st);
 // analyze, diverge, baseline save, fleet), and for the folder of a history database.
 // `option` names the path in the message (--out, --trace-out, --history).
 Status out_outside_fleet_ranks(const std::string& out, const char* option = "--out");
+// The same for a file the command writes (a baseline, a history database, a trace prefix): its folder.
+Status file_outside_fleet_ranks(const std::string& file, const char* option);
 // fail(st), except for an interrupted command (Ctrl-C, SIGTERM, SIGHUP): one line saying so and that
 // running the same command again redoes the rest, and 128 + the signal's number.
 int fail_or_interrupted(const Status& st);

@@ -1,7 +1,5 @@
 #include "cli/history_flags.hpp"
 
-#include <filesystem>
-
 #include "cli/common.hpp"
 #include "probes/child.hpp"
 
@@ -22,8 +20,7 @@ int precheck_history(const HistoryFlags& f) {
   if (Status st = resolve_history_path(f, &path); !st) return fail(st);
   if (path.empty()) return 0;
   // A rank's folder is the rank's (its results are what its node.json speaks of): no database goes there.
-  const std::string folder = std::filesystem::path(path).parent_path().string();
-  if (Status st = out_outside_fleet_ranks(folder.empty() ? "." : folder, "--history"); !st) return fail(st);
+  if (Status st = file_outside_fleet_ranks(path, "--history"); !st) return fail(st);
   if (Status st = check_history(path); !st) return fail(st);
   return 0;
 }

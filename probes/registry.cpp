@@ -178,7 +178,7 @@ std::string made_here_contradiction(const Spec& target, const std::string& spell
   // (a record without the instruction set, a cell that did not run, cannot say which its remark names)
   if ((details.count("isa") || !h->details.count("isa")) && remark != want)
     return fmt::format("{}'s remark is \"({})\", but its target {} describes itself \"({})\"", field,
-                         shown_safely(remark.substr(0, 60)), target.str(), want);
+                       shown_safely(remark.substr(0, 60)), target.str(), want);
   for (auto& [k, v] : h->details) {
     if (k == "isa") continue;
     const auto it = details.find(k);

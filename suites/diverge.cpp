@@ -639,16 +639,14 @@ Status read_header(const Trace& t, const nlohmann::json& j, Trace* out) {
     return Status::invalid(fmt::format("{}:1: the header's design.model is \"{}\", but diverge traces the autoencoder",
                                        t.path, shown_safely(out->design.model.substr(0, 40))));
   // The target is a spec, or a spec and one label in parentheses (how the run was forced: "cpu?order=atomic&threads=2
-  // (forced order 1)"); a string of the form "<name> (<words>)" is what a backend's description is too.
-  const auto spec_and_label = [](const std::string& text, const std::string& head) {
-    return text == head || (text.size() > head.size() + 3 && text.compare(0, head.size() + 2, head + " (") == 0 &&
-                            text.back() == ')' && text.find_first_of("()", head.size() + 2) == text.size() - 1);
-  };
+  // (forced order 1)").
   const std::string& written = out->side.target;
+  const std::string spec = written.substr(0, written.find(' '));
   Spec target;
-  if (Status st = parse_target(written.substr(0, written.find(' ')), &target); !st)
+  if (Status st = parse_target(spec, &target); !st)
     return Status::invalid(fmt::format("{}:1: the header's target: {}", t.path, st.message()));
-  if (!spec_and_label(written, written.substr(0, written.find(' '))))
+  if (written != spec && !(written.size() > spec.size() + 3 && written.compare(spec.size(), 2, " (") == 0 &&
+                           written.back() == ')' && written.find_first_of("()", spec.size() + 2) == written.size() - 1))
     return Status::invalid(fmt::format("{}:1: the header's target \"{}\" is not a target spec (with at most one label "
                                        "in parentheses after it)",
                                        t.path, shown_safely(written.substr(0, 80))));
