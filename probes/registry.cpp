@@ -179,6 +179,10 @@ std::string made_here_contradiction(const Spec& target, const std::string& spell
   if ((details.count("isa") || !h->details.count("isa")) && remark != want)
     return fmt::format("{}'s remark is \"({})\", but its target {} describes itself \"({})\"", field,
                        shown_safely(remark.substr(0, 60)), target.str(), want);
+  const auto& forced = find_backend(target.name)->forced_details;
+  for (auto& [k, v] : details)
+    if (!h->details.count(k) && std::find(forced.begin(), forced.end(), k) == forced.end())
+      return fmt::format("details.{} is no setting a {} backend reports", shown_safely(k.substr(0, 40)), target.name);
   for (auto& [k, v] : h->details) {
     if (k == "isa") continue;
     const auto it = details.find(k);
@@ -194,7 +198,7 @@ std::string made_here_contradiction(const Spec& target, const std::string& spell
 
 std::string backend_claims_contradiction(const Spec& target, const std::string& describe,
                                          const std::map<std::string, std::string>& details, bool ran,
-                                         const char* field, const nlohmann::json& libraries) {
+                                         const char* field, const nlohmann::json& machine) {
   const BackendEntry* be = find_backend(target.name);
   if (!be || be->imported) return "";
   auto rule_of = [&](const std::string& k) -> const KeyRule* {
@@ -244,14 +248,18 @@ std::string backend_claims_contradiction(const Spec& target, const std::string& 
                          shown_safely(describe.substr(0, 80)), k, shown_safely(v.substr(0, 40)), target.str(), k,
                          want.empty() ? r->values : want);
   }
-  if (ran && details.empty() && !be->hidden)
+  // The backend's own settings: what the worker adds beside them (the oracle's problem, a trace's warm-up count) or a
+  // reader does (a fleet's promise, an import's origin) is not the backend's to report.
+  std::map<std::string, std::string> own = details;
+  for (const char* k : {"oracle_problem", "warmup_kernels", "fleet_promise", "imported_from", "imported_at"}) own.erase(k);
+  if (ran && own.empty() && !be->hidden)
     return fmt::format("details is empty, but a {} backend that ran reports its settings", target.name);
   const std::string remark = gap == std::string::npos ? "" : describe.substr(gap + 2, describe.size() - gap - 3);
   if (be->made_here)
-    if (const std::string why = made_here_contradiction(target, spelled, remark, details, ran, field); !why.empty())
+    if (const std::string why = made_here_contradiction(target, spelled, remark, own, ran, field); !why.empty())
       return why;
   if (be->claims)
-    if (std::string why = be->claims(target, remark, details, libraries); !why.empty())
+    if (std::string why = be->claims(target, spelled, remark, own, machine); !why.empty())
       return why.rfind("details.", 0) == 0 ? why : fmt::format("{} \"{}\": {}", field, shown_safely(describe.substr(0, 80)), why);
   return "";
 }

@@ -143,12 +143,16 @@ struct BackendEntry {
   // What a record of a run says of its backend (a cell's describe and details, a trace header's backend), checked
   // against the target (backend_claims_contradiction below): `made_here`, its backend is made in any process at
   // no cost and without side effects (cpu, cpu-ref), so a record is compared with the one made here, but for the
-  // instruction set "auto" resolves to; `claims`, the backend's own rule for the remark in parentheses after its
-  // description and the settings its library reports under its own names ("" or one clause; `libraries` is the
-  // machine's, null where the record has none).
+  // instruction set "auto" resolves to; `claims`, the backend's own rule for a library backend: the spec it names
+  // itself by (`spelled`), the remark in parentheses after it, and the settings its library reports under its own
+  // names, each what the target and the machine that ran it give ("" or one clause; `machine` is the record's
+  // machine description, null where the record has none).
   bool made_here = false;
-  std::string (*claims)(const Spec& target, const std::string& remark,
-                        const std::map<std::string, std::string>& details, const nlohmann::json& libraries) = nullptr;
+  // Settings a made-here backend reports only when a test forces them (cpu: the forced order of its atomic sums),
+  // which the one made here therefore lacks; any other setting it does not report is refused.
+  std::vector<std::string> forced_details;
+  std::string (*claims)(const Spec& target, const std::string& spelled, const std::string& remark,
+                        const std::map<std::string, std::string>& details, const nlohmann::json& machine) = nullptr;
   // Writes its library versions into machine_fingerprint()["libraries"] (the keys `libraries` names).
   void (*describe_machine)(nlohmann::json* libraries) = nullptr;
 };
@@ -181,11 +185,11 @@ BackendOr make_target_backend(const Spec& target);
 // the target's backend, every key it names the target's, then at most one parenthesized remark; and a cell
 // that ran reports its settings (`ran`: details not empty, but the test-only backend's).
 // `field` names the description in the message ("describe" in a results file, "backend" in a trace);
-// `libraries` the machine's (machine.libraries; null where the record has none).
+// `machine` the machine that ran it (the record's machine description; null where the record has none).
 std::string backend_claims_contradiction(const Spec& target, const std::string& describe,
                                          const std::map<std::string, std::string>& details, bool ran,
                                          const char* field = "describe",
-                                         const nlohmann::json& libraries = nlohmann::json());
+                                         const nlohmann::json& machine = nlohmann::json());
 // Whether the target runs this workload at all (inapplicable cells are not run).
 bool applicable(const Spec& target, const Spec& workload);
 // `key=all` expands to one target per algorithm index.

@@ -129,12 +129,9 @@ Status check_cell_against_run(const Observation& o, const Spec& w, const Spec& t
   }
   // What ran is what its target runs: the backend's description and settings (a cell that did not run may
   // have no description).
-  static const nlohmann::json kNoLibraries;
-  const nlohmann::json& libraries =
-      r.machine.is_object() && r.machine.contains("libraries") ? r.machine["libraries"] : kNoLibraries;
   if (o.status == ObsStatus::kOk || !o.describe.empty())
     if (const std::string why = backend_claims_contradiction(t, o.describe, o.details, o.status == ObsStatus::kOk,
-                                                             "describe", libraries);
+                                                             "describe", r.machine);
         !why.empty())
       return Status::invalid(fmt::format("{}.{}", at, why));
   // A cell this run ran took no longer than the run.

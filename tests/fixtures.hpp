@@ -61,13 +61,32 @@ inline std::optional<Verdict> verdict_named(const std::string& name) {
 
 // An observation that ran (status ok): one repeat per fingerprint, the distinct ones counted, not judged.
 // What a worker records of the backend a host target ran (its description and settings), as the backend made
-// here gives them where that is free of side effects (cpu, cpu-ref), else its spec alone (a library's backend
-// would set the test process's thread counts); a GPU target's record is left as it is.
+// here gives them where that is free of side effects (cpu, cpu-ref); OpenBLAS and oneDNN (whose backends would
+// set the test process's thread counts) as their backends write them on the machine of machine_json() (core
+// Haswell where the target leaves it to OpenBLAS; the widest of SSE4.1, AVX and AVX2 the cap allows). A GPU
+// target's record is left as it is.
 inline void describe_as_recorded(Observation* o) {
   Spec t;
   if (!parse_target(o->target, &t).is_ok()) return;
   const BackendEntry* e = find_backend(t.name);
   if (!e || e->device != DeviceKind::kHost || e->imported) return;
+  const std::string threads = t.get("threads", "1");
+  if (t.name == "openblas") {
+    const std::string pinned = t.get("core", "auto"), core = pinned == "auto" ? "Haswell" : pinned;
+    o->describe = "openblas?threads=" + threads + " (OpenBLAS core " + core + ")";
+    o->details = {{"corename", core}, {"config", "OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY " + core + " MAX_THREADS=64"},
+                  {"threads", threads}, {"threads_effective", threads}, {"coretype_env", pinned == "auto" ? "" : pinned}};
+    return;
+  }
+  if (t.name == "onednn") {
+    const std::string cap = t.get("isa", "ALL"), layout = t.get("layout", "plain");
+    const std::string isa = cap == "SSE41" ? "sse41" : cap == "AVX" ? "avx" : "avx2";
+    o->describe = std::string("onednn?") + (layout == "blocked" ? "layout=blocked&" : "") + "threads=" + threads +
+                  " (oneDNN 2.6.0, isa " + isa + ")";
+    o->details = {{"isa_env", cap},        {"effective_isa", isa}, {"impl", "gemm:jit"},
+                  {"threads", threads},    {"conv_layout", layout}, {"omp_set_num_threads", "called"}};
+    return;
+  }
   if (!e->made_here) {
     o->describe = t.str();
     return;

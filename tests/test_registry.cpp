@@ -485,10 +485,10 @@ TEST(Registry, DeviceKindsAndAlgorithmPickers) {
 // is what that target runs: each backend's own description, remark and settings, and nothing else.
 TEST(Registry, ABackendRecordIsWhatItsTargetRuns) {
   auto why = [](const std::string& target, const std::string& describe, std::map<std::string, std::string> details,
-                const nlohmann::json& libraries = nlohmann::json()) {
+                const nlohmann::json& machine = nlohmann::json()) {
     Spec t;
     EXPECT_TRUE(parse_target(target, &t).is_ok()) << target;
-    return backend_claims_contradiction(t, describe, details, true, "describe", libraries);
+    return backend_claims_contradiction(t, describe, details, true, "describe", machine);
   };
   // cpu and cpu-ref: as the backend made here records itself (the instruction set "auto" resolves to aside).
   auto recorded = [](const std::string& target) {  // as a worker records the backend it ran
@@ -534,37 +534,114 @@ TEST(Registry, ABackendRecordIsWhatItsTargetRuns) {
   EXPECT_NE(why("cpu-ref", "cpu-ref", {{"accumulator", "double (gemm_f64: long double)"}, {"threads", "2"}})
                 .find("details.threads is \"2\""),
             std::string::npos);
-  // openblas: the remark names the core the details do, the core the target pins, the threads it pins in effect.
+  // openblas: named by its threads; the remark names the core the details do, the core the target pins (in
+  // OpenBLAS's own spelling: it matches OPENBLAS_CORETYPE without regard to case), the threads it pins in effect,
+  // and its config is the machine's build but for that core.
   const std::string ob = "openblas?core=Haswell&threads=1";
+  const nlohmann::json obm = {{"libraries",
+                               {{"openblas", "OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY Prescott MAX_THREADS=64"},
+                                {"openblas_core", "Prescott"}}}};
   const std::map<std::string, std::string> obd = {
-      {"corename", "Haswell"}, {"coretype_env", "Haswell"}, {"threads", "1"}, {"threads_effective", "1"}, {"config", "x"}};
-  EXPECT_EQ(why(ob, "openblas?threads=1 (OpenBLAS core Haswell)", obd), "");
-  EXPECT_NE(why(ob, "openblas?threads=1 (hello)", obd).find("is not the core its details name"), std::string::npos);
+      {"corename", "Haswell"}, {"coretype_env", "Haswell"}, {"threads", "1"}, {"threads_effective", "1"},
+      {"config", "OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY Haswell MAX_THREADS=64"}};
+  const std::string obs = "openblas?threads=1 (OpenBLAS core Haswell)";
+  EXPECT_EQ(why(ob, obs, obd, obm), "");
+  EXPECT_EQ(why(ob, obs, obd), "");  // a record without a machine: the config names the core
+  EXPECT_NE(why(ob, "openblas?threads=1 (hello)", obd, obm).find("is not the core its details name"), std::string::npos);
+  EXPECT_NE(why(ob, "openblas?core=Haswell&threads=1 (OpenBLAS core Haswell)", obd, obm).find("names itself openblas?threads=1"),
+            std::string::npos);
+  EXPECT_NE(why(ob, "openblas?threads=2 (OpenBLAS core Haswell)", obd, obm).find("threads"), std::string::npos);
   auto ob2 = obd;
   ob2["corename"] = "Prescott";
-  EXPECT_NE(why(ob, "openblas?threads=1 (OpenBLAS core Prescott)", ob2).find("pins core Haswell"), std::string::npos);
+  EXPECT_NE(why(ob, "openblas?threads=1 (OpenBLAS core Prescott)", ob2, obm).find("pins core Haswell"), std::string::npos);
   ob2 = obd, ob2["threads_effective"] = "4";
-  EXPECT_NE(why(ob, "openblas?threads=1 (OpenBLAS core Haswell)", ob2).find("threads_effective"), std::string::npos);
+  EXPECT_NE(why(ob, obs, ob2, obm).find("threads_effective"), std::string::npos);
   ob2 = obd, ob2["coretype_env"] = "";
-  EXPECT_NE(why(ob, "openblas?threads=1 (OpenBLAS core Haswell)", ob2).find("coretype_env"), std::string::npos);
-  // onednn: the machine's oneDNN and the instruction set the details name; the cap and layout the target's.
+  EXPECT_NE(why(ob, obs, ob2, obm).find("coretype_env"), std::string::npos);
+  ob2 = obd, ob2["config"] = "anything at all";
+  EXPECT_NE(why(ob, obs, ob2, obm).find("details.config"), std::string::npos);
+  EXPECT_NE(why(ob, obs, ob2).find("details.config"), std::string::npos);
+  ob2 = obd, ob2["config"] = "OpenBLAS 0.3.26 DYNAMIC_ARCH NO_AFFINITY Haswell MAX_THREADS=64";  // another build
+  EXPECT_NE(why(ob, obs, ob2, obm).find("the machine's OpenBLAS build"), std::string::npos);
+  ob2 = obd, ob2["note"] = "x";
+  EXPECT_NE(why(ob, obs, ob2, obm).find("details.note is no setting"), std::string::npos);
+  ob2 = obd, ob2.erase("threads_effective");
+  EXPECT_NE(why(ob, obs, ob2, obm).find("details.threads_effective is missing"), std::string::npos);
+  const std::map<std::string, std::string> cooper = {
+      {"corename", "Cooperlake"}, {"coretype_env", "CooperLake"}, {"threads", "1"}, {"threads_effective", "1"},
+      {"config", "OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY Cooperlake MAX_THREADS=64"}};
+  EXPECT_EQ(why("openblas?core=CooperLake&threads=1", "openblas?threads=1 (OpenBLAS core Cooperlake)", cooper, obm), "");
+  auto auto_core = obd;
+  auto_core["coretype_env"] = "";
+  EXPECT_EQ(why("openblas?threads=1", obs, auto_core, obm), "");  // auto: the core this CPU's OpenBLAS chose
+  auto_core["corename"] = "Has well;", auto_core["config"] = "OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY Has well; MAX_THREADS=64";
+  EXPECT_NE(why("openblas?threads=1", "openblas?threads=1 (OpenBLAS core Has well;)", auto_core, obm).find("is no OpenBLAS core name"),
+            std::string::npos);
+  // onednn: named by layout and threads; the machine's oneDNN and the instruction set the details name, at most the
+  // cap and one the CPU has; an implementation name naming no higher set; the cap and layout the target's.
   const std::string dn = "onednn?isa=AVX2&threads=1";
-  const nlohmann::json libs = {{"onednn", "2.6.3 (git hash N/A) omp"}};
+  const nlohmann::json dm = {{"libraries", {{"onednn", "2.6.3 (git hash N/A) omp"}}},
+                             {"cpu_features", {"sse4.1", "avx", "avx2", "fma", "avx512f", "avx512bw"}}};
   const std::map<std::string, std::string> dnd = {{"isa_env", "AVX2"}, {"effective_isa", "avx2"}, {"impl", "gemm:jit"},
                                                   {"threads", "1"}, {"conv_layout", "plain"},
                                                   {"omp_set_num_threads", "called"}};
-  EXPECT_EQ(why(dn, "onednn?threads=1 (oneDNN 2.6.3 (git hash N/A) omp, isa avx2)", dnd, libs), "");
-  EXPECT_NE(why(dn, "onednn?threads=1 (oneDNN 3.0 omp, isa avx2)", dnd, libs).find("does not name the oneDNN"),
-            std::string::npos);
-  EXPECT_NE(why(dn, "onednn?threads=1 (oneDNN 2.6.3 (git hash N/A) omp, isa avx512_core)", dnd, libs).find("instruction set"),
+  const std::string dns = "onednn?threads=1 (oneDNN 2.6.3 (git hash N/A) omp, isa avx2)";
+  EXPECT_EQ(why(dn, dns, dnd, dm), "");
+  EXPECT_NE(why(dn, "onednn?threads=1 (oneDNN 3.0 omp, isa avx2)", dnd, dm).find("the machine's oneDNN"), std::string::npos);
+  EXPECT_NE(why(dn, "onednn?threads=1 (oneDNN 2.6.3 (git hash N/A) omp, isa avx512_core)", dnd, dm).find("instruction set"),
             std::string::npos);
   auto dn2 = dnd;
   dn2["isa_env"] = "ALL";
-  EXPECT_NE(why(dn, "onednn?threads=1 (oneDNN 2.6.3 (git hash N/A) omp, isa avx2)", dn2, libs).find("isa_env"),
-            std::string::npos);
+  EXPECT_NE(why(dn, dns, dn2, dm).find("isa_env"), std::string::npos);
   dn2 = dnd, dn2["conv_layout"] = "blocked";
-  EXPECT_NE(why(dn, "onednn?threads=1 (oneDNN 2.6.3 (git hash N/A) omp, isa avx2)", dn2, libs).find("conv_layout"),
+  EXPECT_NE(why(dn, dns, dn2, dm).find("conv_layout"), std::string::npos);
+  // The name drops or adds no setting.
+  const std::string blocked = "onednn?isa=AVX2&threads=1&layout=blocked";
+  dn2 = dnd, dn2["conv_layout"] = "blocked";
+  EXPECT_EQ(why(blocked, "onednn?layout=blocked&threads=1 (oneDNN 2.6.3 (git hash N/A) omp, isa avx2)", dn2, dm), "");
+  EXPECT_NE(why(blocked, dns, dn2, dm).find("names itself onednn?layout=blocked&threads=1"), std::string::npos);
+  EXPECT_NE(why(dn, "onednn?isa=AVX2&threads=1 (oneDNN 2.6.3 (git hash N/A) omp, isa avx2)", dnd, dm).find("names itself"),
             std::string::npos);
+  // The dispatched set and the remark changed together: above the cap, no word of oneDNN's, beyond the CPU.
+  auto lie = [&](const std::string& target, const std::string& isa, const std::string& env) {
+    auto d = dnd;
+    d["effective_isa"] = isa, d["isa_env"] = env;
+    return why(target, "onednn?threads=1 (oneDNN 2.6.3 (git hash N/A) omp, isa " + isa + ")", d, dm);
+  };
+  EXPECT_NE(lie(dn, "avx512_core", "AVX2").find("avx512_core is above the cap AVX2"), std::string::npos);
+  EXPECT_NE(lie(dn, "avx3", "AVX2").find("none oneDNN dispatches to"), std::string::npos);
+  EXPECT_NE(lie("onednn?threads=1", "avx512_core_vnni", "ALL").find("needs avx512vnni, which the machine's CPU lacks"), std::string::npos);
+  EXPECT_NE(lie("onednn?isa=AVX512_CORE&threads=1", "avx512_mic", "AVX512_CORE").find("above the cap"), std::string::npos);
+  EXPECT_EQ(lie("onednn?isa=AVX512_CORE&threads=1", "avx512_core", "AVX512_CORE"), "");
+  EXPECT_EQ(lie("onednn?isa=AVX2_VNNI&threads=1", "avx2", "AVX2_VNNI"), "");  // a CPU without AVX-VNNI
+  // The implementation: a name oneDNN gives, no instruction set above the one dispatched to.
+  for (const char* ok : {"gemm:jit", "x64:gemm:jit", "jit:avx2", "ref:any", "jit_uni_reduction:sse41"}) {
+    dn2 = dnd, dn2["impl"] = ok;
+    EXPECT_EQ(why(dn, dns, dn2, dm), "") << ok;
+  }
+  for (const char* bad : {"", "hello world", "brg:avx512_core", "jit:avx512_core_amx_int8", "JIT:AVX2"}) {
+    dn2 = dnd, dn2["impl"] = bad;
+    EXPECT_NE(why(dn, dns, dn2, dm).find("details.impl"), std::string::npos) << bad;
+  }
+  dn2 = dnd, dn2["extra"] = "1";
+  EXPECT_NE(why(dn, dns, dn2, dm).find("details.extra is no setting"), std::string::npos);
+  dn2 = dnd, dn2.erase("impl");
+  EXPECT_NE(why(dn, dns, dn2, dm).find("details.impl is missing"), std::string::npos);
+  // A cell that did not run (no details) is described as the backend made: its remark says the same.
+  auto not_run = [&](const std::string& target, const std::string& describe, const nlohmann::json& m) {
+    Spec t;
+    EXPECT_TRUE(parse_target(target, &t).is_ok()) << target;
+    return backend_claims_contradiction(t, describe, {}, false, "describe", m);
+  };
+  EXPECT_EQ(not_run("openblas?core=CooperLake&threads=1", "openblas?threads=1 (OpenBLAS core Cooperlake)", obm), "");
+  EXPECT_NE(not_run(ob, "openblas?threads=1 (OpenBLAS core Zen)", obm).find("pins core Haswell"), std::string::npos);
+  EXPECT_EQ(not_run(dn, dns, dm), "");
+  EXPECT_NE(not_run(dn, "onednn?threads=1 (oneDNN 2.6.3 (git hash N/A) omp, isa avx512_core)", dm).find("above the cap"),
+            std::string::npos);
+  // cpu: a setting its backend does not report.
+  auto extra = d;
+  extra["cores"] = "all";
+  EXPECT_NE(why(cpu.str(), made.describe, extra).find("details.cores is no setting"), std::string::npos);
 }
 
 // The default training targets are the registry entries' own spellings, and each one parses as a target.

@@ -162,7 +162,6 @@ class OnednnBackend final : public Backend {
         np.args.push_back(make_arg(DNNL_ARG_DST, beta != 0.0f, true, cmd, pd.dst_desc()));
         p = insert(key, std::move(np));
       }
-      last_impl_ = p->impl;
       run(*p, {a, b, c});
     } catch (const dnnl::error& e) {
       return from_dnnl(e, "gemm (matmul)");
@@ -187,7 +186,6 @@ class OnednnBackend final : public Backend {
         np.args.push_back(make_arg(DNNL_ARG_DST, false, true, y_md(s), fpd.dst_desc()));
         p = insert(key, std::move(np));
       }
-      last_impl_ = p->impl;
       run(*p, {x, w, y});
     } catch (const dnnl::error& e) {
       return from_dnnl(e, "conv2d forward");
@@ -215,7 +213,6 @@ class OnednnBackend final : public Backend {
         np.args.push_back(make_arg(DNNL_ARG_DIFF_SRC, false, true, x_md(s), pd.diff_src_desc()));
         p = insert(key, std::move(np));
       }
-      last_impl_ = p->impl;
       run(*p, {dy, w, dx});
     } catch (const dnnl::error& e) {
       return from_dnnl(e, "conv2d backward-data");
@@ -252,7 +249,6 @@ class OnednnBackend final : public Backend {
             make_arg(DNNL_ARG_DIFF_WEIGHTS, false, true, w_md(s), pd.diff_weights_desc()));
         p = insert(key, std::move(np));
       }
-      last_impl_ = p->impl;
       run(*p, {x, dy, dw});
     } catch (const dnnl::error& e) {
       return from_dnnl(e, "conv2d backward-filter");
@@ -414,8 +410,10 @@ class OnednnBackend final : public Backend {
   }
 
   // Runs p on the caller's pointers, given in the order of p.args.
+  // Runs a primitive; details() reports the implementation of the last one run.
   void run(Prim& p, std::initializer_list<const void*> ptrs) {
     pin_threads();
+    last_impl_ = p.impl;
     size_t i = 0;
     for (const void* ptr : ptrs) p.args[i++].user.set_data_handle(const_cast<void*>(ptr));
     std::unordered_map<int, memory> exec_args;

@@ -180,6 +180,7 @@ BackendEntry cpu_backend() {
   e.check = check_cpu;
   e.make = make_cpu_backend;
   e.made_here = true;
+  e.forced_details = {"forced_atomic_order_seed"};  // (kernels/cpu/native.cpp: a test's fixed order of atomic adds)
   e.summary = "detaudit's own multithreaded kernels with a selectable reduction order (portable: the bits of every CPU and "
               "GPU); conv=winograd: 3x3 convolutions as Winograd F(4x4,3x3)";
   e.applicable = always;

@@ -3,6 +3,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cctype>
+#include <set>
+
+#include "contract/results.hpp"  // shown_safely
 #include "kernels/cpu/vendor.hpp"
 
 namespace detaudit {
@@ -100,24 +105,72 @@ std::vector<SuiteTarget> suite_targets_openblas(const std::string& suite) {
   return v;
 }
 
-// A record of an OpenBLAS run: its remark names the core it ran, the core the target pinned (auto: the one
-// OpenBLAS chose, which the worker's CPU decides), through the environment the worker was given, with the
-// threads asked for in effect.
-std::string claims_openblas(const Spec& t, const std::string& remark, const std::map<std::string, std::string>& d,
-                            const nlohmann::json&) {
-  const std::string core = t.get("core", "auto");
+bool equal_ignoring_case(const std::string& a, const std::string& b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
+         });
+}
+
+// A record of an OpenBLAS run, as kernels/cpu/openblas_backend.cpp writes it: named "openblas?threads=N" with the
+// target's threads; its remark names the core it ran, the core the target pinned (auto: the one OpenBLAS chose,
+// which the worker's CPU decides; a name of OpenBLAS's own spelling, which it matches without regard to case, so
+// core=CooperLake runs as "Cooperlake"), through the environment the worker was given, with the threads asked for
+// in effect; its config is the machine's OpenBLAS build but for the core it names.
+std::string claims_openblas(const Spec& t, const std::string& spelled, const std::string& remark,
+                            const std::map<std::string, std::string>& d, const nlohmann::json& machine) {
+  const std::string core = t.get("core", "auto"), threads = t.get("threads", "1");
+  if (const std::string want = "openblas?threads=" + threads; spelled != want)
+    return fmt::format("it names itself \"{}\", but an OpenBLAS backend of {} names itself {}",
+                       shown_safely(spelled.substr(0, 60)), t.str(), want);
+  static const std::set<std::string> kKeys = {"corename", "config", "threads", "threads_effective", "coretype_env"};
+  for (auto& [k, v] : d)
+    if (!kKeys.count(k)) return fmt::format("details.{} is no setting an OpenBLAS backend reports", shown_safely(k.substr(0, 40)));
+  // (a cell that did not run reports none; one that ran, all)
+  for (auto& k : kKeys)
+    if (!d.empty() && !d.count(k)) return fmt::format("details.{} is missing, but an OpenBLAS backend that ran reports it", k);
   auto at = [&](const char* k) { return d.count(k) ? d.at(k) : std::string(); };
-  if (d.count("corename") && remark != "OpenBLAS core " + at("corename"))
-    return fmt::format("the remark \"({})\" is not the core its details name (OpenBLAS core {})", remark.substr(0, 60),
-                       at("corename").substr(0, 40));
-  if (core != "auto" && d.count("corename") && at("corename") != core)
-    return fmt::format("details.corename is \"{}\", but its target pins core {}", at("corename").substr(0, 40), core);
+  // The core: the details' (a cell that ran), else the remark's (one that did not run describes the backend made).
+  const std::string corename = d.count("corename") ? at("corename")
+                               : remark.starts_with("OpenBLAS core ") ? remark.substr(14)
+                                                                      : std::string();
+  if (d.count("corename") || !remark.empty()) {
+    if (remark != "OpenBLAS core " + corename)
+      return fmt::format("the remark \"({})\" is not the core its details name (OpenBLAS core {})",
+                         shown_safely(remark.substr(0, 60)), shown_safely(corename.substr(0, 40)));
+    if (core != "auto" && !equal_ignoring_case(corename, core))
+      return fmt::format("{} \"{}\", but its target pins core {}", d.count("corename") ? "details.corename is" : "it ran core",
+                         shown_safely(corename.substr(0, 40)), core);
+    // (auto: a core name as OpenBLAS spells them, such as "Haswell" or "Opteron(SSE3)")
+    if (corename.empty() || corename.size() > 20 ||
+        !std::all_of(corename.begin(), corename.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '(' || c == ')'; }))
+      return fmt::format("\"{}\" is no OpenBLAS core name", shown_safely(corename.substr(0, 40)));
+  }
+  if (d.count("config")) {
+    // The machine's build string names the core the machine's own process resolved; the cell's names its own.
+    auto lib = [&](const char* k) {
+      return machine.is_object() && machine.contains("libraries") && machine["libraries"].is_object() &&
+                     machine["libraries"].contains(k) && machine["libraries"][k].is_string()
+                 ? machine["libraries"][k].get<std::string>()
+                 : std::string();
+    };
+    const std::string build = lib("openblas"), build_core = lib("openblas_core");
+    std::string want;
+    if (const size_t pos = build.find(" " + build_core + " "); !build_core.empty() && pos != std::string::npos)
+      want = build.substr(0, pos + 1) + corename + build.substr(pos + 1 + build_core.size());
+    const std::string config = at("config");
+    if (!want.empty() ? config != want
+                      : !config.starts_with("OpenBLAS ") || config.find(" " + corename + " ") == std::string::npos)
+      return fmt::format("details.config \"{}\" is not {}", shown_safely(config.substr(0, 80)),
+                         want.empty() ? "an OpenBLAS build string naming the core it ran"
+                                      : "the machine's OpenBLAS build (" + shown_safely(build.substr(0, 80)) +
+                                            ") with the core it ran");
+  }
   if (d.count("coretype_env") && at("coretype_env") != (core == "auto" ? "" : core))
     return fmt::format("details.coretype_env is \"{}\", but its target's worker runs with OPENBLAS_CORETYPE {}",
-                       at("coretype_env").substr(0, 40), core == "auto" ? "unset" : core);
-  if (d.count("threads_effective") && at("threads_effective") != t.get("threads", "1"))
+                       shown_safely(at("coretype_env").substr(0, 40)), core == "auto" ? "unset" : core);
+  if (d.count("threads_effective") && at("threads_effective") != threads)
     return fmt::format("details.threads_effective is \"{}\", but its target pins {} threads",
-                       at("threads_effective").substr(0, 40), t.get("threads", "1"));
+                       shown_safely(at("threads_effective").substr(0, 40)), threads);
   return "";
 }
 
