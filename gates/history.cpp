@@ -153,6 +153,16 @@ DROP TABLE runs;
 ALTER TABLE runs_3 RENAME TO runs;
 CREATE INDEX runs_by_machine ON runs(machine_key, started_at);
 )sql",
+    // 3 -> 4: a run's plan, what its rows are checked against; a run recorded before has the targets and
+    // workloads its own rows name.
+    R"sql(
+ALTER TABLE runs ADD COLUMN plan TEXT NOT NULL DEFAULT '';
+UPDATE runs SET plan = json_object(
+  'targets', (SELECT json_group_array(t) FROM (SELECT target AS t FROM cells WHERE run_id = runs.id UNION
+                                                SELECT target FROM training WHERE run_id = runs.id ORDER BY 1)),
+  'workloads', (SELECT json_group_array(w) FROM (SELECT DISTINCT workload AS w FROM cells WHERE run_id = runs.id
+                                                  ORDER BY 1)));
+)sql",
 };
 static_assert(sizeof kMigrations / sizeof kMigrations[0] == kHistorySchemaVersion);
 
@@ -172,6 +182,7 @@ const TableColumns kTables[] = {
      "err_ratio, median_seconds"},
     {"training", 2,
      "run_id, key, model, design, condition, target, seed, replicate, status, final_loss, weights_fingerprint"},
+    {"runs", 4, "plan"},
 };
 
 // ---- a thin layer over the C API ----------------------------------------------------------------------
@@ -785,6 +796,22 @@ nlohmann::json software_of(const Results& r) {
           {"libraries", libs}};
 }
 
+// What a run set out to run, as the history keeps it: the targets and workloads of its results' plan and of its
+// rows, sorted (a `key=all` target's cells name each algorithm; a training design's runs name its variants).
+nlohmann::json plan_of(const Results& r) {
+  std::set<std::string> targets, workloads;
+  auto add = [&](const char* list, std::set<std::string>* to) {
+    if (r.plan.is_object() && r.plan.contains(list) && r.plan[list].is_array())
+      for (auto& x : r.plan[list])
+        if (x.is_string()) to->insert(x.get<std::string>());
+  };
+  add("targets", &targets);
+  add("workloads", &workloads);
+  for (auto& o : r.observations) targets.insert(o.target), workloads.insert(o.workload);
+  for (auto& t : r.training) targets.insert(t.target);
+  return {{"targets", targets}, {"workloads", workloads}};
+}
+
 Status query_open(Db& db, const HistoryFilter& f, HistoryQueryResult* out);
 
 Status record_run(const std::string& db_path, RunKind run_kind, const Results& r, const std::string& results_dir,
@@ -845,8 +872,8 @@ Status record_run(const std::string& db_path, RunKind run_kind, const Results& r
     Stmt s(db.h,
            "INSERT INTO runs (kind, started_at, finished_at, recorded_at, command, results_dir, tool_version, "
            "tool_commit, machine_key, hostname, machine, software, exit_code, cells, pass, fail, expected, warn, skip, "
-           "unjudged, training_runs) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, "
-           "?17, ?18, ?19, ?20, ?21)");
+           "unjudged, training_runs, plan) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, "
+           "?16, ?17, ?18, ?19, ?20, ?21, ?22)");
     s.bind(1, kind);
     s.bind(2, seen);
     s.bind(3, r.finished_at);
@@ -868,6 +895,7 @@ Status record_run(const std::string& db_path, RunKind run_kind, const Results& r
     s.bind(19, skip);
     s.bind(20, unjudged);
     s.bind(21, int64_t(r.training.size()));
+    s.bind(22, plan_of(r).dump());
     DETAUDIT_RETURN_IF_ERROR(step_done(db, s));
   }
   const int64_t run_id = sqlite3_last_insert_rowid(db.h);
@@ -1186,6 +1214,70 @@ Status query_training(Db& db, const HistoryFilter& f, const std::string& target_
 // start, a day of clock skew allowed), a machine description, a key that names a machine of the history, an
 // exit code a command gives, verdict counts that add up to its cells; no cell or training row of a run that is
 // gone. Another program's change is refused naming the row and the column.
+// Every row of a run is one its plan set out to run: a cell's target and workload, a training run's target, each
+// in any spelling of the same spec (a row whose spec does not parse is named by the row's own check when it is read).
+// A training row's key is its condition|target|seed|replicate. A row moved to another target or workload than its
+// run ran, or relabelled without its key, is refused.
+Status check_rows_in_plan(Db& db) {
+  auto changed = [&](const std::string& what) {
+    return Status::invalid(db.error(what + " (the database was changed by another program)"));
+  };
+  // Each statement joins its rows to their run's plan: one snapshot, whatever another writer commits meanwhile.
+  struct Plan {
+    std::set<std::string> targets, workloads;
+  };
+  std::map<int64_t, Plan> plans;  // parsed once per run
+  auto plan_of_run = [&](int64_t run, const std::string& text) -> const Plan& {
+    auto [it, fresh] = plans.try_emplace(run);
+    if (fresh) {
+      const nlohmann::json j = parse_json_or_null(text);  // (its shape is checked before)
+      for (auto& t : j.value("targets", nlohmann::json::array()))
+        it->second.targets.insert(canonical_spec(t.get<std::string>(), true));
+      for (auto& w : j.value("workloads", nlohmann::json::array()))
+        it->second.workloads.insert(canonical_spec(w.get<std::string>(), false));
+    }
+    return it->second;
+  };
+  {
+    Stmt s(db.h, "SELECT c.run_id, c.target, c.workload, r.plan FROM cells c JOIN runs r ON r.id = c.run_id");
+    int rc;
+    while ((rc = s.step()) == SQLITE_ROW) {
+      const Plan& p = plan_of_run(s.integer(0), s.text(3));
+      Spec t, w;
+      if (parse_target(s.text(1), &t).is_ok() && !p.targets.count(t.str()))
+        return changed(fmt::format("run {}: a cell of target '{}', which is not one of its run's plan", s.integer(0),
+                                   shown_safely(s.text(1).substr(0, 80))));
+      if (parse_workload(s.text(2), &w).is_ok() && !p.workloads.count(w.str()))
+        return changed(fmt::format("run {}: a cell of workload '{}', which is not one of its run's plan", s.integer(0),
+                                   shown_safely(s.text(2).substr(0, 80))));
+    }
+    if (rc != SQLITE_DONE) return Status::invalid(describe_sqlite_error(db, rc));
+  }
+  {
+    Stmt s(db.h,
+           "SELECT t.run_id, t.target, t.key, t.condition, t.seed, t.replicate, r.plan FROM training t JOIN runs r ON "
+           "r.id = t.run_id");
+    int rc;
+    while ((rc = s.step()) == SQLITE_ROW) {
+      Spec t;
+      if (!parse_target(s.text(1), &t).is_ok()) continue;
+      if (!plan_of_run(s.integer(0), s.text(6)).targets.count(t.str()))
+        return changed(fmt::format("run {}: a training run of target '{}', which is not one of its run's plan",
+                                   s.integer(0), shown_safely(s.text(1).substr(0, 80))));
+      // (a seed or replicate that is no count is the row's own check's)
+      const std::string key = s.text(2);
+      if (key.empty() || s.text(4).starts_with("-") || s.text(5).starts_with("-")) continue;
+      const size_t a = key.find('|'), b = a == std::string::npos ? a : key.find('|', a + 1);
+      if (b == std::string::npos || key.substr(0, a) != s.text(3) ||
+          canonical_spec(key.substr(a + 1, b - a - 1), true) != t.str() || key.substr(b + 1) != s.text(4) + "|" + s.text(5))
+        return changed(fmt::format("run {}: a training row whose key is not its condition|target|seed|replicate ('{}')",
+                                   s.integer(0), shown_safely(key.substr(0, 80))));
+    }
+    if (rc != SQLITE_DONE) return Status::invalid(describe_sqlite_error(db, rc));
+  }
+  return Status::ok();
+}
+
 Status check_runs(Db& db) {
   auto changed = [&](const std::string& what) {
     return Status::invalid(db.error(what + " (the database was changed by another program)"));
@@ -1291,11 +1383,23 @@ Status check_runs(Db& db) {
        "(typeof(final_loss) NOT IN ('real', 'integer') OR final_loss < 0)) OR typeof(seed) <> 'integer' OR "
        "typeof(replicate) <> 'integer' LIMIT 1",
        "a training row with a condition or loss no run has, or a seed that is no integer"},
-      // A training row's key is its condition|target|seed|replicate (the target as its results spelled it; a seed
-      // or replicate that is no count is named by the row's own check).
-      {"SELECT 'run ' || run_id FROM training WHERE key <> '' AND seed >= 0 AND replicate >= 0 AND key NOT LIKE "
-       "condition || '|%|' || seed || '|' || replicate LIMIT 1",
-       "a training row whose key is not its condition|target|seed|replicate"},
+      // The plan is what recording writes (each row of the run is checked against it below).
+      {"SELECT 'run ' || id FROM runs WHERE CASE WHEN json_valid(plan) THEN json_type(plan) <> 'object' OR "
+       "json_type(plan, '$.targets') IS NOT 'array' OR json_type(plan, '$.workloads') IS NOT 'array' OR "
+       "(SELECT count(*) FROM json_each(plan)) <> 2 OR EXISTS (SELECT 1 FROM json_each(plan, '$.targets') WHERE type <> "
+       "'text') OR EXISTS (SELECT 1 FROM json_each(plan, '$.workloads') WHERE type <> 'text') ELSE 1 END LIMIT 1",
+       "a plan that is not {\"targets\": [...], \"workloads\": [...]} (lists of names)"},
+      // The command is the kind's: `detaudit probe ...` for a probe, and so on; a check's is `detaudit check ...`, or
+      // (recorded before checks kept their own) the command of the results it checked.
+      {"SELECT 'run ' || id FROM runs WHERE instr(command || ' ', ' ' || kind || ' ') = 0 AND NOT (kind = 'check' AND ("
+       "instr(command || ' ', ' probe ') > 0 OR instr(command || ' ', ' import ') > 0)) LIMIT 1",
+       "a run whose command is not one of its kind"},
+      // The results folder is absolute and as recording normalizes it.
+      {"SELECT 'run ' || id FROM runs WHERE results_dir <> '' AND (substr(results_dir, 1, 1) <> '/' OR "
+       "instr(results_dir || '/', '//') > 0 OR instr(results_dir || '/', '/./') > 0 OR instr(results_dir || '/', "
+       "'/../') > 0 OR (results_dir <> '/' AND substr(results_dir, -1) = '/') OR results_dir GLOB '*[' || char(1) || "
+       "'-' || char(31) || char(127) || ']*') LIMIT 1",
+       "a results folder that is not an absolute, normal path"},
   };
   for (auto& [sql, what] : kShapes) {
     Stmt s(db.h, sql);
@@ -1319,6 +1423,7 @@ Status check_runs(Db& db) {
                                    s.integer(0), shown_safely(s.text(1).substr(0, 80))));
     if (rc != SQLITE_DONE) return Status::invalid(describe_sqlite_error(db, rc));
   }
+  DETAUDIT_RETURN_IF_ERROR(check_rows_in_plan(db));
   int64_t orphans = 0;
   DETAUDIT_RETURN_IF_ERROR(pragma_int(db,
                                       "SELECT (SELECT count(*) FROM cells WHERE run_id NOT IN (SELECT id FROM runs)) + "

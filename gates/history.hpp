@@ -17,7 +17,7 @@
 //   a newer detaudit"), tables that do not match their version. Such a file is never written to,
 //   recreated or replaced: the user moves it away or points --history elsewhere.
 //
-// Schema (version 3):
+// Schema (version 4):
 //   machines  key TEXT PRIMARY KEY        machine_key() of the hardware, 16 hex digits
 //             cpu_model, cpu_features     (space-separated), cores, gpus (JSON array of {name,
 //             compute_capability, sm_count}), identity (the canonical JSON the key hashes),
@@ -26,8 +26,10 @@
 //             the run did not finish), recorded_at, command, results_dir (absolute), tool_version,
 //             tool_commit, machine_key -> machines, hostname, machine (results.json's machine object,
 //             JSON), software (JSON: tool_version, tool_commit, os, compiler, hwloc, libraries{...}),
-//             exit_code, and the outcome summary: cells, pass, fail, expected, warn, skip, unjudged
-//             (verdict counts) and training_runs
+//             exit_code, the outcome summary: cells, pass, fail, expected, warn, skip, unjudged
+//             (verdict counts) and training_runs, and plan (JSON: {"targets": [...], "workloads": [...]},
+//             sorted: what the run set out to run, its results' plan with every target and workload its
+//             cells and training runs name; each row of the run is one of it)
 //   cells     (run_id -> runs, workload, target) PRIMARY KEY, status, reason, verdict ('' unjudged),
 //             verdict_reason, repeats, distinct_outputs, fingerprints (the distinct output fingerprints,
 //             sorted, space-separated), err_ratio (NULL: no oracle bound), median_seconds (NULL: no
@@ -36,7 +38,8 @@
 //             status, final_loss (NULL: none or NaN), weights_fingerprint ('' when none)
 //   Version 1 had machines, runs and cells; version 2 added training and the indexes cells(workload,
 //   target) and runs(machine_key, started_at); version 3 lets a run's kind be fleet (each node of a fleet
-//   records its probe results).
+//   records its probe results); version 4 adds runs.plan (a run recorded before it gets the targets and
+//   workloads its own rows name).
 //
 // The machine key (machine_key()) is a hash of what decides the bits a kernel computes, and nothing
 // else: the CPU model, its ISA features (sorted) and core count; each GPU's name, compute capability
@@ -56,7 +59,7 @@
 
 namespace detaudit {
 
-inline constexpr int kHistorySchemaVersion = 3;
+inline constexpr int kHistorySchemaVersion = 4;
 inline constexpr int kHistoryApplicationId = 0x64746175;  // "dtau"
 
 // --history FILE and --no-history (cli/history_flags.hpp adds them to a subcommand).

@@ -244,9 +244,10 @@ TEST(History, RecordAndQueryRoundTrip) {
   Results r = results("2026-11-30T12:00:00Z", "host-a", fp('a'));
   r.observations[0].oracle = OracleDistance{};
   r.observations[0].oracle->err_ratio = 0.25;
-  r.training = {training_run({{"key", "a|cpu|1|0"}, {"model", "autoencoder"}, {"design", "sony2021"}, {"condition", "a"},
+  r.training = {training_run({{"key", "a|cpu?threads=2|1|0"}, {"model", "autoencoder"}, {"design", "sony2021"}, {"condition", "a"},
                                {"target", "cpu?threads=2"}, {"seed", 1}, {"replicate", 0}, {"status", "ok"},
                                {"final_loss", 0.125}, {"curve", {0.125}}, {"weights_fingerprint", fp('e')}})};
+  r.command = "detaudit qualify --level 2";
   std::string err;
   ASSERT_TRUE(succeeded(record_run(db.string(), RunKind::kQualify, r, (dir / "results").string(), 1), &err)) << err;
 
@@ -325,6 +326,7 @@ TEST(History, RecordAndQueryRoundTrip) {
   EXPECT_TRUE(q.cells.empty());
 
   // The same observation recorded again (a check of the same results directory) counts once.
+  r.command = "detaudit check results --baseline b.json";
   ASSERT_TRUE(succeeded(record_run(db.string(), RunKind::kCheck, r, (dir / "results").string(), 0), &err)) << err;
   ASSERT_TRUE(succeeded(query_history(db.string(), {}, &q), &err)) << err;
   EXPECT_EQ(q.runs, 2);
@@ -353,6 +355,7 @@ TEST(History, RecordAndQueryRoundTrip) {
     Results rk = r;
     if (k == RunKind::kProbe) rk.training.clear();     // a probe trains nothing
     if (k == RunKind::kTrain) rk.observations.clear();  // a training design probes nothing
+    rk.command = std::string("detaudit ") + run_kind_name(k);
     EXPECT_TRUE(succeeded(record_run(db.string(), k, rk, "x", 0), &err)) << run_kind_name(k) << ": " << err;
   }
   EXPECT_EQ(sql_text(db, "SELECT group_concat(kind, ' ') FROM (SELECT kind FROM runs WHERE results_dir LIKE '%/x' "
@@ -407,6 +410,7 @@ TEST(History, MigratesFromVersion1KeepingItsRunsAndCells) {
                                {"status", "ok"}, {"final_loss", 0.5}, {"curve", {0.5}}})};
   const int64_t old_cells = sql_int(db, "SELECT count(*) FROM cells");
   ASSERT_GT(old_cells, 0);
+  r.command = "detaudit qualify --level 2";
   ASSERT_TRUE(succeeded(record_run(db.string(), RunKind::kQualify, r, "r", 0), &err)) << err;
   EXPECT_EQ(sql_int(db, "PRAGMA user_version"), kHistorySchemaVersion);
   EXPECT_EQ(sql_int(db, "SELECT count(*) FROM runs"), 2);
@@ -415,6 +419,9 @@ TEST(History, MigratesFromVersion1KeepingItsRunsAndCells) {
   EXPECT_EQ(sql_int(db, "SELECT count(*) FROM sqlite_master WHERE name = 'runs_by_machine'"), 1);
   EXPECT_EQ(sql_int(db, "SELECT count(*) FROM training"), 1);
   EXPECT_EQ(sql_int(db, "SELECT count(*) FROM sqlite_master WHERE name = 'cells_by_cell'"), 1);
+  // Version 4 gave the old run the plan its own rows name, which they are then read against.
+  EXPECT_EQ(sql_text(db, "SELECT plan FROM runs WHERE id = (SELECT min(id) FROM runs)"),
+            R"({"targets":["cpu?order=sequential"],"workloads":["matmul?m=8"]})");
   HistoryQueryResult q;
   HistoryFilter f;
   f.workload = "matmul";  // the old row's short spelling and the new row's canonical spec: one cell
@@ -422,6 +429,7 @@ TEST(History, MigratesFromVersion1KeepingItsRunsAndCells) {
   ASSERT_EQ(q.cells.size(), 2u);
   EXPECT_EQ(q.cells[0].hostname, "old-host");
   EXPECT_EQ(q.cells[0].fingerprints, std::vector<std::string>{std::string(32, 'c')});
+  r.command = "detaudit fleet --level 2";
   ASSERT_TRUE(succeeded(record_run(db.string(), RunKind::kFleet, r, "f", 0), &err)) << err;
   EXPECT_EQ(sql_text(db, "SELECT kind FROM runs WHERE results_dir LIKE '%/f'"), "fleet");
   fs::remove_all(dir);
@@ -532,7 +540,7 @@ TEST(History, TwoConcurrentWritersLoseNothing) {
       for (int i = 0; i < kRuns; ++i) {
         std::string err;
         Results r = results("2026-11-30T12:00:00Z", fmt::format("host-{}", w), fp('a'));
-        r.command = fmt::format("writer {} run {}", w, i);
+        r.command = fmt::format("detaudit probe writer {} run {}", w, i);
         if (!succeeded(record_run(db.string(), RunKind::kProbe, r, fmt::format("r{}-{}", w, i), 0), &err)) {
           fprintf(stderr, "writer %d: %s\n", w, err.c_str());
           ++failed;
