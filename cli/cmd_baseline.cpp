@@ -33,8 +33,12 @@ Command add_baseline_command(CLI::App& app, int argc, char** argv) {
   return {baseline,
           [save, args]() {
             if (!save->parsed()) return fail("baseline: a subcommand is required (save)");
-            if (Status st = args->out.empty() ? Status::ok() : file_outside_fleet_ranks(args->out, "--out"); !st)
-              return fail(st);
+            // (the default, DIR/baseline.json, is checked as --out is: a fleet rank's probe folder is fleet's alone)
+            if (!args->out.empty()) {
+              if (Status st = file_outside_fleet_ranks(args->out, "--out"); !st) return fail(st);
+            } else if (Status st = out_outside_fleet_ranks(args->dir, "DIR"); !st) {
+              return fail(Status::invalid(st.message() + " (without --out the baseline goes into DIR: give --out)"));
+            }
             BaselineSaved saved;
             if (Status st = run_baseline_save(args->dir, args->out, &saved); !st) return fail(st);
             if (saved.unfinished)

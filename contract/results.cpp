@@ -369,6 +369,14 @@ Status check_run_against_design(const nlohmann::json& j, TrainingRun& t, const n
 // set detaudit's own kernels resolved to (libraries.cpu_isa_auto) against the CPU's features.
 Status check_machine_consistent(const nlohmann::json& m, const std::string& mp) {
   const nlohmann::json libs = m.value("libraries", nlohmann::json::object());
+  // The CPU's vendor (CPUID's vendor string) and the model name its brand string gives are one maker's.
+  if (m.contains("cpu_vendor") && m["cpu_vendor"].is_string() && m.contains("cpu_model") && m["cpu_model"].is_string()) {
+    const std::string vendor = m["cpu_vendor"].get<std::string>(), model = m["cpu_model"].get<std::string>();
+    if ((vendor == "GenuineIntel" && model.find("AMD") != std::string::npos) ||
+        (vendor == "AuthenticAMD" && model.find("Intel") != std::string::npos))
+      return Status::invalid(fmt::format("{} \"{}\" is not a CPU of {} {}", json_path(mp, "cpu_model"),
+                                         shown_safely(model.substr(0, 60)), json_path(mp, "cpu_vendor"), vendor));
+  }
   if (m.contains("compiler") && libs.contains("compiler") && libs["compiler"] != m["compiler"])
     return Status::invalid(fmt::format("{} {} contradicts {} {}", json_path(mp, "compiler"), m["compiler"].dump(),
                                        json_path(mp + ".libraries", "compiler"), libs["compiler"].dump()));

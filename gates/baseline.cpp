@@ -694,6 +694,19 @@ Status baseline_from_json(const nlohmann::json& j, Baseline* out) {
     }
     b.cells.push_back(std::move(c));
   }
+  // A baseline saved from a finished probe run holds an entry of every target and workload of its plan that apply to
+  // each other, as the run's results did: an entry left out would let that cell's changed bits pass as a new cell.
+  if (!b.source_finished_at.empty() && b.source_plan.is_object() && b.source_plan.value("suite", "") != "import" &&
+      b.source_plan.contains("targets") && b.source_plan.contains("workloads") && b.source_plan["targets"].is_array() &&
+      b.source_plan["workloads"].is_array())
+    for (auto& tj : b.source_plan["targets"])
+      for (auto& wj : b.source_plan["workloads"])
+        if (Spec t, w; tj.is_string() && wj.is_string() && parse_target(tj.get<std::string>(), &t).is_ok() &&
+                       parse_workload(wj.get<std::string>(), &w).is_ok() && applicable(t, w) &&
+                       !cells.count({w.str(), t.str()}))
+          return Status::invalid(fmt::format("entries: the source run finished, but the baseline holds no entry of {} on "
+                                             "{}, which source.plan runs",
+                                             w.str(), t.str()));
   std::set<std::tuple<std::string, std::string, std::string, std::string>> trained;
   if (j.contains("training"))
     for (size_t i = 0; i < j["training"].size(); ++i) {

@@ -1087,6 +1087,10 @@ Status check_row(const CellRecord& c, const std::string& where) {
     if (c.status == "ok" && c.distinct < 1) return bad("distinct_outputs", "0", "at least 1 for a cell that ran");
     if (c.status != "ok" && c.status != "error" && !c.fingerprints.empty())
       return bad("fingerprints", c.fingerprints[0], "empty for a cell that gave no output");
+    // A cell that did not finish is judged as one: a crash or timeout FAILs or is EXPECTED, a skip is a SKIP.
+    if (c.status != "ok" && (c.verdict == "PASS" || c.verdict == "WARN" || (c.status == "skipped") != (c.verdict == "SKIP")) &&
+        !c.verdict.empty())
+      return bad("verdict", c.verdict, fmt::format("a verdict of a cell whose status is {}", c.status).c_str());
     // A CPU target's promise follows from the two specs: a cell that promised one output and gave two is
     // no PASS (a GPU target's may follow from the algorithm its library chose, which the row does not keep).
     if (c.verdict == "PASS" && c.distinct > 1 && target_facts(c.target).device_kind == "host" &&
@@ -1334,6 +1338,13 @@ Status check_runs(Db& db) {
                                    shown_safely(s.text(14).substr(0, 16)), id));
       if (const std::string host = str_of(machine, "hostname"); machine.contains("hostname") && host != s.text(16))
         return bad("hostname", s.text(16), "the host name of the run's machine");
+      // The software is the run's machine's (its libraries, OS, compiler and hwloc, as recording copied them).
+      if (const nlohmann::json sw = parse_json_or_null(s.text(20)); sw.is_object()) {
+        if (machine.contains("libraries") && (!sw.contains("libraries") || sw["libraries"] != machine["libraries"]))
+          return bad("software", "libraries", "the libraries of the run's machine");
+        for (const char* k : {"os", "compiler", "hwloc"})
+          if (machine.contains(k) && (!sw.contains(k) || sw[k] != machine[k])) return bad("software", k, "the run machine's");
+      }
       // The tool that ran it is the one its software says (the software's own shape is checked where it is read).
       if (const nlohmann::json sw = parse_json_or_null(s.text(20)); sw.is_object())
         for (auto [column, value] : {std::pair{"tool_version", s.text(18)}, std::pair{"tool_commit", s.text(19)}})
@@ -1424,6 +1435,18 @@ Status check_runs(Db& db) {
     if (rc != SQLITE_DONE) return Status::invalid(describe_sqlite_error(db, rc));
   }
   DETAUDIT_RETURN_IF_ERROR(check_rows_in_plan(db));
+  {
+    // One results directory recorded twice (a probe, then a check of it) holds the same cells: the same outputs.
+    Stmt s(db.h,
+           "SELECT ra.id, rb.id, a.workload, a.target FROM cells a JOIN runs ra ON ra.id = a.run_id JOIN runs rb ON "
+           "rb.results_dir = ra.results_dir AND rb.started_at = ra.started_at AND rb.id > ra.id JOIN cells b ON b.run_id = "
+           "rb.id AND b.workload = a.workload AND b.target = a.target WHERE a.status = 'ok' AND b.status = 'ok' AND "
+           "a.fingerprints <> b.fingerprints LIMIT 1");
+    if (!s.ok()) return Status::invalid(describe_sqlite_error(db, sqlite3_errcode(db.h)));
+    if (s.step() == SQLITE_ROW)
+      return changed(fmt::format("runs {} and {} record one run's cell {} on {} with other outputs", s.integer(0),
+                                 s.integer(1), shown_safely(s.text(2).substr(0, 80)), shown_safely(s.text(3).substr(0, 80))));
+  }
   int64_t orphans = 0;
   DETAUDIT_RETURN_IF_ERROR(pragma_int(db,
                                       "SELECT (SELECT count(*) FROM cells WHERE run_id NOT IN (SELECT id FROM runs)) + "

@@ -127,6 +127,13 @@ Status check_cell_against_run(const Observation& o, const Spec& w, const Spec& t
       return Status::invalid(fmt::format("{}.oracle.bound_k is {}, but {}'s bound {}", at, o.oracle->bound_k,
                                          o.workload, k ? fmt::format("sums {} terms", k) : std::string("is not held")));
   }
+  // A cell that ran used its target's libraries, whose versions the machine block records (a target's key holds them).
+  if (o.status == ObsStatus::kOk && r.machine.is_object())
+    for (const std::string& lib : target_facts(o.target).libraries)
+      if (!r.machine.contains("libraries") || !r.machine["libraries"].is_object() || !r.machine["libraries"].contains(lib))
+        return Status::invalid(fmt::format("{} ran on {}, but machine.libraries has no {} (the version of a library it "
+                                           "used)",
+                                           at, o.target, lib));
   // What ran is what its target runs: the backend's description and settings (a cell that did not run may
   // have no description).
   if (o.status == ObsStatus::kOk || !o.describe.empty())
@@ -207,6 +214,25 @@ Status canonicalize_specs(Results* r, const std::string& path) {
     if (!fresh)
       return Status::invalid(fmt::format("{}: observations[{}] is the cell {} on {} again (observations[{}])", path, i,
                                          o.workload, o.target, it->second));
+  }
+  // The oracle's output is the oracle backend's (cpu-ref's): where its cell gave the oracle's bits, a cell of one
+  // output has those bits exactly when its oracle distance counts no mismatched element.
+  std::map<std::string, std::string> oracle_bits;  // workload -> the oracle backend's one output
+  for (const Observation& o : r->observations)
+    if (Spec t; o.status == ObsStatus::kOk && o.distinct == 1 && !o.fingerprints.empty() && o.oracle &&
+                o.oracle->mismatched == 0 && parse_target(o.target, &t).is_ok() && find_backend(t.name) &&
+                find_backend(t.name)->oracle)
+      oracle_bits[o.workload] = o.fingerprints[0];
+  for (size_t i = 0; i < r->observations.size(); ++i) {
+    const Observation& o = r->observations[i];
+    const auto it = oracle_bits.find(o.workload);
+    if (it == oracle_bits.end() || o.status != ObsStatus::kOk || o.distinct != 1 || o.fingerprints.empty() || !o.oracle)
+      continue;
+    if ((o.fingerprints[0] == it->second) != (o.oracle->mismatched == 0))
+      return Status::invalid(fmt::format(
+          "{}: observations[{}].oracle.mismatched is {}, but its output {} the oracle's bits (the oracle backend's output "
+          "of {})",
+          path, i, o.oracle->mismatched, o.fingerprints[0] == it->second ? "is" : "is not", o.workload));
   }
   // A probe run that finished holds a cell of every target and workload of its plan that applies to each other
   // (each ran, crashed, timed out or was skipped with a reason; cuBLAS runs no convolution): a cell left out

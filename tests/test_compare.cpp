@@ -55,7 +55,7 @@ Results run_on(const std::string& openblas, std::vector<Observation> obs) {
                {"cpu_features", {"avx", "avx2"}},
                {"cores", 2},
                {"gpus", nlohmann::json::array()},
-               {"libraries", {{"openblas", openblas}}},
+               {"libraries", {{"openblas", openblas}, {"onednn", "2.6.0"}}},
                {"cuda", "no CUDA device"}};
   r.observations = std::move(obs);
   return r;

@@ -435,6 +435,7 @@ TEST_F(External, TwoFrameworksImportedIntoOneDirectoryBothStay) {
                                  "fleet --rank 0 --ranks 1 --targets cpu-ref --workloads 'reduce?op=sum&n=10' --out " +
                                      rank.parent_path().string(),
                                  "baseline save " + x + " --out " + (rank / "b.json").string(),
+                                 "baseline save " + (rank / "probe").string(),  // its default: DIR/baseline.json
                                  "probe --targets cpu-ref --workloads 'reduce?op=sum&n=10' --out " + root_ +
                                      "/elsewhere --history " + (rank / "probe" / "h.db").string()}) {
     const auto r = run_cli(cmd);
@@ -445,6 +446,7 @@ TEST_F(External, TwoFrameworksImportedIntoOneDirectoryBothStay) {
   EXPECT_FALSE(fs::exists(rank / "probe" / "logs"));
   EXPECT_FALSE(fs::exists(rank / "ranks"));
   EXPECT_FALSE(fs::exists(rank / "b.json"));
+  EXPECT_FALSE(fs::exists(rank / "probe" / "baseline.json"));
   EXPECT_FALSE(fs::exists(rank / "probe" / "h.db"));
   {  // the option the path came from is the one named
     const auto r = run_cli("diverge --targets 'cpu?threads=1' --steps 1 --out " + root_ + "/dv2 --trace-out " +

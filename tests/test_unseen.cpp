@@ -464,6 +464,71 @@ TEST(Lies, ContradictionsInsideAResultsFileAreRefused) {
       {"time", "started_at 'yesterday' is not a time", [](nlohmann::json& j) { j["started_at"] = "yesterday"; }},
       {"backwards", "is before started_at", [](nlohmann::json& j) { j["finished_at"] = "2020-01-01T00:00:00Z"; }},
       {"future", "2099-01-01T00:00:00Z is in the future", [](nlohmann::json& j) { j["finished_at"] = "2099-01-01T00:00:00Z"; }},
+      // The machine block against itself: a model of another maker than the vendor (a lie that moves every key).
+      {"vendor", "machine.cpu_model \"AMD EPYC 9654\" is not a CPU of machine.cpu_vendor GenuineIntel",
+       [](nlohmann::json& j) {
+         j["machine"]["cpu_vendor"] = "GenuineIntel";
+         j["machine"]["cpu_model"] = "AMD EPYC 9654";
+       }},
+  };
+  expect_every_reader_refuses(d, good, text, cases);
+  fs::remove_all(d);
+}
+
+// A library's cell that ran was run with the library the machine block records: a file without the library's version
+// (which its target's key holds) is refused, as is a machine whose OpenBLAS core is not the one its build names.
+TEST(Lies, ALibraryCellWithoutItsLibraryIsRefused) {
+  fs::path d = fresh_dir("lies-library");
+  Results base = one_cell(true);
+  const std::string t = test::canon_target("openblas?core=Haswell&threads=1");
+  base.observations = {test::ran(kW, t, {test::fingerprint('a'), test::fingerprint('a')})};
+  base.observations[0].verdict = Verdict::kPass;
+  base.plan["targets"] = {t};
+  base.plan["workloads"] = {kW};
+  base.machine["libraries"]["openblas"] = "OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY Haswell MAX_THREADS=64";
+  const fs::path good = save(d, "good", base);
+  ASSERT_EQ(run_cli("report " + good.string()).code, 0) << run_cli("report " + good.string()).err;
+  const std::string text = slurp(good / "results.json");
+  const std::vector<ResultsLie> cases = {
+      {"no-openblas", "observations[0] ran on " + t + ", but machine.libraries has no openblas",
+       [](nlohmann::json& j) { j["machine"]["libraries"].erase("openblas"); }},
+      {"core", "the machine's openblas_core \"Zen\" is not the core its OpenBLAS build names",
+       [](nlohmann::json& j) { j["machine"]["libraries"]["openblas_core"] = "Zen"; }},
+  };
+  expect_every_reader_refuses(d, good, text, cases);
+  fs::remove_all(d);
+}
+
+// The oracle's bits are the oracle backend's output: a cell whose oracle distance says it matched the oracle, while its
+// output is not cpu-ref's, or one with cpu-ref's output that says it mismatched, is refused (a FAIL on the error bound
+// could otherwise be edited away).
+TEST(Lies, AnOracleDistanceThatIsNotTheOraclesBitsIsRefused) {
+  fs::path d = fresh_dir("lies-oracle");
+  const fs::path good = d / "good";
+  const CliRun p = run_cli("probe --targets 'cpu-ref,cpu?order=sequential&threads=1' --workloads "
+                           "'reduce?op=sum&n=100000' --repeats 2 --no-history --quiet --out " + good.string());
+  ASSERT_EQ(p.code, 0) << p.err;
+  const std::string text = slurp(good / "results.json");
+  const nlohmann::json j = nlohmann::json::parse(text);
+  ASSERT_EQ(j["observations"].size(), 2u);
+  const size_t ref = j["observations"][0]["target"].get<std::string>().starts_with("cpu-ref") ? 0 : 1, cpu = 1 - ref;
+  // (a float sum of 100000 uniform values in order is not the double-accumulated sum rounded once)
+  ASSERT_NE(j["observations"][cpu]["fingerprints"][0], j["observations"][ref]["fingerprints"][0]);
+  ASSERT_GT(j["observations"][cpu]["oracle"]["mismatched"].get<int>(), 0);
+  const std::vector<ResultsLie> cases = {
+      {"perfect", "oracle.mismatched is 0, but its output is not the oracle's bits",
+       [cpu](nlohmann::json& j) {
+         auto& o = j["observations"][cpu]["oracle"];
+         o["mismatched"] = 0, o["max_ulp"] = 0, o["max_rel_err"] = 0.0, o["err_ratio"] = 0.0, o["agree_bits"] = 24;
+         nlohmann::json hist = nlohmann::json::array();
+         for (size_t b = 0; b < o["ratio_hist"].size(); ++b) hist.push_back(b == 0 ? 1 : 0);
+         o["ratio_hist"] = hist;
+       }},
+      {"oracle-bits", "but its output is the oracle's bits",
+       [cpu, ref](nlohmann::json& j) {
+         j["observations"][cpu]["fingerprints"] = j["observations"][ref]["fingerprints"];
+         j["observations"][cpu]["warmup_fingerprint"] = j["observations"][ref]["warmup_fingerprint"];
+       }},
   };
   expect_every_reader_refuses(d, good, text, cases);
   fs::remove_all(d);
@@ -887,6 +952,9 @@ TEST(Lies, ABaselineThatContradictsItselfIsRefused) {
                   "deterministic",
        [](nlohmann::json& j) { j["entries"][0]["promise"] = "nondeterministic"; }},
       {"promise-none", "promises deterministic", [](nlohmann::json& j) { j["entries"][0]["promise"] = "none"; }},
+      // An entry left out of a finished run's baseline: its cell's changed bits would pass as a new cell.
+      {"entry-left-out", "entries: the source run finished, but the baseline holds no entry of",
+       [](nlohmann::json& j) { j["entries"] = nlohmann::json::array(); }},
       {"cpu-kernels", "entries[0].kernels on a cell of a cpu key (kernels are a GPU's",
        [](nlohmann::json& j) {
          j["entries"][0]["kernels"] = {{j["entries"][0]["fingerprints"][0].get<std::string>(), {"sgemm_128x64"}}};
@@ -1098,6 +1166,10 @@ TEST(Unseen, AHistoryChangedByAnotherProgramIsRefused) {
       {"UPDATE machines SET cpu_model = 'Other CPU'", "cpu_model, cpu_features, cores or gpus is not the machine of run 1"},
       {"UPDATE cells SET reason = 'timeout after 60 s'", "reason 'timeout after 60 s' is not empty for a cell that finished"},
       {"UPDATE training SET key = 'zzz'", "a training row whose key is not its condition|target|seed|replicate"},
+      {"UPDATE runs SET software = json_set(software, '$.libraries.openblas', '0.3.26')",
+       "software 'libraries' is not the libraries of the run's machine"},
+      {"UPDATE cells SET status = 'crashed', reason = 'SIGILL', fingerprints = '', distinct_outputs = 0, err_ratio = NULL",
+       "verdict 'PASS' is not a verdict of a cell whose status is crashed"},
       // Rows moved to other valid targets or workloads than the run set out to run, and the run's own columns.
       {"UPDATE cells SET target = 'cpu?order=pairwise&threads=1'",
        "a cell of target 'cpu?order=pairwise&threads=1', which is not one of its run's plan"},
@@ -1163,6 +1235,18 @@ TEST(Unseen, AHistoryChangedByAnotherProgramIsRefused) {
     EXPECT_EQ(res.code, 0) << res.err;
     EXPECT_EQ(res.out.find("threads=01"), std::string::npos) << res.out;
     EXPECT_NE(res.out.find(r.observations[0].target), std::string::npos) << res.out;
+  }
+  {
+    // A probe and a check of its results record one run twice: the same outputs of each cell.
+    Results probe_only = one_cell(true);
+    const std::string db = (d / "twice.db").string();
+    ASSERT_TRUE(record_run(db, RunKind::kProbe, probe_only, (d / "p").string(), 0).is_ok());
+    probe_only.command = "detaudit check p --baseline b.json";
+    ASSERT_TRUE(record_run(db, RunKind::kCheck, probe_only, (d / "p").string(), 0).is_ok());
+    ASSERT_EQ(run_cli("history --history " + db).code, 0);
+    history_of_edit(db, (d / "twice-edited.db").string(),
+                    ("UPDATE cells SET fingerprints = '" + test::fingerprint('b') + "' WHERE run_id = 2").c_str(),
+                    "runs 1 and 2 record one run's cell");
   }
   {
     // On a machine without a GPU, a GPU target's cell that ran (or a training run) is another target's row moved;

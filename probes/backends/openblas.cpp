@@ -154,6 +154,10 @@ std::string claims_openblas(const Spec& t, const std::string& spelled, const std
                  : std::string();
     };
     const std::string build = lib("openblas"), build_core = lib("openblas_core");
+    // (the machine's own core is the one its build string names, as OpenBLAS writes it)
+    if (build.starts_with("OpenBLAS ") && !build_core.empty() && build.find(" " + build_core + " ") == std::string::npos)
+      return fmt::format("the machine's openblas_core \"{}\" is not the core its OpenBLAS build names ({})",
+                         shown_safely(build_core.substr(0, 40)), shown_safely(build.substr(0, 80)));
     std::string want;
     if (const size_t pos = build.find(" " + build_core + " "); !build_core.empty() && pos != std::string::npos)
       want = build.substr(0, pos + 1) + corename + build.substr(pos + 1 + build_core.size());
