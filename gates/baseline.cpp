@@ -645,6 +645,15 @@ Status baseline_from_json(const nlohmann::json& j, Baseline* out) {
   if (src.contains("plan") && !src["plan"].empty()) {
     if (Status st = check_results_plan(src["plan"]); !st) return st.prefixed("source.");
     b.source_plan = src["plan"];
+    if (b.source_plan.contains("targets") && b.source_plan.contains("workloads")) {
+      std::set<std::string> targets, workloads;
+      for (auto& t : b.source_plan["targets"])
+        if (Spec sp; t.is_string() && parse_target(t.get<std::string>(), &sp).is_ok()) targets.insert(sp.str());
+      for (auto& w : b.source_plan["workloads"])
+        if (Spec sp; w.is_string() && parse_workload(w.get<std::string>(), &sp).is_ok()) workloads.insert(sp.str());
+      if (const std::string why = command_contradicts_plan(b.source_command, targets, workloads, b.source_plan); !why.empty())
+        return Status::invalid("source.command: " + why);
+    }
   }
   // (The run may have been on another machine's clock: a day of skew is allowed, as for the history.)
   if (const auto finished = iso8601_seconds(b.source_finished_at), created = iso8601_seconds(b.created_at);

@@ -22,6 +22,7 @@
 
 #include "probes/child.hpp"
 #include "probes/registry.hpp"
+#include "probes/results_file.hpp"
 #include "probes/spec.hpp"
 #include "analysis/stats.hpp"
 #include "kernels/fingerprint.hpp"
@@ -1230,6 +1231,22 @@ Status check_rows_in_plan(Db& db) {
   struct Plan {
     std::set<std::string> targets, workloads;
   };
+  // The command a probe run recorded asked for what its plan holds.
+  {
+    Stmt s(db.h, "SELECT id, command, plan FROM runs WHERE kind = 'probe'");
+    int rc;
+    while ((rc = s.step()) == SQLITE_ROW) {
+      const nlohmann::json j = parse_json_or_null(s.text(2));
+      Plan p;
+      for (auto& t : j.value("targets", nlohmann::json::array())) p.targets.insert(canonical_spec(t.get<std::string>(), true));
+      for (auto& w : j.value("workloads", nlohmann::json::array()))
+        p.workloads.insert(canonical_spec(w.get<std::string>(), false));
+      if (const std::string why = command_contradicts_plan(s.text(1), p.targets, p.workloads, nlohmann::json::object());
+          !why.empty())
+        return changed(fmt::format("run {}: {}", s.integer(0), why));
+    }
+    if (rc != SQLITE_DONE) return Status::invalid(describe_sqlite_error(db, rc));
+  }
   std::map<int64_t, Plan> plans;  // parsed once per run
   auto plan_of_run = [&](int64_t run, const std::string& text) -> const Plan& {
     auto [it, fresh] = plans.try_emplace(run);

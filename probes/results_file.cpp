@@ -2,11 +2,14 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <map>
 #include <optional>
 #include <set>
 #include <tuple>
+#include <vector>
 
 #include "contract/atomic_file.hpp"
 #include "probes/registry.hpp"
@@ -174,6 +177,65 @@ Status check_run_identity(const TrainingRun& t, const std::string& written_targe
 
 }  // namespace
 
+std::string command_contradicts_plan(const std::string& command, const std::set<std::string>& plan_targets,
+                                     const std::set<std::string>& plan_workloads, const nlohmann::json& plan) {
+  std::vector<std::string> words;
+  for (size_t from = 0; from < command.size();) {
+    const size_t to = std::min(command.find(' ', from), command.size());
+    if (to > from) words.push_back(command.substr(from, to - from));
+    from = to + 1;
+  }
+  // The subcommand: the first word after the program that is no option.
+  size_t at = 1;
+  while (at < words.size() && words[at].starts_with("-")) ++at;
+  if (at >= words.size() || words[at] != "probe") return "";
+  std::map<std::string, std::string> asked;  // option -> its value, as the command gave it
+  for (size_t i = at + 1; i < words.size(); ++i)
+    for (const char* opt : {"--targets", "--workloads", "--suite", "--repeats", "--timeout"}) {
+      const std::string o = opt;
+      if (words[i] == o && i + 1 < words.size()) asked[o] = words[i + 1];
+      else if (words[i].starts_with(o + "=")) asked[o] = words[i].substr(o.size() + 1);
+    }
+  auto specs = [](const std::string& csv, bool target, std::set<std::string>* out) {
+    for (size_t from = 0; from <= csv.size();) {
+      const size_t to = std::min(csv.find(',', from), csv.size());
+      Spec s;
+      if (!(target ? parse_target(csv.substr(from, to - from), &s) : parse_workload(csv.substr(from, to - from), &s)).is_ok())
+        return false;
+      for (auto& e : target ? expand_all(s) : std::vector<Spec>{s}) out->insert(e.str());
+      from = to + 1;
+    }
+    return true;
+  };
+  for (const auto& [opt, list] : {std::pair{"--targets", &plan_targets}, std::pair{"--workloads", &plan_workloads}})
+    if (auto it = asked.find(opt); it != asked.end()) {
+      std::set<std::string> want;
+      if (specs(it->second, std::string(opt) == "--targets", &want) && want != *list)
+        return fmt::format("the command asks for {} {}, but the plan holds {} other ones", opt,
+                           shown_safely(it->second.substr(0, 80)), std::string(opt).substr(2));
+    }
+  if ((asked.count("--targets") || asked.count("--workloads")) && plan.contains("suite") &&
+      plan.value("custom", false) != true)
+    return "the command replaces the suite's targets or workloads, but the plan says it ran the suite as defined (no "
+           "custom)";
+  if (auto it = asked.find("--suite"); it != asked.end() && plan.contains("suite") && plan.value("suite", "") != it->second)
+    return fmt::format("the command asks for --suite {}, but the plan's suite is {}", shown_safely(it->second.substr(0, 40)),
+                       shown_safely(plan.value("suite", "").substr(0, 40)));
+  if (auto it = asked.find("--repeats"); it != asked.end() && plan.contains("repeats") &&
+                                         plan["repeats"].is_number_integer() && it->second != "0" &&
+                                         it->second != std::to_string(plan["repeats"].get<int64_t>()))
+    return fmt::format("the command asks for --repeats {}, but the plan repeats each cell {} times",
+                       shown_safely(it->second.substr(0, 20)), plan["repeats"].get<int64_t>());
+  if (auto it = asked.find("--timeout"); it != asked.end() && plan.contains("timeout_s") && plan["timeout_s"].is_number()) {
+    char* end = nullptr;
+    const double t = std::strtod(it->second.c_str(), &end);
+    if (end && *end == '\0' && t > 0 && t != plan["timeout_s"].get<double>())
+      return fmt::format("the command asks for --timeout {}, but the plan's timeout is {:g} s",
+                         shown_safely(it->second.substr(0, 20)), plan["timeout_s"].get<double>());
+  }
+  return "";
+}
+
 Status canonicalize_specs(Results* r, const std::string& path) {
   std::set<std::string> plan_targets, plan_workloads, design_targets;
   if (r->plan.contains("targets"))
@@ -183,6 +245,10 @@ Status canonicalize_specs(Results* r, const std::string& path) {
   if (r->plan.contains("design") && r->plan["design"].contains("targets"))
     DETAUDIT_RETURN_IF_ERROR(
         canonical_list(&r->plan["design"]["targets"], true, path + ": plan.design.targets", &design_targets));
+  // The command that made the run asked for what its plan holds.
+  if (r->plan.contains("targets") && r->plan.contains("workloads"))
+    if (const std::string why = command_contradicts_plan(r->command, plan_targets, plan_workloads, r->plan); !why.empty())
+      return Status::invalid(fmt::format("{}: command: {}", path, why));
   // An oracle that failed is a workload's: one this version parses, of the plan when it names its workloads.
   std::map<std::string, std::string> failures;
   for (auto& [workload, why] : r->oracle_failures) {

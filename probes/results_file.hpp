@@ -3,6 +3,7 @@
 // parses. Specs are rewritten in canonical form, so a file of an older version that spelled a default
 // out, or put keys in another order, meets this version's cells.
 #pragma once
+#include <set>
 #include <string>
 
 #include "contract/results.hpp"
@@ -12,6 +13,14 @@ namespace detaudit {
 // Invalid, with one line naming the file and the field ("R/results.json: observations[3].target: ..."),
 // for a target or workload that does not parse.
 Status canonicalize_specs(Results* r, const std::string& path);
+
+// What a probe's recorded command line asks for and its plan holds: "" when they agree, else one clause. Only the
+// options the command names are compared (a resumed run's command may name none): --targets and --workloads (any
+// spelling of the same specs, `key=all` expanded; a plan that names its suite is then a custom one), --suite,
+// --repeats and --timeout. A command that is not a
+// probe's says nothing here. `plan_targets`, `plan_workloads`: the plan's, canonical.
+std::string command_contradicts_plan(const std::string& command, const std::set<std::string>& plan_targets,
+                                     const std::set<std::string>& plan_workloads, const nlohmann::json& plan);
 
 // load_results, then canonicalize_specs.
 Status load_checked_results(const std::string& path, Results* out);

@@ -550,6 +550,13 @@ TEST(Lies, ACellOutsideItsPlanOrBeyondItsOutputIsRefused) {
   const std::string text = slurp(good / "results.json");
   const std::vector<ResultsLie> cases = {
       {"no-targets", "plan.targets is empty", [](nlohmann::json& j) { j["plan"]["targets"] = nlohmann::json::array(); }},
+      // The command that made the run asked for what the plan holds.
+      {"command-targets", "command: the command asks for --targets cpu-ref, but the plan holds targets other ones",
+       [](nlohmann::json& j) { j["command"] = "detaudit probe --targets cpu-ref --workloads " + kW; }},
+      {"command-custom", "command: the command replaces the suite's targets or workloads, but the plan says it ran the suite",
+       [&](nlohmann::json& j) { j["command"] = "detaudit probe --targets " + t; }},
+      {"command-repeats", "command: the command asks for --repeats 7, but the plan repeats each cell 2 times",
+       [](nlohmann::json& j) { j["command"] = "/usr/bin/detaudit probe --repeats 7"; }},
       {"bad-target", "plan.targets[0]: ", [](nlohmann::json& j) { j["plan"]["targets"] = {"cpu?bogus=1"}; }},
       {"target-twice", "plan.targets[1]: ",
        [&](nlohmann::json& j) { j["plan"]["targets"] = {t, t}; }},
@@ -952,6 +959,8 @@ TEST(Lies, ABaselineThatContradictsItselfIsRefused) {
                   "deterministic",
        [](nlohmann::json& j) { j["entries"][0]["promise"] = "nondeterministic"; }},
       {"promise-none", "promises deterministic", [](nlohmann::json& j) { j["entries"][0]["promise"] = "none"; }},
+      {"source-command", "source.command: the command asks for --workloads",
+       [](nlohmann::json& j) { j["source"]["command"] = "detaudit probe --workloads matmul?m=8&n=8&k=8"; }},
       // An entry left out of a finished run's baseline: its cell's changed bits would pass as a new cell.
       {"entry-left-out", "entries: the source run finished, but the baseline holds no entry of",
        [](nlohmann::json& j) { j["entries"] = nlohmann::json::array(); }},
@@ -1247,6 +1256,8 @@ TEST(Unseen, AHistoryChangedByAnotherProgramIsRefused) {
     history_of_edit(db, (d / "twice-edited.db").string(),
                     ("UPDATE cells SET fingerprints = '" + test::fingerprint('b') + "' WHERE run_id = 2").c_str(),
                     "runs 1 and 2 record one run's cell");
+    history_of_edit(db, (d / "twice-command.db").string(), "UPDATE runs SET command = 'detaudit probe --targets cpu-ref' WHERE id = 1",
+                    "run 1: the command asks for --targets cpu-ref");
   }
   {
     // On a machine without a GPU, a GPU target's cell that ran (or a training run) is another target's row moved;
