@@ -1227,36 +1227,34 @@ Status check_rows_in_plan(Db& db) {
   auto changed = [&](const std::string& what) {
     return Status::invalid(db.error(what + " (the database was changed by another program)"));
   };
-  // Each statement joins its rows to their run's plan: one snapshot, whatever another writer commits meanwhile.
   struct Plan {
-    std::set<std::string> targets, workloads;
+    std::set<std::string> targets, workloads;  // canonical
+  };
+  auto parse_plan = [](const std::string& text) {
+    Plan p;
+    const nlohmann::json j = parse_json_or_null(text);  // (its shape is checked before)
+    for (auto& t : j.value("targets", nlohmann::json::array())) p.targets.insert(canonical_spec(t.get<std::string>(), true));
+    for (auto& w : j.value("workloads", nlohmann::json::array()))
+      p.workloads.insert(canonical_spec(w.get<std::string>(), false));
+    return p;
   };
   // The command a probe run recorded asked for what its plan holds.
   {
     Stmt s(db.h, "SELECT id, command, plan FROM runs WHERE kind = 'probe'");
     int rc;
     while ((rc = s.step()) == SQLITE_ROW) {
-      const nlohmann::json j = parse_json_or_null(s.text(2));
-      Plan p;
-      for (auto& t : j.value("targets", nlohmann::json::array())) p.targets.insert(canonical_spec(t.get<std::string>(), true));
-      for (auto& w : j.value("workloads", nlohmann::json::array()))
-        p.workloads.insert(canonical_spec(w.get<std::string>(), false));
+      const Plan p = parse_plan(s.text(2));
       if (const std::string why = command_contradicts_plan(s.text(1), p.targets, p.workloads, nlohmann::json::object());
           !why.empty())
         return changed(fmt::format("run {}: {}", s.integer(0), why));
     }
     if (rc != SQLITE_DONE) return Status::invalid(describe_sqlite_error(db, rc));
   }
+  // Each statement joins its rows to their run's plan: one snapshot, whatever another writer commits meanwhile.
   std::map<int64_t, Plan> plans;  // parsed once per run
   auto plan_of_run = [&](int64_t run, const std::string& text) -> const Plan& {
     auto [it, fresh] = plans.try_emplace(run);
-    if (fresh) {
-      const nlohmann::json j = parse_json_or_null(text);  // (its shape is checked before)
-      for (auto& t : j.value("targets", nlohmann::json::array()))
-        it->second.targets.insert(canonical_spec(t.get<std::string>(), true));
-      for (auto& w : j.value("workloads", nlohmann::json::array()))
-        it->second.workloads.insert(canonical_spec(w.get<std::string>(), false));
-    }
+    if (fresh) it->second = parse_plan(text);
     return it->second;
   };
   {

@@ -211,7 +211,7 @@ std::string command_contradicts_plan(const std::string& command, const std::set<
     if (auto it = asked.find(opt); it != asked.end()) {
       std::set<std::string> want;
       if (specs(it->second, std::string(opt) == "--targets", &want) && want != *list)
-        return fmt::format("the command asks for {} {}, but the plan holds {} other ones", opt,
+        return fmt::format("the command asks for {} {}, but the plan holds other {}", opt,
                            shown_safely(it->second.substr(0, 80)), std::string(opt).substr(2));
     }
   if ((asked.count("--targets") || asked.count("--workloads")) && plan.contains("suite") &&
