@@ -245,7 +245,10 @@ TEST(TrainCli, Sony2021DesignWritesRunsAnalysisAndReports) {
       {"runs-beyond", "plan.runs is 15, more than the 14 runs its design has",
        [](nlohmann::json& j) { j["plan"]["runs"] = 15; }},
       {"machine-edited", "but the machine block the runs were recorded with hashes to",
-       [](nlohmann::json& j) { j["machine"]["cpu_model"] = "AMD EPYC 9654 96-Core Processor"; }},
+       [](nlohmann::json& j) {
+         j["machine"]["cpu_model"] = "AMD EPYC 9654 96-Core Processor";
+         j["machine"]["cpu_vendor"] = "AuthenticAMD";  // (a model of another maker than the vendor is refused first)
+       }},
       {"runs-fewer", "plan.runs is 13, fewer than the 14 runs its design has", [](nlohmann::json& j) { j["plan"]["runs"] = 13; }},
       {"target-added", "plan.runs is 14, fewer than the 28 runs its design has",
        [](nlohmann::json& j) { j["plan"]["design"]["targets"].push_back("cpu?order=blocked&threads=4&isa=auto"); }},
