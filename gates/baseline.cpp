@@ -642,15 +642,18 @@ Status baseline_from_json(const nlohmann::json& j, Baseline* out) {
   if (b.source_dir.empty()) return Status::invalid("source.dir is empty (a baseline says where its bits came from)");
   // The plan its cells were run by: every cell below is checked against it.
   // (A baseline of an older version has none: its kind comes from what it holds.)
+  std::vector<Spec> plan_targets, plan_workloads;  // the source plan's specs that parse, each parsed once
   if (src.contains("plan") && !src["plan"].empty()) {
     if (Status st = check_results_plan(src["plan"]); !st) return st.prefixed("source.");
     b.source_plan = src["plan"];
     if (b.source_plan.contains("targets") && b.source_plan.contains("workloads")) {
-      std::set<std::string> targets, workloads;
       for (auto& t : b.source_plan["targets"])
-        if (Spec sp; t.is_string() && parse_target(t.get<std::string>(), &sp).is_ok()) targets.insert(sp.str());
+        if (Spec sp; t.is_string() && parse_target(t.get<std::string>(), &sp).is_ok()) plan_targets.push_back(sp);
       for (auto& w : b.source_plan["workloads"])
-        if (Spec sp; w.is_string() && parse_workload(w.get<std::string>(), &sp).is_ok()) workloads.insert(sp.str());
+        if (Spec sp; w.is_string() && parse_workload(w.get<std::string>(), &sp).is_ok()) plan_workloads.push_back(sp);
+      std::set<std::string> targets, workloads;
+      for (auto& t : plan_targets) targets.insert(t.str());
+      for (auto& w : plan_workloads) workloads.insert(w.str());
       if (const std::string why = command_contradicts_plan(b.source_command, targets, workloads, b.source_plan); !why.empty())
         return Status::invalid("source.command: " + why);
     }
@@ -705,14 +708,10 @@ Status baseline_from_json(const nlohmann::json& j, Baseline* out) {
   }
   // A baseline saved from a finished probe run holds an entry of every target and workload of its plan that apply to
   // each other, as the run's results did: an entry left out would let that cell's changed bits pass as a new cell.
-  if (!b.source_finished_at.empty() && b.source_plan.is_object() && b.source_plan.value("suite", "") != "import" &&
-      b.source_plan.contains("targets") && b.source_plan.contains("workloads") && b.source_plan["targets"].is_array() &&
-      b.source_plan["workloads"].is_array())
-    for (auto& tj : b.source_plan["targets"])
-      for (auto& wj : b.source_plan["workloads"])
-        if (Spec t, w; tj.is_string() && wj.is_string() && parse_target(tj.get<std::string>(), &t).is_ok() &&
-                       parse_workload(wj.get<std::string>(), &w).is_ok() && applicable(t, w) &&
-                       !cells.count({w.str(), t.str()}))
+  if (!b.source_finished_at.empty() && b.source_plan.is_object() && b.source_plan.value("suite", "") != "import")
+    for (const Spec& t : plan_targets)
+      for (const Spec& w : plan_workloads)
+        if (applicable(t, w) && !cells.count({w.str(), t.str()}))
           return Status::invalid(fmt::format("entries: the source run finished, but the baseline holds no entry of {} on "
                                              "{}, which source.plan runs",
                                              w.str(), t.str()));
