@@ -103,6 +103,9 @@ int run_online(const DivergeArgs& a) {
   for (int i = 0; i < 2; ++i) {
     std::string err;
     if (Status st = parse_target(names[size_t(i)], &spec[i]); !st) return fail(st);
+    if (!target_trains(spec[i]))
+      return fail(fmt::format("diverge: target {} does not train: its backend lacks the autoencoder's training ops "
+                              "(bias add and their backward passes)", spec[i].str()));
     if (std::string e = environment_mismatch(spec[i]); !e.empty()) return fail(e);
   }
   Dataset data;

@@ -26,9 +26,9 @@ namespace detaudit::cli {
 namespace {
 
 struct ProbeArgs {
-  std::string suite = "quick", targets, workloads, out;
+  std::string suite = kDefaultProbeSuite, targets, workloads, out;
   int repeats = 0;
-  double timeout = 120;
+  double timeout = kDefaultProbeTimeoutS;
   bool fresh = false, resume = false, no_fail = false, gpu_only = false;
   HistoryFlags hist;
   OutputFlags output;

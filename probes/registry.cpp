@@ -327,4 +327,9 @@ Status training_variants(const Spec& base, Spec* deterministic, Spec* nondetermi
   return e->variants(deterministic, nondeterministic);
 }
 
+bool target_trains(const Spec& target) {
+  const BackendEntry* e = find_backend(target.name);
+  return e && e->trains;
+}
+
 }  // namespace detaudit

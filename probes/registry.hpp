@@ -133,6 +133,11 @@ struct BackendEntry {
   // nullptr when the backend has no nondeterministic variant.
   // Invalid, saying why, when this base has no nondeterministic variant that can vary.
   Status (*variants)(Spec* deterministic, Spec* nondeterministic) = nullptr;
+  // It runs every op the training models use (bias add, the activations' backward passes, the optimisers,
+  // convolution's three passes): the autoencoder, PredNet and diverge can train on it. A trace or training run
+  // of a backend without them was made by no run (tests/test_registry.cpp holds this against the host's
+  // backends as they are made).
+  bool trains = false;
   // Whether this target's bits are one implementation on every device (order=portable): nullptr for never.
   bool (*portable)(const Spec& target) = nullptr;
   // Its default targets in a probe suite ("quick", "full"), in suite order; nullptr for none.
@@ -207,5 +212,8 @@ TargetFacts target_facts(const std::string& target);
 // Training: a base target's deterministic and nondeterministic variants (what derive_variants of
 // suites/train_design does today; invalid when the backend has none).
 Status training_variants(const Spec& base, Spec* deterministic, Spec* nondeterministic);
+
+// Whether the target's backend runs the training models (BackendEntry::trains); false for an unknown backend.
+bool target_trains(const Spec& target);
 
 }  // namespace detaudit

@@ -218,20 +218,28 @@ std::string command_contradicts_plan(const std::string& command, const std::set<
       plan.value("custom", false) != true)
     return "the command replaces the suite's targets or workloads, but the plan says it ran the suite as defined (no "
            "custom)";
-  if (auto it = asked.find("--suite"); it != asked.end() && plan.contains("suite") && plan.value("suite", "") != it->second)
-    return fmt::format("the command asks for --suite {}, but the plan's suite is {}", shown_safely(it->second.substr(0, 40)),
-                       shown_safely(plan.value("suite", "").substr(0, 40)));
+  const auto suite = asked.find("--suite");
+  const std::string want_suite = suite != asked.end() ? suite->second : kDefaultProbeSuite;
+  if (plan.contains("suite") && plan["suite"].is_string() && plan["suite"].get<std::string>() != want_suite)
+    return fmt::format("the command asks for {}, but the plan's suite is {}",
+                       suite != asked.end() ? "--suite " + shown_safely(want_suite.substr(0, 40))
+                                            : fmt::format("the default suite ({}: it names no --suite)", want_suite),
+                       shown_safely(plan["suite"].get<std::string>().substr(0, 40)));
   if (auto it = asked.find("--repeats"); it != asked.end() && plan.contains("repeats") &&
                                          plan["repeats"].is_number_integer() && it->second != "0" &&
                                          it->second != std::to_string(plan["repeats"].get<int64_t>()))
     return fmt::format("the command asks for --repeats {}, but the plan repeats each cell {} times",
                        shown_safely(it->second.substr(0, 20)), plan["repeats"].get<int64_t>());
-  if (auto it = asked.find("--timeout"); it != asked.end() && plan.contains("timeout_s") && plan["timeout_s"].is_number()) {
+  if (plan.contains("timeout_s") && plan["timeout_s"].is_number()) {
+    const auto it = asked.find("--timeout");
+    double t = kDefaultProbeTimeoutS;
     char* end = nullptr;
-    const double t = std::strtod(it->second.c_str(), &end);
-    if (end && *end == '\0' && t > 0 && t != plan["timeout_s"].get<double>())
-      return fmt::format("the command asks for --timeout {}, but the plan's timeout is {:g} s",
-                         shown_safely(it->second.substr(0, 20)), plan["timeout_s"].get<double>());
+    if (it != asked.end()) t = std::strtod(it->second.c_str(), &end);
+    if ((it == asked.end() || (end && *end == '\0' && t > 0)) && t != plan["timeout_s"].get<double>())
+      return fmt::format("the command asks for {}, but the plan's timeout is {:g} s",
+                         it != asked.end() ? "--timeout " + shown_safely(it->second.substr(0, 20))
+                                           : fmt::format("the default time limit ({:g} s: it names no --timeout)", t),
+                         plan["timeout_s"].get<double>());
   }
   return "";
 }

@@ -14,11 +14,16 @@ namespace detaudit {
 // for a target or workload that does not parse.
 Status canonicalize_specs(Results* r, const std::string& path);
 
-// What a probe's recorded command line asks for and its plan holds: "" when they agree, else one clause. Only the
-// options the command names are compared (a resumed run's command may name none): --targets and --workloads (any
-// spelling of the same specs, `key=all` expanded; a plan that names its suite is then a custom one), --suite,
-// --repeats and --timeout. A command that is not a
-// probe's says nothing here. `plan_targets`, `plan_workloads`: the plan's, canonical.
+// `detaudit probe`'s defaults: the suite and the time limit of a command that names neither (the plan of a run,
+// resumed or not, is always its last command's).
+inline constexpr const char* kDefaultProbeSuite = "quick";
+inline constexpr double kDefaultProbeTimeoutS = 120;
+
+// What a probe's recorded command line asks for and its plan holds: "" when they agree, else one clause.
+// --targets and --workloads (any spelling of the same specs, `key=all` expanded; a plan that names its suite is
+// then a custom one) and --repeats are compared where the command names them (the suite decides the rest);
+// --suite and --timeout always, a command that names neither asking for the defaults above. A command that is not
+// a probe's says nothing here. `plan_targets`, `plan_workloads`: the plan's, canonical.
 std::string command_contradicts_plan(const std::string& command, const std::set<std::string>& plan_targets,
                                      const std::set<std::string>& plan_workloads, const nlohmann::json& plan);
 

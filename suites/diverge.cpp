@@ -650,6 +650,12 @@ Status read_header(const Trace& t, const nlohmann::json& j, Trace* out) {
     return Status::invalid(fmt::format("{}:1: the header's target \"{}\" is not a target spec (with at most one label "
                                        "in parentheses after it)",
                                        t.path, shown_safely(written.substr(0, 80))));
+  // Only a backend that runs the autoencoder's training ops traces it (openblas has no bias add: its run stops
+  // before the first record).
+  if (!target_trains(target))
+    return Status::invalid(fmt::format("{}:1: the header's target {} does not train (its backend lacks the "
+                                       "autoencoder's training ops), so no run traced it",
+                                       t.path, shown_safely(target.str().substr(0, 80))));
   // The backend's description and settings are what the target runs (probes/registry.hpp: for the host's own
   // backends, as the one made here describes itself, but for what "auto" resolves to on another CPU).
   const std::map<std::string, std::string> details(out->side.details.begin(), out->side.details.end());

@@ -416,6 +416,9 @@ TEST(Diverge, BadInputExitsTwoWithOneLine) {
          "the header's backend \"cuda:0?order=tree on NVIDIA H200 (sm_90, 132 SMs)\" is not a description of a cpu backend"},
         {[](nlohmann::json& x) { x["details"]["threads"] = "8"; }, "the header's details.threads is \"8\", but its target"},
         {[](nlohmann::json& x) { x["design"]["model"] = "prednet"; }, "design.model is \"prednet\", but diverge traces the autoencoder"},
+        // A target whose backend has no training ops (openblas: no bias add) traced nothing, whatever else it says.
+        {[](nlohmann::json& x) { x["target"] = "openblas?threads=2", x["backend"] = "openblas?threads=2"; },
+         "the header's target openblas?core=auto&threads=2 does not train"},
         {[](nlohmann::json& x) { x["backend"] = "cpu?order=atomic&threads=2 (isa avx512)"; },
          "runs order=atomic, but its target"},
         {[](nlohmann::json& x) { x["details"]["conv"] = "im2col"; }, "the header's details.conv is \"im2col\""},
@@ -541,6 +544,12 @@ TEST(Diverge, BadInputExitsTwoWithOneLine) {
   c = run_cli("diverge --targets nosuch" + common);
   EXPECT_EQ(c.code, 2);
   EXPECT_TRUE(one_line(c.err)) << c.err;
+  // A target whose backend does not train is refused before anything is loaded or written.
+  c = run_cli("diverge --targets 'cpu?threads=2,openblas'" + common);
+  EXPECT_EQ(c.code, 2);
+  EXPECT_TRUE(one_line(c.err)) << c.err;
+  EXPECT_NE(c.err.find("target openblas?core=auto&threads=1 does not train"), std::string::npos) << c.err;
+  EXPECT_FALSE(fs::exists(dir() / "o")) << "nothing written for a refused target";
   c = run_cli("diverge --targets 'cuda:0?order=atomic'" + common);
   EXPECT_TRUE(c.code == 2 ? one_line(c.err) : c.code == 0 || c.code == 1) << c.code << c.err;
 

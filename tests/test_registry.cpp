@@ -370,6 +370,42 @@ TEST(Registry, Factory) {
   }
 }
 
+// `trains` is what the backend does: every host backend made here runs all three of bias add, the
+// convolution's filter gradient and a sigmoid's backward pass exactly when its entry says it trains. (A trace
+// header naming a backend that does not train is refused on that flag, so a wrong flag hides a lie or
+// refuses a real trace.)
+TEST(Registry, ABackendTrainsExactlyWhenItsEntrySaysSo) {
+  int made = 0;
+  for (const BackendEntry& e : backend_registry()) {
+    if (e.device != DeviceKind::kHost || e.imported) continue;
+    Spec t = target(e.name == "testing" ? "testing?fault=none" : e.name);
+    EXPECT_EQ(target_trains(t), e.trains) << e.name;
+    BackendOr b = make_target_backend(t);
+    if (!b) {
+      // Only a library this build left out may be missing here, and it says so.
+      EXPECT_EQ(b.status().code(), Status::Code::kUnavailable) << e.name << ": " << b.message();
+      continue;
+    }
+    ++made;
+    std::vector<float> y(2 * 3 * 4, 0.5f), bias(3, 0.25f), db(3), x(2 * 3 * 4, 0.5f), dx(x.size());
+    ConvShape cs;
+    cs.n = 2, cs.c = 3, cs.h = 2, cs.w = 2, cs.k = 3;
+    std::vector<float> dw(cs.w_size());
+    const Status add = b.value()->bias_add(y.data(), bias.data(), 2, 3, 4);
+    const Status filter = b.value()->conv2d_bwd_filter(cs, x.data(), y.data(), dw.data());
+    const Status bwd = b.value()->unary_bwd(UnaryOp::kSigmoid, x.data(), y.data(), y.data(), dx.data(), x.size());
+    // (A backend that does not train may still run some of them through the base class's defaults: one it
+    // lacks, answered unsupported, is enough.)
+    for (const Status* st : {&add, &filter, &bwd})
+      if (!st->is_ok()) EXPECT_EQ(st->code(), Status::Code::kUnsupported) << e.name << ": " << st->message();
+    EXPECT_EQ(add.is_ok() && filter.is_ok() && bwd.is_ok(), e.trains)
+        << e.name << ": " << add.message() << filter.message() << bwd.message();
+  }
+  EXPECT_GE(made, 3) << "cpu, cpu-ref and testing are always built";
+  EXPECT_FALSE(target_trains(target("openblas")));
+  EXPECT_TRUE(target_trains(target("cudnn")));
+}
+
 // `detaudit probe` says one line per finished target, with its outcomes, elapsed time and ETA; a skip
 // reason is said once.
 TEST(ProbeProgress, OneLinePerTargetAndSkipReasonsOnce) {

@@ -542,6 +542,7 @@ TEST(Lies, ACellOutsideItsPlanOrBeyondItsOutputIsRefused) {
   Results base = one_cell(true);
   const std::string t = base.observations[0].target;
   base.plan = {{"suite", "quick"}, {"targets", {t}}, {"workloads", {kW}}, {"repeats", 2}, {"timeout_s", 60}};
+  base.command = "detaudit probe --suite quick --timeout 60";
   base.started_at = "2026-12-04T00:00:00Z";
   base.finished_at = "2026-12-04T00:00:10Z";
   base.observations[0].seconds = {0.5, 0.5};
@@ -557,6 +558,15 @@ TEST(Lies, ACellOutsideItsPlanOrBeyondItsOutputIsRefused) {
        [&](nlohmann::json& j) { j["command"] = "detaudit probe --targets " + t; }},
       {"command-repeats", "command: the command asks for --repeats 7, but the plan repeats each cell 2 times",
        [](nlohmann::json& j) { j["command"] = "/usr/bin/detaudit probe --repeats 7"; }},
+      // A command that names no --suite or --timeout asked for the defaults.
+      {"command-default-suite", "command: the command asks for the default suite (quick: it names no --suite), but "
+                                "the plan's suite is full",
+       [](nlohmann::json& j) { j["command"] = "detaudit probe --timeout 60", j["plan"]["suite"] = "full"; }},
+      {"command-suite", "command: the command asks for --suite quick, but the plan's suite is full",
+       [](nlohmann::json& j) { j["command"] = "detaudit probe --timeout 60 --suite=quick", j["plan"]["suite"] = "full"; }},
+      {"command-default-timeout", "command: the command asks for the default time limit (120 s: it names no "
+                                  "--timeout), but the plan's timeout is 60 s",
+       [](nlohmann::json& j) { j["command"] = "detaudit probe"; }},
       {"bad-target", "plan.targets[0]: ", [](nlohmann::json& j) { j["plan"]["targets"] = {"cpu?bogus=1"}; }},
       {"target-twice", "plan.targets[1]: ",
        [&](nlohmann::json& j) { j["plan"]["targets"] = {t, t}; }},
@@ -569,7 +579,10 @@ TEST(Lies, ACellOutsideItsPlanOrBeyondItsOutputIsRefused) {
        [](nlohmann::json& j) { j["plan"]["repeats"] = 3; }},
       {"plan-field", "plan.timeout is not a field of a plan", [](nlohmann::json& j) { j["plan"]["timeout"] = 60; }},
       {"beyond-timeout", "observations[0].seconds add up to 1 s, but the plan's timeout (0.5 s) kills a cell",
-       [](nlohmann::json& j) { j["plan"]["timeout_s"] = 0.5; }},
+       [](nlohmann::json& j) {
+         j["plan"]["timeout_s"] = 0.5;
+         j["command"] = "detaudit probe --suite quick --timeout 0.5";
+       }},
       {"mismatched", "observations[0].oracle.mismatched is 2, more than the 1 elements",
        [](nlohmann::json& j) { j["observations"][0]["oracle"] = {{"max_ulp", 1}, {"max_rel_err", 0.1}, {"mismatched", 2}}; }},
       {"hist", "observations[0].oracle.ratio_hist counts 3 elements, but",
@@ -839,6 +852,7 @@ TEST(Lies, ABaselineThatContradictsItselfIsRefused) {
   Results probe = one_cell(true);
   const std::string t = probe.observations[0].target;
   probe.plan = {{"suite", "quick"}, {"targets", {t}}, {"workloads", {kW}}, {"repeats", 2}, {"timeout_s", 60}};
+  probe.command = "detaudit probe --suite quick --timeout 60";
   Results train;
   train.machine = probe.machine;
   train.started_at = train.finished_at = probe.started_at;
@@ -961,6 +975,9 @@ TEST(Lies, ABaselineThatContradictsItselfIsRefused) {
       {"promise-none", "promises deterministic", [](nlohmann::json& j) { j["entries"][0]["promise"] = "none"; }},
       {"source-command", "source.command: the command asks for --workloads",
        [](nlohmann::json& j) { j["source"]["command"] = "detaudit probe --workloads matmul?m=8&n=8&k=8"; }},
+      {"source-default-suite", "source.command: the command asks for the default suite (quick: it names no --suite), "
+                               "but the plan's suite is full",
+       [](nlohmann::json& j) { j["source"]["command"] = "detaudit probe --timeout 60", j["source"]["plan"]["suite"] = "full"; }},
       // An entry left out of a finished run's baseline: its cell's changed bits would pass as a new cell.
       {"entry-left-out", "entries: the source run finished, but the baseline holds no entry of",
        [](nlohmann::json& j) { j["entries"] = nlohmann::json::array(); }},

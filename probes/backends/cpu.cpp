@@ -186,6 +186,7 @@ BackendEntry cpu_backend() {
   e.applicable = always;
   e.promise = promise_cpu;
   e.variants = variants_cpu;
+  e.trains = true;
   e.portable = order_portable;
   e.suite_targets = suite_targets_cpu;
   e.training_targets = training_targets_cpu;

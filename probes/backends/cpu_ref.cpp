@@ -23,6 +23,7 @@ BackendEntry cpu_ref_backend() {
   BackendEntry e;
   e.name = "cpu-ref";
   e.oracle = true;
+  e.trains = true;
   e.make = make_cpu_ref_backend;
   e.made_here = true;
   e.summary = "the oracle: fixed order, double accumulation, one thread";

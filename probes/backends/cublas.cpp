@@ -59,6 +59,7 @@ BackendEntry cublas_backend() {
   e.applicable = applicable_cublas;
   e.promise = promise_cublas;
   e.variants = variants_cublas;
+  e.trains = true;
   e.suite_targets = suite_targets_cublas;
   e.describe_machine = [](nlohmann::json* libs) {
     if (!cuda_stack().cublas_version.empty()) (*libs)["cublas"] = cuda_stack().cublas_version;

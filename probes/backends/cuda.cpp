@@ -104,6 +104,7 @@ BackendEntry cuda_backend() {
   e.applicable = always;
   e.promise = promise_cuda;
   e.variants = variants_cuda;
+  e.trains = true;
   e.portable = order_portable;
   e.suite_targets = suite_targets_cuda;
   return e;

@@ -132,6 +132,7 @@ BackendEntry cudnn_backend() {
   e.applicable = applicable_cudnn;
   e.promise = promise_cudnn;
   e.variants = variants_cudnn;
+  e.trains = true;
   e.suite_targets = suite_targets_cudnn;
   e.describe_machine = [](nlohmann::json* libs) {
     if (!cuda_stack().cudnn_version.empty()) (*libs)["cudnn"] = cuda_stack().cudnn_version;
