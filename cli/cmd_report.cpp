@@ -47,6 +47,10 @@ Command add_report_command(CLI::App& app, int, char**) {
       ->check(CLI::IsMember({"md", "html", "both"}))
       ->capture_default_str();
   add_output_flags(report, &a->output, false);
+  report->footer(
+      "\nreport renders; it does not gate: it exits 0 when the reports are written, whatever the verdicts they show\n"
+      "(its JSON's counts say them), and 2 when DIR's results cannot be read or a report cannot be written. The\n"
+      "gates are probe's own exit code, check against a baseline, and compare.");
   return {report, [a] { return run_report(*a); }, &a->output, false, true};
 }
 

@@ -445,6 +445,13 @@ Status check_observation_counts(const Observation& r, const std::string& where) 
     if (d.max_ulp == 0 && d.mismatched > 0 && d.max_rel_err > 0)
       return Status::invalid(fmt::format("{}: max_ulp 0 but {} elements mismatched with a relative error",
                                          json_path(where, "oracle"), d.mismatched));
+    // A mismatch with a relative error is a nonzero difference, and a nonzero difference over a bound is above 0
+    // (only a zero difference, two NaNs or signed zeros, has a ratio of 0; a difference the double range cannot
+    // divide is left alone).
+    if (d.err_ratio == 0 && d.mismatched > 0 && d.max_rel_err >= 1e-300)
+      return Status::invalid(fmt::format("{}: err_ratio 0, but {} elements mismatched with a relative error of up to "
+                                         "{:g} (a nonzero difference is above 0 times any bound)",
+                                         json_path(where, "oracle"), d.mismatched, d.max_rel_err));
     // An error ratio is measured against a bound, and then every element has its ratio bucket.
     if ((d.err_ratio != -1) == d.ratio_hist.empty())
       return Status::invalid(fmt::format("{}.err_ratio is {} but ratio_hist is {}: both are measured against the error "

@@ -369,6 +369,13 @@ Status check_run_against_design(const nlohmann::json& j, TrainingRun& t, const n
 // set detaudit's own kernels resolved to (libraries.cpu_isa_auto) against the CPU's features.
 Status check_machine_consistent(const nlohmann::json& m, const std::string& mp) {
   const nlohmann::json libs = m.value("libraries", nlohmann::json::object());
+  // The model is written without surrounding blanks: a padded name is the same CPU under another key.
+  if (m.contains("cpu_model") && m["cpu_model"].is_string()) {
+    const std::string model = m["cpu_model"].get<std::string>();
+    if (!model.empty() && (std::isspace((unsigned char)model.front()) || std::isspace((unsigned char)model.back())))
+      return Status::invalid(fmt::format("{} \"{}\" begins or ends with a blank (detaudit writes the name without them)",
+                                         json_path(mp, "cpu_model"), shown_safely(model.substr(0, 60))));
+  }
   // The CPU's vendor (CPUID's vendor string) and the model name its brand string gives are one maker's.
   if (m.contains("cpu_vendor") && m["cpu_vendor"].is_string() && m.contains("cpu_model") && m["cpu_model"].is_string()) {
     const std::string vendor = m["cpu_vendor"].get<std::string>(), model = m["cpu_model"].get<std::string>();

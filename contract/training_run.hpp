@@ -20,6 +20,9 @@ namespace detaudit {
 // (c) run with nondeterminism on. One place for what every reader of a condition derives from it.
 inline bool condition_random_init(std::string_view c) { return c == "a" || c == "b"; }
 inline bool condition_nondeterministic(std::string_view c) { return c == "a" || c == "c"; }
+// (d) alone runs every replicate of a seed to the same bits: fixed initial weights, nondeterminism off and no
+// nudge ((e) nudges one weight per replicate).
+inline bool condition_replicates_agree(std::string_view c) { return c == "d"; }
 
 // The phase label of one run's learning curve (analysis/phases.hpp detects it, once, in the worker).
 struct CurvePhases {

@@ -465,6 +465,12 @@ Status cell_from_json(const nlohmann::json& j, const std::string& path, const Ba
   if (c->distinct > c->repeats || (c->status == ObsStatus::kOk && (c->repeats < 1 || c->distinct < 1)))
     return Status::invalid(fmt::format("{}: {} distinct outputs in {} repeats with status {}", path, c->distinct,
                                        c->repeats, to_string(c->status)));
+  // A deterministic cell that ran and gave several outputs broke its promise: its verdict is FAIL, never a pass.
+  if (c->verdict && c->verdict != Verdict::kFail && c->status == ObsStatus::kOk && c->promise == "deterministic" &&
+      c->distinct > 1)
+    return Status::invalid(fmt::format("{} is {}, but the cell promised determinism and gave {} distinct outputs "
+                                       "(a FAIL)",
+                                       json_path(path, "verdict"), to_string(*c->verdict), c->distinct));
   // EXPECTED is a promised variation or an expected crash: never a deterministic cell that ran and gave one output.
   if (c->verdict == Verdict::kExpected && c->status == ObsStatus::kOk && c->promise == "deterministic" &&
       c->distinct == 1)
@@ -565,6 +571,26 @@ Status training_from_json(const nlohmann::json& j, const std::string& path, cons
   };
   const std::optional<double> m = finite.empty() ? std::nullopt : std::optional<double>(mean(finite));
   const std::optional<double> sd = finite.size() < 2 ? std::nullopt : std::optional<double>(sample_std(finite));
+  // (d) runs every replicate of a seed to the same bits (fixed initial weights, nondeterminism off, no nudge;
+  // check takes any of them as the seed's reference): runs of one seed that end apart are no reference.
+  if (condition_replicates_agree(t->condition)) {
+    std::map<uint64_t, const BaselineRun*> first;
+    for (const BaselineRun& r : t->runs) {
+      auto [it, fresh] = first.emplace(r.seed, &r);
+      if (fresh) continue;
+      const BaselineRun& o = *it->second;
+      const bool same_loss = std::memcmp(&o.final_loss, &r.final_loss, sizeof(double)) == 0;
+      const bool same_weights =
+          o.weights_fingerprint.empty() || r.weights_fingerprint.empty() || o.weights_fingerprint == r.weights_fingerprint;
+      if (!same_loss || !same_weights)
+        return Status::invalid(fmt::format(
+            "{}: seed {}'s replicates {} and {} end apart ({}), but condition ({}) starts each from the same weights "
+            "with nondeterminism off and no nudge, so they end in the same bits: such runs are no reference",
+            json_path(path, "runs"), r.seed, o.replicate, r.replicate,
+            same_weights ? "final loss" : fmt::format("weights {} and {}", o.weights_fingerprint, r.weights_fingerprint),
+            t->condition));
+    }
+  }
   if (size_t(t->n) != finite.size() || differs(t->mean, m) || differs(t->sd, sd))
     return Status::invalid(fmt::format("{}: n, mean and sd are not those of its runs (n {} for {} runs with a loss)",
                                        path, t->n, finite.size()));

@@ -109,6 +109,15 @@ void bitwise(CellContext& c, Promise::RunToRun promise) {
   for (auto& f : new_fps)
     if (!old_fps.count(f)) outside.push_back(f);
   bool deterministic_cell = old_fps.size() == 1 && promise != Promise::RunToRun::kNondeterministic;
+  // A baseline cell that broke its promise of determinism (several outputs, a FAIL) holds no known-good bits:
+  // outputs among its own are not a pass (outputs outside them still fail, below).
+  if (promise == Promise::RunToRun::kDeterministic && old_fps.size() > 1 && outside.empty()) {
+    c.add(FindingKind::kVerdict, Verdict::kWarn, fps_text(c.bc.fingerprints), fps_text({new_fps.begin(), new_fps.end()}),
+          fmt::format("not judged bitwise: the baseline's cell broke its promise of determinism ({} distinct outputs), "
+                      "so its bits are no known-good reference",
+                      old_fps.size()));
+    return;
+  }
   if (deterministic_cell ? new_fps == old_fps : outside.empty()) {
     c.add(FindingKind::kSame, Verdict::kPass, fps_text(c.bc.fingerprints), fps_text({new_fps.begin(), new_fps.end()}),
           fmt::format("same bits ({} distinct in {} repeats)", new_fps.size(), c.o.fingerprints.size()));
@@ -221,6 +230,14 @@ void check_cell(const BaselineCell& bc, const nlohmann::json& bkey, const Observ
                 : "verdict FAIL: " + o.verdict_reason);
   }
   if (bc.status != o.status) {
+    // On the key the baseline ran it on, a CPU cell has no cause to be skipped now: what skips one (an ISA the
+    // CPU lacks, a library left out of the build) is in that key. (A GPU may be taken by another process.)
+    if (c.key_matches && bc.status == ObsStatus::kOk && o.status == ObsStatus::kSkipped &&
+        json_fields::str(bkey, "kind", "") != "gpu" && !c.any(Verdict::kFail))
+      c.add(FindingKind::kStatusChanged, Verdict::kFail, to_string(bc.status), to_string(o.status),
+            fmt::format("skipped now ({}), but it ran in the baseline on the same machine key, where nothing skips "
+                        "it: its bits were not judged",
+                        o.reason.empty() ? "no reason" : o.reason));
     if (!c.any(Verdict::kFail))
       c.add(FindingKind::kStatusChanged, Verdict::kWarn, to_string(bc.status), to_string(o.status),
             fmt::format("status changed: {}{} -> {}{}", to_string(bc.status), bc.reason.empty() ? "" : " (" + bc.reason + ")",

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <limits>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "analysis/stats.hpp"
@@ -254,6 +255,24 @@ Status check_node_claims(const FleetNode& n, const std::string& where) {
   return check_run_times(n.started_at, n.finished_at, where);
 }
 
+// The value a fleet command line gives an option ("--rank 2" or "--rank=2"), or none: only a `fleet` command's.
+std::optional<std::string> command_option(const std::string& command, const std::string& opt) {
+  std::vector<std::string> words;
+  for (size_t from = 0; from < command.size();) {
+    const size_t to = std::min(command.find(' ', from), command.size());
+    if (to > from) words.push_back(command.substr(from, to - from));
+    from = to + 1;
+  }
+  size_t at = 1;  // the subcommand: the first word after the program that is no option
+  while (at < words.size() && words[at].starts_with("-")) ++at;
+  if (at >= words.size() || words[at] != "fleet") return std::nullopt;
+  std::optional<std::string> value;
+  for (size_t i = at + 1; i < words.size(); ++i)
+    if (words[i] == opt && i + 1 < words.size()) value = words[i + 1];
+    else if (words[i].starts_with(opt + "=")) value = words[i].substr(opt.size() + 1);
+  return value;
+}
+
 }  // namespace
 
 Status fleet_node_from_texts(const std::string& node_text, const std::string& probe_text, const std::string& train_text,
@@ -318,6 +337,14 @@ Status fleet_node_from_texts(const std::string& node_text, const std::string& pr
       return Status::invalid(
           fmt::format("{}: host '{}', but its results ran on '{}'", where, n.host, ran_on));
   }
+  // The rank and the number of ranks its own command named (`--rank N --ranks M`; a rank placed by the launcher's
+  // environment names neither): a node.json that says otherwise was edited (a rank dropped, a folder cloned).
+  for (const Results* r : {&n.probe, &n.train})
+    for (auto [opt, value] : {std::pair{"--rank", int64_t(n.rank)}, std::pair{"--ranks", int64_t(n.ranks)}})
+      if (const std::optional<std::string> named = command_option(r->command, opt);
+          named && *named != std::to_string(value))
+        return Status::invalid(fmt::format("{}: {} {}, but its results' command says {} {}", where,
+                                           std::string(opt).substr(2), value, opt, shown_safely(named->substr(0, 20))));
   // A node.json whose key is not the machine its own results describe (a 96-core EPYC claiming its peers'
   // key would be compared with them, and its bits judged against theirs).
   if (!n.key.empty() && n.probe.machine.is_object() && !n.probe.machine.empty()) {
@@ -351,6 +378,16 @@ Status load_fleet_dir(const std::string& dir, std::vector<FleetNode>* nodes, std
   if (ignored) ignored->clear();
   std::error_code ec;
   const fs::path ranks = fs::path(dir) / "ranks";
+  // The evidence is read where the ranks wrote it: a link at ranks/ or anywhere below would put another fleet's
+  // rank (or a file of the reader's choosing) in its place.
+  auto no_link = [&](const fs::path& p) -> Status {
+    if (fs::is_symlink(fs::symlink_status(p, ec)))
+      return Status::invalid(fmt::format("{} is a symbolic link: fleet report reads a rank's evidence only where the "
+                                         "rank wrote it",
+                                         p.string()));
+    return Status::ok();
+  };
+  DETAUDIT_RETURN_IF_ERROR(no_link(ranks));
   if (!fs::is_directory(ranks, ec))
     return Status::invalid(fmt::format("{}: no ranks/ folder: not a directory written by `detaudit fleet`", dir));
   std::vector<fs::path> folders;
@@ -368,6 +405,7 @@ Status load_fleet_dir(const std::string& dir, std::vector<FleetNode>* nodes, std
     if (interrupted()) return Status::interrupted("interrupted by " + signal_description(interrupted()));
     auto read = [&](const fs::path& p, std::string* text) -> Status {
       text->clear();
+      for (fs::path q = p; q != f && q.has_relative_path(); q = q.parent_path()) DETAUDIT_RETURN_IF_ERROR(no_link(q));
       if (!fs::exists(p, ec)) return Status::ok();
       return read_regular_file(p.string(), "fleet file", text);
     };
@@ -427,6 +465,24 @@ Status load_fleet_dir(const std::string& dir, std::vector<FleetNode>* nodes, std
                                        "{} ranks missing is not a fleet this directory holds (a node.json's \"ranks\" "
                                        "is wrong?)",
                                        dir, expected, chosen.size(), kMaxMissingRanks));
+  // Two ranks are two runs: results that started and finished at the same instants with the same time for every
+  // repeat of every cell are one run's, copied into another rank's folder (a clone would make a majority).
+  for (auto a = chosen.begin(); a != chosen.end(); ++a)
+    for (auto b = std::next(a); b != chosen.end(); ++b) {
+      const Results &x = a->second->probe, &y = b->second->probe;
+      if (x.observations.empty() || x.started_at.empty() || x.started_at != y.started_at || x.finished_at != y.finished_at ||
+          x.observations.size() != y.observations.size())
+        continue;
+      bool timed = false, same = true;
+      for (size_t i = 0; same && i < x.observations.size(); ++i) {
+        same = x.observations[i].seconds == y.observations[i].seconds;
+        for (double t : x.observations[i].seconds) timed = timed || t > 0;
+      }
+      if (same && timed)
+        return Status::invalid(fmt::format("{}/{}: its probe results are a copy of {}'s (the same start, end and time "
+                                           "of every repeat): one run does not count as two ranks",
+                                           dir, b->second->folder, a->second->folder));
+    }
   for (auto& [r, n] : chosen) nodes->push_back(*n);
   for (int r = 0; r < expected; ++r) {
     if (chosen.count(r)) continue;

@@ -28,8 +28,11 @@ std::string cpu_model_from_proc() {
   std::string line;
   while (std::getline(f, line))
     if (line.rfind("model name", 0) == 0) {
-      auto c = line.find(':');
-      return c == std::string::npos ? line : line.substr(c + 2);
+      // The text after "model name\t: ", without the blanks a brand string may be padded with (one CPU, one name).
+      const size_t c = line.find(':');
+      std::string m = c == std::string::npos ? line : line.substr(c + 1);
+      const size_t b = m.find_first_not_of(" \t"), e = m.find_last_not_of(" \t");
+      return b == std::string::npos ? "unknown" : m.substr(b, e - b + 1);
     }
   return "unknown";
 }

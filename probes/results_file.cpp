@@ -319,6 +319,12 @@ Status canonicalize_specs(Results* r, const std::string& path) {
           return Status::invalid(fmt::format("{}: the run finished, but it holds no cell of {} on {}, which its plan "
                                              "runs",
                                              path, w, t));
+  // A training design that finished holds every run it plans (each ran, failed or was skipped with a reason): a run
+  // left out would let a check or analysis judge part of the design as the whole.
+  if (!r->finished_at.empty() && r->plan.contains("runs") && r->plan["runs"].is_number_unsigned() &&
+      r->training.size() < r->plan["runs"].get<uint64_t>())
+    return Status::invalid(fmt::format("{}: the run finished, but it holds {} of the {} training runs its plan runs",
+                                       path, r->training.size(), r->plan["runs"].get<uint64_t>()));
   std::map<std::tuple<int, std::string, std::string, std::string, std::string, uint64_t, int>, size_t> runs;
   for (size_t i = 0; i < r->training.size(); ++i) {
     const TrainingRun& t = r->training[i];  // a merged analysis holds the same run of each source

@@ -15,6 +15,7 @@
 #include "analysis/phases.hpp"
 #include "analysis/training.hpp"
 #include "contract/atomic_file.hpp"
+#include "contract/json_fields.hpp"
 #include "contract/plan.hpp"
 #include "kernels/fingerprint.hpp"
 #include "models/idx.hpp"
@@ -527,6 +528,15 @@ Status analyze_training_dirs(const AnalyzeOptions& opt, Results* results) {
                       dir));
     inputs.push_back(std::move(r));
   }
+  // One run copied into two folders is one run: the same command (its --out included), started at the same
+  // instant on the same host.
+  for (size_t i = 0; i < inputs.size(); ++i)
+    for (size_t k = i + 1; k < inputs.size(); ++k)
+      if (inputs[i].started_at == inputs[k].started_at && inputs[i].command == inputs[k].command &&
+          json_fields::str(inputs[i].machine, "hostname", "") == json_fields::str(inputs[k].machine, "hostname", ""))
+        return Status::invalid(fmt::format("{} and {} hold one run (the same command, started at {} on the same host): "
+                                           "a copy counts its runs twice",
+                                           opt.dirs[i], opt.dirs[k], inputs[i].started_at));
   for (size_t i = 1; i < inputs.size(); ++i)
     if (std::string d = plan_difference(inputs[0].plan, inputs[i].plan, false); !d.empty())
       return Status::invalid(fmt::format("{} and {} ran different designs: {}; only runs of one design can be merged",

@@ -721,3 +721,59 @@ TEST(Check, MarkdownClipsUntrustedHeaderFieldsAndCutsCleanly) {
   }
   EXPECT_EQ(cap_markdown(doc, doc.size() + 1), doc);
 }
+
+// A baseline cell that broke its promise of determinism holds no known-good bits: the new run's outputs among
+// its own are a warning, never a pass, and such an entry saved as a PASS is refused. On the key the baseline ran
+// it on, a CPU cell skipped now fails (nothing on that key skips it); on another key it stays a warning.
+TEST(Check, ABrokenBaselineCellIsNoReferenceAndASkipOnItsKeyFails) {
+  Dirs d("check-broken");
+  Results r = probe_results();
+  set_fps(cell_of(r, SEQ()), {FA, FE, FA});  // a deterministic target, two outputs: FAIL
+  std::string base_dir = d.results("base", r);
+  auto saved = run_cli("baseline save " + base_dir);
+  ASSERT_EQ(saved.code, 0) << saved.err;
+  const std::string baseline = base_dir + "/baseline.json";
+  Results now = probe_results();
+  set_fps(cell_of(now, SEQ()), {FE, FE, FE});  // one of the baseline's two outputs
+  auto res = run_cli("check " + d.results("now", now) + " --baseline " + baseline + " --format json");
+  EXPECT_EQ(res.code, 0) << res.out << res.err;
+  bool warned = false;
+  const nlohmann::json top = nlohmann::json::parse(res.out);
+  for (auto& f : top["check"]["findings"])
+    if (f["target"] == SEQ()) {
+      EXPECT_NE(f["verdict"], "PASS") << f;
+      if (f["verdict"] == "WARN" && f["message"].get<std::string>().find("broke its promise of determinism (2 distinct "
+                                                                          "outputs)") != std::string::npos)
+        warned = true;
+    }
+  EXPECT_TRUE(warned) << res.out;
+  // The same entry saved as a PASS contradicts its own outputs.
+  nlohmann::json b = nlohmann::json::parse(slurp(fs::path(baseline)));
+  for (auto& e : b["entries"])
+    if (e["target"] == SEQ()) e["verdict"] = "PASS";
+  const fs::path lie = d.root / "lie.json";
+  std::ofstream(lie) << b.dump(1);
+  res = run_cli("check " + d.results("now2", now) + " --baseline " + lie.string());
+  EXPECT_EQ(res.code, 2) << res.out;
+  EXPECT_NE(res.err.find("verdict is PASS, but the cell promised determinism and gave 2 distinct outputs"),
+            std::string::npos)
+      << res.err;
+
+  // A skip on the baseline's own key: FAIL, whatever the reason says.
+  Results good = probe_results();
+  const std::string good_dir = d.results("good", good);
+  ASSERT_EQ(run_cli("baseline save " + good_dir).code, 0);
+  Results skipped = good;
+  for (auto& o : skipped.observations)
+    if (o.target == SEQ()) o = test::not_run(W(), SEQ(), ObsStatus::kSkipped, "no CUDA device", 3);
+  res = run_cli("check " + d.results("skipped", skipped) + " --baseline " + good_dir + "/baseline.json");
+  EXPECT_EQ(res.code, 1) << res.out << res.err;
+  EXPECT_NE(res.out.find("skipped now (no CUDA device), but it ran in the baseline on the same machine key"),
+            std::string::npos)
+      << res.out;
+  // On another CPU the skip is a change of status, said as a warning.
+  skipped.machine["cpu_model"] = "Other CPU 1";
+  res = run_cli("check " + d.results("skipped-other", skipped) + " --baseline " + good_dir + "/baseline.json");
+  EXPECT_EQ(res.code, 0) << res.out << res.err;
+  EXPECT_NE(res.out.find("status changed: ok -> skipped"), std::string::npos) << res.out;
+}

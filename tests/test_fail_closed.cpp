@@ -339,4 +339,10 @@ TEST(FailClosed, AnalyzeRefusesOneDesignGivenTwiceThroughALink) {
   CliRun r = run_cli("analyze " + a + " " + d.path("b2") + " --out " + d.path("m"));
   EXPECT_EQ(r.code, 2) << r.out << r.err;
   EXPECT_TRUE(says(r, "b2/results.json is " + a + "/results.json (a link): one design given twice")) << r.err;
+  // A byte copy in another folder is the same run too (its command and start are the original's).
+  fs::create_directories(d.root / "b3");
+  fs::copy_file(fs::path(a) / "results.json", d.root / "b3" / "results.json");
+  r = run_cli("analyze " + a + " " + d.path("b3") + " --out " + d.path("m"));
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_TRUE(says(r, a + " and " + d.path("b3") + " hold one run (the same command, started at ")) << r.err;
 }

@@ -423,6 +423,72 @@ TEST(FleetConsensus, AnEarlierRunsFoldersAreLeftOutAndNamed) {
   fs::remove_all(d);
 }
 
+// What a rank wrote is read where it wrote it and as it wrote it: a node.json whose rank or number of ranks its own
+// command contradicts (a dissenting rank dropped), one run's results copied into a second rank's folder (a fake
+// majority), and links below the fleet directory (ranks/, a rank's probe/ or its results.json) are refused.
+TEST(FleetConsensus, EvidenceEditedBelowTheFleetDirectoryIsRefused) {
+  const fs::path d = fresh_dir("fleet-edited");
+  auto save = [&](const fs::path& root, int rank, int ranks, const std::string& command) {
+    FleetNode x = fleet_of(ranks)[size_t(rank)];
+    x.started_at = "2026-12-01T10:00:0" + std::to_string(rank) + "Z";
+    ASSERT_TRUE(save_fleet_node(root.string(), x).is_ok());
+    fs::create_directories(root / x.folder / "probe");
+    x.probe.machine = nlohmann::json::object();
+    x.probe.command = command;
+    x.probe.started_at = x.started_at;
+    x.probe.finished_at = "2026-12-01T10:01:0" + std::to_string(rank) + "Z";
+    for (auto& o : x.probe.observations) o.seconds.assign(o.fingerprints.size(), 0.01 + 0.001 * rank);
+    ASSERT_TRUE(save_results((root / x.folder / "probe" / "results.json").string(), x.probe).is_ok());
+  };
+  auto edit_node = [](const fs::path& file, const std::function<void(nlohmann::json&)>& edit) {
+    nlohmann::json j = nlohmann::json::parse(slurp(file));
+    edit(j);
+    std::ofstream(file) << j.dump(1) << "\n";
+  };
+  std::vector<FleetNode> nodes;
+  std::vector<std::string> ignored;
+  for (int r = 0; r < 2; ++r) save(d, r, 2, "detaudit fleet --rank " + std::to_string(r) + " --ranks 2 --out D");
+  ASSERT_TRUE(load_fleet_dir(d.string(), &nodes, &ignored).is_ok());
+  // The dissenting rank removed and rank 0's node.json made a fleet of one.
+  const fs::path one = d.string() + "-one";
+  fs::copy(d, one, fs::copy_options::recursive);
+  fs::remove_all(one / "ranks" / "1-h1");
+  edit_node(one / "ranks" / "0-h0" / "node.json", [](nlohmann::json& j) { j["ranks"] = 1; });
+  Status st = load_fleet_dir(one.string(), &nodes, &ignored);
+  EXPECT_NE(st.message().find("ranks 1, but its results' command says --ranks 2"), std::string::npos) << st.message();
+  // Ranks placed by the launcher (no --rank in the command): rank 0's folder copied as a third rank.
+  const fs::path env = d.string() + "-env";
+  for (int r = 0; r < 2; ++r) save(env, r, 3, "detaudit fleet --out D");
+  save(env, 2, 3, "detaudit fleet --out D");
+  ASSERT_TRUE(load_fleet_dir(env.string(), &nodes, &ignored).is_ok()) << "three real ranks";
+  fs::remove_all(env / "ranks" / "2-h2");
+  fs::copy(env / "ranks" / "0-h0", env / "ranks" / "2-h2", fs::copy_options::recursive);
+  edit_node(env / "ranks" / "2-h2" / "node.json", [](nlohmann::json& j) { j["rank"] = 2, j["host"] = "h2"; });
+  st = load_fleet_dir(env.string(), &nodes, &ignored);
+  EXPECT_NE(st.message().find("ranks/2-h2: its probe results are a copy of ranks/0-h0's"), std::string::npos)
+      << st.message();
+  // Links: at ranks/, at a rank's probe/, at its results.json.
+  const fs::path other = d.string() + "-other";
+  fs::copy(d, other, fs::copy_options::recursive);
+  const std::vector<std::pair<fs::path, fs::path>> links = {
+      {d / "ranks", other / "ranks"},
+      {d / "ranks" / "1-h1" / "probe", other / "ranks" / "1-h1" / "probe"},
+      {d / "ranks" / "1-h1" / "probe" / "results.json", other / "ranks" / "1-h1" / "probe" / "results.json"}};
+  for (const auto& [at, to] : links) {
+    const fs::path kept = at.string() + ".kept";
+    fs::rename(at, kept);
+    fs::create_symlink(to, at);
+    st = load_fleet_dir(d.string(), &nodes, &ignored);
+    EXPECT_NE(st.message().find(at.string() + " is a symbolic link: fleet report reads a rank's evidence only where"),
+              std::string::npos)
+        << at << ": " << st.message();
+    fs::remove(at);
+    fs::rename(kept, at);
+  }
+  EXPECT_TRUE(load_fleet_dir(d.string(), &nodes, &ignored).is_ok());
+  for (const fs::path& p : {d, one, env, other}) fs::remove_all(p);
+}
+
 // NCCL compiles into every build and is opened at run time: without a device (or without CUDA in the
 // build) it says why and runs nothing, never aborts.
 TEST(FleetNccl, WithoutADeviceTheAllReduceSaysWhyAndRunsNothing) {

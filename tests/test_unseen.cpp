@@ -465,6 +465,9 @@ TEST(Lies, ContradictionsInsideAResultsFileAreRefused) {
       {"backwards", "is before started_at", [](nlohmann::json& j) { j["finished_at"] = "2020-01-01T00:00:00Z"; }},
       {"future", "2099-01-01T00:00:00Z is in the future", [](nlohmann::json& j) { j["finished_at"] = "2099-01-01T00:00:00Z"; }},
       // The machine block against itself: a model of another maker than the vendor (a lie that moves every key).
+      // A padded name is the same CPU under another key.
+      {"model-blank", "machine.cpu_model \"Intel(R) Xeon(R) Processor \" begins or ends with a blank",
+       [](nlohmann::json& j) { j["machine"]["cpu_model"] = "Intel(R) Xeon(R) Processor "; }},
       {"vendor", "machine.cpu_model \"AMD EPYC 9654\" is not a CPU of machine.cpu_vendor GenuineIntel",
        [](nlohmann::json& j) {
          j["machine"]["cpu_vendor"] = "GenuineIntel";
@@ -610,6 +613,14 @@ TEST(Lies, ACellOutsideItsPlanOrBeyondItsOutputIsRefused) {
       {"failure-spec", "oracle_failures.nonsense: ", [](nlohmann::json& j) { j["oracle_failures"] = {{"nonsense", "x"}}; }},
       {"failure-other", "not a workload of the plan",
        [](nlohmann::json& j) { j["oracle_failures"] = {{"matmul?m=2&n=2&k=2", "timeout"}}; }},
+      {"ratio-zero", "err_ratio 0, but 1 elements mismatched with a relative error of up to 0.01",
+       [](nlohmann::json& j) {
+         std::vector<uint64_t> h(kRatioBuckets, 0);
+         h[0] = 1;
+         j["observations"][0]["oracle"] = {{"max_ulp", 3},   {"max_rel_err", 0.01}, {"mismatched", 1},
+                                           {"err_ratio", 0.0}, {"agree_bits", 6.6},   {"bound_k", 1000},
+                                           {"ratio_hist", h}};
+       }},
       {"ulp-nothing", "no element mismatched, yet max_ulp 7",
        [](nlohmann::json& j) { j["observations"][0]["oracle"] = {{"max_ulp", 7}, {"max_rel_err", 0.0}, {"mismatched", 0}}; }},
       {"batch-elsewhere", "is not a batchinv workload",
@@ -867,12 +878,24 @@ TEST(Lies, ABaselineThatContradictsItselfIsRefused) {
                                            {"target", cpu}, {"seed", 1000}, {"replicate", rep}, {"status", "ok"},
                                            {"model", "autoencoder"}, {"design", "sony2021"},
                                            {"batches", 1}, {"window", 1},
-                                           {"final_loss", 0.25 * (rep + 1)}, {"curve", {0.25 * (rep + 1)}},
+                                           {"final_loss", 0.25}, {"curve", {0.25}},
                                            {"weights_fingerprint", test::fingerprint('e')}}));
   const fs::path good = save(d, "good", probe), good_train = save(d, "good-train", train);
   ASSERT_EQ(run_cli("baseline save " + good.string()).code, 0);
   ASSERT_EQ(run_cli("baseline save " + good_train.string()).code, 0) << run_cli("baseline save " + good_train.string()).err;
   const std::string text = slurp(good / "baseline.json"), train_text = slurp(good_train / "baseline.json");
+  {
+    // A finished design that lost one of its runs would let check judge part of it as the whole.
+    auto j = nlohmann::json::parse(slurp(good_train / "results.json"));
+    j["training"].erase(1);
+    const fs::path cut = d / "cut-train";
+    fs::create_directories(cut);
+    std::ofstream(cut / "results.json") << j.dump(1);
+    const CliRun c = run_cli("report " + cut.string());
+    EXPECT_EQ(c.code, 2) << c.out;
+    EXPECT_NE(c.err.find("the run finished, but it holds 1 of the 2 training runs its plan runs"), std::string::npos)
+        << c.err;
+  }
   struct Case {
     std::string name, says;
     std::function<void(nlohmann::json&)> lie;
@@ -963,6 +986,15 @@ TEST(Lies, ABaselineThatContradictsItselfIsRefused) {
        [](nlohmann::json& j) { j["training"][0]["runs"][0]["seed"] = 77; }},
       {"train-replicate", "training[0].runs[1].replicate 9 is not below the 2 replicates",
        [](nlohmann::json& j) { j["training"][0]["runs"][1]["replicate"] = 9; }},
+      // (d) runs every replicate of a seed to the same bits: two weights for one seed are no reference.
+      {"train-d-apart", "training[0].runs: seed 1000's replicates 0 and 1 end apart (weights",
+       [](nlohmann::json& j) { j["training"][0]["runs"][1]["weights_fingerprint"] = std::string(32, '1'); }},
+      {"train-d-loss-apart", "training[0].runs: seed 1000's replicates 0 and 1 end apart (final loss)",
+       [](nlohmann::json& j) {
+         j["training"][0]["runs"][1]["final_loss"] = 0.5;
+         j["training"][0]["mean"] = 0.375;
+         j["training"][0]["sd"] = 0.17677669529663687;
+       }},
       {"train-model", "training[0].model \"prednet\" is not the design's", [](nlohmann::json& j) { j["training"][0]["model"] = "prednet"; }},
       {"train-variant", "training[0].target cpu?order=atomic", [](nlohmann::json& j) {
          j["training"][0]["target"] = "cpu?order=atomic&threads=2&isa=auto";
@@ -973,6 +1005,14 @@ TEST(Lies, ABaselineThatContradictsItselfIsRefused) {
                   "deterministic",
        [](nlohmann::json& j) { j["entries"][0]["promise"] = "nondeterministic"; }},
       {"promise-none", "promises deterministic", [](nlohmann::json& j) { j["entries"][0]["promise"] = "none"; }},
+      // A deterministic cell with two outputs broke its promise: a FAIL, never saved as a PASS.
+      {"verdict-pass-two", "entries[0].verdict is PASS, but the cell promised determinism and gave 2 distinct outputs",
+       [](nlohmann::json& j) {
+         auto& e = j["entries"][0];
+         e["fingerprints"].push_back(std::string(32, '1'));
+         e["distinct"] = 2;
+         e["verdict"] = "PASS";
+       }},
       {"source-command", "source.command: the command asks for --workloads",
        [](nlohmann::json& j) { j["source"]["command"] = "detaudit probe --workloads matmul?m=8&n=8&k=8"; }},
       {"source-default-suite", "source.command: the command asks for the default suite (quick: it names no --suite), "
