@@ -147,6 +147,12 @@ int run_fleet(const FleetArgs& a, int argc, char** argv) {
     setenv("DETAUDIT_TEST_FLIP_OUTPUT", w.c_str(), 1);
   say_rank(fmt::format("{} on {} (rank from {}), results in {}/{}", who.mpi ? "MPI" : "no MPI", n.host, who.source, dir,
                        n.folder));
+  // What the folder's node.json said before this run: a run refused for its input (another plan than the results
+  // in the folder, say) leaves it as it was, so a refused command never turns a finished rank into a failed one
+  // (without MPI; under MPI the peers wait for the rank's part of the consensus).
+  std::string before;
+  if (const std::string p = dir + "/" + n.folder + "/node.json"; fs::is_regular_file(fs::symlink_status(p, ec)))
+    if (!read_regular_file(p, "fleet node file", &before).is_ok()) before.clear();
   if (Status st = save_fleet_node(dir, n); !st) {
     if (who.mpi) fleet_mpi_end(true, 2);
     return fail(st);
@@ -182,6 +188,13 @@ int run_fleet(const FleetArgs& a, int argc, char** argv) {
         dir);
     if (who.mpi) fleet_mpi_end(true, 128 + sig);
     return 128 + sig;
+  }
+  if (!st && st.code() == Status::Code::kInvalid && !before.empty() && !who.mpi) {
+    // Refused before it ran anything: the rank's record is the earlier run's again. (Under MPI the rank stays in
+    // the consensus as failed: its peers wait for it.)
+    const Status restored = write_file_atomic(dir + "/" + n.folder + "/node.json", before, Own::kFleetNode);
+    return fail(restored ? Status::invalid(st.message() + " (" + n.folder + "/node.json left as the earlier run wrote it)")
+                         : st);
   }
   if (!st) {
     n.state = "failed";

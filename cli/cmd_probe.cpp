@@ -143,7 +143,7 @@ int run_probe(const ProbeArgs& a, int argc, char** argv) {
   if (Status st = out_outside_fleet_ranks(opt.out_dir); !st) return fail(st);
   opt.exe = self_exe(argv[0]);
   opt.fresh = a.fresh;
-  for (int i = 0; i < argc; ++i) opt.command += (i ? " " : "") + std::string(argv[i]);
+  opt.command = command_line(argc, argv);
   opt.progress = progress_sink();
   opt.custom = !a.targets.empty() || !a.workloads.empty();
   Results results;

@@ -124,7 +124,7 @@ int run_train(const TrainArgs& a, int argc, char** argv) {
   opt.exe = self_exe(argv[0]);
   opt.fresh = a.fresh;
   opt.run_timeout_s = a.run_timeout;
-  for (int i = 0; i < argc; ++i) opt.command += (i ? " " : "") + std::string(argv[i]);
+  opt.command = command_line(argc, argv);
   opt.progress = progress_sink();
   Results results;
   if (Status st = run_train_design(d, opt, &results); !st) {

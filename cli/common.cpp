@@ -13,6 +13,7 @@
 #include <filesystem>
 
 #include "cli/output.hpp"
+#include "contract/command_text.hpp"
 #include "probes/child.hpp"  // interrupted()
 
 namespace detaudit::cli {
@@ -97,11 +98,7 @@ int fail_or_interrupted(const Status& st) {
   return 128 + (sig ? sig : SIGINT);
 }
 
-std::string command_line(int argc, char** argv) {
-  std::string s;
-  for (int i = 0; i < argc; ++i) s += (i ? " " : "") + std::string(argv[i]);
-  return s;
-}
+std::string command_line(int argc, char** argv) { return command_text(std::vector<std::string>(argv, argv + argc)); }
 
 int interrupted_exit(const std::string& what, size_t done, size_t total, const std::string& resume) {
   const int sig = interrupted();
@@ -239,15 +236,6 @@ std::string resume_command(int argc, char** argv, const std::string& out_dir) {
 }
 
 std::string resume_command(const std::vector<std::string>& args, const std::string& out_dir) {
-  auto quote = [](const std::string& a) {
-    bool plain = !a.empty() && a.find_first_not_of(
-                                   "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
-                                   "_-./:=,+@%") == std::string::npos;
-    if (plain) return a;
-    std::string q = "'";
-    for (char c : a) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-    return q + "'";
-  };
   std::string cmd;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
@@ -257,9 +245,9 @@ std::string resume_command(const std::vector<std::string>& args, const std::stri
       continue;
     }
     if (a.rfind("--out=", 0) == 0) continue;
-    cmd += (cmd.empty() ? "" : " ") + quote(a);
+    cmd += (cmd.empty() ? "" : " ") + shell_word(a);
   }
-  return cmd + " --out " + quote(out_dir);
+  return cmd + " --out " + shell_word(out_dir);
 }
 
 }  // namespace detaudit::cli

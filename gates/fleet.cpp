@@ -18,6 +18,7 @@
 
 #include "analysis/stats.hpp"
 #include "contract/atomic_file.hpp"
+#include "contract/command_text.hpp"
 #include "gates/baseline.hpp"
 #include "gates/history.hpp"
 #include "gates/verdict.hpp"
@@ -257,12 +258,7 @@ Status check_node_claims(const FleetNode& n, const std::string& where) {
 
 // The value a fleet command line gives an option ("--rank 2" or "--rank=2"), or none: only a `fleet` command's.
 std::optional<std::string> command_option(const std::string& command, const std::string& opt) {
-  std::vector<std::string> words;
-  for (size_t from = 0; from < command.size();) {
-    const size_t to = std::min(command.find(' ', from), command.size());
-    if (to > from) words.push_back(command.substr(from, to - from));
-    from = to + 1;
-  }
+  const std::vector<std::string> words = command_words(command);
   size_t at = 1;  // the subcommand: the first word after the program that is no option
   while (at < words.size() && words[at].starts_with("-")) ++at;
   if (at >= words.size() || words[at] != "fleet") return std::nullopt;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "contract/atomic_file.hpp"
+#include "contract/command_text.hpp"
 #include "probes/registry.hpp"
 #include "probes/spec.hpp"
 #include "probes/workload.hpp"
@@ -124,6 +125,15 @@ Status check_cell_against_run(const Observation& o, const Spec& w, const Spec& t
     if (o.oracle->mismatched == 0 && o.oracle->agree_bits >= 0 && o.oracle->agree_bits != bits)
       return Status::invalid(fmt::format("{}.oracle.agree_bits is {}, but no element mismatched (all {} bits agree)", at,
                                          o.oracle->agree_bits, bits));
+    // One output element: its bits of agreement are -log2 of its relative error (the one difference over the one
+    // oracle magnitude), where neither is clamped to 0 or to the precision.
+    if (wl && elems == 1 && o.oracle->mismatched == 1 && o.oracle->agree_bits > 0 && o.oracle->agree_bits < bits &&
+        std::isfinite(o.oracle->max_rel_err) && o.oracle->max_rel_err > 0 &&
+        std::fabs(o.oracle->agree_bits + std::log2(o.oracle->max_rel_err)) > 1e-6)
+      return Status::invalid(fmt::format("{}.oracle.agree_bits is {:g}, but its one element's relative error {:g} gives "
+                                         "{:g} bits",
+                                         at, o.oracle->agree_bits, o.oracle->max_rel_err,
+                                         -std::log2(o.oracle->max_rel_err)));
     // The bound's accumulation length is the workload's (an output without a bound has none).
     const int64_t k = !wl || o.oracle->ratio_hist.empty() ? 0 : wl->bound_k();
     if (wl && o.oracle->bound_k != k)
@@ -179,12 +189,7 @@ Status check_run_identity(const TrainingRun& t, const std::string& written_targe
 
 std::string command_contradicts_plan(const std::string& command, const std::set<std::string>& plan_targets,
                                      const std::set<std::string>& plan_workloads, const nlohmann::json& plan) {
-  std::vector<std::string> words;
-  for (size_t from = 0; from < command.size();) {
-    const size_t to = std::min(command.find(' ', from), command.size());
-    if (to > from) words.push_back(command.substr(from, to - from));
-    from = to + 1;
-  }
+  const std::vector<std::string> words = command_words(command);
   // The subcommand: the first word after the program that is no option.
   size_t at = 1;
   while (at < words.size() && words[at].starts_with("-")) ++at;
@@ -307,6 +312,27 @@ Status canonicalize_specs(Results* r, const std::string& path) {
           "{}: observations[{}].oracle.mismatched is {}, but its output {} the oracle's bits (the oracle backend's output "
           "of {})",
           path, i, o.oracle->mismatched, o.fingerprints[0] == it->second ? "is" : "is not", o.workload));
+  }
+  // A workload of one output element: every cell's one mismatch is measured against the same oracle value and the
+  // same bound, so max_rel_err / err_ratio (the bound over the oracle's magnitude) is one number for all of them
+  // (an err_ratio edited below the bound stands out).
+  std::map<std::string, std::pair<double, size_t>> bound_over_ref;  // workload -> (the quotient, its cell)
+  for (size_t i = 0; i < r->observations.size(); ++i) {
+    const Observation& o = r->observations[i];
+    if (!o.oracle || o.oracle->mismatched != 1 || !(o.oracle->err_ratio > 0) || !std::isfinite(o.oracle->err_ratio) ||
+        !(o.oracle->max_rel_err > 0) || !std::isfinite(o.oracle->max_rel_err))
+      continue;
+    Spec ws;
+    if (!parse_workload(o.workload, &ws).is_ok()) continue;
+    const auto wl = Workload::create(ws);
+    if (!wl || wl->output_elems() != 1) continue;
+    const double q = o.oracle->max_rel_err / o.oracle->err_ratio;
+    const auto [it, fresh] = bound_over_ref.try_emplace(o.workload, q, i);
+    if (!fresh && std::fabs(q - it->second.first) > 1e-9 * std::max(q, it->second.first))
+      return Status::invalid(fmt::format(
+          "{}: observations[{}].oracle: max_rel_err / err_ratio is {:.6g}, but observations[{}]'s is {:.6g}: one output "
+          "element is measured against one oracle value and one bound, so the quotient is the same for every cell of {}",
+          path, i, q, it->second.second, it->second.first, o.workload));
   }
   // A probe run that finished holds a cell of every target and workload of its plan that applies to each other
   // (each ran, crashed, timed out or was skipped with a reason; cuBLAS runs no convolution): a cell left out

@@ -529,14 +529,29 @@ Status analyze_training_dirs(const AnalyzeOptions& opt, Results* results) {
     inputs.push_back(std::move(r));
   }
   // One run copied into two folders is one run: the same command (its --out included), started at the same
-  // instant on the same host.
+  // instant on the same host; or, whatever its header says, every training run of the same length to the
+  // nanosecond (two runs of a design never time alike).
+  auto same_times = [](const Results& x, const Results& y) {
+    if (x.training.size() != y.training.size()) return false;
+    bool timed = false;
+    for (size_t i = 0; i < x.training.size(); ++i) {
+      if (x.training[i].seconds != y.training[i].seconds) return false;
+      timed = timed || x.training[i].seconds > 0;
+    }
+    return timed;
+  };
   for (size_t i = 0; i < inputs.size(); ++i)
-    for (size_t k = i + 1; k < inputs.size(); ++k)
+    for (size_t k = i + 1; k < inputs.size(); ++k) {
       if (inputs[i].started_at == inputs[k].started_at && inputs[i].command == inputs[k].command &&
           json_fields::str(inputs[i].machine, "hostname", "") == json_fields::str(inputs[k].machine, "hostname", ""))
         return Status::invalid(fmt::format("{} and {} hold one run (the same command, started at {} on the same host): "
                                            "a copy counts its runs twice",
                                            opt.dirs[i], opt.dirs[k], inputs[i].started_at));
+      if (same_times(inputs[i], inputs[k]))
+        return Status::invalid(fmt::format("{} and {} hold one run: each of their {} training runs took the same time "
+                                           "to the nanosecond (a copy counts its runs twice)",
+                                           opt.dirs[i], opt.dirs[k], inputs[i].training.size()));
+    }
   for (size_t i = 1; i < inputs.size(); ++i)
     if (std::string d = plan_difference(inputs[0].plan, inputs[i].plan, false); !d.empty())
       return Status::invalid(fmt::format("{} and {} ran different designs: {}; only runs of one design can be merged",

@@ -345,4 +345,18 @@ TEST(FailClosed, AnalyzeRefusesOneDesignGivenTwiceThroughALink) {
   r = run_cli("analyze " + a + " " + d.path("b3") + " --out " + d.path("m"));
   EXPECT_EQ(r.code, 2) << r.out << r.err;
   EXPECT_TRUE(says(r, a + " and " + d.path("b3") + " hold one run (the same command, started at ")) << r.err;
+  // A copy whose header was edited (another start) still holds runs timed alike to the nanosecond.
+  nlohmann::json timed = nlohmann::json::parse(slurp(fs::path(a) / "results.json"));
+  for (size_t i = 0; i < timed["training"].size(); ++i)
+    timed["training"][i]["seconds"] = 1.25 + 0.001 * double(i),
+    timed["training"][i]["steps_per_second"] = 4 / (1.25 + 0.001 * double(i));  // its 4 batches
+  fs::create_directories(d.root / "t1");
+  fs::create_directories(d.root / "t2");
+  timed["started_at"] = "2026-12-03T23:00:00Z";  // an hour before it finished, time enough for its runs
+  std::ofstream(d.root / "t1" / "results.json") << timed.dump(1);
+  timed["started_at"] = "2026-12-03T22:00:00Z";
+  std::ofstream(d.root / "t2" / "results.json") << timed.dump(1);
+  r = run_cli("analyze " + d.path("t1") + " " + d.path("t2") + " --out " + d.path("m"));
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_TRUE(says(r, "took the same time to the nanosecond")) << r.err;
 }

@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis/phases.hpp"
+#include "contract/command_text.hpp"
 #include "contract/results.hpp"
 #include "gates/baseline.hpp"
 #include "gates/fleet.hpp"
@@ -532,6 +533,40 @@ TEST(Lies, AnOracleDistanceThatIsNotTheOraclesBitsIsRefused) {
          j["observations"][cpu]["fingerprints"] = j["observations"][ref]["fingerprints"];
          j["observations"][cpu]["warmup_fingerprint"] = j["observations"][ref]["warmup_fingerprint"];
        }},
+  };
+  expect_every_reader_refuses(d, good, text, cases);
+  fs::remove_all(d);
+}
+
+// A one-element output's distances hang together: its bits of agreement are -log2 of its relative error, and every
+// cell of the workload has the same max_rel_err / err_ratio (the bound over the oracle's magnitude), so an error
+// ratio edited below the bound (a FAIL made a PASS) is refused. Two targets that sum in one order give the same
+// mismatch; a third, the oracle, none.
+TEST(Lies, AnErrorRatioEditedBelowItsBoundIsRefused) {
+  fs::path d = fresh_dir("lies-ratio");
+  const fs::path good = d / "good";
+  const CliRun p = run_cli("probe --targets 'cpu-ref,cpu?order=sequential&threads=1,cpu?order=sequential&threads=1&"
+                           "isa=scalar' --workloads 'reduce?op=sum&n=100000' --repeats 2 --no-history --quiet --out " +
+                           good.string());
+  ASSERT_EQ(p.code, 0) << p.err;
+  const std::string text = slurp(good / "results.json");
+  const nlohmann::json j = nlohmann::json::parse(text);
+  std::vector<size_t> cpu;
+  for (size_t i = 0; i < j["observations"].size(); ++i)
+    if (!j["observations"][i]["target"].get<std::string>().starts_with("cpu-ref")) cpu.push_back(i);
+  ASSERT_EQ(cpu.size(), 2u);
+  for (size_t i : cpu) {
+    ASSERT_EQ(j["observations"][i]["oracle"]["mismatched"], 1) << "a float sum in order is not the sum rounded once";
+    ASSERT_GT(j["observations"][i]["oracle"]["err_ratio"].get<double>(), 0);
+  }
+  const double bits = j["observations"][cpu[0]]["oracle"]["agree_bits"].get<double>();
+  ASSERT_GT(bits, 2);
+  ASSERT_LT(bits, 22);
+  const size_t a = cpu[0];
+  const std::vector<ResultsLie> cases = {
+      {"ratio", "max_rel_err / err_ratio is",
+       [a](nlohmann::json& j) { j["observations"][a]["oracle"]["err_ratio"] = j["observations"][a]["oracle"]["err_ratio"].get<double>() * 0.999; }},
+      {"bits", "agree_bits is", [a, bits](nlohmann::json& j) { j["observations"][a]["oracle"]["agree_bits"] = bits + 1.5; }},
   };
   expect_every_reader_refuses(d, good, text, cases);
   fs::remove_all(d);
@@ -1440,5 +1475,46 @@ TEST(Links, AFleetsDirectoryIsNotAResultsDirectory) {
   EXPECT_NE(p.err.find("a fleet's directory"), std::string::npos) << p.err;
   EXPECT_FALSE(fs::exists(d / "results.json"));
   EXPECT_EQ(slurp(d / "report.md"), "the fleet's report\n");
+  fs::remove_all(d);
+}
+
+// A command is recorded word for word: an --out path with a blank and an option's name in it stays one word
+// (read back as two, it made the run's own results contradict its plan); and a fleet rank run again with another
+// plan is refused without touching the record of the rank that finished there.
+TEST(Unseen, AWordWithABlankStaysOneWordAndARefusedRankKeepsItsRecord) {
+  const std::vector<std::vector<std::string>> lines = {
+      {"detaudit", "probe", "--out", "e6 --suite full", "--targets", "cpu?order=blocked&threads=2"},
+      {"detaudit", "fleet", "--out", "it's \"here\"", "--rank", "0", ""},
+      {"/usr/bin/detaudit", "check", "a\\b", "--baseline", "tab\there"}};
+  for (const auto& words : lines) EXPECT_EQ(command_words(command_text(words)), words) << command_text(words);
+  EXPECT_EQ(command_words("detaudit probe --targets cpu-ref"),
+            (std::vector<std::string>{"detaudit", "probe", "--targets", "cpu-ref"}))
+      << "a line recorded before quoting reads as its plain words";
+  EXPECT_EQ(shell_word("cpu?order=blocked&threads=2"), "'cpu?order=blocked&threads=2'");
+  EXPECT_EQ(shell_word("--repeats=2"), "--repeats=2");
+
+  const fs::path d = fresh_dir("unseen-words");
+  fs::create_directories(d);
+  const fs::path out = d / "e6 --suite full";
+  const std::string plan = " --targets cpu-ref --workloads 'reduce?op=sum&n=10' --repeats 2 --no-history";
+  CliRun r = run_cli("probe" + plan + " --out '" + out.string() + "'");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(run_cli("report '" + out.string() + "'").code, 0);
+  EXPECT_NE(slurp(out / "results.json").find("'" + out.string() + "'"), std::string::npos) << "recorded quoted";
+  const fs::path fleet = d / "fq --rank 0";
+  r = run_cli("fleet --rank 0 --ranks 1" + plan + " --out '" + fleet.string() + "'");
+  EXPECT_EQ(r.code, 0) << r.err;
+  r = run_cli("fleet report '" + fleet.string() + "'");
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  // Run again with another plan: refused, and rank 0's node.json is the finished run's still.
+  fs::path node;
+  for (auto& e : fs::directory_iterator(fleet / "ranks")) node = e.path() / "node.json";
+  const std::string before = slurp(node);
+  r = run_cli("fleet --rank 0 --ranks 1 --targets cpu-ref --workloads 'reduce?op=dot&n=10' --repeats 2 --no-history "
+              "--out '" + fleet.string() + "'");
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("node.json left as the earlier run wrote it"), std::string::npos) << r.err;
+  EXPECT_EQ(slurp(node), before);
+  EXPECT_EQ(run_cli("fleet report '" + fleet.string() + "'").code, 0);
   fs::remove_all(d);
 }
