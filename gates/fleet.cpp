@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <cstdlib>
 #include <cmath>
 #include <cstring>
 #include <ctime>
@@ -269,6 +271,16 @@ std::optional<std::string> command_option(const std::string& command, const std:
   return value;
 }
 
+// Whether an option's text is the number `value` as the command line reads it ("1", "01", "+1"); text that is no
+// number says nothing (the command line would have refused it).
+bool named_number_is(const std::string& text, int64_t value) {
+  errno = 0;
+  char* end = nullptr;
+  const long long n = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || errno != 0 || !end || *end != '\0') return true;
+  return n == value;
+}
+
 }  // namespace
 
 Status fleet_node_from_texts(const std::string& node_text, const std::string& probe_text, const std::string& train_text,
@@ -338,7 +350,7 @@ Status fleet_node_from_texts(const std::string& node_text, const std::string& pr
   for (const Results* r : {&n.probe, &n.train})
     for (auto [opt, value] : {std::pair{"--rank", int64_t(n.rank)}, std::pair{"--ranks", int64_t(n.ranks)}})
       if (const std::optional<std::string> named = command_option(r->command, opt);
-          named && *named != std::to_string(value))
+          named && !named_number_is(*named, value))
         return Status::invalid(fmt::format("{}: {} {}, but its results' command says {} {}", where,
                                            std::string(opt).substr(2), value, opt, shown_safely(named->substr(0, 20))));
   // A node.json whose key is not the machine its own results describe (a 96-core EPYC claiming its peers'
@@ -359,6 +371,13 @@ Status fleet_node_from_texts(const std::string& node_text, const std::string& pr
       return Status::invalid(fmt::format("{}: its results finished at {}, after the rank did ({})", where,
                                          r->finished_at, n.finished_at));
   }
+  // A rank that finished wrote its results to the end: results it left unfinished are a killed or lost rank's.
+  if (n.state == "finished")
+    for (auto [r, part] : {std::pair{&n.probe, "probe"}, std::pair{&n.train, "training"}})
+      if (!r->started_at.empty() && r->finished_at.empty())
+        return Status::invalid(fmt::format("{}: state finished, but its {} results never finished (a rank killed or "
+                                           "lost before its end)",
+                                           where, part));
   // A node that says it passed while its own results hold a FAIL.
   if (n.state == "finished" && n.exit_code == 0)
     for (auto& o : n.probe.observations)

@@ -447,7 +447,9 @@ TEST(FleetConsensus, EvidenceEditedBelowTheFleetDirectoryIsRefused) {
   };
   std::vector<FleetNode> nodes;
   std::vector<std::string> ignored;
-  for (int r = 0; r < 2; ++r) save(d, r, 2, "detaudit fleet --rank " + std::to_string(r) + " --ranks 2 --out D");
+  // (Rank 1's command spells its number as the command line also reads it: --rank=01.)
+  for (int r = 0; r < 2; ++r)
+    save(d, r, 2, std::string("detaudit fleet ") + (r ? "--rank=01" : "--rank 0") + " --ranks 2 --out D");
   ASSERT_TRUE(load_fleet_dir(d.string(), &nodes, &ignored).is_ok());
   // The dissenting rank removed and rank 0's node.json made a fleet of one.
   const fs::path one = d.string() + "-one";
@@ -467,6 +469,14 @@ TEST(FleetConsensus, EvidenceEditedBelowTheFleetDirectoryIsRefused) {
   st = load_fleet_dir(env.string(), &nodes, &ignored);
   EXPECT_NE(st.message().find("ranks/2-h2: its probe results are a copy of ranks/0-h0's"), std::string::npos)
       << st.message();
+  // A killed rank's node.json edited to "finished": its results never finished.
+  const fs::path killed = d.string() + "-killed";
+  fs::copy(d, killed, fs::copy_options::recursive);
+  edit_node(killed / "ranks" / "1-h1" / "probe" / "results.json", [](nlohmann::json& j) { j.erase("finished_at"); });
+  st = load_fleet_dir(killed.string(), &nodes, &ignored);
+  EXPECT_NE(st.message().find("state finished, but its probe results never finished"), std::string::npos)
+      << st.message();
+  fs::remove_all(killed);
   // Links: at ranks/, at a rank's probe/, at its results.json.
   const fs::path other = d.string() + "-other";
   fs::copy(d, other, fs::copy_options::recursive);
