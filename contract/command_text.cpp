@@ -48,4 +48,19 @@ std::vector<std::string> command_words(const std::string& command) {
   return words;
 }
 
+std::optional<std::map<std::string, std::string>> command_options(const std::string& command,
+                                                                  const std::string& subcommand,
+                                                                  const std::vector<std::string>& options) {
+  const std::vector<std::string> words = command_words(command);
+  size_t at = 1;
+  while (at < words.size() && words[at].starts_with("-")) ++at;
+  if (at >= words.size() || words[at] != subcommand) return std::nullopt;
+  std::map<std::string, std::string> given;
+  for (size_t i = at + 1; i < words.size(); ++i)
+    for (const std::string& o : options)
+      if (words[i] == o && i + 1 < words.size()) given[o] = words[i + 1];
+      else if (words[i].starts_with(o + "=")) given[o] = words[i].substr(o.size() + 1);
+  return given;
+}
+
 }  // namespace detaudit

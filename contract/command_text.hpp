@@ -3,6 +3,8 @@
 // path with a blank stays one word, a spec's '&' and '?' stay in their word) and the line can be pasted into a
 // shell.
 #pragma once
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,5 +19,11 @@ std::string command_text(const std::vector<std::string>& words);
 // parts ("...", with \" and \\) are taken as they stand, without the quotes; a backslash outside quotes keeps
 // the next character. The inverse of command_text, and it reads a line recorded before quoting (plain words).
 std::vector<std::string> command_words(const std::string& command);
+// The values a recorded command line gives the named options ("--opt v" or "--opt=v"; the last where one is given
+// twice), by option; nullopt when the command is not `subcommand`'s (its first word after the program that is
+// no option).
+std::optional<std::map<std::string, std::string>> command_options(const std::string& command,
+                                                                  const std::string& subcommand,
+                                                                  const std::vector<std::string>& options);
 
 }  // namespace detaudit

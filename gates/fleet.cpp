@@ -258,19 +258,6 @@ Status check_node_claims(const FleetNode& n, const std::string& where) {
   return check_run_times(n.started_at, n.finished_at, where);
 }
 
-// The value a fleet command line gives an option ("--rank 2" or "--rank=2"), or none: only a `fleet` command's.
-std::optional<std::string> command_option(const std::string& command, const std::string& opt) {
-  const std::vector<std::string> words = command_words(command);
-  size_t at = 1;  // the subcommand: the first word after the program that is no option
-  while (at < words.size() && words[at].starts_with("-")) ++at;
-  if (at >= words.size() || words[at] != "fleet") return std::nullopt;
-  std::optional<std::string> value;
-  for (size_t i = at + 1; i < words.size(); ++i)
-    if (words[i] == opt && i + 1 < words.size()) value = words[i + 1];
-    else if (words[i].starts_with(opt + "=")) value = words[i].substr(opt.size() + 1);
-  return value;
-}
-
 // Whether an option's text is the number `value` as the command line reads it ("1", "01", "+1"); text that is no
 // number says nothing (the command line would have refused it).
 bool named_number_is(const std::string& text, int64_t value) {
@@ -348,11 +335,12 @@ Status fleet_node_from_texts(const std::string& node_text, const std::string& pr
   // The rank and the number of ranks its own command named (`--rank N --ranks M`; a rank placed by the launcher's
   // environment names neither): a node.json that says otherwise was edited (a rank dropped, a folder cloned).
   for (const Results* r : {&n.probe, &n.train})
-    for (auto [opt, value] : {std::pair{"--rank", int64_t(n.rank)}, std::pair{"--ranks", int64_t(n.ranks)}})
-      if (const std::optional<std::string> named = command_option(r->command, opt);
-          named && !named_number_is(*named, value))
-        return Status::invalid(fmt::format("{}: {} {}, but its results' command says {} {}", where,
-                                           std::string(opt).substr(2), value, opt, shown_safely(named->substr(0, 20))));
+    if (const auto named = command_options(r->command, "fleet", {"--rank", "--ranks"}))
+      for (auto [opt, value] : {std::pair{"--rank", int64_t(n.rank)}, std::pair{"--ranks", int64_t(n.ranks)}})
+        if (const auto it = named->find(opt); it != named->end() && !named_number_is(it->second, value))
+          return Status::invalid(fmt::format("{}: {} {}, but its results' command says {} {}", where,
+                                             std::string(opt).substr(2), value, opt,
+                                             shown_safely(it->second.substr(0, 20))));
   // A node.json whose key is not the machine its own results describe (a 96-core EPYC claiming its peers'
   // key would be compared with them, and its bits judged against theirs).
   if (!n.key.empty() && n.probe.machine.is_object() && !n.probe.machine.empty()) {

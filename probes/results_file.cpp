@@ -189,18 +189,9 @@ Status check_run_identity(const TrainingRun& t, const std::string& written_targe
 
 std::string command_contradicts_plan(const std::string& command, const std::set<std::string>& plan_targets,
                                      const std::set<std::string>& plan_workloads, const nlohmann::json& plan) {
-  const std::vector<std::string> words = command_words(command);
-  // The subcommand: the first word after the program that is no option.
-  size_t at = 1;
-  while (at < words.size() && words[at].starts_with("-")) ++at;
-  if (at >= words.size() || words[at] != "probe") return "";
-  std::map<std::string, std::string> asked;  // option -> its value, as the command gave it
-  for (size_t i = at + 1; i < words.size(); ++i)
-    for (const char* opt : {"--targets", "--workloads", "--suite", "--repeats", "--timeout"}) {
-      const std::string o = opt;
-      if (words[i] == o && i + 1 < words.size()) asked[o] = words[i + 1];
-      else if (words[i].starts_with(o + "=")) asked[o] = words[i].substr(o.size() + 1);
-    }
+  const auto given = command_options(command, "probe", {"--targets", "--workloads", "--suite", "--repeats", "--timeout"});
+  if (!given) return "";
+  const std::map<std::string, std::string>& asked = *given;  // option -> its value, as the command gave it
   auto specs = [](const std::string& csv, bool target, std::set<std::string>* out) {
     for (size_t from = 0; from <= csv.size();) {
       const size_t to = std::min(csv.find(',', from), csv.size());
@@ -276,6 +267,10 @@ Status canonicalize_specs(Results* r, const std::string& path) {
   if (const auto started = iso8601_seconds(r->started_at), finished = iso8601_seconds(r->finished_at);
       started && finished)
     run_seconds = *finished - *started;
+  // A workload of one output element: every cell's one mismatch is measured against the same oracle value and the
+  // same bound, so max_rel_err / err_ratio (the bound over the oracle's magnitude) is one number for all of them
+  // (an err_ratio edited below the bound stands out).
+  std::map<std::string, std::pair<double, size_t>> bound_over_ref;  // workload -> (the quotient, its cell)
   for (size_t i = 0; i < r->observations.size(); ++i) {
     Observation& o = r->observations[i];
     const std::string at = fmt::format("{}: observations[{}]", path, i);
@@ -283,6 +278,17 @@ Status canonicalize_specs(Results* r, const std::string& path) {
     DETAUDIT_RETURN_IF_ERROR(canonical(&o.target, true, at + ".target", &t));
     DETAUDIT_RETURN_IF_ERROR(canonical(&o.workload, false, at + ".workload", &w));
     DETAUDIT_RETURN_IF_ERROR(check_cell_against_run(o, w, t, *r, plan_targets, plan_workloads, run_seconds, at));
+    if (!o.oracle || o.oracle->mismatched != 1 || !(o.oracle->err_ratio > 0) || !std::isfinite(o.oracle->err_ratio) ||
+        !(o.oracle->max_rel_err > 0) || !std::isfinite(o.oracle->max_rel_err))
+      continue;
+    if (const auto wl = Workload::create(w); !wl || wl->output_elems() != 1) continue;
+    const double q = o.oracle->max_rel_err / o.oracle->err_ratio;
+    const auto [it, fresh] = bound_over_ref.try_emplace(o.workload, q, i);
+    if (!fresh && std::fabs(q - it->second.first) > 1e-9 * std::max(q, it->second.first))
+      return Status::invalid(fmt::format(
+          "{}.oracle: max_rel_err / err_ratio is {:.6g}, but observations[{}]'s is {:.6g}: one output element is "
+          "measured against one oracle value and one bound, so the quotient is the same for every cell of {}",
+          at, q, it->second.second, it->second.first, o.workload));
   }
   // One cell, one observation: a second would let the file say two things of it (spelled alike once
   // canonical).
@@ -312,27 +318,6 @@ Status canonicalize_specs(Results* r, const std::string& path) {
           "{}: observations[{}].oracle.mismatched is {}, but its output {} the oracle's bits (the oracle backend's output "
           "of {})",
           path, i, o.oracle->mismatched, o.fingerprints[0] == it->second ? "is" : "is not", o.workload));
-  }
-  // A workload of one output element: every cell's one mismatch is measured against the same oracle value and the
-  // same bound, so max_rel_err / err_ratio (the bound over the oracle's magnitude) is one number for all of them
-  // (an err_ratio edited below the bound stands out).
-  std::map<std::string, std::pair<double, size_t>> bound_over_ref;  // workload -> (the quotient, its cell)
-  for (size_t i = 0; i < r->observations.size(); ++i) {
-    const Observation& o = r->observations[i];
-    if (!o.oracle || o.oracle->mismatched != 1 || !(o.oracle->err_ratio > 0) || !std::isfinite(o.oracle->err_ratio) ||
-        !(o.oracle->max_rel_err > 0) || !std::isfinite(o.oracle->max_rel_err))
-      continue;
-    Spec ws;
-    if (!parse_workload(o.workload, &ws).is_ok()) continue;
-    const auto wl = Workload::create(ws);
-    if (!wl || wl->output_elems() != 1) continue;
-    const double q = o.oracle->max_rel_err / o.oracle->err_ratio;
-    const auto [it, fresh] = bound_over_ref.try_emplace(o.workload, q, i);
-    if (!fresh && std::fabs(q - it->second.first) > 1e-9 * std::max(q, it->second.first))
-      return Status::invalid(fmt::format(
-          "{}: observations[{}].oracle: max_rel_err / err_ratio is {:.6g}, but observations[{}]'s is {:.6g}: one output "
-          "element is measured against one oracle value and one bound, so the quotient is the same for every cell of {}",
-          path, i, q, it->second.second, it->second.first, o.workload));
   }
   // A probe run that finished holds a cell of every target and workload of its plan that applies to each other
   // (each ran, crashed, timed out or was skipped with a reason; cuBLAS runs no convolution): a cell left out
