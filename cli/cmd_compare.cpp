@@ -9,6 +9,7 @@
 #include "gates/compare.hpp"
 #include "probes/results_file.hpp"
 #include "report/compare_report.hpp"
+#include "suites/train_design.hpp"
 
 namespace detaudit::cli {
 namespace {
@@ -32,8 +33,8 @@ int run_compare(const CompareArgs& args) {
   if (std::error_code ec; std::filesystem::equivalent(results_path(args.a), results_path(args.b), ec) && !ec)
     return fail(fmt::format("{} and {} are one results file: a run compared with itself compares nothing", args.a,
                             args.b));
-  if (Status st = load_checked_results(results_path(args.a), &a); !st) return fail(st);
-  if (Status st = load_checked_results(results_path(args.b), &b); !st) return fail(st);
+  if (Status st = load_stored_results(results_path(args.a), &a); !st) return fail(st);
+  if (Status st = load_stored_results(results_path(args.b), &b); !st) return fail(st);
   // A merged analysis (`analyze`) holds the runs of several machines under no machine of its own: its cells
   // would meet the runs they came from under another key. Compared are the directories it merged.
   for (const auto& [r, name] : {std::pair<const Results&, const std::string&>{a, args.a}, {b, args.b}})

@@ -257,7 +257,8 @@ int run_fleet(const FleetArgs& a, int argc, char** argv) {
     return text;
   };
   const std::vector<std::string> mine = {n.node_json().dump(), slurp_or_empty(results_file(q.out_dir + "/probe")),
-                                         slurp_or_empty(results_file(q.out_dir + "/train"))};
+                                         slurp_or_empty(results_file(q.out_dir + "/train")),
+                                         slurp_or_empty(q.out_dir + "/qualify.json")};
   std::vector<std::vector<std::string>> all;
   std::vector<bool> answered;
   if (who.rank == 0) say_rank(fmt::format("gathering the other ranks' results (waiting up to {:.0f} s)", a.wait));
@@ -270,6 +271,12 @@ int run_fleet(const FleetArgs& a, int argc, char** argv) {
     fleet_mpi_end(false, code);
     return code;
   }
+  // A rank's texts: its node, probe and training results, and the qualify.json held against them.
+  auto read_rank = [](const std::vector<std::string>& t, int r, FleetNode* x) -> Status {
+    if (t.size() != 4) return Status::invalid(fmt::format("rank {} sent {} texts, not 4", r, t.size()));
+    DETAUDIT_RETURN_IF_ERROR(fleet_node_from_texts(t[0], t[1], t[2], fmt::format("rank {}", r), x));
+    return check_fleet_qualify(t[3], fmt::format("rank {}'s qualify.json", r), *x);
+  };
   std::vector<FleetNode> nodes;
   bool lost = false;
   for (int r = 0; r < who.ranks; ++r) {
@@ -278,18 +285,18 @@ int run_fleet(const FleetArgs& a, int argc, char** argv) {
       lost = true;
       x.rank = r, x.ranks = who.ranks, x.state = "missing";
       x.detail = fmt::format("no results within --timeout {:.0f} s of rank 0's (hung, or lost)", a.wait);
-    } else if (Status ps = fleet_node_from_texts(all[size_t(r)][0], all[size_t(r)][1], all[size_t(r)][2],
-                                                 fmt::format("rank {}", r), &x);
-               !ps) {
+    } else if (Status ps = read_rank(all[size_t(r)], r, &x); !ps) {
       x = FleetNode{};
       x.rank = r, x.ranks = who.ranks, x.state = "failed", x.detail = ps.message();
     } else if (r != 0 && !fs::exists(dir + "/" + x.folder + "/node.json", ec)) {
-      // Not a shared folder: rank 0 keeps a copy, so `fleet report DIR` works here afterwards.
+      // Not a shared folder: rank 0 keeps a copy (node.json, its results and its qualify.json), so
+      // `fleet report DIR` judges the same evidence here afterwards.
       (void)save_fleet_node(dir, x);
-      if (!all[size_t(r)][1].empty()) {
-        if (make_dir_below(dir, x.folder + "/probe").is_ok())
-          (void)write_file_atomic(results_file(dir + "/" + x.folder + "/probe"), all[size_t(r)][1], Own::kResults);
-      }
+      const auto& t = all[size_t(r)];
+      for (const auto& [sub, text] : {std::pair<std::string, const std::string&>{"probe", t[1]}, {"train", t[2]}})
+        if (!text.empty() && make_dir_below(dir, x.folder + "/" + sub).is_ok())
+          (void)write_file_atomic(results_file(dir + "/" + x.folder + "/" + sub), text, Own::kResults);
+      if (!t[3].empty()) (void)write_file_atomic(dir + "/" + x.folder + "/qualify.json", t[3], Own::kQualify);
     }
     nodes.push_back(std::move(x));
   }

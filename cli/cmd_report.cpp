@@ -23,7 +23,7 @@ int run_report(const ReportArgs& a) {
   const std::string& dir = a.dir;
   Results r;
   if (!std::filesystem::is_directory(dir)) return fail(fmt::format("{}: not a directory", dir));
-  if (Status st = load_checked_results(results_file(dir), &r); !st) return fail(st);
+  if (Status st = load_stored_results(results_file(dir), &r); !st) return fail(st);
   DirLock lock;
   if (Status st = lock.acquire(dir); !st) return fail(st);
   // Judged for the report by this detaudit (a verdict the file stores is not evidence; results written

@@ -25,6 +25,7 @@
 #include "kernels/fingerprint.hpp"
 #include "probes/results_file.hpp"
 #include "probes/spec.hpp"
+#include "suites/train_design.hpp"
 
 namespace detaudit {
 
@@ -788,7 +789,7 @@ Status run_baseline_save(const std::string& dir, const std::string& out, Baselin
     return Status::invalid(dir + ": not a directory");
   }
   Results r;
-  DETAUDIT_RETURN_IF_ERROR(load_checked_results(results_file(dir), &r));
+  DETAUDIT_RETURN_IF_ERROR(load_stored_results(results_file(dir), &r));
   if (r.observations.empty() && r.training.empty()) {
     return Status::invalid(dir + "/results.json: no observations and no training runs to make a baseline of");
   }

@@ -22,6 +22,7 @@
 #include "probes/results_file.hpp"
 #include "probes/spec.hpp"
 #include "suites/probe_suite.hpp"
+#include "suites/train_design.hpp"
 
 namespace detaudit {
 
@@ -746,7 +747,7 @@ Status run_check(const CheckOptions& opt, CheckReport* report, Results* checked)
     return Status::invalid(opt.dir + ": not a directory");
   }
   Results r;
-  DETAUDIT_RETURN_IF_ERROR(load_checked_results(results_file(opt.dir), &r));
+  DETAUDIT_RETURN_IF_ERROR(load_stored_results(results_file(opt.dir), &r));
   DETAUDIT_RETURN_IF_ERROR(same_kind(b, r, opt.dir, opt.baseline));
   CheckReport rep = check_against_baseline(b, r, opt.dir, opt.baseline, opt.margin);
   rep.allow_unjudged = opt.allow_unjudged;

@@ -139,11 +139,17 @@ Status save_fleet_node(const std::string& fleet_dir, const FleetNode& n) {
   return write_file_atomic(dir + "/node.json", n.node_json().dump(1) + "\n", Own::kFleetNode);
 }
 
-namespace {
-
 // A rank's qualify.json says what its node.json says of it: the same decision (exit code 1 exactly when a check
 // failed, its counts its checks' verdicts), host and folder.
-Status check_rank_qualify(const std::string& text, const std::string& where, const FleetNode& n) {
+Status check_fleet_qualify(const std::string& text, const std::string& where, const FleetNode& n) {
+  // A finished rank's qualification wrote it: without it the exit code in node.json is the only word on the
+  // decision, and nothing to hold it against.
+  if (text.empty())
+    return n.state == "finished"
+               ? Status::invalid(fmt::format("{}: missing, yet rank {} says it finished: its qualification's decision "
+                                             "is nowhere but node.json",
+                                             where, n.rank))
+               : Status::ok();
   nlohmann::json j;
   DETAUDIT_RETURN_IF_ERROR(parse_json_text(text, where, &j));
   if (!j.is_object() || j.value("schema", "") != kQualifySchema)
@@ -218,6 +224,8 @@ Status check_rank_qualify(const std::string& text, const std::string& where, con
     return bad(st.message());
   return Status::ok();
 }
+
+namespace {
 
 // What a node.json says of itself that cannot be true: a host name with control characters (it would
 // reach the terminal raw), an exit code no finished rank gives, a failure it reports beside exit code 0,
@@ -431,11 +439,10 @@ Status load_fleet_dir(const std::string& dir, std::vector<FleetNode>* nodes, std
     if ("ranks/" + f.filename().string() != n.folder)
       return Status::invalid(fmt::format("{}: rank {} on host '{}' writes into {}, not this folder",
                                          (f / "node.json").string(), n.rank, n.host, n.folder));
-    // Its qualify.json, where the rank's folder holds one (rank 0 keeps no copy of another host's).
-    if (std::string q; fs::exists(f / "qualify.json", ec)) {
-      DETAUDIT_RETURN_IF_ERROR(read(f / "qualify.json", &q));
-      DETAUDIT_RETURN_IF_ERROR(check_rank_qualify(q, (f / "qualify.json").string(), n));
-    }
+    // Its qualify.json (a finished rank's is required).
+    std::string q;
+    DETAUDIT_RETURN_IF_ERROR(read(f / "qualify.json", &q));
+    DETAUDIT_RETURN_IF_ERROR(check_fleet_qualify(q, (f / "qualify.json").string(), n));
     all.push_back(std::move(n));
   }
   if (all.empty()) return Status::invalid(fmt::format("{}: no rank wrote its node.json here", ranks.string()));

@@ -70,6 +70,9 @@ Status load_fleet_dir(const std::string& dir, std::vector<FleetNode>* nodes,
 // MPI, where the ranks' folders may be on other machines.
 Status fleet_node_from_texts(const std::string& node_json, const std::string& probe_json, const std::string& train_json,
                              const std::string& where, FleetNode* out);
+// A rank's qualify.json text ("" when its folder holds none) held against its node: the same decision, host, folder,
+// level, tool and times; a finished rank's is required.
+Status check_fleet_qualify(const std::string& qualify_json, const std::string& where, const FleetNode& n);
 
 // One thing the consensus found, about one node (and one cell, when it is about a cell).
 struct FleetFinding {

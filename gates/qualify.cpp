@@ -409,10 +409,6 @@ Status baseline_can_judge(const Baseline& b, const QualifyPlan& qp, const std::s
 
 }  // namespace
 
-namespace {
-
-// The rows a qualification writes from these results. `named`: the targets were named (each required, none
-// with unmet requirements: the run refused those); otherwise the suite's, each with what this machine lacks.
 std::vector<QualifyCheck> rank_rows(const Results& probe, const Results& train, int level, bool named) {
   std::vector<std::string> planned;
   std::vector<Spec> workloads;
@@ -442,8 +438,6 @@ std::vector<QualifyCheck> rank_rows(const Results& probe, const Results& train, 
   }
   return o.checks;
 }
-
-}  // namespace
 
 Status check_rank_checks(const nlohmann::json& checks, const Results& probe, const Results& train, int level,
                          bool with_detail) {

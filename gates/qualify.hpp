@@ -118,6 +118,11 @@ std::vector<QualifyCheck> training_checks(const Results& train);
 // one was SKIPped, else qualified.
 QualifyDecision decide(const std::vector<QualifyCheck>& checks);
 
+// The rows a rank's qualification (no baseline, no history) writes from these results. `named`: the targets were
+// named (each required, none with unmet requirements: the run refused those); otherwise the suite's, each with
+// what this machine lacks.
+std::vector<QualifyCheck> rank_rows(const Results& probe, const Results& train, int level, bool named);
+
 // A fleet rank's qualify.json checks held against what its own results give: a rank qualifies with no
 // baseline and no history, so every row follows from its judged probe results, its training results and
 // its level. Two rows do not: the "GPU targets" SKIP of a suite run (what the plan left out) and a training

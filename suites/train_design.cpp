@@ -290,7 +290,7 @@ Status open_results(const TrainDesign& d, const TrainRunOptions& opt, size_t pla
   const std::string path = results_file(opt.out_dir);
   nlohmann::json plan = {{"kind", "train"}, {"design", d.to_json()}, {"runs", planned}, {"data_fingerprint", data_fp}};
   if (!opt.fresh && fs::exists(path)) {
-    if (Status st = load_checked_results(path, r); !st || !(st = check_stored_phases(*r, path)))
+    if (Status st = load_stored_results(path, r); !st)
       return Status::invalid(st.message() + " (use --fresh to start over)");
     if (r->plan.value("design", nlohmann::json()) != plan["design"])
       return Status::invalid(
@@ -458,6 +458,11 @@ Status check_stored_phases(const Results& r, const std::string& path) {
   return Status::ok();
 }
 
+Status load_stored_results(const std::string& path, Results* out) {
+  DETAUDIT_RETURN_IF_ERROR(load_checked_results(path, out));
+  return check_stored_phases(*out, path);
+}
+
 Status reanalyze_training(Results* r, const std::string& path) {
   if (!is_training_plan(r->plan)) return Status::ok();
   DETAUDIT_RETURN_IF_ERROR(check_stored_phases(*r, path));
@@ -510,8 +515,7 @@ Status analyze_training_dirs(const AnalyzeOptions& opt, Results* results) {
                                            opt.dirs[i]));
     }
     Results r;
-    DETAUDIT_RETURN_IF_ERROR(load_checked_results(results_file(dir), &r));
-    DETAUDIT_RETURN_IF_ERROR(check_stored_phases(r, results_file(dir)));
+    DETAUDIT_RETURN_IF_ERROR(load_stored_results(results_file(dir), &r));
     if (r.plan.value("kind", "") != "train" || !r.plan.contains("design"))
       return Status::invalid(fmt::format("{}/results.json holds no training design (plan.kind is not \"train\")", dir));
     if (r.plan.contains("sources"))

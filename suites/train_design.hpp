@@ -102,6 +102,9 @@ Status run_train_design(const TrainDesign& d, const TrainRunOptions& opt, Result
 // Invalid, one line naming `path` and the run, when a finished run's stored phases are not what its curve gives
 // (analysis/phases.hpp phases_contradiction): a label edited in the file would reach the report's phase table.
 Status check_stored_phases(const Results& r, const std::string& path);
+// Results as every reader takes them (report, analyze, check, compare, baseline save, a resumed train):
+// load_checked_results, then check_stored_phases.
+Status load_stored_results(const std::string& path, Results* out);
 // A finished training design's analysis made again from its runs, as `detaudit report` shows it (an analysis a
 // file stores is not evidence, as a stored verdict is not), after check_stored_phases; other results are left
 // as they are.

@@ -14,6 +14,8 @@
 #include <vector>
 
 #include "gates/fleet.hpp"
+#include "gates/history.hpp"
+#include "gates/qualify.hpp"
 #include "kernels/cuda/nccl.hpp"
 #include "tests/cli_helpers.hpp"
 #include "tests/fixtures.hpp"
@@ -54,6 +56,20 @@ std::vector<FleetNode> fleet_of(int n) {
     nodes.push_back(std::move(x));
   }
   return nodes;
+}
+
+// The qualify.json a finished rank's qualification writes beside its node.json, from the rank's own results (as
+// fleet report holds it against them): without it a finished rank's decision would stand on node.json alone.
+void save_rank_qualify(const fs::path& dir, const FleetNode& x) {
+  QualifyOutcome q;
+  q.level = x.level, q.hostname = x.host;
+  q.started_at = x.started_at, q.finished_at = x.finished_at.empty() ? x.started_at : x.finished_at;
+  if (x.probe.machine.is_object() && !x.probe.machine.empty()) q.machine_key = machine_key(x.probe.machine);
+  q.tool_version = x.key.value("tool_version", ""), q.tool_commit = x.key.value("tool_commit", "");
+  q.probe_dir = (dir / x.folder / "probe").string();
+  q.checks = rank_rows(x.probe, x.train, x.level, false);
+  q.decision = decide(q.checks);
+  std::ofstream(dir / x.folder / "qualify.json") << q.to_json().dump(1) << "\n";
 }
 
 size_t count_kind(const FleetOutcome& f, const std::string& kind, int rank) {
@@ -379,6 +395,7 @@ TEST(FleetConsensus, AnEarlierRunsFoldersAreLeftOutAndNamed) {
     fs::create_directories(d / x.folder / "probe");
     x.probe.machine = nlohmann::json::object();  // no machine to hold its key against
     ASSERT_TRUE(save_results((d / x.folder / "probe" / "results.json").string(), x.probe).is_ok());
+    save_rank_qualify(d, x);
   };
   for (int r = 0; r < 4; ++r) save(r, 4, "old", "2026-11-01T10:00:00Z");  // four ranks, a month ago
   save(1, 3, "gone", "2026-12-01T09:00:00Z");                             // rank 1 of today's run, first try
@@ -439,6 +456,7 @@ TEST(FleetConsensus, EvidenceEditedBelowTheFleetDirectoryIsRefused) {
     x.probe.finished_at = "2026-12-01T10:01:0" + std::to_string(rank) + "Z";
     for (auto& o : x.probe.observations) o.seconds.assign(o.fingerprints.size(), 0.01 + 0.001 * rank);
     ASSERT_TRUE(save_results((root / x.folder / "probe" / "results.json").string(), x.probe).is_ok());
+    save_rank_qualify(root, x);
   };
   auto edit_node = [](const fs::path& file, const std::function<void(nlohmann::json&)>& edit) {
     nlohmann::json j = nlohmann::json::parse(slurp(file));
@@ -466,6 +484,9 @@ TEST(FleetConsensus, EvidenceEditedBelowTheFleetDirectoryIsRefused) {
   fs::remove_all(env / "ranks" / "2-h2");
   fs::copy(env / "ranks" / "0-h0", env / "ranks" / "2-h2", fs::copy_options::recursive);
   edit_node(env / "ranks" / "2-h2" / "node.json", [](nlohmann::json& j) { j["rank"] = 2, j["host"] = "h2"; });
+  edit_node(env / "ranks" / "2-h2" / "qualify.json", [&](nlohmann::json& j) {
+    j["hostname"] = "h2", j["probe_dir"] = (env / "ranks" / "2-h2" / "probe").string();
+  });
   st = load_fleet_dir(env.string(), &nodes, &ignored);
   EXPECT_NE(st.message().find("ranks/2-h2: its probe results are a copy of ranks/0-h0's"), std::string::npos)
       << st.message();
@@ -727,6 +748,11 @@ TEST(FleetRanks, AnInterruptedRankSaysSoAndItsCommandResumesIt) {
   r = cli_test::run_cli("fleet report " + d.string());
   EXPECT_EQ(r.code, 2) << r.out << r.err;
   EXPECT_NE(r.err.find("qualify.json: exit_code 1, but node.json says 0"), std::string::npos) << r.err;
+  // A finished rank's qualify.json deleted: node.json's exit code would be the decision's only word.
+  fs::remove(q);
+  r = cli_test::run_cli("fleet report " + d.string());
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("qualify.json: missing, yet rank 1 says it finished"), std::string::npos) << r.err;
   // Its counts are its checks' verdicts: a check removed is refused.
   qj["qualified"] = true, qj["exit_code"] = 0;
   qj["checks"].erase(qj["checks"].size() - 1);
@@ -929,6 +955,8 @@ TEST(FleetConsensus, AClaimOfMillionsOfMissingRanksIsRefused) {
   FleetNode x = fleet_of(1)[0];
   x.ranks = 1000000;
   ASSERT_TRUE(save_fleet_node(d.string(), x).is_ok());
+  x.probe = Results{};  // (its folder holds no probe results)
+  save_rank_qualify(d, x);
   std::vector<FleetNode> nodes;
   const Status st = load_fleet_dir(d.string(), &nodes, nullptr);
   EXPECT_FALSE(st.is_ok());

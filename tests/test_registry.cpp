@@ -396,8 +396,11 @@ TEST(Registry, ABackendTrainsExactlyWhenItsEntrySaysSo) {
     const Status bwd = b.value()->unary_bwd(UnaryOp::kSigmoid, x.data(), y.data(), y.data(), dx.data(), x.size());
     // (A backend that does not train may still run some of them through the base class's defaults: one it
     // lacks, answered unsupported, is enough.)
-    for (const Status* st : {&add, &filter, &bwd})
-      if (!st->is_ok()) EXPECT_EQ(st->code(), Status::Code::kUnsupported) << e.name << ": " << st->message();
+    for (const Status* st : {&add, &filter, &bwd}) {
+      if (!st->is_ok()) {
+        EXPECT_EQ(st->code(), Status::Code::kUnsupported) << e.name << ": " << st->message();
+      }
+    }
     EXPECT_EQ(add.is_ok() && filter.is_ok() && bwd.is_ok(), e.trains)
         << e.name << ": " << add.message() << filter.message() << bwd.message();
   }

@@ -836,7 +836,8 @@ TEST(Lies, ACellOutsideItsPlanOrBeyondItsOutputIsRefused) {
 }
 
 // A training run's phases are what its curve gives: a label, a segment count or a margin edited in the file
-// (which the report's phase table would count) is refused by report, by analyze and by a resumed train.
+// (which the report's phase table would count) is refused by every reader: report, analyze, check, compare,
+// baseline save and a resumed train.
 TEST(Lies, StoredPhasesTheCurveDoesNotGiveAreRefused) {
   fs::path d = fresh_dir("lies-phases");
   Results train;
@@ -864,6 +865,8 @@ TEST(Lies, StoredPhasesTheCurveDoesNotGiveAreRefused) {
   ASSERT_EQ(ph.label, "too short to tell");
   const fs::path good = save(d, "good", train);
   ASSERT_EQ(run_cli("report " + good.string()).code, 0) << run_cli("report " + good.string()).err;
+  const std::string base = (d / "base.json").string();
+  ASSERT_EQ(run_cli("baseline save " + good.string() + " --out " + base).code, 0);
   const std::string text = slurp(good / "results.json");
   const std::pair<std::function<void(nlohmann::json&)>, std::string> lies[] = {
       {[](nlohmann::json& j) { j["training"][0]["phases"]["label"] = "biphasic"; },
@@ -880,8 +883,10 @@ TEST(Lies, StoredPhasesTheCurveDoesNotGiveAreRefused) {
     const fs::path bad = d / ("lie" + std::to_string(i++));
     fs::create_directories(bad);
     std::ofstream(bad / "results.json") << j.dump(1);
-    for (const std::string& cmd : {"report " + bad.string(), "analyze " + good.string() + " " + bad.string() +
-                                                                " --out " + (d / "merged").string()}) {
+    for (const std::string& cmd :
+         {"report " + bad.string(), "analyze " + good.string() + " " + bad.string() + " --out " + (d / "merged").string(),
+          "check " + bad.string() + " --baseline " + base, "compare " + good.string() + " " + bad.string(),
+          "baseline save " + bad.string() + " --out " + (d / "lie.json").string()}) {
       const CliRun r = run_cli(cmd);
       EXPECT_EQ(r.code, 2) << cmd << ": " << r.out;
       EXPECT_NE(r.err.find(says), std::string::npos) << cmd << ": " << r.err;
