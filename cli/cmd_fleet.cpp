@@ -300,7 +300,9 @@ int run_fleet(const FleetArgs& a, int argc, char** argv) {
     }
     nodes.push_back(std::move(x));
   }
-  const int code = judge_fleet(nodes, dir, &a.hist);
+  // Evidence that contradicts itself across ranks is refused here as fleet report refuses it.
+  const Status peers = check_fleet_distances(nodes);
+  const int code = peers ? judge_fleet(nodes, dir, &a.hist) : fail(peers);
   fleet_share_exit_code(code, answered);
   fleet_mpi_end(lost, code);
   return code;

@@ -106,6 +106,15 @@ std::vector<std::string> fingerprint_set(const Observation& o) {
   return {s.begin(), s.end()};
 }
 
+std::string same_outputs_other_distance(const Observation& a, const Observation& b) {
+  if (a.workload != b.workload || a.status != ObsStatus::kOk || b.status != ObsStatus::kOk || !a.oracle || !b.oracle ||
+      a.fingerprints.empty())
+    return "";
+  const std::vector<std::string> outputs = fingerprint_set(a);
+  if (outputs != fingerprint_set(b)) return "";
+  return distance_difference(*a.oracle, *b.oracle, outputs.size() == 1);
+}
+
 std::string short_fingerprints(const std::vector<std::string>& fps) {
   std::vector<std::string> s;
   for (auto& f : fps) s.push_back(f.substr(0, 8));

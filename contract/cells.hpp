@@ -43,6 +43,10 @@ Summary summarize(const std::vector<Observation>& obs);
 
 // The distinct fingerprints of an observation, sorted: what "the same bits" compares.
 std::vector<std::string> fingerprint_set(const Observation& o);
+// Two finished cells of one workload that gave the same outputs (the same distinct fingerprints), each measured
+// against that workload's one oracle (results of one tool version): "" when their oracle distances agree, or
+// either has none; else what differs (distance_difference).
+std::string same_outputs_other_distance(const Observation& a, const Observation& b);
 // Fingerprints shortened to 8 hex digits, comma-separated, for one line of text.
 std::string short_fingerprints(const std::vector<std::string>& fps);
 

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstring>
 
+#include <fmt/format.h>
+
 namespace detaudit {
 
 namespace {
@@ -116,6 +118,18 @@ void OracleDistance::merge(const OracleDistance& o) {
     ratio_hist = o.ratio_hist;
   }
   bound_k = std::max(bound_k, o.bound_k);
+}
+
+std::string distance_difference(const OracleDistance& a, const OracleDistance& b, bool with_hist) {
+  const auto same = [](double x, double y) { return x == y || (std::isnan(x) && std::isnan(y)); };
+  if (a.max_ulp != b.max_ulp) return fmt::format("max_ulp {} against {}", a.max_ulp, b.max_ulp);
+  if (!same(a.max_rel_err, b.max_rel_err)) return fmt::format("max_rel_err {:.17g} against {:.17g}", a.max_rel_err, b.max_rel_err);
+  if (a.mismatched != b.mismatched) return fmt::format("mismatched {} against {}", a.mismatched, b.mismatched);
+  if (!same(a.err_ratio, b.err_ratio)) return fmt::format("err_ratio {:.17g} against {:.17g}", a.err_ratio, b.err_ratio);
+  if (!same(a.agree_bits, b.agree_bits)) return fmt::format("agree_bits {:.17g} against {:.17g}", a.agree_bits, b.agree_bits);
+  if (a.bound_k != b.bound_k) return fmt::format("bound_k {} against {}", a.bound_k, b.bound_k);
+  if (with_hist && a.ratio_hist != b.ratio_hist) return "ratio_hist differs";
+  return "";
 }
 
 OracleDistance compare_to_oracle(const float* out, const float* oracle, size_t n, const ErrorBound* bound) {

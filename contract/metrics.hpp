@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <string>
 #include <vector>
 
 namespace detaudit {
@@ -68,6 +69,11 @@ struct OracleDistance {
   // merge, which keeps the largest max_rel_err). With an infinite err_ratio and this false: case (b).
   bool nonfinite_mismatch() const { return std::isinf(max_rel_err); }
 };
+
+// The same outputs measured against one oracle and one bound have one distance: "" when a and b agree, else the
+// first field that differs, in words ("max_ulp 19 against 18"). `with_hist`: ratio_hist too (it is the worst
+// output's, and the first of a tie: compared only where each side measured one output).
+std::string distance_difference(const OracleDistance& a, const OracleDistance& b, bool with_hist);
 
 // `bound` (may be null, or of another size than n: no bound) fills err_ratio, bound_k and ratio_hist.
 OracleDistance compare_to_oracle(const float* out, const float* oracle, size_t n, const ErrorBound* bound = nullptr);

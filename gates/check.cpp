@@ -738,6 +738,29 @@ Status same_kind(const Baseline& b, const Results& r, const std::string& dir, co
   return Status::ok();
 }
 
+// The same outputs on the same machine key, measured against the workload's one oracle, have one error ratio: a cell
+// whose bits are its baseline cell's beside another err_ratio holds bits it did not compute (or the baseline does).
+Status same_bits_same_ratio(const Baseline& b, const Results& r, const std::string& dir, const std::string& baseline_path) {
+  std::map<std::pair<std::string, std::string>, const Observation*> cells;
+  for (auto& o : r.observations) cells[{o.workload, o.target}] = &o;
+  for (auto& bc : b.cells) {
+    const auto it = cells.find({bc.workload, bc.target});
+    if (it == cells.end() || bc.status != ObsStatus::kOk || !bc.err_ratio) continue;
+    const Observation& o = *it->second;
+    if (o.status != ObsStatus::kOk || !o.oracle || !(o.oracle->err_ratio >= 0) ||
+        std::set<std::string>(o.fingerprints.begin(), o.fingerprints.end()) !=
+            std::set<std::string>(bc.fingerprints.begin(), bc.fingerprints.end()) ||
+        entry_key(r, o.target) != b.keys.at(bc.key) || *bc.err_ratio == o.oracle->err_ratio)
+      continue;
+    return Status::invalid(fmt::format(
+        "{}: {} on {} gave the baseline's outputs ({}) with err_ratio {:.17g}, where {} measured {:.17g} on the same "
+        "machine key: the same bits against one oracle have one error ratio (one of the two files was edited)",
+        dir, bc.workload, bc.target, short_fingerprints(bc.fingerprints), o.oracle->err_ratio, baseline_path,
+        *bc.err_ratio));
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 Status run_check(const CheckOptions& opt, CheckReport* report, Results* checked) {
@@ -749,6 +772,7 @@ Status run_check(const CheckOptions& opt, CheckReport* report, Results* checked)
   Results r;
   DETAUDIT_RETURN_IF_ERROR(load_stored_results(results_file(opt.dir), &r));
   DETAUDIT_RETURN_IF_ERROR(same_kind(b, r, opt.dir, opt.baseline));
+  DETAUDIT_RETURN_IF_ERROR(same_bits_same_ratio(b, r, opt.dir, opt.baseline));
   CheckReport rep = check_against_baseline(b, r, opt.dir, opt.baseline, opt.margin);
   rep.allow_unjudged = opt.allow_unjudged;
   if (rep.cells_compared == 0 && rep.runs_compared == 0)

@@ -1,5 +1,7 @@
 #include "gates/fleet.hpp"
 #include "gates/qualify.hpp"
+
+#include "contract/cells.hpp"
 #include "probes/results_file.hpp"
 
 #include <fmt/format.h>
@@ -502,6 +504,26 @@ Status load_fleet_dir(const std::string& dir, std::vector<FleetNode>* nodes, std
     nodes->push_back(std::move(m));
   }
   std::sort(nodes->begin(), nodes->end(), [](const FleetNode& a, const FleetNode& b) { return a.rank < b.rank; });
+  return check_fleet_distances(*nodes);
+}
+
+Status check_fleet_distances(const std::vector<FleetNode>& nodes) {
+  // (machine key, workload, outputs) -> the first rank's cell that gave them
+  std::map<std::tuple<std::string, std::string, std::vector<std::string>>, std::pair<const FleetNode*, const Observation*>>
+      first;
+  for (const FleetNode& n : nodes) {
+    if (n.state == "missing" || n.state == "failed") continue;
+    const std::string key = n.key.dump();
+    for (const Observation& o : n.probe.observations) {
+      if (o.status != ObsStatus::kOk || !o.oracle || o.fingerprints.empty()) continue;
+      const auto [it, fresh] = first.try_emplace({key, o.workload, fingerprint_set(o)}, &n, &o);
+      if (const std::string why = fresh ? "" : same_outputs_other_distance(o, *it->second.second); !why.empty())
+        return Status::invalid(fmt::format(
+            "{}: {} on {}: its outputs are those {} gave on {} on the same machine key, but its oracle distance is not "
+            "({}): the same bits against one oracle have one distance (bits copied from a peer?)",
+            n.folder, o.workload, o.target, it->second.first->folder, it->second.second->target, why));
+    }
+  }
   return Status::ok();
 }
 

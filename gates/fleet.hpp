@@ -70,6 +70,11 @@ Status load_fleet_dir(const std::string& dir, std::vector<FleetNode>* nodes,
 // MPI, where the ranks' folders may be on other machines.
 Status fleet_node_from_texts(const std::string& node_json, const std::string& probe_json, const std::string& train_json,
                              const std::string& where, FleetNode* out);
+// Ranks of one machine key that gave the same outputs of a workload measured them against its one oracle: their
+// oracle distances agree, or one rank's bits were copied from a peer beside its own distances (refused, one line).
+// load_fleet_dir runs it; so does rank 0 on what it gathers.
+Status check_fleet_distances(const std::vector<FleetNode>& nodes);
+
 // A rank's qualify.json text ("" when its folder holds none) held against its node: the same decision, host, folder,
 // level, tool and times; a finished rank's is required.
 Status check_fleet_qualify(const std::string& qualify_json, const std::string& where, const FleetNode& n);

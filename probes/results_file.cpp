@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "contract/atomic_file.hpp"
+#include "contract/cells.hpp"
 #include "contract/command_text.hpp"
 #include "probes/registry.hpp"
 #include "probes/spec.hpp"
@@ -318,6 +319,17 @@ Status canonicalize_specs(Results* r, const std::string& path) {
           "{}: observations[{}].oracle.mismatched is {}, but its output {} the oracle's bits (the oracle backend's output "
           "of {})",
           path, i, o.oracle->mismatched, o.fingerprints[0] == it->second ? "is" : "is not", o.workload));
+  }
+  // The same outputs of a workload, whichever target gave them, measured against its one oracle have one distance.
+  std::map<std::pair<std::string, std::vector<std::string>>, size_t> first_gave;  // (workload, outputs) -> its cell
+  for (size_t i = 0; i < r->observations.size(); ++i) {
+    const Observation& o = r->observations[i];
+    if (o.status != ObsStatus::kOk || !o.oracle || o.fingerprints.empty()) continue;
+    const auto [it, fresh] = first_gave.try_emplace({o.workload, fingerprint_set(o)}, i);
+    if (const std::string why = fresh ? "" : same_outputs_other_distance(o, r->observations[it->second]); !why.empty())
+      return Status::invalid(fmt::format("{}: observations[{}].oracle: {} in observations[{}], which gave the same outputs "
+                                         "of {}: the same bits against one oracle have one distance",
+                                         path, i, why, it->second, o.workload));
   }
   // A probe run that finished holds a cell of every target and workload of its plan that applies to each other
   // (each ran, crashed, timed out or was skipped with a reason; cuBLAS runs no convolution): a cell left out

@@ -793,6 +793,23 @@ TEST(FleetRanks, AnInterruptedRankSaysSoAndItsCommandResumesIt) {
   refused([](auto& e) { e["checks"][0]["seconds"] = 99.0; }, "checks[0].seconds is 99.0: a step of a run from");
   std::ofstream(q) << written.dump();
   EXPECT_EQ(cli_test::run_cli("fleet report " + d.string()).code, 0) << "the rank's own qualify.json passes";
+  // Both ranks ran on this machine: the same bits of a cell are the same distance from its oracle. Rank 1's
+  // distances edited (each cell that mismatched the oracle one ULP further, alike within its own file) are refused.
+  const fs::path res1 = d / fleet_folder(1, host) / "probe" / "results.json";
+  const std::string kept = slurp(res1);
+  nlohmann::json rj = nlohmann::json::parse(kept);
+  int edited = 0;
+  for (auto& o : rj["observations"])
+    if (o.contains("oracle") && o["oracle"]["mismatched"].get<int>() > 0)
+      o["oracle"]["max_ulp"] = o["oracle"]["max_ulp"].get<int>() + 1, ++edited;
+  ASSERT_GT(edited, 0);
+  std::ofstream(res1) << rj.dump(1);
+  r = cli_test::run_cli("fleet report " + d.string());
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("its outputs are those ranks/0-"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("the same bits against one oracle have one distance"), std::string::npos) << r.err;
+  std::ofstream(res1) << kept;
+  EXPECT_EQ(cli_test::run_cli("fleet report " + d.string()).code, 0);
   fs::remove_all(d);
 }
 

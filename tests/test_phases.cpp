@@ -273,8 +273,11 @@ TEST(Phases, AFlatStretchOfFewStepsIsNotAPlateau) {
   for (std::uint64_t seed = 1; seed <= 5; ++seed) {
     const auto v = curve_of(5000, f, 0.002, seed);
     const PhaseResult r = detect_phases(v);
-    for (const auto& seg : r.segments)
-      if (seg.kind == SegmentKind::kPlateau) EXPECT_GE(seg.step_share, 0.1) << kinds(r);
+    for (const auto& seg : r.segments) {
+      if (seg.kind == SegmentKind::kPlateau) {
+        EXPECT_GE(seg.step_share, 0.1) << kinds(r);
+      }
+    }
     EXPECT_EQ(r.label, "monophasic") << "seed " << seed << ": " << kinds(r);
     PhaseOptions old;
     old.plateau_min_step_share = 0.0;

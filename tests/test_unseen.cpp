@@ -555,6 +555,7 @@ TEST(Lies, AnErrorRatioEditedBelowItsBoundIsRefused) {
   for (size_t i = 0; i < j["observations"].size(); ++i)
     if (!j["observations"][i]["target"].get<std::string>().starts_with("cpu-ref")) cpu.push_back(i);
   ASSERT_EQ(cpu.size(), 2u);
+  ASSERT_EQ(j["observations"][cpu[0]]["fingerprints"], j["observations"][cpu[1]]["fingerprints"]) << "one order, one sum";
   for (size_t i : cpu) {
     ASSERT_EQ(j["observations"][i]["oracle"]["mismatched"], 1) << "a float sum in order is not the sum rounded once";
     ASSERT_GT(j["observations"][i]["oracle"]["err_ratio"].get<double>(), 0);
@@ -567,8 +568,47 @@ TEST(Lies, AnErrorRatioEditedBelowItsBoundIsRefused) {
       {"ratio", "max_rel_err / err_ratio is",
        [a](nlohmann::json& j) { j["observations"][a]["oracle"]["err_ratio"] = j["observations"][a]["oracle"]["err_ratio"].get<double>() * 0.999; }},
       {"bits", "agree_bits is", [a, bits](nlohmann::json& j) { j["observations"][a]["oracle"]["agree_bits"] = bits + 1.5; }},
+      // The two targets that sum in one order gave the same bits: the same distance, to the ULP.
+      {"ulp", "the same bits against one oracle have one distance",
+       [a](nlohmann::json& j) { j["observations"][a]["oracle"]["max_ulp"] = j["observations"][a]["oracle"]["max_ulp"].get<int>() + 1; }},
   };
   expect_every_reader_refuses(d, good, text, cases);
+  fs::remove_all(d);
+}
+
+// check: a cell whose bits were edited to its baseline cell's (another build's bits, FAIL) keeps the error ratio of
+// the bits it computed; the same bits on the same machine key have the baseline's ratio, so it is refused.
+TEST(Lies, BitsEditedToTheBaselinesBesideTheirOwnErrorRatioAreRefused) {
+  fs::path d = fresh_dir("lies-check-ratio");
+  const fs::path run = d / "run";
+  const std::string cpu = "cpu?order=sequential&threads=1";
+  ASSERT_EQ(run_cli("probe --targets 'cpu-ref," + cpu + "' --workloads 'reduce?op=sum&n=100000' --repeats 2 "
+                    "--no-history --quiet --out " + run.string()).code, 0);
+  const std::string base = (d / "b.json").string();
+  ASSERT_EQ(run_cli("baseline save " + run.string() + " --out " + base).code, 0);
+  // The baseline of a build that computed other bits on this machine, with their own ratio.
+  const std::string other(32, 'c');
+  nlohmann::json b = nlohmann::json::parse(slurp(base));
+  int cells = 0;
+  for (auto& e : b["entries"])
+    if (!e["target"].get<std::string>().starts_with("cpu-ref"))
+      e["fingerprints"] = {other}, e["err_ratio"] = 0.02, ++cells;
+  ASSERT_EQ(cells, 1);
+  std::ofstream(base) << b.dump(1);
+  CliRun r = run_cli("check " + run.string() + " --baseline " + base + " --no-history");
+  ASSERT_EQ(r.code, 1) << r.out << r.err;
+  // The run's bits edited to the baseline's, its own ratio left.
+  nlohmann::json j = nlohmann::json::parse(slurp(run / "results.json"));
+  for (auto& o : j["observations"])
+    if (!o["target"].get<std::string>().starts_with("cpu-ref")) {
+      ASSERT_NE(o["oracle"]["err_ratio"].get<double>(), 0.02);
+      o["fingerprints"] = {other, other}, o["warmup_fingerprint"] = other;
+    }
+  std::ofstream(run / "results.json") << j.dump(1);
+  r = run_cli("check " + run.string() + " --baseline " + base + " --no-history");
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("gave the baseline's outputs (cccccccc) with err_ratio"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("the same bits against one oracle have one error ratio"), std::string::npos) << r.err;
   fs::remove_all(d);
 }
 
