@@ -381,7 +381,10 @@ std::set<std::pair<std::string, std::string>> schema_objects(sqlite3* h) {
       Stmt c(h, "SELECT name FROM pragma_table_info(?)");
       c.bind(1, name);
       std::string cols;
-      while (c.ok() && c.step() == SQLITE_ROW) cols += (cols.empty() ? "" : ",") + c.text(0);
+      while (c.ok() && c.step() == SQLITE_ROW) {
+        if (!cols.empty()) cols += ',';
+        cols += c.text(0);
+      }
       name += "(" + cols + ")";
     }
     out.insert({s.text(0), name});
@@ -1092,11 +1095,31 @@ Status check_row(const CellRecord& c, const std::string& where) {
     if (c.status != "ok" && (c.verdict == "PASS" || c.verdict == "WARN" || (c.status == "skipped") != (c.verdict == "SKIP")) &&
         !c.verdict.empty())
       return bad("verdict", c.verdict, fmt::format("a verdict of a cell whose status is {}", c.status).c_str());
-    // A CPU target's promise follows from the two specs: a cell that promised one output and gave two is
-    // no PASS (a GPU target's may follow from the algorithm its library chose, which the row does not keep).
-    if (c.verdict == "PASS" && c.distinct > 1 && target_facts(c.target).device_kind == "host" &&
-        promise_for(t, w, nlohmann::json::object(), {}).run_to_run == Promise::RunToRun::kDeterministic)
-      return bad("verdict", c.verdict, "the verdict of a cell that promised one output and gave several");
+    // A crash or timeout is EXPECTED only where the target needs something a machine may lack (an instruction
+    // set, a device): one that needs nothing (cpu-ref) has nothing to excuse it.
+    if (c.status != "ok" && c.status != "skipped" && c.verdict == "EXPECTED" &&
+        promise_for(t, w, nlohmann::json::object(), {}).requirements.empty())
+      return bad("verdict", c.verdict,
+                 fmt::format("a verdict of a cell whose status is {} on a target that needs nothing a machine may lack",
+                             c.status)
+                     .c_str());
+    // A CPU target's promise follows from the two specs (a GPU target's may follow from the algorithm its library
+    // chose, which the row does not keep): a cell that promised one output and gave two is no PASS; a cell that
+    // ran is EXPECTED only where its target is permitted to vary; and where its error budget is the bound itself
+    // (inputs not rounded, a summation bound that applies) a PASS stays within it.
+    if (target_facts(c.target).device_kind == "host" && c.status == "ok") {
+      const Promise p = promise_for(t, w, nlohmann::json::object(), {});
+      if (c.verdict == "PASS" && c.distinct > 1 && p.run_to_run == Promise::RunToRun::kDeterministic)
+        return bad("verdict", c.verdict, "the verdict of a cell that promised one output and gave several");
+      if (c.verdict == "EXPECTED" && p.run_to_run != Promise::RunToRun::kNondeterministic)
+        return bad("verdict", c.verdict, "a verdict of a cell that ran on a target not permitted to vary");
+      if (c.verdict == "PASS" && c.err_ratio && std::isfinite(*c.err_ratio) && *c.err_ratio > 1 && p.input_unit_roundoff <= 0 &&
+          p.error_bound_exempt.empty())
+        return bad("verdict", c.verdict,
+                   fmt::format("the verdict of a cell whose error is {:.3g} x its summation bound (a budget of 1)",
+                               *c.err_ratio)
+                       .c_str());
+    }
   }
   for (auto [column, v] : {std::pair{"err_ratio", c.err_ratio}, std::pair{"median_seconds", c.median_seconds}})
     if (v && !(*v >= 0 && std::isfinite(*v))) return bad(column, fmt::format("{}", *v), "a finite number of 0 or more");

@@ -1,5 +1,7 @@
 #include "report/diverge_report.hpp"
 
+#include <filesystem>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -142,7 +144,13 @@ Status write_diverge_outputs(const DivergeResult& r, const std::string& out_dir)
   const std::string base = out_dir + "/diverge";
   // All four destinations are checked before any is written: a refused one leaves no half of the outputs.
   DETAUDIT_RETURN_IF_ERROR(check_diverge_destinations(out_dir));
-  if (r.first) DETAUDIT_RETURN_IF_ERROR(write_file_atomic(base + ".svg", growth_svg(r)));
+  if (r.first) {
+    DETAUDIT_RETURN_IF_ERROR(write_file_atomic(base + ".svg", growth_svg(r)));
+  } else if (std::error_code ec; std::filesystem::is_regular_file(std::filesystem::symlink_status(base + ".svg", ec))) {
+    // An earlier run's plot would stand beside a report that says nothing diverged.
+    if (!std::filesystem::remove(base + ".svg", ec) || ec)
+      return Status::invalid(fmt::format("{}.svg: an earlier run's plot could not be removed: {}", base, ec.message()));
+  }
   DETAUDIT_RETURN_IF_ERROR(write_file_atomic(base + ".json", r.to_json(), Own::kDiverge));
   DETAUDIT_RETURN_IF_ERROR(write_file_atomic(base + ".md", md, Own::kReport));
   return write_file_atomic(base + ".html", render_html(doc), Own::kReport);

@@ -248,6 +248,8 @@ TEST(Diverge, OfflineTracesGiveTheSameAnswer) {
   c = run_cli("diverge --trace " + bl.opt.trace_a + " --trace " + bl.opt.trace_b + " --out " + out.string());
   EXPECT_EQ(c.code, 0) << c.err;
   EXPECT_EQ(c.out.rfind("no divergence in 3 steps\n", 0), 0u) << c.out;
+  // The first run's plot is not left beside a report that says nothing diverged.
+  EXPECT_FALSE(fs::exists(out / "diverge.svg"));
 }
 
 TEST(Diverge, AFailureInOneRunStopsBoth) {

@@ -1326,6 +1326,14 @@ TEST(Unseen, AHistoryChangedByAnotherProgramIsRefused) {
        "software 'libraries' is not the libraries of the run's machine"},
       {"UPDATE cells SET status = 'crashed', reason = 'SIGILL', fingerprints = '', distinct_outputs = 0, err_ratio = NULL",
        "verdict 'PASS' is not a verdict of a cell whose status is crashed"},
+      // A crash of a target that needs nothing a machine may lack is not EXPECTED; a CPU cell that ran is EXPECTED
+      // only where its target may vary; a PASS whose error is beyond a budget of the bound itself.
+      {"UPDATE cells SET status = 'timeout', reason = 'no result after 1 s', fingerprints = '', distinct_outputs = 0, "
+       "err_ratio = NULL, verdict = 'EXPECTED'; UPDATE runs SET pass = 0, expected = 1",
+       "verdict 'EXPECTED' is not a verdict of a cell whose status is timeout on a target that needs nothing"},
+      {"UPDATE cells SET verdict = 'EXPECTED'; UPDATE runs SET pass = 0, expected = 1",
+       "verdict 'EXPECTED' is not a verdict of a cell that ran on a target not permitted to vary"},
+      {"UPDATE cells SET err_ratio = 5.0", "verdict 'PASS' is not the verdict of a cell whose error is 5 x its summation"},
       // Rows moved to other valid targets or workloads than the run set out to run, and the run's own columns.
       {"UPDATE cells SET target = 'cpu?order=pairwise&threads=1'",
        "a cell of target 'cpu?order=pairwise&threads=1', which is not one of its run's plan"},
