@@ -20,9 +20,14 @@ namespace detaudit::cli {
 
 namespace {
 std::atomic<int> g_stdout_lost{0};  // 0, or the errno of the first write to stdout that failed
+std::atomic<bool> g_stdout_closed{false};
 }  // namespace
 
+void mark_stdout_closed() { g_stdout_closed = true; }
+bool stdout_was_closed() { return g_stdout_closed.load(); }
+
 void put(FILE* f, const std::string& s) {
+  if (f == stdout && !s.empty() && g_stdout_closed) mark_stdout_lost(EBADF);
   bool ok = std::fwrite(s.data(), 1, s.size(), f) == s.size();
   const int e1 = errno;
   ok = std::fflush(f) == 0 && ok;

@@ -18,10 +18,14 @@ namespace detaudit::cli {
 // to stdout that fails (closed, a full device, a file-size limit) is remembered: main() then does not exit
 // 0 where the answer was stdout itself (stdout_lost).
 void put(FILE* f, const std::string& s);
-// The errno of the first write to stdout that failed (or of a stdout that was closed before the start:
-// mark_stdout_lost); 0 when everything written reached it.
+// The errno of the first write to stdout that failed (or EBADF for the first text written to a stdout that was
+// closed before the start: mark_stdout_closed); 0 when everything written reached it.
 int stdout_lost();
 void mark_stdout_lost(int err);
+// stdout was closed before the start (descriptor 1 now /dev/null): a command that writes nothing to it (--quiet)
+// lost nothing; the first text written to it is lost.
+void mark_stdout_closed();
+bool stdout_was_closed();
 template <typename... Args>
 void say(FILE* f, fmt::format_string<Args...> format, Args&&... args) {
   put(f, fmt::format(format, std::forward<Args>(args)...));

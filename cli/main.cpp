@@ -27,6 +27,12 @@ using namespace detaudit::cli;
 
 namespace {
 
+// --help and --version print through std::cout: on a stdout closed before the start, that text is lost.
+int printed(int rc) {
+  if (stdout_was_closed()) mark_stdout_lost(EBADF);
+  return rc;
+}
+
 int main_cli(int argc, char** argv) {
   CLI::App app{"detaudit: audits numerical determinism at the hardware level.\n"
                "Runs conv, matmul and reduction workloads again and again on each target, fingerprints every\n"
@@ -45,11 +51,11 @@ int main_cli(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
+    return printed(app.exit(e));
   } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
+    return printed(app.exit(e));
   } catch (const CLI::CallForVersion& e) {
-    return app.exit(e);
+    return printed(app.exit(e));
   } catch (const CLI::ParseError& e) {
     std::string msg = e.what();
     std::replace(msg.begin(), msg.end(), '\n', ' ');
@@ -128,7 +134,7 @@ int main(int argc, char** argv) {
     return train_worker_main(0, proto);
   }
   install_interrupt_handlers();
-  if (stdout_closed) mark_stdout_lost(EBADF);  // what goes to stdout now goes nowhere
+  if (stdout_closed) mark_stdout_closed();  // what goes to stdout now goes nowhere
   try {
     const int rc = delivered(main_cli(argc, argv));
     // A signal that arrived while a short command finished its work: the work is complete, and the exit

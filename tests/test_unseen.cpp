@@ -169,11 +169,16 @@ TEST(Unseen, AnAnswerStdoutLostIsNotAPass) {
        {check + " >&- 2>" + err, check + " >/dev/full 2>" + err, check + " --format json >/dev/full 2>" + err,
         "ulimit -f 1; " + check + " --format json >" + (d / "cut.json").string() + " 2>" + err,
         kExe + " env >/dev/full 2>" + err, kExe + " --version >/dev/full 2>" + err,
-        kExe + " --help >&- 2>" + err, kExe + " history --history " + (d / "h.db").string() + " >/dev/full 2>" + err}) {
+        kExe + " --help >&- 2>" + err, kExe + " --version >&- 2>" + err, kExe + " env >&- 2>" + err,
+        kExe + " history --history " + (d / "h.db").string() + " >/dev/full 2>" + err}) {
     EXPECT_EQ(sh(cmd), 2) << cmd;
     EXPECT_NE(slurp(err).find("the output could not be written to stdout"), std::string::npos)
         << cmd << ": " << slurp(err);
   }
+  // A command told to print nothing (--quiet) lost nothing when stdout is closed or full: its exit code stands.
+  for (const std::string& cmd : {kExe + " env --quiet >&- 2>" + err, kExe + " env --quiet >/dev/full 2>" + err,
+                                 kExe + " history --quiet --history " + (d / "h.db").string() + " >&- 2>" + err})
+    EXPECT_EQ(sh(cmd), 0) << cmd << ": " << slurp(err);
   // A command whose product is the files it writes keeps its exit code (its results are on disk); with
   // --format json its answer is stdout and the same rule holds.
   const std::string probe = kExe + " probe --targets cpu-ref --workloads '\\''" + kW + "'\\'' --repeats 2 --no-history --out ";
