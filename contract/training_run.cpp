@@ -374,6 +374,11 @@ Status check_run_consistent(const TrainingRun& r, const std::string& path) {
   if (r.batches_done && r.batches > 0 && *r.batches_done > uint64_t(r.batches))
     return Status::invalid(fmt::format("{} is {}, more than its {} batches", json_path(path, "batches_done"),
                                        *r.batches_done, r.batches));
+  // A skipped run never started: it trained no batch and no signal ended it.
+  if (r.status == ObsStatus::kSkipped && ((r.batches_done && *r.batches_done > 0) || !r.signal.empty()))
+    return Status::invalid(fmt::format("{}: status skipped, yet {} (a skipped run never started)", path,
+                                       r.signal.empty() ? fmt::format("it trained {} batches", *r.batches_done)
+                                                        : "a signal ended it (" + r.signal.substr(0, 20) + ")"));
   if (r.ok() && !r.signal.empty())
     return Status::invalid(fmt::format("{} is {}, but the run finished (status ok)", json_path(path, "signal"), r.signal));
   if (r.ok() && r.curve.empty())

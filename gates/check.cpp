@@ -403,8 +403,13 @@ void check_run(const TrainPlan& p, const RunView& run, CheckReport* rep) {
   };
   if (run.status != "ok") {
     f.new_value = run.status;
-    push(FindingKind::kTrainingRun, run.status == "skipped" ? Verdict::kWarn : Verdict::kFail,
-         fmt::format("run {}{}", run.status, run.reason.empty() ? "" : ": " + run.reason));
+    // What skips a CPU target's run (an instruction set, a library) is in the key: on the baseline's own key, where
+    // this cell's runs finished, a skip excuses nothing (a GPU may be busy: there it stays a warning).
+    const bool excused =
+        run.status == "skipped" && !(p.key_matches && target_facts(bt.target).device_kind == "host");
+    push(FindingKind::kTrainingRun, excused ? Verdict::kWarn : Verdict::kFail,
+         fmt::format("run {}{}{}", run.status, run.reason.empty() ? "" : ": " + run.reason,
+                     run.status == "skipped" && !excused ? " (a CPU target on the baseline's own machine key)" : ""));
     return;
   }
   ++rep->runs_compared;
@@ -690,6 +695,19 @@ void check_training(const Baseline& b, const Results& r, double margin_rel, Chec
     f.new_value = fmt::format("{} runs", runs.size());
     f.message = "new, no baseline";
     rep->findings.push_back(f);
+    // A run that crashed, timed out or diverged fails on its own, with or without a baseline to compare it with.
+    for (const RunView& run : runs) {
+      const bool finished = run.status == "ok";
+      if (finished && std::isfinite(run.loss)) continue;
+      CheckFinding g = f;
+      g.kind = FindingKind::kTrainingRun;
+      g.verdict = run.status == "skipped" ? Verdict::kWarn : Verdict::kFail;
+      g.new_value = finished ? loss_text(run.loss) : run.status;
+      g.message = fmt::format("seed {} rep {}: {}", run.seed, run.replicate,
+                              finished ? "final loss is not finite (the run diverged)"
+                                       : fmt::format("run {}{}", run.status, run.reason.empty() ? "" : ": " + run.reason));
+      rep->findings.push_back(g);
+    }
   }
 }
 
@@ -771,6 +789,12 @@ Status run_check(const CheckOptions& opt, CheckReport* report, Results* checked)
   }
   Results r;
   DETAUDIT_RETURN_IF_ERROR(load_stored_results(results_file(opt.dir), &r));
+  // A merged analysis (`analyze`) holds the runs of several machines under no machine of its own: each of its cells
+  // would meet the baseline under a key that is no machine's. Checked are the directories it merged.
+  if (r.plan.contains("sources"))
+    return Status::invalid(fmt::format("{} is a merged analysis (detaudit analyze): check the directories it was "
+                                       "merged from",
+                                       opt.dir));
   DETAUDIT_RETURN_IF_ERROR(same_kind(b, r, opt.dir, opt.baseline));
   DETAUDIT_RETURN_IF_ERROR(same_bits_same_ratio(b, r, opt.dir, opt.baseline));
   CheckReport rep = check_against_baseline(b, r, opt.dir, opt.baseline, opt.margin);

@@ -648,6 +648,66 @@ TEST(TrainCli, CrashedAndHungRunsAreRecordedAndTheDesignGoesOn) {
   EXPECT_EQ(nlohmann::json::parse(slurp(dir / "results.json"))["training"], runs);
 }
 
+// check of a design with a crashed run: the crash FAILs against the baseline, and also where the baseline holds no
+// cell of it (a crashed run fails on its own); relabelled "skipped" it still FAILs on the baseline's own key (a CPU
+// target has nothing to skip it), and a skip with the crash's signal left is no skip at all; a merged analysis is
+// no run to check.
+TEST(TrainCli, ACrashedRunFailsCheckWhateverItsBaselineOrItsLabel) {
+  fs::path data = fresh_dir("train-check-crash-data");
+  write_idx(data, 64, 64);
+  fs::path d = fresh_dir("train-check-crash");
+  const std::string design = "train autoencoder --seeds 1 --batches 3 --window 2 --replicates 2 --targets 'cpu?threads=2' "
+                             "--no-history --quiet --data " + data.string() + " --out ";
+  ASSERT_EQ(run_cli(design + (d / "base").string()).code, 0);
+  const std::string base = (d / "base.json").string();
+  ASSERT_EQ(run_cli("baseline save " + (d / "base").string() + " --out " + base).code, 0);
+  {
+    FaultHook hook("train:6:segv");  // run 6 of 7: (d)
+    ASSERT_EQ(run_cli(design + (d / "crash").string()).code, 1);
+  }
+  const std::string check = " --allow-unjudged --no-history";
+  CliRun r = run_cli("check " + (d / "crash").string() + " --baseline " + base + check);
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("seed 1000 rep 0: run crashed: SIGSEGV"), std::string::npos) << r.out;
+  // The baseline without its (d) cell: the crashed run is a new cell's, and still FAILs.
+  nlohmann::json b = nlohmann::json::parse(slurp(base));
+  nlohmann::json kept = nlohmann::json::array();
+  for (auto& t : b["training"])
+    if (t["condition"] != "d") kept.push_back(t);
+  ASSERT_EQ(kept.size() + 1, b["training"].size());
+  b["training"] = kept;
+  std::ofstream(d / "no-d.json") << b.dump(1);
+  r = run_cli("check " + (d / "crash").string() + " --baseline " + (d / "no-d.json").string() + check);
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("new, no baseline"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("seed 1000 rep 0: run crashed: SIGSEGV"), std::string::npos) << r.out;
+  // Relabelled skipped: with the signal and the batch it trained left, refused; tidied, a FAIL on this key.
+  nlohmann::json j = nlohmann::json::parse(slurp(d / "crash" / "results.json"));
+  size_t crashed = 0;
+  while (crashed < j["training"].size() && j["training"][crashed]["status"] != "crashed") ++crashed;
+  ASSERT_LT(crashed, j["training"].size());
+  j["training"][crashed]["status"] = "skipped";
+  fs::copy(d / "crash", d / "relabelled", fs::copy_options::recursive);
+  std::ofstream(d / "relabelled" / "results.json") << j.dump(1);
+  r = run_cli("check " + (d / "relabelled").string() + " --baseline " + base + check);
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("status skipped, yet a signal ended it (SIGSEGV)"), std::string::npos) << r.err;
+  j["training"][crashed].erase("signal");
+  j["training"][crashed].erase("batches_done");
+  std::ofstream(d / "relabelled" / "results.json") << j.dump(1);
+  r = run_cli("check " + (d / "relabelled").string() + " --baseline " + base + check);
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("run skipped: SIGSEGV (Segmentation fault) (a CPU target on the baseline's own machine key)"),
+            std::string::npos)
+      << r.out;
+  // A merged analysis holds no machine of its own: check refuses it, as compare does.
+  ASSERT_EQ(run_cli("analyze " + (d / "base").string() + " " + (d / "crash").string() + " --out " +
+                    (d / "merged").string()).code, 0);
+  r = run_cli("check " + (d / "merged").string() + " --baseline " + base + check);
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("is a merged analysis (detaudit analyze): check the directories"), std::string::npos) << r.err;
+}
+
 TEST(TrainCli, TargetsThatCannotRunHereAreSkippedWithTheReason) {
   // No machine has CUDA device 7 in these tests' world: every run is skipped, and the design completes.
   fs::path data = fresh_dir("train-skip-data");
