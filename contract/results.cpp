@@ -184,6 +184,10 @@ Status check_sources(const nlohmann::json& p) {
                    !(st = check_key(s, "machine", T::kObject, true, sp)) ||
                    !(st = check_machine(s["machine"], json_path(sp, "machine"))))
       return st;
+    // One directory merged twice would count its design twice.
+    for (size_t k = 0; k < i; ++k)
+      if (s.contains("dir") && p["sources"][k].value("dir", "") == s["dir"].get<std::string>())
+        return Status::invalid(fmt::format("{}.dir is {}'s: one directory merged twice", sp, json_path("plan.sources", k)));
   }
   return Status::ok();
 }
@@ -634,10 +638,21 @@ Status results_from_json(nlohmann::json& j, Results* out) {
   }
   // A run measures noise exactly when its design asks, at the design's interval.
   // (A merged analysis keeps its first source's design.)
-  if (const nlohmann::json d = r.plan.value("design", nlohmann::json::object());
-      d.contains("noise_every") && !r.plan.contains("sources"))
-    for (size_t i = 0; i < r.training.size(); ++i) {
+  if (const nlohmann::json d = r.plan.value("design", nlohmann::json::object()); !r.plan.contains("sources"))
+    for (size_t i = 0, first = r.training.size(); i < r.training.size(); ++i) {
       const TrainingRun& t = r.training[i];
+      if (!d.contains("noise_every")) {
+        if (t.noise)
+          return Status::invalid(fmt::format("{} is set, but the design measures no noise (plan.design.noise_every)",
+                                             json_path(json_path("training", i), "noise")));
+        continue;
+      }
+      // One design, one training set: every run measured against the same number of examples.
+      if (t.noise && first == r.training.size()) first = i;
+      if (t.noise && t.noise->examples != r.training[first].noise->examples)
+        return Status::invalid(fmt::format("{} is {}, but training[{}]'s is {}: the runs of one design train on one set",
+                                           json_path(json_path(json_path("training", i), "noise"), "examples"),
+                                           t.noise->examples, first, r.training[first].noise->examples));
       const int every = d["noise_every"].get<int>();
       if (t.noise && d.contains("batch_size") && t.noise->b_big != d["batch_size"].get<int64_t>())
         return Status::invalid(fmt::format("{} is {}, but the design's batches are of {}",
@@ -656,13 +671,22 @@ Status results_from_json(nlohmann::json& j, Results* out) {
   // The runs of one design (no merge) were made on its machine, every one (a design resumes only on the machine,
   // and the software, its runs were made with): the machine block is theirs. Another machine written over the
   // block, or a run relabelled as another machine's, would be taken for hardware the runs never met.
-  if (!r.plan.contains("sources"))
-    for (size_t i = 0; i < r.training.size(); ++i)
-      if (!r.training[i].machine_id.empty() && r.training[i].machine_id != machine_id_of(r.machine))
-        return Status::invalid(fmt::format("{} is {}, but the machine block the runs were recorded with hashes to {} (the "
-                                           "machine was edited, or the run is another machine's)",
-                                           json_path(json_path("training", i), "machine_id"), r.training[i].machine_id,
-                                           machine_id_of(r.machine)));
+  // In a merged analysis each run's machine is its source's.
+  const bool merged = r.plan.contains("sources");
+  const nlohmann::json sources = r.plan.value("sources", nlohmann::json::array());
+  for (size_t i = 0; i < r.training.size(); ++i) {
+    const TrainingRun& t = r.training[i];
+    if (merged && (t.source < 0 || size_t(t.source) >= sources.size() || !sources[size_t(t.source)].contains("machine")))
+      continue;  // (its source is refused above)
+    const nlohmann::json& m = merged ? sources[size_t(t.source)]["machine"] : r.machine;
+    if (!t.machine_id.empty() && t.machine_id != machine_id_of(m))
+      return Status::invalid(fmt::format("{} is {}, but the machine block {} hashes to {} (the machine was edited, or "
+                                         "the run is another machine's)",
+                                         json_path(json_path("training", i), "machine_id"), t.machine_id,
+                                         merged ? fmt::format("of plan.sources[{}]", t.source)
+                                                                    : std::string("the runs were recorded with"),
+                                         machine_id_of(m)));
+  }
   r.analysis = j.value("analysis", nlohmann::json::object());
   // An analysis is of training runs, made when a design finishes (the report makes it again from the runs).
   if (!r.analysis.empty() && r.training.empty())

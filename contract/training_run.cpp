@@ -113,6 +113,9 @@ Status from_json(const nlohmann::json& j, NoiseTrace* n, const std::string& path
   if (n->every < 1 || n->b_small < 1 || n->b_big <= n->b_small)
     return Status::invalid(fmt::format("{} needs every >= 1 and 1 <= b_small < b_big (got {}, {}, {})", path, n->every,
                                        n->b_small, n->b_big));
+  if (n->b_small != noise_microbatch(n->b_big))
+    return Status::invalid(fmt::format("{} is {}, but a batch of {} is measured in microbatches of {}",
+                                       json_path(path, "b_small"), n->b_small, n->b_big, noise_microbatch(n->b_big)));
   if (j.contains("examples") && n->examples < uint64_t(n->b_big))
     return Status::invalid(fmt::format("{} is {}: the data has at least one batch of {} examples",
                                        json_path(path, "examples"), n->examples, n->b_big));

@@ -56,6 +56,10 @@ struct NoisePoint {
   double big_sq = 0, small_sq = 0;
   std::optional<double> hw_sq;  // |g1 - g2|^2, where measured
 };
+// The microbatch of a noise measurement on batches of b_big: a quarter where the batch allows it (64 -> 16), else a
+// half.
+inline int noise_microbatch(int b_big) { return b_big >= 8 && b_big % 4 == 0 ? b_big / 4 : b_big / 2; }
+
 struct NoiseTrace {
   int every = 0, b_small = 0, b_big = 0;
   // The training set's size (images, or PredNet's sequences): the largest batch there can be. 0 in

@@ -1419,6 +1419,14 @@ Status check_runs(Db& db) {
       // A probe exits 1 for a FAIL cell and for nothing else.
       {"SELECT 'run ' || id FROM runs WHERE kind = 'probe' AND exit_code = 1 AND fail = 0 LIMIT 1",
        "a probe run that exited 1 (a FAIL) without a failed cell"},
+      // A training design exits 1 exactly when one of its runs crashed, timed out or failed (a diverged run is a
+      // warning), and it trains the model its command names.
+      {"SELECT 'run ' || r.id FROM runs r WHERE r.kind = 'train' AND r.exit_code IN (0, 1) AND (r.exit_code = 1) <> "
+       "EXISTS (SELECT 1 FROM training t WHERE t.run_id = r.id AND t.status IN ('crashed', 'timeout', 'error')) LIMIT 1",
+       "a training run whose exit code is not what its runs give (1 exactly when one crashed, timed out or failed)"},
+      {"SELECT 'run ' || r.id FROM runs r JOIN training t ON t.run_id = r.id WHERE r.kind = 'train' AND "
+       "instr(' ' || r.command || ' ', ' ' || t.model || ' ') = 0 LIMIT 1",
+       "a training run with rows of a model its command does not train"},
       {"SELECT 'run ' || run_id FROM training WHERE status <> 'ok' AND (final_loss IS NOT NULL OR weights_fingerprint <> '') "
        "LIMIT 1",
        "a training run that did not finish, with a final loss or weights"},

@@ -400,11 +400,14 @@ Status baseline_can_judge(const Baseline& b, const QualifyPlan& qp, const std::s
     for (auto& t : qp.probe.targets) planned.insert({w.str(), t.str()});
   size_t ran = 0;
   for (auto& c : b.cells) ran += c.status == ObsStatus::kOk && planned.count({c.workload, c.target});
-  if (ran > 0 || (qp.train && !b.training.empty())) return Status::ok();
+  // (The baseline check compares the probe's cells: a baseline's training cells judge nothing here.)
+  if (ran > 0) return Status::ok();
   return Status::invalid(fmt::format(
-      "--baseline {}: it holds no cell this qualification runs that ran when it was saved ({} cells, {} training "
-      "cells; the plan has {} cells{}): the required baseline check could judge nothing",
-      path, b.cells.size(), b.training.size(), planned.size(), qp.train ? " and a training design" : ""));
+      "--baseline {}: it holds no probe cell this qualification runs that ran when it was saved ({} cells{}; the plan "
+      "has {} cells): the required baseline check, which compares the probe's cells, could judge nothing",
+      path, b.cells.size(),
+      b.training.empty() ? "" : fmt::format(", and {} training cells, which it does not compare", b.training.size()),
+      planned.size()));
 }
 
 }  // namespace

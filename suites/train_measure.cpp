@@ -83,8 +83,7 @@ NoiseMeter::NoiseMeter(int every, int batch_size, int batches, uint64_t examples
   trace_.every = every;
   trace_.examples = examples;
   trace_.b_big = batch_size;
-  // Four microbatches where the batch allows it (64 -> 16), else two.
-  trace_.b_small = batch_size >= 8 && batch_size % 4 == 0 ? batch_size / 4 : batch_size / 2;
+  trace_.b_small = noise_microbatch(batch_size);
   const int points = (batches + every - 1) / every;
   hw_stride_ = std::max(1, (points + kHardwarePoints - 1) / kHardwarePoints);
 }

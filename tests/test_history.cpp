@@ -356,6 +356,7 @@ TEST(History, RecordAndQueryRoundTrip) {
     if (k == RunKind::kProbe) rk.training.clear();     // a probe trains nothing
     if (k == RunKind::kTrain) rk.observations.clear();  // a training design probes nothing
     rk.command = std::string("detaudit ") + run_kind_name(k);
+    if (k == RunKind::kTrain) rk.command += " " + rk.training.at(0).model;  // (train names the model it trains)
     EXPECT_TRUE(succeeded(record_run(db.string(), k, rk, "x", 0), &err)) << run_kind_name(k) << ": " << err;
   }
   EXPECT_EQ(sql_text(db, "SELECT group_concat(kind, ' ') FROM (SELECT kind FROM runs WHERE results_dir LIKE '%/x' "

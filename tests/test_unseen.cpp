@@ -119,6 +119,33 @@ TEST(Unseen, ACheckWhoseSharedCellsAllSkippedHereJudgedNothing) {
   fs::remove_all(d);
 }
 
+// One finished training design of one (d) run on cpu?threads=2, three batches, with the phases its curve gives.
+Results one_training_design() {
+  Results train;
+  train.machine = test::machine_json();
+  train.started_at = train.finished_at = "2026-12-04T00:00:00Z";
+  const std::string cpu = test::canon_target("cpu?threads=2");
+  train.plan = {{"kind", "train"},
+                {"runs", 1},
+                {"data_fingerprint", test::fingerprint('d')},
+                {"design",
+                 {{"model", "autoencoder"}, {"design", "sony2021"}, {"targets", {cpu}}, {"seeds", 1}, {"replicates", 1},
+                  {"batches", 3}, {"window", 1}, {"conditions", "d"}, {"init_seed_base", 1000}}}};
+  const std::vector<double> curve = {0.5, 0.4, 0.3};
+  const PhaseResult ph = detect_phases(curve);
+  train.training.push_back(training_run({{"key", "d|" + cpu + "|1000|0"}, {"condition", "d"}, {"target", cpu},
+                                         {"seed", 1000}, {"replicate", 0}, {"status", "ok"}, {"model", "autoencoder"},
+                                         {"design", "sony2021"}, {"batches", 3}, {"window", 1}, {"final_loss", 0.3},
+                                         {"curve", curve}, {"weights_fingerprint", test::fingerprint('e')},
+                                         {"phases",
+                                          {{"label", ph.label},
+                                           {"segments", ph.segments.size()},
+                                           {"escape_step", nullptr},
+                                           {"censored", ph.censored},
+                                           {"margin", nullptr}}}}));
+  return train;
+}
+
 TEST(Unseen, QualifyAgainstABaselineSharingNoCellThatRanCannotQualify) {
   fs::path d = fresh_dir("unseen-qualify-baseline");
   const fs::path other = save(d, "other", one_cell(true));  // cpu?order=sequential&threads=1 only
@@ -127,10 +154,20 @@ TEST(Unseen, QualifyAgainstABaselineSharingNoCellThatRanCannotQualify) {
                      (d / "q").string());
   // Refused before the probe runs (it could only end in "nothing judged"), and --list says the same.
   EXPECT_EQ(r.code, 2) << r.out << r.err;
-  EXPECT_NE(r.err.find("the required baseline check could judge nothing"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("the required baseline check, which compares the probe's cells, could judge nothing"), std::string::npos)
+      << r.err;
   EXPECT_FALSE(fs::exists(d / "q" / "probe" / "results.json")) << "nothing ran";
   CliRun list = run_cli("qualify --list --targets cpu-ref --baseline " + (other / "baseline.json").string());
   EXPECT_EQ(list.code, 2) << list.out << list.err;
+  // A training design's baseline at level 2: the baseline check compares the probe's cells, so its training cells
+  // judge nothing there either; refused before the probe and the training design run.
+  const fs::path trained = save(d, "trained", one_training_design());
+  ASSERT_EQ(run_cli("baseline save " + trained.string()).code, 0);
+  r = run_cli("qualify --level 2 --targets cpu-ref --baseline " + (trained / "baseline.json").string() +
+              " --no-history --out " + (d / "q2").string());
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("and 1 training cells, which it does not compare"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(d / "q2" / "probe" / "results.json")) << "nothing ran";
   fs::remove_all(d);
 }
 
@@ -581,6 +618,53 @@ TEST(Lies, AnErrorRatioEditedBelowItsBoundIsRefused) {
   fs::remove_all(d);
 }
 
+// A noise trace is what its design measures: microbatches of the size its batch gives, one training set for every
+// run, and no trace where the design measures none; a merged analysis's runs were made on their sources' machines,
+// and no directory is merged twice (two real tiny PredNet designs with --noise-scale, and their merge).
+TEST(Lies, NoiseTracesAndMergedSourcesThatContradictTheirRunsAreRefused) {
+  fs::path d = fresh_dir("lies-noise");
+  const std::string design = "train prednet --prednet-config tiny --seeds 1 --batches 4 --window 2 --replicates 1 "
+                             "--targets 'cpu?threads=2' --noise-scale --noise-every 1 --no-history --quiet --out ";
+  ASSERT_EQ(run_cli(design + (d / "p1").string()).code, 0);
+  ASSERT_EQ(run_cli(design + (d / "p2").string()).code, 0);
+  const fs::path good = d / "p1";
+  const std::string text = slurp(good / "results.json");
+  const nlohmann::json j = nlohmann::json::parse(text);
+  ASSERT_EQ(j["training"][0]["noise"]["b_big"], 4);
+  ASSERT_EQ(j["training"][0]["noise"]["b_small"], 2);
+  const std::vector<ResultsLie> cases = {
+      {"b-small", "noise.b_small is 1, but a batch of 4 is measured in microbatches of 2",
+       [](nlohmann::json& j) { j["training"][0]["noise"]["b_small"] = 1; }},
+      {"examples", "but training[0]'s is", [](nlohmann::json& j) { j["training"][1]["noise"]["examples"] = 10000000000000000; }},
+      {"no-noise-every", "training[0].noise is set, but the design measures no noise",
+       [](nlohmann::json& j) { j["plan"]["design"].erase("noise_every"); }},
+  };
+  expect_every_reader_refuses(d, good, text, cases);
+  // The merge: a source's machine edited (the report would take its runs for another machine's), one directory
+  // named twice.
+  ASSERT_EQ(run_cli("analyze " + (d / "p1").string() + " " + (d / "p2").string() + " --out " + (d / "m").string()).code,
+            0);
+  const std::string merged = slurp(d / "m" / "results.json");
+  const std::pair<std::function<void(nlohmann::json&)>, std::string> merge_lies[] = {
+      {[](nlohmann::json& j) { j["plan"]["sources"][1]["machine"]["hostname"] = "node-b"; },
+       "but the machine block of plan.sources[1] hashes to"},
+      {[](nlohmann::json& j) { j["plan"]["sources"][1]["dir"] = j["plan"]["sources"][0]["dir"]; },
+       "plan.sources[1].dir is plan.sources[0]'s: one directory merged twice"},
+  };
+  for (auto& [lie, says] : merge_lies) {
+    nlohmann::json m = nlohmann::json::parse(merged);
+    lie(m);
+    fs::remove_all(d / "m-lie");
+    fs::create_directories(d / "m-lie");
+    std::ofstream(d / "m-lie" / "results.json") << m.dump(1);
+    const CliRun r = run_cli("report " + (d / "m-lie").string());
+    EXPECT_EQ(r.code, 2) << says << ": " << r.out << r.err;
+    EXPECT_NE(r.err.find(says), std::string::npos) << r.err;
+  }
+  EXPECT_EQ(run_cli("report " + (d / "m").string()).code, 0);
+  fs::remove_all(d);
+}
+
 // check: a cell whose bits were edited to its baseline cell's (another build's bits, FAIL) keeps the error ratio of
 // the bits it computed; the same bits on the same machine key have the baseline's ratio, so it is refused.
 TEST(Lies, BitsEditedToTheBaselinesBesideTheirOwnErrorRatioAreRefused) {
@@ -885,30 +969,8 @@ TEST(Lies, ACellOutsideItsPlanOrBeyondItsOutputIsRefused) {
 // baseline save and a resumed train.
 TEST(Lies, StoredPhasesTheCurveDoesNotGiveAreRefused) {
   fs::path d = fresh_dir("lies-phases");
-  Results train;
-  train.machine = test::machine_json();
-  train.started_at = train.finished_at = "2026-12-04T00:00:00Z";
-  const std::string cpu = test::canon_target("cpu?threads=2");
-  train.plan = {{"kind", "train"},
-                {"runs", 1},
-                {"data_fingerprint", test::fingerprint('d')},
-                {"design",
-                 {{"model", "autoencoder"}, {"design", "sony2021"}, {"targets", {cpu}}, {"seeds", 1}, {"replicates", 1},
-                  {"batches", 3}, {"window", 1}, {"conditions", "d"}, {"init_seed_base", 1000}}}};
-  const std::vector<double> curve = {0.5, 0.4, 0.3};
-  const PhaseResult ph = detect_phases(curve);
-  train.training.push_back(training_run({{"key", "d|" + cpu + "|1000|0"}, {"condition", "d"}, {"target", cpu},
-                                         {"seed", 1000}, {"replicate", 0}, {"status", "ok"}, {"model", "autoencoder"},
-                                         {"design", "sony2021"}, {"batches", 3}, {"window", 1}, {"final_loss", 0.3},
-                                         {"curve", curve}, {"weights_fingerprint", test::fingerprint('e')},
-                                         {"phases",
-                                          {{"label", ph.label},
-                                           {"segments", ph.segments.size()},
-                                           {"escape_step", nullptr},
-                                           {"censored", ph.censored},
-                                           {"margin", nullptr}}}}));
-  ASSERT_EQ(ph.label, "too short to tell");
-  const fs::path good = save(d, "good", train);
+  ASSERT_EQ(detect_phases({0.5, 0.4, 0.3}).label, "too short to tell");
+  const fs::path good = save(d, "good", one_training_design());
   ASSERT_EQ(run_cli("report " + good.string()).code, 0) << run_cli("report " + good.string()).err;
   const std::string base = (d / "base.json").string();
   ASSERT_EQ(run_cli("baseline save " + good.string() + " --out " + base).code, 0);
@@ -1358,6 +1420,19 @@ TEST(Unseen, AHistoryChangedByAnotherProgramIsRefused) {
       {"UPDATE training SET replicate = 3", "a training row whose key is not its condition|target|seed|replicate"},
       {"DELETE FROM training; UPDATE runs SET kind = 'probe', training_runs = 0, exit_code = 1",
        "a probe run that exited 1 (a FAIL) without a failed cell"},
+      // A training design's exit code is what its runs give, and its rows are of the model its command trains.
+      {"DELETE FROM cells; UPDATE runs SET kind = 'train', command = 'detaudit train autoencoder', cells = 0, pass = 0, "
+       "exit_code = 0",
+       ""},
+      {"DELETE FROM cells; UPDATE runs SET kind = 'train', command = 'detaudit train autoencoder', cells = 0, pass = 0, "
+       "exit_code = 1",
+       "a training run whose exit code is not what its runs give (1 exactly when one crashed, timed out or failed)"},
+      {"DELETE FROM cells; UPDATE runs SET kind = 'train', command = 'detaudit train autoencoder', cells = 0, pass = 0, "
+       "exit_code = 0; UPDATE training SET status = 'timeout', final_loss = NULL, weights_fingerprint = ''",
+       "a training run whose exit code is not what its runs give"},
+      {"DELETE FROM cells; UPDATE runs SET kind = 'train', command = 'detaudit train prednet', cells = 0, pass = 0, "
+       "exit_code = 0",
+       "a training run with rows of a model its command does not train"},
   };
   int i = 0;
   for (auto [sql, says] : edits) {
