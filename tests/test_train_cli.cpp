@@ -281,7 +281,7 @@ TEST(TrainCli, Sony2021DesignWritesRunsAnalysisAndReports) {
       {"noise-missing", "training[0].noise is missing, but the design measures noise every 4 batches",
        [](nlohmann::json& j) { j["training"][0].erase("noise"); }},
       {"noise-batch", "training[0].noise.b_big is 63, but the design's batches are of",
-       [](nlohmann::json& j) { j["training"][0]["noise"]["b_big"] = 63; }},
+       [](nlohmann::json& j) { j["training"][0]["noise"]["b_big"] = 63, j["training"][0]["noise"]["b_small"] = 31; }},
       {"noise-examples", "training[0].noise.examples is 3: the data has at least one batch",
        [](nlohmann::json& j) { j["training"][0]["noise"]["examples"] = 3; }},
       {"noise-points", "training[0].noise.points holds 0 points, but a run of 12 batches that finished is measured at 3",
