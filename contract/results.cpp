@@ -684,7 +684,7 @@ Status results_from_json(nlohmann::json& j, Results* out) {
                                          "the run is another machine's)",
                                          json_path(json_path("training", i), "machine_id"), t.machine_id,
                                          merged ? fmt::format("of plan.sources[{}]", t.source)
-                                                                    : std::string("the runs were recorded with"),
+                                                : std::string("the runs were recorded with"),
                                          machine_id_of(m)));
   }
   r.analysis = j.value("analysis", nlohmann::json::object());

@@ -148,7 +148,7 @@ Status write_diverge_outputs(const DivergeResult& r, const std::string& out_dir)
     DETAUDIT_RETURN_IF_ERROR(write_file_atomic(base + ".svg", growth_svg(r)));
   } else if (std::error_code ec; std::filesystem::is_regular_file(std::filesystem::symlink_status(base + ".svg", ec))) {
     // An earlier run's plot would stand beside a report that says nothing diverged.
-    if (!std::filesystem::remove(base + ".svg", ec) || ec)
+    if (std::filesystem::remove(base + ".svg", ec); ec)
       return Status::invalid(fmt::format("{}.svg: an earlier run's plot could not be removed: {}", base, ec.message()));
   }
   DETAUDIT_RETURN_IF_ERROR(write_file_atomic(base + ".json", r.to_json(), Own::kDiverge));
