@@ -35,12 +35,8 @@ int run_compare(const CompareArgs& args) {
                             args.b));
   if (Status st = load_stored_results(results_path(args.a), &a); !st) return fail(st);
   if (Status st = load_stored_results(results_path(args.b), &b); !st) return fail(st);
-  // A merged analysis (`analyze`) holds the runs of several machines under no machine of its own: its cells
-  // would meet the runs they came from under another key. Compared are the directories it merged.
   for (const auto& [r, name] : {std::pair<const Results&, const std::string&>{a, args.a}, {b, args.b}})
-    if (r.plan.contains("sources"))
-      return fail(fmt::format("{} is a merged analysis (detaudit analyze): compare the directories it was merged from",
-                              name));
+    if (Status st = not_a_merged_analysis(r, name, "compare"); !st) return fail(st);
   // Two probe runs compare whatever their suites (the cells they share); training runs only within one
   // design, since the runs of another are other cells.
   if (std::string d = plan_difference(a.plan, b.plan, false); !d.empty())

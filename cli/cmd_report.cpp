@@ -29,7 +29,7 @@ int run_report(const ReportArgs& a) {
   // Judged for the report by this detaudit (a verdict the file stores is not evidence; results written
   // before verdicts existed, or by a run in progress, have none); the results file is left as it is.
   judge(&r);
-  if (Status st = reanalyze_training(&r, results_file(dir)); !st) return fail(st);
+  reanalyze_training(&r);
   const bool md = a.write == "md" || a.write == "both", html = a.write == "html" || a.write == "both";
   if (Status st = write_reports(dir, r, md, html); !st) return fail(st);
   Outcome o;

@@ -672,13 +672,14 @@ Status results_from_json(nlohmann::json& j, Results* out) {
   // and the software, its runs were made with): the machine block is theirs. Another machine written over the
   // block, or a run relabelled as another machine's, would be taken for hardware the runs never met.
   // In a merged analysis each run's machine is its source's.
-  const bool merged = r.plan.contains("sources");
-  const nlohmann::json sources = r.plan.value("sources", nlohmann::json::array());
+  const nlohmann::json* sources = r.plan.contains("sources") ? &r.plan["sources"] : nullptr;
+  const bool merged = sources != nullptr;
   for (size_t i = 0; i < r.training.size(); ++i) {
     const TrainingRun& t = r.training[i];
-    if (merged && (t.source < 0 || size_t(t.source) >= sources.size() || !sources[size_t(t.source)].contains("machine")))
+    if (merged &&
+        (t.source < 0 || size_t(t.source) >= sources->size() || !(*sources)[size_t(t.source)].contains("machine")))
       continue;  // (its source is refused above)
-    const nlohmann::json& m = merged ? sources[size_t(t.source)]["machine"] : r.machine;
+    const nlohmann::json& m = merged ? (*sources)[size_t(t.source)]["machine"] : r.machine;
     if (!t.machine_id.empty() && t.machine_id != machine_id_of(m))
       return Status::invalid(fmt::format("{} is {}, but the machine block {} hashes to {} (the machine was edited, or "
                                          "the run is another machine's)",

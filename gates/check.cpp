@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <limits>
 #include <map>
+#include <optional>
 #include <set>
 #include <string_view>
 #include <tuple>
@@ -390,6 +391,25 @@ CheckFinding train_finding(const TrainPlan& p) {
 // Per run: a run that did not finish or diverged fails (skipped: a warning); with nondeterminism off on
 // the same key, its final loss and weights bit for bit against the baseline run of its seed and
 // replicate (a fixed-init condition's replicates all start alike: any run of the seed).
+// A run's own failure, judged with or without a baseline: a crash, timeout or error FAILs, a skip WARNs (FAILs where
+// `skip_fails`), a diverged run FAILs. Empty for a run that finished with a finite final loss.
+struct OwnFailure {
+  Verdict verdict;
+  std::string message, value;  // value: the finding's new value (the status, or the final loss)
+};
+std::optional<OwnFailure> own_failure(const RunView& run, bool skip_fails) {
+  if (run.status != "ok")
+    return OwnFailure{run.status == "skipped" && !skip_fails ? Verdict::kWarn : Verdict::kFail,
+                      fmt::format("run {}{}{}", run.status, run.reason.empty() ? "" : ": " + run.reason,
+                                  run.status == "skipped" && skip_fails
+                                      ? " (a CPU target on the baseline's own machine key)"
+                                      : ""),
+                      run.status};
+  if (!std::isfinite(run.loss))
+    return OwnFailure{Verdict::kFail, "final loss is not finite (the run diverged)", loss_text(run.loss)};
+  return std::nullopt;
+}
+
 void check_run(const TrainPlan& p, const RunView& run, CheckReport* rep) {
   const BaselineTraining& bt = *p.bt;
   CheckFinding f = train_finding(p);
@@ -401,20 +421,12 @@ void check_run(const TrainPlan& p, const RunView& run, CheckReport* rep) {
     f.message = which + ": " + msg;
     rep->findings.push_back(f);
   };
-  if (run.status != "ok") {
-    f.new_value = run.status;
-    // What skips a CPU target's run (an instruction set, a library) is in the key: on the baseline's own key, where
-    // this cell's runs finished, a skip excuses nothing (a GPU may be busy: there it stays a warning).
-    const bool excused =
-        run.status == "skipped" && !(p.key_matches && target_facts(bt.target).device_kind == "host");
-    push(FindingKind::kTrainingRun, excused ? Verdict::kWarn : Verdict::kFail,
-         fmt::format("run {}{}{}", run.status, run.reason.empty() ? "" : ": " + run.reason,
-                     run.status == "skipped" && !excused ? " (a CPU target on the baseline's own machine key)" : ""));
-    return;
-  }
-  ++rep->runs_compared;
-  if (!std::isfinite(run.loss)) {
-    push(FindingKind::kTrainingRun, Verdict::kFail, "final loss is not finite (the run diverged)");
+  if (run.status == "ok") ++rep->runs_compared;
+  // What skips a CPU target's run (an instruction set, a library) is in the key: on the baseline's own key, where
+  // this cell's runs finished, a skip excuses nothing (a GPU may be busy: there it stays a warning).
+  if (auto own = own_failure(run, p.key_matches && target_facts(bt.target).device_kind == "host")) {
+    f.new_value = own->value;
+    push(FindingKind::kTrainingRun, own->verdict, own->message);
     return;
   }
   if (!p.bitwise) return;  // judged with the cell's other runs, seed by seed
@@ -696,18 +708,15 @@ void check_training(const Baseline& b, const Results& r, double margin_rel, Chec
     f.message = "new, no baseline";
     rep->findings.push_back(f);
     // A run that crashed, timed out or diverged fails on its own, with or without a baseline to compare it with.
-    for (const RunView& run : runs) {
-      const bool finished = run.status == "ok";
-      if (finished && std::isfinite(run.loss)) continue;
-      CheckFinding g = f;
-      g.kind = FindingKind::kTrainingRun;
-      g.verdict = run.status == "skipped" ? Verdict::kWarn : Verdict::kFail;
-      g.new_value = finished ? loss_text(run.loss) : run.status;
-      g.message = fmt::format("seed {} rep {}: {}", run.seed, run.replicate,
-                              finished ? "final loss is not finite (the run diverged)"
-                                       : fmt::format("run {}{}", run.status, run.reason.empty() ? "" : ": " + run.reason));
-      rep->findings.push_back(g);
-    }
+    for (const RunView& run : runs)
+      if (auto own = own_failure(run, false)) {
+        CheckFinding g = f;
+        g.kind = FindingKind::kTrainingRun;
+        g.verdict = own->verdict;
+        g.new_value = own->value;
+        g.message = fmt::format("seed {} rep {}: {}", run.seed, run.replicate, own->message);
+        rep->findings.push_back(g);
+      }
   }
 }
 
@@ -789,12 +798,7 @@ Status run_check(const CheckOptions& opt, CheckReport* report, Results* checked)
   }
   Results r;
   DETAUDIT_RETURN_IF_ERROR(load_stored_results(results_file(opt.dir), &r));
-  // A merged analysis (`analyze`) holds the runs of several machines under no machine of its own: each of its cells
-  // would meet the baseline under a key that is no machine's. Checked are the directories it merged.
-  if (r.plan.contains("sources"))
-    return Status::invalid(fmt::format("{} is a merged analysis (detaudit analyze): check the directories it was "
-                                       "merged from",
-                                       opt.dir));
+  DETAUDIT_RETURN_IF_ERROR(not_a_merged_analysis(r, opt.dir, "check"));
   DETAUDIT_RETURN_IF_ERROR(same_kind(b, r, opt.dir, opt.baseline));
   DETAUDIT_RETURN_IF_ERROR(same_bits_same_ratio(b, r, opt.dir, opt.baseline));
   CheckReport rep = check_against_baseline(b, r, opt.dir, opt.baseline, opt.margin);

@@ -449,29 +449,28 @@ Status run_train_design(const TrainDesign& d, const TrainRunOptions& opt, Result
   return Status::ok();
 }
 
-// Variants that cannot be derived plan no runs (run_train_design refuses such a design).
-Status check_stored_phases(const Results& r, const std::string& path) {
-  for (size_t i = 0; i < r.training.size(); ++i)
-    if (const TrainingRun& t = r.training[i]; t.ok() && t.phases && !t.curve.empty())
+Status load_stored_results(const std::string& path, Results* out) {
+  DETAUDIT_RETURN_IF_ERROR(load_checked_results(path, out));
+  for (size_t i = 0; i < out->training.size(); ++i)
+    if (const TrainingRun& t = out->training[i]; t.ok() && t.phases && !t.curve.empty())
       if (const std::string why = phases_contradiction(*t.phases, t.curve); !why.empty())
         return Status::invalid(fmt::format("{}: training[{}].{}", path, i, why));
   return Status::ok();
 }
 
-Status load_stored_results(const std::string& path, Results* out) {
-  DETAUDIT_RETURN_IF_ERROR(load_checked_results(path, out));
-  return check_stored_phases(*out, path);
+Status not_a_merged_analysis(const Results& r, const std::string& dir, const std::string& command) {
+  if (!r.plan.contains("sources")) return Status::ok();
+  return Status::invalid(fmt::format("{} is a merged analysis (detaudit analyze): {} the directories it was merged from",
+                                     dir, command));
 }
 
-Status reanalyze_training(Results* r, const std::string& path) {
-  if (!is_training_plan(r->plan)) return Status::ok();
-  DETAUDIT_RETURN_IF_ERROR(check_stored_phases(*r, path));
-  if (r->finished_at.empty()) return Status::ok();
+void reanalyze_training(Results* r) {
+  if (!is_training_plan(r->plan) || r->finished_at.empty()) return;
   r->analysis = analyze_training(r->training, training_sources(r->plan, r->machine, r->tool_version, r->tool_commit),
                                  target_facts);
-  return Status::ok();
 }
 
+// Variants that cannot be derived plan no runs (run_train_design refuses such a design).
 size_t planned_runs(const TrainDesign& d) {
   std::vector<TargetVariants> vars;
   for (auto& t : d.targets) {

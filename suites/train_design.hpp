@@ -99,16 +99,19 @@ struct TrainRunOptions {
 // and results->plan["runs"] the planned count (== planned_runs(d)), so the CLI can say "interrupted: N
 // of M runs done".
 Status run_train_design(const TrainDesign& d, const TrainRunOptions& opt, Results* results);
-// Invalid, one line naming `path` and the run, when a finished run's stored phases are not what its curve gives
-// (analysis/phases.hpp phases_contradiction): a label edited in the file would reach the report's phase table.
-Status check_stored_phases(const Results& r, const std::string& path);
 // Results as every reader takes them (report, analyze, check, compare, baseline save, a resumed train):
-// load_checked_results, then check_stored_phases.
+// load_checked_results, then each finished run's stored phases held against what its curve gives
+// (analysis/phases.hpp phases_contradiction: a label edited in the file would reach the report's phase table);
+// invalid, one line naming `path` and the run.
 Status load_stored_results(const std::string& path, Results* out);
-// A finished training design's analysis made again from its runs, as `detaudit report` shows it (an analysis a
-// file stores is not evidence, as a stored verdict is not), after check_stored_phases; other results are left
-// as they are.
-[[nodiscard]] Status reanalyze_training(Results* r, const std::string& path);
+// Invalid when `r` (read from `dir`) is a merged analysis (`detaudit analyze`, plan.sources): it holds the runs of
+// several machines under no machine of its own, so its cells would meet others under a key that is no machine's;
+// `command` (check, compare) takes the directories it merged instead.
+Status not_a_merged_analysis(const Results& r, const std::string& dir, const std::string& command);
+// A finished training design's analysis made again from its runs (results read by load_stored_results), as
+// `detaudit report` shows it: an analysis a file stores is not evidence, as a stored verdict is not. Other results
+// are left as they are.
+void reanalyze_training(Results* r);
 // How many runs the design plans: per base target, seeds x replicates under (a) and (c), seeds under (b), (d), (e).
 size_t planned_runs(const TrainDesign& d);
 
