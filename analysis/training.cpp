@@ -911,6 +911,14 @@ nlohmann::json noise_of(const std::vector<TrainingRun>& runs, Units& units) {
       row["note"] =
           fmt::format("run-to-run implementation noise at B = {}: {} of {} repeats differed", batch, nonzero, pairs);
     }
+    // Nondeterminism off ran the deterministic variant, which promises the same bits every time: a repeat that
+    // differed broke that promise (the run FAILs: gates/verdict.hpp).
+    if (nonzero > 0 && !condition_nondeterministic(cond)) {
+      row["broken_promise"] = true;
+      row["note"] = fmt::format("FAIL: nondeterminism off, yet {} of {} repeats differed: the deterministic variant "
+                                "broke its promise of identical bits; {}",
+                                nonzero, pairs, row["note"].get<std::string>());
+    }
     hw.push_back(std::move(row));
   }
   if (rows.empty()) return nullptr;

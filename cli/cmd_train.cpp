@@ -40,8 +40,12 @@ Outcome train_outcome(const Results& results, const std::string& dir) {
   nlohmann::json fails = nlohmann::json::array();
   std::vector<std::vector<std::string>> rows;
   std::string fail_lines;
-  for (auto& r : results.training) {
-    RunVerdict v = judge_training_run(r);
+  const std::vector<RunVerdict> verdicts = judge_training_runs(results.training);
+  int broken = 0;
+  for (size_t i = 0; i < results.training.size(); ++i) {
+    const TrainingRun& r = results.training[i];
+    const RunVerdict& v = verdicts[i];
+    broken += broke_promise(r, v);
     switch (v.verdict) {
       case Verdict::kPass:
         ++o.counts.pass;
@@ -69,8 +73,12 @@ Outcome train_outcome(const Results& results, const std::string& dir) {
                      {"reason", v.reason}});
     rows.push_back({run_label(r), v.reason});
   }
-  o.text = fmt::format("{} training runs: {} finished, {} failed (crashed, timed out or an error), {} skipped\n",
-                       results.training.size(), trained, o.counts.fail, o.counts.skip);
+  o.text = fmt::format("{} training runs: {} finished, {} failed ({}crashed, timed out or an error), {} skipped\n",
+                       results.training.size(), trained, o.counts.fail,
+                       broken ? fmt::format("{} broke the deterministic variant's promise, {} ", broken,
+                                            o.counts.fail - broken)
+                              : "",
+                       o.counts.skip);
   o.text += fail_lines;
   o.text += fmt::format("report: {} and {}\n", o.report_md, o.report_html);
   o.exit_code = o.counts.fail ? 1 : 0;

@@ -797,6 +797,13 @@ Status run_baseline_save(const std::string& dir, const std::string& out, Baselin
   if (!r.machine.contains("cpu_model") && !r.machine.contains("hostname"))
     return Status::invalid(dir + "/results.json: machine describes no machine (no cpu_model, no hostname): a "
                                  "baseline's keys are the machine its bits came from");
+  // A run that broke its deterministic variant's promise is no reference for later runs' bits.
+  const std::vector<RunVerdict> verdicts = judge_training_runs(r.training);
+  for (size_t i = 0; i < r.training.size(); ++i)
+    if (broke_promise(r.training[i], verdicts[i]))
+      return Status::invalid(fmt::format("{}: training[{}] ({} seed {} rep {}) {}: such a run is no reference",
+                                         results_file(dir), i, r.training[i].target, r.training[i].seed,
+                                         r.training[i].replicate, verdicts[i].reason));
   Baseline b = make_baseline(r, dir);
   DETAUDIT_RETURN_IF_ERROR(holds_bits(b).prefixed(results_file(dir) + ": a baseline of it: "));
   std::string path = out.empty() ? dir + "/baseline.json" : out;

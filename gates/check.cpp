@@ -332,13 +332,15 @@ std::string train_label(const TrainCell& c) {
 
 struct RunView {
   std::string status, reason, weights;
+  std::string broken;  // why a finished run broke its deterministic variant's promise (judge_training_runs)
   uint64_t seed = 0;
   int replicate = 0;
   double loss = std::numeric_limits<double>::quiet_NaN();
 };
 
-RunView view(const TrainingRun& run) {
+RunView view(const TrainingRun& run, const RunVerdict& verdict) {
   RunView v;
+  if (broke_promise(run, verdict)) v.broken = verdict.reason;
   v.status = to_string(run.status);
   v.reason = run.reason;
   v.weights = run.weights_fingerprint;
@@ -405,6 +407,7 @@ std::optional<OwnFailure> own_failure(const RunView& run, bool skip_fails) {
                                       ? " (a CPU target on the baseline's own machine key)"
                                       : ""),
                       run.status};
+  if (!run.broken.empty()) return OwnFailure{Verdict::kFail, run.broken, loss_text(run.loss)};
   if (!std::isfinite(run.loss))
     return OwnFailure{Verdict::kFail, "final loss is not finite (the run diverged)", loss_text(run.loss)};
   return std::nullopt;
@@ -591,8 +594,11 @@ void check_equivalence(const TrainPlan& p, double margin_rel, double alpha, int 
 void check_training(const Baseline& b, const Results& r, double margin_rel, CheckReport* rep) {
   const size_t first_finding = rep->findings.size();
   std::map<TrainCell, std::vector<RunView>> dir_cells;
-  for (auto& run : r.training)
-    dir_cells[{run.model, run.design, run.condition, run.target}].push_back(view(run));
+  const std::vector<RunVerdict> verdicts = judge_training_runs(r.training);
+  for (size_t i = 0; i < r.training.size(); ++i) {
+    const TrainingRun& run = r.training[i];
+    dir_cells[{run.model, run.design, run.condition, run.target}].push_back(view(run, verdicts[i]));
+  }
   // First the plans, to know each family (the shift tests: Holm; the equivalence tests: Bonferroni); then
   // the findings, in baseline order.
   std::set<TrainCell> seen;

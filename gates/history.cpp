@@ -26,6 +26,7 @@
 #include "probes/spec.hpp"
 #include "analysis/stats.hpp"
 #include "kernels/fingerprint.hpp"
+#include "gates/verdict.hpp"
 
 namespace fs = std::filesystem;
 
@@ -164,6 +165,13 @@ UPDATE runs SET plan = json_object(
   'workloads', (SELECT json_group_array(w) FROM (SELECT DISTINCT workload AS w FROM cells WHERE run_id = runs.id
                                                   ORDER BY 1)));
 )sql",
+    // 4 -> 5: a training run's verdict (a finished run that broke its deterministic variant's promise FAILs); a
+    // run recorded before has the verdict its status gives.
+    R"sql(
+ALTER TABLE training ADD COLUMN verdict TEXT NOT NULL DEFAULT '';
+UPDATE training SET verdict = CASE WHEN status IN ('crashed', 'timeout', 'error') THEN 'FAIL'
+  WHEN status = 'skipped' THEN 'SKIP' WHEN final_loss IS NULL THEN 'WARN' ELSE 'PASS' END;
+)sql",
 };
 static_assert(sizeof kMigrations / sizeof kMigrations[0] == kHistorySchemaVersion);
 
@@ -184,6 +192,7 @@ const TableColumns kTables[] = {
     {"training", 2,
      "run_id, key, model, design, condition, target, seed, replicate, status, final_loss, weights_fingerprint"},
     {"runs", 4, "plan"},
+    {"training", 5, "verdict"},
 };
 
 // ---- a thin layer over the C API ----------------------------------------------------------------------
@@ -931,8 +940,10 @@ Status record_run(const std::string& db_path, RunKind run_kind, const Results& r
   {
     Stmt t(db.h,
            "INSERT OR REPLACE INTO training (run_id, key, model, design, condition, target, seed, replicate, status, "
-           "final_loss, weights_fingerprint) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)");
-    for (auto& run : r.training) {
+           "final_loss, weights_fingerprint, verdict) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)");
+    const std::vector<RunVerdict> verdicts = judge_training_runs(r.training);
+    for (size_t i = 0; i < r.training.size(); ++i) {
+      const TrainingRun& run = r.training[i];
       t.bind(1, run_id);
       t.bind(2, run.key);
       t.bind(3, run.model);
@@ -950,6 +961,7 @@ Status record_run(const std::string& db_path, RunKind run_kind, const Results& r
       if (run.ok() && std::isfinite(run.final_loss)) loss = run.final_loss;
       t.bind(10, loss);
       t.bind(11, run.weights_fingerprint);
+      t.bind(12, std::string(to_string(verdicts[i].verdict)));
       DETAUDIT_RETURN_IF_ERROR(step_done(db, t));
     }
   }
@@ -1149,7 +1161,7 @@ Status query_training(Db& db, const HistoryFilter& f, const std::string& target_
   Stmt s(db.h,
          "SELECT r.id, r.kind, r.started_at, r.results_dir, r.hostname, r.machine_key, r.tool_version, "
          "r.tool_commit, r.software, t.model, t.design, t.condition, t.target, t.seed, t.replicate, t.status, "
-         "t.weights_fingerprint FROM training t JOIN runs r ON r.id = t.run_id WHERE r.started_at >= ?1 "
+         "t.weights_fingerprint, t.verdict FROM training t JOIN runs r ON r.id = t.run_id WHERE r.started_at >= ?1 "
          "ORDER BY r.started_at, r.id, t.model, t.design, t.condition, t.target, t.seed, t.replicate");
   if (!s.ok()) return Status::invalid(describe_sqlite_error(db, sqlite3_errcode(db.h)));
   s.bind(1, f.since);
@@ -1161,6 +1173,7 @@ Status query_training(Db& db, const HistoryFilter& f, const std::string& target_
     CellRecord c;
     std::vector<std::string> runs;  // "seed/replicate weights", sorted by the query
     std::string failed;             // the first status other than ok
+    bool broken = false;            // a finished run FAILed: it broke its deterministic variant's promise
     bool nondeterministic = false;
   };
   std::vector<Acc> accs;
@@ -1211,6 +1224,7 @@ Status query_training(Db& db, const HistoryFilter& f, const std::string& target_
       DETAUDIT_RETURN_IF_ERROR(check_row(row, db.error("training")));
     }
     if (status != "ok" && a.failed.empty()) a.failed = status;
+    a.broken = a.broken || (status == "ok" && s.text(17) == "FAIL");
     a.runs.push_back(fmt::format("{}/{} {}", s.integer(13), s.integer(14), s.text(16)));
   }
   if (rc != SQLITE_DONE) return Status::invalid(describe_sqlite_error(db, rc));
@@ -1222,6 +1236,11 @@ Status query_training(Db& db, const HistoryFilter& f, const std::string& target_
     if (!a.failed.empty()) {
       c.status = a.failed;
       c.verdict = "FAIL";
+    } else if (a.broken) {
+      c.status = "ok";
+      c.verdict = "FAIL";
+      c.verdict_reason = "a run broke the deterministic variant's promise";
+      c.distinct = std::max(2, c.repeats);
     } else if (a.nondeterministic) {
       c.status = "ok";
       c.verdict = "EXPECTED";
@@ -1424,8 +1443,15 @@ Status check_runs(Db& db) {
       // A training design exits 1 exactly when one of its runs crashed, timed out or failed (a diverged run is a
       // warning), and it trains the model its command names.
       {"SELECT 'run ' || r.id FROM runs r WHERE r.kind = 'train' AND r.exit_code IN (0, 1) AND (r.exit_code = 1) <> "
-       "EXISTS (SELECT 1 FROM training t WHERE t.run_id = r.id AND t.status IN ('crashed', 'timeout', 'error')) LIMIT 1",
-       "a training run whose exit code is not what its runs give (1 exactly when one crashed, timed out or failed)"},
+       "EXISTS (SELECT 1 FROM training t WHERE t.run_id = r.id AND t.verdict = 'FAIL') LIMIT 1",
+       "a training run whose exit code is not what its runs give (1 exactly when one FAILed)"},
+      // A run's verdict is what its status gives (a crash, timeout or error FAILs, a skip is a SKIP, a finished run
+      // PASSes, or WARNs where it diverged); a finished run FAILs only where it ran with nondeterminism off ((b),
+      // (d), (e)) and broke that promise.
+      {"SELECT 'run ' || run_id FROM training WHERE verdict <> CASE WHEN status IN ('crashed', 'timeout', 'error') "
+       "THEN 'FAIL' WHEN status = 'skipped' THEN 'SKIP' WHEN verdict = 'FAIL' AND condition IN ('b', 'd', 'e') THEN "
+       "'FAIL' WHEN final_loss IS NULL THEN 'WARN' ELSE 'PASS' END LIMIT 1",
+       "a training row whose verdict is not what its status and condition give"},
       {"SELECT 'run ' || r.id FROM runs r JOIN training t ON t.run_id = r.id WHERE r.kind = 'train' AND "
        "instr(' ' || r.command || ' ', ' ' || t.model || ' ') = 0 LIMIT 1",
        "a training run with rows of a model its command does not train"},

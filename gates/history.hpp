@@ -17,7 +17,7 @@
 //   a newer detaudit"), tables that do not match their version. Such a file is never written to,
 //   recreated or replaced: the user moves it away or points --history elsewhere.
 //
-// Schema (version 4):
+// Schema (version 5):
 //   machines  key TEXT PRIMARY KEY        machine_key() of the hardware, 16 hex digits
 //             cpu_model, cpu_features     (space-separated), cores, gpus (JSON array of {name,
 //             compute_capability, sm_count}), identity (the canonical JSON the key hashes),
@@ -35,11 +35,13 @@
 //             sorted, space-separated), err_ratio (NULL: no oracle bound), median_seconds (NULL: no
 //             timed repeat)
 //   training  (run_id -> runs, key) PRIMARY KEY, model, design, condition, target, seed, replicate,
-//             status, final_loss (NULL: none or NaN), weights_fingerprint ('' when none)
+//             status, final_loss (NULL: none or NaN), weights_fingerprint ('' when none), verdict (PASS,
+//             WARN for a diverged run, FAIL, SKIP: gates/verdict.hpp judge_training_runs)
 //   Version 1 had machines, runs and cells; version 2 added training and the indexes cells(workload,
 //   target) and runs(machine_key, started_at); version 3 lets a run's kind be fleet (each node of a fleet
 //   records its probe results); version 4 adds runs.plan (a run recorded before it gets the targets and
-//   workloads its own rows name).
+//   workloads its own rows name); version 5 adds training.verdict (a finished run that broke its deterministic
+//   variant's promise FAILs; a row recorded before gets the verdict its status gives).
 //
 // The machine key (machine_key()) is a hash of what decides the bits a kernel computes, and nothing
 // else: the CPU model, its ISA features (sorted) and core count; each GPU's name, compute capability
@@ -59,7 +61,7 @@
 
 namespace detaudit {
 
-inline constexpr int kHistorySchemaVersion = 4;
+inline constexpr int kHistorySchemaVersion = 5;
 inline constexpr int kHistoryApplicationId = 0x64746175;  // "dtau"
 
 // --history FILE and --no-history (cli/history_flags.hpp adds them to a subcommand).

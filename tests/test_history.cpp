@@ -436,6 +436,46 @@ TEST(History, MigratesFromVersion1KeepingItsRunsAndCells) {
   fs::remove_all(dir);
 }
 
+// Version 5 gave each training row recorded before it the verdict its status gives: a crash, timeout or error FAILs,
+// a skip is a SKIP, a finished run PASSes, or WARNs where it diverged (no final loss).
+TEST(History, MigratesVersion4TrainingRowsToTheVerdictTheirStatusGives) {
+  fs::path dir = fresh_dir("history-v4");
+  fs::path db = dir / "h.db";
+  Results r = results("2026-11-30T12:00:00Z", "h", fp('a'));
+  r.observations.clear();
+  // (Seeds apart: (d)'s replicates of one seed are also judged against each other.)
+  auto run = [](int rep, const char* status, nlohmann::json extra) {
+    const int seed = 1000 + rep;
+    nlohmann::json j = {{"key", fmt::format("d|cpu|{}|{}", seed, rep)},
+                        {"model", "autoencoder"},
+                        {"design", "sony2021"},
+                        {"condition", "d"},
+                        {"target", "cpu"},
+                        {"seed", seed},
+                        {"replicate", rep},
+                        {"status", status}};
+    j.update(extra);
+    return training_run(j);
+  };
+  r.training = {run(0, "ok", {{"final_loss", 0.5}, {"curve", {0.5}}}),
+                run(1, "ok", {{"final_loss", nullptr}, {"curve", {nullptr}}}),
+                run(2, "crashed", {{"reason", "SIGSEGV"}}), run(3, "skipped", {{"reason", "no GPU"}})};
+  r.command = "detaudit train autoencoder";
+  std::string err;
+  ASSERT_TRUE(succeeded(record_run(db.string(), RunKind::kTrain, r, (dir / "r").string(), 1), &err)) << err;
+  EXPECT_EQ(sql_text(db, "SELECT group_concat(verdict, ' ') FROM (SELECT verdict FROM training ORDER BY replicate)"),
+            "PASS WARN FAIL SKIP");
+  // The same database as version 4 wrote it: no verdict column.
+  sql_exec(db, "ALTER TABLE training DROP COLUMN verdict; PRAGMA user_version = 4;");
+  ASSERT_TRUE(succeeded(record_run(db.string(), RunKind::kTrain, r, (dir / "r2").string(), 1), &err)) << err;
+  EXPECT_EQ(sql_int(db, "PRAGMA user_version"), kHistorySchemaVersion);
+  EXPECT_EQ(sql_text(db, "SELECT group_concat(verdict, ' ') FROM (SELECT verdict FROM training ORDER BY run_id, replicate)"),
+            "PASS WARN FAIL SKIP PASS WARN FAIL SKIP");
+  HistoryQueryResult q;
+  ASSERT_TRUE(succeeded(query_history(db.string(), {}, &q), &err)) << err;
+  fs::remove_all(dir);
+}
+
 TEST(History, RefusesANewerSchemaAndForeignDatabases) {
   fs::path dir = fresh_dir("history-newer");
   fs::create_directories(dir);
