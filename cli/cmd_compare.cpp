@@ -37,6 +37,8 @@ int run_compare(const CompareArgs& args) {
   if (Status st = load_stored_results(results_path(args.b), &b); !st) return fail(st);
   for (const auto& [r, name] : {std::pair<const Results&, const std::string&>{a, args.a}, {b, args.b}})
     if (Status st = not_a_merged_analysis(r, name, "compare"); !st) return fail(st);
+  // A copy of a run is the run: its "same bits" would be a file compared with itself.
+  if (Status st = not_one_run(a, args.a, b, args.b, true); !st) return fail(st);
   // Two probe runs compare whatever their suites (the cells they share); training runs only within one
   // design, since the runs of another are other cells.
   if (std::string d = plan_difference(a.plan, b.plan, false); !d.empty())

@@ -58,6 +58,10 @@ std::string plan_difference(const nlohmann::json& a, const nlohmann::json& b, bo
   }
   const nlohmann::json fa = field_of(a, "data_fingerprint"), fb = field_of(b, "data_fingerprint");
   if (fa != fb) return fmt::format("data_fingerprint is {} vs {}", value_text(fa), value_text(fb));
+  // The data's size, where both record it (results of older versions do not).
+  const nlohmann::json ea = field_of(a, "data_examples"), eb = field_of(b, "data_examples");
+  if (!ea.is_null() && !eb.is_null() && ea != eb)
+    return fmt::format("data_examples is {} vs {}", value_text(ea), value_text(eb));
   return "";
 }
 

@@ -204,7 +204,8 @@ Status check_results_plan(const nlohmann::json& p) {
                                     {"repeats", T::kCount},
                                     {"timeout_s", T::kNumber},
                                     {"runs", T::kCount},
-                                    {"data_fingerprint", T::kString}},
+                                    {"data_fingerprint", T::kString},
+                                    {"data_examples", T::kUnsigned}},
                                    "plan")) ||
                  !(st = check_sources(p)) || !(st = check_array_key(p, "targets", T::kString, false, "plan")) ||
                  !(st = check_array_key(p, "workloads", T::kString, false, "plan")) ||
@@ -216,7 +217,7 @@ Status check_results_plan(const nlohmann::json& p) {
   if (p.contains("repeats") && p["repeats"].get<int64_t>() < 1)
     return Status::invalid("plan.repeats is 0: a plan repeats each cell at least once");
   if (const std::string k = unknown_field(p, {"suite", "custom", "kind", "targets", "workloads", "repeats", "timeout_s",
-                                              "runs", "data_fingerprint", "design", "sources"});
+                                              "runs", "data_fingerprint", "data_examples", "design", "sources"});
       !k.empty())
     return Status::invalid(fmt::format("plan.{} is not a field of a plan", k));
   if (p.contains("suite") && !is_plan_suite(p["suite"].get<std::string>()))
@@ -224,6 +225,12 @@ Status check_results_plan(const nlohmann::json& p) {
                                        shown_safely(p["suite"].get<std::string>().substr(0, 80))));
   if (p.contains("custom") && (!p.contains("suite") || p["suite"] == "import"))
     return Status::invalid("plan.custom is set, but the plan is no suite's (custom is a suite with its targets or workloads replaced)");
+  // (A kind other than train is refused with the results, naming the kind.)
+  if (p.contains("data_examples") && !p.contains("kind"))
+    return Status::invalid("plan.data_examples is set, but the plan is no training design's (kind train)");
+  if (p.contains("data_examples") && p["data_examples"].get<uint64_t>() < 2)
+    return Status::invalid(fmt::format("plan.data_examples is {}: a design trains on two batches at least",
+                                       p["data_examples"].get<uint64_t>()));
   if (p.value("kind", "") == "train")
     for (const char* k : {"suite", "custom", "targets", "workloads", "repeats", "timeout_s"})
       if (p.contains(k))
@@ -636,6 +643,14 @@ Status results_from_json(nlohmann::json& j, Results* out) {
                                            json_path(json_path("training", i), "nudge"), it->second, t.nudge->index));
     }
   }
+  // The training set's size, where the plan records it (results of older versions do not): a noise trace measured
+  // on the design's data names that many examples, merged analyses included (their sources share their data).
+  if (r.plan.contains("data_examples"))
+    for (size_t i = 0; i < r.training.size(); ++i)
+      if (const TrainingRun& t = r.training[i]; t.noise && t.noise->examples != r.plan["data_examples"].get<uint64_t>())
+        return Status::invalid(fmt::format("{} is {}, but the design's data has {} examples (plan.data_examples)",
+                                           json_path(json_path(json_path("training", i), "noise"), "examples"),
+                                           t.noise->examples, r.plan["data_examples"].get<uint64_t>()));
   // A run measures noise exactly when its design asks, at the design's interval.
   // (A merged analysis keeps its first source's design.)
   if (const nlohmann::json d = r.plan.value("design", nlohmann::json::object()); !r.plan.contains("sources"))

@@ -274,21 +274,28 @@ Status check_design(const TrainDesign& d) {
 // Loads the design's data (suites/train_data.hpp), checks that the model can use it, and returns the
 // fingerprint of its pixels (what every worker must load too). The pixels are not kept: the workers load
 // their own.
-Status check_data(const TrainDesign& d, const std::function<void(const std::string&)>& say, std::string* fingerprint) {
+Status check_data(const TrainDesign& d, const std::function<void(const std::string&)>& say, std::string* fingerprint,
+                  uint64_t* examples) {
   TrainData data;
   DETAUDIT_RETURN_IF_ERROR(load_train_data(d.model, d.prednet_config, d.data_dir, d.batch_size, &data));
   say("data: " + data.description);
   *fingerprint = data.fingerprint;
+  // What a run trains on: the images, or PredNet's training sequences (its held-out ones are checked apart).
+  *examples = uint64_t(d.model == "prednet" ? data.train_video.count : data.images.count);
   return Status::ok();
 }
 
 // results.json of a fresh design, or the one being resumed (its finished runs' keys in *done).
 Status open_results(const TrainDesign& d, const TrainRunOptions& opt, size_t planned, const std::string& data_fp,
-                    const nlohmann::json& machine, Results* r, std::set<std::string>* done,
+                    uint64_t data_examples, const nlohmann::json& machine, Results* r, std::set<std::string>* done,
                     const std::function<void(const std::string&)>& say) {
   DETAUDIT_RETURN_IF_ERROR(make_dir_below(opt.out_dir, "logs"));  // out_dir, and logs/ never a link's target
   const std::string path = results_file(opt.out_dir);
-  nlohmann::json plan = {{"kind", "train"}, {"design", d.to_json()}, {"runs", planned}, {"data_fingerprint", data_fp}};
+  nlohmann::json plan = {{"kind", "train"},
+                         {"design", d.to_json()},
+                         {"runs", planned},
+                         {"data_fingerprint", data_fp},
+                         {"data_examples", data_examples}};
   if (!opt.fresh && fs::exists(path)) {
     if (Status st = load_stored_results(path, r); !st)
       return Status::invalid(st.message() + " (use --fresh to start over)");
@@ -385,7 +392,8 @@ Status run_train_design(const TrainDesign& d, const TrainRunOptions& opt, Result
     vars.push_back(v);
   }
   std::string data_fp;
-  DETAUDIT_RETURN_IF_ERROR(check_data(d, say, &data_fp));
+  uint64_t data_examples = 0;
+  DETAUDIT_RETURN_IF_ERROR(check_data(d, say, &data_fp, &data_examples));
   DirLock lock;
   DETAUDIT_RETURN_IF_ERROR(not_a_fleet_directory(opt.out_dir));
   DETAUDIT_RETURN_IF_ERROR(lock.acquire(opt.out_dir));
@@ -393,7 +401,7 @@ Status run_train_design(const TrainDesign& d, const TrainRunOptions& opt, Result
   Results r;
   std::set<std::string> done;
   const nlohmann::json here = machine_fingerprint();  // this session's machine: its runs' machine_id
-  DETAUDIT_RETURN_IF_ERROR(open_results(d, opt, runs.size(), data_fp, here, &r, &done, say));
+  DETAUDIT_RETURN_IF_ERROR(open_results(d, opt, runs.size(), data_fp, data_examples, here, &r, &done, say));
   const std::string path = results_file(opt.out_dir);
   const std::string machine_id = machine_id_of(here);
   const double timeout_s = opt.run_timeout_s > 0 ? opt.run_timeout_s : kDefaultRunTimeoutS;
@@ -455,6 +463,32 @@ Status load_stored_results(const std::string& path, Results* out) {
     if (const TrainingRun& t = out->training[i]; t.ok() && t.phases && !t.curve.empty())
       if (const std::string why = phases_contradiction(*t.phases, t.curve); !why.empty())
         return Status::invalid(fmt::format("{}: training[{}].{}", path, i, why));
+  return Status::ok();
+}
+
+Status not_one_run(const Results& x, const std::string& dx, const Results& y, const std::string& dy, bool whole_copy) {
+  if (x.started_at == y.started_at && x.command == y.command &&
+      json_fields::str(x.machine, "hostname", "") == json_fields::str(y.machine, "hostname", "")) {
+    if (!whole_copy)
+      return Status::invalid(fmt::format("{} and {} hold one run (the same command, started at {} on the same host): "
+                                         "a copy counts its runs twice",
+                                         dx, dy, x.started_at));
+    if (to_json(x) == to_json(y))
+      return Status::invalid(fmt::format("{} and {} hold one run, copied whole (the same command, started at {} on the "
+                                         "same host, and the same cells and runs): a run compared with itself compares "
+                                         "nothing",
+                                         dx, dy, x.started_at));
+  }
+  if (whole_copy) return Status::ok();
+  bool same_times = x.training.size() == y.training.size(), timed = false;
+  for (size_t i = 0; same_times && i < x.training.size(); ++i) {
+    same_times = x.training[i].seconds == y.training[i].seconds;
+    timed = timed || x.training[i].seconds > 0;
+  }
+  if (same_times && timed)
+    return Status::invalid(fmt::format("{} and {} hold one run: each of their {} training runs took the same time "
+                                       "to the nanosecond (a copy counts its runs twice)",
+                                       dx, dy, x.training.size()));
   return Status::ok();
 }
 
@@ -531,30 +565,9 @@ Status analyze_training_dirs(const AnalyzeOptions& opt, Results* results) {
                       dir));
     inputs.push_back(std::move(r));
   }
-  // One run copied into two folders is one run: the same command (its --out included), started at the same
-  // instant on the same host; or, whatever its header says, every training run of the same length to the
-  // nanosecond (two runs of a design never time alike).
-  auto same_times = [](const Results& x, const Results& y) {
-    if (x.training.size() != y.training.size()) return false;
-    bool timed = false;
-    for (size_t i = 0; i < x.training.size(); ++i) {
-      if (x.training[i].seconds != y.training[i].seconds) return false;
-      timed = timed || x.training[i].seconds > 0;
-    }
-    return timed;
-  };
   for (size_t i = 0; i < inputs.size(); ++i)
-    for (size_t k = i + 1; k < inputs.size(); ++k) {
-      if (inputs[i].started_at == inputs[k].started_at && inputs[i].command == inputs[k].command &&
-          json_fields::str(inputs[i].machine, "hostname", "") == json_fields::str(inputs[k].machine, "hostname", ""))
-        return Status::invalid(fmt::format("{} and {} hold one run (the same command, started at {} on the same host): "
-                                           "a copy counts its runs twice",
-                                           opt.dirs[i], opt.dirs[k], inputs[i].started_at));
-      if (same_times(inputs[i], inputs[k]))
-        return Status::invalid(fmt::format("{} and {} hold one run: each of their {} training runs took the same time "
-                                           "to the nanosecond (a copy counts its runs twice)",
-                                           opt.dirs[i], opt.dirs[k], inputs[i].training.size()));
-    }
+    for (size_t k = i + 1; k < inputs.size(); ++k)
+      DETAUDIT_RETURN_IF_ERROR(not_one_run(inputs[i], opt.dirs[i], inputs[k], opt.dirs[k]));
   for (size_t i = 1; i < inputs.size(); ++i)
     if (std::string d = plan_difference(inputs[0].plan, inputs[i].plan, false); !d.empty())
       return Status::invalid(fmt::format("{} and {} ran different designs: {}; only runs of one design can be merged",
@@ -632,6 +645,9 @@ Status analyze_training_dirs(const AnalyzeOptions& opt, Results* results) {
   design["targets"] = targets;
   m.plan = {{"kind", "train"}, {"design", design}, {"runs", planned},
             {"data_fingerprint", inputs[0].plan["data_fingerprint"]}, {"sources", sources}};
+  // The sources share their data (one fingerprint): its size is any source's that records it.
+  for (const Results& in : inputs)
+    if (in.plan.contains("data_examples")) m.plan["data_examples"] = in.plan["data_examples"];
   m.analysis = analyze_training(m.training, training_sources(m.plan, m.machine, m.tool_version, m.tool_commit), target_facts);
   m.finished_at = utc_now_iso8601();
   DETAUDIT_RETURN_IF_ERROR(save_checked_results(results_file(opt.out_dir), m));

@@ -108,6 +108,13 @@ Status load_stored_results(const std::string& path, Results* out);
 // several machines under no machine of its own, so its cells would meet others under a key that is no machine's;
 // `command` (check, compare) takes the directories it merged instead.
 Status not_a_merged_analysis(const Results& r, const std::string& dir, const std::string& command);
+// Invalid when `x` (read from `dx`) and `y` (from `dy`) hold one run: the same command (its --out included), started
+// at the same instant on the same host, or, whatever their headers say, training runs that each took the same time
+// to the nanosecond (two runs of a design never time alike). A copy of a run is no second run: merged with it, it
+// would count its runs twice. With `whole_copy`, only a copy whole (the same header and the same cells and runs)
+// is refused: compare takes a copy that a later import changed as the other run it now is.
+Status not_one_run(const Results& x, const std::string& dx, const Results& y, const std::string& dy,
+                   bool whole_copy = false);
 // A finished training design's analysis made again from its runs (results read by load_stored_results), as
 // `detaudit report` shows it: an analysis a file stores is not evidence, as a stored verdict is not. Other results
 // are left as they are.

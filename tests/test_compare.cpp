@@ -1,5 +1,6 @@
 // detaudit compare: two results directories written with save_results, compared by the CLI binary
 // (exit codes, the cells named, the machine differences) and by gates/compare.cpp directly (formats).
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -46,7 +47,9 @@ Observation ok(const std::string& w, const std::string& t, std::vector<std::stri
 
 Results run_on(const std::string& openblas, std::vector<Observation> obs) {
   Results r;
-  r.started_at = "2026-01-01T00:00:00Z";
+  // Each run its own start (two runs are never one: compare refuses a copy of a run).
+  static int runs = 0;
+  r.started_at = fmt::format("2026-01-01T00:00:{:02}Z", runs++ % 60);
   r.finished_at = "2026-01-01T00:01:00Z";
   r.command = "detaudit probe";
   r.plan = {{"suite", "quick"}, {"repeats", 2}};
@@ -75,6 +78,26 @@ std::string save(const std::string& name, const Results& r) {
 }
 
 }  // namespace
+
+// A byte copy of a run in another folder is that run, not a second one: "same bits" would be a file compared with
+// itself. Refused, as the same folder named twice is; a run made again (its own start) compares.
+TEST(Compare, ACopyOfARunIsNoSecondRun) {
+  const Results one = run_on("0.3.21", cells());
+  std::string a = save("cmp-copy-a", one), b = save("cmp-copy-b", one);
+  auto r = run_cli("compare " + a + " " + b);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.err.find(a + " and " + b + " hold one run, copied whole (the same command, started at " + one.started_at +
+                       " on the same host, and the same cells and runs): a run compared with itself compares nothing"),
+            std::string::npos)
+      << r.err;
+  const Results again = run_on("0.3.21", cells());
+  ASSERT_NE(again.started_at, one.started_at);
+  fs::remove_all(b);
+  b = save("cmp-copy-b", again);
+  EXPECT_EQ(run_cli("compare " + a + " " + b).code, 0);
+  fs::remove_all(a);
+  fs::remove_all(b);
+}
 
 TEST(Compare, IdenticalRunsExitZero) {
   std::string a = save("cmp-same-a", run_on("0.3.21", cells())), b = save("cmp-same-b", run_on("0.3.21", cells()));

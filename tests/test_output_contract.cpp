@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -74,7 +75,13 @@ TEST(OutputContract, EverySubcommandSpeaksJson) {
   auto check = contract("check " + (w / "p") + " --baseline " + (w / "p") + "/baseline.json --no-history --format json",
                         "check", true);
   EXPECT_EQ(check["check"]["schema"], kCheckSchema);
-  std::filesystem::copy(w / "p", w / "p-copy", std::filesystem::copy_options::recursive);  // (one run twice is refused)
+  // Another run of the same cells: a copy with its own start (one run twice, or a copy of it whole, is refused).
+  std::filesystem::copy(w / "p", w / "p-copy", std::filesystem::copy_options::recursive);
+  {
+    nlohmann::json j = nlohmann::json::parse(slurp(w / "p-copy" + "/results.json"));
+    j["started_at"] = "2020-01-01T00:00:00Z";
+    std::ofstream(w / "p-copy" + "/results.json") << j.dump(1);
+  }
   auto compare = contract("compare " + (w / "p") + " " + (w / "p-copy") + " --format json", "compare", true);
   EXPECT_EQ(compare["comparison"]["summary"]["same"], 2);
   EXPECT_EQ(compare["comparison"]["summary"]["bits_changed"], 0);

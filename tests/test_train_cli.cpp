@@ -46,6 +46,7 @@ TEST(TrainCli, Sony2021DesignWritesRunsAnalysisAndReports) {
 
   auto j = nlohmann::json::parse(slurp(dir / "results.json"));
   EXPECT_EQ(j["schema"], "detaudit/1");
+  EXPECT_EQ(j["plan"]["data_examples"], 256) << "the training set's size, which every noise trace names";
   auto& runs = j["training"];
   // (a) and (c) 2 seeds x 2 replicates, (b), (d), (e) 2 runs each, for one base target.
   ASSERT_EQ(runs.size(), 14u);
@@ -64,6 +65,7 @@ TEST(TrainCli, Sony2021DesignWritesRunsAnalysisAndReports) {
     // --noise-every 4 of 12 batches: points at batches 1, 5, 9, each with its hardware repeat.
     ASSERT_TRUE(run.contains("noise")) << run.dump();
     ASSERT_EQ(run["noise"]["points"].size(), 3u);
+    EXPECT_EQ(run["noise"]["examples"], 256);
     for (auto& p : run["noise"]["points"]) {
       ASSERT_TRUE(p.contains("hw_sq"));
       if (!nondet) {

@@ -24,6 +24,7 @@
 #include "gates/baseline.hpp"
 #include "gates/fleet.hpp"
 #include "gates/history.hpp"
+#include "gates/verdict.hpp"
 #include "probes/env.hpp"
 #include "tests/cli_helpers.hpp"
 #include "tests/fixtures.hpp"
@@ -632,10 +633,22 @@ TEST(Lies, NoiseTracesAndMergedSourcesThatContradictTheirRunsAreRefused) {
   const nlohmann::json j = nlohmann::json::parse(text);
   ASSERT_EQ(j["training"][0]["noise"]["b_big"], 4);
   ASSERT_EQ(j["training"][0]["noise"]["b_small"], 2);
+  ASSERT_EQ(j["plan"]["data_examples"], 500) << "the tiny configuration's 500 sprite sequences";
   const std::vector<ResultsLie> cases = {
       {"b-small", "noise.b_small is 1, but a batch of 4 is measured in microbatches of 2",
        [](nlohmann::json& j) { j["training"][0]["noise"]["b_small"] = 1; }},
-      {"examples", "but training[0]'s is", [](nlohmann::json& j) { j["training"][1]["noise"]["examples"] = 10000000000000000; }},
+      {"examples", "training[1].noise.examples is 10000000000000000, but the design's data has 500 examples",
+       [](nlohmann::json& j) { j["training"][1]["noise"]["examples"] = 10000000000000000; }},
+      {"examples-all", "training[0].noise.examples is 10000000000000000, but the design's data has 500 examples",
+       [](nlohmann::json& j) {
+         for (auto& run : j["training"]) run["noise"]["examples"] = 10000000000000000;
+       }},
+      // Results of older versions do not record the data's size: there the runs are held against each other.
+      {"examples-older", "but training[0]'s is",
+       [](nlohmann::json& j) {
+         j["plan"].erase("data_examples");
+         j["training"][1]["noise"]["examples"] = 10000000000000000;
+       }},
       {"no-noise-every", "training[0].noise is set, but the design measures no noise",
        [](nlohmann::json& j) { j["plan"]["design"].erase("noise_every"); }},
   };
@@ -1002,6 +1015,113 @@ TEST(Lies, StoredPhasesTheCurveDoesNotGiveAreRefused) {
   fs::remove_all(d);
 }
 
+// A condition with nondeterminism off ran the target's deterministic variant, which promises the same bits every
+// time. A noise trace whose gradient, computed twice at the same weights, came out different, or a (d) replicate
+// that ended apart from its seed's first, broke that promise: check FAILs it, the report says so, baseline save
+// refuses it as a reference, and the history records the FAIL. The same runs with the promise kept pass.
+TEST(Lies, ADeterministicRunThatBrokeItsPromiseFails) {
+  fs::path d = fresh_dir("lies-broken-promise");
+  Results with_noise = one_training_design();
+  with_noise.plan["design"]["noise_every"] = 1;
+  with_noise.command = "detaudit train autoencoder --design sony2021 --noise-scale --noise-every 1";
+  with_noise.training[0].noise = NoiseTrace{1, 16, 64, 256, {}};
+  for (uint64_t step : {1, 2, 3}) with_noise.training[0].noise->points.push_back({step, 2.0, 3.0, 0.0});
+  const fs::path good = save(d, "good", with_noise);
+  const std::string base = (d / "base.json").string();
+  ASSERT_EQ(run_cli("baseline save " + good.string() + " --out " + base).code, 0);
+  CliRun r = run_cli("check " + good.string() + " --baseline " + base + " --no-history");
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+
+  // The training set's size is the plan's: a noise trace that names another, in every run alike, is refused.
+  {
+    Results more = with_noise;
+    more.plan["data_examples"] = 256;
+    const fs::path sized = save(d, "sized", more);
+    EXPECT_EQ(run_cli("report " + sized.string()).code, 0);
+    nlohmann::json j = nlohmann::json::parse(slurp(sized / "results.json"));
+    for (auto& run : j["training"]) run["noise"]["examples"] = uint64_t(1e16);
+    std::ofstream(sized / "results.json") << j.dump(1);
+    r = run_cli("report " + sized.string());
+    EXPECT_EQ(r.code, 2) << r.out;
+    EXPECT_NE(r.err.find("training[0].noise.examples is 10000000000000000, but the design's data has 256 examples"),
+              std::string::npos)
+        << r.err;
+  }
+  // The noise: one repeat of batch 2 differed.
+  Results noisy = with_noise;
+  noisy.training[0].noise->points[1].hw_sq = 1e-12;
+  const fs::path bad = save(d, "noisy", noisy);
+  r = run_cli("check " + bad.string() + " --baseline " + base + " --no-history");
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("broke its promise: nondeterminism off, yet batch 2's gradient"), std::string::npos) << r.out;
+  r = run_cli("report " + bad.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(slurp(bad / "report.md").find("FAIL: nondeterminism off, yet 1 of 3 repeats differed"), std::string::npos)
+      << slurp(bad / "report.md");
+  r = run_cli("baseline save " + bad.string() + " --out " + (d / "noisy.json").string());
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.err.find("broke its promise"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(d / "noisy.json"));
+  // Recorded in a history: the row FAILs, and the design's exit code 1 is what its rows give.
+  const std::string db = (d / "history.db").string();
+  ASSERT_TRUE(record_run(db, RunKind::kTrain, noisy, bad.string(), 1).is_ok());
+  HistoryQueryResult q;
+  const Status qs = query_history(db, {}, &q);
+  ASSERT_TRUE(qs.is_ok()) << qs.message();
+  ASSERT_EQ(q.cells.size(), 1u);
+  EXPECT_EQ(q.cells[0].verdict, "FAIL");
+  EXPECT_EQ(q.cells[0].status, "ok");
+  EXPECT_EQ(run_cli("history --history " + db).code, 0);
+  for (auto [sql, says] : {std::pair{"UPDATE training SET verdict = 'PASS'", "1 exactly when one FAILed"},
+                           std::pair{"UPDATE training SET verdict = 'WARN'; UPDATE runs SET exit_code = 0", "verdict is not what its status and condition give"}}) {
+    const std::string copy = (d / "edited.db").string();
+    fs::remove(copy);
+    fs::copy_file(db, copy);
+    sqlite3* h = nullptr;
+    ASSERT_EQ(sqlite3_open(copy.c_str(), &h), SQLITE_OK);
+    EXPECT_EQ(sqlite3_exec(h, sql, nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(h);
+    sqlite3_close(h);
+    r = run_cli("history --history " + copy);
+    EXPECT_EQ(r.code, 2) << sql << ": " << r.out;
+    EXPECT_NE(r.err.find(says), std::string::npos) << sql << ": " << r.err;
+  }
+  // The same runs with exit code 0 would say nothing failed: refused.
+  const std::string db0 = (d / "history0.db").string();
+  ASSERT_TRUE(record_run(db0, RunKind::kTrain, noisy, bad.string(), 0).is_ok());
+  r = run_cli("history --history " + db0);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.err.find("1 exactly when one FAILed"), std::string::npos) << r.err;
+  // A condition with nondeterminism on may differ: no FAIL there.
+  Results atomic = noisy;
+  TrainingRun& a = atomic.training[0];
+  EXPECT_EQ(judge_training_runs(atomic.training)[0].verdict, Verdict::kFail);
+  a.nondeterministic = true;
+  a.condition = "c";
+  EXPECT_EQ(judge_training_runs(atomic.training)[0].verdict, Verdict::kPass);
+
+  // (d): two replicates of one seed, the second ending in other weights.
+  Results two = with_noise;
+  two.plan["runs"] = 2;
+  two.plan["design"]["seeds"] = 2;  // (d) runs its fixed initial weights once per seed: replicates 0 and 1
+  two.training.push_back(two.training[0]);
+  TrainingRun& rep1 = two.training[1];
+  rep1.replicate = 1;
+  rep1.key = rep1.condition + "|" + rep1.target + "|1000|1";
+  const fs::path agree = save(d, "agree", two);
+  const std::string base2 = (d / "base2.json").string();
+  ASSERT_EQ(run_cli("baseline save " + agree.string() + " --out " + base2).code, 0);
+  r = run_cli("check " + agree.string() + " --baseline " + base2 + " --no-history");
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  rep1.weights_fingerprint = test::fingerprint('f');
+  EXPECT_EQ(judge_training_runs(two.training)[0].verdict, Verdict::kPass) << "the seed's first replicate is the reference";
+  EXPECT_EQ(judge_training_runs(two.training)[1].verdict, Verdict::kFail);
+  const fs::path apart = save(d, "apart", two);
+  r = run_cli("check " + apart.string() + " --baseline " + base2 + " --no-history");
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("yet replicate 1 ended apart from replicate 0"), std::string::npos) << r.out;
+  fs::remove_all(d);
+}
+
 // A baseline is reviewed by people and trusted by check: the same cell twice, impossible numbers, specs no
 // detaudit writes, invented fields and a summary its runs do not give are refused.
 TEST(Lies, ABaselineThatContradictsItselfIsRefused) {
@@ -1230,7 +1350,9 @@ TEST(Lies, ANudgeThatMovedAnotherWeightThanItsPeersIsRefused) {
 // which nothing ran (above), an analysis of designs none of whose runs finished.
 TEST(Unseen, RunsThatShareOnlySkippedCellsCompareNothing) {
   fs::path d = fresh_dir("unseen-compare-skipped");
-  const fs::path a = save(d, "a", one_cell(false)), b = save(d, "b", one_cell(false));
+  Results other = one_cell(false);
+  other.started_at = "2026-12-03T00:00:00Z";  // another run (a copy of one whole is refused)
+  const fs::path a = save(d, "a", one_cell(false)), b = save(d, "b", other);
   CliRun r = run_cli("compare " + a.string() + " " + b.string());
   EXPECT_EQ(r.code, 2) << r.out << r.err;
   EXPECT_NE(r.err.find("none ran on both sides"), std::string::npos) << r.err;
@@ -1384,7 +1506,8 @@ TEST(Unseen, AHistoryChangedByAnotherProgramIsRefused) {
       {"UPDATE runs SET recorded_at = '2099-01-01T00:00:00Z'", "recorded_at '2099-01-01T00:00:00Z' is not a time that has come"},
       {"UPDATE runs SET finished_at = '2098-01-01T00:00:00Z'", "finished_at '2098-01-01T00:00:00Z' is not a time before the "
                                                                "run was recorded"},
-      {"UPDATE training SET status = 'crashed'", "a training run that did not finish, with a final loss or weights"},
+      {"UPDATE training SET status = 'crashed', verdict = 'FAIL'", "a training run that did not finish, with a final loss or weights"},
+      {"UPDATE training SET status = 'crashed'", "a training row whose verdict is not what its status and condition give"},
       {"UPDATE machines SET cores = 0", "cpu_model, cpu_features, cores or gpus is not the machine of run 1"},
       {"UPDATE machines SET cpu_model = 'Other CPU'", "cpu_model, cpu_features, cores or gpus is not the machine of run 1"},
       {"UPDATE cells SET reason = 'timeout after 60 s'", "reason 'timeout after 60 s' is not empty for a cell that finished"},
@@ -1426,9 +1549,9 @@ TEST(Unseen, AHistoryChangedByAnotherProgramIsRefused) {
        ""},
       {"DELETE FROM cells; UPDATE runs SET kind = 'train', command = 'detaudit train autoencoder', cells = 0, pass = 0, "
        "exit_code = 1",
-       "a training run whose exit code is not what its runs give (1 exactly when one crashed, timed out or failed)"},
+       "a training run whose exit code is not what its runs give (1 exactly when one FAILed)"},
       {"DELETE FROM cells; UPDATE runs SET kind = 'train', command = 'detaudit train autoencoder', cells = 0, pass = 0, "
-       "exit_code = 0; UPDATE training SET status = 'timeout', final_loss = NULL, weights_fingerprint = ''",
+       "exit_code = 0; UPDATE training SET status = 'timeout', final_loss = NULL, weights_fingerprint = '', verdict = 'FAIL'",
        "a training run whose exit code is not what its runs give"},
       {"DELETE FROM cells; UPDATE runs SET kind = 'train', command = 'detaudit train prednet', cells = 0, pass = 0, "
        "exit_code = 0",

@@ -88,7 +88,12 @@ def main():
     j = run(["check", "P", "--baseline", "P/baseline.json", "--format", "json"])
     if j:
         validate("check", j["check"], "check's report")
-    shutil.copytree(os.path.join(work, "P"), os.path.join(work, "P2"))  # (one run named twice is refused)
+    # Another run of the same cells: a copy with its own start (one run named twice, or copied whole, is refused).
+    shutil.copytree(os.path.join(work, "P"), os.path.join(work, "P2"))
+    p2 = load("P2/results.json")
+    p2["started_at"] = "2020-01-01T00:00:00Z"
+    with open(os.path.join(work, "P2/results.json"), "w") as f:
+        json.dump(p2, f)
     run(["compare", "P", "P2", "--format", "json"])
     run(["report", "P", "--format", "json"])
     run(["env", "--format", "json"])
