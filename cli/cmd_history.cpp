@@ -47,8 +47,9 @@ std::string state_text(const HistorySegment& s) {
   if (s.state == "nondeterministic" && s.last.training)
     return fmt::format("varies (nondeterminism on, {} training run{})", s.last.repeats, s.last.repeats == 1 ? "" : "s");
   if (s.state.rfind("fp ", 0) == 0 && s.last.training)
-    return fmt::format("weights {} ({} training run{})", s.state.substr(3, 16), s.last.repeats,
-                       s.last.repeats == 1 ? "" : "s");
+    return fmt::format("{}weights {} ({} training run{})",
+                       s.last.verdict == "FAIL" ? "broke its promise (nondeterminism off): " : "", s.state.substr(3, 16),
+                       s.last.repeats, s.last.repeats == 1 ? "" : "s");
   if (s.state.rfind("fp ", 0) == 0) return "fp " + s.state.substr(3, 16);
   if (s.state == "nondeterministic") return fmt::format("varies (up to {} outputs)", s.max_distinct);
   if (!s.last.reason.empty()) return fmt::format("{} ({})", s.state, one_line(s.last.reason, 60));

@@ -76,15 +76,26 @@ Status out_outside_fleet_ranks(const std::string& out, const char* option) {
                                        "rank's, and only `detaudit fleet` writes them; choose another {}",
                                        option, out, rank.string(), option));
   };
-  // The folder or any folder above it: a rank's (ranks/<rank>-<host>/ with its node.json), at any depth below it.
+  auto refuse_ranks = [&](const fs::path& ranks) {
+    return Status::invalid(fmt::format("{} {}: in a fleet's ranks/ ({}), where every folder is read as a rank's, and "
+                                       "only `detaudit fleet` writes them; choose another {}",
+                                       option, out, ranks.string(), option));
+  };
+  // The folder or any folder above it: a rank's (ranks/<rank>-<host>/ with its node.json), at any depth below it;
+  // or a fleet's ranks/ (a rank folder in it, or fleet.json beside it), where a new folder would sit among the
+  // ranks' and be read as one.
   for (fs::path d = p; !d.empty(); d = d.parent_path()) {
     if (d.parent_path().filename() == "ranks" && fs::exists(d / "node.json", ec)) return refuse(d);
+    if (d.filename() == "ranks" && fs::is_directory(d, ec)) {
+      if (d == p)  // ranks/ itself: name the rank folder in it
+        for (auto& e : fs::directory_iterator(d, ec))
+          if (fs::exists(e.path() / "node.json", ec)) return refuse(e.path());
+      if (fs::exists(d.parent_path() / "fleet.json", ec)) return refuse_ranks(d);
+      for (auto& e : fs::directory_iterator(d, ec))
+        if (fs::exists(e.path() / "node.json", ec)) return refuse_ranks(d);
+    }
     if (d == d.parent_path()) break;
   }
-  // A fleet's ranks/ itself.
-  if (p.filename() == "ranks" && fs::is_directory(p, ec))
-    for (auto& e : fs::directory_iterator(p, ec))
-      if (fs::exists(e.path() / "node.json", ec)) return refuse(e.path());
   return Status::ok();
 }
 

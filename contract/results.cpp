@@ -228,8 +228,11 @@ Status check_results_plan(const nlohmann::json& p) {
   // (A kind other than train is refused with the results, naming the kind.)
   if (p.contains("data_examples") && !p.contains("kind"))
     return Status::invalid("plan.data_examples is set, but the plan is no training design's (kind train)");
-  if (p.contains("data_examples") && p["data_examples"].get<uint64_t>() < 2)
-    return Status::invalid(fmt::format("plan.data_examples is {}: a design trains on two batches at least",
+  // A design trains on two batches at least, and loads at most 1 GiB of data, of at least a byte an example.
+  if (p.contains("data_examples") &&
+      (p["data_examples"].get<uint64_t>() < 2 || p["data_examples"].get<uint64_t>() > (uint64_t(1) << 30)))
+    return Status::invalid(fmt::format("plan.data_examples is {}: a design trains on 2 examples at least, and on "
+                                       "1 GiB of data at most (2^30 examples of a byte)",
                                        p["data_examples"].get<uint64_t>()));
   if (p.value("kind", "") == "train")
     for (const char* k : {"suite", "custom", "targets", "workloads", "repeats", "timeout_s"})

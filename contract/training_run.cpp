@@ -1,6 +1,9 @@
 #include "contract/training_run.hpp"
 
 #include <algorithm>
+#include <cstring>
+#include <map>
+#include <tuple>
 #include <cmath>
 #include <limits>
 #include <set>
@@ -116,6 +119,9 @@ Status from_json(const nlohmann::json& j, NoiseTrace* n, const std::string& path
   if (n->b_small != noise_microbatch(n->b_big))
     return Status::invalid(fmt::format("{} is {}, but a batch of {} is measured in microbatches of {}",
                                        json_path(path, "b_small"), n->b_small, n->b_big, noise_microbatch(n->b_big)));
+  if (n->examples > (uint64_t(1) << 30))
+    return Status::invalid(fmt::format("{} is {}: a design loads at most 1 GiB of data (2^30 examples of a byte)",
+                                       json_path(path, "examples"), n->examples));
   if (j.contains("examples") && n->examples < uint64_t(n->b_big))
     return Status::invalid(fmt::format("{} is {}: the data has at least one batch of {} examples",
                                        json_path(path, "examples"), n->examples, n->b_big));
@@ -331,6 +337,13 @@ Status from_json(const nlohmann::json& j, TrainingRun* out, const std::string& p
   return Status::ok();
 }
 
+std::string noise_hardware_points_text(int batches, int every) {
+  std::string out;
+  const int stride = noise_hardware_stride(batches, every);
+  for (int k = 0; k * every < batches; k += stride) out += (out.empty() ? "" : ", ") + std::to_string(1 + k * every);
+  return "at batches " + out;
+}
+
 double curve_window_mean(const std::vector<double>& curve, int window) {
   if (curve.empty()) return std::numeric_limits<double>::quiet_NaN();
   const size_t w = std::min<size_t>(size_t(std::max(window, 1)), curve.size());
@@ -438,6 +451,23 @@ Status check_run_consistent(const TrainingRun& r, const std::string& path) {
       return Status::invalid(fmt::format("{} holds {} points, but a run of {} batches that finished is measured at {} "
                                          "(batch 1 and every {} after it)",
                                          json_path(np, "points"), r.noise->points.size(), r.batches, want, r.noise->every));
+    // The same gradient is computed again at the points the run's length gives (noise_hardware_point), and only
+    // there: a repeat left out would hide one that differed, one added was never measured.
+    for (size_t i = 0; r.batches > 0 && i < r.noise->points.size(); ++i) {
+      const NoisePoint& p = r.noise->points[i];
+      const uint64_t k = (p.step - 1) / uint64_t(r.noise->every);
+      if (p.hw_sq.has_value() != noise_hardware_point(r.batches, r.noise->every, k))
+        return Status::invalid(fmt::format(
+            "{} is {}, but a run of {} batches measured every {} repeats the gradient at points {}",
+            json_path(json_path(json_path(np, "points"), i), "hw_sq"), p.hw_sq ? "set" : "missing", r.batches,
+            r.noise->every, noise_hardware_points_text(r.batches, r.noise->every)));
+      // |g1 - g2|^2 <= (|g1| + |g2|)^2, and g2 is g1 computed again (the same norm up to rounding): 4 |g1|^2.
+      if (p.hw_sq && !(*p.hw_sq <= 4.01 * p.big_sq))
+        return Status::invalid(fmt::format("{} is {:.6g}, beyond 4 x big_sq ({:.6g}): two computations of one gradient "
+                                           "differ by at most the sum of their norms",
+                                           json_path(json_path(json_path(np, "points"), i), "hw_sq"), *p.hw_sq,
+                                           p.big_sq));
+    }
   }
   if (!r.ok() || r.curve.empty()) return Status::ok();
   auto same = [](double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); };
@@ -461,6 +491,57 @@ Status check_run_consistent(const TrainingRun& r, const std::string& path) {
                                          json_path(path, "curve_fingerprint"), r.curve_fingerprint, fp));
   }
   return Status::ok();
+}
+
+RunVerdict judge_training_run(const TrainingRun& r) {
+  switch (r.status) {
+    case ObsStatus::kOk:
+      if (!r.nondeterministic && r.noise)
+        for (const NoisePoint& p : r.noise->points)
+          if (p.hw_sq && *p.hw_sq != 0)
+            return {Verdict::kFail,
+                    fmt::format("broke its promise: nondeterminism off, yet batch {}'s gradient, computed twice at the "
+                                "same weights, came out different (|g1 - g2|^2 = {:.3g})",
+                                p.step, *p.hw_sq)};
+      if (!std::isfinite(r.final_loss)) return {Verdict::kWarn, "diverged: the final loss is not finite"};
+      return {Verdict::kPass, ""};
+    case ObsStatus::kSkipped:
+      return {Verdict::kSkip, r.reason};
+    case ObsStatus::kCrashed:
+    case ObsStatus::kTimeout:
+    case ObsStatus::kError:
+      break;
+  }
+  return {Verdict::kFail, std::string(to_string(r.status)) + (r.reason.empty() ? "" : ": " + r.reason)};
+}
+
+std::vector<RunVerdict> judge_training_runs(const std::vector<TrainingRun>& runs) {
+  std::vector<RunVerdict> out;
+  out.reserve(runs.size());
+  for (const TrainingRun& r : runs) out.push_back(judge_training_run(r));
+  // (d): per source, target and seed, the first finished replicate (lowest replicate number) is the reference.
+  std::map<std::tuple<int, std::string, uint64_t>, size_t> first;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const TrainingRun& r = runs[i];
+    if (!condition_replicates_agree(r.condition) || !r.ok()) continue;
+    auto [it, fresh] = first.try_emplace({r.source, r.target, r.seed}, i);
+    if (!fresh && r.replicate < runs[it->second].replicate) it->second = i;
+  }
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const TrainingRun& r = runs[i];
+    if (!condition_replicates_agree(r.condition) || !r.ok() || out[i].verdict == Verdict::kFail) continue;
+    const TrainingRun& ref = runs[first.at({r.source, r.target, r.seed})];
+    if (&ref == &r) continue;
+    const bool same_loss = std::memcmp(&ref.final_loss, &r.final_loss, sizeof(double)) == 0;
+    if (same_loss && ref.weights_fingerprint == r.weights_fingerprint) continue;
+    out[i] = {Verdict::kFail,
+              fmt::format("broke its promise: condition (d) starts every replicate of seed {} from the same weights "
+                          "with nondeterminism off, yet replicate {} ended apart from replicate {} ({})",
+                          r.seed, r.replicate, ref.replicate,
+                          same_loss ? fmt::format("weights {} against {}", r.weights_fingerprint, ref.weights_fingerprint)
+                                    : fmt::format("final loss {} against {}", r.final_loss, ref.final_loss))};
+  }
+  return out;
 }
 
 }  // namespace detaudit

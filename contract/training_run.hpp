@@ -3,6 +3,7 @@
 // (analysis/training.hpp) and the reports read, and what baselines, check, qualify and the history
 // keep. Its status is the observations' status (ObsStatus): ok, crashed, timeout, skipped, error.
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <optional>
@@ -13,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "contract/observation.hpp"
+#include "contract/verdict.hpp"
 
 namespace detaudit {
 
@@ -59,6 +61,19 @@ struct NoisePoint {
 // The microbatch of a noise measurement on batches of b_big: a quarter where the batch allows it (64 -> 16), else a
 // half.
 inline int noise_microbatch(int b_big) { return b_big >= 8 && b_big % 4 == 0 ? b_big / 4 : b_big / 2; }
+// The hardware repeats of a run of `batches` measured every `every`: at up to kNoiseHardwarePoints of its
+// ceil(batches / every) points, evenly spread: point k (0-based) where k is a multiple of the stride
+// ceil(points / kNoiseHardwarePoints).
+inline constexpr int kNoiseHardwarePoints = 6;
+inline int noise_hardware_stride(int batches, int every) {
+  const int points = (batches + every - 1) / every;
+  return std::max(1, (points + kNoiseHardwarePoints - 1) / kNoiseHardwarePoints);
+}
+inline bool noise_hardware_point(int batches, int every, uint64_t k) {
+  return k % uint64_t(noise_hardware_stride(batches, every)) == 0;
+}
+// "1, 4, 7" (1-based batches), for messages.
+std::string noise_hardware_points_text(int batches, int every);
 
 struct NoiseTrace {
   int every = 0, b_small = 0, b_big = 0;
@@ -132,5 +147,24 @@ double curve_window_mean(const std::vector<double>& curve, int window);
 // written: fixtures that never passed through a float), and its curve fingerprint, where it has one, is
 // the fingerprint of the curve's floats. One line naming the field.
 Status check_run_consistent(const TrainingRun& r, const std::string& path);
+
+// A training run judged on its own, without a baseline: a finished run PASSes (a diverged one, whose final
+// loss is not finite, WARNs), a run that crashed, timed out or ended in an error FAILs its cell, a skipped
+// run (its target cannot run here) is a SKIP. A finished run of a condition with nondeterminism off ran the
+// target's deterministic variant, which promises the same bits every time: where its noise trace computed one
+// batch's gradient twice at the same weights (hw_sq) and the two differed, it broke that promise and FAILs.
+// `reason` says why for all but PASS.
+struct RunVerdict {
+  Verdict verdict = Verdict::kPass;
+  std::string reason;
+};
+RunVerdict judge_training_run(const TrainingRun& r);
+// Every run of a design, in its order: judge_training_run, and beside it what only runs together show. (d)
+// starts every replicate of a seed from the same weights with nondeterminism off and no nudge, so they end in
+// the same bits: a finished replicate whose final loss or weights differ from the seed's first finished one (per
+// source and target) broke the deterministic variant's promise and FAILs.
+std::vector<RunVerdict> judge_training_runs(const std::vector<TrainingRun>& runs);
+// Whether a FAIL of a finished run is a broken promise (what judge_training_runs adds to a run's own status).
+inline bool broke_promise(const TrainingRun& r, const RunVerdict& v) { return r.ok() && v.verdict == Verdict::kFail; }
 
 }  // namespace detaudit

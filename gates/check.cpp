@@ -809,14 +809,18 @@ Status run_check(const CheckOptions& opt, CheckReport* report, Results* checked)
   DETAUDIT_RETURN_IF_ERROR(same_bits_same_ratio(b, r, opt.dir, opt.baseline));
   CheckReport rep = check_against_baseline(b, r, opt.dir, opt.baseline, opt.margin);
   rep.allow_unjudged = opt.allow_unjudged;
-  if (rep.cells_compared == 0 && rep.runs_compared == 0)
+  // A FAIL is a judgment: a crash in a cell or a training run the baseline holds fails the check, even where
+  // nothing else ran (every run of a design crashed).
+  const bool failed = std::any_of(rep.findings.begin(), rep.findings.end(),
+                                  [](const CheckFinding& f) { return f.verdict == Verdict::kFail; });
+  if (!failed && rep.cells_compared == 0 && rep.runs_compared == 0)
     return Status::invalid(fmt::format("{} and {} share no cell: nothing was compared ({}; {})", opt.dir, opt.baseline,
                                        r.observations.size() + r.training.size() == 0
                                            ? "the results hold no cell and no training run"
                                            : "every cell of one is missing from the other",
                                        plan_kind(r.plan)));
   // Cells in common that none ran here (every one skipped or crashed): nothing was judged.
-  if (rep.cells_ran == 0 && rep.runs_compared == 0) {
+  if (!failed && rep.cells_ran == 0 && rep.runs_compared == 0) {
     std::string why;
     for (auto& o : r.observations)
       if (o.status != ObsStatus::kOk) {

@@ -2,10 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <map>
 #include <set>
-#include <tuple>
 #include <vector>
 
 #include <fmt/format.h>
@@ -296,57 +294,6 @@ VerdictCounts count_verdicts(const Results& r) {
       ++c.unjudged;
   }
   return c;
-}
-
-RunVerdict judge_training_run(const TrainingRun& r) {
-  switch (r.status) {
-    case ObsStatus::kOk:
-      if (!r.nondeterministic && r.noise)
-        for (const NoisePoint& p : r.noise->points)
-          if (p.hw_sq && *p.hw_sq != 0)
-            return {Verdict::kFail,
-                    fmt::format("broke its promise: nondeterminism off, yet batch {}'s gradient, computed twice at the "
-                                "same weights, came out different (|g1 - g2|^2 = {:.3g})",
-                                p.step, *p.hw_sq)};
-      if (!std::isfinite(r.final_loss)) return {Verdict::kWarn, "diverged: the final loss is not finite"};
-      return {Verdict::kPass, ""};
-    case ObsStatus::kSkipped:
-      return {Verdict::kSkip, r.reason};
-    case ObsStatus::kCrashed:
-    case ObsStatus::kTimeout:
-    case ObsStatus::kError:
-      break;
-  }
-  return {Verdict::kFail, std::string(to_string(r.status)) + (r.reason.empty() ? "" : ": " + r.reason)};
-}
-
-std::vector<RunVerdict> judge_training_runs(const std::vector<TrainingRun>& runs) {
-  std::vector<RunVerdict> out;
-  out.reserve(runs.size());
-  for (const TrainingRun& r : runs) out.push_back(judge_training_run(r));
-  // (d): per source, target and seed, the first finished replicate (lowest replicate number) is the reference.
-  std::map<std::tuple<int, std::string, uint64_t>, size_t> first;
-  for (size_t i = 0; i < runs.size(); ++i) {
-    const TrainingRun& r = runs[i];
-    if (!condition_replicates_agree(r.condition) || !r.ok()) continue;
-    auto [it, fresh] = first.try_emplace({r.source, r.target, r.seed}, i);
-    if (!fresh && r.replicate < runs[it->second].replicate) it->second = i;
-  }
-  for (size_t i = 0; i < runs.size(); ++i) {
-    const TrainingRun& r = runs[i];
-    if (!condition_replicates_agree(r.condition) || !r.ok() || out[i].verdict == Verdict::kFail) continue;
-    const TrainingRun& ref = runs[first.at({r.source, r.target, r.seed})];
-    if (&ref == &r) continue;
-    const bool same_loss = std::memcmp(&ref.final_loss, &r.final_loss, sizeof(double)) == 0;
-    if (same_loss && ref.weights_fingerprint == r.weights_fingerprint) continue;
-    out[i] = {Verdict::kFail,
-              fmt::format("broke its promise: condition (d) starts every replicate of seed {} from the same weights "
-                          "with nondeterminism off, yet replicate {} ended apart from replicate {} ({})",
-                          r.seed, r.replicate, ref.replicate,
-                          same_loss ? fmt::format("weights {} against {}", r.weights_fingerprint, ref.weights_fingerprint)
-                                    : fmt::format("final loss {} against {}", r.final_loss, ref.final_loss))};
-  }
-  return out;
 }
 
 }  // namespace detaudit

@@ -29,24 +29,7 @@ bool is_judged(const Results& r);
 // verdicts (check, baseline save, report, a fleet's nodes) judges the observations itself.
 const Results* judged_view(const Results& in, Results* storage);
 
-// A training run judged on its own, without a baseline: a finished run PASSes (a diverged one, whose final
-// loss is not finite, WARNs), a run that crashed, timed out or ended in an error FAILs its cell, a skipped
-// run (its target cannot run here) is a SKIP. A finished run of a condition with nondeterminism off ran the
-// target's deterministic variant, which promises the same bits every time: where its noise trace computed one
-// batch's gradient twice at the same weights (hw_sq) and the two differed, it broke that promise and FAILs.
-// `reason` says why for all but PASS.
-struct RunVerdict {
-  Verdict verdict = Verdict::kPass;
-  std::string reason;
-};
-RunVerdict judge_training_run(const TrainingRun& r);
-// Every run of a design, in its order: judge_training_run, and beside it what only runs together show. (d)
-// starts every replicate of a seed from the same weights with nondeterminism off and no nudge, so they end in
-// the same bits: a finished replicate whose final loss or weights differ from the seed's first finished one (per
-// source and target) broke the deterministic variant's promise and FAILs.
-std::vector<RunVerdict> judge_training_runs(const std::vector<TrainingRun>& runs);
-// Whether a FAIL of a finished run is a broken promise (what judge_training_runs adds to a run's own status).
-inline bool broke_promise(const TrainingRun& r, const RunVerdict& v) { return r.ok() && v.verdict == Verdict::kFail; }
+// judge_training_run(s), RunVerdict and broke_promise: contract/training_run.hpp (the reports read them too).
 
 struct VerdictCounts : VerdictTally {
   int unjudged = 0;

@@ -85,10 +85,31 @@ void add_train_verdict(Document& d, const Results& r, const std::vector<Training
   for (auto& run : runs) (run.ok() ? ok : failed)++;
   auto& v = d.add("Training verdict");
   const auto& design = jf::object(r.plan, "design");
-  v.para(fmt::format("Design {} on model {}: {} runs finished, {} skipped or failed; {} seeds, {} batches, final "
+  // The finished runs that broke the deterministic variant's promise FAIL (as train and check judge them): first.
+  const std::vector<RunVerdict> verdicts = judge_training_runs(runs);
+  std::vector<std::string> broken;
+  for (size_t i = 0; i < runs.size(); ++i)
+    if (broke_promise(runs[i], verdicts[i]))
+      broken.push_back(fmt::format("FAIL: {} ({}) seed {} replicate {}: {}", inline_code(runs[i].target),
+                                   inline_text(runs[i].condition), runs[i].seed, runs[i].replicate,
+                                   inline_text(verdicts[i].reason)));
+  v.para(fmt::format("Design {} on model {}: {} runs finished{}, {} skipped or failed; {} seeds, {} batches, final "
                      "metric = mean loss of the last {} batches.",
-                     inline_code(jf::str(design, "design")), inline_code(jf::str(design, "model")), ok, failed,
-                     jf::integer(design, "seeds"), jf::integer(design, "batches"), jf::integer(design, "window")));
+                     inline_code(jf::str(design, "design")), inline_code(jf::str(design, "model")), ok,
+                     broken.empty() ? "" : fmt::format(" ({} of them FAIL: they broke the promise of identical bits)",
+                                                       broken.size()),
+                     failed, jf::integer(design, "seeds"), jf::integer(design, "batches"), jf::integer(design, "window")));
+  if (!broken.empty()) {
+    v.para(fmt::format("**FAIL: {} run{} with nondeterminism off broke the deterministic variant's promise.** "
+                       "Their statistics below are kept, and they are no reference.",
+                       broken.size(), broken.size() == 1 ? "" : "s"));
+    if (broken.size() > 40) {
+      const size_t more = broken.size() - 40;
+      broken.resize(40);
+      broken.push_back(fmt::format("… and {} more (see results.json)", more));
+    }
+    v.list(broken);
+  }
   add_failed_runs(v, runs, sources);
   std::vector<std::string> items;
   for (auto& row : jf::array(r.analysis, "table")) {

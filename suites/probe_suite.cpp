@@ -351,8 +351,11 @@ Status run_probe_suite(const ProbePlan& plan, const ProbeRunOptions& opt, Result
   DETAUDIT_RETURN_IF_ERROR(check_memory(plan, available_memory_bytes(&source), source));
   DirLock lock;
   DETAUDIT_RETURN_IF_ERROR(not_a_fleet_directory(opt.out_dir));
-  DETAUDIT_RETURN_IF_ERROR(lock.acquire(opt.out_dir));
   const std::string results_path = results_file(opt.out_dir);
+  // A results.json that is a link (or no regular file) is refused before the lock, the oracle cache or the logs
+  // are made beside it: a refused run leaves the folder as it found it.
+  DETAUDIT_RETURN_IF_ERROR(check_destination(results_path));
+  DETAUDIT_RETURN_IF_ERROR(lock.acquire(opt.out_dir));
   Results r;
   std::set<std::pair<std::string, std::string>> done;
   if (!opt.fresh && fs::exists(results_path)) {

@@ -289,8 +289,11 @@ Status check_data(const TrainDesign& d, const std::function<void(const std::stri
 Status open_results(const TrainDesign& d, const TrainRunOptions& opt, size_t planned, const std::string& data_fp,
                     uint64_t data_examples, const nlohmann::json& machine, Results* r, std::set<std::string>* done,
                     const std::function<void(const std::string&)>& say) {
-  DETAUDIT_RETURN_IF_ERROR(make_dir_below(opt.out_dir, "logs"));  // out_dir, and logs/ never a link's target
   const std::string path = results_file(opt.out_dir);
+  // A results.json that is a link is neither read (resumed from) nor written through, and refused before logs/ is
+  // made beside it.
+  DETAUDIT_RETURN_IF_ERROR(check_destination(path));
+  DETAUDIT_RETURN_IF_ERROR(make_dir_below(opt.out_dir, "logs"));  // out_dir, and logs/ never a link's target
   nlohmann::json plan = {{"kind", "train"},
                          {"design", d.to_json()},
                          {"runs", planned},

@@ -84,8 +84,7 @@ NoiseMeter::NoiseMeter(int every, int batch_size, int batches, uint64_t examples
   trace_.examples = examples;
   trace_.b_big = batch_size;
   trace_.b_small = noise_microbatch(batch_size);
-  const int points = (batches + every - 1) / every;
-  hw_stride_ = std::max(1, (points + kHardwarePoints - 1) / kHardwarePoints);
+  hw_stride_ = noise_hardware_stride(batches, every);
 }
 
 Status NoiseMeter::measure(int step, const Probe& probe) {

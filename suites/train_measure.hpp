@@ -28,14 +28,14 @@ Status nudge_weight(Autoencoder& model, uint64_t k, WeightNudge* out);
 //  - the squared norm of the batch's gradient (B = batch_size samples);
 //  - the mean squared norm of the gradients of its microbatches (batch_size / 4 samples each where the
 //    batch is a multiple of 4 of at least 8, else batch_size / 2; the first B / b of the batch's samples);
-//  - at up to kHardwarePoints of those points, evenly spread, |g1 - g2|^2 between the batch's gradient and
+//  - at up to kNoiseHardwarePoints of those points, evenly spread (noise_hardware_point, contract/training_run.hpp),
+//    |g1 - g2|^2 between the batch's gradient and
 //    the same gradient computed again at the same weights on the same batch (exactly 0 on a
 //    deterministic target).
 // Every norm is accumulated in double. The batch's own gradient is uploaded back into grads() before
 // returning, so the update, and every bit of the run, are those of an unmeasured run.
 class NoiseMeter {
  public:
-  static constexpr int kHardwarePoints = 6;
   // examples: the training set's size (recorded: the largest batch size there can be).
   NoiseMeter(int every, int batch_size, int batches, uint64_t examples);
   // The autoencoder: batch is its batch_size images.

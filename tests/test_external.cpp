@@ -442,6 +442,21 @@ TEST_F(External, TwoFrameworksImportedIntoOneDirectoryBothStay) {
     EXPECT_EQ(r.code, 2) << cmd << ": " << r.out;
     EXPECT_NE(r.err.find("holds its node.json"), std::string::npos) << cmd << ": " << r.err;
   }
+  // A new folder beside the ranks' in ranks/ would be read as a rank's: refused for every command that writes one.
+  const fs::path sibling = rank.parent_path() / "new";
+  for (const std::string& cmd : {"probe --targets cpu-ref --workloads 'reduce?op=sum&n=10' --no-history --out " +
+                                     sibling.string(),
+                                 "train autoencoder --seeds 1 --batches 2 --window 1 --replicates 1 --no-history --out " +
+                                     sibling.string(),
+                                 "diverge --targets 'cpu?threads=1' --steps 1 --out " + sibling.string(),
+                                 "export 'reduce?op=sum&n=10' --out " + sibling.string()}) {
+    const auto r = run_cli(cmd);
+    EXPECT_EQ(r.code, 2) << cmd << ": " << r.out;
+    EXPECT_NE(r.err.find("in a fleet's ranks/ (" + fs::weakly_canonical(rank.parent_path()).string() + ")"),
+              std::string::npos)
+        << cmd << ": " << r.err;
+  }
+  EXPECT_FALSE(fs::exists(sibling));
   EXPECT_FALSE(fs::exists(rank / "probe" / "results.json"));
   EXPECT_FALSE(fs::exists(rank / "probe" / "logs"));
   EXPECT_FALSE(fs::exists(rank / "ranks"));

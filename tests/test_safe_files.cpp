@@ -107,6 +107,23 @@ TEST(SafeFiles, InputsThatAreNotRegularFilesAreRefusedNotWaitedOn) {
   fs::remove_all(d);
 }
 
+// A probe whose results.json is a link is refused before it makes anything beside it: no lock, no oracle cache,
+// no logs folder left in the folder it refused.
+TEST(SafeFiles, AProbeRefusedForALinkedResultsFileLeavesNothingBehind) {
+  fs::path d = fresh_dir("safe-linked-results");
+  fs::create_directories(d / "p");
+  fs::create_symlink(d / "elsewhere.json", d / "p" / "results.json");
+  CliRun r = run_cli("probe --targets cpu-ref --workloads 'reduce?op=sum&n=10' --repeats 1 --no-history --out " +
+                     (d / "p").string());
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("results.json: is a symbolic link"), std::string::npos) << r.err;
+  std::vector<std::string> left;
+  for (auto& e : fs::directory_iterator(d / "p")) left.push_back(e.path().filename().string());
+  EXPECT_EQ(left, std::vector<std::string>{"results.json"});
+  EXPECT_FALSE(fs::exists(d / "elsewhere.json"));
+  fs::remove_all(d);
+}
+
 TEST(SafeFiles, ALinkedLockOrOutputIsNeverWrittenThrough) {
   fs::path d = fresh_dir("safe-lock");
   fs::create_directories(d);

@@ -637,18 +637,26 @@ TEST(Lies, NoiseTracesAndMergedSourcesThatContradictTheirRunsAreRefused) {
   const std::vector<ResultsLie> cases = {
       {"b-small", "noise.b_small is 1, but a batch of 4 is measured in microbatches of 2",
        [](nlohmann::json& j) { j["training"][0]["noise"]["b_small"] = 1; }},
-      {"examples", "training[1].noise.examples is 10000000000000000, but the design's data has 500 examples",
-       [](nlohmann::json& j) { j["training"][1]["noise"]["examples"] = 10000000000000000; }},
-      {"examples-all", "training[0].noise.examples is 10000000000000000, but the design's data has 500 examples",
+      {"examples", "training[1].noise.examples is 100000, but the design's data has 500 examples",
+       [](nlohmann::json& j) { j["training"][1]["noise"]["examples"] = 100000; }},
+      {"examples-all", "training[0].noise.examples is 100000, but the design's data has 500 examples",
        [](nlohmann::json& j) {
-         for (auto& run : j["training"]) run["noise"]["examples"] = 10000000000000000;
+         for (auto& run : j["training"]) run["noise"]["examples"] = 100000;
        }},
       // Results of older versions do not record the data's size: there the runs are held against each other.
       {"examples-older", "but training[0]'s is",
        [](nlohmann::json& j) {
          j["plan"].erase("data_examples");
-         j["training"][1]["noise"]["examples"] = 10000000000000000;
+         j["training"][1]["noise"]["examples"] = 100000;
        }},
+      {"examples-huge", "training[1].noise.examples is 10000000000000000: a design loads at most 1 GiB of data",
+       [](nlohmann::json& j) { j["training"][1]["noise"]["examples"] = 10000000000000000; }},
+      // A hardware repeat beyond what two computations of one gradient can differ by.
+      {"hw-sq-huge", "hw_sq is 1e+300, beyond 4 x big_sq",
+       [](nlohmann::json& j) { j["training"][0]["noise"]["points"][0]["hw_sq"] = 1e300; }},
+      // A repeat added where the design measured none, or one left out.
+      {"hw-sq-removed", "hw_sq is missing, but a run of 4 batches measured every 1 repeats the gradient",
+       [](nlohmann::json& j) { j["training"][0]["noise"]["points"][0].erase("hw_sq"); }},
       {"no-noise-every", "training[0].noise is set, but the design measures no noise",
        [](nlohmann::json& j) { j["plan"]["design"].erase("noise_every"); }},
   };
@@ -1039,11 +1047,21 @@ TEST(Lies, ADeterministicRunThatBrokeItsPromiseFails) {
     const fs::path sized = save(d, "sized", more);
     EXPECT_EQ(run_cli("report " + sized.string()).code, 0);
     nlohmann::json j = nlohmann::json::parse(slurp(sized / "results.json"));
-    for (auto& run : j["training"]) run["noise"]["examples"] = uint64_t(1e16);
+    for (auto& run : j["training"]) run["noise"]["examples"] = 100000;
     std::ofstream(sized / "results.json") << j.dump(1);
     r = run_cli("report " + sized.string());
     EXPECT_EQ(r.code, 2) << r.out;
-    EXPECT_NE(r.err.find("training[0].noise.examples is 10000000000000000, but the design's data has 256 examples"),
+    EXPECT_NE(r.err.find("training[0].noise.examples is 100000, but the design's data has 256 examples"),
+              std::string::npos)
+        << r.err;
+    // Both edited alike, beyond what a design can load: refused on their own.
+    j["plan"]["data_examples"] = uint64_t(1) << 62;
+    for (auto& run : j["training"]) run["noise"]["examples"] = uint64_t(1) << 62;
+    std::ofstream(sized / "results.json") << j.dump(1);
+    r = run_cli("report " + sized.string());
+    EXPECT_EQ(r.code, 2) << r.out;
+    EXPECT_NE(r.err.find("plan.data_examples is 4611686018427387904: a design trains on 2 examples at least, and on "
+                         "1 GiB of data at most"),
               std::string::npos)
         << r.err;
   }
@@ -1058,6 +1076,24 @@ TEST(Lies, ADeterministicRunThatBrokeItsPromiseFails) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(slurp(bad / "report.md").find("FAIL: nondeterminism off, yet 1 of 3 repeats differed"), std::string::npos)
       << slurp(bad / "report.md");
+  // The report opens with it, as train and check say it.
+  EXPECT_NE(slurp(bad / "report.md").find("**FAIL: 1 run with nondeterminism off broke the deterministic variant's "
+                                          "promise.**"),
+            std::string::npos)
+      << slurp(bad / "report.md");
+  // Its repeats are judged where they were measured: deleting them does not hide the one that differed.
+  {
+    Results hidden = noisy;
+    for (auto& p : hidden.training[0].noise->points) p.hw_sq.reset();
+    fs::create_directories(d / "hidden");
+    std::ofstream(d / "hidden" / "results.json") << to_json(hidden).dump(1);
+    r = run_cli("check " + (d / "hidden").string() + " --baseline " + base + " --no-history");
+    EXPECT_EQ(r.code, 2) << r.out;
+    EXPECT_NE(r.err.find("training[0].noise.points[0].hw_sq is missing, but a run of 3 batches measured every 1 "
+                         "repeats the gradient at points at batches 1, 2, 3"),
+              std::string::npos)
+        << r.err;
+  }
   r = run_cli("baseline save " + bad.string() + " --out " + (d / "noisy.json").string());
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.err.find("broke its promise"), std::string::npos) << r.err;
@@ -1119,6 +1155,44 @@ TEST(Lies, ADeterministicRunThatBrokeItsPromiseFails) {
   r = run_cli("check " + apart.string() + " --baseline " + base2 + " --no-history");
   EXPECT_EQ(r.code, 1) << r.out << r.err;
   EXPECT_NE(r.out.find("yet replicate 1 ended apart from replicate 0"), std::string::npos) << r.out;
+  // The history reads (d)'s replicates against each other: a row whose FAIL was edited away (or recorded before
+  // rows had verdicts) still shows the cell as the broken promise it is.
+  const std::string dbd = (d / "history-d.db").string();
+  ASSERT_TRUE(record_run(dbd, RunKind::kTrain, two, apart.string(), 1).is_ok());
+  {
+    sqlite3* h = nullptr;
+    ASSERT_EQ(sqlite3_open(dbd.c_str(), &h), SQLITE_OK);
+    EXPECT_EQ(sqlite3_exec(h, "UPDATE training SET verdict = 'PASS'; UPDATE runs SET exit_code = 0", nullptr, nullptr,
+                           nullptr),
+              SQLITE_OK);
+    sqlite3_close(h);
+  }
+  r = run_cli("history --history " + dbd);
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("broke its promise (nondeterminism off): weights"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("FAIL"), std::string::npos) << r.out;
+  fs::remove_all(d);
+}
+
+// A design every run of which crashed shares its cells with its baseline: check FAILs the crashes (exit 1), it
+// does not say the two share nothing.
+TEST(Unseen, ACheckOfADesignWhoseEveryRunCrashedFailsIt) {
+  fs::path d = fresh_dir("unseen-all-crashed");
+  const Results good = one_training_design();
+  const fs::path g = save(d, "good", good);
+  const std::string base = (d / "base.json").string();
+  ASSERT_EQ(run_cli("baseline save " + g.string() + " --out " + base).code, 0);
+  Results crashed = good;
+  const std::string cpu = good.training[0].target;
+  crashed.training[0] = training_run({{"key", "d|" + cpu + "|1000|0"}, {"condition", "d"}, {"target", cpu},
+                                      {"seed", 1000}, {"replicate", 0}, {"status", "crashed"}, {"model", "autoencoder"},
+                                      {"design", "sony2021"}, {"batches", 3}, {"window", 1},
+                                      {"reason", "SIGSEGV (Segmentation fault)"}, {"signal", "SIGSEGV"}});
+  const fs::path c = save(d, "crashed", crashed);
+  CliRun r = run_cli("check " + c.string() + " --baseline " + base + " --no-history");
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("run crashed: SIGSEGV"), std::string::npos) << r.out;
+  EXPECT_EQ(r.err.find("share no cell"), std::string::npos) << r.err;
   fs::remove_all(d);
 }
 
