@@ -75,6 +75,7 @@ std::string machine_text(const MachineRecord& m) {
 std::string filter_text(const char* what, const std::string& value, const std::string& match) {
   if (value.empty()) return "";
   if (match == "none") return fmt::format("{} '{}': nothing recorded matches\n", what, value);
+  if (match == "canonical") return fmt::format("{} '{}': matched as the spec it spells\n", what, value);
   return fmt::format("{} '{}': {} match\n", what, value, match);
 }
 
@@ -240,11 +241,13 @@ Command add_history_command(CLI::App& app, int, char**) {
   auto* sub = app.add_subcommand(
       "history", "Show each cell's fingerprints over time, per machine, and the software changes where they changed.");
   sub->add_option("--target", args->target,
-                  "Only this target: an exact target name if one was recorded, else every target containing it")
+                  "Only this target: an exact target name if one was recorded, else every target containing it, else "
+                  "the target it spells in another order or with defaults left out")
       ->type_name("TARGET")
       ->check(kNonEmpty);
   sub->add_option("--workload", args->workload,
-                  "Only this workload: an exact workload name if one was recorded, else every workload containing it")
+                  "Only this workload: an exact workload name if one was recorded, else every workload containing it, "
+                  "else the workload it spells in another order or with defaults left out")
       ->type_name("WORKLOAD")
       ->check(kNonEmpty);
   sub->add_option("--machine", args->machine,

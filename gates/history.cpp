@@ -639,6 +639,29 @@ Status open_history(const std::string& db_path, Mode mode, Db* db, bool* exists)
     return Status::ok();
   }
 
+  if (mode == Mode::kQuery && version < kHistorySchemaVersion) {
+    // `history` only reads: an older schema is migrated in a copy in memory, and the file is left as it is.
+    sqlite3* mem = nullptr;
+    if (sqlite3_open_v2(":memory:", &mem, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr) != SQLITE_OK) {
+      sqlite3_close_v2(mem);
+      return Status::invalid(db->error("cannot read it: no memory for a copy to migrate"));
+    }
+    sqlite3_backup* copy = sqlite3_backup_init(mem, "main", db->h, "main");
+    const int step = copy ? sqlite3_backup_step(copy, -1) : sqlite3_errcode(mem);
+    const int done = copy ? sqlite3_backup_finish(copy) : step;
+    if (step != SQLITE_DONE || done != SQLITE_OK) {
+      const std::string why = sqlite3_errmsg(mem);
+      sqlite3_close_v2(mem);
+      return Status::invalid(db->error("cannot read it into memory to migrate its older schema: " + why));
+    }
+    sqlite3_close_v2(db->h);
+    db->h = mem;
+    sqlite3_extended_result_codes(db->h, 1);
+    sqlite3_db_config(db->h, SQLITE_DBCONFIG_ENABLE_TRIGGER, 0, nullptr);
+    sqlite3_db_config(db->h, SQLITE_DBCONFIG_ENABLE_VIEW, 0, nullptr);
+    DETAUDIT_RETURN_IF_ERROR(exec(*db, "PRAGMA foreign_keys = ON"));
+    return migrate(*db);
+  }
   if (mode == Mode::kWrite || version < kHistorySchemaVersion) {
     if (sqlite3_db_readonly(db->h, "main") == 1) {
       if (mode == Mode::kWrite) return file_error(db_path, "is read-only: the run cannot be recorded");
@@ -1165,6 +1188,8 @@ Status query_training(Db& db, const HistoryFilter& f, const std::string& target_
          "ORDER BY r.started_at, r.id, t.model, t.design, t.condition, t.target, t.seed, t.replicate");
   if (!s.ok()) return Status::invalid(describe_sqlite_error(db, sqlite3_errcode(db.h)));
   s.bind(1, f.since);
+  // (A training cell's target is read in canonical form, so a filter that is a target spec matches in any spelling.)
+  const std::string target_canon = f.target.empty() ? "" : canonical_spec(f.target, true);
   auto matches = [](const std::string& filter, const std::string& mode, const std::string& name) {
     if (filter.empty()) return true;
     return mode == "exact" ? name == filter : name.find(filter) != std::string::npos;
@@ -1187,7 +1212,7 @@ Status query_training(Db& db, const HistoryFilter& f, const std::string& target_
     const std::string workload = fmt::format("train {}/{} ({})", s.text(9), s.text(10), s.text(11));
     const std::string target = canonical_spec(s.text(12), true);
     // An unknown name filter matched no probe cell ("none"): match training cells on their own names.
-    if (!matches(f.target, target_mode == "exact" ? "exact" : "substring", target) ||
+    if ((!matches(f.target, target_mode == "exact" ? "exact" : "substring", target) && target != target_canon) ||
         !matches(f.workload, workload_mode == "exact" ? "exact" : "substring", workload))
       continue;
     const int64_t run = s.integer(0);
@@ -1450,6 +1475,11 @@ Status check_runs(Db& db) {
       {"SELECT 'run ' || r.id FROM runs r WHERE r.kind = 'train' AND r.exit_code IN (0, 1) AND (r.exit_code = 1) <> "
        "EXISTS (SELECT 1 FROM training t WHERE t.run_id = r.id AND t.verdict = 'FAIL') LIMIT 1",
        "a training run whose exit code is not what its runs give (1 exactly when one FAILed)"},
+      // check and qualify FAIL a training run that FAILed (check: its own failure; qualify: its runs finish, (d) is
+      // identical): such a run never exits 0.
+      {"SELECT 'run ' || r.id FROM runs r WHERE r.kind IN ('check', 'qualify') AND r.exit_code = 0 AND EXISTS (SELECT "
+       "1 FROM training t WHERE t.run_id = r.id AND t.verdict = 'FAIL') LIMIT 1",
+       "a check or qualify run that exited 0 beside a training run it FAILed"},
       // A run's verdict is what its status gives (a crash, timeout or error FAILs, a skip is a SKIP, a finished run
       // PASSes, or WARNs where it diverged); a finished run FAILs only where it ran with nondeterminism off ((b),
       // (d), (e)) and broke that promise.
@@ -1559,6 +1589,19 @@ Status query_open(Db& db, const HistoryFilter& f, HistoryQueryResult* out) {
     return st;
   out->target_match = match_mode(f.target, targets);
   out->workload_match = match_mode(f.workload, workloads);
+  // A filter that is a spec matches that spec's cells in any spelling ("cpu?threads=2&order=atomic" is
+  // cpu?order=atomic&threads=2&isa=auto): where its own text names no cell, the cells whose canonical form is its.
+  nlohmann::json target_names = nlohmann::json::array(), workload_names = nlohmann::json::array();
+  auto respell = [](const std::string& filter, const std::set<std::string>& names, bool target, std::string* mode,
+                    nlohmann::json* list) {
+    if (filter.empty() || *mode != "none") return;
+    const std::string canon = canonical_spec(filter, target);
+    for (auto& n : names)
+      if (canonical_spec(n, target) == canon) list->push_back(n);
+    if (!list->empty()) *mode = "canonical";
+  };
+  respell(f.target, targets, true, &out->target_match, &target_names);
+  respell(f.workload, workloads, false, &out->workload_match, &workload_names);
 
   // The machines, with the hostnames that ran on them.
   std::map<std::string, MachineRecord> machines;
@@ -1624,6 +1667,7 @@ Status query_open(Db& db, const HistoryFilter& f, HistoryQueryResult* out) {
       "WHERE r.started_at >= ?1";
   auto name_sql = [](const char* column, int param, const std::string& mode) -> std::string {
     if (mode == "exact") return fmt::format(" AND c.{} = ?{}", column, param);
+    if (mode == "canonical") return fmt::format(" AND c.{} IN (SELECT value FROM json_each(?{}))", column, param);
     if (mode == "substring") return fmt::format(" AND instr(c.{}, ?{}) > 0", column, param);
     if (mode == "none") return " AND 0";
     return "";
@@ -1636,8 +1680,8 @@ Status query_open(Db& db, const HistoryFilter& f, HistoryQueryResult* out) {
     return Status::invalid(describe_sqlite_error(db, sqlite3_errcode(db.h)));
   }
   s.bind(1, f.since);
-  if (!out->target_match.empty()) s.bind(2, f.target);
-  if (!out->workload_match.empty()) s.bind(3, f.workload);
+  if (!out->target_match.empty()) s.bind(2, out->target_match == "canonical" ? target_names.dump() : f.target);
+  if (!out->workload_match.empty()) s.bind(3, out->workload_match == "canonical" ? workload_names.dump() : f.workload);
   std::map<int64_t, nlohmann::json> software;  // read and parsed once per run
   std::set<std::tuple<std::string, std::string, std::string, std::string>> seen;
   std::set<std::string> used_machines;

@@ -144,7 +144,8 @@ struct HistoryQueryResult {
   int runs = 0;         // runs in the database (all of them)
   std::vector<MachineRecord> machines;  // those the cells below ran on
   std::vector<CellRecord> cells;        // matching, by started_at then run id; duplicates removed (below)
-  // How each non-empty filter matched: "exact", "substring" or "none" (nothing matched).
+  // How each non-empty filter matched: "exact", "substring", "canonical" (a spec whose text names no cell, matching
+  // the cells of its canonical form: another spelling of them) or "none" (nothing matched).
   std::string target_match, workload_match, machine_match;
 };
 

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <filesystem>
 #include <functional>
+#include <cstring>
 #include <map>
 #include <set>
 
@@ -469,6 +470,47 @@ Status load_stored_results(const std::string& path, Results* out) {
   return Status::ok();
 }
 
+namespace {
+
+// Every training run of the same length to the nanosecond as its namesake, in any order (two runs of a design
+// never time alike).
+bool same_times(const Results& x, const Results& y) {
+  if (x.training.size() != y.training.size()) return false;
+  std::map<std::string, double> seconds;
+  for (const TrainingRun& t : x.training) seconds[t.key] = t.seconds;
+  bool timed = false;
+  for (const TrainingRun& t : y.training) {
+    const auto it = seconds.find(t.key);
+    if (it == seconds.end() || it->second != t.seconds) return false;
+    timed = timed || t.seconds > 0;
+  }
+  return timed;
+}
+
+// The same cells with the same outputs and the same training runs with the same outcomes, in any order (their
+// times, the finishing time and the order in the file aside).
+bool same_outcomes(const Results& x, const Results& y) {
+  if (x.observations.size() != y.observations.size() || x.training.size() != y.training.size()) return false;
+  std::map<std::pair<std::string, std::string>, std::pair<std::string, std::vector<std::string>>> cells;
+  for (const Observation& o : x.observations)
+    cells[{o.workload, o.target}] = {std::string(to_string(o.status)), o.fingerprints};
+  for (const Observation& o : y.observations) {
+    const auto it = cells.find({o.workload, o.target});
+    if (it == cells.end() || it->second != std::pair{std::string(to_string(o.status)), o.fingerprints}) return false;
+  }
+  std::map<std::string, const TrainingRun*> runs;
+  for (const TrainingRun& t : x.training) runs[t.key] = &t;
+  for (const TrainingRun& t : y.training) {
+    const auto it = runs.find(t.key);
+    if (it == runs.end() || it->second->status != t.status || it->second->weights_fingerprint != t.weights_fingerprint ||
+        std::memcmp(&it->second->final_loss, &t.final_loss, sizeof(double)) != 0)
+      return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 Status not_one_run(const Results& x, const std::string& dx, const Results& y, const std::string& dy, bool whole_copy) {
   if (x.started_at == y.started_at && x.command == y.command &&
       json_fields::str(x.machine, "hostname", "") == json_fields::str(y.machine, "hostname", "")) {
@@ -476,19 +518,35 @@ Status not_one_run(const Results& x, const std::string& dx, const Results& y, co
       return Status::invalid(fmt::format("{} and {} hold one run (the same command, started at {} on the same host): "
                                          "a copy counts its runs twice",
                                          dx, dy, x.started_at));
-    if (to_json(x) == to_json(y))
+    if (same_outcomes(x, y))
       return Status::invalid(fmt::format("{} and {} hold one run, copied whole (the same command, started at {} on the "
                                          "same host, and the same cells and runs): a run compared with itself compares "
                                          "nothing",
                                          dx, dy, x.started_at));
   }
-  if (whole_copy) return Status::ok();
-  bool same_times = x.training.size() == y.training.size(), timed = false;
-  for (size_t i = 0; same_times && i < x.training.size(); ++i) {
-    same_times = x.training[i].seconds == y.training[i].seconds;
-    timed = timed || x.training[i].seconds > 0;
+  if (whole_copy) {
+    // Whatever the header says: the same outputs, every cell timed alike to the nanosecond (two runs never are).
+    bool timed = !x.observations.empty() && x.observations.size() == y.observations.size();
+    std::map<std::pair<std::string, std::string>, const Observation*> in_y;
+    for (const Observation& o : y.observations) in_y[{o.workload, o.target}] = &o;
+    bool any_time = false;
+    for (size_t i = 0; timed && i < x.observations.size(); ++i) {
+      const Observation& o = x.observations[i];
+      const auto it = in_y.find({o.workload, o.target});
+      timed = it != in_y.end() && !o.seconds.empty() && o.seconds == it->second->seconds;
+      for (double t : o.seconds) any_time = any_time || t > 0;
+    }
+    if (timed && any_time && same_outcomes(x, y))
+      return Status::invalid(fmt::format("{} and {} hold one run: the same outputs, and each of their {} cells timed "
+                                         "alike to the nanosecond (a copy, whatever its header says): a run compared "
+                                         "with itself compares nothing",
+                                         dx, dy, x.observations.size()));
+    if (!same_times(x, y) || !same_outcomes(x, y)) return Status::ok();
+    return Status::invalid(fmt::format("{} and {} hold one run: the same runs, each of their {} training runs taking "
+                                       "the same time to the nanosecond (a copy, whatever its header says)",
+                                       dx, dy, x.training.size()));
   }
-  if (same_times && timed)
+  if (same_times(x, y))
     return Status::invalid(fmt::format("{} and {} hold one run: each of their {} training runs took the same time "
                                        "to the nanosecond (a copy counts its runs twice)",
                                        dx, dy, x.training.size()));

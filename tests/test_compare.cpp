@@ -90,6 +90,32 @@ TEST(Compare, ACopyOfARunIsNoSecondRun) {
                        " on the same host, and the same cells and runs): a run compared with itself compares nothing"),
             std::string::npos)
       << r.err;
+  // A copy edited where it costs nothing is still the copy: its finishing time, the order of its cells.
+  Results edited = one;
+  edited.finished_at = "2026-01-01T00:02:00Z";
+  std::reverse(edited.observations.begin(), edited.observations.end());
+  fs::remove_all(b);
+  b = save("cmp-copy-b", edited);
+  r = run_cli("compare " + a + " " + b);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.err.find("copied whole"), std::string::npos) << r.err;
+  // Timed cells: the same outputs, every cell timed alike to the nanosecond, is one run whatever the header says.
+  Results timed = one;
+  for (size_t i = 0; i < timed.observations.size(); ++i) timed.observations[i].seconds = {1e-3 * double(i + 1), 2e-3};
+  Results retimed = timed;
+  retimed.started_at = "2026-01-01T00:00:59Z";
+  retimed.command += " --quiet";
+  fs::remove_all(a);
+  fs::remove_all(b);
+  a = save("cmp-copy-a", timed);
+  b = save("cmp-copy-b", retimed);
+  r = run_cli("compare " + a + " " + b);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.err.find("each of their 3 cells timed alike to the nanosecond"), std::string::npos) << r.err;
+  retimed.observations[0].seconds[1] = 2.5e-3;  // another run: its own times
+  fs::remove_all(b);
+  b = save("cmp-copy-b", retimed);
+  EXPECT_EQ(run_cli("compare " + a + " " + b).code, 0);
   const Results again = run_on("0.3.21", cells());
   ASSERT_NE(again.started_at, one.started_at);
   fs::remove_all(b);

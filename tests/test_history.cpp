@@ -467,12 +467,44 @@ TEST(History, MigratesVersion4TrainingRowsToTheVerdictTheirStatusGives) {
             "PASS WARN FAIL SKIP");
   // The same database as version 4 wrote it: no verdict column.
   sql_exec(db, "ALTER TABLE training DROP COLUMN verdict; PRAGMA user_version = 4;");
+  // A reader migrates it in memory and leaves the file as it is.
+  {
+    const std::string before = read_bytes(db);
+    HistoryQueryResult q;
+    ASSERT_TRUE(succeeded(query_history(db.string(), {}, &q), &err)) << err;
+    EXPECT_EQ(q.cells.size(), 1u);
+    EXPECT_EQ(read_bytes(db), before) << "history only reads";
+    EXPECT_EQ(sql_int(db, "PRAGMA user_version"), 4);
+  }
   ASSERT_TRUE(succeeded(record_run(db.string(), RunKind::kTrain, r, (dir / "r2").string(), 1), &err)) << err;
   EXPECT_EQ(sql_int(db, "PRAGMA user_version"), kHistorySchemaVersion);
   EXPECT_EQ(sql_text(db, "SELECT group_concat(verdict, ' ') FROM (SELECT verdict FROM training ORDER BY run_id, replicate)"),
             "PASS WARN FAIL SKIP PASS WARN FAIL SKIP");
   HistoryQueryResult q;
   ASSERT_TRUE(succeeded(query_history(db.string(), {}, &q), &err)) << err;
+  fs::remove_all(dir);
+}
+
+// A filter that spells a recorded target another way (keys in another order, defaults written out) matches it.
+TEST(History, AFilterMatchesTheSpecItSpells) {
+  fs::path dir = fresh_dir("history-spelling");
+  fs::path db = dir / "h.db";
+  std::string err;
+  ASSERT_TRUE(succeeded(record_run(db.string(), RunKind::kProbe, results("2026-11-30T12:00:00Z", "h", fp('a')),
+                                   (dir / "r").string(), 0),
+                        &err))
+      << err;
+  HistoryQueryResult q;
+  HistoryFilter f;
+  f.target = "cpu?isa=auto&order=sequential";  // no cell's text, nor part of one: the spec of "cpu?order=sequential"
+  ASSERT_TRUE(succeeded(query_history(db.string(), f, &q), &err)) << err;
+  EXPECT_EQ(q.target_match, "canonical");
+  ASSERT_EQ(q.cells.size(), 1u);
+  EXPECT_EQ(q.cells[0].workload.rfind("matmul?m=8&", 0), 0u) << q.cells[0].workload;
+  f.target = "cpu?order=sequential&threads=7";  // another target: still nothing
+  ASSERT_TRUE(succeeded(query_history(db.string(), f, &q), &err)) << err;
+  EXPECT_EQ(q.target_match, "none");
+  EXPECT_TRUE(q.cells.empty());
   fs::remove_all(dir);
 }
 

@@ -1121,6 +1121,15 @@ TEST(Lies, ADeterministicRunThatBrokeItsPromiseFails) {
     EXPECT_EQ(r.code, 2) << sql << ": " << r.out;
     EXPECT_NE(r.err.find(says), std::string::npos) << sql << ": " << r.err;
   }
+  // A check of them that exited 0 would not have FAILed the run: refused.
+  const std::string dbc = (d / "history-check.db").string();
+  noisy.command = "detaudit check " + bad.string() + " --baseline " + base;
+  ASSERT_TRUE(record_run(dbc, RunKind::kCheck, noisy, bad.string(), 0).is_ok());
+  r = run_cli("history --history " + dbc);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.err.find("a check or qualify run that exited 0 beside a training run it FAILed"), std::string::npos)
+      << r.err;
+  noisy.command = with_noise.command;
   // The same runs with exit code 0 would say nothing failed: refused.
   const std::string db0 = (d / "history0.db").string();
   ASSERT_TRUE(record_run(db0, RunKind::kTrain, noisy, bad.string(), 0).is_ok());
