@@ -912,7 +912,7 @@ nlohmann::json noise_of(const std::vector<TrainingRun>& runs, Units& units) {
           fmt::format("run-to-run implementation noise at B = {}: {} of {} repeats differed", batch, nonzero, pairs);
     }
     // Nondeterminism off ran the deterministic variant, which promises the same bits every time: a repeat that
-    // differed broke that promise (the run FAILs: gates/verdict.hpp).
+    // differed broke that promise (the run FAILs: judge_training_runs, contract/training_run.hpp).
     if (nonzero > 0 && !condition_nondeterministic(cond)) {
       row["broken_promise"] = true;
       row["note"] = fmt::format("FAIL: nondeterminism off, yet {} of {} repeats differed: the deterministic variant "

@@ -48,7 +48,10 @@ std::string state_text(const HistorySegment& s) {
     return fmt::format("varies (nondeterminism on, {} training run{})", s.last.repeats, s.last.repeats == 1 ? "" : "s");
   if (s.state.rfind("fp ", 0) == 0 && s.last.training)
     return fmt::format("{}weights {} ({} training run{})",
-                       s.last.verdict == "FAIL" ? "broke its promise (nondeterminism off): " : "", s.state.substr(3, 16),
+                       std::find(s.verdicts.begin(), s.verdicts.end(), "FAIL") != s.verdicts.end()
+                           ? "broke its promise (nondeterminism off): "
+                           : "",
+                       s.state.substr(3, 16),
                        s.last.repeats, s.last.repeats == 1 ? "" : "s");
   if (s.state.rfind("fp ", 0) == 0) return "fp " + s.state.substr(3, 16);
   if (s.state == "nondeterministic") return fmt::format("varies (up to {} outputs)", s.max_distinct);

@@ -458,7 +458,7 @@ Status check_run_consistent(const TrainingRun& r, const std::string& path) {
       const uint64_t k = (p.step - 1) / uint64_t(r.noise->every);
       if (p.hw_sq.has_value() != noise_hardware_point(r.batches, r.noise->every, k))
         return Status::invalid(fmt::format(
-            "{} is {}, but a run of {} batches measured every {} repeats the gradient at points {}",
+            "{} is {}, but a run of {} batches measured every {} repeats the gradient {}",
             json_path(json_path(json_path(np, "points"), i), "hw_sq"), p.hw_sq ? "set" : "missing", r.batches,
             r.noise->every, noise_hardware_points_text(r.batches, r.noise->every)));
       // |g1 - g2|^2 <= (|g1| + |g2|)^2, and g2 is g1 computed again (the same norm up to rounding): 4 |g1|^2.
@@ -519,27 +519,29 @@ std::vector<RunVerdict> judge_training_runs(const std::vector<TrainingRun>& runs
   std::vector<RunVerdict> out;
   out.reserve(runs.size());
   for (const TrainingRun& r : runs) out.push_back(judge_training_run(r));
-  // (d): per source, target and seed, the first finished replicate (lowest replicate number) is the reference.
-  std::map<std::tuple<int, std::string, uint64_t>, size_t> first;
-  for (size_t i = 0; i < runs.size(); ++i) {
-    const TrainingRun& r = runs[i];
-    if (!condition_replicates_agree(r.condition) || !r.ok()) continue;
-    auto [it, fresh] = first.try_emplace({r.source, r.target, r.seed}, i);
-    if (!fresh && r.replicate < runs[it->second].replicate) it->second = i;
-  }
-  for (size_t i = 0; i < runs.size(); ++i) {
-    const TrainingRun& r = runs[i];
-    if (!condition_replicates_agree(r.condition) || !r.ok() || out[i].verdict == Verdict::kFail) continue;
-    const TrainingRun& ref = runs[first.at({r.source, r.target, r.seed})];
-    if (&ref == &r) continue;
-    const bool same_loss = std::memcmp(&ref.final_loss, &r.final_loss, sizeof(double)) == 0;
-    if (same_loss && ref.weights_fingerprint == r.weights_fingerprint) continue;
-    out[i] = {Verdict::kFail,
-              fmt::format("broke its promise: condition (d) starts every replicate of seed {} from the same weights "
-                          "with nondeterminism off, yet replicate {} ended apart from replicate {} ({})",
-                          r.seed, r.replicate, ref.replicate,
-                          same_loss ? fmt::format("weights {} against {}", r.weights_fingerprint, ref.weights_fingerprint)
-                                    : fmt::format("final loss {} against {}", r.final_loss, ref.final_loss))};
+  // (d): per source, target and seed, the finished replicates' final losses and weights. Where they are not all
+  // one, the group broke the promise: which replicate is "right" no run can say, so every one of them FAILs.
+  using Group = std::tuple<int, std::string, uint64_t>;
+  std::map<Group, std::vector<size_t>> groups;
+  for (size_t i = 0; i < runs.size(); ++i)
+    if (condition_replicates_agree(runs[i].condition) && runs[i].ok())
+      groups[{runs[i].source, runs[i].target, runs[i].seed}].push_back(i);
+  for (const auto& [g, members] : groups) {
+    std::set<std::pair<std::string, uint64_t>> outcomes;
+    for (size_t i : members) {
+      uint64_t bits = 0;
+      std::memcpy(&bits, &runs[i].final_loss, sizeof bits);
+      outcomes.insert({runs[i].weights_fingerprint, bits});
+    }
+    if (outcomes.size() < 2) continue;
+    for (size_t i : members)
+      if (out[i].verdict != Verdict::kFail)
+        out[i] = {Verdict::kFail,
+                  fmt::format("broke its promise: condition (d) starts every replicate of seed {} from the same weights "
+                              "with nondeterminism off, yet its {} finished replicates ended in {} different outcomes "
+                              "(final loss and weights); this is replicate {}, final loss {}, weights {}",
+                              runs[i].seed, members.size(), outcomes.size(), runs[i].replicate, runs[i].final_loss,
+                              runs[i].weights_fingerprint)};
   }
   return out;
 }

@@ -809,10 +809,16 @@ Status run_check(const CheckOptions& opt, CheckReport* report, Results* checked)
   DETAUDIT_RETURN_IF_ERROR(same_bits_same_ratio(b, r, opt.dir, opt.baseline));
   CheckReport rep = check_against_baseline(b, r, opt.dir, opt.baseline, opt.margin);
   rep.allow_unjudged = opt.allow_unjudged;
-  // A FAIL is a judgment: a crash in a cell or a training run the baseline holds fails the check, even where
-  // nothing else ran (every run of a design crashed).
-  const bool failed = std::any_of(rep.findings.begin(), rep.findings.end(),
-                                  [](const CheckFinding& f) { return f.verdict == Verdict::kFail; });
+  // A FAIL in a cell the baseline holds is a judgment: a crash there fails the check, even where nothing else ran
+  // (every run of a design crashed). A new cell's own failure alone compared nothing with the baseline, and a cell
+  // skipped here was not judged (that none ran here is said as such, below).
+  std::set<std::pair<std::string, std::string>> held;
+  for (const BaselineCell& c : b.cells) held.insert({c.workload, c.target});
+  for (const BaselineTraining& t : b.training)
+    held.insert({train_label(TrainCell{t.model, t.design, t.condition, t.target}), t.target});
+  const bool failed = std::any_of(rep.findings.begin(), rep.findings.end(), [&](const CheckFinding& f) {
+    return f.verdict == Verdict::kFail && f.new_value != "skipped" && held.count({f.workload, f.target});
+  });
   if (!failed && rep.cells_compared == 0 && rep.runs_compared == 0)
     return Status::invalid(fmt::format("{} and {} share no cell: nothing was compared ({}; {})", opt.dir, opt.baseline,
                                        r.observations.size() + r.training.size() == 0

@@ -646,6 +646,10 @@ Status open_history(const std::string& db_path, Mode mode, Db* db, bool* exists)
       sqlite3_close_v2(mem);
       return Status::invalid(db->error("cannot read it: no memory for a copy to migrate"));
     }
+    // (A backup into memory needs the source's page size.)
+    int64_t page_size = 4096;
+    DETAUDIT_RETURN_IF_ERROR(pragma_int(*db, "PRAGMA page_size", &page_size));
+    sqlite3_exec(mem, fmt::format("PRAGMA page_size = {}", page_size).c_str(), nullptr, nullptr, nullptr);
     sqlite3_backup* copy = sqlite3_backup_init(mem, "main", db->h, "main");
     const int step = copy ? sqlite3_backup_step(copy, -1) : sqlite3_errcode(mem);
     const int done = copy ? sqlite3_backup_finish(copy) : step;
@@ -1200,7 +1204,7 @@ Status query_training(Db& db, const HistoryFilter& f, const std::string& target_
     std::string failed;             // the first status other than ok
     bool broken = false;            // a finished run FAILed: it broke its deterministic variant's promise
     bool nondeterministic = false;
-    std::map<int64_t, std::string> d_first;  // (d): each seed's first finished replicate's weights
+    std::map<std::string, std::string> d_first;  // (d): each seed's first finished replicate's weights
   };
   std::vector<Acc> accs;
   std::map<std::tuple<int64_t, std::string, std::string>, size_t> index;
@@ -1254,7 +1258,7 @@ Status query_training(Db& db, const HistoryFilter& f, const std::string& target_
     // (d) runs every replicate of a seed to the same bits: a finished replicate whose weights differ from the
     // seed's first broke that promise, whatever verdict its row says (rows recorded before version 5, or edited).
     if (status == "ok" && condition_replicates_agree(s.text(11))) {
-      auto [first, fresh] = a.d_first.try_emplace(s.integer(13), s.text(16));
+      auto [first, fresh] = a.d_first.try_emplace(s.text(13), s.text(16));
       a.broken = a.broken || (!fresh && first->second != s.text(16));
     }
     a.runs.push_back(fmt::format("{}/{} {}", s.integer(13), s.integer(14), s.text(16)));
@@ -1475,11 +1479,12 @@ Status check_runs(Db& db) {
       {"SELECT 'run ' || r.id FROM runs r WHERE r.kind = 'train' AND r.exit_code IN (0, 1) AND (r.exit_code = 1) <> "
        "EXISTS (SELECT 1 FROM training t WHERE t.run_id = r.id AND t.verdict = 'FAIL') LIMIT 1",
        "a training run whose exit code is not what its runs give (1 exactly when one FAILed)"},
-      // check and qualify FAIL a training run that FAILed (check: its own failure; qualify: its runs finish, (d) is
-      // identical): such a run never exits 0.
+      // check and qualify FAIL a finished training run that broke its promise (check: its own failure; qualify: (d)
+      // identical): such a run never exits 0. (A crash is left out: a check before version 5 could pass a crash in
+      // a cell its baseline did not hold.)
       {"SELECT 'run ' || r.id FROM runs r WHERE r.kind IN ('check', 'qualify') AND r.exit_code = 0 AND EXISTS (SELECT "
-       "1 FROM training t WHERE t.run_id = r.id AND t.verdict = 'FAIL') LIMIT 1",
-       "a check or qualify run that exited 0 beside a training run it FAILed"},
+       "1 FROM training t WHERE t.run_id = r.id AND t.status = 'ok' AND t.verdict = 'FAIL') LIMIT 1",
+       "a check or qualify run that exited 0 beside a training run that broke its promise"},
       // A run's verdict is what its status gives (a crash, timeout or error FAILs, a skip is a SKIP, a finished run
       // PASSes, or WARNs where it diverged); a finished run FAILs only where it ran with nondeterminism off ((b),
       // (d), (e)) and broke that promise.
@@ -1732,6 +1737,19 @@ Status query_open(Db& db, const HistoryFilter& f, HistoryQueryResult* out) {
   }
   DETAUDIT_RETURN_IF_ERROR(query_training(db, f, out->target_match, out->workload_match, machine_keys, hosts, &software,
                                           &used_machines, &out->cells));
+  // A filter that matched no probe cell but training cells matched: say how (it is no "nothing recorded").
+  for (auto [filter, mode, is_target] : {std::tuple{&f.target, &out->target_match, true},
+                                         std::tuple{&f.workload, &out->workload_match, false}}) {
+    if (filter->empty() || *mode != "none") continue;
+    for (const CellRecord& c : out->cells) {
+      if (!c.training) continue;
+      const std::string& name = is_target ? c.target : c.workload;
+      if (name == *filter) *mode = "exact";
+      else if (name.find(*filter) != std::string::npos) *mode = "substring";
+      else *mode = "canonical";
+      break;
+    }
+  }
   // Probe and training cells in one time order.
   std::stable_sort(out->cells.begin(), out->cells.end(), [](const CellRecord& x, const CellRecord& y) {
     return std::tie(x.started_at, x.run_id) < std::tie(y.started_at, y.run_id);

@@ -36,7 +36,7 @@
 //             timed repeat)
 //   training  (run_id -> runs, key) PRIMARY KEY, model, design, condition, target, seed, replicate,
 //             status, final_loss (NULL: none or NaN), weights_fingerprint ('' when none), verdict (PASS,
-//             WARN for a diverged run, FAIL, SKIP: gates/verdict.hpp judge_training_runs)
+//             WARN for a diverged run, FAIL, SKIP: judge_training_runs, contract/training_run.hpp)
 //   Version 1 had machines, runs and cells; version 2 added training and the indexes cells(workload,
 //   target) and runs(machine_key, started_at); version 3 lets a run's kind be fleet (each node of a fleet
 //   records its probe results); version 4 adds runs.plan (a run recorded before it gets the targets and

@@ -320,6 +320,10 @@ Status open_results(const TrainDesign& d, const TrainRunOptions& opt, size_t pla
                                            "start over or another --out",
                                            path, run.machine_id, machine_id_of(machine)));
     for (auto& run : r->training) done->insert(run.key);
+    // Runs of an older version kept: their noise traces do not say the data's size, so the plan does not either.
+    if (std::any_of(r->training.begin(), r->training.end(),
+                    [](const TrainingRun& t) { return t.noise && t.noise->examples == 0; }))
+      plan.erase("data_examples");
     if (!done->empty()) say(fmt::format("resuming: {} finished runs kept from {}", done->size(), path));
   } else {
     r->started_at = utc_now_iso8601();
@@ -400,6 +404,8 @@ Status run_train_design(const TrainDesign& d, const TrainRunOptions& opt, Result
   DETAUDIT_RETURN_IF_ERROR(check_data(d, say, &data_fp, &data_examples));
   DirLock lock;
   DETAUDIT_RETURN_IF_ERROR(not_a_fleet_directory(opt.out_dir));
+  // A results.json that is a link is refused before the lock is made beside it.
+  DETAUDIT_RETURN_IF_ERROR(check_destination(results_file(opt.out_dir)));
   DETAUDIT_RETURN_IF_ERROR(lock.acquire(opt.out_dir));
   const std::vector<PlannedRun> runs = plan_runs(d, vars);
   Results r;
@@ -487,9 +493,10 @@ bool same_times(const Results& x, const Results& y) {
   return timed;
 }
 
-// The same cells with the same outputs and the same training runs with the same outcomes, in any order (their
-// times, the finishing time and the order in the file aside).
+// The same machine and plan, the same cells with the same outputs and the same training runs with the same
+// outcomes, in any order (their times, the finishing time and the order in the file aside).
 bool same_outcomes(const Results& x, const Results& y) {
+  if (x.machine != y.machine || x.plan != y.plan) return false;  // (another machine or plan: another run)
   if (x.observations.size() != y.observations.size() || x.training.size() != y.training.size()) return false;
   std::map<std::pair<std::string, std::string>, std::pair<std::string, std::vector<std::string>>> cells;
   for (const Observation& o : x.observations)
@@ -706,9 +713,10 @@ Status analyze_training_dirs(const AnalyzeOptions& opt, Results* results) {
   design["targets"] = targets;
   m.plan = {{"kind", "train"}, {"design", design}, {"runs", planned},
             {"data_fingerprint", inputs[0].plan["data_fingerprint"]}, {"sources", sources}};
-  // The sources share their data (one fingerprint): its size is any source's that records it.
-  for (const Results& in : inputs)
-    if (in.plan.contains("data_examples")) m.plan["data_examples"] = in.plan["data_examples"];
+  // The sources share their data (one fingerprint): its size, where every source records it (a source of an older
+  // version has noise traces that do not say it).
+  if (std::all_of(inputs.begin(), inputs.end(), [](const Results& in) { return in.plan.contains("data_examples"); }))
+    m.plan["data_examples"] = inputs[0].plan["data_examples"];
   m.analysis = analyze_training(m.training, training_sources(m.plan, m.machine, m.tool_version, m.tool_commit), target_facts);
   m.finished_at = utc_now_iso8601();
   DETAUDIT_RETURN_IF_ERROR(save_checked_results(results_file(opt.out_dir), m));

@@ -80,6 +80,8 @@ TEST(OutputContract, EverySubcommandSpeaksJson) {
   {
     nlohmann::json j = nlohmann::json::parse(slurp(w / "p-copy" + "/results.json"));
     j["started_at"] = "2020-01-01T00:00:00Z";
+    for (auto& o : j["observations"])  // its own times (the same outputs timed alike are one run)
+      for (auto& t : o["seconds"]) t = t.get<double>() * 1.5 + 1e-9;
     std::ofstream(w / "p-copy" + "/results.json") << j.dump(1);
   }
   auto compare = contract("compare " + (w / "p") + " " + (w / "p-copy") + " --format json", "compare", true);

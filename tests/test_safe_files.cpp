@@ -121,6 +121,16 @@ TEST(SafeFiles, AProbeRefusedForALinkedResultsFileLeavesNothingBehind) {
   for (auto& e : fs::directory_iterator(d / "p")) left.push_back(e.path().filename().string());
   EXPECT_EQ(left, std::vector<std::string>{"results.json"});
   EXPECT_FALSE(fs::exists(d / "elsewhere.json"));
+  // A training design the same.
+  const fs::path data = d / "data";
+  cli_test::write_idx(data, 64, 64);
+  r = run_cli("train autoencoder --seeds 1 --batches 2 --window 1 --replicates 1 --targets 'cpu?threads=2' --data " +
+              data.string() + " --no-history --out " + (d / "p").string());
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("results.json: is a symbolic link"), std::string::npos) << r.err;
+  left.clear();
+  for (auto& e : fs::directory_iterator(d / "p")) left.push_back(e.path().filename().string());
+  EXPECT_EQ(left, std::vector<std::string>{"results.json"});
   fs::remove_all(d);
 }
 

@@ -92,6 +92,8 @@ def main():
     shutil.copytree(os.path.join(work, "P"), os.path.join(work, "P2"))
     p2 = load("P2/results.json")
     p2["started_at"] = "2020-01-01T00:00:00Z"
+    for o in p2["observations"]:  # its own times (the same outputs timed alike are one run)
+        o["seconds"] = [t * 1.5 + 1e-9 for t in o.get("seconds", [])]
     with open(os.path.join(work, "P2/results.json"), "w") as f:
         json.dump(p2, f)
     run(["compare", "P", "P2", "--format", "json"])
