@@ -26,7 +26,6 @@
 #include "probes/spec.hpp"
 #include "analysis/stats.hpp"
 #include "kernels/fingerprint.hpp"
-#include "gates/verdict.hpp"
 
 namespace fs = std::filesystem;
 

@@ -7,9 +7,9 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <functional>
-#include <cstring>
 #include <map>
 #include <set>
 

@@ -111,8 +111,10 @@ Status not_a_merged_analysis(const Results& r, const std::string& dir, const std
 // Invalid when `x` (read from `dx`) and `y` (from `dy`) hold one run: the same command (its --out included), started
 // at the same instant on the same host, or, whatever their headers say, training runs that each took the same time
 // to the nanosecond (two runs of a design never time alike). A copy of a run is no second run: merged with it, it
-// would count its runs twice. With `whole_copy`, only a copy whole (the same header and the same cells and runs)
-// is refused: compare takes a copy that a later import changed as the other run it now is.
+// would count its runs twice. With `whole_copy` (compare), only a copy of the outputs is refused: the same header
+// with the same machine, plan, cells' outputs and training outcomes in any order, or, whatever the header says,
+// those with every cell or training run timed alike to the nanosecond; a copy that a later import changed is the
+// other run it now is.
 Status not_one_run(const Results& x, const std::string& dx, const Results& y, const std::string& dy,
                    bool whole_copy = false);
 // A finished training design's analysis made again from its runs (results read by load_stored_results), as
