@@ -97,6 +97,14 @@ int sh(const std::string& cmd) {
 
 const std::string kExe = DETAUDIT_EXE;
 
+// Another program (SQLite) running `sql` on the history `db`.
+void edit_history(const std::string& db, const char* sql) {
+  sqlite3* h = nullptr;
+  ASSERT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
+  EXPECT_EQ(sqlite3_exec(h, sql, nullptr, nullptr, nullptr), SQLITE_OK) << sql << ": " << sqlite3_errmsg(h);
+  sqlite3_close(h);
+}
+
 }  // namespace
 
 TEST(Unseen, ACheckWhoseSharedCellsAllSkippedHereJudgedNothing) {
@@ -1113,10 +1121,7 @@ TEST(Lies, ADeterministicRunThatBrokeItsPromiseFails) {
     const std::string copy = (d / "edited.db").string();
     fs::remove(copy);
     fs::copy_file(db, copy);
-    sqlite3* h = nullptr;
-    ASSERT_EQ(sqlite3_open(copy.c_str(), &h), SQLITE_OK);
-    EXPECT_EQ(sqlite3_exec(h, sql, nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(h);
-    sqlite3_close(h);
+    edit_history(copy, sql);
     r = run_cli("history --history " + copy);
     EXPECT_EQ(r.code, 2) << sql << ": " << r.out;
     EXPECT_NE(r.err.find(says), std::string::npos) << sql << ": " << r.err;
@@ -1170,14 +1175,7 @@ TEST(Lies, ADeterministicRunThatBrokeItsPromiseFails) {
   // rows had verdicts) still shows the cell as the broken promise it is.
   const std::string dbd = (d / "history-d.db").string();
   ASSERT_TRUE(record_run(dbd, RunKind::kTrain, two, apart.string(), 1).is_ok());
-  {
-    sqlite3* h = nullptr;
-    ASSERT_EQ(sqlite3_open(dbd.c_str(), &h), SQLITE_OK);
-    EXPECT_EQ(sqlite3_exec(h, "UPDATE training SET verdict = 'PASS'; UPDATE runs SET exit_code = 0", nullptr, nullptr,
-                           nullptr),
-              SQLITE_OK);
-    sqlite3_close(h);
-  }
+  edit_history(dbd, "UPDATE training SET verdict = 'PASS'; UPDATE runs SET exit_code = 0");
   r = run_cli("history --history " + dbd);
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("broke its promise (nondeterminism off): weights"), std::string::npos) << r.out;
@@ -1672,12 +1670,7 @@ TEST(Unseen, AHistoryChangedByAnotherProgramIsRefused) {
     // Another spelling of a spec is the same cell, shown as detaudit writes it (never a cell of its own).
     const std::string db = (d / "spelled.db").string();
     fs::copy_file(good, db);
-    sqlite3* h = nullptr;
-    ASSERT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
-    ASSERT_EQ(sqlite3_exec(h, "UPDATE cells SET target = replace(target, 'threads=1', 'threads=01')", nullptr, nullptr,
-                           nullptr),
-              SQLITE_OK);
-    sqlite3_close(h);
+    edit_history(db, "UPDATE cells SET target = replace(target, 'threads=1', 'threads=01')");
     const CliRun res = run_cli("history --format json --history " + db);
     EXPECT_EQ(res.code, 0) << res.err;
     EXPECT_EQ(res.out.find("threads=01"), std::string::npos) << res.out;
