@@ -103,12 +103,7 @@ void add_train_verdict(Document& d, const Results& r, const std::vector<Training
     v.para(fmt::format("**FAIL: {} run{} with nondeterminism off broke the deterministic variant's promise.** "
                        "Their statistics below are kept, and they are no reference.",
                        broken.size(), broken.size() == 1 ? "" : "s"));
-    if (broken.size() > 40) {
-      const size_t more = broken.size() - 40;
-      broken.resize(40);
-      broken.push_back(fmt::format("… and {} more (see results.json)", more));
-    }
-    v.list(broken);
+    v.list(std::move(broken)).cap(40, "results.json");
   }
   add_failed_runs(v, runs, sources);
   std::vector<std::string> items;
@@ -129,12 +124,7 @@ void add_train_verdict(Document& d, const Results& r, const std::vector<Training
                                   ident ? "the nondeterministic variant showed no run-to-run variation here"
                                         : "library nondeterminism alone changes the trained model"));
   }
-  if (items.size() > 40) {
-    size_t more = items.size() - 40;
-    items.resize(40);
-    items.push_back(fmt::format("… and {} more (see results.json)", more));
-  }
-  if (!items.empty()) v.list(items);
+  if (!items.empty()) v.list(std::move(items)).cap(40, "results.json");
 }
 
 void add_final_loss_table(Document& d, const Results& r) {
