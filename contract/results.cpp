@@ -632,9 +632,16 @@ Status results_from_json(nlohmann::json& j, Results* out) {
   // weights, per model, seed and k.
   {
     std::map<std::tuple<std::string, uint64_t, uint64_t>, size_t> first_of;
+    const std::string config = r.plan.value("design", nlohmann::json::object()).value("prednet_config", "");
     for (size_t i = 0; i < r.training.size(); ++i) {
       const TrainingRun& t = r.training[i];
       if (!t.nudge) continue;
+      // ... one of the model's own weights.
+      if (const uint64_t n = model_weights(t.model, config); n && t.nudge->parameter >= n)
+        return Status::invalid(fmt::format("{} is {}, but the {}{} has {} weights",
+                                           json_path(json_path(json_path("training", i), "nudge"), "parameter"),
+                                           t.nudge->parameter, t.model,
+                                           t.model == "prednet" ? fmt::format(" ({})", config) : std::string(), n));
       const auto [it, first] = first_of.try_emplace({t.model, t.seed, t.nudge->index}, i);
       if (first) continue;
       const TrainingRun& o = r.training[it->second];
@@ -686,6 +693,24 @@ Status results_from_json(nlohmann::json& j, Results* out) {
         return Status::invalid(fmt::format("{} is {}, but the design measures noise {}", json_path(json_path(json_path("training", i), "noise"), "every"),
                                            t.noise->every, every ? fmt::format("every {} batches", every) : "never"));
     }
+  // A training set whose size the tool knows without reading it (PredNet's built-in sprites, Debian's
+  // Fashion-MNIST by its fingerprint): the plan and every trace name that size.
+  if (const nlohmann::json d = r.plan.value("design", nlohmann::json::object()); r.plan.value("kind", "") == "train") {
+    const std::string model = d.value("model", ""), dir = d.value("data_dir", "");
+    const bool sprites = model == "prednet" && !(dir.size() > 4 && dir.compare(dir.size() - 4, 4, ".npy") == 0);
+    const bool fashion = model == "autoencoder" && r.plan.value("data_fingerprint", "") == kFashionMnistTrainFingerprint;
+    const uint64_t known = sprites ? uint64_t(kPredNetTrainSequences) : fashion ? kFashionMnistTrainExamples : 0;
+    const std::string what = sprites ? "PredNet's built-in moving sprites train on"
+                                     : "the Fashion-MNIST training set (by its pixel fingerprint) holds";
+    if (known && r.plan.contains("data_examples") && r.plan["data_examples"].get<uint64_t>() != known)
+      return Status::invalid(fmt::format("plan.data_examples is {}, but {} {} examples", r.plan["data_examples"].get<uint64_t>(),
+                                         what, known));
+    for (size_t i = 0; known && i < r.training.size(); ++i)
+      if (const TrainingRun& t = r.training[i]; t.noise && t.noise->examples != 0 && t.noise->examples != known)
+        return Status::invalid(fmt::format("{} is {}, but {} {} examples",
+                                           json_path(json_path(json_path("training", i), "noise"), "examples"),
+                                           t.noise->examples, what, known));
+  }
   // The runs of one design (no merge) were made on its machine, every one (a design resumes only on the machine,
   // and the software, its runs were made with): the machine block is theirs. Another machine written over the
   // block, or a run relabelled as another machine's, would be taken for hardware the runs never met.

@@ -75,6 +75,19 @@ inline bool noise_hardware_point(int batches, int every, uint64_t k) {
 // "1, 4, 7" (1-based batches), for messages.
 std::string noise_hardware_points_text(int batches, int every);
 
+// Training sets whose size the tool knows without reading them, so a results.json claiming another size is refused:
+// PredNet's built-in moving sprites (every design whose data is not an .npy video) always train on
+// kPredNetTrainSequences sequences, whatever images they are cut from; and the pixels of Debian's Fashion-MNIST
+// training set (dataset-fashion-mnist, the autoencoder's default) fingerprint to kFashionMnistTrainFingerprint and
+// hold kFashionMnistTrainExamples images.
+inline constexpr int kPredNetTrainSequences = 500;  // the paper's samples per epoch
+inline constexpr std::string_view kFashionMnistTrainFingerprint = "88873690894f7298c11b6543ae1530f3";
+inline constexpr uint64_t kFashionMnistTrainExamples = 60000;
+// How many weights (flat, over the model's parameters in order) each model the tool trains has: a nudge moves one of
+// them. prednet_config is PredNet's configuration (quick, tiny or paper); 0 for a model or configuration it does not
+// know.
+uint64_t model_weights(std::string_view model, std::string_view prednet_config);
+
 struct NoiseTrace {
   int every = 0, b_small = 0, b_big = 0;
   // The training set's size (images, or PredNet's sequences): the largest batch there can be. 0 in

@@ -11,13 +11,13 @@
 #pragma once
 #include <string>
 
+#include "contract/training_run.hpp"  // kPredNetTrainSequences
 #include "models/idx.hpp"
 #include "models/prednet.hpp"
 #include "models/sprites.hpp"
 
 namespace detaudit {
 
-inline constexpr int kPredNetTrainSequences = 500;  // the paper's samples per epoch
 inline constexpr int kPredNetHeldOutSequences = 40;
 inline constexpr uint64_t kPredNetHeldOutFirst = 1'000'000;
 inline constexpr uint64_t kPredNetSpriteSeed = 2017;

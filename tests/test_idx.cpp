@@ -14,7 +14,9 @@
 #include <string>
 #include <vector>
 
+#include "contract/training_run.hpp"
 #include "models/idx.hpp"
+#include "suites/train_design.hpp"
 
 namespace detaudit {
 namespace {
@@ -392,6 +394,9 @@ TEST(IdxFashionMnist, RealFiles) {
   EXPECT_EQ(test.count, 10000);
   // Fashion-MNIST's first training label is 9 (ankle boot).
   EXPECT_EQ(train.labels[0], 9);
+  // The fingerprint by which a results.json's training set is known to hold 60,000 images.
+  EXPECT_EQ(dataset_fingerprint(train), kFashionMnistTrainFingerprint);
+  EXPECT_EQ(uint64_t(train.count), kFashionMnistTrainExamples);
 }
 
 }  // namespace

@@ -244,6 +244,12 @@ TEST(TrainCli, Sony2021DesignWritesRunsAnalysisAndReports) {
       {"nudge-index", "nudge.index is 5, but run", [&](nlohmann::json& j) { j["training"][e]["nudge"]["index"] = 5; }},
       {"nudge-ulp", "is not one float moved by one ULP toward +infinity",
        [&](nlohmann::json& j) { j["training"][e]["nudge"]["to"] = j["training"][e]["nudge"]["from"].get<double>() + 1; }},
+      // A weight beyond the model's, named alike by every run of the nudge.
+      {"nudge-beyond", "nudge.parameter is 111521, but the autoencoder has 111521 weights",
+       [](nlohmann::json& j) {
+         for (auto& run : j["training"])
+           if (run.contains("nudge")) run["nudge"]["parameter"] = 111521;
+       }},
       {"runs-beyond", "plan.runs is 15, more than the 14 runs its design has",
        [](nlohmann::json& j) { j["plan"]["runs"] = 15; }},
       {"machine-edited", "but the machine block the runs were recorded with hashes to",

@@ -155,6 +155,27 @@ TEST(TrainMeasure, BSimpleOfTheAutoencoderIsFiniteAndPositive) {
   EXPECT_GT(s.trace.back(), 0);
 }
 
+// The weight counts a results.json's nudges are held to are the models' own.
+TEST(TrainMeasure, ModelWeightsAreTheModelsOwn) {
+  auto be = blocked();
+  Autoencoder a(be.get());
+  ASSERT_TRUE(a.init(1000));
+  uint64_t n = 0;
+  for (Tensor* t : a.params()) n += t->size();
+  EXPECT_EQ(model_weights("autoencoder", ""), n);
+  for (const char* name : {"quick", "tiny", "paper"}) {
+    PredNetConfig c;
+    ASSERT_TRUE(prednet_config(name, 4, &c));
+    PredNet p(be.get(), c);
+    ASSERT_TRUE(p.init(1000));
+    n = 0;
+    for (Tensor* t : p.params()) n += t->size();
+    EXPECT_EQ(model_weights("prednet", name), n) << name;
+  }
+  EXPECT_EQ(model_weights("prednet", "huge"), 0u);
+  EXPECT_EQ(model_weights("resnet", ""), 0u);
+}
+
 TEST(TrainMeasure, NudgesMoveOneDifferentKernelWeightByOneUlpTheSameOnEveryBackend) {
   auto be = blocked();
   auto ref = make_cpu_ref();

@@ -657,6 +657,18 @@ TEST(Lies, NoiseTracesAndMergedSourcesThatContradictTheirRunsAreRefused) {
          j["plan"].erase("data_examples");
          j["training"][1]["noise"]["examples"] = 100000;
        }},
+      // The built-in sprites always train on 500 sequences: the plan and every trace edited alike are refused, and
+      // so are the traces alone where the plan does not say (results of older versions).
+      {"examples-sprites", "plan.data_examples is 100000, but PredNet's built-in moving sprites train on 500 examples",
+       [](nlohmann::json& j) {
+         j["plan"]["data_examples"] = 100000;
+         for (auto& run : j["training"]) run["noise"]["examples"] = 100000;
+       }},
+      {"examples-sprites-older", "training[0].noise.examples is 100000, but PredNet's built-in moving sprites train on 500",
+       [](nlohmann::json& j) {
+         j["plan"].erase("data_examples");
+         for (auto& run : j["training"]) run["noise"]["examples"] = 100000;
+       }},
       {"examples-huge", "training[1].noise.examples is 10000000000000000: a design loads at most 1 GiB of data",
        [](nlohmann::json& j) { j["training"][1]["noise"]["examples"] = 10000000000000000; }},
       // A hardware repeat beyond what two computations of one gradient can differ by.
@@ -1072,6 +1084,29 @@ TEST(Lies, ADeterministicRunThatBrokeItsPromiseFails) {
                          "1 GiB of data at most"),
               std::string::npos)
         << r.err;
+    // Data whose pixels fingerprint as Debian's Fashion-MNIST training set holds its 60,000 images: the plan and
+    // every trace naming 256, alike, are refused.
+    j = nlohmann::json::parse(slurp(sized / "results.json"));
+    j["plan"]["data_fingerprint"] = std::string(kFashionMnistTrainFingerprint);
+    j["plan"]["data_examples"] = 256;
+    for (auto& run : j["training"]) run["noise"]["examples"] = 256;
+    std::ofstream(sized / "results.json") << j.dump(1);
+    r = run_cli("report " + sized.string());
+    EXPECT_EQ(r.code, 2) << r.out;
+    EXPECT_NE(r.err.find("plan.data_examples is 256, but the Fashion-MNIST training set (by its pixel fingerprint) "
+                         "holds 60000 examples"),
+              std::string::npos)
+        << r.err;
+    // The same size, without the plan's (results of older versions), is refused by the traces.
+    j["plan"].erase("data_examples");
+    std::ofstream(sized / "results.json") << j.dump(1);
+    r = run_cli("report " + sized.string());
+    EXPECT_EQ(r.code, 2) << r.out;
+    EXPECT_NE(r.err.find("training[0].noise.examples is 256, but the Fashion-MNIST training set"), std::string::npos)
+        << r.err;
+    for (auto& run : j["training"]) run["noise"]["examples"] = kFashionMnistTrainExamples;
+    std::ofstream(sized / "results.json") << j.dump(1);
+    EXPECT_EQ(run_cli("report " + sized.string()).code, 0) << "the true size is accepted";
   }
   // The noise: one repeat of batch 2 differed.
   Results noisy = with_noise;
