@@ -241,6 +241,22 @@ const CLI::Validator kUnsignedText(
     },
     "UNSIGNED");
 
+void require_plain_integers(CLI::App& app) {
+  static const CLI::Validator plain(
+      [](std::string& v) {
+        const size_t digits = v.rfind('-', 0) == 0 ? 1 : 0;
+        const bool ok = v.size() > digits && v.find_first_not_of("0123456789", digits) == std::string::npos &&
+                        (v[digits] != '0' || v.size() == digits + 1);
+        return ok ? std::string() : "must be a whole number in decimal digits (got '" + v + "')";
+      },
+      "");  // no description: the help text keeps its type
+  for (CLI::Option* o : app.get_options()) {
+    const std::string type = o->get_type_name();
+    if (type.rfind("INT", 0) == 0 || type.rfind("UINT", 0) == 0) o->check(plain);
+  }
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) require_plain_integers(*sub);
+}
+
 const CLI::Validator kNonEmpty(
     [](std::string& v) { return v.find_first_not_of(", ") == std::string::npos ? std::string("must not be empty") : ""; },
     "NONEMPTY");

@@ -97,6 +97,11 @@ std::string nearest(const std::string& word, const std::vector<std::string>& can
 // nearest known one ("unknown subcommand 'prob' (did you mean 'probe'?)"), else CLI11's own message.
 std::string parse_error_line(CLI::App& app, int argc, char** argv, const std::string& cli11_message);
 
+// Every integer option of `app` and its subcommands takes plain decimal digits ("12", "-1"), as a recorded command
+// is read back: CLI11 alone would take "+2", " 2", "0x10" or "010" (octal), which the results' reader reads
+// otherwise, or not at all.
+void require_plain_integers(CLI::App& app);
+
 // Rejects empty and all-comma values.
 extern const CLI::Validator kNonEmpty;
 // A number, not NaN or an infinity (CLI::Range lets NaN through: every comparison with it is false).

@@ -47,6 +47,7 @@ int main_cli(int argc, char** argv) {
 
   std::vector<Command> commands;
   for (auto& [order, factory] : registered_commands()) commands.push_back(factory(app, argc, argv));
+  require_plain_integers(app);
 
   try {
     app.parse(argc, argv);

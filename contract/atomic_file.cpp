@@ -124,7 +124,7 @@ Status check_destination(const std::string& path, Own own) {
   } else if (own == Own::kDivergeTrace) {
     const std::string h = head(4096);
     const nlohmann::json j = nlohmann::json::parse(h.substr(0, h.find('\n')), nullptr, false);
-    mine = j.is_object() && j.value("schema", "") == "detaudit-diverge-trace/1";
+    mine = j.is_object() && j.value("schema", nlohmann::json()) == "detaudit-diverge-trace/1";
   } else if (own == Own::kReport) {
     const std::string h = head(4096);
     mine = h.rfind("# detaudit", 0) == 0 || h.find("<title>detaudit") != std::string::npos;

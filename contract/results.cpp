@@ -452,6 +452,12 @@ Status check_machine(const nlohmann::json& m, const std::string& mp) {
       !k.empty())
     return Status::invalid(fmt::format("{} is not a field of a machine description",
                                        json_path(mp, shown_safely(k.substr(0, 40)))));
+  // A host name is letters, digits, dots and dashes: one with control characters is no machine's (and would
+  // reach a terminal raw where a report or a fleet names the node).
+  if (m.contains("hostname"))
+    if (const int c = first_control_byte(m["hostname"].get<std::string>()); c >= 0)
+      return Status::invalid(fmt::format("{} holds a control character (byte 0x{:02x}): no host name does",
+                                         json_path(mp, "hostname"), c));
   for (const char* k : {"cores", "pus", "packages"})
     if (m.contains(k) && m[k].get<int64_t>() < 1)
       return Status::invalid(fmt::format("{} is 0: a machine that ran has at least one", json_path(mp, k)));
@@ -710,6 +716,32 @@ Status results_from_json(nlohmann::json& j, Results* out) {
         return Status::invalid(fmt::format("{} is {}, but {} {} examples",
                                            json_path(json_path(json_path("training", i), "noise"), "examples"),
                                            t.noise->examples, what, known));
+    // PredNet's next-frame check: the held-out sequences, in whole batches, are the data's, and so is the error of
+    // copying the last frame (computed from the frames alone, in double on the host): one count and one error,
+    // bit for bit, for every run of the design; the built-in sprites hold kPredNetHeldOutSequences.
+    const int64_t batch = d.value("batch_size", int64_t(0));
+    for (size_t i = 0, first = r.training.size(); model == "prednet" && i < r.training.size(); ++i) {
+      const TrainingRun& t = r.training[i];
+      if (!t.prediction) continue;
+      const std::string pp = json_path(json_path("training", i), "prediction");
+      if (sprites && batch > 0 &&
+          t.prediction->sequences != uint64_t(kPredNetHeldOutSequences - kPredNetHeldOutSequences % batch))
+        return Status::invalid(fmt::format("{} is {}, but the built-in sprites' check holds {} held-out sequences in "
+                                           "batches of {}",
+                                           json_path(pp, "sequences"), t.prediction->sequences,
+                                           kPredNetHeldOutSequences - kPredNetHeldOutSequences % batch, batch));
+      if (first == r.training.size()) {
+        first = i;
+        continue;
+      }
+      const NextFrameCheck& f = *r.training[first].prediction;
+      if (t.prediction->sequences != f.sequences ||
+          std::memcmp(&t.prediction->copy_last_mse, &f.copy_last_mse, sizeof(double)) != 0)
+        return Status::invalid(fmt::format("{} checks {} sequences with a copy-last error of {}, but training[{}]'s "
+                                           "{} with {}: every run's next-frame check is on the same held-out frames",
+                                           pp, t.prediction->sequences, t.prediction->copy_last_mse, first, f.sequences,
+                                           f.copy_last_mse));
+    }
   }
   // The runs of one design (no merge) were made on its machine, every one (a design resumes only on the machine,
   // and the software, its runs were made with): the machine block is theirs. Another machine written over the

@@ -330,6 +330,9 @@ Status from_json(const nlohmann::json& j, TrainingRun* out, const std::string& p
           std::string::npos ||
       r.frames_png.size() % 4)
     return Status::invalid(json_path(path, "frames_png") + " is not base64");
+  // PredNet's strip of held-out frames and their predictions, as a PNG (its 8-byte signature, base64).
+  if (j.contains("frames_png") && r.frames_png.rfind("iVBORw0KGgo", 0) != 0)
+    return Status::invalid(json_path(path, "frames_png") + " is no PNG image (base64 of one starts iVBORw0KGgo)");
   r.signal = j.value("signal", "");
   if (j.contains("timeout_s")) r.timeout_s = j["timeout_s"].get<double>();
   if (j.contains("batches_done")) r.batches_done = j["batches_done"].get<uint64_t>();
@@ -380,6 +383,10 @@ Status check_run_consistent(const TrainingRun& r, const std::string& path) {
                                        path, to_string(r.status)));
   if (r.timeout_s && !(*r.timeout_s > 0))
     return Status::invalid(fmt::format("{} is {}: a time limit is more than 0 s", json_path(path, "timeout_s"), *r.timeout_s));
+  if (r.timeout_s && r.status != ObsStatus::kTimeout)
+    return Status::invalid(fmt::format("{} is set, but the run's status is {} (the time limit is recorded on a run that "
+                                       "timed out)",
+                                       json_path(path, "timeout_s"), to_string(r.status)));
   if (r.ok() && r.batches_done && r.batches > 0 && *r.batches_done != uint64_t(r.batches))
     return Status::invalid(fmt::format("{} is {}, but the run finished its {} batches (status ok)",
                                        json_path(path, "batches_done"), *r.batches_done, r.batches));

@@ -81,6 +81,7 @@ std::string noise_hardware_points_text(int batches, int every);
 // training set (dataset-fashion-mnist, the autoencoder's default) fingerprint to kFashionMnistTrainFingerprint and
 // hold kFashionMnistTrainExamples images.
 inline constexpr int kPredNetTrainSequences = 500;  // the paper's samples per epoch
+inline constexpr int kPredNetHeldOutSequences = 40;  // the built-in sprites' next-frame check (whole batches of them)
 inline constexpr std::string_view kFashionMnistTrainFingerprint = "88873690894f7298c11b6543ae1530f3";
 inline constexpr uint64_t kFashionMnistTrainExamples = 60000;
 // How many weights (flat, over the model's parameters in order) each model the tool trains has: a nudge moves one of

@@ -154,7 +154,7 @@ Status check_fleet_qualify(const std::string& text, const std::string& where, co
                : Status::ok();
   nlohmann::json j;
   DETAUDIT_RETURN_IF_ERROR(parse_json_text(text, where, &j));
-  if (!j.is_object() || j.value("schema", "") != kQualifySchema)
+  if (!j.is_object() || j.value("schema", nlohmann::json()) != kQualifySchema)
     return Status::invalid(fmt::format("{}: not a qualify result (expected \"schema\": \"{}\")", where, kQualifySchema));
   auto bad = [&](const std::string& what) { return Status::invalid(fmt::format("{}: {}", where, what)); };
   if (!j.contains("exit_code") || !j["exit_code"].is_number_integer() || !j.contains("qualified") ||
@@ -285,7 +285,7 @@ Status fleet_node_from_texts(const std::string& node_text, const std::string& pr
   FleetNode n;
   nlohmann::json j;
   DETAUDIT_RETURN_IF_ERROR(parse_json_text(node_text, where + " (not a fleet node file)", &j));
-  if (!j.is_object() || j.value("schema", "") != kFleetNodeSchema)
+  if (!j.is_object() || j.value("schema", nlohmann::json()) != kFleetNodeSchema)
     return Status::invalid(
         fmt::format("{}: not a fleet node file (expected \"schema\": \"{}\")", where, kFleetNodeSchema));
   for (const char* k : {"rank", "ranks", "level", "exit_code"}) {

@@ -1,4 +1,6 @@
 #include "gates/qualify.hpp"
+
+#include "contract/command_text.hpp"
 #include "contract/results.hpp"
 
 #include <fmt/format.h>
@@ -457,10 +459,16 @@ Status check_rank_checks(const nlohmann::json& checks, const Results& probe, con
   }
   // The suite as defined names no targets; a custom plan named its targets or only its workloads.
   const bool custom = probe.plan.is_object() && probe.plan.value("custom", false);
+  // Which of the two it was, the command its probe results record says (--targets given or not): a row's
+  // required flag follows from it, and is not left to whichever reading fits an edited file.
+  std::optional<bool> named_targets;
+  for (const char* sub : {"fleet", "qualify"})
+    if (const auto o = command_options(probe.command, sub, {"--targets"})) named_targets = o->count("--targets") > 0;
   std::string first_difference;
   size_t matched = 0;
   for (bool named : {true, false}) {
     if (named && !custom) continue;
+    if (named_targets && *named_targets != named) continue;
     std::vector<QualifyCheck> want = rank_rows(probe, train, level, named);
     size_t i = 0;
     // The suite's GPU targets left out on a machine without a device: a SKIP of its own, first.

@@ -764,9 +764,9 @@ Document build_report(const Results& r) {
 Status write_reports(const std::string& dir, const Results& r, bool md, bool html) {
   DETAUDIT_RETURN_IF_ERROR(not_a_fleet_directory(dir));
   Document d = build_report(r);
-  // Both destinations are checked before either is written.
-  for (const char* name : {"/report.md", "/report.html"})
-    DETAUDIT_RETURN_IF_ERROR(check_destination(dir + name, Own::kReport));
+  // Both destinations are checked before either is written; a report not asked for is left alone, link or not.
+  if (md) DETAUDIT_RETURN_IF_ERROR(check_destination(dir + "/report.md", Own::kReport));
+  if (html) DETAUDIT_RETURN_IF_ERROR(check_destination(dir + "/report.html", Own::kReport));
   if (md) DETAUDIT_RETURN_IF_ERROR(write_file_atomic(dir + "/report.md", render_markdown(d), Own::kReport));
   if (html) DETAUDIT_RETURN_IF_ERROR(write_file_atomic(dir + "/report.html", render_html(d), Own::kReport));
   return Status::ok();

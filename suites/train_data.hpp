@@ -18,7 +18,6 @@
 
 namespace detaudit {
 
-inline constexpr int kPredNetHeldOutSequences = 40;
 inline constexpr uint64_t kPredNetHeldOutFirst = 1'000'000;
 inline constexpr uint64_t kPredNetSpriteSeed = 2017;
 

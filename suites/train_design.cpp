@@ -411,6 +411,10 @@ Status run_train_design(const TrainDesign& d, const TrainRunOptions& opt, Result
   Results r;
   std::set<std::string> done;
   const nlohmann::json here = machine_fingerprint();  // this session's machine: its runs' machine_id
+  // One log per target, each checked before anything is written: a link in a log's place is refused (exit 2), not
+  // left to fail every run that would write through it.
+  auto log_of = [&](const PlannedRun& p) { return opt.out_dir + "/logs/train-" + safe_file_name(p.target.str()) + ".log"; };
+  for (const PlannedRun& p : runs) DETAUDIT_RETURN_IF_ERROR(check_destination(log_of(p)));
   DETAUDIT_RETURN_IF_ERROR(open_results(d, opt, runs.size(), data_fp, data_examples, here, &r, &done, say));
   const std::string path = results_file(opt.out_dir);
   const std::string machine_id = machine_id_of(here);
@@ -435,8 +439,7 @@ Status run_train_design(const TrainDesign& d, const TrainRunOptions& opt, Result
     if (auto it = skipped.find(tkey); it != skipped.end()) {
       fields = it->second;
     } else {
-      const std::string log = opt.out_dir + "/logs/train-" + safe_file_name(tkey) + ".log";
-      WorkerOutcome w = run_in_worker(request_for(d, p, index, data_fp), opt.exe, timeout_s, log,
+      WorkerOutcome w = run_in_worker(request_for(d, p, index, data_fp), opt.exe, timeout_s, log_of(p),
                                       [&](const std::string& s) { say(prefix + ": " + s); });
       if (w.interrupted) return stop_interrupted();
       fields = std::move(w.fields);
@@ -493,10 +496,10 @@ bool same_times(const Results& x, const Results& y) {
   return timed;
 }
 
-// The same machine and plan, the same cells with the same outputs and the same training runs with the same
-// outcomes, in any order (their times, the finishing time and the order in the file aside).
-bool same_outcomes(const Results& x, const Results& y) {
-  if (x.machine != y.machine || x.plan != y.plan) return false;  // (another machine or plan: another run)
+// The same machine and plan (unless `header` is false), the same cells with the same outputs and the same training
+// runs with the same outcomes, in any order (their times, the finishing time and the order in the file aside).
+bool same_outcomes(const Results& x, const Results& y, bool header = true) {
+  if (header && (x.machine != y.machine || x.plan != y.plan)) return false;  // (another machine or plan: another run)
   if (x.observations.size() != y.observations.size() || x.training.size() != y.training.size()) return false;
   std::map<std::pair<std::string, std::string>, std::pair<std::string, std::vector<std::string>>> cells;
   for (const Observation& o : x.observations)
@@ -532,7 +535,8 @@ Status not_one_run(const Results& x, const std::string& dx, const Results& y, co
                                          dx, dy, x.started_at));
   }
   if (whole_copy) {
-    // Whatever the header says: the same outputs, every cell timed alike to the nanosecond (two runs never are).
+    // Whatever the header says (its command, start, host or any other field of its machine): the same outputs,
+    // every cell timed alike to the nanosecond (two runs never are).
     bool timed = !x.observations.empty() && x.observations.size() == y.observations.size();
     std::map<std::pair<std::string, std::string>, const Observation*> in_y;
     for (const Observation& o : y.observations) in_y[{o.workload, o.target}] = &o;
@@ -543,12 +547,12 @@ Status not_one_run(const Results& x, const std::string& dx, const Results& y, co
       timed = it != in_y.end() && !o.seconds.empty() && o.seconds == it->second->seconds;
       for (double t : o.seconds) any_time = any_time || t > 0;
     }
-    if (timed && any_time && same_outcomes(x, y))
+    if (timed && any_time && same_outcomes(x, y, false))
       return Status::invalid(fmt::format("{} and {} hold one run: the same outputs, and each of their {} cells timed "
                                          "alike to the nanosecond (a copy, whatever its header says): a run compared "
                                          "with itself compares nothing",
                                          dx, dy, x.observations.size()));
-    if (!same_times(x, y) || !same_outcomes(x, y)) return Status::ok();
+    if (!same_times(x, y) || !same_outcomes(x, y, false)) return Status::ok();
     return Status::invalid(fmt::format("{} and {} hold one run: the same runs, each of their {} training runs taking "
                                        "the same time to the nanosecond (a copy, whatever its header says)",
                                        dx, dy, x.training.size()));

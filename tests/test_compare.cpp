@@ -112,6 +112,14 @@ TEST(Compare, ACopyOfARunIsNoSecondRun) {
   r = run_cli("compare " + a + " " + b);
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.err.find("each of their 3 cells timed alike to the nanosecond"), std::string::npos) << r.err;
+  // The machine block is header too: a host or CPU renamed over the same timed cells is the same run.
+  retimed.machine["hostname"] = "vm2";
+  retimed.machine["cpu_model"] = "AMD EPYC 9654 96-Core Processor";
+  fs::remove_all(b);
+  b = save("cmp-copy-b", retimed);
+  r = run_cli("compare " + a + " " + b);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.err.find("each of their 3 cells timed alike to the nanosecond"), std::string::npos) << r.err;
   retimed.observations[0].seconds[1] = 2.5e-3;  // another run: its own times
   fs::remove_all(b);
   b = save("cmp-copy-b", retimed);

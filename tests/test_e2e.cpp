@@ -106,6 +106,20 @@ TEST(EndToEnd, TinySuiteWritesTheResultsContract) {
   CliRun rep = run("report " + dir.string() + " --write md");
   EXPECT_EQ(rep.code, 0) << rep.err;
   EXPECT_EQ(slurp(dir / "report.md"), md);
+  // A report not asked for is not a destination: a link in its place is neither refused nor followed.
+  const fs::path victim = dir.parent_path() / (dir.filename().string() + "-victim.html");
+  std::ofstream(victim) << "victim";
+  fs::remove(dir / "report.html");
+  fs::create_symlink(victim, dir / "report.html");
+  rep = run("report " + dir.string() + " --write md");
+  EXPECT_EQ(rep.code, 0) << rep.err;
+  EXPECT_EQ(slurp(victim), "victim");
+  rep = run("report " + dir.string() + " --write html");
+  EXPECT_EQ(rep.code, 2) << "the one asked for is a link: refused";
+  EXPECT_NE(rep.err.find("report.html: is a symbolic link"), std::string::npos) << rep.err;
+  EXPECT_EQ(slurp(victim), "victim");
+  fs::remove(dir / "report.html");
+  fs::remove(victim);
 }
 
 TEST(EndToEnd, InterruptedRunResumesWithoutRedoingFinishedWork) {

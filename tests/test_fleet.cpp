@@ -260,6 +260,11 @@ TEST(FleetConsensus, ANodeFileOfTheWrongShapeIsRefusedWithOneLine) {
     EXPECT_FALSE(st.is_ok()) << j.dump();
     EXPECT_NE(st.message().find(says), std::string::npos) << st.message();
   };
+  auto edit0 = [&](nlohmann::json schema) {
+    auto k = n.node_json();
+    k["schema"] = std::move(schema);
+    return k;
+  };
   auto j = n.node_json();
   j["key"]["cores"] = 2;
   refused(j, "key.cores must be a string");
@@ -270,6 +275,9 @@ TEST(FleetConsensus, ANodeFileOfTheWrongShapeIsRefusedWithOneLine) {
   j["state"] = "done";
   refused(j, "state 'done'");
   refused("not json", "not a fleet node file");
+  // A schema that is no string is no fleet node's either (not a type error escaping the reader).
+  refused(edit0(1), "x: not a fleet node file (expected \"schema\"");
+  refused(edit0(nlohmann::json::array()), "x: not a fleet node file (expected \"schema\"");
   // What a node says of itself that cannot be true.
   auto edit = [&](auto&& f) {
     auto k = n.node_json();
@@ -785,6 +793,10 @@ TEST(FleetRanks, AnInterruptedRankSaysSoAndItsCommandResumesIt) {
   refused([](auto& e) { e["checks"].push_back(e["checks"][0]), e["checks"].back()["name"] = "probe cpu?threads=8"; },
           "its row 'probe cpu?threads=8' PASS (required) is none its results give");
   refused([](auto& e) { e["checks"].erase(1); }, "is 'probe cpu?order=blocked&threads=1&isa=auto' PASS (required)");
+  // A required row made optional: the rank named its targets (--targets), so each is required.
+  refused([](auto& e) { e["checks"][1]["required"] = false; },
+          "its row 'probe cpu?order=blocked&threads=1&isa=auto' PASS is 'probe cpu?order=blocked&threads=1&isa=auto' "
+          "PASS (required) from its results");
   refused([](auto& e) { e["level"] = 2; }, "level 2, but the rank ran level 1");
   refused([](auto& e) { e["machine_key"] = "0123456789abcdef"; }, "machine_key '0123456789abcdef', but its probe results");
   refused([](auto& e) { e["tool_commit"] = "0000000"; }, "tool_commit '0000000', but node.json's key says");

@@ -119,6 +119,8 @@ std::vector<Corruption> corruptions() {
       {"/schema", 1, false, "not a detaudit results file"},
       {"/machine", "host", false, "machine must be an object (got string)"},
       {"/machine/cores", "2", false, "machine.cores must be an integer"},
+      {"/machine/hostname", "v\x1b[31m", false, "machine.hostname holds a control character (byte 0x1b)"},
+      {"/machine/hostname", std::string("v\0m", 3), false, "machine.hostname holds a control character (byte 0x00)"},
       {"/machine/caches/0/level", "1", false, "machine.caches[0].level must be an integer"},
       {"/machine/gpus/0/name", 5, false, "machine.gpus[0].name must be a string"},
       {"/machine/gpus", J::object(), false, "machine.gpus must be an array"},

@@ -131,6 +131,17 @@ TEST(SafeFiles, AProbeRefusedForALinkedResultsFileLeavesNothingBehind) {
   left.clear();
   for (auto& e : fs::directory_iterator(d / "p")) left.push_back(e.path().filename().string());
   EXPECT_EQ(left, std::vector<std::string>{"results.json"});
+  // A worker's log that is a link: refused before the first run (exit 2 naming it), not runs that fail to start.
+  fs::remove(d / "p" / "results.json");
+  fs::create_directories(d / "p" / "logs");
+  write_text(d / "victim.log", "keep");
+  fs::create_symlink(d / "victim.log", d / "p" / "logs" / "train-cpu_order_atomic_threads_2_isa_auto.log");
+  r = run_cli("train autoencoder --seeds 1 --batches 2 --window 1 --replicates 1 --targets 'cpu?threads=2' --data " +
+              data.string() + " --no-history --out " + (d / "p").string());
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("train-cpu_order_atomic_threads_2_isa_auto.log: is a symbolic link"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(d / "p" / "results.json")) << "no run recorded";
+  EXPECT_EQ(slurp(d / "victim.log"), "keep");
   fs::remove_all(d);
 }
 

@@ -296,6 +296,8 @@ TEST(TrainCli, Sony2021DesignWritesRunsAnalysisAndReports) {
        [](nlohmann::json& j) { j["training"][0]["noise"]["points"] = nlohmann::json::array(); }},
       {"batches-done", "training[0].batches_done is 1, but the run finished its 12 batches",
        [](nlohmann::json& j) { j["training"][0]["batches_done"] = 1; }},
+      {"timeout-finished", "training[0].timeout_s is set, but the run's status is ok",
+       [](nlohmann::json& j) { j["training"][0]["timeout_s"] = 5; }},
       {"no-speed", "training[0].seconds is", [](nlohmann::json& j) { j["training"][0]["steps_per_second"] = 0; }},
       {"seconds", "training[0].seconds is 1e+300: a run's time is at most a year",
        [](nlohmann::json& j) { j["training"][0]["seconds"] = 1e300; }},

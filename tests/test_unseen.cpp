@@ -339,6 +339,28 @@ TEST(Lies, ANumberBeyondItsTypeIsRefused) {
   EXPECT_NE(r.err.find("must be at most 18446744073709551615 (got 18446744073709551616)"), std::string::npos) << r.err;
 }
 
+// An integer option takes plain decimal digits, as the recorded command is read back: "+2", " 2", "0x10" (16) and
+// "010" (octal 8 to CLI11) were taken, the probe ran, and its own results were then refused by every reader.
+TEST(Lies, AnIntegerOptionTakesPlainDecimalDigits) {
+  fs::path d = fresh_dir("plain-integers");
+  for (const char* v : {"+2", "' 2'", "0x10", "010"}) {
+    const fs::path out = d / "p";
+    CliRun r = run_cli(std::string("probe --targets cpu-ref --workloads 'reduce?op=sum&n=10' --no-history --repeats ") + v +
+                       " --out " + out.string());
+    EXPECT_EQ(r.code, 2) << v << ": " << r.out << r.err;
+    EXPECT_NE(r.err.find("must be a whole number in decimal digits"), std::string::npos) << v << ": " << r.err;
+    EXPECT_FALSE(fs::exists(out)) << v << ": nothing written";
+  }
+  // The same rule on every subcommand's integers, a negative number where one is allowed kept.
+  CliRun r = run_cli("train autoencoder --seeds +1 --no-history --out " + (d / "t").string());
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("--seeds: must be a whole number in decimal digits (got '+1')"), std::string::npos) << r.err;
+  r = run_cli("probe --targets cpu-ref --workloads 'reduce?op=sum&n=10' --no-history --repeats 2 --out " +
+              (d / "ok").string());
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  fs::remove_all(d);
+}
+
 // Nothing is written through a link: the folders the tool makes below the one the user named (logs,
 // .oracle, a fleet's ranks and rank folders) and the history database it appends to are refused when they
 // are links, with one line, and the link's target is left as it was.
@@ -669,6 +691,16 @@ TEST(Lies, NoiseTracesAndMergedSourcesThatContradictTheirRunsAreRefused) {
          j["plan"].erase("data_examples");
          for (auto& run : j["training"]) run["noise"]["examples"] = 100000;
        }},
+      // The next-frame check is on the data's held-out frames: one count and one copy-last error for every run,
+      // and on the built-in sprites their 40 sequences; the frame strip is a PNG.
+      {"copy-last", "training[1].prediction checks 40 sequences with a copy-last error of 0.5, but training[0]'s 40 with",
+       [](nlohmann::json& j) { j["training"][1]["prediction"]["copy_last_mse"] = 0.5; }},
+      {"held-out", "training[0].prediction.sequences is 41, but the built-in sprites' check holds 40 held-out sequences",
+       [](nlohmann::json& j) {
+         for (auto& run : j["training"]) run["prediction"]["sequences"] = 41;
+       }},
+      {"frames-png", "training[0].frames_png is no PNG image", [](nlohmann::json& j) { j["training"][0]["frames_png"] = "AAAA"; }},
+      {"frames-png-empty", "training[0].frames_png is no PNG image", [](nlohmann::json& j) { j["training"][0]["frames_png"] = ""; }},
       {"examples-huge", "training[1].noise.examples is 10000000000000000: a design loads at most 1 GiB of data",
        [](nlohmann::json& j) { j["training"][1]["noise"]["examples"] = 10000000000000000; }},
       // A hardware repeat beyond what two computations of one gradient can differ by.
@@ -1458,7 +1490,7 @@ TEST(Lies, ANudgeThatMovedAnotherWeightThanItsPeersIsRefused) {
   ASSERT_EQ(run_cli("report " + good.string()).code, 0) << run_cli("report " + good.string()).err;
   const std::vector<ResultsLie> cases = {
       {"parameter", "training[1].nudge is not training[0]'s nudge 0",
-       [](nlohmann::json& j) { j["training"][1]["nudge"]["parameter"] = 123456789; }},
+       [](nlohmann::json& j) { j["training"][1]["nudge"]["parameter"] = 100000; }},
   };
   expect_every_reader_refuses(d, good, slurp(good / "results.json"), cases);
   fs::remove_all(d);
