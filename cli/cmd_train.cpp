@@ -18,11 +18,10 @@
 namespace detaudit::cli {
 namespace {
 
-struct TrainArgs {
-  std::string model, design = "sony2021", targets, out, data, prednet_config;
-  int seeds = 0, batches = 0, window = 0, replicates = 0, noise_every = 0;
+struct TrainArgs : TrainDesignArgs {
+  std::string out;
   double run_timeout = 0;
-  bool paper = false, fresh = false, noise_scale = false;
+  bool fresh = false;
   HistoryFlags hist;
   OutputFlags output;
 };
@@ -101,31 +100,8 @@ Outcome train_outcome(const Results& results, const std::string& dir) {
 
 int run_train(const TrainArgs& a, int argc, char** argv) {
   if (int rc = precheck_history(a.hist)) return rc;
-  TrainDesign d = default_design(a.paper, a.model);
-  if (!a.targets.empty()) {
-    d.targets.clear();
-    StatusOr<std::vector<std::string>> items = split_list(a.targets);
-    if (!items) return fail(items.status().prefixed("--targets "));
-    for (auto& t : *items) {
-      Spec s;
-      if (Status st = parse_target(t, &s); !st) return fail(st);
-      if (std::none_of(d.targets.begin(), d.targets.end(), [&](const Spec& x) { return x.str() == s.str(); }))
-        d.targets.push_back(s);
-    }
-  }
-  if (a.seeds > 0) d.seeds = a.seeds;
-  if (a.batches > 0) d.batches = a.batches;
-  if (a.window > 0) d.window = a.window;
-  if (a.replicates > 0) d.replicates = a.replicates;
-  if (a.noise_every > 0 && !a.noise_scale) return fail("--noise-every needs --noise-scale");
-  if (!a.prednet_config.empty()) {
-    if (a.model != "prednet") return fail("--prednet-config is for the prednet model");
-    d.prednet_config = a.prednet_config;
-  }
-  if (a.noise_scale) d.noise_every = a.noise_every > 0 ? a.noise_every : kDefaultNoiseEvery;
-  d.data_dir = a.data;
-  d.model = a.model;
-  d.design = a.design;
+  TrainDesign d;
+  if (Status st = design_from_args(a, &d); !st) return fail(st);
   TrainRunOptions opt;
   opt.out_dir = a.out.empty() ? default_out("train") : a.out;
   if (Status st = out_outside_fleet_ranks(opt.out_dir); !st) return fail(st);

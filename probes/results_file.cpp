@@ -83,6 +83,10 @@ Status check_cell_against_run(const Observation& o, const Spec& w, const Spec& t
     return Status::invalid(fmt::format("{}.kernels holds {} lists, but {} runs on the host (kernels are a GPU's, traced "
                                        "by CUPTI)",
                                        at, o.kernels.size(), o.target));
+  if (!o.tracing.empty() && target_facts(o.target).device_kind == "host")
+    return Status::invalid(fmt::format("{}.tracing is \"{}\", but {} runs on the host (kernels are traced on a GPU, with "
+                                       "CUPTI)",
+                                       at, shown_safely(o.tracing.substr(0, 40)), o.target));
   if (o.batch && w.name != "batchinv")
     return Status::invalid(fmt::format("{}.batch_invariance is set, but {} is not a batchinv workload", at, o.workload));
   if (!o.batch && w.name == "batchinv" && o.status == ObsStatus::kOk && !imported)

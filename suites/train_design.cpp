@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -16,6 +17,7 @@
 #include "analysis/phases.hpp"
 #include "analysis/training.hpp"
 #include "contract/atomic_file.hpp"
+#include "contract/command_text.hpp"
 #include "contract/json_fields.hpp"
 #include "contract/plan.hpp"
 #include "kernels/fingerprint.hpp"
@@ -26,6 +28,7 @@
 #include "probes/results_file.hpp"
 #include "suites/dir_lock.hpp"
 #include "suites/train_data.hpp"
+#include "suites/train_measure.hpp"
 
 namespace detaudit {
 
@@ -77,6 +80,93 @@ TrainDesign default_design(bool paper, const std::string& model) {
     d.window = 50;
   }
   return d;
+}
+
+Status design_from_args(const TrainDesignArgs& a, TrainDesign* out) {
+  TrainDesign d = default_design(a.paper, a.model);
+  if (!a.targets.empty()) {
+    d.targets.clear();
+    StatusOr<std::vector<std::string>> items = split_list(a.targets);
+    if (!items) return items.status().prefixed("--targets ");
+    for (auto& t : *items) {
+      Spec s;
+      DETAUDIT_RETURN_IF_ERROR(parse_target(t, &s));
+      if (std::none_of(d.targets.begin(), d.targets.end(), [&](const Spec& x) { return x.str() == s.str(); }))
+        d.targets.push_back(s);
+    }
+  }
+  if (a.seeds > 0) d.seeds = a.seeds;
+  if (a.batches > 0) d.batches = a.batches;
+  if (a.window > 0) d.window = a.window;
+  if (a.replicates > 0) d.replicates = a.replicates;
+  if (a.noise_every > 0 && !a.noise_scale) return Status::invalid("--noise-every needs --noise-scale");
+  if (!a.prednet_config.empty()) {
+    if (a.model != "prednet") return Status::invalid("--prednet-config is for the prednet model");
+    d.prednet_config = a.prednet_config;
+  }
+  if (a.noise_scale) d.noise_every = a.noise_every > 0 ? a.noise_every : kDefaultNoiseEvery;
+  d.data_dir = a.data;
+  d.model = a.model;
+  d.design = a.design;
+  *out = std::move(d);
+  return Status::ok();
+}
+
+std::string train_command_contradicts_design(const std::string& command, const nlohmann::json& design) {
+  static const std::set<std::string> valued = {"--design", "--targets",     "--seeds",         "--batches",
+                                               "--window", "--replicates",  "--run-timeout",   "--prednet-config",
+                                               "--noise-every", "--data",   "--out",           "--history",
+                                               "--format"};
+  const std::vector<std::string> words = command_words(command);
+  size_t at = 1;
+  while (at < words.size() && words[at].starts_with("-")) ++at;
+  if (at >= words.size() || words[at] != "train") return "";
+  TrainDesignArgs a;
+  auto number = [](const std::string& v, int* n) {
+    const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), *n);
+    return ec == std::errc() && end == v.data() + v.size() && *n > 0;
+  };
+  for (size_t i = at + 1; i < words.size(); ++i) {
+    const std::string& w = words[i];
+    if (!w.starts_with("-")) {
+      if (!a.model.empty()) return "";  // a second positional word: not a command train takes
+      a.model = w;
+      continue;
+    }
+    const size_t eq = w.find('=');
+    const std::string name = w.substr(0, eq);
+    if (!valued.count(name)) {
+      if (w == "--paper") a.paper = true;
+      if (w == "--noise-scale") a.noise_scale = true;
+      continue;
+    }
+    if (eq == std::string::npos && i + 1 >= words.size()) return "";
+    const std::string v = eq == std::string::npos ? words[++i] : w.substr(eq + 1);
+    bool read = true;
+    if (name == "--design") a.design = v;
+    else if (name == "--targets") a.targets = v;
+    else if (name == "--data") a.data = v;
+    else if (name == "--prednet-config") a.prednet_config = v;
+    else if (name == "--seeds") read = number(v, &a.seeds);
+    else if (name == "--batches") read = number(v, &a.batches);
+    else if (name == "--window") read = number(v, &a.window);
+    else if (name == "--replicates") read = number(v, &a.replicates);
+    else if (name == "--noise-every") read = number(v, &a.noise_every);
+    if (!read) return "";
+  }
+  if (a.model != "autoencoder" && a.model != "prednet") return "";
+  TrainDesign d;
+  if (Status st = design_from_args(a, &d); !st) return "train refuses it: " + st.message();
+  const nlohmann::json want = d.to_json();
+  for (auto& [k, v] : want.items()) {
+    if (k == "conditions") continue;  // no option sets them
+    const bool off = k == "noise_every" && v == 0;  // no noise measured: the plan holds no interval, or 0
+    const nlohmann::json got = design.value(k, nlohmann::json());
+    if (off ? !(got.is_null() || got == 0) : (design.contains(k) && got != v))
+      return fmt::format("it asks for {} {}, but the plan's design has {}", k, v.dump(),
+                         shown_safely(got.dump().substr(0, 80)));
+  }
+  return "";
 }
 
 namespace {
@@ -472,6 +562,31 @@ Status run_train_design(const TrainDesign& d, const TrainRunOptions& opt, Result
 
 Status load_stored_results(const std::string& path, Results* out) {
   DETAUDIT_RETURN_IF_ERROR(load_checked_results(path, out));
+  // Nudge k of a seed moves the weight its worker moves: its index, tensor and two values, made again here.
+  {
+    const nlohmann::json design = out->plan.value("design", nlohmann::json::object());
+    std::map<std::tuple<std::string, uint64_t, uint64_t>, WeightNudge> made;
+    for (size_t i = 0; i < out->training.size(); ++i) {
+      const TrainingRun& t = out->training[i];
+      if (!t.nudge) continue;
+      auto it = made.find({t.model, t.seed, t.nudge->index});
+      if (it == made.end()) {
+        WeightNudge n;
+        if (!expected_nudge(t.model, design.value("prednet_config", ""), design.value("batch_size", 4), t.seed,
+                            t.nudge->index, &n))
+          continue;  // a model this version does not train: refused elsewhere
+        it = made.emplace(std::tuple{t.model, t.seed, t.nudge->index}, n).first;
+      }
+      if (to_json(*t.nudge) != to_json(it->second))
+        return Status::invalid(fmt::format("{}: training[{}].nudge is {}, but nudge {} of seed {} moves {}", path, i,
+                                           shown_safely(to_json(*t.nudge).dump().substr(0, 160)), t.nudge->index, t.seed,
+                                           to_json(it->second).dump()));
+    }
+  }
+  // The train command that made a design asked for the design its plan holds.
+  if (const auto d = out->plan.find("design"); d != out->plan.end() && !out->plan.contains("sources"))
+    if (const std::string why = train_command_contradicts_design(out->command, *d); !why.empty())
+      return Status::invalid(fmt::format("{}: command: {}", path, why));
   for (size_t i = 0; i < out->training.size(); ++i)
     if (const TrainingRun& t = out->training[i]; t.ok() && t.phases && !t.curve.empty())
       if (const std::string why = phases_contradiction(*t.phases, t.curve); !why.empty())

@@ -60,6 +60,21 @@ struct TrainDesign {
 // prednet: one target (cpu?threads=2), 2 seeds, 60 batches of 4 sequences, window 10.
 TrainDesign default_design(bool paper, const std::string& model = "autoencoder");
 
+// What `train` is given: its model and the options that shape its design, as typed (0 or "" where not given).
+struct TrainDesignArgs {
+  std::string model, design = "sony2021", targets, data, prednet_config;
+  int seeds = 0, batches = 0, window = 0, replicates = 0, noise_every = 0;
+  bool paper = false, noise_scale = false;
+};
+// The design they ask for, as `train` runs it: default_design, then each option given. Status::invalid for what
+// train refuses (a target that does not parse, --noise-every without --noise-scale, --prednet-config for the
+// autoencoder).
+Status design_from_args(const TrainDesignArgs& a, TrainDesign* out);
+// A `train` command line as a results file records it, read back into the design it asked for and held against
+// the plan's: "" where they agree, or the command is no train command (analyze, fleet, qualify) or one this
+// version cannot read; else what differs, naming the field.
+std::string train_command_contradicts_design(const std::string& command, const nlohmann::json& design);
+
 // Every training run runs in its own worker process (the detaudit executable, hidden subcommand
 // `__train-worker`) with its target's environment (target_environment), so a run that dies by a
 // signal or hangs becomes a failed run and the design goes on:

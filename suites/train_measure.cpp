@@ -7,7 +7,9 @@
 
 #include <fmt/format.h>
 
+#include "kernels/cpu/ref.hpp"
 #include "kernels/generator.hpp"
+#include "suites/train_data.hpp"
 #include "suites/train_design.hpp"
 
 namespace detaudit {
@@ -73,6 +75,26 @@ Status nudge_weight(Autoencoder& model, uint64_t k, WeightNudge* out) {
     return "parameter " + std::to_string(param);
   };
   return nudge_weight(model.params(), name_of, k, out);
+}
+
+Status nudge_weight(PredNet& model, uint64_t k, WeightNudge* out) {
+  return nudge_weight(model.params(), [](size_t i) { return "parameter " + std::to_string(i); }, k, out);
+}
+
+Status expected_nudge(const std::string& model, const std::string& config, int batch_size, uint64_t seed,
+                      uint64_t k, WeightNudge* out) {
+  std::unique_ptr<Backend> be = make_cpu_ref();
+  if (model == "autoencoder") {
+    Autoencoder m(be.get());
+    DETAUDIT_RETURN_IF_ERROR(m.init(seed));
+    return nudge_weight(m, k, out);
+  }
+  PredNetConfig c;
+  if (model != "prednet" || !prednet_config(config, batch_size, &c))
+    return Status::invalid(fmt::format("no nudge of model '{}' ({})", model, config));
+  PredNet m(be.get(), c);
+  DETAUDIT_RETURN_IF_ERROR(m.init(seed));
+  return nudge_weight(m, k, out);
 }
 
 // ------------------------------------------------------------------------------------------------

@@ -23,6 +23,13 @@ inline constexpr uint64_t kNudgeStream = 0xE;
 Status nudge_weight(const std::vector<Tensor*>& params, const std::function<std::string(size_t)>& name_of, uint64_t k,
                     WeightNudge* out);
 Status nudge_weight(Autoencoder& model, uint64_t k, WeightNudge* out);
+// PredNet's parameters are named by their place in params() ("parameter 12").
+Status nudge_weight(PredNet& model, uint64_t k, WeightNudge* out);
+// Nudge k of a run of `model` (PredNet: in configuration `prednet_config` with batches of `batch_size`) from initial
+// weights `seed`, as its worker makes it: made again on the reference backend, since the initial weights and the
+// nudge are the same on every backend. Status::invalid for a model or configuration this version does not train.
+Status expected_nudge(const std::string& model, const std::string& prednet_config, int batch_size, uint64_t seed,
+                      uint64_t k, WeightNudge* out);
 
 // The gradient noise at every `every`-th batch (0-based step % every == 0), as an after-backward callback:
 //  - the squared norm of the batch's gradient (B = batch_size samples);

@@ -255,8 +255,7 @@ nlohmann::json run_request(const TrainRunRequest& q, Fault fault, int out_fd) {
     if (q.nudge >= 0)
       cb.after_init = [&](PredNet& m) {
         WeightNudge n;
-        DETAUDIT_RETURN_IF_ERROR(nudge_weight(m.params(), [](size_t i) { return "parameter " + std::to_string(i); },
-                                              uint64_t(q.nudge), &n));
+        DETAUDIT_RETURN_IF_ERROR(nudge_weight(m, uint64_t(q.nudge), &n));
         nudge = n;
         return Status::ok();
       };

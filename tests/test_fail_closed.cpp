@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "contract/results.hpp"
+#include "suites/train_measure.hpp"
 #include "tests/cli_helpers.hpp"
 #include "tests/fixtures.hpp"
 
@@ -85,7 +86,11 @@ Results training_results(const std::string& model, char d_weights = 'd', int sal
         t.final_loss = 0.25 + (nondet ? 0.001 * (s + k + salt) : 0.0);
         t.curve = {0.5, 0.4, t.final_loss, t.final_loss};  // its window of 2 averages to its final loss
         t.weights_fingerprint = test::fingerprint(c[0] == 'd' ? d_weights : nondet ? char('0' + s + k + salt) : 'b');
-        if (c[0] == 'e') t.nudge = WeightNudge{uint64_t(s), uint64_t(7 + s), "layer 0 (conv2d) weight [7]", 0.5, std::nextafter(0.5f, 1.0f)};
+        if (c[0] == 'e') {  // the nudge its worker makes (a made-up one is refused)
+          WeightNudge n;
+          EXPECT_TRUE(expected_nudge("autoencoder", "", 64, t.seed, uint64_t(s), &n));
+          t.nudge = n;
+        }
         r.training.push_back(t);
       }
     }

@@ -12,6 +12,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -298,6 +299,22 @@ TEST(TrainCli, Sony2021DesignWritesRunsAnalysisAndReports) {
        [](nlohmann::json& j) { j["training"][0]["batches_done"] = 1; }},
       {"timeout-finished", "training[0].timeout_s is set, but the run's status is ok",
        [](nlohmann::json& j) { j["training"][0]["timeout_s"] = 5; }},
+      // The command that made the design asked for the plan's design: another model, seed count or no noise is
+      // refused, naming the field.
+      {"command-seeds", "command: it asks for seeds 3, but the plan's design has 2",
+       [](nlohmann::json& j) { j["command"] = std::regex_replace(j["command"].get<std::string>(), std::regex("--seeds 2"), "--seeds 3"); }},
+      {"command-model", "command: it asks for batch_size 4, but the plan's design has 64",
+       [](nlohmann::json& j) {
+         j["command"] = std::regex_replace(j["command"].get<std::string>(), std::regex("train autoencoder"), "train prednet");
+       }},
+      {"command-noise", "command: it asks for noise_every 0, but the plan's design has 4",
+       [](nlohmann::json& j) {
+         j["command"] = std::regex_replace(j["command"].get<std::string>(), std::regex(" --noise-scale --noise-every 4"), "");
+       }},
+      {"command-refused", "command: train refuses it: --noise-every needs --noise-scale",
+       [](nlohmann::json& j) {
+         j["command"] = std::regex_replace(j["command"].get<std::string>(), std::regex(" --noise-scale"), "");
+       }},
       {"no-speed", "training[0].seconds is", [](nlohmann::json& j) { j["training"][0]["steps_per_second"] = 0; }},
       {"seconds", "training[0].seconds is 1e+300: a run's time is at most a year",
        [](nlohmann::json& j) { j["training"][0]["seconds"] = 1e300; }},
@@ -434,6 +451,7 @@ TEST(TrainCli, AnalyzeMergesDirectoriesAndRefusesDifferentDesigns) {
   edit_copy("c", [](nlohmann::json& k) {
     k["plan"]["design"]["batches"] = 13;
     for (auto& run : k["training"]) run["batches"] = 13;  // the runs say what their design ran
+    k["command"] = std::regex_replace(k["command"].get<std::string>(), std::regex("--batches 12"), "--batches 13");
   });
   r = run_cli("analyze " + a + " " + c + " --out " + (root / "x").string());
   EXPECT_EQ(r.code, 2);

@@ -13,6 +13,7 @@
 #include <functional>
 #include <fstream>
 #include <optional>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,7 @@
 #include "analysis/phases.hpp"
 #include "contract/command_text.hpp"
 #include "contract/results.hpp"
+#include "suites/train_measure.hpp"
 #include "gates/baseline.hpp"
 #include "gates/fleet.hpp"
 #include "gates/history.hpp"
@@ -818,6 +820,9 @@ TEST(Lies, ACellOutsideItsPlanOrBeyondItsOutputIsRefused) {
       {"plan-repeats", "observations[0].repeats is 2, but the plan repeats each cell 3 times",
        [](nlohmann::json& j) { j["plan"]["repeats"] = 3; }},
       {"plan-field", "plan.timeout is not a field of a plan", [](nlohmann::json& j) { j["plan"]["timeout"] = 60; }},
+      // CUPTI traces kernels on a GPU: a CPU cell with a tracing status contradicts its target.
+      {"tracing-on-host", "observations[0].tracing is \"partial: repeat 0: CUPTI failed\", but " + t + " runs on the host",
+       [](nlohmann::json& j) { j["observations"][0]["tracing"] = "partial: repeat 0: CUPTI failed"; }},
       {"beyond-timeout", "observations[0].seconds add up to 1 s, but the plan's timeout (0.5 s) kills a cell",
        [](nlohmann::json& j) {
          j["plan"]["timeout_s"] = 0.5;
@@ -1083,7 +1088,8 @@ TEST(Lies, ADeterministicRunThatBrokeItsPromiseFails) {
   fs::path d = fresh_dir("lies-broken-promise");
   Results with_noise = one_training_design();
   with_noise.plan["design"]["noise_every"] = 1;
-  with_noise.command = "detaudit train autoencoder --design sony2021 --noise-scale --noise-every 1";
+  with_noise.command = "detaudit train autoencoder --design sony2021 --targets 'cpu?threads=2' --seeds 1 --replicates 1 "
+                       "--batches 3 --window 1 --noise-scale --noise-every 1";
   with_noise.training[0].noise = NoiseTrace{1, 16, 64, 256, {}};
   for (uint64_t step : {1, 2, 3}) with_noise.training[0].noise->points.push_back({step, 2.0, 3.0, 0.0});
   const fs::path good = save(d, "good", with_noise);
@@ -1221,6 +1227,7 @@ TEST(Lies, ADeterministicRunThatBrokeItsPromiseFails) {
   Results two = with_noise;
   two.plan["runs"] = 2;
   two.plan["design"]["seeds"] = 2;  // (d) runs its fixed initial weights once per seed: replicates 0 and 1
+  two.command = std::regex_replace(two.command, std::regex("--seeds 1"), "--seeds 2");
   two.training.push_back(two.training[0]);
   TrainingRun& rep1 = two.training[1];
   rep1.replicate = 1;
@@ -1479,18 +1486,28 @@ TEST(Lies, ANudgeThatMovedAnotherWeightThanItsPeersIsRefused) {
                 {"design",
                  {{"model", "autoencoder"}, {"design", "sony2021"}, {"targets", {t2, t3}}, {"seeds", 1}, {"replicates", 1},
                   {"batches", 1}, {"window", 1}, {"conditions", "e"}, {"init_seed_base", 1000}}}};
-  const float from = 0.25f, to = std::nextafter(from, INFINITY);
+  WeightNudge made;  // the nudge its worker makes (a made-up one is refused)
+  ASSERT_TRUE(expected_nudge("autoencoder", "", 64, 1000, 0, &made));
   for (const std::string& t : {t2, t3})
     train.training.push_back(training_run(
         {{"key", "e|" + t + "|1000|0"}, {"condition", "e"}, {"target", t}, {"seed", 1000}, {"replicate", 0},
          {"status", "ok"}, {"model", "autoencoder"}, {"design", "sony2021"}, {"batches", 1}, {"window", 1},
          {"final_loss", 0.5}, {"curve", {0.5}}, {"weights_fingerprint", test::fingerprint('e')},
-         {"nudge", {{"index", 0}, {"parameter", 7}, {"tensor", "layer 0 (conv2d) weight [7]"}, {"from", from}, {"to", to}}}}));
+         {"nudge", to_json(made)}}));
   const fs::path good = save(d, "good", train);
   ASSERT_EQ(run_cli("report " + good.string()).code, 0) << run_cli("report " + good.string()).err;
   const std::vector<ResultsLie> cases = {
       {"parameter", "training[1].nudge is not training[0]'s nudge 0",
        [](nlohmann::json& j) { j["training"][1]["nudge"]["parameter"] = 100000; }},
+      // Every run's nudge edited alike (a bias named, or another weight): nudge 0 of seed 1000 is made again.
+      {"tensor", "training[0].nudge is {",
+       [](nlohmann::json& j) {
+         for (auto& run : j["training"]) run["nudge"]["tensor"] = "layer 0 (conv2d) bias [3]";
+       }},
+      {"parameter-alike", "but nudge 0 of seed 1000 moves {",
+       [](nlohmann::json& j) {
+         for (auto& run : j["training"]) run["nudge"]["parameter"] = run["nudge"]["parameter"].get<uint64_t>() + 1;
+       }},
   };
   expect_every_reader_refuses(d, good, slurp(good / "results.json"), cases);
   fs::remove_all(d);
