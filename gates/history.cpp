@@ -25,7 +25,9 @@
 #include "probes/results_file.hpp"
 #include "probes/spec.hpp"
 #include "analysis/stats.hpp"
+#include "contract/command_text.hpp"
 #include "kernels/fingerprint.hpp"
+#include "suites/train_design.hpp"
 
 namespace fs = std::filesystem;
 
@@ -1315,6 +1317,15 @@ Status check_rows_in_plan(Db& db) {
       p.workloads.insert(canonical_spec(w.get<std::string>(), false));
     return p;
   };
+  // A count a recorded command gives ("--seeds 3"), as the option parser reads it; none where it gives none, or
+  // another spelling (a design's defaults stand then, and nothing is checked against them).
+  auto count_option = [](const std::map<std::string, std::string>& given, const char* option) -> std::optional<int64_t> {
+    const auto it = given.find(option);
+    if (it == given.end()) return std::nullopt;
+    const std::string v = it->second.starts_with("+") ? it->second.substr(1) : it->second;
+    if (v.empty() || v.size() > 9 || v.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
+    return std::stoll(v);
+  };
   // The command a probe run recorded asked for what its plan holds.
   {
     Stmt s(db.h, "SELECT id, command, plan FROM runs WHERE kind = 'probe'");
@@ -1349,10 +1360,22 @@ Status check_rows_in_plan(Db& db) {
     }
     if (rc != SQLITE_DONE) return Status::invalid(describe_sqlite_error(db, rc));
   }
+  // A `train` run's rows are the runs of the design its command names: that design, each on its condition's variant
+  // of a base target (nondeterminism on for (a) and (c), off for the others), the seeds and replicates its --seeds
+  // and --replicates (or the defaults) give, and every one of them in a design that finished.
+  struct Design {
+    bool known = false;  // the command is a train command
+    std::string design;
+    nlohmann::json d;    // {"seeds", "replicates", "init_seed_base"}, as check_design_run reads a results plan's
+    bool finished = false;
+  };
+  std::map<int64_t, Design> designs;  // parsed once per run
+  std::map<std::string, std::pair<std::string, std::string>> variants;  // target -> its (deterministic, nondeterministic)
+  std::map<std::tuple<int64_t, std::string, std::string>, int64_t> rows_of;  // (run, condition, target) -> rows
   {
     Stmt s(db.h,
-           "SELECT t.run_id, t.target, t.key, t.condition, t.seed, t.replicate, r.plan FROM training t JOIN runs r ON "
-           "r.id = t.run_id");
+           "SELECT t.run_id, t.target, t.key, t.condition, t.seed, t.replicate, r.plan, r.kind, r.command, "
+           "r.finished_at, t.design FROM training t JOIN runs r ON r.id = t.run_id");
     int rc;
     while ((rc = s.step()) == SQLITE_ROW) {
       Spec t;
@@ -1368,8 +1391,54 @@ Status check_rows_in_plan(Db& db) {
           canonical_spec(key.substr(a + 1, b - a - 1), true) != t.str() || key.substr(b + 1) != s.text(4) + "|" + s.text(5))
         return changed(fmt::format("run {}: a training row whose key is not its condition|target|seed|replicate ('{}')",
                                    s.integer(0), shown_safely(key.substr(0, 80))));
+      auto [it, fresh] = designs.try_emplace(s.integer(0));
+      Design& design = it->second;
+      if (fresh && s.text(7) == "train")
+        if (const auto given = command_options(s.text(8), "train", {"--design", "--seeds", "--replicates"})) {
+          // The model is the word after `train` (the rows' model is held against it where the runs are checked).
+          const std::vector<std::string> words = command_words(s.text(8));
+          const auto at = std::find(words.begin(), words.end(), "train");
+          const std::string model = at != words.end() && at + 1 != words.end() ? *(at + 1) : "";
+          const TrainDesign defaults =
+              default_design(std::find(words.begin(), words.end(), "--paper") != words.end(), model);
+          design.known = true;
+          design.design = given->count("--design") ? given->at("--design") : defaults.design;
+          design.d = {{"seeds", count_option(*given, "--seeds").value_or(defaults.seeds)},
+                      {"replicates", count_option(*given, "--replicates").value_or(defaults.replicates)},
+                      {"init_seed_base", kInitSeedBase}};
+          design.finished = !s.text(9).empty();
+        }
+      if (!design.known) continue;
+      auto [v, fresh_target] = variants.try_emplace(t.str());
+      if (Spec det, nondet; fresh_target && training_variants(t, &det, &nondet).is_ok()) v->second = {det.str(), nondet.str()};
+      const bool nondet = condition_nondeterministic(s.text(3));
+      if (!v->second.first.empty() && t.str() != (nondet ? v->second.second : v->second.first))
+        return changed(fmt::format("run {}: a training run of condition ({}) on {}, which is not a {}deterministic "
+                                   "variant (condition ({}) runs with nondeterminism {})",
+                                   s.integer(0), shown_safely(s.text(3).substr(0, 8)), shown_safely(t.str().substr(0, 80)),
+                                   nondet ? "non" : "", shown_safely(s.text(3).substr(0, 8)), nondet ? "on" : "off"));
+      if (s.text(10) != design.design)
+        return changed(fmt::format("run {}: a training run of design '{}', but its command trains {}", s.integer(0),
+                                   shown_safely(s.text(10).substr(0, 40)), shown_safely(design.design.substr(0, 40))));
+      if (Status st = check_design_run(s.text(3), uint64_t(s.integer(4)), s.integer(5), design.d, "training"); !st)
+        return changed(fmt::format("run {}: {} (its command: --seeds {}, --replicates {})", s.integer(0), st.message(),
+                                   design.d["seeds"].get<int64_t>(), design.d["replicates"].get<int64_t>()));
+      if (design.finished) ++rows_of[{s.integer(0), s.text(3), t.str()}];
     }
     if (rc != SQLITE_DONE) return Status::invalid(describe_sqlite_error(db, rc));
+  }
+  // A design that finished holds every run it plans: of each condition and target, seeds x replicates runs under
+  // (a) and (c) (designs older than (c)'s replicates ran it seeds times), seeds under (b), (d) and (e).
+  for (const auto& [group, rows] : rows_of) {
+    const auto& [run, condition, target] = group;
+    const nlohmann::json& d = designs.at(run).d;
+    const int64_t seeds = d["seeds"].get<int64_t>(), replicates = d["replicates"].get<int64_t>();
+    const int64_t want = condition_nondeterministic(condition) ? seeds * replicates : seeds;
+    if (rows != want && !(condition == "c" && rows == seeds))
+      return changed(fmt::format("run {}: {} training runs of condition ({}) on {}, but the design its command names "
+                                 "runs {} (--seeds {}, --replicates {})",
+                                 run, rows, shown_safely(condition.substr(0, 8)), shown_safely(target.substr(0, 80)),
+                                 want, seeds, replicates));
   }
   return Status::ok();
 }
@@ -1503,10 +1572,13 @@ Status check_runs(Db& db) {
        "(median_seconds IS NOT NULL AND typeof(median_seconds) NOT IN ('real', 'integer')) OR typeof(repeats) <> "
        "'integer' OR typeof(distinct_outputs) <> 'integer' LIMIT 1",
        "a cell whose number is no number"},
+      // (A loss is finite: a run whose loss is not finite diverged, and its row has none.)
       {"SELECT 'run ' || run_id FROM training WHERE condition NOT IN ('a', 'b', 'c', 'd', 'e') OR (final_loss IS NOT NULL AND "
-       "(typeof(final_loss) NOT IN ('real', 'integer') OR final_loss < 0)) OR typeof(seed) <> 'integer' OR "
-       "typeof(replicate) <> 'integer' LIMIT 1",
+       "(typeof(final_loss) NOT IN ('real', 'integer') OR NOT final_loss BETWEEN 0 AND 1.7976931348623157e308)) OR "
+       "typeof(seed) <> 'integer' OR typeof(replicate) <> 'integer' LIMIT 1",
        "a training row with a condition or loss no run has, or a seed that is no integer"},
+      {"SELECT 'run ' || run_id FROM training WHERE status = 'ok' AND weights_fingerprint = '' LIMIT 1",
+       "a training run that finished without the fingerprint of its final weights"},
       // The plan is what recording writes (each row of the run is checked against it below).
       {"SELECT 'run ' || id FROM runs WHERE CASE WHEN json_valid(plan) THEN json_type(plan) <> 'object' OR "
        "json_type(plan, '$.targets') IS NOT 'array' OR json_type(plan, '$.workloads') IS NOT 'array' OR "

@@ -244,8 +244,8 @@ TEST(History, RecordAndQueryRoundTrip) {
   Results r = results("2026-11-30T12:00:00Z", "host-a", fp('a'));
   r.observations[0].oracle = OracleDistance{};
   r.observations[0].oracle->err_ratio = 0.25;
-  r.training = {training_run({{"key", "a|cpu?threads=2|1|0"}, {"model", "autoencoder"}, {"design", "sony2021"}, {"condition", "a"},
-                               {"target", "cpu?threads=2"}, {"seed", 1}, {"replicate", 0}, {"status", "ok"},
+  r.training = {training_run({{"key", "b|cpu?threads=2|1000|0"}, {"model", "autoencoder"}, {"design", "sony2021"}, {"condition", "b"},
+                               {"target", "cpu?threads=2"}, {"seed", 1000}, {"replicate", 0}, {"status", "ok"},
                                {"final_loss", 0.125}, {"curve", {0.125}}, {"weights_fingerprint", fp('e')}})};
   r.command = "detaudit qualify --level 2";
   std::string err;
@@ -356,7 +356,8 @@ TEST(History, RecordAndQueryRoundTrip) {
     if (k == RunKind::kProbe) rk.training.clear();     // a probe trains nothing
     if (k == RunKind::kTrain) rk.observations.clear();  // a training design probes nothing
     rk.command = std::string("detaudit ") + run_kind_name(k);
-    if (k == RunKind::kTrain) rk.command += " " + rk.training.at(0).model;  // (train names the model it trains)
+    // (train names the model it trains, and the design its one run is all of)
+    if (k == RunKind::kTrain) rk.command += " " + rk.training.at(0).model + " --seeds 1 --replicates 1";
     EXPECT_TRUE(succeeded(record_run(db.string(), k, rk, "x", 0), &err)) << run_kind_name(k) << ": " << err;
   }
   EXPECT_EQ(sql_text(db, "SELECT group_concat(kind, ' ') FROM (SELECT kind FROM runs WHERE results_dir LIKE '%/x' "
@@ -408,7 +409,7 @@ TEST(History, MigratesFromVersion1KeepingItsRunsAndCells) {
   std::string err;
   Results r = results("2026-11-30T12:00:00Z", "h", fp('a'));
   r.training = {training_run({{"key", "d|cpu|1000|0"}, {"condition", "d"}, {"target", "cpu"}, {"seed", 1000}, {"replicate", 0},
-                               {"status", "ok"}, {"final_loss", 0.5}, {"curve", {0.5}}})};
+                               {"status", "ok"}, {"final_loss", 0.5}, {"curve", {0.5}}, {"weights_fingerprint", fp('e')}})};
   const int64_t old_cells = sql_int(db, "SELECT count(*) FROM cells");
   ASSERT_GT(old_cells, 0);
   r.command = "detaudit qualify --level 2";
@@ -443,27 +444,27 @@ TEST(History, MigratesVersion4TrainingRowsToTheVerdictTheirStatusGives) {
   fs::path db = dir / "h.db";
   Results r = results("2026-11-30T12:00:00Z", "h", fp('a'));
   r.observations.clear();
-  // (Seeds apart: (d)'s replicates of one seed are also judged against each other.)
+  // (Four seeds of (b), as `--seeds 4` runs them: (d)'s replicates of one seed would also be judged against each other.)
   auto run = [](int rep, const char* status, nlohmann::json extra) {
     const int seed = 1000 + rep;
-    nlohmann::json j = {{"key", fmt::format("d|cpu|{}|{}", seed, rep)},
+    nlohmann::json j = {{"key", fmt::format("b|cpu|{}|0", seed)},
                         {"model", "autoencoder"},
                         {"design", "sony2021"},
-                        {"condition", "d"},
+                        {"condition", "b"},
                         {"target", "cpu"},
                         {"seed", seed},
-                        {"replicate", rep},
+                        {"replicate", 0},
                         {"status", status}};
     j.update(extra);
     return training_run(j);
   };
-  r.training = {run(0, "ok", {{"final_loss", 0.5}, {"curve", {0.5}}}),
-                run(1, "ok", {{"final_loss", nullptr}, {"curve", {nullptr}}}),
+  r.training = {run(0, "ok", {{"final_loss", 0.5}, {"curve", {0.5}}, {"weights_fingerprint", fp('e')}}),
+                run(1, "ok", {{"final_loss", nullptr}, {"curve", {nullptr}}, {"weights_fingerprint", fp('e')}}),
                 run(2, "crashed", {{"reason", "SIGSEGV"}}), run(3, "skipped", {{"reason", "no GPU"}})};
-  r.command = "detaudit train autoencoder";
+  r.command = "detaudit train autoencoder --seeds 4";
   std::string err;
   ASSERT_TRUE(succeeded(record_run(db.string(), RunKind::kTrain, r, (dir / "r").string(), 1), &err)) << err;
-  EXPECT_EQ(sql_text(db, "SELECT group_concat(verdict, ' ') FROM (SELECT verdict FROM training ORDER BY replicate)"),
+  EXPECT_EQ(sql_text(db, "SELECT group_concat(verdict, ' ') FROM (SELECT verdict FROM training ORDER BY seed)"),
             "PASS WARN FAIL SKIP");
   // The same database as version 4 wrote it: no verdict column.
   sql_exec(db, "ALTER TABLE training DROP COLUMN verdict; PRAGMA user_version = 4;");
@@ -478,7 +479,7 @@ TEST(History, MigratesVersion4TrainingRowsToTheVerdictTheirStatusGives) {
   }
   ASSERT_TRUE(succeeded(record_run(db.string(), RunKind::kTrain, r, (dir / "r2").string(), 1), &err)) << err;
   EXPECT_EQ(sql_int(db, "PRAGMA user_version"), kHistorySchemaVersion);
-  EXPECT_EQ(sql_text(db, "SELECT group_concat(verdict, ' ') FROM (SELECT verdict FROM training ORDER BY run_id, replicate)"),
+  EXPECT_EQ(sql_text(db, "SELECT group_concat(verdict, ' ') FROM (SELECT verdict FROM training ORDER BY run_id, seed)"),
             "PASS WARN FAIL SKIP PASS WARN FAIL SKIP");
   HistoryQueryResult q;
   ASSERT_TRUE(succeeded(query_history(db.string(), {}, &q), &err)) << err;

@@ -15,8 +15,10 @@
 #include <optional>
 #include <regex>
 #include <string>
+#include <tuple>
 #include <vector>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "analysis/phases.hpp"
@@ -1711,8 +1713,8 @@ TEST(Unseen, AHistoryChangedByAnotherProgramIsRefused) {
       {"DELETE FROM training; UPDATE runs SET kind = 'probe', training_runs = 0, exit_code = 1",
        "a probe run that exited 1 (a FAIL) without a failed cell"},
       // A training design's exit code is what its runs give, and its rows are of the model its command trains.
-      {"DELETE FROM cells; UPDATE runs SET kind = 'train', command = 'detaudit train autoencoder', cells = 0, pass = 0, "
-       "exit_code = 0",
+      {"DELETE FROM cells; UPDATE runs SET kind = 'train', command = 'detaudit train autoencoder --seeds 1', cells = 0, "
+       "pass = 0, exit_code = 0",
        ""},
       {"DELETE FROM cells; UPDATE runs SET kind = 'train', command = 'detaudit train autoencoder', cells = 0, pass = 0, "
        "exit_code = 1",
@@ -1798,6 +1800,94 @@ TEST(Unseen, AHistoryChangedByAnotherProgramIsRefused) {
     sqlite3_close(h);
     const CliRun res = run_cli("history --history " + skipped);
     EXPECT_EQ(res.code, 0) << res.err;
+  }
+  fs::remove_all(d);
+}
+
+// Every rule a results file obeys holds for the rows of a history another program changed, each held against its
+// run: a training row against the design its `train` command names (its condition's variant, that design, a seed of
+// it, a finite loss and weights where it finished, every run of a design that finished), a probe cell against its
+// command (--repeats, --gpu-only) and the verdict rules (a cell that ran is no SKIP, nor a WARN where they give
+// PASS; cpu-ref is never skipped; a distance or a reason; a median of a year at most), and a machine against the
+// runs made on it. Refused by `history` and by a command that records into it, an older schema's included.
+TEST(Unseen, AHistoryRowThatContradictsItsRunIsRefused) {
+  fs::path d = fresh_dir("unseen-history-contradicts-run");
+  fs::create_directories(d);
+  // A design of one base target, 2 seeds and 1 replicate, as `train` runs it: (a) and (c) on its nondeterministic
+  // variant, (b), (d) and (e) on its deterministic one.
+  Results train;
+  train.machine = test::machine_json();
+  train.started_at = train.finished_at = "2026-12-04T00:00:00Z";
+  train.command = "detaudit train autoencoder --design sony2021 --targets 'cpu?threads=2' --seeds 2 --replicates 1";
+  const std::string det = test::canon_target("cpu?order=blocked&threads=2"),
+                    nondet = test::canon_target("cpu?order=atomic&threads=2");
+  char weights = '0';
+  for (const char* condition : {"a", "b", "c", "d", "e"})
+    for (int k = 0; k < 2; ++k) {
+      const bool random = std::string("ab").find(condition) != std::string::npos;
+      const std::string target = std::string("ac").find(condition) != std::string::npos ? nondet : det;
+      const int seed = random ? 1000 + k : 1000, replicate = random ? 0 : k;
+      nlohmann::json run = {{"key", fmt::format("{}|{}|{}|{}", condition, target, seed, replicate)},
+                            {"condition", condition}, {"target", target}, {"seed", seed}, {"replicate", replicate},
+                            {"status", "ok"}, {"model", "autoencoder"}, {"design", "sony2021"}, {"final_loss", 0.5},
+                            {"curve", {0.5}},
+                            {"weights_fingerprint", test::fingerprint(std::string(condition) == "d" ? 'd' : weights++)}};
+      if (std::string(condition) == "e")
+        run["nudge"] = {{"index", k}, {"parameter", 100 + k}, {"tensor", "layer 0 (conv2d) weight [100]"}, {"from", 0.5},
+                        {"to", double(std::nextafter(0.5f, INFINITY))}};
+      train.training.push_back(training_run(run));
+    }
+  const std::string good_train = (d / "train.db").string();
+  ASSERT_TRUE(record_run(good_train, RunKind::kTrain, train, (d / "t").string(), 0).is_ok());
+  CliRun res = run_cli("history --history " + good_train);
+  ASSERT_EQ(res.code, 0) << res.err;
+  struct Edit {
+    const std::string* db;
+    const char *sql, *says;
+  };
+  const Edit edits[] = {
+      // The training rows against their design.
+      {&good_train,
+       "UPDATE training SET target = replace(target, 'atomic', 'blocked'), key = replace(key, 'atomic', 'blocked') "
+       "WHERE condition = 'a' AND seed = 1000",
+       "a training run of condition (a) on cpu?order=blocked&threads=2&isa=auto, which is not a nondeterministic variant"},
+      {&good_train, "UPDATE training SET design = 'paper'",
+       "run 1: a training run of design 'paper', but its command trains sony2021"},
+      {&good_train,
+       "UPDATE training SET seed = 9223372036854775807, key = replace(key, '|1001|', '|9223372036854775807|') WHERE seed "
+       "= 1001 AND condition = 'a'",
+       "training.seed 9223372036854775807 is not a seed of the design (2 seeds from 1000"},
+      {&good_train, "UPDATE runs SET command = replace(command, '--seeds 2', '--seeds 5')",
+       "run 1: 2 training runs of condition (a) on cpu?order=atomic&threads=2&isa=auto, but the design its command names "
+       "runs 5"},
+      {&good_train, "UPDATE training SET final_loss = 1e999 WHERE condition = 'b'",
+       "a training row with a condition or loss no run has"},
+      {&good_train, "UPDATE training SET weights_fingerprint = '' WHERE condition = 'b' AND seed = 1000",
+       "a training run that finished without the fingerprint of its final weights"},
+  };
+  int i = 0;
+  for (const Edit& e : edits) {
+    const std::string db = (d / ("edited" + std::to_string(i++) + ".db")).string();
+    res = history_of_edit(*e.db, db, e.sql, e.says);
+    EXPECT_NE(res.err.find("changed by another program"), std::string::npos) << res.err;
+    // A command that records into it refuses it alike, and leaves it as it was.
+    const int64_t size = int64_t(fs::file_size(db));
+    const Status st = record_run(db, RunKind::kProbe, one_cell(true), (d / "x").string(), 0);
+    EXPECT_FALSE(st.is_ok()) << e.sql;
+    EXPECT_NE(st.message().find(e.says), std::string::npos) << e.sql << ": " << st.message();
+    EXPECT_EQ(int64_t(fs::file_size(db)), size) << e.sql;
+  }
+  // A schema-4 history is read in a migrated copy, against the same rules.
+  {
+    const std::string v4 = (d / "v4.db").string();
+    fs::copy_file(good_train, v4);
+    edit_history(v4, "ALTER TABLE training DROP COLUMN verdict; PRAGMA user_version = 4");
+    ASSERT_EQ(run_cli("history --history " + v4).code, 0);
+    history_of_edit(v4, (d / "v4-edited.db").string(),
+                    "UPDATE training SET target = replace(target, 'atomic', 'blocked'), key = replace(key, 'atomic', "
+                    "'blocked') WHERE condition = 'c'",
+                    "a training run of condition (c) on cpu?order=blocked&threads=2&isa=auto, which is not a "
+                    "nondeterministic variant");
   }
   fs::remove_all(d);
 }
