@@ -24,8 +24,10 @@
 #include "probes/registry.hpp"
 #include "probes/results_file.hpp"
 #include "probes/spec.hpp"
+#include "probes/workload.hpp"
 #include "analysis/stats.hpp"
 #include "contract/command_text.hpp"
+#include "gates/verdict.hpp"
 #include "kernels/fingerprint.hpp"
 #include "suites/train_design.hpp"
 
@@ -1094,6 +1096,56 @@ std::string canonical_spec(const std::string& text, bool target) {
   return (target ? parse_target(text, &sp) : parse_workload(text, &sp)).is_ok() ? sp.str() : text;
 }
 
+// The verdicts judge() (gates/verdict.cpp) gives a CPU target's cell that ran, from what its row keeps: its outputs
+// and its error against the bound (NULL: none), judged as probe judges them. What the row does not keep can only add
+// a finding: a warm-up run that gave other bits, its equality class split or a batch that varied (FAIL), and where
+// it has no error ratio an oracle it was not compared with (WARN) or a distance that is no number (FAIL). Pure in its
+// arguments: kept per (target, workload, one output or several, error class), so a long history judges each once.
+std::set<Verdict> cpu_cell_verdicts(const Spec& t, const Spec& w, int distinct, std::optional<double> err_ratio) {
+  static std::mutex mutex;
+  static std::map<std::tuple<std::string, std::string, bool, int>, std::set<Verdict>> known;
+  const int err_class = !err_ratio ? 0 : *err_ratio <= 1 ? 1 : 2;  // (a CPU target's budget is the bound: 1)
+  const auto key = std::make_tuple(t.str(), w.str(), distinct > 1, err_class);
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (auto it = known.find(key); it != known.end()) return it->second;
+  }
+  Results r;
+  r.machine = nlohmann::json::object();
+  Observation o;
+  o.workload = w.str();
+  o.target = t.str();
+  o.status = ObsStatus::kOk;
+  const int n = std::max(distinct, 1);
+  for (int i = 0; i < n; ++i) o.fingerprints.push_back(fmt::format("{:032x}", i + 1));
+  o.repeats = o.distinct = n;
+  o.oracle = OracleDistance{};
+  o.oracle->err_ratio = err_class == 0 ? -1 : err_class == 1 ? 0.5 : 2.0;  // (-1: no bound known, no finding)
+  if (const auto wl = Workload::create(w); wl && err_class != 0) o.oracle->bound_k = wl->bound_k();
+  auto verdict_of = [&](const Observation& x) {
+    r.observations = {x};
+    judge(&r);
+    return *r.observations[0].verdict;
+  };
+  const Verdict base = verdict_of(o);
+  std::vector<Verdict> more;
+  Observation warm = o;
+  warm.warmup_fingerprint = fmt::format("{:032x}", 0);
+  more.push_back(verdict_of(warm));
+  const Promise p = promise_for(t, w, r.machine, {});
+  if (!p.equality_class.empty() || (w.name == "batchinv" && p.batch_invariance_claimed)) more.push_back(Verdict::kFail);
+  if (err_class == 0) more.insert(more.end(), {Verdict::kWarn, Verdict::kFail});
+  std::set<Verdict> out;
+  for (unsigned subset = 0; subset < (1u << more.size()); ++subset) {
+    Verdict v = base;
+    for (size_t i = 0; i < more.size(); ++i)
+      if (subset >> i & 1 && severity(more[i]) > severity(v)) v = more[i];
+    out.insert(v);
+  }
+  std::lock_guard<std::mutex> lock(mutex);
+  return known[key] = out;
+}
+
 // A history written by detaudit holds what detaudit writes; a row another program changed (a verdict no
 // detaudit gives, a fingerprint of other digits, a time that is no time, a negative count) is refused in one
 // line naming the run and the column, never shown as if it were a judgment.
@@ -1131,10 +1183,15 @@ Status check_row(const CellRecord& c, const std::string& where) {
     if (c.status == "ok" && c.distinct < 1) return bad("distinct_outputs", "0", "at least 1 for a cell that ran");
     if (c.status != "ok" && c.status != "error" && !c.fingerprints.empty())
       return bad("fingerprints", c.fingerprints[0], "empty for a cell that gave no output");
-    // A cell that did not finish is judged as one: a crash or timeout FAILs or is EXPECTED, a skip is a SKIP.
-    if (c.status != "ok" && (c.verdict == "PASS" || c.verdict == "WARN" || (c.status == "skipped") != (c.verdict == "SKIP")) &&
+    // A cell that did not finish is judged as one: a crash or timeout FAILs or is EXPECTED, a skip is a SKIP; a cell
+    // that ran is never a SKIP.
+    if (((c.status != "ok" && (c.verdict == "PASS" || c.verdict == "WARN")) ||
+         (c.status == "skipped") != (c.verdict == "SKIP")) &&
         !c.verdict.empty())
       return bad("verdict", c.verdict, fmt::format("a verdict of a cell whose status is {}", c.status).c_str());
+    // The oracle backend (cpu-ref) runs every workload on every machine: it is never skipped.
+    if (const BackendEntry* be = find_backend(t.name); c.status == "skipped" && be && be->oracle)
+      return bad("status", c.status, "a status of the oracle backend's cell (it runs every workload on every machine)");
     // A crash or timeout is EXPECTED only where the target needs something a machine may lack (an instruction
     // set, a device): one that needs nothing (cpu-ref) has nothing to excuse it.
     if (c.status != "ok" && c.status != "skipped" && c.verdict == "EXPECTED" &&
@@ -1161,6 +1218,22 @@ Status check_row(const CellRecord& c, const std::string& where) {
                    fmt::format("the verdict of a cell whose error is {:.3g} x its summation bound (a budget of 1)",
                                *c.err_ratio)
                        .c_str());
+    }
+    // Any other verdict of a CPU cell that ran is one of those judge() gives it (a WARN that said "claimed
+    // nondeterministic" is an older detaudit's verdict of a cell permitted to vary that did not: kept as recorded).
+    // (An error ratio that is no number is named below.)
+    if (Verdict v; c.status == "ok" && parse_verdict(c.verdict, &v) && target_facts(c.target).device_kind == "host" &&
+                   (!c.err_ratio || std::isfinite(*c.err_ratio))) {
+      const std::set<Verdict> rules = cpu_cell_verdicts(t, w, c.distinct, c.err_ratio);
+      if (!rules.count(v) &&
+          !(v == Verdict::kWarn && c.verdict_reason.find("claimed nondeterministic (") != std::string::npos)) {
+        std::string given;
+        for (Verdict x : rules) given += (given.empty() ? "" : " or ") + std::string(to_string(x));
+        return bad("verdict", c.verdict,
+                   fmt::format("a verdict the verdict rules give a cell that ran with {} output{} here ({})",
+                               c.distinct, c.distinct == 1 ? "" : "s", given)
+                       .c_str());
+      }
     }
   }
   for (auto [column, v] : {std::pair{"err_ratio", c.err_ratio}, std::pair{"median_seconds", c.median_seconds}})
@@ -1326,7 +1399,10 @@ Status check_rows_in_plan(Db& db) {
     if (v.empty() || v.size() > 9 || v.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
     return std::stoll(v);
   };
-  // The command a probe run recorded asked for what its plan holds.
+  // The command a probe run recorded asked for what its plan holds: its targets and workloads, and each cell that
+  // was not skipped repeated as often as its --repeats says (0: the suite's); --gpu-only with no CPU target, and
+  // never beside --targets, which probe refuses together.
+  std::map<int64_t, int64_t> repeats_asked;  // run -> its command's --repeats
   {
     Stmt s(db.h, "SELECT id, command, plan FROM runs WHERE kind = 'probe'");
     int rc;
@@ -1335,6 +1411,18 @@ Status check_rows_in_plan(Db& db) {
       if (const std::string why = command_contradicts_plan(s.text(1), p.targets, p.workloads, nlohmann::json::object());
           !why.empty())
         return changed(fmt::format("run {}: {}", s.integer(0), why));
+      const auto given = command_options(s.text(1), "probe", {"--repeats", "--targets"});
+      if (!given) continue;
+      if (const auto n = count_option(*given, "--repeats"); n && *n > 0) repeats_asked[s.integer(0)] = *n;
+      const std::vector<std::string> words = command_words(s.text(1));
+      if (std::find(words.begin(), words.end(), "--gpu-only") == words.end()) continue;
+      if (given->count("--targets"))
+        return changed(fmt::format("run {}: the command names --gpu-only beside --targets, which probe refuses together",
+                                   s.integer(0)));
+      for (const std::string& t : p.targets)
+        if (target_facts(t).device_kind == "host")
+          return changed(fmt::format("run {}: the command asks for --gpu-only, but the plan holds the CPU target {}",
+                                     s.integer(0), shown_safely(t.substr(0, 80))));
     }
     if (rc != SQLITE_DONE) return Status::invalid(describe_sqlite_error(db, rc));
   }
@@ -1346,10 +1434,17 @@ Status check_rows_in_plan(Db& db) {
     return it->second;
   };
   {
-    Stmt s(db.h, "SELECT c.run_id, c.target, c.workload, r.plan FROM cells c JOIN runs r ON r.id = c.run_id");
+    Stmt s(db.h,
+           "SELECT c.run_id, c.target, c.workload, r.plan, c.repeats, c.status FROM cells c JOIN runs r ON r.id = "
+           "c.run_id");
     int rc;
     while ((rc = s.step()) == SQLITE_ROW) {
       const Plan& p = plan_of_run(s.integer(0), s.text(3));
+      if (const auto n = repeats_asked.find(s.integer(0));
+          n != repeats_asked.end() && s.text(5) != "skipped" && s.integer(4) != n->second)
+        return changed(fmt::format("run {}: a cell of {} on {} of {} repeats, but its command asks for --repeats {}",
+                                   s.integer(0), shown_safely(s.text(2).substr(0, 80)),
+                                   shown_safely(s.text(1).substr(0, 80)), s.integer(4), n->second));
       Spec t, w;
       if (parse_target(s.text(1), &t).is_ok() && !p.targets.count(t.str()))
         return changed(fmt::format("run {}: a cell of target '{}', which is not one of its run's plan", s.integer(0),

@@ -1841,6 +1841,27 @@ TEST(Unseen, AHistoryRowThatContradictsItsRunIsRefused) {
   ASSERT_TRUE(record_run(good_train, RunKind::kTrain, train, (d / "t").string(), 0).is_ok());
   CliRun res = run_cli("history --history " + good_train);
   ASSERT_EQ(res.code, 0) << res.err;
+  // A probe of cpu-ref and a target permitted to vary, each compared with its oracle, neither of which varied.
+  Results probe;
+  probe.machine = test::machine_json();
+  probe.started_at = probe.finished_at = "2026-12-04T00:00:00Z";
+  const std::string w = test::canon_workload(kW), ref = test::canon_target("cpu-ref");
+  probe.command = "detaudit probe --targets 'cpu-ref,cpu?order=atomic&threads=2' --workloads '" + kW + "' --repeats 2";
+  probe.plan = {{"targets", {ref, nondet}}, {"workloads", {w}}, {"repeats", 2}};
+  for (auto [target, fp, ratio] : {std::tuple{ref, 'a', 0.0}, std::tuple{nondet, 'b', 0.5}}) {
+    Observation o = test::ran(w, target, {test::fingerprint(fp), test::fingerprint(fp)});
+    o.oracle = OracleDistance{};
+    o.oracle->err_ratio = ratio;
+    o.seconds = {0.001, 0.001};
+    o.verdict = Verdict::kPass;
+    if (target == nondet) o.verdict_reason = "permitted to vary (order=atomic); no variation seen in 2 runs";
+    probe.observations.push_back(o);
+  }
+  const std::string good_probe = (d / "probe.db").string();
+  ASSERT_TRUE(record_run(good_probe, RunKind::kProbe, probe, (d / "p").string(), 0).is_ok());
+  res = run_cli("history --history " + good_probe);
+  ASSERT_EQ(res.code, 0) << res.err;
+
   struct Edit {
     const std::string* db;
     const char *sql, *says;
@@ -1864,6 +1885,21 @@ TEST(Unseen, AHistoryRowThatContradictsItsRunIsRefused) {
        "a training row with a condition or loss no run has"},
       {&good_train, "UPDATE training SET weights_fingerprint = '' WHERE condition = 'b' AND seed = 1000",
        "a training run that finished without the fingerprint of its final weights"},
+      // The probe cells against their command and the verdict rules.
+      {&good_probe, "UPDATE cells SET verdict = 'SKIP' WHERE target LIKE 'cpu?%'; UPDATE runs SET pass = 1, skip = 1",
+       "verdict 'SKIP' is not a verdict of a cell whose status is ok"},
+      {&good_probe, "UPDATE cells SET verdict = 'WARN' WHERE target LIKE 'cpu?%'; UPDATE runs SET pass = 1, warn = 1",
+       "verdict 'WARN' is not a verdict the verdict rules give a cell that ran with 1 output here (PASS"},
+      {&good_probe,
+       "UPDATE cells SET status = 'skipped', reason = 'no', fingerprints = '', distinct_outputs = 0, err_ratio = NULL, "
+       "median_seconds = NULL, verdict = 'SKIP' WHERE target = 'cpu-ref'; UPDATE runs SET pass = 1, skip = 1",
+       "status 'skipped' is not a status of the oracle backend's cell"},
+      {&good_probe, "UPDATE cells SET repeats = 5 WHERE target = 'cpu-ref'",
+       "of 5 repeats, but its command asks for --repeats 2"},
+      {&good_probe, "UPDATE runs SET command = replace(command, '--repeats 2', '--repeats 3')",
+       "of 2 repeats, but its command asks for --repeats 3"},
+      {&good_probe, "UPDATE runs SET command = command || ' --gpu-only'",
+       "run 1: the command names --gpu-only beside --targets"},
   };
   int i = 0;
   for (const Edit& e : edits) {
@@ -1877,6 +1913,10 @@ TEST(Unseen, AHistoryRowThatContradictsItsRunIsRefused) {
     EXPECT_NE(st.message().find(e.says), std::string::npos) << e.sql << ": " << st.message();
     EXPECT_EQ(int64_t(fs::file_size(db)), size) << e.sql;
   }
+  // What an older detaudit recorded stands: a cell permitted to vary that did not was a WARN before it was a PASS.
+  history_of_edit_accepted(good_probe, (d / "older-warn.db").string(),
+                           "UPDATE cells SET verdict = 'WARN', verdict_reason = 'claimed nondeterministic (order=atomic), "
+                           "no variation seen in 2 runs' WHERE target LIKE 'cpu?%'; UPDATE runs SET pass = 1, warn = 1");
   // A schema-4 history is read in a migrated copy, against the same rules.
   {
     const std::string v4 = (d / "v4.db").string();
