@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -1096,6 +1097,21 @@ std::string canonical_spec(const std::string& text, bool target) {
   return (target ? parse_target(text, &sp) : parse_workload(text, &sp)).is_ok() ? sp.str() : text;
 }
 
+// Whether a version (is_version_text) is major.minor or later.
+bool version_at_least(const std::string& version, int major, int minor) {
+  int have[2] = {0, 0};
+  size_t at = 0;
+  for (int& part : have) {
+    size_t end = at;
+    while (end < version.size() && end - at < 9 && std::isdigit((unsigned char)version[end])) ++end;
+    if (end == at) break;
+    part = std::stoi(version.substr(at, end - at));
+    if (end >= version.size() || version[end] != '.') break;
+    at = end + 1;
+  }
+  return have[0] != major ? have[0] > major : have[1] >= minor;
+}
+
 // The verdicts judge() (gates/verdict.cpp) gives a CPU target's cell that ran, from what its row keeps: its outputs
 // and its error against the bound (NULL: none), judged as probe judges them. What the row does not keep can only add
 // a finding: a warm-up run that gave other bits, its equality class split or a batch that varied (FAIL), and where
@@ -1192,6 +1208,13 @@ Status check_row(const CellRecord& c, const std::string& where) {
     // The oracle backend (cpu-ref) runs every workload on every machine: it is never skipped.
     if (const BackendEntry* be = find_backend(t.name); c.status == "skipped" && be && be->oracle)
       return bad("status", c.status, "a status of the oracle backend's cell (it runs every workload on every machine)");
+    // A cell that ran has an oracle distance, or its verdict says why not (not compared with the oracle, no bound
+    // known, a distance that is no number: a FAIL), as results.json refuses one with no distance and no reason.
+    // (Versions before 0.1.0 recorded cells that ran without either.)
+    if (c.status == "ok" && !c.err_ratio && !c.verdict.empty() && c.verdict != "FAIL" &&
+        c.verdict_reason.find("oracle") == std::string::npos && version_at_least(c.tool_version, 0, 1))
+      return bad("err_ratio", "NULL",
+                 "how a cell that ran is recorded (it has an oracle distance, or its verdict says why it has none)");
     // A crash or timeout is EXPECTED only where the target needs something a machine may lack (an instruction
     // set, a device): one that needs nothing (cpu-ref) has nothing to excuse it.
     if (c.status != "ok" && c.status != "skipped" && c.verdict == "EXPECTED" &&
@@ -1238,6 +1261,9 @@ Status check_row(const CellRecord& c, const std::string& where) {
   }
   for (auto [column, v] : {std::pair{"err_ratio", c.err_ratio}, std::pair{"median_seconds", c.median_seconds}})
     if (v && !(*v >= 0 && std::isfinite(*v))) return bad(column, fmt::format("{}", *v), "a finite number of 0 or more");
+  // A median is a time a results file states: a year at most, as results.json and baselines hold it.
+  if (c.median_seconds && *c.median_seconds > kLongestSeconds)
+    return bad("median_seconds", fmt::format("{}", *c.median_seconds), "a time of a year at most");
   return Status::ok();
 }
 
@@ -1800,6 +1826,11 @@ Status query_open(Db& db, const HistoryFilter& f, HistoryQueryResult* out) {
                                                     shown_safely(m.key.substr(0, 40)), s.integer(3),
                                                     shown_safely(m.first_seen.substr(0, 40)),
                                                     shown_safely(m.last_seen.substr(0, 40)))));
+      // A machine joins the history with the run made on it: one that no run names was added by another program.
+      if (m.runs == 0)
+        return Status::invalid(db.error(fmt::format("machines ({}): no run was made on it (the database was changed by "
+                                                    "another program)",
+                                                    shown_safely(m.key.substr(0, 40)))));
       machines[m.key] = m;
     }
     if (rc != SQLITE_DONE) {

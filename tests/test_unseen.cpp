@@ -1536,6 +1536,8 @@ TEST(Unseen, HistoryNeverPrintsAControlCharacterRaw) {
   fs::path d = fresh_dir("unseen-history-escape");
   fs::create_directories(d);
   Results r = one_cell(true);
+  r.observations[0].oracle = OracleDistance{};  // (compared with its oracle: a cell that ran has a distance)
+  r.observations[0].oracle->err_ratio = 0;
   r.machine["hostname"] = "evil\x1b[2Jhost";
   const std::string db = (d / "h.db").string();
   ASSERT_TRUE(record_run(db, RunKind::kProbe, r, (d / "r").string(), 0).is_ok());
@@ -1612,6 +1614,8 @@ TEST(Unseen, AHistoryChangedByAnotherProgramIsRefused) {
   fs::path d = fresh_dir("unseen-history-edited");
   fs::create_directories(d);
   Results r = one_cell(true);
+  r.observations[0].oracle = OracleDistance{};  // (compared with its oracle: a cell that ran has a distance)
+  r.observations[0].oracle->err_ratio = 0;
   r.training = {training_run({{"key", "d|cpu|1000|0"}, {"condition", "d"}, {"target", "cpu"}, {"seed", 1000},
                               {"replicate", 0}, {"status", "ok"}, {"final_loss", 0.5}, {"curve", {0.5}},
                               {"model", "autoencoder"}, {"design", "sony2021"},
@@ -1765,6 +1769,7 @@ TEST(Unseen, AHistoryChangedByAnotherProgramIsRefused) {
   {
     // A probe and a check of its results record one run twice: the same outputs of each cell.
     Results probe_only = one_cell(true);
+    probe_only.observations[0].oracle = r.observations[0].oracle;
     const std::string db = (d / "twice.db").string();
     ASSERT_TRUE(record_run(db, RunKind::kProbe, probe_only, (d / "p").string(), 0).is_ok());
     probe_only.command = "detaudit check p --baseline b.json";
@@ -1900,6 +1905,14 @@ TEST(Unseen, AHistoryRowThatContradictsItsRunIsRefused) {
        "of 2 repeats, but its command asks for --repeats 3"},
       {&good_probe, "UPDATE runs SET command = command || ' --gpu-only'",
        "run 1: the command names --gpu-only beside --targets"},
+      {&good_probe, "UPDATE cells SET median_seconds = 1e300 WHERE target = 'cpu-ref'",
+       "median_seconds '1e+300' is not a time of a year at most"},
+      {&good_probe, "UPDATE cells SET err_ratio = NULL WHERE target LIKE 'cpu?%'",
+       "err_ratio 'NULL' is not how a cell that ran is recorded"},
+      {&good_probe,
+       "INSERT INTO machines VALUES ('deadbeefdeadbeef', 'X', ' ', 1, '[]', '{}', '2026-12-04T00:00:00Z', "
+       "'2026-12-04T00:00:00Z')",
+       "machines (deadbeefdeadbeef): no run was made on it"},
   };
   int i = 0;
   for (const Edit& e : edits) {
