@@ -756,10 +756,17 @@ std::string absolute_dir(const std::string& dir) {
 
 }  // namespace
 
+Status query_open(Db& db, const HistoryFilter& f, HistoryQueryResult* out);
+
 Status check_history(const std::string& db_path) {
   Db db;
   bool exists = false;
   DETAUDIT_RETURN_IF_ERROR(open_history(db_path, Mode::kRead, &db, &exists));
+  // Every row as recording will check it: a history another program changed stops the command before its work.
+  if (exists) {
+    HistoryQueryResult all;
+    DETAUDIT_RETURN_IF_ERROR(query_open(db, HistoryFilter{}, &all));
+  }
   // It will be written (and, when missing, created with its folders): the file and the folder that will
   // hold it must be writable now, not only at the end of the run.
   std::error_code ec;
@@ -855,8 +862,6 @@ nlohmann::json plan_of(const Results& r) {
   for (auto& t : r.training) targets.insert(t.target);
   return {{"targets", targets}, {"workloads", workloads}};
 }
-
-Status query_open(Db& db, const HistoryFilter& f, HistoryQueryResult* out);
 
 Status record_run(const std::string& db_path, RunKind run_kind, const Results& r, const std::string& results_dir,
                   int exit_code) {

@@ -1919,11 +1919,12 @@ TEST(Unseen, AHistoryRowThatContradictsItsRunIsRefused) {
     const std::string db = (d / ("edited" + std::to_string(i++) + ".db")).string();
     res = history_of_edit(*e.db, db, e.sql, e.says);
     EXPECT_NE(res.err.find("changed by another program"), std::string::npos) << res.err;
-    // A command that records into it refuses it alike, and leaves it as it was.
+    // A command that records into it refuses it alike, before its work as when it records, and leaves it as it was.
     const int64_t size = int64_t(fs::file_size(db));
-    const Status st = record_run(db, RunKind::kProbe, one_cell(true), (d / "x").string(), 0);
-    EXPECT_FALSE(st.is_ok()) << e.sql;
-    EXPECT_NE(st.message().find(e.says), std::string::npos) << e.sql << ": " << st.message();
+    for (const Status& st : {check_history(db), record_run(db, RunKind::kProbe, one_cell(true), (d / "x").string(), 0)}) {
+      EXPECT_FALSE(st.is_ok()) << e.sql;
+      EXPECT_NE(st.message().find(e.says), std::string::npos) << e.sql << ": " << st.message();
+    }
     EXPECT_EQ(int64_t(fs::file_size(db)), size) << e.sql;
   }
   // What an older detaudit recorded stands: a cell permitted to vary that did not was a WARN before it was a PASS.
