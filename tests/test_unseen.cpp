@@ -1931,6 +1931,17 @@ TEST(Unseen, AHistoryRowThatContradictsItsRunIsRefused) {
   history_of_edit_accepted(good_probe, (d / "older-warn.db").string(),
                            "UPDATE cells SET verdict = 'WARN', verdict_reason = 'claimed nondeterministic (order=atomic), "
                            "no variation seen in 2 runs' WHERE target LIKE 'cpu?%'; UPDATE runs SET pass = 1, warn = 1");
+  // A count in another spelling the option parser reads: +2 is 2; one not read here (0x2) is checked against nothing.
+  history_of_edit_accepted(good_train, (d / "seeds-plus.db").string(),
+                           "UPDATE runs SET command = replace(command, '--seeds 2', '--seeds +2')");
+  history_of_edit_accepted(good_train, (d / "seeds-hex.db").string(),
+                           "UPDATE runs SET command = replace(command, '--seeds 2', '--seeds 0x2')");
+  history_of_edit(good_train, (d / "seeds-plus-5.db").string(),
+                  "UPDATE runs SET command = replace(command, '--seeds 2', '--seeds +5')", "but the design its command names runs 5");
+  // The design's defaults are its model's (PredNet's 2 seeds), wherever the command names the model.
+  history_of_edit_accepted(good_train, (d / "prednet.db").string(),
+                           "UPDATE training SET model = 'prednet'; UPDATE runs SET command = replace(replace(command, "
+                           "'train autoencoder', 'train --replicates 1 prednet'), ' --seeds 2 --replicates 1', '')");
   // A schema-4 history is read in a migrated copy, against the same rules.
   {
     const std::string v4 = (d / "v4.db").string();
