@@ -197,6 +197,15 @@ std::string command_contradicts_plan(const std::string& command, const std::set<
   const auto given = command_options(command, "probe", {"--targets", "--workloads", "--suite", "--repeats", "--timeout"});
   if (!given) return "";
   const std::map<std::string, std::string>& asked = *given;  // option -> its value, as the command gave it
+  // --gpu-only runs the suite's GPU targets: never beside --targets (the two exclude each other), never a host
+  // target.
+  if (const std::vector<std::string> words = command_words(command);
+      std::find(words.begin(), words.end(), "--gpu-only") != words.end()) {
+    if (asked.count("--targets")) return "the command gives --gpu-only beside --targets, which exclude each other";
+    for (const std::string& t : plan_targets)
+      if (target_facts(t).device_kind == "host")
+        return fmt::format("the command asks for --gpu-only, but the plan holds {}, which runs on the host", t);
+  }
   auto specs = [](const std::string& csv, bool target, std::set<std::string>* out) {
     for (size_t from = 0; from <= csv.size();) {
       const size_t to = std::min(csv.find(',', from), csv.size());

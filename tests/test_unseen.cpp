@@ -822,6 +822,11 @@ TEST(Lies, ACellOutsideItsPlanOrBeyondItsOutputIsRefused) {
       {"plan-repeats", "observations[0].repeats is 2, but the plan repeats each cell 3 times",
        [](nlohmann::json& j) { j["plan"]["repeats"] = 3; }},
       {"plan-field", "plan.timeout is not a field of a plan", [](nlohmann::json& j) { j["plan"]["timeout"] = 60; }},
+      // --gpu-only runs GPU targets alone, and never beside --targets.
+      {"gpu-only-host", "command: the command asks for --gpu-only, but the plan holds " + t + ", which runs on the host",
+       [](nlohmann::json& j) { j["command"] = "detaudit probe --suite quick --timeout 60 --gpu-only"; }},
+      {"gpu-only-targets", "command: the command gives --gpu-only beside --targets, which exclude each other",
+       [&](nlohmann::json& j) { j["command"] = "detaudit probe --timeout 60 --gpu-only --targets '" + t + "'"; }},
       // CUPTI traces kernels on a GPU: a CPU cell with a tracing status contradicts its target.
       {"tracing-on-host", "observations[0].tracing is \"partial: repeat 0: CUPTI failed\", but " + t + " runs on the host",
        [](nlohmann::json& j) { j["observations"][0]["tracing"] = "partial: repeat 0: CUPTI failed"; }},
