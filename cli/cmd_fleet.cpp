@@ -88,7 +88,8 @@ int judge_fleet(const std::vector<FleetNode>& nodes, const std::string& dir, con
   t += fmt::format("fleet.json, report.md and report.html in {}\n", dir);
   o.text = t;
   o.data = {{"dir", dir}, {"fleet", f.json}};
-  if (f.exit_code == 2) o.error = "no rank ran: " + f.json.value("summary", "");
+  // Exit 2: no node ran, or none holds a cell (one interrupted before its first, say).
+  if (f.exit_code == 2) o.error = "nothing was judged: no node holds a cell: " + f.json.value("summary", "");
   // Per-node rows in the history: each node's probe results under its own machine.
   if (hist) {
     for (auto& n : nodes)

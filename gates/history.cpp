@@ -806,7 +806,15 @@ Status resolve_history_path(const HistoryFlags& flags, std::string* path) {
     return Status::ok();
   };
   if (std::string v = env("XDG_DATA_HOME"); !v.empty() && v[0] == '/') return in_own_folder(fs::path(v) / "detaudit");
-  if (std::string v = env("HOME"); !v.empty()) return in_own_folder(fs::path(v) / ".local" / "share" / "detaudit");
+  if (std::string v = env("HOME"); !v.empty()) {
+    // Folders below a home are made as needed; a home that does not exist is not made (it is not ours to make).
+    std::error_code ec;
+    if (!fs::is_directory(v, ec))
+      return Status::invalid(fmt::format("HOME ({}) is not a directory, so there is no place for the history: name "
+                                         "one with --history FILE, or record nothing with --no-history",
+                                         shown_safely(v.substr(0, 200))));
+    return in_own_folder(fs::path(v) / ".local" / "share" / "detaudit");
+  }
   return Status::invalid(
       "no place for the history: none of --history FILE, DETAUDIT_HISTORY, XDG_DATA_HOME (absolute) or HOME is "
       "set (--no-history records nothing)");
@@ -1432,7 +1440,7 @@ Status check_rows_in_plan(Db& db) {
   };
   // The command a probe run recorded asked for what its plan holds: its targets and workloads, and each cell that
   // was not skipped repeated as often as its --repeats says (0: the suite's); --gpu-only with no CPU target, and
-  // never beside --targets, which probe refuses together.
+  // never beside --targets (command_contradicts_plan, as for a results file).
   std::map<int64_t, int64_t> repeats_asked;  // run -> its command's --repeats
   {
     Stmt s(db.h, "SELECT id, command, plan FROM runs WHERE kind = 'probe'");
@@ -1445,15 +1453,6 @@ Status check_rows_in_plan(Db& db) {
       const auto given = command_options(s.text(1), "probe", {"--repeats", "--targets"});
       if (!given) continue;
       if (const auto n = count_option(*given, "--repeats"); n && *n > 0) repeats_asked[s.integer(0)] = *n;
-      const std::vector<std::string> words = command_words(s.text(1));
-      if (std::find(words.begin(), words.end(), "--gpu-only") == words.end()) continue;
-      if (given->count("--targets"))
-        return changed(fmt::format("run {}: the command names --gpu-only beside --targets, which probe refuses together",
-                                   s.integer(0)));
-      for (const std::string& t : p.targets)
-        if (target_facts(t).device_kind == "host")
-          return changed(fmt::format("run {}: the command asks for --gpu-only, but the plan holds the CPU target {}",
-                                     s.integer(0), shown_safely(t.substr(0, 80))));
     }
     if (rc != SQLITE_DONE) return Status::invalid(describe_sqlite_error(db, rc));
   }

@@ -183,7 +183,10 @@ fs::path history_with_change(const fs::path& dir) {
 }  // namespace
 
 TEST(HistoryPath, ResolutionOrder) {
-  ScopedEnv h("DETAUDIT_HISTORY", "/env/history.db"), x("XDG_DATA_HOME", "/xdg"), home("HOME", "/home/u");
+  const fs::path u = fs::temp_directory_path() / ("detaudit-test-home-" + std::to_string(::getpid()));
+  fs::create_directories(u);
+  const std::string home_u = u.string();
+  ScopedEnv h("DETAUDIT_HISTORY", "/env/history.db"), x("XDG_DATA_HOME", "/xdg"), home("HOME", home_u.c_str());
   std::string path, err;
   HistoryFlags f;
   f.file = "/flag/h.db";
@@ -199,12 +202,19 @@ TEST(HistoryPath, ResolutionOrder) {
     {
       ScopedEnv relative("XDG_DATA_HOME", "relative/dir");  // not absolute: ignored, as the XDG spec says
       ASSERT_TRUE(succeeded(resolve_history_path(f, &path), &err)) << err;
-      EXPECT_EQ(path, "/home/u/.local/share/detaudit/history.db");
+      EXPECT_EQ(path, home_u + "/.local/share/detaudit/history.db");
     }
     {
       ScopedEnv unset("XDG_DATA_HOME", nullptr);
       ASSERT_TRUE(succeeded(resolve_history_path(f, &path), &err)) << err;
-      EXPECT_EQ(path, "/home/u/.local/share/detaudit/history.db");
+      EXPECT_EQ(path, home_u + "/.local/share/detaudit/history.db");
+      {
+        // A home that does not exist is not made: no place for the history.
+        ScopedEnv gone("HOME", "/nonexistent/detaudit-home");
+        EXPECT_FALSE(succeeded(resolve_history_path(f, &path), &err));
+        EXPECT_NE(err.find("HOME (/nonexistent/detaudit-home) is not a directory"), std::string::npos) << err;
+        EXPECT_FALSE(fs::exists("/nonexistent"));
+      }
       ScopedEnv no_home("HOME", nullptr);
       EXPECT_FALSE(succeeded(resolve_history_path(f, &path), &err));
       EXPECT_NE(err.find("--no-history"), std::string::npos) << err;
@@ -216,6 +226,7 @@ TEST(HistoryPath, ResolutionOrder) {
   f.file = "/flag/h.db";
   EXPECT_FALSE(succeeded(resolve_history_path(f, &path), &err));
   EXPECT_FALSE(fs::exists("/env")) << "resolving creates nothing";
+  fs::remove_all(u);
 }
 
 TEST(HistoryMachineKey, HardwareOnlyAndStable) {

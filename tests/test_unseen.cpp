@@ -1909,7 +1909,7 @@ TEST(Unseen, AHistoryRowThatContradictsItsRunIsRefused) {
       {&good_probe, "UPDATE runs SET command = replace(command, '--repeats 2', '--repeats 3')",
        "of 2 repeats, but its command asks for --repeats 3"},
       {&good_probe, "UPDATE runs SET command = command || ' --gpu-only'",
-       "run 1: the command names --gpu-only beside --targets"},
+       "run 1: the command gives --gpu-only beside --targets"},
       {&good_probe, "UPDATE cells SET median_seconds = 1e300 WHERE target = 'cpu-ref'",
        "median_seconds '1e+300' is not a time of a year at most"},
       {&good_probe, "UPDATE cells SET err_ratio = NULL WHERE target LIKE 'cpu?%'",
