@@ -452,12 +452,18 @@ Status check_machine(const nlohmann::json& m, const std::string& mp) {
       !k.empty())
     return Status::invalid(fmt::format("{} is not a field of a machine description",
                                        json_path(mp, shown_safely(k.substr(0, 40)))));
-  // A host name is letters, digits, dots and dashes: one with control characters is no machine's (and would
-  // reach a terminal raw where a report or a fleet names the node).
-  if (m.contains("hostname"))
-    if (const int c = first_control_byte(m["hostname"].get<std::string>()); c >= 0)
-      return Status::invalid(fmt::format("{} holds a control character (byte 0x{:02x}): no host name does",
-                                         json_path(mp, "hostname"), c));
+  // A host name is letters, digits, dots and dashes, and the CPU's name and vendor (from /proc/cpuinfo) are
+  // printable ASCII: a control character, a line separator or any byte beyond ASCII is no machine's (and would reach
+  // a terminal where a report or a fleet names the node or the machine).
+  for (const char* k : {"hostname", "cpu_model", "cpu_vendor"})
+    if (m.contains(k)) {
+      const std::string v = m[k].get<std::string>();
+      for (const char ch : v)
+        if (const auto u = static_cast<unsigned char>(ch); u < 0x20 || u >= 0x7f || (u == ' ' && k == std::string("hostname")))
+          return Status::invalid(fmt::format("{} holds byte 0x{:02x}{}: no {} does", json_path(mp, k), u,
+                                             u < 0x20 || u == 0x7f ? " (a control character)" : u == ' ' ? " (a blank)" : " (beyond ASCII)",
+                                             k == std::string("hostname") ? "host name" : "CPU's name or vendor"));
+    }
   for (const char* k : {"cores", "pus", "packages"})
     if (m.contains(k) && m[k].get<int64_t>() < 1)
       return Status::invalid(fmt::format("{} is 0: a machine that ran has at least one", json_path(mp, k)));

@@ -404,6 +404,9 @@ Status check_run_consistent(const TrainingRun& r, const std::string& path) {
                                                         : "a signal ended it (" + r.signal.substr(0, 20) + ")"));
   if (r.ok() && !r.signal.empty())
     return Status::invalid(fmt::format("{} is {}, but the run finished (status ok)", json_path(path, "signal"), r.signal));
+  if (r.ok() && r.weights_fingerprint.empty())
+    return Status::invalid(json_path(path, "weights_fingerprint") + " is missing or empty, but the run finished (status "
+                           "ok): a finished run's final weights are fingerprinted");
   if (r.ok() && r.curve.empty())
     return Status::invalid(json_path(path, "curve") + " is empty, but the run finished (status ok): a run that "
                            "trained has a loss per batch");

@@ -310,22 +310,7 @@ Status qualify_plan(int level, const std::string& targets, QualifyPlan* out, con
   q.level = level;
   DETAUDIT_RETURN_IF_ERROR(make_plan(level == 3 ? "full" : "quick", targets, workloads, repeats, 120, &q.probe));
   q.train = level >= 2;
-  if (q.train) {
-    TrainDesign& d = q.design;
-    d = default_design(false);
-    d.model = "autoencoder";
-    d.design = "sony2021";
-    if (level == 2) {
-      // Short: one target with two threads, so the nondeterministic variant can vary; 2 seeds of 60
-      // batches are enough for (d) to be compared and for the loss to halve.
-      d.targets.clear();
-      for (auto& text : default_training_targets("qualify"))  // the registry's own spellings: they parse
-        if (Spec t; parse_target(text, &t).is_ok()) d.targets.push_back(t);
-      d.seeds = 2;
-      d.batches = 60;
-      d.window = 10;
-    }
-  }
+  if (q.train) q.design = qualify_design(level);
   *out = std::move(q);
   return Status::ok();
 }

@@ -60,6 +60,10 @@ struct TrainDesign {
 // prednet: one target (cpu?threads=2), 2 seeds, 60 batches of 4 sequences, window 10.
 TrainDesign default_design(bool paper, const std::string& model = "autoencoder");
 
+// The training regression of `qualify` (and of a fleet rank) at level 2 or 3: the autoencoder's sony2021 design,
+// at level 2 short (one target of two threads, 2 seeds of 60 batches, window 10), at level 3 train's defaults.
+TrainDesign qualify_design(int level);
+
 // What `train` is given: its model and the options that shape its design, as typed (0 or "" where not given).
 struct TrainDesignArgs {
   std::string model, design = "sony2021", targets, data, prednet_config;
@@ -70,9 +74,10 @@ struct TrainDesignArgs {
 // train refuses (a target that does not parse, --noise-every without --noise-scale, --prednet-config for the
 // autoencoder).
 Status design_from_args(const TrainDesignArgs& a, TrainDesign* out);
-// A `train` command line as a results file records it, read back into the design it asked for and held against
-// the plan's: "" where they agree, or the command is no train command (analyze, fleet, qualify) or one this
-// version cannot read; else what differs, naming the field.
+// The command line a training results file records, read back into the design it asked for and held against the
+// plan's: `train` (its model and options), or `qualify`/`fleet` at level 2 or 3 (qualify_design); another command
+// makes no training runs. "" where they agree, or the command is one this version cannot read; else what
+// differs, naming the field.
 std::string train_command_contradicts_design(const std::string& command, const nlohmann::json& design);
 
 // Every training run runs in its own worker process (the detaudit executable, hidden subcommand

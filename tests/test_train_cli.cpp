@@ -311,6 +311,15 @@ TEST(TrainCli, Sony2021DesignWritesRunsAnalysisAndReports) {
        [](nlohmann::json& j) {
          j["command"] = std::regex_replace(j["command"].get<std::string>(), std::regex(" --noise-scale --noise-every 4"), "");
        }},
+      // Only train, or qualify and fleet at level 2 or 3, make training runs, each its own design.
+      {"command-probe", "command: a probe command makes no training runs",
+       [](nlohmann::json& j) { j["command"] = "./detaudit probe --targets cpu-ref --out x"; }},
+      {"command-qualify-1", "command: a qualify at level 1 trains nothing",
+       [](nlohmann::json& j) { j["command"] = "detaudit qualify --targets cpu-ref"; }},
+      {"command-qualify-2", "command: it asks for batches 60, but the plan's design has 12",
+       [](nlohmann::json& j) { j["command"] = "detaudit qualify --level 2 --no-history"; }},
+      {"weights-empty", "training[0].weights_fingerprint is missing or empty, but the run finished",
+       [](nlohmann::json& j) { j["training"][0]["weights_fingerprint"] = ""; }},
       {"command-refused", "command: train refuses it: --noise-every needs --noise-scale",
        [](nlohmann::json& j) {
          j["command"] = std::regex_replace(j["command"].get<std::string>(), std::regex(" --noise-scale"), "");

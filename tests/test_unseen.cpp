@@ -1021,7 +1021,8 @@ TEST(Lies, ACellOutsideItsPlanOrBeyondItsOutputIsRefused) {
       {"training-in-probe", "training holds 1 runs, but the plan is a probe suite's",
        [](nlohmann::json& j) {
          j["training"] = {{{"key", "d|cpu|1000|0"}, {"condition", "d"}, {"target", "cpu"}, {"seed", 1000},
-                           {"replicate", 0}, {"status", "ok"}, {"final_loss", 0.5}, {"curve", {0.5}}}};
+                           {"replicate", 0}, {"status", "ok"}, {"final_loss", 0.5}, {"curve", {0.5}},
+                           {"weights_fingerprint", test::fingerprint('e')}}};
        }},
   };
   expect_every_reader_refuses(d, good, text, cases);
@@ -1488,6 +1489,7 @@ TEST(Lies, ANudgeThatMovedAnotherWeightThanItsPeersIsRefused) {
   const std::string t2 = test::canon_target("cpu?threads=2"), t3 = test::canon_target("cpu?threads=3");
   Results train = one_cell(true);
   train.observations.clear();
+  train.command = "";  // (no command this version reads back: its design here has only condition e)
   train.plan = {{"kind", "train"},
                 {"runs", 2},
                 {"design",
@@ -1571,7 +1573,7 @@ TEST(Unseen, OneFunctionEscapesWhatATerminalWouldObey) {
 TEST(Unseen, NoCommandPrintsAControlCharacterRaw) {
   fs::path d = fresh_dir("unseen-compare-escape");
   Results a = one_cell(true), b = one_cell(true);
-  b.machine["cpu_model"] = "Intel\x1b]0;PWNED\x07\x1b[31mRED";
+  b.machine["libraries"]["openblas"] = "OpenBLAS\x1b]0;PWNED\x07\x1b[31mRED";
   b.machine["libraries"]["glibc"] = "2.36\x1b[2J";
   const fs::path pa = save(d, "a", a), pb = save(d, "b", b);
   for (const std::string& cmd : {"compare " + pa.string() + " " + pb.string(),
@@ -1585,6 +1587,14 @@ TEST(Unseen, NoCommandPrintsAControlCharacterRaw) {
   }
   CliRun r = run_cli("compare " + pa.string() + " " + pb.string());
   EXPECT_NE(r.out.find("\\x1b[2J"), std::string::npos) << "shown, escaped: " << r.out;
+  // The CPU's name holds none (a machine's never does): refused, and the refusal prints none either.
+  b.machine["cpu_model"] = "Intel\x1b]0;PWNED\x07\x1b[31mRED";
+  fs::remove_all(pb);
+  save(d, "b", b);
+  r = run_cli("compare " + pa.string() + " " + pb.string());
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.err.find("machine.cpu_model holds byte 0x1b (a control character)"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find('\x1b'), std::string::npos) << r.err;
   fs::remove_all(d);
 }
 
