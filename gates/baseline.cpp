@@ -684,6 +684,10 @@ Status baseline_from_json(const nlohmann::json& j, Baseline* out) {
       if (const std::string why = command_contradicts_plan(b.source_command, targets, workloads, b.source_plan); !why.empty())
         return Status::invalid("source.command: " + why);
     }
+    // A training design's source: the command that made it asked for its design, as in the results file.
+    if (const auto d = b.source_plan.find("design"); d != b.source_plan.end() && !b.source_plan.contains("sources"))
+      if (const std::string why = train_command_contradicts_design(b.source_command, *d); !why.empty())
+        return Status::invalid("source.command: " + why);
   }
   // (The run may have been on another machine's clock: a day of skew is allowed, as for the history.)
   if (const auto finished = iso8601_seconds(b.source_finished_at), created = iso8601_seconds(b.created_at);

@@ -362,6 +362,18 @@ TEST(TrainCli, Sony2021DesignWritesRunsAnalysisAndReports) {
     EXPECT_NE(rep.err.find("analysis is set, but the run has not finished"), std::string::npos) << rep.err;
     fs::remove_all(lied);
   }
+  {  // A baseline's source command is held to its source design, as the results file's is.
+    const fs::path base = dir.string() + "-base.json";
+    ASSERT_EQ(run_cli("baseline save " + dir.string() + " --out " + base.string()).code, 0);
+    ASSERT_EQ(run_cli("check " + dir.string() + " --baseline " + base.string() + " --no-history --allow-unjudged").code, 0);
+    nlohmann::json b = nlohmann::json::parse(slurp(base));
+    b["source"]["command"] = std::regex_replace(b["source"]["command"].get<std::string>(), std::regex("--seeds 2"), "--seeds 3");
+    std::ofstream(base) << b.dump(1);
+    CliRun rep = run_cli("check " + dir.string() + " --baseline " + base.string() + " --no-history --allow-unjudged");
+    EXPECT_EQ(rep.code, 2) << rep.out;
+    EXPECT_NE(rep.err.find("source.command: it asks for seeds 3, but the plan's design has 2"), std::string::npos) << rep.err;
+    fs::remove(base);
+  }
 }
 
 // `train prednet`: the same design, resume and reports on PredNet (here its tiny configuration, a
