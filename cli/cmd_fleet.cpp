@@ -168,6 +168,7 @@ int run_fleet(const FleetArgs& a, int argc, char** argv) {
   q.exe = self_exe(argv[0]);
   q.command = command_line(argc, argv);
   q.progress = say_rank;
+  q.fleet_rank = true;
   QualifyOutcome qo;
   const auto t0 = std::chrono::steady_clock::now();
   Status st = run_qualify(q, &qo);

@@ -1494,6 +1494,7 @@ Status check_rows_in_plan(Db& db) {
     nlohmann::json d;    // {"seeds", "replicates", "init_seed_base"}, as check_design_run reads a results plan's
     bool counts = false;  // the command's seeds and replicates are known
     bool finished = false;
+    std::set<std::string> targets;  // the variants of the base targets it names (or the model's defaults); empty: unread
   };
   std::map<int64_t, Design> designs;  // parsed once per run
   std::map<std::string, std::pair<std::string, std::string>> variants;  // target -> its (deterministic, nondeterministic)
@@ -1520,7 +1521,7 @@ Status check_rows_in_plan(Db& db) {
       auto [it, fresh] = designs.try_emplace(s.integer(0));
       Design& design = it->second;
       if (fresh && s.text(7) == "train")
-        if (const auto given = command_options(s.text(8), "train", {"--design", "--seeds", "--replicates"})) {
+        if (const auto given = command_options(s.text(8), "train", {"--design", "--seeds", "--replicates", "--targets"})) {
           // The defaults are the model's (the rows' model is held against the command where the runs are checked).
           const std::vector<std::string> words = command_words(s.text(8));
           const TrainDesign defaults =
@@ -1532,8 +1533,22 @@ Status check_rows_in_plan(Db& db) {
           design.d = {{"seeds", seeds}, {"replicates", replicates}, {"init_seed_base", kInitSeedBase}};
           design.counts = seeds >= 0 && replicates >= 0;
           design.finished = !s.text(9).empty() && design.counts;
+          // Its base targets, each run in its two variants.
+          std::vector<Spec> bases = defaults.targets;
+          if (const auto named = given->find("--targets"); named != given->end()) {
+            bases.clear();
+            if (const auto items = split_list(named->second); items)
+              for (const std::string& text : *items)
+                if (Spec b; parse_target(text, &b).is_ok()) bases.push_back(b);
+          }
+          for (const Spec& b : bases)
+            if (Spec det, nondet; training_variants(b, &det, &nondet).is_ok())
+              design.targets.insert({det.str(), nondet.str()});
         }
       if (!design.known) continue;
+      if (!design.targets.empty() && !design.targets.count(t.str()))
+        return changed(fmt::format("run {}: a training run on {}, which is no variant of the targets its command names",
+                                   s.integer(0), shown_safely(t.str().substr(0, 80))));
       auto [v, fresh_target] = variants.try_emplace(t.str());
       if (Spec det, nondet; fresh_target && training_variants(t, &det, &nondet).is_ok()) v->second = {det.str(), nondet.str()};
       const bool nondet = condition_nondeterministic(s.text(3));

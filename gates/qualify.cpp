@@ -422,8 +422,7 @@ std::vector<QualifyCheck> rank_rows(const Results& probe, const Results& train, 
   probe_checks(probe, planned, required, unmet, &o);
   o.checks.push_back(race_control_check(probe));
   if (level >= 2) {
-    o.checks.push_back(
-        {"timing outliers", Verdict::kSkip, "nothing to compare with: no baseline, no history (--no-history)", false});
+    o.checks.push_back({"timing outliers", Verdict::kSkip, kFleetRankTimingReference, false});
     for (auto& c : training_checks(train)) o.checks.push_back(c);
   }
   return o.checks;
@@ -641,7 +640,8 @@ Status run_qualify(const QualifyOptions& opt, QualifyOutcome* out) {
       }
     }
     if (opt.baseline.empty() && opt.history.empty())
-      out->checks.push_back({"timing outliers", Verdict::kSkip, "nothing to compare with: no baseline, no history (--no-history)", false});
+      out->checks.push_back({"timing outliers", Verdict::kSkip,
+                             opt.fleet_rank ? kFleetRankTimingReference : kNoTimingReference, false});
     else if (!history_read)
       out->checks.push_back(
           {"timing outliers", Verdict::kSkip, "cannot read the history: " + history_read.message(), false});

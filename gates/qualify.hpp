@@ -39,8 +39,15 @@ struct QualifyOptions {
   std::string exe;           // the detaudit executable (workers)
   std::string command;       // recorded
   std::string history;       // history database for timing medians ("" = none)
+  bool fleet_rank = false;   // a fleet's rank: its times are held against its peers' (fleet report), not a history
   std::function<void(const std::string&)> progress;
 };
+
+// The timing-outlier row's detail where there is no reference: for `qualify` without a baseline or history, and for
+// a fleet's rank (whose times `fleet report` holds against its peers').
+inline constexpr const char* kNoTimingReference = "nothing to compare with: no baseline, no history (--no-history)";
+inline constexpr const char* kFleetRankTimingReference =
+    "nothing to compare with here: a fleet rank's times are held against its peers' by fleet report";
 
 struct QualifyCheck {
   std::string name;    // "probe cpu?order=sequential&threads=1", "training (d) bitwise identical", ...

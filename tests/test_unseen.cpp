@@ -1892,6 +1892,9 @@ TEST(Unseen, AHistoryRowThatContradictsItsRunIsRefused) {
        "UPDATE training SET target = replace(target, 'atomic', 'blocked'), key = replace(key, 'atomic', 'blocked') "
        "WHERE condition = 'a' AND seed = 1000",
        "a training run of condition (a) on cpu?order=blocked&threads=2&isa=auto, which is not a nondeterministic variant"},
+      {&good_train, "UPDATE runs SET command = replace(command, 'cpu?threads=2', 'cpu?threads=4')",
+       "run 1: a training run on cpu?order=atomic&threads=2&isa=auto, which is no variant of the targets its command "
+       "names"},
       {&good_train, "UPDATE training SET design = 'paper'",
        "run 1: a training run of design 'paper', but its command trains sony2021"},
       {&good_train,
