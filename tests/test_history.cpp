@@ -472,7 +472,7 @@ TEST(History, MigratesVersion4TrainingRowsToTheVerdictTheirStatusGives) {
   r.training = {run(0, "ok", {{"final_loss", 0.5}, {"curve", {0.5}}, {"weights_fingerprint", fp('e')}}),
                 run(1, "ok", {{"final_loss", nullptr}, {"curve", {nullptr}}, {"weights_fingerprint", fp('e')}}),
                 run(2, "crashed", {{"reason", "SIGSEGV"}}), run(3, "skipped", {{"reason", "no GPU"}})};
-  r.command = "detaudit train autoencoder --seeds 4";
+  r.command = "detaudit train autoencoder --seeds 4 --targets cpu";
   std::string err;
   ASSERT_TRUE(succeeded(record_run(db.string(), RunKind::kTrain, r, (dir / "r").string(), 1), &err)) << err;
   EXPECT_EQ(sql_text(db, "SELECT group_concat(verdict, ' ') FROM (SELECT verdict FROM training ORDER BY seed)"),

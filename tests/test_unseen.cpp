@@ -1732,11 +1732,11 @@ TEST(Unseen, AHistoryChangedByAnotherProgramIsRefused) {
       {"DELETE FROM training; UPDATE runs SET kind = 'probe', training_runs = 0, exit_code = 1",
        "a probe run that exited 1 (a FAIL) without a failed cell"},
       // A training design's exit code is what its runs give, and its rows are of the model its command trains.
-      {"DELETE FROM cells; UPDATE runs SET kind = 'train', command = 'detaudit train autoencoder --seeds 1', cells = 0, "
-       "pass = 0, exit_code = 0",
+      {"DELETE FROM cells; UPDATE runs SET kind = 'train', command = 'detaudit train autoencoder --seeds 1 --targets cpu', "
+       "cells = 0, pass = 0, exit_code = 0",
        ""},
-      {"DELETE FROM cells; UPDATE runs SET kind = 'train', command = 'detaudit train autoencoder', cells = 0, pass = 0, "
-       "exit_code = 1",
+      {"DELETE FROM cells; UPDATE runs SET kind = 'train', command = 'detaudit train autoencoder --targets cpu', cells = 0, "
+       "pass = 0, exit_code = 1",
        "a training run whose exit code is not what its runs give (1 exactly when one FAILed)"},
       {"DELETE FROM cells; UPDATE runs SET kind = 'train', command = 'detaudit train autoencoder', cells = 0, pass = 0, "
        "exit_code = 0; UPDATE training SET status = 'timeout', final_loss = NULL, weights_fingerprint = '', verdict = 'FAIL'",
