@@ -48,12 +48,25 @@ std::vector<std::string> command_words(const std::string& command) {
   return words;
 }
 
+namespace {
+size_t subcommand_at(const std::vector<std::string>& words) {
+  size_t at = 1;
+  while (at < words.size() && words[at].starts_with("-")) ++at;
+  return at;
+}
+}  // namespace
+
+std::string command_subcommand(const std::string& command) {
+  const std::vector<std::string> words = command_words(command);
+  const size_t at = subcommand_at(words);
+  return at < words.size() ? words[at] : "";
+}
+
 std::optional<std::map<std::string, std::string>> command_options(const std::string& command,
                                                                   const std::string& subcommand,
                                                                   const std::vector<std::string>& options) {
   const std::vector<std::string> words = command_words(command);
-  size_t at = 1;
-  while (at < words.size() && words[at].starts_with("-")) ++at;
+  const size_t at = subcommand_at(words);
   if (at >= words.size() || words[at] != subcommand) return std::nullopt;
   std::map<std::string, std::string> given;
   for (size_t i = at + 1; i < words.size(); ++i)

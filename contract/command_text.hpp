@@ -19,6 +19,8 @@ std::string command_text(const std::vector<std::string>& words);
 // parts ("...", with \" and \\) are taken as they stand, without the quotes; a backslash outside quotes keeps
 // the next character. The inverse of command_text, and it reads a line recorded before quoting (plain words).
 std::vector<std::string> command_words(const std::string& command);
+// The subcommand of a recorded command line: its first word after the program that is no option ("" if none).
+std::string command_subcommand(const std::string& command);
 // The values a recorded command line gives the named options ("--opt v" or "--opt=v"; the last where one is given
 // twice), by option; nullopt when the command is not `subcommand`'s (its first word after the program that is
 // no option).

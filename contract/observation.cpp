@@ -445,6 +445,20 @@ Status check_observation_counts(const Observation& r, const std::string& where) 
     if (d.max_ulp == 0 && d.mismatched > 0 && d.max_rel_err > 0)
       return Status::invalid(fmt::format("{}: max_ulp 0 but {} elements mismatched with a relative error",
                                          json_path(where, "oracle"), d.mismatched));
+    // An element some ULPs away differs by a nonzero amount (two NaNs and two zeros are 0 ULPs apart), NaN against
+    // a number by an infinite one; and u ULPs from y reach at most max(|y|, smallest normal)·((1 + 2^-23)^u - 1)
+    // away (each step is at most 2^-23 of the larger of its magnitude and the smallest normal, in float32 and
+    // more so in float64), so a finite relative error stays below that of the largest ULP distance.
+    if (d.max_ulp == kUlpInfinite && !std::isinf(d.max_rel_err))
+      return Status::invalid(fmt::format("{}: max_ulp inf (NaN against a number), yet max_rel_err {}",
+                                         json_path(where, "oracle"), d.max_rel_err));
+    if (d.max_ulp != kUlpInfinite && d.max_ulp > 0 && d.max_rel_err == 0)
+      return Status::invalid(fmt::format("{}: max_ulp {}, yet max_rel_err 0 (an element ULPs away differs)",
+                                         json_path(where, "oracle"), d.max_ulp));
+    if (const double most = std::expm1(double(d.max_ulp) * std::log1p(0x1p-23));
+        d.max_ulp != kUlpInfinite && std::isfinite(d.max_rel_err) && d.max_rel_err > most * (1 + 1e-9))
+      return Status::invalid(fmt::format("{}: max_rel_err {:g}, more than elements {} ULPs apart can differ ({:.3g})",
+                                         json_path(where, "oracle"), d.max_rel_err, d.max_ulp, most));
     // A mismatch with a relative error is a nonzero difference, and a nonzero difference over a bound is above 0
     // (only a zero difference, two NaNs or signed zeros, has a ratio of 0; a difference the double range cannot
     // divide is left alone).
@@ -471,6 +485,11 @@ Status check_observation_counts(const Observation& r, const std::string& where) 
     if (!d.ratio_hist.empty() && hist < d.mismatched)
       return Status::invalid(fmt::format("{}: ratio_hist counts {} elements, fewer than the {} mismatched",
                                          json_path(where, "oracle"), hist, d.mismatched));
+    // ... and its elements out of bucket 0 are that output's mismatches, at most the most any output had.
+    if (!d.ratio_hist.empty() && hist - d.ratio_hist[0] > d.mismatched)
+      return Status::invalid(fmt::format("{}: ratio_hist counts {} elements whose bits differ, more than the {} "
+                                         "mismatched",
+                                         json_path(where, "oracle"), hist - d.ratio_hist[0], d.mismatched));
   }
   if (r.batch && r.batch->rows_differing > r.batch->rows_checked)
     return Status::invalid(fmt::format("{}: {} rows differing of {} checked", json_path(where, "batch_invariance"),

@@ -117,6 +117,19 @@ Status check_run_times(const std::string& started_at, const std::string& finishe
   return Status::ok();
 }
 
+std::vector<std::string> source_labels(const std::vector<std::string>& hosts) {
+  std::map<std::string, int> seen;
+  std::vector<std::string> labels;
+  for (const std::string& host : hosts) {
+    const int n = ++seen[host];
+    labels.push_back(n == 1 ? host : fmt::format("{}#{}", host, n));
+  }
+  for (size_t i = 0; i < labels.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      if (labels[i] == labels[j]) labels[i] = fmt::format("{}#{}", labels[i], i + 1);
+  return labels;
+}
+
 std::optional<int64_t> iso8601_seconds(const std::string& t) {
   if (!is_utc_iso8601(t)) return std::nullopt;
   std::tm tm{};
@@ -165,7 +178,8 @@ Status check_keys(const nlohmann::json& obj, std::initializer_list<KeyType> keys
 
 Status check_machine(const nlohmann::json& m, const std::string& mp = "machine");
 
-// "plan.sources" of a merged training analysis (detaudit analyze): where each source's runs came from.
+// "plan.sources" of a merged training analysis (detaudit analyze): where each source's runs came from, each labelled
+// as analyze labels it and run before it finished.
 Status check_sources(const nlohmann::json& p) {
   DETAUDIT_RETURN_IF_ERROR(check_array_key(p, "sources", T::kObject, false, "plan"));
   if (!p.contains("sources")) return Status::ok();
@@ -188,7 +202,22 @@ Status check_sources(const nlohmann::json& p) {
     for (size_t k = 0; k < i; ++k)
       if (s.contains("dir") && p["sources"][k].value("dir", "") == s["dir"].get<std::string>())
         return Status::invalid(fmt::format("{}.dir is {}'s: one directory merged twice", sp, json_path("plan.sources", k)));
+    if (const auto started = iso8601_seconds(s.value("started_at", "")), finished = iso8601_seconds(s.value("finished_at", ""));
+        (s.contains("started_at") && !started) || (s.contains("finished_at") && !s["finished_at"].get<std::string>().empty() && !finished))
+      return Status::invalid(fmt::format("{}: started_at or finished_at is not a time (YYYY-MM-DDTHH:MM:SSZ)", sp));
+    else if (started && finished && *finished < *started)
+      return Status::invalid(fmt::format("{}.finished_at {} is before its started_at {}", sp,
+                                         s["finished_at"].get<std::string>(), s["started_at"].get<std::string>()));
   }
+  std::vector<std::string> hosts;
+  for (const auto& s : p["sources"]) hosts.push_back(s["machine"].value("hostname", std::string("machine")));
+  const std::vector<std::string> labels = source_labels(hosts);
+  for (size_t i = 0; i < labels.size(); ++i)
+    if (p["sources"][i]["label"].get<std::string>() != labels[i])
+      return Status::invalid(fmt::format("{}.label is \"{}\", but analyze labels the source of host {} there \"{}\"",
+                                         json_path("plan.sources", i),
+                                         shown_safely(p["sources"][i]["label"].get<std::string>().substr(0, 40)),
+                                         shown_safely(hosts[i]), labels[i]));
   return Status::ok();
 }
 
@@ -722,6 +751,21 @@ Status results_from_json(nlohmann::json& j, Results* out) {
         return Status::invalid(fmt::format("{} is {}, but {} {} examples",
                                            json_path(json_path(json_path("training", i), "noise"), "examples"),
                                            t.noise->examples, what, known));
+    // PredNet's built-in sprites (no --data: cut from Debian's Fashion-MNIST) are one set per configuration: their
+    // pixels' fingerprint and, over the 40 held-out sequences in batches of 4, the error of copying the last frame.
+    if (const BuiltinSprites* b = builtin_sprites(d.value("prednet_config", "")); model == "prednet" && dir.empty() && b) {
+      if (r.plan.value("data_fingerprint", "") != b->fingerprint)
+        return Status::invalid(fmt::format("plan.data_fingerprint is {}, but PredNet's built-in sprites ({}) are {}",
+                                           shown_safely(r.plan.value("data_fingerprint", "").substr(0, 40)), b->config,
+                                           b->fingerprint));
+      for (size_t i = 0; d.value("batch_size", int64_t(0)) == 4 && i < r.training.size(); ++i)
+        if (const TrainingRun& t = r.training[i];
+            t.prediction && std::memcmp(&t.prediction->copy_last_mse, &b->copy_last_mse, sizeof(double)) != 0)
+          return Status::invalid(fmt::format("{} is {}, but copying the last frame of PredNet's built-in sprites ({}) "
+                                             "errs by {} on their held-out sequences",
+                                             json_path(json_path(json_path("training", i), "prediction"), "copy_last_mse"),
+                                             t.prediction->copy_last_mse, b->config, b->copy_last_mse));
+    }
     // PredNet's next-frame check: the held-out sequences, in whole batches, are the data's, and so is the error of
     // copying the last frame (computed from the frames alone, in double on the host): one count and one error,
     // bit for bit, for every run of the design; the built-in sprites hold kPredNetHeldOutSequences.

@@ -93,6 +93,11 @@ std::optional<int64_t> iso8601_seconds(const std::string& t);
 // Whether `seconds` of work fit in a run that went from one time to another `run_seconds` later: the times are
 // to the second, so each end may be up to a second off (2 s of slack).
 inline bool fits_in_run(double seconds, int64_t run_seconds) { return seconds <= double(run_seconds) + 2; }
+
+// The labels of a merged analysis's sources (detaudit analyze), from each source's host name in the order given
+// ("machine" where it has none): the host, "host#2" for its second folder, and "label#i" (i from 1) where a label
+// would repeat another's.
+std::vector<std::string> source_labels(const std::vector<std::string>& hosts);
 // The text with every byte first_control_byte finds (line breaks kept) written as \xNN: what a file or a
 // database holds reaches a terminal as text, never as an escape sequence.
 std::string shown_safely(const std::string& text);

@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "contract/results.hpp"
 #include "kernels/fingerprint.hpp"
 
 namespace detaudit {
@@ -383,6 +384,19 @@ Status check_run_consistent(const TrainingRun& r, const std::string& path) {
                                        path, to_string(r.status)));
   if (r.timeout_s && !(*r.timeout_s > 0))
     return Status::invalid(fmt::format("{} is {}: a time limit is more than 0 s", json_path(path, "timeout_s"), *r.timeout_s));
+  // A run killed for making no progress records its limit, how far it got and, in its reason, both.
+  if (r.status == ObsStatus::kTimeout) {
+    if (!r.timeout_s || !r.batches_done)
+      return Status::invalid(fmt::format("{}: a run that timed out without {} (its time limit and how far it got are "
+                                         "recorded with it)",
+                                         path, !r.timeout_s ? "timeout_s" : "batches_done"));
+    if (const std::string want = fmt::format("no progress for {:g} s after batch {} of {}; worker killed", *r.timeout_s,
+                                             *r.batches_done, r.batches);
+        r.reason != want)
+      return Status::invalid(fmt::format("{} is \"{}\", but a run of timeout_s {:g} and batches_done {} says \"{}\"",
+                                         json_path(path, "reason"), shown_safely(r.reason.substr(0, 80)), *r.timeout_s,
+                                         *r.batches_done, want));
+  }
   if (r.timeout_s && r.status != ObsStatus::kTimeout)
     return Status::invalid(fmt::format("{} is set, but the run's status is {} (the time limit is recorded on a run that "
                                        "timed out)",

@@ -84,6 +84,23 @@ inline constexpr int kPredNetTrainSequences = 500;  // the paper's samples per e
 inline constexpr int kPredNetHeldOutSequences = 40;  // the built-in sprites' next-frame check (whole batches of them)
 inline constexpr std::string_view kFashionMnistTrainFingerprint = "88873690894f7298c11b6543ae1530f3";
 inline constexpr uint64_t kFashionMnistTrainExamples = 60000;
+// PredNet's built-in sprites of each configuration, cut from that Fashion-MNIST (no --data): the fingerprint of their
+// pixels (training then held-out sequences) and the error of copying the last frame over the 40 held-out sequences in
+// batches of 4. TrainCli.BuiltinSpritesAreTheOnesTheToolKnows trains on them and checks both (the paper's
+// configuration is not kept: its sprites take 330 MB).
+struct BuiltinSprites {
+  std::string_view config, fingerprint;
+  double copy_last_mse;
+};
+inline constexpr BuiltinSprites kPredNetBuiltinSprites[] = {
+    {"tiny", "fec9b78983a30e44dcc1f674ae3b0de5", 0.015891888309406233},
+    {"quick", "b5909e53b2c0d45e55a8efe71d6c57d4", 0.03643957805497781},
+};
+inline const BuiltinSprites* builtin_sprites(std::string_view config) {
+  for (const BuiltinSprites& b : kPredNetBuiltinSprites)
+    if (b.config == config) return &b;
+  return nullptr;
+}
 // How many weights (flat, over the model's parameters in order) each model the tool trains has: a nudge moves one of
 // them. prednet_config is PredNet's configuration (quick, tiny or paper); 0 for a model or configuration it does not
 // know.

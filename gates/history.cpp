@@ -1130,9 +1130,12 @@ bool version_at_least(const std::string& version, int major, int minor) {
 // a finding: a warm-up run that gave other bits, its equality class split or a batch that varied (FAIL), and where
 // it has no error ratio an oracle it was not compared with (WARN) or a distance that is no number (FAIL). Pure in its
 // arguments: kept per (target, workload, one output or several, error class), so a long history judges each once.
-std::set<Verdict> cpu_cell_verdicts(const Spec& t, const Spec& w, int distinct, std::optional<double> err_ratio) {
+// Each verdict maps to what its reason must name: nothing for one the row's own facts give, otherwise the words of
+// one finding the row does not keep that gives it (a FAIL of a cell whose outputs and error pass says why).
+using CellVerdicts = std::map<Verdict, std::vector<std::string>>;
+CellVerdicts cpu_cell_verdicts(const Spec& t, const Spec& w, int distinct, std::optional<double> err_ratio) {
   static std::mutex mutex;
-  static std::map<std::tuple<std::string, std::string, bool, int>, std::set<Verdict>> known;
+  static std::map<std::tuple<std::string, std::string, bool, int>, CellVerdicts> known;
   const int err_class = !err_ratio ? 0 : *err_ratio <= 1 ? 1 : 2;  // (a CPU target's budget is the bound: 1)
   const auto key = std::make_tuple(t.str(), w.str(), distinct > 1, err_class);
   {
@@ -1157,20 +1160,22 @@ std::set<Verdict> cpu_cell_verdicts(const Spec& t, const Spec& w, int distinct, 
     return *r.observations[0].verdict;
   };
   const Verdict base = verdict_of(o);
-  std::vector<Verdict> more;
+  // The findings the row does not keep, each with the words its reason says (gates/verdict.cpp).
+  std::vector<std::pair<Verdict, std::string>> more;
   Observation warm = o;
   warm.warmup_fingerprint = fmt::format("{:032x}", 0);
-  more.push_back(verdict_of(warm));
+  more.push_back({verdict_of(warm), "warm-up run"});
   const Promise p = promise_for(t, w, r.machine, {});
-  if (!p.equality_class.empty() || (w.name == "batchinv" && p.batch_invariance_claimed)) more.push_back(Verdict::kFail);
-  if (err_class == 0) more.insert(more.end(), {Verdict::kWarn, Verdict::kFail});
-  std::set<Verdict> out;
-  for (unsigned subset = 0; subset < (1u << more.size()); ++subset) {
-    Verdict v = base;
-    for (size_t i = 0; i < more.size(); ++i)
-      if (subset >> i & 1 && severity(more[i]) > severity(v)) v = more[i];
-    out.insert(v);
-  }
+  if (!p.equality_class.empty()) more.push_back({Verdict::kFail, "equality class"});
+  if (w.name == "batchinv" && p.batch_invariance_claimed) more.push_back({Verdict::kFail, "batch invariance promised"});
+  if (err_class == 0)
+    more.insert(more.end(), {{Verdict::kWarn, "not compared with the oracle"},
+                             {Verdict::kFail, "NaN or infinity where the oracle"},
+                             {Verdict::kFail, "differs from the oracle where its error bound is 0"}});
+  CellVerdicts out;
+  out[base].clear();
+  for (const auto& [v, words] : more)
+    if (severity(v) > severity(base) && !(out.count(v) && out[v].empty())) out[v].push_back(words);
   std::lock_guard<std::mutex> lock(mutex);
   return known[key] = out;
 }
@@ -1260,18 +1265,34 @@ Status check_row(const CellRecord& c, const std::string& where) {
     // (An error ratio that is no number is named below.)
     if (Verdict v; c.status == "ok" && parse_verdict(c.verdict, &v) && target_facts(c.target).device_kind == "host" &&
                    (!c.err_ratio || std::isfinite(*c.err_ratio))) {
-      const std::set<Verdict> rules = cpu_cell_verdicts(t, w, c.distinct, c.err_ratio);
-      if (!rules.count(v) &&
-          !(v == Verdict::kWarn && c.verdict_reason.find("claimed nondeterministic (") != std::string::npos)) {
+      const CellVerdicts rules = cpu_cell_verdicts(t, w, c.distinct, c.err_ratio);
+      const auto rule = rules.find(v);
+      const bool older_warn = v == Verdict::kWarn && c.verdict_reason.find("claimed nondeterministic (") != std::string::npos;
+      if (rule == rules.end() && !older_warn) {
         std::string given;
-        for (Verdict x : rules) given += (given.empty() ? "" : " or ") + std::string(to_string(x));
+        for (const auto& [x, words] : rules) given += (given.empty() ? "" : " or ") + std::string(to_string(x));
         return bad("verdict", c.verdict,
                    fmt::format("a verdict the verdict rules give a cell that ran with {} output{} here ({})",
                                c.distinct, c.distinct == 1 ? "" : "s", given)
                        .c_str());
       }
+      // A verdict only a finding the row does not keep gives: its reason names that finding.
+      if (rule != rules.end() && !rule->second.empty() &&
+          std::none_of(rule->second.begin(), rule->second.end(),
+                       [&](const std::string& words) { return c.verdict_reason.find(words) != std::string::npos; }))
+        return bad("verdict", c.verdict,
+                   fmt::format("a verdict of a cell that ran with {} output{} here unless its reason names {} (it says "
+                               "'{}')",
+                               c.distinct, c.distinct == 1 ? "" : "s", fmt::join(rule->second, " or "),
+                               shown_safely(c.verdict_reason.substr(0, 60)))
+                       .c_str());
     }
   }
+  // A cell that ran has repeat times, so a median (results.json refuses a cell that ran with none); an imported
+  // output was timed by no one.
+  if (const BackendEntry* be = c.training ? nullptr : find_backend(t.name);
+      be && !be->imported && c.status == "ok" && !c.median_seconds && version_at_least(c.tool_version, 0, 1))
+    return bad("median_seconds", "NULL", "how a cell that ran is recorded (its repeats were timed)");
   for (auto [column, v] : {std::pair{"err_ratio", c.err_ratio}, std::pair{"median_seconds", c.median_seconds}})
     if (v && !(*v >= 0 && std::isfinite(*v))) return bad(column, fmt::format("{}", *v), "a finite number of 0 or more");
   // A median is a time a results file states: a year at most, as results.json and baselines hold it.
@@ -1443,13 +1464,26 @@ Status check_rows_in_plan(Db& db) {
   // never beside --targets (command_contradicts_plan, as for a results file).
   std::map<int64_t, int64_t> repeats_asked;  // run -> its command's --repeats
   {
-    Stmt s(db.h, "SELECT id, command, plan FROM runs WHERE kind = 'probe'");
+    Stmt s(db.h,
+           "SELECT id, command, plan, kind, training_runs FROM runs WHERE kind IN ('probe', 'qualify')");
     int rc;
     while ((rc = s.step()) == SQLITE_ROW) {
       const Plan p = parse_plan(s.text(2));
-      if (const std::string why = command_contradicts_plan(s.text(1), p.targets, p.workloads, nlohmann::json::object());
+      // (A qualify's plan holds its training runs' targets beside its probe's: held where it trained nothing.)
+      if (const std::string why = s.integer(4) > 0 ? std::string()
+                                                  : command_contradicts_plan(s.text(1), p.targets, p.workloads,
+                                                                             nlohmann::json::object());
           !why.empty())
         return changed(fmt::format("run {}: {}", s.integer(0), why));
+      // A qualify records its probe and, at levels 2 and 3, its training regression as two runs: training rows
+      // come from those levels only.
+      if (const auto q = command_options(s.text(1), "qualify", {"--level"}); q && s.text(3) == "qualify") {
+        const std::string level = q->count("--level") ? q->at("--level") : "1";
+        if (level == "1" && s.integer(4) > 0)
+          return changed(fmt::format("run {}: a qualify at level 1 with {} training runs (level 1 trains nothing; "
+                                     "levels 2 and 3 train)",
+                                     s.integer(0), s.integer(4)));
+      }
       const auto given = command_options(s.text(1), "probe", {"--repeats", "--targets"});
       if (!given) continue;
       if (const auto n = count_option(*given, "--repeats"); n && *n > 0) repeats_asked[s.integer(0)] = *n;
@@ -1495,6 +1529,8 @@ Status check_rows_in_plan(Db& db) {
     bool counts = false;  // the command's seeds and replicates are known
     bool finished = false;
     std::set<std::string> targets;  // the variants of the base targets it names (or the model's defaults); empty: unread
+    std::vector<std::pair<std::string, std::string>> bases;  // each base target's two variants
+    std::set<std::string> ran;      // the targets its rows ran on, where it finished
   };
   std::map<int64_t, Design> designs;  // parsed once per run
   std::map<std::string, std::pair<std::string, std::string>> variants;  // target -> its (deterministic, nondeterministic)
@@ -1542,8 +1578,10 @@ Status check_rows_in_plan(Db& db) {
                 if (Spec b; parse_target(text, &b).is_ok()) bases.push_back(b);
           }
           for (const Spec& b : bases)
-            if (Spec det, nondet; training_variants(b, &det, &nondet).is_ok())
+            if (Spec det, nondet; training_variants(b, &det, &nondet).is_ok()) {
               design.targets.insert({det.str(), nondet.str()});
+              design.bases.push_back({det.str(), nondet.str()});
+            }
         }
       if (!design.known) continue;
       if (!design.targets.empty() && !design.targets.count(t.str()))
@@ -1567,9 +1605,17 @@ Status check_rows_in_plan(Db& db) {
         return changed(fmt::format("run {}: {} (its command: --seeds {}, --replicates {})", s.integer(0), st.message(),
                                    design.d["seeds"].get<int64_t>(), design.d["replicates"].get<int64_t>()));
       if (design.finished) ++rows_of[{s.integer(0), s.text(3), t.str()}];
+      if (design.finished) design.ran.insert(t.str());
     }
     if (rc != SQLITE_DONE) return Status::invalid(describe_sqlite_error(db, rc));
   }
+  // ... and on every target its command names (its defaults where it names none), in one variant at least.
+  for (const auto& [run, design] : designs)
+    for (const auto& [det, nondet] : design.bases)
+      if (design.finished && !design.ran.count(det) && !design.ran.count(nondet))
+        return changed(fmt::format("run {}: no training run on {} or {}, the variants of a target its command names (a "
+                                   "design that finished runs on every one)",
+                                   run, shown_safely(det.substr(0, 80)), shown_safely(nondet.substr(0, 80))));
   // A design that finished holds every run it plans: of each condition and target, seeds x replicates runs under
   // (a) and (c) (designs older than (c)'s replicates ran it seeds times), seeds under (b), (d) and (e).
   for (const auto& [group, rows] : rows_of) {
@@ -1599,7 +1645,7 @@ Status check_runs(Db& db) {
            "(SELECT m.identity || char(10) || m.cpu_model || char(10) || m.cpu_features || char(10) || m.cores || "
            "char(10) || m.gpus FROM machines m WHERE m.key = r.machine_key AND typeof(m.cores) = 'integer' AND "
            "m.cores >= 0), r.tool_version, "
-           "r.tool_commit, r.software FROM runs r");
+           "r.tool_commit, r.software, r.kind FROM runs r");
     if (!s.ok()) return Status::invalid(describe_sqlite_error(db, sqlite3_errcode(db.h)));
     int rc;
     while ((rc = s.step()) == SQLITE_ROW) {
@@ -1615,8 +1661,13 @@ Status check_runs(Db& db) {
       if (!rec || !start || *rec + 86400 < *start) return bad("recorded_at", recorded, "a time after started_at");
       // Recorded when it was, on this clock (a day of skew allowed): not yet to come, not before the run ended.
       if (*rec > int64_t(std::time(nullptr)) + 86400) return bad("recorded_at", recorded, "a time that has come");
-      if (const auto fin = iso8601_seconds(finished); fin && *fin > *rec + 86400)
-        return bad("finished_at", finished, "a time before the run was recorded");
+      // A probe, a training design or a qualify is recorded by the process that ran it, when it ends, on one clock.
+      const std::string kind = s.text(21);
+      const bool own_clock = kind == "probe" || kind == "train" || kind == "qualify";
+      if (const auto fin = iso8601_seconds(finished); fin && *fin > *rec + (own_clock ? 0 : 86400))
+        return bad("finished_at", finished,
+                   own_clock ? "a time before the run was recorded (by the process that ran it, on its clock)"
+                             : "a time before the run was recorded");
       const int64_t code = s.integer(5);
       if (!(code >= 0 && code <= 2) && !(code > 128 && code < 160))
         return bad("exit_code", std::to_string(code), "an exit code detaudit gives (0, 1, 2, 128 + a signal)");

@@ -2,6 +2,12 @@
 
 #include <zlib.h>
 
+#include <algorithm>
+#include <cctype>
+
+#include <fmt/format.h>
+
+
 namespace detaudit {
 
 namespace {
@@ -60,6 +66,84 @@ std::string base64_encode(const std::vector<uint8_t>& b) {
     out += i + 2 < b.size() ? k[v & 63] : '=';
   }
   return out;
+}
+
+bool base64_decode(const std::string& text, std::vector<uint8_t>* bytes) {
+  auto value = [](char c) -> int {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    return c == '+' ? 62 : c == '/' ? 63 : -1;
+  };
+  bytes->clear();
+  if (text.size() % 4) return false;
+  bytes->reserve(text.size() / 4 * 3);
+  for (size_t i = 0; i < text.size(); i += 4) {
+    const bool last = i + 4 == text.size();
+    const int pad = last ? (text[i + 3] == '=') + (text[i + 2] == '=') : 0;
+    if (pad == 1 && text[i + 2] == '=') return false;  // "x=y=" is no padding
+    int v[4];
+    for (int k = 0; k < 4 - pad; ++k)
+      if ((v[k] = value(text[i + size_t(k)])) < 0) return false;
+    for (int k = 4 - pad; k < 4; ++k) v[k] = 0;
+    const uint32_t x = uint32_t(v[0]) << 18 | uint32_t(v[1]) << 12 | uint32_t(v[2]) << 6 | uint32_t(v[3]);
+    bytes->push_back(uint8_t(x >> 16));
+    if (pad < 2) bytes->push_back(uint8_t(x >> 8));
+    if (pad < 1) bytes->push_back(uint8_t(x));
+  }
+  // The canonical text: what base64_encode writes of these bytes (no bits set in the padding).
+  return base64_encode(*bytes) == text;
+}
+
+std::string png_problem(const std::vector<uint8_t>& png, int cols, int rows, int channels) {
+  static const uint8_t kSignature[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+  if (png.size() < 8 || !std::equal(kSignature, kSignature + 8, png.begin())) return "it does not start with the PNG signature";
+  auto get32 = [&](size_t at) {
+    return uint32_t(png[at]) << 24 | uint32_t(png[at + 1]) << 16 | uint32_t(png[at + 2]) << 8 | uint32_t(png[at + 3]);
+  };
+  // The chunks: IHDR, IDAT, IEND, each whole, its CRC its own, and nothing after the last.
+  std::vector<std::pair<std::string, std::vector<uint8_t>>> chunks;
+  size_t at = 8;
+  while (at < png.size() && chunks.size() < 3) {
+    if (png.size() - at < 12) return "a chunk is cut short";
+    const uint32_t n = get32(at);
+    if (n > png.size() - at - 12) return "a chunk is cut short";
+    const std::string type(png.begin() + ptrdiff_t(at + 4), png.begin() + ptrdiff_t(at + 8));
+    if (uint32_t(crc32(0, png.data() + at + 4, uInt(n + 4))) != get32(at + 8 + n))
+      return fmt::format("chunk {}'s CRC is not that of its bytes",
+                         std::all_of(type.begin(), type.end(), [](char c) { return std::isalpha((unsigned char)c); })
+                             ? type
+                             : std::string("(not letters)"));
+    chunks.emplace_back(type, std::vector<uint8_t>(png.begin() + ptrdiff_t(at + 8), png.begin() + ptrdiff_t(at + 8 + n)));
+    at += 12 + n;
+  }
+  if (chunks.size() != 3 || chunks[0].first != "IHDR" || chunks[1].first != "IDAT" || chunks[2].first != "IEND" ||
+      !chunks[2].second.empty())
+    return "its chunks are not IHDR, IDAT and an empty IEND";
+  if (at != png.size()) return fmt::format("{} bytes follow its IEND chunk", png.size() - at);
+  const std::vector<uint8_t>& h = chunks[0].second;
+  if (h.size() != 13) return "its IHDR chunk is not 13 bytes";
+  const uint32_t w = uint32_t(h[0]) << 24 | uint32_t(h[1]) << 16 | uint32_t(h[2]) << 8 | h[3],
+                 ht = uint32_t(h[4]) << 24 | uint32_t(h[5]) << 16 | uint32_t(h[6]) << 8 | h[7];
+  const int kind = channels == 3 ? 2 : 0;
+  if (w != uint32_t(cols) || ht != uint32_t(rows) || h[8] != 8 || h[9] != kind || h[10] || h[11] || h[12])
+    return fmt::format("it is {} x {} (8-bit colour type {}), not the {} x {} {} image of these frames", w, ht, h[9], cols,
+                       rows, channels == 3 ? "RGB" : "grey");
+  const size_t line = size_t(cols) * size_t(channels);
+  std::vector<uint8_t> raw(size_t(rows) * (line + 1) + 1);  // (one byte more: a longer stream does not fit)
+  uLongf n = uLongf(raw.size());
+  if (uncompress(raw.data(), &n, chunks[1].second.data(), uLong(chunks[1].second.size())) != Z_OK ||
+      n != raw.size() - 1)
+    return "its IDAT chunk is no zlib stream of its rows";
+  std::vector<uint8_t> pixels;
+  pixels.reserve(size_t(rows) * line);
+  for (int r = 0; r < rows; ++r) {
+    const uint8_t* row = raw.data() + size_t(r) * (line + 1);
+    if (row[0] != 0) return fmt::format("row {} has filter {} (every row is written with filter 0)", r, row[0]);
+    pixels.insert(pixels.end(), row + 1, row + 1 + line);
+  }
+  if (encode_png(cols, rows, channels, pixels) != png) return "its bytes are not those its pixels encode to";
+  return "";
 }
 
 }  // namespace detaudit

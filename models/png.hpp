@@ -13,5 +13,11 @@ namespace detaudit {
 std::vector<uint8_t> encode_png(int cols, int rows, int channels, const std::vector<uint8_t>& pixels);
 // RFC 4648 base64 with padding.
 std::string base64_encode(const std::vector<uint8_t>& bytes);
+// Its inverse: false for text that is not base64 with padding as base64_encode writes it.
+bool base64_decode(const std::string& text, std::vector<uint8_t>* bytes);
+// Why `png` is not the image encode_png writes of some cols x rows x channels pixels ("" when it is): the
+// signature, IHDR, one IDAT and IEND with their CRCs and nothing after, a zlib stream of rows that each start with
+// filter 0, and those pixels encoded again giving these very bytes.
+std::string png_problem(const std::vector<uint8_t>& png, int cols, int rows, int channels);
 
 }  // namespace detaudit

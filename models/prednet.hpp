@@ -40,6 +40,16 @@ struct PredNetConfig {
   int layers() const { return int(stacks.size()); }
   std::string validate() const;  // empty when usable, else what is wrong
 };
+
+// The frame strip a PredNet run keeps (the report's picture, a PNG): its nt frames side by side with a gap of 2,
+// the true ones over the predicted ones; grey, or RGB where the frames have 3 channels.
+struct StripSize {
+  int cols, rows, channels;
+};
+inline StripSize frames_strip_size(const PredNetConfig& c) {
+  return {c.nt * (c.width + 2) - 2, 2 * c.height + 2, c.channels() == 3 ? 3 : 1};
+}
+
 // The paper's KITTI configuration: 3 x 128 x 160, stacks (3, 48, 96, 192), nt 10, batch 4.
 PredNetConfig prednet_paper();
 // A CPU default: 1 x 64 x 64, stacks (1, 16, 32, 64), nt 10, batch 4.

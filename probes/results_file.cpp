@@ -78,6 +78,10 @@ Status check_cell_against_run(const Observation& o, const Spec& w, const Spec& t
                                            at, sum, limit));
     }
   }
+  // The worker times every repeat of a cell that ran (an imported output was timed by no one).
+  if (o.status == ObsStatus::kOk && o.seconds.empty() && !imported)
+    return Status::invalid(fmt::format("{}.seconds is empty, but the cell ran: the worker times each of its {} repeats",
+                                       at, o.repeats));
   // Kernel lists are what CUPTI traced on a GPU: a target that runs on the host has none.
   if (!o.kernels.empty() && target_facts(o.target).device_kind == "host")
     return Status::invalid(fmt::format("{}.kernels holds {} lists, but {} runs on the host (kernels are a GPU's, traced "
@@ -194,9 +198,20 @@ Status check_run_identity(const TrainingRun& t, const std::string& written_targe
 
 std::string command_contradicts_plan(const std::string& command, const std::set<std::string>& plan_targets,
                                      const std::set<std::string>& plan_workloads, const nlohmann::json& plan) {
-  const auto given = command_options(command, "probe", {"--targets", "--workloads", "--suite", "--repeats", "--timeout"});
-  if (!given) return "";
-  const std::map<std::string, std::string>& asked = *given;  // option -> its value, as the command gave it
+  // A probe plan is made by probe, by qualify and fleet (their probe step: the quick suite, the full one at level 3,
+  // the default time limit), or by import (whose plan is the outputs it imported).
+  const std::string sub = command_subcommand(command);
+  if (sub.empty() || sub == "import") return "";
+  if (sub != "probe" && sub != "qualify" && sub != "fleet")
+    return fmt::format("a {} command makes no probe run (probe, qualify and fleet do)", shown_safely(sub.substr(0, 40)));
+  std::map<std::string, std::string> asked;  // option -> its value, as the command gave it
+  if (sub == "probe") {
+    asked = *command_options(command, "probe", {"--targets", "--workloads", "--suite", "--repeats", "--timeout"});
+  } else {
+    asked = *command_options(command, sub, {"--level", "--targets", "--workloads", "--repeats"});
+    asked["--suite"] = asked.count("--level") && asked["--level"] == "3" ? "full" : "quick";
+    asked.erase("--level");
+  }
   // --gpu-only runs the suite's GPU targets: never beside --targets (the two exclude each other), never a host
   // target.
   if (const std::vector<std::string> words = command_words(command);
@@ -232,7 +247,8 @@ std::string command_contradicts_plan(const std::string& command, const std::set<
   const std::string want_suite = suite != asked.end() ? suite->second : kDefaultProbeSuite;
   if (plan.contains("suite") && plan["suite"].is_string() && plan["suite"].get<std::string>() != want_suite)
     return fmt::format("the command asks for {}, but the plan's suite is {}",
-                       suite != asked.end() ? "--suite " + shown_safely(want_suite.substr(0, 40))
+                       sub != "probe"         ? fmt::format("the {} suite ({} at that level)", want_suite, sub)
+                       : suite != asked.end() ? "--suite " + shown_safely(want_suite.substr(0, 40))
                                             : fmt::format("the default suite ({}: it names no --suite)", want_suite),
                        shown_safely(plan["suite"].get<std::string>().substr(0, 40)));
   if (auto it = asked.find("--repeats"); it != asked.end() && plan.contains("repeats") &&

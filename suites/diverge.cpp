@@ -569,13 +569,27 @@ bool parse_record(const nlohmann::json& j, DivergeRecord* r, std::string* bad) {
       return false;
     }
     // The loss is the float whose bits the record's fingerprint is (a mean squared error: 0 or more), so a
-    // loss edited apart from its fingerprint is refused rather than shown as a gap between equal bits.
+    // loss edited apart from its fingerprint is refused rather than shown as a gap between equal bits. A null
+    // loss stands for one that is no number: the bits of an infinity or of the NaN an operation makes.
     if (!std::isnan(v)) {
       const float f = float(v);
       if (double(f) != v || !(v >= 0) || r->count != 1 || fingerprint_bytes(&f, sizeof f) != r->fp) {
         *bad = "loss (not the float its fingerprint is)";
         return false;
       }
+    } else {
+      bool nonfinite = false;
+      for (const uint32_t bits : {0x7f800000u, 0xff800000u, 0x7fc00000u, 0xffc00000u})
+        nonfinite = nonfinite || fingerprint_bytes(&bits, sizeof bits) == r->fp;
+      if (r->count != 1 || !nonfinite) {
+        *bad = "loss (null, but its fingerprint is not the bits of an infinity or a NaN)";
+        return false;
+      }
+    }
+    // Only the loss value's record holds the loss.
+    if (r->pass != "loss" || r->tensor != "value") {
+      *bad = "loss (only the loss value's record has one)";
+      return false;
     }
     r->loss = v;
   }
@@ -638,6 +652,11 @@ Status read_header(const Trace& t, const nlohmann::json& j, Trace* out) {
   if (out->design.model != "autoencoder")
     return Status::invalid(fmt::format("{}:1: the header's design.model is \"{}\", but diverge traces the autoencoder",
                                        t.path, shown_safely(out->design.model.substr(0, 40))));
+  // ... which trains with the optimizer and learning rate of its design, and diverge changes neither.
+  if (const TrainConfig plain; out->design.optimizer != "adam" || out->design.lr != double(plain.lr))
+    return Status::invalid(fmt::format("{}:1: the header's design trains with {} at lr {}, but diverge trains the "
+                                       "autoencoder with adam at lr {}",
+                                       t.path, out->design.optimizer, out->design.lr, double(plain.lr)));
   // The target is a spec, or a spec and one label in parentheses (how the run was forced: "cpu?order=atomic&threads=2
   // (forced order 1)").
   const std::string& written = out->side.target;
@@ -754,6 +773,17 @@ Status read_trace(const std::string& path, Trace* t) {
       wrong = fmt::format("pass is {}, after a record of pass {} in step {} (a step runs forward, then loss and "
                           "backward, then update)",
                           r.pass, t->records[i - 1].pass, r.step);
+    // Each pass records its own tensors: the forward pass a layer's output, the loss its value and gradient (after
+    // the last layer), the backward pass a layer's gradients, the update a layer's weights and bias; only a layer
+    // with weights (conv2d, linear) has weight and bias gradients and an update.
+    else if (const bool weighted = r.name == "conv2d" || r.name == "linear";
+             (r.pass == "forward" && r.tensor != "y") ||
+             (r.pass == "loss" && ((r.tensor != "value" && r.tensor != "dy") || size_t(r.layer) != layers || r.name != "mse")) ||
+             (r.pass != "loss" && size_t(r.layer) == layers) ||
+             (r.pass == "backward" && r.tensor != "dx" && !((r.tensor == "dw" || r.tensor == "db") && weighted)) ||
+             (r.pass == "update" && !((r.tensor == "w" || r.tensor == "b") && weighted)))
+      wrong = fmt::format("tensor is {} in the {} pass of layer {} ({}), which records no such tensor", r.tensor, r.pass,
+                          r.layer, shown_safely(r.name.substr(0, 40)));
     // Within a pass of a step, the layers in the order the network runs them: the forward pass up the layers, the
     // backward pass down them, the update up them (a layer's tensors side by side).
     if (wrong.empty() && (i == 0 || r.step != t->records[i - 1].step)) last_layer.clear();

@@ -22,6 +22,7 @@
 #include "contract/plan.hpp"
 #include "kernels/fingerprint.hpp"
 #include "models/idx.hpp"
+#include "models/png.hpp"
 #include "probes/child.hpp"
 #include "probes/env.hpp"
 #include "probes/registry.hpp"
@@ -99,6 +100,23 @@ TrainDesign qualify_design(int level) {
   return d;
 }
 
+namespace {
+// A data path as a design records it: lexically normal, no trailing slash ("./data", "data/" and "data" are one
+// folder, one plan); "" (the default data) stays "".
+std::string normal_data_path(const std::string& path) {
+  if (path.empty()) return path;
+  std::string p = fs::path(path).lexically_normal().string();
+  while (p.size() > 1 && p.back() == '/') p.pop_back();
+  return p.empty() ? "." : p;
+}
+// A design with its data path in that form (a design recorded before it was kept so).
+nlohmann::json with_normal_data_path(nlohmann::json design) {
+  if (design.is_object() && design.contains("data_dir") && design["data_dir"].is_string())
+    design["data_dir"] = normal_data_path(design["data_dir"].get<std::string>());
+  return design;
+}
+}  // namespace
+
 Status design_from_args(const TrainDesignArgs& a, TrainDesign* out) {
   TrainDesign d = default_design(a.paper, a.model);
   if (!a.targets.empty()) {
@@ -122,7 +140,7 @@ Status design_from_args(const TrainDesignArgs& a, TrainDesign* out) {
     d.prednet_config = a.prednet_config;
   }
   if (a.noise_scale) d.noise_every = a.noise_every > 0 ? a.noise_every : kDefaultNoiseEvery;
-  d.data_dir = a.data;
+  d.data_dir = normal_data_path(a.data);
   d.model = a.model;
   d.design = a.design;
   *out = std::move(d);
@@ -134,18 +152,18 @@ std::string train_command_contradicts_design(const std::string& command, const n
                                                "--window", "--replicates",  "--run-timeout",   "--prednet-config",
                                                "--noise-every", "--data",   "--out",           "--history",
                                                "--format"};
+  const std::string sub = command_subcommand(command);
+  if (sub.empty()) return "";
   const std::vector<std::string> words = command_words(command);
-  size_t at = 1;
-  while (at < words.size() && words[at].starts_with("-")) ++at;
-  if (at >= words.size()) return "";
-  const std::string sub = words[at];
+  const size_t at = size_t(std::find(words.begin() + 1, words.end(), sub) - words.begin());
   // The design the command runs, held against the plan's below.
   auto differs = [&](const TrainDesign& d) -> std::string {
     const nlohmann::json want = d.to_json();
     for (auto& [k, v] : want.items()) {
       if (k == "conditions") continue;  // no option sets them
       const bool off = k == "noise_every" && v == 0;  // no noise measured: the plan holds no interval, or 0
-      const nlohmann::json got = design.value(k, nlohmann::json());
+      nlohmann::json got = design.value(k, nlohmann::json());
+      if (k == "data_dir" && got.is_string()) got = normal_data_path(got.get<std::string>());  // (as recorded before)
       if (off ? !(got.is_null() || got == 0) : (design.contains(k) && got != v))
         return fmt::format("it asks for {} {}, but the plan's design has {}", k, v.dump(),
                            shown_safely(got.dump().substr(0, 80)));
@@ -427,7 +445,7 @@ Status open_results(const TrainDesign& d, const TrainRunOptions& opt, size_t pla
   if (!opt.fresh && fs::exists(path)) {
     if (Status st = load_stored_results(path, r); !st)
       return Status::invalid(st.message() + " (use --fresh to start over)");
-    if (r->plan.value("design", nlohmann::json()) != plan["design"])
+    if (with_normal_data_path(r->plan.value("design", nlohmann::json())) != plan["design"])
       return Status::invalid(
           fmt::format("{} holds results of a different plan; use --fresh to replace them or another --out", path));
     if (const std::string old = r->plan.value("data_fingerprint", ""); !old.empty() && old != data_fp)
@@ -617,6 +635,24 @@ Status load_stored_results(const std::string& path, Results* out) {
                                            to_json(it->second).dump()));
     }
   }
+  // A PredNet run's frame strip is the PNG its worker writes: its configuration's frames, true over predicted, in
+  // the one encoding the writer gives (a cut, appended or flipped byte, another size, is refused).
+  if (const nlohmann::json design = out->plan.value("design", nlohmann::json::object());
+      design.value("model", "") == "prednet")
+    for (size_t i = 0; i < out->training.size(); ++i) {
+      const TrainingRun& t = out->training[i];
+      PredNetConfig c;
+      if (t.frames_png.empty() ||
+          !prednet_config(design.value("prednet_config", ""), int(design.value("batch_size", int64_t(4))), &c))
+        continue;  // (a configuration that is none is refused with the plan)
+      const StripSize size = frames_strip_size(c);
+      std::vector<uint8_t> png;
+      std::string why = base64_decode(t.frames_png, &png) ? png_problem(png, size.cols, size.rows, size.channels)
+                                                          : "it is not base64 as detaudit writes it";
+      if (!why.empty())
+        return Status::invalid(fmt::format("{}: training[{}].frames_png is not the frame strip a run writes: {}", path,
+                                           i, why));
+    }
   // The train command that made a design asked for the design its plan holds.
   if (const auto d = out->plan.find("design"); d != out->plan.end() && !out->plan.contains("sources"))
     if (const std::string why = train_command_contradicts_design(out->command, *d); !why.empty())
@@ -830,15 +866,15 @@ Status analyze_training_dirs(const AnalyzeOptions& opt, Results* results) {
   m.machine = inputs.size() == 1 ? inputs[0].machine : nlohmann::json::object();
   nlohmann::json design = inputs[0].plan["design"], targets = nlohmann::json::array(),
                  sources = nlohmann::json::array();
-  std::map<std::string, int> labels;
+  std::vector<std::string> hosts;
+  for (const Results& r : inputs) hosts.push_back(r.machine.value("hostname", std::string("machine")));
+  const std::vector<std::string> labels = source_labels(hosts);
   size_t planned = 0;
   for (size_t i = 0; i < inputs.size(); ++i) {
     Results& r = inputs[i];
     TrainingSource s;
     s.dir = opt.dirs[i];
-    const std::string host = r.machine.value("hostname", std::string("machine"));
-    const int seen = ++labels[host];
-    s.label = seen == 1 ? host : fmt::format("{}#{}", host, seen);
+    s.label = labels[i];
     s.machine = r.machine;
     s.tool_version = r.tool_version;
     s.tool_commit = r.tool_commit;
@@ -859,10 +895,6 @@ Status analyze_training_dirs(const AnalyzeOptions& opt, Results* results) {
                     plan_runs > r.training.size() ? fmt::format(", {} of the plan's {} not run", plan_runs - r.training.size(), plan_runs) : "",
                     r.finished_at.empty() ? "; the design did not finish" : ""));
   }
-  // The sources' labels (hostnames) may collide with a later "#2": make every one unique.
-  for (size_t i = 0; i < sources.size(); ++i)
-    for (size_t j = 0; j < i; ++j)
-      if (sources[i]["label"] == sources[j]["label"]) sources[i]["label"] = fmt::format("{}#{}", sources[i]["label"].get<std::string>(), i + 1);
   design["targets"] = targets;
   m.plan = {{"kind", "train"}, {"design", design}, {"runs", planned},
             {"data_fingerprint", inputs[0].plan["data_fingerprint"]}, {"sources", sources}};

@@ -183,8 +183,8 @@ nlohmann::json failed(const Status& st) {
 // below (frame 0's from nothing), 2-pixel gray gaps; in colour when the frames have 3 channels (the model's
 // frames are planar [C][H][W]; the PNG interleaves them), else channel 0 in gray.
 std::vector<uint8_t> frames_strip(const PredNetConfig& c, const std::vector<float>& truth, const std::vector<float>& pred) {
-  const int h = c.height, w = c.width, gap = 2, cols = c.nt * (w + gap) - gap, rows = 2 * h + gap;
-  const int shown = c.channels() == 3 ? 3 : 1;
+  const StripSize size = frames_strip_size(c);
+  const int h = c.height, w = c.width, gap = 2, cols = size.cols, rows = size.rows, shown = size.channels;
   const size_t plane = size_t(h) * w, frame = size_t(c.channels()) * plane;
   std::vector<uint8_t> px(size_t(cols) * rows * shown, 128);
   auto to8 = [](float x) { return uint8_t(std::lround(std::clamp(x, 0.0f, 1.0f) * 255.0f)); };

@@ -43,6 +43,7 @@ Observation cell(const std::string& w, const std::string& t, std::vector<std::st
   Observation o = test::ran(w, t, std::move(fps));
   o.verdict = test::verdict_named(verdict);
   o.verdict_reason = "set by the test";
+  o.seconds.clear();
   for (size_t i = 0; i < o.fingerprints.size(); ++i) o.seconds.push_back(0.001 * double(i + 1));
   return o;
 }

@@ -405,6 +405,9 @@ TEST(Diverge, BadInputExitsTwoWithOneLine) {
         {[](nlohmann::json& x) { x["details"] = {{"isa", 2}}; }, "the header's details must be an object of strings"},
         {[](nlohmann::json& x) { x["design"]["optimizer"] = "lion"; }, "the header's design field optimizer"},
         {[](nlohmann::json& x) { x["design"]["lr"] = -0.5; }, "the header's design field lr"},
+        // The autoencoder trains with Adam at 1e-3, in diverge whatever its options.
+        {[](nlohmann::json& x) { x["design"]["lr"] = 0.01; }, "the header's design trains with adam at lr 0.01"},
+        {[](nlohmann::json& x) { x["design"]["optimizer"] = "sgd"; }, "the header's design trains with sgd at lr"},
         {[](nlohmann::json& x) { x[""] = 1; }, "\"\"\" is not a field of a trace's header"},
         {[](nlohmann::json& x) { x["design"]["data_fingerprint"] = "zz"; }, "the header's design field data_fingerprint"},
         {[](nlohmann::json& x) { x["design"]["layers"] = nlohmann::json::array(); }, "the header's design field layers"},
@@ -446,6 +449,10 @@ TEST(Diverge, BadInputExitsTwoWithOneLine) {
         {[](nlohmann::json& x) { x["tensor"] = "zz"; }, "record field tensor is \"zz\""},
         {[](nlohmann::json& x) { x["step"] = 0; }, "record field step is 0, after a record of step 1"},
         {[](nlohmann::json& x) { x["pass"] = "forward"; }, "record field pass is forward, after a record of pass loss in step 1"},
+        // A tensor its pass does not record (the record is the backward pass of a layer without weights).
+        {[](nlohmann::json& x) { x["tensor"] = "dw"; }, "record field tensor is dw in the backward pass of layer"},
+        {[](nlohmann::json& x) { x["tensor"] = "y"; }, "record field tensor is y in the backward pass of layer"},
+        {[](nlohmann::json& x) { x["loss"] = 0.5; }, "record field loss (not the float its fingerprint is)"},
     };
     for (auto& [lie, says] : record_lies) {
       std::istringstream all(good);
@@ -505,6 +512,19 @@ TEST(Diverge, BadInputExitsTwoWithOneLine) {
       std::ofstream(loss_lie) << edited_text;
       st = compare_traces(bl.opt.trace_a, loss_lie.string(), &r);
       EXPECT_NE(st.message().find("record field loss (not the float its fingerprint is)"), std::string::npos)
+          << st.message();
+      // A loss blanked (null: no number) beside the fingerprint of a finite one, in both traces alike.
+      std::string blanked;
+      std::istringstream again(good);
+      for (std::string l; std::getline(again, l);) {
+        auto x = nlohmann::json::parse(l);
+        if (x.value("tensor", "") == "value") l = (x["loss"] = nullptr, x.dump());
+        blanked += l + "\n";
+      }
+      std::ofstream(loss_lie) << blanked;
+      st = compare_traces(loss_lie.string(), loss_lie.string(), &r);
+      EXPECT_NE(st.message().find("loss (null, but its fingerprint is not the bits of an infinity or a NaN)"),
+                std::string::npos)
           << st.message();
     }
     for (auto& [lie, says] : header_lies) {

@@ -72,7 +72,9 @@ Observation cell(const std::string& workload, const std::string& target, std::ve
   o.status = status;
   o.seconds = std::vector<double>(fps.size(), 0.25);
   o.verdict = status == ObsStatus::kOk && o.distinct == 1 ? Verdict::kPass : Verdict::kFail;
-  o.verdict_reason = "test (not compared with the oracle)";  // (a cell that ran without a distance says why)
+  // (A cell that ran without a distance says why; a FAIL of one says which finding gave it.)
+  o.verdict_reason = *o.verdict == Verdict::kFail ? "NaN or infinity where the oracle has a number (or the reverse)"
+                                                  : "test (not compared with the oracle)";
   return o;
 }
 
@@ -367,8 +369,10 @@ TEST(History, RecordAndQueryRoundTrip) {
     if (k == RunKind::kProbe) rk.training.clear();     // a probe trains nothing
     if (k == RunKind::kTrain) rk.observations.clear();  // a training design probes nothing
     rk.command = std::string("detaudit ") + run_kind_name(k);
+    if (k == RunKind::kQualify) rk.command += " --level 2";  // (a qualify that trains: level 2 or 3)
     // (train names the model it trains, and the design its one run is all of)
-    if (k == RunKind::kTrain) rk.command += " " + rk.training.at(0).model + " --seeds 1 --replicates 1";
+    if (k == RunKind::kTrain)
+      rk.command += " " + rk.training.at(0).model + " --seeds 1 --replicates 1 --targets 'cpu?threads=2'";
     EXPECT_TRUE(succeeded(record_run(db.string(), k, rk, "x", 0), &err)) << run_kind_name(k) << ": " << err;
   }
   EXPECT_EQ(sql_text(db, "SELECT group_concat(kind, ' ') FROM (SELECT kind FROM runs WHERE results_dir LIKE '%/x' "

@@ -9,7 +9,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <regex>
@@ -26,6 +28,8 @@ using detaudit::cli_test::fresh_dir;
 using detaudit::cli_test::run_cli;
 using detaudit::cli_test::slurp;
 using detaudit::cli_test::write_idx;
+using detaudit::BuiltinSprites;
+using detaudit::kPredNetBuiltinSprites;
 
 namespace {
 
@@ -379,6 +383,47 @@ TEST(TrainCli, Sony2021DesignWritesRunsAnalysisAndReports) {
 // `train prednet`: the same design, resume and reports on PredNet (here its tiny configuration, a
 // smoke test of the path in seconds): (d) bitwise identical, every run's next-frame check against
 // copying the last frame, one held-out sequence's frames inline in the HTML, and the noise scale.
+// PredNet's built-in sprites (no --data: cut from Debian's Fashion-MNIST) are the sets the tool knows: each
+// configuration's pixel fingerprint and copy-last error are its table's, and a results file that names others,
+// edited alike in every run, is refused.
+TEST(TrainCli, BuiltinSpritesAreTheOnesTheToolKnows) {
+  if (!have_fashion_mnist()) GTEST_SKIP() << "Debian's dataset-fashion-mnist is not installed: no built-in sprites to cut";
+  for (const BuiltinSprites& b : kPredNetBuiltinSprites) {
+    fs::path dir = fresh_dir(std::string("prednet-builtin-") + std::string(b.config));
+    CliRun r = run_cli(fmt::format("train prednet --prednet-config {} --seeds 1 --replicates 1 --batches 1 --window 1 "
+                                   "--no-history --quiet --out {}",
+                                   b.config, dir.string()));
+    ASSERT_EQ(r.code, 0) << b.config << ": " << r.err;
+    const nlohmann::json j = nlohmann::json::parse(slurp(dir / "results.json"));
+    EXPECT_EQ(j["plan"]["data_fingerprint"], std::string(b.fingerprint)) << b.config;
+    for (const auto& run : j["training"]) EXPECT_EQ(run["prediction"]["copy_last_mse"].get<double>(), b.copy_last_mse);
+    if (b.config != "tiny") continue;
+    // The copy-last error of every run, or the fingerprint, edited alike: refused.
+    const std::pair<std::function<void(nlohmann::json&)>, std::string> lies[] = {
+        {[](nlohmann::json& e) {
+           for (auto& run : e["training"]) run["prediction"]["copy_last_mse"] = 0.5;
+         },
+         "training[0].prediction.copy_last_mse is 0.5, but copying the last frame of PredNet's built-in sprites (tiny)"},
+        {[](nlohmann::json& e) { e["plan"]["data_fingerprint"] = std::string(32, '0'); },
+         "plan.data_fingerprint is 00000000000000000000000000000000, but PredNet's built-in sprites (tiny) are " +
+             std::string(b.fingerprint)},
+    };
+    for (const auto& [lie, says] : lies) {
+      nlohmann::json e = j;
+      lie(e);
+      const fs::path edited = dir.string() + "-lie";
+      fs::remove_all(edited);
+      fs::create_directories(edited);
+      std::ofstream(edited / "results.json") << e.dump(1);
+      const CliRun rep = run_cli("report " + edited.string());
+      EXPECT_EQ(rep.code, 2) << says;
+      EXPECT_NE(rep.err.find(says), std::string::npos) << rep.err;
+      fs::remove_all(edited);
+    }
+    fs::remove_all(dir);
+  }
+}
+
 TEST(TrainCli, PrednetDesignRunsEndToEnd) {
   fs::path data = fresh_dir("prednet-data");
   write_idx(data, 64, 64);
@@ -408,12 +453,51 @@ TEST(TrainCli, PrednetDesignRunsEndToEnd) {
   EXPECT_EQ(d_weights.size(), 1u);
   // The held-out sequences and their copy-last baseline are the same for every run.
   EXPECT_EQ(runs[0]["prediction"]["copy_last_mse"], runs[5]["prediction"]["copy_last_mse"]);
+  {
+    // ... so one run's edited apart is refused (sprites cut from other images: no error the tool knows).
+    nlohmann::json e = j;
+    e["training"][1]["prediction"]["copy_last_mse"] = 0.5;
+    const fs::path edited = dir.string() + "-copy-last";
+    fs::remove_all(edited);
+    fs::create_directories(edited);
+    std::ofstream(edited / "results.json") << e.dump(1);
+    const CliRun rep = run_cli("report " + edited.string());
+    EXPECT_EQ(rep.code, 2);
+    EXPECT_NE(rep.err.find("training[1].prediction checks 40 sequences with a copy-last error of 0.5, but "
+                           "training[0]'s 40 with"),
+              std::string::npos)
+        << rep.err;
+    fs::remove_all(edited);
+  }
   const std::string md = slurp(dir / "report.md");
   EXPECT_NE(md.find("## Next-frame prediction (PredNet)"), std::string::npos);
   EXPECT_NE(md.find("## Gradient noise scale and hardware noise"), std::string::npos);
   EXPECT_NE(slurp(dir / "report.html").find("href=\"data:image/png;base64,iVBORw0KGgo"), std::string::npos);
   // Options of one model are refused for the other.
   EXPECT_EQ(run_cli("train autoencoder --prednet-config tiny --out " + (dir / "x").string()).code, 2);
+}
+
+// One data folder spelled three ways (a trailing slash, a "." in it) is one plan: the design resumes, recording the
+// folder once as the first run wrote it.
+TEST(TrainCli, TheSameDataFolderSpelledAnotherWayResumes) {
+  fs::path data = fresh_dir("respell-data");
+  write_idx(data, 128, 128);
+  fs::path out = fresh_dir("respell");
+  auto train = [&](const std::string& spelled) {
+    return run_cli("train autoencoder --seeds 1 --batches 2 --window 1 --replicates 1 --targets 'cpu?threads=2' "
+                   "--no-history --quiet --data " + spelled + " --out " + out.string());
+  };
+  ASSERT_EQ(train(data.string()).code, 0);
+  for (const std::string spelled : {data.string() + "/", (data / "." / "").string(), (data.parent_path() / "." / data.filename()).string()}) {
+    const CliRun r = train(spelled);
+    EXPECT_EQ(r.code, 0) << spelled << ": " << r.err;
+    EXPECT_EQ(nlohmann::json::parse(slurp(out / "results.json"))["plan"]["design"]["data_dir"], data.string()) << spelled;
+  }
+  // Another folder is another plan.
+  fs::path other = fresh_dir("respell-other");
+  write_idx(other, 128, 128);
+  EXPECT_EQ(train(other.string()).code, 2);
+  fs::remove_all(data), fs::remove_all(other), fs::remove_all(out);
 }
 
 // `detaudit analyze`: two results directories of one design merge into one analysis with a source per
@@ -666,6 +750,25 @@ TEST(TrainCli, CrashedAndHungRunsAreRecordedAndTheDesignGoesOn) {
   for (size_t i : {0u, 4u, 5u, 6u}) {
     EXPECT_EQ(runs[i]["curve"].size(), 4u);
     EXPECT_EQ(runs[i]["weights_fingerprint"].get<std::string>().size(), 32u);
+  }
+  // The timed-out run's limit, its progress and its reason say one thing: each edited apart is refused.
+  const std::pair<std::function<void(nlohmann::json&)>, const char*> timeout_lies[] = {
+      {[](nlohmann::json& r) { r["timeout_s"] = 7.0; },
+       "reason is \"no progress for 5 s after batch 1 of 4; worker killed\", but a run of timeout_s 7"},
+      {[](nlohmann::json& r) { r["batches_done"] = 2; }, "but a run of timeout_s 5 and batches_done 2 says"},
+      {[](nlohmann::json& r) { r.erase("timeout_s"); }, "training[3]: a run that timed out without timeout_s"},
+  };
+  for (const auto& [lie, says] : timeout_lies) {
+    nlohmann::json e = j;
+    lie(e["training"][3]);
+    const fs::path edited = dir.string() + "-timeout-lie";
+    fs::remove_all(edited);
+    fs::create_directories(edited);
+    std::ofstream(edited / "results.json") << e.dump(1);
+    const CliRun rep = run_cli("report " + edited.string());
+    EXPECT_EQ(rep.code, 2) << says;
+    EXPECT_NE(rep.err.find(says), std::string::npos) << rep.err;
+    fs::remove_all(edited);
   }
   const char* condition[] = {"a", "a", "b", "c", "d"};
   for (size_t i : {1u, 2u, 3u}) {

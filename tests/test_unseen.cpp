@@ -26,6 +26,7 @@
 #include "contract/results.hpp"
 #include "suites/train_measure.hpp"
 #include "gates/baseline.hpp"
+#include "models/png.hpp"
 #include "gates/fleet.hpp"
 #include "gates/history.hpp"
 #include "gates/verdict.hpp"
@@ -656,6 +657,15 @@ TEST(Lies, AnErrorRatioEditedBelowItsBoundIsRefused) {
 // A noise trace is what its design measures: microbatches of the size its batch gives, one training set for every
 // run, and no trace where the design measures none; a merged analysis's runs were made on their sources' machines,
 // and no directory is merged twice (two real tiny PredNet designs with --noise-scale, and their merge).
+// training[0]'s frame strip, its PNG bytes edited.
+void edit_png(nlohmann::json& j, const std::function<void(std::vector<uint8_t>&)>& edit) {
+  std::vector<uint8_t> png;
+  ASSERT_TRUE(base64_decode(j["training"][0]["frames_png"].get<std::string>(), &png));
+  ASSERT_EQ(png_problem(png, 4 * (32 + 2) - 2, 2 * 32 + 2, 1), "") << "the tiny configuration's strip, as written";
+  edit(png);
+  j["training"][0]["frames_png"] = base64_encode(png);
+}
+
 TEST(Lies, NoiseTracesAndMergedSourcesThatContradictTheirRunsAreRefused) {
   fs::path d = fresh_dir("lies-noise");
   const std::string design = "train prednet --prednet-config tiny --seeds 1 --batches 4 --window 2 --replicates 1 "
@@ -697,7 +707,8 @@ TEST(Lies, NoiseTracesAndMergedSourcesThatContradictTheirRunsAreRefused) {
        }},
       // The next-frame check is on the data's held-out frames: one count and one copy-last error for every run,
       // and on the built-in sprites their 40 sequences; the frame strip is a PNG.
-      {"copy-last", "training[1].prediction checks 40 sequences with a copy-last error of 0.5, but training[0]'s 40 with",
+      {"copy-last", "training[1].prediction.copy_last_mse is 0.5, but copying the last frame of PredNet's built-in "
+                    "sprites (tiny) errs by 0.015891888309406233",
        [](nlohmann::json& j) { j["training"][1]["prediction"]["copy_last_mse"] = 0.5; }},
       {"held-out", "training[0].prediction.sequences is 41, but the built-in sprites' check holds 40 held-out sequences",
        [](nlohmann::json& j) {
@@ -705,6 +716,17 @@ TEST(Lies, NoiseTracesAndMergedSourcesThatContradictTheirRunsAreRefused) {
        }},
       {"frames-png", "training[0].frames_png is no PNG image", [](nlohmann::json& j) { j["training"][0]["frames_png"] = "AAAA"; }},
       {"frames-png-empty", "training[0].frames_png is no PNG image", [](nlohmann::json& j) { j["training"][0]["frames_png"] = ""; }},
+      // The strip the worker writes, in its one encoding: cut, appended to, flipped, or of another size.
+      {"frames-png-cut", "training[0].frames_png is not the frame strip a run writes: its chunks are not IHDR, IDAT and",
+       [](nlohmann::json& j) { edit_png(j, [](std::vector<uint8_t>& png) { png.resize(png.size() - 12); }); }},
+      {"frames-png-appended", "frames_png is not the frame strip a run writes: 2 bytes follow its IEND chunk",
+       [](nlohmann::json& j) { edit_png(j, [](std::vector<uint8_t>& png) { png.insert(png.end(), {0, 0}); }); }},
+      {"frames-png-flipped", "frames_png is not the frame strip a run writes: chunk IDAT's CRC is not that of its bytes",
+       [](nlohmann::json& j) { edit_png(j, [](std::vector<uint8_t>& png) { png[8 + 25 + 10] ^= 1; }); }},
+      {"frames-png-size", "frames_png is not the frame strip a run writes: it is 4 x 4 (8-bit colour type 0), not the",
+       [](nlohmann::json& j) {
+         edit_png(j, [](std::vector<uint8_t>& png) { png = encode_png(4, 4, 1, std::vector<uint8_t>(16, 7)); });
+       }},
       {"examples-huge", "training[1].noise.examples is 10000000000000000: a design loads at most 1 GiB of data",
        [](nlohmann::json& j) { j["training"][1]["noise"]["examples"] = 10000000000000000; }},
       // A hardware repeat beyond what two computations of one gradient can differ by.
@@ -724,9 +746,18 @@ TEST(Lies, NoiseTracesAndMergedSourcesThatContradictTheirRunsAreRefused) {
   const std::string merged = slurp(d / "m" / "results.json");
   const std::pair<std::function<void(nlohmann::json&)>, std::string> merge_lies[] = {
       {[](nlohmann::json& j) { j["plan"]["sources"][1]["machine"]["hostname"] = "node-b"; },
-       "but the machine block of plan.sources[1] hashes to"},
+       "plan.sources[1].label is \"vm#2\", but analyze labels the source of host node-b there \"node-b\""},
       {[](nlohmann::json& j) { j["plan"]["sources"][1]["dir"] = j["plan"]["sources"][0]["dir"]; },
        "plan.sources[1].dir is plan.sources[0]'s: one directory merged twice"},
+      // A label analyze does not give (it labels by host name, "#2" for a host's second folder), two alike, and a
+      // source that finished before it started.
+      {[](nlohmann::json& j) { j["plan"]["sources"][1]["label"] = "node-z"; }, "plan.sources[1].label is \"node-z\", but analyze"},
+      {[](nlohmann::json& j) { j["plan"]["sources"][1]["label"] = j["plan"]["sources"][0]["label"]; },
+       "plan.sources[1].label is"},
+      {[](nlohmann::json& j) {
+         j["plan"]["sources"][0]["started_at"] = "2099-01-01T00:00:00Z";
+       },
+       "plan.sources[0].finished_at"},
   };
   for (auto& [lie, says] : merge_lies) {
     nlohmann::json m = nlohmann::json::parse(merged);
@@ -811,6 +842,18 @@ TEST(Lies, ACellOutsideItsPlanOrBeyondItsOutputIsRefused) {
       {"command-default-timeout", "command: the command asks for the default time limit (120 s: it names no "
                                   "--timeout), but the plan's timeout is 60 s",
        [](nlohmann::json& j) { j["command"] = "detaudit probe"; }},
+      // A probe plan is made by probe, qualify or fleet; those two run the quick suite (full at level 3) with the
+      // default time limit.
+      {"command-train", "command: a train command makes no probe run (probe, qualify and fleet do)",
+       [](nlohmann::json& j) { j["command"] = "detaudit train autoencoder --seeds 1"; }},
+      {"command-qualify-timeout", "command: the command asks for the default time limit (120 s: it names no "
+                                  "--timeout), but the plan's timeout is 60 s",
+       [](nlohmann::json& j) { j["command"] = "detaudit qualify --level 1"; }},
+      {"command-qualify-level", "command: the command asks for the full suite (qualify at that level), but the plan's "
+                                "suite is quick",
+       [](nlohmann::json& j) { j["command"] = "detaudit qualify --level 3", j["plan"]["timeout_s"] = 120; }},
+      {"command-fleet-targets", "command: the command asks for --targets cpu-ref, but the plan holds other targets",
+       [](nlohmann::json& j) { j["command"] = "detaudit fleet --targets cpu-ref", j["plan"]["timeout_s"] = 120; }},
       {"bad-target", "plan.targets[0]: ", [](nlohmann::json& j) { j["plan"]["targets"] = {"cpu?bogus=1"}; }},
       {"target-twice", "plan.targets[1]: ",
        [&](nlohmann::json& j) { j["plan"]["targets"] = {t, t}; }},
@@ -836,7 +879,7 @@ TEST(Lies, ACellOutsideItsPlanOrBeyondItsOutputIsRefused) {
          j["command"] = "detaudit probe --suite quick --timeout 0.5";
        }},
       {"mismatched", "observations[0].oracle.mismatched is 2, more than the 1 elements",
-       [](nlohmann::json& j) { j["observations"][0]["oracle"] = {{"max_ulp", 1}, {"max_rel_err", 0.1}, {"mismatched", 2}}; }},
+       [](nlohmann::json& j) { j["observations"][0]["oracle"] = {{"max_ulp", 1}, {"max_rel_err", 1e-7}, {"mismatched", 2}}; }},
       {"hist", "observations[0].oracle.ratio_hist counts 3 elements, but",
        [](nlohmann::json& j) {
          std::vector<uint64_t> h(kRatioBuckets, 0);
@@ -862,16 +905,31 @@ TEST(Lies, ACellOutsideItsPlanOrBeyondItsOutputIsRefused) {
       {"failure-spec", "oracle_failures.nonsense: ", [](nlohmann::json& j) { j["oracle_failures"] = {{"nonsense", "x"}}; }},
       {"failure-other", "not a workload of the plan",
        [](nlohmann::json& j) { j["oracle_failures"] = {{"matmul?m=2&n=2&k=2", "timeout"}}; }},
-      {"ratio-zero", "err_ratio 0, but 1 elements mismatched with a relative error of up to 0.01",
+      {"ratio-zero", "err_ratio 0, but 1 elements mismatched with a relative error of up to 1e-07",
        [](nlohmann::json& j) {
          std::vector<uint64_t> h(kRatioBuckets, 0);
          h[0] = 1;
-         j["observations"][0]["oracle"] = {{"max_ulp", 3},   {"max_rel_err", 0.01}, {"mismatched", 1},
+         j["observations"][0]["oracle"] = {{"max_ulp", 3},   {"max_rel_err", 1e-7}, {"mismatched", 1},
                                            {"err_ratio", 0.0}, {"agree_bits", 6.6},   {"bound_k", 1000},
                                            {"ratio_hist", h}};
        }},
       {"ulp-nothing", "no element mismatched, yet max_ulp 7",
        [](nlohmann::json& j) { j["observations"][0]["oracle"] = {{"max_ulp", 7}, {"max_rel_err", 0.0}, {"mismatched", 0}}; }},
+      // Elements 110 ULPs apart differ relatively by 1.3e-5 at most, and by more than 0.
+      {"rel-beyond-ulp", "max_rel_err 0.5, more than elements 110 ULPs apart can differ (1.31e-05)",
+       [](nlohmann::json& j) { j["observations"][0]["oracle"] = {{"max_ulp", 110}, {"max_rel_err", 0.5}, {"mismatched", 44}}; }},
+      {"rel-zero-ulp", "max_ulp 110, yet max_rel_err 0",
+       [](nlohmann::json& j) { j["observations"][0]["oracle"] = {{"max_ulp", 110}, {"max_rel_err", 0.0}, {"mismatched", 44}}; }},
+      {"nan-finite-rel", "max_ulp inf (NaN against a number), yet max_rel_err 0.001",
+       [](nlohmann::json& j) { j["observations"][0]["oracle"] = {{"max_ulp", "inf"}, {"max_rel_err", 1e-3}, {"mismatched", 1}}; }},
+      {"hist-more-mismatched", "ratio_hist counts 3 elements whose bits differ, more than the 1 mismatched",
+       [](nlohmann::json& j) {
+         std::vector<uint64_t> h(kRatioBuckets, 0);
+         h[1] = 3;
+         j["observations"][0]["oracle"] = {{"max_ulp", 1},   {"max_rel_err", 1e-7}, {"mismatched", 1},
+                                           {"err_ratio", 1e-8}, {"agree_bits", 23.0}, {"bound_k", 1000},
+                                           {"ratio_hist", h}};
+       }},
       {"batch-elsewhere", "is not a batchinv workload",
        [](nlohmann::json& j) { j["observations"][0]["batch_invariance"] = {{"rows_checked", 2}, {"rows_differing", 0}}; }},
       {"invariant", "invariant is true, but 1 of its rows differ",
@@ -1545,6 +1603,7 @@ TEST(Unseen, HistoryNeverPrintsAControlCharacterRaw) {
   Results r = one_cell(true);
   r.observations[0].oracle = OracleDistance{};  // (compared with its oracle: a cell that ran has a distance)
   r.observations[0].oracle->err_ratio = 0;
+  r.observations[0].seconds = {0.001, 0.001};  // (and was timed)
   r.machine["hostname"] = "evil\x1b[2Jhost";
   const std::string db = (d / "h.db").string();
   ASSERT_TRUE(record_run(db, RunKind::kProbe, r, (d / "r").string(), 0).is_ok());
@@ -1631,6 +1690,7 @@ TEST(Unseen, AHistoryChangedByAnotherProgramIsRefused) {
   Results r = one_cell(true);
   r.observations[0].oracle = OracleDistance{};  // (compared with its oracle: a cell that ran has a distance)
   r.observations[0].oracle->err_ratio = 0;
+  r.observations[0].seconds = {0.001, 0.001};  // (and was timed)
   r.training = {training_run({{"key", "d|cpu|1000|0"}, {"condition", "d"}, {"target", "cpu"}, {"seed", 1000},
                               {"replicate", 0}, {"status", "ok"}, {"final_loss", 0.5}, {"curve", {0.5}},
                               {"model", "autoencoder"}, {"design", "sony2021"},
@@ -1641,6 +1701,11 @@ TEST(Unseen, AHistoryChangedByAnotherProgramIsRefused) {
   ASSERT_EQ(run_cli("history --history " + good).code, 0);
   const std::pair<const char*, const char*> edits[] = {
       {"UPDATE cells SET verdict = 'MAYBE'", "verdict 'MAYBE' is not PASS, FAIL, EXPECTED, WARN or SKIP"},
+      // A qualify trains at levels 2 and 3 only, and a probe, a training design or a qualify is recorded when it ends.
+      {"UPDATE runs SET command = replace(command, '--level 2', '--level 1')",
+       "run 1: a qualify at level 1 with 1 training runs (level 1 trains nothing; levels 2 and 3 train)"},
+      {"UPDATE runs SET recorded_at = '2026-12-03T00:00:00Z', started_at = '2026-12-03T00:00:00Z'",
+       "is not a time before the run was recorded (by the process that ran it, on its clock)"},
       {"UPDATE cells SET fingerprints = 'zz'", "fingerprints 'zz' is not 32 hex digits"},
       {"UPDATE runs SET started_at = 'garbage'", "started_at 'garbage' is not a time"},
       {"UPDATE cells SET repeats = -3", "repeats '-3' is not a count"},
@@ -1785,6 +1850,7 @@ TEST(Unseen, AHistoryChangedByAnotherProgramIsRefused) {
     // A probe and a check of its results record one run twice: the same outputs of each cell.
     Results probe_only = one_cell(true);
     probe_only.observations[0].oracle = r.observations[0].oracle;
+    probe_only.observations[0].seconds = r.observations[0].seconds;
     const std::string db = (d / "twice.db").string();
     ASSERT_TRUE(record_run(db, RunKind::kProbe, probe_only, (d / "p").string(), 0).is_ok());
     probe_only.command = "detaudit check p --baseline b.json";
@@ -1895,6 +1961,10 @@ TEST(Unseen, AHistoryRowThatContradictsItsRunIsRefused) {
       {&good_train, "UPDATE runs SET command = replace(command, 'cpu?threads=2', 'cpu?threads=4')",
        "run 1: a training run on cpu?order=atomic&threads=2&isa=auto, which is no variant of the targets its command "
        "names"},
+      // Without --targets the command names the default targets, threads=2 and threads=4: no row ran on threads=4.
+      {&good_train, "UPDATE runs SET command = replace(command, ' --targets ''cpu?threads=2''', '')",
+       "run 1: no training run on cpu?order=blocked&threads=4&isa=auto or cpu?order=atomic&threads=4&isa=auto, the "
+       "variants of a target its command names"},
       {&good_train, "UPDATE training SET design = 'paper'",
        "run 1: a training run of design 'paper', but its command trains sony2021"},
       {&good_train,
@@ -1927,6 +1997,12 @@ TEST(Unseen, AHistoryRowThatContradictsItsRunIsRefused) {
        "median_seconds '1e+300' is not a time of a year at most"},
       {&good_probe, "UPDATE cells SET err_ratio = NULL WHERE target LIKE 'cpu?%'",
        "err_ratio 'NULL' is not how a cell that ran is recorded"},
+      {&good_probe, "UPDATE cells SET median_seconds = NULL WHERE target = 'cpu-ref'",
+       "median_seconds 'NULL' is not how a cell that ran is recorded"},
+      // A FAIL of a cell whose outputs and error pass, unless its reason names a finding the row does not keep.
+      {&good_probe,
+       "UPDATE cells SET verdict = 'FAIL' WHERE target = 'cpu-ref'; UPDATE runs SET pass = 1, fail = 1, exit_code = 1",
+       "verdict 'FAIL' is not a verdict of a cell that ran with 1 output here unless its reason names warm-up run"},
       {&good_probe,
        "INSERT INTO machines VALUES ('deadbeefdeadbeef', 'X', ' ', 1, '[]', '{}', '2026-12-04T00:00:00Z', "
        "'2026-12-04T00:00:00Z')",
@@ -1949,6 +2025,11 @@ TEST(Unseen, AHistoryRowThatContradictsItsRunIsRefused) {
   history_of_edit_accepted(good_probe, (d / "older-warn.db").string(),
                            "UPDATE cells SET verdict = 'WARN', verdict_reason = 'claimed nondeterministic (order=atomic), "
                            "no variation seen in 2 runs' WHERE target LIKE 'cpu?%'; UPDATE runs SET pass = 1, warn = 1");
+  // ... and where it names one (the warm-up run's bits are not kept), the FAIL stands.
+  history_of_edit_accepted(good_probe, (d / "warm-up-fail.db").string(),
+                           "UPDATE cells SET verdict = 'FAIL', verdict_reason = 'the warm-up run gave bits that none of "
+                           "the 2 repeats gave; promised: one output' WHERE target = 'cpu-ref'; UPDATE runs SET pass = 1, "
+                           "fail = 1, exit_code = 1");
   // A count in another spelling the option parser reads: +2 is 2; one not read here (0x2) is checked against nothing.
   history_of_edit_accepted(good_train, (d / "seeds-plus.db").string(),
                            "UPDATE runs SET command = replace(command, '--seeds 2', '--seeds +2')");
@@ -1981,7 +2062,8 @@ TEST(Unseen, AHistoryRowThatContradictsItsRunIsRefused) {
 TEST(Unseen, AHistoryWithAnotherProgramsSchemaIsRefusedAndNothingOfItRuns) {
   fs::path d = fresh_dir("unseen-history-schema");
   fs::create_directories(d);
-  const Results r = one_cell(true);
+  Results r = one_cell(true);
+  r.observations[0].seconds = {0.001, 0.001};  // (a cell that ran was timed)
   const std::string good = (d / "good.db").string();
   ASSERT_TRUE(record_run(good, RunKind::kProbe, r, (d / "r").string(), 0).is_ok());
   const std::pair<const char*, const char*> edits[] = {
