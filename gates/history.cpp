@@ -30,6 +30,7 @@
 #include "contract/command_text.hpp"
 #include "gates/verdict.hpp"
 #include "kernels/fingerprint.hpp"
+#include "suites/probe_suite.hpp"
 #include "suites/train_design.hpp"
 
 namespace fs = std::filesystem;
@@ -1463,6 +1464,7 @@ Status check_rows_in_plan(Db& db) {
   // was not skipped repeated as often as its --repeats says (0: the suite's); --gpu-only with no CPU target, and
   // never beside --targets (command_contradicts_plan, as for a results file).
   std::map<int64_t, int64_t> repeats_asked;  // run -> its command's --repeats
+  std::map<std::string, std::optional<std::set<std::string>>> suite_workloads;  // suite -> its workloads (none: unknown)
   {
     Stmt s(db.h,
            "SELECT id, command, plan, kind, training_runs FROM runs WHERE kind IN ('probe', 'qualify')");
@@ -1475,6 +1477,23 @@ Status check_rows_in_plan(Db& db) {
                                                                              nlohmann::json::object());
           !why.empty())
         return changed(fmt::format("run {}: {}", s.integer(0), why));
+      // A qualify's probe ran its level's suite's workloads: the quick suite's at levels 1 and 2, the full one's at 3.
+      if (s.integer(4) == 0 && s.text(3) == "qualify") {
+        const auto o = command_options(s.text(1), "qualify", {"--level"});
+        if (o) {
+          const std::string suite = o->count("--level") && o->at("--level") == "3" ? "full" : "quick";
+          auto [it, fresh] = suite_workloads.try_emplace(suite);
+          if (ProbePlan sp; fresh && make_plan(suite, "", "", 1, kDefaultProbeTimeoutS, &sp).is_ok()) {
+            it->second.emplace();
+            for (const Spec& w : sp.workloads) it->second->insert(w.str());
+          }
+          if (it->second && *it->second != p.workloads)
+            return changed(fmt::format("run {}: its command runs the {} suite's {} workloads, but its plan holds {} "
+                                       "others",
+                                       s.integer(0), shown_safely(suite.substr(0, 40)), it->second->size(),
+                                       p.workloads.size()));
+        }
+      }
       // A qualify records its probe and, at levels 2 and 3, its training regression as two runs: training rows
       // come from those levels only.
       if (const auto q = command_options(s.text(1), "qualify", {"--level"}); q && s.text(3) == "qualify") {

@@ -24,6 +24,7 @@
 #include "analysis/phases.hpp"
 #include "contract/command_text.hpp"
 #include "contract/results.hpp"
+#include "suites/probe_suite.hpp"
 #include "suites/train_measure.hpp"
 #include "gates/baseline.hpp"
 #include "models/png.hpp"
@@ -1679,6 +1680,25 @@ void history_of_edit_accepted(const std::string& good, const std::string& db, co
   ASSERT_EQ(sqlite3_exec(h, sql, nullptr, nullptr, nullptr), SQLITE_OK) << sql;
   sqlite3_close(h);
   EXPECT_EQ(run_cli("history --history " + db).code, 0) << sql;
+}
+
+// A qualify's probe in the history ran its level's suite: the quick suite's workloads at level 1, the full one's at 3.
+TEST(Unseen, AQualifyInTheHistoryRanItsLevelsSuite) {
+  fs::path d = fresh_dir("unseen-history-qualify-level");
+  fs::create_directories(d);
+  ProbePlan quick;
+  ASSERT_TRUE(make_plan("quick", "cpu-ref", "", 2, 120, &quick).is_ok());
+  Results r;
+  r.machine = test::machine_json();
+  r.started_at = r.finished_at = "2026-12-04T00:00:00Z";
+  r.command = "detaudit qualify --level 1 --targets cpu-ref";
+  r.plan = quick.to_json();
+  const std::string good = (d / "good.db").string();
+  ASSERT_TRUE(record_run(good, RunKind::kQualify, r, (d / "q").string(), 0).is_ok());
+  ASSERT_EQ(run_cli("history --history " + good).code, 0);
+  history_of_edit(good, (d / "level3.db").string(), "UPDATE runs SET command = replace(command, '--level 1', '--level 3')",
+                  "run 1: its command runs the full suite's");
+  fs::remove_all(d);
 }
 
 // A history another program changed is refused in one line naming the run and the column, never shown as
