@@ -1467,7 +1467,7 @@ Status check_rows_in_plan(Db& db) {
   std::map<std::string, std::optional<std::set<std::string>>> suite_workloads;  // suite -> its workloads (none: unknown)
   {
     Stmt s(db.h,
-           "SELECT id, command, plan, kind, training_runs FROM runs WHERE kind IN ('probe', 'qualify')");
+           "SELECT id, command, plan, kind, training_runs, tool_version FROM runs WHERE kind IN ('probe', 'qualify')");
     int rc;
     while ((rc = s.step()) == SQLITE_ROW) {
       const Plan p = parse_plan(s.text(2));
@@ -1503,9 +1503,20 @@ Status check_rows_in_plan(Db& db) {
                                      "levels 2 and 3 train)",
                                      s.integer(0), s.integer(4)));
       }
-      const auto given = command_options(s.text(1), "probe", {"--repeats", "--targets"});
-      if (!given) continue;
-      if (const auto n = count_option(*given, "--repeats"); n && *n > 0) repeats_asked[s.integer(0)] = *n;
+      // The repeats: the probe's --repeats, or its suite's (--suite, or the default) where it names none; a qualify's
+      // probe, its level's suite's.
+      const std::string sub = command_subcommand(s.text(1));
+      const auto given = sub == "probe" || sub == "qualify"
+                             ? command_options(s.text(1), sub, {"--repeats", "--suite", "--level"})
+                             : std::nullopt;
+      if (!given || (sub == "qualify" && s.integer(4) > 0)) continue;
+      if (const auto n = count_option(*given, "--repeats"); n && *n > 0) {
+        repeats_asked[s.integer(0)] = *n;
+      } else if (!n && version_at_least(s.text(5), 0, 1)) {  // (the defaults of this version's suites)
+        const std::string suite = sub == "qualify" ? (given->count("--level") && given->at("--level") == "3" ? "full" : "quick")
+                                                   : given->count("--suite") ? given->at("--suite") : kDefaultProbeSuite;
+        if (ProbePlan sp; make_plan(suite, "", "", 0, kDefaultProbeTimeoutS, &sp).is_ok()) repeats_asked[s.integer(0)] = sp.repeats;
+      }
     }
     if (rc != SQLITE_DONE) return Status::invalid(describe_sqlite_error(db, rc));
   }

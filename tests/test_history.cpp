@@ -83,7 +83,7 @@ Results results(const std::string& started, const std::string& host, const std::
   Results r;
   r.started_at = started;
   r.finished_at = started;
-  r.command = "detaudit probe --suite quick";
+  r.command = "detaudit probe --suite quick --repeats 3";
   r.machine = machine(host, openblas);
   r.observations.push_back(cell("matmul?m=8", "cpu?order=sequential", {fp_matmul, fp_matmul, fp_matmul}));
   r.observations.push_back(cell("conv2d?n=1", "cpu?order=atomic", {fp('1'), fp('2'), fp('1')}));
@@ -370,6 +370,7 @@ TEST(History, RecordAndQueryRoundTrip) {
     if (k == RunKind::kTrain) rk.observations.clear();  // a training design probes nothing
     rk.command = std::string("detaudit ") + run_kind_name(k);
     if (k == RunKind::kQualify) rk.command += " --level 2";  // (a qualify that trains: level 2 or 3)
+    if (k == RunKind::kProbe) rk.command += " --repeats 3";   // (its cells' repeats)
     // (train names the model it trains, and the design its one run is all of)
     if (k == RunKind::kTrain)
       rk.command += " " + rk.training.at(0).model + " --seeds 1 --replicates 1 --targets 'cpu?threads=2'";
@@ -588,7 +589,8 @@ TEST(History, CorruptFileIsAnErrorAndLeftAsItIs) {
   for (int i = 0; i < 5; ++i) {
     Results big = r;
     for (int k = 0; k < 80; ++k)
-      big.observations.push_back(cell(fmt::format("reduce?op=sum&n={}", 1000 + k), "cpu-ref", {fp(char('a' + k % 6))}));
+      big.observations.push_back(cell(fmt::format("reduce?op=sum&n={}", 1000 + k), "cpu-ref",
+                                      std::vector<std::string>(3, fp(char('a' + k % 6)))));
     ASSERT_TRUE(succeeded(record_run(truncated.string(), RunKind::kProbe, big, fmt::format("r{}", i), 0), &err)) << err;
   }
   ASSERT_FALSE(fs::exists(truncated.string() + "-wal")) << "the last connection checkpointed";
@@ -630,7 +632,7 @@ TEST(History, TwoConcurrentWritersLoseNothing) {
       for (int i = 0; i < kRuns; ++i) {
         std::string err;
         Results r = results("2026-11-30T12:00:00Z", fmt::format("host-{}", w), fp('a'));
-        r.command = fmt::format("detaudit probe writer {} run {}", w, i);
+        r.command = fmt::format("detaudit probe --repeats 3 writer {} run {}", w, i);
         if (!succeeded(record_run(db.string(), RunKind::kProbe, r, fmt::format("r{}-{}", w, i), 0), &err)) {
           fprintf(stderr, "writer %d: %s\n", w, err.c_str());
           ++failed;

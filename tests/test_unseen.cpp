@@ -48,7 +48,7 @@ const std::string kW = "reduce?op=sum&n=1000&dist=uniform&seed=1";
 Results one_cell(bool ran) {
   Results r;
   r.plan = {{"suite", "quick"}, {"repeats", 2}};
-  r.command = "detaudit probe --suite quick";
+  r.command = "detaudit probe --suite quick --repeats 2";
   r.machine = test::machine_json();
   r.started_at = r.finished_at = "2026-12-04T00:00:00Z";
   const std::string t = test::canon_target("cpu?order=sequential&threads=1");
@@ -2011,6 +2011,9 @@ TEST(Unseen, AHistoryRowThatContradictsItsRunIsRefused) {
        "of 5 repeats, but its command asks for --repeats 2"},
       {&good_probe, "UPDATE runs SET command = replace(command, '--repeats 2', '--repeats 3')",
        "of 2 repeats, but its command asks for --repeats 3"},
+      // A command that names no --repeats asked for its suite's (the quick suite's 10).
+      {&good_probe, "UPDATE runs SET command = replace(command, ' --repeats 2', '')",
+       "of 2 repeats, but its command asks for --repeats 10"},
       {&good_probe, "UPDATE runs SET command = command || ' --gpu-only'",
        "run 1: the command gives --gpu-only beside --targets"},
       {&good_probe, "UPDATE cells SET median_seconds = 1e300 WHERE target = 'cpu-ref'",
