@@ -1464,7 +1464,7 @@ Status check_rows_in_plan(Db& db) {
   // was not skipped repeated as often as its --repeats says (0: the suite's); --gpu-only with no CPU target, and
   // never beside --targets (command_contradicts_plan, as for a results file).
   std::map<int64_t, int64_t> repeats_asked;  // run -> its command's --repeats
-  std::map<std::string, std::optional<std::set<std::string>>> suite_workloads;  // suite -> its workloads (none: unknown)
+  std::map<std::string, std::optional<ProbePlan>> suite_plans;  // suite -> its plan (none: a suite this version lacks)
   {
     Stmt s(db.h,
            "SELECT id, command, plan, kind, training_runs, tool_version FROM runs WHERE kind IN ('probe', 'qualify')");
@@ -1477,46 +1477,40 @@ Status check_rows_in_plan(Db& db) {
                                                                              nlohmann::json::object());
           !why.empty())
         return changed(fmt::format("run {}: {}", s.integer(0), why));
-      // A qualify's probe ran its level's suite's workloads: the quick suite's at levels 1 and 2, the full one's at 3.
-      if (s.integer(4) == 0 && s.text(3) == "qualify") {
-        const auto o = command_options(s.text(1), "qualify", {"--level"});
-        if (o) {
-          const std::string suite = o->count("--level") && o->at("--level") == "3" ? "full" : "quick";
-          auto [it, fresh] = suite_workloads.try_emplace(suite);
-          if (ProbePlan sp; fresh && make_plan(suite, "", "", 1, kDefaultProbeTimeoutS, &sp).is_ok()) {
-            it->second.emplace();
-            for (const Spec& w : sp.workloads) it->second->insert(w.str());
-          }
-          if (it->second && *it->second != p.workloads)
-            return changed(fmt::format("run {}: its command runs the {} suite's {} workloads, but its plan holds {} "
-                                       "others",
-                                       s.integer(0), shown_safely(suite.substr(0, 40)), it->second->size(),
-                                       p.workloads.size()));
-        }
-      }
-      // A qualify records its probe and, at levels 2 and 3, its training regression as two runs: training rows
-      // come from those levels only.
-      if (const auto q = command_options(s.text(1), "qualify", {"--level"}); q && s.text(3) == "qualify") {
-        const std::string level = q->count("--level") ? q->at("--level") : "1";
-        if (level == "1" && s.integer(4) > 0)
-          return changed(fmt::format("run {}: a qualify at level 1 with {} training runs (level 1 trains nothing; "
-                                     "levels 2 and 3 train)",
-                                     s.integer(0), s.integer(4)));
-      }
-      // The repeats: the probe's --repeats, or its suite's (--suite, or the default) where it names none; a qualify's
-      // probe, its level's suite's.
+      // The command read once: a probe's --repeats and --suite, a qualify's --level (the quick suite at levels 1 and
+      // 2, the full one at 3).
       const std::string sub = command_subcommand(s.text(1));
       const auto given = sub == "probe" || sub == "qualify"
                              ? command_options(s.text(1), sub, {"--repeats", "--suite", "--level"})
                              : std::nullopt;
-      if (!given || (sub == "qualify" && s.integer(4) > 0)) continue;
-      if (const auto n = count_option(*given, "--repeats"); n && *n > 0) {
-        repeats_asked[s.integer(0)] = *n;
-      } else if (!n && version_at_least(s.text(5), 0, 1)) {  // (the defaults of this version's suites)
-        const std::string suite = sub == "qualify" ? (given->count("--level") && given->at("--level") == "3" ? "full" : "quick")
-                                                   : given->count("--suite") ? given->at("--suite") : kDefaultProbeSuite;
-        if (ProbePlan sp; make_plan(suite, "", "", 0, kDefaultProbeTimeoutS, &sp).is_ok()) repeats_asked[s.integer(0)] = sp.repeats;
+      if (!given) continue;
+      const bool qualify = sub == "qualify" && s.text(3) == "qualify";
+      const std::string level = given->count("--level") ? given->at("--level") : "1";
+      const std::string suite = sub == "qualify" ? (level == "3" ? "full" : "quick")
+                                : given->count("--suite") ? given->at("--suite")
+                                                          : kDefaultProbeSuite;
+      auto [known, fresh] = suite_plans.try_emplace(suite);
+      if (ProbePlan sp; fresh && make_plan(suite, "", "", 0, kDefaultProbeTimeoutS, &sp).is_ok()) known->second = sp;
+      // A qualify records its probe and, at levels 2 and 3, its training regression as two runs: training rows come
+      // from those levels only, and its probe ran its level's suite's workloads.
+      if (qualify && level == "1" && s.integer(4) > 0)
+        return changed(fmt::format("run {}: a qualify at level 1 with {} training runs (level 1 trains nothing; levels 2 "
+                                   "and 3 train)",
+                                   s.integer(0), s.integer(4)));
+      if (qualify && s.integer(4) == 0 && known->second) {
+        std::set<std::string> want;
+        for (const Spec& w : known->second->workloads) want.insert(w.str());
+        if (want != p.workloads)
+          return changed(fmt::format("run {}: its command runs the {} suite's {} workloads, but its plan holds {} others",
+                                     s.integer(0), suite, want.size(), p.workloads.size()));
       }
+      // The repeats: the probe's --repeats, or its suite's (--suite, or the default) where it names none; a qualify's
+      // probe, its level's suite's.
+      if (sub == "qualify" && s.integer(4) > 0) continue;
+      if (const auto n = count_option(*given, "--repeats"); n && *n > 0)
+        repeats_asked[s.integer(0)] = *n;
+      else if (!n && known->second && version_at_least(s.text(5), 0, 1))  // (the defaults of this version's suites)
+        repeats_asked[s.integer(0)] = known->second->repeats;
     }
     if (rc != SQLITE_DONE) return Status::invalid(describe_sqlite_error(db, rc));
   }

@@ -37,6 +37,17 @@ bool have_fashion_mnist() { return fs::exists("/usr/share/datasets/fashion-mnist
 
 const char* kTiny = "--seeds 2 --batches 12 --window 4 --replicates 2";
 
+// `report` of results `j` written to a folder `where` of their own: refused, exit 2, with `says` in its one line.
+void expect_report_refuses(const nlohmann::json& j, const fs::path& where, const std::string& says) {
+  fs::remove_all(where);
+  fs::create_directories(where);
+  std::ofstream(where / "results.json") << j.dump(1);
+  const CliRun rep = run_cli("report " + where.string());
+  EXPECT_EQ(rep.code, 2) << says;
+  EXPECT_NE(rep.err.find(says), std::string::npos) << rep.err;
+  fs::remove_all(where);
+}
+
 }  // namespace
 
 TEST(TrainCli, Sony2021DesignWritesRunsAnalysisAndReports) {
@@ -411,14 +422,7 @@ TEST(TrainCli, BuiltinSpritesAreTheOnesTheToolKnows) {
     for (const auto& [lie, says] : lies) {
       nlohmann::json e = j;
       lie(e);
-      const fs::path edited = dir.string() + "-lie";
-      fs::remove_all(edited);
-      fs::create_directories(edited);
-      std::ofstream(edited / "results.json") << e.dump(1);
-      const CliRun rep = run_cli("report " + edited.string());
-      EXPECT_EQ(rep.code, 2) << says;
-      EXPECT_NE(rep.err.find(says), std::string::npos) << rep.err;
-      fs::remove_all(edited);
+      expect_report_refuses(e, dir.string() + "-lie", says);
     }
     fs::remove_all(dir);
   }
@@ -457,17 +461,9 @@ TEST(TrainCli, PrednetDesignRunsEndToEnd) {
     // ... so one run's edited apart is refused (sprites cut from other images: no error the tool knows).
     nlohmann::json e = j;
     e["training"][1]["prediction"]["copy_last_mse"] = 0.5;
-    const fs::path edited = dir.string() + "-copy-last";
-    fs::remove_all(edited);
-    fs::create_directories(edited);
-    std::ofstream(edited / "results.json") << e.dump(1);
-    const CliRun rep = run_cli("report " + edited.string());
-    EXPECT_EQ(rep.code, 2);
-    EXPECT_NE(rep.err.find("training[1].prediction checks 40 sequences with a copy-last error of 0.5, but "
-                           "training[0]'s 40 with"),
-              std::string::npos)
-        << rep.err;
-    fs::remove_all(edited);
+    expect_report_refuses(e, dir.string() + "-copy-last",
+                          "training[1].prediction checks 40 sequences with a copy-last error of 0.5, but training[0]'s "
+                          "40 with");
   }
   const std::string md = slurp(dir / "report.md");
   EXPECT_NE(md.find("## Next-frame prediction (PredNet)"), std::string::npos);
@@ -761,14 +757,7 @@ TEST(TrainCli, CrashedAndHungRunsAreRecordedAndTheDesignGoesOn) {
   for (const auto& [lie, says] : timeout_lies) {
     nlohmann::json e = j;
     lie(e["training"][3]);
-    const fs::path edited = dir.string() + "-timeout-lie";
-    fs::remove_all(edited);
-    fs::create_directories(edited);
-    std::ofstream(edited / "results.json") << e.dump(1);
-    const CliRun rep = run_cli("report " + edited.string());
-    EXPECT_EQ(rep.code, 2) << says;
-    EXPECT_NE(rep.err.find(says), std::string::npos) << rep.err;
-    fs::remove_all(edited);
+    expect_report_refuses(e, dir.string() + "-timeout-lie", says);
   }
   const char* condition[] = {"a", "a", "b", "c", "d"};
   for (size_t i : {1u, 2u, 3u}) {
