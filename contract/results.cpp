@@ -202,12 +202,7 @@ Status check_sources(const nlohmann::json& p) {
     for (size_t k = 0; k < i; ++k)
       if (s.contains("dir") && p["sources"][k].value("dir", "") == s["dir"].get<std::string>())
         return Status::invalid(fmt::format("{}.dir is {}'s: one directory merged twice", sp, json_path("plan.sources", k)));
-    if (const auto started = iso8601_seconds(s.value("started_at", "")), finished = iso8601_seconds(s.value("finished_at", ""));
-        (s.contains("started_at") && !started) || (s.contains("finished_at") && !s["finished_at"].get<std::string>().empty() && !finished))
-      return Status::invalid(fmt::format("{}: started_at or finished_at is not a time (YYYY-MM-DDTHH:MM:SSZ)", sp));
-    else if (started && finished && *finished < *started)
-      return Status::invalid(fmt::format("{}.finished_at {} is before its started_at {}", sp,
-                                         s["finished_at"].get<std::string>(), s["started_at"].get<std::string>()));
+    DETAUDIT_RETURN_IF_ERROR(check_run_times(s.value("started_at", ""), s.value("finished_at", ""), sp));
   }
   std::vector<std::string> hosts;
   for (const auto& s : p["sources"]) hosts.push_back(s["machine"].value("hostname", std::string("machine")));

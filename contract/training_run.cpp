@@ -356,6 +356,10 @@ double curve_window_mean(const std::vector<double>& curve, int window) {
   return s / double(w);
 }
 
+std::string timeout_reason(double timeout_s, uint64_t batches_done, int batches) {
+  return fmt::format("no progress for {:g} s after batch {} of {}; worker killed", timeout_s, batches_done, batches);
+}
+
 Status check_run_consistent(const TrainingRun& r, const std::string& path) {
   for (auto [k, v] : {std::pair{"weights_fingerprint", &r.weights_fingerprint},
                       std::pair{"initial_weights_fingerprint", &r.initial_weights_fingerprint},
@@ -390,9 +394,7 @@ Status check_run_consistent(const TrainingRun& r, const std::string& path) {
       return Status::invalid(fmt::format("{}: a run that timed out without {} (its time limit and how far it got are "
                                          "recorded with it)",
                                          path, !r.timeout_s ? "timeout_s" : "batches_done"));
-    if (const std::string want = fmt::format("no progress for {:g} s after batch {} of {}; worker killed", *r.timeout_s,
-                                             *r.batches_done, r.batches);
-        r.reason != want)
+    if (const std::string want = timeout_reason(*r.timeout_s, *r.batches_done, r.batches); r.reason != want)
       return Status::invalid(fmt::format("{} is \"{}\", but a run of timeout_s {:g} and batches_done {} says \"{}\"",
                                          json_path(path, "reason"), shown_safely(r.reason.substr(0, 80)), *r.timeout_s,
                                          *r.batches_done, want));

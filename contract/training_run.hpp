@@ -101,6 +101,8 @@ inline const BuiltinSprites* builtin_sprites(std::string_view config) {
     if (b.config == config) return &b;
   return nullptr;
 }
+// The reason of a training run killed for making no progress: its limit and how far it got.
+std::string timeout_reason(double timeout_s, uint64_t batches_done, int batches);
 // How many weights (flat, over the model's parameters in order) each model the tool trains has: a nudge moves one of
 // them. prednet_config is PredNet's configuration (quick, tiny or paper); 0 for a model or configuration it does not
 // know.

@@ -12,6 +12,7 @@
 #include "analysis/phases.hpp"
 #include "analysis/stats.hpp"
 #include "analysis/training.hpp"
+#include "contract/base64.hpp"
 #include "contract/atomic_file.hpp"
 #include "contract/json_fields.hpp"
 #include "contract/results.hpp"
@@ -389,17 +390,8 @@ std::vector<Facet> facets_by_condition(const Results& r, const std::vector<Train
 
 // The width and height of a base64 PNG, from its IHDR chunk (bytes 16..23: base64 characters 0..31).
 bool png_size(const std::string& b64, int* w, int* h) {
-  static const std::string k = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
   std::vector<uint8_t> head;
-  for (size_t i = 0; i + 3 < b64.size() && head.size() < 24; i += 4) {
-    uint32_t v = 0;
-    for (size_t c = 0; c < 4; ++c) {
-      const size_t p = k.find(b64[i + c]);
-      v = v << 6 | uint32_t(p == std::string::npos ? 0 : p);
-    }
-    head.insert(head.end(), {uint8_t(v >> 16), uint8_t(v >> 8), uint8_t(v)});
-  }
-  if (head.size() < 24 || head[0] != 0x89 || head[1] != 'P') return false;
+  if (b64.size() < 32 || !base64_decode(b64.substr(0, 32), &head) || head[0] != 0x89 || head[1] != 'P') return false;
   auto be32 = [&](size_t at) { return uint32_t(head[at]) << 24 | uint32_t(head[at + 1]) << 16 | uint32_t(head[at + 2]) << 8 | head[at + 3]; };
   const uint32_t cw = be32(16), ch = be32(20);
   if (cw < 1 || ch < 1 || cw > 16384 || ch > 16384) return false;

@@ -1,4 +1,5 @@
 #include "suites/train_design.hpp"
+#include "contract/base64.hpp"
 #include "contract/results.hpp"
 
 #include <fmt/format.h>
@@ -316,7 +317,7 @@ nlohmann::json failure_fields(const ChildExit& ex, double timeout_s, uint64_t ba
   if (!ex.started) return {{"status", "error"}, {"reason", ex.error}};
   if (ex.timed_out)
     return {{"status", "timeout"},
-            {"reason", fmt::format("no progress for {:g} s {}; worker killed", timeout_s, after)},
+            {"reason", timeout_reason(timeout_s, batches_done, batches)},
             {"timeout_s", timeout_s},
             {"batches_done", batches_done}};
   if (ex.signaled) {

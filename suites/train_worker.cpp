@@ -14,6 +14,7 @@
 
 #include "analysis/phases.hpp"
 #include "kernels/fingerprint.hpp"
+#include "contract/base64.hpp"
 #include "models/autoencoder.hpp"
 #include "probes/child.hpp"
 #include "probes/registry.hpp"

@@ -484,7 +484,8 @@ TEST(TrainCli, TheSameDataFolderSpelledAnotherWayResumes) {
                    "--no-history --quiet --data " + spelled + " --out " + out.string());
   };
   ASSERT_EQ(train(data.string()).code, 0);
-  for (const std::string spelled : {data.string() + "/", (data / "." / "").string(), (data.parent_path() / "." / data.filename()).string()}) {
+  for (const std::string& spelled :
+       {data.string() + "/", (data / "." / "").string(), (data.parent_path() / "." / data.filename()).string()}) {
     const CliRun r = train(spelled);
     EXPECT_EQ(r.code, 0) << spelled << ": " << r.err;
     EXPECT_EQ(nlohmann::json::parse(slurp(out / "results.json"))["plan"]["design"]["data_dir"], data.string()) << spelled;

@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis/phases.hpp"
+#include "contract/base64.hpp"
 #include "contract/command_text.hpp"
 #include "contract/results.hpp"
 #include "suites/probe_suite.hpp"
@@ -756,9 +757,9 @@ TEST(Lies, NoiseTracesAndMergedSourcesThatContradictTheirRunsAreRefused) {
       {[](nlohmann::json& j) { j["plan"]["sources"][1]["label"] = j["plan"]["sources"][0]["label"]; },
        "plan.sources[1].label is"},
       {[](nlohmann::json& j) {
-         j["plan"]["sources"][0]["started_at"] = "2099-01-01T00:00:00Z";
+         j["plan"]["sources"][0]["finished_at"] = "2000-01-01T00:00:00Z";
        },
-       "plan.sources[0].finished_at"},
+       "plan.sources[0]: finished_at 2000-01-01T00:00:00Z is before started_at"},
   };
   for (auto& [lie, says] : merge_lies) {
     nlohmann::json m = nlohmann::json::parse(merged);
