@@ -13,7 +13,10 @@ std::string shell_word(const std::string& w) {
 
 std::string command_text(const std::vector<std::string>& words) {
   std::string s;
-  for (size_t i = 0; i < words.size(); ++i) s += (i ? " " : "") + shell_word(words[i]);
+  for (size_t i = 0; i < words.size(); ++i) {
+    if (i) s += ' ';
+    s += shell_word(words[i]);
+  }
   return s;
 }
 

@@ -33,8 +33,13 @@ void Spec::set(const std::string& key, const std::string& value) {
 }
 std::string Spec::str() const {
   std::string s = name;
-  if (device >= 0) s += ":" + std::to_string(device);
-  for (size_t i = 0; i < params.size(); ++i) s += (i ? "&" : "?") + params[i].first + "=" + params[i].second;
+  if (device >= 0) s.append(":").append(std::to_string(device));
+  for (size_t i = 0; i < params.size(); ++i) {
+    s += i ? '&' : '?';
+    s += params[i].first;
+    s += '=';
+    s += params[i].second;
+  }
   return s;
 }
 

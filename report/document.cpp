@@ -148,7 +148,12 @@ std::string inline_text(const std::string& s) {
   return o;
 }
 
-std::string inline_code(const std::string& s) { return "`" + inline_text(s) + "`"; }
+std::string inline_code(const std::string& s) {
+  std::string code = "`";
+  code += inline_text(s);
+  code += '`';
+  return code;
+}
 
 namespace {
 // Whether s[at] (an '&') begins what markdown reads as a character reference: &name; &#123; &#x1f;.
@@ -225,7 +230,7 @@ std::string more_in_html(size_t n, const char* what) {
 
 void markdown_table(const Block& b, std::string& out) {
   std::string head = "|";
-  for (auto& h : b.header) head += " " + md_cell(h) + " |";
+  for (auto& h : b.header) head.append(" ").append(md_cell(h)).append(" |");
   head += "\n|";
   for (size_t i = 0; i < b.header.size(); ++i) head += "---|";
   head += "\n";
@@ -233,7 +238,7 @@ void markdown_table(const Block& b, std::string& out) {
   size_t shown = 0;
   for (auto& r : b.rows) {
     std::string line = "|";
-    for (auto& c : r) line += " " + md_cell(c.text) + " |";
+    for (auto& c : r) line.append(" ").append(md_cell(c.text)).append(" |");
     line += "\n";
     if (b.md_budget && head.size() + body.size() + line.size() > b.md_budget) break;
     body += line;
