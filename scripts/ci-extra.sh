@@ -35,7 +35,8 @@ sanitize() {
   # build leaves out UBSan's null check for the same reason; a real null dereference still crashes.
   export ASAN_OPTIONS=${ASAN_OPTIONS:-handle_segv=0:detect_leaks=1:strict_string_checks=1:detect_stack_use_after_return=1:check_initialization_order=1}
   configure
-  cmake --build "$SAN_BUILD" -j "$JOBS"
+  # What the pass runs: the tool, the CPU tests and the fuzzers (not the GPU tests, which it does not run).
+  cmake --build "$SAN_BUILD" -j "$JOBS" --target detaudit detaudit_tests fuzzers
   ctest --test-dir "$SAN_BUILD" -L cpu -LE slow --output-on-failure -j "$JOBS"
 }
 
