@@ -1543,6 +1543,41 @@ Status check_rows_in_plan(Db& db) {
     }
     if (rc != SQLITE_DONE) return Status::invalid(describe_sqlite_error(db, rc));
   }
+  // A probe run that finished holds a cell of every target and workload of its plan that apply to each other, as its
+  // results file must (each ran, crashed, timed out or was skipped with a reason): a row taken out would let the
+  // history show part of a run as the whole. An import holds the outputs it was given, and a qualify's training
+  // record is checked by its design below.
+  // (One statement, so one snapshot: a run another writer commits meanwhile comes with its cells or not at all.)
+  {
+    Stmt s(db.h,
+           "SELECT r.id, r.plan, r.command, c.workload, c.target FROM runs r LEFT JOIN cells c ON c.run_id = r.id WHERE "
+           "r.kind IN ('probe', 'qualify', 'fleet') AND r.finished_at <> '' AND r.training_runs = 0 ORDER BY r.id");
+    std::optional<int64_t> run;
+    std::string plan, command;
+    std::set<std::pair<std::string, std::string>> have;  // its cells (workload, target)
+    auto whole = [&]() -> Status {
+      if (!run || command_subcommand(command) == "import") return Status::ok();
+      const Plan& p = plan_of_run(*run, plan);
+      for (const std::string& ts : p.targets)
+        for (const std::string& ws : p.workloads)
+          if (Spec t, w; !have.count({ws, ts}) && parse_target(ts, &t).is_ok() && parse_workload(ws, &w).is_ok() &&
+                         applicable(t, w))
+            return changed(fmt::format("run {}: the run finished, but it holds no cell of {} on {}, which its plan runs",
+                                       *run, shown_safely(ws.substr(0, 80)), shown_safely(ts.substr(0, 80))));
+      return Status::ok();
+    };
+    int rc;
+    while ((rc = s.step()) == SQLITE_ROW) {
+      if (run != s.integer(0)) {
+        DETAUDIT_RETURN_IF_ERROR(whole());
+        run = s.integer(0), plan = s.text(1), command = s.text(2), have.clear();
+      }
+      if (Spec t, w; parse_target(s.text(4), &t).is_ok() && parse_workload(s.text(3), &w).is_ok())
+        have.insert({w.str(), t.str()});
+    }
+    if (rc != SQLITE_DONE) return Status::invalid(describe_sqlite_error(db, rc));
+    DETAUDIT_RETURN_IF_ERROR(whole());
+  }
   // A `train` run's rows are the runs of the design its command names: that design, each on its condition's variant
   // of a base target (nondeterminism on for (a) and (c), off for the others), the seeds and replicates its --seeds
   // and --replicates (or the defaults) give, and every one of them in a design that finished.

@@ -78,6 +78,8 @@ Observation cell(const std::string& workload, const std::string& target, std::ve
   return o;
 }
 
+// A finished probe run of one workload on three targets (a PASS, a FAIL that varied, a crash): a cell of every
+// target and workload of its plan, as the history requires of a finished run.
 Results results(const std::string& started, const std::string& host, const std::string& fp_matmul,
                 const std::string& openblas = "0.3.21") {
   Results r;
@@ -86,8 +88,8 @@ Results results(const std::string& started, const std::string& host, const std::
   r.command = "detaudit probe --suite quick --repeats 3";
   r.machine = machine(host, openblas);
   r.observations.push_back(cell("matmul?m=8", "cpu?order=sequential", {fp_matmul, fp_matmul, fp_matmul}));
-  r.observations.push_back(cell("conv2d?n=1", "cpu?order=atomic", {fp('1'), fp('2'), fp('1')}));
-  Observation crashed = cell("conv2d?n=1", "cpu?isa=avx512", {}, ObsStatus::kCrashed);
+  r.observations.push_back(cell("matmul?m=8", "cpu?order=atomic", {fp('1'), fp('2'), fp('1')}));
+  Observation crashed = cell("matmul?m=8", "cpu?isa=avx512", {}, ObsStatus::kCrashed);
   crashed.reason = "SIGILL (Illegal instruction)";
   crashed.repeats = 3;
   r.observations.push_back(crashed);
@@ -295,7 +297,7 @@ TEST(History, RecordAndQueryRoundTrip) {
   EXPECT_EQ(q.machines[0].cores, 8);
   const CellRecord* mm = nullptr;
   for (auto& c : q.cells)
-    if (c.workload == test::canon_workload("matmul?m=8")) mm = &c;
+    if (c.workload == test::canon_workload("matmul?m=8") && c.target == test::canon_target("cpu?order=sequential")) mm = &c;
   ASSERT_NE(mm, nullptr);
   EXPECT_EQ(mm->target, test::canon_target("cpu?order=sequential"));
   EXPECT_EQ(mm->status, "ok");
@@ -443,6 +445,7 @@ TEST(History, MigratesFromVersion1KeepingItsRunsAndCells) {
   HistoryQueryResult q;
   HistoryFilter f;
   f.workload = "matmul";  // the old row's short spelling and the new row's canonical spec: one cell
+  f.target = "order=sequential";
   ASSERT_TRUE(succeeded(query_history(db.string(), f, &q), &err)) << err;
   ASSERT_EQ(q.cells.size(), 2u);
   EXPECT_EQ(q.cells[0].hostname, "old-host");
@@ -587,7 +590,8 @@ TEST(History, CorruptFileIsAnErrorAndLeftAsItIs) {
   fs::path truncated = dir / "truncated.db";
   // (Few runs of many cells: each record checks every row before it, so many small runs cost their square.)
   for (int i = 0; i < 5; ++i) {
-    Results big = r;
+    Results big = r;  // one target, 80 workloads
+    big.observations.clear();
     for (int k = 0; k < 80; ++k)
       big.observations.push_back(cell(fmt::format("reduce?op=sum&n={}", 1000 + k), "cpu-ref",
                                       std::vector<std::string>(3, fp(char('a' + k % 6)))));
@@ -770,7 +774,7 @@ TEST(HistoryCli, ShowsTheChangeAndTheSoftwareDifference) {
   EXPECT_NE(r.out.find("[no change]"), std::string::npos) << r.out;
 
   // JSON.
-  r = run_cli("history --history " + db.string() + " --format json --workload matmul");
+  r = run_cli("history --history " + db.string() + " --format json --workload matmul --target order=sequential");
   ASSERT_EQ(r.code, 0) << r.err;
   auto j = nlohmann::json::parse(r.out, nullptr, false);
   ASSERT_FALSE(j.is_discarded()) << r.out;

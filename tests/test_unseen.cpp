@@ -1683,22 +1683,39 @@ void history_of_edit_accepted(const std::string& good, const std::string& db, co
   EXPECT_EQ(run_cli("history --history " + db).code, 0) << sql;
 }
 
-// A qualify's probe in the history ran its level's suite: the quick suite's workloads at level 1, the full one's at 3.
+// A qualify's probe in the history ran its level's suite: the quick suite's workloads at level 1, the full one's at 3,
+// and each of them if it finished.
 TEST(Unseen, AQualifyInTheHistoryRanItsLevelsSuite) {
   fs::path d = fresh_dir("unseen-history-qualify-level");
   fs::create_directories(d);
   ProbePlan quick;
-  ASSERT_TRUE(make_plan("quick", "cpu-ref", "", 2, 120, &quick).is_ok());
+  ASSERT_TRUE(make_plan("quick", "cpu-ref", "", 0, 120, &quick).is_ok());  // (the suite's repeats, as qualify runs it)
   Results r;
   r.machine = test::machine_json();
   r.started_at = r.finished_at = "2026-12-04T00:00:00Z";
   r.command = "detaudit qualify --level 1 --targets cpu-ref";
   r.plan = quick.to_json();
+  for (const Spec& w : quick.workloads)  // (a finished run holds a cell of each workload of its plan)
+    if (applicable(quick.targets[0], w)) {
+      r.observations.push_back(test::ran(w.str(), quick.targets[0].str(), std::vector(size_t(quick.repeats), test::fingerprint('a'))));
+      r.observations.back().verdict = Verdict::kPass;
+      r.observations.back().verdict_reason = "test (not compared with the oracle)";
+    }
+  ASSERT_FALSE(r.observations.empty());
   const std::string good = (d / "good.db").string();
   ASSERT_TRUE(record_run(good, RunKind::kQualify, r, (d / "q").string(), 0).is_ok());
-  ASSERT_EQ(run_cli("history --history " + good).code, 0);
+  { const auto h = run_cli("history --history " + good); ASSERT_EQ(h.code, 0) << h.err; }
   history_of_edit(good, (d / "level3.db").string(), "UPDATE runs SET command = replace(command, '--level 1', '--level 3')",
                   "run 1: its command runs the full suite's");
+  // A finished run holds a cell of every target and workload of its plan: one taken out, with the run's counts
+  // mended to match, is refused; a run that did not finish may lack it.
+  history_of_edit(good, (d / "cut.db").string(),
+                  "DELETE FROM cells WHERE workload = (SELECT max(workload) FROM cells); UPDATE runs SET cells = cells - 1, "
+                  "pass = pass - 1",
+                  "run 1: the run finished, but it holds no cell of ");
+  history_of_edit_accepted(good, (d / "unfinished.db").string(),
+                           "DELETE FROM cells WHERE workload = (SELECT max(workload) FROM cells); UPDATE runs SET cells = "
+                           "cells - 1, pass = pass - 1, finished_at = ''");
   fs::remove_all(d);
 }
 
@@ -1719,7 +1736,7 @@ TEST(Unseen, AHistoryChangedByAnotherProgramIsRefused) {
   const std::string good = (d / "good.db").string();
   r.command = "detaudit qualify --level 2";
   ASSERT_TRUE(record_run(good, RunKind::kQualify, r, (d / "r").string(), 0).is_ok());
-  ASSERT_EQ(run_cli("history --history " + good).code, 0);
+  { const auto h = run_cli("history --history " + good); ASSERT_EQ(h.code, 0) << h.err; }
   const std::pair<const char*, const char*> edits[] = {
       {"UPDATE cells SET verdict = 'MAYBE'", "verdict 'MAYBE' is not PASS, FAIL, EXPECTED, WARN or SKIP"},
       // A qualify trains at levels 2 and 3 only, and a probe, a training design or a qualify is recorded when it ends.
