@@ -36,12 +36,13 @@ struct ProbeArgs {
 
 
 // The latest unfinished run of a suite under results/ (default directories are results/<suite>-<time>,
-// so the names sort by time).
+// so the names sort by time). A link there is no run of its own: nothing is written through it.
 std::string latest_unfinished(const std::string& prefix) {
   std::vector<std::string> dirs;
   std::error_code ec;
   for (auto& e : fs::directory_iterator("results", ec))
-    if (e.is_directory() && e.path().filename().string().rfind(prefix + "-", 0) == 0) dirs.push_back(e.path().string());
+    if (!e.is_symlink() && e.is_directory() && e.path().filename().string().rfind(prefix + "-", 0) == 0)
+      dirs.push_back(e.path().string());
   std::sort(dirs.rbegin(), dirs.rend());
   for (auto& d : dirs) {
     Results r;

@@ -478,6 +478,30 @@ Status cell_from_json(const nlohmann::json& j, const std::string& path, const Ba
     return Status::invalid(fmt::format("{} is EXPECTED, but the cell promised determinism, ran and gave one output "
                                        "(EXPECTED is a promised variation or an expected crash)",
                                        json_path(path, "verdict")));
+  // A baseline lists each distinct output once.
+  if (c->fingerprints.size() != size_t(c->distinct))
+    return Status::invalid(fmt::format("{} lists {} fingerprints for {} distinct outputs (a baseline lists each once)",
+                                       json_path(path, "fingerprints"), c->fingerprints.size(), c->distinct));
+  // The verdict is one the verdict rules give a cell of this status: a skip is a SKIP and nothing else is, a crash or
+  // timeout is no pass; on a CPU target, a cell that ran carries a verdict its outputs and error give.
+  if (c->verdict && (((c->status == ObsStatus::kSkipped) != (c->verdict == Verdict::kSkip)) ||
+                     ((c->status == ObsStatus::kCrashed || c->status == ObsStatus::kTimeout) &&
+                      (c->verdict == Verdict::kPass || c->verdict == Verdict::kWarn))))
+    return Status::invalid(fmt::format("{} is {}, which is not a verdict of a cell whose status is {}",
+                                       json_path(path, "verdict"), to_string(*c->verdict), to_string(c->status)));
+  if (Spec t, w; !gpu && parse_target(c->target, &t).is_ok() && parse_workload(c->workload, &w).is_ok()) {
+    if (c->verdict && c->status == ObsStatus::kOk)
+      if (const std::string why = cpu_verdict_problem(t, w, *c->verdict, c->verdict_reason, c->distinct, c->err_ratio);
+          !why.empty())
+        return Status::invalid(fmt::format("{} is {}, which is not {}", json_path(path, "verdict"),
+                                           to_string(*c->verdict), why));
+    // A skip its own key contradicts: a target that skips only where the machine lacks what it needs, on a key
+    // whose CPU has it.
+    if (c->status == ObsStatus::kSkipped)
+      if (const std::string why = skip_contradiction(t, w, b.keys.at(c->key), c->reason); !why.empty())
+        return Status::invalid(fmt::format("{}: status skipped ('{}'), but {}", path,
+                                           shown_safely(c->reason.substr(0, 60)), why));
+  }
   if (j.contains("kernels"))
     for (auto& [fp, names] : j["kernels"].items()) {
       std::string kp = json_path(json_path(path, "kernels"), fp);

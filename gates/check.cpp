@@ -703,6 +703,17 @@ void check_training(const Baseline& b, const Results& r, double margin_rel, Chec
     const std::string cell = f.target.empty() ? f.workload : f.workload + " on " + f.target;
     if (said.insert(cell).second) rep->training_not_judged.push_back(cell + ": " + f.message);
   }
+  // A cell the baseline lacks although the design it was saved from runs it (the same model, design, conditions and
+  // targets as this run's) is one the baseline holds no finished run of: unjudged, not new.
+  auto cells_of = [](const nlohmann::json& plan) {
+    nlohmann::json d = plan.is_object() ? plan.value("design", nlohmann::json()) : nlohmann::json();
+    if (!d.is_object()) return nlohmann::json();
+    nlohmann::json out = nlohmann::json::object();
+    for (const char* k : {"model", "design", "conditions", "targets"}) out[k] = d.value(k, nlohmann::json());
+    return out;
+  };
+  const nlohmann::json baseline_cells = cells_of(b.source_plan);
+  const bool same_design = !baseline_cells.is_null() && baseline_cells == cells_of(r.plan);
   for (auto& [id, runs] : dir_cells) {
     if (seen.count(id)) continue;
     CheckFinding f;
@@ -711,8 +722,11 @@ void check_training(const Baseline& b, const Results& r, double margin_rel, Chec
     f.workload = train_label(id);
     f.target = std::get<3>(id);
     f.new_value = fmt::format("{} runs", runs.size());
-    f.message = "new, no baseline";
+    f.message = same_design ? "no baseline: the design the baseline was saved from runs this cell, but the baseline "
+                              "holds no finished run of it"
+                            : "new, no baseline";
     rep->findings.push_back(f);
+    if (same_design) rep->training_not_judged.push_back(f.workload + " on " + f.target + ": " + f.message);
     // A run that crashed, timed out or diverged fails on its own, with or without a baseline to compare it with.
     for (const RunView& run : runs)
       if (auto own = own_failure(run, false)) {

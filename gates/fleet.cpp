@@ -376,6 +376,18 @@ Status fleet_node_from_texts(const std::string& node_text, const std::string& pr
         return Status::invalid(fmt::format("{}: state finished, but its {} results never finished (a rank killed or "
                                            "lost before its end)",
                                            where, part));
+  // Collectives run under MPI among all the job's ranks: each cell on as many ranks as the node's fleet has, and none
+  // on a rank its command placed (--rank: one process per rank, which talk through no MPI).
+  for (size_t i = 0; i < n.collectives.size(); ++i)
+    if (n.collectives[i].ranks != n.ranks)
+      return Status::invalid(fmt::format("{}: collectives[{}] ran on {} ranks, but the node is a rank of {}", where, i,
+                                         n.collectives[i].ranks, n.ranks));
+  if (!n.collectives.empty())
+    for (const Results* r : {&n.probe, &n.train})
+      if (const auto named = command_options(r->command, "fleet", {"--rank"}); named && named->count("--rank"))
+        return Status::invalid(fmt::format("{}: {} collective cells, but its results' command places it with --rank "
+                                           "(one process per rank, no MPI: no collective ran)",
+                                           where, n.collectives.size()));
   // A node that says it passed while its own results hold a FAIL.
   if (n.state == "finished" && n.exit_code == 0)
     for (auto& o : n.probe.observations)
@@ -477,6 +489,25 @@ Status load_fleet_dir(const std::string& dir, std::vector<FleetNode>* nodes, std
                                        "{} ranks missing is not a fleet this directory holds (a node.json's \"ranks\" "
                                        "is wrong?)",
                                        dir, expected, chosen.size(), kMaxMissingRanks));
+  // Collectives are collective: every rank of the job that finished took part in each cell (a cell on some finished
+  // ranks only was run by none of them).
+  {
+    const FleetNode* first = nullptr;
+    std::set<std::string> cells_of_first;
+    for (auto& [r, n] : chosen) {
+      if (n->state != "finished") continue;
+      std::set<std::string> cells;
+      for (auto& c : n->collectives) cells.insert(c.workload + " @ " + c.library + " " + c.algorithm);
+      if (!first) {
+        first = n, cells_of_first = std::move(cells);
+        continue;
+      }
+      if (cells != cells_of_first)
+        return Status::invalid(fmt::format("{}/{}: its collective cells ({}) are not those of {} ({}), which finished "
+                                           "in the same run: a collective runs on every rank or on none",
+                                           dir, n->folder, cells.size(), first->folder, cells_of_first.size()));
+    }
+  }
   // Two ranks are two runs: results that started and finished at the same instants with the same time for every
   // repeat of every cell are one run's, copied into another rank's folder (a clone would make a majority).
   for (auto a = chosen.begin(); a != chosen.end(); ++a)

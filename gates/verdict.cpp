@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <mutex>
+#include <optional>
 #include <set>
+#include <tuple>
 #include <vector>
 
 #include <fmt/format.h>
@@ -11,6 +14,7 @@
 
 #include "probes/registry.hpp"
 #include "probes/spec.hpp"
+#include "probes/workload.hpp"
 
 namespace detaudit {
 
@@ -252,6 +256,87 @@ void settle(const Findings& c, Observation* o) {
   o->verdict_reason = fmt::format("{}", fmt::join(reasons, "; "));
 }
 
+// The verdicts judge() (gates/verdict.cpp) gives a CPU target's cell that ran, from what its row keeps: its outputs
+// and its error against the bound (NULL: none), judged as probe judges them. What the row does not keep can only add
+// a finding: a warm-up run that gave other bits, its equality class split or a batch that varied (FAIL), and where
+// it has no error ratio an oracle it was not compared with (WARN) or a distance that is no number (FAIL). Pure in its
+// arguments: kept per (target, workload, one output or several, error class), so a long history judges each once.
+// Each verdict maps to what its reason must name: nothing for one the row's own facts give, otherwise the words of
+// one finding the row does not keep that gives it (a FAIL of a cell whose outputs and error pass says why).
+std::map<Verdict, std::vector<std::string>> cpu_cell_verdicts(const Spec& t, const Spec& w, int distinct, std::optional<double> err_ratio) {
+  static std::mutex mutex;
+  static std::map<std::tuple<std::string, std::string, bool, int>, std::map<Verdict, std::vector<std::string>>> known;
+  const int err_class = !err_ratio ? 0 : *err_ratio <= 1 ? 1 : 2;  // (a CPU target's budget is the bound: 1)
+  const auto key = std::make_tuple(t.str(), w.str(), distinct > 1, err_class);
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (auto it = known.find(key); it != known.end()) return it->second;
+  }
+  Results r;
+  r.machine = nlohmann::json::object();
+  Observation o;
+  o.workload = w.str();
+  o.target = t.str();
+  o.status = ObsStatus::kOk;
+  const int n = std::max(distinct, 1);
+  for (int i = 0; i < n; ++i) o.fingerprints.push_back(fmt::format("{:032x}", i + 1));
+  o.repeats = o.distinct = n;
+  o.oracle = OracleDistance{};
+  o.oracle->err_ratio = err_class == 0 ? -1 : err_class == 1 ? 0.5 : 2.0;  // (-1: no bound known, no finding)
+  if (const auto wl = Workload::create(w); wl && err_class != 0) o.oracle->bound_k = wl->bound_k();
+  auto verdict_of = [&](const Observation& x) {
+    r.observations = {x};
+    judge(&r);
+    return *r.observations[0].verdict;
+  };
+  const Verdict base = verdict_of(o);
+  // The findings the row does not keep, each with the words its reason says (gates/verdict.cpp).
+  std::vector<std::pair<Verdict, std::string>> more;
+  Observation warm = o;
+  warm.warmup_fingerprint = fmt::format("{:032x}", 0);
+  more.push_back({verdict_of(warm), "warm-up run"});
+  const Promise p = promise_for(t, w, r.machine, {});
+  if (!p.equality_class.empty()) more.push_back({Verdict::kFail, "equality class"});
+  if (w.name == "batchinv" && p.batch_invariance_claimed) more.push_back({Verdict::kFail, "batch invariance promised"});
+  if (err_class == 0)
+    more.insert(more.end(), {{Verdict::kWarn, "not compared with the oracle"},
+                             {Verdict::kFail, "NaN or infinity where the oracle"},
+                             {Verdict::kFail, "differs from the oracle where its error bound is 0"}});
+  std::map<Verdict, std::vector<std::string>> out;
+  out[base].clear();
+  for (const auto& [v, words] : more)
+    if (severity(v) > severity(base) && !(out.count(v) && out[v].empty())) out[v].push_back(words);
+  std::lock_guard<std::mutex> lock(mutex);
+  return known[key] = out;
+}
+
+}  // namespace
+
+std::string cpu_verdict_problem(const Spec& t, const Spec& w, Verdict v, const std::string& verdict_reason, int distinct,
+                                std::optional<double> err_ratio) {
+  if (target_facts(t.str()).device_kind != "host" || (err_ratio && !std::isfinite(*err_ratio))) return "";
+  const auto rules = cpu_cell_verdicts(t, w, distinct, err_ratio);
+  const auto rule = rules.find(v);
+  // (A WARN that said "claimed nondeterministic" is an older detaudit's verdict of a cell permitted to vary that did
+  // not: kept as recorded.)
+  const bool older_warn = v == Verdict::kWarn && verdict_reason.find("claimed nondeterministic (") != std::string::npos;
+  if (rule == rules.end() && !older_warn) {
+    std::string given;
+    for (const auto& [x, words] : rules) given += (given.empty() ? "" : " or ") + std::string(to_string(x));
+    return fmt::format("a verdict the verdict rules give a cell that ran with {} output{} here ({})", distinct,
+                       distinct == 1 ? "" : "s", given);
+  }
+  // A verdict only a finding the record does not keep gives: its reason names that finding.
+  if (rule != rules.end() && !rule->second.empty() &&
+      std::none_of(rule->second.begin(), rule->second.end(),
+                   [&](const std::string& words) { return verdict_reason.find(words) != std::string::npos; }))
+    return fmt::format("a verdict of a cell that ran with {} output{} here unless its reason names {} (it says '{}')",
+                       distinct, distinct == 1 ? "" : "s", fmt::join(rule->second, " or "),
+                       shown_safely(verdict_reason.substr(0, 60)));
+  return "";
+}
+
+namespace {
 }  // namespace
 
 void judge(Results* r) {

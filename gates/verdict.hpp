@@ -1,6 +1,7 @@
 // Judging: each observation against its target's promise (probes/registry.hpp); the verdicts themselves
 // (PASS, FAIL, EXPECTED, WARN, SKIP and their one order) are contract/verdict.hpp.
 #pragma once
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,14 @@ double oracle_budget(int64_t bound_k, double unit_roundoff, double input_unit_ro
 // The budget of one cell: u from its workload's dtype (f64: 2^-53, otherwise 2^-24), k its oracle's
 // bound_k, u_in its promise's input_unit_roundoff.
 double oracle_budget(const Observation& o, const Promise& p);
+
+// Why a CPU target's cell that ran cannot carry verdict `v` (with `verdict_reason`) from what a record of it keeps
+// (its distinct outputs, its error ratio against the bound, none: not compared), or "" where judge() gives that
+// verdict such a cell, or the record cannot tell (a GPU target, an error ratio that is no number). A verdict that
+// only a finding the record does not keep gives (a warm-up run that gave other bits, an equality class split) must
+// name that finding in its reason. History rows and baseline entries are held to it.
+std::string cpu_verdict_problem(const Spec& t, const Spec& w, Verdict v, const std::string& verdict_reason, int distinct,
+                                std::optional<double> err_ratio);
 
 // Whether every observation carries a verdict (results of older versions, or of a run in progress, do not).
 bool is_judged(const Results& r);

@@ -160,6 +160,9 @@ struct BackendEntry {
                         const std::map<std::string, std::string>& details, const nlohmann::json& machine) = nullptr;
   // Writes its library versions into machine_fingerprint()["libraries"] (the keys `libraries` names).
   void (*describe_machine)(nlohmann::json* libraries) = nullptr;
+  // What its machine lacks makes it skip only through its promise's requirements (cpu: a forced instruction set the
+  // CPU lacks); it may skip for other reasons (an operation it does not provide), which say so.
+  bool lacks_only_requirements = false;
 };
 
 // All entries, in --help order.
@@ -195,6 +198,13 @@ std::string backend_claims_contradiction(const Spec& target, const std::string& 
                                          const std::map<std::string, std::string>& details, bool ran,
                                          const char* field = "describe",
                                          const nlohmann::json& machine = nlohmann::json());
+// Why a record of this cell skipped on `machine` (a machine description, or a baseline key: its "cpu_features") for
+// `reason` cannot be true: "" where it may be, else one clause. The oracle backend runs every workload on every
+// machine; a backend whose only skip for what a machine lacks is an unmet requirement (lacks_only_requirements)
+// skips saying the machine lacks something only where a requirement is unmet. Other skips (a library left out of
+// the build, an operation a backend does not provide) are what no record can check.
+std::string skip_contradiction(const Spec& target, const Spec& workload, const nlohmann::json& machine,
+                               const std::string& reason);
 // Whether the target runs this workload at all (inapplicable cells are not run).
 bool applicable(const Spec& target, const Spec& workload);
 // `key=all` expands to one target per algorithm index.

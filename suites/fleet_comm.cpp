@@ -17,6 +17,7 @@
 #endif
 
 #include "contract/observation.hpp"  // check_key
+#include "contract/results.hpp"      // shown_safely
 #include "detaudit_build_config.hpp"
 #include "kernels/cuda/nccl.hpp"
 #include "kernels/fingerprint.hpp"
@@ -60,6 +61,40 @@ Status CollectiveCell::from_json(const nlohmann::json& j, CollectiveCell* out, c
     return Status::invalid(fmt::format("{}: library '{}' is neither mpi nor nccl", where, c.library));
   c.fingerprints = j["fingerprints"].get<std::vector<std::string>>();
   c.seconds = j["seconds"].get<std::vector<double>>();
+  // What fleet writes: an all-reduce of its own workload spelling, under an algorithm it asks the library for, on
+  // one rank at least; each repeat's output fingerprinted and timed; a cell that ran has both.
+  {
+    const std::string& w = c.workload;
+    const size_t n_at = 12, amp = w.find("&dist=mixed&seed=");
+    auto digits = [](const std::string& t) {
+      return !t.empty() && t.size() <= 19 && t.find_first_not_of("0123456789") == std::string::npos &&
+             (t.size() == 1 || t[0] != '0');
+    };
+    if (!w.starts_with("allreduce?n=") || amp == std::string::npos || !digits(w.substr(n_at, amp - n_at)) ||
+        w.substr(n_at, amp - n_at) == "0" || !digits(w.substr(amp + 17)))
+      return Status::invalid(fmt::format("{}: workload '{}' is not an all-reduce fleet runs (allreduce?n=N&dist=mixed&"
+                                         "seed=S)",
+                                         where, shown_safely(w.substr(0, 60))));
+  }
+  bool known = c.library == "mpi" && c.algorithm == "default";  // (Open MPI without the tuned component's control)
+  for (auto& [value, name] : allreduce_algorithms()) known = known || (c.library == "mpi" && c.algorithm == name);
+  for (auto& name : nccl_algorithms()) known = known || (c.library == "nccl" && c.algorithm == name);
+  if (!known)
+    return Status::invalid(fmt::format("{}: algorithm '{}' is not one fleet asks {} for", where,
+                                       shown_safely(c.algorithm.substr(0, 40)), c.library));
+  if (c.ranks < 1) return Status::invalid(fmt::format("{}: ranks 0 (a collective runs on one rank at least)", where));
+  if (c.status.empty()) return Status::invalid(fmt::format("{}: status is empty (ok, or why the cell could not run)", where));
+  for (size_t i = 0; i < c.fingerprints.size(); ++i)
+    if (Fingerprint f; !Fingerprint::from_hex(c.fingerprints[i], &f))
+      return Status::invalid(fmt::format("{}: fingerprints[{}] '{}' is not 32 hex digits", where, i,
+                                         shown_safely(c.fingerprints[i].substr(0, 40))));
+  for (size_t i = 0; i < c.seconds.size(); ++i)
+    if (!(c.seconds[i] >= 0) || !std::isfinite(c.seconds[i]))
+      return Status::invalid(fmt::format("{}: seconds[{}] is {} (a time is 0 or more)", where, i, c.seconds[i]));
+  if (c.status == "ok" && (c.fingerprints.empty() || c.seconds.size() != c.fingerprints.size()))
+    return Status::invalid(fmt::format("{}: status ok with {} fingerprints and {} times (a cell that ran gives one of "
+                                       "each per repeat)",
+                                       where, c.fingerprints.size(), c.seconds.size()));
   *out = std::move(c);
   return Status::ok();
 }

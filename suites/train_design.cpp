@@ -313,7 +313,6 @@ Status accept_worker_run(const nlohmann::json& w, int batches, nlohmann::json* o
 // What became of a worker that sent no result: crashed (a signal), timeout (no progress), or error.
 nlohmann::json failure_fields(const ChildExit& ex, double timeout_s, uint64_t batches_done, int batches,
                               const std::string& log_path) {
-  const std::string after = fmt::format("after batch {} of {}", batches_done, batches);
   if (!ex.started) return {{"status", "error"}, {"reason", ex.error}};
   if (ex.timed_out)
     return {{"status", "timeout"},
@@ -329,7 +328,8 @@ nlohmann::json failure_fields(const ChildExit& ex, double timeout_s, uint64_t ba
   }
   return {
       {"status", "error"},
-      {"reason", fmt::format("the worker exited with code {} without a result {} (see {})", ex.code, after, log_path)},
+      {"reason", fmt::format("the worker exited with code {} without a result after batch {} of {} (see {})", ex.code,
+                             batches_done, batches, log_path)},
       {"batches_done", batches_done}};
 }
 

@@ -335,6 +335,24 @@ TEST(Check, TrainingWithNondeterminismOffIsBitwiseSeedBySeed) {
     if (x.kind == FindingKind::kTrainingRun) said += x.message + "\n";
   EXPECT_NE(said.find("run crashed"), std::string::npos) << said;
   EXPECT_NE(said.find("the run diverged"), std::string::npos) << said;
+  // A cell the baseline lacks although the design it was saved from runs it (here (b), taken out of the baseline) is
+  // unjudged, not new: the check exits 2 (a baseline left with (d) alone had passed the whole design).
+  Results planned = base;
+  planned.plan["design"] = {{"model", "autoencoder"}, {"design", "sony2021"}, {"conditions", {"b", "d"}},
+                            {"targets", {"cpu?threads=2"}}};
+  Baseline only_d = make_baseline(planned, "base", "t");
+  std::erase_if(only_d.training, [](const BaselineTraining& t) { return t.condition == "b"; });
+  CheckReport lacking = check_against_baseline(only_d, planned, "now", "b");
+  EXPECT_EQ(lacking.exit_code(), 2) << render_check(lacking, OutputFormat::kText);
+  ASSERT_EQ(lacking.training_not_judged.size(), 1u);
+  EXPECT_NE(lacking.training_not_judged[0].find("(b) on " + blocked + ": no baseline: the design the baseline was "
+                                                "saved from runs this cell"),
+            std::string::npos)
+      << lacking.training_not_judged[0];
+  // Of another design, the cell is new: said, not judged, no exit 2.
+  Results other = planned;
+  other.plan["design"]["conditions"] = {"b"};
+  EXPECT_EQ(check_against_baseline(only_d, other, "now", "b").exit_code(), 0);
 }
 
 // Normal draws from mt19937 (whose sequence the standard fixes) by Box-Muller: the same numbers everywhere.

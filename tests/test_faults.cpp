@@ -243,6 +243,18 @@ TEST(Faults, ResumeFlagContinuesTheLatestUnfinishedRun) {
   j["observations"].erase(j["observations"].begin() + 2, j["observations"].end());
   j["finished_at"] = "";
   std::ofstream(run_dir / "results.json") << j.dump();
+  {
+    // The same run reached through a link under results/ is no run of its own: nothing is written through it.
+    fs::rename(run_dir, cwd / "elsewhere");
+    fs::create_directory_symlink("../elsewhere", run_dir);
+    const std::string before = slurp(cwd / "elsewhere" / "results.json");
+    CliRun linked = run("--version >/dev/null; cd " + cwd.string() + " && " + DETAUDIT_EXE + " " + args + " --resume");
+    EXPECT_EQ(linked.code, 2) << linked.err;
+    EXPECT_NE(linked.err.find("no unfinished quick run"), std::string::npos) << linked.err;
+    EXPECT_EQ(slurp(cwd / "elsewhere" / "results.json"), before);
+    fs::remove(run_dir);
+    fs::rename(cwd / "elsewhere", run_dir);
+  }
   CliRun r = run("--version >/dev/null; cd " + cwd.string() + " && " + DETAUDIT_EXE + " " + args + " --resume");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.err.find("resuming: 2 finished observations kept"), std::string::npos) << r.err;

@@ -285,6 +285,38 @@ TEST(FleetConsensus, ANodeFileOfTheWrongShapeIsRefusedWithOneLine) {
     return k;
   };
   refused(edit([](nlohmann::json& k) { k["level"] = 7; }), "level 7 is no fleet level");
+  // Collective cells are what fleet writes: an all-reduce of its own spelling, an algorithm it asks for, one
+  // fingerprint and one time per repeat, on as many ranks as the node's fleet has.
+  {
+    const CollectiveCell ok{"allreduce?n=8&dist=mixed&seed=1", "mpi", "ring", 1, {kA, kA}, {0.001, 0.002}, "ok"};
+    auto with = [&](auto&& f) {
+      auto k = n.node_json();
+      nlohmann::json c = ok.to_json();
+      f(c);
+      k["collectives"] = nlohmann::json::array({c});
+      return k;
+    };
+    ASSERT_TRUE(fleet_node_from_texts(with([](nlohmann::json&) {}).dump(), "", "", "x", &out).is_ok());
+    ASSERT_EQ(out.collectives.size(), 1u);
+    refused(with([](nlohmann::json& c) { c["workload"] = "bogus?x=1"; }),
+            "collectives[0]: workload 'bogus?x=1' is not an all-reduce fleet runs");
+    refused(with([](nlohmann::json& c) { c["workload"] = "allreduce?n=0&dist=mixed&seed=1"; }), "is not an all-reduce");
+    refused(with([](nlohmann::json& c) { c["algorithm"] = "quantum"; }), "algorithm 'quantum' is not one fleet asks mpi for");
+    refused(with([](nlohmann::json& c) { c["library"] = "nccl"; }), "algorithm 'ring' is not one fleet asks nccl for");
+    refused(with([](nlohmann::json& c) { c["fingerprints"][1] = "zz"; }), "collectives[0]: fingerprints[1] 'zz' is not");
+    refused(with([](nlohmann::json& c) { c["seconds"][0] = -1; }), "collectives[0]: seconds[0] is -1");
+    refused(with([](nlohmann::json& c) { c["seconds"] = {0.001}; }), "status ok with 2 fingerprints and 1 times");
+    refused(with([](nlohmann::json& c) { c["ranks"] = 99; }), "collectives[0] ran on 99 ranks, but the node is a rank of 1");
+    refused(with([](nlohmann::json& c) { c["status"] = ""; }), "status is empty");
+    // A rank its command placed with --rank ran without MPI: it ran no collective.
+    Results placed = n.probe;
+    placed.machine = nlohmann::json::object();
+    placed.command = "detaudit fleet --rank 0 --ranks 1 --out d";
+    const Status st = fleet_node_from_texts(with([](nlohmann::json&) {}).dump(), to_json(placed).dump(), "", "x", &out);
+    EXPECT_NE(st.message().find("1 collective cells, but its results' command places it with --rank"),
+              std::string::npos)
+        << st.message();
+  }
   refused(edit([](nlohmann::json& k) { k["verdict"] = "PASS"; }), "\"verdict\" is not a field of a fleet node file");
   {
     // Its host is the one its own results ran on.
@@ -424,6 +456,26 @@ TEST(FleetConsensus, AnEarlierRunsFoldersAreLeftOutAndNamed) {
   }
   EXPECT_EQ(other_run, 4u);
   EXPECT_EQ(again, 1u);
+  {
+    // A collective is every finished rank's or none's: cells on one rank alone were run by none.
+    const fs::path c = fresh_dir("fleet-collective-one");
+    for (int r = 0; r < 2; ++r) {
+      FleetNode x = fleet_of(2)[size_t(r)];
+      x.started_at = "2026-12-01T10:00:00Z";
+      if (r == 0) x.collectives = {{"allreduce?n=8&dist=mixed&seed=1", "mpi", "ring", 2, {kA}, {0.001}, "ok"}};
+      ASSERT_TRUE(save_fleet_node(c.string(), x).is_ok());
+      fs::create_directories(c / x.folder / "probe");
+      x.probe.machine = nlohmann::json::object();
+      ASSERT_TRUE(save_results((c / x.folder / "probe" / "results.json").string(), x.probe).is_ok());
+      save_rank_qualify(c, x);
+    }
+    std::vector<FleetNode> two;
+    const Status st = load_fleet_dir(c.string(), &two, nullptr);
+    EXPECT_NE(st.message().find("ranks/1-h1: its collective cells (0) are not those of ranks/0-h0 (1)"),
+              std::string::npos)
+        << st.message();
+    fs::remove_all(c);
+  }
   // The command says so, and the consensus holds for the three that ran.
   cli_test::CliRun r = cli_test::run_cli("fleet report " + d.string());
   EXPECT_EQ(r.code, 0) << r.out << r.err;

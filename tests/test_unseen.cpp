@@ -1002,6 +1002,16 @@ TEST(Lies, ACellOutsideItsPlanOrBeyondItsOutputIsRefused) {
          j["observations"][0]["oracle"] = {{"max_ulp", 1}, {"max_rel_err", 1e-7}, {"mismatched", 1}, {"err_ratio", 1e300},
                                            {"bound_k", 1000}, {"ratio_hist", h}};
        }},
+      // A skip the run's own machine contradicts: a CPU it says lacks what the target does not need.
+      {"skip-needs-nothing", "status skipped ('cpu: isa=avx512 forced but this CPU lacks it'), but ",
+       [](nlohmann::json& j) {
+         auto& o = j["observations"][0];
+         o["status"] = "skipped", o["reason"] = "cpu: isa=avx512 forced but this CPU lacks it";
+         o["fingerprints"] = o["seconds"] = nlohmann::json::array();
+         o.erase("oracle"), o.erase("verdict"), o.erase("verdict_reason"), o.erase("warmup_fingerprint");
+         o["details"] = nlohmann::json::object();
+         o["distinct"] = 0;
+       }},
       {"error-without-reason", "observations[0]: status error without a reason",
        [](nlohmann::json& j) { j["observations"][0]["status"] = "error", j["observations"][0]["reason"] = ""; }},
       {"error-with-oracle", "status error yet an oracle distance",
@@ -1411,8 +1421,9 @@ TEST(Lies, ABaselineThatContradictsItselfIsRefused) {
       {"error-no-reason", "entries[0]: status error without a reason", [](nlohmann::json& j) { j["entries"][0]["status"] = "error"; }},
       {"nothing-ran", "it holds no bits to check against",
        [](nlohmann::json& j) {
-         j["entries"][0]["status"] = "skipped";
-         j["entries"][0]["reason"] = "no device";
+         j["entries"][0]["status"] = "crashed";  // (a crash of a target that needs nothing: a FAIL)
+         j["entries"][0]["reason"] = "SIGSEGV (Segmentation fault)";
+         j["entries"][0]["verdict"] = "FAIL";
          j["entries"][0]["fingerprints"] = nlohmann::json::array();
          j["entries"][0]["distinct"] = 0;
          j["training"] = nlohmann::json::array();
@@ -1513,6 +1524,26 @@ TEST(Lies, ABaselineThatContradictsItselfIsRefused) {
       // An entry left out of a finished run's baseline: its cell's changed bits would pass as a new cell.
       {"entry-left-out", "entries: the source run finished, but the baseline holds no entry of",
        [](nlohmann::json& j) { j["entries"] = nlohmann::json::array(); }},
+      // A verdict is one the verdict rules give the entry's own evidence, and each output is listed once.
+      {"verdict-fail-one", "entries[0].verdict is FAIL, which is not a verdict of a cell that ran with 1 output here "
+                           "unless its reason names",
+       [](nlohmann::json& j) { j["entries"][0]["verdict"] = "FAIL", j["entries"][0]["verdict_reason"] = "x"; }},
+      {"verdict-warn-one", "entries[0].verdict is WARN, which is not a verdict",
+       [](nlohmann::json& j) { j["entries"][0]["verdict"] = "WARN", j["entries"][0]["err_ratio"] = 0.0; }},
+      {"verdict-skip-ran", "entries[0].verdict is SKIP, which is not a verdict of a cell whose status is ok",
+       [](nlohmann::json& j) { j["entries"][0]["verdict"] = "SKIP"; }},
+      {"fingerprint-twice", "entries[0].fingerprints lists 2 fingerprints for 1 distinct outputs",
+       [](nlohmann::json& j) { j["entries"][0]["fingerprints"].push_back(j["entries"][0]["fingerprints"][0]); }},
+      // A skip its own key contradicts hid a changed fingerprint: the cell's target needs nothing a CPU may lack.
+      {"skip-needs-nothing", "entries[0]: status skipped ('isa=avx512 needs AVX-512F, which this CPU lacks'), but "
+                             "cpu?order=sequential&threads=1&isa=auto needs nothing a machine may lack",
+       [](nlohmann::json& j) {
+         auto& e = j["entries"][0];
+         e["status"] = "skipped", e["verdict"] = "SKIP";
+         e["reason"] = e["verdict_reason"] = "isa=avx512 needs AVX-512F, which this CPU lacks";
+         e["fingerprints"] = nlohmann::json::array(), e["distinct"] = 0;
+         e["err_ratio"] = e["median_seconds"] = nullptr;
+       }},
       {"cpu-kernels", "entries[0].kernels on a cell of a cpu key (kernels are a GPU's",
        [](nlohmann::json& j) {
          j["entries"][0]["kernels"] = {{j["entries"][0]["fingerprints"][0].get<std::string>(), {"sgemm_128x64"}}};

@@ -187,6 +187,7 @@ BackendEntry cpu_backend() {
   e.promise = promise_cpu;
   e.variants = variants_cpu;
   e.trains = true;
+  e.lacks_only_requirements = true;
   e.portable = order_portable;
   e.suite_targets = suite_targets_cpu;
   e.training_targets = training_targets_cpu;
