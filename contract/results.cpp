@@ -688,6 +688,20 @@ Status results_from_json(nlohmann::json& j, Results* out) {
                                            "target)",
                                            json_path(json_path("training", i), "nudge"), it->second, t.nudge->index));
     }
+    // Nudges of one seed that move different weights start from different weights.
+    std::map<std::pair<std::string, std::string>, size_t> moved_by;  // (model, initial weights) -> the run
+    for (size_t i = 0; i < r.training.size(); ++i) {
+      const TrainingRun& t = r.training[i];
+      if (!t.nudge || t.initial_weights_fingerprint.empty()) continue;
+      const auto [it, first] = moved_by.try_emplace({t.model, t.initial_weights_fingerprint}, i);
+      if (first) continue;
+      const TrainingRun& o = r.training[it->second];
+      if (o.nudge->parameter != t.nudge->parameter || o.nudge->tensor != t.nudge->tensor)
+        return Status::invalid(fmt::format("{} is training[{}]'s, whose nudge moved another weight (initial weights "
+                                           "nudged apart are not one)",
+                                           json_path(json_path("training", i), "initial_weights_fingerprint"),
+                                           it->second));
+    }
   }
   // The training set's size, where the plan records it (results of older versions do not): a noise trace measured
   // on the design's data names that many examples, merged analyses included (their sources share their data).

@@ -1610,6 +1610,33 @@ TEST(Lies, ANudgeThatMovedAnotherWeightThanItsPeersIsRefused) {
        }},
   };
   expect_every_reader_refuses(d, good, slurp(good / "results.json"), cases);
+  {
+    // Two nudges that move different weights start from different weights: a replicate claiming the other's initial
+    // weights is refused.
+    Results two = train;
+    two.plan["runs"] = 2;
+    two.plan["design"]["targets"] = {t2};
+    two.plan["design"]["seeds"] = 2;  // (e): the fixed weights of seed 1000, one nudge per seed of the design
+    two.training.clear();
+    for (int k = 0; k < 2; ++k) {
+      WeightNudge nk;
+      ASSERT_TRUE(expected_nudge("autoencoder", "", 64, 1000, uint64_t(k), &nk));
+      two.training.push_back(training_run(
+          {{"key", "e|" + t2 + "|1000|" + std::to_string(k)}, {"condition", "e"}, {"target", t2}, {"seed", 1000},
+           {"replicate", k}, {"status", "ok"}, {"model", "autoencoder"}, {"design", "sony2021"}, {"batches", 1},
+           {"window", 1}, {"final_loss", 0.5}, {"curve", {0.5}}, {"weights_fingerprint", test::fingerprint('e')},
+           {"initial_weights_fingerprint", test::fingerprint(char('a' + k))}, {"nudge", to_json(nk)}}));
+    }
+    ASSERT_NE(two.training[0].nudge->parameter, two.training[1].nudge->parameter);
+    const fs::path good2 = save(d, "good2", two);
+    ASSERT_EQ(run_cli("report " + good2.string()).code, 0) << run_cli("report " + good2.string()).err;
+    expect_every_reader_refuses(
+        d, good2, slurp(good2 / "results.json"),
+        {{"same-start", "training[1].initial_weights_fingerprint is training[0]'s, whose nudge moved another weight",
+          [](nlohmann::json& j) {
+            j["training"][1]["initial_weights_fingerprint"] = j["training"][0]["initial_weights_fingerprint"];
+          }}});
+  }
   fs::remove_all(d);
 }
 
