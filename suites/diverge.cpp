@@ -684,6 +684,90 @@ Status read_header(const Trace& t, const nlohmann::json& j, Trace* out) {
   return Status::ok();
 }
 
+// The autoencoder's tensor sizes, made by the model itself: each (layer, pass, tensor) a trace records holds
+// per_example * batch + fixed elements, both linear in the image's pixels P (every layer keeps or quarters the
+// spatial size; its linear layers map 2P values to the code and back). Measured once by a forward and backward pass
+// on cpu-ref at P = 16 and P = 32 (4 x 4 and 4 x 8 images of one example): {layer, pass, tensor} -> (count at 16,
+// count at 32) and whether it grows with the batch. Empty where the oracle backend cannot be made.
+struct TensorSizes {
+  std::vector<std::string> layers;
+  std::map<std::tuple<int, std::string, std::string>, std::pair<std::pair<uint64_t, uint64_t>, bool>> sizes;
+};
+const TensorSizes& autoencoder_tensor_sizes() {
+  static const TensorSizes known = [] {
+    TensorSizes out;
+    Spec ref;
+    if (!parse_target(oracle_backend().name, &ref)) return out;
+    BackendOr made = make_target_backend(ref);
+    if (!made) return out;
+    std::unique_ptr<Backend> be = std::move(made).value();
+    for (int cols : {4, 8}) {
+      Autoencoder model(be.get(), 4, cols);
+      Tensor x;
+      if (!model.init(1) || !Tensor::create(be.get(), Shape{1, 1, 4, cols}, &x) || !x.zero()) return TensorSizes{};
+      std::map<std::tuple<int, std::string, std::string>, uint64_t> seen;
+      const int layers = int(model.net().layers().size());
+      model.net().set_observer([&](size_t layer, const Layer&, LayerPass pass, const char* tensor, const Tensor& t) {
+        const bool loss = pass == LayerPass::kBackward && std::strcmp(tensor, "dy") == 0;
+        seen[{loss ? layers : int(layer), loss ? "loss" : to_string(pass), tensor}] = t.size();
+        return Status::ok();
+      });
+      float loss = 0;
+      if (!model.forward_backward(x, &loss)) return TensorSizes{};
+      for (size_t i = 0; i < model.net().layers().size(); ++i) {
+        const std::vector<Tensor*> ps = model.net().layers()[i]->params();
+        for (size_t k = 0; k < ps.size() && k < 2; ++k) seen[{int(i), "update", k == 0 ? "w" : "b"}] = ps[k]->size();
+      }
+      if (out.layers.empty())
+        for (auto& l : model.net().layers()) out.layers.push_back(l->name());
+      for (auto& [key, n] : seen) {
+        auto& [counts, per_example] = out.sizes[key];
+        (cols == 4 ? counts.first : counts.second) = n;
+        per_example = std::get<1>(key) != "update" && std::get<2>(key) != "dw" && std::get<2>(key) != "db";
+      }
+    }
+    return out;
+  }();
+  return known;
+}
+
+// "" when every record's size is the autoencoder's for the trace's batch size and one image size; else why not.
+std::string autoencoder_size_problem(const Trace& t, const std::string& path) {
+  const TensorSizes& known = autoencoder_tensor_sizes();
+  if (t.design.model != "autoencoder" || known.sizes.empty() || t.design.layers != known.layers || t.records.empty() ||
+      t.design.batch_size < 1)
+    return "";
+  const uint64_t batch = uint64_t(t.design.batch_size);
+  // The image's pixels, from the first record's tensor: count(P) = a + b P (times the batch where it grows with it).
+  auto line = [](const std::pair<uint64_t, uint64_t>& c) {
+    const int64_t b = (int64_t(c.second) - int64_t(c.first)) / 16;
+    return std::pair<int64_t, int64_t>{int64_t(c.first) - 16 * b, b};
+  };
+  const DivergeRecord& first = t.records.front();
+  const auto f = known.sizes.find({first.layer, first.pass, first.tensor});
+  if (f == known.sizes.end()) return "";
+  const auto [fa, fb] = line(f->second.first);
+  const uint64_t one = f->second.second ? first.count / batch : first.count;
+  if (fb <= 0) return "";  // (a first record whose size no image changes says nothing of the image)
+  if ((f->second.second && first.count % batch) || int64_t(one) < fa || (int64_t(one) - fa) % fb)
+    return fmt::format("{}:{}: record field n is {}, which no image size gives the autoencoder's {} {} of layer {} in a "
+                       "batch of {}",
+                       path, t.lines[0], first.count, first.pass, first.tensor, first.layer, batch);
+  const int64_t pixels = (int64_t(one) - fa) / fb;
+  for (size_t i = 0; i < t.records.size(); ++i) {
+    const DivergeRecord& r = t.records[i];
+    const auto k = known.sizes.find({r.layer, r.pass, r.tensor});
+    if (k == known.sizes.end()) continue;  // (a record the model makes with no tensor: the loss value)
+    const auto [a, b] = line(k->second.first);
+    const uint64_t want = uint64_t(a + b * pixels) * (k->second.second ? batch : 1);
+    if (r.count != want)
+      return fmt::format("{}:{}: record field n is {}, but the autoencoder's {} {} of layer {} ({}) holds {} for a "
+                         "batch of {} images of {} pixels",
+                         path, t.lines[i], r.count, r.pass, r.tensor, r.layer, r.name, want, batch, pixels);
+  }
+  return "";
+}
+
 Status read_trace(const std::string& path, Trace* t) {
   t->path = path;
   t->side.trace = path;
@@ -815,6 +899,7 @@ Status read_trace(const std::string& path, Trace* t) {
                                                            it->second)));
     (void)first;
   }
+  if (const std::string why = autoencoder_size_problem(*t, path); !why.empty()) return Status::invalid(why);
   for (auto& r : t->records) ++per_step[r.step];
   for (int step = 0; step < t->design.steps; ++step) {
     const size_t have = per_step.count(step) ? per_step[step] : 0;

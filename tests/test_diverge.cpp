@@ -473,6 +473,31 @@ TEST(Diverge, BadInputExitsTwoWithOneLine) {
       EXPECT_FALSE(st.is_ok()) << says;
       EXPECT_NE(st.message().find(says), std::string::npos) << st.message();
     }
+    // A tensor edited to another size at every step (both traces alike): the autoencoder's own sizes for the batch
+    // and the image say what each holds (a layer's output, the last convolution's 144 weights and its one bias).
+    const std::tuple<int, const char*, const char*, int64_t> size_lies[] = {
+        {0, "forward", "y", -352}, {14, "update", "w", 7 - 144}, {14, "update", "b", 1}};
+    for (auto& [layer, pass, tensor, by] : size_lies) {
+      std::istringstream all(good);
+      std::string edited_text;
+      size_t done = 0;
+      for (std::string l; std::getline(all, l);) {
+        auto x = nlohmann::json::parse(l);
+        if (x.value("kind", "") == "record" && x.value("layer", -1) == layer && x.value("pass", "") == pass &&
+            x.value("tensor", "") == tensor) {
+          x["n"] = x["n"].get<int64_t>() + by;
+          ++done;
+        }
+        edited_text += x.dump() + "\n";
+      }
+      ASSERT_GT(done, 1u) << pass << " " << tensor;
+      const fs::path size_lie = dir() / "lie-size.jsonl";
+      std::ofstream(size_lie) << edited_text;
+      st = compare_traces(size_lie.string(), size_lie.string(), &r);
+      EXPECT_NE(st.message().find(fmt::format("the autoencoder's {} {} of layer {}", pass, tensor, layer)),
+                std::string::npos)
+          << st.message();
+    }
     // Two forward records of a step swapped (both traces alike): each names its layer, but out of the order the
     // network runs them, a divergence between them would be placed at the wrong op.
     {
