@@ -9,6 +9,7 @@
 #include <set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "contract/results.hpp"
 #include "kernels/fingerprint.hpp"
@@ -568,6 +569,34 @@ std::vector<RunVerdict> judge_training_runs(const std::vector<TrainingRun>& runs
                               "(final loss and weights); this is replicate {}, final loss {}, weights {}",
                               runs[i].seed, members.size(), outcomes.size(), runs[i].replicate, runs[i].final_loss,
                               runs[i].weights_fingerprint)};
+  }
+  // Across conditions, the same promise: finished runs of one source and model on one target that start from the
+  // same weights (their initial weights' fingerprint, no nudge) with nondeterminism off, on the same data order for
+  // as many batches, end in the same bits ((b)'s first seed starts from (d)'s fixed weights). A group of several
+  // conditions that ends apart broke it, and every run of it FAILs.
+  using Start = std::tuple<int, std::string, std::string, std::string, uint64_t, int, int>;
+  std::map<Start, std::vector<size_t>> starts;
+  for (size_t i = 0; i < runs.size(); ++i)
+    if (const TrainingRun& r = runs[i]; r.ok() && !r.nondeterministic && !r.nudge && !r.initial_weights_fingerprint.empty())
+      starts[{r.source, r.model, r.target, r.initial_weights_fingerprint, r.data_seed, r.batches, r.window}].push_back(i);
+  for (const auto& [s, members] : starts) {
+    std::set<std::string> conditions;
+    std::set<std::pair<std::string, uint64_t>> outcomes;
+    for (size_t i : members) {
+      uint64_t bits = 0;
+      std::memcpy(&bits, &runs[i].final_loss, sizeof bits);
+      outcomes.insert({runs[i].weights_fingerprint, bits});
+      conditions.insert(runs[i].condition);
+    }
+    if (outcomes.size() < 2 || conditions.size() < 2) continue;
+    for (size_t i : members)
+      if (out[i].verdict != Verdict::kFail)
+        out[i] = {Verdict::kFail,
+                  fmt::format("broke its promise: {} finished runs of conditions ({}) start from the same weights on the "
+                              "same data with nondeterminism off, yet ended in {} different outcomes (final loss and "
+                              "weights); this is ({}) seed {} replicate {}, final loss {}, weights {}",
+                              members.size(), fmt::join(conditions, ", "), outcomes.size(), runs[i].condition,
+                              runs[i].seed, runs[i].replicate, runs[i].final_loss, runs[i].weights_fingerprint)};
   }
   return out;
 }

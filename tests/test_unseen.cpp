@@ -1332,6 +1332,25 @@ TEST(Lies, ADeterministicRunThatBrokeItsPromiseFails) {
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("broke its promise (nondeterminism off): weights"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("  FAIL\n"), std::string::npos) << r.out;
+  {
+    // Across conditions: (b)'s first seed starts from (d)'s fixed weights on the same data with nondeterminism off,
+    // so the two end in the same bits; ending apart, both FAIL.
+    std::vector<TrainingRun> bd = {two.training[0], two.training[0]};
+    ASSERT_EQ(bd[0].condition, "d");
+    bd[0].initial_weights_fingerprint = bd[1].initial_weights_fingerprint = test::fingerprint('1');
+    bd[1].condition = "b", bd[1].random_init = true;
+    bd[1].key = "b|" + bd[1].target + "|1000|0";
+    EXPECT_EQ(judge_training_runs(bd)[1].verdict, Verdict::kPass);
+    bd[1].weights_fingerprint = test::fingerprint('f');
+    const std::vector<RunVerdict> v = judge_training_runs(bd);
+    EXPECT_EQ(v[0].verdict, Verdict::kFail);
+    EXPECT_EQ(v[1].verdict, Verdict::kFail);
+    EXPECT_NE(v[1].reason.find("2 finished runs of conditions (b, d) start from the same weights"), std::string::npos)
+        << v[1].reason;
+    // Other initial weights (another seed's) promise nothing of the kind.
+    bd[1].initial_weights_fingerprint = test::fingerprint('9');
+    EXPECT_EQ(judge_training_runs(bd)[1].verdict, Verdict::kPass);
+  }
   fs::remove_all(d);
 }
 
