@@ -256,16 +256,18 @@ void settle(const Findings& c, Observation* o) {
   o->verdict_reason = fmt::format("{}", fmt::join(reasons, "; "));
 }
 
-// The verdicts judge() (gates/verdict.cpp) gives a CPU target's cell that ran, from what its row keeps: its outputs
-// and its error against the bound (NULL: none), judged as probe judges them. What the row does not keep can only add
-// a finding: a warm-up run that gave other bits, its equality class split or a batch that varied (FAIL), and where
-// it has no error ratio an oracle it was not compared with (WARN) or a distance that is no number (FAIL). Pure in its
-// arguments: kept per (target, workload, one output or several, error class), so a long history judges each once.
-// Each verdict maps to what its reason must name: nothing for one the row's own facts give, otherwise the words of
-// one finding the row does not keep that gives it (a FAIL of a cell whose outputs and error pass says why).
-std::map<Verdict, std::vector<std::string>> cpu_cell_verdicts(const Spec& t, const Spec& w, int distinct, std::optional<double> err_ratio) {
+// The verdicts judge() gives a CPU target's cell that ran, from what a record of it keeps (a history row, a baseline
+// entry): its outputs and its error against the bound (none: not compared), judged as probe judges them. What the
+// record does not keep can only add a finding: a warm-up run that gave other bits, its equality class split or a
+// batch that varied (FAIL), and where it has no error ratio an oracle it was not compared with (WARN) or a distance
+// that is no number (FAIL). Pure in its arguments: kept per (target, workload, one output or several, error class),
+// so a long history judges each once. Each verdict maps to what its reason must name: nothing for one the record's
+// own facts give, otherwise the words of one finding the record does not keep that gives it (a FAIL of a cell whose
+// outputs and error pass says why).
+using CellVerdicts = std::map<Verdict, std::vector<std::string>>;
+CellVerdicts cpu_cell_verdicts(const Spec& t, const Spec& w, int distinct, std::optional<double> err_ratio) {
   static std::mutex mutex;
-  static std::map<std::tuple<std::string, std::string, bool, int>, std::map<Verdict, std::vector<std::string>>> known;
+  static std::map<std::tuple<std::string, std::string, bool, int>, CellVerdicts> known;
   const int err_class = !err_ratio ? 0 : *err_ratio <= 1 ? 1 : 2;  // (a CPU target's budget is the bound: 1)
   const auto key = std::make_tuple(t.str(), w.str(), distinct > 1, err_class);
   {
@@ -302,7 +304,7 @@ std::map<Verdict, std::vector<std::string>> cpu_cell_verdicts(const Spec& t, con
     more.insert(more.end(), {{Verdict::kWarn, "not compared with the oracle"},
                              {Verdict::kFail, "NaN or infinity where the oracle"},
                              {Verdict::kFail, "differs from the oracle where its error bound is 0"}});
-  std::map<Verdict, std::vector<std::string>> out;
+  CellVerdicts out;
   out[base].clear();
   for (const auto& [v, words] : more)
     if (severity(v) > severity(base) && !(out.count(v) && out[v].empty())) out[v].push_back(words);

@@ -67,7 +67,7 @@ Status CollectiveCell::from_json(const nlohmann::json& j, CollectiveCell* out, c
     const std::string& w = c.workload;
     const size_t n_at = 12, amp = w.find("&dist=mixed&seed=");
     auto digits = [](const std::string& t) {
-      return !t.empty() && t.size() <= 19 && t.find_first_not_of("0123456789") == std::string::npos &&
+      return !t.empty() && t.size() <= 20 && t.find_first_not_of("0123456789") == std::string::npos &&
              (t.size() == 1 || t[0] != '0');
     };
     if (!w.starts_with("allreduce?n=") || amp == std::string::npos || !digits(w.substr(n_at, amp - n_at)) ||
