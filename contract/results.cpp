@@ -688,11 +688,20 @@ Status results_from_json(nlohmann::json& j, Results* out) {
                                            "target)",
                                            json_path(json_path("training", i), "nudge"), it->second, t.nudge->index));
     }
-    // Nudges of one seed that move different weights start from different weights.
+    // Nudges that move different weights start from different weights, and a nudged start is no run's un-nudged one.
     std::map<std::pair<std::string, std::string>, size_t> moved_by;  // (model, initial weights) -> the run
+    std::map<std::pair<std::string, std::string>, size_t> unmoved;   // the same, of runs without a nudge
+    for (size_t i = 0; i < r.training.size(); ++i)
+      if (const TrainingRun& t = r.training[i]; !t.nudge && !t.initial_weights_fingerprint.empty())
+        unmoved.try_emplace({t.model, t.initial_weights_fingerprint}, i);
     for (size_t i = 0; i < r.training.size(); ++i) {
       const TrainingRun& t = r.training[i];
       if (!t.nudge || t.initial_weights_fingerprint.empty()) continue;
+      if (const auto u = unmoved.find({t.model, t.initial_weights_fingerprint}); u != unmoved.end())
+        return Status::invalid(fmt::format("{} is training[{}]'s, which starts without a nudge (a nudged start is not "
+                                           "the weights it moved)",
+                                           json_path(json_path("training", i), "initial_weights_fingerprint"),
+                                           u->second));
       const auto [it, first] = moved_by.try_emplace({t.model, t.initial_weights_fingerprint}, i);
       if (first) continue;
       const TrainingRun& o = r.training[it->second];

@@ -542,38 +542,49 @@ RunVerdict judge_training_run(const TrainingRun& r) {
   return {Verdict::kFail, std::string(to_string(r.status)) + (r.reason.empty() ? "" : ": " + r.reason)};
 }
 
+namespace {
+
+// The distinct outcomes (weights and the final loss's bits) of a group of finished runs.
+size_t outcomes_of(const std::vector<TrainingRun>& runs, const std::vector<size_t>& members) {
+  std::set<std::pair<std::string, uint64_t>> outcomes;
+  for (size_t i : members) {
+    uint64_t bits = 0;
+    std::memcpy(&bits, &runs[i].final_loss, sizeof bits);
+    outcomes.insert({runs[i].weights_fingerprint, bits});
+  }
+  return outcomes.size();
+}
+
+}  // namespace
+
 std::vector<RunVerdict> judge_training_runs(const std::vector<TrainingRun>& runs) {
   std::vector<RunVerdict> out;
   out.reserve(runs.size());
   for (const TrainingRun& r : runs) out.push_back(judge_training_run(r));
-  // (d): per source, target and seed, the finished replicates' final losses and weights. Where they are not all
-  // one, the group broke the promise: which replicate is "right" no run can say, so every one of them FAILs.
-  using Group = std::tuple<int, std::string, uint64_t>;
-  std::map<Group, std::vector<size_t>> groups;
+  // A group of runs that promised one outcome and ended in several broke the promise: which run is "right" no run
+  // can say, so every one of them FAILs (a FAIL of its own stays).
+  auto broke = [&](const std::vector<size_t>& members, size_t outcomes, const std::string& promise) {
+    for (size_t i : members)
+      if (out[i].verdict != Verdict::kFail)
+        out[i] = {Verdict::kFail, fmt::format("broke its promise: {}, yet {} finished runs ended in {} different "
+                                              "outcomes (final loss and weights); this is ({}) seed {} replicate {}, "
+                                              "final loss {}, weights {}",
+                                              promise, members.size(), outcomes, runs[i].condition, runs[i].seed,
+                                              runs[i].replicate, runs[i].final_loss, runs[i].weights_fingerprint)};
+  };
+  // (d): per source, target and seed, the finished replicates.
+  std::map<std::tuple<int, std::string, uint64_t>, std::vector<size_t>> groups;
   for (size_t i = 0; i < runs.size(); ++i)
     if (condition_replicates_agree(runs[i].condition) && runs[i].ok())
       groups[{runs[i].source, runs[i].target, runs[i].seed}].push_back(i);
-  for (const auto& [g, members] : groups) {
-    std::set<std::pair<std::string, uint64_t>> outcomes;
-    for (size_t i : members) {
-      uint64_t bits = 0;
-      std::memcpy(&bits, &runs[i].final_loss, sizeof bits);
-      outcomes.insert({runs[i].weights_fingerprint, bits});
-    }
-    if (outcomes.size() < 2) continue;
-    for (size_t i : members)
-      if (out[i].verdict != Verdict::kFail)
-        out[i] = {Verdict::kFail,
-                  fmt::format("broke its promise: condition (d) starts every replicate of seed {} from the same weights "
-                              "with nondeterminism off, yet its {} finished replicates ended in {} different outcomes "
-                              "(final loss and weights); this is replicate {}, final loss {}, weights {}",
-                              runs[i].seed, members.size(), outcomes.size(), runs[i].replicate, runs[i].final_loss,
-                              runs[i].weights_fingerprint)};
-  }
+  for (const auto& [g, members] : groups)
+    if (const size_t n = outcomes_of(runs, members); n > 1)
+      broke(members, n,
+            fmt::format("condition (d) starts every replicate of seed {} from the same weights with nondeterminism off",
+                        std::get<2>(g)));
   // Across conditions, the same promise: finished runs of one source and model on one target that start from the
   // same weights (their initial weights' fingerprint, no nudge) with nondeterminism off, on the same data order for
-  // as many batches, end in the same bits ((b)'s first seed starts from (d)'s fixed weights). A group of several
-  // conditions that ends apart broke it, and every run of it FAILs.
+  // as many batches, end in the same bits ((b)'s first seed starts from (d)'s fixed weights).
   using Start = std::tuple<int, std::string, std::string, std::string, uint64_t, int, int>;
   std::map<Start, std::vector<size_t>> starts;
   for (size_t i = 0; i < runs.size(); ++i)
@@ -581,22 +592,11 @@ std::vector<RunVerdict> judge_training_runs(const std::vector<TrainingRun>& runs
       starts[{r.source, r.model, r.target, r.initial_weights_fingerprint, r.data_seed, r.batches, r.window}].push_back(i);
   for (const auto& [s, members] : starts) {
     std::set<std::string> conditions;
-    std::set<std::pair<std::string, uint64_t>> outcomes;
-    for (size_t i : members) {
-      uint64_t bits = 0;
-      std::memcpy(&bits, &runs[i].final_loss, sizeof bits);
-      outcomes.insert({runs[i].weights_fingerprint, bits});
-      conditions.insert(runs[i].condition);
-    }
-    if (outcomes.size() < 2 || conditions.size() < 2) continue;
-    for (size_t i : members)
-      if (out[i].verdict != Verdict::kFail)
-        out[i] = {Verdict::kFail,
-                  fmt::format("broke its promise: {} finished runs of conditions ({}) start from the same weights on the "
-                              "same data with nondeterminism off, yet ended in {} different outcomes (final loss and "
-                              "weights); this is ({}) seed {} replicate {}, final loss {}, weights {}",
-                              members.size(), fmt::join(conditions, ", "), outcomes.size(), runs[i].condition,
-                              runs[i].seed, runs[i].replicate, runs[i].final_loss, runs[i].weights_fingerprint)};
+    for (size_t i : members) conditions.insert(runs[i].condition);
+    if (const size_t n = outcomes_of(runs, members); n > 1 && conditions.size() > 1)
+      broke(members, n,
+            fmt::format("runs of conditions ({}) start from the same weights on the same data with nondeterminism off",
+                        fmt::join(conditions, ", ")));
   }
   return out;
 }

@@ -498,7 +498,7 @@ Status cell_from_json(const nlohmann::json& j, const std::string& path, const Ba
     // A skip its own key contradicts: a target that skips only where the machine lacks what it needs, on a key
     // whose CPU has it.
     if (c->status == ObsStatus::kSkipped)
-      if (const std::string why = skip_contradiction(t, w, b.keys.at(c->key), c->reason); !why.empty())
+      if (const std::string why = skip_contradiction(t, w, b.keys.at(c->key)); !why.empty())
         return Status::invalid(fmt::format("{}: status skipped ('{}'), but {}", path,
                                            shown_safely(c->reason.substr(0, 60)), why));
   }

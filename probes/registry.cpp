@@ -297,19 +297,18 @@ Promise promise_for(const Spec& target, const Spec& workload, const nlohmann::js
   return p;
 }
 
-std::string skip_contradiction(const Spec& target, const Spec& workload, const nlohmann::json& machine,
-                               const std::string& reason) {
+std::string skip_contradiction(const Spec& target, const Spec& workload, const nlohmann::json& machine) {
   const BackendEntry* e = find_backend(target.name);
   if (!e) return "";
   if (e->oracle) return fmt::format("{} is the oracle, which runs every workload on every machine", target.name);
-  if (!e->lacks_only_requirements || reason.find("lacks") == std::string::npos) return "";
+  if (!e->provides || !e->provides(target, workload)) return "";
   const Promise p = promise_for(target, workload, machine, {});
-  // (A machine whose features are not described may lack any of them.)
   const auto features = machine.is_object() ? machine.find("cpu_features") : machine.end();
   if (!p.unmet.empty() || (!p.requirements.empty() && (features == machine.end() || !features->is_array()))) return "";
   return p.requirements.empty()
-             ? fmt::format("{} needs nothing a machine may lack", target.str())
-             : fmt::format("{} needs {}, which this machine has", target.str(), fmt::join(p.requirements, " and "));
+             ? fmt::format("{} runs {} on every machine", target.str(), workload.name)
+             : fmt::format("{} runs {} on every machine that has {}, as this one does", target.str(), workload.name,
+                           fmt::join(p.requirements, " and "));
 }
 
 TargetFacts target_facts(const std::string& target) {

@@ -160,9 +160,10 @@ struct BackendEntry {
                         const std::map<std::string, std::string>& details, const nlohmann::json& machine) = nullptr;
   // Writes its library versions into machine_fingerprint()["libraries"] (the keys `libraries` names).
   void (*describe_machine)(nlohmann::json* libraries) = nullptr;
-  // What its machine lacks makes it skip only through its promise's requirements (cpu: a forced instruction set the
-  // CPU lacks); it may skip for other reasons (an operation it does not provide), which say so.
-  bool lacks_only_requirements = false;
+  // Whether its kernels run this workload on this target wherever the machine meets its promise's requirements
+  // (cpu: every workload but matmul in f64 outside order=portable): a cell of it is skipped only where they are
+  // unmet or it does not. nullptr: it may skip for what no record keeps (a library left out of the build).
+  bool (*provides)(const Spec& target, const Spec& workload) = nullptr;
 };
 
 // All entries, in --help order.
@@ -198,13 +199,11 @@ std::string backend_claims_contradiction(const Spec& target, const std::string& 
                                          const std::map<std::string, std::string>& details, bool ran,
                                          const char* field = "describe",
                                          const nlohmann::json& machine = nlohmann::json());
-// Why a record of this cell skipped on `machine` (a machine description, or a baseline key: its "cpu_features") for
-// `reason` cannot be true: "" where it may be, else one clause. The oracle backend runs every workload on every
-// machine; a backend whose only skip for what a machine lacks is an unmet requirement (lacks_only_requirements)
-// skips saying the machine lacks something only where a requirement is unmet. Other skips (a library left out of
-// the build, an operation a backend does not provide) are what no record can check.
-std::string skip_contradiction(const Spec& target, const Spec& workload, const nlohmann::json& machine,
-                               const std::string& reason);
+// Why a record of this cell skipped on `machine` (a machine description, or a baseline key: its "cpu_features")
+// cannot be true: "" where it may be, else one clause. The oracle backend runs every workload on every machine; a
+// backend that says what it provides (BackendEntry::provides) skips only a workload it does not provide or where a
+// requirement of its promise is unmet (a machine whose features are not described may lack any).
+std::string skip_contradiction(const Spec& target, const Spec& workload, const nlohmann::json& machine);
 // Whether the target runs this workload at all (inapplicable cells are not run).
 bool applicable(const Spec& target, const Spec& workload);
 // `key=all` expands to one target per algorithm index.

@@ -310,7 +310,7 @@ Status canonicalize_specs(Results* r, const std::string& path) {
     DETAUDIT_RETURN_IF_ERROR(check_cell_against_run(o, w, t, *r, plan_targets, plan_workloads, run_seconds, at));
     // A skip the run's own machine contradicts (a target that skips only where the machine lacks what it needs).
     if (o.status == ObsStatus::kSkipped)
-      if (const std::string why = skip_contradiction(t, w, r->machine, o.reason); !why.empty())
+      if (const std::string why = skip_contradiction(t, w, r->machine); !why.empty())
         return Status::invalid(fmt::format("{}: status skipped ('{}'), but {}", at, shown_safely(o.reason.substr(0, 60)),
                                            why));
     if (!o.oracle || o.oracle->mismatched != 1 || !(o.oracle->err_ratio > 0) || !std::isfinite(o.oracle->err_ratio) ||

@@ -346,6 +346,26 @@ TEST(Registry, WorkerEnvironment) {
                  {"DNNL_MAX_CPU_ISA", "AVX2"}}));
 }
 
+// What the cpu backend says it provides is what its kernels run: matmul in f64 only under order=portable (a record
+// of any other skip of a provided workload, where the machine has what the target needs, is refused as a lie).
+TEST(Registry, WhatCpuProvidesIsWhatItsKernelsRun) {
+  const BackendEntry* cpu = find_backend("cpu");
+  ASSERT_NE(cpu, nullptr);
+  ASSERT_NE(cpu->provides, nullptr);
+  Spec f64, f32;
+  ASSERT_TRUE(parse_workload("matmul?m=1&n=1&k=1&dtype=f64", &f64).is_ok());
+  ASSERT_TRUE(parse_workload("matmul?m=1&n=1&k=1", &f32).is_ok());
+  for (const char* order : {"sequential", "pairwise", "blocked", "atomic", "portable"}) {
+    const Spec t = target(std::string("cpu?threads=1&isa=scalar&order=") + order);
+    BackendOr made = make_target_backend(t);
+    ASSERT_TRUE(made) << made.message();
+    double a = 1, b = 2, c = 0;
+    const Status st = made.value()->gemm_f64(Trans::kN, Trans::kN, 1, 1, 1, 1.0, &a, 1, &b, 1, 0.0, &c, 1);
+    EXPECT_EQ(st.code() == Status::Code::kUnsupported, !cpu->provides(t, f64)) << order << ": " << st.message();
+    EXPECT_TRUE(cpu->provides(t, f32)) << order;
+  }
+}
+
 TEST(Registry, Factory) {
   BackendOr ref = make_target_backend(target("cpu-ref"));
   ASSERT_TRUE(ref) << ref.message();

@@ -46,17 +46,19 @@ namespace {
 const std::string kW = "reduce?op=sum&n=1000&dist=uniform&seed=1";
 
 // A probe run of one cell: ran (status ok) or skipped with a reason.
-Results one_cell(bool ran) {
+// `forced_isa`: the cell's target forces AVX-512, which the machine lacks, so that a skip of it is one the target
+// makes here (a cpu target that needs nothing skips no cell).
+Results one_cell(bool ran, bool forced_isa = false) {
   Results r;
   r.plan = {{"suite", "quick"}, {"repeats", 2}};
   r.command = "detaudit probe --suite quick --repeats 2";
   r.machine = test::machine_json();
   r.started_at = r.finished_at = "2026-12-04T00:00:00Z";
-  const std::string t = test::canon_target("cpu?order=sequential&threads=1");
+  const std::string t = test::canon_target(forced_isa ? "cpu?order=sequential&threads=1&isa=avx512" : "cpu?order=sequential&threads=1");
   Observation o = test::ran(kW, t, {test::fingerprint('a'), test::fingerprint('a')});
   if (!ran) {
     o.status = ObsStatus::kSkipped;
-    o.reason = "no CUDA device";
+    o.reason = "cpu: isa=avx512 forced but this CPU lacks it";
     o.fingerprints.clear();
     o.distinct = 0;
     o.verdict = Verdict::kSkip;
@@ -116,8 +118,8 @@ void edit_history(const std::string& db, const char* sql) {
 
 TEST(Unseen, ACheckWhoseSharedCellsAllSkippedHereJudgedNothing) {
   fs::path d = fresh_dir("unseen-check-skipped");
-  const fs::path skipped = save(d, "skipped", one_cell(false));
-  const fs::path ran = save(d, "ran", one_cell(true));
+  const fs::path skipped = save(d, "skipped", one_cell(false, true));
+  const fs::path ran = save(d, "ran", one_cell(true, true));
   // A baseline of a run in which nothing ran holds no bits: refused when saved.
   CliRun none = run_cli("baseline save " + skipped.string());
   EXPECT_EQ(none.code, 2) << none.out << none.err;
@@ -1322,7 +1324,7 @@ TEST(Lies, ADeterministicRunThatBrokeItsPromiseFails) {
   const fs::path apart = save(d, "apart", two);
   r = run_cli("check " + apart.string() + " --baseline " + base2 + " --no-history");
   EXPECT_EQ(r.code, 1) << r.out << r.err;
-  EXPECT_NE(r.out.find("yet its 2 finished replicates ended in 2 different outcomes"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("seed 1000 from the same weights with nondeterminism off, yet 2 finished runs ended in 2 different outcomes"), std::string::npos) << r.out;
   // The history reads (d)'s replicates against each other: a row whose FAIL was edited away (or recorded before
   // rows had verdicts) still shows the cell as the broken promise it is.
   const std::string dbd = (d / "history-d.db").string();
@@ -1345,7 +1347,7 @@ TEST(Lies, ADeterministicRunThatBrokeItsPromiseFails) {
     const std::vector<RunVerdict> v = judge_training_runs(bd);
     EXPECT_EQ(v[0].verdict, Verdict::kFail);
     EXPECT_EQ(v[1].verdict, Verdict::kFail);
-    EXPECT_NE(v[1].reason.find("2 finished runs of conditions (b, d) start from the same weights"), std::string::npos)
+    EXPECT_NE(v[1].reason.find("broke its promise: runs of conditions (b, d) start from the same weights on the same data with nondeterminism off, yet 2 finished runs ended in 2"), std::string::npos)
         << v[1].reason;
     // Other initial weights (another seed's) promise nothing of the kind.
     bd[1].initial_weights_fingerprint = test::fingerprint('9');
@@ -1555,11 +1557,19 @@ TEST(Lies, ABaselineThatContradictsItselfIsRefused) {
        [](nlohmann::json& j) { j["entries"][0]["fingerprints"].push_back(j["entries"][0]["fingerprints"][0]); }},
       // A skip its own key contradicts hid a changed fingerprint: the cell's target needs nothing a CPU may lack.
       {"skip-needs-nothing", "entries[0]: status skipped ('isa=avx512 needs AVX-512F, which this CPU lacks'), but "
-                             "cpu?order=sequential&threads=1&isa=auto needs nothing a machine may lack",
+                             "cpu?order=sequential&threads=1&isa=auto runs reduce on every machine",
        [](nlohmann::json& j) {
          auto& e = j["entries"][0];
          e["status"] = "skipped", e["verdict"] = "SKIP";
          e["reason"] = e["verdict_reason"] = "isa=avx512 needs AVX-512F, which this CPU lacks";
+         e["fingerprints"] = nlohmann::json::array(), e["distinct"] = 0;
+         e["err_ratio"] = e["median_seconds"] = nullptr;
+       }},
+      {"skip-any-reason", "entries[0]: status skipped ('no GPU found (nvidia-smi missing)'), but",
+       [](nlohmann::json& j) {
+         auto& e = j["entries"][0];
+         e["status"] = "skipped", e["verdict"] = "SKIP";
+         e["reason"] = e["verdict_reason"] = "no GPU found (nvidia-smi missing)";
          e["fingerprints"] = nlohmann::json::array(), e["distinct"] = 0;
          e["err_ratio"] = e["median_seconds"] = nullptr;
        }},
@@ -1655,6 +1665,24 @@ TEST(Lies, ANudgeThatMovedAnotherWeightThanItsPeersIsRefused) {
           [](nlohmann::json& j) {
             j["training"][1]["initial_weights_fingerprint"] = j["training"][0]["initial_weights_fingerprint"];
           }}});
+    // Beside (d)'s runs from the fixed weights a nudge moved: an (e) run claiming those very weights moved nothing.
+    Results mixed = two;
+    mixed.plan["runs"] = 4;
+    mixed.plan["design"]["conditions"] = "de";
+    for (int k = 0; k < 2; ++k)
+      mixed.training.push_back(training_run(
+          {{"key", "d|" + t2 + "|1000|" + std::to_string(k)}, {"condition", "d"}, {"target", t2}, {"seed", 1000},
+           {"replicate", k}, {"status", "ok"}, {"model", "autoencoder"}, {"design", "sony2021"}, {"batches", 1},
+           {"window", 1}, {"final_loss", 0.25}, {"curve", {0.25}}, {"weights_fingerprint", test::fingerprint('d')},
+           {"initial_weights_fingerprint", test::fingerprint('7')}}));
+    const fs::path good3 = save(d, "good3", mixed);
+    ASSERT_EQ(run_cli("report " + good3.string()).code, 0) << run_cli("report " + good3.string()).err;
+    expect_every_reader_refuses(
+        d, good3, slurp(good3 / "results.json"),
+        {{"unmoved-start", "training[0].initial_weights_fingerprint is training[2]'s, which starts without a nudge",
+          [](nlohmann::json& j) {
+            j["training"][0]["initial_weights_fingerprint"] = j["training"][2]["initial_weights_fingerprint"];
+          }}});
   }
   fs::remove_all(d);
 }
@@ -1663,13 +1691,13 @@ TEST(Lies, ANudgeThatMovedAnotherWeightThanItsPeersIsRefused) {
 // which nothing ran (above), an analysis of designs none of whose runs finished.
 TEST(Unseen, RunsThatShareOnlySkippedCellsCompareNothing) {
   fs::path d = fresh_dir("unseen-compare-skipped");
-  Results other = one_cell(false);
+  Results other = one_cell(false, true);
   other.started_at = "2026-12-03T00:00:00Z";  // another run (a copy of one whole is refused)
-  const fs::path a = save(d, "a", one_cell(false)), b = save(d, "b", other);
+  const fs::path a = save(d, "a", one_cell(false, true)), b = save(d, "b", other);
   CliRun r = run_cli("compare " + a.string() + " " + b.string());
   EXPECT_EQ(r.code, 2) << r.out << r.err;
   EXPECT_NE(r.err.find("none ran on both sides"), std::string::npos) << r.err;
-  r = run_cli("compare " + a.string() + " " + save(d, "c", one_cell(true)).string());
+  r = run_cli("compare " + a.string() + " " + save(d, "c", one_cell(true, true)).string());
   EXPECT_EQ(r.code, 2) << r.out << r.err;  // skipped on one side: still nothing compared
   fs::remove_all(d);
 }
