@@ -69,6 +69,15 @@ Results one_cell(bool ran, bool forced_isa = false) {
   return r;
 }
 
+// A baseline's first entry recorded as skipped for `reason` (what such an entry holds: no output, no error, no time).
+void skip_first_entry(nlohmann::json& j, const char* reason) {
+  auto& e = j["entries"][0];
+  e["status"] = "skipped", e["verdict"] = "SKIP";
+  e["reason"] = e["verdict_reason"] = reason;
+  e["fingerprints"] = nlohmann::json::array(), e["distinct"] = 0;
+  e["err_ratio"] = e["median_seconds"] = nullptr;
+}
+
 fs::path save(const fs::path& root, const std::string& name, const Results& r) {
   fs::create_directories(root / name);
   EXPECT_TRUE(save_results((root / name / "results.json").string(), r).is_ok());
@@ -1558,21 +1567,9 @@ TEST(Lies, ABaselineThatContradictsItselfIsRefused) {
       // A skip its own key contradicts hid a changed fingerprint: the cell's target needs nothing a CPU may lack.
       {"skip-needs-nothing", "entries[0]: status skipped ('isa=avx512 needs AVX-512F, which this CPU lacks'), but "
                              "cpu?order=sequential&threads=1&isa=auto runs reduce on every machine",
-       [](nlohmann::json& j) {
-         auto& e = j["entries"][0];
-         e["status"] = "skipped", e["verdict"] = "SKIP";
-         e["reason"] = e["verdict_reason"] = "isa=avx512 needs AVX-512F, which this CPU lacks";
-         e["fingerprints"] = nlohmann::json::array(), e["distinct"] = 0;
-         e["err_ratio"] = e["median_seconds"] = nullptr;
-       }},
+       [](nlohmann::json& j) { skip_first_entry(j, "isa=avx512 needs AVX-512F, which this CPU lacks"); }},
       {"skip-any-reason", "entries[0]: status skipped ('no GPU found (nvidia-smi missing)'), but",
-       [](nlohmann::json& j) {
-         auto& e = j["entries"][0];
-         e["status"] = "skipped", e["verdict"] = "SKIP";
-         e["reason"] = e["verdict_reason"] = "no GPU found (nvidia-smi missing)";
-         e["fingerprints"] = nlohmann::json::array(), e["distinct"] = 0;
-         e["err_ratio"] = e["median_seconds"] = nullptr;
-       }},
+       [](nlohmann::json& j) { skip_first_entry(j, "no GPU found (nvidia-smi missing)"); }},
       {"cpu-kernels", "entries[0].kernels on a cell of a cpu key (kernels are a GPU's",
        [](nlohmann::json& j) {
          j["entries"][0]["kernels"] = {{j["entries"][0]["fingerprints"][0].get<std::string>(), {"sgemm_128x64"}}};
