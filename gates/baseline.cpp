@@ -495,8 +495,8 @@ Status cell_from_json(const nlohmann::json& j, const std::string& path, const Ba
           !why.empty())
         return Status::invalid(fmt::format("{} is {}, which is not {}", json_path(path, "verdict"),
                                            to_string(*c->verdict), why));
-    // A skip its own key contradicts: a target that skips only where the machine lacks what it needs, on a key
-    // whose CPU has it.
+    // A skip its own key contradicts (the oracle's, or a cpu target's of a workload it runs on a CPU that has what
+    // the target needs).
     if (c->status == ObsStatus::kSkipped)
       if (const std::string why = skip_contradiction(t, w, b.keys.at(c->key)); !why.empty())
         return Status::invalid(fmt::format("{}: status skipped ('{}'), but {}", path,

@@ -308,7 +308,8 @@ Status canonicalize_specs(Results* r, const std::string& path) {
     DETAUDIT_RETURN_IF_ERROR(canonical(&o.target, true, at + ".target", &t));
     DETAUDIT_RETURN_IF_ERROR(canonical(&o.workload, false, at + ".workload", &w));
     DETAUDIT_RETURN_IF_ERROR(check_cell_against_run(o, w, t, *r, plan_targets, plan_workloads, run_seconds, at));
-    // A skip the run's own machine contradicts (a target that skips only where the machine lacks what it needs).
+    // A skip the run's own machine contradicts (the oracle's, or a cpu target's of a workload it runs on a CPU that
+    // has what the target needs).
     if (o.status == ObsStatus::kSkipped)
       if (const std::string why = skip_contradiction(t, w, r->machine); !why.empty())
         return Status::invalid(fmt::format("{}: status skipped ('{}'), but {}", at, shown_safely(o.reason.substr(0, 60)),
