@@ -1445,43 +1445,24 @@ Status check_rows_in_plan(Db& db) {
     if (fresh) it->second = parse_plan(text);
     return it->second;
   };
-  {
-    Stmt s(db.h,
-           "SELECT c.run_id, c.target, c.workload, r.plan, c.repeats, c.status FROM cells c JOIN runs r ON r.id = "
-           "c.run_id");
-    int rc;
-    while ((rc = s.step()) == SQLITE_ROW) {
-      const Plan& p = plan_of_run(s.integer(0), s.text(3));
-      if (const auto n = repeats_asked.find(s.integer(0));
-          n != repeats_asked.end() && s.text(5) != "skipped" && s.integer(4) != n->second)
-        return changed(fmt::format("run {}: a cell of {} on {} of {} repeats, but its command asks for --repeats {}",
-                                   s.integer(0), shown_safely(s.text(2).substr(0, 80)),
-                                   shown_safely(s.text(1).substr(0, 80)), s.integer(4), n->second));
-      Spec t, w;
-      if (parse_target(s.text(1), &t).is_ok() && !p.targets.count(t.str()))
-        return changed(fmt::format("run {}: a cell of target '{}', which is not one of its run's plan", s.integer(0),
-                                   shown_safely(s.text(1).substr(0, 80))));
-      if (parse_workload(s.text(2), &w).is_ok() && !p.workloads.count(w.str()))
-        return changed(fmt::format("run {}: a cell of workload '{}', which is not one of its run's plan", s.integer(0),
-                                   shown_safely(s.text(2).substr(0, 80))));
-    }
-    if (rc != SQLITE_DONE) return Status::invalid(describe_sqlite_error(db, rc));
-  }
-  // A probe run that finished holds a cell of every target and workload of its plan that apply to each other, as its
-  // results file must (each ran, crashed, timed out or was skipped with a reason): a row taken out would let the
-  // history show part of a run as the whole. An import holds the outputs it was given, and a qualify's training
-  // record is checked by its design below.
+  // Each run's cells, in one pass over the runs (a run without cells comes once, with NULLs):
+  // - a cell of a target and workload of its run's plan, repeated as its command asks;
+  // - a probe run that finished holds a cell of every target and workload of its plan that apply to each other, as
+  //   its results file must (each ran, crashed, timed out or was skipped with a reason): a row taken out would let
+  //   the history show part of a run as the whole. An import holds the outputs it was given, and a qualify's
+  //   training record is checked by its design below.
   // (One statement, so one snapshot: a run another writer commits meanwhile comes with its cells or not at all.)
   {
     Stmt s(db.h,
-           "SELECT r.id, r.plan, r.command, c.workload, c.target FROM runs r LEFT JOIN cells c ON c.run_id = r.id WHERE "
-           "r.kind IN ('probe', 'qualify', 'fleet') AND r.finished_at <> '' AND r.training_runs = 0 ORDER BY r.id");
+           "SELECT r.id, c.target, c.workload, r.plan, c.repeats, c.status, r.kind IN ('probe', 'qualify', 'fleet') AND "
+           "r.finished_at <> '' AND r.training_runs = 0, r.command, c.run_id IS NOT NULL FROM runs r LEFT JOIN cells c "
+           "ON c.run_id = r.id ORDER BY r.id");
     std::optional<int64_t> run;
-    std::string plan, command;
+    bool whole_plan = false;  // the run holds a cell of every pair of its plan that apply to each other
     std::set<std::pair<std::string, std::string>> have;  // its cells (workload, target)
     auto whole = [&]() -> Status {
-      if (!run || command_subcommand(command) == "import") return Status::ok();
-      const Plan& p = plan_of_run(*run, plan);
+      if (!run || !whole_plan) return Status::ok();
+      const Plan& p = plans.at(*run);
       for (const std::string& ts : p.targets)
         for (const std::string& ws : p.workloads)
           if (Spec t, w; !have.count({ws, ts}) && parse_target(ts, &t).is_ok() && parse_workload(ws, &w).is_ok() &&
@@ -1492,12 +1473,28 @@ Status check_rows_in_plan(Db& db) {
     };
     int rc;
     while ((rc = s.step()) == SQLITE_ROW) {
-      if (run != s.integer(0)) {
+      const int64_t id = s.integer(0);
+      if (run != id) {
         DETAUDIT_RETURN_IF_ERROR(whole());
-        run = s.integer(0), plan = s.text(1), command = s.text(2), have.clear();
+        run = id, have.clear();
+        whole_plan = s.integer(6) != 0 && command_subcommand(s.text(7)) != "import";
       }
-      if (Spec t, w; parse_target(s.text(4), &t).is_ok() && parse_workload(s.text(3), &w).is_ok())
-        have.insert({w.str(), t.str()});
+      const Plan& p = plan_of_run(id, s.text(3));
+      if (s.integer(8) == 0) continue;  // (a run without cells)
+      if (const auto n = repeats_asked.find(id);
+          n != repeats_asked.end() && s.text(5) != "skipped" && s.integer(4) != n->second)
+        return changed(fmt::format("run {}: a cell of {} on {} of {} repeats, but its command asks for --repeats {}", id,
+                                   shown_safely(s.text(2).substr(0, 80)), shown_safely(s.text(1).substr(0, 80)),
+                                   s.integer(4), n->second));
+      Spec t, w;
+      const bool target_parses = parse_target(s.text(1), &t).is_ok(), workload_parses = parse_workload(s.text(2), &w).is_ok();
+      if (target_parses && !p.targets.count(t.str()))
+        return changed(fmt::format("run {}: a cell of target '{}', which is not one of its run's plan", id,
+                                   shown_safely(s.text(1).substr(0, 80))));
+      if (workload_parses && !p.workloads.count(w.str()))
+        return changed(fmt::format("run {}: a cell of workload '{}', which is not one of its run's plan", id,
+                                   shown_safely(s.text(2).substr(0, 80))));
+      if (target_parses && workload_parses) have.insert({w.str(), t.str()});
     }
     if (rc != SQLITE_DONE) return Status::invalid(describe_sqlite_error(db, rc));
     DETAUDIT_RETURN_IF_ERROR(whole());
