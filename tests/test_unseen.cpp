@@ -1644,14 +1644,20 @@ TEST(Lies, ANudgeThatMovedAnotherWeightThanItsPeersIsRefused) {
     two.plan["design"]["targets"] = {t2};
     two.plan["design"]["seeds"] = 2;  // (e): the fixed weights of seed 1000, one nudge per seed of the design
     two.training.clear();
+    // Replicate k of a condition of seed 1000 on t2, one batch: its loss, final and initial weights.
+    auto run_of = [&](const std::string& condition, int k, double loss, char weights, char initial) {
+      return nlohmann::json{{"key", condition + "|" + t2 + "|1000|" + std::to_string(k)}, {"condition", condition},
+                            {"target", t2}, {"seed", 1000}, {"replicate", k}, {"status", "ok"},
+                            {"model", "autoencoder"}, {"design", "sony2021"}, {"batches", 1}, {"window", 1},
+                            {"final_loss", loss}, {"curve", {loss}}, {"weights_fingerprint", test::fingerprint(weights)},
+                            {"initial_weights_fingerprint", test::fingerprint(initial)}};
+    };
     for (int k = 0; k < 2; ++k) {
       WeightNudge nk;
       ASSERT_TRUE(expected_nudge("autoencoder", "", 64, 1000, uint64_t(k), &nk));
-      two.training.push_back(training_run(
-          {{"key", "e|" + t2 + "|1000|" + std::to_string(k)}, {"condition", "e"}, {"target", t2}, {"seed", 1000},
-           {"replicate", k}, {"status", "ok"}, {"model", "autoencoder"}, {"design", "sony2021"}, {"batches", 1},
-           {"window", 1}, {"final_loss", 0.5}, {"curve", {0.5}}, {"weights_fingerprint", test::fingerprint('e')},
-           {"initial_weights_fingerprint", test::fingerprint(char('a' + k))}, {"nudge", to_json(nk)}}));
+      nlohmann::json run = run_of("e", k, 0.5, 'e', char('a' + k));
+      run["nudge"] = to_json(nk);
+      two.training.push_back(training_run(run));
     }
     ASSERT_NE(two.training[0].nudge->parameter, two.training[1].nudge->parameter);
     const fs::path good2 = save(d, "good2", two);
@@ -1666,12 +1672,7 @@ TEST(Lies, ANudgeThatMovedAnotherWeightThanItsPeersIsRefused) {
     Results mixed = two;
     mixed.plan["runs"] = 4;
     mixed.plan["design"]["conditions"] = "de";
-    for (int k = 0; k < 2; ++k)
-      mixed.training.push_back(training_run(
-          {{"key", "d|" + t2 + "|1000|" + std::to_string(k)}, {"condition", "d"}, {"target", t2}, {"seed", 1000},
-           {"replicate", k}, {"status", "ok"}, {"model", "autoencoder"}, {"design", "sony2021"}, {"batches", 1},
-           {"window", 1}, {"final_loss", 0.25}, {"curve", {0.25}}, {"weights_fingerprint", test::fingerprint('d')},
-           {"initial_weights_fingerprint", test::fingerprint('7')}}));
+    for (int k = 0; k < 2; ++k) mixed.training.push_back(training_run(run_of("d", k, 0.25, 'd', '7')));
     const fs::path good3 = save(d, "good3", mixed);
     ASSERT_EQ(run_cli("report " + good3.string()).code, 0) << run_cli("report " + good3.string()).err;
     expect_every_reader_refuses(
