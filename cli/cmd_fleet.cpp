@@ -123,7 +123,7 @@ int run_fleet(const FleetArgs& a, int argc, char** argv) {
   if (who.mpi && who.rank == 0 && !a.hist.disabled)
     if (int rc = precheck_history(a.hist)) return fleet_mpi_end(true, rc), rc;
   FleetNode n;
-  n.rank = who.rank, n.ranks = who.ranks, n.level = a.level;
+  n.rank = who.rank, n.ranks = who.ranks, n.level = a.level, n.placement = who.source;
   // Test hooks (tests/test_fleet.cpp): this rank's machine with one field changed (its key and its results
   // alike), or its outputs of one workload with a bit flipped, as a misconfigured or a faulty node's would be.
   if (std::string kv = hook_for("DETAUDIT_FLEET_TEST_KEY", n.rank); !kv.empty())

@@ -88,6 +88,7 @@ nlohmann::json FleetNode::node_json() const {
           {"ranks", ranks},
           {"level", level},
           {"host", host},
+          {"placement", placement},
           {"state", state},
           {"detail", detail},
           {"started_at", started_at},
@@ -297,10 +298,11 @@ Status fleet_node_from_texts(const std::string& node_text, const std::string& pr
                                                       j[k].get<int64_t>() <= std::numeric_limits<int>::max();
     if (!fits) return Status::invalid(fmt::format("{}: {} {} is beyond any {}", where, k, j[k].dump(), k));
   }
-  for (const char* k : {"host", "state", "detail", "started_at", "finished_at", "own_fail"})
+  for (const char* k : {"host", "placement", "state", "detail", "started_at", "finished_at", "own_fail"})
     DETAUDIT_RETURN_IF_ERROR(check_key(j, k, JsonType::kString, true, where));
-  if (const std::string k = unknown_field(j, {"schema", "rank", "ranks", "level", "exit_code", "host", "state", "detail",
-                                               "started_at", "finished_at", "own_fail", "key", "collectives"});
+  if (const std::string k = unknown_field(j, {"schema", "rank", "ranks", "level", "exit_code", "host", "placement",
+                                               "state", "detail", "started_at", "finished_at", "own_fail", "key",
+                                               "collectives"});
       !k.empty())
     return Status::invalid(fmt::format("{}: \"{}\" is not a field of a fleet node file", where, k.substr(0, 40)));
   DETAUDIT_RETURN_IF_ERROR(check_key(j, "key", JsonType::kObject, true, where));
@@ -308,7 +310,7 @@ Status fleet_node_from_texts(const std::string& node_text, const std::string& pr
   n.rank = j["rank"], n.ranks = j["ranks"], n.level = j["level"], n.exit_code = j["exit_code"];
   if (n.rank < 0 || n.ranks < 1 || n.rank >= n.ranks || n.ranks > 1000000)
     return Status::invalid(fmt::format("{}: rank {} of {} is not a rank", where, n.rank, n.ranks));
-  n.host = j["host"], n.state = j["state"], n.detail = j["detail"], n.started_at = j["started_at"];
+  n.host = j["host"], n.placement = j["placement"], n.state = j["state"], n.detail = j["detail"], n.started_at = j["started_at"];
   n.finished_at = j["finished_at"], n.own_fail = j["own_fail"], n.key = j["key"];
   for (auto& [k, v] : n.key.items())
     if (!v.is_string()) return Status::invalid(fmt::format("{}: key.{} must be a string", where, k));
@@ -342,15 +344,25 @@ Status fleet_node_from_texts(const std::string& node_text, const std::string& pr
       return Status::invalid(
           fmt::format("{}: host '{}', but its results ran on '{}'", where, n.host, ran_on));
   }
-  // The rank and the number of ranks its own command named (`--rank N --ranks M`; a rank placed by the launcher's
-  // environment names neither): a node.json that says otherwise was edited (a rank dropped, a folder cloned).
+  // How the rank was placed, and what its own command says of it: `--rank N --ranks M` named in the command for
+  // "--rank" (and the same numbers as node.json), `--ranks M` alone for a Kubernetes Indexed Job, neither under mpirun
+  // or srun. A node.json that says otherwise was edited (a rank dropped, a folder cloned, a placement relabelled).
+  const bool by_options = n.placement == "--rank", indexed = n.placement == "JOB_COMPLETION_INDEX";
+  if (!by_options && !indexed && n.placement != "MPI" && n.placement != "SLURM_PROCID")
+    return Status::invalid(fmt::format("{}: placement '{}' (MPI, --rank, SLURM_PROCID or JOB_COMPLETION_INDEX)", where,
+                                       shown_safely(n.placement.substr(0, 40))));
   for (const Results* r : {&n.probe, &n.train})
-    if (const auto named = command_options(r->command, "fleet", {"--rank", "--ranks"}))
+    if (const auto named = command_options(r->command, "fleet", {"--rank", "--ranks"})) {
       for (auto [opt, value] : {std::pair{"--rank", int64_t(n.rank)}, std::pair{"--ranks", int64_t(n.ranks)}})
         if (const auto it = named->find(opt); it != named->end() && !named_number_is(it->second, value))
           return Status::invalid(fmt::format("{}: {} {}, but its results' command says {} {}", where,
                                              std::string(opt).substr(2), value, opt,
                                              shown_safely(it->second.substr(0, 20))));
+      for (auto [opt, wanted] : {std::pair{"--rank", by_options}, std::pair{"--ranks", by_options || indexed}})
+        if (named->count(opt) != size_t(wanted))
+          return Status::invalid(fmt::format("{}: placed by {}, but its results' command {} {}", where, n.placement,
+                                             wanted ? "lacks" : "names", opt));
+    }
   // A node.json whose key is not the machine its own results describe (a 96-core EPYC claiming its peers'
   // key would be compared with them, and its bits judged against theirs).
   if (!n.key.empty() && n.probe.machine.is_object() && !n.probe.machine.empty()) {
@@ -377,17 +389,15 @@ Status fleet_node_from_texts(const std::string& node_text, const std::string& pr
                                            "lost before its end)",
                                            where, part));
   // Collectives run under MPI among all the job's ranks: each cell on as many ranks as the node's fleet has, and none
-  // on a rank its command placed (--rank: one process per rank, which talk through no MPI).
+  // on a rank placed otherwise (one process per rank, which talk through no MPI).
   for (size_t i = 0; i < n.collectives.size(); ++i)
     if (n.collectives[i].ranks != n.ranks)
       return Status::invalid(fmt::format("{}: collectives[{}] ran on {} ranks, but the node is a rank of {}", where, i,
                                          n.collectives[i].ranks, n.ranks));
-  if (!n.collectives.empty())
-    for (const Results* r : {&n.probe, &n.train})
-      if (const auto named = command_options(r->command, "fleet", {"--rank"}); named && named->count("--rank"))
-        return Status::invalid(fmt::format("{}: {} collective cells, but its results' command places it with --rank "
-                                           "(one process per rank, no MPI: no collective ran)",
-                                           where, n.collectives.size()));
+  if (!n.collectives.empty() && n.placement != "MPI")
+    return Status::invalid(fmt::format("{}: {} collective cells, but it was placed by {} (one process per rank, no "
+                                       "MPI: no collective ran)",
+                                       where, n.collectives.size(), n.placement));
   // A node that says it passed while its own results hold a FAIL.
   if (n.state == "finished" && n.exit_code == 0)
     for (auto& o : n.probe.observations)

@@ -29,6 +29,9 @@ inline constexpr double kFleetSlowWarn = 3, kFleetSlowFail = 10;
 struct FleetNode {
   int rank = -1, ranks = 0, level = 1;
   std::string host;
+  // Where its rank came from (FleetRank::source): "MPI" (mpirun: the only placement with collectives),
+  // "--rank" (its options), "SLURM_PROCID" (srun, one process per rank) or "JOB_COMPLETION_INDEX" (with --ranks).
+  std::string placement;
   std::string folder;  // "ranks/<rank>-<host>", relative to the fleet directory
   // "finished": its part ran to the end; "running": it did not finish (killed, crashed or lost: its
   // results so far count); "interrupted": stopped by a signal it caught (exit_code 128 + the signal; its

@@ -50,7 +50,7 @@ std::vector<FleetNode> fleet_of(int n) {
   for (int r = 0; r < n; ++r) {
     FleetNode x;
     x.rank = r, x.ranks = n, x.host = "h" + std::to_string(r), x.folder = fleet_folder(r, x.host);
-    x.state = "finished", x.exit_code = 0;
+    x.placement = "MPI", x.state = "finished", x.exit_code = 0;
     x.key = {{"cpu_model", "EPYC"}, {"libraries.glibc", "2.36"}};
     x.probe.observations = {obs(kW1, kRef, {kA, kA, kA}), obs(kW2, kRef, {kB, kB, kB})};
     nodes.push_back(std::move(x));
@@ -308,15 +308,45 @@ TEST(FleetConsensus, ANodeFileOfTheWrongShapeIsRefusedWithOneLine) {
     refused(with([](nlohmann::json& c) { c["seconds"] = {0.001}; }), "status ok with 2 fingerprints and 1 times");
     refused(with([](nlohmann::json& c) { c["ranks"] = 99; }), "collectives[0] ran on 99 ranks, but the node is a rank of 1");
     refused(with([](nlohmann::json& c) { c["status"] = ""; }), "status is empty");
-    // A rank its command placed with --rank ran without MPI: it ran no collective.
+    // A rank placed otherwise than by mpirun ran without MPI: it ran no collective. Its node.json says how it was
+    // placed, and its results' command says the same: a command with `--rank` deleted (or misspelt) still leaves
+    // the placement, and a placement relabelled "MPI" contradicts the command.
     Results placed = n.probe;
     placed.machine = nlohmann::json::object();
     placed.command = "detaudit fleet --rank 0 --ranks 1 --out d";
-    const Status st = fleet_node_from_texts(with([](nlohmann::json&) {}).dump(), to_json(placed).dump(), "", "x", &out);
-    EXPECT_NE(st.message().find("1 collective cells, but its results' command places it with --rank"),
-              std::string::npos)
-        << st.message();
+    auto placed_by = [&](const std::string& how, bool collectives) {
+      auto k = collectives ? with([](nlohmann::json&) {}) : n.node_json();
+      k["placement"] = how;
+      return k.dump();
+    };
+    for (const char* how : {"--rank", "SLURM_PROCID", "JOB_COMPLETION_INDEX"}) {
+      const Status st = fleet_node_from_texts(placed_by(how, true), "", "", "x", &out);
+      EXPECT_NE(st.message().find(fmt::format("1 collective cells, but it was placed by {}", how)), std::string::npos)
+          << st.message();
+    }
+    auto with_command = [&](const std::string& how, const std::string& command) {
+      Results r = placed;
+      r.command = command;
+      return fleet_node_from_texts(placed_by(how, false), to_json(r).dump(), "", "x", &out);
+    };
+    // Every honest pairing of placement and command is read.
+    EXPECT_TRUE(with_command("--rank", "detaudit fleet --rank 0 --ranks 1 --out d").is_ok());
+    EXPECT_TRUE(with_command("MPI", "detaudit fleet --level 1 --out d").is_ok());
+    EXPECT_TRUE(with_command("SLURM_PROCID", "detaudit fleet --out d").is_ok());
+    EXPECT_TRUE(with_command("JOB_COMPLETION_INDEX", "detaudit fleet --ranks 1 --out d").is_ok());
+    EXPECT_TRUE(with_command("MPI", "detaudit fleet --rank 0 --ranks 1 --out d").message().find(
+                    "placed by MPI, but its results' command names --rank") != std::string::npos);
+    EXPECT_TRUE(with_command("--rank", "detaudit fleet --out d").message().find(
+                    "placed by --rank, but its results' command lacks --rank") != std::string::npos);
+    EXPECT_TRUE(with_command("--rank", "detaudit fleet --rnak 0 --ranks 1 --out d").message().find(
+                    "placed by --rank, but its results' command lacks --rank") != std::string::npos);
+    EXPECT_TRUE(with_command("JOB_COMPLETION_INDEX", "detaudit fleet --out d").message().find(
+                    "placed by JOB_COMPLETION_INDEX, but its results' command lacks --ranks") != std::string::npos);
+    EXPECT_TRUE(with_command("SLURM_PROCID", "detaudit fleet --ranks 1 --out d").message().find(
+                    "placed by SLURM_PROCID, but its results' command names --ranks") != std::string::npos);
   }
+  refused(edit([](nlohmann::json& k) { k["placement"] = "ssh"; }), "placement 'ssh' (MPI, --rank, SLURM_PROCID");
+  refused(edit([](nlohmann::json& k) { k.erase("placement"); }), "placement is missing");
   refused(edit([](nlohmann::json& k) { k["verdict"] = "PASS"; }), "\"verdict\" is not a field of a fleet node file");
   {
     // Its host is the one its own results ran on.
@@ -507,6 +537,7 @@ TEST(FleetConsensus, EvidenceEditedBelowTheFleetDirectoryIsRefused) {
   const fs::path d = fresh_dir("fleet-edited");
   auto save = [&](const fs::path& root, int rank, int ranks, const std::string& command) {
     FleetNode x = fleet_of(ranks)[size_t(rank)];
+    x.placement = command.find("--rank") != std::string::npos ? "--rank" : "SLURM_PROCID";  // as the command says
     x.started_at = "2026-12-01T10:00:0" + std::to_string(rank) + "Z";
     ASSERT_TRUE(save_fleet_node(root.string(), x).is_ok());
     fs::create_directories(root / x.folder / "probe");
