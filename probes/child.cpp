@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -213,7 +214,9 @@ void install_interrupt_handlers() {
 int interrupted() { return g_interrupted; }
 void clear_interrupted() { g_interrupted = 0; }
 
-void child_die_with_parent() {
+void child_start() {
+  const struct rlimit no_core{0, 0};
+  ::setrlimit(RLIMIT_CORE, &no_core);
   const char* p = std::getenv("DETAUDIT_PARENT_PID");
   if (!p) return;  // started by hand (tests, debugging): nobody to follow
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);

@@ -1,8 +1,8 @@
 // Child processes of detaudit (probe workers, oracle workers, training workers): started in their own
 // process group with their own environment, fed one request on stdin, read line by line on stdout
 // under a timeout, and never outliving the parent:
-//   - the child asks the kernel to kill it when the parent dies (PR_SET_PDEATHSIG, see
-//     child_die_with_parent(), called first thing in every hidden worker subcommand);
+//   - the child writes no core file and asks the kernel to kill it when the parent dies (RLIMIT_CORE 0 and
+//     PR_SET_PDEATHSIG, see child_start(), called first thing in every hidden worker subcommand);
 //   - SIGINT/SIGTERM/SIGHUP in the parent (install_interrupt_handlers) kill every live child's group at
 //     once, and interrupted() then tells the orchestration to save what finished and stop.
 #pragma once
@@ -50,9 +50,12 @@ int interrupted();
 // For tests: forget an interruption.
 void clear_interrupted();
 
-// The child side: die when the parent dies, even when the parent is killed with SIGKILL. Exits at once
-// when the parent is already gone. Reads DETAUDIT_PARENT_PID, set by run_child.
-void child_die_with_parent();
+// The child side, first thing in every worker: no core file, ever (a target that crashes by design, a SIGILL on
+// an instruction the CPU lacks, would leave hundreds of MB in the working directory wherever core dumps are on:
+// RLIMIT_CORE 0, which the kernel and systemd-coredump honour); and die when the parent dies, even when the
+// parent is killed with SIGKILL. Exits at once when the parent is already gone. Reads DETAUDIT_PARENT_PID, set by
+// run_child.
+void child_start();
 
 // The child side's I/O: the whole request from fd (until EOF), and one protocol line (EINTR and short
 // writes handled; false when the parent is gone).

@@ -238,7 +238,7 @@ Observation observe_oracle(const WorkItem& item) {
 }  // namespace
 
 int worker_main(int in_fd, int out_fd) {
-  child_die_with_parent();
+  child_start();
   std::string input = read_all(in_fd);
   WorkerRequest req;
   if (Status st = parse_worker_request(input, &req); !st) {

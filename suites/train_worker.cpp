@@ -312,7 +312,7 @@ nlohmann::json run_request(const TrainRunRequest& q, Fault fault, int out_fd) {
 }  // namespace
 
 int train_worker_main(int in_fd, int out_fd) {
-  child_die_with_parent();
+  child_start();
   TrainRunRequest q;
   if (Status st = parse_train_request(read_all(in_fd), &q); !st) {
     fmt::print(stderr, "detaudit train worker: {}\n", st.message());

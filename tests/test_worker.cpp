@@ -2,6 +2,7 @@
 // signals) are recorded as observations, and the parent goes on.
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -61,6 +62,39 @@ TEST(WorkerIsolation, SegfaultIsRecordedAndTheNextItemStillRuns) {
     EXPECT_EQ(o.target, "testing?fault=segv");
   }
   EXPECT_EQ(obs[1].workload.rfind("reduce?op=dot", 0), 0u);
+}
+
+// A worker that crashes writes no core file, wherever core dumps are on: a target that crashes by design (an
+// instruction the CPU lacks) would leave hundreds of MB in the working directory of every run, as it did under
+// slurmd. Core dumps are turned on here as a shell's `ulimit -c unlimited` would, in an empty working directory.
+TEST(WorkerIsolation, ACrashingWorkerWritesNoCoreFile) {
+  std::string pattern;
+  std::getline(std::ifstream("/proc/sys/kernel/core_pattern"), pattern);
+  if (pattern.empty() || pattern[0] == '|' || pattern.find('/') != std::string::npos)
+    GTEST_SKIP() << "core_pattern '" << pattern << "' sends core files elsewhere than the working directory";
+  struct rlimit before {};
+  ASSERT_EQ(getrlimit(RLIMIT_CORE, &before), 0);
+  if (before.rlim_max == 0) GTEST_SKIP() << "the hard limit on core files is 0: no process here can dump core";
+  const std::filesystem::path here = std::filesystem::current_path();
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("detaudit-no-core-" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::filesystem::current_path(dir);
+  struct rlimit on = before;
+  on.rlim_cur = before.rlim_max;
+  ASSERT_EQ(setrlimit(RLIMIT_CORE, &on), 0);
+  auto segv = run("testing?fault=segv", {"reduce?op=sum&n=10"});
+  auto ill = run("testing?fault=ill", {"matmul?m=4&n=4&k=4"});
+  setrlimit(RLIMIT_CORE, &before);
+  std::filesystem::current_path(here);
+  ASSERT_EQ(segv.size(), 1u);
+  ASSERT_EQ(ill.size(), 1u);
+  EXPECT_EQ(segv[0].reason.rfind("SIGSEGV", 0), 0u) << segv[0].reason;
+  EXPECT_EQ(ill[0].reason.rfind("SIGILL", 0), 0u) << ill[0].reason;
+  std::vector<std::string> left;
+  for (auto& e : std::filesystem::directory_iterator(dir)) left.push_back(e.path().filename().string());
+  EXPECT_TRUE(left.empty()) << "left in the working directory: " << left.front();
+  std::filesystem::remove_all(dir);
 }
 
 TEST(WorkerIsolation, IllegalInstructionIsRecordedAsSigill) {
