@@ -71,18 +71,17 @@ int judge_fleet(const std::vector<FleetNode>& nodes, const std::string& dir, con
                      fmt::format("{}/{}", n["cells_agreeing"].get<size_t>(), n["cells"].get<size_t>()), ratio,
                      n["verdict"].get<std::string>());
   }
+  // The verdict line counts every finding; the text lists the first 20.
   size_t shown = 0;
   for (auto& x : f.findings) {
-    if (shown++ == 20) {
-      t += fmt::format("... and {} more findings in {}/fleet.json\n", f.findings.size() - 20, dir);
-      break;
-    }
-    t += fmt::format("{} rank {} ({}) {}{}: {}\n", to_string(x.verdict), x.rank, x.host, x.kind,
-                     x.cell.empty() ? "" : " " + x.cell, x.detail);
     if (x.verdict == Verdict::kFail && o.first_fail.empty())
       o.first_fail = fmt::format("rank {} ({}) {}{}", x.rank, x.host, x.kind, x.cell.empty() ? "" : " " + x.cell);
     if (x.verdict == Verdict::kFail) ++o.counts.fail;
     if (x.verdict == Verdict::kWarn) ++o.counts.warn;
+    if (shown++ == 20) t += fmt::format("... and {} more findings in {}/fleet.json\n", f.findings.size() - 20, dir);
+    if (shown <= 20)
+      t += fmt::format("{} rank {} ({}) {}{}: {}\n", to_string(x.verdict), x.rank, x.host, x.kind,
+                       x.cell.empty() ? "" : " " + x.cell, x.detail);
   }
   for (auto& i : ignored) t += fmt::format("ignored: {}\n", i);
   t += fmt::format("fleet.json, report.md and report.html in {}\n", dir);

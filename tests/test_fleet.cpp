@@ -530,6 +530,35 @@ TEST(FleetConsensus, AnEarlierRunsFoldersAreLeftOutAndNamed) {
   fs::remove_all(d);
 }
 
+// The verdict line counts the fleet's findings, not the 20 the text lists: a node with other bits on 25 cells is
+// fail=25.
+TEST(FleetConsensus, TheVerdictLineCountsEveryFinding) {
+  const fs::path d = fresh_dir("fleet-many");
+  for (int r = 0; r < 3; ++r) {
+    FleetNode x = fleet_of(3)[size_t(r)];
+    x.placement = "--rank";
+    x.started_at = "2026-12-01T10:00:00Z";
+    x.probe.observations.clear();
+    for (int s = 1; s <= 25; ++s)
+      x.probe.observations.push_back(
+          obs("reduce?op=sum&n=10&dist=uniform&seed=" + std::to_string(s), kRef, r == 2 ? std::vector<std::string>{kB, kB} : std::vector<std::string>{kA, kA}));
+    ASSERT_TRUE(save_fleet_node(d.string(), x).is_ok());
+    fs::create_directories(d / x.folder / "probe");
+    x.probe.machine = nlohmann::json::object();
+    ASSERT_TRUE(save_results((d / x.folder / "probe" / "results.json").string(), x.probe).is_ok());
+    save_rank_qualify(d, x);
+  }
+  const cli_test::CliRun r = cli_test::run_cli("fleet report " + d.string());
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  size_t fails = 0;
+  const nlohmann::json fleet = nlohmann::json::parse(slurp(d / "fleet.json"));
+  for (auto& f : fleet["findings"]) fails += f["verdict"] == "FAIL";
+  EXPECT_EQ(fails, 25u);
+  EXPECT_NE(r.out.find("... and 5 more findings in"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(fmt::format("fail={} ", fails)), std::string::npos) << r.out;
+  fs::remove_all(d);
+}
+
 // What a rank wrote is read where it wrote it and as it wrote it: a node.json whose rank or number of ranks its own
 // command contradicts (a dissenting rank dropped), one run's results copied into a second rank's folder (a fake
 // majority), and links below the fleet directory (ranks/, a rank's probe/ or its results.json) are refused.
