@@ -25,6 +25,8 @@ inline bool condition_nondeterministic(std::string_view c) { return c == "a" || 
 // (d) alone runs every replicate of a seed to the same bits: fixed initial weights, nondeterminism off and no
 // nudge ((e) nudges one weight per replicate).
 inline bool condition_replicates_agree(std::string_view c) { return c == "d"; }
+// (e) nudges one weight of the fixed start per replicate.
+inline bool condition_nudged(std::string_view c) { return c == "e"; }
 
 // The phase label of one run's learning curve (analysis/phases.hpp detects it, once, in the worker).
 struct CurvePhases {

@@ -783,6 +783,31 @@ Status baseline_from_json(const nlohmann::json& j, Baseline* out) {
                                            t.condition, t.target));
       b.training.push_back(std::move(t));
     }
+  // Across conditions, the promise each (d) cell is held to above: runs of one seed on one target that start from
+  // the same weights with nondeterminism off and no nudge ((b)'s first seed and (d)'s replicates) end in the same
+  // bits. Runs that end apart are no reference (baseline save refuses such results): check would blame a later run
+  // for the baseline's own contradiction.
+  std::map<std::tuple<std::string, std::string, std::string, std::string, uint64_t>,
+           std::pair<const BaselineTraining*, const BaselineRun*>>
+      first_of_start;
+  for (const BaselineTraining& t : b.training) {
+    if (condition_nondeterministic(t.condition) || condition_nudged(t.condition)) continue;
+    for (const BaselineRun& r : t.runs) {
+      auto [it, fresh] = first_of_start.emplace(std::tuple{t.model, t.design, t.target, t.key, r.seed}, std::pair{&t, &r});
+      if (fresh || it->second.first == &t) continue;  // within one cell: its own check
+      const BaselineTraining& ot = *it->second.first;
+      const BaselineRun& o = *it->second.second;
+      const bool same_loss = std::memcmp(&o.final_loss, &r.final_loss, sizeof(double)) == 0;
+      const bool same_weights =
+          o.weights_fingerprint.empty() || r.weights_fingerprint.empty() || o.weights_fingerprint == r.weights_fingerprint;
+      if (!same_loss || !same_weights)
+        return Status::invalid(fmt::format(
+            "training: ({}) and ({}) of {}/{} on {}: seed {} starts both from the same weights with nondeterminism off "
+            "and no nudge, yet they end apart ({}): such runs are no reference",
+            ot.condition, t.condition, t.model, t.design, t.target, r.seed,
+            same_weights ? "final loss" : fmt::format("weights {} and {}", o.weights_fingerprint, r.weights_fingerprint)));
+    }
+  }
   DETAUDIT_RETURN_IF_ERROR(keys_of_one_machine(b));
   DETAUDIT_RETURN_IF_ERROR(holds_bits(b));  // (a file edited to hold none)
   // Its strings reach a terminal (check's findings, its header): no control character but a tab or newline.

@@ -1528,6 +1528,19 @@ TEST(Lies, ABaselineThatContradictsItselfIsRefused) {
          j["training"][0]["mean"] = 0.375;
          j["training"][0]["sd"] = 0.17677669529663687;
        }},
+      // Across conditions: (b)'s first seed starts from (d)'s weights, with nondeterminism off and no nudge, so it
+      // ends in (d)'s bits; a (b) run that ends elsewhere makes check blame the genuine run for the baseline's lie.
+      {"train-b-apart-from-d", "training: (b) and (d) of autoencoder/",
+       [](nlohmann::json& j) {
+         nlohmann::json b = j["training"][0];
+         b["condition"] = "b", b["init"] = "random";
+         b["runs"] = nlohmann::json::array({b["runs"][0]});
+         b["runs"][0]["weights_fingerprint"] = std::string(32, '1');
+         b["n"] = 1, b["mean"] = b["runs"][0]["final_loss"];
+         b.erase("sd");
+         j["training"].insert(j["training"].begin(), b);
+         j["source"]["plan"]["design"]["conditions"] = "bd", j["source"]["plan"]["runs"] = 4;
+       }},
       {"train-model", "training[0].model \"prednet\" is not the design's", [](nlohmann::json& j) { j["training"][0]["model"] = "prednet"; }},
       {"train-variant", "training[0].target cpu?order=atomic", [](nlohmann::json& j) {
          j["training"][0]["target"] = "cpu?order=atomic&threads=2&isa=auto";
