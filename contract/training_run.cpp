@@ -544,13 +544,23 @@ RunVerdict judge_training_run(const TrainingRun& r) {
 
 namespace {
 
-// The distinct outcomes (weights and the final loss's bits) of a group of finished runs.
+// The distinct outcomes of a group of finished runs: the weights, and the bits of the final loss, of every point of
+// the learning curve and of every noise measurement. Runs that promise one outcome give the same bits in each: two
+// that end in the same weights after other curves or other measured gradients broke the promise as surely.
 size_t outcomes_of(const std::vector<TrainingRun>& runs, const std::vector<size_t>& members) {
-  std::set<std::pair<std::string, uint64_t>> outcomes;
+  std::set<std::string> outcomes;
   for (size_t i : members) {
-    uint64_t bits = 0;
-    std::memcpy(&bits, &runs[i].final_loss, sizeof bits);
-    outcomes.insert({runs[i].weights_fingerprint, bits});
+    const TrainingRun& r = runs[i];
+    std::string o = r.weights_fingerprint;
+    auto add = [&](double v) { o.append(reinterpret_cast<const char*>(&v), sizeof v); };
+    add(r.final_loss);
+    for (double v : r.curve) add(v);
+    if (r.noise)
+      for (const NoisePoint& p : r.noise->points) {
+        add(double(p.step)), add(p.big_sq), add(p.small_sq);
+        if (p.hw_sq) add(*p.hw_sq);
+      }
+    outcomes.insert(std::move(o));
   }
   return outcomes.size();
 }
@@ -567,8 +577,8 @@ std::vector<RunVerdict> judge_training_runs(const std::vector<TrainingRun>& runs
     for (size_t i : members)
       if (out[i].verdict != Verdict::kFail)
         out[i] = {Verdict::kFail, fmt::format("broke its promise: {}, yet {} finished runs ended in {} different "
-                                              "outcomes (final loss and weights); this is ({}) seed {} replicate {}, "
-                                              "final loss {}, weights {}",
+                                              "outcomes (final loss, weights, learning curve or noise measurements); "
+                                              "this is ({}) seed {} replicate {}, final loss {}, weights {}",
                                               promise, members.size(), outcomes, runs[i].condition, runs[i].seed,
                                               runs[i].replicate, runs[i].final_loss, runs[i].weights_fingerprint)};
   };

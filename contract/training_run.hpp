@@ -196,9 +196,9 @@ struct RunVerdict {
 RunVerdict judge_training_run(const TrainingRun& r);
 // Every run of a design, in its order: judge_training_run, and beside it what only runs together show. (d)
 // starts every replicate of a seed from the same weights with nondeterminism off and no nudge, so they end in
-// the same bits: where a seed's finished replicates (per source and target) do not all end in one final loss and
-// weights, they broke the deterministic variant's promise, and every one of them FAILs (no run says which is
-// right).
+// the same bits: where a seed's finished replicates (per source and target) do not all give one final loss,
+// weights, learning curve and noise trace, they broke the deterministic variant's promise, and every one of them
+// FAILs (no run says which is right); so do runs of several conditions that start alike ((b)'s first seed and (d)).
 std::vector<RunVerdict> judge_training_runs(const std::vector<TrainingRun>& runs);
 // Whether a FAIL of a finished run is a broken promise (what judge_training_runs adds to a run's own status).
 inline bool broke_promise(const TrainingRun& r, const RunVerdict& v) { return r.ok() && v.verdict == Verdict::kFail; }

@@ -1326,6 +1326,19 @@ TEST(Lies, ADeterministicRunThatBrokeItsPromiseFails) {
   ASSERT_EQ(run_cli("baseline save " + agree.string() + " --out " + base2).code, 0);
   r = run_cli("check " + agree.string() + " --baseline " + base2 + " --no-history");
   EXPECT_EQ(r.code, 0) << r.out << r.err;
+  {
+    // The same weights after another measured gradient (one noise point of replicate 1 edited, as a lie or a
+    // measurement that varied would give): the promise broke all the same, and both FAIL.
+    Results twins = two;
+    ASSERT_TRUE(twins.training[1].noise && !twins.training[1].noise->points.empty());
+    twins.training[1].noise->points[0].big_sq *= 1.5;
+    EXPECT_EQ(judge_training_runs(twins.training)[0].verdict, Verdict::kFail);
+    EXPECT_EQ(judge_training_runs(twins.training)[1].verdict, Verdict::kFail);
+    r = run_cli("check " + save(d, "noise-apart", twins).string() + " --baseline " + base2 + " --no-history");
+    EXPECT_EQ(r.code, 1) << r.out << r.err;
+    EXPECT_NE(r.out.find("outcomes (final loss, weights, learning curve or noise measurements)"), std::string::npos)
+        << r.out;
+  }
   rep1.weights_fingerprint = test::fingerprint('f');
   // Which replicate is "right" no run can say: both FAIL.
   EXPECT_EQ(judge_training_runs(two.training)[0].verdict, Verdict::kFail);
