@@ -768,6 +768,48 @@ std::string autoencoder_size_problem(const Trace& t, const std::string& path) {
   return "";
 }
 
+// "" when the trace's network is the autoencoder's and every step holds each record one step of it makes, once
+// (its tensors as autoencoder_tensor_sizes saw them, and the loss's value); else why not. A trace without one layer's
+// records at every step (its end line edited to match) would pass that layer by unseen, and blame the next op.
+std::string autoencoder_records_problem(const Trace& t, const std::string& path) {
+  const TensorSizes& known = autoencoder_tensor_sizes();
+  if (known.sizes.empty()) return "";
+  if (t.design.layers != known.layers)
+    return fmt::format("{}:1: the header's design.layers ({}) are not the autoencoder's ({})", path,
+                       shown_safely(fmt::format("{}", fmt::join(t.design.layers, ",")).substr(0, 200)),
+                       fmt::join(known.layers, ","));
+  if (t.records.empty()) return "";  // (a trace without records is refused by its step count)
+  using Key = std::tuple<int, std::string, std::string>;
+  std::set<Key> made;
+  for (auto& [key, sizes] : known.sizes) made.insert(key);
+  made.insert({int(known.layers.size()), "loss", "value"});
+  auto named = [&](const Key& k) {
+    const size_t layer = size_t(std::get<0>(k));
+    return fmt::format("{} {} record of layer {} ({})", std::get<1>(k), std::get<2>(k), layer,
+                       layer < known.layers.size() ? known.layers[layer] : std::string("mse"));
+  };
+  std::set<Key> seen;
+  for (size_t i = 0; i <= t.records.size(); ++i) {
+    // At the end of each step: every record the step makes was there.
+    if (i == t.records.size() || (i > 0 && t.records[i].step != t.records[i - 1].step)) {
+      for (const Key& k : made)
+        if (!seen.count(k))
+          return fmt::format("{}: step {} holds no {}, which every step of the autoencoder makes: the trace was cut "
+                             "short or edited",
+                             path, t.records[i - 1].step, named(k));
+      seen.clear();
+    }
+    if (i == t.records.size()) break;
+    const DivergeRecord& r = t.records[i];
+    const Key k{r.layer, r.pass, r.tensor};
+    if (!made.count(k))
+      return fmt::format("{}:{}: the autoencoder makes no {}", path, t.lines[i], named(k));
+    if (!seen.insert(k).second)
+      return fmt::format("{}:{}: step {} holds the {} twice", path, t.lines[i], r.step, named(k));
+  }
+  return "";
+}
+
 Status read_trace(const std::string& path, Trace* t) {
   t->path = path;
   t->side.trace = path;
@@ -900,6 +942,7 @@ Status read_trace(const std::string& path, Trace* t) {
     (void)first;
   }
   if (const std::string why = autoencoder_size_problem(*t, path); !why.empty()) return Status::invalid(why);
+  if (const std::string why = autoencoder_records_problem(*t, path); !why.empty()) return Status::invalid(why);
   for (auto& r : t->records) ++per_step[r.step];
   for (int step = 0; step < t->design.steps; ++step) {
     const size_t have = per_step.count(step) ? per_step[step] : 0;

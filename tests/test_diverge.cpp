@@ -574,6 +574,45 @@ TEST(Diverge, BadInputExitsTwoWithOneLine) {
     std::ofstream(cut_last) << cut_text;
     st = compare_traces(cut_last.string(), cut_last.string(), &r);
     EXPECT_NE(st.message().find("the trace was cut short or edited"), std::string::npos) << st.message();
+    // One layer's forward records taken out of every step, the end line edited to match: the layer would pass by
+    // unseen, and a divergence in it be blamed on the next op (a ReLU, whose input was never compared).
+    std::string dropped;
+    size_t kept = 0;
+    for (size_t i = 0; i + 1 < lines.size(); ++i) {
+      const auto x = nlohmann::json::parse(lines[i]);
+      if (x.value("kind", "") == "record" && x["layer"] == 11 && x["pass"] == "forward") continue;
+      dropped += lines[i] + "\n";
+      kept += x.value("kind", "") == "record";
+    }
+    auto dropped_end = nlohmann::json::parse(lines.back());
+    dropped_end["records"] = kept;
+    const fs::path no_layer = dir() / "lie-no-layer.jsonl";
+    std::ofstream(no_layer) << dropped << dropped_end.dump() << "\n";
+    st = compare_traces(no_layer.string(), no_layer.string(), &r);
+    EXPECT_NE(st.message().find("step 0 holds no forward y record of layer 11 (conv2d), which every step of the "
+                                "autoencoder makes: the trace was cut short or edited"),
+              std::string::npos)
+        << st.message();
+    const fs::path no_layer_b = dir() / "lie-no-layer-b.jsonl";
+    fs::copy_file(no_layer, no_layer_b, fs::copy_options::overwrite_existing);
+    c = run_cli("diverge --trace " + no_layer.string() + " --trace " + no_layer_b.string() + " --out " +
+                (dir() / "o").string());
+    EXPECT_EQ(c.code, 2) << c.out;
+    EXPECT_TRUE(one_line(c.err)) << c.err;
+    // A network other than the autoencoder's: its first ReLU renamed in the header and in every record of it.
+    std::string renamed;
+    for (size_t i = 0; i < lines.size(); ++i) {
+      auto x = nlohmann::json::parse(lines[i]);
+      if (i == 0) x["design"]["layers"][1] = "gelu";
+      if (x.value("kind", "") == "record" && x["layer"] == 1) x["name"] = "gelu";
+      renamed += x.dump() + "\n";
+    }
+    std::ofstream(noted) << renamed;
+    st = compare_traces(noted.string(), noted.string(), &r);
+    EXPECT_NE(st.message().find("lie-header.jsonl:1: the header's design.layers (conv2d,gelu,maxpool"),
+              std::string::npos)
+        << st.message();
+    EXPECT_NE(st.message().find("are not the autoencoder's (conv2d,relu,maxpool"), std::string::npos) << st.message();
   }
 
   // Not a trace at all.
