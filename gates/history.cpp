@@ -869,7 +869,33 @@ nlohmann::json plan_of(const Results& r) {
   add("workloads", &workloads);
   for (auto& o : r.observations) targets.insert(o.target), workloads.insert(o.workload);
   for (auto& t : r.training) targets.insert(t.target);
-  return {{"targets", targets}, {"workloads", workloads}};
+  nlohmann::json plan = {{"targets", targets}, {"workloads", workloads}};
+  // A training design's settings (seeds, batches, window, data...): its cells are the design's with them, so that
+  // runs of two designs of one name are never one cell that "changed".
+  if (r.plan.is_object() && r.plan.contains("design") && r.plan["design"].is_object()) {
+    plan["design"] = r.plan["design"];
+    if (r.plan.contains("data_fingerprint") && r.plan["data_fingerprint"].is_string())
+      plan["data_fingerprint"] = r.plan["data_fingerprint"];
+  }
+  return plan;
+}
+
+// The settings a training cell's label carries (" [seeds 2, replicates 2, 60 batches of 64, window 10, data seed 1,
+// data 88873690]"): "" for a run recorded without them.
+std::string design_settings_label(const std::string& plan_text) {
+  const nlohmann::json plan = parse_json_or_null(plan_text);
+  if (!plan.is_object() || !plan.contains("design") || !plan["design"].is_object()) return "";
+  const nlohmann::json& d = plan["design"];
+  auto num = [&](const char* k) { return d.contains(k) && d[k].is_number() ? d[k].dump() : std::string("?"); };
+  std::string s = fmt::format(" [seeds {}, replicates {}, {} batches of {}, window {}, data seed {}", num("seeds"),
+                              num("replicates"), num("batches"), num("batch_size"), num("window"), num("data_seed"));
+  if (d.contains("noise_every") && d["noise_every"].is_number() && d["noise_every"] != 0)
+    s += ", noise every " + num("noise_every");
+  if (d.contains("prednet_config") && d["prednet_config"].is_string())
+    s += ", " + shown_safely(d["prednet_config"].get<std::string>().substr(0, 20));
+  if (plan.contains("data_fingerprint") && plan["data_fingerprint"].is_string())
+    s += ", data " + shown_safely(plan["data_fingerprint"].get<std::string>().substr(0, 8));
+  return s + "]";
 }
 
 Status record_run(const std::string& db_path, RunKind run_kind, const Results& r, const std::string& results_dir,
@@ -1247,7 +1273,7 @@ Status query_training(Db& db, const HistoryFilter& f, const std::string& target_
   Stmt s(db.h,
          "SELECT r.id, r.kind, r.started_at, r.results_dir, r.hostname, r.machine_key, r.tool_version, "
          "r.tool_commit, r.software, t.model, t.design, t.condition, t.target, t.seed, t.replicate, t.status, "
-         "t.weights_fingerprint, t.verdict FROM training t JOIN runs r ON r.id = t.run_id WHERE r.started_at >= ?1 "
+         "t.weights_fingerprint, t.verdict, r.plan FROM training t JOIN runs r ON r.id = t.run_id WHERE r.started_at >= ?1 "
          "ORDER BY r.started_at, r.id, t.model, t.design, t.condition, t.target, t.seed, t.replicate");
   if (!s.ok()) return Status::invalid(describe_sqlite_error(db, sqlite3_errcode(db.h)));
   s.bind(1, f.since);
@@ -1268,11 +1294,14 @@ Status query_training(Db& db, const HistoryFilter& f, const std::string& target_
   std::vector<Acc> accs;
   std::map<std::tuple<int64_t, std::string, std::string>, size_t> index;
   std::set<std::tuple<std::string, std::string, std::string, std::string>> seen_dirs;
+  std::map<int64_t, std::string> settings_of;  // run -> its design's settings, as a label carries them
   int rc;
   while ((rc = s.step()) == SQLITE_ROW) {
     const std::string host = s.text(4), key = s.text(5);
     if (!f.machine.empty() && !machine_keys.count(key) && !hosts.count(host)) continue;
-    const std::string workload = fmt::format("train {}/{} ({})", s.text(9), s.text(10), s.text(11));
+    auto label = settings_of.find(s.integer(0));
+    if (label == settings_of.end()) label = settings_of.emplace(s.integer(0), design_settings_label(s.text(18))).first;
+    const std::string workload = fmt::format("train {}/{} ({}){}", s.text(9), s.text(10), s.text(11), label->second);
     const std::string target = canonical_spec(s.text(12), true);
     // An unknown name filter matched no probe cell ("none"): match training cells on their own names.
     if ((!matches(f.target, target_mode == "exact" ? "exact" : "substring", target) && target != target_canon) ||
@@ -1375,6 +1404,17 @@ Status check_rows_in_plan(Db& db) {
       p.workloads.insert(canonical_spec(w.get<std::string>(), false));
     return p;
   };
+  // A training design's settings, which its cells' labels carry, are the ones its recorded command asks for.
+  {
+    Stmt s(db.h, "SELECT id, command, plan FROM runs WHERE json_valid(plan) AND json_type(plan, '$.design') = 'object'");
+    int rc;
+    while ((rc = s.step()) == SQLITE_ROW)
+      if (const std::string why = train_command_contradicts_design(s.text(1), parse_json_or_null(s.text(2))["design"]);
+          !why.empty())
+        return changed(fmt::format("run {}: a plan whose design is not the one its command asks for ({})", s.integer(0),
+                                   why));
+    if (rc != SQLITE_DONE) return Status::invalid(describe_sqlite_error(db, rc));
+  }
   // A count a recorded command gives ("--seeds 3", "--seeds +3"); -1 in another spelling the option parser may also
   // have read (0x10), where nothing is checked against it; none where the command gives none.
   auto count_option = [](const std::map<std::string, std::string>& given, const char* option) -> std::optional<int64_t> {
@@ -1756,9 +1796,13 @@ Status check_runs(Db& db) {
       // The plan is what recording writes (each row of the run is checked against it below).
       {"SELECT 'run ' || id FROM runs WHERE CASE WHEN json_valid(plan) THEN json_type(plan) <> 'object' OR "
        "json_type(plan, '$.targets') IS NOT 'array' OR json_type(plan, '$.workloads') IS NOT 'array' OR "
-       "(SELECT count(*) FROM json_each(plan)) <> 2 OR EXISTS (SELECT 1 FROM json_each(plan, '$.targets') WHERE type <> "
-       "'text') OR EXISTS (SELECT 1 FROM json_each(plan, '$.workloads') WHERE type <> 'text') ELSE 1 END LIMIT 1",
-       "a plan that is not {\"targets\": [...], \"workloads\": [...]} (lists of names)"},
+       "json_type(plan, '$.design') NOT IN ('object') OR json_type(plan, '$.data_fingerprint') NOT IN ('text') OR "
+       "(SELECT count(*) FROM json_each(plan)) <> 2 + (json_type(plan, '$.design') IS NOT NULL) + "
+       "(json_type(plan, '$.data_fingerprint') IS NOT NULL) OR EXISTS (SELECT 1 FROM json_each(plan, '$.targets') "
+       "WHERE type <> 'text') OR EXISTS (SELECT 1 FROM json_each(plan, '$.workloads') WHERE type <> 'text') ELSE 1 END "
+       "LIMIT 1",
+       "a plan that is not {\"targets\": [...], \"workloads\": [...]} (lists of names), with a training design's "
+       "\"design\" object and \"data_fingerprint\""},
       // The command is the kind's: `detaudit probe ...` for a probe, and so on; a check's is `detaudit check ...`, or
       // (recorded before checks kept their own) the command of the results it checked.
       {"SELECT 'run ' || id FROM runs WHERE instr(command || ' ', ' ' || kind || ' ') = 0 AND NOT (kind = 'check' AND ("

@@ -831,3 +831,41 @@ TEST(History, ASignalEndsTheWaitForALockedHistory) {
   EXPECT_EQ(sql_int(db, "SELECT count(*) FROM runs"), 1);
   fs::remove_all(dir);
 }
+
+// A training cell is its design's with its settings: two designs of one name on one machine (2 batches, then 3) are
+// two cells, never one deterministic cell whose bits "changed" with no software difference (a false alarm).
+TEST(History, TwoDesignsOfOneNameAreTwoTrainingCells) {
+  const fs::path d = fresh_dir("history-designs");
+  cli_test::write_idx(d / "data", 64, 64);
+  const std::string db = (d / "h.db").string();
+  for (int batches : {2, 3}) {
+    const auto r = run_cli(fmt::format("train autoencoder --seeds 2 --replicates 2 --window 1 --batches {} --targets "
+                                       "'cpu?threads=2' --data {} --out {} --history {}",
+                                       batches, (d / "data").string(), (d / fmt::format("b{}", batches)).string(), db));
+    ASSERT_EQ(r.code, 0) << r.out << r.err;
+  }
+  const auto all = run_cli("history --history " + db);
+  ASSERT_EQ(all.code, 0) << all.err;
+  EXPECT_NE(all.out.find("train autoencoder/sony2021 (d) [seeds 2, replicates 2, 2 batches of 64, window 1, data seed 1"),
+            std::string::npos)
+      << all.out;
+  EXPECT_NE(all.out.find("train autoencoder/sony2021 (d) [seeds 2, replicates 2, 3 batches of 64, window 1, data seed 1"),
+            std::string::npos)
+      << all.out;
+  const auto changed = run_cli("history --history " + db + " --changed");
+  ASSERT_EQ(changed.code, 0) << changed.err;
+  EXPECT_EQ(changed.out.find("train autoencoder/"), std::string::npos) << changed.out;
+  // The settings a label carries are the ones the run's command asked for: a plan edited to another design is refused.
+  sqlite3* h = nullptr;
+  ASSERT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(h, "UPDATE runs SET plan = json_set(plan, '$.design.batches', 3) WHERE kind = 'train' AND "
+                            "json_extract(plan, '$.design.batches') = 2",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(h);
+  const auto edited = run_cli("history --history " + db);
+  EXPECT_EQ(edited.code, 2) << edited.out;
+  EXPECT_NE(edited.err.find("a plan whose design is not the one its command asks for (it asks for batches 2, but the plan's design has 3)"), std::string::npos)
+      << edited.err;
+  fs::remove_all(d);
+}
