@@ -89,10 +89,12 @@ nlohmann::json to_json(const Observation& o) {
     ks.push_back(r);
   }
   j["kernels"] = ks;
-  if (o.batch)
+  if (o.batch) {
     j["batch_invariance"] = {{"rows_checked", o.batch->rows_checked},
                              {"rows_differing", o.batch->rows_differing},
                              {"invariant", o.batch->invariant()}};
+    if (!o.batch->rows_fingerprint.empty()) j["batch_invariance"]["rows_fingerprint"] = o.batch->rows_fingerprint;
+  }
   return j;
 }
 
@@ -352,11 +354,17 @@ Status optional_from_json(const nlohmann::json& j, Observation* r, const std::st
     std::string bp = json_path(path, "batch_invariance");
     if (Status st; !(st = check_key(b, "rows_checked", T::kCount, true, bp)) ||
                    !(st = check_key(b, "rows_differing", T::kCount, true, bp)) ||
-                   !(st = check_key(b, "invariant", T::kBoolean, false, bp)))
+                   !(st = check_key(b, "invariant", T::kBoolean, false, bp)) ||
+                   !(st = check_key(b, "rows_fingerprint", T::kString, false, bp)))
       return st;
-    if (const std::string k = unknown_field(b, {"rows_checked", "rows_differing", "invariant"}); !k.empty())
+    if (const std::string k = unknown_field(b, {"rows_checked", "rows_differing", "invariant", "rows_fingerprint"});
+        !k.empty())
       return Status::invalid(fmt::format("{} is not a field of a batch invariance check", json_path(bp, k.substr(0, 40))));
-    r->batch = BatchInvariance{b["rows_checked"].get<int>(), b["rows_differing"].get<int>()};
+    r->batch = BatchInvariance{b["rows_checked"].get<int>(), b["rows_differing"].get<int>(), b.value("rows_fingerprint", "")};
+    if (Fingerprint fp; b.contains("rows_fingerprint") &&
+                        (!Fingerprint::from_hex(r->batch->rows_fingerprint, &fp) || r->batch->rows_checked < 1))
+      return Status::invalid(json_path(bp, "rows_fingerprint") +
+                             " must be 32 hex digits, the fingerprint of at least one row computed alone");
     if (b.contains("invariant") && b["invariant"].get<bool>() != r->batch->invariant())
       return Status::invalid(fmt::format("{} is {}, but {} of its rows differ", json_path(bp, "invariant"),
                                          b["invariant"].get<bool>(), r->batch->rows_differing));

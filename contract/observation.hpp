@@ -22,6 +22,9 @@ bool parse_obs_status(const std::string& s, ObsStatus* out);
 struct BatchInvariance {
   int rows_checked = 0;
   int rows_differing = 0;
+  // The fingerprint of the rows computed alone, in the order checked: outputs too, compared across a fleet's nodes
+  // as the product is ("" in results of older versions and in imports).
+  std::string rows_fingerprint;
   bool invariant() const { return rows_differing == 0; }
 };
 

@@ -786,6 +786,36 @@ FleetOutcome fleet_consensus(const std::vector<FleetNode>& nodes, const std::str
         }
         if (m != "agree") differing_cells.insert(name);
       }
+      // Batch invariance's rows computed alone are outputs too, of the same deterministic kernels: a node that
+      // computed them to other bits is as faulty as one whose product was, and a fault that lands only there would
+      // pass the product's comparison.
+      std::map<std::string, size_t> row_votes;
+      for (auto& [i, o] : present)
+        if (o->status == ObsStatus::kOk && o->distinct == 1 && o->batch && !o->batch->rows_fingerprint.empty())
+          ++row_votes[o->batch->rows_fingerprint];
+      if (row_votes.size() < 2) continue;
+      std::string rows_major;
+      size_t rows_major_votes = 0;
+      for (auto& [fp, v] : row_votes)
+        if (v > rows_major_votes) rows_major = fp, rows_major_votes = v;
+      const bool rows_majority = rows_major_votes * 2 > n_present;
+      for (auto& [i, o] : present) {
+        if (o->status != ObsStatus::kOk || o->distinct != 1 || !o->batch || o->batch->rows_fingerprint.empty() ||
+            (rows_majority && o->batch->rows_fingerprint == rows_major))
+          continue;
+        if (matrix[i][c] == "agree") matrix[i][c] = "differs";
+        differing_cells.insert(name);
+        find(unpromised ? Verdict::kWarn : Verdict::kFail, rows_majority ? "bits" : "no_majority", nodes[i], name,
+             rows_majority
+                 ? fmt::format("other bits in the rows computed alone (batch invariance): {} here, {} on {} of {} nodes "
+                               "({} of {} rows differ from the product here)",
+                               o->batch->rows_fingerprint, rows_major, rows_major_votes, n_present,
+                               o->batch->rows_differing, o->batch->rows_checked)
+                 : fmt::format("no majority in the rows computed alone (batch invariance): {} distinct results on {} "
+                               "nodes; this node's {}",
+                               row_votes.size(), n_present, o->batch->rows_fingerprint),
+             {{"rows_fingerprint", o->batch->rows_fingerprint}, {"majority", rows_majority ? rows_major : ""}});
+      }
     }
   }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "kernels/cpu/ref.hpp"
@@ -207,6 +208,12 @@ class BatchInvWorkload : public MatmulWorkload {
     void* row_out = nullptr;
     DETAUDIT_RETURN_IF_ERROR(alloc_zero(b, size_t(n_) * 4, &row_out));
     *out = BatchInvariance{};
+    std::vector<float> alone;  // the rows computed alone, in order: fingerprinted as an output
+    alone.reserve(size_t(rows_) * size_t(n_));
+    // Test hook (tests/test_worker.cpp, tests/test_fleet.cpp): a fault that lands only in the rows computed alone,
+    // as a faulty core's would, for this workload.
+    const char* flip_rows = std::getenv("DETAUDIT_TEST_FLIP_ROWS");
+    const bool flip = flip_rows && spec_.str() == flip_rows;
     for (int r = 0; r < rows_; ++r) {
       // Evenly spaced rows, first and last included when rows > 1.
       int i = rows_ == 1 ? 0 : int((int64_t(r) * (m_ - 1)) / (rows_ - 1));
@@ -216,9 +223,17 @@ class BatchInvWorkload : public MatmulWorkload {
                                       static_cast<const float*>(b_), n_, 0.0f, static_cast<float*>(row_out), n_));
       DETAUDIT_RETURN_IF_ERROR(b.synchronize());
       DETAUDIT_RETURN_IF_ERROR(b.download(row.data(), row_out, size_t(n_) * 4));
+      if (flip && r == 0 && n_ > 0) {
+        uint32_t bits;
+        std::memcpy(&bits, row.data(), 4);
+        bits ^= 1;
+        std::memcpy(row.data(), &bits, 4);
+      }
       ++out->rows_checked;
       if (std::memcmp(row.data(), full.data() + size_t(i) * n_, size_t(n_) * 4) != 0) ++out->rows_differing;
+      alone.insert(alone.end(), row.begin(), row.end());
     }
+    out->rows_fingerprint = fingerprint_bytes(alone.data(), alone.size() * sizeof(float)).hex();
     return Status::ok();
   }
 

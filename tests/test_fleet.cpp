@@ -99,6 +99,30 @@ TEST(FleetConsensus, TheNodeWithOtherBitsIsNamedWithBothFingerprints) {
   EXPECT_EQ(f.json["matrix"][1][0], "differs");  // the disagreeing cell comes first
 }
 
+// Batch invariance's rows computed alone are compared across the nodes too: a fault that lands only there (the product
+// agrees, the rows do not) is named, as other bits of the product are.
+TEST(FleetConsensus, OtherBitsInTheRowsComputedAloneAreNamed) {
+  auto nodes = fleet_of(3);
+  for (size_t i = 0; i < nodes.size(); ++i)
+    nodes[i].probe.observations[0].batch = BatchInvariance{4, i == 2 ? 1 : 0, i == 2 ? kC : kB};
+  FleetOutcome f = fleet_consensus(nodes, "d");
+  EXPECT_EQ(f.exit_code, 1);
+  ASSERT_EQ(f.findings.size(), 1u);
+  EXPECT_EQ(f.findings[0].kind, "bits");
+  EXPECT_EQ(f.findings[0].rank, 2);
+  EXPECT_EQ(f.findings[0].cell, kW1 + " @ " + kRef);
+  EXPECT_NE(f.findings[0].detail.find("other bits in the rows computed alone (batch invariance): " + kC + " here, " + kB +
+                                      " on 2 of 3 nodes (1 of 4 rows differ from the product here)"),
+            std::string::npos)
+      << f.findings[0].detail;
+  EXPECT_EQ(f.json["matrix"][2][0], "differs");
+  // The same rows everywhere: nothing to name; results of older versions (no rows fingerprint): nothing compared.
+  nodes[2].probe.observations[0].batch = BatchInvariance{4, 0, kB};
+  EXPECT_EQ(fleet_consensus(nodes, "d").exit_code, 0);
+  for (auto& n : nodes) n.probe.observations[0].batch = BatchInvariance{4, 0, ""};
+  EXPECT_EQ(fleet_consensus(nodes, "d").exit_code, 0);
+}
+
 TEST(FleetConsensus, WithoutAMajorityEveryDeterministicNodeIsNamed) {
   auto nodes = fleet_of(2);
   nodes[1].probe.observations[0] = obs(kW1, kRef, {kC, kC, kC});

@@ -97,6 +97,38 @@ TEST(WorkerIsolation, ACrashingWorkerWritesNoCoreFile) {
   std::filesystem::remove_all(dir);
 }
 
+// Batch invariance fingerprints the rows it computes alone: the same bits every run of a deterministic target, other
+// bits where a fault lands only in them (the test hook flips one bit of the first), while the product stays the same.
+TEST(WorkerIsolation, TheRowsComputedAloneAreFingerprinted) {
+  const std::string w = "batchinv?m=16&n=8&k=32&rows=4";
+  const std::string spec = item(w).workload.str();
+  auto once = run("cpu?order=sequential", {w});
+  auto again = run("cpu?order=sequential", {w});
+  setenv("DETAUDIT_TEST_FLIP_ROWS", spec.c_str(), 1);
+  auto flipped = run("cpu?order=sequential", {w});
+  unsetenv("DETAUDIT_TEST_FLIP_ROWS");
+  for (auto* o : {&once, &again, &flipped}) {
+    ASSERT_EQ(o->size(), 1u);
+    ASSERT_TRUE((*o)[0].batch.has_value()) << (*o)[0].reason;
+    Fingerprint fp;
+    EXPECT_TRUE(Fingerprint::from_hex((*o)[0].batch->rows_fingerprint, &fp)) << (*o)[0].batch->rows_fingerprint;
+    EXPECT_EQ((*o)[0].batch->rows_checked, 4);
+  }
+  EXPECT_EQ(once[0].batch->rows_fingerprint, again[0].batch->rows_fingerprint);
+  EXPECT_EQ(once[0].batch->rows_differing, 0);
+  EXPECT_NE(flipped[0].batch->rows_fingerprint, once[0].batch->rows_fingerprint);
+  EXPECT_EQ(flipped[0].batch->rows_differing, 1);
+  EXPECT_EQ(flipped[0].fingerprints, once[0].fingerprints) << "the product itself is untouched";
+  // Written and read back; a value that is no fingerprint is refused.
+  Observation back;
+  ASSERT_TRUE(from_json(to_json(once[0]), &back).is_ok());
+  EXPECT_EQ(back.batch->rows_fingerprint, once[0].batch->rows_fingerprint);
+  nlohmann::json bad = to_json(once[0]);
+  bad["batch_invariance"]["rows_fingerprint"] = "zz";
+  EXPECT_NE(from_json(bad, &back).message().find("batch_invariance.rows_fingerprint must be 32 hex digits"),
+            std::string::npos);
+}
+
 TEST(WorkerIsolation, IllegalInstructionIsRecordedAsSigill) {
   auto obs = run("testing?fault=ill", {"matmul?m=4&n=4&k=4"});
   ASSERT_EQ(obs.size(), 1u);
