@@ -20,6 +20,7 @@
 
 #include "kernels/fingerprint.hpp"
 #include "contract/metrics.hpp"
+#include "contract/observation.hpp"
 #include "probes/spec.hpp"
 
 namespace detaudit {
@@ -39,5 +40,13 @@ Status write_oracle_entry(const std::string& path, const OracleEntry& e);
 // Reads and checks an entry: magic, sizes, key (when expected_key is not empty) and checksum.
 // Invalid, saying what failed.
 Status read_oracle_entry(const std::string& path, const std::string& expected_key, OracleEntry* out);
+
+// The checks above hold for an entry anyone rewrote whole (its checksum has no secret): an entry found in a folder,
+// not computed by this run, is used only where a cell of the oracle's own target (cpu-ref) in the folder's results
+// vouches for it: that cell ran the workload to one output, and its fingerprint is the entry's output's (cpu-ref is
+// deterministic; the oracle is its output). "" when one does; else why not, in words (no such cell: unverified;
+// another fingerprint: the entry is not cpu-ref's output, edited or corrupt).
+std::string oracle_entry_unvouched(const OracleEntry& e, const std::vector<Observation>& observations,
+                                   const Spec& workload);
 
 }  // namespace detaudit

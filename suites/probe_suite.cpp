@@ -266,8 +266,9 @@ std::string human_bytes(double b) {
   return fmt::format("{:.1f} {}", b, units[u]);
 }
 
-// The oracle entries of every workload: reused when they pass every check, otherwise (missing, corrupt,
-// a directory in their place) removed and computed again by a cpu-ref worker under the plan's timeout.
+// The oracle entries of every workload: reused when they pass every check and a cpu-ref cell of the results being
+// resumed vouches for them (oracle_entry_unvouched), otherwise (missing, corrupt, unverified, a directory in their
+// place) removed and computed again by a cpu-ref worker under the plan's timeout.
 // A failed oracle is recorded in r->oracle_failures and its workload is compared with nothing.
 void prepare_oracles(const ProbePlan& plan, const ProbeRunOptions& opt, Results* r,
                      const std::function<void(const std::string&)>& say) {
@@ -281,8 +282,12 @@ void prepare_oracles(const ProbePlan& plan, const ProbeRunOptions& opt, Results*
       continue;
     }
     Status read = read_oracle_entry(path, oracle_key(w), &e);
-    if (read) continue;
-    say(fmt::format("oracle entry rejected, computing it again: {}", read.message()));
+    if (read) {
+      const std::string why = oracle_entry_unvouched(e, r->observations, w);
+      if (why.empty()) continue;
+      read = Status::invalid(fmt::format("{}: {}", path, why));
+    }
+    say(fmt::format("oracle entry not used, computing it again: {}", read.message()));
     fs::remove_all(path, ec);
     todo.push_back({w, "", path});
   }

@@ -21,6 +21,7 @@
 #include "kernels/generator.hpp"
 #include "kernels/npy.hpp"
 #include "probes/child.hpp"
+#include "probes/oracle_cache.hpp"
 #include "probes/registry.hpp"
 #include "probes/spec.hpp"
 #include "contract/cells.hpp"
@@ -381,6 +382,53 @@ TEST_F(External, ImportOfATargetsOwnOutputsJoinsItsBitIdenticalGroup) {
   // Importing again replaces the cells instead of adding a second copy.
   ASSERT_EQ(run_cli("import " + exported() + " --name mine --out " + results()).code, 0);
   EXPECT_EQ(load(results()).observations.size(), res.observations.size());
+}
+
+// An oracle cache entry rewritten whole (its output doubled, its checksum made again: the checksum has no secret) is
+// never used: import computes the oracle where a cpu-ref cell of the results contradicts the entry, and a probe into
+// a folder whose results vouch for no entry computes its own. The import still matches its target bit for bit, and
+// cpu-ref still passes against its own output.
+TEST_F(External, AForgedOracleCacheEntryIsNotUsed) {
+  const std::string d = root_ + "/forged";
+  fs::remove_all(d);
+  fs::copy(results(), d, fs::copy_options::recursive);
+  const Spec w = W(kWorkloads[0]);
+  const std::string entry = oracle_path(d, w);
+  OracleEntry e;
+  ASSERT_TRUE(read_oracle_entry(entry, oracle_key(w), &e).is_ok());
+  for (size_t i = 0; i + 4 <= e.payload.size(); i += 4) {
+    float v;
+    std::memcpy(&v, e.payload.data() + i, 4);
+    v *= 2;
+    std::memcpy(e.payload.data() + i, &v, 4);
+  }
+  ASSERT_TRUE(write_oracle_entry(entry, e).is_ok());
+  ASSERT_TRUE(read_oracle_entry(entry, oracle_key(w), &e).is_ok()) << "the forged entry passes the entry's own checks";
+  auto r = run_cli("import " + exported() + " --name forged --out " + d);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("computing cpu-ref's oracle of " + w.str()), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find(std::string("external?name=forged matches ") + T(kTarget).str() + " bit for bit on 5 of 5"),
+            std::string::npos)
+      << r.out;
+  const Results res = load(d);
+  const Observation* mine = find_obs(res, w.str(), T("external?name=forged").str());
+  const Observation* theirs = find_obs(res, w.str(), T(kTarget).str());
+  ASSERT_TRUE(mine && theirs && mine->oracle && theirs->oracle);
+  EXPECT_EQ(mine->oracle->err_ratio, theirs->oracle->err_ratio);
+  EXPECT_EQ(verdict_text(mine->verdict), "PASS") << mine->verdict_reason;
+  // A probe into a folder holding only the forged cache: no results vouch for it, so it computes its own.
+  const std::string p = root_ + "/forged-probe";
+  fs::remove_all(p);
+  fs::create_directories(p);
+  fs::copy(fs::path(d) / ".oracle", fs::path(p) / ".oracle", fs::copy_options::recursive);
+  r = run_cli("probe --targets cpu-ref --workloads '" + kWorkloads[0] + "' --repeats 2 --no-history --out " + p);
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.err.find("oracle entry not used, computing it again: " + oracle_path(p, w) + ": no cpu-ref cell of " +
+                       w.str() + " in the results vouches for it"),
+            std::string::npos)
+      << r.err;
+  fs::remove_all(d);
+  fs::remove_all(p);
 }
 
 // Two frameworks imported into the export directory itself: the import's own plan names both, so the results
