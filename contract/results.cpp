@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cctype>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
@@ -710,6 +711,23 @@ Status results_from_json(nlohmann::json& j, Results* out) {
                                            "nudged apart are not one)",
                                            json_path(json_path("training", i), "initial_weights_fingerprint"),
                                            it->second));
+    }
+  }
+  // Runs from two seeds' initial weights never end in the same weights (111,521 or more floats alike bit for bit): a
+  // run that claims another seed's final weights was edited. (A nudge is no other start: a nudged weight can be
+  // trained back to the un-nudged run's bits, as PredNet's are. Diverged runs, whose weights are not finite, are
+  // left out.)
+  {
+    auto start_of = [](const TrainingRun& t) { return fmt::format("{} seed {}", t.model, t.seed); };
+    std::map<std::string, size_t> ended;  // final weights -> the first run that ended in them
+    for (size_t i = 0; i < r.training.size(); ++i) {
+      const TrainingRun& t = r.training[i];
+      if (!t.ok() || t.weights_fingerprint.empty() || !std::isfinite(t.final_loss)) continue;
+      const auto [it, first] = ended.try_emplace(t.weights_fingerprint, i);
+      if (!first && start_of(r.training[it->second]) != start_of(t))
+        return Status::invalid(fmt::format("{} is training[{}]'s, which started from another seed's weights (runs from "
+                                           "two seeds never end in the same bits)",
+                                           json_path(json_path("training", i), "weights_fingerprint"), it->second));
     }
   }
   // The training set's size, where the plan records it (results of older versions do not): a noise trace measured

@@ -808,6 +808,25 @@ Status baseline_from_json(const nlohmann::json& j, Baseline* out) {
             same_weights ? "final loss" : fmt::format("weights {} and {}", o.weights_fingerprint, r.weights_fingerprint)));
     }
   }
+  // Runs from two seeds' initial weights never end in the same weights: a run's start is its seed (random initial
+  // weights, (a) and (b)) or the fixed weights' ((c), (d), (e): seed 1000). A nudge is no other start: a nudged
+  // weight can be trained back to the un-nudged run's bits. (Diverged runs are left out.)
+  {
+    std::map<std::string, std::pair<std::string, std::string>> ended;  // weights -> (start, where)
+    for (size_t ti = 0; ti < b.training.size(); ++ti) {
+      const BaselineTraining& t = b.training[ti];
+      for (const BaselineRun& r : t.runs) {
+        if (r.weights_fingerprint.empty() || !std::isfinite(r.final_loss)) continue;
+        const std::string start = fmt::format("{} seed {}", t.model, r.seed);
+        const std::string where = fmt::format("({}) seed {} rep {} on {}", t.condition, r.seed, r.replicate, t.target);
+        const auto [it, first] = ended.try_emplace(r.weights_fingerprint, start, where);
+        if (!first && it->second.first != start)
+          return Status::invalid(fmt::format("training: {} ends in the weights of {}, which started from another seed's "
+                                             "weights (runs from two seeds never end in the same bits)",
+                                             where, it->second.second));
+      }
+    }
+  }
   DETAUDIT_RETURN_IF_ERROR(keys_of_one_machine(b));
   DETAUDIT_RETURN_IF_ERROR(holds_bits(b));  // (a file edited to hold none)
   // Its strings reach a terminal (check's findings, its header): no control character but a tab or newline.

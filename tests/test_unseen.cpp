@@ -1554,6 +1554,20 @@ TEST(Lies, ABaselineThatContradictsItselfIsRefused) {
          j["training"].insert(j["training"].begin(), b);
          j["source"]["plan"]["design"]["conditions"] = "bd", j["source"]["plan"]["runs"] = 4;
        }},
+      // Runs of two seeds never end in the same weights: (b)'s second seed claiming (d)'s (seed 1000's).
+      {"train-two-seeds-alike", "training: (b) seed 1001 rep 0 on cpu?order=blocked&threads=2&isa=auto ends in the weights of (b) seed 1000 rep 0",
+       [](nlohmann::json& j) {
+         nlohmann::json b = j["training"][0];
+         b["condition"] = "b", b["init"] = "random";
+         b["runs"] = nlohmann::json::array({b["runs"][0], b["runs"][0]});
+         b["runs"][1]["seed"] = 1001;
+         b["runs"][1]["final_loss"] = 0.5;
+         b["n"] = 2;
+         b["mean"] = (b["runs"][0]["final_loss"].get<double>() + 0.5) / 2;
+         b["sd"] = std::fabs(b["runs"][0]["final_loss"].get<double>() - 0.5) / std::sqrt(2.0);
+         j["training"].insert(j["training"].begin(), b);
+         j["source"]["plan"]["design"]["conditions"] = "bd", j["source"]["plan"]["runs"] = 4;
+       }},
       {"train-model", "training[0].model \"prednet\" is not the design's", [](nlohmann::json& j) { j["training"][0]["model"] = "prednet"; }},
       {"train-variant", "training[0].target cpu?order=atomic", [](nlohmann::json& j) {
          j["training"][0]["target"] = "cpu?order=atomic&threads=2&isa=auto";
