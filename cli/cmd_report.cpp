@@ -23,6 +23,14 @@ int run_report(const ReportArgs& a) {
   const std::string& dir = a.dir;
   Results r;
   if (!std::filesystem::is_directory(dir)) return fail(fmt::format("{}: not a directory", dir));
+  // A qualify's or a fleet's folder holds its runs' results below it: say where, instead of "no results.json".
+  std::error_code ec;
+  if (!std::filesystem::exists(std::filesystem::symlink_status(results_file(dir), ec)))
+    for (const auto& [file, below] : {std::pair{"qualify.json", "its probe results are in {0}/probe (and its training "
+                                                                "results, at level 2 or 3, in {0}/train): report those"},
+                                      std::pair{"fleet.json", "a fleet's report is made by `detaudit fleet report {0}`"}})
+      if (std::filesystem::exists(std::filesystem::path(dir) / file, ec))
+        return fail(fmt::format("{}: no results.json, but a {}: {}", dir, file, fmt::format(fmt::runtime(below), dir)));
   if (Status st = load_stored_results(results_file(dir), &r); !st) return fail(st);
   DirLock lock;
   if (Status st = lock.acquire(dir); !st) return fail(st);

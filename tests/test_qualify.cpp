@@ -539,3 +539,17 @@ TEST(Qualify, LevelOutOfRange) {
     EXPECT_FALSE(fs::exists(d / "q"));
   }
 }
+
+// `report` of a qualify's folder (its runs' results are below it) says where they are, instead of "no results.json".
+TEST(Qualify, ReportOfItsFolderNamesTheResultsBelowIt) {
+  Tmp d("report-of-qualify");
+  const std::string out = d / "q";
+  ASSERT_EQ(run_cli(qualify_args("cpu-ref", out, d / "history.db")).code, 0);
+  const auto r = run_cli("report " + out);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_EQ(count_lines(r.err), 1u) << r.err;
+  EXPECT_NE(r.err.find(out + ": no results.json, but a qualify.json: its probe results are in " + out + "/probe"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(run_cli("report " + out + "/probe").code, 0);
+}
