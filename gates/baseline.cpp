@@ -540,6 +540,16 @@ Status run_from_json(const nlohmann::json& j, const std::string& path, BaselineR
   return Status::ok();
 }
 
+// How two runs that promised one outcome ended apart: "final loss", "weights A and B", or "" where they did not (a run
+// without weights, from an older version, is held by its loss alone).
+std::string ended_apart(const BaselineRun& a, const BaselineRun& b) {
+  const bool same_loss = std::memcmp(&a.final_loss, &b.final_loss, sizeof(double)) == 0;
+  const bool same_weights =
+      a.weights_fingerprint.empty() || b.weights_fingerprint.empty() || a.weights_fingerprint == b.weights_fingerprint;
+  if (!same_weights) return fmt::format("weights {} and {}", a.weights_fingerprint, b.weights_fingerprint);
+  return same_loss ? "" : "final loss";
+}
+
 Status training_from_json(const nlohmann::json& j, const std::string& path, const Baseline& b, BaselineTraining* t) {
   DETAUDIT_RETURN_IF_ERROR(check_json(j, T::kObject, path));
   DETAUDIT_RETURN_IF_ERROR(only_known(
@@ -605,15 +615,11 @@ Status training_from_json(const nlohmann::json& j, const std::string& path, cons
       auto [it, fresh] = first.emplace(r.seed, &r);
       if (fresh) continue;
       const BaselineRun& o = *it->second;
-      const bool same_loss = std::memcmp(&o.final_loss, &r.final_loss, sizeof(double)) == 0;
-      const bool same_weights =
-          o.weights_fingerprint.empty() || r.weights_fingerprint.empty() || o.weights_fingerprint == r.weights_fingerprint;
-      if (!same_loss || !same_weights)
+      if (const std::string apart = ended_apart(o, r); !apart.empty())
         return Status::invalid(fmt::format(
             "{}: seed {}'s replicates {} and {} end apart ({}), but condition ({}) starts each from the same weights "
             "with nondeterminism off and no nudge, so they end in the same bits: such runs are no reference",
-            json_path(path, "runs"), r.seed, o.replicate, r.replicate,
-            same_weights ? "final loss" : fmt::format("weights {} and {}", o.weights_fingerprint, r.weights_fingerprint),
+            json_path(path, "runs"), r.seed, o.replicate, r.replicate, apart,
             t->condition));
     }
   }
@@ -796,16 +802,11 @@ Status baseline_from_json(const nlohmann::json& j, Baseline* out) {
       auto [it, fresh] = first_of_start.emplace(std::tuple{t.model, t.design, t.target, t.key, r.seed}, std::pair{&t, &r});
       if (fresh || it->second.first == &t) continue;  // within one cell: its own check
       const BaselineTraining& ot = *it->second.first;
-      const BaselineRun& o = *it->second.second;
-      const bool same_loss = std::memcmp(&o.final_loss, &r.final_loss, sizeof(double)) == 0;
-      const bool same_weights =
-          o.weights_fingerprint.empty() || r.weights_fingerprint.empty() || o.weights_fingerprint == r.weights_fingerprint;
-      if (!same_loss || !same_weights)
+      if (const std::string apart = ended_apart(*it->second.second, r); !apart.empty())
         return Status::invalid(fmt::format(
             "training: ({}) and ({}) of {}/{} on {}: seed {} starts both from the same weights with nondeterminism off "
             "and no nudge, yet they end apart ({}): such runs are no reference",
-            ot.condition, t.condition, t.model, t.design, t.target, r.seed,
-            same_weights ? "final loss" : fmt::format("weights {} and {}", o.weights_fingerprint, r.weights_fingerprint)));
+            ot.condition, t.condition, t.model, t.design, t.target, r.seed, apart));
     }
   }
   // Runs from two seeds' initial weights never end in the same weights: a run's start is its seed (random initial
