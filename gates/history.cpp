@@ -1404,9 +1404,11 @@ Status check_rows_in_plan(Db& db) {
       p.workloads.insert(canonical_spec(w.get<std::string>(), false));
     return p;
   };
-  // A training design's settings, which its cells' labels carry, are the ones its recorded command asks for.
+  // A training design's settings, which its cells' labels carry, are the ones its recorded command asks for (a
+  // check of a training run records the runs it checked under its own command, which asks for no design).
   {
-    Stmt s(db.h, "SELECT id, command, plan FROM runs WHERE json_valid(plan) AND json_type(plan, '$.design') = 'object'");
+    Stmt s(db.h, "SELECT id, command, plan FROM runs WHERE kind IN ('train', 'qualify', 'fleet') AND json_valid(plan) "
+                 "AND json_type(plan, '$.design') = 'object'");
     int rc;
     while ((rc = s.step()) == SQLITE_ROW)
       if (const std::string why = train_command_contradicts_design(s.text(1), parse_json_or_null(s.text(2))["design"]);

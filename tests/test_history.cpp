@@ -855,6 +855,14 @@ TEST(History, TwoDesignsOfOneNameAreTwoTrainingCells) {
   const auto changed = run_cli("history --history " + db + " --changed");
   ASSERT_EQ(changed.code, 0) << changed.err;
   EXPECT_EQ(changed.out.find("train autoencoder/"), std::string::npos) << changed.out;
+  // A check of a training run records the runs it checked under its own command (which asks for no design): the
+  // history reads it back, and records into it go on.
+  const std::string base = (d / "b2.json").string();
+  ASSERT_EQ(run_cli("baseline save " + (d / "b2").string() + " --out " + base).code, 0);
+  const auto check = run_cli("check " + (d / "b2").string() + " --baseline " + base + " --allow-unjudged --history " + db);
+  ASSERT_EQ(check.code, 0) << check.out << check.err;
+  const auto after = run_cli("history --history " + db);
+  EXPECT_EQ(after.code, 0) << after.err;
   // The settings a label carries are the ones the run's command asked for: a plan edited to another design is refused.
   sqlite3* h = nullptr;
   ASSERT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
