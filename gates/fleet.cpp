@@ -790,9 +790,22 @@ FleetOutcome fleet_consensus(const std::vector<FleetNode>& nodes, const std::str
       // computed them to other bits is as faulty as one whose product was, and a fault that lands only there would
       // pass the product's comparison.
       std::map<std::string, size_t> row_votes;
+      size_t with_rows = 0;
       for (auto& [i, o] : present)
         if (o->status == ObsStatus::kOk && o->distinct == 1 && o->batch && !o->batch->rows_fingerprint.empty())
-          ++row_votes[o->batch->rows_fingerprint];
+          ++row_votes[o->batch->rows_fingerprint], ++with_rows;
+      // One build writes the rows' fingerprint for every batchinv cell that ran (the key holds the tool's commit):
+      // a node of the group without it, beside peers with it, had it taken out of its results.
+      if (with_rows > 0)
+        for (auto& [i, o] : present)
+          if (o->status == ObsStatus::kOk && o->distinct == 1 && o->batch && o->batch->rows_fingerprint.empty()) {
+            if (matrix[i][c] == "agree") matrix[i][c] = "differs";
+            differing_cells.insert(name);
+            find(Verdict::kFail, "bits", nodes[i], name,
+                 fmt::format("its rows computed alone (batch invariance) carry no fingerprint, where {} of {} nodes' of "
+                             "the same build do: nothing of them can be compared",
+                             with_rows, n_present));
+          }
       if (row_votes.size() < 2) continue;
       std::string rows_major;
       size_t rows_major_votes = 0;

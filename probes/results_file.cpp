@@ -301,6 +301,8 @@ Status canonicalize_specs(Results* r, const std::string& path) {
   // same bound, so max_rel_err / err_ratio (the bound over the oracle's magnitude) is one number for all of them
   // (an err_ratio edited below the bound stands out).
   std::map<std::string, std::pair<double, size_t>> bound_over_ref;  // workload -> (the quotient, its cell)
+  // (workload, product) -> (the rows fingerprint of an invariant cell, the cell)
+  std::map<std::pair<std::string, std::string>, std::pair<std::string, size_t>> invariant_rows;
   for (size_t i = 0; i < r->observations.size(); ++i) {
     Observation& o = r->observations[i];
     const std::string at = fmt::format("{}: observations[{}]", path, i);
@@ -314,6 +316,21 @@ Status canonicalize_specs(Results* r, const std::string& path) {
       if (const std::string why = skip_contradiction(t, w, r->machine); !why.empty())
         return Status::invalid(fmt::format("{}: status skipped ('{}'), but {}", at, shown_safely(o.reason.substr(0, 60)),
                                            why));
+    // Batch invariance's rows computed alone, where every row agreed with the product, are the product's own rows:
+    // all m of them, in order, are the product itself, and invariant cells of one workload with one product have one
+    // rows fingerprint.
+    if (o.batch && !o.batch->rows_fingerprint.empty() && o.batch->rows_differing == 0 && o.status == ObsStatus::kOk &&
+        o.distinct == 1 && !o.fingerprints.empty()) {
+      if (w.name == "batchinv" && w.get_int("rows", 1) == w.get_int("m", 1) && o.batch->rows_fingerprint != o.fingerprints[0])
+        return Status::invalid(fmt::format("{}.batch_invariance.rows_fingerprint is {}, but every one of the {} rows "
+                                           "agreed with the product, whose fingerprint is {}: the rows are the product",
+                                           at, o.batch->rows_fingerprint, o.batch->rows_checked, o.fingerprints[0]));
+      const auto [it, fresh] = invariant_rows.try_emplace({o.workload, o.fingerprints[0]}, o.batch->rows_fingerprint, i);
+      if (!fresh && it->second.first != o.batch->rows_fingerprint)
+        return Status::invalid(fmt::format("{}.batch_invariance.rows_fingerprint is {}, but observations[{}] of the same "
+                                           "product has {}: rows that agree with one product are its rows",
+                                           at, o.batch->rows_fingerprint, it->second.second, it->second.first));
+    }
     if (!o.oracle || o.oracle->mismatched != 1 || !(o.oracle->err_ratio > 0) || !std::isfinite(o.oracle->err_ratio) ||
         !(o.oracle->max_rel_err > 0) || !std::isfinite(o.oracle->max_rel_err))
       continue;

@@ -119,6 +119,15 @@ TEST(FleetConsensus, OtherBitsInTheRowsComputedAloneAreNamed) {
   // The same rows everywhere: nothing to name; results of older versions (no rows fingerprint): nothing compared.
   nodes[2].probe.observations[0].batch = BatchInvariance{4, 0, kB};
   EXPECT_EQ(fleet_consensus(nodes, "d").exit_code, 0);
+  // One node's fingerprint taken out, beside peers of the same build with theirs: named, not passed over.
+  nodes[1].probe.observations[0].batch = BatchInvariance{4, 0, ""};
+  f = fleet_consensus(nodes, "d");
+  EXPECT_EQ(f.exit_code, 1);
+  ASSERT_EQ(f.findings.size(), 1u);
+  EXPECT_EQ(f.findings[0].rank, 1);
+  EXPECT_NE(f.findings[0].detail.find("carry no fingerprint, where 2 of 3 nodes' of the same build do"),
+            std::string::npos)
+      << f.findings[0].detail;
   for (auto& n : nodes) n.probe.observations[0].batch = BatchInvariance{4, 0, ""};
   EXPECT_EQ(fleet_consensus(nodes, "d").exit_code, 0);
 }

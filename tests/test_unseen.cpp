@@ -2375,3 +2375,31 @@ TEST(Unseen, AWordWithABlankStaysOneWordAndARefusedRankKeepsItsRecord) {
   EXPECT_EQ(run_cli("fleet report '" + fleet.string() + "'").code, 0);
   fs::remove_all(d);
 }
+
+// Batch invariance's rows computed alone, where every row agreed with the product, are the product's rows: all m of
+// them are the product itself, and two invariant cells of one product have one rows fingerprint. An edit that
+// contradicts either is refused by every reader.
+TEST(Lies, RowsComputedAloneThatContradictTheProductAreRefused) {
+  const fs::path d = fresh_dir("lies-rows");
+  const std::string targets = "'cpu?order=sequential,cpu?order=sequential&threads=2'";
+  for (const char* rows : {"4", "2"}) {
+    const fs::path p = d / (std::string("p") + rows);
+    const auto r = run_cli("probe --targets " + targets + " --workloads 'batchinv?m=4&n=4&k=8&rows=" + rows +
+                           "' --repeats 2 --no-history --out " + p.string());
+    ASSERT_EQ(r.code, 0) << r.out << r.err;
+    ASSERT_EQ(run_cli("report " + p.string()).code, 0) << "the genuine run reads";
+    nlohmann::json j = nlohmann::json::parse(slurp(p / "results.json"));
+    ASSERT_EQ(j["observations"].size(), 2u);
+    ASSERT_EQ(j["observations"][0]["batch_invariance"]["rows_differing"], 0);
+    ASSERT_EQ(j["observations"][0]["fingerprints"][0], j["observations"][1]["fingerprints"][0]);
+    j["observations"][1]["batch_invariance"]["rows_fingerprint"] = std::string(32, 'a');
+    std::ofstream(p / "results.json") << j.dump(1) << "\n";
+    const auto lie = run_cli("report " + p.string());
+    EXPECT_EQ(lie.code, 2) << rows << ": " << lie.out;
+    EXPECT_NE(lie.err.find(std::string(rows) == "4" ? "agreed with the product, whose fingerprint is"
+                                                    : "but observations[0] of the same product has"),
+              std::string::npos)
+        << lie.err;
+  }
+  fs::remove_all(d);
+}
