@@ -26,7 +26,7 @@ int run_import(const ImportArgs& a, int argc, char** argv) {
   std::vector<Observation> obs;
   if (Status st = not_a_fleet_directory(out); !st) return fail(st);
   // Everything is read and checked first: a bad file leaves RESULTS as it was.
-  if (Status st = read_external_outputs(a.dir, a.name, out, &obs, progress_sink()); !st) return fail_or_interrupted(st);
+  if (Status st = read_external_outputs(a.dir, a.name, &obs, progress_sink()); !st) return fail_or_interrupted(st);
   DirLock lock;
   if (Status st = lock.acquire(out); !st) return fail(st);
   Results r;

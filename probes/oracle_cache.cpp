@@ -14,7 +14,6 @@
 #include "contract/atomic_file.hpp"
 #include "kernels/input_file.hpp"
 #include "probes/child.hpp"
-#include "probes/registry.hpp"
 
 namespace detaudit {
 
@@ -134,21 +133,6 @@ Status read_oracle_entry(const std::string& path, const std::string& expected_ke
   e.payload = std::move(body);
   *out = std::move(e);
   return Status::ok();
-}
-
-std::string oracle_entry_unvouched(const OracleEntry& e, const std::vector<Observation>& observations,
-                                   const Spec& workload) {
-  const std::string target = oracle_backend().name, w = workload.str();
-  for (const Observation& o : observations) {
-    if (o.workload != w || o.target != target || o.status != ObsStatus::kOk || o.distinct != 1 ||
-        o.fingerprints.empty())
-      continue;
-    const std::string mine = fingerprint_bytes(e.payload.data(), e.payload.size()).hex();
-    if (mine == o.fingerprints[0]) return "";
-    return fmt::format("its output ({}) is not {}'s output of {} in the results ({}): an edited or corrupt entry", mine,
-                       target, w, o.fingerprints[0]);
-  }
-  return fmt::format("no {} cell of {} in the results vouches for it", target, w);
 }
 
 }  // namespace detaudit

@@ -6,9 +6,10 @@
 //   - it carries the XXH3-128 of its payload and bound, checked on every load, and their sizes;
 //   - it carries the fingerprint of the workload's inputs, which the worker compares with the inputs it
 //     generated itself (a changed generator gives a different fingerprint, never a silent verdict).
-// An entry that fails any check (random bytes, truncated, a directory in its place) is removed and
-// computed again; `--fresh` clears the folder. So is an entry of an older format (the magic names the
-// format): format 1 carried no bound.
+// The checksum has no secret, so these checks catch corruption, not an entry rewritten whole: every probe session
+// computes its entries afresh at its start (an entry an earlier session left is removed first), and import never
+// reads them. An entry that fails a check in a worker (random bytes, truncated, other inputs) leaves that cell without
+// a distance and names why (details.oracle_problem); the magic names the format, and format 1 carried no bound.
 //
 // Layout (format 2): "DAORACL2" | XXH3-128 of payload and bound (16 B) | inputs fingerprint (16 B) |
 //         payload bytes (u64 LE) | bound k (u64 LE) | bound elements (u64 LE: 0, or one per output
@@ -20,7 +21,6 @@
 
 #include "kernels/fingerprint.hpp"
 #include "contract/metrics.hpp"
-#include "contract/observation.hpp"
 #include "probes/spec.hpp"
 
 namespace detaudit {
@@ -40,13 +40,5 @@ Status write_oracle_entry(const std::string& path, const OracleEntry& e);
 // Reads and checks an entry: magic, sizes, key (when expected_key is not empty) and checksum.
 // Invalid, saying what failed.
 Status read_oracle_entry(const std::string& path, const std::string& expected_key, OracleEntry* out);
-
-// The checks above hold for an entry anyone rewrote whole (its checksum has no secret): an entry found in a folder,
-// not computed by this run, is used only where a cell of the oracle's own target (cpu-ref) in the folder's results
-// vouches for it: that cell ran the workload to one output, and its fingerprint is the entry's output's (cpu-ref is
-// deterministic; the oracle is its output). "" when one does; else why not, in words (no such cell: unverified;
-// another fingerprint: the entry is not cpu-ref's output, edited or corrupt).
-std::string oracle_entry_unvouched(const OracleEntry& e, const std::vector<Observation>& observations,
-                                   const Spec& workload);
 
 }  // namespace detaudit

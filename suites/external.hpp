@@ -47,11 +47,10 @@ Status read_manifest_specs(const std::string& dir, std::vector<Spec>* specs);
 // external?name=NAME per workload. Every check comes first, and nothing is written: a manifest of another
 // schema or detaudit version, a malformed or edited manifest, a missing output, a wrong dtype, byte order,
 // shape or order, a truncated .npy, a malformed producer.json: a failure of one line naming the file and
-// the problem. The oracle comes from results_dir/.oracle when an entry there passes its checks (a probe
-// run's), else it is computed here with cpu-ref. `progress`, when given, hears one line per workload
-// compared. Status::interrupted between workloads after SIGINT/SIGTERM/SIGHUP.
-Status read_external_outputs(const std::string& dir, const std::string& name, const std::string& results_dir,
-                             std::vector<Observation>* out,
+// the problem. Each oracle is computed here with cpu-ref (a results directory's .oracle cache is never
+// read). `progress`, when given, hears one line per workload compared. Status::interrupted between workloads
+// after SIGINT/SIGTERM/SIGHUP.
+Status read_external_outputs(const std::string& dir, const std::string& name, std::vector<Observation>* out,
                              const std::function<void(const std::string&)>& progress = nullptr);
 
 // The results of results_dir (results.json, or new ones of this machine when there is none) with `obs`

@@ -384,10 +384,10 @@ TEST_F(External, ImportOfATargetsOwnOutputsJoinsItsBitIdenticalGroup) {
   EXPECT_EQ(load(results()).observations.size(), res.observations.size());
 }
 
-// An oracle cache entry rewritten whole (its output doubled, its checksum made again: the checksum has no secret) is
-// never used: import computes the oracle where a cpu-ref cell of the results contradicts the entry, and a probe into
-// a folder whose results vouch for no entry computes its own. The import still matches its target bit for bit, and
-// cpu-ref still passes against its own output.
+// An oracle cache entry rewritten whole (its output doubled, its checksum made again: the checksum has no secret)
+// passes every check of the entry, so neither import nor a probe session trusts one it did not compute: import computes
+// its oracles, and a probe (resumed or not) computes its own at its start. The import still matches its target bit for
+// bit, and cpu-ref still passes against its own output.
 TEST_F(External, AForgedOracleCacheEntryIsNotUsed) {
   const std::string d = root_ + "/forged";
   fs::remove_all(d);
@@ -416,17 +416,20 @@ TEST_F(External, AForgedOracleCacheEntryIsNotUsed) {
   ASSERT_TRUE(mine && theirs && mine->oracle && theirs->oracle);
   EXPECT_EQ(mine->oracle->err_ratio, theirs->oracle->err_ratio);
   EXPECT_EQ(verdict_text(mine->verdict), "PASS") << mine->verdict_reason;
-  // A probe into a folder holding only the forged cache: no results vouch for it, so it computes its own.
+  // A probe into a folder holding the forged cache computes its own, and its cpu-ref cell passes against it.
   const std::string p = root_ + "/forged-probe";
   fs::remove_all(p);
   fs::create_directories(p);
   fs::copy(fs::path(d) / ".oracle", fs::path(p) / ".oracle", fs::copy_options::recursive);
   r = run_cli("probe --targets cpu-ref --workloads '" + kWorkloads[0] + "' --repeats 2 --no-history --out " + p);
   EXPECT_EQ(r.code, 0) << r.out << r.err;
-  EXPECT_NE(r.err.find("oracle entry not used, computing it again: " + oracle_path(p, w) + ": no cpu-ref cell of " +
-                       w.str() + " in the results vouches for it"),
+  EXPECT_NE(r.err.find("oracles: computing 1 with cpu-ref (1 an earlier session left in .oracle/ among them"),
             std::string::npos)
       << r.err;
+  ASSERT_TRUE(read_oracle_entry(oracle_path(p, w), oracle_key(w), &e).is_ok());
+  OracleEntry genuine;
+  ASSERT_TRUE(read_oracle_entry(oracle_path(results(), w), oracle_key(w), &genuine).is_ok());
+  EXPECT_EQ(e.payload, genuine.payload) << "the forged entry was replaced by the oracle's own output";
   fs::remove_all(d);
   fs::remove_all(p);
 }
@@ -668,7 +671,7 @@ TEST_F(External, ImportStopsOnASignalDuringItsOracleAndReturnsNothing) {
   Status st = Status::ok();
   {
     test::InterruptScope interrupts;
-    st = read_external_outputs(d, "mine", d, &obs, progress);
+    st = read_external_outputs(d, "mine", &obs, progress);
   }
   ASSERT_TRUE(raised) << "no oracle was computed";
   EXPECT_EQ(st.code(), Status::Code::kInterrupted) << st.message();
@@ -678,6 +681,6 @@ TEST_F(External, ImportStopsOnASignalDuringItsOracleAndReturnsNothing) {
   // The same call without a signal completes: the interruption left nothing behind that blocks it.
   lines.clear();
   raised = true;
-  ASSERT_TRUE(read_external_outputs(d, "mine", d, &obs, progress).is_ok());
+  ASSERT_TRUE(read_external_outputs(d, "mine", &obs, progress).is_ok());
   EXPECT_EQ(obs.size(), kWorkloads.size());
 }
