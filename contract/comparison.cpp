@@ -31,17 +31,20 @@ const char* json_name(CellComparison::Kind k) {
 }
 
 nlohmann::json to_json(const Comparison& c) {
-  auto side = [](const std::string& status, const std::vector<std::string>& fps, int distinct) -> nlohmann::json {
+  auto side = [](const std::string& status, const std::vector<std::string>& fps, int distinct,
+                 const std::string& rows) -> nlohmann::json {
     if (status.empty()) return nullptr;
-    return {{"status", status}, {"fingerprints", fps}, {"distinct", distinct}};
+    nlohmann::json s = {{"status", status}, {"fingerprints", fps}, {"distinct", distinct}};
+    if (!rows.empty()) s["rows_fingerprint"] = rows;
+    return s;
   };
   nlohmann::json cells = nlohmann::json::array();
   for (auto& x : c.cells)
     cells.push_back({{"workload", x.workload},
                      {"target", x.target},
                      {"kind", json_name(x.kind)},
-                     {"a", side(x.status_a, x.fps_a, x.distinct_a)},
-                     {"b", side(x.status_b, x.fps_b, x.distinct_b)}});
+                     {"a", side(x.status_a, x.fps_a, x.distinct_a, x.rows_a)},
+                     {"b", side(x.status_b, x.fps_b, x.distinct_b, x.rows_b)}});
   nlohmann::json diffs = nlohmann::json::array();
   for (auto& d : c.differences) diffs.push_back({{"field", d.field}, {"a", d.a}, {"b", d.b}});
   nlohmann::json groups = nlohmann::json::array();

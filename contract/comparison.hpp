@@ -25,6 +25,9 @@ struct CellComparison {
   int distinct_a = 0, distinct_b = 0;
   bool promised_nondeterministic = false;  // the target's promise on A's machine (or B's, for B-only cells)
   bool promised_deterministic = false;
+  // batchinv cells: the fingerprint of the rows computed alone per side ("" where none was recorded). Outputs too:
+  // a cell whose product is the same but whose rows changed has changed bits.
+  std::string rows_a, rows_b;
 };
 const char* to_string(CellComparison::Kind k);  // "same bits", "bits changed", "only in A", "only in B", "varies"
 const char* json_name(CellComparison::Kind k);  // "same", "bits_changed", "only_a", "only_b", "varies"

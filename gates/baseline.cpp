@@ -135,6 +135,7 @@ BaselineCell make_cell(const Results& r, const Observation& o, std::map<std::str
   if (json_fields::str(key, "kind") == "gpu") c.kernels = kernel_names_by_fingerprint(o);
   if (auto it = o.details.find("algo_name"); it != o.details.end()) c.algo = it->second;
   if (!o.seconds.empty()) c.median_seconds = median(o.seconds);
+  if (o.batch) c.rows_fingerprint = o.batch->rows_fingerprint;
   return c;
 }
 
@@ -213,6 +214,7 @@ nlohmann::json cell_json(const BaselineCell& c) {
   if (!c.kernels.empty()) j["kernels"] = c.kernels;
   if (!c.algo.empty()) j["algo"] = c.algo;
   if (c.median_seconds) j["median_seconds"] = number_or_null(*c.median_seconds);
+  if (!c.rows_fingerprint.empty()) j["rows_fingerprint"] = c.rows_fingerprint;
   return j;
 }
 
@@ -388,7 +390,7 @@ Status cell_from_json(const nlohmann::json& j, const std::string& path, const Ba
   DETAUDIT_RETURN_IF_ERROR(only_known(j,
                                       {"workload", "target", "key", "status", "reason", "verdict", "verdict_reason",
                                        "promise", "algo", "repeats", "distinct", "fingerprints", "kernels",
-                                       "err_ratio", "median_seconds"},
+                                       "err_ratio", "median_seconds", "rows_fingerprint"},
                                       path));
   std::string status, verdict;
   if (Status st;
@@ -404,7 +406,8 @@ Status cell_from_json(const nlohmann::json& j, const std::string& path, const Ba
       !(st = check_key(j, "fingerprints", T::kArray, true, path)) ||
       !(st = check_key(j, "kernels", T::kObject, false, path)) ||
       !(st = number_or_null_key(j, "err_ratio", path, &c->err_ratio)) ||
-      !(st = number_or_null_key(j, "median_seconds", path, &c->median_seconds)))
+      !(st = number_or_null_key(j, "median_seconds", path, &c->median_seconds)) ||
+      !(st = string_key(j, "rows_fingerprint", false, path, &c->rows_fingerprint)))
     return st;
   if (!b.keys.count(c->key)) {
     return Status::invalid(json_path(path, "key") + " names no entry of \"keys\" (got \"" + c->key + "\")");
@@ -414,6 +417,10 @@ Status cell_from_json(const nlohmann::json& j, const std::string& path, const Ba
     return Status::invalid(json_path(path, "status") + " must be ok, crashed, timeout, skipped or error (got \"" +
                            status + "\")");
   }
+  if (Fingerprint fp; !c->rows_fingerprint.empty() && (!Fingerprint::from_hex(c->rows_fingerprint, &fp) ||
+                                                       c->status != ObsStatus::kOk))
+    return Status::invalid(json_path(path, "rows_fingerprint") +
+                           " must be 32 hex digits, of a cell that ran (the rows its batch invariance computed alone)");
   c->verdict.reset();
   if (Verdict v; !verdict.empty()) {
     if (!parse_verdict(verdict, &v)) {

@@ -55,6 +55,9 @@ struct BaselineCell {
   std::map<std::string, std::vector<std::string>> kernels;  // fingerprint -> kernels that ran (GPU)
   std::string algo;  // the algorithm the cell ran (details "algo_name"), empty when not reported
   std::optional<double> median_seconds;                     // per repeat
+  // batchinv cells: the fingerprint of the rows computed alone (results' batch_invariance.rows_fingerprint; "" where
+  // none was recorded), checked bit for bit as the product is.
+  std::string rows_fingerprint;
 };
 
 struct BaselineRun {

@@ -120,6 +120,17 @@ void bitwise(CellContext& c, Promise::RunToRun promise) {
                       old_fps.size()));
     return;
   }
+  // A batchinv cell's rows computed alone are outputs of the same kernels: the same product with other rows is
+  // changed bits (a fault that lands only there).
+  const std::string rows_now = c.o.batch ? c.o.batch->rows_fingerprint : "";
+  if (deterministic_cell && new_fps == old_fps && !c.bc.rows_fingerprint.empty() && !rows_now.empty() &&
+      rows_now != c.bc.rows_fingerprint) {
+    c.add(FindingKind::kBitsChanged, Verdict::kFail, c.bc.rows_fingerprint, rows_now,
+          fmt::format("the rows computed alone (batch invariance) changed on the same machine key: {} -> {} (the "
+                      "product's bits are the same)",
+                      c.bc.rows_fingerprint, rows_now));
+    return;
+  }
   if (deterministic_cell ? new_fps == old_fps : outside.empty()) {
     c.add(FindingKind::kSame, Verdict::kPass, fps_text(c.bc.fingerprints), fps_text({new_fps.begin(), new_fps.end()}),
           fmt::format("same bits ({} distinct in {} repeats)", new_fps.size(), c.o.fingerprints.size()));

@@ -227,6 +227,7 @@ Comparison compare_results(const Results& a, const Results& b, const std::string
       status = to_string(o.status);
       (side_a ? cell.fps_a : cell.fps_b) = fingerprint_set(o);
       (side_a ? cell.distinct_a : cell.distinct_b) = count_distinct(o.fingerprints);
+      if (o.batch) (side_a ? cell.rows_a : cell.rows_b) = o.batch->rows_fingerprint;
       Spec ts, ws;
       if (parse_target(o.target, &ts).is_ok() && parse_workload(o.workload, &ws).is_ok()) {
         auto promise = promise_for(ts, ws, r.machine, o.details).run_to_run;
@@ -254,7 +255,8 @@ Comparison compare_results(const Results& a, const Results& b, const std::string
       cell.kind = CellComparison::Kind::kOnlyA, ++c.only_a;
     else if (cell.status_a.empty())
       cell.kind = CellComparison::Kind::kOnlyB, ++c.only_b;
-    else if (cell.status_a == cell.status_b && cell.fps_a == cell.fps_b)
+    else if (cell.status_a == cell.status_b && cell.fps_a == cell.fps_b &&
+             (cell.rows_a.empty() || cell.rows_b.empty() || cell.rows_a == cell.rows_b))
       cell.kind = CellComparison::Kind::kSame, ++c.same;
     else if (cell.status_a == "ok" && cell.status_b == "ok" && !cell.promised_deterministic &&
              (cell.distinct_a > 1 || cell.distinct_b > 1 || cell.promised_nondeterministic))

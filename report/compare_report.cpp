@@ -54,7 +54,10 @@ std::string render_text(const Comparison& c, bool all) {
     if (!all && x.kind == CellComparison::Kind::kSame) continue;
     if (x.workload != workload) s += fmt::format("\n{}\n", workload = x.workload);
     s += fmt::format("  {:<10} {}", to_string(x.kind), x.target);
-    if (x.kind == CellComparison::Kind::kChanged || x.kind == CellComparison::Kind::kVaries)
+    if (x.kind == CellComparison::Kind::kChanged && x.fps_a == x.fps_b && x.rows_a != x.rows_b)
+      s += fmt::format(": the same product ({}), but the rows computed alone (batch invariance) {} -> {}",
+                       side_text(x.status_a, x.fps_a, x.distinct_a), x.rows_a.substr(0, 8), x.rows_b.substr(0, 8));
+    else if (x.kind == CellComparison::Kind::kChanged || x.kind == CellComparison::Kind::kVaries)
       s += fmt::format(": {} -> {}", side_text(x.status_a, x.fps_a, x.distinct_a),
                        side_text(x.status_b, x.fps_b, x.distinct_b));
     else if (x.kind == CellComparison::Kind::kOnlyB)

@@ -2403,3 +2403,27 @@ TEST(Lies, RowsComputedAloneThatContradictTheProductAreRefused) {
   }
   fs::remove_all(d);
 }
+
+// A fault that lands only in the rows batch invariance computes alone (the test hook flips one bit of the first) is
+// changed bits to `check` against a baseline and to `compare`, though the product's bits are the same.
+TEST(Unseen, ARowsOnlyFaultIsChangedBitsToCheckAndCompare) {
+  const fs::path d = fresh_dir("unseen-rows");
+  const std::string w = "batchinv?m=4&n=4&k=8&rows=2";
+  const std::string probe = "probe --targets 'cpu?order=sequential' --workloads '" + w + "' --repeats 2 --no-history --out ";
+  ASSERT_EQ(run_cli(probe + (d / "good").string()).code, 0);
+  setenv("DETAUDIT_TEST_FLIP_ROWS", test::canon_workload(w).c_str(), 1);
+  const auto faulty = run_cli(probe + (d / "fault").string());
+  unsetenv("DETAUDIT_TEST_FLIP_ROWS");
+  ASSERT_EQ(faulty.code, 1) << "the faulted rows break the promise of batch invariance: " << faulty.out;
+  const std::string base = (d / "base.json").string();
+  ASSERT_EQ(run_cli("baseline save " + (d / "good").string() + " --out " + base).code, 0);
+  EXPECT_EQ(run_cli("check " + (d / "good").string() + " --baseline " + base + " --no-history").code, 0);
+  auto r = run_cli("check " + (d / "fault").string() + " --baseline " + base + " --no-history");
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("the rows computed alone (batch invariance) changed on the same machine key"), std::string::npos)
+      << r.out;
+  r = run_cli("compare " + (d / "good").string() + " " + (d / "fault").string());
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("but the rows computed alone (batch invariance)"), std::string::npos) << r.out;
+  fs::remove_all(d);
+}
