@@ -401,6 +401,23 @@ Status run_probe_suite(const ProbePlan& plan, const ProbeRunOptions& opt, Result
   };
   prepare_oracles(plan, opt, &r, say);
   if (interrupted()) return stop();
+  // The oracle is cpu-ref's own output, computed again just now: a cpu-ref cell kept from the session being resumed
+  // that recorded other bits was edited (cpu-ref is deterministic, on every machine), and every cell judged with it
+  // is suspect.
+  for (size_t i = 0; i < r.observations.size(); ++i) {
+    const Observation& o = r.observations[i];
+    if (o.target != oracle_backend().name || o.status != ObsStatus::kOk || r.oracle_failures.count(o.workload)) continue;
+    Spec w;
+    OracleEntry e;
+    if (!parse_workload(o.workload, &w).is_ok() || !read_oracle_entry(oracle_path(opt.out_dir, w), oracle_key(w), &e))
+      continue;
+    const std::string computed = fingerprint_bytes(e.payload.data(), e.payload.size()).hex();
+    for (const std::string& fp : o.fingerprints)
+      if (fp != computed)
+        return Status::invalid(fmt::format("{}: observations[{}]: {} recorded {} for {}, but computes {} here (it is "
+                                           "the oracle, deterministic): the results were edited; use --fresh",
+                                           results_path, i, o.target, fp, o.workload, computed));
+  }
   DETAUDIT_RETURN_IF_ERROR(save_results(results_path, r));
 
   WorkerOptions wo;

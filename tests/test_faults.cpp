@@ -346,6 +346,37 @@ TEST(Faults, CorruptOracleCacheIsRecomputedAndFreshClearsIt) {
   EXPECT_FALSE(fs::exists(dir / ".oracle" / "stale.bin"));
 }
 
+// A resumed run computes its oracles again, and the oracle is cpu-ref's own output: a cpu-ref cell kept from the
+// interrupted session that recorded other bits (another workload's, an edit) is refused, not kept beside cells that
+// would be judged against it.
+TEST(Faults, AResumedRunRefusesAKeptCpuRefCellTheOracleContradicts) {
+  fs::path dir = fresh_dir("oracle-kept-cell");
+  const std::string args = std::string("probe --targets 'cpu-ref,cpu?order=blocked&threads=2' --workloads ") +
+                           kSmallWorkloads + " --repeats 2 --no-history --out " + dir.string();
+  ASSERT_EQ(run(args).code, 0);
+  nlohmann::json j = results_of(dir);
+  // As after an interruption: the cpu-ref cells kept, the other target's dropped.
+  nlohmann::json kept = nlohmann::json::array();
+  for (auto& o : j["observations"])
+    if (o["target"] == "cpu-ref") kept.push_back(o);
+  ASSERT_EQ(kept.size(), 2u);
+  j["observations"] = kept;
+  j["finished_at"] = "";
+  std::ofstream(dir / "results.json") << j.dump();
+  ASSERT_EQ(run(args).code, 0) << "the genuine interrupted run resumes";
+  j["observations"] = kept;
+  j["observations"][1]["fingerprints"] = kept[0]["fingerprints"];  // the other workload's output
+  j["observations"][1]["warmup_fingerprint"] = kept[0]["warmup_fingerprint"];
+  std::ofstream(dir / "results.json") << j.dump();
+  const CliRun r = run(args);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.err.find("observations[1]: cpu-ref recorded " + kept[0]["fingerprints"][0].get<std::string>()),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("(it is the oracle, deterministic): the results were edited; use --fresh"), std::string::npos)
+      << r.err;
+}
+
 // --- 7. Option values -----------------------------------------------------------------------------
 TEST(Faults, OptionValuesOutOfRangeExitTwo) {
   for (const char* args :
