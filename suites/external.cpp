@@ -660,7 +660,8 @@ OracleDistance distance(const ManifestWorkload& m, const std::vector<std::vector
 
 }  // namespace
 
-Status read_external_outputs(const std::string& dir, const std::string& name, std::vector<Observation>* out, const std::function<void(const std::string&)>& progress) {
+Status read_external_outputs(const std::string& dir, const std::string& name, std::vector<Observation>* out,
+                             const std::function<void(const std::string&)>& progress) {
   Spec target;
   DETAUDIT_RETURN_IF_ERROR(parse_target(imported_backend().name + "?name=" + name, &target));
   std::vector<ManifestWorkload> ms;
