@@ -57,6 +57,15 @@ std::string oracle_words(const Observation& o) {
   return fmt::format("{} ULP, {} element(s) off the oracle", o.oracle->max_ulp, o.oracle->mismatched);
 }
 
+// The result most nodes gave among `votes` (result -> nodes), with its count; whether it is a majority is the caller's
+// (against all the nodes present, voting or not).
+std::pair<std::string, size_t> most_voted(const std::map<std::string, size_t>& votes) {
+  std::pair<std::string, size_t> top{"", 0};
+  for (auto& [result, v] : votes)
+    if (v > top.second) top = {result, v};
+  return top;
+}
+
 // The kernels of an observation's first traced repeat, by name ("" when none were traced).
 std::string kernel_words(const Observation& o) {
   for (auto& k : o.kernels) {
@@ -733,10 +742,7 @@ FleetOutcome fleet_consensus(const std::vector<FleetNode>& nodes, const std::str
         }
         continue;
       }
-      std::string major;
-      size_t major_votes = 0;
-      for (auto& [fp, v] : votes)
-        if (v > major_votes) major = fp, major_votes = v;
+      const auto [major, major_votes] = most_voted(votes);
       const bool has_majority = major_votes * 2 > n_present;
       const Observation* major_obs = nullptr;
       for (auto& [i, o] : present)
@@ -789,45 +795,47 @@ FleetOutcome fleet_consensus(const std::vector<FleetNode>& nodes, const std::str
       // Batch invariance's rows computed alone are outputs too, of the same deterministic kernels: a node that
       // computed them to other bits is as faulty as one whose product was, and a fault that lands only there would
       // pass the product's comparison.
+      // (the rows of a node's cell that ran to one output: what is compared)
+      auto rows_of = [](const Observation* o) {
+        return o->status == ObsStatus::kOk && o->distinct == 1 && o->batch ? &*o->batch : nullptr;
+      };
+      auto mark_differs = [&](size_t i) {
+        if (matrix[i][c] == "agree") matrix[i][c] = "differs";
+        differing_cells.insert(name);
+      };
       std::map<std::string, size_t> row_votes;
       size_t with_rows = 0;
       for (auto& [i, o] : present)
-        if (o->status == ObsStatus::kOk && o->distinct == 1 && o->batch && !o->batch->rows_fingerprint.empty())
-          ++row_votes[o->batch->rows_fingerprint], ++with_rows;
+        if (const BatchInvariance* b = rows_of(o); b && !b->rows_fingerprint.empty())
+          ++row_votes[b->rows_fingerprint], ++with_rows;
       // One build writes the rows' fingerprint for every batchinv cell that ran (the key holds the tool's commit):
       // a node of the group without it, beside peers with it, had it taken out of its results.
       if (with_rows > 0)
         for (auto& [i, o] : present)
-          if (o->status == ObsStatus::kOk && o->distinct == 1 && o->batch && o->batch->rows_fingerprint.empty()) {
-            if (matrix[i][c] == "agree") matrix[i][c] = "differs";
-            differing_cells.insert(name);
+          if (const BatchInvariance* b = rows_of(o); b && b->rows_fingerprint.empty()) {
+            mark_differs(i);
             find(Verdict::kFail, "bits", nodes[i], name,
                  fmt::format("its rows computed alone (batch invariance) carry no fingerprint, where {} of {} nodes' of "
                              "the same build do: nothing of them can be compared",
                              with_rows, n_present));
           }
       if (row_votes.size() < 2) continue;
-      std::string rows_major;
-      size_t rows_major_votes = 0;
-      for (auto& [fp, v] : row_votes)
-        if (v > rows_major_votes) rows_major = fp, rows_major_votes = v;
+      const auto [rows_major, rows_major_votes] = most_voted(row_votes);
       const bool rows_majority = rows_major_votes * 2 > n_present;
       for (auto& [i, o] : present) {
-        if (o->status != ObsStatus::kOk || o->distinct != 1 || !o->batch || o->batch->rows_fingerprint.empty() ||
-            (rows_majority && o->batch->rows_fingerprint == rows_major))
-          continue;
-        if (matrix[i][c] == "agree") matrix[i][c] = "differs";
-        differing_cells.insert(name);
+        const BatchInvariance* b = rows_of(o);
+        if (!b || b->rows_fingerprint.empty() || (rows_majority && b->rows_fingerprint == rows_major)) continue;
+        mark_differs(i);
         find(unpromised ? Verdict::kWarn : Verdict::kFail, rows_majority ? "bits" : "no_majority", nodes[i], name,
              rows_majority
                  ? fmt::format("other bits in the rows computed alone (batch invariance): {} here, {} on {} of {} nodes "
                                "({} of {} rows differ from the product here)",
-                               o->batch->rows_fingerprint, rows_major, rows_major_votes, n_present,
-                               o->batch->rows_differing, o->batch->rows_checked)
+                               b->rows_fingerprint, rows_major, rows_major_votes, n_present, b->rows_differing,
+                               b->rows_checked)
                  : fmt::format("no majority in the rows computed alone (batch invariance): {} distinct results on {} "
                                "nodes; this node's {}",
-                               row_votes.size(), n_present, o->batch->rows_fingerprint),
-             {{"rows_fingerprint", o->batch->rows_fingerprint}, {"majority", rows_majority ? rows_major : ""}});
+                               row_votes.size(), n_present, b->rows_fingerprint),
+             {{"rows_fingerprint", b->rows_fingerprint}, {"majority", rows_majority ? rows_major : ""}});
       }
     }
   }

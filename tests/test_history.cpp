@@ -864,13 +864,8 @@ TEST(History, TwoDesignsOfOneNameAreTwoTrainingCells) {
   const auto after = run_cli("history --history " + db);
   EXPECT_EQ(after.code, 0) << after.err;
   // The settings a label carries are the ones the run's command asked for: a plan edited to another design is refused.
-  sqlite3* h = nullptr;
-  ASSERT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
-  ASSERT_EQ(sqlite3_exec(h, "UPDATE runs SET plan = json_set(plan, '$.design.batches', 3) WHERE kind = 'train' AND "
-                            "json_extract(plan, '$.design.batches') = 2",
-                         nullptr, nullptr, nullptr),
-            SQLITE_OK);
-  sqlite3_close(h);
+  sql_exec(db, "UPDATE runs SET plan = json_set(plan, '$.design.batches', 3) WHERE kind = 'train' AND "
+               "json_extract(plan, '$.design.batches') = 2");
   const auto edited = run_cli("history --history " + db);
   EXPECT_EQ(edited.code, 2) << edited.out;
   EXPECT_NE(edited.err.find("a plan whose design is not the one its command asks for (it asks for batches 2, but the plan's design has 3)"), std::string::npos)
