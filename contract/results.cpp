@@ -656,7 +656,7 @@ Status results_from_json(nlohmann::json& j, Results* out) {
     std::map<std::pair<std::string, uint64_t>, std::pair<std::string, size_t>> init;
     for (size_t i = 0; i < r.training.size(); ++i) {
       const TrainingRun& t = r.training[i];
-      if (t.initial_weights_fingerprint.empty() || t.condition == "e") continue;
+      if (t.initial_weights_fingerprint.empty() || condition_nudged(t.condition)) continue;
       const auto [it, first] = init.try_emplace({t.model, t.seed}, t.initial_weights_fingerprint, i);
       if (!first && it->second.first != t.initial_weights_fingerprint)
         return Status::invalid(fmt::format("{} differs from training[{}]'s, a run of the same model from the same "

@@ -315,7 +315,7 @@ Status from_json(const nlohmann::json& j, TrainingRun* out, const std::string& p
     DETAUDIT_RETURN_IF_ERROR(from_json(j["nudge"], &n, json_path(path, "nudge")));
     r.nudge = n;
   }
-  if (r.condition == "e" && !r.nudge && r.ok())
+  if (condition_nudged(r.condition) && !r.nudge && r.ok())
     return Status::invalid(json_path(path, "nudge") + " is missing (condition e nudges one weight)");
   if (j.contains("noise")) {
     NoiseTrace n;

@@ -258,7 +258,7 @@ std::vector<PlannedRun> plan_runs(const TrainDesign& d, const std::vector<Target
           // Random initial weights: seed r on every target (crossed). Fixed: one seed for all runs.
           p.seed = c.random ? kInitSeedBase + uint64_t(r) : kInitSeedBase;
           p.replicate = c.random ? k : r * reps + k;  // under fixed init, one seed: replicates numbered on
-          if (p.condition == std::string("e")) p.nudge = r;  // nudge r: the same weight on every target
+          if (condition_nudged(p.condition)) p.nudge = r;  // nudge r: the same weight on every target
           runs.push_back(p);
         }
       }
