@@ -391,8 +391,9 @@ Status from_json(const nlohmann::json& j, Observation* o, const std::string& whe
                                        "kernels",    "batch_invariance"}); !k.empty())
     return Status::invalid(fmt::format("{} is not a field of an observation", json_path(where, k)));
   for (size_t i = 0; i < r.seconds.size(); ++i)
-    if (!(r.seconds[i] >= 0) || !(r.seconds[i] <= kLongestSeconds))
-      return Status::invalid(fmt::format("{} is {}: a time is a number of seconds from 0 to a year",
+    if (!plausible_seconds(r.seconds[i]))
+      return Status::invalid(fmt::format("{} is {}: a time is 0 or a number of seconds from a nanosecond (a clock's "
+                                         "tick) to a year",
                                          json_path(json_path(where, "seconds"), i), r.seconds[i]));
   *o = std::move(r);
   return Status::ok();

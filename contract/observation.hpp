@@ -83,6 +83,12 @@ Status check_array_key(const nlohmann::json& obj, const char* key, JsonType elem
 // The longest time a results file may state (a repeat, a training run): a year. Beyond it a number is no
 // measured time (1e300 s would pass as "finite").
 inline constexpr double kLongestSeconds = 366.0 * 86400;
+// The shortest time a clock measures: the workers time with std::chrono::steady_clock, whose tick is a nanosecond
+// here, and so do the frameworks' clocks an import reads (time.perf_counter_ns, CUDA events at half a microsecond).
+// A time between 0 and one tick was measured by no clock; 0 is what a clock reads when nothing it can see passed.
+inline constexpr double kClockTick = 1e-9;
+// A time a results file, baseline or history may state: 0, or from one tick to a year.
+inline bool plausible_seconds(double s) { return s == 0 || (s >= kClockTick && s <= kLongestSeconds); }
 
 // Count distinct strings (fingerprints).
 int count_distinct(const std::vector<std::string>& v);

@@ -370,8 +370,18 @@ Status check_run_consistent(const TrainingRun& r, const std::string& path) {
   for (auto [k, v] : {std::pair{"seconds", r.seconds}, std::pair{"steps_per_second", r.steps_per_second}})
     if (!(v >= 0) || !std::isfinite(v))
       return Status::invalid(fmt::format("{} is {}: a finite number, 0 or more", json_path(path, k), v));
-  if (!(r.seconds <= kLongestSeconds))
-    return Status::invalid(fmt::format("{} is {}: a run's time is at most a year", json_path(path, "seconds"), r.seconds));
+  if (!plausible_seconds(r.seconds))
+    return Status::invalid(fmt::format("{} is {}: a run's time is 0 (not timed), or from a nanosecond (a clock's tick) "
+                                       "to a year",
+                                       json_path(path, "seconds"), r.seconds));
+  // A batch is a forward pass, a backward pass and an optimizer step over every layer of the model: several kernels
+  // per layer, each a function call on a CPU and a launch of some microseconds on a GPU. No machine trains one in
+  // less than a microsecond (the test designs' batches take over ten milliseconds on cpu-ref), so a faster run's time
+  // was not measured.
+  if (r.ok() && r.seconds > 0 && r.seconds < double(r.curve.size()) * kShortestBatchSeconds)
+    return Status::invalid(fmt::format("{} is {}: {} batches in less than {:g} s each, faster than any machine trains "
+                                       "a batch",
+                                       json_path(path, "seconds"), r.seconds, r.curve.size(), kShortestBatchSeconds));
   // steps_per_second is the curve's batches over the run's seconds (as the worker computes it).
   if (r.ok() && r.seconds > 0 && r.steps_per_second > 0 &&
       std::fabs(r.steps_per_second - double(r.curve.size()) / r.seconds) > 1e-6 * r.steps_per_second + 1e-9)

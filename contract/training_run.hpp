@@ -125,6 +125,9 @@ struct NextFrameCheck {
   double mse = 0, copy_last_mse = 0;
 };
 
+// The least time a batch of training takes on any machine (contract/training_run.cpp says why).
+inline constexpr double kShortestBatchSeconds = 1e-6;
+
 struct TrainingRun {
   // Identity: its cell of the design.
   std::string key;        // condition|target|seed|replicate, unique within a design

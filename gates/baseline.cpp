@@ -317,8 +317,9 @@ Status only_known(const nlohmann::json& j, std::initializer_list<const char*> kn
 Status non_negative(const std::optional<double>& v, const char* key, const std::string& path) {
   if (v && !(*v >= 0 && std::isfinite(*v)))
     return Status::invalid(fmt::format("{} is {}: 0 or more", json_path(path, key), *v));
-  if (v && std::string(key) == "median_seconds" && !(*v <= kLongestSeconds))
-    return Status::invalid(fmt::format("{} is {}: a time of at most a year", json_path(path, key), *v));
+  if (v && std::string(key) == "median_seconds" && !plausible_seconds(*v))
+    return Status::invalid(fmt::format("{} is {}: a time of 0, or from a nanosecond (a clock's tick) to a year",
+                                       json_path(path, key), *v));
   return Status::ok();
 }
 
@@ -486,6 +487,13 @@ Status cell_from_json(const nlohmann::json& j, const std::string& path, const Ba
     return Status::invalid(fmt::format("{} is EXPECTED, but the cell promised determinism, ran and gave one output "
                                        "(EXPECTED is a promised variation or an expected crash)",
                                        json_path(path, "verdict")));
+  // A cell that ran was timed at every repeat (results.json refuses a cell that ran without its times), so it has a
+  // median; an imported output was timed by no one unless its framework said so.
+  if (const BackendEntry* be = find_backend(t.name);
+      be && !be->imported && c->status == ObsStatus::kOk && !c->median_seconds)
+    return Status::invalid(fmt::format("{} is missing or null, but the cell ran, and every repeat of a cell that ran "
+                                       "was timed",
+                                       json_path(path, "median_seconds")));
   // A baseline lists each distinct output once.
   if (c->fingerprints.size() != size_t(c->distinct))
     return Status::invalid(fmt::format("{} lists {} fingerprints for {} distinct outputs (a baseline lists each once)",

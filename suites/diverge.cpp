@@ -497,6 +497,7 @@ struct Trace {
   std::string path;
   DivergeDesign design;
   DivergeSide side;
+  std::string tool_version;  // the version that wrote it
   std::vector<DivergeRecord> records;
   std::vector<size_t> lines;  // the line of each record
 };
@@ -621,6 +622,7 @@ Status read_header(const Trace& t, const nlohmann::json& j, Trace* out) {
     const std::string version = v != j.end() && v->is_string() ? v->get<std::string>() : "";
     if (!is_version_text(version))
       return Status::invalid(t.path + ":1: the header's tool_version is missing or not a version (digits, letters, . - +)");
+    out->tool_version = version;
   }
   for (const char* k : {"backend"})
     if (auto b = j.find(k); b != j.end() && !b->is_string())
@@ -977,6 +979,13 @@ Status compare_traces(const std::string& path_a, const std::string& path_b, Dive
   DETAUDIT_RETURN_IF_ERROR(read_trace(path_b, &b));
   if (std::string d = design_difference(a.design, b.design); !d.empty())
     return Status::invalid(fmt::format("{}:1 and {}:1: traces of different designs: {}", path_a, path_b, d));
+  // The autoencoder and its ops are detaudit's own code: two versions may compute a layer differently, and the op
+  // named first would then be blamed for the tool's change. Traces are compared only within one version.
+  if (a.tool_version != b.tool_version)
+    return Status::invalid(fmt::format("{}:1 and {}:1: traces written by different detaudit versions ({} and {}): "
+                                       "the model's ops may differ between versions, so a divergence could not be laid "
+                                       "on the op; trace both runs with one version",
+                                       path_a, path_b, shown_safely(a.tool_version), shown_safely(b.tool_version)));
   DivergeResult r;
   r.offline = true;
   r.design = a.design;

@@ -621,8 +621,9 @@ Status load_producer(const std::string& dir, Producer* p) {
       for (auto& [id, s] : v.items()) {
         if (!s.is_array()) return bad(fmt::format("seconds.{} must be an array of numbers", id));
         for (auto& x : s)
-          if (!x.is_number() || !(x.get<double>() >= 0) || !(x.get<double>() <= kLongestSeconds))
-            return bad(fmt::format("seconds.{} must hold numbers of seconds from 0 to a year", id));
+          if (!x.is_number() || !plausible_seconds(x.get<double>()))
+            return bad(fmt::format("seconds.{} must hold times of 0, or from a nanosecond (a clock's tick) to a year, "
+                                   "in seconds", id));
         p->seconds[id] = s.get<std::vector<double>>();
       }
     } else {

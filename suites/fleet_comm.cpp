@@ -89,8 +89,10 @@ Status CollectiveCell::from_json(const nlohmann::json& j, CollectiveCell* out, c
       return Status::invalid(fmt::format("{}: fingerprints[{}] '{}' is not 32 hex digits", where, i,
                                          shown_safely(c.fingerprints[i].substr(0, 40))));
   for (size_t i = 0; i < c.seconds.size(); ++i)
-    if (!(c.seconds[i] >= 0) || !std::isfinite(c.seconds[i]))
-      return Status::invalid(fmt::format("{}: seconds[{}] is {} (a time is 0 or more)", where, i, c.seconds[i]));
+    if (!plausible_seconds(c.seconds[i]))
+      return Status::invalid(fmt::format("{}: seconds[{}] is {} (a time is 0, or from a nanosecond, a clock's tick, to a "
+                                         "year)",
+                                         where, i, c.seconds[i]));
   if (c.status == "ok" && (c.fingerprints.empty() || c.seconds.size() != c.fingerprints.size()))
     return Status::invalid(fmt::format("{}: status ok with {} fingerprints and {} times (a cell that ran gives one of "
                                        "each per repeat)",

@@ -358,6 +358,39 @@ TEST(Diverge, BadInputExitsTwoWithOneLine) {
   EXPECT_EQ(c.code, 2);
   EXPECT_TRUE(one_line(c.err)) << c.err;
 
+
+  // The same design traced by another version of the tool: its ops may compute differently, so the first op that
+  // parts would be blamed for the tool's change. Refused, whichever trace is the other version's.
+  const fs::path older = dir() / "older-version.jsonl";
+  {
+    std::istringstream in(good);
+    std::string line;
+    std::getline(in, line);
+    auto h = nlohmann::json::parse(line);
+    h["tool_version"] = "0.0.9";
+    std::ofstream f(older);
+    f << h.dump() << '\n' << in.rdbuf();
+  }
+  for (const auto& [x, y] : {std::pair{bl.opt.trace_a, older.string()}, std::pair{older.string(), bl.opt.trace_a}}) {
+    c = run_cli("diverge --trace " + x + " --trace " + y + " --out " + (dir() / "o").string());
+    EXPECT_EQ(c.code, 2);
+    EXPECT_TRUE(one_line(c.err)) << c.err;
+    EXPECT_NE(c.err.find("traces written by different detaudit versions"), std::string::npos) << c.err;
+    EXPECT_NE(c.err.find("0.0.9"), std::string::npos) << c.err;
+  }
+  // Two traces of that one other version are compared (the version is the same on both sides).
+  const fs::path older_b = dir() / "older-version-b.jsonl";
+  {
+    std::ifstream in(bl.opt.trace_b);
+    std::string line;
+    std::getline(in, line);
+    auto h = nlohmann::json::parse(line);
+    h["tool_version"] = "0.0.9";
+    std::ofstream f(older_b);
+    f << h.dump() << '\n' << in.rdbuf();
+  }
+  st = compare_traces(older.string(), older_b.string(), &r);
+  EXPECT_TRUE(st.is_ok()) << st.message();
   // Lines that lie: a key twice in a record, a field no trace has, and a trace cut short after its header
   // with a matching end line (it said "no divergence" over records nobody wrote).
   {

@@ -623,8 +623,11 @@ TEST_F(External, BadInputExitsTwoWithOneLineAndWritesNothing) {
       {"created", kManifestFile, "\"created_at\" must be a time", manifest([](nlohmann::json& j) { j["created_at"] = "now"; })},
       {"created-later", kManifestFile, "not in the future",
        manifest([](nlohmann::json& j) { j["created_at"] = "2099-01-01T00:00:00Z"; })},
-      {"producer-seconds", kProducerFile, "must hold numbers of seconds from 0 to a year",
+      {"producer-seconds", kProducerFile, "must hold times of 0, or from a nanosecond (a clock's tick) to a year",
        [](const fs::path& d) { write_file(d / kProducerFile, R"({"seconds": {"x": [1e12]}})"); }},
+      // A time no clock measured: between 0 and one nanosecond.
+      {"producer-seconds-tiny", kProducerFile, "must hold times of 0, or from a nanosecond (a clock's tick) to a year",
+       [](const fs::path& d) { write_file(d / kProducerFile, R"({"seconds": {"x": [1e-300]}})"); }},
       {"malformed", kManifestFile, "not valid JSON",
        [&](const fs::path& d) { rewrite(d / kManifestFile, [](std::string& s) { s.resize(s.size() / 2); }); }},
       {"producer", kProducerFile, "\"details\" must be an object",

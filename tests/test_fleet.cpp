@@ -338,6 +338,9 @@ TEST(FleetConsensus, ANodeFileOfTheWrongShapeIsRefusedWithOneLine) {
     refused(with([](nlohmann::json& c) { c["library"] = "nccl"; }), "algorithm 'ring' is not one fleet asks nccl for");
     refused(with([](nlohmann::json& c) { c["fingerprints"][1] = "zz"; }), "collectives[0]: fingerprints[1] 'zz' is not");
     refused(with([](nlohmann::json& c) { c["seconds"][0] = -1; }), "collectives[0]: seconds[0] is -1");
+    // Less than a clock's tick, or more than a year: no clock measured it.
+    refused(with([](nlohmann::json& c) { c["seconds"][0] = 1e-300; }), "collectives[0]: seconds[0] is 1e-300 (a time is 0");
+    refused(with([](nlohmann::json& c) { c["seconds"][0] = 1e300; }), "collectives[0]: seconds[0] is 1e+300 (a time is 0");
     refused(with([](nlohmann::json& c) { c["seconds"] = {0.001}; }), "status ok with 2 fingerprints and 1 times");
     refused(with([](nlohmann::json& c) { c["ranks"] = 99; }), "collectives[0] ran on 99 ranks, but the node is a rank of 1");
     refused(with([](nlohmann::json& c) { c["status"] = ""; }), "status is empty");

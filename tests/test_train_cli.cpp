@@ -349,8 +349,15 @@ TEST(TrainCli, Sony2021DesignWritesRunsAnalysisAndReports) {
          j["command"] = std::regex_replace(j["command"].get<std::string>(), std::regex(" --noise-scale"), "");
        }},
       {"no-speed", "training[0].seconds is", [](nlohmann::json& j) { j["training"][0]["steps_per_second"] = 0; }},
-      {"seconds", "training[0].seconds is 1e+300: a run's time is at most a year",
+      {"seconds", "training[0].seconds is 1e+300: a run's time is 0 (not timed), or from a nanosecond",
        [](nlohmann::json& j) { j["training"][0]["seconds"] = 1e300; }},
+      // Every batch of the run in one nanosecond, its speed made to agree: no machine trains that fast.
+      {"seconds-impossible", "batches in less than 1e-06 s each, faster than any machine trains a batch",
+       [](nlohmann::json& j) {
+         auto& r = j["training"][0];
+         r["seconds"] = 1e-9;
+         r["steps_per_second"] = double(r["curve"].size()) / 1e-9;
+       }},
   };
   for (const Lie& l : lies) {
     nlohmann::json j = real;
