@@ -53,6 +53,8 @@ std::string state_text(const HistorySegment& s) {
                            : "",
                        s.state.substr(3, 16),
                        s.last.repeats, s.last.repeats == 1 ? "" : "s");
+  if (s.state.rfind("fp ", 0) == 0 && !s.last.rows_fingerprint.empty())
+    return "fp " + s.state.substr(3, 16) + " rows " + s.last.rows_fingerprint.substr(0, 16);
   if (s.state.rfind("fp ", 0) == 0) return "fp " + s.state.substr(3, 16);
   if (s.state == "nondeterministic") return fmt::format("varies (up to {} outputs)", s.max_distinct);
   if (!s.last.reason.empty()) return fmt::format("{} ({})", s.state, one_line(s.last.reason, 60));
@@ -100,6 +102,7 @@ nlohmann::json segment_json(const HistorySegment& s) {
                       {"software", s.last.software},
                       {"changes", changes}};
   if (!s.last.reason.empty()) j["reason"] = s.last.reason;
+  if (!s.last.rows_fingerprint.empty()) j["rows_fingerprint"] = s.last.rows_fingerprint;
   return j;
 }
 

@@ -177,6 +177,11 @@ ALTER TABLE training ADD COLUMN verdict TEXT NOT NULL DEFAULT '';
 UPDATE training SET verdict = CASE WHEN status IN ('crashed', 'timeout', 'error') THEN 'FAIL'
   WHEN status = 'skipped' THEN 'SKIP' WHEN final_loss IS NULL THEN 'WARN' ELSE 'PASS' END;
 )sql",
+    // 5 -> 6: a batch-invariance cell's rows computed alone (their fingerprint), kept beside the product's so that a
+    // change in the rows alone is a change of the cell; a cell recorded before has none ('').
+    R"sql(
+ALTER TABLE cells ADD COLUMN rows_fingerprint TEXT NOT NULL DEFAULT '';
+)sql",
 };
 static_assert(sizeof kMigrations / sizeof kMigrations[0] == kHistorySchemaVersion);
 
@@ -198,6 +203,7 @@ const TableColumns kTables[] = {
      "run_id, key, model, design, condition, target, seed, replicate, status, final_loss, weights_fingerprint"},
     {"runs", 4, "plan"},
     {"training", 5, "verdict"},
+    {"cells", 6, "rows_fingerprint"},
 };
 
 // ---- a thin layer over the C API ----------------------------------------------------------------------
@@ -988,8 +994,8 @@ Status record_run(const std::string& db_path, RunKind run_kind, const Results& r
     // history refused.
     Stmt c(db.h,
            "INSERT OR REPLACE INTO cells (run_id, workload, target, status, reason, verdict, verdict_reason, repeats, "
-           "distinct_outputs, fingerprints, err_ratio, median_seconds) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, "
-           "?10, ?11, ?12)");
+           "distinct_outputs, fingerprints, err_ratio, median_seconds, rows_fingerprint) VALUES (?1, ?2, ?3, ?4, ?5, ?6, "
+           "?7, ?8, ?9, ?10, ?11, ?12, ?13)");
     for (auto& o : r.observations) {
       c.bind(1, run_id);
       c.bind(2, o.workload);
@@ -1005,6 +1011,7 @@ Status record_run(const std::string& db_path, RunKind run_kind, const Results& r
       if (o.oracle && o.oracle->err_ratio >= 0) ratio = o.oracle->err_ratio;
       c.bind(11, ratio);
       c.bind(12, median_or_null(o.seconds));
+      c.bind(13, o.batch ? o.batch->rows_fingerprint : std::string());
       DETAUDIT_RETURN_IF_ERROR(step_done(db, c));
     }
   }
@@ -1111,6 +1118,9 @@ void flatten(const nlohmann::json& j, const std::string& prefix, std::map<std::s
 std::string state_of(const CellRecord& c) {
   if (c.status != "ok") return c.status;
   if (c.distinct > 1 || c.fingerprints.size() > 1) return "nondeterministic";
+  // A batch-invariance cell is its product and its rows computed alone: a change in either is a change.
+  if (c.fingerprints.size() == 1 && !c.rows_fingerprint.empty())
+    return "fp " + c.fingerprints[0] + " rows " + c.rows_fingerprint;
   if (c.fingerprints.size() == 1) return "fp " + c.fingerprints[0];
   return "ok (no output)";
 }
@@ -1181,6 +1191,13 @@ Status check_row(const CellRecord& c, const std::string& where) {
     return bad("distinct_outputs", std::to_string(c.distinct), "a count of at most its repeats");
   for (auto& fp : c.fingerprints)
     if (Fingerprint f; !Fingerprint::from_hex(fp, &f)) return bad("fingerprints", fp, "32 hex digits");
+  // The rows a batch-invariance cell computed alone: recorded only by a cell of that workload that ran.
+  if (!c.rows_fingerprint.empty()) {
+    if (Fingerprint f; !Fingerprint::from_hex(c.rows_fingerprint, &f))
+      return bad("rows_fingerprint", c.rows_fingerprint, "32 hex digits");
+    if (c.training || w.name != "batchinv" || c.status != "ok")
+      return bad("rows_fingerprint", c.rows_fingerprint, "empty for a cell that is not a batch-invariance cell that ran");
+  }
   // A probe cell's row: its distinct outputs are the fingerprints it lists; a cell that ran gave one at least,
   // one skipped, crashed or timed out none.
   if (!c.training) {
@@ -1965,7 +1982,7 @@ Status query_open(Db& db, const HistoryFilter& f, HistoryQueryResult* out) {
   std::string sql =
       "SELECT r.id, r.kind, r.started_at, r.results_dir, r.hostname, r.machine_key, r.tool_version, r.tool_commit, "
       "c.workload, c.target, c.status, c.reason, c.verdict, c.verdict_reason, c.repeats, c.distinct_outputs, "
-      "c.fingerprints, c.err_ratio, c.median_seconds FROM cells c JOIN runs r ON r.id = c.run_id "
+      "c.fingerprints, c.err_ratio, c.median_seconds, c.rows_fingerprint FROM cells c JOIN runs r ON r.id = c.run_id "
       "WHERE r.started_at >= ?1";
   auto name_sql = [](const char* column, int param, const std::string& mode) -> std::string {
     if (mode == "exact") return fmt::format(" AND c.{} = ?{}", column, param);
@@ -2025,6 +2042,7 @@ Status query_open(Db& db, const HistoryFilter& f, HistoryQueryResult* out) {
     c.fingerprints = split_spaces(s.text(16));
     c.err_ratio = s.real(17);
     c.median_seconds = s.real(18);
+    c.rows_fingerprint = s.text(19);
     DETAUDIT_RETURN_IF_ERROR(check_row(c, db.error("cells")));
     used_machines.insert(c.machine_key);
     out->cells.push_back(std::move(c));

@@ -61,7 +61,7 @@
 
 namespace detaudit {
 
-inline constexpr int kHistorySchemaVersion = 5;
+inline constexpr int kHistorySchemaVersion = 6;
 inline constexpr int kHistoryApplicationId = 0x64746175;  // "dtau"
 
 // --history FILE and --no-history (cli/history_flags.hpp adds them to a subcommand).
@@ -137,6 +137,7 @@ struct CellRecord {
   // distinct = its runs (nondeterminism on: they vary by design, verdict EXPECTED).
   bool training = false;
   std::optional<double> err_ratio, median_seconds;
+  std::string rows_fingerprint;  // a batch-invariance cell's rows computed alone ("" for any other cell)
 };
 
 struct HistoryQueryResult {

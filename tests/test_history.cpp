@@ -485,8 +485,9 @@ TEST(History, MigratesVersion4TrainingRowsToTheVerdictTheirStatusGives) {
   ASSERT_TRUE(succeeded(record_run(db.string(), RunKind::kTrain, r, (dir / "r").string(), 1), &err)) << err;
   EXPECT_EQ(sql_text(db, "SELECT group_concat(verdict, ' ') FROM (SELECT verdict FROM training ORDER BY seed)"),
             "PASS WARN FAIL SKIP");
-  // The same database as version 4 wrote it: no verdict column.
-  sql_exec(db, "ALTER TABLE training DROP COLUMN verdict; PRAGMA user_version = 4;");
+  // The same database as version 4 wrote it: no verdict column (and none of version 6's rows_fingerprint).
+  sql_exec(db, "ALTER TABLE training DROP COLUMN verdict; ALTER TABLE cells DROP COLUMN rows_fingerprint; "
+               "PRAGMA user_version = 4;");
   // A reader migrates it in memory and leaves the file as it is.
   {
     const std::string before = read_bytes(db);
@@ -502,6 +503,16 @@ TEST(History, MigratesVersion4TrainingRowsToTheVerdictTheirStatusGives) {
             "PASS WARN FAIL SKIP PASS WARN FAIL SKIP");
   HistoryQueryResult q;
   ASSERT_TRUE(succeeded(query_history(db.string(), {}, &q), &err)) << err;
+  // As version 5 wrote it: no rows_fingerprint column. Read in memory, left as it is; migrated when recorded into.
+  sql_exec(db, "ALTER TABLE cells DROP COLUMN rows_fingerprint; PRAGMA user_version = 5;");
+  {
+    const std::string before = read_bytes(db);
+    ASSERT_TRUE(succeeded(query_history(db.string(), {}, &q), &err)) << err;
+    EXPECT_EQ(read_bytes(db), before) << "history only reads";
+  }
+  ASSERT_TRUE(succeeded(record_run(db.string(), RunKind::kTrain, r, (dir / "r3").string(), 1), &err)) << err;
+  EXPECT_EQ(sql_int(db, "PRAGMA user_version"), kHistorySchemaVersion);
+  EXPECT_EQ(sql_int(db, "SELECT count(*) FROM pragma_table_info('cells') WHERE name = 'rows_fingerprint'"), 1);
   fs::remove_all(dir);
 }
 

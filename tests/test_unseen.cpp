@@ -1926,7 +1926,7 @@ TEST(Unseen, AHistoryChangedByAnotherProgramIsRefused) {
       {"PRAGMA foreign_keys = OFF; UPDATE runs SET machine_key = 'ffffffffffffffff'",
        "machine_key 'ffffffffffffffff' is not the key of a machine of the history"},
       {"PRAGMA foreign_keys = OFF; INSERT INTO cells SELECT 99, workload, target, status, reason, verdict, "
-       "verdict_reason, repeats, distinct_outputs, fingerprints, err_ratio, median_seconds FROM cells",
+       "verdict_reason, repeats, distinct_outputs, fingerprints, err_ratio, median_seconds, rows_fingerprint FROM cells",
        "1 cell or training rows belong to no run"},
       {"UPDATE runs SET software = '{not json'", "software is not the software a run records"},
       {"UPDATE runs SET software = json_set(software, '$.extra', 1)", "software is not the software a run records"},
@@ -2241,7 +2241,8 @@ TEST(Unseen, AHistoryRowThatContradictsItsRunIsRefused) {
   {
     const std::string v4 = (d / "v4.db").string();
     fs::copy_file(good_train, v4);
-    edit_history(v4, "ALTER TABLE training DROP COLUMN verdict; PRAGMA user_version = 4");
+    edit_history(v4, "ALTER TABLE training DROP COLUMN verdict; ALTER TABLE cells DROP COLUMN rows_fingerprint; "
+                     "PRAGMA user_version = 4");
     ASSERT_EQ(run_cli("history --history " + v4).code, 0);
     history_of_edit(v4, (d / "v4-edited.db").string(),
                     "UPDATE training SET target = replace(target, 'atomic', 'blocked'), key = replace(key, 'atomic', "
@@ -2437,5 +2438,55 @@ TEST(Unseen, ARowsOnlyFaultIsChangedBitsToCheckAndCompare) {
   r = run_cli("compare " + (d / "good").string() + " " + (d / "fault").string());
   EXPECT_EQ(r.code, 1) << r.out << r.err;
   EXPECT_NE(r.out.find("but the rows computed alone (batch invariance)"), std::string::npos) << r.out;
+  fs::remove_all(d);
+}
+
+// The history keeps a batch-invariance cell's rows beside its product: the same fault (the product's bits unchanged)
+// is a change of the cell in `history`, in text and JSON; a row edited to give such rows to another cell is refused.
+TEST(Unseen, ARowsOnlyFaultIsAChangeInTheHistory) {
+  const fs::path d = fresh_dir("unseen-rows-history");
+  const std::string db = (d / "h.db").string();
+  const std::string w = "batchinv?m=4&n=4&k=8&rows=2";
+  const std::string probe = "probe --targets 'cpu?order=sequential' --workloads '" + w + "' --repeats 2 --history " +
+                            db + " --out ";
+  ASSERT_EQ(run_cli(probe + (d / "good").string()).code, 0);
+  setenv("DETAUDIT_TEST_FLIP_ROWS", test::canon_workload(w).c_str(), 1);
+  const auto faulty = run_cli(probe + (d / "fault").string());
+  unsetenv("DETAUDIT_TEST_FLIP_ROWS");
+  ASSERT_EQ(faulty.code, 1) << faulty.out;
+  const auto good = nlohmann::json::parse(slurp(d / "good" / "results.json"));
+  const auto bad = nlohmann::json::parse(slurp(d / "fault" / "results.json"));
+  const nlohmann::json &og = good["observations"][0], &ob = bad["observations"][0];
+  ASSERT_EQ(og["fingerprints"][0], ob["fingerprints"][0]) << "the product's bits are the same";
+  const std::string rows_good = og["batch_invariance"]["rows_fingerprint"], rows_bad = ob["batch_invariance"]["rows_fingerprint"];
+  ASSERT_NE(rows_good, rows_bad);
+  auto r = run_cli("history --history " + db + " --format json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto h = nlohmann::json::parse(r.out);
+  ASSERT_EQ(h["cells"].size(), 1u) << r.out;
+  const auto& segments = h["cells"][0]["machines"][0]["segments"];
+  ASSERT_EQ(segments.size(), 2u) << "a change of the rows alone is a change of the cell: " << r.out;
+  EXPECT_EQ(segments[0]["rows_fingerprint"], rows_good);
+  EXPECT_EQ(segments[1]["rows_fingerprint"], rows_bad);
+  r = run_cli("history --history " + db);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find(" rows " + rows_bad.substr(0, 16)), std::string::npos) << r.out;
+  // Rows that are no fingerprint, or rows on a cell that computed none, are another program's edit.
+  ASSERT_EQ(run_cli("probe --targets 'cpu?order=sequential' --workloads 'matmul?m=4&n=4&k=8' --repeats 2 --history " + db +
+                    " --out " + (d / "plain").string())
+                .code,
+            0);
+  for (const auto& [edit, says] :
+       {std::pair{"UPDATE cells SET rows_fingerprint = 'zz' WHERE run_id = 1", "rows_fingerprint 'zz' is not 32 hex digits"},
+        std::pair{"UPDATE cells SET rows_fingerprint = (SELECT rows_fingerprint FROM cells WHERE run_id = 1) WHERE run_id "
+                  "= 3",
+                  "is not empty for a cell that is not a batch-invariance cell that ran"}}) {
+    const std::string copy = (d / "edited.db").string();
+    fs::copy_file(db, copy, fs::copy_options::overwrite_existing);
+    edit_history(copy, edit);
+    r = run_cli("history --history " + copy);
+    EXPECT_EQ(r.code, 2) << edit;
+    EXPECT_NE(r.err.find(says), std::string::npos) << r.err;
+  }
   fs::remove_all(d);
 }
