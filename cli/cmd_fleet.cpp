@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,7 @@
 #include "gates/fleet.hpp"
 #include "gates/history.hpp"
 #include "gates/qualify.hpp"
+#include "gates/reference.hpp"
 #include "kernels/input_file.hpp"
 #include "probes/child.hpp"
 #include "probes/env.hpp"
@@ -32,12 +34,15 @@ namespace {
 
 struct FleetArgs {
   int level = 1, rank = -1, ranks = 0, repeats = 0;
-  std::string targets, workloads, out, report_dir;
+  std::string targets, workloads, out, report_dir, reference;
+  std::vector<std::string> merge_inputs;
+  std::string merge_out;
   double wait = 900;
   int allreduce_n = 1 << 16;
   HistoryFlags hist;
   OutputFlags output;
   CLI::App* report = nullptr;
+  CLI::App* merge = nullptr;
 };
 
 // "K:rest" of a test hook's variable when K is this rank; "" otherwise.
@@ -51,10 +56,32 @@ std::string hook_for(const char* var, int rank) {
 }
 
 // The outcome of a consensus: fleet.json and the reports in `dir`, the text, the exit code.
+// A reference named by --reference, read before anything runs: one line and exit 2 when it is not one.
+struct KnownBits {
+  std::string path;
+  Reference ref;
+  const Reference* get() const { return path.empty() ? nullptr : &ref; }
+};
+Status load_known(const std::string& path, KnownBits* out) {
+  out->path = path;
+  if (path.empty()) return Status::ok();
+  return load_reference(path, &out->ref);
+}
+
 int judge_fleet(const std::vector<FleetNode>& nodes, const std::string& dir, const HistoryFlags* hist,
-                const std::vector<std::string>& ignored = {}) {
-  FleetOutcome f = fleet_consensus(nodes, dir);
+                const KnownBits& known, const std::vector<std::string>& ignored = {}) {
+  FleetOutcome f = fleet_consensus(nodes, dir, known.get());
   f.json["ignored_folders"] = ignored;
+  // What this fleet agreed on, kept beside its verdict as known-good bits for later fleets (cells a given reference
+  // contradicts are left out: their bits are the finding, not a reference).
+  const Reference agreed = reference_of_fleet(nodes, known.get());
+  std::set<std::string> agreed_keys;
+  for (auto& c : agreed.cells) agreed_keys.insert(c.key);
+  f.json["reference"] = {{"judged_by", known.path.empty() ? nlohmann::json() : nlohmann::json(known.path)},
+                         {"written", dir + "/reference.json"},
+                         {"cells", agreed.cells.size()},
+                         {"keys", agreed_keys.size()}};
+  if (Status st = save_reference(dir + "/reference.json", agreed); !st) return fail(st);
   if (Status st = write_file_atomic(dir + "/fleet.json", f.json.dump(1) + "\n", Own::kFleet); !st) return fail(st);
   if (Status st = write_fleet_reports(dir, f.json); !st) return fail(st);
   Outcome o;
@@ -84,6 +111,10 @@ int judge_fleet(const std::vector<FleetNode>& nodes, const std::string& dir, con
                        x.cell.empty() ? "" : " " + x.cell, x.detail);
   }
   for (auto& i : ignored) t += fmt::format("ignored: {}\n", i);
+  if (!known.path.empty()) t += fmt::format("judged against the reference {} ({} cells)\n", known.path, known.ref.cells.size());
+  t += fmt::format("reference.json: {} cells {} agreed on ({} machine key{}), known-good bits for later fleets\n",
+                   agreed.cells.size(), agreed.cells.empty() ? "(no key of two nodes or more)" : "its nodes",
+                   agreed_keys.size(), agreed_keys.size() == 1 ? "" : "s");
   t += fmt::format("fleet.json, report.md and report.html in {}\n", dir);
   o.text = t;
   o.data = {{"dir", dir}, {"fleet", f.json}};
@@ -121,6 +152,12 @@ int run_fleet(const FleetArgs& a, int argc, char** argv) {
   };
   if (who.mpi && who.rank == 0 && !a.hist.disabled)
     if (int rc = precheck_history(a.hist)) return fleet_mpi_end(true, rc), rc;
+  // The reference judges at the consensus (rank 0 under MPI, else `fleet report`), but is read before anything runs.
+  KnownBits known;
+  if (Status st = load_known(who.mpi && who.rank != 0 ? "" : a.reference, &known); !st) {
+    if (who.mpi) fleet_mpi_end(true, 2);
+    return fail(st);
+  }
   FleetNode n;
   n.rank = who.rank, n.ranks = who.ranks, n.level = a.level, n.placement = who.source;
   // Test hooks (tests/test_fleet.cpp): this rank's machine with one field changed (its key and its results
@@ -246,8 +283,8 @@ int run_fleet(const FleetArgs& a, int argc, char** argv) {
     o.exit_code = n.state == "failed" ? 2 : n.exit_code == 1 ? 1 : 0;
     if (n.state == "failed") o.error = n.detail;
     if (!n.own_fail.empty()) o.first_fail = n.own_fail, o.counts.fail = 1;
-    o.text = fmt::format("rank {} of {} ({}): {}; merge the ranks with: detaudit fleet report {}\n", n.rank, n.ranks,
-                         n.host, n.state, dir);
+    o.text = fmt::format("rank {} of {} ({}): {}; merge the ranks with: detaudit fleet report {}{}\n", n.rank, n.ranks,
+                         n.host, n.state, dir, a.reference.empty() ? "" : " --reference " + a.reference);
     o.data = {{"dir", dir}, {"node", n.node_json()}};
     return emit(o);
   }
@@ -303,7 +340,7 @@ int run_fleet(const FleetArgs& a, int argc, char** argv) {
   }
   // Evidence that contradicts itself across ranks is refused here as fleet report refuses it.
   const Status peers = check_fleet_distances(nodes);
-  const int code = peers ? judge_fleet(nodes, dir, &a.hist) : fail(peers);
+  const int code = peers ? judge_fleet(nodes, dir, &a.hist, known) : fail(peers);
   fleet_share_exit_code(code, answered);
   fleet_mpi_end(lost, code);
   return code;
@@ -313,8 +350,44 @@ int run_fleet_report(const FleetArgs& a) {
   if (Status st = fleet_dir_is_its_own(a.report_dir, "its reports are not replaced"); !st) return fail(st);
   std::vector<FleetNode> nodes;
   std::vector<std::string> ignored;
+  KnownBits known;
+  if (Status st = load_known(a.reference, &known); !st) return fail(st);
   if (Status st = load_fleet_dir(a.report_dir, &nodes, &ignored); !st) return fail_or_interrupted(st);
-  return judge_fleet(nodes, a.report_dir, nullptr, ignored);
+  return judge_fleet(nodes, a.report_dir, nullptr, known, ignored);
+}
+
+// `fleet merge --out FILE REF...`: references joined into one; the same cell with other bits is a conflict, named,
+// and the file keeps the bits the first reference that holds the cell gave (nothing is overwritten).
+int run_fleet_merge(const FleetArgs& a) {
+  Reference merged;
+  std::vector<ReferenceConflict> conflicts;
+  std::set<std::string> seen;
+  for (const std::string& p : a.merge_inputs) {
+    std::error_code ec;
+    if (!seen.insert(fs::weakly_canonical(p, ec).string()).second)
+      return fail(fmt::format("{}: named twice (a reference merged with itself adds nothing)", p));
+    Reference r;
+    if (Status st = load_reference(p, &r); !st) return fail(st);
+    for (auto& c : merge_reference(&merged, r, p)) conflicts.push_back(std::move(c));
+  }
+  if (Status st = save_reference(a.merge_out, merged); !st) return fail(st);
+  Outcome o;
+  o.exit_code = conflicts.empty() ? 0 : 1;
+  std::string t = fmt::format("merged {} references into {}: {} machine keys, {} cells, {} conflicts\n",
+                              a.merge_inputs.size(), a.merge_out, merged.keys.size(), merged.cells.size(),
+                              conflicts.size());
+  nlohmann::json cj = nlohmann::json::array();
+  for (auto& c : conflicts) {
+    t += fmt::format("FAIL conflict {} @ {} (key {}): {} kept, {} in {}\n", c.workload, c.target, c.key, c.kept, c.other,
+                     c.other_source);
+    cj.push_back({{"key", c.key}, {"workload", c.workload}, {"target", c.target}, {"kept", c.kept},
+                  {"other", c.other}, {"source", c.other_source}});
+    if (o.first_fail.empty()) o.first_fail = fmt::format("conflict {} @ {}", c.workload, c.target);
+    ++o.counts.fail;
+  }
+  o.text = t;
+  o.data = {{"out", a.merge_out}, {"keys", merged.keys.size()}, {"cells", merged.cells.size()}, {"conflicts", cj}};
+  return emit(o);
 }
 
 Command add_fleet_command(CLI::App& app, int argc, char** argv) {
@@ -341,10 +414,26 @@ Command add_fleet_command(CLI::App& app, int argc, char** argv) {
       ->check(kFinite)
       ->check(CLI::Range(1.0, 604800.0))
       ->capture_default_str();
+  const char* reference_help =
+      "A reference (detaudit-reference/1, as fleet writes beside fleet.json or `fleet merge` joins): each node's "
+      "deterministic cells of a machine key it holds are judged against its known-good bits instead of the vote, so "
+      "two nodes, or a node alone with its key, are judged too";
+  sub->add_option("--reference", a->reference, reference_help)->check(kNonEmpty);
   add_history_flags(sub, &a->hist);
   add_output_flags(sub, &a->output, true);
   a->report = sub->add_subcommand("report", "Merge the ranks' folders of a fleet directory and judge them (offline)");
   a->report->add_option("DIR", a->report_dir, "The fleet directory (its ranks/ folder)")->required()->check(kNonEmpty);
+  a->report->add_option("--reference", a->reference, reference_help)->check(kNonEmpty);
+  a->merge = sub->add_subcommand("merge",
+                                 "Join references (several fleets, several kinds of machine) into one file; the same "
+                                 "cell with other bits is a conflict: named, exit 1, the first file's bits kept");
+  a->merge->add_option("REFERENCE", a->merge_inputs, "References to join, in order (the first holding a cell wins)")
+      ->required()
+      ->check(kNonEmpty);
+  a->merge->add_option("--out", a->merge_out, "The merged reference (may be one of the inputs: it is replaced atomically)")
+      ->required()
+      ->check(kNonEmpty);
+  add_output_flags(a->merge, &a->output, true);
   add_output_flags(a->report, &a->output, true);  // `fleet report DIR --format json`, as every command
   sub->footer(
       "\nForms:\n"
@@ -354,11 +443,15 @@ Command add_fleet_command(CLI::App& app, int argc, char** argv) {
       "  Kubernetes Indexed Job: detaudit fleet --ranks N --out DIR (rank from JOB_COMPLETION_INDEX)\n"
       "Each rank writes DIR/ranks/<rank>-<host>/ as it goes (node.json, probe/, train/); a killed job's\n"
       "folders are complete as far as they got, and `fleet report DIR` names the ranks that did not finish.\n"
+      "The consensus writes DIR/reference.json: the bits two or more nodes of a key agreed on. Keep it (or\n"
+      "`detaudit fleet merge --out site.json site.json DIR/reference.json`) and judge later fleets with\n"
+      "--reference FILE: two nodes, or a node alone with its key, are then judged against known-good bits.\n"
       "Exit codes (every rank under MPI): 0 consensus, 1 a node disagrees, failed, is slow (10x) or was lost,\n"
       "2 could not run, 128+N interrupted by signal N.");
   return {sub,
           [a, argc, argv]() {
             if (a->report->parsed()) return run_fleet_report(*a);
+            if (a->merge->parsed()) return run_fleet_merge(*a);
             if (a->out.empty()) return fail("fleet: --out DIR is required (the fleet directory)");
             return run_fleet(*a, argc, argv);
           },

@@ -111,6 +111,7 @@ Status check_destination(const std::string& path, Own own) {
       {Own::kFleet, "detaudit-fleet/1", "fleet result"},
       {Own::kFleetNode, "detaudit-fleet-node/1", "fleet node file"},
       {Own::kQualify, "detaudit-qualify/2", "qualify result"},
+      {Own::kReference, "detaudit-reference/1", "reference"},
       {Own::kDivergeTrace, nullptr, "diverge trace"},
       {Own::kReport, nullptr, "report"},
       {Own::kNpy, nullptr, "NPY array"},

@@ -79,15 +79,15 @@ std::string kernel_words(const Observation& o) {
 
 // What the target promises run to run for a node's cell (its own machine's promise): only a cell promised
 // deterministic is compared bit for bit across nodes.
-Promise::RunToRun promise_of(const FleetNode& n, const Observation& o) {
+}  // namespace
+
+Promise::RunToRun fleet_promise(const FleetNode& n, const Observation& o) {
   if (auto it = o.details.find("fleet_promise"); it != o.details.end())
     return it->second == "deterministic" ? Promise::RunToRun::kDeterministic : Promise::RunToRun::kNondeterministic;
   Spec t, w;
   if (!parse_target(o.target, &t).is_ok() || !parse_workload(o.workload, &w).is_ok()) return Promise::RunToRun::kNone;
   return promise_for(t, w, n.probe.machine, o.details).run_to_run;
 }
-
-}  // namespace
 
 nlohmann::json FleetNode::node_json() const {
   nlohmann::json c = nlohmann::json::array();
@@ -577,7 +577,7 @@ Status check_fleet_distances(const std::vector<FleetNode>& nodes) {
   return Status::ok();
 }
 
-FleetOutcome fleet_consensus(const std::vector<FleetNode>& nodes, const std::string& dir) {
+FleetOutcome fleet_consensus(const std::vector<FleetNode>& nodes, const std::string& dir, const Reference* known) {
   FleetOutcome out;
   out.ranks = nodes.empty() ? 0 : nodes[0].ranks;
   for (auto& n : nodes) out.level = std::max(out.level, n.level);
@@ -657,9 +657,14 @@ FleetOutcome fleet_consensus(const std::vector<FleetNode>& nodes, const std::str
                                     b.size() > 60 ? b.substr(0, 57) + "..." : b));
         fields[k] = {{"node", a}, {"peers", b}};
       }
+      size_t known_cells = 0;
+      if (known)
+        for (auto& c : known->cells) known_cells += c.key == h;
       find(Verdict::kFail, "key", n, "",
-           fmt::format("its machine key differs from its {} peers' in {}: {}; its cells are not compared with theirs",
-                       groups[reference].size(), diffs.size(), fmt::join(diffs, "; ")),
+           fmt::format("its machine key differs from its {} peers' in {}: {}; its cells are not compared with theirs{}",
+                       groups[reference].size(), diffs.size(), fmt::join(diffs, "; "),
+                       known_cells ? fmt::format(", but with the reference's {} cells of its own key", known_cells)
+                                   : std::string(known ? " (the reference holds no cell of its key)" : "")),
            {{"fields", fields}});
     }
   }
@@ -698,6 +703,27 @@ FleetOutcome fleet_consensus(const std::vector<FleetNode>& nodes, const std::str
     for (auto& o : train_cells[i]) obs_of[i][{o.workload, o.target}] = &o;
   }
   std::set<std::string> differing_cells;
+  // A node's cell against the reference's known-good bits of its key: its product and, where both have them, its rows
+  // computed alone. The state of the cell in the matrix, with a finding where the bits differ.
+  auto against_known = [&](size_t i, const Observation& o, const ReferenceCell& k, const std::string& name) {
+    const std::string whence = fmt::format("known good: {} of {} nodes of this key agreed on it at {}", k.nodes, k.of, k.at);
+    if (o.fingerprints[0] != k.fingerprint) {
+      find(Verdict::kFail, "reference", nodes[i], name,
+           fmt::format("other bits than the reference: {} here, {} {}; oracle: {} here", o.fingerprints[0], k.fingerprint,
+                       whence, oracle_words(o)),
+           {{"fingerprint", o.fingerprints[0]}, {"reference", k.fingerprint}});
+      return "differs";
+    }
+    if (o.batch && !o.batch->rows_fingerprint.empty() && !k.rows_fingerprint.empty() &&
+        o.batch->rows_fingerprint != k.rows_fingerprint) {
+      find(Verdict::kFail, "reference", nodes[i], name,
+           fmt::format("other bits in the rows computed alone (batch invariance) than the reference: {} here, {} {}",
+                       o.batch->rows_fingerprint, k.rows_fingerprint, whence),
+           {{"rows_fingerprint", o.batch->rows_fingerprint}, {"reference", k.rows_fingerprint}});
+      return "differs";
+    }
+    return "agree";
+  };
 
   for (auto& [h, members] : groups) {
     const bool alone = members.size() < 2;
@@ -709,8 +735,29 @@ FleetOutcome fleet_consensus(const std::vector<FleetNode>& nodes, const std::str
         if (it != obs_of[i].end()) present.push_back({i, it->second});
       }
       if (present.empty()) continue;
-      if (alone) {
+      // Known-good bits of this key and cell, where a reference holds them (never for a training run).
+      const ReferenceCell* k = known ? known->find(h, cells[c].first, cells[c].second) : nullptr;
+      if (alone && !k) {
         matrix[present[0].first][c] = "alone";
+        continue;
+      }
+      if (alone) {
+        // No peer: the reference is its only judge.
+        const auto [i, o] = present[0];
+        std::string& m = matrix[i][c];
+        if (o->status != ObsStatus::kOk) {
+          m = "failed";
+          find(Verdict::kFail, "status", nodes[i], name,
+               fmt::format("{} here ({}) where the reference holds its bits", to_string(o->status), o->reason));
+        } else if (o->distinct > 1) {
+          m = "varies";
+          find(Verdict::kFail, "varies", nodes[i], name,
+               fmt::format("{} distinct outputs in {} repeats here, where the reference holds one", o->distinct,
+                           o->repeats));
+        } else {
+          m = against_known(i, *o, *k, name);
+        }
+        if (m != "agree") differing_cells.insert(name);
         continue;
       }
       size_t ran = 0, det = 0;
@@ -726,7 +773,7 @@ FleetOutcome fleet_consensus(const std::vector<FleetNode>& nodes, const std::str
       // each node's own verdict against its promise.
       bool promised = true, permitted = false;
       for (auto& [i, o] : present) {
-        const auto p = promise_of(nodes[i], *o);
+        const auto p = fleet_promise(nodes[i], *o);
         promised = promised && p == Promise::RunToRun::kDeterministic;
         permitted = permitted || p == Promise::RunToRun::kNondeterministic;
       }
@@ -767,6 +814,9 @@ FleetOutcome fleet_consensus(const std::vector<FleetNode>& nodes, const std::str
           find(Verdict::kFail, "varies", n, name,
                fmt::format("{} distinct outputs in {} repeats here; deterministic on {} of {} nodes", o->distinct,
                            o->repeats, det, n_present));
+        } else if (k && promised) {
+          // Known-good bits judge each node: no vote is needed (two nodes, one of them faulty, are told apart).
+          m = against_known(i, *o, *k, name);
         } else if (!has_majority) {
           m = "differs";
           find(Verdict::kFail, "no_majority", n, name,
@@ -819,7 +869,7 @@ FleetOutcome fleet_consensus(const std::vector<FleetNode>& nodes, const std::str
                              "the same build do: nothing of them can be compared",
                              with_rows, n_present));
           }
-      if (row_votes.size() < 2) continue;
+      if (row_votes.size() < 2 || (k && promised)) continue;  // (the reference judged the rows above)
       const auto [rows_major, rows_major_votes] = most_voted(row_votes);
       const bool rows_majority = rows_major_votes * 2 > n_present;
       for (auto& [i, o] : present) {

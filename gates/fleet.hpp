@@ -16,6 +16,7 @@
 
 #include "contract/results.hpp"
 #include "gates/verdict.hpp"
+#include "gates/reference.hpp"
 #include "suites/fleet_comm.hpp"
 
 namespace detaudit {
@@ -56,6 +57,10 @@ struct FleetNode {
 nlohmann::json fleet_key(const nlohmann::json& machine, const std::string& tool_version,
                          const std::string& tool_commit);
 std::string fleet_key_hash(const nlohmann::json& key);  // 16 hex digits
+
+// What a node's cell promises run to run: a training run's, as the fleet recorded it; a probe cell's, as its target
+// promises for its workload on the node's machine and with the algorithm its library reported.
+Promise::RunToRun fleet_promise(const FleetNode& n, const Observation& o);
 
 // The rank's folder name: "<rank>-<host>" with the host made safe for a file name.
 std::string fleet_folder(int rank, const std::string& host);
@@ -110,6 +115,9 @@ struct FleetOutcome {
 // count and its own verdict against its promise), not bits. Nodes that did not finish, could not run or
 // are missing are named and the others' results stand. Time: each node's median over the cells of its
 // time relative to the group's median for the cell; kFleetSlowWarn x WARNs, kFleetSlowFail x FAILs.
-FleetOutcome fleet_consensus(const std::vector<FleetNode>& nodes, const std::string& dir);
+// With a reference (gates/reference.hpp), a deterministic cell of a key it holds is judged against its known-good bits
+// instead of the vote: two nodes, one of them faulty, are told apart, and a node alone with its key is compared.
+FleetOutcome fleet_consensus(const std::vector<FleetNode>& nodes, const std::string& dir,
+                             const Reference* known = nullptr);
 
 }  // namespace detaudit

@@ -6,7 +6,7 @@ Usage: validate_schemas.py DETAUDIT_EXE SCHEMA_DIR
 Runs the subcommands as a user would (small plans, generated data, a history of its own), validates each
 stdout object against cli.schema.json and the documents embedded in it (check's report, qualify.json,
 fleet.json) and each file written (results.json of a probe and of a training design, baseline.json,
-qualify.json, node.json, fleet.json, the export manifest, diverge.json) against its own schema. Then the
+qualify.json, node.json, fleet.json, reference.json, the export manifest, diverge.json) against its own schema. Then the
 schemas are shown to catch a change: the same documents, each edited the way an older or careless writer
 would (verdict counts in upper case, a fingerprint too short, an unknown observation field, a verdict no
 detaudit gives), must fail. Exit 0 all held, 1 a document broke its schema (each named), 2 could not run.
@@ -130,6 +130,9 @@ def main():
     if j:
         validate("fleet", j["fleet"], "fleet report's object")
     validate("fleet", load("F/fleet.json"), "F/fleet.json")
+    validate("reference", load("F/reference.json"), "F/reference.json")
+    run(["fleet", "merge", "--out", "F/site.json", "F/reference.json", "--format", "json"])
+    validate("reference", load("F/site.json"), "F/site.json")
     for rank_dir in sorted(os.listdir(os.path.join(work, "F", "ranks"))):
         validate("fleet-node", load(f"F/ranks/{rank_dir}/node.json"), f"F/ranks/{rank_dir}/node.json")
         validate("results", load(f"F/ranks/{rank_dir}/probe/results.json"), f"F/ranks/{rank_dir}/probe/results.json")
@@ -156,6 +159,9 @@ def main():
     q = load("Q/qualify.json")
     q["counts"] = {k.upper(): v for k, v in q["counts"].items()}
     edits.append(("qualify", q, "counts in upper case (detaudit-qualify/1)"))
+    ref = load("F/reference.json")
+    ref["cells"][0]["nodes"] = 1
+    edits.append(("reference", ref, "known-good bits of one node"))
     c = {"schema": "detaudit-cli/1", "command": "check", "exit_code": 2, "reports": {}}
     edits.append(("cli", c, "exit 2 without its error"))
     for kind, doc, what in edits:
