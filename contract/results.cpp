@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cctype>
 #include <cerrno>
@@ -90,6 +91,23 @@ bool is_version_text(const std::string& v) {
          std::all_of(v.begin(), v.end(), [](char c) {
     return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '+';
   });
+}
+
+bool version_older(const std::string& a, const std::string& b) {
+  auto numbers = [](const std::string& v) {
+    std::array<long, 3> n{0, 0, 0};
+    size_t at = 0;
+    for (long& part : n) {
+      size_t end = at;
+      while (end < v.size() && end - at < 9 && std::isdigit(static_cast<unsigned char>(v[end]))) ++end;
+      if (end == at) break;
+      part = std::stol(v.substr(at, end - at));
+      if (end >= v.size() || v[end] != '.') break;
+      at = end + 1;
+    }
+    return n;
+  };
+  return numbers(a) < numbers(b);
 }
 
 bool is_utc_iso8601(const std::string& t) {

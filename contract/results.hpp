@@ -109,6 +109,9 @@ bool is_utc_iso8601(const std::string& t);
 // A version as detaudit writes one (1.4.0, 1.4.0-rc1+abc): a digit first, then letters, digits, '.', '-', '+';
 // at most 40.
 bool is_version_text(const std::string& v);
+// Whether version a is older than b by their leading numbers (major, minor, patch; a missing number is 0): "0.0.9"
+// is older than "0.1.0"; suffixes are not ordered.
+bool version_older(const std::string& a, const std::string& b);
 
 // A results file's "plan": a probe plan (a suite of the tool, its targets and workloads, repeats, a time limit)
 // or a training design (kind train), each field of its type and every field known. One line naming plan.<field>.

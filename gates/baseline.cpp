@@ -490,10 +490,11 @@ Status cell_from_json(const nlohmann::json& j, const std::string& path, const Ba
   // A cell that ran was timed at every repeat (results.json refuses a cell that ran without its times), so it has a
   // median; an imported output was timed by no one unless its framework said so.
   if (const BackendEntry* be = find_backend(t.name);
-      be && !be->imported && c->status == ObsStatus::kOk && !c->median_seconds)
-    return Status::invalid(fmt::format("{} is missing or null, but the cell ran, and every repeat of a cell that ran "
-                                       "was timed",
-                                       json_path(path, "median_seconds")));
+      be && !be->imported && c->status == ObsStatus::kOk && !(c->median_seconds >= kClockTick))
+    return Status::invalid(fmt::format("{} is {}, but the cell ran, and every repeat of a cell that ran was timed (a "
+                                       "nanosecond at least)",
+                                       json_path(path, "median_seconds"),
+                                       c->median_seconds ? fmt::format("{}", *c->median_seconds) : "missing or null"));
   // A baseline lists each distinct output once.
   if (c->fingerprints.size() != size_t(c->distinct))
     return Status::invalid(fmt::format("{} lists {} fingerprints for {} distinct outputs (a baseline lists each once)",
@@ -750,6 +751,12 @@ Status baseline_from_json(const nlohmann::json& j, Baseline* out) {
       return Status::invalid(fmt::format("{} holds what {} is the name of, not what its own name says: the key was "
                                          "edited",
                                          json_path("keys", id), key_id(k)));
+    // A baseline is saved by a version that reads its results: never an older one than the results' own.
+    if (const auto v = k.find("tool_version"); v != k.end() && v->is_string() && version_older(b.tool_version, *v))
+      return Status::invalid(fmt::format("tool_version {} is older than {}.tool_version {}: a baseline is saved by a "
+                                         "version that reads the results it keeps",
+                                         shown_safely(b.tool_version), json_path("keys", id),
+                                         shown_safely(v->get<std::string>().substr(0, 40))));
     b.keys[id] = k;
   }
   const auto& entries = j["entries"];

@@ -221,9 +221,10 @@ Status check_fleet_qualify(const std::string& text, const std::string& where, co
   if (const auto s0 = iso8601_seconds(started), s1 = iso8601_seconds(finished); s0 && s1)
     for (size_t i = 0; i < j["checks"].size(); ++i)
       if (const auto& c = j["checks"][i]; !c.contains("seconds") || !c["seconds"].is_number() ||
-                                          !(c["seconds"].get<double>() >= 0) ||
+                                          !plausible_seconds(c["seconds"].get<double>()) ||
                                           !fits_in_run(c["seconds"].get<double>(), *s1 - *s0))
-        return bad(fmt::format("checks[{}].seconds is {}: a step of a run from {} to {} takes 0 to {} s", i,
+        return bad(fmt::format("checks[{}].seconds is {}: a step of a run from {} to {} takes 0, or a nanosecond (a "
+                               "clock's tick) to {} s", i,
                                c.value("seconds", nlohmann::json()).dump().substr(0, 30), started, finished,
                                *s1 - *s0 + 2));
   if (const std::string td = j["train_dir"]; n.level == 1 ? !td.empty() : !td.ends_with(n.folder + "/train"))

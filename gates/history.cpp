@@ -1259,8 +1259,10 @@ Status check_row(const CellRecord& c, const std::string& where) {
   // A cell that ran has repeat times, so a median (results.json refuses a cell that ran with none); an imported
   // output was timed by no one.
   if (const BackendEntry* be = c.training ? nullptr : find_backend(t.name);
-      be && !be->imported && c.status == "ok" && !c.median_seconds && version_at_least(c.tool_version, 0, 1))
-    return bad("median_seconds", "NULL", "how a cell that ran is recorded (its repeats were timed)");
+      be && !be->imported && c.status == "ok" && !(c.median_seconds >= kClockTick) &&
+      version_at_least(c.tool_version, 0, 1))
+    return bad("median_seconds", c.median_seconds ? fmt::format("{}", *c.median_seconds) : "NULL",
+               "how a cell that ran is recorded (its repeats were timed, a nanosecond at least)");
   for (auto [column, v] : {std::pair{"err_ratio", c.err_ratio}, std::pair{"median_seconds", c.median_seconds}})
     if (v && !(*v >= 0 && std::isfinite(*v))) return bad(column, fmt::format("{}", *v), "a finite number of 0 or more");
   // A median is a time a results file states: a year at most, as results.json and baselines hold it.

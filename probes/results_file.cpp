@@ -82,6 +82,14 @@ Status check_cell_against_run(const Observation& o, const Spec& w, const Spec& t
   if (o.status == ObsStatus::kOk && o.seconds.empty() && !imported)
     return Status::invalid(fmt::format("{}.seconds is empty, but the cell ran: the worker times each of its {} repeats",
                                        at, o.repeats));
+  // ... on a clock of nanoseconds, read before and after a repeat's kernel: at least one tick apart (the two reads
+  // alone take tens of them).
+  if (!imported)
+    for (size_t i = 0; i < o.seconds.size(); ++i)
+      if (o.seconds[i] < kClockTick)
+        return Status::invalid(fmt::format("{}.seconds[{}] is {}: the worker's clock, read before and after a repeat, "
+                                           "moves a nanosecond at least",
+                                           at, i, o.seconds[i]));
   // Kernel lists are what CUPTI traced on a GPU: a target that runs on the host has none.
   if (!o.kernels.empty() && target_facts(o.target).device_kind == "host")
     return Status::invalid(fmt::format("{}.kernels holds {} lists, but {} runs on the host (kernels are a GPU's, traced "

@@ -906,6 +906,9 @@ TEST(Lies, ACellOutsideItsPlanOrBeyondItsOutputIsRefused) {
       // Less than a clock's tick: no clock measured it.
       {"tiny-seconds", "observations[0].seconds[0] is 1e-300: a time is 0 or a number of seconds from a nanosecond",
        [](nlohmann::json& j) { j["observations"][0]["seconds"] = {1e-300, 0.5}; }},
+      // A worker's repeat in no time: its clock, read before and after, moves at least a tick.
+      {"zero-seconds", "observations[0].seconds[0] is 0: the worker's clock, read before and after a repeat, moves",
+       [](nlohmann::json& j) { j["observations"][0]["seconds"] = {0.0, 0.0}; }},
       {"longer-than-run", "observations[0].seconds add up to 30.0 s, longer than the run",
        [](nlohmann::json& j) { j["observations"][0]["seconds"] = {15.0, 15.0}; }},
       {"gpu-field", "machine.gpus[0].bogus is not a field of a machine's gpus entry",
@@ -1523,6 +1526,11 @@ TEST(Lies, ABaselineThatContradictsItselfIsRefused) {
        [](nlohmann::json& j) { j["entries"][0]["median_seconds"] = 1e12; }},
       {"median-tiny", "entries[0].median_seconds is 1e-300: a time of 0, or from a nanosecond (a clock's tick)",
        [](nlohmann::json& j) { j["entries"][0]["median_seconds"] = 1e-300; }},
+      {"median-zero", "entries[0].median_seconds is 0, but the cell ran, and every repeat of a cell that ran was timed",
+       [](nlohmann::json& j) { j["entries"][0]["median_seconds"] = 0.0; }},
+      // Saved by a version older than the results it keeps (its keys name their results' version).
+      {"older-saver", "tool_version 0.0.9 is older than keys.",
+       [](nlohmann::json& j) { j["tool_version"] = "0.0.9"; }},
       // Every repeat of a cell that ran was timed: no median is no time measured.
       {"median-null", "entries[0].median_seconds is missing or null, but the cell ran",
        [](nlohmann::json& j) { j["entries"][0]["median_seconds"] = nullptr; }},
@@ -2189,8 +2197,10 @@ TEST(Unseen, AHistoryRowThatContradictsItsRunIsRefused) {
        "run 1: the command gives --gpu-only beside --targets"},
       {&good_probe, "UPDATE cells SET median_seconds = 1e300 WHERE target = 'cpu-ref'",
        "median_seconds '1e+300' is not a time of 0, or from a nanosecond (a clock's tick) to a year"},
+      {&good_probe, "UPDATE cells SET median_seconds = 0 WHERE target = 'cpu-ref'",
+       "median_seconds '0' is not how a cell that ran is recorded"},
       {&good_probe, "UPDATE cells SET median_seconds = 1e-300 WHERE target = 'cpu-ref'",
-       "median_seconds '1e-300' is not a time of 0, or from a nanosecond (a clock's tick) to a year"},
+       "median_seconds '1e-300' is not how a cell that ran is recorded (its repeats were timed, a nanosecond at least)"},
       {&good_probe, "UPDATE cells SET err_ratio = NULL WHERE target LIKE 'cpu?%'",
        "err_ratio 'NULL' is not how a cell that ran is recorded"},
       {&good_probe, "UPDATE cells SET median_seconds = NULL WHERE target = 'cpu-ref'",
