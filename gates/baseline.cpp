@@ -304,6 +304,15 @@ Status fingerprint_ok(const nlohmann::json& v, const std::string& path) {
   return Status::invalid(path + " must be 32 hex digits (got \"" + json_fields::text(v).substr(0, 40) + "\")");
 }
 
+// A batchinv cell that, by its own verdict, computed every row alone as it did in the product: it ran to one output,
+// its host target promises batch invariance (a target that promises it and differs FAILs), and it passed.
+bool batch_invariant_by_verdict(const BaselineCell& c, const Spec& t, const Spec& w) {
+  const BackendEntry* be = find_backend(t.name);
+  return be && be->device == DeviceKind::kHost && !be->imported && w.name == "batchinv" &&
+         c.status == ObsStatus::kOk && c.distinct == 1 && c.fingerprints.size() == 1 && c.verdict == Verdict::kPass &&
+         promise_for(t, w, nlohmann::json::object(), {}).batch_invariance_claimed;
+}
+
 // A field no version writes is refused, not ignored: a baseline is reviewed by people, and a misspelt or
 // invented field would read as if it meant something.
 Status only_known(const nlohmann::json& j, std::initializer_list<const char*> known, const std::string& path) {
@@ -495,6 +504,23 @@ Status cell_from_json(const nlohmann::json& j, const std::string& path, const Ba
                                        "nanosecond at least)",
                                        json_path(path, "median_seconds"),
                                        c->median_seconds ? fmt::format("{}", *c->median_seconds) : "missing or null"));
+  // The rows a batch-invariance cell computed alone: kept for every batchinv cell a worker ran, and for no other cell.
+  // Where its target promises batch invariance and it passed, every row agreed with the product: with every row
+  // checked (rows = m) they are the product itself.
+  if (!c->rows_fingerprint.empty() && w.name != "batchinv")
+    return Status::invalid(fmt::format("{} is set, but {} is not a batchinv workload", json_path(path, "rows_fingerprint"),
+                                       c->workload.substr(0, 80)));
+  if (const BackendEntry* be = find_backend(t.name); be && !be->imported && w.name == "batchinv" &&
+                                                     c->status == ObsStatus::kOk && c->rows_fingerprint.empty())
+    return Status::invalid(fmt::format("{} is missing, but the cell ran, and detaudit keeps the rows a batchinv cell "
+                                       "computed alone",
+                                       json_path(path, "rows_fingerprint")));
+  if (!c->rows_fingerprint.empty() && batch_invariant_by_verdict(*c, t, w) && w.get_int("rows", 1) == w.get_int("m", 1) &&
+      c->rows_fingerprint != c->fingerprints[0])
+    return Status::invalid(fmt::format("{} is {}, but the cell passed a promise of batch invariance with every one of "
+                                       "its {} rows checked, so its rows are the product, whose fingerprint is {}",
+                                       json_path(path, "rows_fingerprint"), c->rows_fingerprint, w.get_int("rows", 1),
+                                       c->fingerprints[0]));
   // A baseline lists each distinct output once.
   if (c->fingerprints.size() != size_t(c->distinct))
     return Status::invalid(fmt::format("{} lists {} fingerprints for {} distinct outputs (a baseline lists each once)",
@@ -761,12 +787,24 @@ Status baseline_from_json(const nlohmann::json& j, Baseline* out) {
   }
   const auto& entries = j["entries"];
   std::set<std::pair<std::string, std::string>> cells;
+  std::map<std::pair<std::string, std::string>, std::pair<std::string, size_t>> invariant_rows;  // (workload, product)
   for (size_t i = 0; i < entries.size(); ++i) {
     BaselineCell c;
     DETAUDIT_RETURN_IF_ERROR(cell_from_json(entries[i], json_path("entries", i), b, &c));
     if (!cells.insert({c.workload, c.target}).second)
       return Status::invalid(fmt::format("{}: the cell {} on {} appears twice", json_path("entries", i), c.workload,
                                          c.target));
+    // Rows that agreed with one product are its rows: the invariant cells of one workload and one product share them.
+    if (Spec t, w; !c.rows_fingerprint.empty() && parse_target(c.target, &t) && parse_workload(c.workload, &w) &&
+                   batch_invariant_by_verdict(c, t, w)) {
+      const auto [it, fresh] = invariant_rows.try_emplace({c.workload, c.fingerprints[0]}, c.rows_fingerprint, i);
+      if (!fresh && it->second.first != c.rows_fingerprint)
+        return Status::invalid(fmt::format("{} is {}, but entries[{}] of the same product, which passed a promise of "
+                                           "batch invariance as this one did, has {}: rows that agree with one product "
+                                           "are its rows",
+                                           json_path(json_path("entries", i), "rows_fingerprint"), c.rows_fingerprint,
+                                           it->second.second, it->second.first));
+    }
     // A cell of the run it was saved from: a target and workload of its plan, repeated as the plan says
     // (imported outputs join any run, as in results).
     if (Spec t; b.source_plan.contains("targets") && parse_target(c.target, &t)) {
@@ -873,6 +911,51 @@ Status baseline_from_json(const nlohmann::json& j, Baseline* out) {
 }
 
 }  // namespace
+
+std::string saved_from(const Baseline& b, const Results& r) {
+  if (b.source_started_at.empty() || b.source_started_at != r.started_at) return "";
+  // Started at the same second: the same command, or (a folder resumed by another command, as qualify resumes its
+  // probe) every cell both hold timed alike to the nanosecond, which two runs never are.
+  bool same = b.source_command == r.command;
+  if (!same) {
+    std::map<std::pair<std::string, std::string>, double> medians;
+    for (const BaselineCell& c : b.cells)
+      if (c.median_seconds) medians[{c.workload, c.target}] = *c.median_seconds;
+    size_t alike = 0, timed = 0;
+    for (const Observation& o : r.observations)
+      if (auto it = medians.find({o.workload, o.target}); it != medians.end() && !o.seconds.empty())
+        ++timed, alike += median(o.seconds) == it->second;
+    same = timed > 0 && alike == timed;
+  }
+  if (!same) return "";
+  // ... and the bits are the baseline's, cell for cell and run for run: an edited copy is judged on what it changed.
+  size_t shared = 0;  // cells and runs both hold (none shared: nothing would be compared at all, said elsewhere)
+  std::map<std::pair<std::string, std::string>, const Observation*> here;
+  for (const Observation& o : r.observations) here[{o.workload, o.target}] = &o;
+  for (const BaselineCell& c : b.cells)
+    if (auto it = here.find({c.workload, c.target}); it != here.end()) {
+      ++shared;
+      const Observation& o = *it->second;
+      std::vector<std::string> fps = o.fingerprints;
+      std::sort(fps.begin(), fps.end());
+      fps.erase(std::unique(fps.begin(), fps.end()), fps.end());
+      if (fps != c.fingerprints || o.status != c.status || (o.batch ? o.batch->rows_fingerprint : "") != c.rows_fingerprint)
+        return "";
+    }
+  std::map<std::tuple<std::string, std::string, std::string, uint64_t, int>, const TrainingRun*> runs;
+  for (const TrainingRun& t : r.training) runs[{t.model, t.condition, t.target, t.seed, t.replicate}] = &t;
+  for (const BaselineTraining& t : b.training)
+    for (const BaselineRun& x : t.runs)
+      if (auto it = runs.find({t.model, t.condition, t.target, x.seed, x.replicate}); it != runs.end()) {
+        ++shared;
+        if (it->second->weights_fingerprint != x.weights_fingerprint || it->second->status != ObsStatus::kOk) return "";
+      }
+  if (shared == 0) return "";
+  return fmt::format("it is the run the baseline was saved from ({}, started at {}; {}): its cells would be compared "
+                     "with themselves, so nothing would be judged",
+                     b.source_command == r.command ? "the same command" : "its cells timed alike to the nanosecond",
+                     r.started_at, b.source_dir);
+}
 
 Status load_baseline(const std::string& path, Baseline* out) {
   nlohmann::json j;

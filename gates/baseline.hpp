@@ -110,6 +110,10 @@ Status save_baseline(const std::string& path, const Baseline& b);
 // Strict, as load_results: a missing file, truncated or invalid JSON, a wrong schema or a field of the
 // wrong type is a failure of one line naming the file and the field's path. Never throws.
 Status load_baseline(const std::string& path, Baseline* out);
+// Whether r is the run b was saved from (the same command, started at the same second: that run, a copy of it, or
+// the same folder resumed), whose cells checked against b would be compared with themselves: "" when it is not, else
+// why, in words.
+std::string saved_from(const Baseline& b, const Results& r);
 
 // `detaudit baseline save DIR [--out FILE]`: loads DIR/results.json, writes the baseline to `out`
 // (empty: DIR/baseline.json). A failure of one line when DIR holds nothing to make a baseline of.

@@ -844,6 +844,10 @@ Status run_check(const CheckOptions& opt, CheckReport* report, Results* checked)
   const bool failed = std::any_of(rep.findings.begin(), rep.findings.end(), [&](const CheckFinding& f) {
     return f.verdict == Verdict::kFail && f.new_value != "skipped" && held.count({f.workload, f.target});
   });
+  // The run the baseline was saved from compares its cells with themselves: nothing judged, unless the run fails on
+  // its own (a broken promise is judged whatever it is compared with).
+  if (const std::string why = failed ? "" : saved_from(b, r); !why.empty())
+    return Status::invalid(fmt::format("{} against {}: {}", opt.dir, opt.baseline, why));
   if (!failed && rep.cells_compared == 0 && rep.runs_compared == 0)
     return Status::invalid(fmt::format("{} and {} share no cell: nothing was compared ({}; {})", opt.dir, opt.baseline,
                                        r.observations.size() + r.training.size() == 0

@@ -1047,7 +1047,9 @@ Status record_run(const std::string& db_path, RunKind run_kind, const Results& r
 }
 
 Status median_seconds_history(const std::string& db_path, const std::string& workload, const std::string& target,
-                              const std::string& mkey, double* median_out, int* n) {
+                              const std::string& mkey, double* median_out, int* n, const std::string& own_dir,
+                              const std::string& own_started_at) {
+  const std::string own = own_dir.empty() ? "" : absolute_dir(own_dir);
   *median_out = 0;
   *n = 0;
   Db db;
@@ -1068,7 +1070,8 @@ Status median_seconds_history(const std::string& db_path, const std::string& wor
   std::vector<double> v;
   int rc = SQLITE_DONE;
   while (int(v.size()) < kMedianWindow && (rc = s.step()) == SQLITE_ROW)
-    if (seen.insert({s.text(0), s.text(1)}).second) v.push_back(*s.real(2));
+    if (!(s.text(0) == own && s.text(1) == own_started_at) && seen.insert({s.text(0), s.text(1)}).second)
+      v.push_back(*s.real(2));
   if (int(v.size()) < kMedianWindow && rc != SQLITE_DONE) {
     return Status::invalid(describe_sqlite_error(db, rc));
   }
@@ -1256,6 +1259,12 @@ Status check_row(const CellRecord& c, const std::string& where) {
       if (const std::string why = cpu_verdict_problem(t, w, v, c.verdict_reason, c.distinct, c.err_ratio); !why.empty())
         return bad("verdict", c.verdict, why.c_str());
   }
+  for (auto [column, v] : {std::pair{"err_ratio", c.err_ratio}, std::pair{"median_seconds", c.median_seconds}})
+    if (v && !(*v >= 0 && std::isfinite(*v))) return bad(column, fmt::format("{}", *v), "a finite number of 0 or more");
+  // A median is a time a results file states: a year at most, as results.json and baselines hold it.
+  if (c.median_seconds && !plausible_seconds(*c.median_seconds))
+    return bad("median_seconds", fmt::format("{}", *c.median_seconds),
+               "a time of 0, or from a nanosecond (a clock's tick) to a year");
   // A cell that ran has repeat times, so a median (results.json refuses a cell that ran with none); an imported
   // output was timed by no one.
   if (const BackendEntry* be = c.training ? nullptr : find_backend(t.name);
@@ -1263,12 +1272,6 @@ Status check_row(const CellRecord& c, const std::string& where) {
       version_at_least(c.tool_version, 0, 1))
     return bad("median_seconds", c.median_seconds ? fmt::format("{}", *c.median_seconds) : "NULL",
                "how a cell that ran is recorded (its repeats were timed, a nanosecond at least)");
-  for (auto [column, v] : {std::pair{"err_ratio", c.err_ratio}, std::pair{"median_seconds", c.median_seconds}})
-    if (v && !(*v >= 0 && std::isfinite(*v))) return bad(column, fmt::format("{}", *v), "a finite number of 0 or more");
-  // A median is a time a results file states: a year at most, as results.json and baselines hold it.
-  if (c.median_seconds && !plausible_seconds(*c.median_seconds))
-    return bad("median_seconds", fmt::format("{}", *c.median_seconds),
-               "a time of 0, or from a nanosecond (a clock's tick) to a year");
   return Status::ok();
 }
 

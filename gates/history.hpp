@@ -100,9 +100,12 @@ nlohmann::json software_of(const Results& r);
 // Median, over this machine's earlier runs, of a cell's median seconds per repeat (cells with status
 // ok only; the most recent 50 observations; one observation counted once even when probe and check
 // both recorded it). *n: how many went in (0: no history; *median is then 0). A missing database is
-// no history (ok, *n = 0). Call it before recording the current run, or that run counts too.
+// no history (ok, *n = 0). Call it before recording the current run, or that run counts too; a run resumed in its
+// folder was recorded before, as far as it got: its rows (results_dir `own_dir` started at `own_started_at`) are
+// left out, so its kept cells are never their own references.
 Status median_seconds_history(const std::string& db_path, const std::string& workload, const std::string& target,
-                              const std::string& machine_key, double* median, int* n);
+                              const std::string& machine_key, double* median, int* n, const std::string& own_dir = "",
+                              const std::string& own_started_at = "");
 
 // ---- reading the history (`detaudit history`) -------------------------------------------------------
 

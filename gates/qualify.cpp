@@ -601,8 +601,10 @@ Status run_qualify(const QualifyOptions& opt, QualifyOutcome* out) {
         first_fail = fmt::format("; first: {} on {}: {}", f.workload, f.target, f.message);
         break;
       }
-    // A baseline that shares no cell that ran here judged nothing: a required check that could not run.
-    const bool judged = rep.cells_ran > 0;
+    // A baseline that shares no cell that ran here judged nothing: a required check that could not run. Nor did one
+    // saved from this very run (a resumed folder keeps the cells the baseline was made of).
+    const std::string own = saved_from(baseline, probe);
+    const bool judged = rep.cells_ran > 0 && own.empty();
     out->checks.push_back({"baseline " + opt.baseline,
                            fails     ? Verdict::kFail
                            : !judged ? Verdict::kSkip
@@ -610,6 +612,7 @@ Status run_qualify(const QualifyOptions& opt, QualifyOutcome* out) {
                                      : Verdict::kPass,
                            judged ? fmt::format("{} cells compared ({} on the baseline's key), {} FAIL, {} WARN{}",
                                                 rep.cells_compared, rep.cells_same_key, fails, warns, first_fail)
+                           : !own.empty() ? "nothing judged: this run's probe results are the baseline's source: " + own
                                   : fmt::format("nothing judged: of the baseline's {} probe cells, {} are in this "
                                                 "run and none of them ran here",
                                                 baseline.cells.size(), rep.cells_compared),
@@ -634,7 +637,8 @@ Status run_qualify(const QualifyOptions& opt, QualifyOutcome* out) {
         if (o.status != ObsStatus::kOk || o.seconds.empty()) continue;
         double m = 0;
         int n = 0;
-        history_read = median_seconds_history(opt.history, o.workload, o.target, key, &m, &n);
+        history_read = median_seconds_history(opt.history, o.workload, o.target, key, &m, &n, out->probe_dir,
+                                              probe.started_at);
         if (!history_read) break;
         if (n > 0) refs[{o.workload, o.target}] = m;
       }
@@ -645,6 +649,9 @@ Status run_qualify(const QualifyOptions& opt, QualifyOutcome* out) {
     else if (!history_read)
       out->checks.push_back(
           {"timing outliers", Verdict::kSkip, "cannot read the history: " + history_read.message(), false});
+    else if (const std::string own = opt.baseline.empty() ? "" : saved_from(baseline, probe); !own.empty())
+      out->checks.push_back({"timing outliers", Verdict::kSkip,
+                             "nothing to compare with: the baseline's times are this run's own (" + own + ")", false});
     else
       out->checks.push_back(timing_check(probe, refs, source));
     timed_from(first);

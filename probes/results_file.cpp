@@ -104,6 +104,11 @@ Status check_cell_against_run(const Observation& o, const Spec& w, const Spec& t
   if (!o.batch && w.name == "batchinv" && o.status == ObsStatus::kOk && !imported)
     return Status::invalid(fmt::format("{}.batch_invariance is missing, but {} ran (a batchinv cell checks its rows)", at,
                                        o.workload));
+  // ... and fingerprints the rows it computed alone, as outputs (compared by check, compare and fleet like the product).
+  if (o.batch && o.batch->rows_fingerprint.empty() && o.status == ObsStatus::kOk && !imported)
+    return Status::invalid(fmt::format("{}.batch_invariance lacks rows_fingerprint, which detaudit records for every "
+                                       "batchinv cell a worker ran (the rows computed alone are outputs)",
+                                       at));
   if (o.batch && o.batch->rows_checked != int(w.get_int("rows", 1)))
     return Status::invalid(fmt::format("{}.batch_invariance.rows_checked is {}, but {} checks {} rows", at,
                                        o.batch->rows_checked, o.workload, w.get_int("rows", 1)));

@@ -159,9 +159,16 @@ TEST(Check, FlippedFingerprintFailsAndNamesTheCell) {
   ASSERT_EQ(saved.code, 0) << saved.err;
   std::string baseline = base_dir + "/baseline.json";
 
-  auto same = run_cli("check " + base_dir + " --baseline " + baseline);
+  // The same command run again (a minute later) gave the same bits: it passes. (The run the baseline was saved from
+  // judges nothing against it: its cells would be compared with themselves.)
+  Results again = r;
+  again.started_at = "2026-01-01T00:02:00Z", again.finished_at = "2026-01-01T00:03:00Z";
+  auto same = run_cli("check " + d.results("again", again) + " --baseline " + baseline);
   EXPECT_EQ(same.code, 0) << same.out << same.err;
   EXPECT_NE(same.out.find("check passed"), std::string::npos) << same.out;
+  auto itself = run_cli("check " + base_dir + " --baseline " + baseline);
+  EXPECT_EQ(itself.code, 2) << itself.out;
+  EXPECT_NE(itself.err.find("it is the run the baseline was saved from"), std::string::npos) << itself.err;
 
   Results flipped = r;
   set_fps(cell_of(flipped, SEQ()), {FE, FE, FE});

@@ -180,13 +180,20 @@ TEST(FailClosed, CheckRefusesABaselineOfAnotherKind) {
   EXPECT_TRUE(says(r, "share no cell: nothing was compared")) << r.err;
 
   // And the check that can be made is made: this small design's (a) and (c) cannot be judged (exit 2,
-  // saying so), and with --allow-unjudged the rest of it passes.
+  // saying so), and with --allow-unjudged the rest of it passes. (Another run of the design, an hour later: the run
+  // the baseline was saved from would be compared with itself.)
+  Results again = training_results("autoencoder");
+  again.started_at = again.finished_at = "2026-12-04T01:00:00Z";
+  const std::string ae2 = d.save("ae2", again);
   r = run_cli("check " + ae + " --baseline " + ae_base + " --no-history");
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_TRUE(says(r, "it is the run the baseline was saved from")) << r.err;
+  r = run_cli("check " + ae2 + " --baseline " + ae_base + " --no-history");
   EXPECT_EQ(r.code, 2) << r.out << r.err;
   EXPECT_TRUE(says(r, "training cell(s) of the baseline not judged")) << r.err;
   EXPECT_EQ(r.out.find("check passed"), std::string::npos) << "the text says what the exit code says: " << r.out;
   EXPECT_NE(r.out.find("(not passed)"), std::string::npos) << r.out;
-  r = run_cli("check " + ae + " --baseline " + ae_base + " --no-history --allow-unjudged");
+  r = run_cli("check " + ae2 + " --baseline " + ae_base + " --no-history --allow-unjudged");
   EXPECT_EQ(r.code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("check passed"), std::string::npos) << r.out;
 }

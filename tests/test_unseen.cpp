@@ -125,6 +125,13 @@ void edit_history(const std::string& db, const char* sql) {
 
 }  // namespace
 
+// The same command run again an hour later, to the same results: a run of its own (the run a baseline was saved from,
+// checked against it, would compare its cells with themselves and judge nothing).
+Results an_hour_later(Results r) {
+  r.started_at = r.finished_at = "2026-12-04T01:00:00Z";
+  return r;
+}
+
 TEST(Unseen, ACheckWhoseSharedCellsAllSkippedHereJudgedNothing) {
   fs::path d = fresh_dir("unseen-check-skipped");
   const fs::path skipped = save(d, "skipped", one_cell(false, true));
@@ -141,7 +148,8 @@ TEST(Unseen, ACheckWhoseSharedCellsAllSkippedHereJudgedNothing) {
   EXPECT_NE(r.err.find("none of the 1 cells it shares with"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("so nothing was judged"), std::string::npos) << r.err;
   // The same cell run here is judged.
-  r = run_cli("check " + ran.string() + " --baseline " + (ran / "baseline.json").string() + " --no-history");
+  const fs::path again = save(d, "again", an_hour_later(one_cell(true, true)));
+  r = run_cli("check " + again.string() + " --baseline " + (ran / "baseline.json").string() + " --no-history");
   EXPECT_EQ(r.code, 0) << r.out << r.err;
   fs::remove_all(d);
 }
@@ -198,6 +206,33 @@ TEST(Unseen, QualifyAgainstABaselineSharingNoCellThatRanCannotQualify) {
   fs::remove_all(d);
 }
 
+// A baseline checked against the run it was saved from (that folder, a copy of it, or the folder resumed by qualify)
+// compares each cell with itself: nothing is judged, as `compare` of a run with itself judges nothing.
+TEST(Unseen, ARunCheckedAgainstItsOwnBaselineJudgedNothing) {
+  fs::path d = fresh_dir("unseen-own-baseline");
+  const std::string q = (d / "q").string();
+  ASSERT_EQ(run_cli("qualify --targets cpu-ref --no-history --out " + q).code, 0);
+  const std::string base = (d / "base.json").string();
+  ASSERT_EQ(run_cli("baseline save " + q + "/probe --out " + base).code, 0);
+  CliRun r = run_cli("check " + q + "/probe --baseline " + base + " --no-history");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.err.find("it is the run the baseline was saved from (the same command, started at"), std::string::npos)
+      << r.err;
+  fs::copy(q + "/probe", d / "copy", fs::copy_options::recursive);
+  r = run_cli("check " + (d / "copy").string() + " --baseline " + base + " --no-history --allow-unjudged");
+  EXPECT_EQ(r.code, 2) << r.out;
+  // qualify resumes its probe folder: the baseline row judged nothing, and a required check that judged nothing does
+  // not qualify.
+  r = run_cli("qualify --targets cpu-ref --no-history --baseline " + base + " --out " + q);
+  EXPECT_NE(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("nothing judged: this run's probe results are the baseline's source"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("QUALIFIED\n"), std::string::npos) << r.out;
+  // Another run of the same command is judged against it.
+  r = run_cli("qualify --targets cpu-ref --no-history --baseline " + base + " --out " + (d / "q2").string());
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  fs::remove_all(d);
+}
+
 TEST(Unseen, AProbeWhoseOnlyCellsCrashedAsExpectedJudgedNothing) {
   // openblas?core=Bulldozer needs FMA4: on a CPU without it every cell dies of SIGILL, as predicted.
   const nlohmann::json m = machine_fingerprint();
@@ -220,9 +255,9 @@ TEST(Unseen, AProbeWhoseOnlyCellsCrashedAsExpectedJudgedNothing) {
 TEST(Unseen, AnAnswerStdoutLostIsNotAPass) {
   fs::path d = fresh_dir("unseen-stdout");
   fs::create_directories(d);
-  const fs::path ran = save(d, "ran", one_cell(true));
+  const fs::path ran = save(d, "ran", one_cell(true)), again = save(d, "again", an_hour_later(one_cell(true)));
   ASSERT_EQ(run_cli("baseline save " + ran.string()).code, 0);
-  const std::string check = kExe + " check " + ran.string() + " --baseline " + (ran / "baseline.json").string() +
+  const std::string check = kExe + " check " + again.string() + " --baseline " + (ran / "baseline.json").string() +
                             " --no-history";
   const std::string err = (d / "err").string();
   // The answer reaches stdout: 0.
@@ -1190,7 +1225,8 @@ TEST(Lies, ADeterministicRunThatBrokeItsPromiseFails) {
   const fs::path good = save(d, "good", with_noise);
   const std::string base = (d / "base.json").string();
   ASSERT_EQ(run_cli("baseline save " + good.string() + " --out " + base).code, 0);
-  CliRun r = run_cli("check " + good.string() + " --baseline " + base + " --no-history");
+  CliRun r = run_cli("check " + save(d, "again", an_hour_later(with_noise)).string() + " --baseline " + base +
+                     " --no-history");
   ASSERT_EQ(r.code, 0) << r.out << r.err;
 
   // The training set's size is the plan's: a noise trace that names another, in every run alike, is refused.
@@ -1330,7 +1366,7 @@ TEST(Lies, ADeterministicRunThatBrokeItsPromiseFails) {
   const fs::path agree = save(d, "agree", two);
   const std::string base2 = (d / "base2.json").string();
   ASSERT_EQ(run_cli("baseline save " + agree.string() + " --out " + base2).code, 0);
-  r = run_cli("check " + agree.string() + " --baseline " + base2 + " --no-history");
+  r = run_cli("check " + save(d, "agree-again", an_hour_later(two)).string() + " --baseline " + base2 + " --no-history");
   EXPECT_EQ(r.code, 0) << r.out << r.err;
   {
     // The same weights after another measured gradient (one noise point of replicate 1 edited, as a lie or a
@@ -2200,7 +2236,7 @@ TEST(Unseen, AHistoryRowThatContradictsItsRunIsRefused) {
       {&good_probe, "UPDATE cells SET median_seconds = 0 WHERE target = 'cpu-ref'",
        "median_seconds '0' is not how a cell that ran is recorded"},
       {&good_probe, "UPDATE cells SET median_seconds = 1e-300 WHERE target = 'cpu-ref'",
-       "median_seconds '1e-300' is not how a cell that ran is recorded (its repeats were timed, a nanosecond at least)"},
+       "median_seconds '1e-300' is not a time of 0, or from a nanosecond (a clock's tick) to a year"},
       {&good_probe, "UPDATE cells SET err_ratio = NULL WHERE target LIKE 'cpu?%'",
        "err_ratio 'NULL' is not how a cell that ran is recorded"},
       {&good_probe, "UPDATE cells SET median_seconds = NULL WHERE target = 'cpu-ref'",
@@ -2423,6 +2459,18 @@ TEST(Lies, RowsComputedAloneThatContradictTheProductAreRefused) {
                                                     : "but observations[0] of the same product has"),
               std::string::npos)
         << lie.err;
+    // The rows' fingerprint taken out: no reader may then call the rows the same (check and compare would have).
+    j["observations"][1]["batch_invariance"].erase("rows_fingerprint");
+    std::ofstream(p / "results.json") << j.dump(1) << "\n";
+    for (const std::string cmd : {"report " + p.string(), "baseline save " + p.string() + " --out " + (d / "b.json").string(),
+                                  "compare " + (d / "p4").string() + " " + p.string()}) {
+      if (p == d / "p4" && cmd.starts_with("compare")) continue;  // (compared once both exist: p2 against p4)
+      const auto gone = run_cli(cmd);
+      EXPECT_EQ(gone.code, 2) << cmd << ": " << gone.out;
+      EXPECT_NE(gone.err.find("observations[1].batch_invariance lacks rows_fingerprint, which detaudit records"),
+                std::string::npos)
+          << gone.err;
+    }
   }
   fs::remove_all(d);
 }
@@ -2440,7 +2488,8 @@ TEST(Unseen, ARowsOnlyFaultIsChangedBitsToCheckAndCompare) {
   ASSERT_EQ(faulty.code, 1) << "the faulted rows break the promise of batch invariance: " << faulty.out;
   const std::string base = (d / "base.json").string();
   ASSERT_EQ(run_cli("baseline save " + (d / "good").string() + " --out " + base).code, 0);
-  EXPECT_EQ(run_cli("check " + (d / "good").string() + " --baseline " + base + " --no-history").code, 0);
+  ASSERT_EQ(run_cli(probe + (d / "again").string()).code, 0);  // the same command again: a run of its own
+  EXPECT_EQ(run_cli("check " + (d / "again").string() + " --baseline " + base + " --no-history").code, 0);
   auto r = run_cli("check " + (d / "fault").string() + " --baseline " + base + " --no-history");
   EXPECT_EQ(r.code, 1) << r.out << r.err;
   EXPECT_NE(r.out.find("the rows computed alone (batch invariance) changed on the same machine key"), std::string::npos)
@@ -2448,6 +2497,58 @@ TEST(Unseen, ARowsOnlyFaultIsChangedBitsToCheckAndCompare) {
   r = run_cli("compare " + (d / "good").string() + " " + (d / "fault").string());
   EXPECT_EQ(r.code, 1) << r.out << r.err;
   EXPECT_NE(r.out.find("but the rows computed alone (batch invariance)"), std::string::npos) << r.out;
+  fs::remove_all(d);
+}
+
+// A baseline keeps the rows a batchinv cell computed alone under the rules results.json obeys: on every batchinv cell
+// that ran and no other, the product itself where every row was checked and the cell passed a promise of batch
+// invariance, and one rows fingerprint for the invariant cells of one product. A baseline that breaks them would FAIL
+// a genuine run, or pass one on rows it does not hold.
+TEST(Lies, ABaselineWhoseRowsContradictItsCellsIsRefused) {
+  const fs::path d = fresh_dir("lies-baseline-rows");
+  const std::string probe = "probe --targets 'cpu?order=sequential,cpu?order=sequential&threads=2' --workloads "
+                            "'batchinv?m=4&n=4&k=8&rows=2,batchinv?m=4&n=4&k=8&rows=4,matmul?m=4&n=4&k=8' --repeats 2 "
+                            "--no-history --out ";
+  for (const char* run : {"p", "again"}) {
+    const auto r = run_cli(probe + (d / run).string());
+    ASSERT_EQ(r.code, 0) << r.out << r.err;
+  }
+  const std::string base = (d / "base.json").string();
+  ASSERT_EQ(run_cli("baseline save " + (d / "p").string() + " --out " + base).code, 0);
+  ASSERT_EQ(run_cli("check " + (d / "again").string() + " --baseline " + base + " --no-history").code, 0);
+  const nlohmann::json good = nlohmann::json::parse(slurp(base));
+  auto entry = [&](nlohmann::json& j, const std::string& workload, bool threads2) -> nlohmann::json& {
+    for (auto& e : j["entries"])
+      if (e["workload"].get<std::string>().starts_with(workload) &&
+          (e["target"].get<std::string>().find("threads=2") != std::string::npos) == threads2)
+        return e;
+    ADD_FAILURE() << "no entry " << workload;
+    return j["entries"][0];
+  };
+  struct Case {
+    const char* name;
+    const char* says;
+    std::function<void(nlohmann::json&)> edit;
+  };
+  const std::vector<Case> cases = {
+      {"rows-gone", "rows_fingerprint is missing, but the cell ran",
+       [&](nlohmann::json& j) { entry(j, "batchinv?m=4&n=4&k=8&rows=2", false).erase("rows_fingerprint"); }},
+      {"rows-on-matmul", "rows_fingerprint is set, but matmul",
+       [&](nlohmann::json& j) { entry(j, "matmul", false)["rows_fingerprint"] = std::string(32, '5'); }},
+      {"rows-not-the-product", "so its rows are the product, whose fingerprint is",
+       [&](nlohmann::json& j) { entry(j, "batchinv?m=4&n=4&k=8&rows=4", false)["rows_fingerprint"] = std::string(32, '7'); }},
+      {"rows-split", "rows that agree with one product are its rows",
+       [&](nlohmann::json& j) { entry(j, "batchinv?m=4&n=4&k=8&rows=2", true)["rows_fingerprint"] = std::string(32, '3'); }},
+  };
+  for (const Case& c : cases) {
+    nlohmann::json j = good;
+    c.edit(j);
+    const std::string path = (d / (std::string(c.name) + ".json")).string();
+    std::ofstream(path) << j.dump(1) << "\n";
+    const auto res = run_cli("check " + (d / "again").string() + " --baseline " + path + " --no-history");
+    EXPECT_EQ(res.code, 2) << c.name << ": " << res.out;
+    EXPECT_NE(res.err.find(c.says), std::string::npos) << c.name << ": " << res.err;
+  }
   fs::remove_all(d);
 }
 
