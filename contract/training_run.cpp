@@ -555,8 +555,10 @@ RunVerdict judge_training_run(const TrainingRun& r) {
 namespace {
 
 // The distinct outcomes of a group of finished runs: the weights, and the bits of the final loss, of every point of
-// the learning curve and of every noise measurement. Runs that promise one outcome give the same bits in each: two
-// that end in the same weights after other curves or other measured gradients broke the promise as surely.
+// the learning curve, of every noise measurement and of the held-out prediction (PredNet's next-frame error and its
+// frames, computed from the final weights). Runs that promise one outcome give the same bits in each: two that end in
+// the same weights after other curves or other measured gradients, or whose one network predicted other frames, broke
+// the promise as surely.
 size_t outcomes_of(const std::vector<TrainingRun>& runs, const std::vector<size_t>& members) {
   std::set<std::string> outcomes;
   for (size_t i : members) {
@@ -570,6 +572,8 @@ size_t outcomes_of(const std::vector<TrainingRun>& runs, const std::vector<size_
         add(double(p.step)), add(p.big_sq), add(p.small_sq);
         if (p.hw_sq) add(*p.hw_sq);
       }
+    if (r.prediction) add(double(r.prediction->sequences)), add(r.prediction->mse), add(r.prediction->copy_last_mse);
+    o += r.frames_png;
     outcomes.insert(std::move(o));
   }
   return outcomes.size();
@@ -587,7 +591,7 @@ std::vector<RunVerdict> judge_training_runs(const std::vector<TrainingRun>& runs
     for (size_t i : members)
       if (out[i].verdict != Verdict::kFail)
         out[i] = {Verdict::kFail, fmt::format("broke its promise: {}, yet {} finished runs ended in {} different "
-                                              "outcomes (final loss, weights, learning curve or noise measurements); "
+                                              "outcomes (final loss, weights, learning curve, noise measurements or held-out prediction); "
                                               "this is ({}) seed {} replicate {}, final loss {}, weights {}",
                                               promise, members.size(), outcomes, runs[i].condition, runs[i].seed,
                                               runs[i].replicate, runs[i].final_loss, runs[i].weights_fingerprint)};

@@ -155,12 +155,22 @@ TrainingCellComparison compare_training_cell(const std::string& condition, const
     }
     if (!x->ok()) continue;
     ++t.runs_matched;
+    // A run's bits: its weights and final loss, and what those weights predict on the held-out data (PredNet's
+    // next-frame error and frames, computed deterministically from them).
+    const bool same_prediction =
+        x->prediction.has_value() == y->prediction.has_value() && x->frames_png == y->frames_png &&
+        (!x->prediction || (std::memcmp(&x->prediction->mse, &y->prediction->mse, sizeof(double)) == 0 &&
+                            x->prediction->sequences == y->prediction->sequences));
     const bool same = x->weights_fingerprint == y->weights_fingerprint &&
-                      std::memcmp(&x->final_loss, &y->final_loss, sizeof(double)) == 0;
+                      std::memcmp(&x->final_loss, &y->final_loss, sizeof(double)) == 0 && same_prediction;
     t.runs_same_bits += same;
     if (!same && t.deterministic)
-      note(fmt::format("{}: weights {} -> {}, final loss {} -> {}", id, x->weights_fingerprint.substr(0, 8),
-                       y->weights_fingerprint.substr(0, 8), loss_bits(x->final_loss), loss_bits(y->final_loss)));
+      note(fmt::format("{}: weights {} -> {}, final loss {} -> {}{}", id, x->weights_fingerprint.substr(0, 8),
+                       y->weights_fingerprint.substr(0, 8), loss_bits(x->final_loss), loss_bits(y->final_loss),
+                       same_prediction ? ""
+                                       : fmt::format(", held-out prediction MSE {} -> {}",
+                                                     x->prediction ? loss_bits(x->prediction->mse) : "none",
+                                                     y->prediction ? loss_bits(y->prediction->mse) : "none")));
   }
   if (one_sided || (t.deterministic && t.runs_same_bits < t.runs_matched))
     t.kind = CellComparison::Kind::kChanged;

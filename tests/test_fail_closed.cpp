@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "contract/results.hpp"
+#include "gates/compare.hpp"
 #include "suites/train_measure.hpp"
 #include "tests/cli_helpers.hpp"
 #include "tests/fixtures.hpp"
@@ -200,6 +201,42 @@ TEST(FailClosed, CheckRefusesABaselineOfAnotherKind) {
 
 // compare reads training runs: bit for bit where nondeterminism is off, by spread where it is on; two
 // designs are refused naming the first field that differs.
+// PredNet's held-out prediction is computed from the final weights, deterministically: within one file, runs that
+// promise one outcome and end in the same weights predict alike (else they broke the promise); across two files, a
+// run whose weights are the same but whose prediction is not is a changed run, never "same bits".
+TEST(FailClosed, AHeldOutPredictionIsPartOfARunsBits) {
+  Results a = training_results("prednet"), b = training_results("prednet", 'd', 3);
+  for (Results* r : {&a, &b})
+    for (TrainingRun& t : r->training) t.prediction = NextFrameCheck{40, 0.2, 0.3}, t.frames_png = "iVBORw0KGgo";
+  for (const RunVerdict& v : judge_training_runs(a.training)) EXPECT_NE(v.verdict, Verdict::kFail) << v.reason;
+  Comparison c = compare_results(a, b, "a", "b");
+  EXPECT_EQ(c.training_changed, 0);
+  // (d)'s second replicate predicted other frames from the same weights: (d)'s promise broke.
+  Results edited = a;
+  TrainingRun* second = nullptr;
+  for (TrainingRun& t : edited.training)
+    if (t.condition == "d" && t.replicate == 1) second = &t;
+  ASSERT_NE(second, nullptr);
+  second->prediction->mse = 0.1;
+  const auto verdicts = judge_training_runs(edited.training);
+  for (size_t i = 0; i < edited.training.size(); ++i)
+    if (edited.training[i].condition == "d") {
+      EXPECT_EQ(verdicts[i].verdict, Verdict::kFail);
+      EXPECT_NE(verdicts[i].reason.find("noise measurements or held-out prediction"), std::string::npos) << verdicts[i].reason;
+    }
+  // Every run of b that starts from (d)'s weights predicting otherwise, alike: within b nothing contradicts itself,
+  // but against a the same weights predict other frames.
+  for (TrainingRun& t : b.training)
+    if (t.weights_fingerprint == test::fingerprint('d')) t.prediction->mse = 0.001;
+  for (const RunVerdict& v : judge_training_runs(b.training)) EXPECT_NE(v.verdict, Verdict::kFail) << v.reason;
+  c = compare_results(a, b, "a", "b");
+  EXPECT_EQ(c.training_changed, 2) << "(d), and (b), whose first seed starts from (d)'s weights";
+  ASSERT_FALSE(c.training.empty());
+  bool named = false;
+  for (auto& t : c.training) named = named || t.first_difference.find("held-out prediction MSE") != std::string::npos;
+  EXPECT_TRUE(named);
+}
+
 TEST(FailClosed, CompareComparesTrainingRuns) {
   Dir d("fail-closed-compare");
   const std::string a = d.save("a", training_results("autoencoder")),

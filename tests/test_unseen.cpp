@@ -1378,7 +1378,7 @@ TEST(Lies, ADeterministicRunThatBrokeItsPromiseFails) {
     EXPECT_EQ(judge_training_runs(twins.training)[1].verdict, Verdict::kFail);
     r = run_cli("check " + save(d, "noise-apart", twins).string() + " --baseline " + base2 + " --no-history");
     EXPECT_EQ(r.code, 1) << r.out << r.err;
-    EXPECT_NE(r.out.find("outcomes (final loss, weights, learning curve or noise measurements)"), std::string::npos)
+    EXPECT_NE(r.out.find("outcomes (final loss, weights, learning curve, noise measurements or held-out prediction)"), std::string::npos)
         << r.out;
   }
   rep1.weights_fingerprint = test::fingerprint('f');
