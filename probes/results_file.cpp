@@ -13,6 +13,7 @@
 
 #include "contract/atomic_file.hpp"
 #include "contract/cells.hpp"
+#include "contract/metrics.hpp"
 #include "contract/command_text.hpp"
 #include "probes/registry.hpp"
 #include "probes/spec.hpp"
@@ -46,6 +47,17 @@ Status canonical_list(nlohmann::json* list, bool target, const std::string& fiel
 // What a cell of a results file can be checked against, beyond its own counts (contract/observation.hpp):
 // its plan, its workload's size, and the run's own time.
 // `w` and `t` are the cell's parsed workload and target; `run_seconds` the run's wall time, when it has both times.
+// The product a workload computes, as a workload spec: a batchinv cell's is the matmul of its m, n, k, dist and seed
+// (the same inputs, drawn from the seed and the sizes alone); any other workload's is itself.
+std::string product_of(const std::string& workload) {
+  Spec w;
+  if (!parse_workload(workload, &w) || w.name != "batchinv") return workload;
+  Spec m;
+  const std::string text = fmt::format("matmul?m={}&n={}&k={}&dist={}&seed={}", w.get_int("m", 1), w.get_int("n", 1),
+                                       w.get_int("k", 1), w.get("dist", "uniform"), w.get_int("seed", 1));
+  return parse_workload(text, &m) ? m.str() : workload;
+}
+
 Status check_cell_against_run(const Observation& o, const Spec& w, const Spec& t, const Results& r,
                               const std::set<std::string>& plan_targets, const std::set<std::string>& plan_workloads,
                               std::optional<int64_t> run_seconds, const std::string& at) {
@@ -385,16 +397,20 @@ Status canonicalize_specs(Results* r, const std::string& path) {
           "of {})",
           path, i, o.oracle->mismatched, o.fingerprints[0] == it->second ? "is" : "is not", o.workload));
   }
-  // The same outputs of a workload, whichever target gave them, measured against its one oracle have one distance.
-  std::map<std::pair<std::string, std::vector<std::string>>, size_t> first_gave;  // (workload, outputs) -> its cell
+  // The same outputs of a product, whichever target and workload gave them, measured against its one oracle have one
+  // distance (a batchinv cell computes the matmul of its m, n, k, dist and seed: the same inputs, the same oracle).
+  std::map<std::pair<std::string, std::vector<std::string>>, size_t> first_gave;  // (product, outputs) -> its cell
   for (size_t i = 0; i < r->observations.size(); ++i) {
     const Observation& o = r->observations[i];
     if (o.status != ObsStatus::kOk || !o.oracle || o.fingerprints.empty()) continue;
-    const auto [it, fresh] = first_gave.try_emplace({o.workload, fingerprint_set(o)}, i);
-    if (const std::string why = fresh ? "" : same_outputs_other_distance(o, r->observations[it->second]); !why.empty())
+    const auto [it, fresh] = first_gave.try_emplace({product_of(o.workload), fingerprint_set(o)}, i);
+    if (fresh) continue;
+    const Observation& first = r->observations[it->second];
+    if (const std::string why = distance_difference(*o.oracle, *first.oracle, fingerprint_set(o).size() == 1); !why.empty())
       return Status::invalid(fmt::format("{}: observations[{}].oracle: {} in observations[{}], which gave the same outputs "
-                                         "of {}: the same bits against one oracle have one distance",
-                                         path, i, why, it->second, o.workload));
+                                         "of {}{}: the same bits against one oracle have one distance",
+                                         path, i, why, it->second, first.workload,
+                                         first.workload == o.workload ? "" : " (the same product as " + o.workload + ")"));
   }
   // A probe run that finished holds a cell of every target and workload of its plan that applies to each other
   // (each ran, crashed, timed out or was skipped with a reason; cuBLAS runs no convolution): a cell left out

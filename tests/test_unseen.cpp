@@ -2552,6 +2552,36 @@ TEST(Lies, ABaselineWhoseRowsContradictItsCellsIsRefused) {
   fs::remove_all(d);
 }
 
+// A batchinv cell computes the matmul of its sizes, dist and seed: the same inputs, the same oracle. Where the two give
+// the same bits, their oracle distances are one, as for two targets of one workload: a PASS and a FAIL of one tensor
+// cannot both be true.
+TEST(Lies, OneProductsBitsUnderTwoWorkloadsHaveOneDistance) {
+  const fs::path d = fresh_dir("lies-product-distance");
+  ASSERT_EQ(run_cli("probe --targets 'cpu-ref,cpu?order=sequential' --workloads 'batchinv?m=8&n=8&k=8&rows=4,"
+                    "matmul?m=8&n=8&k=8' --repeats 2 --no-history --quiet --out " + (d / "p").string())
+                .code,
+            0);
+  ASSERT_EQ(run_cli("report " + (d / "p").string()).code, 0);
+  nlohmann::json j = nlohmann::json::parse(slurp(d / "p" / "results.json"));
+  std::string batchinv_fp;
+  for (auto& o : j["observations"])
+    if (o["workload"].get<std::string>().starts_with("batchinv") && o["target"].get<std::string>().starts_with("cpu?"))
+      batchinv_fp = o["fingerprints"][0];
+  int edited = 0;
+  for (auto& o : j["observations"])
+    if (o["workload"].get<std::string>().starts_with("matmul") && o["target"].get<std::string>().starts_with("cpu?")) {
+      ASSERT_EQ(o["fingerprints"][0], batchinv_fp) << "one product, one tensor";
+      o["oracle"]["max_ulp"] = 5000, o["oracle"]["max_rel_err"] = 4e-4, ++edited;
+    }
+  ASSERT_EQ(edited, 1);
+  std::ofstream(d / "p" / "results.json") << j.dump(1) << "\n";
+  const auto r = run_cli("report " + (d / "p").string());
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.err.find("(the same product as matmul?m=8&n=8&k=8"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("the same bits against one oracle have one distance"), std::string::npos) << r.err;
+  fs::remove_all(d);
+}
+
 // The history keeps a batch-invariance cell's rows beside its product: the same fault (the product's bits unchanged)
 // is a change of the cell in `history`, in text and JSON; a row edited to give such rows to another cell is refused.
 TEST(Unseen, ARowsOnlyFaultIsAChangeInTheHistory) {
