@@ -912,11 +912,15 @@ Status baseline_from_json(const nlohmann::json& j, Baseline* out) {
 
 }  // namespace
 
-std::string saved_from(const Baseline& b, const Results& r) {
+std::string saved_from(const Baseline& b, const Results& r, const std::string& dir) {
   if (b.source_started_at.empty() || b.source_started_at != r.started_at) return "";
-  // Started at the same second: the same command, or (a folder resumed by another command, as qualify resumes its
-  // probe) every cell both hold timed alike to the nanosecond, which two runs never are.
-  bool same = b.source_command == r.command;
+  // Started at the same second: the same command, the same folder, or (a copy of the folder resumed by another
+  // command) every cell both hold timed alike to the nanosecond. (One or two tiny cells of two quick runs may be timed
+  // alike by chance: three are not.)
+  std::error_code ec;
+  const bool same_folder = !dir.empty() && fs::weakly_canonical(dir, ec) == fs::weakly_canonical(b.source_dir, ec) && !ec;
+  const char* how = b.source_command == r.command ? "the same command" : same_folder ? "the same folder" : "";
+  bool same = *how != 0;
   if (!same) {
     std::map<std::pair<std::string, std::string>, double> medians;
     for (const BaselineCell& c : b.cells)
@@ -925,7 +929,8 @@ std::string saved_from(const Baseline& b, const Results& r) {
     for (const Observation& o : r.observations)
       if (auto it = medians.find({o.workload, o.target}); it != medians.end() && !o.seconds.empty())
         ++timed, alike += median(o.seconds) == it->second;
-    same = timed > 0 && alike == timed;
+    same = timed >= 3 && alike == timed;
+    how = "its cells timed alike to the nanosecond";
   }
   if (!same) return "";
   // ... and the bits are the baseline's, cell for cell and run for run: an edited copy is judged on what it changed.
@@ -953,8 +958,7 @@ std::string saved_from(const Baseline& b, const Results& r) {
   if (shared == 0) return "";
   return fmt::format("it is the run the baseline was saved from ({}, started at {}; {}): its cells would be compared "
                      "with themselves, so nothing would be judged",
-                     b.source_command == r.command ? "the same command" : "its cells timed alike to the nanosecond",
-                     r.started_at, b.source_dir);
+                     how, r.started_at, b.source_dir);
 }
 
 Status load_baseline(const std::string& path, Baseline* out) {

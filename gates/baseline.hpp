@@ -110,10 +110,11 @@ Status save_baseline(const std::string& path, const Baseline& b);
 // Strict, as load_results: a missing file, truncated or invalid JSON, a wrong schema or a field of the
 // wrong type is a failure of one line naming the file and the field's path. Never throws.
 Status load_baseline(const std::string& path, Baseline* out);
-// Whether r is the run b was saved from (the same command, started at the same second: that run, a copy of it, or
-// the same folder resumed), whose cells checked against b would be compared with themselves: "" when it is not, else
-// why, in words.
-std::string saved_from(const Baseline& b, const Results& r);
+// Whether r (read from the folder dir) is the run b was saved from, whose cells checked against b would be compared
+// with themselves: started at the same second with the baseline's bits in every cell both hold, and the same command
+// (that run, or a copy of it), the same folder (resumed by another command, as qualify resumes its probe), or three
+// cells or more timed alike to the nanosecond (which two runs never are). "" when it is not, else why, in words.
+std::string saved_from(const Baseline& b, const Results& r, const std::string& dir);
 
 // `detaudit baseline save DIR [--out FILE]`: loads DIR/results.json, writes the baseline to `out`
 // (empty: DIR/baseline.json). A failure of one line when DIR holds nothing to make a baseline of.

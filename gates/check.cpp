@@ -846,7 +846,7 @@ Status run_check(const CheckOptions& opt, CheckReport* report, Results* checked)
   });
   // The run the baseline was saved from compares its cells with themselves: nothing judged, unless the run fails on
   // its own (a broken promise is judged whatever it is compared with).
-  if (const std::string why = failed ? "" : saved_from(b, r); !why.empty())
+  if (const std::string why = failed ? "" : saved_from(b, r, opt.dir); !why.empty())
     return Status::invalid(fmt::format("{} against {}: {}", opt.dir, opt.baseline, why));
   if (!failed && rep.cells_compared == 0 && rep.runs_compared == 0)
     return Status::invalid(fmt::format("{} and {} share no cell: nothing was compared ({}; {})", opt.dir, opt.baseline,

@@ -603,7 +603,7 @@ Status run_qualify(const QualifyOptions& opt, QualifyOutcome* out) {
       }
     // A baseline that shares no cell that ran here judged nothing: a required check that could not run. Nor did one
     // saved from this very run (a resumed folder keeps the cells the baseline was made of).
-    const std::string own = saved_from(baseline, probe);
+    const std::string own = saved_from(baseline, probe, out->probe_dir);
     const bool judged = rep.cells_ran > 0 && own.empty();
     out->checks.push_back({"baseline " + opt.baseline,
                            fails     ? Verdict::kFail
@@ -649,7 +649,7 @@ Status run_qualify(const QualifyOptions& opt, QualifyOutcome* out) {
     else if (!history_read)
       out->checks.push_back(
           {"timing outliers", Verdict::kSkip, "cannot read the history: " + history_read.message(), false});
-    else if (const std::string own = opt.baseline.empty() ? "" : saved_from(baseline, probe); !own.empty())
+    else if (const std::string own = opt.baseline.empty() ? "" : saved_from(baseline, probe, out->probe_dir); !own.empty())
       out->checks.push_back({"timing outliers", Verdict::kSkip,
                              "nothing to compare with: the baseline's times are this run's own (" + own + ")", false});
     else
