@@ -62,9 +62,15 @@ struct KnownBits {
   Reference ref;
   const Reference* get() const { return path.empty() ? nullptr : &ref; }
 };
-Status load_known(const std::string& path, KnownBits* out) {
+Status load_known(const std::string& path, const std::string& dir, KnownBits* out) {
   out->path = path;
   if (path.empty()) return Status::ok();
+  // The file the consensus writes is this fleet's own agreement: judged by it, the fleet would replace it.
+  std::error_code ec;
+  if (fs::weakly_canonical(path, ec) == fs::weakly_canonical(dir + "/reference.json", ec))
+    return Status::invalid(fmt::format("--reference {}: is the reference this fleet writes (its consensus replaces it); "
+                                       "keep known-good bits in a file of their own (detaudit fleet merge --out FILE)",
+                                       path));
   return load_reference(path, &out->ref);
 }
 
@@ -154,7 +160,7 @@ int run_fleet(const FleetArgs& a, int argc, char** argv) {
     if (int rc = precheck_history(a.hist)) return fleet_mpi_end(true, rc), rc;
   // The reference judges at the consensus (rank 0 under MPI, else `fleet report`), but is read before anything runs.
   KnownBits known;
-  if (Status st = load_known(who.mpi && who.rank != 0 ? "" : a.reference, &known); !st) {
+  if (Status st = load_known(who.mpi && who.rank != 0 ? "" : a.reference, dir, &known); !st) {
     if (who.mpi) fleet_mpi_end(true, 2);
     return fail(st);
   }
@@ -351,7 +357,7 @@ int run_fleet_report(const FleetArgs& a) {
   std::vector<FleetNode> nodes;
   std::vector<std::string> ignored;
   KnownBits known;
-  if (Status st = load_known(a.reference, &known); !st) return fail(st);
+  if (Status st = load_known(a.reference, a.report_dir, &known); !st) return fail(st);
   if (Status st = load_fleet_dir(a.report_dir, &nodes, &ignored); !st) return fail_or_interrupted(st);
   return judge_fleet(nodes, a.report_dir, nullptr, known, ignored);
 }

@@ -361,16 +361,19 @@ TEST(Diverge, BadInputExitsTwoWithOneLine) {
 
   // The same design traced by another version of the tool: its ops may compute differently, so the first op that
   // parts would be blamed for the tool's change. Refused, whichever trace is the other version's.
-  const fs::path older = dir() / "older-version.jsonl";
-  {
-    std::istringstream in(good);
+  // (a trace with its header's tool_version set to 0.0.9, the rest as written)
+  auto as_version_009 = [&](const std::string& from, const fs::path& to) {
+    std::ifstream in(from);
     std::string line;
     std::getline(in, line);
     auto h = nlohmann::json::parse(line);
     h["tool_version"] = "0.0.9";
-    std::ofstream f(older);
+    std::ofstream f(to);
     f << h.dump() << '\n' << in.rdbuf();
-  }
+  };
+  const fs::path older = dir() / "older-version.jsonl", older_b = dir() / "older-version-b.jsonl";
+  as_version_009(bl.opt.trace_a, older);
+  as_version_009(bl.opt.trace_b, older_b);
   for (const auto& [x, y] : {std::pair{bl.opt.trace_a, older.string()}, std::pair{older.string(), bl.opt.trace_a}}) {
     c = run_cli("diverge --trace " + x + " --trace " + y + " --out " + (dir() / "o").string());
     EXPECT_EQ(c.code, 2);
@@ -379,16 +382,6 @@ TEST(Diverge, BadInputExitsTwoWithOneLine) {
     EXPECT_NE(c.err.find("0.0.9"), std::string::npos) << c.err;
   }
   // Two traces of that one other version are compared (the version is the same on both sides).
-  const fs::path older_b = dir() / "older-version-b.jsonl";
-  {
-    std::ifstream in(bl.opt.trace_b);
-    std::string line;
-    std::getline(in, line);
-    auto h = nlohmann::json::parse(line);
-    h["tool_version"] = "0.0.9";
-    std::ofstream f(older_b);
-    f << h.dump() << '\n' << in.rdbuf();
-  }
   st = compare_traces(older.string(), older_b.string(), &r);
   EXPECT_TRUE(st.is_ok()) << st.message();
   // Lines that lie: a key twice in a record, a field no trace has, and a trace cut short after its header

@@ -348,6 +348,10 @@ TEST(FleetReference, AFleetWritesItsReferenceAndALaterOneIsJudgedByIt) {
   EXPECT_EQ(r.code, 2);
   EXPECT_TRUE(one_line(r.err)) << r.err;
   EXPECT_NE(r.err.find("\"x\" is not a field of a reference"), std::string::npos) << r.err;
+  // Judged by the very file its consensus writes, a fleet would replace its own reference: refused.
+  r = run_cli("fleet report " + (d / "three").string() + " --reference " + ref);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("is the reference this fleet writes"), std::string::npos) << r.err;
   r = run_cli("fleet merge --out " + site + " " + ref + " " + ref);
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("named twice"), std::string::npos) << r.err;
