@@ -76,6 +76,8 @@ Status load_known(const std::string& path, const std::string& dir, KnownBits* ou
 
 int judge_fleet(const std::vector<FleetNode>& nodes, const std::string& dir, const HistoryFlags* hist,
                 const KnownBits& known, const std::vector<std::string>& ignored = {}) {
+  if (const std::string why = known.path.empty() ? "" : holds_own_agreement(known.ref, nodes); !why.empty())
+    return fail(fmt::format("--reference {}: {}", known.path, why));
   FleetOutcome f = fleet_consensus(nodes, dir, known.get());
   f.json["ignored_folders"] = ignored;
   // What this fleet agreed on, kept beside its verdict as known-good bits for later fleets (cells a given reference
@@ -376,23 +378,30 @@ int run_fleet_merge(const FleetArgs& a) {
     if (Status st = load_reference(p, &r); !st) return fail(st);
     for (auto& c : merge_reference(&merged, r, p)) conflicts.push_back(std::move(c));
   }
-  if (Status st = save_reference(a.merge_out, merged); !st) return fail(st);
+  // A conflict is a finding for a person to settle: nothing is written (--out, one of the inputs perhaps, keeps its
+  // own bits).
+  if (conflicts.empty())
+    if (Status st = save_reference(a.merge_out, merged); !st) return fail(st);
   Outcome o;
   o.exit_code = conflicts.empty() ? 0 : 1;
-  std::string t = fmt::format("merged {} references into {}: {} machine keys, {} cells, {} conflicts\n",
-                              a.merge_inputs.size(), a.merge_out, merged.keys.size(), merged.cells.size(),
-                              conflicts.size());
+  std::string t = conflicts.empty()
+                      ? fmt::format("merged {} references into {}: {} machine keys, {} cells, 0 conflicts\n",
+                                    a.merge_inputs.size(), a.merge_out, merged.keys.size(), merged.cells.size())
+                      : fmt::format("{} conflicts among {} references: nothing written to {} (settle each: the same "
+                                    "cell with other bits is a fault on one side)\n",
+                                    conflicts.size(), a.merge_inputs.size(), a.merge_out);
   nlohmann::json cj = nlohmann::json::array();
   for (auto& c : conflicts) {
-    t += fmt::format("FAIL conflict {} @ {} (key {}): {} kept, {} in {}\n", c.workload, c.target, c.key, c.kept, c.other,
+    t += fmt::format("FAIL conflict {} @ {} (key {}): {} first, {} in {}\n", c.workload, c.target, c.key, c.first, c.other,
                      c.other_source);
-    cj.push_back({{"key", c.key}, {"workload", c.workload}, {"target", c.target}, {"kept", c.kept},
+    cj.push_back({{"key", c.key}, {"workload", c.workload}, {"target", c.target}, {"first", c.first},
                   {"other", c.other}, {"source", c.other_source}});
     if (o.first_fail.empty()) o.first_fail = fmt::format("conflict {} @ {}", c.workload, c.target);
     ++o.counts.fail;
   }
   o.text = t;
-  o.data = {{"out", a.merge_out}, {"keys", merged.keys.size()}, {"cells", merged.cells.size()}, {"conflicts", cj}};
+  o.data = {{"out", a.merge_out}, {"written", conflicts.empty()}, {"keys", merged.keys.size()},
+            {"cells", merged.cells.size()}, {"conflicts", cj}};
   return emit(o);
 }
 
@@ -432,8 +441,8 @@ Command add_fleet_command(CLI::App& app, int argc, char** argv) {
   a->report->add_option("--reference", a->reference, reference_help)->check(kNonEmpty);
   a->merge = sub->add_subcommand("merge",
                                  "Join references (several fleets, several kinds of machine) into one file; the same "
-                                 "cell with other bits is a conflict: named, exit 1, the first file's bits kept");
-  a->merge->add_option("REFERENCE", a->merge_inputs, "References to join, in order (the first holding a cell wins)")
+                                 "cell with other bits is a conflict: named, exit 1, and nothing written");
+  a->merge->add_option("REFERENCE", a->merge_inputs, "References to join")
       ->required()
       ->check(kNonEmpty);
   a->merge->add_option("--out", a->merge_out, "The merged reference (may be one of the inputs: it is replaced atomically)")

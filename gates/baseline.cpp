@@ -913,13 +913,16 @@ Status baseline_from_json(const nlohmann::json& j, Baseline* out) {
 }  // namespace
 
 std::string saved_from(const Baseline& b, const Results& r, const std::string& dir) {
-  if (b.source_started_at.empty() || b.source_started_at != r.started_at) return "";
-  // Started at the same second: the same command, the same folder, or (a copy of the folder resumed by another
-  // command) every cell both hold timed alike to the nanosecond. (One or two tiny cells of two quick runs may be timed
-  // alike by chance: three are not.)
+  // Started at the same second, by the same command or in the same folder; or, whatever either header says (a copy
+  // whose start was edited, a baseline whose source was), every cell both hold timed alike to the nanosecond. (One or
+  // two tiny cells of two quick runs may be timed alike by chance: three are not.)
   std::error_code ec;
+  const bool same_start = !b.source_started_at.empty() && b.source_started_at == r.started_at;
   const bool same_folder = !dir.empty() && fs::weakly_canonical(dir, ec) == fs::weakly_canonical(b.source_dir, ec) && !ec;
-  const char* how = b.source_command == r.command ? "the same command" : same_folder ? "the same folder" : "";
+  const char* how = !same_start                     ? ""
+                    : b.source_command == r.command ? "the same command, started at the same second"
+                    : same_folder                   ? "the same folder, started at the same second"
+                                                    : "";
   bool same = *how != 0;
   if (!same) {
     std::map<std::pair<std::string, std::string>, double> medians;
@@ -956,9 +959,9 @@ std::string saved_from(const Baseline& b, const Results& r, const std::string& d
         if (it->second->weights_fingerprint != x.weights_fingerprint || it->second->status != ObsStatus::kOk) return "";
       }
   if (shared == 0) return "";
-  return fmt::format("it is the run the baseline was saved from ({}, started at {}; {}): its cells would be compared "
-                     "with themselves, so nothing would be judged",
-                     how, r.started_at, b.source_dir);
+  return fmt::format("it is the run the baseline was saved from ({}; {} started at {}, the baseline's source {} at {}): "
+                     "its cells would be compared with themselves, so nothing would be judged",
+                     how, dir.empty() ? "it" : dir, r.started_at, b.source_dir, b.source_started_at);
 }
 
 Status load_baseline(const std::string& path, Baseline* out) {

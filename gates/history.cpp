@@ -1118,6 +1118,15 @@ void flatten(const nlohmann::json& j, const std::string& prefix, std::map<std::s
   (*out)[prefix] = value_text(j);
 }
 
+// A batchinv row that, by its verdict, computed every row alone as in the product: it ran to one output on a host
+// target that promises batch invariance (which FAILs where a row differs), and passed.
+bool rows_invariant_by_verdict(const CellRecord& c, const Spec& t, const Spec& w) {
+  const BackendEntry* be = find_backend(t.name);
+  return !c.training && be && be->device == DeviceKind::kHost && !be->imported && w.name == "batchinv" &&
+         c.status == "ok" && c.distinct == 1 && c.fingerprints.size() == 1 && c.verdict == "PASS" &&
+         promise_for(t, w, nlohmann::json::object(), {}).batch_invariance_claimed;
+}
+
 std::string state_of(const CellRecord& c) {
   if (c.status != "ok") return c.status;
   if (c.distinct > 1 || c.fingerprints.size() > 1) return "nondeterministic";
@@ -1200,6 +1209,12 @@ Status check_row(const CellRecord& c, const std::string& where) {
       return bad("rows_fingerprint", c.rows_fingerprint, "32 hex digits");
     if (c.training || w.name != "batchinv" || c.status != "ok")
       return bad("rows_fingerprint", c.rows_fingerprint, "empty for a cell that is not a batch-invariance cell that ran");
+    // A cell that passed its target's promise of batch invariance computed every row alone as in the product: with
+    // every row checked, the rows are the product.
+    if (rows_invariant_by_verdict(c, t, w) && w.get_int("rows", 1) == w.get_int("m", 1) &&
+        c.rows_fingerprint != c.fingerprints[0])
+      return bad("rows_fingerprint", c.rows_fingerprint,
+                 "the product's fingerprint for a cell that passed a promise of batch invariance with every row checked");
   }
   // A probe cell's row: its distinct outputs are the fingerprints it lists; a cell that ran gave one at least,
   // one skipped, crashed or timed out none.
@@ -2008,6 +2023,8 @@ Status query_open(Db& db, const HistoryFilter& f, HistoryQueryResult* out) {
   if (!out->workload_match.empty()) s.bind(3, out->workload_match == "canonical" ? workload_names.dump() : f.workload);
   std::map<int64_t, nlohmann::json> software;  // read and parsed once per run
   std::set<std::tuple<std::string, std::string, std::string, std::string>> seen;
+  // (run, workload, product fingerprint) -> (rows fingerprint, target) of the cells that passed batch invariance
+  std::map<std::tuple<int64_t, std::string, std::string>, std::pair<std::string, std::string>> invariant_rows;
   std::set<std::string> used_machines;
   int rc;
   while ((rc = s.step()) == SQLITE_ROW) {
@@ -2049,6 +2066,18 @@ Status query_open(Db& db, const HistoryFilter& f, HistoryQueryResult* out) {
     c.median_seconds = s.real(18);
     c.rows_fingerprint = s.text(19);
     DETAUDIT_RETURN_IF_ERROR(check_row(c, db.error("cells")));
+    // Rows that agreed with one product are its rows: the invariant cells of one run, workload and product share them.
+    if (Spec t, w; !c.rows_fingerprint.empty() && parse_target(c.target, &t) && parse_workload(c.workload, &w) &&
+                   rows_invariant_by_verdict(c, t, w)) {
+      const auto [it, fresh] = invariant_rows.try_emplace({c.run_id, c.workload, c.fingerprints[0]}, c.rows_fingerprint,
+                                                          c.target);
+      if (!fresh && it->second.first != c.rows_fingerprint)
+        return Status::invalid(db.error(fmt::format(
+            "cells (run {}, {} on {}): rows_fingerprint '{}' is not the rows of {} on {}, which passed a promise of batch "
+            "invariance with the same product ('{}'): rows that agree with one product are its rows (the database was "
+            "changed by another program)",
+            c.run_id, c.workload, c.target, c.rows_fingerprint, c.workload, it->second.second, it->second.first)));
+    }
     used_machines.insert(c.machine_key);
     out->cells.push_back(std::move(c));
   }

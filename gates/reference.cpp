@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <ctime>
 #include <set>
 #include <tuple>
 
@@ -41,15 +42,36 @@ const ReferenceCell* Reference::find(const std::string& key, const std::string& 
   return it != cells.end() && cell_order(*it) == cell_order(probe) ? &*it : nullptr;
 }
 
+std::string fleet_start(const std::vector<FleetNode>& nodes) {
+  std::string at;
+  for (const FleetNode& n : nodes)
+    if (!n.key.empty() && n.state != "missing" && n.state != "failed" && !n.started_at.empty() &&
+        (at.empty() || n.started_at < at))
+      at = n.started_at;
+  return at;
+}
+
+std::string holds_own_agreement(const Reference& known, const std::vector<FleetNode>& nodes) {
+  const std::string start = fleet_start(nodes);
+  std::set<std::string> keys;
+  for (const FleetNode& n : nodes)
+    if (!n.key.empty()) keys.insert(fleet_key_hash(n.key));
+  for (const ReferenceCell& c : known.cells)
+    if (c.at == start && keys.count(c.key))
+      return fmt::format("it holds this fleet's own agreement ({} on {} under key {} was agreed at {}, when this fleet "
+                         "started): judged by itself, nothing would be judged",
+                         c.workload, c.target, c.key, start);
+  return "";
+}
+
 Reference reference_of_fleet(const std::vector<FleetNode>& nodes, const Reference* known) {
   Reference ref;
   // Nodes by machine key; a node without one (it never said) is in no group.
   std::map<std::string, std::vector<const FleetNode*>> groups;
-  std::string at;
+  const std::string at = fleet_start(nodes);
   for (const FleetNode& n : nodes) {
     if (n.key.empty() || n.state == "missing" || n.state == "failed") continue;
     groups[fleet_key_hash(n.key)].push_back(&n);
-    if (!n.started_at.empty() && (at.empty() || n.started_at < at)) at = n.started_at;
   }
   for (auto& [hash, members] : groups) {
     if (members.size() < 2) continue;
@@ -161,6 +183,7 @@ Status reference_from_json(const nlohmann::json& j, Reference* out) {
     r.keys[hash] = key;
   }
   std::set<std::tuple<std::string, std::string, std::string>> seen;
+  std::map<std::tuple<std::string, std::string, std::string>, std::pair<std::string, size_t>> products;
   const auto& cells = j["cells"];
   for (size_t i = 0; i < cells.size(); ++i) {
     const nlohmann::json& cj = cells[i];
@@ -191,10 +214,12 @@ Status reference_from_json(const nlohmann::json& j, Reference* out) {
                                          json_path(where, "workload"), shown_safely(c.workload.substr(0, 80))));
     // Known-good bits are of a target that promises them: a host target's promise follows from its spec (a GPU
     // target's may follow from the algorithm its library chose, which the reference does not keep).
+    // (A GPU target that permits variation by its spec, atomics or completion order, promises it on any GPU.)
     if (const BackendEntry* be = find_backend(t.name);
         !be || be->imported ||
         (be->device == DeviceKind::kHost &&
-         promise_for(t, w, nlohmann::json::object(), {}).run_to_run != Promise::RunToRun::kDeterministic))
+         promise_for(t, w, nlohmann::json::object(), {}).run_to_run != Promise::RunToRun::kDeterministic) ||
+        promise_for(t, w, nlohmann::json::object(), {}).run_to_run == Promise::RunToRun::kNondeterministic)
       return Status::invalid(fmt::format("{}: {} does not promise the same bits run to run on {}, so it has no known-good "
                                          "bits",
                                          where, c.target, c.workload));
@@ -209,9 +234,10 @@ Status reference_from_json(const nlohmann::json& j, Reference* out) {
                                          "more",
                                          where, nodes, of));
     c.nodes = int(nodes), c.of = int(of);
-    if (!iso8601_seconds(c.at))
-      return Status::invalid(fmt::format("{} \"{}\" is not a time (UTC, ISO 8601)", json_path(where, "at"),
-                                         shown_safely(c.at.substr(0, 40))));
+    if (!is_utc_iso8601(c.at) || c.at > utc_iso8601(std::time(nullptr) + 86400))
+      return Status::invalid(fmt::format("{} \"{}\" is not a time (UTC, ISO 8601, not in the future: a fleet agreed on "
+                                         "it when it ran)",
+                                         json_path(where, "at"), shown_safely(c.at.substr(0, 40))));
     if (c.tool_version != key->second.value("tool_version", ""))
       return Status::invalid(fmt::format("{} \"{}\", but its key was made by {}", json_path(where, "tool_version"),
                                          shown_safely(c.tool_version.substr(0, 40)),
@@ -219,6 +245,14 @@ Status reference_from_json(const nlohmann::json& j, Reference* out) {
     if (!seen.insert({c.key, c.workload, c.target}).second)
       return Status::invalid(fmt::format("{}: {} on {} under key {} twice (a reference holds each cell once)", where,
                                          c.workload, c.target, c.key));
+    // One product (a batchinv cell computes the matmul of its sizes, dist and seed) on one target and key has one set
+    // of known-good bits.
+    if (const auto [it, fresh] = products.try_emplace({c.key, c.target, product_of(c.workload)}, c.fingerprint, i);
+        !fresh && it->second.first != c.fingerprint)
+      return Status::invalid(fmt::format("{}: {} on {} is the product of cells[{}], whose known-good bits are {}, not {}: "
+                                         "one product, one target and one key have one",
+                                         where, c.workload, c.target, it->second.second, it->second.first,
+                                         c.fingerprint));
     r.cells.push_back(std::move(c));
   }
   // A key no cell uses holds nothing known.

@@ -49,10 +49,16 @@ struct Reference {
 // the nodes. A cell `known` holds with other bits is left out (those bits are a finding, not a reference).
 Reference reference_of_fleet(const std::vector<FleetNode>& nodes, const Reference* known = nullptr);
 
+// When a fleet started: the earliest start among its nodes (a reference cell's `at`).
+std::string fleet_start(const std::vector<FleetNode>& nodes);
+// A reference that holds this fleet's own agreement (a cell agreed when this fleet started, of a key its nodes have)
+// would judge the fleet by itself: "" when it holds none, else why.
+std::string holds_own_agreement(const Reference& known, const std::vector<FleetNode>& nodes);
+
 // One finding of a merge: the same key and cell with other bits in two references. The cell keeps the bits it had
 // (the first file's); nothing is overwritten.
 struct ReferenceConflict {
-  std::string key, workload, target, kept, other, other_source;
+  std::string key, workload, target, first, other, other_source;
 };
 // Adds `from`'s keys and cells to `into`. The same cell with the same bits keeps the larger agreement (nodes, of)
 // and the earlier `at`; with other bits it is a conflict, returned, and `into` keeps its own.

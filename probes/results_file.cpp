@@ -47,17 +47,6 @@ Status canonical_list(nlohmann::json* list, bool target, const std::string& fiel
 // What a cell of a results file can be checked against, beyond its own counts (contract/observation.hpp):
 // its plan, its workload's size, and the run's own time.
 // `w` and `t` are the cell's parsed workload and target; `run_seconds` the run's wall time, when it has both times.
-// The product a workload computes, as a workload spec: a batchinv cell's is the matmul of its m, n, k, dist and seed
-// (the same inputs, drawn from the seed and the sizes alone); any other workload's is itself.
-std::string product_of(const std::string& workload) {
-  Spec w;
-  if (!parse_workload(workload, &w) || w.name != "batchinv") return workload;
-  Spec m;
-  const std::string text = fmt::format("matmul?m={}&n={}&k={}&dist={}&seed={}", w.get_int("m", 1), w.get_int("n", 1),
-                                       w.get_int("k", 1), w.get("dist", "uniform"), w.get_int("seed", 1));
-  return parse_workload(text, &m) ? m.str() : workload;
-}
-
 Status check_cell_against_run(const Observation& o, const Spec& w, const Spec& t, const Results& r,
                               const std::set<std::string>& plan_targets, const std::set<std::string>& plan_workloads,
                               std::optional<int64_t> run_seconds, const std::string& at) {

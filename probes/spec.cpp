@@ -189,6 +189,16 @@ std::string help_of(const std::vector<NameRule>& rules) {
 }  // namespace
 
 Status parse_target(const std::string& text, Spec* out) { return validate(target_rules(), "target", text, out); }
+std::string product_of(const std::string& workload) {
+  Spec w;
+  if (!parse_workload(workload, &w) || w.name != "batchinv") return workload;
+  Spec m;
+  const std::string text = "matmul?m=" + std::to_string(w.get_int("m", 1)) + "&n=" + std::to_string(w.get_int("n", 1)) +
+                           "&k=" + std::to_string(w.get_int("k", 1)) + "&dist=" + w.get("dist", "uniform") +
+                           "&seed=" + std::to_string(w.get_int("seed", 1));
+  return parse_workload(text, &m) ? m.str() : workload;
+}
+
 Status parse_workload(const std::string& text, Spec* out) {
   DETAUDIT_RETURN_IF_ERROR(validate(workload_rules(), "workload", text, out));
   if (out->name == "conv2d") {

@@ -38,6 +38,9 @@ KeyRule key_int_in(std::string key, std::string fallback, int64_t lo, int64_t hi
 Status parse_target(const std::string& text, Spec* out);
 // Same for workloads: matmul, conv2d, reduce, maxpool, batchinv.
 Status parse_workload(const std::string& text, Spec* out);
+// The product a workload computes, as a workload spec: a batchinv cell's is the matmul of its m, n, k, dist and seed
+// (the same inputs, drawn from the seed and the sizes alone, so the same oracle); any other workload's is itself.
+std::string product_of(const std::string& workload);
 
 // Names known to the parser, for --help and error messages.
 std::string target_help();

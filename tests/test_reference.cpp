@@ -15,6 +15,7 @@
 
 #include "gates/fleet.hpp"
 #include "gates/reference.hpp"
+#include "probes/spec.hpp"
 #include "tests/cli_helpers.hpp"
 #include "tests/fixtures.hpp"
 
@@ -207,7 +208,7 @@ TEST(FleetReference, ReferencesMergeAndAConflictIsNamedNeverOverwritten) {
   for (auto& n : nodes) n.probe.observations[0] = obs(kW1, {kD, kD});
   conflicts = merge_reference(&a, reference_of_fleet(nodes), "c.json");
   ASSERT_EQ(conflicts.size(), 1u);
-  EXPECT_EQ(conflicts[0].kept, kA);
+  EXPECT_EQ(conflicts[0].first, kA);
   EXPECT_EQ(conflicts[0].other, kD);
   EXPECT_EQ(conflicts[0].other_source, "c.json");
   EXPECT_EQ(a.find(fleet_key_hash(nodes[0].key), kW1, kRef)->fingerprint, kA);
@@ -251,6 +252,25 @@ TEST(FleetReference, AReferenceThatLiesIsRefusedWithOneLine) {
          j["cells"][0]["workload"] = "reduce?op=sum&n=100000&dist=uniform&seed=1";
        }},
       {"has no cell", [](nlohmann::json& j) { j["cells"] = nlohmann::json::array(); }},
+      {"cells[0].at \"2999-01-01T00:00:00Z\" is not a time (UTC, ISO 8601, not in the future",
+       [](nlohmann::json& j) { j["cells"][0]["at"] = "2999-01-01T00:00:00Z"; }},
+      // A GPU target that permits variation by its spec has no known-good bits on any GPU.
+      {"does not promise the same bits run to run",
+       [](nlohmann::json& j) {
+         Spec t;
+         ASSERT_TRUE(parse_target("cuda:0?order=atomic", &t).is_ok());
+         j["cells"][0]["target"] = t.str();
+       }},
+      // One product (a batchinv cell and the matmul it computes) on one target with two sets of known-good bits.
+      {"is the product of cells[0], whose known-good bits are",
+       [](nlohmann::json& j) {
+         Spec bi, mm;
+         ASSERT_TRUE(parse_workload("batchinv?m=4&n=4&k=8&rows=2", &bi).is_ok());
+         ASSERT_TRUE(parse_workload("matmul?m=4&n=4&k=8", &mm).is_ok());
+         nlohmann::json a = j["cells"][0], b = j["cells"][0];
+         a["workload"] = bi.str(), b["workload"] = mm.str(), b["fingerprint"] = std::string(32, 'e');
+         j["cells"] = {a, b};
+       }},
       {"cells[0].nodes", [](nlohmann::json& j) { j["cells"][0]["nodes"] = -2; }},
   };
   for (const Lie& l : lies) {
@@ -337,17 +357,27 @@ TEST(FleetReference, AFleetWritesItsReferenceAndALaterOneIsJudgedByIt) {
   changed["cells"][0]["fingerprint"] = kD;
   const std::string other = (d / "other.json").string();
   std::ofstream(other) << changed.dump(1) << "\n";
-  r = run_cli("fleet merge --out " + site + " " + site + " " + other);
-  EXPECT_EQ(r.code, 1) << r.out << r.err;
-  EXPECT_NE(r.out.find("FAIL conflict"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find(kept + " kept, " + kD + " in " + other), std::string::npos) << r.out;
-  EXPECT_EQ(nlohmann::json::parse(slurp(site))["cells"][0]["fingerprint"], kept);
+  const std::string site_before = slurp(site);
+  // A conflict is for a person to settle: nothing is written, whichever input --out is.
+  for (const std::string& order : {site + " " + other, other + " " + site}) {
+    r = run_cli("fleet merge --out " + site + " " + order);
+    EXPECT_EQ(r.code, 1) << r.out << r.err;
+    EXPECT_NE(r.out.find("FAIL conflict"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("nothing written to " + site), std::string::npos) << r.out;
+    EXPECT_EQ(slurp(site), site_before) << order;
+  }
+  EXPECT_NE(r.out.find(kD + " first, " + kept + " in " + site), std::string::npos) << r.out;
   // A reference that is not one, given to fleet report or fleet merge, or named twice: one line, exit 2, nothing judged.
   std::ofstream(d / "bad.json") << R"({"schema": "detaudit-reference/1", "keys": {}, "cells": [], "x": 1})";
   r = run_cli("fleet report " + (d / "two").string() + " --reference " + (d / "bad.json").string());
   EXPECT_EQ(r.code, 2);
   EXPECT_TRUE(one_line(r.err)) << r.err;
   EXPECT_NE(r.err.find("\"x\" is not a field of a reference"), std::string::npos) << r.err;
+  // Judged by its own agreement (a copy of the reference it wrote), a fleet judges nothing: refused.
+  fs::copy_file(ref, d / "own.json");
+  r = run_cli("fleet report " + (d / "three").string() + " --reference " + (d / "own.json").string());
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.err.find("it holds this fleet's own agreement"), std::string::npos) << r.err;
   // Judged by the very file its consensus writes, a fleet would replace its own reference: refused.
   r = run_cli("fleet report " + (d / "three").string() + " --reference " + ref);
   EXPECT_EQ(r.code, 2);

@@ -221,6 +221,15 @@ TEST(Unseen, ARunCheckedAgainstItsOwnBaselineJudgedNothing) {
   fs::copy(q + "/probe", d / "copy", fs::copy_options::recursive);
   r = run_cli("check " + (d / "copy").string() + " --baseline " + base + " --no-history --allow-unjudged");
   EXPECT_EQ(r.code, 2) << r.out;
+  // ... whatever its header says: its start moved back, its cells are still timed alike to the nanosecond.
+  {
+    nlohmann::json j = nlohmann::json::parse(slurp(d / "copy" / "results.json"));
+    j["started_at"] = "2020-01-01T00:00:00Z";
+    std::ofstream(d / "copy" / "results.json") << j.dump(1) << "\n";
+  }
+  r = run_cli("check " + (d / "copy").string() + " --baseline " + base + " --no-history");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.err.find("(its cells timed alike to the nanosecond;"), std::string::npos) << r.err;
   // qualify resumes its probe folder: the baseline row judged nothing, and a required check that judged nothing does
   // not qualify.
   r = run_cli("qualify --targets cpu-ref --no-history --baseline " + base + " --out " + q);
@@ -2462,7 +2471,7 @@ TEST(Lies, RowsComputedAloneThatContradictTheProductAreRefused) {
     // The rows' fingerprint taken out: no reader may then call the rows the same (check and compare would have).
     j["observations"][1]["batch_invariance"].erase("rows_fingerprint");
     std::ofstream(p / "results.json") << j.dump(1) << "\n";
-    for (const std::string cmd : {"report " + p.string(), "baseline save " + p.string() + " --out " + (d / "b.json").string(),
+    for (const std::string& cmd : {"report " + p.string(), "baseline save " + p.string() + " --out " + (d / "b.json").string(),
                                   "compare " + (d / "p4").string() + " " + p.string()}) {
       if (p == d / "p4" && cmd.starts_with("compare")) continue;  // (compared once both exist: p2 against p4)
       const auto gone = run_cli(cmd);
@@ -2617,14 +2626,32 @@ TEST(Unseen, ARowsOnlyFaultIsAChangeInTheHistory) {
                     " --out " + (d / "plain").string())
                 .code,
             0);
-  for (const auto& [edit, says] :
-       {std::pair{"UPDATE cells SET rows_fingerprint = 'zz' WHERE run_id = 1", "rows_fingerprint 'zz' is not 32 hex digits"},
-        std::pair{"UPDATE cells SET rows_fingerprint = (SELECT rows_fingerprint FROM cells WHERE run_id = 1) WHERE run_id "
-                  "= 3",
-                  "is not empty for a cell that is not a batch-invariance cell that ran"}}) {
+  // A run of two targets that promise batch invariance, the rows a fourth and all of the product.
+  ASSERT_EQ(run_cli("probe --targets 'cpu?order=sequential,cpu?order=sequential&threads=2' --workloads "
+                    "'batchinv?m=4&n=4&k=8&rows=2,batchinv?m=4&n=4&k=8&rows=4' --repeats 2 --history " + db + " --out " +
+                    (d / "two").string())
+                .code,
+            0);
+  ASSERT_EQ(run_cli("history --history " + db).code, 0);
+  using Edit = std::pair<std::string, const char*>;  // (SQL, what the refusal says)
+  const std::string other_rows = std::string(32, '3'), not_the_product = std::string(32, '7');
+  const std::vector<Edit> edits = {
+      {"UPDATE cells SET rows_fingerprint = 'zz' WHERE run_id = 1", "rows_fingerprint 'zz' is not 32 hex digits"},
+      {"UPDATE cells SET rows_fingerprint = (SELECT rows_fingerprint FROM cells WHERE run_id = 1) WHERE run_id = 3",
+       "is not empty for a cell that is not a batch-invariance cell that ran"},
+      // The invariant cells of one product disagree on its rows; the rows of a cell that checked every row are not
+      // its product.
+      {"UPDATE cells SET rows_fingerprint = '" + other_rows +
+           "' WHERE run_id = 4 AND workload LIKE '%rows=2%' AND target LIKE '%threads=2%'",
+       "rows that agree with one product are its rows"},
+      {"UPDATE cells SET rows_fingerprint = '" + not_the_product +
+           "' WHERE run_id = 4 AND workload LIKE '%rows=4%' AND target LIKE '%threads=1%'",
+       "is not the product's fingerprint for a cell that passed a promise of batch invariance"},
+  };
+  for (const auto& [edit, says] : edits) {
     const std::string copy = (d / "edited.db").string();
     fs::copy_file(db, copy, fs::copy_options::overwrite_existing);
-    edit_history(copy, edit);
+    edit_history(copy, edit.c_str());
     r = run_cli("history --history " + copy);
     EXPECT_EQ(r.code, 2) << edit;
     EXPECT_NE(r.err.find(says), std::string::npos) << r.err;
