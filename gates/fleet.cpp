@@ -738,6 +738,10 @@ FleetOutcome fleet_consensus(const std::vector<FleetNode>& nodes, const std::str
       if (present.empty()) continue;
       // Known-good bits of this key and cell, where a reference holds them (never for a training run).
       const ReferenceCell* k = known ? known->find(h, cells[c].first, cells[c].second) : nullptr;
+      // Known-good bits judge only a cell that promises them (a reference edited to hold bits of a target that may
+      // vary judges nothing).
+      if (k && alone && fleet_promise(nodes[present[0].first], *present[0].second) != Promise::RunToRun::kDeterministic)
+        k = nullptr;
       if (alone && !k) {
         matrix[present[0].first][c] = "alone";
         continue;

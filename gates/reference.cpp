@@ -234,10 +234,11 @@ Status reference_from_json(const nlohmann::json& j, Reference* out) {
                                          "more",
                                          where, nodes, of));
     c.nodes = int(nodes), c.of = int(of);
-    if (!is_utc_iso8601(c.at) || c.at > utc_iso8601(std::time(nullptr) + 86400))
-      return Status::invalid(fmt::format("{} \"{}\" is not a time (UTC, ISO 8601, not in the future: a fleet agreed on "
-                                         "it when it ran)",
-                                         json_path(where, "at"), shown_safely(c.at.substr(0, 40))));
+    // A fleet agreed on it when it ran: not in the future (a day of clock skew allowed), nor before this format existed.
+    if (!is_utc_iso8601(c.at) || c.at > utc_iso8601(std::time(nullptr) + 86400) || c.at < kReferenceFormatSince)
+      return Status::invalid(fmt::format("{} \"{}\" is not a time (UTC, ISO 8601) from {} (when this format began) to "
+                                         "now: a fleet agreed on it when it ran",
+                                         json_path(where, "at"), shown_safely(c.at.substr(0, 40)), kReferenceFormatSince));
     if (c.tool_version != key->second.value("tool_version", ""))
       return Status::invalid(fmt::format("{} \"{}\", but its key was made by {}", json_path(where, "tool_version"),
                                          shown_safely(c.tool_version.substr(0, 40)),

@@ -22,6 +22,8 @@ namespace detaudit {
 struct FleetNode;
 
 inline constexpr const char* kReferenceSchema = "detaudit-reference/1";
+// No fleet agreed on a reference before this format existed (detaudit 0.1.0, December 2026).
+inline constexpr const char* kReferenceFormatSince = "2026-12-01T00:00:00Z";
 
 struct ReferenceCell {
   std::string key;                // fleet_key_hash() of the machine key (Reference::keys)

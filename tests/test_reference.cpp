@@ -171,6 +171,14 @@ TEST(FleetReference, ANodeAloneWithItsKeyIsJudgedAgainstItsKeysReference) {
   const auto& cells = f.json["cells"];
   for (size_t c = 0; c < cells.size(); ++c)
     EXPECT_EQ(f.json["matrix"][2][c], cells[c] == kW1 + " @ " + kRef ? "differs" : "agree") << cells[c];
+  // Known-good bits judge only a cell that promises them: a node alone with its key on a cell that may vary (as its
+  // target says) is not judged by a reference that holds bits for it.
+  {
+    auto varying = nodes;
+    varying[2].probe.observations[0].details["fleet_promise"] = "nondeterministic";
+    const FleetOutcome v = fleet_consensus(varying, "d", &known);
+    EXPECT_EQ(count_kind(v, "reference", 2), 0u) << v.json["findings"].dump();
+  }
   // A cell the node did not run to one output is named against the reference too.
   nodes[2].probe.observations[1] = obs(kW2, {kB, kC});
   f = fleet_consensus(nodes, "d", &known);
@@ -252,8 +260,10 @@ TEST(FleetReference, AReferenceThatLiesIsRefusedWithOneLine) {
          j["cells"][0]["workload"] = "reduce?op=sum&n=100000&dist=uniform&seed=1";
        }},
       {"has no cell", [](nlohmann::json& j) { j["cells"] = nlohmann::json::array(); }},
-      {"cells[0].at \"2999-01-01T00:00:00Z\" is not a time (UTC, ISO 8601, not in the future",
+      {"cells[0].at \"2999-01-01T00:00:00Z\" is not a time (UTC, ISO 8601) from 2026-12-01T00:00:00Z",
        [](nlohmann::json& j) { j["cells"][0]["at"] = "2999-01-01T00:00:00Z"; }},
+      {"cells[0].at \"0001-01-01T00:00:00Z\" is not a time (UTC, ISO 8601) from 2026-12-01T00:00:00Z",
+       [](nlohmann::json& j) { j["cells"][0]["at"] = "0001-01-01T00:00:00Z"; }},
       // A GPU target that permits variation by its spec has no known-good bits on any GPU.
       {"does not promise the same bits run to run",
        [](nlohmann::json& j) {
