@@ -35,7 +35,8 @@ bool is_fingerprint(const std::string& s) {
 
 const ReferenceCell* Reference::find(const std::string& key, const std::string& workload,
                                      const std::string& target) const {
-  const ReferenceCell probe{key, workload, target};
+  ReferenceCell probe;
+  probe.key = key, probe.workload = workload, probe.target = target;
   auto it = std::lower_bound(cells.begin(), cells.end(), probe, [](const ReferenceCell& a, const ReferenceCell& b) {
     return cell_order(a) < cell_order(b);
   });
@@ -257,9 +258,10 @@ Status reference_from_json(const nlohmann::json& j, Reference* out) {
     r.cells.push_back(std::move(c));
   }
   // A key no cell uses holds nothing known.
+  std::set<std::string> used;
+  for (const ReferenceCell& c : r.cells) used.insert(c.key);
   for (auto& [hash, key] : r.keys)
-    if (std::none_of(r.cells.begin(), r.cells.end(), [&](const ReferenceCell& c) { return c.key == hash; }))
-      return Status::invalid(fmt::format("keys.{} has no cell", hash.substr(0, 40)));
+    if (!used.count(hash)) return Status::invalid(fmt::format("keys.{} has no cell", hash.substr(0, 40)));
   sort_cells(&r.cells);
   *out = std::move(r);
   return Status::ok();
