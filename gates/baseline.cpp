@@ -304,13 +304,10 @@ Status fingerprint_ok(const nlohmann::json& v, const std::string& path) {
   return Status::invalid(path + " must be 32 hex digits (got \"" + json_fields::text(v).substr(0, 40) + "\")");
 }
 
-// A batchinv cell that, by its own verdict, computed every row alone as it did in the product: it ran to one output,
-// its host target promises batch invariance (a target that promises it and differs FAILs), and it passed.
+// passed_batch_invariance (gates/verdict.hpp) of a baseline entry.
 bool batch_invariant_by_verdict(const BaselineCell& c, const Spec& t, const Spec& w) {
-  const BackendEntry* be = find_backend(t.name);
-  return be && be->device == DeviceKind::kHost && !be->imported && w.name == "batchinv" &&
-         c.status == ObsStatus::kOk && c.distinct == 1 && c.fingerprints.size() == 1 && c.verdict == Verdict::kPass &&
-         promise_for(t, w, nlohmann::json::object(), {}).batch_invariance_claimed;
+  return passed_batch_invariance(t, w, c.status == ObsStatus::kOk && c.distinct == 1 && c.fingerprints.size() == 1,
+                                 c.verdict == Verdict::kPass);
 }
 
 // A field no version writes is refused, not ignored: a baseline is reviewed by people, and a misspelt or
@@ -944,10 +941,8 @@ std::string saved_from(const Baseline& b, const Results& r, const std::string& d
     if (auto it = here.find({c.workload, c.target}); it != here.end()) {
       ++shared;
       const Observation& o = *it->second;
-      std::vector<std::string> fps = o.fingerprints;
-      std::sort(fps.begin(), fps.end());
-      fps.erase(std::unique(fps.begin(), fps.end()), fps.end());
-      if (fps != c.fingerprints || o.status != c.status || (o.batch ? o.batch->rows_fingerprint : "") != c.rows_fingerprint)
+      if (fingerprint_set(o) != c.fingerprints || o.status != c.status ||
+          (o.batch ? o.batch->rows_fingerprint : "") != c.rows_fingerprint)
         return "";
     }
   std::map<std::tuple<std::string, std::string, std::string, uint64_t, int>, const TrainingRun*> runs;

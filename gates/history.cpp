@@ -1118,13 +1118,11 @@ void flatten(const nlohmann::json& j, const std::string& prefix, std::map<std::s
   (*out)[prefix] = value_text(j);
 }
 
-// A batchinv row that, by its verdict, computed every row alone as in the product: it ran to one output on a host
-// target that promises batch invariance (which FAILs where a row differs), and passed.
+// passed_batch_invariance (gates/verdict.hpp) of a history row.
 bool rows_invariant_by_verdict(const CellRecord& c, const Spec& t, const Spec& w) {
-  const BackendEntry* be = find_backend(t.name);
-  return !c.training && be && be->device == DeviceKind::kHost && !be->imported && w.name == "batchinv" &&
-         c.status == "ok" && c.distinct == 1 && c.fingerprints.size() == 1 && c.verdict == "PASS" &&
-         promise_for(t, w, nlohmann::json::object(), {}).batch_invariance_claimed;
+  return !c.training &&
+         passed_batch_invariance(t, w, c.status == "ok" && c.distinct == 1 && c.fingerprints.size() == 1,
+                                 c.verdict == "PASS");
 }
 
 std::string state_of(const CellRecord& c) {

@@ -314,6 +314,12 @@ CellVerdicts cpu_cell_verdicts(const Spec& t, const Spec& w, int distinct, std::
 
 }  // namespace
 
+bool passed_batch_invariance(const Spec& t, const Spec& w, bool one_output, bool passed) {
+  const BackendEntry* be = find_backend(t.name);
+  return one_output && passed && be && be->device == DeviceKind::kHost && !be->imported && w.name == "batchinv" &&
+         promise_for(t, w, nlohmann::json::object(), {}).batch_invariance_claimed;
+}
+
 std::string cpu_verdict_problem(const Spec& t, const Spec& w, Verdict v, const std::string& verdict_reason, int distinct,
                                 std::optional<double> err_ratio) {
   if (target_facts(t.str()).device_kind != "host" || (err_ratio && !std::isfinite(*err_ratio))) return "";

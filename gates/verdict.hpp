@@ -31,6 +31,11 @@ double oracle_budget(const Observation& o, const Promise& p);
 std::string cpu_verdict_problem(const Spec& t, const Spec& w, Verdict v, const std::string& verdict_reason, int distinct,
                                 std::optional<double> err_ratio);
 
+// Whether a batchinv cell's record, by its verdict, shows every row computed alone as it was in the product: it ran to
+// one output (`one_output`) on a host target that promises batch invariance (a target that promises it and differs
+// FAILs), and passed. Baseline entries and history rows are held to it; results keep rows_differing itself.
+bool passed_batch_invariance(const Spec& t, const Spec& w, bool one_output, bool passed);
+
 // Whether every observation carries a verdict (results of older versions, or of a run in progress, do not).
 bool is_judged(const Results& r);
 // A copy of `in` judged by this detaudit, kept in *storage. A verdict stored in a file is a record, never
