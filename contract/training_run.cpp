@@ -552,6 +552,13 @@ RunVerdict judge_training_run(const TrainingRun& r) {
   return {Verdict::kFail, std::string(to_string(r.status)) + (r.reason.empty() ? "" : ": " + r.reason)};
 }
 
+std::string prediction_bits(const TrainingRun& r) {
+  std::string o;
+  auto add = [&](double v) { o.append(reinterpret_cast<const char*>(&v), sizeof v); };
+  if (r.prediction) add(double(r.prediction->sequences)), add(r.prediction->mse), add(r.prediction->copy_last_mse);
+  return o + r.frames_png;
+}
+
 namespace {
 
 // The distinct outcomes of a group of finished runs: the weights, and the bits of the final loss, of every point of
@@ -572,8 +579,7 @@ size_t outcomes_of(const std::vector<TrainingRun>& runs, const std::vector<size_
         add(double(p.step)), add(p.big_sq), add(p.small_sq);
         if (p.hw_sq) add(*p.hw_sq);
       }
-    if (r.prediction) add(double(r.prediction->sequences)), add(r.prediction->mse), add(r.prediction->copy_last_mse);
-    o += r.frames_png;
+    o += prediction_bits(r);
     outcomes.insert(std::move(o));
   }
   return outcomes.size();

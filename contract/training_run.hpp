@@ -197,6 +197,9 @@ struct RunVerdict {
   std::string reason;
 };
 RunVerdict judge_training_run(const TrainingRun& r);
+// The bits of what a run's final weights predict on the held-out data (PredNet: the sequences checked, the next-frame
+// and copy-last errors, the frames), "" for a run without a prediction: part of a run's outcome, compared as bytes.
+std::string prediction_bits(const TrainingRun& r);
 // Every run of a design, in its order: judge_training_run, and beside it what only runs together show. (d)
 // starts every replicate of a seed from the same weights with nondeterminism off and no nudge, so they end in
 // the same bits: where a seed's finished replicates (per source and target) do not all give one final loss,

@@ -157,10 +157,7 @@ TrainingCellComparison compare_training_cell(const std::string& condition, const
     ++t.runs_matched;
     // A run's bits: its weights and final loss, and what those weights predict on the held-out data (PredNet's
     // next-frame error and frames, computed deterministically from them).
-    const bool same_prediction =
-        x->prediction.has_value() == y->prediction.has_value() && x->frames_png == y->frames_png &&
-        (!x->prediction || (std::memcmp(&x->prediction->mse, &y->prediction->mse, sizeof(double)) == 0 &&
-                            x->prediction->sequences == y->prediction->sequences));
+    const bool same_prediction = prediction_bits(*x) == prediction_bits(*y);
     const bool same = x->weights_fingerprint == y->weights_fingerprint &&
                       std::memcmp(&x->final_loss, &y->final_loss, sizeof(double)) == 0 && same_prediction;
     t.runs_same_bits += same;
