@@ -80,7 +80,7 @@ Observation with_warmup(Observation o, const std::string& fp) {
   return o;
 }
 Observation with_batch(Observation o, int checked, int differing) {
-  o.batch = BatchInvariance{checked, differing};
+  o.batch = BatchInvariance{checked, differing, ""};
   return o;
 }
 Observation without_oracle(Observation o) {

@@ -358,7 +358,7 @@ TEST(History, RecordAndQueryRoundTrip) {
   EXPECT_DOUBLE_EQ(median, 0.25);
   // The run itself, resumed in its folder (as qualify resumes its probe), is no reference for its own cells: its
   // rows are left out (the folder in another spelling is the same folder), another run's are not.
-  for (const std::string own : {(dir / "results").string(), (dir / "." / "results").string()}) {
+  for (const std::string& own : {(dir / "results").string(), (dir / "." / "results").string()}) {
     ASSERT_TRUE(succeeded(median_seconds_history(db.string(), test::canon_workload("matmul?m=8"),
                                                  test::canon_target("cpu?order=sequential"), machine_key(r.machine),
                                                  &median, &n, own, r.started_at),
