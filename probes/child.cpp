@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -44,7 +45,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // Process groups of running children, for the signal handler (lock-free, async-signal-safe).
-constexpr int kMaxChildren = 64;
+constexpr int kMaxChildren = 1024;  // a healthcheck runs one per logical CPU at once
 std::atomic<pid_t> g_children[kMaxChildren];
 volatile sig_atomic_t g_interrupted = 0;
 
@@ -161,14 +162,19 @@ ChildExit run_child(const ChildSpec& spec, double timeout_s, const LineSink& on_
       ::kill(-pid, SIGKILL);
       break;
     }
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    if (left <= 0) {
+    if (Clock::now() >= spec.deadline) {
+      ex.past_deadline = true;
+      ::kill(-pid, SIGKILL);
+      break;
+    }
+    if (Clock::now() >= deadline) {
       ex.timed_out = true;
       ::kill(-pid, SIGKILL);
       break;
     }
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(std::min(deadline, spec.deadline) - Clock::now()).count();
     pollfd pfd{fd, POLLIN, 0};
-    int pr = ::poll(&pfd, 1, int(std::min<int64_t>(left, 1000)));
+    int pr = ::poll(&pfd, 1, int(std::clamp<int64_t>(left, 1, 1000)));
     if (pr <= 0) continue;  // timeout tick or EINTR: the checks above decide
     char buf[65536];
     ssize_t n = ::read(fd, buf, sizeof buf);

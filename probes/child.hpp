@@ -6,6 +6,7 @@
 //   - SIGINT/SIGTERM/SIGHUP in the parent (install_interrupt_handlers) kill every live child's group at
 //     once, and interrupted() then tells the orchestration to save what finished and stop.
 #pragma once
+#include <chrono>
 #include <functional>
 #include <map>
 #include <string>
@@ -22,12 +23,15 @@ struct ChildSpec {
   std::map<std::string, std::string> env;          // overrides; an empty value unsets the variable
   std::string request;                             // written to the child's stdin, which is then closed
   std::string log_path;                            // the child's stderr is appended here ("" = inherit)
+  // Killed when this time comes, progress or not (a budget: `detaudit healthcheck`); the default never comes.
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
 };
 
 struct ChildExit {
   bool started = false;       // false: it could not be started (error says why)
   bool timed_out = false;     // killed after timeout_s without progress
   bool interrupted = false;   // killed because detaudit itself was interrupted
+  bool past_deadline = false; // killed at ChildSpec::deadline
   bool signaled = false;      // died by signal `sig`
   int sig = 0;
   int code = -1;              // exit code when it exited normally
@@ -38,8 +42,8 @@ struct ChildExit {
 // is progress, which restarts the timeout.
 using LineSink = std::function<bool(const std::string& line)>;
 
-// Runs the child to its end, or kills its whole process group after timeout_s seconds without progress
-// (or at once when detaudit is interrupted).
+// Runs the child to its end, or kills its whole process group after timeout_s seconds without progress,
+// at spec.deadline, or at once when detaudit is interrupted.
 ChildExit run_child(const ChildSpec& spec, double timeout_s, const LineSink& on_line);
 
 // The parent side of interruption: SIGINT, SIGTERM and SIGHUP kill every running child group and set a

@@ -2,10 +2,13 @@
 
 #include <fmt/format.h>
 #include <gnu/libc-version.h>
+#include <sched.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -176,6 +179,58 @@ nlohmann::json machine_fingerprint() {
   m["topology_error"] = std::string("detaudit was built without hwloc: ") + DETAUDIT_HWLOC_OFF_REASON;
 #endif
   return m;
+}
+
+namespace {
+int sys_topology_number(int cpu, const char* what) {
+  std::ifstream f(fmt::format("/sys/devices/system/cpu/cpu{}/topology/{}", cpu, what));
+  int v = -1;
+  return (f >> v) ? v : -1;
+}
+}  // namespace
+
+std::vector<CpuPlace> allowed_cpus() {
+  std::vector<CpuPlace> out;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) {
+    for (int c = 0; c < int(std::thread::hardware_concurrency()); ++c) CPU_SET(c, &set);
+  }
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &set)) out.push_back({c, -1, -1});
+  if (out.empty()) out.push_back({0, -1, -1});
+#ifdef DETAUDIT_HAVE_HWLOC
+  hwloc_topology_t topo;
+  if (hwloc_topology_init(&topo) == 0) {
+    hwloc_topology_set_io_types_filter(topo, HWLOC_TYPE_FILTER_KEEP_NONE);
+    if (hwloc_topology_load(topo) == 0) {
+      for (auto& p : out) {
+        hwloc_obj_t pu = hwloc_get_pu_obj_by_os_index(topo, unsigned(p.cpu));
+        if (!pu) continue;
+        if (hwloc_obj_t core = hwloc_get_ancestor_obj_by_type(topo, HWLOC_OBJ_CORE, pu)) p.core = int(core->logical_index);
+        if (hwloc_obj_t pkg = hwloc_get_ancestor_obj_by_type(topo, HWLOC_OBJ_PACKAGE, pu))
+          p.package = pkg->os_index == HWLOC_UNKNOWN_INDEX ? int(pkg->logical_index) : int(pkg->os_index);
+      }
+    }
+    hwloc_topology_destroy(topo);
+  }
+#endif
+  for (auto& p : out) {
+    if (p.package < 0) p.package = sys_topology_number(p.cpu, "physical_package_id");
+    if (p.core < 0) p.core = sys_topology_number(p.cpu, "core_id");
+  }
+  return out;
+}
+
+Status bind_thread_to_cpu(int cpu) {
+  if (cpu < 0 || cpu >= CPU_SETSIZE) return Status::invalid(fmt::format("no logical CPU {}", cpu));
+  // What hwloc's thread binding does on Linux, without loading a topology per thread.
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  if (sched_setaffinity(0, sizeof set, &set) != 0)
+    return Status::error(fmt::format("cannot bind to logical CPU {}: {}", cpu, std::strerror(errno)));
+  return Status::ok();
 }
 
 }  // namespace detaudit

@@ -104,7 +104,8 @@ Observation observe(Backend* backend, const std::string& target_text, const Work
   // of that workload differ from what it computed in the lowest bit of their first byte, as a faulty
   // node's would: the fingerprint and the oracle distance both see the flipped output.
   const char* flip_env = std::getenv("DETAUDIT_TEST_FLIP_OUTPUT");
-  const bool flip = flip_env && !host.empty() && item.workload.str() == flip_env;
+  // "*": every workload's (the healthcheck's test hook: a faulty core).
+  const bool flip = flip_env && !host.empty() && (item.workload.str() == flip_env || std::string(flip_env) == "*");
   auto output_fingerprint = [&](Fingerprint* f) -> Status {
     if (!flip) return backend->fingerprint(w->output(), w->output_bytes(), f);
     DETAUDIT_RETURN_IF_ERROR(backend->download(host.data(), w->output(), host.size()));
@@ -311,6 +312,8 @@ void run_target(const Spec& target, const std::vector<WorkItem>& items, const Wo
     cs.exe = opt.exe;
     cs.args = {kWorkerSubcommand};
     cs.env = target_environment(target);
+    for (auto& [k, v] : opt.env) cs.env[k] = v;
+    cs.deadline = opt.deadline;
     cs.request = req.dump();
     cs.log_path = opt.log_path;
     bool done = false;
@@ -347,7 +350,7 @@ void run_target(const Spec& target, const std::vector<WorkItem>& items, const Wo
       return;
     }
     // Interrupted: the item in progress is not finished and is not recorded; the caller stops.
-    if (ex.interrupted) return;
+    if (ex.interrupted || ex.past_deadline) return;
     if (next >= items.size()) break;
     if (ex.timed_out) {
       record(next++, ObsStatus::kTimeout, fmt::format("no result after {:g} s; worker killed", opt.timeout_s));

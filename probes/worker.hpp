@@ -16,7 +16,9 @@
 //   A worker whose GPU context is lost (a sticky CUDA error, Backend::context_state) sends that item's
 //   observation and exits with kWorkerContextLost: the parent starts a fresh worker for the rest.
 #pragma once
+#include <chrono>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -42,13 +44,18 @@ struct WorkerOptions {
   int repeats = 5;
   double timeout_s = 120;   // per workload, all repeats together
   std::string log_path;     // the worker's stderr is appended here ("" = inherit)
+  // Past this time the worker is killed and the item in progress is not recorded, as for an interruption: the
+  // caller's budget, not the cell's fault (`detaudit healthcheck`). The default never comes.
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+  std::map<std::string, std::string> env;  // added to the target's own environment (a test hook's)
 };
 
 using ObservationSink = std::function<void(const WorkItem&, Observation&&)>;
 using ProgressSink = std::function<void(const WorkItem&)>;  // called when a workload begins
 
 // Parent side: runs every item on `target`, in order, calling `sink` once per item (always: a crash,
-// timeout or skip is an observation too). Returns only after every item has an observation.
+// timeout or skip is an observation too). Returns only after every item has an observation, or early when
+// detaudit is interrupted or opt.deadline comes (the items not sunk did not finish).
 void run_target(const Spec& target, const std::vector<WorkItem>& items, const WorkerOptions& opt,
                 const ObservationSink& sink, const ProgressSink& progress);
 

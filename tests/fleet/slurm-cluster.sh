@@ -16,6 +16,9 @@
 #                                              start made except DIR/log (SLURM_CLUSTER_KEEP=1: keep all)
 #
 # SLURM_CLUSTER_DEBUG=debug2 raises the daemons' log level (DIR/log/*.log; default info).
+# SLURM_CLUSTER_HEALTHCHECK=PROGRAM makes PROGRAM each slurmd's HealthCheckProgram, run every
+# $SLURM_CLUSTER_HEALTHCHECK_INTERVAL s (default 2) on every node, whatever its state (slurmd sets
+# SLURMD_NODENAME for it; it also runs once as each slurmd starts).
 #
 # Runs as root (SlurmUser=root, no cgroups: proctrack/linuxproc, task/none). DIR's path must be short
 # (unix socket paths are limited to 107 bytes; slurmstepd puts its sockets in DIR/spool/NODE/).
@@ -261,6 +264,9 @@ KillWait=5
 MinJobAge=4
 SlurmdTimeout=60
 SlurmctldTimeout=60
+${SLURM_CLUSTER_HEALTHCHECK:+HealthCheckProgram=$SLURM_CLUSTER_HEALTHCHECK
+HealthCheckInterval=${SLURM_CLUSTER_HEALTHCHECK_INTERVAL:-2}
+HealthCheckNodeState=ANY}
 NodeName=n1 NodeHostname=localhost NodeAddr=127.0.0.1 Port=$p1 CPUs=2 State=UNKNOWN
 NodeName=n2 NodeHostname=localhost NodeAddr=127.0.0.1 Port=$p2 CPUs=2 State=UNKNOWN
 PartitionName=debug Nodes=n[1-2] Default=YES MaxTime=INFINITE State=UP

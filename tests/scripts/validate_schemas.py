@@ -6,7 +6,8 @@ Usage: validate_schemas.py DETAUDIT_EXE SCHEMA_DIR
 Runs the subcommands as a user would (small plans, generated data, a history of its own), validates each
 stdout object against cli.schema.json and the documents embedded in it (check's report, qualify.json,
 fleet.json) and each file written (results.json of a probe and of a training design, baseline.json,
-qualify.json, node.json, fleet.json, reference.json, the export manifest, diverge.json) against its own schema. Then the
+qualify.json, node.json, fleet.json, reference.json, the export manifest, diverge.json, healthcheck's object)
+against its own schema. Then the
 schemas are shown to catch a change: the same documents, each edited the way an older or careless writer
 would (verdict counts in upper case, a fingerprint too short, an unknown observation field, a verdict no
 detaudit gives), must fail. Exit 0 all held, 1 a document broke its schema (each named), 2 could not run.
@@ -134,6 +135,10 @@ def main():
     validate("reference", load("F/reference.json"), "F/reference.json")
     run(["fleet", "merge", "--out", "F/site.json", "F/reference.json", "--format", "json"])
     validate("reference", load("F/site.json"), "F/site.json")
+    j = run(["healthcheck", "--reference", "F/reference.json", "--budget", "0.5", "--format", "json"])
+    if j:
+        validate("healthcheck", j["healthcheck"], "healthcheck's object")
+    health = j["healthcheck"] if j else None
     for rank_dir in sorted(os.listdir(os.path.join(work, "F", "ranks"))):
         validate("fleet-node", load(f"F/ranks/{rank_dir}/node.json"), f"F/ranks/{rank_dir}/node.json")
         validate("results", load(f"F/ranks/{rank_dir}/probe/results.json"), f"F/ranks/{rank_dir}/probe/results.json")
@@ -163,6 +168,14 @@ def main():
     ref = load("F/reference.json")
     ref["cells"][0]["nodes"] = 1
     edits.append(("reference", ref, "known-good bits of one node"))
+    if health:
+        h = copy.deepcopy(health)
+        h["status"] = "FAIL"
+        edits.append(("healthcheck", h, "a FAIL without a finding"))
+        h = copy.deepcopy(health)
+        h["findings"] = [{"kind": "bits", "action": "PANIC", "workload": "w", "target": "t", "reference": "a",
+                          "here": "b", "line": "x", "cpu": 0, "core": 0, "package": 0}]
+        edits.append(("healthcheck", h, "an action no finding has"))
     c = {"schema": "detaudit-cli/1", "command": "check", "exit_code": 2, "reports": {}}
     edits.append(("cli", c, "exit 2 without its error"))
     for kind, doc, what in edits:

@@ -1,0 +1,248 @@
+// `detaudit healthcheck`: this node judged in seconds against a reference's known-good bits, on every logical CPU
+// at once (gates/healthcheck.hpp); one line, exit 0/1/2, and with --drain/--resume the node taken out of (or
+// returned to) Slurm's service through scontrol.
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cli/common.hpp"
+#include "cli/output.hpp"
+#include "contract/results.hpp"
+#include "gates/fleet.hpp"
+#include "gates/healthcheck.hpp"
+#include "gates/reference.hpp"
+#include "probes/child.hpp"
+#include "probes/env.hpp"
+
+namespace fs = std::filesystem;
+
+namespace detaudit::cli {
+namespace {
+
+struct HealthArgs {
+  std::string reference;
+  double budget = kHealthBudgetDefault;
+  int repeats = 2, nice = 0, max_cpus = 0;
+  bool drain = false, resume = false;
+  OutputFlags output;
+};
+
+// The executable `name` on PATH (scontrol), or "".
+std::string on_path(const std::string& name) {
+  const char* path = std::getenv("PATH");
+  std::string p = path && *path ? path : "/usr/bin:/bin:/usr/sbin:/sbin";
+  for (size_t start = 0; start <= p.size();) {
+    const size_t colon = std::min(p.find(':', start), p.size());
+    const std::string dir = p.substr(start, colon - start);
+    if (!dir.empty() && ::access((dir + "/" + name).c_str(), X_OK) == 0) return dir + "/" + name;
+    start = colon + 1;
+  }
+  return "";
+}
+
+// Runs scontrol with `args` (no shell: the reason is one argument whatever it holds); its stdout lines in *out.
+Status scontrol(const std::vector<std::string>& args, std::string* out = nullptr) {
+  const std::string exe = on_path("scontrol");
+  if (exe.empty()) return Status::unavailable("scontrol is not on PATH (is this a Slurm node?)");
+  ChildSpec cs;
+  cs.exe = exe;
+  cs.args = args;
+  std::string text;
+  const ChildExit ex = run_child(cs, 20, [&](const std::string& line) {
+    text += line + "\n";
+    return false;
+  });
+  if (out) *out = text;
+  if (!ex.started) return Status::error(ex.error);
+  if (ex.timed_out) return Status::error("scontrol did not answer within 20 s");
+  if (ex.signaled || ex.code != 0)
+    return Status::error(fmt::format("scontrol {} failed ({})", args.empty() ? "" : args[0],
+                                     ex.signaled ? signal_description(ex.sig) : fmt::format("exit {}", ex.code)));
+  return Status::ok();
+}
+
+// This node's name to Slurm: SLURMD_NODENAME (set for a HealthCheckProgram, a Prolog and an Epilog), else the short
+// host name.
+std::string slurm_node_name() {
+  if (const char* n = std::getenv("SLURMD_NODENAME"); n && *n) return n;
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  std::string h = host;
+  return h.substr(0, h.find('.'));
+}
+
+// "State=" and "Reason=" of `scontrol -o show node NAME` (the reason up to its " [user@time]").
+void node_state(const std::string& text, std::string* state, std::string* reason) {
+  const size_t s = text.find("State=");
+  if (s != std::string::npos) *state = text.substr(s + 6, text.find(' ', s) - s - 6);
+  const size_t r = text.find("Reason=");
+  if (r != std::string::npos) {
+    std::string rest = text.substr(r + 7);
+    if (const size_t nl = rest.find('\n'); nl != std::string::npos) rest.resize(nl);
+    if (const size_t by = rest.rfind(" ["); by != std::string::npos) rest.resize(by);
+    *reason = rest;
+  }
+}
+
+// --drain on a FAIL, --resume on an OK: what was done to the node, one line (or why nothing was).
+nlohmann::json act_on_node(const HealthArgs& a, const HealthOutcome& h) {
+  nlohmann::json j = nlohmann::json::object();
+  const bool drain = a.drain && h.exit_code == 1, resume = a.resume && h.exit_code == 0;
+  if (!drain && !resume) return j;
+  const std::string node = slurm_node_name();
+  j["node"] = node;
+  if (drain) {
+    const Status st = scontrol({"update", "NodeName=" + node, "State=DRAIN", "Reason=" + h.line});
+    j["action"] = st ? "drained" : "drain failed";
+    if (!st) j["detail"] = st.message();
+    say(stderr, "detaudit: {} {}{}\n", st ? "drained" : "could not drain", node, st ? "" : ": " + st.message());
+    return j;
+  }
+  std::string text, state, reason;
+  if (Status st = scontrol({"-o", "show", "node", node}, &text); !st) {
+    j["action"] = "resume failed";
+    j["detail"] = st.message();
+    say(stderr, "detaudit: could not read {}'s state: {}\n", node, st.message());
+    return j;
+  }
+  node_state(text, &state, &reason);
+  // Only a drain of detaudit's own is undone: a node an administrator drained stays drained.
+  if (state.find("DRAIN") == std::string::npos || reason.rfind("detaudit:", 0) != 0) {
+    j["action"] = "left";
+    j["detail"] = state.find("DRAIN") == std::string::npos ? "not drained" : "drained by someone else: " + reason;
+    return j;
+  }
+  const Status st = scontrol({"update", "NodeName=" + node, "State=RESUME"});
+  j["action"] = st ? "resumed" : "resume failed";
+  if (!st) j["detail"] = st.message();
+  say(stderr, "detaudit: {} {}{}\n", st ? "resumed" : "could not resume", node, st ? "" : ": " + st.message());
+  return j;
+}
+
+// Test hook (tests/test_healthcheck.cpp): DETAUDIT_HEALTHCHECK_TEST_FLIP=CPU:WORKLOAD makes the workers bound to that
+// logical CPU flip the lowest bit of that workload's outputs (`*`: of every workload), as a faulty core would.
+std::map<int, std::map<std::string, std::string>> test_hook_env() {
+  std::map<int, std::map<std::string, std::string>> env;
+  const char* v = std::getenv("DETAUDIT_HEALTHCHECK_TEST_FLIP");
+  if (!v || !*v) return env;
+  const std::string s = v;
+  const size_t colon = s.find(':');
+  if (colon == std::string::npos || colon == 0) return env;
+  try {
+    env[std::stoi(s.substr(0, colon))]["DETAUDIT_TEST_FLIP_OUTPUT"] = s.substr(colon + 1);
+  } catch (const std::exception&) {
+  }
+  return env;
+}
+
+int run_healthcheck(const HealthArgs& a, const std::string& exe) {
+  const auto t0 = std::chrono::steady_clock::now();
+  if (a.nice > 0 && ::setpriority(PRIO_PROCESS, 0, a.nice) != 0)
+    return fail(fmt::format("--nice {}: {}", a.nice, std::strerror(errno)));
+  Reference ref;
+  if (Status st = load_reference(a.reference, &ref); !st) return fail(st);
+  const nlohmann::json machine = machine_fingerprint();
+  const nlohmann::json key_fields = fleet_key(machine, DETAUDIT_VERSION, git_commit());
+  const std::string key = fleet_key_hash(key_fields);
+  HealthPlanOptions po;
+  po.offset = size_t(std::time(nullptr) / 60);  // successive runs begin at other cells
+  po.max_cpus = size_t(a.max_cpus);
+  po.gpus = machine.contains("gpus") && machine["gpus"].is_array() ? int(machine["gpus"].size()) : 0;
+  std::vector<HealthLane> lanes;
+  Outcome o;
+  if (Status st = plan_health_lanes(ref, key, key_fields, allowed_cpus(), po, &lanes); !st) {
+    o.exit_code = 2;
+    o.error = st.message();
+    o.text = "detaudit: ERROR " + st.message() + "\n";
+    o.data = {{"healthcheck",
+               {{"schema", kHealthSchema}, {"status", "ERROR"}, {"line", "detaudit: ERROR " + st.message()}, {"key", key},
+                {"reference", a.reference}}}};
+    return emit(o);
+  }
+  HealthRunOptions ro;
+  ro.exe = exe;
+  ro.repeats = a.repeats;
+  ro.deadline = std::chrono::steady_clock::now() +
+                std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(a.budget));
+  ro.env_by_cpu = test_hook_env();
+  HealthRun run;
+  run_health_lanes(lanes, ro, &run);
+  if (const int sig = interrupted()) {
+    say(stderr, "detaudit: interrupted by {}: nothing judged\n", signal_description(sig));
+    return 128 + sig;
+  }
+  HealthOutcome h = judge_health(ref, key, lanes, run, machine.value("gpus", nlohmann::json::array()), a.budget);
+  h.json["reference"] = a.reference;
+  h.json["host"] = machine.value("hostname", std::string("unknown"));
+  h.json["total_seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  h.json["slurm"] = act_on_node(a, h);
+  o.exit_code = h.exit_code;
+  o.text = h.line + "\n";
+  o.data = {{"healthcheck", h.json}};
+  if (h.exit_code == 2) o.error = h.line.substr(std::string("detaudit: ERROR ").size());
+  if (h.exit_code == 1) o.first_fail = h.findings.front().line, o.counts.fail = h.findings.size();
+  return emit(o);
+}
+
+Command add_healthcheck_command(CLI::App& app, int, char** argv) {
+  auto* sub = app.add_subcommand(
+      "healthcheck",
+      "Judge this node in seconds against known-good bits (a reference that `detaudit fleet` wrote): every logical "
+      "CPU at once runs cells the reference holds for this machine, each in workers bound to it, and each GPU its "
+      "own; one line and exit 0 OK, 1 a problem, 2 could not judge. Made to be Slurm's HealthCheckProgram, a "
+      "Prolog or Epilog, an NHC check or a node-problem-detector plugin.");
+  auto a = std::make_shared<HealthArgs>();
+  sub->add_option("--reference", a->reference,
+                  "The known-good bits (detaudit-reference/1: DIR/reference.json of a fleet of this kind of node, or "
+                  "`detaudit fleet merge`'s site file); required")
+      ->required()
+      ->check(kNonEmpty);
+  sub->add_option("--budget", a->budget,
+                  "Seconds of cells; the CPUs' cells share them, each library on every CPU (start-up adds about a "
+                  "tenth of a second)")
+      ->check(kFinite)
+      ->check(CLI::Range(0.1, 3600.0))
+      ->capture_default_str();
+  sub->add_option("--repeats", a->repeats, "Runs per cell after its warm-up, each judged")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  sub->add_option("--cpus", a->max_cpus,
+                  "Use at most N logical CPUs (spread over the machine, moving between runs); 0: every one this "
+                  "process may use (its affinity: taskset or a cgroup limits it too)")
+      ->check(CLI::Range(0, 1 << 20))
+      ->capture_default_str();
+  sub->add_option("--nice", a->nice, "Run at this niceness (0..19), beside jobs the node is running")
+      ->check(CLI::Range(0, 19))
+      ->capture_default_str();
+  sub->add_flag("--drain", a->drain,
+                "On FAIL, drain this Slurm node (SLURMD_NODENAME, else the host name) with the line as its reason, "
+                "through scontrol");
+  sub->add_flag("--resume", a->resume,
+                "On OK, return this Slurm node to service, only when it is drained with a reason of detaudit's own");
+  add_output_flags(sub, &a->output, false);
+  sub->footer(
+      "\nOutput: one line,\n"
+      "  detaudit: OK 412 cells on 2 cpus in 6.1 s\n"
+      "  detaudit: FAIL cpu 13 (core 6, package 0): other bits in W on T (reference 44d9a0b1, here e9d2c3f4)\n"
+      "  detaudit: ERROR <why nothing could be judged>\n"
+      "Exit codes: 0 OK, 1 a problem (other bits, a crash, a cell that could not run), 2 could not judge (no\n"
+      "reference cell of this machine's key: another build, library or CPU; nothing finished within --budget),\n"
+      "128+N interrupted by signal N. Workers never write core files.\n"
+      "Slurm (slurm.conf): HealthCheckProgram=/usr/local/sbin/detaudit-health, a script that runs\n"
+      "  exec detaudit healthcheck --reference /etc/detaudit/reference.json --drain --resume --nice 10\n"
+      "(Slurm kills a health check after 60 s and runs it on every node at once).");
+  const std::string exe = self_exe(argv[0]);
+  return {sub, [a, exe]() { return run_healthcheck(*a, exe); }, &a->output, false, false};
+}
+
+const CommandRegistration reg(42, add_healthcheck_command);
+
+}  // namespace
+}  // namespace detaudit::cli

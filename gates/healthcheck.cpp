@@ -1,0 +1,307 @@
+#include "gates/healthcheck.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "gates/baseline.hpp"  // key_difference
+#include "probes/registry.hpp"
+
+namespace detaudit {
+
+const char* to_string(HealthAction a) {
+  switch (a) {
+    case HealthAction::kIsolate: return "ISOLATE";
+    case HealthAction::kConfigure: return "CONFIGURE";
+    case HealthAction::kMonitor: return "MONITOR";
+    case HealthAction::kRetest: return "RETEST";
+  }
+  return "RETEST";
+}
+
+namespace {
+
+bool is_gpu_target(const Spec& t) {
+  const BackendEntry* e = find_backend(t.name);
+  return e && e->device == DeviceKind::kCuda;
+}
+
+// The number of fields in which two machine keys differ.
+size_t fields_apart(const nlohmann::json& a, const nlohmann::json& b) {
+  size_t n = 0;
+  for (auto& [k, v] : a.items())
+    if (!b.contains(k) || b[k] != v) ++n;
+  for (auto& [k, v] : b.items())
+    if (!a.contains(k)) ++n;
+  return n;
+}
+
+// `xs` rotated to begin at `first` (mod its size).
+template <typename T>
+std::vector<T> rotated(std::vector<T> xs, size_t first) {
+  if (!xs.empty()) std::rotate(xs.begin(), xs.begin() + long(first % xs.size()), xs.end());
+  return xs;
+}
+
+std::string short_hex(const std::string& fp) { return fp.substr(0, 8); }
+
+// Floating-point operations of one run of a workload (a multiply-add counts two), for the FLOP/s a run sustains;
+// 0 where the workload compares rather than computes (maxpool).
+double flop_of(const std::string& text) {
+  Spec w;
+  if (!parse_workload(text, &w).is_ok()) return 0;
+  auto g = [&](const char* k) { return double(w.get_int(k, 0)); };
+  if (w.name == "matmul") return 2 * g("m") * g("n") * g("k");
+  if (w.name == "batchinv") return 2 * g("m") * g("n") * g("k") + 2 * g("rows") * g("n") * g("k");
+  if (w.name == "conv2d") {
+    const double p = std::floor((g("h") + 2 * g("pad") - g("r")) / g("stride")) + 1;
+    const double q = std::floor((g("w") + 2 * g("pad") - g("s")) / g("stride")) + 1;
+    return 2 * g("n") * g("k") * p * q * g("c") * g("r") * g("s");
+  }
+  if (w.name == "reduce") {
+    const std::string op = w.get("op");
+    return op == "sum" ? g("n") : op == "softmax" ? 4 * g("n") : 2 * g("n");
+  }
+  return 0;
+}
+
+}  // namespace
+
+Status plan_health_lanes(const Reference& ref, const std::string& key, const nlohmann::json& key_fields,
+                         const std::vector<CpuPlace>& cpus, const HealthPlanOptions& opt, std::vector<HealthLane>* lanes) {
+  // Per target (parsed once), the workloads the reference holds for this key.
+  std::map<std::string, std::pair<Spec, std::vector<Spec>>> by_target;
+  for (const ReferenceCell& c : ref.cells) {
+    if (c.key != key) continue;
+    auto& [t, ws] = by_target[c.target];
+    if (t.name.empty() && !parse_target(c.target, &t).is_ok())
+      return Status::invalid(fmt::format("the reference's target '{}' is no target of this build", c.target));
+    Spec w;
+    if (!parse_workload(c.workload, &w).is_ok())
+      return Status::invalid(fmt::format("the reference's workload '{}' is no workload of this build", c.workload));
+    ws.push_back(w);
+  }
+  if (by_target.empty()) {
+    // The key the reference is nearest to, and how this machine differs from it.
+    const nlohmann::json* nearest = nullptr;
+    std::string nearest_hash;
+    for (auto& [h, k] : ref.keys)
+      if (!nearest || fields_apart(k, key_fields) < fields_apart(*nearest, key_fields)) nearest = &k, nearest_hash = h;
+    if (!nearest) return Status::invalid("the reference holds no machine key at all (no cell to judge by)");
+    return Status::invalid(fmt::format("the reference holds no cell of this machine's key {} (its nearest, {}, differs: {})",
+                                       key, nearest_hash, key_difference(*nearest, key_fields)));
+  }
+  // Host targets by backend, in the reference's order (sorted); GPU targets by device.
+  std::map<std::string, std::vector<HealthBatch>> host;
+  std::map<int, std::vector<HealthBatch>> gpu;
+  for (auto& [text, tw] : by_target) {
+    HealthBatch b{tw.first, tw.second};
+    if (is_gpu_target(b.target))
+      gpu[std::max(b.target.device, 0)].push_back(std::move(b));
+    else
+      host[b.target.name].push_back(std::move(b));
+  }
+  // The CPUs: every allowed one, or max_cpus of them spread evenly and rotated by the offset.
+  std::vector<CpuPlace> use = cpus;
+  if (opt.max_cpus > 0 && opt.max_cpus < cpus.size()) {
+    use.clear();
+    for (size_t i = 0; i < opt.max_cpus; ++i)
+      use.push_back(cpus[(i * cpus.size() / opt.max_cpus + opt.offset) % cpus.size()]);
+    std::sort(use.begin(), use.end(), [](const CpuPlace& a, const CpuPlace& b) { return a.cpu < b.cpu; });
+  }
+  const size_t n_lanes = use.size();
+  std::vector<HealthLane> out;
+  for (size_t i = 0; i < n_lanes; ++i) {
+    HealthLane lane;
+    lane.place = use[i];
+    // Each backend's targets dealt among the CPUs: with more CPUs than targets each CPU runs one (all of them
+    // run), with fewer each runs every n-th; the offset moves the deal between runs. Each target's workloads begin
+    // at another one on each CPU and in each run.
+    std::vector<std::vector<HealthBatch>> per_backend;
+    for (auto& [name, batches] : host) {
+      std::vector<HealthBatch> mine;
+      const size_t n = batches.size();
+      if (n_lanes >= n) {
+        mine.push_back(batches[(i + opt.offset) % n]);
+      } else {
+        for (size_t t = 0; t < n; ++t)
+          if (t % n_lanes == (i + opt.offset) % n_lanes) mine.push_back(batches[t]);
+      }
+      for (auto& b : mine) b.workloads = rotated(b.workloads, i + opt.offset);
+      per_backend.push_back(std::move(mine));
+    }
+    // Backends interleaved, so that a budget cut short still reaches each of them.
+    for (size_t round = 0;; ++round) {
+      bool any = false;
+      for (auto& bs : per_backend)
+        if (round < bs.size()) lane.batches.push_back(bs[round]), any = true;
+      if (!any) break;
+    }
+    out.push_back(std::move(lane));
+  }
+  for (int d = 0; d < opt.gpus; ++d) {
+    auto it = gpu.find(d);
+    if (it == gpu.end()) continue;
+    HealthLane lane;
+    lane.gpu = d;
+    lane.batches = it->second;
+    for (auto& b : lane.batches) b.workloads = rotated(b.workloads, opt.offset);
+    out.push_back(std::move(lane));
+  }
+  *lanes = std::move(out);
+  return Status::ok();
+}
+
+HealthOutcome judge_health(const Reference& ref, const std::string& key, const std::vector<HealthLane>& lanes,
+                           const HealthRun& run, const nlohmann::json& gpus, double budget_s) {
+  HealthOutcome h;
+  auto where = [&](const HealthLane& l) {
+    if (l.gpu >= 0) {
+      std::string uuid;
+      if (gpus.is_array() && size_t(l.gpu) < gpus.size() && gpus[size_t(l.gpu)].is_object())
+        uuid = gpus[size_t(l.gpu)].value("uuid", "");
+      return uuid.empty() ? fmt::format("gpu {}", l.gpu) : fmt::format("gpu {} ({})", l.gpu, uuid);
+    }
+    return fmt::format("cpu {} (core {}, package {})", l.place.cpu, l.place.core, l.place.package);
+  };
+  std::map<size_t, size_t> judged_per_lane;
+  double flop = 0;  // of every run judged (warm-ups included)
+  std::map<size_t, std::set<std::string>> backends_per_lane;
+  for (const LaneObservation& lo : run.observations) {
+    const HealthLane& lane = lanes[lo.lane];
+    const Observation& o = lo.obs;
+    const ReferenceCell* k = ref.find(key, o.workload, o.target);
+    if (!k) continue;  // the lanes hold the reference's cells only (and a loaded reference is sorted for find)
+    HealthFinding f;
+    f.place = lane.place;
+    f.gpu = lane.gpu;
+    f.workload = o.workload;
+    f.target = o.target;
+    f.reference = k->fingerprint;
+    const std::string cell = fmt::format("{} on {}", o.workload, o.target);
+    if (o.status == ObsStatus::kOk) {
+      std::vector<std::string> runs = o.fingerprints;
+      if (lane.gpu < 0 && !o.warmup_fingerprint.empty()) runs.insert(runs.begin(), o.warmup_fingerprint);
+      std::set<std::string> other;
+      for (auto& fp : runs)
+        if (fp != k->fingerprint) other.insert(fp);
+      if (!other.empty()) {
+        f.kind = "bits";
+        f.here = *other.begin();
+        f.line = fmt::format("other bits in {} (reference {}, here {}{})", cell, short_hex(k->fingerprint),
+                             short_hex(f.here), other.size() > 1 ? fmt::format(" and {} more", other.size() - 1) : "");
+      } else if (!k->rows_fingerprint.empty() && o.batch && o.batch->rows_fingerprint != k->rows_fingerprint) {
+        f.kind = "rows";
+        f.reference = k->rows_fingerprint;
+        f.here = o.batch->rows_fingerprint;
+        f.line = fmt::format("other bits of the rows computed alone in {} (reference {}, here {})", cell,
+                             short_hex(k->rows_fingerprint), short_hex(f.here));
+      } else if (runs.empty()) {
+        f.kind = "error";
+        f.action = HealthAction::kRetest;
+        f.line = fmt::format("{} gave no output", cell);
+      } else {
+        ++h.cells;
+        ++judged_per_lane[lo.lane];
+        flop += flop_of(o.workload) * double(runs.size());
+        backends_per_lane[lo.lane].insert(o.target.substr(0, o.target.find_first_of(":?")));
+        continue;
+      }
+    } else if (o.status == ObsStatus::kCrashed) {
+      f.kind = "crashed";
+      f.here = o.reason;
+      f.line = fmt::format("{} crashed: {}", cell, o.reason);
+    } else {
+      // Skipped, an error, or a timeout of a worker that stopped answering: the nodes that made the reference ran it.
+      f.kind = "error";
+      f.action = HealthAction::kRetest;
+      f.here = o.reason;
+      f.line = fmt::format("{} could not run: {}", cell, o.reason);
+    }
+    f.line = where(lane) + ": " + f.line;
+    h.findings.push_back(std::move(f));
+  }
+  // ISOLATE first, then by CPU (GPUs after), in the order found.
+  std::stable_sort(h.findings.begin(), h.findings.end(), [](const HealthFinding& a, const HealthFinding& b) {
+    auto rank = [](const HealthFinding& f) {
+      return std::tuple(f.action == HealthAction::kIsolate ? 0 : 1, f.gpu >= 0 ? 1 : 0, f.gpu >= 0 ? f.gpu : f.place.cpu);
+    };
+    return rank(a) < rank(b);
+  });
+  size_t cpu_lanes = 0, gpu_lanes = 0;
+  for (auto& l : lanes) (l.gpu >= 0 ? gpu_lanes : cpu_lanes)++;
+  const std::string on =
+      fmt::format("{} cpu{}{}", cpu_lanes, cpu_lanes == 1 ? "" : "s",
+                  gpu_lanes ? fmt::format(" and {} gpu{}", gpu_lanes, gpu_lanes == 1 ? "" : "s") : std::string());
+  std::vector<std::string> errors = run.errors;
+  if (!h.findings.empty()) {
+    h.exit_code = 1;
+    h.status = "FAIL";
+    std::set<std::string> others;
+    for (size_t i = 1; i < h.findings.size(); ++i) {
+      const auto& f = h.findings[i];
+      others.insert(f.gpu >= 0 ? fmt::format("gpu {}", f.gpu) : fmt::format("cpu {}", f.place.cpu));
+    }
+    h.line = "detaudit: FAIL " + h.findings[0].line;
+    if (h.findings.size() > 1)
+      h.line += fmt::format("; {} more finding{} ({})", h.findings.size() - 1, h.findings.size() == 2 ? "" : "s",
+                            fmt::join(others, ", "));
+  } else if (!errors.empty()) {
+    h.exit_code = 2;
+    h.status = "ERROR";
+    h.line = "detaudit: ERROR " + errors.front();
+  } else if (h.cells == 0) {
+    h.exit_code = 2;
+    h.status = "ERROR";
+    h.line = fmt::format("detaudit: ERROR no cell finished within --budget {:g} s ({} cut by it); nothing was judged",
+                         budget_s, run.cut);
+  } else {
+    h.exit_code = 0;
+    h.status = "OK";
+    h.line = fmt::format("detaudit: OK {} cells on {} in {:.1f} s", h.cells, on, run.seconds);
+  }
+  // Any backend a CPU held in its plan and did not finish a cell of, within the budget: said, not judged.
+  nlohmann::json lane_json = nlohmann::json::array();
+  std::vector<std::string> short_of;
+  for (size_t i = 0; i < lanes.size(); ++i) {
+    std::set<std::string> planned;
+    for (auto& b : lanes[i].batches) planned.insert(b.target.name);
+    std::vector<std::string> missed;
+    for (auto& b : planned)
+      if (!backends_per_lane[i].count(b)) missed.push_back(b);
+    if (!missed.empty() && lanes[i].gpu < 0)
+      short_of.push_back(fmt::format("cpu {}: {}", lanes[i].place.cpu, fmt::join(missed, " ")));
+    nlohmann::json lj = {{"cells", judged_per_lane[i]},
+                         {"backends", backends_per_lane[i]},
+                         {"not_finished", missed}};
+    if (lanes[i].gpu >= 0)
+      lj["gpu"] = lanes[i].gpu;
+    else
+      lj.update({{"cpu", lanes[i].place.cpu}, {"core", lanes[i].place.core}, {"package", lanes[i].place.package}});
+    lane_json.push_back(std::move(lj));
+  }
+  if (h.exit_code == 0 && !short_of.empty())
+    h.line += fmt::format(" (not reached within the budget: {})", fmt::join(short_of, "; "));
+  nlohmann::json fj = nlohmann::json::array();
+  for (auto& f : h.findings) {
+    nlohmann::json x = {{"kind", f.kind},     {"action", to_string(f.action)}, {"workload", f.workload},
+                        {"target", f.target}, {"reference", f.reference},      {"here", f.here},
+                        {"line", f.line}};
+    if (f.gpu >= 0)
+      x.update({{"gpu", f.gpu}});
+    else
+      x.update({{"cpu", f.place.cpu}, {"core", f.place.core}, {"package", f.place.package}});
+    fj.push_back(std::move(x));
+  }
+  h.json = {{"schema", kHealthSchema}, {"status", h.status}, {"line", h.line},       {"key", key},
+            {"cells", h.cells},   {"cut", run.cut},       {"not_reached", run.not_reached},
+            {"seconds", run.seconds}, {"budget_s", budget_s}, {"lanes", lane_json},
+            {"gflop", flop * 1e-9}, {"gflop_per_s", run.seconds > 0 ? flop * 1e-9 / run.seconds : 0.0},
+            {"findings", fj}};
+  return h;
+}
+
+}  // namespace detaudit

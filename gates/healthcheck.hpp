@@ -1,0 +1,68 @@
+// `detaudit healthcheck`: a node judged in seconds against known-good bits (a reference, gates/reference.hpp), made
+// to run by itself on every node (Slurm's HealthCheckProgram, a Prolog or Epilog, an NHC check, a
+// node-problem-detector plugin). Every logical CPU runs cells the reference holds for this machine's key, at once,
+// each in workers bound to it (suites/health_run.hpp), so a faulty core is named: its logical CPU, core and package.
+//
+// The answer is one line of fixed shape and an exit code:
+//   detaudit: OK 412 cells on 2 cpus in 6.1 s                                                     exit 0
+//   detaudit: FAIL cpu 13 (core 6, package 0): other bits in W on T (reference 44d9..., here e9d2...)  exit 1
+//   detaudit: ERROR <why nothing could be judged>                                                 exit 2
+#pragma once
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "gates/reference.hpp"
+#include "suites/health_run.hpp"
+
+namespace detaudit {
+
+inline constexpr const char* kHealthSchema = "detaudit-healthcheck/1";
+
+// The default --budget: on a two-core machine the whole check, start-up included, ends with a margin inside 10 s.
+inline constexpr double kHealthBudgetDefault = 6;
+
+// What a finding asks of the administrator (DCGM's failure codes do the same): ISOLATE other bits on a deterministic
+// cell, a crash; CONFIGURE the machine is not the one the reference knows; MONITOR slow; RETEST could not run.
+enum class HealthAction { kIsolate, kConfigure, kMonitor, kRetest };
+const char* to_string(HealthAction a);
+
+struct HealthFinding {
+  std::string kind;  // bits, rows, varies, crashed, error
+  HealthAction action = HealthAction::kIsolate;
+  CpuPlace place;    // the CPU (place.cpu >= 0) ...
+  int gpu = -1;      // ... or the GPU (index)
+  std::string gpu_uuid;
+  std::string workload, target, reference, here;  // here: the other bits (bits, rows) or the reason
+  std::string line;                               // "cpu 13 (core 6, package 0): other bits in ..."
+};
+
+struct HealthPlanOptions {
+  size_t offset = 0;       // where each lane begins among its cells: successive runs begin at others
+  size_t max_cpus = 0;     // 0: every allowed CPU
+  int gpus = 0;            // CUDA devices here
+};
+
+// The lanes of a run: the reference's cells of machine key `key`, per allowed CPU (at most max_cpus of them, spread
+// evenly and rotated by offset) the host targets, each backend's targets dealt among the CPUs so that every CPU runs
+// every backend the reference holds, and per GPU its device's targets. Invalid when the reference holds no cell of
+// `key` (the line names the fields in which its nearest key differs).
+Status plan_health_lanes(const Reference& ref, const std::string& key, const nlohmann::json& key_fields,
+                         const std::vector<CpuPlace>& cpus, const HealthPlanOptions& opt, std::vector<HealthLane>* lanes);
+
+struct HealthOutcome {
+  int exit_code = 2;  // 0 OK, 1 a finding, 2 nothing judged
+  std::string status;  // OK, FAIL, ERROR
+  std::string line;    // "detaudit: OK ..." (no newline)
+  size_t cells = 0;    // cells judged (a cell on two CPUs counts twice)
+  std::vector<HealthFinding> findings;
+  nlohmann::json json;  // the whole outcome (--format json: kHealthSchema, schemas/healthcheck.schema.json)
+};
+
+// Judges every finished cell of `run` against the reference: each run's bits (the warm-up's too, on a CPU) are the
+// known-good ones, and a batch-invariance cell's rows computed alone too. A cell that crashed or could not run is a
+// finding as well: the nodes that made the reference ran it.
+HealthOutcome judge_health(const Reference& ref, const std::string& key, const std::vector<HealthLane>& lanes,
+                           const HealthRun& run, const nlohmann::json& gpus, double budget_s);
+
+}  // namespace detaudit

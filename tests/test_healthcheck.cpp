@@ -1,0 +1,365 @@
+// `detaudit healthcheck`: the lanes planned from a reference (every backend on every CPU), the judgment of what they
+// ran (the CPU, core and package named), then the tool itself on a reference two real ranks agreed on: OK, a core
+// whose worker computes other bits (a test hook keyed by CPU), another machine key, a budget nothing fits in; and a
+// local Slurm cluster with the healthcheck as its HealthCheckProgram, draining the faulty node and resuming it.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <set>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "gates/healthcheck.hpp"
+#include "gates/reference.hpp"
+#include "probes/env.hpp"
+#include "probes/spec.hpp"
+#include "tests/cli_helpers.hpp"
+
+namespace detaudit {
+namespace {
+
+namespace fs = std::filesystem;
+using cli_test::fresh_dir;
+using cli_test::run_cli;
+using cli_test::slurp;
+
+const std::string kKey = "0123456789abcdef";
+const std::string kA(32, 'a'), kB(32, 'b');
+
+std::string canon_target(const std::string& t) {
+  Spec s;
+  EXPECT_TRUE(parse_target(t, &s).is_ok()) << t;
+  return s.str();
+}
+std::string canon_workload(const std::string& w) {
+  Spec s;
+  EXPECT_TRUE(parse_workload(w, &s).is_ok()) << w;
+  return s.str();
+}
+
+// A reference of one key: three cpu targets, two openblas targets and cpu-ref, each with two workloads.
+Reference reference_of_backends() {
+  Reference r;
+  r.keys[kKey] = {{"cpu_model", "EPYC"}, {"libraries.openblas_core", "Haswell"}, {"tool_version", "0.1.0"}};
+  const std::vector<std::string> targets = {"cpu-ref",
+                                            "cpu?order=sequential&threads=1",
+                                            "cpu?order=pairwise&threads=1",
+                                            "cpu?order=blocked&threads=2",
+                                            "openblas?core=Haswell&threads=1",
+                                            "openblas?core=Sandybridge&threads=1"};
+  for (auto& t : targets)
+    for (auto& w : {"matmul?m=8&n=8&k=8", "reduce?op=sum&n=100"}) {
+      ReferenceCell c;
+      c.key = kKey, c.target = canon_target(t), c.workload = canon_workload(w), c.fingerprint = kA;
+      c.nodes = 2, c.of = 2, c.at = "2026-12-02T00:00:00Z", c.tool_version = "0.1.0";
+      r.cells.push_back(c);
+    }
+  // In the order a loaded reference keeps (Reference::find searches it).
+  std::sort(r.cells.begin(), r.cells.end(), [](const ReferenceCell& a, const ReferenceCell& b) {
+    return std::tie(a.key, a.workload, a.target) < std::tie(b.key, b.workload, b.target);
+  });
+  return r;
+}
+
+std::vector<CpuPlace> cpus(int n) {
+  std::vector<CpuPlace> c;
+  for (int i = 0; i < n; ++i) c.push_back({i, i / 2, i / 4});
+  return c;
+}
+
+std::set<std::string> backends_of(const HealthLane& l) {
+  std::set<std::string> b;
+  for (auto& x : l.batches) b.insert(x.target.name);
+  return b;
+}
+
+TEST(HealthPlan, EveryCpuRunsEveryBackendAndTheCpusTogetherEveryTarget) {
+  const Reference ref = reference_of_backends();
+  for (int n : {1, 2, 3, 8}) {
+    std::vector<HealthLane> lanes;
+    ASSERT_TRUE(plan_health_lanes(ref, kKey, ref.keys.at(kKey), cpus(n), {}, &lanes).is_ok());
+    ASSERT_EQ(lanes.size(), size_t(n));
+    std::set<std::string> targets;
+    for (auto& l : lanes) {
+      EXPECT_EQ(backends_of(l), (std::set<std::string>{"cpu", "cpu-ref", "openblas"})) << "cpu " << l.place.cpu;
+      for (auto& b : l.batches) {
+        targets.insert(b.target.str());
+        EXPECT_EQ(b.workloads.size(), 2u);
+      }
+      // Backends interleaved: a budget cut short still reaches each of them.
+      ASSERT_GE(l.batches.size(), 3u);
+      EXPECT_EQ((std::set<std::string>{l.batches[0].target.name, l.batches[1].target.name, l.batches[2].target.name}),
+                backends_of(l));
+    }
+    EXPECT_EQ(targets.size(), 6u) << n << " cpus: every target of the reference runs on one of them";
+  }
+  // --cpus 2 of 8: two lanes, spread over the machine.
+  HealthPlanOptions o;
+  o.max_cpus = 2;
+  std::vector<HealthLane> lanes;
+  ASSERT_TRUE(plan_health_lanes(ref, kKey, ref.keys.at(kKey), cpus(8), o, &lanes).is_ok());
+  ASSERT_EQ(lanes.size(), 2u);
+  EXPECT_EQ(lanes[0].place.cpu, 0);
+  EXPECT_EQ(lanes[1].place.cpu, 4);
+}
+
+TEST(HealthPlan, AMachineTheReferenceDoesNotKnowIsNamedWithWhatDiffers) {
+  const Reference ref = reference_of_backends();
+  nlohmann::json here = ref.keys.at(kKey);
+  here["libraries.openblas_core"] = "Cooperlake";
+  std::vector<HealthLane> lanes;
+  const Status st = plan_health_lanes(ref, "fedcba9876543210", here, cpus(2), {}, &lanes);
+  ASSERT_FALSE(st.is_ok());
+  EXPECT_NE(st.message().find("no cell of this machine's key fedcba9876543210"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("libraries.openblas_core: Haswell -> Cooperlake"), std::string::npos) << st.message();
+  EXPECT_FALSE(plan_health_lanes(Reference{}, kKey, here, cpus(2), {}, &lanes).is_ok()) << "an empty reference";
+}
+
+Observation ran(const std::string& t, const std::string& w, const std::vector<std::string>& fps) {
+  Observation o;
+  o.target = canon_target(t), o.workload = canon_workload(w), o.status = ObsStatus::kOk;
+  o.warmup_fingerprint = fps.empty() ? "" : fps[0];
+  o.fingerprints = fps;
+  o.repeats = int(fps.size());
+  return o;
+}
+
+TEST(HealthJudge, OtherBitsOnOneCpuAreNamedWithItsCoreAndPackage) {
+  const Reference ref = reference_of_backends();
+  std::vector<HealthLane> lanes;
+  ASSERT_TRUE(plan_health_lanes(ref, kKey, ref.keys.at(kKey), {{0, 0, 0}, {13, 6, 1}}, {}, &lanes).is_ok());
+  HealthRun run;
+  run.seconds = 1.25;
+  run.observations = {{0, ran("cpu-ref", "matmul?m=8&n=8&k=8", {kA, kA})},
+                      {1, ran("cpu-ref", "matmul?m=8&n=8&k=8", {kA, kA})}};
+  HealthOutcome ok = judge_health(ref, kKey, lanes, run, nlohmann::json::array(), 2);
+  EXPECT_EQ(ok.exit_code, 0);
+  EXPECT_EQ(ok.cells, 2u);
+  EXPECT_TRUE(std::regex_match(ok.line, std::regex(R"(detaudit: OK 2 cells on 2 cpus in 1\.2 s \(not reached .*\))")))
+      << ok.line << "\n(every backend but cpu-ref unfinished on both CPUs: said)";
+
+  run.observations.push_back({1, ran("openblas?core=Haswell&threads=1", "reduce?op=sum&n=100", {kA, kB})});
+  HealthOutcome bad = judge_health(ref, kKey, lanes, run, nlohmann::json::array(), 2);
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_EQ(bad.status, "FAIL");
+  EXPECT_EQ(bad.line, "detaudit: FAIL cpu 13 (core 6, package 1): other bits in " +
+                          canon_workload("reduce?op=sum&n=100") + " on " + canon_target("openblas?core=Haswell&threads=1") +
+                          " (reference aaaaaaaa, here bbbbbbbb)");
+  ASSERT_EQ(bad.json["findings"].size(), 1u);
+  EXPECT_EQ(bad.json["findings"][0]["cpu"], 13);
+  EXPECT_EQ(bad.json["findings"][0]["action"], "ISOLATE");
+
+  // The warm-up run is judged too on a CPU; a crash is a finding; more findings are counted in the line.
+  run.observations.push_back({0, ran("cpu-ref", "reduce?op=sum&n=100", {kA, kA})});
+  run.observations.back().obs.warmup_fingerprint = kB;
+  Observation crashed = ran("cpu?order=blocked&threads=2", "matmul?m=8&n=8&k=8", {});
+  crashed.status = ObsStatus::kCrashed, crashed.reason = "SIGILL (Illegal instruction)";
+  run.observations.push_back({0, crashed});
+  HealthOutcome more = judge_health(ref, kKey, lanes, run, nlohmann::json::array(), 2);
+  EXPECT_EQ(more.findings.size(), 3u);
+  EXPECT_NE(more.line.find("; 2 more findings (cpu 0, cpu 13)"), std::string::npos) << more.line;
+  EXPECT_EQ(more.line.rfind("detaudit: FAIL cpu 0 (core 0, package 0): ", 0), 0u) << more.line << "\n(by CPU)";
+
+  // Nothing finished within the budget: nothing judged, exit 2.
+  HealthRun none;
+  none.cut = 2;
+  HealthOutcome empty = judge_health(ref, kKey, lanes, none, nlohmann::json::array(), 0.5);
+  EXPECT_EQ(empty.exit_code, 2);
+  EXPECT_EQ(empty.line, "detaudit: ERROR no cell finished within --budget 0.5 s (2 cut by it); nothing was judged");
+}
+
+TEST(HealthJudge, TheRowsComputedAloneAreJudgedToo) {
+  Reference ref;
+  ref.keys[kKey] = {{"cpu_model", "EPYC"}};
+  ReferenceCell c;
+  c.key = kKey, c.target = canon_target("cpu-ref"), c.workload = canon_workload("batchinv?m=8&n=8&k=8&rows=2");
+  c.fingerprint = kA, c.rows_fingerprint = kB, c.nodes = 2, c.of = 2, c.at = "2026-12-02T00:00:00Z";
+  ref.cells.push_back(c);
+  std::vector<HealthLane> lanes;
+  ASSERT_TRUE(plan_health_lanes(ref, kKey, ref.keys.at(kKey), cpus(1), {}, &lanes).is_ok());
+  HealthRun run;
+  Observation o = ran("cpu-ref", "batchinv?m=8&n=8&k=8&rows=2", {kA, kA});
+  o.batch = BatchInvariance{2, 0, kA};
+  run.observations = {{0, o}};
+  HealthOutcome h = judge_health(ref, kKey, lanes, run, nlohmann::json::array(), 1);
+  EXPECT_EQ(h.exit_code, 1);
+  EXPECT_NE(h.line.find("other bits of the rows computed alone"), std::string::npos) << h.line;
+  run.observations[0].obs.batch->rows_fingerprint = kB;
+  EXPECT_EQ(judge_health(ref, kKey, lanes, run, nlohmann::json::array(), 1).exit_code, 0);
+}
+
+// ---- the tool --------------------------------------------------------------------------------------------------
+
+int shell(const std::string& cmd) {
+  const int st = std::system(cmd.c_str());
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+const std::string kHealthPlan =
+    " --targets 'cpu-ref,cpu?order=blocked&threads=2,openblas?core=Haswell&threads=1'"
+    " --workloads 'matmul?m=32&n=32&k=33,reduce?op=sum&n=1000,batchinv?m=16&n=16&k=16&rows=2' --repeats 2";
+
+// The reference two real ranks of this machine agree on (one process per rank, then `fleet report`); with `key_field`
+// ("libraries.openblas_core=Bulldozer") both ranks record their machine with that field changed (fleet's test hook),
+// as machines of another kind would.
+fs::path agreed_reference(const std::string& name, const std::string& plan, const std::string& key_field = "") {
+  const fs::path d = fresh_dir(name);
+  fs::create_directories(d);
+  for (int r = 0; r < 2; ++r) {
+    const std::string env =
+        key_field.empty() ? "" : "DETAUDIT_FLEET_TEST_KEY=" + std::to_string(r) + ":" + key_field + " ";
+    EXPECT_EQ(shell(env + DETAUDIT_EXE + " fleet --rank " + std::to_string(r) + " --ranks 2 --out " + d.string() + plan +
+                    " --no-history --quiet >>" + (d / "ranks.log").string() + " 2>&1"),
+              0)
+        << slurp(d / "ranks.log");
+  }
+  auto rep = run_cli("fleet report " + d.string() + " --quiet");
+  EXPECT_EQ(rep.code, 0) << rep.out << rep.err;
+  return d / "reference.json";
+}
+
+TEST(Healthcheck, JudgesEveryCpuAgainstTheReferenceAndNamesTheOneThatComputesOtherBits) {
+  const fs::path ref = agreed_reference("health-ref", kHealthPlan);
+  ASSERT_TRUE(fs::exists(ref));
+  const auto ok = run_cli("healthcheck --reference " + ref.string() + " --budget 1");
+  EXPECT_EQ(ok.code, 0) << ok.out << ok.err;
+  EXPECT_TRUE(std::regex_match(ok.out, std::regex(R"(detaudit: OK \d+ cells on \d+ cpus? in \d+\.\d s\n)"))) << ok.out;
+  // JSON: every CPU this process may use ran every backend the reference holds.
+  const auto js = run_cli("healthcheck --reference " + ref.string() + " --budget 1 --format json");
+  ASSERT_EQ(js.code, 0) << js.out << js.err;
+  const auto j = nlohmann::json::parse(js.out)["healthcheck"];
+  EXPECT_EQ(j["status"], "OK");
+  const std::vector<CpuPlace> here = allowed_cpus();
+  ASSERT_EQ(j["lanes"].size(), here.size());
+  for (auto& l : j["lanes"]) {
+    EXPECT_EQ(l["backends"], nlohmann::json({"cpu", "cpu-ref", "openblas"})) << l.dump();
+    EXPECT_GE(l["cells"].get<int>(), 1);
+  }
+  // The workers of one logical CPU flip a bit of every output (a faulty core): FAIL naming that CPU, exit 1.
+  const int cpu = here.back().cpu;
+  const auto flipped = cli_test::CliRun{
+      shell("DETAUDIT_HEALTHCHECK_TEST_FLIP='" + std::to_string(cpu) + ":*' " + DETAUDIT_EXE + " healthcheck --reference " +
+            ref.string() + " --budget 1 >" + (ref.parent_path() / "fail.out").string() + " 2>&1"),
+      slurp(ref.parent_path() / "fail.out"), ""};
+  EXPECT_EQ(flipped.code, 1) << flipped.out;
+  const std::string head = "detaudit: FAIL cpu " + std::to_string(cpu) + " (core " + std::to_string(here.back().core) +
+                           ", package " + std::to_string(here.back().package) + "): other bits in ";
+  EXPECT_EQ(flipped.out.rfind(head, 0), 0u) << flipped.out;
+  EXPECT_EQ(std::count(flipped.out.begin(), flipped.out.end(), '\n'), 1) << "one line: " << flipped.out;
+  for (auto& c : here)
+    if (c.cpu != cpu)
+      EXPECT_EQ(flipped.out.find("cpu " + std::to_string(c.cpu) + " ("), std::string::npos) << "only the faulty CPU";
+  fs::remove_all(ref.parent_path());
+}
+
+TEST(Healthcheck, AMachineOfAnotherKeyOrABudgetNothingFitsInIsNotJudged) {
+  // Both ranks with another OpenBLAS core type recorded: a reference of a key this machine does not have.
+  const fs::path other = agreed_reference("health-other", " --targets cpu-ref --workloads 'reduce?op=sum&n=1000' --repeats 1",
+                                          "libraries.openblas_core=Bulldozer");
+  const auto r = run_cli("healthcheck --reference " + other.string() + " --budget 1");
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_NE(r.out.find("detaudit: ERROR the reference holds no cell of this machine's key"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("libraries.openblas_core: Bulldozer -> "), std::string::npos) << r.out;
+  fs::remove_all(other.parent_path());
+
+  // A cell of some seconds (cpu-ref's 512^3 matmul, three runs) in a budget of 0.1 s: nothing judged, exit 2.
+  const fs::path big = agreed_reference("health-big", " --targets cpu-ref --workloads 'matmul?m=512&n=512&k=512' --repeats 1");
+  const auto cut = run_cli("healthcheck --reference " + big.string() + " --budget 0.1");
+  EXPECT_EQ(cut.code, 2) << cut.out << cut.err;
+  EXPECT_NE(cut.out.find("detaudit: ERROR no cell finished within --budget 0.1 s"), std::string::npos) << cut.out;
+  fs::remove_all(big.parent_path());
+
+  // Not a reference: one line, exit 2.
+  const auto none = run_cli("healthcheck --reference /nonexistent/reference.json");
+  EXPECT_EQ(none.code, 2);
+  EXPECT_NE(none.err.find("detaudit: error: "), std::string::npos) << none.err;
+}
+
+// Polls `cond` every 0.2 s for up to `seconds`.
+bool eventually(double seconds, const std::function<bool()>& cond) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < end) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  return cond();
+}
+
+// A local Slurm cluster of two nodes (tests/fleet/slurm-cluster.sh, started and stopped by this test by pid) with the
+// healthcheck as every node's HealthCheckProgram, run every 2 s with --drain --resume: when the workers of logical
+// CPU 0 on n1 compute other bits, n1 is drained with the line naming that CPU and n2 stays idle; with the fault
+// gone n1 returns to service; a node an administrator drained stays drained.
+TEST(HealthcheckSlurm, DrainsTheNodeWhoseCpuComputesOtherBitsAndResumesIt) {
+  const std::string script = std::string(DETAUDIT_SOURCE_DIR) + "/tests/fleet/slurm-cluster.sh";
+  if (shell("bash " + script + " check >/dev/null 2>&1") == 77)
+    GTEST_SKIP() << "Slurm or munge is not installed (scripts/setup-debian.sh installs them)";
+  if (::geteuid() != 0) GTEST_SKIP() << "the local cluster's daemons run as root";
+  const std::vector<CpuPlace> here = allowed_cpus();
+  const fs::path ref = agreed_reference("health-slurm-ref", kHealthPlan);
+  const fs::path c = "/tmp/da-hc-" + std::to_string(getpid());  // short: the cluster's sockets live under it
+  fs::remove_all(c);
+  fs::create_directories(c);
+  {
+    // slurmd runs the program with SLURMD_NODENAME set and little else; the switches are files of the test's.
+    std::ofstream hc(c / "hc.sh");
+    hc << "#!/bin/bash\n"
+       << "export PATH=/usr/bin:/bin:/usr/sbin:/sbin SLURM_CONF=" << (c / "slurm.conf").string() << "\n"
+       << "[ -f " << (c / "armed").string() << " ] || exit 0\n"
+       << "if [ \"$SLURMD_NODENAME\" = n1 ] && [ -f " << (c / "fault").string()
+       << " ]; then export DETAUDIT_HEALTHCHECK_TEST_FLIP='" << here.front().cpu << ":*'; fi\n"
+       << DETAUDIT_EXE << " healthcheck --reference " << ref.string() << " --budget 1 --drain --resume >>"
+       << c.string() << "/hc-$SLURMD_NODENAME.log 2>&1\n"
+       << "echo \"exit $?\" >>" << c.string() << "/hc-$SLURMD_NODENAME.log\n";
+  }
+  fs::permissions(c / "hc.sh", fs::perms::owner_all);
+  ASSERT_EQ(shell("SLURM_CLUSTER_HEALTHCHECK=" + (c / "hc.sh").string() + " bash " + script + " start " + c.string() +
+                  " >" + (c / "env").string() + " 2>" + (c / "start.err").string()),
+            0)
+      << slurp(c / "start.err");
+  const std::string env = ". " + (c / "env").string() + " && ";
+  auto node = [&](const std::string& n) {
+    const fs::path o = c / ("sinfo-" + n);
+    shell(env + "sinfo -h -N -n " + n + " -o '%t|%E' >" + o.string() + " 2>&1");
+    return slurp(o);
+  };
+  // Lines the checks of node n wrote (each at least two: its line and its exit code).
+  auto log_lines = [&](const std::string& n) {
+    const std::string log = slurp(c / ("hc-" + n + ".log"));
+    return size_t(std::count(log.begin(), log.end(), '\n'));
+  };
+  std::ofstream(c / "fault").close();
+  std::ofstream(c / "armed").close();
+  const std::string reason = "detaudit: FAIL cpu " + std::to_string(here.front().cpu) + " (core ";
+  const bool drained = eventually(40, [&] { return node("n1").rfind("drain|" + reason, 0) == 0; });
+  EXPECT_TRUE(drained) << node("n1") << slurp(c / "hc-n1.log");
+  EXPECT_TRUE(eventually(20, [&] { return log_lines("n2") >= 4; })) << "n2's checks ran";
+  EXPECT_EQ(node("n2"), "idle|none\n") << slurp(c / "hc-n2.log");
+  EXPECT_NE(slurp(c / "hc-n2.log").find("detaudit: OK "), std::string::npos) << slurp(c / "hc-n2.log");
+  // The fault gone: n1 passes and, drained by detaudit, is resumed.
+  fs::remove(c / "fault");
+  EXPECT_TRUE(eventually(40, [&] { return node("n1") == "idle|none\n"; })) << node("n1") << slurp(c / "hc-n1.log");
+  EXPECT_NE(slurp(c / "hc-n1.log").find("detaudit: resumed n1"), std::string::npos) << slurp(c / "hc-n1.log");
+  // An administrator's drain is not detaudit's to undo.
+  ASSERT_EQ(shell(env + "scontrol update NodeName=n2 State=DRAIN Reason='disk replacement'"), 0);
+  const size_t before = log_lines("n2");
+  EXPECT_TRUE(eventually(20, [&] { return log_lines("n2") >= before + 4; }));
+  EXPECT_EQ(node("n2"), "drain|disk replacement\n");
+  const int stopped = shell("bash " + script + " stop " + c.string() + " >/dev/null 2>&1");
+  EXPECT_EQ(stopped, 0);
+  fs::remove_all(c);
+  fs::remove_all(ref.parent_path());
+}
+
+}  // namespace
+}  // namespace detaudit
