@@ -15,6 +15,7 @@
 #include "cli/common.hpp"
 #include "cli/history_flags.hpp"
 #include "cli/output.hpp"
+#include "report/prometheus.hpp"
 #include "contract/atomic_file.hpp"
 #include "contract/results.hpp"
 #include "gates/fleet.hpp"
@@ -34,7 +35,7 @@ namespace {
 
 struct FleetArgs {
   int level = 1, rank = -1, ranks = 0, repeats = 0;
-  std::string targets, workloads, out, report_dir, reference;
+  std::string targets, workloads, out, report_dir, reference, metrics;
   std::vector<std::string> merge_inputs;
   std::string merge_out;
   double wait = 900;
@@ -74,8 +75,25 @@ Status load_known(const std::string& path, const std::string& dir, KnownBits* ou
   return load_reference(path, &out->ref);
 }
 
+// --metrics FILE: one subject per node (host and rank) with its verdict, cells agreeing and findings.
+Status fleet_metrics(const std::string& path, const FleetOutcome& f, double seconds) {
+  PromText p;
+  for (auto& n : f.json["nodes"]) {
+    const int rank = n["rank"].get<int>();
+    std::vector<MetricFinding> fs;
+    for (auto& x : f.findings)
+      if (x.rank == rank) fs.push_back({{}, to_string(x.action), x.kind, x.cell});
+    const std::string v = n["verdict"].get<std::string>();
+    add_node_metrics(&p, "fleet", {{"host", n["host"].get<std::string>()}, {"rank", std::to_string(rank)}},
+                     v == "FAIL" ? 1 : 0, n["cells_agreeing"].get<size_t>(), fs);
+  }
+  add_run_metrics(&p, "fleet", machine_fingerprint().value("hostname", std::string("unknown")), seconds);
+  return write_metrics(path, p);
+}
+
 int judge_fleet(const std::vector<FleetNode>& nodes, const std::string& dir, const HistoryFlags* hist,
-                const KnownBits& known, const std::vector<std::string>& ignored = {}) {
+                const KnownBits& known, const std::vector<std::string>& ignored = {}, const std::string& metrics = "",
+                double seconds = 0) {
   if (const std::string why = known.path.empty() ? "" : holds_own_agreement(known.ref, nodes); !why.empty())
     return fail(fmt::format("--reference {}: {}", known.path, why));
   FleetOutcome f = fleet_consensus(nodes, dir, known.get());
@@ -85,26 +103,31 @@ int judge_fleet(const std::vector<FleetNode>& nodes, const std::string& dir, con
   const Reference agreed = reference_of_fleet(nodes, known.get());
   std::set<std::string> agreed_keys;
   for (auto& c : agreed.cells) agreed_keys.insert(c.key);
+  const std::string mirror = known.path.empty() ? "" : mirrors_own_agreement(known.ref, nodes);
   f.json["reference"] = {{"judged_by", known.path.empty() ? nlohmann::json() : nlohmann::json(known.path)},
+                         {"warning", mirror.empty() ? nlohmann::json() : nlohmann::json(mirror)},
                          {"written", dir + "/reference.json"},
                          {"cells", agreed.cells.size()},
                          {"keys", agreed_keys.size()}};
   if (Status st = save_reference(dir + "/reference.json", agreed); !st) return fail(st);
   if (Status st = write_file_atomic(dir + "/fleet.json", f.json.dump(1) + "\n", Own::kFleet); !st) return fail(st);
   if (Status st = write_fleet_reports(dir, f.json); !st) return fail(st);
+  if (!metrics.empty())
+    if (Status st = fleet_metrics(metrics, f, seconds); !st) return fail("--metrics " + st.message());
   Outcome o;
   o.exit_code = f.exit_code;
   o.report_md = dir + "/report.md";
   o.report_html = dir + "/report.html";
   std::string t = fmt::format("fleet {}: {}\n", dir, f.json.value("summary", ""));
-  t += fmt::format("{:>5}  {:<20} {:<16} {:<9} {:>12} {:>9}  {}\n", "rank", "host", "machine key", "state",
-                   "cells agree", "time", "verdict");
+  t += fmt::format("{:>5}  {:<20} {:<16} {:<9} {:>12} {:>9}  {:<7} {:<9}  {}\n", "rank", "host", "machine key", "state",
+                   "cells agree", "time", "verdict", "action", "findings");
   for (auto& n : f.json["nodes"]) {
     const std::string ratio = n["time_ratio"].is_number() ? fmt::format("{:.2f}x", n["time_ratio"].get<double>()) : "-";
-    t += fmt::format("{:>5}  {:<20} {:<16} {:<9} {:>12} {:>9}  {}\n", n["rank"].get<int>(),
+    t += fmt::format("{:>5}  {:<20} {:<16} {:<9} {:>12} {:>9}  {:<7} {:<9}  {}\n", n["rank"].get<int>(),
                      n["host"].get<std::string>(), n["key"].get<std::string>(), n["state"].get<std::string>(),
                      fmt::format("{}/{}", n["cells_agreeing"].get<size_t>(), n["cells"].get<size_t>()), ratio,
-                     n["verdict"].get<std::string>());
+                     n["verdict"].get<std::string>(), n["action"].is_string() ? n["action"].get<std::string>() : "-",
+                     n.value("summary", std::string()));
   }
   // The verdict line counts every finding; the text lists the first 20.
   size_t shown = 0;
@@ -115,11 +138,12 @@ int judge_fleet(const std::vector<FleetNode>& nodes, const std::string& dir, con
     if (x.verdict == Verdict::kWarn) ++o.counts.warn;
     if (shown++ == 20) t += fmt::format("... and {} more findings in {}/fleet.json\n", f.findings.size() - 20, dir);
     if (shown <= 20)
-      t += fmt::format("{} rank {} ({}) {}{}: {}\n", to_string(x.verdict), x.rank, x.host, x.kind,
-                       x.cell.empty() ? "" : " " + x.cell, x.detail);
+      t += fmt::format("{} rank {} ({}) {}{}: {}; action {}\n", to_string(x.verdict), x.rank, x.host, x.kind,
+                       x.cell.empty() ? "" : " " + x.cell, x.detail, to_string(x.action));
   }
   for (auto& i : ignored) t += fmt::format("ignored: {}\n", i);
   if (!known.path.empty()) t += fmt::format("judged against the reference {} ({} cells)\n", known.path, known.ref.cells.size());
+  if (!mirror.empty()) t += fmt::format("WARN reference {}: {}\n", known.path, mirror);
   t += fmt::format("reference.json: {} cells {} agreed on ({} machine key{}), known-good bits for later fleets\n",
                    agreed.cells.size(), agreed.cells.empty() ? "(no key of two nodes or more)" : "its nodes",
                    agreed_keys.size(), agreed_keys.size() == 1 ? "" : "s");
@@ -128,6 +152,7 @@ int judge_fleet(const std::vector<FleetNode>& nodes, const std::string& dir, con
   o.data = {{"dir", dir}, {"fleet", f.json}};
   // Exit 2: no node ran, or none holds a cell (one interrupted before its first, say).
   if (f.exit_code == 2) o.error = "nothing was judged: no node holds a cell: " + f.json.value("summary", "");
+  if (!mirror.empty()) ++o.counts.warn;
   // Per-node rows in the history: each node's probe results under its own machine.
   if (hist) {
     for (auto& n : nodes)
@@ -154,6 +179,10 @@ int run_fleet(const FleetArgs& a, int argc, char** argv) {
   if (Status st = fleet_dir_is_its_own(dir, "choose another --out"); !st) return fail(st);
   FleetRank who;
   if (Status st = fleet_resolve_rank(a.rank, a.ranks, &who); !st) return fail(st);
+  if (!who.mpi && !a.metrics.empty())
+    return fail(fmt::format("--metrics: a rank run without MPI judges no fleet (rank {} from {}); give --metrics to "
+                            "`detaudit fleet report {}`, which does",
+                            who.rank, who.source, dir));
   auto progress = progress_sink();
   auto say_rank = [&](const std::string& s) {
     if (progress) progress(fmt::format("rank {}/{}: {}", who.rank, who.ranks, s));
@@ -348,7 +377,9 @@ int run_fleet(const FleetArgs& a, int argc, char** argv) {
   }
   // Evidence that contradicts itself across ranks is refused here as fleet report refuses it.
   const Status peers = check_fleet_distances(nodes);
-  const int code = peers ? judge_fleet(nodes, dir, &a.hist, known) : fail(peers);
+  const int code = peers ? judge_fleet(nodes, dir, &a.hist, known, {}, a.metrics,
+                                       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count())
+                         : fail(peers);
   fleet_share_exit_code(code, answered);
   fleet_mpi_end(lost, code);
   return code;
@@ -361,7 +392,7 @@ int run_fleet_report(const FleetArgs& a) {
   KnownBits known;
   if (Status st = load_known(a.reference, a.report_dir, &known); !st) return fail(st);
   if (Status st = load_fleet_dir(a.report_dir, &nodes, &ignored); !st) return fail_or_interrupted(st);
-  return judge_fleet(nodes, a.report_dir, nullptr, known, ignored);
+  return judge_fleet(nodes, a.report_dir, nullptr, known, ignored, a.metrics);
 }
 
 // `fleet merge --out FILE REF...`: references joined into one; the same cell with other bits is a conflict, named,
@@ -434,11 +465,17 @@ Command add_fleet_command(CLI::App& app, int argc, char** argv) {
       "deterministic cells of a machine key it holds are judged against its known-good bits instead of the vote, so "
       "two nodes, or a node alone with its key, are judged too";
   sub->add_option("--reference", a->reference, reference_help)->check(kNonEmpty);
+  const char* metrics_help =
+      "Also write the consensus in Prometheus's text format to FILE (atomically; node_exporter's textfile "
+      "collector): per node (host, rank) detaudit_health_status, detaudit_findings per action, one "
+      "detaudit_finding per finding";
+  sub->add_option("--metrics", a->metrics, metrics_help)->check(kNonEmpty);
   add_history_flags(sub, &a->hist);
   add_output_flags(sub, &a->output, true);
   a->report = sub->add_subcommand("report", "Merge the ranks' folders of a fleet directory and judge them (offline)");
   a->report->add_option("DIR", a->report_dir, "The fleet directory (its ranks/ folder)")->required()->check(kNonEmpty);
   a->report->add_option("--reference", a->reference, reference_help)->check(kNonEmpty);
+  a->report->add_option("--metrics", a->metrics, metrics_help)->check(kNonEmpty);
   a->merge = sub->add_subcommand("merge",
                                  "Join references (several fleets, several kinds of machine) into one file; the same "
                                  "cell with other bits is a conflict: named, exit 1, and nothing written");

@@ -14,6 +14,7 @@
 
 #include "cli/common.hpp"
 #include "cli/output.hpp"
+#include "report/prometheus.hpp"
 #include "contract/results.hpp"
 #include "gates/fleet.hpp"
 #include "gates/healthcheck.hpp"
@@ -27,7 +28,7 @@ namespace detaudit::cli {
 namespace {
 
 struct HealthArgs {
-  std::string reference;
+  std::string reference, metrics;
   double budget = kHealthBudgetDefault;
   int repeats = 2, nice = 0, max_cpus = 0;
   bool drain = false, resume = false;
@@ -142,6 +143,32 @@ std::map<int, std::map<std::string, std::string>> test_hook_env() {
   return env;
 }
 
+// --metrics FILE: this check as Prometheus sees it. A file that cannot be written is an error of its own (exit 2
+// where the check passed): a dashboard that silently keeps the last good file hides a failing node.
+int with_metrics(const HealthArgs& a, const HealthOutcome& h, const std::string& host, double seconds, Outcome* o) {
+  if (a.metrics.empty()) return 0;
+  PromText p;
+  std::vector<MetricFinding> fs;
+  for (auto& f : h.findings) {
+    MetricFinding m;
+    if (f.gpu >= 0)
+      m.where = {{"gpu", std::to_string(f.gpu)}, {"uuid", f.gpu_uuid}};
+    else
+      m.where = {{"logical_cpu", std::to_string(f.place.cpu)}, {"core", std::to_string(f.place.core)},
+                 {"package", std::to_string(f.place.package)}};
+    m.action = to_string(f.action), m.kind = f.kind, m.cell = f.workload + " @ " + f.target;
+    fs.push_back(std::move(m));
+  }
+  add_node_metrics(&p, "healthcheck", {{"host", host}}, h.exit_code, h.cells, fs);
+  add_run_metrics(&p, "healthcheck", host, seconds);
+  if (Status st = write_metrics(a.metrics, p); !st) {
+    say(stderr, "detaudit: error: --metrics {}\n", st.message());
+    if (o->exit_code == 0) o->exit_code = 2, o->error = "--metrics: " + st.message();
+    return 2;
+  }
+  return 0;
+}
+
 int run_healthcheck(const HealthArgs& a, const std::string& exe) {
   const auto t0 = std::chrono::steady_clock::now();
   if (a.nice > 0 && ::setpriority(PRIO_PROCESS, 0, a.nice) != 0)
@@ -157,6 +184,7 @@ int run_healthcheck(const HealthArgs& a, const std::string& exe) {
   po.gpus = machine.contains("gpus") && machine["gpus"].is_array() ? int(machine["gpus"].size()) : 0;
   std::vector<HealthLane> lanes;
   Outcome o;
+  const std::string host = machine.value("hostname", std::string("unknown"));
   if (Status st = plan_health_lanes(ref, key, key_fields, allowed_cpus(), po, &lanes); !st) {
     o.exit_code = 2;
     o.error = st.message();
@@ -164,6 +192,9 @@ int run_healthcheck(const HealthArgs& a, const std::string& exe) {
     o.data = {{"healthcheck",
                {{"schema", kHealthSchema}, {"status", "ERROR"}, {"line", "detaudit: ERROR " + st.message()}, {"key", key},
                 {"reference", a.reference}}}};
+    HealthOutcome none;
+    with_metrics(a, none, host,
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), &o);
     return emit(o);
   }
   HealthRunOptions ro;
@@ -180,14 +211,16 @@ int run_healthcheck(const HealthArgs& a, const std::string& exe) {
   }
   HealthOutcome h = judge_health(ref, key, lanes, run, machine.value("gpus", nlohmann::json::array()), a.budget);
   h.json["reference"] = a.reference;
-  h.json["host"] = machine.value("hostname", std::string("unknown"));
-  h.json["total_seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  h.json["host"] = host;
+  const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  h.json["total_seconds"] = total;
   h.json["slurm"] = act_on_node(a, h);
   o.exit_code = h.exit_code;
   o.text = h.line + "\n";
   o.data = {{"healthcheck", h.json}};
   if (h.exit_code == 2) o.error = h.line.substr(std::string("detaudit: ERROR ").size());
   if (h.exit_code == 1) o.first_fail = h.findings.front().line, o.counts.fail = h.findings.size();
+  with_metrics(a, h, host, total, &o);
   return emit(o);
 }
 
@@ -221,6 +254,11 @@ Command add_healthcheck_command(CLI::App& app, int, char** argv) {
   sub->add_option("--nice", a->nice, "Run at this niceness (0..19), beside jobs the node is running")
       ->check(CLI::Range(0, 19))
       ->capture_default_str();
+  sub->add_option("--metrics", a->metrics,
+                  "Also write the outcome in Prometheus's text format to FILE (atomically), for node_exporter's "
+                  "textfile collector: detaudit_health_status, detaudit_findings per action, one detaudit_finding "
+                  "per finding with its cpu, core and package")
+      ->check(kNonEmpty);
   sub->add_flag("--drain", a->drain,
                 "On FAIL, drain this Slurm node (SLURMD_NODENAME, else the host name) with the line as its reason, "
                 "through scontrol");

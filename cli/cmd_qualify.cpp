@@ -1,12 +1,15 @@
 // `detaudit qualify`: the machine qualification (gates/qualify.hpp).
+#include <chrono>
 #include <csignal>
 #include <filesystem>
 
 #include "cli/common.hpp"
 #include "cli/history_flags.hpp"
 #include "cli/output.hpp"
+#include "report/prometheus.hpp"
 #include "gates/qualify.hpp"
 #include "probes/child.hpp"
+#include "probes/env.hpp"
 #include "report/train_report.hpp"
 
 namespace detaudit::cli {
@@ -15,7 +18,7 @@ namespace {
 
 struct QualifyArgs {
   int level = 1;
-  std::string baseline, targets, out;
+  std::string baseline, targets, out, metrics;
   bool list = false;
   HistoryFlags hist;
   OutputFlags output;
@@ -65,6 +68,10 @@ Command add_qualify_command(CLI::App& app, int argc, char** argv) {
       ->check(kNonEmpty);
   sub->add_option("--out", a->out, "Results directory (default results/qualify-<time>): probe/, train/, qualify.json")
       ->check(kNonEmpty);
+  sub->add_option("--metrics", a->metrics,
+                  "Also write the qualification in Prometheus's text format to FILE (atomically; node_exporter's "
+                  "textfile collector): detaudit_health_status, one detaudit_finding per check that did not pass")
+      ->check(kNonEmpty);
   add_history_flags(sub, &a->hist);
   add_output_flags(sub, &a->output, true);
   sub->add_flag("--list", a->list,
@@ -93,6 +100,7 @@ Command add_qualify_command(CLI::App& app, int argc, char** argv) {
             // run is recorded into it.
             if (Status st = resolve_history_path(a->hist, &o.history); !st) return fail(st);
             if (int rc = precheck_history(a->hist)) return rc;
+            const auto t0 = std::chrono::steady_clock::now();
             if (Status st = run_qualify(o, &out); !st) {
               // Interrupted (SIGINT/SIGTERM/SIGHUP): the finished work is saved; 128+N as every command.
               if (st.code() == Status::Code::kInterrupted) {
@@ -138,6 +146,18 @@ Command add_qualify_command(CLI::App& app, int argc, char** argv) {
             }
             res.text = fmt::format("{}results: {}\n", out.table(), o.out_dir);
             res.data = {{"out", o.out_dir}, {"qualify", out.to_json()}};
+            if (!a->metrics.empty()) {
+              // Every check that did not pass, with what it asks; the cells its probes judged.
+              std::vector<MetricFinding> fs;
+              for (auto& c : out.checks)
+                if (const auto act = qualify_action(c)) fs.push_back({{}, to_string(*act), "check", c.name});
+              const std::string host = machine_fingerprint().value("hostname", std::string("unknown"));
+              PromText p;
+              add_node_metrics(&p, "qualify", {{"host", host}}, res.exit_code, out.probe.observations.size(), fs);
+              add_run_metrics(&p, "qualify", host,
+                              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+              if (Status st = write_metrics(a->metrics, p); !st) return fail("--metrics " + st.message());
+            }
             record_history(a->hist, RunKind::kQualify, out.probe, out.probe_dir, &res);
             // Its training regression too (levels 2 and 3), so `history` shows those cells beside the probes.
             if (!out.train.training.empty()) record_history(a->hist, RunKind::kQualify, out.train, out.train_dir, &res);

@@ -115,6 +115,7 @@ Status check_destination(const std::string& path, Own own) {
       {Own::kDivergeTrace, nullptr, "diverge trace"},
       {Own::kReport, nullptr, "report"},
       {Own::kNpy, nullptr, "NPY array"},
+      {Own::kMetrics, nullptr, "metrics file"},
   };
   const Kind* k = nullptr;
   for (auto& x : kinds)
@@ -131,6 +132,8 @@ Status check_destination(const std::string& path, Own own) {
     mine = h.rfind("# detaudit", 0) == 0 || h.find("<title>detaudit") != std::string::npos;
   } else if (own == Own::kNpy) {
     mine = head(6) == "\x93NUMPY";
+  } else if (own == Own::kMetrics) {
+    mine = head(22) == "# HELP detaudit_health";
   }
   if (!mine)
     return Status::invalid(

@@ -12,7 +12,7 @@ namespace detaudit {
 // manifest, diverge result, fleet and fleet node), a diverge trace by the schema of its first line, a
 // report by its first line ("# detaudit ...") or its HTML title ("<title>detaudit ..."), an array by the
 // NPY magic.
-enum class Own { kAny, kResults, kBaseline, kExport, kDiverge, kDivergeTrace, kFleet, kFleetNode, kQualify, kReference, kReport, kNpy };
+enum class Own { kAny, kResults, kBaseline, kExport, kDiverge, kDivergeTrace, kFleet, kFleetNode, kQualify, kReference, kReport, kNpy, kMetrics };
 
 // Refuses (Status::invalid, one line) a destination that is a symbolic link (the tool never writes
 // through one), a hard link (a file with another name), anything but a regular file (a directory, device,

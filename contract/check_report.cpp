@@ -41,6 +41,7 @@ nlohmann::json to_json(const CheckReport& rep) {
     nlohmann::json j = {{"kind", to_string(f.kind)},   {"verdict", to_string(f.verdict)}, {"workload", f.workload},
                         {"target", f.target},          {"old", f.old_value},              {"new", f.new_value},
                         {"message", f.message},        {"key_matches", f.key_matches}};
+    if (f.verdict == Verdict::kFail || f.verdict == Verdict::kWarn) j["action"] = to_string(check_action(f.kind));
     if (!f.old_kernels.empty()) j["old_kernels"] = f.old_kernels;
     if (!f.new_kernels.empty()) j["new_kernels"] = f.new_kernels;
     fs.push_back(j);
@@ -63,6 +64,25 @@ nlohmann::json to_json(const CheckReport& rep) {
           {"training_not_judged", rep.training_not_judged},
           {"allow_unjudged", rep.allow_unjudged},
           {"findings", fs}};
+}
+
+Action check_action(FindingKind k) {
+  switch (k) {
+    case FindingKind::kAlgorithmChanged:
+    case FindingKind::kOtherKey:
+    case FindingKind::kErrRatio:
+    case FindingKind::kTrainingEquivalence:
+      return Action::kConfigure;
+    case FindingKind::kNotRun:
+    case FindingKind::kNoBaseline:
+    case FindingKind::kTrainingNotJudged:
+    case FindingKind::kTrainingRun:
+    case FindingKind::kTrainingNotRun:
+    case FindingKind::kTrainingNoBaseline:
+      return Action::kRetest;
+    default:
+      return Action::kIsolate;  // same key: other bits or outputs, a promise broken, its own FAIL, a crash
+  }
 }
 
 }  // namespace detaudit

@@ -34,6 +34,10 @@ enum class FindingKind {
   kTrainingNoBaseline,   // a training cell of DIR without a baseline cell
 };
 const char* to_string(FindingKind k);  // "same", "bits_changed", ... (the JSON "kind")
+// What a finding that did not pass asks (Action): ISOLATE other bits or outputs on the same machine key, a promise
+// broken, a cell's own FAIL, a crash; CONFIGURE a difference beyond the budget on another key (another library,
+// driver or CPU), another algorithm; RETEST a cell not run or not judged, a training run that did not finish.
+Action check_action(FindingKind k);
 
 struct CheckFinding {
   FindingKind kind = FindingKind::kSame;

@@ -559,6 +559,19 @@ std::string prediction_bits(const TrainingRun& r) {
   return o + r.frames_png;
 }
 
+std::string outcome_bits(const TrainingRun& r) {
+  std::string o = r.weights_fingerprint;
+  auto add = [&](double v) { o.append(reinterpret_cast<const char*>(&v), sizeof v); };
+  add(r.final_loss);
+  for (double v : r.curve) add(v);
+  if (r.noise)
+    for (const NoisePoint& p : r.noise->points) {
+      add(double(p.step)), add(p.big_sq), add(p.small_sq);
+      if (p.hw_sq) add(*p.hw_sq);
+    }
+  return o + prediction_bits(r);
+}
+
 namespace {
 
 // The distinct outcomes of a group of finished runs: the weights, and the bits of the final loss, of every point of
@@ -568,20 +581,7 @@ namespace {
 // the promise as surely.
 size_t outcomes_of(const std::vector<TrainingRun>& runs, const std::vector<size_t>& members) {
   std::set<std::string> outcomes;
-  for (size_t i : members) {
-    const TrainingRun& r = runs[i];
-    std::string o = r.weights_fingerprint;
-    auto add = [&](double v) { o.append(reinterpret_cast<const char*>(&v), sizeof v); };
-    add(r.final_loss);
-    for (double v : r.curve) add(v);
-    if (r.noise)
-      for (const NoisePoint& p : r.noise->points) {
-        add(double(p.step)), add(p.big_sq), add(p.small_sq);
-        if (p.hw_sq) add(*p.hw_sq);
-      }
-    o += prediction_bits(r);
-    outcomes.insert(std::move(o));
-  }
+  for (size_t i : members) outcomes.insert(outcome_bits(runs[i]));
   return outcomes.size();
 }
 

@@ -200,6 +200,9 @@ RunVerdict judge_training_run(const TrainingRun& r);
 // The bits of what a run's final weights predict on the held-out data (PredNet: the sequences checked, the next-frame
 // and copy-last errors, the frames), "" for a run without a prediction: part of a run's outcome, compared as bytes.
 std::string prediction_bits(const TrainingRun& r);
+// A finished run's outcome as bytes: its weights, the bits of its final loss, of every point of its learning curve, of
+// every noise measurement and of its held-out prediction. Two runs that promise one outcome give the same bytes.
+std::string outcome_bits(const TrainingRun& r);
 // Every run of a design, in its order: judge_training_run, and beside it what only runs together show. (d)
 // starts every replicate of a seed from the same weights with nondeterminism off and no nudge, so they end in
 // the same bits: where a seed's finished replicates (per source and target) do not all give one final loss,

@@ -47,4 +47,14 @@ int severity(Verdict v) {
   return 4;
 }
 
+const char* to_string(Action a) {
+  switch (a) {
+    case Action::kIsolate: return "ISOLATE";
+    case Action::kConfigure: return "CONFIGURE";
+    case Action::kRetest: return "RETEST";
+    case Action::kMonitor: return "MONITOR";
+  }
+  return "RETEST";
+}
+
 }  // namespace detaudit

@@ -17,6 +17,15 @@ namespace detaudit {
 enum class Verdict { kPass, kFail, kExpected, kWarn, kSkip };
 
 const char* to_string(Verdict v);  // "PASS", "FAIL", "EXPECTED", "WARN", "SKIP"
+
+// What a finding asks of whoever runs the machines (DCGM's failure codes do the same), in the order of urgency:
+// ISOLATE other bits on a deterministic cell, a broken promise, a crash: take the node or device out of service;
+// CONFIGURE key or configuration drift (another library, core type or ISA cap than its peers or its reference);
+// RETEST it could not run, was lost or interrupted, or nothing of it was judged: run it again;
+// MONITOR slow, timing outliers: watch it.
+enum class Action { kIsolate, kConfigure, kRetest, kMonitor };
+const char* to_string(Action a);
+
 // Exactly one of the five names; false for anything else (an empty string included).
 bool parse_verdict(const std::string& s, Verdict* out);
 

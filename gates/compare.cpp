@@ -155,19 +155,23 @@ TrainingCellComparison compare_training_cell(const std::string& condition, const
     }
     if (!x->ok()) continue;
     ++t.runs_matched;
-    // A run's bits: its weights and final loss, and what those weights predict on the held-out data (PredNet's
-    // next-frame error and frames, computed deterministically from them).
+    // A run's bits: its whole outcome (outcome_bits: weights, final loss, learning curve, every noise measurement and
+    // what the weights predict on the held-out data), as the runs of one design are judged against each other.
     const bool same_prediction = prediction_bits(*x) == prediction_bits(*y);
-    const bool same = x->weights_fingerprint == y->weights_fingerprint &&
-                      std::memcmp(&x->final_loss, &y->final_loss, sizeof(double)) == 0 && same_prediction;
+    const bool same_end = x->weights_fingerprint == y->weights_fingerprint &&
+                          std::memcmp(&x->final_loss, &y->final_loss, sizeof(double)) == 0 && same_prediction;
+    const bool same = same_end && outcome_bits(*x) == outcome_bits(*y);
     t.runs_same_bits += same;
     if (!same && t.deterministic)
-      note(fmt::format("{}: weights {} -> {}, final loss {} -> {}{}", id, x->weights_fingerprint.substr(0, 8),
-                       y->weights_fingerprint.substr(0, 8), loss_bits(x->final_loss), loss_bits(y->final_loss),
-                       same_prediction ? ""
-                                       : fmt::format(", held-out prediction MSE {} -> {}",
-                                                     x->prediction ? loss_bits(x->prediction->mse) : "none",
-                                                     y->prediction ? loss_bits(y->prediction->mse) : "none")));
+      note(same_end ? fmt::format("{}: the same weights and final loss ({}), after another learning curve or other noise "
+                                  "measurements (a gradient computed otherwise on the way)",
+                                  id, x->weights_fingerprint.substr(0, 8))
+                    : fmt::format("{}: weights {} -> {}, final loss {} -> {}{}", id, x->weights_fingerprint.substr(0, 8),
+                                  y->weights_fingerprint.substr(0, 8), loss_bits(x->final_loss), loss_bits(y->final_loss),
+                                  same_prediction ? ""
+                                                  : fmt::format(", held-out prediction MSE {} -> {}",
+                                                                x->prediction ? loss_bits(x->prediction->mse) : "none",
+                                                                y->prediction ? loss_bits(y->prediction->mse) : "none")));
   }
   if (one_sided || (t.deterministic && t.runs_same_bits < t.runs_matched))
     t.kind = CellComparison::Kind::kChanged;

@@ -51,6 +51,36 @@ double median_of(std::vector<double> v) {
 
 std::string cell_name(const std::string& workload, const std::string& target) { return workload + " @ " + target; }
 
+// A node's findings in one line: per verdict, how many and of which backends ("42 FAIL, all openblas targets"; "2 FAIL,
+// cpu and openblas targets; 1 FAIL lost"), and the most urgent action among them.
+std::string node_summary(const std::vector<const FleetFinding*>& fs) {
+  std::map<std::pair<Verdict, bool>, std::pair<size_t, std::set<std::string>>> by;  // (verdict, about a cell)
+  std::set<std::string> whole;  // kinds of the findings about the node itself
+  for (const FleetFinding* f : fs) {
+    auto& [n, backends] = by[{f->verdict, !f->cell.empty()}];
+    ++n;
+    if (f->cell.empty()) {
+      whole.insert(f->kind);
+      continue;
+    }
+    const size_t at = f->cell.find(" @ ");
+    const std::string target = at == std::string::npos ? f->cell : f->cell.substr(at + 3);
+    backends.insert(target.substr(0, target.find_first_of(":?")));
+  }
+  std::vector<std::string> parts;
+  for (auto& [vk, nb] : by) {
+    const auto& [n, backends] = nb;
+    if (!vk.second) {
+      parts.push_back(fmt::format("{} {} {}", n, to_string(vk.first), fmt::join(whole, ", ")));
+      continue;
+    }
+    const std::string list = fmt::format("{}", fmt::join(backends, backends.size() == 2 ? " and " : ", "));
+    parts.push_back(fmt::format("{} {}, {}{} target{}", n, to_string(vk.first), n > 1 && backends.size() == 1 ? "all " : "",
+                                list, n > 1 || backends.size() > 1 ? "s" : ""));
+  }
+  return fmt::format("{}", fmt::join(parts, "; "));
+}
+
 // The oracle distance of an observation in a few words.
 std::string oracle_words(const Observation& o) {
   if (!o.oracle) return "no oracle";
@@ -586,6 +616,7 @@ FleetOutcome fleet_consensus(const std::vector<FleetNode>& nodes, const std::str
                   nlohmann::json data = nlohmann::json::object()) {
     FleetFinding f;
     f.verdict = v, f.kind = kind, f.rank = n.rank, f.host = n.host, f.cell = cell, f.detail = std::move(detail);
+    f.action = fleet_action(kind);
     f.data = std::move(data);
     out.findings.push_back(std::move(f));
   };
@@ -1076,6 +1107,13 @@ FleetOutcome fleet_consensus(const std::vector<FleetNode>& nodes, const std::str
       if (f.rank == n.rank) (f.verdict == Verdict::kFail ? nf : nw)++;
     size_t agree = 0;
     for (auto& m : matrix[i]) agree += m == "agree";
+    std::vector<const FleetFinding*> mine;
+    for (auto& f : out.findings)
+      if (f.rank == n.rank) mine.push_back(&f);
+    // The most urgent action among its findings (Action's order), or none.
+    std::optional<Action> most;
+    for (const FleetFinding* f : mine)
+      if (!most || int(f->action) < int(*most)) most = f->action;
     nj.push_back({{"rank", n.rank},
                   {"host", n.host},
                   {"folder", n.folder},
@@ -1088,6 +1126,8 @@ FleetOutcome fleet_consensus(const std::vector<FleetNode>& nodes, const std::str
                   {"verdict", nf   ? "FAIL"
                               : nw ? "WARN"
                                    : "PASS"},
+                  {"action", most ? nlohmann::json(to_string(*most)) : nlohmann::json()},
+                  {"summary", node_summary(mine)},
                   {"findings", nf + nw}});
   }
   j["nodes"] = nj;
@@ -1095,6 +1135,7 @@ FleetOutcome fleet_consensus(const std::vector<FleetNode>& nodes, const std::str
   for (auto& f : out.findings)
     fj.push_back({{"verdict", to_string(f.verdict)},
                   {"kind", f.kind},
+                  {"action", to_string(f.action)},
                   {"rank", f.rank},
                   {"host", f.host},
                   {"cell", f.cell},
@@ -1121,6 +1162,15 @@ FleetOutcome fleet_consensus(const std::vector<FleetNode>& nodes, const std::str
   j["collectives"] = collectives;
   out.json = std::move(j);
   return out;
+}
+
+Action fleet_action(const std::string& kind) {
+  if (kind == "key" || kind == "another_plan") return Action::kConfigure;
+  if (kind == "slow") return Action::kMonitor;
+  if (kind == "missing" || kind == "failed" || kind == "lost" || kind == "interrupted" || kind == "nothing" ||
+      kind == "missing_cell")
+    return Action::kRetest;
+  return Action::kIsolate;  // bits, varies, status, no_majority, reference, own_check, collective
 }
 
 }  // namespace detaudit

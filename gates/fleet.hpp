@@ -91,10 +91,16 @@ Status check_fleet_qualify(const std::string& qualify_json, const std::string& w
 struct FleetFinding {
   Verdict verdict = Verdict::kFail;
   std::string kind;  // bits, varies, status, no_majority, key, lost, missing, failed, own_check, slow, collective
+  Action action = Action::kIsolate;  // fleet_action(kind)
   int rank = -1;
   std::string host, cell, detail;  // detail: one line
   nlohmann::json data = nlohmann::json::object();
 };
+
+// What a kind of finding asks: ISOLATE other bits, a cell that varied, crashed or broke a promise, the node's own
+// failed qualification, a collective; CONFIGURE another machine key or plan than its peers'; RETEST a node lost,
+// interrupted, missing, that could not run or of which nothing was judged; MONITOR slow.
+Action fleet_action(const std::string& kind);
 
 // fleet report refuses a directory whose latest run misses more ranks than this (each would be a row).
 inline constexpr size_t kMaxMissingRanks = 10000;

@@ -12,16 +12,6 @@
 
 namespace detaudit {
 
-const char* to_string(HealthAction a) {
-  switch (a) {
-    case HealthAction::kIsolate: return "ISOLATE";
-    case HealthAction::kConfigure: return "CONFIGURE";
-    case HealthAction::kMonitor: return "MONITOR";
-    case HealthAction::kRetest: return "RETEST";
-  }
-  return "RETEST";
-}
-
 namespace {
 
 bool is_gpu_target(const Spec& t) {
@@ -158,11 +148,14 @@ Status plan_health_lanes(const Reference& ref, const std::string& key, const nlo
 HealthOutcome judge_health(const Reference& ref, const std::string& key, const std::vector<HealthLane>& lanes,
                            const HealthRun& run, const nlohmann::json& gpus, double budget_s) {
   HealthOutcome h;
+  auto uuid_of = [&](int gpu) {
+    if (gpu >= 0 && gpus.is_array() && size_t(gpu) < gpus.size() && gpus[size_t(gpu)].is_object())
+      return gpus[size_t(gpu)].value("uuid", std::string());
+    return std::string();
+  };
   auto where = [&](const HealthLane& l) {
     if (l.gpu >= 0) {
-      std::string uuid;
-      if (gpus.is_array() && size_t(l.gpu) < gpus.size() && gpus[size_t(l.gpu)].is_object())
-        uuid = gpus[size_t(l.gpu)].value("uuid", "");
+      const std::string uuid = uuid_of(l.gpu);
       return uuid.empty() ? fmt::format("gpu {}", l.gpu) : fmt::format("gpu {} ({})", l.gpu, uuid);
     }
     return fmt::format("cpu {} (core {}, package {})", l.place.cpu, l.place.core, l.place.package);
@@ -178,6 +171,7 @@ HealthOutcome judge_health(const Reference& ref, const std::string& key, const s
     HealthFinding f;
     f.place = lane.place;
     f.gpu = lane.gpu;
+    f.gpu_uuid = uuid_of(lane.gpu);
     f.workload = o.workload;
     f.target = o.target;
     f.reference = k->fingerprint;
@@ -201,7 +195,7 @@ HealthOutcome judge_health(const Reference& ref, const std::string& key, const s
                              short_hex(k->rows_fingerprint), short_hex(f.here));
       } else if (runs.empty()) {
         f.kind = "error";
-        f.action = HealthAction::kRetest;
+        f.action = Action::kRetest;
         f.line = fmt::format("{} gave no output", cell);
       } else {
         ++h.cells;
@@ -217,17 +211,25 @@ HealthOutcome judge_health(const Reference& ref, const std::string& key, const s
     } else {
       // Skipped, an error, or a timeout of a worker that stopped answering: the nodes that made the reference ran it.
       f.kind = "error";
-      f.action = HealthAction::kRetest;
+      f.action = Action::kRetest;
       f.here = o.reason;
       f.line = fmt::format("{} could not run: {}", cell, o.reason);
     }
     f.line = where(lane) + ": " + f.line;
-    h.findings.push_back(std::move(f));
+    // The same cell failing again on the same CPU in a later pass is the same finding, counted.
+    const auto same = std::find_if(h.findings.begin(), h.findings.end(), [&](const HealthFinding& g) {
+      return g.place.cpu == f.place.cpu && g.gpu == f.gpu && g.workload == f.workload && g.target == f.target &&
+             g.kind == f.kind;
+    });
+    if (same != h.findings.end())
+      ++same->times;
+    else
+      h.findings.push_back(std::move(f));
   }
   // ISOLATE first, then by CPU (GPUs after), in the order found.
   std::stable_sort(h.findings.begin(), h.findings.end(), [](const HealthFinding& a, const HealthFinding& b) {
     auto rank = [](const HealthFinding& f) {
-      return std::tuple(f.action == HealthAction::kIsolate ? 0 : 1, f.gpu >= 0 ? 1 : 0, f.gpu >= 0 ? f.gpu : f.place.cpu);
+      return std::tuple(f.action == Action::kIsolate ? 0 : 1, f.gpu >= 0 ? 1 : 0, f.gpu >= 0 ? f.gpu : f.place.cpu);
     };
     return rank(a) < rank(b);
   });
@@ -280,7 +282,7 @@ HealthOutcome judge_health(const Reference& ref, const std::string& key, const s
     if (lanes[i].gpu >= 0)
       lj["gpu"] = lanes[i].gpu;
     else
-      lj.update({{"cpu", lanes[i].place.cpu}, {"core", lanes[i].place.core}, {"package", lanes[i].place.package}});
+      lj.update({{"logical_cpu", lanes[i].place.cpu}, {"core", lanes[i].place.core}, {"package", lanes[i].place.package}});
     lane_json.push_back(std::move(lj));
   }
   if (h.exit_code == 0 && !short_of.empty())
@@ -289,11 +291,11 @@ HealthOutcome judge_health(const Reference& ref, const std::string& key, const s
   for (auto& f : h.findings) {
     nlohmann::json x = {{"kind", f.kind},     {"action", to_string(f.action)}, {"workload", f.workload},
                         {"target", f.target}, {"reference", f.reference},      {"here", f.here},
-                        {"line", f.line}};
+                        {"line", f.line},     {"times", f.times}};
     if (f.gpu >= 0)
-      x.update({{"gpu", f.gpu}});
+      x.update({{"gpu", f.gpu}, {"uuid", f.gpu_uuid}});
     else
-      x.update({{"cpu", f.place.cpu}, {"core", f.place.core}, {"package", f.place.package}});
+      x.update({{"logical_cpu", f.place.cpu}, {"core", f.place.core}, {"package", f.place.package}});
     fj.push_back(std::move(x));
   }
   h.json = {{"schema", kHealthSchema}, {"status", h.status}, {"line", h.line},       {"key", key},

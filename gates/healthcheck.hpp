@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "gates/reference.hpp"
+#include "gates/verdict.hpp"  // Action
 #include "suites/health_run.hpp"
 
 namespace detaudit {
@@ -22,19 +23,16 @@ inline constexpr const char* kHealthSchema = "detaudit-healthcheck/1";
 // The default --budget: on a two-core machine the whole check, start-up included, ends with a margin inside 10 s.
 inline constexpr double kHealthBudgetDefault = 6;
 
-// What a finding asks of the administrator (DCGM's failure codes do the same): ISOLATE other bits on a deterministic
-// cell, a crash; CONFIGURE the machine is not the one the reference knows; MONITOR slow; RETEST could not run.
-enum class HealthAction { kIsolate, kConfigure, kMonitor, kRetest };
-const char* to_string(HealthAction a);
 
 struct HealthFinding {
   std::string kind;  // bits, rows, varies, crashed, error
-  HealthAction action = HealthAction::kIsolate;
+  Action action = Action::kIsolate;
   CpuPlace place;    // the CPU (place.cpu >= 0) ...
   int gpu = -1;      // ... or the GPU (index)
   std::string gpu_uuid;
   std::string workload, target, reference, here;  // here: the other bits (bits, rows) or the reason
   std::string line;                               // "cpu 13 (core 6, package 0): other bits in ..."
+  size_t times = 1;  // runs of the cell on this CPU or GPU that found it (one finding per CPU, cell and kind)
 };
 
 struct HealthPlanOptions {
@@ -54,7 +52,7 @@ struct HealthOutcome {
   int exit_code = 2;  // 0 OK, 1 a finding, 2 nothing judged
   std::string status;  // OK, FAIL, ERROR
   std::string line;    // "detaudit: OK ..." (no newline)
-  size_t cells = 0;    // cells judged (a cell on two CPUs counts twice)
+  size_t cells = 0;    // cell runs that passed (a cell run twice, or on two CPUs, counts twice)
   std::vector<HealthFinding> findings;
   nlohmann::json json;  // the whole outcome (--format json: kHealthSchema, schemas/healthcheck.schema.json)
 };

@@ -263,6 +263,7 @@ nlohmann::json QualifyOutcome::to_json() const {
                   {"detail", c.detail},
                   {"required", c.required},
                   {"seconds", c.seconds}});
+    if (const auto a = qualify_action(c)) cs.back()["action"] = to_string(*a);
     counts.add(c.verdict);
   }
   return {{"schema", kQualifySchema},
@@ -686,6 +687,14 @@ Status run_qualify(const QualifyOptions& opt, QualifyOutcome* out) {
   out->decision = decide(out->checks);
   out->finished_at = utc_now_iso8601();
   return write_file_atomic(opt.out_dir + "/qualify.json", out->to_json().dump(1) + "\n", Own::kQualify);
+}
+
+std::optional<Action> qualify_action(const QualifyCheck& c) {
+  if (c.verdict == Verdict::kPass || c.verdict == Verdict::kExpected) return std::nullopt;
+  if (c.name.rfind("timing", 0) == 0) return Action::kMonitor;
+  if (c.verdict == Verdict::kSkip) return c.required ? std::optional(Action::kRetest) : std::nullopt;
+  if (c.verdict == Verdict::kWarn) return Action::kMonitor;
+  return Action::kIsolate;
 }
 
 }  // namespace detaudit

@@ -16,6 +16,7 @@
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -56,6 +57,11 @@ struct QualifyCheck {
   bool required = false;  // a SKIP of a required check makes the qualification fail to run
   double seconds = 0;     // wall time of the step that decided it (the probe run for every probe row)
 };
+
+// What a check that did not pass asks (gates/verdict.hpp): MONITOR timing outliers; RETEST a required check that
+// could not run; ISOLATE any other failure (a broken promise, other bits than the baseline, a training run that did
+// not finish or differs). A check that passed asks nothing (nullopt).
+std::optional<Action> qualify_action(const QualifyCheck& c);
 
 // What a level runs, before anything runs (`qualify --list`, and run_qualify itself): the probe suite
 // with its targets and workloads, and the training design of levels 2 and 3.

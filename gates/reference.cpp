@@ -65,6 +65,34 @@ std::string holds_own_agreement(const Reference& known, const std::vector<FleetN
   return "";
 }
 
+std::string mirrors_own_agreement(const Reference& known, const std::vector<FleetNode>& nodes) {
+  const Reference agreed = reference_of_fleet(nodes);
+  const auto start = iso8601_seconds(fleet_start(nodes));
+  if (agreed.cells.empty() || !start) return "";
+  // The fleet's span: its earliest start to its latest end, and the longest a node of it ran.
+  int64_t end = *start, longest = 0;
+  for (const FleetNode& n : nodes) {
+    const auto s0 = iso8601_seconds(n.started_at), s1 = iso8601_seconds(n.finished_at);
+    if (s1) end = std::max(end, *s1);
+    if (s0 && s1) longest = std::max(longest, *s1 - *s0);
+  }
+  size_t mine = 0;
+  for (const ReferenceCell& c : known.cells) {
+    if (!agreed.keys.count(c.key)) continue;
+    const ReferenceCell* own = agreed.find(c.key, c.workload, c.target);
+    const auto at = iso8601_seconds(c.at);
+    if (!own || !at || own->fingerprint != c.fingerprint || own->rows_fingerprint != c.rows_fingerprint ||
+        own->nodes != c.nodes || own->of != c.of || *at < *start - longest - 1 || *at > end)
+      return "";
+    ++mine;
+  }
+  if (mine == 0) return "";
+  return fmt::format("every cell the reference holds of this fleet's keys ({}) is this fleet's own agreement (the same "
+                     "bits and counts), agreed within one run's length of its start: it says nothing the fleet did "
+                     "not say of itself (the vote judged it)",
+                     mine);
+}
+
 Reference reference_of_fleet(const std::vector<FleetNode>& nodes, const Reference* known) {
   Reference ref;
   // Nodes by machine key; a node without one (it never said) is in no group.

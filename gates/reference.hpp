@@ -56,6 +56,11 @@ std::string fleet_start(const std::vector<FleetNode>& nodes);
 // A reference that holds this fleet's own agreement (a cell agreed when this fleet started, of a key its nodes have)
 // would judge the fleet by itself: "" when it holds none, else why.
 std::string holds_own_agreement(const Reference& known, const std::vector<FleetNode>& nodes);
+// A reference whose every cell of this fleet's keys is what this fleet agreed on (the same bits, rows and counts),
+// agreed within one run's length of this fleet's start: from its content, this fleet's own agreement with its time
+// moved, or a fleet that ran beside it. "" when not, else a warning (the vote still judges; the reference added
+// nothing that the fleet did not say of itself).
+std::string mirrors_own_agreement(const Reference& known, const std::vector<FleetNode>& nodes);
 
 // One finding of a merge: the same key and cell with other bits in two references. The cell keeps the bits it had
 // (the first file's); nothing is overwritten.

@@ -69,9 +69,15 @@ Document build_fleet_report(const nlohmann::json& f) {
                     {inline_text(s_of(n, "state")), ""},
                     {fmt::format("{} of {}", s_of(n, "cells_agreeing"), s_of(n, "cells")), ""},
                     {ratio, ""},
-                    {inline_text(v), verdict_class(v)}});
+                    {inline_text(v), verdict_class(v)},
+                    {inline_text(s_of(n, "action")), ""},
+                    {inline_text(s_of(n, "summary")), ""}});
   }
-  nodes.table({"rank", "host", "machine key", "state", "cells agreeing", "time vs group", "verdict"}, rows);
+  nodes.table({"rank", "host", "machine key", "state", "cells agreeing", "time vs group", "verdict", "action",
+               "findings"},
+              rows);
+  nodes.para("Action: ISOLATE other bits, a broken promise or a crash (take it out of service); CONFIGURE another "
+             "machine key or plan than its peers'; RETEST it could not run, was lost or interrupted; MONITOR slow.");
 
   Section& fs = d.add("Findings");
   const auto findings = f.value("findings", nlohmann::json::array());
@@ -84,10 +90,11 @@ Document build_fleet_report(const nlohmann::json& f) {
       fr.push_back({{inline_text(v), verdict_class(v)},
                     {inline_text(s_of(x, "rank") + " " + s_of(x, "host")), ""},
                     {inline_text(s_of(x, "kind")), ""},
+                    {inline_text(s_of(x, "action")), ""},
                     {s_of(x, "cell").empty() ? "" : inline_code(s_of(x, "cell")), ""},
                     {inline_text(s_of(x, "detail")), ""}});
     }
-    fs.table({"verdict", "node", "kind", "cell", "detail"}, fr).md_budget(20000);
+    fs.table({"verdict", "node", "kind", "action", "cell", "detail"}, fr).md_budget(20000);
   }
 
   Section& gs = d.add("Machine key groups");

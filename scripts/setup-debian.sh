@@ -25,6 +25,7 @@ packages=(
   dataset-fashion-mnist                 # training data (IDX files in /usr/share/datasets/fashion-mnist)
   openmpi-bin libopenmpi-dev            # fleet: mpirun, MPI gathering and the allreduce workload
   slurm-wlm munge                       # fleet's tests: a local two-node Slurm cluster (tests/fleet/slurm-cluster.sh)
+  prometheus                            # promtool: the --metrics files checked as Prometheus reads them
 )
 
 check_only=0

@@ -237,6 +237,29 @@ TEST(FailClosed, AHeldOutPredictionIsPartOfARunsBits) {
   EXPECT_TRUE(named);
 }
 
+// A run's noise measurements are part of its outcome: two files whose deterministic runs end in the same weights and
+// loss after other measured gradients (the same weights at the same step give the same gradient) are changed runs.
+TEST(FailClosed, NoiseMeasurementsArePartOfARunsBitsInCompare) {
+  Results a = training_results("autoencoder"), b = training_results("autoencoder", 'd', 3);
+  for (Results* r : {&a, &b})
+    for (TrainingRun& t : r->training) {
+      NoiseTrace n;
+      n.every = 1, n.b_big = 8, n.b_small = 2;
+      n.points = {{1, 0.02, 0.05, 0.0}};
+      t.noise = n;
+    }
+  EXPECT_EQ(compare_results(a, b, "a", "b").training_changed, 0);
+  for (TrainingRun& t : b.training)
+    if (t.weights_fingerprint == test::fingerprint('d')) t.noise->points[0].big_sq = 0.03;
+  for (const RunVerdict& v : judge_training_runs(b.training)) EXPECT_NE(v.verdict, Verdict::kFail) << v.reason;
+  const Comparison c = compare_results(a, b, "a", "b");
+  EXPECT_EQ(c.training_changed, 2) << "(d), and (b), whose first seed starts from (d)'s weights";
+  bool named = false;
+  for (auto& t : c.training)
+    named = named || t.first_difference.find("after another learning curve or other noise measurements") != std::string::npos;
+  EXPECT_TRUE(named);
+}
+
 TEST(FailClosed, CompareComparesTrainingRuns) {
   Dir d("fail-closed-compare");
   const std::string a = d.save("a", training_results("autoencoder")),

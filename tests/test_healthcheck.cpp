@@ -20,6 +20,7 @@
 #include <tuple>
 #include <vector>
 
+#include "report/prometheus.hpp"
 #include "gates/healthcheck.hpp"
 #include "gates/reference.hpp"
 #include "probes/env.hpp"
@@ -157,7 +158,7 @@ TEST(HealthJudge, OtherBitsOnOneCpuAreNamedWithItsCoreAndPackage) {
                           canon_workload("reduce?op=sum&n=100") + " on " + canon_target("openblas?core=Haswell&threads=1") +
                           " (reference aaaaaaaa, here bbbbbbbb)");
   ASSERT_EQ(bad.json["findings"].size(), 1u);
-  EXPECT_EQ(bad.json["findings"][0]["cpu"], 13);
+  EXPECT_EQ(bad.json["findings"][0]["logical_cpu"], 13);
   EXPECT_EQ(bad.json["findings"][0]["action"], "ISOLATE");
 
   // The warm-up run is judged too on a CPU; a crash is a finding; more findings are counted in the line.
@@ -284,6 +285,80 @@ TEST(Healthcheck, AMachineOfAnotherKeyOrABudgetNothingFitsInIsNotJudged) {
   const auto none = run_cli("healthcheck --reference /nonexistent/reference.json");
   EXPECT_EQ(none.code, 2);
   EXPECT_NE(none.err.find("detaudit: error: "), std::string::npos) << none.err;
+}
+
+// ---- --metrics: Prometheus's text format -------------------------------------------------------------------------
+
+TEST(Prometheus, OneHelpAndTypePerFamilyLabelsEscapedAndOneSeriesPerLabelSet) {
+  PromText p;
+  add_node_metrics(&p, "healthcheck", {{"host", "a\"b\\c\nd"}}, 1, 7,
+                        {{{{"cpu", "3"}}, "ISOLATE", "bits", "w @ t"}, {{{"cpu", "3"}}, "ISOLATE", "bits", "w @ t"},
+                         {{{"cpu", "4"}}, "RETEST", "error", "w @ t"}});
+  const std::string t = p.str();
+  EXPECT_EQ(t.rfind("# HELP detaudit_health_status ", 0), 0u) << "the first line names the file as detaudit's";
+  EXPECT_NE(t.find("detaudit_health_status{command=\"healthcheck\",host=\"a\\\"b\\\\c\\nd\"} 1\n"), std::string::npos) << t;
+  EXPECT_NE(t.find("detaudit_findings{command=\"healthcheck\",host=\"a\\\"b\\\\c\\nd\",action=\"ISOLATE\"} 2\n"),
+            std::string::npos)
+      << t;
+  EXPECT_NE(t.find(",cpu=\"3\",action=\"ISOLATE\",kind=\"bits\",cell=\"w @ t\"} 2\n"), std::string::npos)
+      << "the same labels twice are one series, valued 2:\n" << t;
+  size_t helps = 0;
+  for (size_t at = 0; (at = t.find("# HELP detaudit_finding ", at)) != std::string::npos; ++at) ++helps;
+  EXPECT_EQ(helps, 1u);
+  // Written atomically over a metrics file of detaudit's, never over another file or through a link.
+  const fs::path d = fresh_dir("prom-files");
+  fs::create_directories(d);
+  ASSERT_TRUE(write_metrics((d / "m.prom").string(), p).is_ok());
+  ASSERT_TRUE(write_metrics((d / "m.prom").string(), p).is_ok()) << "its own file is replaced";
+  std::ofstream(d / "notes.txt") << "mine\n";
+  EXPECT_FALSE(write_metrics((d / "notes.txt").string(), p).is_ok());
+  EXPECT_EQ(slurp(d / "notes.txt"), "mine\n");
+  fs::create_symlink(d / "m.prom", d / "link.prom");
+  EXPECT_FALSE(write_metrics((d / "link.prom").string(), p).is_ok());
+  fs::remove_all(d);
+}
+
+bool have_promtool() { return shell("command -v promtool >/dev/null 2>&1") == 0; }
+
+// The files healthcheck, fleet report and qualify write with --metrics, as Prometheus's own checker reads them: a
+// faulty CPU's findings with its cpu, core and package; a fleet's faulty rank; a qualification.
+TEST(Prometheus, TheMetricsFilesOfAFailingRunPassPromtool) {
+  if (!have_promtool()) GTEST_SKIP() << "promtool is not installed (Debian's prometheus; scripts/setup-debian.sh)";
+  // Three ranks, the third computing other bits for every workload: the reference is the other two's agreement.
+  const fs::path d = fresh_dir("prom-fleet");
+  fs::create_directories(d);
+  for (int r = 0; r < 3; ++r)
+    ASSERT_EQ(shell("DETAUDIT_FLEET_TEST_FLIP='2:*' " + std::string(DETAUDIT_EXE) + " fleet --rank " + std::to_string(r) +
+                    " --ranks 3 --out " + d.string() + kHealthPlan + " --no-history --quiet >/dev/null 2>&1"),
+              0);
+  const auto rep = run_cli("fleet report " + d.string() + " --quiet --metrics " + (d / "fleet.prom").string());
+  EXPECT_EQ(rep.code, 1) << rep.out << rep.err;
+  const std::string fm = slurp(d / "fleet.prom");
+  EXPECT_NE(fm.find("detaudit_health_status{command=\"fleet\",host="), std::string::npos) << fm;
+  EXPECT_NE(fm.find(",rank=\"2\"} 1\n"), std::string::npos) << fm;
+  EXPECT_NE(fm.find(",rank=\"0\"} 0\n"), std::string::npos) << fm;
+  EXPECT_NE(fm.find(",rank=\"2\",action=\"ISOLATE\",kind=\"bits\",cell=\""), std::string::npos) << fm;
+  EXPECT_EQ(shell("promtool check metrics <" + (d / "fleet.prom").string() + " >" + (d / "pt").string() + " 2>&1"), 0)
+      << slurp(d / "pt");
+  // The healthcheck, its CPU faulty.
+  const int cpu = allowed_cpus().front().cpu;
+  const int hc = shell("DETAUDIT_HEALTHCHECK_TEST_FLIP='" + std::to_string(cpu) + ":*' " + DETAUDIT_EXE +
+                       " healthcheck --reference " + (d / "reference.json").string() + " --budget 0.5 --metrics " +
+                       (d / "hc.prom").string() + " >/dev/null 2>&1");
+  EXPECT_EQ(hc, 1);
+  const std::string hm = slurp(d / "hc.prom");
+  EXPECT_NE(hm.find("detaudit_health_status{command=\"healthcheck\",host="), std::string::npos) << hm;
+  EXPECT_NE(hm.find(",logical_cpu=\"" + std::to_string(cpu) + "\",core=\""), std::string::npos) << hm;
+  EXPECT_EQ(shell("promtool check metrics <" + (d / "hc.prom").string() + " >" + (d / "pt").string() + " 2>&1"), 0)
+      << slurp(d / "pt");
+  // A qualification.
+  const auto q = run_cli("qualify --targets cpu-ref --out " + (d / "q").string() + " --no-history --quiet --metrics " +
+                         (d / "q.prom").string());
+  EXPECT_EQ(q.code, 0) << q.out << q.err;
+  EXPECT_NE(slurp(d / "q.prom").find("detaudit_health_status{command=\"qualify\",host="), std::string::npos);
+  EXPECT_EQ(shell("promtool check metrics <" + (d / "q.prom").string() + " >" + (d / "pt").string() + " 2>&1"), 0)
+      << slurp(d / "pt");
+  fs::remove_all(d);
 }
 
 // Polls `cond` every 0.2 s for up to `seconds`.

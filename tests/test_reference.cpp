@@ -5,6 +5,7 @@
 
 #include <sys/wait.h>
 
+#include <ctime>
 #include <filesystem>
 #include <functional>
 #include <tuple>
@@ -388,6 +389,28 @@ TEST(FleetReference, AFleetWritesItsReferenceAndALaterOneIsJudgedByIt) {
   r = run_cli("fleet report " + (d / "three").string() + " --reference " + (d / "own.json").string());
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.err.find("it holds this fleet's own agreement"), std::string::npos) << r.err;
+  // The same copy with its time moved back a second: no longer "agreed when this fleet started", but every cell is
+  // still this fleet's own agreement, within a run's length of its start: said (WARN), never "judged against it" alone.
+  {
+    auto j = nlohmann::json::parse(slurp(ref));
+    for (auto& c : j["cells"]) {
+      const std::string at = c["at"];
+      std::tm tm{};
+      ::strptime(at.c_str(), "%Y-%m-%dT%H:%M:%SZ", &tm);
+      const time_t t = ::timegm(&tm) - 1;
+      char buf[32];
+      std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", ::gmtime(&t));
+      c["at"] = buf;
+    }
+    std::ofstream(d / "moved.json") << j.dump(1);
+  }
+  r = run_cli("fleet report " + (d / "three").string() + " --reference " + (d / "moved.json").string());
+  EXPECT_EQ(r.code, 0) << r.out << r.err << "(three nodes agree: the vote judged them)";
+  EXPECT_NE(r.out.find("WARN reference " + (d / "moved.json").string() + ": every cell the reference holds of this "
+                       "fleet's keys (4) is this fleet's own agreement"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("warn=1"), std::string::npos) << r.out;
   // Judged by the very file its consensus writes, a fleet would replace its own reference: refused.
   r = run_cli("fleet report " + (d / "three").string() + " --reference " + ref);
   EXPECT_EQ(r.code, 2);

@@ -174,7 +174,7 @@ def main():
         edits.append(("healthcheck", h, "a FAIL without a finding"))
         h = copy.deepcopy(health)
         h["findings"] = [{"kind": "bits", "action": "PANIC", "workload": "w", "target": "t", "reference": "a",
-                          "here": "b", "line": "x", "cpu": 0, "core": 0, "package": 0}]
+                          "here": "b", "line": "x", "logical_cpu": 0, "core": 0, "package": 0}]
         edits.append(("healthcheck", h, "an action no finding has"))
     c = {"schema": "detaudit-cli/1", "command": "check", "exit_code": 2, "reports": {}}
     edits.append(("cli", c, "exit 2 without its error"))
