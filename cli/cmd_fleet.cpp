@@ -221,6 +221,18 @@ int run_fleet(const FleetArgs& a, int argc, char** argv) {
     setenv("DETAUDIT_TEST_FLIP_OUTPUT", w.c_str(), 1);
   say_rank(fmt::format("{} on {} (rank from {}), results in {}/{}", who.mpi ? "MPI" : "no MPI", n.host, who.source, dir,
                        n.folder));
+  // Under MPI every rank says who it is before anything runs, so a rank that later hangs or is lost is named with its
+  // host (and Slurm node and job), not by its number alone.
+  std::vector<std::string> identities;
+  if (who.mpi) {
+    std::string me = "host " + n.host;
+    for (const char* v : {"SLURMD_NODENAME", "SLURM_JOB_ID"})
+      if (const char* x = std::getenv(v); x && *x) me += fmt::format(", {} {}", v, x);
+    if (Status st = fleet_exchange_identities(me, &identities); !st) {
+      fleet_mpi_end(true, 2);
+      return fail(st);
+    }
+  }
   // What the folder's node.json said before this run: a run refused for its input (another plan than the results
   // in the folder, say) leaves it as it was, so a refused command never turns a finished rank into a failed one
   // (without MPI; under MPI the peers wait for the rank's part of the consensus).
@@ -359,7 +371,12 @@ int run_fleet(const FleetArgs& a, int argc, char** argv) {
     if (!answered[size_t(r)]) {
       lost = true;
       x.rank = r, x.ranks = who.ranks, x.state = "missing";
-      x.detail = fmt::format("no results within --timeout {:.0f} s of rank 0's (hung, or lost)", a.wait);
+      x.detail = fmt::format("no results within --timeout {:.0f} s of rank 0's (hung, or lost){}", a.wait,
+                             size_t(r) < identities.size() ? "; it started as " + identities[size_t(r)] : "");
+      if (size_t(r) < identities.size() && identities[size_t(r)].rfind("host ", 0) == 0) {
+        const std::string id = identities[size_t(r)];
+        x.host = id.substr(5, id.find(',') == std::string::npos ? std::string::npos : id.find(',') - 5);
+      }
     } else if (Status ps = read_rank(all[size_t(r)], r, &x); !ps) {
       x = FleetNode{};
       x.rank = r, x.ranks = who.ranks, x.state = "failed", x.detail = ps.message();

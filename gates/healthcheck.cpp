@@ -285,6 +285,17 @@ HealthOutcome judge_health(const Reference& ref, const std::string& key, const s
       lj.update({{"logical_cpu", lanes[i].place.cpu}, {"core", lanes[i].place.core}, {"package", lanes[i].place.package}});
     lane_json.push_back(std::move(lj));
   }
+  // A CPU or GPU of which no cell finished was not judged at all: no OK for the node.
+  std::vector<std::string> unjudged;
+  for (size_t i = 0; i < lanes.size(); ++i)
+    if (judged_per_lane[i] == 0)
+      unjudged.push_back(lanes[i].gpu >= 0 ? fmt::format("gpu {}", lanes[i].gpu) : fmt::format("cpu {}", lanes[i].place.cpu));
+  if (h.exit_code == 0 && !unjudged.empty()) {
+    h.exit_code = 2;
+    h.status = "ERROR";
+    h.line = fmt::format("detaudit: ERROR no cell finished on {} within --budget {:g} s ({} of {} judged): raise it",
+                         fmt::join(unjudged, ", "), budget_s, lanes.size() - unjudged.size(), lanes.size());
+  }
   if (h.exit_code == 0 && !short_of.empty())
     h.line += fmt::format(" (not reached within the budget: {})", fmt::join(short_of, "; "));
   nlohmann::json fj = nlohmann::json::array();

@@ -262,6 +262,24 @@ Status fleet_gather(const std::vector<std::string>& mine, double wait_s, std::ve
   return Status::ok();
 }
 
+Status fleet_exchange_identities(const std::string& mine, std::vector<std::string>* all) {
+  int ranks = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+  std::string me = mine.substr(0, kIdentityBytes);
+  me.resize(kIdentityBytes, '\0');
+  std::string got(kIdentityBytes * size_t(ranks), '\0');
+  if (MPI_Allgather(me.data(), int(kIdentityBytes), MPI_CHAR, got.data(), int(kIdentityBytes), MPI_CHAR,
+                    MPI_COMM_WORLD) != MPI_SUCCESS)
+    return Status::error("MPI_Allgather of the ranks' identities failed");
+  all->clear();
+  for (int r = 0; r < ranks; ++r) {
+    std::string id = got.substr(size_t(r) * kIdentityBytes, kIdentityBytes);
+    id.resize(std::min(id.find('\0'), id.size()));
+    all->push_back(std::move(id));
+  }
+  return Status::ok();
+}
+
 bool fleet_all_ready(bool mine, double wait_s) {
   int v = mine ? 1 : 0, all = 0, done = 0;
   MPI_Request req;
@@ -414,6 +432,9 @@ Status run_nccl_allreduce_cells(int, uint64_t, int, std::vector<CollectiveCell>*
 
 Status fleet_gather(const std::vector<std::string>&, double, std::vector<std::vector<std::string>>*,
                     std::vector<bool>*) {
+  return Status::unavailable(std::string("built without MPI: ") + DETAUDIT_MPI_OFF_REASON);
+}
+Status fleet_exchange_identities(const std::string&, std::vector<std::string>*) {
   return Status::unavailable(std::string("built without MPI: ") + DETAUDIT_MPI_OFF_REASON);
 }
 bool fleet_all_ready(bool, double) { return false; }

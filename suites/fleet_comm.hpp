@@ -48,6 +48,10 @@ Status fleet_resolve_rank(int rank, int ranks, FleetRank* out);
 // `all` and `answered` are filled on rank 0 only (all[0] = mine).
 Status fleet_gather(const std::vector<std::string>& mine, double wait_s, std::vector<std::vector<std::string>>* all,
                     std::vector<bool>* answered);
+// MPI only, collective, at the start: every rank's identity (`mine`: its host, Slurm node and job, rank), so that a
+// rank that later hangs or is lost is named with its host. Records longer than kIdentityBytes are cut.
+inline constexpr size_t kIdentityBytes = 256;
+Status fleet_exchange_identities(const std::string& mine, std::vector<std::string>* all);
 // MPI only, collective: whether every rank is ready (`mine` on each), known within `wait_s` seconds; a
 // rank that does not take part by then (hung) makes it false on the others, which go on without it.
 bool fleet_all_ready(bool mine, double wait_s);

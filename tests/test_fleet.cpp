@@ -772,6 +772,11 @@ TEST(FleetMpi, AHungRankIsNamedAfterTheTimeoutAndTheOthersStand) {
     if (x["rank"] == 2 && x["kind"] == "missing") {
       named = true;
       EXPECT_NE(x["detail"].get<std::string>().find("--timeout 4 s"), std::string::npos) << x.dump();
+      // Named with the host it said it was on at the start (the ranks exchange who they are before running).
+      const std::string host = nlohmann::json::parse(slurp(d / "ranks" / (fleet_folder(0, f["nodes"][0]["host"]).substr(6)) /
+                                                           "node.json"))["host"];
+      EXPECT_EQ(x["host"], host) << x.dump();
+      EXPECT_NE(x["detail"].get<std::string>().find("it started as host " + host), std::string::npos) << x.dump();
     }
   EXPECT_TRUE(named) << f["findings"].dump();
   for (int r : {0, 1}) {

@@ -172,6 +172,15 @@ TEST(HealthJudge, OtherBitsOnOneCpuAreNamedWithItsCoreAndPackage) {
   EXPECT_NE(more.line.find("; 2 more findings (cpu 0, cpu 13)"), std::string::npos) << more.line;
   EXPECT_EQ(more.line.rfind("detaudit: FAIL cpu 0 (core 0, package 0): ", 0), 0u) << more.line << "\n(by CPU)";
 
+  // One CPU of which nothing finished was not judged: no OK (exit 2, naming it), though the other passed.
+  HealthRun half;
+  half.seconds = 1;
+  half.observations = {{0, ran("cpu-ref", "matmul?m=8&n=8&k=8", {kA, kA})}};
+  HealthOutcome part = judge_health(ref, kKey, lanes, half, nlohmann::json::array(), 1);
+  EXPECT_EQ(part.exit_code, 2);
+  EXPECT_EQ(part.line.rfind("detaudit: ERROR no cell finished on cpu 13 within --budget 1 s (1 of 2 judged)", 0), 0u)
+      << part.line;
+
   // Nothing finished within the budget: nothing judged, exit 2.
   HealthRun none;
   none.cut = 2;
@@ -235,9 +244,12 @@ TEST(Healthcheck, JudgesEveryCpuAgainstTheReferenceAndNamesTheOneThatComputesOth
   ASSERT_TRUE(fs::exists(ref));
   const auto ok = run_cli("healthcheck --reference " + ref.string() + " --budget 1");
   EXPECT_EQ(ok.code, 0) << ok.out << ok.err;
-  EXPECT_TRUE(std::regex_match(ok.out, std::regex(R"(detaudit: OK \d+ cells on \d+ cpus? in \d+\.\d s\n)"))) << ok.out;
+  // (A backend that finished no cell on some CPU in so short a budget, as under the sanitizers, is said after the OK.)
+  EXPECT_TRUE(std::regex_match(
+      ok.out, std::regex(R"(detaudit: OK \d+ cells on \d+ cpus? in \d+\.\d s( \(not reached within the budget: [^\n]*\))?\n)")))
+      << ok.out;
   // JSON: every CPU this process may use ran every backend the reference holds.
-  const auto js = run_cli("healthcheck --reference " + ref.string() + " --budget 1 --format json");
+  const auto js = run_cli("healthcheck --reference " + ref.string() + " --budget 3 --format json");
   ASSERT_EQ(js.code, 0) << js.out << js.err;
   const auto j = nlohmann::json::parse(js.out)["healthcheck"];
   EXPECT_EQ(j["status"], "OK");
@@ -251,7 +263,7 @@ TEST(Healthcheck, JudgesEveryCpuAgainstTheReferenceAndNamesTheOneThatComputesOth
   const int cpu = here.back().cpu;
   const auto flipped = cli_test::CliRun{
       shell("DETAUDIT_HEALTHCHECK_TEST_FLIP='" + std::to_string(cpu) + ":*' " + DETAUDIT_EXE + " healthcheck --reference " +
-            ref.string() + " --budget 1 >" + (ref.parent_path() / "fail.out").string() + " 2>&1"),
+            ref.string() + " --budget 3 >" + (ref.parent_path() / "fail.out").string() + " 2>&1"),
       slurp(ref.parent_path() / "fail.out"), ""};
   EXPECT_EQ(flipped.code, 1) << flipped.out;
   const std::string head = "detaudit: FAIL cpu " + std::to_string(cpu) + " (core " + std::to_string(here.back().core) +
