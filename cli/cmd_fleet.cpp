@@ -188,13 +188,16 @@ int run_fleet(const FleetArgs& a, int argc, char** argv) {
     if (progress) progress(fmt::format("rank {}/{}: {}", who.rank, who.ranks, s));
   };
   if (who.mpi && who.rank == 0 && !a.hist.disabled)
-    if (int rc = precheck_history(a.hist)) return fleet_mpi_end(true, rc), rc;
+    if (int rc = precheck_history(a.hist)) return fleet_mpi_end(true, rc), rc;  // (it printed why)
   // The reference judges at the consensus (rank 0 under MPI, else `fleet report`), but is read before anything runs.
   KnownBits known;
-  if (Status st = load_known(who.mpi && who.rank != 0 ? "" : a.reference, dir, &known); !st) {
-    if (who.mpi) fleet_mpi_end(true, 2);
-    return fail(st);
-  }
+  // Under MPI a rank that cannot go on says why first, then ends the job (MPI_Abort ends every rank at once).
+  auto fail_and_end = [&](const Status& st) {
+    const int rc = fail(st);
+    if (who.mpi) fleet_mpi_end(true, rc);
+    return rc;
+  };
+  if (Status st = load_known(who.mpi && who.rank != 0 ? "" : a.reference, dir, &known); !st) return fail_and_end(st);
   FleetNode n;
   n.rank = who.rank, n.ranks = who.ranks, n.level = a.level, n.placement = who.source;
   // Test hooks (tests/test_fleet.cpp): this rank's machine with one field changed (its key and its results
@@ -228,10 +231,7 @@ int run_fleet(const FleetArgs& a, int argc, char** argv) {
     std::string me = "host " + n.host;
     for (const char* v : {"SLURMD_NODENAME", "SLURM_JOB_ID"})
       if (const char* x = std::getenv(v); x && *x) me += fmt::format(", {} {}", v, x);
-    if (Status st = fleet_exchange_identities(me, &identities); !st) {
-      fleet_mpi_end(true, 2);
-      return fail(st);
-    }
+    if (Status st = fleet_exchange_identities(me, &identities); !st) return fail_and_end(st);
   }
   // What the folder's node.json said before this run: a run refused for its input (another plan than the results
   // in the folder, say) leaves it as it was, so a refused command never turns a finished rank into a failed one
@@ -239,9 +239,15 @@ int run_fleet(const FleetArgs& a, int argc, char** argv) {
   std::string before;
   if (const std::string p = dir + "/" + n.folder + "/node.json"; fs::is_regular_file(fs::symlink_status(p, ec)))
     if (!read_regular_file(p, "fleet node file", &before).is_ok()) before.clear();
+  // A rank that cannot write its folder: alone, an error; under MPI its peers wait for its part, so it says why now,
+  // runs nothing and takes part as failed (rank 0 names it, and only it), instead of ending the job.
+  bool can_write = true;
   if (Status st = save_fleet_node(dir, n); !st) {
-    if (who.mpi) fleet_mpi_end(true, 2);
-    return fail(st);
+    if (!who.mpi) return fail(st);
+    say(stderr, "detaudit: error: rank {} ({}): {}; it runs nothing and rank 0 names it\n", n.rank, n.host, st.message());
+    can_write = false;
+    n.state = "failed";
+    n.detail = "cannot write its folder: " + st.message();
   }
 
   QualifyOptions q;
@@ -256,7 +262,7 @@ int run_fleet(const FleetArgs& a, int argc, char** argv) {
   q.fleet_rank = true;
   QualifyOutcome qo;
   const auto t0 = std::chrono::steady_clock::now();
-  Status st = run_qualify(q, &qo);
+  Status st = can_write ? run_qualify(q, &qo) : Status::ok();
   if (st.code() == Status::Code::kInterrupted) {
     // The node says it was interrupted, and when: its folder holds what finished, `fleet report` names it,
     // and the same command run again resumes its qualification where it stopped.
@@ -283,7 +289,9 @@ int run_fleet(const FleetArgs& a, int argc, char** argv) {
     return fail(restored ? Status::invalid(st.message() + " (" + n.folder + "/node.json left as the earlier run wrote it)")
                          : st);
   }
-  if (!st) {
+  if (!can_write) {
+    // failed, as said above
+  } else if (!st) {
     n.state = "failed";
     n.detail = st.message();
   } else {
@@ -322,9 +330,11 @@ int run_fleet(const FleetArgs& a, int argc, char** argv) {
   n.finished_at = utc_now_iso8601();
   say_rank(fmt::format("{} in {:.1f} s", n.state,
                        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()));
-  if (Status ws = save_fleet_node(dir, n); !ws) {
-    if (who.mpi) fleet_mpi_end(true, 2);
-    return fail(ws);
+  if (Status ws = can_write ? save_fleet_node(dir, n) : Status::ok(); !ws) {
+    if (!who.mpi) return fail(ws);
+    say(stderr, "detaudit: error: rank {} ({}): {}; rank 0 names it\n", n.rank, n.host, ws.message());
+    n.state = "failed";
+    n.detail = "cannot write its node.json: " + ws.message();
   }
   if (!who.mpi) {
     // Without MPI this rank's part is all it does: the consensus comes from `fleet report DIR`.
@@ -349,10 +359,7 @@ int run_fleet(const FleetArgs& a, int argc, char** argv) {
   std::vector<std::vector<std::string>> all;
   std::vector<bool> answered;
   if (who.rank == 0) say_rank(fmt::format("gathering the other ranks' results (waiting up to {:.0f} s)", a.wait));
-  if (Status gs = fleet_gather(mine, a.wait, &all, &answered); !gs) {
-    fleet_mpi_end(true, 2);
-    return fail(gs);
-  }
+  if (Status gs = fleet_gather(mine, a.wait, &all, &answered); !gs) return fail_and_end(gs);
   if (who.rank != 0) {
     const int code = fleet_share_exit_code(0, {});
     fleet_mpi_end(false, code);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "gates/fleet.hpp"
+#include "probes/env.hpp"
 #include "gates/history.hpp"
 #include "gates/qualify.hpp"
 #include "kernels/cuda/nccl.hpp"
@@ -786,6 +787,34 @@ TEST(FleetMpi, AHungRankIsNamedAfterTheTimeoutAndTheOthersStand) {
   EXPECT_TRUE(f["collectives"].empty()) << "the collectives need every rank";
   EXPECT_NE(out.find("collectives not run"), std::string::npos) << out;
   fs::remove_all(d);
+}
+
+// A rank that cannot write its folder (here a file stands where its folder goes) says why before anything else, runs
+// nothing and takes part as failed: rank 0 names it alone, the other ranks' parts finish, and no rank aborts the job.
+TEST(FleetMpi, ARankThatCannotWriteSaysWhyAndIsTheOnlyOneNamed) {
+  skip_without_mpi();
+  fs::path d = fresh_dir("fleet-unwritable");
+  fs::create_directories(d / "ranks");
+  const std::string host = machine_fingerprint().value("hostname", std::string("unknown"));
+  std::ofstream(d / fleet_folder(1, host)) << "not a folder\n";
+  const int rc = shell(mpirun(3) + kPlan + " --out " + d.string() + " >" + (d.string() + ".out") + " 2>&1");
+  const std::string out = slurp(d.string() + ".out");
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_NE(out.find("detaudit: error: rank 1 (" + host + "): "), std::string::npos) << out;
+  EXPECT_EQ(out.find("MPI_ABORT"), std::string::npos) << out;
+  auto f = fleet_json(d);
+  ASSERT_EQ(f["nodes"].size(), 3u);
+  EXPECT_EQ(f["nodes"][1]["state"], "failed");
+  for (int r : {0, 2}) {
+    EXPECT_EQ(f["nodes"][r]["state"], "finished");
+    EXPECT_EQ(f["nodes"][r]["verdict"], "PASS");
+  }
+  for (auto& x : f["findings"]) {
+    EXPECT_EQ(x["rank"], 1) << "only the rank at fault: " << x.dump();
+    EXPECT_EQ(x["action"], "RETEST") << x.dump();
+  }
+  fs::remove_all(d);
+  fs::remove(d.string() + ".out");
 }
 
 TEST(FleetMpi, ARankComputingOtherBitsOrWithAnotherKeyIsNamed) {
