@@ -198,6 +198,10 @@ int run_fleet(const FleetArgs& a, int argc, char** argv) {
     return rc;
   };
   if (Status st = load_known(who.mpi && who.rank != 0 ? "" : a.reference, dir, &known); !st) return fail_and_end(st);
+  // The consensus's metrics file (rank 0): one it could never write is refused before anything runs.
+  if (!a.metrics.empty() && who.rank == 0)
+    if (Status st = check_destination(a.metrics, Own::kMetrics); !st)
+      return fail_and_end(Status::invalid("--metrics " + st.message()));
   FleetNode n;
   n.rank = who.rank, n.ranks = who.ranks, n.level = a.level, n.placement = who.source;
   // Test hooks (tests/test_fleet.cpp): this rank's machine with one field changed (its key and its results
@@ -415,6 +419,8 @@ int run_fleet_report(const FleetArgs& a) {
   std::vector<std::string> ignored;
   KnownBits known;
   if (Status st = load_known(a.reference, a.report_dir, &known); !st) return fail(st);
+  if (!a.metrics.empty())
+    if (Status st = check_destination(a.metrics, Own::kMetrics); !st) return fail("--metrics " + st.message());
   if (Status st = load_fleet_dir(a.report_dir, &nodes, &ignored); !st) return fail_or_interrupted(st);
   return judge_fleet(nodes, a.report_dir, nullptr, known, ignored, a.metrics);
 }

@@ -15,6 +15,7 @@
 #include "cli/common.hpp"
 #include "cli/output.hpp"
 #include "report/prometheus.hpp"
+#include "contract/atomic_file.hpp"
 #include "contract/results.hpp"
 #include "gates/fleet.hpp"
 #include "gates/healthcheck.hpp"
@@ -143,10 +144,11 @@ std::map<int, std::map<std::string, std::string>> test_hook_env() {
   return env;
 }
 
-// --metrics FILE: this check as Prometheus sees it. A file that cannot be written is an error of its own (exit 2
-// where the check passed): a dashboard that silently keeps the last good file hides a failing node.
-int with_metrics(const HealthArgs& a, const HealthOutcome& h, const std::string& host, double seconds, Outcome* o) {
-  if (a.metrics.empty()) return 0;
+// --metrics FILE: this check as Prometheus sees it (the path was checked before anything ran). A file that cannot be
+// written now (a full disk) is an error of its own: a dashboard that silently keeps the last good file hides a
+// failing node, so the line says so and the exit code is 2 where the check passed.
+void with_metrics(const HealthArgs& a, const HealthOutcome& h, const std::string& host, double seconds, Outcome* o) {
+  if (a.metrics.empty()) return;
   PromText p;
   std::vector<MetricFinding> fs;
   for (auto& f : h.findings) {
@@ -162,41 +164,55 @@ int with_metrics(const HealthArgs& a, const HealthOutcome& h, const std::string&
   add_node_metrics(&p, "healthcheck", {{"host", host}}, h.exit_code, h.cells, fs);
   add_run_metrics(&p, "healthcheck", host, seconds);
   if (Status st = write_metrics(a.metrics, p); !st) {
-    say(stderr, "detaudit: error: --metrics {}\n", st.message());
-    if (o->exit_code == 0) o->exit_code = 2, o->error = "--metrics: " + st.message();
-    return 2;
+    const std::string why = "--metrics " + st.message();
+    if (o->exit_code == 0) {
+      o->exit_code = 2;
+      o->error = why;
+      o->text = "detaudit: ERROR " + why + " (the check itself: " + h.line.substr(std::string("detaudit: ").size()) + ")\n";
+    } else {
+      say(stderr, "detaudit: error: {}\n", why);
+    }
   }
-  return 0;
+}
+
+// An outcome that judged nothing: its ERROR line (stdout, as every answer), exit 2, and the metrics say so too.
+int could_not_judge(const HealthArgs& a, const std::string& why, const std::string& key, const std::string& host,
+                    double seconds) {
+  Outcome o;
+  HealthOutcome none;
+  none.exit_code = 2;
+  none.status = "ERROR";
+  none.line = "detaudit: ERROR " + why;
+  o.exit_code = 2;
+  o.error = why;
+  o.text = none.line + "\n";
+  o.data = {{"healthcheck",
+             {{"schema", kHealthSchema}, {"status", "ERROR"}, {"line", none.line}, {"reference", a.reference}, {"key", key}}}};
+  with_metrics(a, none, host, seconds, &o);
+  return emit(o);
 }
 
 int run_healthcheck(const HealthArgs& a, const std::string& exe) {
   const auto t0 = std::chrono::steady_clock::now();
+  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+  // Bad options and a metrics file that could never be written are refused before anything runs.
   if (a.nice > 0 && ::setpriority(PRIO_PROCESS, 0, a.nice) != 0)
     return fail(fmt::format("--nice {}: {}", a.nice, std::strerror(errno)));
-  Reference ref;
-  if (Status st = load_reference(a.reference, &ref); !st) return fail(st);
+  if (!a.metrics.empty())
+    if (Status st = check_destination(a.metrics, Own::kMetrics); !st) return fail("--metrics " + st.message());
   const nlohmann::json machine = machine_fingerprint();
+  const std::string host = machine.value("hostname", std::string("unknown"));
   const nlohmann::json key_fields = fleet_key(machine, DETAUDIT_VERSION, git_commit());
   const std::string key = fleet_key_hash(key_fields);
+  Reference ref;
+  if (Status st = load_reference(a.reference, &ref); !st) return could_not_judge(a, st.message(), key, host, elapsed());
   HealthPlanOptions po;
   po.offset = size_t(std::time(nullptr) / 60);  // successive runs begin at other cells
   po.max_cpus = size_t(a.max_cpus);
   po.gpus = machine.contains("gpus") && machine["gpus"].is_array() ? int(machine["gpus"].size()) : 0;
   std::vector<HealthLane> lanes;
-  Outcome o;
-  const std::string host = machine.value("hostname", std::string("unknown"));
-  if (Status st = plan_health_lanes(ref, key, key_fields, allowed_cpus(), po, &lanes); !st) {
-    o.exit_code = 2;
-    o.error = st.message();
-    o.text = "detaudit: ERROR " + st.message() + "\n";
-    o.data = {{"healthcheck",
-               {{"schema", kHealthSchema}, {"status", "ERROR"}, {"line", "detaudit: ERROR " + st.message()}, {"key", key},
-                {"reference", a.reference}}}};
-    HealthOutcome none;
-    with_metrics(a, none, host,
-                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), &o);
-    return emit(o);
-  }
+  if (Status st = plan_health_lanes(ref, key, key_fields, allowed_cpus(), po, &lanes); !st)
+    return could_not_judge(a, st.message(), key, host, elapsed());
   HealthRunOptions ro;
   ro.exe = exe;
   ro.repeats = a.repeats;
@@ -212,15 +228,21 @@ int run_healthcheck(const HealthArgs& a, const std::string& exe) {
   HealthOutcome h = judge_health(ref, key, lanes, run, machine.value("gpus", nlohmann::json::array()), a.budget);
   h.json["reference"] = a.reference;
   h.json["host"] = host;
-  const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  h.json["total_seconds"] = total;
+  h.json["total_seconds"] = elapsed();
   h.json["slurm"] = act_on_node(a, h);
+  if (const int sig = interrupted()) {
+    // Judged, but stopped while Slurm was being told: the node's state is not what --drain/--resume asked.
+    say(stderr, "detaudit: interrupted by {} before scontrol finished (the check: {})\n", signal_description(sig),
+        h.line);
+    return 128 + sig;
+  }
+  Outcome o;
   o.exit_code = h.exit_code;
   o.text = h.line + "\n";
   o.data = {{"healthcheck", h.json}};
   if (h.exit_code == 2) o.error = h.line.substr(std::string("detaudit: ERROR ").size());
   if (h.exit_code == 1) o.first_fail = h.findings.front().line, o.counts.fail = h.findings.size();
-  with_metrics(a, h, host, total, &o);
+  with_metrics(a, h, host, elapsed(), &o);
   return emit(o);
 }
 

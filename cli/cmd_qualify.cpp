@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "cli/common.hpp"
+#include "contract/atomic_file.hpp"
 #include "cli/history_flags.hpp"
 #include "cli/output.hpp"
 #include "report/prometheus.hpp"
@@ -100,6 +101,9 @@ Command add_qualify_command(CLI::App& app, int argc, char** argv) {
             // run is recorded into it.
             if (Status st = resolve_history_path(a->hist, &o.history); !st) return fail(st);
             if (int rc = precheck_history(a->hist)) return rc;
+            // A metrics file it could never write is refused before the qualification runs.
+            if (!a->metrics.empty())
+              if (Status st = check_destination(a->metrics, Own::kMetrics); !st) return fail("--metrics " + st.message());
             const auto t0 = std::chrono::steady_clock::now();
             if (Status st = run_qualify(o, &out); !st) {
               // Interrupted (SIGINT/SIGTERM/SIGHUP): the finished work is saved; 128+N as every command.

@@ -132,6 +132,13 @@ Status plan_health_lanes(const Reference& ref, const std::string& key, const nlo
     }
     out.push_back(std::move(lane));
   }
+  // The reference's GPU cells of this key name devices this machine must have (its key holds its GPUs): one it lacks
+  // cannot be judged, and is said rather than left out.
+  for (auto& [d, batches] : gpu)
+    if (d >= opt.gpus)
+      return Status::invalid(fmt::format("the reference holds cells of {} for this machine's key {}, but this machine has "
+                                         "{} CUDA device{}: they cannot run here",
+                                         batches.front().target.str(), key, opt.gpus, opt.gpus == 1 ? "" : "s"));
   for (int d = 0; d < opt.gpus; ++d) {
     auto it = gpu.find(d);
     if (it == gpu.end()) continue;
@@ -274,8 +281,9 @@ HealthOutcome judge_health(const Reference& ref, const std::string& key, const s
     std::vector<std::string> missed;
     for (auto& b : planned)
       if (!backends_per_lane[i].count(b)) missed.push_back(b);
-    if (!missed.empty() && lanes[i].gpu < 0)
-      short_of.push_back(fmt::format("cpu {}: {}", lanes[i].place.cpu, fmt::join(missed, " ")));
+    if (!missed.empty())
+      short_of.push_back(lanes[i].gpu >= 0 ? fmt::format("gpu {}: {}", lanes[i].gpu, fmt::join(missed, " "))
+                                           : fmt::format("cpu {}: {}", lanes[i].place.cpu, fmt::join(missed, " ")));
     nlohmann::json lj = {{"cells", judged_per_lane[i]},
                          {"backends", backends_per_lane[i]},
                          {"not_finished", missed}};

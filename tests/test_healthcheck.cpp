@@ -127,6 +127,26 @@ TEST(HealthPlan, AMachineTheReferenceDoesNotKnowIsNamedWithWhatDiffers) {
   EXPECT_FALSE(plan_health_lanes(Reference{}, kKey, here, cpus(2), {}, &lanes).is_ok()) << "an empty reference";
 }
 
+TEST(HealthPlan, GpuCellsOfADeviceThisMachineLacksAreSaidNotLeftOut) {
+  Reference ref = reference_of_backends();
+  ReferenceCell g = ref.cells.front();
+  g.target = canon_target("cuda:0?order=tree");
+  ref.cells.push_back(g);
+  std::sort(ref.cells.begin(), ref.cells.end(), [](const ReferenceCell& a, const ReferenceCell& b) {
+    return std::tie(a.key, a.workload, a.target) < std::tie(b.key, b.workload, b.target);
+  });
+  std::vector<HealthLane> lanes;
+  HealthPlanOptions none;
+  const Status st = plan_health_lanes(ref, kKey, ref.keys.at(kKey), cpus(2), none, &lanes);
+  ASSERT_FALSE(st.is_ok());
+  EXPECT_NE(st.message().find("but this machine has 0 CUDA devices"), std::string::npos) << st.message();
+  HealthPlanOptions one;
+  one.gpus = 1;
+  ASSERT_TRUE(plan_health_lanes(ref, kKey, ref.keys.at(kKey), cpus(2), one, &lanes).is_ok());
+  ASSERT_EQ(lanes.size(), 3u);
+  EXPECT_EQ(lanes.back().gpu, 0) << "a lane of its own";
+}
+
 Observation ran(const std::string& t, const std::string& w, const std::vector<std::string>& fps) {
   Observation o;
   o.target = canon_target(t), o.workload = canon_workload(w), o.status = ObsStatus::kOk;
@@ -293,10 +313,26 @@ TEST(Healthcheck, AMachineOfAnotherKeyOrABudgetNothingFitsInIsNotJudged) {
   EXPECT_NE(cut.out.find("detaudit: ERROR no cell finished within --budget 0.1 s"), std::string::npos) << cut.out;
   fs::remove_all(big.parent_path());
 
-  // Not a reference: one line, exit 2.
-  const auto none = run_cli("healthcheck --reference /nonexistent/reference.json");
+  // Not a reference: the ERROR line on stdout like every answer of the check, exit 2, and a metrics file that says
+  // so (a dashboard must not keep the last good one).
+  const fs::path m = fresh_dir("health-metrics");
+  fs::create_directories(m);
+  const auto none = run_cli("healthcheck --reference /nonexistent/reference.json --metrics " + (m / "h.prom").string());
   EXPECT_EQ(none.code, 2);
-  EXPECT_NE(none.err.find("detaudit: error: "), std::string::npos) << none.err;
+  EXPECT_EQ(none.out.rfind("detaudit: ERROR /nonexistent/reference.json: ", 0), 0u) << none.out;
+  EXPECT_NE(slurp(m / "h.prom").find("detaudit_health_status{command=\"healthcheck\",host="), std::string::npos);
+  EXPECT_NE(slurp(m / "h.prom").find("} 2\n"), std::string::npos) << slurp(m / "h.prom");
+  // A metrics path it may not write (a file of someone else's) is refused before anything runs: no line, the file
+  // as it was.
+  std::ofstream(m / "notes.txt") << "mine\n";
+  const auto refused = run_cli("healthcheck --reference /nonexistent/reference.json --metrics " + (m / "notes.txt").string());
+  EXPECT_EQ(refused.code, 2);
+  EXPECT_EQ(refused.out.find("detaudit: OK"), std::string::npos) << refused.out;
+  EXPECT_NE(refused.err.find("--metrics " + (m / "notes.txt").string() + ": exists and is not a detaudit metrics file"),
+            std::string::npos)
+      << refused.err;
+  EXPECT_EQ(slurp(m / "notes.txt"), "mine\n");
+  fs::remove_all(m);
 }
 
 // ---- --metrics: Prometheus's text format -------------------------------------------------------------------------
