@@ -23,8 +23,8 @@ struct CpuPlace {
 // The logical CPUs this process may run on (its affinity mask: a cgroup's or taskset's limit holds), in their
 // order, with their cores and packages (hwloc; without it, /sys/devices/system/cpu). Never empty.
 std::vector<CpuPlace> allowed_cpus();
-// Binds the calling thread to one logical CPU (sched_setaffinity of the thread, as hwloc's thread binding). A process the thread then
-// starts inherits the binding, and so do that process's threads.
+// Binds the calling thread to one logical CPU (sched_setaffinity of the thread, as hwloc's thread binding). A process
+// the thread then starts inherits the binding, and so do that process's threads.
 Status bind_thread_to_cpu(int cpu);
 
 }  // namespace detaudit
