@@ -440,6 +440,15 @@ Status check_rank_checks(const nlohmann::json& checks, const Results& probe, con
         !c.contains("required") || !c["required"].is_boolean() || !c.contains("detail") || !c["detail"].is_string())
       return Status::invalid("checks holds a row without its name, verdict, detail and required flag");
     q.name = c["name"], q.required = c["required"], q.detail = c["detail"];
+    // Its action follows from the row (qualify_action); files of versions before it have none.
+    if (c.contains("action")) {
+      const auto want = qualify_action(q);
+      if (!c["action"].is_string() || !want || c["action"].get<std::string>() != to_string(*want))
+        return Status::invalid(fmt::format("checks row '{}' ({}) says action {}, but {}", q.name, to_string(q.verdict),
+                                           c["action"].dump().substr(0, 30),
+                                           want ? std::string("its action is ") + to_string(*want)
+                                                : std::string("a row that passed asks nothing")));
+    }
     written.push_back(std::move(q));
   }
   // The suite as defined names no targets; a custom plan named its targets or only its workloads.

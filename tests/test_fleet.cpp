@@ -986,6 +986,8 @@ TEST(FleetRanks, AnInterruptedRankSaysSoAndItsCommandResumesIt) {
   refused([](auto& e) { e["started_at"] = "2000-01-01T00:00:00Z"; }, "outside the rank's run");
   refused([](auto& e) { e["checks"][0]["seconds"] = 99.0; }, "checks[0].seconds is 99.0: a step of a run from");
   refused([](auto& e) { e["checks"][0]["seconds"] = 1e-300; }, "checks[0].seconds is 1e-300: a step of a run from");
+  // Its action follows from its row: a SKIP that passed nothing asks nothing, a PASS asks nothing either.
+  refused([](auto& e) { e["checks"][1]["action"] = "ISOLATE"; }, "says action \"ISOLATE\", but a row that passed asks nothing");
   std::ofstream(q) << written.dump();
   EXPECT_EQ(cli_test::run_cli("fleet report " + d.string()).code, 0) << "the rank's own qualify.json passes";
   // Both ranks ran on this machine: the same bits of a cell are the same distance from its oracle. Rank 1's
