@@ -75,7 +75,8 @@ Status load_known(const std::string& path, const std::string& dir, KnownBits* ou
   return load_reference(path, &out->ref);
 }
 
-// --metrics FILE: one subject per node (host and rank) with its verdict, cells agreeing and findings.
+// --metrics FILE: one subject per node (host and rank) with its verdict, the cells of it judged (agreeing or not) and
+// its findings.
 Status fleet_metrics(const std::string& path, const FleetOutcome& f, double seconds) {
   PromText p;
   for (auto& n : f.json["nodes"]) {
@@ -85,7 +86,7 @@ Status fleet_metrics(const std::string& path, const FleetOutcome& f, double seco
       if (x.rank == rank) fs.push_back({{}, to_string(x.action), x.kind, x.cell});
     const std::string v = n["verdict"].get<std::string>();
     add_node_metrics(&p, "fleet", {{"host", n["host"].get<std::string>()}, {"rank", std::to_string(rank)}},
-                     v == "FAIL" ? 1 : 0, n["cells_agreeing"].get<size_t>(), fs);
+                     v == "FAIL" ? 1 : 0, n["cells"].get<size_t>(), fs);
   }
   add_run_metrics(&p, "fleet", machine_fingerprint().value("hostname", std::string("unknown")), seconds);
   return write_metrics(path, p);

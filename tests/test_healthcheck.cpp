@@ -386,6 +386,11 @@ TEST(Prometheus, TheMetricsFilesOfAFailingRunPassPromtool) {
   EXPECT_NE(fm.find(",rank=\"2\"} 1\n"), std::string::npos) << fm;
   EXPECT_NE(fm.find(",rank=\"0\"} 0\n"), std::string::npos) << fm;
   EXPECT_NE(fm.find(",rank=\"2\",action=\"ISOLATE\",kind=\"bits\",cell=\""), std::string::npos) << fm;
+  // The faulty rank's cells were judged (and failed): judged, not "0 cells" as if it could not be judged.
+  EXPECT_NE(fm.find("detaudit_cells_judged{command=\"fleet\",host=\"" + machine_fingerprint().value("hostname", std::string()) +
+                    "\",rank=\"2\"} 9\n"),
+            std::string::npos)
+      << fm;
   EXPECT_EQ(shell("promtool check metrics <" + (d / "fleet.prom").string() + " >" + (d / "pt").string() + " 2>&1"), 0)
       << slurp(d / "pt");
   // The healthcheck, its CPU faulty.
