@@ -54,29 +54,29 @@ std::string cell_name(const std::string& workload, const std::string& target) { 
 // A node's findings in one line: per verdict, how many and of which backends ("42 FAIL, all openblas targets"; "2 FAIL,
 // cpu and openblas targets; 1 FAIL lost"), and the most urgent action among them.
 std::string node_summary(const std::vector<const FleetFinding*>& fs) {
-  std::map<std::pair<Verdict, bool>, std::pair<size_t, std::set<std::string>>> by;  // (verdict, about a cell)
-  std::set<std::string> whole;  // kinds of the findings about the node itself
+  // (verdict, about a cell) -> how many, and the backends of the cells (or the kinds of the node's own findings)
+  std::map<std::pair<Verdict, bool>, std::pair<size_t, std::set<std::string>>> by;
   for (const FleetFinding* f : fs) {
-    auto& [n, backends] = by[{f->verdict, !f->cell.empty()}];
+    auto& [n, names] = by[{f->verdict, !f->cell.empty()}];
     ++n;
     if (f->cell.empty()) {
-      whole.insert(f->kind);
+      names.insert(f->kind);
       continue;
     }
     const size_t at = f->cell.find(" @ ");
     const std::string target = at == std::string::npos ? f->cell : f->cell.substr(at + 3);
-    backends.insert(target.substr(0, target.find_first_of(":?")));
+    names.insert(target.substr(0, target.find_first_of(":?")));
   }
   std::vector<std::string> parts;
   for (auto& [vk, nb] : by) {
-    const auto& [n, backends] = nb;
+    const auto& [n, names] = nb;
     if (!vk.second) {
-      parts.push_back(fmt::format("{} {} {}", n, to_string(vk.first), fmt::join(whole, ", ")));
+      parts.push_back(fmt::format("{} {}: {}", n, to_string(vk.first), fmt::join(names, ", ")));
       continue;
     }
-    const std::string list = fmt::format("{}", fmt::join(backends, backends.size() == 2 ? " and " : ", "));
-    parts.push_back(fmt::format("{} {}, {}{} target{}", n, to_string(vk.first), n > 1 && backends.size() == 1 ? "all " : "",
-                                list, n > 1 || backends.size() > 1 ? "s" : ""));
+    const std::string list = fmt::format("{}", fmt::join(names, names.size() == 2 ? " and " : ", "));
+    parts.push_back(fmt::format("{} {}, {}{} target{}", n, to_string(vk.first), n > 1 && names.size() == 1 ? "all " : "",
+                                list, n > 1 || names.size() > 1 ? "s" : ""));
   }
   return fmt::format("{}", fmt::join(parts, "; "));
 }

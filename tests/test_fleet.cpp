@@ -98,6 +98,13 @@ TEST(FleetConsensus, TheNodeWithOtherBitsIsNamedWithBothFingerprints) {
   EXPECT_NE(f.findings[0].detail.find(kC + " here, " + kA + " on 2 of 3 nodes"), std::string::npos)
       << f.findings[0].detail;
   EXPECT_EQ(f.json["matrix"][1][0], "differs");  // the disagreeing cell comes first
+  // What to do, per finding and per node: other bits on a deterministic cell isolate the node.
+  EXPECT_EQ(f.findings[0].action, Action::kIsolate);
+  EXPECT_EQ(f.json["findings"][0]["action"], "ISOLATE");
+  EXPECT_EQ(f.json["nodes"][1]["action"], "ISOLATE");
+  EXPECT_EQ(f.json["nodes"][1]["summary"], "1 FAIL, cpu-ref target");
+  EXPECT_TRUE(f.json["nodes"][0]["action"].is_null());
+  EXPECT_EQ(f.json["nodes"][0]["summary"], "");
 }
 
 // Batch invariance's rows computed alone are compared across the nodes too: a fault that lands only there (the product
@@ -233,6 +240,9 @@ TEST(FleetConsensus, LostMissingAndFailedNodesAreNamedAndTheOthersStand) {
   EXPECT_EQ(count_kind(f, "lost", 1), 1u);
   EXPECT_EQ(count_kind(f, "missing", 2), 1u);
   EXPECT_EQ(count_kind(f, "bits", 3), 1u);    // w2: ranks 0 and 1 agree, 3 differs (2 has nothing)
+  // A lost or missing node is run again; its summary names the kind of finding about itself.
+  EXPECT_EQ(f.json["nodes"][1]["action"], "RETEST");
+  EXPECT_EQ(f.json["nodes"][1]["summary"], "1 FAIL: lost");
   EXPECT_EQ(f.json["cells"][0], kW2 + " @ " + kRef);  // the disagreeing cell first
   EXPECT_EQ(f.json["matrix"][1][0], "agree");
   EXPECT_EQ(f.json["matrix"][2][0], "missing");
