@@ -68,6 +68,8 @@ static bool valid_ident(const std::string& s) {
   });
 }
 
+std::string spec_name(const std::string& text) { return text.substr(0, text.find_first_of(":?")); }
+
 Status parse_spec_syntax(const std::string& text, Spec* out) {
   *out = Spec{};
   size_t q = text.find('?');

@@ -25,6 +25,9 @@ struct Spec {
 
 // Syntax only: name, device, key=value pairs (no duplicates, no empty keys or values).
 Status parse_spec_syntax(const std::string& text, Spec* out);
+// The name part of a spec's text, before its device and keys: "cpu" of "cpu?order=blocked", "cuda" of "cuda:0?...".
+// (A target's name is its backend's.) Nothing is validated.
+std::string spec_name(const std::string& text);
 // Comma-separated lists; a comma inside a spec is not allowed, so splitting is plain. An empty item (a
 // leading, trailing or doubled comma: "cpu,") is refused (invalid); the empty text is the empty list.
 StatusOr<std::vector<std::string>> split_list(const std::string& text);

@@ -65,7 +65,7 @@ std::string node_summary(const std::vector<const FleetFinding*>& fs) {
     }
     const size_t at = f->cell.find(" @ ");
     const std::string target = at == std::string::npos ? f->cell : f->cell.substr(at + 3);
-    names.insert(target.substr(0, target.find_first_of(":?")));
+    names.insert(spec_name(target));
   }
   std::vector<std::string> parts;
   for (auto& [vk, nb] : by) {

@@ -208,7 +208,7 @@ HealthOutcome judge_health(const Reference& ref, const std::string& key, const s
         ++h.cells;
         ++judged_per_lane[lo.lane];
         flop += flop_of(o.workload) * double(runs.size());
-        backends_per_lane[lo.lane].insert(o.target.substr(0, o.target.find_first_of(":?")));
+        backends_per_lane[lo.lane].insert(spec_name(o.target));
         continue;
       }
     } else if (o.status == ObsStatus::kCrashed) {

@@ -169,7 +169,7 @@ struct Names {
 // "cublas: no CUDA device: ..." and "cuda: no CUDA device: ..." are one reason.
 std::string skip_reason(const Observation& o) {
   std::string reason = o.reason.empty() ? "no reason given" : o.reason;
-  std::string backend = o.target.substr(0, o.target.find_first_of(":?"));
+  const std::string backend = spec_name(o.target);
   if (reason.rfind(backend + ": ", 0) == 0) reason = reason.substr(backend.size() + 2);
   return reason;
 }

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "contract/spec.hpp"
 #include "tests/cli_helpers.hpp"
 
 namespace fs = std::filesystem;
@@ -220,7 +221,7 @@ TEST(EndToEnd, GpuOnlyRunsTheSuitesGpuTargetsAlone) {
   std::set<std::string> backends;
   for (auto& o : j["observations"]) {
     const std::string t = o["target"];
-    backends.insert(t.substr(0, t.find_first_of(":?")));
+    backends.insert(detaudit::spec_name(t));
   }
   EXPECT_EQ(backends, (std::set<std::string>{"cuda", "cublas", "cublaslt", "cudnn"}));
   // The finished run holds no cell of a pair that does not apply (cuBLAS runs no convolution), and every reader
