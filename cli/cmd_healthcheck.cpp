@@ -9,16 +9,19 @@
 #include <ctime>
 #include <filesystem>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "cli/common.hpp"
+#include "cli/history_flags.hpp"
 #include "cli/output.hpp"
 #include "report/prometheus.hpp"
 #include "contract/atomic_file.hpp"
 #include "contract/results.hpp"
 #include "gates/fleet.hpp"
 #include "gates/healthcheck.hpp"
+#include "gates/history.hpp"
 #include "gates/reference.hpp"
 #include "probes/child.hpp"
 #include "probes/env.hpp"
@@ -34,6 +37,9 @@ struct HealthArgs {
   int repeats = 2, nice = 0, max_cpus = 0;
   bool drain = false, resume = false;
   OutputFlags output;
+  HistoryFlags hist;
+  double history_every = 86400;  // --history-every
+  std::string command;  // as typed, for the history
 };
 
 // The executable `name` on PATH (scontrol), or "".
@@ -192,6 +198,47 @@ int could_not_judge(const HealthArgs& a, const std::string& why, const std::stri
   return emit(o);
 }
 
+// Records the check in the history (`history`; "": --no-history), unless it gives the answer of the last check this
+// host recorded there (the same status and failing cells, command, build and machine) and that one is younger than
+// --history-every: a check every few minutes would otherwise grow the history by megabytes a day. When it cannot be
+// recorded: an OK becomes an ERROR of exit 2 (an answer nobody can find later is no pass), and a FAIL stays a FAIL
+// (the node is faulty whatever the history says), with the history's line on stderr. What was done, for the JSON.
+nlohmann::json record_health(const HealthArgs& a, const std::string& history, const LastHealthcheck& last,
+                             const Reference& ref, const std::string& key, const std::vector<HealthLane>& lanes,
+                             const HealthRun& run, const nlohmann::json& machine, const std::string& started_at,
+                             HealthOutcome* h) {
+  if (history.empty()) return {{"recorded", false}, {"why", "--no-history"}};
+  Results r = health_results(ref, key, lanes, run, *h);
+  r.machine = machine;
+  r.command = a.command;
+  r.started_at = started_at;
+  r.finished_at = utc_now_iso8601();
+  std::set<std::pair<std::string, std::string>> failed;
+  for (const Observation& o : r.observations)
+    if (o.verdict == Verdict::kFail) failed.insert({o.workload, o.target});
+  const auto then = iso8601_seconds(last.recorded_at);
+  const int64_t now = int64_t(std::time(nullptr));
+  if (last.found && then && *then <= now && double(now - *then) < a.history_every && last.exit_code == h->exit_code &&
+      last.command == r.command && last.tool_commit == r.tool_commit && last.machine_key == machine_key(machine) &&
+      last.failed == failed)
+    return {{"recorded", false}, {"file", history}, {"why", "the answer of the check recorded at " + last.recorded_at}};
+  const Status st = record_run(history, RunKind::kHealthcheck, r, "", h->exit_code);
+  if (st) return {{"recorded", true}, {"file", history}};
+  const nlohmann::json not_recorded = {{"recorded", false}, {"file", history}, {"why", st.message()}};
+  if (interrupted()) return not_recorded;  // (while the history was locked: the caller says so)
+  if (h->exit_code != 0) {
+    say(stderr, "detaudit: error: {}\n", st.message());
+    return not_recorded;
+  }
+  h->exit_code = 2;
+  h->status = "ERROR";
+  h->line =
+      "detaudit: ERROR " + st.message() + " (the check itself: " + h->line.substr(std::string("detaudit: ").size()) + ")";
+  h->json["status"] = h->status;
+  h->json["line"] = h->line;
+  return not_recorded;
+}
+
 int run_healthcheck(const HealthArgs& a, const std::string& exe) {
   const auto t0 = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
@@ -200,8 +247,20 @@ int run_healthcheck(const HealthArgs& a, const std::string& exe) {
     return fail(fmt::format("--nice {}: {}", a.nice, std::strerror(errno)));
   if (!a.metrics.empty())
     if (Status st = check_destination(a.metrics, Own::kMetrics); !st) return fail("--metrics " + st.message());
+  const std::string started_at = utc_now_iso8601();
   const nlohmann::json machine = machine_fingerprint();
   const std::string host = machine.value("hostname", std::string("unknown"));
+  // The history is read before the work (a damaged one stops the check at once) but not checked row by row: that is
+  // recording's, and a check recorded only on a change or once a period seldom records.
+  std::string history;
+  LastHealthcheck last;
+  if (Status st = resolve_history_path(a.hist, &history); !st) return fail(st);
+  if (!history.empty()) {
+    Status st = file_outside_fleet_ranks(history, "--history");
+    if (st) st = check_history(history, false);
+    if (st) st = last_healthcheck(history, host, &last);
+    if (!st) return fail(st);
+  }
   const nlohmann::json key_fields = fleet_key(machine, DETAUDIT_VERSION, git_commit());
   const std::string key = fleet_key_hash(key_fields);
   Reference ref;
@@ -228,6 +287,8 @@ int run_healthcheck(const HealthArgs& a, const std::string& exe) {
   HealthOutcome h = judge_health(ref, key, lanes, run, machine.value("gpus", nlohmann::json::array()), a.budget);
   h.json["reference"] = a.reference;
   h.json["host"] = host;
+  // Recorded before Slurm is told: a check the history lost is no OK to resume a node on.
+  h.json["history"] = record_health(a, history, last, ref, key, lanes, run, machine, started_at, &h);
   h.json["total_seconds"] = elapsed();
   h.json["slurm"] = act_on_node(a, h);
   if (const int sig = interrupted()) {
@@ -246,7 +307,7 @@ int run_healthcheck(const HealthArgs& a, const std::string& exe) {
   return emit(o);
 }
 
-Command add_healthcheck_command(CLI::App& app, int, char** argv) {
+Command add_healthcheck_command(CLI::App& app, int argc, char** argv) {
   auto* sub = app.add_subcommand(
       "healthcheck",
       "Judge this node in seconds against known-good bits (a reference that `detaudit fleet` wrote): every logical "
@@ -254,6 +315,7 @@ Command add_healthcheck_command(CLI::App& app, int, char** argv) {
       "own; one line and exit 0 OK, 1 a problem, 2 could not judge. Made to be Slurm's HealthCheckProgram, a "
       "Prolog or Epilog, an NHC check or a node-problem-detector plugin.");
   auto a = std::make_shared<HealthArgs>();
+  a->command = command_line(argc, argv);
   sub->add_option("--reference", a->reference,
                   "The known-good bits (detaudit-reference/1: DIR/reference.json of a fleet of this kind of node, or "
                   "`detaudit fleet merge`'s site file); required")
@@ -286,6 +348,15 @@ Command add_healthcheck_command(CLI::App& app, int, char** argv) {
                 "through scontrol");
   sub->add_flag("--resume", a->resume,
                 "On OK, return this Slurm node to service, only when it is drained with a reason of detaudit's own");
+  add_history_flags(sub, &a->hist);
+  sub->add_option("--history-every", a->history_every,
+                  "Record a check that gives the answer of the last one this host recorded (the same status and "
+                  "failing cells, command, build and machine) at most once per S seconds; a change is recorded at "
+                  "once; 0: every check")
+      ->type_name("S")
+      ->check(kFinite)
+      ->check(CLI::Range(0.0, 1e9))
+      ->capture_default_str();
   add_output_flags(sub, &a->output, false);
   sub->footer(
       "\nOutput: one line,\n"
@@ -295,6 +366,10 @@ Command add_healthcheck_command(CLI::App& app, int, char** argv) {
       "Exit codes: 0 OK, 1 a problem (other bits, a crash, a cell that could not run), 2 could not judge (no\n"
       "reference cell of this machine's key: another build, library or CPU; nothing finished within --budget),\n"
       "128+N interrupted by signal N. Workers never write core files.\n"
+      "History: a check that judged is recorded in the history database as probe's and qualify's runs are (each\n"
+      "cell's distinct bits, PASS or FAIL, kind healthcheck), when its answer differs from the last one this host\n"
+      "recorded or that one is older than --history-every: `detaudit history --machine HOST` shows when a CPU began\n"
+      "to give other bits. An OK that cannot be recorded is an ERROR (exit 2); --no-history records nothing.\n"
       "Slurm (slurm.conf): HealthCheckProgram=/usr/local/sbin/detaudit-health, a script that runs\n"
       "  exec detaudit healthcheck --reference /etc/detaudit/reference.json --drain --resume --nice 10\n"
       "(Slurm kills a health check after 60 s and runs it on every node at once).");

@@ -200,7 +200,7 @@ std::string history_text(const HistoryArgs& a, const std::string& path, const Hi
   std::string text;
 
   if (!q.exists)
-    return fmt::format("no history yet at {} (probe, train, check and qualify record their runs there)\n", path);
+    return fmt::format("no history yet at {} (probe, train, check, qualify, fleet and healthcheck record their runs there)\n", path);
   std::string head = fmt::format("history {}: {} runs recorded; times UTC\n", path, q.runs);
   head += filter_text("target", a.target, q.target_match);
   head += filter_text("workload", a.workload, q.workload_match);

@@ -31,9 +31,9 @@ inline constexpr const char* kCpuFeatureOrder[] = {"sse2",   "sse3",     "ssse3"
 std::string machine_id_of(const nlohmann::json& machine);
 
 // What produced a run, as the history records it: one name per subcommand that records.
-enum class RunKind { kProbe, kTrain, kCheck, kQualify, kFleet };
+enum class RunKind { kProbe, kTrain, kCheck, kQualify, kFleet, kHealthcheck };
 inline constexpr RunKind kRunKinds[] = {RunKind::kProbe, RunKind::kTrain, RunKind::kCheck, RunKind::kQualify,
-                                        RunKind::kFleet};
+                                        RunKind::kFleet, RunKind::kHealthcheck};
 constexpr const char* run_kind_name(RunKind k) {
   switch (k) {
     case RunKind::kProbe: return "probe";
@@ -41,6 +41,7 @@ constexpr const char* run_kind_name(RunKind k) {
     case RunKind::kCheck: return "check";
     case RunKind::kQualify: return "qualify";
     case RunKind::kFleet: return "fleet";
+    case RunKind::kHealthcheck: return "healthcheck";
   }
   return "?";
 }

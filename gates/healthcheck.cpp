@@ -325,4 +325,71 @@ HealthOutcome judge_health(const Reference& ref, const std::string& key, const s
   return h;
 }
 
+Results health_results(const Reference& ref, const std::string& key, const std::vector<HealthLane>& lanes,
+                       const HealthRun& run, const HealthOutcome& h) {
+  struct Cell {
+    Observation o;
+    std::set<std::string> fps, rows;
+    std::string not_ok_reason;  // the first lane where it did not finish, and why
+    ObsStatus not_ok = ObsStatus::kOk;
+  };
+  std::map<std::pair<std::string, std::string>, Cell> cells;  // (workload, target), sorted
+  for (const LaneObservation& lo : run.observations) {
+    const Observation& o = lo.obs;
+    if (!ref.find(key, o.workload, o.target)) continue;
+    const HealthLane& lane = lanes[lo.lane];
+    Cell& c = cells[{o.workload, o.target}];
+    c.o.workload = o.workload, c.o.target = o.target;
+    if (o.status == ObsStatus::kOk && (!o.fingerprints.empty() || !o.warmup_fingerprint.empty())) {
+      c.o.repeats += int(o.fingerprints.size()) + (lane.gpu < 0 && !o.warmup_fingerprint.empty() ? 1 : 0);
+      c.fps.insert(o.fingerprints.begin(), o.fingerprints.end());
+      if (lane.gpu < 0 && !o.warmup_fingerprint.empty()) c.fps.insert(o.warmup_fingerprint);
+      if (o.batch && !o.batch->rows_fingerprint.empty()) c.rows.insert(o.batch->rows_fingerprint);
+    } else if (c.not_ok == ObsStatus::kOk) {
+      // A crash or timeout is what it is; a skip or a run without output is an error here (the reference ran it).
+      c.not_ok = o.status == ObsStatus::kCrashed || o.status == ObsStatus::kTimeout ? o.status : ObsStatus::kError;
+      const std::string where = lane.gpu >= 0 ? fmt::format("gpu {}", lane.gpu)
+                                              : fmt::format("cpu {} (core {}, package {})", lane.place.cpu,
+                                                            lane.place.core, lane.place.package);
+      c.not_ok_reason = fmt::format("on {}: {}", where, o.status == ObsStatus::kOk ? "gave no output" : o.reason);
+    }
+  }
+  Results r;
+  std::set<std::string> targets, workloads;
+  for (auto& [id, c] : cells) {
+    Observation& o = c.o;
+    targets.insert(o.target), workloads.insert(o.workload);
+    o.status = c.not_ok;
+    o.reason = c.not_ok_reason;
+    // A cell that crashed or timed out somewhere is recorded as that, without the bits of the CPUs where it ran.
+    if (o.status == ObsStatus::kCrashed || o.status == ObsStatus::kTimeout) c.fps.clear(), c.rows.clear(), o.repeats = 0;
+    o.fingerprints.assign(c.fps.begin(), c.fps.end());
+    o.distinct = int(o.fingerprints.size());
+    const ReferenceCell* k = ref.find(key, o.workload, o.target);
+    if (o.status == ObsStatus::kOk && !c.rows.empty()) {
+      // The rows computed alone: the other ones where some run's differ from the reference's.
+      std::string rows = *c.rows.begin();
+      for (auto& x : c.rows)
+        if (x != k->rows_fingerprint) rows = x;
+      o.batch = BatchInvariance{};
+      o.batch->rows_fingerprint = rows;
+    }
+    const auto f = std::find_if(h.findings.begin(), h.findings.end(), [&](const HealthFinding& x) {
+      return x.workload == o.workload && x.target == o.target;
+    });
+    if (f != h.findings.end() || o.status != ObsStatus::kOk) {
+      o.verdict = Verdict::kFail;
+      o.verdict_reason = f != h.findings.end() ? f->line : "did not finish " + o.reason;
+    } else {
+      o.verdict = Verdict::kPass;
+      o.verdict_reason = fmt::format("every run gave the reference's bits ({}{}), on every CPU and GPU it ran on",
+                                     short_hex(k->fingerprint),
+                                     k->rows_fingerprint.empty() ? "" : ", rows " + short_hex(k->rows_fingerprint));
+    }
+    r.observations.push_back(std::move(o));
+  }
+  r.plan = {{"targets", targets}, {"workloads", workloads}};
+  return r;
+}
+
 }  // namespace detaudit

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "contract/results.hpp"
 #include "gates/reference.hpp"
 #include "gates/verdict.hpp"  // Action
 #include "suites/health_run.hpp"
@@ -62,5 +63,13 @@ struct HealthOutcome {
 // finding as well: the nodes that made the reference ran it.
 HealthOutcome judge_health(const Reference& ref, const std::string& key, const std::vector<HealthLane>& lanes,
                            const HealthRun& run, const nlohmann::json& gpus, double budget_s);
+
+// The check as the history records it (kind healthcheck): one observation per cell that ran on any CPU or GPU, with
+// the distinct bits of every run (the warm-ups' too), PASS where each run gave the reference's bits (and rows), FAIL
+// with its finding's line where one did not or where it crashed or could not run on some CPU; no timings (every CPU
+// was busy) and no oracle distance (the reference's bits are the judge). The caller fills in the machine, the
+// command and the times.
+Results health_results(const Reference& ref, const std::string& key, const std::vector<HealthLane>& lanes,
+                       const HealthRun& run, const HealthOutcome& h);
 
 }  // namespace detaudit

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <sqlite3.h>
+#include <pwd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -181,6 +182,41 @@ UPDATE training SET verdict = CASE WHEN status IN ('crashed', 'timeout', 'error'
     // change in the rows alone is a change of the cell; a cell recorded before has none ('').
     R"sql(
 ALTER TABLE cells ADD COLUMN rows_fingerprint TEXT NOT NULL DEFAULT '';
+)sql",
+    // 6 -> 7: `healthcheck` records its checks (kind 'healthcheck'); the runs table is rebuilt for its CHECK, as in
+    // 2 -> 3.
+    R"sql(
+CREATE TABLE runs_7 (
+  id INTEGER PRIMARY KEY,
+  kind TEXT NOT NULL CHECK (kind IN ('probe', 'train', 'check', 'qualify', 'fleet', 'healthcheck')),
+  started_at TEXT NOT NULL,
+  finished_at TEXT NOT NULL,
+  recorded_at TEXT NOT NULL,
+  command TEXT NOT NULL,
+  results_dir TEXT NOT NULL,
+  tool_version TEXT NOT NULL,
+  tool_commit TEXT NOT NULL,
+  machine_key TEXT NOT NULL REFERENCES machines(key),
+  hostname TEXT NOT NULL,
+  machine TEXT NOT NULL,
+  software TEXT NOT NULL,
+  exit_code INTEGER NOT NULL,
+  cells INTEGER NOT NULL,
+  pass INTEGER NOT NULL,
+  fail INTEGER NOT NULL,
+  expected INTEGER NOT NULL,
+  warn INTEGER NOT NULL,
+  skip INTEGER NOT NULL,
+  unjudged INTEGER NOT NULL,
+  training_runs INTEGER NOT NULL,
+  plan TEXT NOT NULL DEFAULT ''
+);
+INSERT INTO runs_7 SELECT id, kind, started_at, finished_at, recorded_at, command, results_dir, tool_version,
+  tool_commit, machine_key, hostname, machine, software, exit_code, cells, pass, fail, expected, warn, skip,
+  unjudged, training_runs, plan FROM runs;
+DROP TABLE runs;
+ALTER TABLE runs_7 RENAME TO runs;
+CREATE INDEX runs_by_machine ON runs(machine_key, started_at);
 )sql",
 };
 static_assert(sizeof kMigrations / sizeof kMigrations[0] == kHistorySchemaVersion);
@@ -765,12 +801,12 @@ std::string absolute_dir(const std::string& dir) {
 
 Status query_open(Db& db, const HistoryFilter& f, HistoryQueryResult* out);
 
-Status check_history(const std::string& db_path) {
+Status check_history(const std::string& db_path, bool every_row) {
   Db db;
   bool exists = false;
   DETAUDIT_RETURN_IF_ERROR(open_history(db_path, Mode::kRead, &db, &exists));
   // Every row as recording will check it: a history another program changed stops the command before its work.
-  if (exists) {
+  if (exists && every_row) {
     HistoryQueryResult all;
     DETAUDIT_RETURN_IF_ERROR(query_open(db, HistoryFilter{}, &all));
   }
@@ -788,6 +824,41 @@ Status check_history(const std::string& db_path) {
     return file_error(db_path, fmt::format("its folder {} cannot be written ({}): the run could not be recorded",
                                            dir.string(), std::strerror(errno)));
   return Status::ok();
+}
+
+Status last_healthcheck(const std::string& db_path, const std::string& hostname, LastHealthcheck* out) {
+  *out = LastHealthcheck{};
+  Db db;
+  bool exists = false;
+  DETAUDIT_RETURN_IF_ERROR(open_history(db_path, Mode::kRead, &db, &exists));
+  if (!exists) return Status::ok();
+  // (A database of an older schema has no healthcheck: open_history migrated it, and it holds none.)
+  Stmt s(db.h,
+         "SELECT id, recorded_at, command, tool_commit, machine_key, exit_code FROM runs WHERE kind = 'healthcheck' AND "
+         "hostname = ?1 ORDER BY id DESC LIMIT 1");
+  if (!s.ok()) return Status::invalid(describe_sqlite_error(db, sqlite3_errcode(db.h)));
+  s.bind(1, hostname);
+  int rc = s.step();
+  if (rc == SQLITE_DONE) return Status::ok();
+  if (rc != SQLITE_ROW) return Status::invalid(describe_sqlite_error(db, rc));
+  out->found = true;
+  const int64_t id = s.integer(0);
+  out->recorded_at = s.text(1), out->command = s.text(2), out->tool_commit = s.text(3), out->machine_key = s.text(4);
+  out->exit_code = int(s.integer(5));
+  Stmt c(db.h, "SELECT workload, target FROM cells WHERE run_id = ?1 AND verdict = 'FAIL'");
+  if (!c.ok()) return Status::invalid(describe_sqlite_error(db, sqlite3_errcode(db.h)));
+  c.bind(1, id);
+  while ((rc = c.step()) == SQLITE_ROW) out->failed.insert({c.text(0), c.text(1)});
+  if (rc != SQLITE_DONE) return Status::invalid(describe_sqlite_error(db, rc));
+  return Status::ok();
+}
+
+// The home directory of this process's user in the password database ("" when it has none).
+static std::string passwd_home() {
+  struct passwd pw {}, *found = nullptr;
+  std::vector<char> buf(16384);
+  if (::getpwuid_r(::geteuid(), &pw, buf.data(), buf.size(), &found) != 0 || !found || !pw.pw_dir) return "";
+  return pw.pw_dir;
 }
 
 Status resolve_history_path(const HistoryFlags& flags, std::string* path) {
@@ -813,7 +884,9 @@ Status resolve_history_path(const HistoryFlags& flags, std::string* path) {
     return Status::ok();
   };
   if (std::string v = env("XDG_DATA_HOME"); !v.empty() && v[0] == '/') return in_own_folder(fs::path(v) / "detaudit");
-  if (std::string v = env("HOME"); !v.empty()) {
+  std::string home = env("HOME");
+  if (home.empty()) home = passwd_home();  // (a daemon's child, such as Slurm's health check, may have no HOME)
+  if (const std::string& v = home; !v.empty()) {
     // Folders below a home are made as needed; a home that does not exist is not made (it is not ours to make).
     std::error_code ec;
     if (!fs::is_directory(v, ec))
@@ -824,7 +897,7 @@ Status resolve_history_path(const HistoryFlags& flags, std::string* path) {
   }
   return Status::invalid(
       "no place for the history: none of --history FILE, DETAUDIT_HISTORY, XDG_DATA_HOME (absolute) or HOME is "
-      "set (--no-history records nothing)");
+      "set, and this user has no home in the password database (--no-history records nothing)");
 }
 
 nlohmann::json machine_identity(const nlohmann::json& machine) {
@@ -1233,8 +1306,9 @@ Status check_row(const CellRecord& c, const std::string& where) {
       return bad("status", c.status, "a status of the oracle backend's cell (it runs every workload on every machine)");
     // A cell that ran has an oracle distance, or its verdict says why not (not compared with the oracle, no bound
     // known, a distance that is no number: a FAIL), as results.json refuses one with no distance and no reason.
-    // (Versions before 0.1.0 recorded cells that ran without either.)
-    if (c.status == "ok" && !c.err_ratio && !c.verdict.empty() && c.verdict != "FAIL" &&
+    // (Versions before 0.1.0 recorded cells that ran without either; a healthcheck judges bits against a reference's,
+    // never an oracle's distance.)
+    if (c.status == "ok" && !c.err_ratio && !c.verdict.empty() && c.verdict != "FAIL" && c.kind != "healthcheck" &&
         c.verdict_reason.find("oracle") == std::string::npos && version_at_least(c.tool_version, 0, 1))
       return bad("err_ratio", "NULL",
                  "how a cell that ran is recorded (it has an oracle distance, or its verdict says why it has none)");
@@ -1265,10 +1339,15 @@ Status check_row(const CellRecord& c, const std::string& where) {
                                *c.err_ratio)
                        .c_str());
     }
+    // A healthcheck judges bits against its reference's: PASS where every run gave them (one output), else FAIL.
+    if (c.kind == "healthcheck" && c.verdict != "PASS" && c.verdict != "FAIL")
+      return bad("verdict", c.verdict, "a verdict of a healthcheck (PASS or FAIL)");
+    if (c.kind == "healthcheck" && c.verdict == "PASS" && (c.status != "ok" || c.distinct != 1))
+      return bad("verdict", c.verdict, "the verdict of a healthcheck's cell that gave other bits or did not finish");
     // Any other verdict of a CPU cell that ran is one of those judge() gives it (a WARN that said "claimed
     // nondeterministic" is an older detaudit's verdict of a cell permitted to vary that did not: kept as recorded).
     // (An error ratio that is no number is named below.)
-    if (Verdict v; c.status == "ok" && parse_verdict(c.verdict, &v))
+    if (Verdict v; c.kind != "healthcheck" && c.status == "ok" && parse_verdict(c.verdict, &v))
       if (const std::string why = cpu_verdict_problem(t, w, v, c.verdict_reason, c.distinct, c.err_ratio); !why.empty())
         return bad("verdict", c.verdict, why.c_str());
   }
@@ -1279,9 +1358,9 @@ Status check_row(const CellRecord& c, const std::string& where) {
     return bad("median_seconds", fmt::format("{}", *c.median_seconds),
                "a time of 0, or from a nanosecond (a clock's tick) to a year");
   // A cell that ran has repeat times, so a median (results.json refuses a cell that ran with none); an imported
-  // output was timed by no one.
+  // output was timed by no one, and a healthcheck keeps no times (its cells ran with every CPU busy).
   if (const BackendEntry* be = c.training ? nullptr : find_backend(t.name);
-      be && !be->imported && c.status == "ok" && !(c.median_seconds >= kClockTick) &&
+      be && !be->imported && c.kind != "healthcheck" && c.status == "ok" && !(c.median_seconds >= kClockTick) &&
       version_at_least(c.tool_version, 0, 1))
     return bad("median_seconds", c.median_seconds ? fmt::format("{}", *c.median_seconds) : "NULL",
                "how a cell that ran is recorded (its repeats were timed, a nanosecond at least)");
@@ -1721,7 +1800,7 @@ Status check_runs(Db& db) {
       if (*rec > int64_t(std::time(nullptr)) + 86400) return bad("recorded_at", recorded, "a time that has come");
       // A probe, a training design or a qualify is recorded by the process that ran it, when it ends, on one clock.
       const std::string kind = s.text(21);
-      const bool own_clock = kind == "probe" || kind == "train" || kind == "qualify";
+      const bool own_clock = kind == "probe" || kind == "train" || kind == "qualify" || kind == "healthcheck";
       if (const auto fin = iso8601_seconds(finished); fin && *fin > *rec + (own_clock ? 0 : 86400))
         return bad("finished_at", finished,
                    own_clock ? "a time before the run was recorded (by the process that ran it, on its clock)"
@@ -1778,6 +1857,11 @@ Status check_runs(Db& db) {
        "a probe run with training rows (a probe trains nothing)"},
       {"SELECT 'run ' || id FROM runs WHERE kind = 'train' AND id IN (SELECT run_id FROM cells) LIMIT 1",
        "a training run with probe cells (a training design probes nothing)"},
+      // A healthcheck runs a reference's probe cells, in no folder of results, and times nothing (every CPU is busy).
+      {"SELECT 'run ' || id FROM runs WHERE kind = 'healthcheck' AND (training_runs <> 0 OR results_dir <> '' OR id IN "
+       "(SELECT run_id FROM training) OR id IN (SELECT run_id FROM cells WHERE median_seconds IS NOT NULL OR err_ratio "
+       "IS NOT NULL)) LIMIT 1",
+       "a healthcheck with training rows, a results folder or timings (it has none)"},
       // Each run's counts are those of its rows.
       {"SELECT 'run ' || r.id FROM runs r WHERE r.cells <> (SELECT count(*) FROM cells c WHERE c.run_id = r.id) OR "
        "r.training_runs <> (SELECT count(*) FROM training t WHERE t.run_id = r.id) LIMIT 1",
@@ -1880,7 +1964,8 @@ Status check_runs(Db& db) {
     // One results directory recorded twice (a probe, then a check of it) holds the same cells: the same outputs.
     Stmt s(db.h,
            "SELECT ra.id, rb.id, a.workload, a.target FROM cells a JOIN runs ra ON ra.id = a.run_id JOIN runs rb ON "
-           "rb.results_dir = ra.results_dir AND rb.started_at = ra.started_at AND rb.id > ra.id JOIN cells b ON b.run_id = "
+           "rb.results_dir = ra.results_dir AND rb.started_at = ra.started_at AND rb.id > ra.id AND ra.results_dir <> '' "
+           "JOIN cells b ON b.run_id = "
            "rb.id AND b.workload = a.workload AND b.target = a.target WHERE a.status = 'ok' AND b.status = 'ok' AND "
            "a.fingerprints <> b.fingerprints LIMIT 1");
     if (!s.ok()) return Status::invalid(describe_sqlite_error(db, sqlite3_errcode(db.h)));

@@ -1,9 +1,10 @@
-// The run history: every probe, train, check and qualify appends one record to an SQLite database, and
-// `detaudit history` reads it back as each cell's fingerprints over time.
+// The run history: every probe, train, check, qualify, fleet node and healthcheck appends one record to an SQLite
+// database, and `detaudit history` reads it back as each cell's fingerprints over time.
 //
 // Where it is (resolve_history_path): `--history FILE` > $DETAUDIT_HISTORY > $XDG_DATA_HOME/detaudit/
 // history.db (an absolute XDG_DATA_HOME only, as the XDG spec says) > $HOME/.local/share/detaudit/
-// history.db; `--no-history` records nothing. record_run creates the parent folder.
+// history.db (HOME unset: the user's home in the password database, as for a daemon's child such as Slurm's health
+// check); `--no-history` records nothing. record_run creates the parent folder.
 //
 // The database:
 // - WAL journal, a busy timeout of 10 s, every write in one BEGIN IMMEDIATE transaction: any number of
@@ -17,12 +18,12 @@
 //   a newer detaudit"), tables that do not match their version. Such a file is never written to,
 //   recreated or replaced: the user moves it away or points --history elsewhere.
 //
-// Schema (version 5):
+// Schema (version 7):
 //   machines  key TEXT PRIMARY KEY        machine_key() of the hardware, 16 hex digits
 //             cpu_model, cpu_features     (space-separated), cores, gpus (JSON array of {name,
 //             compute_capability, sm_count}), identity (the canonical JSON the key hashes),
 //             first_seen, last_seen (ISO 8601 UTC, from the runs recorded)
-//   runs      id INTEGER PRIMARY KEY, kind (probe|train|check|qualify|fleet), started_at, finished_at ('' when
+//   runs      id INTEGER PRIMARY KEY, kind (probe|train|check|qualify|fleet|healthcheck), started_at, finished_at ('' when
 //             the run did not finish), recorded_at, command, results_dir (absolute), tool_version,
 //             tool_commit, machine_key -> machines, hostname, machine (results.json's machine object,
 //             JSON), software (JSON: tool_version, tool_commit, os, compiler, hwloc, libraries{...}),
@@ -41,7 +42,10 @@
 //   target) and runs(machine_key, started_at); version 3 lets a run's kind be fleet (each node of a fleet
 //   records its probe results); version 4 adds runs.plan (a run recorded before it gets the targets and
 //   workloads its own rows name); version 5 adds training.verdict (a finished run that broke its deterministic
-//   variant's promise FAILs; a row recorded before gets the verdict its status gives).
+//   variant's promise FAILs; a row recorded before gets the verdict its status gives); version 6 adds
+//   cells.rows_fingerprint (a batch-invariance cell's rows computed alone); version 7 lets a run's kind be
+//   healthcheck (one row per cell it ran on any CPU or GPU: every run's distinct bits, judged against its reference;
+//   no results folder, no timings: its cells run with every CPU busy).
 //
 // The machine key (machine_key()) is a hash of what decides the bits a kernel computes, and nothing
 // else: the CPU model, its ISA features (sorted) and core count; each GPU's name, compute capability
@@ -52,6 +56,7 @@
 #pragma once
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -61,7 +66,7 @@
 
 namespace detaudit {
 
-inline constexpr int kHistorySchemaVersion = 6;
+inline constexpr int kHistorySchemaVersion = 7;
 inline constexpr int kHistoryApplicationId = 0x64746175;  // "dtau"
 
 // --history FILE and --no-history (cli/history_flags.hpp adds them to a subcommand).
@@ -85,8 +90,9 @@ Status record_run(const std::string& db_path, RunKind kind, const Results& r, co
 // Whether db_path can be recorded into later: a missing file is fine (it will be created); an existing
 // one must be a detaudit history this tool can read (the same checks as record_run, nothing written
 // except a migration of an older schema). The commands call it before their work, so a corrupt history
-// stops them at once instead of after an hour of probing. A failure of one line naming the file.
-Status check_history(const std::string& db_path);
+// stops them at once instead of after an hour of probing. A failure of one line naming the file. every_row false:
+// the rows are left to recording (a healthcheck of seconds that records once a period reads no more than it needs).
+Status check_history(const std::string& db_path, bool every_row = true);
 
 // Hash of the hardware identity of results.json's machine object, 16 hex digits (see above). Missing
 // fields count as empty, so any object has a key.
@@ -106,6 +112,19 @@ nlohmann::json software_of(const Results& r);
 Status median_seconds_history(const std::string& db_path, const std::string& workload, const std::string& target,
                               const std::string& machine_key, double* median, int* n, const std::string& own_dir = "",
                               const std::string& own_started_at = "");
+
+// The last healthcheck a host recorded (a healthcheck run every few minutes records a check that gives the same
+// answer as the last one at most once a period, so that the history stays small enough to check in a second).
+struct LastHealthcheck {
+  bool found = false;
+  std::string recorded_at, command, tool_commit, machine_key;
+  int exit_code = 0;
+  std::set<std::pair<std::string, std::string>> failed;  // its FAIL cells (workload, target)
+};
+// Reads it (kind healthcheck, that host, the highest run id). A missing database: found false. The file is checked as
+// every open checks it (a detaudit history of a version this tool knows, not damaged), not row by row (recording
+// does that). A failure of one line naming the file.
+Status last_healthcheck(const std::string& db_path, const std::string& hostname, LastHealthcheck* out);
 
 // ---- reading the history (`detaudit history`) -------------------------------------------------------
 

@@ -4,6 +4,7 @@
 // local Slurm cluster with the healthcheck as its HealthCheckProgram, draining the faulty node and resuming it.
 #include <gtest/gtest.h>
 
+#include <sqlite3.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -335,6 +336,141 @@ TEST(Healthcheck, AMachineOfAnotherKeyOrABudgetNothingFitsInIsNotJudged) {
   fs::remove_all(m);
 }
 
+// ---- the history ------------------------------------------------------------------------------------------------
+
+// One integer a query of the database at `db` gives (-1: none).
+int64_t sql_count(const fs::path& db, const std::string& sql) {
+  sqlite3* h = nullptr;
+  int64_t v = -1;
+  if (sqlite3_open_v2(db.c_str(), &h, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK) {
+    sqlite3_stmt* s = nullptr;
+    if (sqlite3_prepare_v2(h, sql.c_str(), -1, &s, nullptr) == SQLITE_OK && sqlite3_step(s) == SQLITE_ROW)
+      v = sqlite3_column_int64(s, 0);
+    sqlite3_finalize(s);
+  }
+  sqlite3_close_v2(h);
+  return v;
+}
+
+// The check records into the history by default (the user's, here a home of the test's): a check whose answer is the
+// last recorded one's is recorded once a period (--history-every), a change at once; its cells' bits and verdicts
+// are what `history` shows; --no-history records nothing; an OK that cannot be recorded is no OK, a FAIL stays one.
+TEST(Healthcheck, RecordsItsAnswersInTheHistoryOnceAPeriodAndEveryChange) {
+  const fs::path ref = agreed_reference("health-hist", kHealthPlan);
+  ASSERT_TRUE(fs::exists(ref));
+  const fs::path d = ref.parent_path(), home = d / "home", db = home / ".local/share/detaudit/history.db";
+  fs::create_directories(home);
+  // As a user runs it: no --history, no DETAUDIT_HISTORY (ctest sets one), the history under HOME.
+  const std::string as_user =
+      "env -u DETAUDIT_HISTORY -u XDG_DATA_HOME HOME=" + home.string() + " " + DETAUDIT_EXE + " ";
+  // (3 s: a CPU that another test keeps busy still finishes a cell, as in the Slurm test below.)
+  auto check = [&](const std::string& env, const std::string& args) {
+    const fs::path out = d / "hc.out", err = d / "hc.err";
+    const int code = shell(env + as_user + "healthcheck --reference " + ref.string() + " --budget 3 --format json " +
+                           args + " >" + out.string() + " 2>" + err.string());
+    nlohmann::json j = nlohmann::json::parse(slurp(out), nullptr, false);
+    if (j.is_discarded() || !j.contains("healthcheck")) {
+      ADD_FAILURE() << "not the check's JSON: " << slurp(out) << slurp(err);
+      j = {{"healthcheck", {{"history", nlohmann::json::object()}, {"line", ""}}}};
+    }
+    return std::tuple{code, j["healthcheck"], slurp(err)};
+  };
+  auto runs = [&](const std::string& where = "1") {
+    return sql_count(db, "SELECT count(*) FROM runs WHERE kind = 'healthcheck' AND " + where);
+  };
+  {
+    const auto [code, h, err] = check("", "");
+    ASSERT_EQ(code, 0) << h.dump() << err;
+    EXPECT_EQ(h["history"]["recorded"], true) << h.dump();
+    ASSERT_EQ(runs(), 1);
+    // Its cells: each one it ran, PASS with the reference's bits, untimed (every CPU was busy), no oracle distance.
+    EXPECT_GE(sql_count(db, "SELECT count(*) FROM cells"), 3);
+    EXPECT_EQ(sql_count(db, "SELECT count(*) FROM cells WHERE verdict <> 'PASS' OR distinct_outputs <> 1 OR "
+                            "median_seconds IS NOT NULL OR err_ratio IS NOT NULL"),
+              0);
+    EXPECT_EQ(runs("exit_code = 0 AND results_dir = '' AND command LIKE '% healthcheck %'"), 1);
+  }
+  {
+    // The same answer again, within the period: not recorded, and the JSON says whose answer it is.
+    const auto [code, h, err] = check("", "");
+    ASSERT_EQ(code, 0) << h.dump() << err;
+    EXPECT_EQ(h["history"]["recorded"], false) << h.dump();
+    EXPECT_EQ(h["history"]["why"].get<std::string>().rfind("the answer of the check recorded at ", 0), 0u) << h.dump();
+    EXPECT_EQ(runs(), 1);
+  }
+  const int cpu = allowed_cpus().back().cpu;
+  {
+    // Another answer (one CPU's workers flip a bit) is recorded at once: FAIL cells naming that CPU.
+    const auto [code, h, err] = check("DETAUDIT_HEALTHCHECK_TEST_FLIP='" + std::to_string(cpu) + ":*' ", "");
+    ASSERT_EQ(code, 1) << h.dump() << err;
+    EXPECT_EQ(h["history"]["recorded"], true) << h.dump();
+    EXPECT_EQ(runs("exit_code = 1 AND fail > 0"), 1);
+    EXPECT_GE(sql_count(db, "SELECT count(*) FROM cells WHERE verdict = 'FAIL' AND verdict_reason LIKE 'cpu " +
+                                std::to_string(cpu) + " (core %): other bits in %'"),
+              1);
+  }
+  {
+    // --history-every 0: every check recorded.
+    const auto [code, h, err] = check("", "--history-every 0");
+    ASSERT_EQ(code, 0) << h.dump() << err;
+    EXPECT_EQ(runs(), 3);
+  }
+  // `history` reads them back: the cells that changed to other bits and back, with their verdicts.
+  const fs::path hist_out = d / "history.out";
+  ASSERT_EQ(shell(as_user + "history >" + hist_out.string() + " 2>&1"), 0) << slurp(hist_out);
+  EXPECT_NE(slurp(hist_out).find("3 runs recorded"), std::string::npos) << slurp(hist_out);
+  EXPECT_NE(slurp(hist_out).find("  FAIL\n"), std::string::npos) << slurp(hist_out);
+  EXPECT_NE(slurp(hist_out).find("[changed "), std::string::npos) << slurp(hist_out);
+  {
+    const auto [code, h, err] = check("", "--no-history --history-every 0");
+    ASSERT_EQ(code, 0) << h.dump() << err;
+    EXPECT_EQ(h["history"], nlohmann::json({{"recorded", false}, {"why", "--no-history"}}));
+    EXPECT_EQ(runs(), 3);
+  }
+  // A history that cannot be written (its folder is a file), or a file that is no history, stops the check before its
+  // work: one line, exit 2, the file as it was.
+  std::ofstream(d / "file") << "x\n";
+  std::ofstream(d / "notes.db") << "not a database\n";
+  for (const fs::path bad : {d / "file/h.db", d / "notes.db"}) {
+    const auto refused = run_cli("healthcheck --reference " + ref.string() + " --history " + bad.string());
+    EXPECT_EQ(refused.code, 2);
+    EXPECT_EQ(refused.out, "");
+    EXPECT_EQ(refused.err.rfind("detaudit: error: history " + bad.string() + ": ", 0), 0u) << refused.err;
+  }
+  EXPECT_EQ(slurp(d / "notes.db"), "not a database\n");
+  // A healthcheck's row another program changed (a PASS of two outputs) is refused as every changed row is: by
+  // `history`, and by recording, where the OK becomes an ERROR of exit 2 that says so and a FAIL stays a FAIL (exit 1,
+  // the faulty CPU named), the history's line on stderr.
+  {
+    sqlite3* h = nullptr;
+    ASSERT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(h,
+                           "UPDATE cells SET fingerprints = fingerprints || ' ' || fingerprints, distinct_outputs = 2 "
+                           "WHERE (run_id, workload, target) IN (SELECT run_id, workload, target FROM cells WHERE "
+                           "verdict = 'PASS' LIMIT 1)",
+                           nullptr, nullptr, nullptr),
+              SQLITE_OK);
+    sqlite3_close_v2(h);
+  }
+  ASSERT_NE(shell(as_user + "history >" + hist_out.string() + " 2>&1"), 0);
+  EXPECT_NE(slurp(hist_out).find("changed by another program"), std::string::npos) << slurp(hist_out);
+  {
+    const auto [code, h, err] = check("", "--history-every 0");
+    EXPECT_EQ(code, 2) << h.dump() << err;
+    EXPECT_EQ(h["line"].get<std::string>().rfind("detaudit: ERROR history " + db.string() + ": ", 0), 0u) << h.dump();
+    EXPECT_NE(h["line"].get<std::string>().find("changed by another program"), std::string::npos) << h.dump();
+    EXPECT_NE(h["line"].get<std::string>().find("(the check itself: OK "), std::string::npos) << h.dump();
+  }
+  {
+    const auto [code, h, err] = check("DETAUDIT_HEALTHCHECK_TEST_FLIP='" + std::to_string(cpu) + ":*' ", "");
+    EXPECT_EQ(code, 1) << h.dump() << err;
+    EXPECT_EQ(h["line"].get<std::string>().rfind("detaudit: FAIL cpu " + std::to_string(cpu) + " (", 0), 0u) << h.dump();
+    EXPECT_NE(err.find("detaudit: error: history " + db.string() + ": "), std::string::npos) << err;
+  }
+  EXPECT_EQ(runs(), 3) << "nothing written to a history another program changed";
+  fs::remove_all(d);
+}
+
 // ---- --metrics: Prometheus's text format -------------------------------------------------------------------------
 
 TEST(Prometheus, OneHelpAndTypePerFamilyLabelsEscapedAndOneSeriesPerLabelSet) {
@@ -441,8 +577,11 @@ TEST(HealthcheckSlurm, DrainsTheNodeWhoseCpuComputesOtherBitsAndResumesIt) {
   {
     // slurmd runs the program with SLURMD_NODENAME set and little else; the switches are files of the test's.
     std::ofstream hc(c / "hc.sh");
+    // Each node's history is its own, as on a cluster (slurmd gives its health check SLURMD_NODENAME and no HOME: the
+    // default is then the home the password database gives, root's, which is not the test's to write).
     hc << "#!/bin/bash\n"
        << "export PATH=/usr/bin:/bin:/usr/sbin:/sbin SLURM_CONF=" << (c / "slurm.conf").string() << "\n"
+       << "export DETAUDIT_HISTORY=" << c.string() << "/history-$SLURMD_NODENAME.db\n"
        << "[ -f " << (c / "armed").string() << " ] || exit 0\n"
        << "if [ \"$SLURMD_NODENAME\" = n1 ] && [ -f " << (c / "fault").string()
        << " ]; then export DETAUDIT_HEALTHCHECK_TEST_FLIP='" << here.front().cpu << ":*'; fi\n"
@@ -486,6 +625,14 @@ TEST(HealthcheckSlurm, DrainsTheNodeWhoseCpuComputesOtherBitsAndResumesIt) {
   const size_t before = log_lines("n2");
   EXPECT_TRUE(eventually(40, [&] { return log_lines("n2") >= before + 4; }));
   EXPECT_EQ(node("n2"), "drain|disk replacement\n");
+  // Each node's history holds its checks: n1's FAIL, then its OK once the fault was gone; n2's OKs.
+  const fs::path h1 = c / "history-n1.db", h2 = c / "history-n2.db";
+  EXPECT_GE(sql_count(h1, "SELECT count(*) FROM runs WHERE kind = 'healthcheck' AND exit_code = 1"), 1);
+  EXPECT_GE(sql_count(h1, "SELECT count(*) FROM runs WHERE kind = 'healthcheck' AND exit_code = 0 AND id > (SELECT "
+                          "min(id) FROM runs WHERE exit_code = 1)"),
+            1);
+  EXPECT_GE(sql_count(h2, "SELECT count(*) FROM runs WHERE kind = 'healthcheck' AND exit_code = 0"), 1);
+  EXPECT_EQ(sql_count(h2, "SELECT count(*) FROM runs WHERE exit_code <> 0"), 0);
   const int stopped = shell("bash " + script + " stop " + c.string() + " >/dev/null 2>&1");
   EXPECT_EQ(stopped, 0);
   fs::remove_all(c);

@@ -1,5 +1,6 @@
 // The SQLite run history (gates/history.hpp) and `detaudit history`. Every test
 // uses its own temporary database: the user's ~/.local/share is never touched.
+#include <pwd.h>
 #include <sqlite3.h>
 #include <csignal>
 #include <sys/wait.h>
@@ -219,9 +220,17 @@ TEST(HistoryPath, ResolutionOrder) {
         EXPECT_NE(err.find("HOME (/nonexistent/detaudit-home) is not a directory"), std::string::npos) << err;
         EXPECT_FALSE(fs::exists("/nonexistent"));
       }
+      // No HOME (a daemon's child: Slurm runs its health check so): the user's home in the password database.
       ScopedEnv no_home("HOME", nullptr);
-      EXPECT_FALSE(succeeded(resolve_history_path(f, &path), &err));
-      EXPECT_NE(err.find("--no-history"), std::string::npos) << err;
+      const struct passwd* pw = ::getpwuid(::geteuid());
+      std::error_code ec;
+      if (pw && pw->pw_dir && fs::is_directory(pw->pw_dir, ec)) {
+        ASSERT_TRUE(succeeded(resolve_history_path(f, &path), &err)) << err;
+        EXPECT_EQ(path, std::string(pw->pw_dir) + "/.local/share/detaudit/history.db");
+      } else {
+        EXPECT_FALSE(succeeded(resolve_history_path(f, &path), &err));
+        EXPECT_NE(err.find("--no-history"), std::string::npos) << err;
+      }
     }
   }
   f.disabled = true;
@@ -392,11 +401,19 @@ TEST(History, RecordAndQueryRoundTrip) {
     // (train names the model it trains, and the design its one run is all of)
     if (k == RunKind::kTrain)
       rk.command += " " + rk.training.at(0).model + " --seeds 1 --replicates 1 --targets 'cpu?threads=2'";
-    EXPECT_TRUE(succeeded(record_run(db.string(), k, rk, "x", 0), &err)) << run_kind_name(k) << ": " << err;
+    // (a healthcheck trains nothing, writes no folder, times nothing and judges against a reference, not an oracle)
+    if (k == RunKind::kHealthcheck) {
+      rk.training.clear();
+      for (Observation& o : rk.observations) o.seconds.clear(), o.oracle.reset();
+    }
+    EXPECT_TRUE(succeeded(record_run(db.string(), k, rk, k == RunKind::kHealthcheck ? "" : "x", 0), &err))
+        << run_kind_name(k) << ": " << err;
   }
   EXPECT_EQ(sql_text(db, "SELECT group_concat(kind, ' ') FROM (SELECT kind FROM runs WHERE results_dir LIKE '%/x' "
-                         "ORDER BY id)"),
-            "probe train check qualify fleet");
+                         "OR kind = 'healthcheck' ORDER BY id)"),
+            "probe train check qualify fleet healthcheck");
+  HistoryQueryResult all;
+  EXPECT_TRUE(succeeded(query_history(db.string(), {}, &all), &err)) << err;
   fs::remove_all(dir);
 }
 
@@ -529,6 +546,43 @@ TEST(History, MigratesVersion4TrainingRowsToTheVerdictTheirStatusGives) {
   ASSERT_TRUE(succeeded(record_run(db.string(), RunKind::kTrain, r, (dir / "r3").string(), 1), &err)) << err;
   EXPECT_EQ(sql_int(db, "PRAGMA user_version"), kHistorySchemaVersion);
   EXPECT_EQ(sql_int(db, "SELECT count(*) FROM pragma_table_info('cells') WHERE name = 'rows_fingerprint'"), 1);
+  // As version 6 wrote it: a run's kind could not be healthcheck (the CHECK of its runs table). Migrated when recorded
+  // into: the runs are kept, and a healthcheck's run (its cells untimed, judged against a reference) joins them.
+  const int64_t runs_before = sql_int(db, "SELECT count(*) FROM runs");
+  sql_exec(db,
+           "CREATE TABLE runs_6 AS SELECT * FROM runs; DROP TABLE runs; "
+           "CREATE TABLE runs (id INTEGER PRIMARY KEY, kind TEXT NOT NULL CHECK (kind IN ('probe', 'train', 'check', "
+           "'qualify', 'fleet')), started_at TEXT NOT NULL, finished_at TEXT NOT NULL, recorded_at TEXT NOT NULL, "
+           "command TEXT NOT NULL, results_dir TEXT NOT NULL, tool_version TEXT NOT NULL, tool_commit TEXT NOT NULL, "
+           "machine_key TEXT NOT NULL REFERENCES machines(key), hostname TEXT NOT NULL, machine TEXT NOT NULL, software "
+           "TEXT NOT NULL, exit_code INTEGER NOT NULL, cells INTEGER NOT NULL, pass INTEGER NOT NULL, fail INTEGER NOT "
+           "NULL, expected INTEGER NOT NULL, warn INTEGER NOT NULL, skip INTEGER NOT NULL, unjudged INTEGER NOT NULL, "
+           "training_runs INTEGER NOT NULL, plan TEXT NOT NULL DEFAULT ''); INSERT INTO runs SELECT * FROM runs_6; DROP "
+           "TABLE runs_6; CREATE INDEX runs_by_machine ON runs(machine_key, started_at); PRAGMA user_version = 6;");
+  ASSERT_TRUE(succeeded(query_history(db.string(), {}, &q), &err)) << err;
+  Results hc;
+  hc.started_at = hc.finished_at = "2026-12-01T10:00:00Z";
+  hc.command = "detaudit healthcheck --reference site.json";
+  hc.machine = machine("node7");
+  Observation o = cell("matmul?m=8", "cpu?order=sequential", {fp('a'), fp('a')});
+  o.seconds.clear();
+  o.oracle.reset();
+  o.verdict_reason = "every run gave the reference's bits (aaaaaaaa), on every CPU and GPU it ran on";
+  hc.observations = {o};
+  ASSERT_TRUE(succeeded(record_run(db.string(), RunKind::kHealthcheck, hc, "", 0), &err)) << err;
+  EXPECT_EQ(sql_int(db, "PRAGMA user_version"), kHistorySchemaVersion);
+  EXPECT_EQ(sql_int(db, "SELECT count(*) FROM runs"), runs_before + 1);
+  EXPECT_EQ(sql_text(db, "SELECT kind FROM runs ORDER BY id DESC LIMIT 1"), "healthcheck");
+  ASSERT_TRUE(succeeded(query_history(db.string(), {}, &q), &err)) << err;
+  // A healthcheck's cell with a time, or a PASS that gave other bits, is not what one records.
+  for (const char* change : {"UPDATE cells SET median_seconds = 0.5 WHERE run_id = (SELECT max(id) FROM runs)",
+                             "UPDATE cells SET verdict = 'WARN' WHERE run_id = (SELECT max(id) FROM runs)"}) {
+    const fs::path copy = dir / "changed.db";
+    fs::copy_file(db, copy, fs::copy_options::overwrite_existing);
+    sql_exec(copy, change);
+    EXPECT_FALSE(succeeded(query_history(copy.string(), {}, &q), &err)) << change;
+    EXPECT_NE(err.find("changed by another program"), std::string::npos) << err;
+  }
   fs::remove_all(dir);
 }
 
