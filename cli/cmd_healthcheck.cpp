@@ -198,9 +198,10 @@ int could_not_judge(const HealthArgs& a, const std::string& why, const std::stri
   return emit(o);
 }
 
-// Records the check in the history (`history`; "": --no-history), unless it gives the answer of the last check this
-// host recorded there (the same status and failing cells, command, build and machine) and that one is younger than
-// --history-every: a check every few minutes would otherwise grow the history by megabytes a day. When it cannot be
+// Records the check in the history (`history`; "": --no-history), unless it judged no cell, or it gives the answer of
+// the last check this host recorded there (the same status, the same failing cells on the same CPUs and GPUs,
+// command, build and machine) and that one is younger than --history-every: a check every few minutes would
+// otherwise grow the history by megabytes a day. When it cannot be
 // recorded: an OK becomes an ERROR of exit 2 (an answer nobody can find later is no pass), and a FAIL stays a FAIL
 // (the node is faulty whatever the history says), with the history's line on stderr. What was done, for the JSON.
 nlohmann::json record_health(const HealthArgs& a, const std::string& history, const LastHealthcheck& last,
@@ -209,13 +210,14 @@ nlohmann::json record_health(const HealthArgs& a, const std::string& history, co
                              HealthOutcome* h) {
   if (history.empty()) return {{"recorded", false}, {"why", "--no-history"}};
   Results r = health_results(ref, key, lanes, run, *h);
+  if (r.observations.empty()) return {{"recorded", false}, {"file", history}, {"why", "nothing was judged"}};
   r.machine = machine;
   r.command = a.command;
   r.started_at = started_at;
   r.finished_at = utc_now_iso8601();
-  std::set<std::pair<std::string, std::string>> failed;
+  std::set<std::string> failed;
   for (const Observation& o : r.observations)
-    if (o.verdict == Verdict::kFail) failed.insert({o.workload, o.target});
+    if (o.verdict == Verdict::kFail) failed.insert(health_failure(o.workload, o.target, o.verdict_reason));
   const auto then = iso8601_seconds(last.recorded_at);
   const int64_t now = int64_t(std::time(nullptr));
   if (last.found && then && *then <= now && double(now - *then) < a.history_every && last.exit_code == h->exit_code &&
@@ -289,6 +291,11 @@ int run_healthcheck(const HealthArgs& a, const std::string& exe) {
   h.json["host"] = host;
   // Recorded before Slurm is told: a check the history lost is no OK to resume a node on.
   h.json["history"] = record_health(a, history, last, ref, key, lanes, run, machine, started_at, &h);
+  if (const int sig = interrupted()) {
+    say(stderr, "detaudit: interrupted by {} while the check was recorded; Slurm was not told (the check: {})\n",
+        signal_description(sig), h.line);
+    return 128 + sig;
+  }
   h.json["total_seconds"] = elapsed();
   h.json["slurm"] = act_on_node(a, h);
   if (const int sig = interrupted()) {
@@ -350,9 +357,9 @@ Command add_healthcheck_command(CLI::App& app, int argc, char** argv) {
                 "On OK, return this Slurm node to service, only when it is drained with a reason of detaudit's own");
   add_history_flags(sub, &a->hist);
   sub->add_option("--history-every", a->history_every,
-                  "Record a check that gives the answer of the last one this host recorded (the same status and "
-                  "failing cells, command, build and machine) at most once per S seconds; a change is recorded at "
-                  "once; 0: every check")
+                  "Record a check that gives the answer of the last one this host recorded (the same status, the "
+                  "same failing cells on the same CPUs and GPUs, command, build and machine) at most once per S "
+                  "seconds; a change is recorded at once; 0: every check")
       ->type_name("S")
       ->check(kFinite)
       ->check(CLI::Range(0.0, 1e9))

@@ -374,12 +374,22 @@ Results health_results(const Reference& ref, const std::string& key, const std::
       o.batch = BatchInvariance{};
       o.batch->rows_fingerprint = rows;
     }
-    const auto f = std::find_if(h.findings.begin(), h.findings.end(), [&](const HealthFinding& x) {
-      return x.workload == o.workload && x.target == o.target;
-    });
-    if (f != h.findings.end() || o.status != ObsStatus::kOk) {
+    // Its findings: the first one's line, naming every CPU and GPU that found one ("cpu 0 (core 0, package 0) and
+    // cpu 3 (core 3, package 0): other bits in ...").
+    std::vector<std::string> places;
+    const HealthFinding* first = nullptr;
+    for (const HealthFinding& f : h.findings)
+      if (f.workload == o.workload && f.target == o.target) {
+        const std::string place = f.line.substr(0, f.line.find(": "));
+        if (std::find(places.begin(), places.end(), place) == places.end()) places.push_back(place);
+        if (!first) first = &f;
+      }
+    if (first) {
       o.verdict = Verdict::kFail;
-      o.verdict_reason = f != h.findings.end() ? f->line : "did not finish " + o.reason;
+      o.verdict_reason = fmt::format("{}{}", fmt::join(places, " and "), first->line.substr(first->line.find(": ")));
+    } else if (o.status != ObsStatus::kOk) {
+      o.verdict = Verdict::kFail;  // (every cell that did not finish is a finding: not reached)
+      o.verdict_reason = o.reason.substr(3) + " (did not finish)";
     } else {
       o.verdict = Verdict::kPass;
       o.verdict_reason = fmt::format("every run gave the reference's bits ({}{}), on every CPU and GPU it ran on",

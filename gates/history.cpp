@@ -29,6 +29,7 @@
 #include "probes/workload.hpp"
 #include "analysis/stats.hpp"
 #include "contract/command_text.hpp"
+#include "gates/healthcheck.hpp"  // kHealthBudgetDefault
 #include "gates/verdict.hpp"
 #include "kernels/fingerprint.hpp"
 #include "suites/probe_suite.hpp"
@@ -570,6 +571,20 @@ std::string sqlite_uri(const std::string& path, const std::string& query) {
   return uri + "?" + query;
 }
 
+// A link is not written through: the rows would land in whatever database it points at.
+Status not_through_a_link(const std::string& db_path) {
+  struct stat st {};
+  if (::lstat(db_path.c_str(), &st) != 0) return Status::ok();
+  if (S_ISLNK(st.st_mode))
+    return file_error(db_path, "is a symbolic link; detaudit does not write through links (name the database "
+                               "itself with --history)");
+  if (S_ISREG(st.st_mode) && st.st_nlink > 1)
+    return file_error(db_path, fmt::format("has {} names (a hard link); detaudit does not write into a file another "
+                                           "name shares",
+                                           uint64_t(st.st_nlink)));
+  return Status::ok();
+}
+
 // Opens db_path as a detaudit history of the current schema: checks what the file is before SQLite
 // writes anything to it, migrates an older schema, turns WAL on. In kRead mode a missing file is
 // *exists = false (and true); in kWrite mode it is created with its parent folder.
@@ -579,16 +594,7 @@ Status open_history(const std::string& db_path, Mode mode, Db* db, bool* exists)
   *exists = false;
   if (db_path.empty()) return file_error(db_path, "no file name");
   struct stat st {};
-  // A link is not written through: the rows would land in whatever database it points at.
-  if (mode == Mode::kWrite && ::lstat(db_path.c_str(), &st) == 0) {
-    if (S_ISLNK(st.st_mode))
-      return file_error(db_path, "is a symbolic link; detaudit does not write through links (name the database "
-                                 "itself with --history)");
-    if (S_ISREG(st.st_mode) && st.st_nlink > 1)
-      return file_error(db_path, fmt::format("has {} names (a hard link); detaudit does not write into a file another "
-                                             "name shares",
-                                             uint64_t(st.st_nlink)));
-  }
+  if (mode == Mode::kWrite) DETAUDIT_RETURN_IF_ERROR(not_through_a_link(db_path));
   // SQLite's files beside it (the write-ahead log, its shared memory, a rollback journal) are written by any
   // open, a read included: one that is a link, or has another name, would send those writes elsewhere.
   for (const char* side : {"-wal", "-shm", "-journal"}) {
@@ -802,6 +808,8 @@ std::string absolute_dir(const std::string& dir) {
 Status query_open(Db& db, const HistoryFilter& f, HistoryQueryResult* out);
 
 Status check_history(const std::string& db_path, bool every_row) {
+  // (Recording refuses a link: so does the check before the work, rather than after it.)
+  DETAUDIT_RETURN_IF_ERROR(not_through_a_link(db_path));
   Db db;
   bool exists = false;
   DETAUDIT_RETURN_IF_ERROR(open_history(db_path, Mode::kRead, &db, &exists));
@@ -845,10 +853,10 @@ Status last_healthcheck(const std::string& db_path, const std::string& hostname,
   const int64_t id = s.integer(0);
   out->recorded_at = s.text(1), out->command = s.text(2), out->tool_commit = s.text(3), out->machine_key = s.text(4);
   out->exit_code = int(s.integer(5));
-  Stmt c(db.h, "SELECT workload, target FROM cells WHERE run_id = ?1 AND verdict = 'FAIL'");
+  Stmt c(db.h, "SELECT workload, target, verdict_reason FROM cells WHERE run_id = ?1 AND verdict = 'FAIL'");
   if (!c.ok()) return Status::invalid(describe_sqlite_error(db, sqlite3_errcode(db.h)));
   c.bind(1, id);
-  while ((rc = c.step()) == SQLITE_ROW) out->failed.insert({c.text(0), c.text(1)});
+  while ((rc = c.step()) == SQLITE_ROW) out->failed.insert(health_failure(c.text(0), c.text(1), c.text(2)));
   if (rc != SQLITE_DONE) return Status::invalid(describe_sqlite_error(db, rc));
   return Status::ok();
 }
@@ -1344,6 +1352,23 @@ Status check_row(const CellRecord& c, const std::string& where) {
       return bad("verdict", c.verdict, "a verdict of a healthcheck (PASS or FAIL)");
     if (c.kind == "healthcheck" && c.verdict == "PASS" && (c.status != "ok" || c.distinct != 1))
       return bad("verdict", c.verdict, "the verdict of a healthcheck's cell that gave other bits or did not finish");
+    // Its reason is the one it writes: a PASS names the bits it gave, a FAIL the CPUs or GPUs that found it and, where
+    // it gave other bits, bits it lists.
+    if (c.kind == "healthcheck" && c.verdict == "PASS" && c.distinct == 1 &&
+        c.verdict_reason.rfind("every run gave the reference's bits (" + c.fingerprints[0].substr(0, 8), 0) != 0)
+      return bad("verdict_reason", c.verdict_reason, "a healthcheck's PASS naming the bits it gave");
+    if (c.kind == "healthcheck" && c.verdict == "FAIL") {
+      if (!c.verdict_reason.starts_with("cpu ") && !c.verdict_reason.starts_with("gpu "))
+        return bad("verdict_reason", c.verdict_reason, "a healthcheck's FAIL naming the CPU or GPU that found it");
+      const size_t here = c.verdict_reason.rfind(", here ");
+      const std::string bits = here == std::string::npos ? "" : c.verdict_reason.substr(here + 7, 8);
+      const bool rows = c.verdict_reason.find(": other bits of the rows computed alone in ") != std::string::npos;
+      const bool product = !rows && c.verdict_reason.find(": other bits in ") != std::string::npos;
+      if (((rows || product) && bits.size() != 8) || (rows && !c.rows_fingerprint.starts_with(bits)) ||
+          (product && std::none_of(c.fingerprints.begin(), c.fingerprints.end(),
+                                   [&](const std::string& f) { return !bits.empty() && f.starts_with(bits); })))
+        return bad("verdict_reason", c.verdict_reason, "a healthcheck's FAIL naming bits the row holds");
+    }
     // Any other verdict of a CPU cell that ran is one of those judge() gives it (a WARN that said "claimed
     // nondeterministic" is an older detaudit's verdict of a cell permitted to vary that did not: kept as recorded).
     // (An error ratio that is no number is named below.)
@@ -1862,6 +1887,11 @@ Status check_runs(Db& db) {
        "(SELECT run_id FROM training) OR id IN (SELECT run_id FROM cells WHERE median_seconds IS NOT NULL OR err_ratio "
        "IS NOT NULL)) LIMIT 1",
        "a healthcheck with training rows, a results folder or timings (it has none)"},
+      // A healthcheck exits 1 exactly when a cell FAILed; 0 only with cells judged; 2 (a CPU judged nothing) beside
+      // no FAIL; a check of no cell, or one interrupted, is not recorded.
+      {"SELECT 'run ' || id FROM runs WHERE kind = 'healthcheck' AND (exit_code NOT IN (0, 1, 2) OR (exit_code = 1) <> "
+       "(fail > 0) OR cells = 0) LIMIT 1",
+       "a healthcheck whose exit code is not what its cells give (1 exactly when one FAILed; none without a cell)"},
       // Each run's counts are those of its rows.
       {"SELECT 'run ' || r.id FROM runs r WHERE r.cells <> (SELECT count(*) FROM cells c WHERE c.run_id = r.id) OR "
        "r.training_runs <> (SELECT count(*) FROM training t WHERE t.run_id = r.id) LIMIT 1",
@@ -1937,6 +1967,26 @@ Status check_runs(Db& db) {
        "'-' || char(31) || char(127) || ']*') LIMIT 1",
        "a results folder that is not an absolute, normal path"},
   };
+  // A healthcheck ends within its budget of its start (--budget, 6 s by default), give or take two minutes for
+  // starting, judging and a slow history.
+  {
+    Stmt s(db.h, "SELECT id, started_at, finished_at, command FROM runs WHERE kind = 'healthcheck'");
+    int rc;
+    while ((rc = s.step()) == SQLITE_ROW) {
+      const auto given = command_options(s.text(3), "healthcheck", {"--budget"});
+      double budget = kHealthBudgetDefault;
+      if (given && given->count("--budget")) {
+        char* end = nullptr;
+        budget = std::strtod(given->at("--budget").c_str(), &end);
+        if (!end || *end || !(budget > 0 && budget <= 3600)) continue;  // (a spelling the parser may also read)
+      }
+      const auto start = iso8601_seconds(s.text(1)), end = iso8601_seconds(s.text(2));
+      if (start && end && double(*end - *start) > budget + 120)
+        return changed(fmt::format("run {}: a healthcheck of --budget {:g} s that took {} s (finished_at {})",
+                                   s.integer(0), budget, *end - *start, shown_safely(s.text(2).substr(0, 40))));
+    }
+    if (rc != SQLITE_DONE) return Status::invalid(describe_sqlite_error(db, rc));
+  }
   for (auto& [sql, what] : kShapes) {
     Stmt s(db.h, sql);
     if (!s.ok()) return Status::invalid(describe_sqlite_error(db, sqlite3_errcode(db.h)));

@@ -119,8 +119,14 @@ struct LastHealthcheck {
   bool found = false;
   std::string recorded_at, command, tool_commit, machine_key;
   int exit_code = 0;
-  std::set<std::pair<std::string, std::string>> failed;  // its FAIL cells (workload, target)
+  std::set<std::string> failed;  // its FAIL cells, each as health_failure gives it
 };
+// A healthcheck's FAIL cell as one answer: "workload|target|the CPUs and GPUs its reason names" (its reason up to the
+// first ": "), so that another CPU failing is another answer, and other bits on the same CPU (a mercurial core gives
+// other bits each time) the same one.
+inline std::string health_failure(const std::string& workload, const std::string& target, const std::string& reason) {
+  return workload + "|" + target + "|" + reason.substr(0, reason.find(": "));
+}
 // Reads it (kind healthcheck, that host, the highest run id). A missing database: found false. The file is checked as
 // every open checks it (a detaudit history of a version this tool knows, not damaged), not row by row (recording
 // does that). A failure of one line naming the file.

@@ -232,6 +232,20 @@ TEST(HealthJudge, TheRowsComputedAloneAreJudgedToo) {
 
 // ---- the tool --------------------------------------------------------------------------------------------------
 
+// One integer a query of the database at `db` gives (-1: none).
+int64_t sql_count(const fs::path& db, const std::string& sql) {
+  sqlite3* h = nullptr;
+  int64_t v = -1;
+  if (sqlite3_open_v2(db.c_str(), &h, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK) {
+    sqlite3_stmt* s = nullptr;
+    if (sqlite3_prepare_v2(h, sql.c_str(), -1, &s, nullptr) == SQLITE_OK && sqlite3_step(s) == SQLITE_ROW)
+      v = sqlite3_column_int64(s, 0);
+    sqlite3_finalize(s);
+  }
+  sqlite3_close_v2(h);
+  return v;
+}
+
 int shell(const std::string& cmd) {
   const int st = std::system(cmd.c_str());
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
@@ -309,9 +323,12 @@ TEST(Healthcheck, AMachineOfAnotherKeyOrABudgetNothingFitsInIsNotJudged) {
 
   // A cell of some seconds (cpu-ref's 512^3 matmul, three runs) in a budget of 0.1 s: nothing judged, exit 2.
   const fs::path big = agreed_reference("health-big", " --targets cpu-ref --workloads 'matmul?m=512&n=512&k=512' --repeats 1");
-  const auto cut = run_cli("healthcheck --reference " + big.string() + " --budget 0.1");
+  const fs::path cut_history = big.parent_path() / "history.db";
+  const auto cut = run_cli("healthcheck --reference " + big.string() + " --budget 0.1 --history " + cut_history.string());
   EXPECT_EQ(cut.code, 2) << cut.out << cut.err;
   EXPECT_NE(cut.out.find("detaudit: ERROR no cell finished within --budget 0.1 s"), std::string::npos) << cut.out;
+  // A check that judged nothing is no answer to keep.
+  EXPECT_LE(sql_count(cut_history, "SELECT count(*) FROM runs"), 0);
   fs::remove_all(big.parent_path());
 
   // Not a reference: the ERROR line on stdout like every answer of the check, exit 2, and a metrics file that says
@@ -338,19 +355,6 @@ TEST(Healthcheck, AMachineOfAnotherKeyOrABudgetNothingFitsInIsNotJudged) {
 
 // ---- the history ------------------------------------------------------------------------------------------------
 
-// One integer a query of the database at `db` gives (-1: none).
-int64_t sql_count(const fs::path& db, const std::string& sql) {
-  sqlite3* h = nullptr;
-  int64_t v = -1;
-  if (sqlite3_open_v2(db.c_str(), &h, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK) {
-    sqlite3_stmt* s = nullptr;
-    if (sqlite3_prepare_v2(h, sql.c_str(), -1, &s, nullptr) == SQLITE_OK && sqlite3_step(s) == SQLITE_ROW)
-      v = sqlite3_column_int64(s, 0);
-    sqlite3_finalize(s);
-  }
-  sqlite3_close_v2(h);
-  return v;
-}
 
 // The check records into the history by default (the user's, here a home of the test's): a check whose answer is the
 // last recorded one's is recorded once a period (--history-every), a change at once; its cells' bits and verdicts
@@ -409,29 +413,42 @@ TEST(Healthcheck, RecordsItsAnswersInTheHistoryOnceAPeriodAndEveryChange) {
                                 std::to_string(cpu) + " (core %): other bits in %'"),
               1);
   }
+  int64_t recorded = 2;
+  if (const std::vector<CpuPlace> here = allowed_cpus(); here.size() > 1) {
+    // Another CPU failing is another answer, recorded at once.
+    const int other = here.front().cpu;
+    const auto [code, h, err] = check("DETAUDIT_HEALTHCHECK_TEST_FLIP='" + std::to_string(other) + ":*' ", "");
+    ASSERT_EQ(code, 1) << h.dump() << err;
+    EXPECT_EQ(h["history"]["recorded"], true) << h.dump();
+    EXPECT_GE(sql_count(db, "SELECT count(*) FROM cells WHERE verdict = 'FAIL' AND verdict_reason LIKE 'cpu " +
+                                std::to_string(other) + " (core %'"),
+              1);
+    EXPECT_EQ(runs(), ++recorded);
+  }
   {
     // --history-every 0: every check recorded.
     const auto [code, h, err] = check("", "--history-every 0");
     ASSERT_EQ(code, 0) << h.dump() << err;
-    EXPECT_EQ(runs(), 3);
+    EXPECT_EQ(runs(), ++recorded);
   }
   // `history` reads them back: the cells that changed to other bits and back, with their verdicts.
   const fs::path hist_out = d / "history.out";
   ASSERT_EQ(shell(as_user + "history >" + hist_out.string() + " 2>&1"), 0) << slurp(hist_out);
-  EXPECT_NE(slurp(hist_out).find("3 runs recorded"), std::string::npos) << slurp(hist_out);
+  EXPECT_NE(slurp(hist_out).find(std::to_string(recorded) + " runs recorded"), std::string::npos) << slurp(hist_out);
   EXPECT_NE(slurp(hist_out).find("  FAIL\n"), std::string::npos) << slurp(hist_out);
   EXPECT_NE(slurp(hist_out).find("[changed "), std::string::npos) << slurp(hist_out);
   {
     const auto [code, h, err] = check("", "--no-history --history-every 0");
     ASSERT_EQ(code, 0) << h.dump() << err;
     EXPECT_EQ(h["history"], nlohmann::json({{"recorded", false}, {"why", "--no-history"}}));
-    EXPECT_EQ(runs(), 3);
+    EXPECT_EQ(runs(), recorded);
   }
-  // A history that cannot be written (its folder is a file), or a file that is no history, stops the check before its
-  // work: one line, exit 2, the file as it was.
+  // A history that cannot be written (its folder is a file, a link to the history), or a file that is no history,
+  // stops the check before its work: one line, exit 2, the file as it was.
   std::ofstream(d / "file") << "x\n";
   std::ofstream(d / "notes.db") << "not a database\n";
-  for (const fs::path bad : {d / "file/h.db", d / "notes.db"}) {
+  fs::create_symlink(db, d / "link.db");
+  for (const fs::path bad : {d / "file/h.db", d / "notes.db", d / "link.db"}) {
     const auto refused = run_cli("healthcheck --reference " + ref.string() + " --history " + bad.string());
     EXPECT_EQ(refused.code, 2);
     EXPECT_EQ(refused.out, "");
@@ -467,7 +484,7 @@ TEST(Healthcheck, RecordsItsAnswersInTheHistoryOnceAPeriodAndEveryChange) {
     EXPECT_EQ(h["line"].get<std::string>().rfind("detaudit: FAIL cpu " + std::to_string(cpu) + " (", 0), 0u) << h.dump();
     EXPECT_NE(err.find("detaudit: error: history " + db.string() + ": "), std::string::npos) << err;
   }
-  EXPECT_EQ(runs(), 3) << "nothing written to a history another program changed";
+  EXPECT_EQ(runs(), recorded) << "nothing written to a history another program changed";
   fs::remove_all(d);
 }
 

@@ -402,11 +402,22 @@ TEST(History, RecordAndQueryRoundTrip) {
     if (k == RunKind::kTrain)
       rk.command += " " + rk.training.at(0).model + " --seeds 1 --replicates 1 --targets 'cpu?threads=2'";
     // (a healthcheck trains nothing, writes no folder, times nothing and judges against a reference, not an oracle)
+    // and its reasons name the bits and the CPU it writes; it exits 1 for its FAIL cells)
     if (k == RunKind::kHealthcheck) {
       rk.training.clear();
-      for (Observation& o : rk.observations) o.seconds.clear(), o.oracle.reset();
+      for (Observation& o : rk.observations) {
+        o.seconds.clear(), o.oracle.reset();
+        o.verdict_reason = o.verdict == Verdict::kPass
+                               ? "every run gave the reference's bits (" + o.fingerprints[0].substr(0, 8) + ")"
+                           : o.status == ObsStatus::kOk
+                               ? "cpu 1 (core 1, package 0): other bits in it (reference 00000000, here " +
+                                     o.fingerprints[1].substr(0, 8) + ")"
+                               : "cpu 1 (core 1, package 0): it crashed: " + o.reason;
+      }
     }
-    EXPECT_TRUE(succeeded(record_run(db.string(), k, rk, k == RunKind::kHealthcheck ? "" : "x", 0), &err))
+    EXPECT_TRUE(succeeded(record_run(db.string(), k, rk, k == RunKind::kHealthcheck ? "" : "x",
+                                     k == RunKind::kHealthcheck ? 1 : 0),
+                          &err))
         << run_kind_name(k) << ": " << err;
   }
   EXPECT_EQ(sql_text(db, "SELECT group_concat(kind, ' ') FROM (SELECT kind FROM runs WHERE results_dir LIKE '%/x' "
@@ -574,9 +585,17 @@ TEST(History, MigratesVersion4TrainingRowsToTheVerdictTheirStatusGives) {
   EXPECT_EQ(sql_int(db, "SELECT count(*) FROM runs"), runs_before + 1);
   EXPECT_EQ(sql_text(db, "SELECT kind FROM runs ORDER BY id DESC LIMIT 1"), "healthcheck");
   ASSERT_TRUE(succeeded(query_history(db.string(), {}, &q), &err)) << err;
-  // A healthcheck's cell with a time, or a PASS that gave other bits, is not what one records.
-  for (const char* change : {"UPDATE cells SET median_seconds = 0.5 WHERE run_id = (SELECT max(id) FROM runs)",
-                             "UPDATE cells SET verdict = 'WARN' WHERE run_id = (SELECT max(id) FROM runs)"}) {
+  // What a healthcheck does not record: a cell with a time, a verdict other than PASS and FAIL, a PASS whose reason does
+  // not name its bits, an exit code its cells do not give (1 without a FAIL, 0 of no cell), a run longer than its
+  // budget.
+  for (const char* change :
+       {"UPDATE cells SET median_seconds = 0.5 WHERE run_id = (SELECT max(id) FROM runs)",
+        "UPDATE cells SET verdict = 'WARN' WHERE run_id = (SELECT max(id) FROM runs)",
+        "UPDATE cells SET verdict_reason = 'fine' WHERE run_id = (SELECT max(id) FROM runs)",
+        "UPDATE runs SET exit_code = 1 WHERE id = (SELECT max(id) FROM runs)",
+        "DELETE FROM cells WHERE run_id = (SELECT max(id) FROM runs); UPDATE runs SET cells = 0, pass = 0 WHERE id = "
+        "(SELECT max(id) FROM runs)",
+        "UPDATE runs SET started_at = '2026-11-28T10:00:00Z' WHERE id = (SELECT max(id) FROM runs)"}) {
     const fs::path copy = dir / "changed.db";
     fs::copy_file(db, copy, fs::copy_options::overwrite_existing);
     sql_exec(copy, change);
