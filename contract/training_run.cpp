@@ -572,6 +572,11 @@ std::string outcome_bits(const TrainingRun& r) {
   return o + prediction_bits(r);
 }
 
+std::string outcome_fingerprint(const TrainingRun& r) {
+  const std::string bits = outcome_bits(r);
+  return fingerprint_bytes(bits.data(), bits.size()).hex();
+}
+
 namespace {
 
 // The distinct outcomes of a group of finished runs: the weights, and the bits of the final loss, of every point of

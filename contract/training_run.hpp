@@ -203,6 +203,9 @@ std::string prediction_bits(const TrainingRun& r);
 // A finished run's outcome as bytes: its weights, the bits of its final loss, of every point of its learning curve, of
 // every noise measurement and of its held-out prediction. Two runs that promise one outcome give the same bytes.
 std::string outcome_bits(const TrainingRun& r);
+// Its fingerprint (32 hex digits): what a baseline keeps of a run's whole outcome, so that a check sees a learning
+// curve, a noise measurement or a held-out prediction that moved while the final loss and weights did not.
+std::string outcome_fingerprint(const TrainingRun& r);
 // Every run of a design, in its order: judge_training_run, and beside it what only runs together show. (d)
 // starts every replicate of a seed from the same weights with nondeterminism off and no nudge, so they end in
 // the same bits: where a seed's finished replicates (per source and target) do not all give one final loss,

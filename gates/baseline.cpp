@@ -154,6 +154,7 @@ void add_training(const Results& r, Baseline* b) {
     br.replicate = run.replicate;
     br.final_loss = run.final_loss;
     br.weights_fingerprint = run.weights_fingerprint;
+    br.outcome = outcome_fingerprint(run);
     t.runs.push_back(br);
   }
   for (auto& [id, t] : cells) {
@@ -220,11 +221,13 @@ nlohmann::json cell_json(const BaselineCell& c) {
 
 nlohmann::json training_json(const BaselineTraining& t) {
   nlohmann::json runs = nlohmann::json::array();
-  for (auto& r : t.runs)
+  for (auto& r : t.runs) {
     runs.push_back({{"seed", r.seed},
                     {"replicate", r.replicate},
                     {"final_loss", number_or_null(r.final_loss)},
                     {"weights_fingerprint", r.weights_fingerprint}});
+    if (!r.outcome.empty()) runs.back()["outcome"] = r.outcome;
+  }
   return {{"model", t.model},
           {"design", t.design},
           {"condition", t.condition},
@@ -561,10 +564,11 @@ Status cell_from_json(const nlohmann::json& j, const std::string& path, const Ba
 
 Status run_from_json(const nlohmann::json& j, const std::string& path, BaselineRun* r) {
   if (Status st; !(st = check_json(j, T::kObject, path)) ||
-                 !(st = only_known(j, {"seed", "replicate", "final_loss", "weights_fingerprint"}, path)) ||
+                 !(st = only_known(j, {"seed", "replicate", "final_loss", "weights_fingerprint", "outcome"}, path)) ||
                  !(st = check_key(j, "seed", T::kUnsigned, true, path)) ||
                  !(st = check_key(j, "replicate", T::kCount, true, path)) ||
-                 !(st = string_key(j, "weights_fingerprint", false, path, &r->weights_fingerprint)))
+                 !(st = string_key(j, "weights_fingerprint", false, path, &r->weights_fingerprint)) ||
+                 !(st = string_key(j, "outcome", false, path, &r->outcome)))
     return st;
   r->seed = j["seed"].get<uint64_t>();
   r->replicate = j["replicate"].get<int>();
@@ -576,6 +580,7 @@ Status run_from_json(const nlohmann::json& j, const std::string& path, BaselineR
   r->final_loss = loss.value_or(std::numeric_limits<double>::quiet_NaN());
   if (!r->weights_fingerprint.empty())
     DETAUDIT_RETURN_IF_ERROR(fingerprint_ok(j["weights_fingerprint"], json_path(path, "weights_fingerprint")));
+  if (j.contains("outcome")) DETAUDIT_RETURN_IF_ERROR(fingerprint_ok(j["outcome"], json_path(path, "outcome")));
   return Status::ok();
 }
 
@@ -586,7 +591,12 @@ std::string ended_apart(const BaselineRun& a, const BaselineRun& b) {
   const bool same_weights =
       a.weights_fingerprint.empty() || b.weights_fingerprint.empty() || a.weights_fingerprint == b.weights_fingerprint;
   if (!same_weights) return fmt::format("weights {} and {}", a.weights_fingerprint, b.weights_fingerprint);
-  return same_loss ? "" : "final loss";
+  if (!same_loss) return "final loss";
+  // The same loss and weights after another learning curve, noise measurement or held-out prediction.
+  if (!a.outcome.empty() && !b.outcome.empty() && a.outcome != b.outcome)
+    return fmt::format("outcomes {} and {} (learning curve, noise measurements or held-out prediction)", a.outcome,
+                       b.outcome);
+  return "";
 }
 
 Status training_from_json(const nlohmann::json& j, const std::string& path, const Baseline& b, BaselineTraining* t) {

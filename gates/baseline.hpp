@@ -21,7 +21,8 @@
 //                   "algo" (the algorithm the cell ran, when the backend names it: cuDNN's "algo_name"
 //                   detail; optional), "median_seconds" (per repeat, when timed)} ],
 //     "training": [ {"model", "design", "condition", "init", "determinism", "target", "key",
-//                    "runs": [{"seed", "replicate", "final_loss" (null: diverged), "weights_fingerprint"}]
+//                    "runs": [{"seed", "replicate", "final_loss" (null: diverged), "weights_fingerprint",
+//                              "outcome" (the whole outcome's fingerprint; absent in older baselines)}]
 //                    (sorted by seed, replicate), "n" (finite losses), "mean", "sd" (null when n < 2)} ] }
 #pragma once
 #include <cstdint>
@@ -65,6 +66,9 @@ struct BaselineRun {
   int replicate = 0;
   double final_loss = 0;  // NaN: diverged (null in the file)
   std::string weights_fingerprint;
+  // The fingerprint of the run's whole outcome (outcome_fingerprint: weights, final loss, learning curve, noise
+  // measurements, held-out prediction); "" in baselines of older versions.
+  std::string outcome;
 };
 
 struct BaselineTraining {

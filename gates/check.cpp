@@ -342,7 +342,7 @@ std::string train_label(const TrainCell& c) {
 }
 
 struct RunView {
-  std::string status, reason, weights;
+  std::string status, reason, weights, outcome;  // outcome: outcome_fingerprint
   std::string broken;  // why a finished run broke its deterministic variant's promise (judge_training_runs)
   uint64_t seed = 0;
   int replicate = 0;
@@ -355,6 +355,7 @@ RunView view(const TrainingRun& run, const RunVerdict& verdict) {
   v.status = to_string(run.status);
   v.reason = run.reason;
   v.weights = run.weights_fingerprint;
+  if (run.ok()) v.outcome = outcome_fingerprint(run);
   v.seed = run.seed;
   v.replicate = run.replicate;
   v.loss = run.ok() ? run.final_loss : std::numeric_limits<double>::quiet_NaN();
@@ -457,8 +458,18 @@ void check_run(const TrainPlan& p, const RunView& run, CheckReport* rep) {
   f.old_value = loss_text(ref->final_loss);
   bool same_loss = std::memcmp(&ref->final_loss, &run.loss, sizeof(double)) == 0;
   bool same_weights = ref->weights_fingerprint.empty() || run.weights.empty() || ref->weights_fingerprint == run.weights;
-  if (same_loss && same_weights)
-    push(FindingKind::kTrainingBits, Verdict::kPass, "nondeterminism off on the same key: same final loss and weights");
+  // (A baseline of an older version keeps no outcome: the final loss and weights are all it can hold.)
+  const bool same_outcome = ref->outcome.empty() || run.outcome.empty() || ref->outcome == run.outcome;
+  if (same_loss && same_weights && same_outcome)
+    push(FindingKind::kTrainingBits, Verdict::kPass,
+         ref->outcome.empty() ? "nondeterminism off on the same key: same final loss and weights"
+                              : "nondeterminism off on the same key: same final loss, weights, learning curve, noise "
+                                "measurements and held-out prediction");
+  else if (same_loss && same_weights)
+    push(FindingKind::kTrainingBits, Verdict::kFail,
+         fmt::format("nondeterminism off on the same key: the same final loss and weights, but another learning "
+                     "curve, noise measurement or held-out prediction (outcome {} -> {})",
+                     ref->outcome, run.outcome));
   else
     push(FindingKind::kTrainingBits, Verdict::kFail,
          fmt::format("nondeterminism off on the same key: final loss {} -> {}, weights {} -> {}",

@@ -14,6 +14,8 @@
 #include <nlohmann/json.hpp>
 
 #include "contract/results.hpp"
+#include "gates/baseline.hpp"
+#include "gates/check.hpp"
 #include "gates/compare.hpp"
 #include "suites/train_measure.hpp"
 #include "tests/cli_helpers.hpp"
@@ -258,6 +260,71 @@ TEST(FailClosed, NoiseMeasurementsArePartOfARunsBitsInCompare) {
   for (auto& t : c.training)
     named = named || t.first_difference.find("after another learning curve or other noise measurements") != std::string::npos;
   EXPECT_TRUE(named);
+}
+
+// Across files, check sees them too: a baseline keeps each run's whole outcome (its fingerprint: weights, final loss,
+// learning curve, noise measurements, held-out prediction), so a run whose final loss and weights are its baseline
+// run's after other measured gradients FAILs; a baseline of an older version, without it, judges the loss and weights.
+TEST(FailClosed, ABaselineKeepsEachRunsWholeOutcomeForCheck) {
+  Results a = training_results("autoencoder"), b = training_results("autoencoder", 'd', 3);
+  for (Results* r : {&a, &b})
+    for (TrainingRun& t : r->training) {
+      NoiseTrace n;
+      n.every = 1, n.b_big = 8, n.b_small = 2;
+      n.points = {{1, 0.02, 0.05, 0.0}};
+      t.noise = n;
+    }
+  const Baseline base = make_baseline(a, "a", "2026-12-05T00:00:00Z");
+  for (auto& t : base.training)
+    for (auto& run : t.runs) EXPECT_EQ(run.outcome.size(), 32u) << t.condition;
+  auto bits_failures = [](const CheckReport& rep) {
+    std::vector<std::string> out;
+    for (auto& f : rep.findings)
+      if (f.kind == FindingKind::kTrainingBits && f.verdict == Verdict::kFail) out.push_back(f.message);
+    return out;
+  };
+  EXPECT_TRUE(bits_failures(check_against_baseline(base, b, "b", "base.json")).empty());
+  for (TrainingRun& t : b.training)
+    if (t.weights_fingerprint == test::fingerprint('d')) t.noise->points[0].big_sq = 0.03;
+  const std::vector<std::string> moved = bits_failures(check_against_baseline(base, b, "b", "base.json"));
+  ASSERT_FALSE(moved.empty());
+  for (const std::string& m : moved)
+    EXPECT_NE(m.find("the same final loss and weights, but another learning curve, noise measurement or held-out "
+                     "prediction (outcome "),
+              std::string::npos)
+        << m;
+  // A baseline written before it kept outcomes: the final loss and weights are all it holds, and they are the same.
+  Baseline older = base;
+  for (auto& t : older.training)
+    for (auto& run : t.runs) run.outcome.clear();
+  EXPECT_TRUE(bits_failures(check_against_baseline(older, b, "b", "base.json")).empty());
+  // The file keeps it; one that is no fingerprint is refused, naming it.
+  Dir d("fail-closed-outcome");
+  const std::string path = d.path("base.json");
+  ASSERT_TRUE(save_baseline(path, base).is_ok());
+  Baseline loaded;
+  const Status loaded_ok = load_baseline(path, &loaded);
+  ASSERT_TRUE(loaded_ok.is_ok()) << loaded_ok.message();
+  EXPECT_EQ(loaded.training.at(0).runs.at(0).outcome, base.training.at(0).runs.at(0).outcome);
+  std::string text = baseline_text(base);
+  const size_t at = text.find("\"outcome\": \"");
+  ASSERT_NE(at, std::string::npos);
+  text.replace(at + 12, 32, "not a fingerprint");
+  std::ofstream(path, std::ios::trunc) << text;
+  const Status st = load_baseline(path, &loaded);
+  EXPECT_FALSE(st.is_ok());
+  EXPECT_NE(st.message().find(".outcome"), std::string::npos) << st.message();
+  // (d)'s replicates start alike and end in the same bits: two with the same loss and weights but other outcomes are
+  // no reference.
+  Baseline apart = base;
+  bool edited = false;
+  for (auto& t : apart.training)
+    if (t.condition == "d" && t.runs.size() > 1) t.runs[1].outcome = std::string(32, 'e'), edited = true;
+  ASSERT_TRUE(edited);
+  ASSERT_TRUE(save_baseline(path, apart).is_ok());
+  const Status refused = load_baseline(path, &loaded);
+  EXPECT_FALSE(refused.is_ok());
+  EXPECT_NE(refused.message().find("end apart (outcomes "), std::string::npos) << refused.message();
 }
 
 TEST(FailClosed, CompareComparesTrainingRuns) {
