@@ -29,7 +29,9 @@ say "the FMA peak (best of 5)"
 "$BUILD/bench/bench_gemm" --benchmark_filter='peak' --benchmark_repetitions=5 --benchmark_format=json 2>/dev/null \
   >"$out/peak.json"
 say "$RUNS runs of: detaudit healthcheck --reference $ref ${BUDGET:+--budget $BUDGET}"
-/usr/bin/python3 - "$exe" "$ref" "$RUNS" "${BUDGET:-}" "$out/peak.json" <<'PY'
+# The checks record into a history of their own (as a node's would, defaults on: the first check is recorded, the
+# same answer again is not), never the user's.
+DETAUDIT_HISTORY=$out/history.db /usr/bin/python3 - "$exe" "$ref" "$RUNS" "${BUDGET:-}" "$out/peak.json" <<'PY'
 import json, statistics, subprocess, sys, time
 exe, ref, runs, budget, peak_file = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]
 peak = max(b["GFLOP/s"] for b in json.load(open(peak_file))["benchmarks"] if b.get("run_type") != "aggregate")

@@ -366,27 +366,35 @@ Results health_results(const Reference& ref, const std::string& key, const std::
     o.fingerprints.assign(c.fps.begin(), c.fps.end());
     o.distinct = int(o.fingerprints.size());
     const ReferenceCell* k = ref.find(key, o.workload, o.target);
-    if (o.status == ObsStatus::kOk && !c.rows.empty()) {
-      // The rows computed alone: the other ones where some run's differ from the reference's.
-      std::string rows = *c.rows.begin();
-      for (auto& x : c.rows)
-        if (x != k->rows_fingerprint) rows = x;
-      o.batch = BatchInvariance{};
-      o.batch->rows_fingerprint = rows;
-    }
-    // Its findings: the first one's line, naming every CPU and GPU that found one ("cpu 0 (core 0, package 0) and
-    // cpu 3 (core 3, package 0): other bits in ...").
+    // Its findings: the first one's line (of a crash where the cell is recorded as one), then every other CPU and GPU
+    // that found one ("cpu 0 (core 0, package 0): other bits in ...; also found on cpu 3 (core 3, package 0)").
     std::vector<std::string> places;
     const HealthFinding* first = nullptr;
+    const bool did_not_finish = o.status != ObsStatus::kOk;
     for (const HealthFinding& f : h.findings)
       if (f.workload == o.workload && f.target == o.target) {
         const std::string place = f.line.substr(0, f.line.find(": "));
         if (std::find(places.begin(), places.end(), place) == places.end()) places.push_back(place);
-        if (!first) first = &f;
+        const bool of_its_status = (f.kind == "crashed" || f.kind == "error") == did_not_finish;
+        if (!first || (of_its_status && (first->kind == "crashed" || first->kind == "error") != did_not_finish))
+          first = &f;
       }
+    if (o.status == ObsStatus::kOk && !c.rows.empty()) {
+      // The rows computed alone: those the finding names, else the other ones where some run's differ from the
+      // reference's.
+      std::string rows = *c.rows.begin();
+      for (auto& x : c.rows)
+        if (x != k->rows_fingerprint) rows = x;
+      if (first && first->kind == "rows") rows = first->here;
+      o.batch = BatchInvariance{};
+      o.batch->rows_fingerprint = rows;
+    }
     if (first) {
       o.verdict = Verdict::kFail;
-      o.verdict_reason = fmt::format("{}{}", fmt::join(places, " and "), first->line.substr(first->line.find(": ")));
+      const std::string own = first->line.substr(0, first->line.find(": "));
+      places.erase(std::remove(places.begin(), places.end(), own), places.end());
+      o.verdict_reason = first->line;
+      if (!places.empty()) o.verdict_reason += fmt::format("; also found on {}", fmt::join(places, ", "));
     } else if (o.status != ObsStatus::kOk) {
       o.verdict = Verdict::kFail;  // (every cell that did not finish is a finding: not reached)
       o.verdict_reason = o.reason.substr(3) + " (did not finish)";

@@ -1364,9 +1364,11 @@ Status check_row(const CellRecord& c, const std::string& where) {
       const std::string bits = here == std::string::npos ? "" : c.verdict_reason.substr(here + 7, 8);
       const bool rows = c.verdict_reason.find(": other bits of the rows computed alone in ") != std::string::npos;
       const bool product = !rows && c.verdict_reason.find(": other bits in ") != std::string::npos;
-      if (((rows || product) && bits.size() != 8) || (rows && !c.rows_fingerprint.starts_with(bits)) ||
-          (product && std::none_of(c.fingerprints.begin(), c.fingerprints.end(),
-                                   [&](const std::string& f) { return !bits.empty() && f.starts_with(bits); })))
+      // (A cell that crashed somewhere keeps no bits: the reason it records is its crash.)
+      const bool holds = std::any_of(c.fingerprints.begin(), c.fingerprints.end(),
+                                     [&](const std::string& f) { return !bits.empty() && f.starts_with(bits); });
+      if (c.status == "ok" && (((rows || product) && bits.size() != 8) ||
+                               (rows && !c.rows_fingerprint.starts_with(bits)) || (product && !holds)))
         return bad("verdict_reason", c.verdict_reason, "a healthcheck's FAIL naming bits the row holds");
     }
     // Any other verdict of a CPU cell that ran is one of those judge() gives it (a WARN that said "claimed

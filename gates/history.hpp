@@ -122,10 +122,12 @@ struct LastHealthcheck {
   std::set<std::string> failed;  // its FAIL cells, each as health_failure gives it
 };
 // A healthcheck's FAIL cell as one answer: "workload|target|the CPUs and GPUs its reason names" (its reason up to the
-// first ": "), so that another CPU failing is another answer, and other bits on the same CPU (a mercurial core gives
-// other bits each time) the same one.
+// first ": ", and what follows "; also found on "), so that another CPU failing is another answer, and other bits on
+// the same CPU (a mercurial core gives other bits each time) the same one.
 inline std::string health_failure(const std::string& workload, const std::string& target, const std::string& reason) {
-  return workload + "|" + target + "|" + reason.substr(0, reason.find(": "));
+  const size_t also = reason.rfind("; also found on ");
+  return workload + "|" + target + "|" + reason.substr(0, reason.find(": ")) +
+         (also == std::string::npos ? "" : reason.substr(also));
 }
 // Reads it (kind healthcheck, that host, the highest run id). A missing database: found false. The file is checked as
 // every open checks it (a detaudit history of a version this tool knows, not damaged), not row by row (recording

@@ -23,6 +23,7 @@
 
 #include "report/prometheus.hpp"
 #include "gates/healthcheck.hpp"
+#include "gates/history.hpp"
 #include "gates/reference.hpp"
 #include "probes/env.hpp"
 #include "probes/spec.hpp"
@@ -228,6 +229,75 @@ TEST(HealthJudge, TheRowsComputedAloneAreJudgedToo) {
   EXPECT_NE(h.line.find("other bits of the rows computed alone"), std::string::npos) << h.line;
   run.observations[0].obs.batch->rows_fingerprint = kB;
   EXPECT_EQ(judge_health(ref, kKey, lanes, run, nlohmann::json::array(), 1).exit_code, 0);
+}
+
+// What the check records is what the history accepts: a cell that gave other bits on two CPUs names both; one that
+// gave other bits on one CPU and crashed on another is recorded as the crash it was (no bits, its reason the crash,
+// the other CPU named after it); the rows the finding names are the rows recorded.
+TEST(HealthJudge, TheRowsItRecordsAreOnesTheHistoryAccepts) {
+  Reference ref = reference_of_backends();
+  ReferenceCell rows;
+  rows.key = kKey, rows.target = canon_target("cpu-ref"), rows.workload = canon_workload("batchinv?m=8&n=8&k=8&rows=2");
+  rows.fingerprint = kA, rows.rows_fingerprint = kB, rows.nodes = 2, rows.of = 2, rows.at = "2026-12-02T00:00:00Z";
+  ref.cells.push_back(rows);
+  std::sort(ref.cells.begin(), ref.cells.end(), [](const ReferenceCell& a, const ReferenceCell& b) {
+    return std::tie(a.key, a.workload, a.target) < std::tie(b.key, b.workload, b.target);
+  });
+  std::vector<HealthLane> lanes;
+  ASSERT_TRUE(plan_health_lanes(ref, kKey, ref.keys.at(kKey), {{0, 0, 0}, {13, 6, 1}}, {}, &lanes).is_ok());
+  const std::string kC(32, 'c'), kD(32, 'd');
+  HealthRun run;
+  run.seconds = 1;
+  Observation crashed = ran("cpu?order=blocked&threads=2", "reduce?op=sum&n=100", {});
+  crashed.status = ObsStatus::kCrashed, crashed.reason = "SIGILL (Illegal instruction)";
+  Observation bad_rows = ran("cpu-ref", "batchinv?m=8&n=8&k=8&rows=2", {kA, kA});
+  bad_rows.batch = BatchInvariance{2, 0, kD};
+  Observation other_rows = bad_rows;
+  other_rows.batch->rows_fingerprint = kC;
+  run.observations = {{0, ran("cpu-ref", "matmul?m=8&n=8&k=8", {kA, kA})},
+                      {1, ran("cpu-ref", "matmul?m=8&n=8&k=8", {kA, kA})},
+                      {0, ran("openblas?core=Haswell&threads=1", "reduce?op=sum&n=100", {kA, kB})},
+                      {1, ran("openblas?core=Haswell&threads=1", "reduce?op=sum&n=100", {kC, kC})},
+                      {0, ran("cpu?order=blocked&threads=2", "reduce?op=sum&n=100", {kB, kB})},
+                      {1, crashed},
+                      {0, bad_rows},
+                      {1, other_rows}};
+  const HealthOutcome h = judge_health(ref, kKey, lanes, run, nlohmann::json::array(), 2);
+  ASSERT_EQ(h.exit_code, 1);
+  Results r = health_results(ref, kKey, lanes, run, h);
+  r.machine = {{"hostname", "node7"}, {"cpu_model", "EPYC"}, {"cores", 16}, {"gpus", nlohmann::json::array()}};
+  r.command = "detaudit healthcheck --reference site.json";
+  r.started_at = r.finished_at = "2026-12-07T10:00:00Z";
+  std::map<std::string, const Observation*> by_target;
+  for (const Observation& o : r.observations) by_target[o.target + " " + o.workload] = &o;
+  const Observation* both = by_target.at(canon_target("openblas?core=Haswell&threads=1") + " " +
+                                         canon_workload("reduce?op=sum&n=100"));
+  EXPECT_EQ(both->verdict_reason.rfind("cpu 0 (core 0, package 0): other bits in ", 0), 0u) << both->verdict_reason;
+  EXPECT_TRUE(both->verdict_reason.ends_with(" (reference aaaaaaaa, here bbbbbbbb); also found on cpu 13 (core 6, "
+                                              "package 1)"))
+      << both->verdict_reason;
+  EXPECT_EQ(both->fingerprints, std::vector<std::string>({kA, kB, kC}));
+  const Observation* crash = by_target.at(canon_target("cpu?order=blocked&threads=2") + " " +
+                                          canon_workload("reduce?op=sum&n=100"));
+  EXPECT_EQ(crash->status, ObsStatus::kCrashed);
+  EXPECT_TRUE(crash->fingerprints.empty());
+  EXPECT_EQ(crash->verdict_reason.rfind("cpu 13 (core 6, package 1): ", 0), 0u) << crash->verdict_reason;
+  EXPECT_TRUE(crash->verdict_reason.ends_with(" crashed: SIGILL (Illegal instruction); also found on cpu 0 (core 0, "
+                                               "package 0)"))
+      << crash->verdict_reason;
+  const Observation* alone = by_target.at(canon_target("cpu-ref") + " " + canon_workload("batchinv?m=8&n=8&k=8&rows=2"));
+  ASSERT_TRUE(alone->batch);
+  EXPECT_NE(alone->verdict_reason.find(", here " + alone->batch->rows_fingerprint.substr(0, 8) + ")"), std::string::npos)
+      << alone->verdict_reason << " vs rows " << alone->batch->rows_fingerprint;
+  const fs::path d = fresh_dir("health-records");
+  fs::create_directories(d);
+  std::string err;
+  const Status recorded = record_run((d / "h.db").string(), RunKind::kHealthcheck, r, "", h.exit_code);
+  ASSERT_TRUE(recorded.is_ok()) << recorded.message();
+  HistoryQueryResult q;
+  const Status read = query_history((d / "h.db").string(), {}, &q);
+  EXPECT_TRUE(read.is_ok()) << read.message();
+  fs::remove_all(d);
 }
 
 // ---- the tool --------------------------------------------------------------------------------------------------
