@@ -201,9 +201,9 @@ int could_not_judge(const HealthArgs& a, const std::string& why, const std::stri
 // Records the check in the history (`history`; "": --no-history), unless it judged no cell, or it gives the answer of
 // the last check this host recorded there (the same status, the same failing cells on the same CPUs and GPUs,
 // command, build and machine) and that one is younger than --history-every: a check every few minutes would
-// otherwise grow the history by megabytes a day. When it cannot be
-// recorded: an OK becomes an ERROR of exit 2 (an answer nobody can find later is no pass), and a FAIL stays a FAIL
-// (the node is faulty whatever the history says), with the history's line on stderr. What was done, for the JSON.
+// otherwise grow the history by megabytes a day. When it cannot be recorded: an OK becomes an ERROR of exit 2 (an
+// answer nobody can find later is no pass), and a FAIL stays a FAIL (the node is faulty whatever the history says),
+// with the history's line on stderr. Returns what was done, for the JSON.
 nlohmann::json record_health(const HealthArgs& a, const std::string& history, const LastHealthcheck& last,
                              const Reference& ref, const std::string& key, const std::vector<HealthLane>& lanes,
                              const HealthRun& run, const nlohmann::json& machine, const std::string& started_at,

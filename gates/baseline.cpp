@@ -895,6 +895,37 @@ Status baseline_from_json(const nlohmann::json& j, Baseline* out) {
       }
     }
   }
+  // A run's outcome: `baseline save` writes one on every finished run (each of which has weights), a version before
+  // it on none; one outcome is one run's bits (its weights and final loss among them).
+  {
+    size_t with = 0, runs = 0;
+    std::string without;
+    std::map<std::string, std::pair<const BaselineRun*, std::string>> of_outcome;  // outcome -> (run, where)
+    for (const BaselineTraining& t : b.training)
+      for (const BaselineRun& r : t.runs) {
+        ++runs;
+        const std::string where = fmt::format("({}) seed {} rep {} on {}", t.condition, r.seed, r.replicate, t.target);
+        if (r.outcome.empty()) {
+          if (without.empty()) without = where;
+          continue;
+        }
+        ++with;
+        if (r.weights_fingerprint.empty())
+          return Status::invalid(fmt::format("training: {} has an outcome but no weights (every run with an outcome "
+                                             "has the fingerprint of its final weights)",
+                                             where));
+        const auto [it, first] = of_outcome.try_emplace(r.outcome, &r, where);
+        if (!first && (it->second.first->weights_fingerprint != r.weights_fingerprint ||
+                       std::memcmp(&it->second.first->final_loss, &r.final_loss, sizeof(double)) != 0))
+          return Status::invalid(fmt::format("training: {} and {} have one outcome {} but other final weights or loss "
+                                             "(an outcome is a fingerprint of both)",
+                                             it->second.second, where, r.outcome));
+      }
+    if (with > 0 && with < runs)
+      return Status::invalid(fmt::format("training: {} has no outcome while {} of {} runs have one (baseline save "
+                                         "writes one on every run; a baseline of an older version, on none)",
+                                         without, with, runs));
+  }
   DETAUDIT_RETURN_IF_ERROR(keys_of_one_machine(b));
   DETAUDIT_RETURN_IF_ERROR(holds_bits(b));  // (a file edited to hold none)
   // Its strings reach a terminal (check's findings, its header): no control character but a tab or newline.

@@ -18,6 +18,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <regex>
 #include <set>
 #include <thread>
 #include <tuple>
@@ -1370,6 +1371,25 @@ Status check_row(const CellRecord& c, const std::string& where) {
       if (c.status == "ok" && (((rows || product) && bits.size() != 8) ||
                                (rows && !c.rows_fingerprint.starts_with(bits)) || (product && !holds)))
         return bad("verdict_reason", c.verdict_reason, "a healthcheck's FAIL naming bits the row holds");
+      // The line the check writes of this cell: its place, "W on T" its own, other bits other than the reference's,
+      // and after it nothing but the other CPUs and GPUs that found it.
+      static const std::string kP = R"((cpu [0-9]+ \(core [0-9]+, package [0-9]+\)|gpu [0-9]+( \([^()]*\))?))";
+      static const std::regex kPlaceFirst("^" + kP + ": "), kAlso("^; also found on " + kP + "(, " + kP + ")*$"),
+          kBitsTail(R"(^([0-9a-f]{8}), here ([0-9a-f]{8})( and [0-9]+ more)?\)$)");
+      const size_t also = c.verdict_reason.rfind("; also found on ");
+      const std::string line = c.verdict_reason.substr(0, also),
+                        tail = also == std::string::npos ? "" : c.verdict_reason.substr(also);
+      std::smatch first, m;
+      bool written = std::regex_search(line, first, kPlaceFirst) && (tail.empty() || std::regex_match(tail, kAlso)) &&
+                     line.find(c.workload + " on " + c.target) != std::string::npos;
+      if (written && (rows || product)) {
+        const std::string head = first.str() + "other bits " + (rows ? "of the rows computed alone " : "") + "in " +
+                                 c.workload + " on " + c.target + " (reference ";
+        const std::string rest = line.starts_with(head) ? line.substr(head.size()) : "";
+        written = std::regex_match(rest, m, kBitsTail) && m[1] != m[2];
+      }
+      if (!written)
+        return bad("verdict_reason", c.verdict_reason, "the line a healthcheck writes of this cell's finding");
     }
     // Any other verdict of a CPU cell that ran is one of those judge() gives it (a WARN that said "claimed
     // nondeterministic" is an older detaudit's verdict of a cell permitted to vary that did not: kept as recorded).
@@ -1969,6 +1989,51 @@ Status check_runs(Db& db) {
        "'-' || char(31) || char(127) || ']*') LIMIT 1",
        "a results folder that is not an absolute, normal path"},
   };
+  // The CPUs and GPUs a healthcheck's FAILs name are the machine's: each named once per reason, a logical CPU on one
+  // core and package throughout the run, a core the machine has (its hwloc index), a GPU it lists.
+  {
+    Stmt s(db.h,
+           "SELECT c.run_id, c.verdict_reason, r.machine FROM cells c JOIN runs r ON r.id = c.run_id WHERE r.kind = "
+           "'healthcheck' AND c.verdict = 'FAIL' ORDER BY c.run_id");
+    static const std::regex kPlace(R"((cpu ([0-9]+) \(core ([0-9]+), package ([0-9]+)\))|(gpu ([0-9]+)))");
+    int64_t run = -1;
+    std::map<std::string, std::string> where_of;  // "cpu N" -> "core C, package P" in this run
+    int rc;
+    while ((rc = s.step()) == SQLITE_ROW) {
+      if (s.integer(0) != run) run = s.integer(0), where_of.clear();
+      const std::string reason = s.text(1);
+      const nlohmann::json machine = parse_json_or_null(s.text(2));
+      const int64_t cores = machine.is_object() && machine.contains("cores") && machine["cores"].is_number_integer()
+                                ? machine["cores"].get<int64_t>()
+                                : 0;
+      const size_t gpus = machine.is_object() && machine.contains("gpus") && machine["gpus"].is_array()
+                              ? machine["gpus"].size()
+                              : 0;
+      // The places: the first, before ": ", and those after "; also found on ".
+      const size_t also = reason.rfind("; also found on ");
+      const std::string named = reason.substr(0, reason.find(": ")) + (also == std::string::npos ? "" : reason.substr(also));
+      std::set<std::string> once;
+      auto bad_place = [&](const std::string& what) {
+        return changed(fmt::format("run {}: a healthcheck's FAIL naming {} ('{}')", run, what,
+                                   shown_safely(named.substr(0, 120))));
+      };
+      for (auto it = std::sregex_iterator(named.begin(), named.end(), kPlace); it != std::sregex_iterator(); ++it) {
+        const std::smatch& p = *it;
+        if (!once.insert(p[0].str()).second) return bad_place("one CPU or GPU twice");
+        if (p[1].matched) {
+          if (cores > 0 && std::stoll(p[3].str().substr(0, 9)) >= cores)
+            return bad_place(fmt::format("a core the machine does not have (it has {})", cores));
+          const auto [at, fresh] = where_of.try_emplace("cpu " + p[2].str(), p[3].str() + "/" + p[4].str());
+          if (!fresh && at->second != p[3].str() + "/" + p[4].str())
+            return bad_place("a logical CPU on two cores or packages in one run");
+        } else if (std::stoull(p[6].str().substr(0, 9)) >= gpus) {
+          return bad_place(fmt::format("a GPU the machine does not list (it lists {})", gpus));
+        }
+      }
+      if (once.empty()) return bad_place("no CPU or GPU");
+    }
+    if (rc != SQLITE_DONE) return Status::invalid(describe_sqlite_error(db, rc));
+  }
   // A healthcheck ends within its budget of its start (--budget, 6 s by default), give or take two minutes for
   // starting, judging and a slow history.
   {

@@ -239,17 +239,21 @@ TEST(FailClosed, AHeldOutPredictionIsPartOfARunsBits) {
   EXPECT_TRUE(named);
 }
 
+// Every run of r with the same one-point noise trace.
+static void with_noise(Results* r) {
+  for (TrainingRun& t : r->training) {
+    NoiseTrace n;
+    n.every = 1, n.b_big = 8, n.b_small = 2;
+    n.points = {{1, 0.02, 0.05, 0.0}};
+    t.noise = n;
+  }
+}
+
 // A run's noise measurements are part of its outcome: two files whose deterministic runs end in the same weights and
 // loss after other measured gradients (the same weights at the same step give the same gradient) are changed runs.
 TEST(FailClosed, NoiseMeasurementsArePartOfARunsBitsInCompare) {
   Results a = training_results("autoencoder"), b = training_results("autoencoder", 'd', 3);
-  for (Results* r : {&a, &b})
-    for (TrainingRun& t : r->training) {
-      NoiseTrace n;
-      n.every = 1, n.b_big = 8, n.b_small = 2;
-      n.points = {{1, 0.02, 0.05, 0.0}};
-      t.noise = n;
-    }
+  for (Results* r : {&a, &b}) with_noise(r);
   EXPECT_EQ(compare_results(a, b, "a", "b").training_changed, 0);
   for (TrainingRun& t : b.training)
     if (t.weights_fingerprint == test::fingerprint('d')) t.noise->points[0].big_sq = 0.03;
@@ -267,13 +271,7 @@ TEST(FailClosed, NoiseMeasurementsArePartOfARunsBitsInCompare) {
 // run's after other measured gradients FAILs; a baseline of an older version, without it, judges the loss and weights.
 TEST(FailClosed, ABaselineKeepsEachRunsWholeOutcomeForCheck) {
   Results a = training_results("autoencoder"), b = training_results("autoencoder", 'd', 3);
-  for (Results* r : {&a, &b})
-    for (TrainingRun& t : r->training) {
-      NoiseTrace n;
-      n.every = 1, n.b_big = 8, n.b_small = 2;
-      n.points = {{1, 0.02, 0.05, 0.0}};
-      t.noise = n;
-    }
+  for (Results* r : {&a, &b}) with_noise(r);
   const Baseline base = make_baseline(a, "a", "2026-12-05T00:00:00Z");
   for (auto& t : base.training)
     for (auto& run : t.runs) EXPECT_EQ(run.outcome.size(), 32u) << t.condition;
@@ -325,6 +323,28 @@ TEST(FailClosed, ABaselineKeepsEachRunsWholeOutcomeForCheck) {
   const Status refused = load_baseline(path, &loaded);
   EXPECT_FALSE(refused.is_ok());
   EXPECT_NE(refused.message().find("end apart (outcomes "), std::string::npos) << refused.message();
+  // An outcome on some runs and not others (no version writes that), one without weights, one outcome of two runs
+  // with other weights: refused.
+  auto refused_with = [&](Baseline edit, const std::string& words) {
+    ASSERT_TRUE(save_baseline(path, edit).is_ok());
+    const Status st = load_baseline(path, &loaded);
+    EXPECT_FALSE(st.is_ok()) << words;
+    EXPECT_NE(st.message().find(words), std::string::npos) << st.message();
+  };
+  Baseline some = base;
+  some.training.at(0).runs.at(0).outcome.clear();
+  refused_with(some, "has no outcome while");
+  Baseline no_weights = base;
+  no_weights.training.at(0).runs.at(0).weights_fingerprint.clear();
+  refused_with(no_weights, "has an outcome but no weights");
+  Baseline shared = base;
+  BaselineRun* other = nullptr;
+  for (auto& t : shared.training)
+    for (auto& r : t.runs)
+      if (r.weights_fingerprint != shared.training.at(0).runs.at(0).weights_fingerprint) other = &r;
+  ASSERT_NE(other, nullptr);
+  other->outcome = shared.training.at(0).runs.at(0).outcome;
+  refused_with(shared, "have one outcome");
 }
 
 TEST(FailClosed, CompareComparesTrainingRuns) {

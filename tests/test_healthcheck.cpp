@@ -297,6 +297,29 @@ TEST(HealthJudge, TheRowsItRecordsAreOnesTheHistoryAccepts) {
   HistoryQueryResult q;
   const Status read = query_history((d / "h.db").string(), {}, &q);
   EXPECT_TRUE(read.is_ok()) << read.message();
+  // Rows that are not what the check writes are refused: bits "here" that are the reference's, a reason naming another
+  // target, words after it, a core the machine lacks, a CPU twice, a CPU on two cores in one run.
+  const std::string openblas = canon_target("openblas?core=Haswell&threads=1");
+  const std::string of_both = " WHERE target = '" + openblas + "'";
+  for (const std::string& change : std::vector<std::string>{
+           "UPDATE cells SET verdict_reason = replace(verdict_reason, 'here bbbbbbbb', 'here aaaaaaaa')" + of_both,
+        "UPDATE cells SET verdict_reason = replace(verdict_reason, ' on " + openblas + "', ' on " +
+            canon_target("cpu-ref") + "')" + of_both,
+        "UPDATE cells SET verdict_reason = verdict_reason || ' and more'" + of_both,
+        std::string("UPDATE cells SET verdict_reason = replace(verdict_reason, 'core 6, package 1', 'core 60, "
+                    "package 1') WHERE verdict = 'FAIL'"),
+        "UPDATE cells SET verdict_reason = verdict_reason || ', cpu 13 (core 6, package 1)'" + of_both,
+        "UPDATE cells SET verdict_reason = replace(verdict_reason, 'cpu 13 (core 6', 'cpu 13 (core 5')" + of_both}) {
+    fs::copy_file(d / "h.db", d / "changed.db", fs::copy_options::overwrite_existing);
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open((d / "changed.db").c_str(), &db), SQLITE_OK);
+    EXPECT_EQ(sqlite3_exec(db, change.c_str(), nullptr, nullptr, nullptr), SQLITE_OK) << change;
+    EXPECT_GE(sqlite3_changes(db), 1) << change;
+    sqlite3_close_v2(db);
+    const Status st = query_history((d / "changed.db").string(), {}, &q);
+    EXPECT_FALSE(st.is_ok()) << change;
+    EXPECT_NE(st.message().find("changed by another program"), std::string::npos) << st.message();
+  }
   fs::remove_all(d);
 }
 

@@ -410,9 +410,9 @@ TEST(History, RecordAndQueryRoundTrip) {
         o.verdict_reason = o.verdict == Verdict::kPass
                                ? "every run gave the reference's bits (" + o.fingerprints[0].substr(0, 8) + ")"
                            : o.status == ObsStatus::kOk
-                               ? "cpu 1 (core 1, package 0): other bits in it (reference 00000000, here " +
-                                     o.fingerprints[1].substr(0, 8) + ")"
-                               : "cpu 1 (core 1, package 0): it crashed: " + o.reason;
+                               ? "cpu 1 (core 1, package 0): other bits in " + o.workload + " on " + o.target +
+                                     " (reference 00000000, here " + o.fingerprints[1].substr(0, 8) + ")"
+                               : "cpu 1 (core 1, package 0): " + o.workload + " on " + o.target + " crashed: " + o.reason;
       }
     }
     EXPECT_TRUE(succeeded(record_run(db.string(), k, rk, k == RunKind::kHealthcheck ? "" : "x",
