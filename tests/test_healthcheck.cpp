@@ -370,7 +370,8 @@ fs::path agreed_reference(const std::string& name, const std::string& plan, cons
 TEST(Healthcheck, JudgesEveryCpuAgainstTheReferenceAndNamesTheOneThatComputesOtherBits) {
   const fs::path ref = agreed_reference("health-ref", kHealthPlan);
   ASSERT_TRUE(fs::exists(ref));
-  const auto ok = run_cli("healthcheck --reference " + ref.string() + " --budget 1");
+  // (3 s: with 1 s, a CPU that a test beside it kept busy under the sanitizers finished no cell: exit 2, not judged.)
+  const auto ok = run_cli("healthcheck --reference " + ref.string() + " --budget 3");
   EXPECT_EQ(ok.code, 0) << ok.out << ok.err;
   // (A backend that finished no cell on some CPU in so short a budget, as under the sanitizers, is said after the OK.)
   EXPECT_TRUE(std::regex_match(
