@@ -2009,9 +2009,7 @@ Status check_runs(Db& db) {
       const size_t gpus = machine.is_object() && machine.contains("gpus") && machine["gpus"].is_array()
                               ? machine["gpus"].size()
                               : 0;
-      // The places: the first, before ": ", and those after "; also found on ".
-      const size_t also = reason.rfind("; also found on ");
-      const std::string named = reason.substr(0, reason.find(": ")) + (also == std::string::npos ? "" : reason.substr(also));
+      const std::string named = health_places(reason);
       std::set<std::string> once;
       auto bad_place = [&](const std::string& what) {
         return changed(fmt::format("run {}: a healthcheck's FAIL naming {} ('{}')", run, what,

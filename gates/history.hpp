@@ -124,10 +124,13 @@ struct LastHealthcheck {
 // A healthcheck's FAIL cell as one answer: "workload|target|the CPUs and GPUs its reason names" (its reason up to the
 // first ": ", and what follows "; also found on "), so that another CPU failing is another answer, and other bits on
 // the same CPU (a mercurial core gives other bits each time) the same one.
-inline std::string health_failure(const std::string& workload, const std::string& target, const std::string& reason) {
+// The places a healthcheck FAIL's reason names: its first (up to the first ": ") and what follows "; also found on ".
+inline std::string health_places(const std::string& reason) {
   const size_t also = reason.rfind("; also found on ");
-  return workload + "|" + target + "|" + reason.substr(0, reason.find(": ")) +
-         (also == std::string::npos ? "" : reason.substr(also));
+  return reason.substr(0, reason.find(": ")) + (also == std::string::npos ? "" : reason.substr(also));
+}
+inline std::string health_failure(const std::string& workload, const std::string& target, const std::string& reason) {
+  return workload + "|" + target + "|" + health_places(reason);
 }
 // Reads it (kind healthcheck, that host, the highest run id). A missing database: found false. The file is checked as
 // every open checks it (a detaudit history of a version this tool knows, not damaged), not row by row (recording
