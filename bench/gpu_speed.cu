@@ -86,7 +86,7 @@ float time_ms(F&& f, int reps = 20, int warm = 3) {
 
 std::string fingerprint_section() {
   const size_t bytes = size_t(1) << 30, check_bytes = size_t(64) << 20;
-  auto be = made(make_gpu_backend("cuda", 0, {}), "make_gpu_backend(cuda)");
+  auto be = made(make_gpu_backend("cuda", &kCudaNativeKernels, 0, {}), "make_gpu_backend(cuda)");
   void *src = nullptr, *dst = nullptr;
   unsigned long long* h = nullptr;
   check(cudaMalloc(&src, bytes), "cudaMalloc");
@@ -133,9 +133,9 @@ std::string sum_section() {
   double want = 0;
   for (float v : host) want += v;
 
-  auto tree = made(make_gpu_backend("cuda", 0, {{"order", "tree"}}), "make_gpu_backend(cuda tree)");
-  auto atomic = made(make_gpu_backend("cuda", 0, {{"order", "atomic"}}), "make_gpu_backend(cuda atomic)");
-  auto portable = made(make_gpu_backend("cuda", 0, {{"order", "portable"}}), "make_gpu_backend(cuda portable)");
+  auto tree = made(make_gpu_backend("cuda", &kCudaNativeKernels, 0, {{"order", "tree"}}), "make_gpu_backend(cuda tree)");
+  auto atomic = made(make_gpu_backend("cuda", &kCudaNativeKernels, 0, {{"order", "atomic"}}), "make_gpu_backend(cuda atomic)");
+  auto portable = made(make_gpu_backend("cuda", &kCudaNativeKernels, 0, {{"order", "portable"}}), "make_gpu_backend(cuda portable)");
   size_t temp_bytes = 0;
   check(cub::DeviceReduce::Sum(nullptr, temp_bytes, x, out + 2, int64_t(n)), "cub::DeviceReduce::Sum (size)");
   void* temp = nullptr;

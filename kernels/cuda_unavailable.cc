@@ -13,7 +13,7 @@ CudaEnvironment query_cuda_environment() {
   return env;
 }
 
-BackendOr make_gpu_backend(const std::string& backend, int, const std::map<std::string, std::string>&) {
+BackendOr make_gpu_backend(const std::string& backend, const GpuKernels*, int, const std::map<std::string, std::string>&) {
   return Status::unavailable(backend + ": detaudit was built without CUDA: " + DETAUDIT_CUDA_OFF_REASON);
 }
 

@@ -122,15 +122,3 @@ std::string cublas_version_string();
 
 }  // namespace detaudit::gpu
 
-namespace detaudit::gpu {
-// Factories behind make_gpu_backend (one per backend file). Params are validated first, then the
-// backend is built on `device`, which the caller has checked exists.
-Status validate_cuda_native(const Params& p);
-Status validate_cublas(const Params& p);
-Status validate_cublaslt(const Params& p);
-Status validate_cudnn(const Params& p);
-BackendOr make_cuda_native(int device, const Params& p);
-BackendOr make_cublas(int device, const Params& p);
-BackendOr make_cublaslt(int device, const Params& p);
-BackendOr make_cudnn(int device, const Params& p);
-}  // namespace detaudit::gpu

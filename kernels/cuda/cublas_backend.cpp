@@ -233,7 +233,6 @@ class Cublas final : public GpuBackend {
   size_t ones_n_ = 0;
 };
 
-}  // namespace
 
 Status validate_cublas(const Params& p) {
   CublasConfig c;
@@ -248,4 +247,13 @@ BackendOr make_cublas(int device, const Params& p) {
   return b;
 }
 
+}  // namespace
+
 }  // namespace detaudit::gpu
+
+namespace detaudit {
+// What the cublas registry entry opens (probes/backends/cublas.cpp).
+const GpuKernels kCublasKernels = {
+    [](const std::map<std::string, std::string>& m) { return gpu::validate_cublas(gpu::Params(m)); },
+    [](int device, const std::map<std::string, std::string>& m) { return gpu::make_cublas(device, gpu::Params(m)); }};
+}  // namespace detaudit

@@ -160,7 +160,6 @@ class Cublaslt final : public GpuBackend {
   void* ws_ = nullptr;
 };
 
-}  // namespace
 
 Status validate_cublaslt(const Params& p) {
   LtConfig c;
@@ -175,4 +174,13 @@ BackendOr make_cublaslt(int device, const Params& p) {
   return b;
 }
 
+}  // namespace
+
 }  // namespace detaudit::gpu
+
+namespace detaudit {
+// What the cublaslt registry entry opens (probes/backends/cublaslt.cpp).
+const GpuKernels kCublasLtKernels = {
+    [](const std::map<std::string, std::string>& m) { return gpu::validate_cublaslt(gpu::Params(m)); },
+    [](int device, const std::map<std::string, std::string>& m) { return gpu::make_cublaslt(device, gpu::Params(m)); }};
+}  // namespace detaudit

@@ -56,10 +56,25 @@ inline std::string explain_no_cuda_device(bool device_files, bool libcuda, const
 // Never aborts. Versions of libraries are filled even without a device where the library answers.
 CudaEnvironment query_cuda_environment();
 
-// GPU backends by name: "cuda", "cublas", "cublaslt", "cudnn". `params` holds the spec's keys, already
-// checked against the key table by the probes; values are validated here. Fails unavailable with a
-// reason when there is no device, invalid for a bad value.
-BackendOr make_gpu_backend(const std::string& backend, int device, const std::map<std::string, std::string>& params);
+// One GPU backend's kernels, defined beside them (kernels/cuda/<name>_backend.cpp) and named by the backend's
+// registry entry (probes/backends/<name>.cpp): the check of its settings' values and its constructor on one
+// device. `params` holds the spec's keys, already checked against the key table by the probes.
+struct GpuKernels {
+  Status (*validate)(const std::map<std::string, std::string>& params) = nullptr;
+  BackendOr (*make)(int device, const std::map<std::string, std::string>& params) = nullptr;
+};
+#if defined(DETAUDIT_HAVE_CUDA)
+extern const GpuKernels kCudaNativeKernels;  // kernels/cuda/native_backend.cpp
+extern const GpuKernels kCublasKernels;      // kernels/cuda/cublas_backend.cpp
+extern const GpuKernels kCublasLtKernels;    // kernels/cuda/cublaslt_backend.cpp
+extern const GpuKernels kCudnnKernels;       // kernels/cuda/cudnn_backend.cpp
+#endif
+
+// Opens `backend` through its kernels on `device` (-1: the first): the values first, so a bad spec is refused as
+// such on machines without a GPU too, then the device. Unavailable, with the reason, where there is no device or
+// detaudit was built without CUDA (`kernels` null); invalid for a bad value.
+BackendOr make_gpu_backend(const std::string& backend, const GpuKernels* kernels, int device,
+                           const std::map<std::string, std::string>& params);
 
 // ---- additions ---------------------------------------------------------------
 

@@ -361,7 +361,6 @@ class Cudnn final : public GpuBackend {
   std::map<std::tuple<int, int, int, int, int, int, int, int, int, int>, std::vector<Perf>> found_;
 };
 
-}  // namespace
 
 Status validate_cudnn(const Params& p) {
   CudnnConfig c;
@@ -376,4 +375,13 @@ BackendOr make_cudnn(int device, const Params& p) {
   return b;
 }
 
+}  // namespace
+
 }  // namespace detaudit::gpu
+
+namespace detaudit {
+// What the cudnn registry entry opens (probes/backends/cudnn.cpp).
+const GpuKernels kCudnnKernels = {
+    [](const std::map<std::string, std::string>& m) { return gpu::validate_cudnn(gpu::Params(m)); },
+    [](int device, const std::map<std::string, std::string>& m) { return gpu::make_cudnn(device, gpu::Params(m)); }};
+}  // namespace detaudit

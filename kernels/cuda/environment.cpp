@@ -81,33 +81,16 @@ CudaEnvironment query_cuda_environment() {
   return env;
 }
 
-namespace {
-// The GPU backends of this build, one line each (the probes' registry, probes/registry.cpp, names them
-// by the same strings).
-struct GpuFactory {
-  const char* name;
-  Status (*validate)(const gpu::Params&);
-  BackendOr (*make)(int device, const gpu::Params&);
-};
-constexpr GpuFactory kGpuFactories[] = {{"cuda", gpu::validate_cuda_native, gpu::make_cuda_native},
-                                        {"cublas", gpu::validate_cublas, gpu::make_cublas},
-                                        {"cublaslt", gpu::validate_cublaslt, gpu::make_cublaslt},
-                                        {"cudnn", gpu::validate_cudnn, gpu::make_cudnn}};
-}  // namespace
-
-BackendOr make_gpu_backend(const std::string& backend, int device, const std::map<std::string, std::string>& params) {
-  gpu::Params p(params);
-  const GpuFactory* f = nullptr;
-  for (auto& g : kGpuFactories)
-    if (backend == g.name) f = &g;
-  if (!f) return Status::invalid("unknown GPU backend '" + backend + "' (expected cuda, cublas, cublaslt or cudnn)");
-  // Values first, so a bad spec is reported as such on machines without a GPU too.
-  DETAUDIT_RETURN_IF_ERROR(f->validate(p));
+BackendOr make_gpu_backend(const std::string& backend, const GpuKernels* kernels, int device,
+                           const std::map<std::string, std::string>& params) {
+  if (!kernels || !kernels->validate || !kernels->make)
+    return Status::invalid("GPU backend '" + backend + "' has no kernels in this build");
+  DETAUDIT_RETURN_IF_ERROR(kernels->validate(params));
   StatusOr<int> n = gpu::device_count();
   if (!n) return n.status().prefixed("no CUDA device: ");
   if (device < 0) device = 0;
   if (device >= *n) return Status::unavailable(fmt::format("no CUDA device {}: this machine has {}", device, *n));
-  return f->make(device, p);
+  return kernels->make(device, params);
 }
 
 }  // namespace detaudit

@@ -2,6 +2,7 @@
 // order=portable (kernels/portable.hpp's arithmetic: the bits of cpu?order=portable).
 #include "kernels/checks.hpp"
 #include "kernels/cuda/common.hpp"
+#include "kernels/cuda/cuda.hpp"
 #include "kernels/cuda/native_kernels.hpp"
 #include "kernels/cuda/portable_kernels.hpp"
 
@@ -164,7 +165,6 @@ class CudaPortable final : public GpuBackend {
   size_t scratch_floats_ = 0;
 };
 
-}  // namespace
 
 Status validate_cuda_native(const Params& p) {
   std::string order;
@@ -184,4 +184,13 @@ BackendOr make_cuda_native(int device, const Params& p) {
   return b;
 }
 
+}  // namespace
+
 }  // namespace detaudit::gpu
+
+namespace detaudit {
+// What the cuda registry entry opens (probes/backends/cuda.cpp).
+const GpuKernels kCudaNativeKernels = {
+    [](const std::map<std::string, std::string>& m) { return gpu::validate_cuda_native(gpu::Params(m)); },
+    [](int device, const std::map<std::string, std::string>& m) { return gpu::make_cuda_native(device, gpu::Params(m)); }};
+}  // namespace detaudit

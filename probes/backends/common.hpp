@@ -42,8 +42,10 @@ inline bool always(const Spec&, const Spec&) { return true; }
 inline bool order_portable(const Spec& t) { return t.get("order", "") == "portable"; }
 inline int threads_of(const Spec& t) { return int(t.get_int("threads", 1)); }
 
-// The factory of the four CUDA backends (kernels/cuda/environment.cpp picks the backend by its name).
-BackendOr make_gpu_target(const Spec& t);
+// A CUDA backend opened through its own kernels (kernels/cuda/<name>_backend.cpp: a GpuKernels each entry names,
+// null in a build without CUDA, which then says so).
+struct GpuKernels;
+BackendOr make_gpu_target(const Spec& t, const GpuKernels* kernels);
 // The machine's CUDA stack, queried once per process (each CUDA backend reads its library's version).
 struct CudaEnvironment;
 const CudaEnvironment& cuda_stack();

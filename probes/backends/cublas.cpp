@@ -52,7 +52,11 @@ BackendEntry cublas_backend() {
   e.keys = {key_one_of("math", "default", {"default", "pedantic", "tf32", "bf16x9"}),
             key_one_of("atomics", "not_allowed", {"allowed", "not_allowed"}), key_int_in("streams", "1", 1, 16),
             key_one_of("workspace", "per_stream", {"shared", "per_stream"})};
-  e.make = make_gpu_target;
+#if defined(DETAUDIT_HAVE_CUDA)
+  e.make = [](const Spec& t) { return make_gpu_target(t, &kCublasKernels); };
+#else
+  e.make = [](const Spec& t) { return make_gpu_target(t, nullptr); };
+#endif
   e.device = DeviceKind::kCuda;
   e.summary = "cuBLAS gemm with every setting pinned";
   e.libraries = {"cublas", "cuda_runtime", "cuda_driver"};

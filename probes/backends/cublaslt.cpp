@@ -29,7 +29,11 @@ BackendEntry cublaslt_backend() {
   e.name = "cublaslt";
   e.keys = {key_int_in("algo", "0", 0, kCublasLtMaxAlgos - 1, {"all"}),
             key_one_of("reduction", "", {"none", "inplace", "compute", "output"})};
-  e.make = make_gpu_target;
+#if defined(DETAUDIT_HAVE_CUDA)
+  e.make = [](const Spec& t) { return make_gpu_target(t, &kCublasLtKernels); };
+#else
+  e.make = [](const Spec& t) { return make_gpu_target(t, nullptr); };
+#endif
   e.device = DeviceKind::kCuda;
   // cuBLASLt's heuristic enumerates the algorithms; algo=K pins its K-th answer.
   e.picks_algorithms = true;

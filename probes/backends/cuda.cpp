@@ -14,9 +14,9 @@ const CudaEnvironment& cuda_stack() {
   return env;
 }
 
-BackendOr make_gpu_target(const Spec& t) {
+BackendOr make_gpu_target(const Spec& t, const GpuKernels* kernels) {
   std::map<std::string, std::string> params(t.params.begin(), t.params.end());
-  return make_gpu_backend(t.name, t.device, params);
+  return make_gpu_backend(t.name, kernels, t.device, params);
 }
 
 namespace {
@@ -97,7 +97,11 @@ BackendEntry cuda_backend() {
   BackendEntry e;
   e.name = "cuda";
   e.keys = {key_one_of("order", "tree", {"tree", "atomic", "portable"})};
-  e.make = make_gpu_target;
+#if defined(DETAUDIT_HAVE_CUDA)
+  e.make = [](const Spec& t) { return make_gpu_target(t, &kCudaNativeKernels); };
+#else
+  e.make = [](const Spec& t) { return make_gpu_target(t, nullptr); };
+#endif
   e.device = DeviceKind::kCuda;
   e.summary = "native CUDA kernels; tree (deterministic), atomic, or portable (the bits of cpu?order=portable)";
   e.libraries = {"cuda_runtime", "cuda_driver"};

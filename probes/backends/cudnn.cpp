@@ -123,7 +123,11 @@ BackendEntry cudnn_backend() {
   }
   e.keys.push_back(key_one_of("math", "fma", {"fma", "tf32"}));
   e.keys.push_back(key_one_of("pool", "deterministic", {"deterministic", "nondeterministic"}));
-  e.make = make_gpu_target;
+#if defined(DETAUDIT_HAVE_CUDA)
+  e.make = [](const Spec& t) { return make_gpu_target(t, &kCudnnKernels); };
+#else
+  e.make = [](const Spec& t) { return make_gpu_target(t, nullptr); };
+#endif
   e.device = DeviceKind::kCuda;
   // fwd_algo=auto (and the other passes'): cuDNN's Find times the algorithms and picks one.
   e.picks_algorithms = true;

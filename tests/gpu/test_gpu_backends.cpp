@@ -12,6 +12,7 @@
 
 #include "kernels/cpu/ref.hpp"
 #include "kernels/cuda/cuda.hpp"
+#include "tests/gpu_kernels.hpp"
 #include "kernels/cuda/nccl.hpp"
 #include "probes/registry.hpp"
 #include "probes/spec.hpp"
@@ -131,7 +132,7 @@ class Gpu : public ::testing::Test {
     ASSERT_NE(ref_, nullptr);
   }
   std::unique_ptr<Backend> make(const std::string& name, const std::map<std::string, std::string>& params = {}) {
-    BackendOr b = make_gpu_backend(name, 0, params);
+    BackendOr b = open_gpu_backend(name, 0, params);
     EXPECT_TRUE(b) << name << ": " << b.message();
     return b ? std::move(b).value() : nullptr;
   }
@@ -164,7 +165,7 @@ TEST_F(Gpu, NamesAreCanonicalSpecs) {
   EXPECT_EQ(make("cublaslt")->name(), "cublaslt:0?algo=0&reduction=");
   EXPECT_EQ(make("cudnn", {{"bwd_filter_algo", "1"}})->name(),
             "cudnn:0?fwd_algo=auto&bwd_data_algo=auto&bwd_filter_algo=1&math=fma&pool=deterministic");
-  const Status st = make_gpu_backend("cublas", 0, {{"streams", "17"}}).status();
+  const Status st = open_gpu_backend("cublas", 0, {{"streams", "17"}}).status();
   EXPECT_EQ(st.code(), Status::Code::kInvalid);
   EXPECT_NE(st.message().find("streams=17"), std::string::npos) << st.message();
 }

@@ -21,6 +21,7 @@
 
 #include "tests/fixtures.hpp"
 #include "kernels/cuda/cuda.hpp"
+#include "tests/gpu_kernels.hpp"
 #include "probes/registry.hpp"
 #include "probes/spec.hpp"
 #include "contract/cells.hpp"
@@ -178,7 +179,7 @@ TEST_F(GpuDetection, CublasLtRecordsTheWholeConfigurationAndBf16x9SaysWhatRan) {
 // Exits 0 when it does. Run in a child process (gtest's threadsafe death test re-executes this binary),
 // since it poisons the CUDA context of whichever process does it.
 [[noreturn]] void lose_the_context() {
-  BackendOr made = make_gpu_backend("cuda", 0, {});
+  BackendOr made = open_gpu_backend("cuda", 0, {});
   if (!made) std::_Exit(3);
   std::unique_ptr<Backend> b = std::move(made).value();
   // A gemm reading A and B at device address 0x100: an illegal address.

@@ -12,6 +12,7 @@
 #include "tests/fixtures.hpp"
 #include "kernels/cpu/native.hpp"
 #include "kernels/cuda/cuda.hpp"
+#include "tests/gpu_kernels.hpp"
 #include "models/autoencoder.hpp"
 #include "probes/registry.hpp"
 #include "probes/workload.hpp"
@@ -26,7 +27,7 @@ class GpuPortable : public ::testing::Test {
   void SetUp() override {
     CudaEnvironment env = query_cuda_environment();
     if (!env.available) GTEST_SKIP() << "no GPU: " << env.reason;
-    BackendOr made = make_gpu_backend("cuda", 0, {{"order", "portable"}});
+    BackendOr made = open_gpu_backend("cuda", 0, {{"order", "portable"}});
     ASSERT_TRUE(made) << made.message();
     gpu_ = std::move(made).value();
     CpuNativeOptions o;

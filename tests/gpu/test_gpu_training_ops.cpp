@@ -16,6 +16,7 @@
 #include "kernels/cpu/ref.hpp"
 #include "kernels/cpu/train_ops.hpp"
 #include "kernels/cuda/cuda.hpp"
+#include "tests/gpu_kernels.hpp"
 #include "models/autoencoder.hpp"
 #include "kernels/generator.hpp"
 #include "tests/test_inputs.hpp"
@@ -116,7 +117,7 @@ class GpuTrain : public ::testing::Test {
     ASSERT_NE(tree_, nullptr);
   }
   std::unique_ptr<Backend> make(const std::string& name, const std::map<std::string, std::string>& params = {}) {
-    BackendOr b = make_gpu_backend(name, 0, params);
+    BackendOr b = open_gpu_backend(name, 0, params);
     EXPECT_TRUE(b) << name << ": " << b.message();
     return b ? std::move(b).value() : nullptr;
   }
