@@ -611,499 +611,548 @@ Status check_fleet_distances(const std::vector<FleetNode>& nodes) {
   return Status::ok();
 }
 
-FleetOutcome fleet_consensus(const std::vector<FleetNode>& nodes, const std::string& dir, const Reference* known) {
+namespace {
+
+// One fleet's consensus, judged in steps over the same nodes: the nodes' own states and plans, their grouping by
+// machine key, each cell's bits within a group (and against the reference's known-good bits), what no step could
+// judge, time, and collectives. Each step adds its findings; fleet.json is written from what they left.
+class Consensus {
+ public:
+  Consensus(const std::vector<FleetNode>& nodes, const std::string& dir, const Reference* known)
+      : nodes(nodes), dir(dir), known(known) {}
+
+  FleetOutcome run() {
+    out.ranks = nodes.empty() ? 0 : nodes[0].ranks;
+    for (auto& n : nodes) out.level = std::max(out.level, n.level);
+    judge_states();
+    judge_plans();
+    group_by_key();
+    collect_cells();
+    judge_bits();
+    judge_unjudged();
+    judge_time();
+    judge_collectives();
+    std::stable_sort(out.findings.begin(), out.findings.end(), [](const FleetFinding& a, const FleetFinding& b) {
+      return (a.verdict == Verdict::kFail) > (b.verdict == Verdict::kFail);
+    });
+    for (auto& f : out.findings) (f.verdict == Verdict::kFail ? fails : warns)++;
+    for (auto& n : nodes)
+      if (n.state == "finished" || n.state == "running" || n.state == "interrupted") ++ran;
+    // No cell on any node: nothing was judged, whatever the nodes said of themselves.
+    out.exit_code = ran == 0 || cells.empty() ? 2 : fails > 0 ? 1 : 0;
+    write_document();
+    return std::move(out);
+  }
+
+ private:
+  const std::vector<FleetNode>& nodes;
+  const std::string& dir;
+  const Reference* known;
   FleetOutcome out;
-  out.ranks = nodes.empty() ? 0 : nodes[0].ranks;
-  for (auto& n : nodes) out.level = std::max(out.level, n.level);
-  auto find = [&](Verdict v, const std::string& kind, const FleetNode& n, const std::string& cell, std::string detail,
-                  nlohmann::json data = nlohmann::json::object()) {
+  size_t fails = 0, warns = 0, ran = 0;
+  // Machine key hash -> the nodes of that key; the largest group (the reference of key differences); node -> key.
+  std::map<std::string, std::vector<size_t>> groups;
+  std::string reference;
+  std::map<size_t, std::string> group_of;
+  // The cells (workload, target), in the order of the first node that has them; level 2's training runs as cells.
+  std::vector<std::pair<std::string, std::string>> cells;
+  std::set<std::pair<std::string, std::string>> cell_set;
+  std::vector<std::vector<Observation>> train_cells;
+  // matrix[node][cell]: agree, differs, varies, failed, missing, nondeterministic, alone
+  std::vector<std::vector<std::string>> matrix;
+  std::vector<std::map<std::pair<std::string, std::string>, const Observation*>> obs_of;
+  std::set<std::string> differing_cells;
+  std::vector<double> slowness;  // per node: its time against its group's (NAN: not timed)
+  nlohmann::json collectives = nlohmann::json::array();
+
+  void find(Verdict v, const std::string& kind, const FleetNode& n, const std::string& cell, std::string detail,
+            nlohmann::json data = nlohmann::json::object()) {
     FleetFinding f;
     f.verdict = v, f.kind = kind, f.rank = n.rank, f.host = n.host, f.cell = cell, f.detail = std::move(detail);
     f.action = fleet_action(kind);
     f.data = std::move(data);
     out.findings.push_back(std::move(f));
-  };
-  // Nodes that did not run to the end are named; what they wrote still counts.
-  for (auto& n : nodes) {
-    if (n.state == "missing") find(Verdict::kFail, "missing", n, "", n.detail);
-    if (n.state == "failed") find(Verdict::kFail, "failed", n, "", "could not run: " + n.detail);
-    if (n.state == "running")
-      find(Verdict::kFail, "lost", n, "",
-           fmt::format("did not finish (killed, crashed or lost after {} probe cells; those count)",
-                       n.probe.observations.size()));
-    if (n.state == "interrupted")
-      find(Verdict::kFail, "interrupted", n, "",
-           fmt::format("{} after {} probe cells (those count); its command run again resumes it",
-                       n.detail.empty() ? "interrupted" : n.detail, n.probe.observations.size()));
-    if (n.state == "finished" && n.exit_code == 1)
-      find(Verdict::kFail, "own_check", n, "", "its own qualification failed: " + n.own_fail);
-    if (n.state == "finished" && n.exit_code == 2)
-      find(Verdict::kFail, "own_check", n, "", "its own qualification could not run a required check");
   }
-  // One fleet, one plan: a node that ran another level, or probe cells another number of times or other workloads
-  // than most nodes, did not run the fleet's plan (its cells would be judged against peers that ran others).
-  // Each node's plan is described once (its workloads as one text), then compared with the most common.
-  {
-    std::vector<std::string> plan(nodes.size()), said(nodes.size());
-    std::map<std::string, size_t> count;
-    size_t common = nodes.size();
+
+  void judge_states() {
+    // Nodes that did not run to the end are named; what they wrote still counts.
+    for (auto& n : nodes) {
+      if (n.state == "missing") find(Verdict::kFail, "missing", n, "", n.detail);
+      if (n.state == "failed") find(Verdict::kFail, "failed", n, "", "could not run: " + n.detail);
+      if (n.state == "running")
+        find(Verdict::kFail, "lost", n, "",
+             fmt::format("did not finish (killed, crashed or lost after {} probe cells; those count)",
+                         n.probe.observations.size()));
+      if (n.state == "interrupted")
+        find(Verdict::kFail, "interrupted", n, "",
+             fmt::format("{} after {} probe cells (those count); its command run again resumes it",
+                         n.detail.empty() ? "interrupted" : n.detail, n.probe.observations.size()));
+      if (n.state == "finished" && n.exit_code == 1)
+        find(Verdict::kFail, "own_check", n, "", "its own qualification failed: " + n.own_fail);
+      if (n.state == "finished" && n.exit_code == 2)
+        find(Verdict::kFail, "own_check", n, "", "its own qualification could not run a required check");
+    }
+  }
+
+  void judge_plans() {
+    // One fleet, one plan: a node that ran another level, or probe cells another number of times or other workloads
+    // than most nodes, did not run the fleet's plan (its cells would be judged against peers that ran others).
+    // Each node's plan is described once (its workloads as one text), then compared with the most common.
+    {
+      std::vector<std::string> plan(nodes.size()), said(nodes.size());
+      std::map<std::string, size_t> count;
+      size_t common = nodes.size();
+      for (size_t i = 0; i < nodes.size(); ++i) {
+        const FleetNode& n = nodes[i];
+        if (n.state == "missing" || n.state == "failed" || n.probe.plan.empty()) continue;
+        const nlohmann::json& p = n.probe.plan;
+        const auto w = p.find("workloads");
+        const size_t workloads = w != p.end() ? w->size() : 0;
+        said[i] = fmt::format("level {}, {} repeats of {} workloads", n.level, p.value("repeats", int64_t(0)), workloads);
+        plan[i] = said[i] + "\n" + (w != p.end() ? w->dump() : "[]");
+        if (const size_t c = ++count[plan[i]]; common == nodes.size() || c > count[plan[common]]) common = i;
+      }
+      for (size_t i = 0; i < nodes.size(); ++i)
+        if (common < nodes.size() && !plan[i].empty() && plan[i] != plan[common])
+          find(Verdict::kFail, "another_plan", nodes[i], "",
+               fmt::format("ran {}, most nodes {}{}", said[i], said[common],
+                           said[i] == said[common] ? " (other workloads)" : ""));
+    }
+  }
+
+  void group_by_key() {
+    // Groups by machine key (nodes that recorded one).
+    for (size_t i = 0; i < nodes.size(); ++i)
+      if (!nodes[i].key.empty()) groups[fleet_key_hash(nodes[i].key)].push_back(i);
+    for (auto& [h, members] : groups)
+      if (reference.empty() || members.size() > groups[reference].size()) reference = h;
+    for (auto& [h, members] : groups)
+      for (size_t i : members) group_of[i] = h;
+    if (!reference.empty()) {
+      const nlohmann::json& ref_key = nodes[groups[reference][0]].key;
+      for (auto& [h, members] : groups) {
+        if (h == reference || members.size() > 1 || groups[reference].size() < 2) continue;
+        const FleetNode& n = nodes[members[0]];
+        std::vector<std::string> diffs;
+        nlohmann::json fields = nlohmann::json::object();
+        std::set<std::string> names;
+        for (auto& [k, v] : n.key.items()) names.insert(k);
+        for (auto& [k, v] : ref_key.items()) names.insert(k);
+        for (auto& k : names) {
+          const std::string a = n.key.contains(k) ? n.key[k].get<std::string>() : "(none)";
+          const std::string b = ref_key.contains(k) ? ref_key[k].get<std::string>() : "(none)";
+          if (a == b) continue;
+          diffs.push_back(fmt::format("{} {} (its peers: {})", k, a.size() > 60 ? a.substr(0, 57) + "..." : a,
+                                      b.size() > 60 ? b.substr(0, 57) + "..." : b));
+          fields[k] = {{"node", a}, {"peers", b}};
+        }
+        size_t known_cells = 0;
+        if (known)
+          for (auto& c : known->cells) known_cells += c.key == h;
+        find(Verdict::kFail, "key", n, "",
+             fmt::format("its machine key differs from its {} peers' in {}: {}; its cells are not compared with theirs{}",
+                         groups[reference].size(), diffs.size(), fmt::join(diffs, "; "),
+                         known_cells ? fmt::format(", but with the reference's {} cells of its own key", known_cells)
+                                     : std::string(known ? " (the reference holds no cell of its key)" : "")),
+             {{"fields", fields}});
+      }
+    }
+  }
+
+  void collect_cells() {
+    // The cells, in the order of the first node that has them.
+    for (auto& n : nodes)
+      for (auto& o : n.probe.observations)
+        if (cell_set.insert({o.workload, o.target}).second) cells.push_back({o.workload, o.target});
+    // matrix[node][cell]: agree, differs, varies, failed, missing, nondeterministic, alone
+    // Level 2's training runs are cells too: a run's final weights, one "repeat". A run with its
+    // nondeterminism on may end elsewhere on every node and is compared as a distribution (never by bits).
+    train_cells.resize(nodes.size());
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      for (auto& r : nodes[i].train.training) {
+        Observation o;
+        o.workload =
+            fmt::format("training {} condition ({}) seed {} replicate {}", r.model, r.condition, r.seed, r.replicate);
+        o.target = r.target;
+        o.status = r.status, o.reason = r.reason, o.repeats = 1;
+        if (r.ok()) o.fingerprints = {r.weights_fingerprint};
+        // Nondeterministic runs count as varying, so the cell is compared as a distribution.
+        o.distinct = r.ok() ? (r.nondeterministic ? 2 : 1) : 0;
+        o.details["fleet_promise"] = r.nondeterministic ? "nondeterministic" : "deterministic";
+        o.seconds = {r.seconds};
+        train_cells[i].push_back(std::move(o));
+      }
+      for (auto& o : train_cells[i])
+        if (cell_set.insert({o.workload, o.target}).second) cells.push_back({o.workload, o.target});
+    }
+    matrix.assign(nodes.size(), std::vector<std::string>(cells.size(), "missing"));
+    obs_of.resize(nodes.size());
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      for (auto& o : nodes[i].probe.observations) obs_of[i][{o.workload, o.target}] = &o;
+      for (auto& o : train_cells[i]) obs_of[i][{o.workload, o.target}] = &o;
+    }
+  }
+
+    // A node's cell against the reference's known-good bits of its key: its product and, where both have them, its rows
+    // computed alone. The state of the cell in the matrix, with a finding where the bits differ.
+    std::string against_known(size_t i, const Observation& o, const ReferenceCell& k, const std::string& name) {
+      const std::string whence = fmt::format("known good: {} of {} nodes of this key agreed on it at {}", k.nodes, k.of, k.at);
+      if (o.fingerprints[0] != k.fingerprint) {
+        find(Verdict::kFail, "reference", nodes[i], name,
+             fmt::format("other bits than the reference: {} here, {} {}; oracle: {} here", o.fingerprints[0], k.fingerprint,
+                         whence, oracle_words(o)),
+             {{"fingerprint", o.fingerprints[0]}, {"reference", k.fingerprint}});
+        return "differs";
+      }
+      if (o.batch && !o.batch->rows_fingerprint.empty() && !k.rows_fingerprint.empty() &&
+          o.batch->rows_fingerprint != k.rows_fingerprint) {
+        find(Verdict::kFail, "reference", nodes[i], name,
+             fmt::format("other bits in the rows computed alone (batch invariance) than the reference: {} here, {} {}",
+                         o.batch->rows_fingerprint, k.rows_fingerprint, whence),
+             {{"rows_fingerprint", o.batch->rows_fingerprint}, {"reference", k.rows_fingerprint}});
+        return "differs";
+      }
+      return "agree";
+    }
+
+  void judge_bits() {
+    for (auto& [h, members] : groups) {
+      const bool alone = members.size() < 2;
+      for (size_t c = 0; c < cells.size(); ++c) {
+        const std::string name = cell_name(cells[c].first, cells[c].second);
+        std::vector<std::pair<size_t, const Observation*>> present;
+        for (size_t i : members) {
+          auto it = obs_of[i].find(cells[c]);
+          if (it != obs_of[i].end()) present.push_back({i, it->second});
+        }
+        if (present.empty()) continue;
+        // Known-good bits of this key and cell, where a reference holds them (never for a training run).
+        const ReferenceCell* k = known ? known->find(h, cells[c].first, cells[c].second) : nullptr;
+        // Known-good bits judge only a cell that promises them (a reference edited to hold bits of a target that may
+        // vary judges nothing).
+        if (k && alone && fleet_promise(nodes[present[0].first], *present[0].second) != Promise::RunToRun::kDeterministic)
+          k = nullptr;
+        if (alone && !k) {
+          matrix[present[0].first][c] = "alone";
+          continue;
+        }
+        if (alone) {
+          judge_alone(present[0].first, c, *present[0].second, *k, name);
+          continue;
+        }
+        judge_group_cell(c, name, present, k);
+      }
+    }
+  }
+
+  // One cell of a group of two or more nodes: each node's bits against the reference's where it holds them (a
+  // deterministic cell), else against the group's majority; a cell that may vary as distributions.
+  void judge_group_cell(size_t c, const std::string& name,
+                        const std::vector<std::pair<size_t, const Observation*>>& present, const ReferenceCell* k) {
+    size_t ran = 0, det = 0;
+    std::map<std::string, size_t> votes;
+    for (auto& [i, o] : present) {
+      if (o->status != ObsStatus::kOk) continue;
+      ++ran;
+      if (o->distinct == 1) ++det, ++votes[o->fingerprints[0]];
+    }
+    const size_t n_present = present.size();
+    // Bits are compared where the target promises determinism; where it promises variation (atomics),
+    // or where nothing is promised and some node varied, or the cell varied on most nodes: distributions,
+    // each node's own verdict against its promise.
+    bool promised = true, permitted = false;
+    for (auto& [i, o] : present) {
+      const auto p = fleet_promise(nodes[i], *o);
+      promised = promised && p == Promise::RunToRun::kDeterministic;
+      permitted = permitted || p == Promise::RunToRun::kNondeterministic;
+    }
+    const bool unpromised = !promised && !permitted;  // nothing promised either way
+    if (permitted || (unpromised && det < ran) || (ran > 0 && det * 2 <= ran && ran * 2 > n_present)) {
+      for (auto& [i, o] : present) {
+        matrix[i][c] = o->status == ObsStatus::kOk ? "nondeterministic" : "failed";
+        if (o->verdict && *o->verdict == Verdict::kFail)
+          find(Verdict::kFail, "own_check", nodes[i], name,
+               fmt::format("varies on most nodes (compared as distributions: {} distinct of {} here) and fails "
+                           "its promise on this node: {}",
+                           o->distinct, o->repeats, o->verdict_reason));
+      }
+      return;
+    }
+    const auto [major, major_votes] = most_voted(votes);
+    const bool has_majority = major_votes * 2 > n_present;
+    const Observation* major_obs = nullptr;
+    for (auto& [i, o] : present)
+      if (o->status == ObsStatus::kOk && o->distinct == 1 && o->fingerprints[0] == major) major_obs = o;
+    for (auto& [i, o] : present) {
+      const FleetNode& n = nodes[i];
+      std::string& m = matrix[i][c];
+      if (o->status != ObsStatus::kOk) {
+        // A cell skipped on every node of the group is the same on all: not a finding. (A plain pointer
+        // for the lambda: clang 14, the sanitizer build's, cannot capture a structured binding.)
+        const Observation* mine = o;
+        const bool all_same = std::all_of(present.begin(), present.end(), [&](auto& p) {
+          return p.second->status == mine->status && p.second->reason == mine->reason;
+        });
+        m = all_same ? "agree" : "failed";
+        if (!all_same)
+          find(Verdict::kFail, "status", n, name,
+               fmt::format("{} here ({}) where {} of {} nodes ran it", to_string(o->status), o->reason, ran,
+                           n_present));
+      } else if (o->distinct > 1) {
+        m = "varies";
+        find(Verdict::kFail, "varies", n, name,
+             fmt::format("{} distinct outputs in {} repeats here; deterministic on {} of {} nodes", o->distinct,
+                         o->repeats, det, n_present));
+      } else if (k && promised) {
+        // Known-good bits judge each node: no vote is needed (two nodes, one of them faulty, are told apart).
+        m = against_known(i, *o, *k, name);
+      } else if (!has_majority) {
+        m = "differs";
+        find(Verdict::kFail, "no_majority", n, name,
+             fmt::format("no majority: {} distinct results on {} nodes; this node's {} ({})", votes.size(), n_present,
+                         o->fingerprints[0], oracle_words(*o)),
+             {{"fingerprint", o->fingerprints[0]}});
+      } else if (o->fingerprints[0] != major) {
+        m = "differs";
+        const std::string k = kernel_words(*o), km = major_obs ? kernel_words(*major_obs) : "";
+        find(unpromised ? Verdict::kWarn : Verdict::kFail, "bits", n, name,
+             fmt::format("other bits: {} here, {} on {} of {} nodes; oracle: {} here, {} there{}", o->fingerprints[0],
+                         major, major_votes, n_present, oracle_words(*o), major_obs ? oracle_words(*major_obs) : "?",
+                         k.empty() && km.empty() ? ""
+                         : k == km               ? "; the same kernels: " + k
+                                                 : fmt::format("; kernels here: {}; there: {}", k, km)),
+             {{"fingerprint", o->fingerprints[0]},
+              {"majority", major},
+              {"kernels", k},
+              {"majority_kernels", km},
+              {"promise", unpromised ? "none: WARN, the target promises nothing run to run" : "deterministic"}});
+      } else {
+        m = "agree";
+      }
+      if (m != "agree") differing_cells.insert(name);
+    }
+    judge_rows(c, name, present, unpromised, k && promised);
+  }
+
+  // A cell of a key no peer shares: the reference's known-good bits are its only judge.
+  void judge_alone(size_t i, size_t c, const Observation& o, const ReferenceCell& k, const std::string& name) {
+    std::string& m = matrix[i][c];
+    if (o.status != ObsStatus::kOk) {
+      m = "failed";
+      find(Verdict::kFail, "status", nodes[i], name,
+           fmt::format("{} here ({}) where the reference holds its bits", to_string(o.status), o.reason));
+    } else if (o.distinct > 1) {
+      m = "varies";
+      find(Verdict::kFail, "varies", nodes[i], name,
+           fmt::format("{} distinct outputs in {} repeats here, where the reference holds one", o.distinct,
+                       o.repeats));
+    } else {
+      m = against_known(i, o, k, name);
+    }
+    if (m != "agree") differing_cells.insert(name);
+  }
+
+  // Batch invariance's rows computed alone, of one cell's nodes in a group.
+  void judge_rows(size_t c, const std::string& name, const std::vector<std::pair<size_t, const Observation*>>& present,
+                  bool unpromised, bool reference_judged) {
+    const size_t n_present = present.size();
+    // Batch invariance's rows computed alone are outputs too, of the same deterministic kernels: a node that
+    // computed them to other bits is as faulty as one whose product was, and a fault that lands only there would
+    // pass the product's comparison.
+    // (the rows of a node's cell that ran to one output: what is compared)
+    auto rows_of = [](const Observation* o) {
+      return o->status == ObsStatus::kOk && o->distinct == 1 && o->batch ? &*o->batch : nullptr;
+    };
+    auto mark_differs = [&](size_t i) {
+      if (matrix[i][c] == "agree") matrix[i][c] = "differs";
+      differing_cells.insert(name);
+    };
+    std::map<std::string, size_t> row_votes;
+    size_t with_rows = 0;
+    for (auto& [i, o] : present)
+      if (const BatchInvariance* b = rows_of(o); b && !b->rows_fingerprint.empty())
+        ++row_votes[b->rows_fingerprint], ++with_rows;
+    // One build writes the rows' fingerprint for every batchinv cell that ran (the key holds the tool's commit):
+    // a node of the group without it, beside peers with it, had it taken out of its results.
+    if (with_rows > 0)
+      for (auto& [i, o] : present)
+        if (const BatchInvariance* b = rows_of(o); b && b->rows_fingerprint.empty()) {
+          mark_differs(i);
+          find(Verdict::kFail, "bits", nodes[i], name,
+               fmt::format("its rows computed alone (batch invariance) carry no fingerprint, where {} of {} nodes' of "
+                           "the same build do: nothing of them can be compared",
+                           with_rows, n_present));
+        }
+    if (row_votes.size() < 2 || reference_judged) return;  // (the reference judged the rows in judge_bits)
+    const auto [rows_major, rows_major_votes] = most_voted(row_votes);
+    const bool rows_majority = rows_major_votes * 2 > n_present;
+    for (auto& [i, o] : present) {
+      const BatchInvariance* b = rows_of(o);
+      if (!b || b->rows_fingerprint.empty() || (rows_majority && b->rows_fingerprint == rows_major)) continue;
+      mark_differs(i);
+      find(unpromised ? Verdict::kWarn : Verdict::kFail, rows_majority ? "bits" : "no_majority", nodes[i], name,
+           rows_majority
+               ? fmt::format("other bits in the rows computed alone (batch invariance): {} here, {} on {} of {} nodes "
+                             "({} of {} rows differ from the product here)",
+                             b->rows_fingerprint, rows_major, rows_major_votes, n_present, b->rows_differing,
+                             b->rows_checked)
+               : fmt::format("no majority in the rows computed alone (batch invariance): {} distinct results on {} "
+                             "nodes; this node's {}",
+                             row_votes.size(), n_present, b->rows_fingerprint),
+           {{"rows_fingerprint", b->rows_fingerprint}, {"majority", rows_majority ? rows_major : ""}});
+    }
+  }
+
+  void judge_unjudged() {
+    // A finished node of which nothing was judged is no pass: no machine key (never grouped, never
+    // compared), no cell at all, or a cell its peers of the same key ran missing from it.
     for (size_t i = 0; i < nodes.size(); ++i) {
       const FleetNode& n = nodes[i];
-      if (n.state == "missing" || n.state == "failed" || n.probe.plan.empty()) continue;
-      const nlohmann::json& p = n.probe.plan;
-      const auto w = p.find("workloads");
-      const size_t workloads = w != p.end() ? w->size() : 0;
-      said[i] = fmt::format("level {}, {} repeats of {} workloads", n.level, p.value("repeats", int64_t(0)), workloads);
-      plan[i] = said[i] + "\n" + (w != p.end() ? w->dump() : "[]");
-      if (const size_t c = ++count[plan[i]]; common == nodes.size() || c > count[plan[common]]) common = i;
+      if (n.state != "finished") continue;
+      if (n.key.empty()) {
+        find(Verdict::kFail, "nothing", n, "", "finished without a machine key: its cells cannot be compared with any peer's");
+        continue;
+      }
+      if (obs_of[i].empty()) {
+        find(Verdict::kFail, "nothing", n, "", "finished, but its results hold no cell: nothing of it was judged");
+        continue;
+      }
+      // Cells that all skipped, crashed or timed out hold no bits: nothing of the node was compared.
+      bool any_ran = false;
+      for (auto& [cell, o] : obs_of[i]) any_ran = any_ran || o->status == ObsStatus::kOk;
+      if (!any_ran) {
+        find(Verdict::kFail, "nothing", n, "",
+             fmt::format("finished, but none of its {} cells ran (skipped, crashed or timed out): nothing of it was "
+                         "judged",
+                         obs_of[i].size()));
+        continue;
+      }
+      const auto& members = groups[group_of[i]];
+      if (members.size() < 2) continue;
+      for (size_t c = 0; c < cells.size(); ++c) {
+        if (matrix[i][c] != "missing") continue;
+        size_t peers = 0;
+        for (size_t k : members) peers += k != i && obs_of[k].count(cells[c]);
+        if (peers)
+          find(Verdict::kFail, "missing_cell", n, cell_name(cells[c].first, cells[c].second),
+               fmt::format("not in its results, though {} of its {} peers of the same key ran it", peers, members.size() - 1));
+      }
     }
-    for (size_t i = 0; i < nodes.size(); ++i)
-      if (common < nodes.size() && !plan[i].empty() && plan[i] != plan[common])
-        find(Verdict::kFail, "another_plan", nodes[i], "",
-             fmt::format("ran {}, most nodes {}{}", said[i], said[common],
-                         said[i] == said[common] ? " (other workloads)" : ""));
   }
 
-  // Groups by machine key (nodes that recorded one).
-  std::map<std::string, std::vector<size_t>> groups;
-  for (size_t i = 0; i < nodes.size(); ++i)
-    if (!nodes[i].key.empty()) groups[fleet_key_hash(nodes[i].key)].push_back(i);
-  std::string reference;
-  for (auto& [h, members] : groups)
-    if (reference.empty() || members.size() > groups[reference].size()) reference = h;
-  std::map<size_t, std::string> group_of;
-  for (auto& [h, members] : groups)
-    for (size_t i : members) group_of[i] = h;
-  if (!reference.empty()) {
-    const nlohmann::json& ref_key = nodes[groups[reference][0]].key;
+  void judge_time() {
+    // Time outliers: a node's median over cells of its median seconds against its group's median.
+    slowness.assign(nodes.size(), NAN);
     for (auto& [h, members] : groups) {
-      if (h == reference || members.size() > 1 || groups[reference].size() < 2) continue;
-      const FleetNode& n = nodes[members[0]];
-      std::vector<std::string> diffs;
-      nlohmann::json fields = nlohmann::json::object();
-      std::set<std::string> names;
-      for (auto& [k, v] : n.key.items()) names.insert(k);
-      for (auto& [k, v] : ref_key.items()) names.insert(k);
-      for (auto& k : names) {
-        const std::string a = n.key.contains(k) ? n.key[k].get<std::string>() : "(none)";
-        const std::string b = ref_key.contains(k) ? ref_key[k].get<std::string>() : "(none)";
-        if (a == b) continue;
-        diffs.push_back(fmt::format("{} {} (its peers: {})", k, a.size() > 60 ? a.substr(0, 57) + "..." : a,
-                                    b.size() > 60 ? b.substr(0, 57) + "..." : b));
-        fields[k] = {{"node", a}, {"peers", b}};
+      if (members.size() < 2) continue;
+      std::vector<std::vector<double>> ratios(nodes.size());
+      for (auto& cell : cells) {
+        std::vector<std::pair<size_t, double>> med;
+        for (size_t i : members) {
+          auto it = obs_of[i].find(cell);
+          if (it == obs_of[i].end() || it->second->status != ObsStatus::kOk) continue;
+          const double s = median_of(it->second->seconds);
+          if (std::isfinite(s)) med.push_back({i, s});
+        }
+        if (med.size() < 2) continue;
+        std::vector<double> v;
+        for (auto& [i, s] : med) v.push_back(s);
+        const double g = median_of(v);
+        if (!(g >= 1e-3)) continue;  // under a millisecond: timer noise
+        for (auto& [i, s] : med) ratios[i].push_back(s / g);
       }
-      size_t known_cells = 0;
-      if (known)
-        for (auto& c : known->cells) known_cells += c.key == h;
-      find(Verdict::kFail, "key", n, "",
-           fmt::format("its machine key differs from its {} peers' in {}: {}; its cells are not compared with theirs{}",
-                       groups[reference].size(), diffs.size(), fmt::join(diffs, "; "),
-                       known_cells ? fmt::format(", but with the reference's {} cells of its own key", known_cells)
-                                   : std::string(known ? " (the reference holds no cell of its key)" : "")),
-           {{"fields", fields}});
-    }
-  }
-
-  // The cells, in the order of the first node that has them.
-  std::vector<std::pair<std::string, std::string>> cells;
-  std::set<std::pair<std::string, std::string>> cell_set;
-  for (auto& n : nodes)
-    for (auto& o : n.probe.observations)
-      if (cell_set.insert({o.workload, o.target}).second) cells.push_back({o.workload, o.target});
-  // matrix[node][cell]: agree, differs, varies, failed, missing, nondeterministic, alone
-  // Level 2's training runs are cells too: a run's final weights, one "repeat". A run with its
-  // nondeterminism on may end elsewhere on every node and is compared as a distribution (never by bits).
-  std::vector<std::vector<Observation>> train_cells(nodes.size());
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    for (auto& r : nodes[i].train.training) {
-      Observation o;
-      o.workload =
-          fmt::format("training {} condition ({}) seed {} replicate {}", r.model, r.condition, r.seed, r.replicate);
-      o.target = r.target;
-      o.status = r.status, o.reason = r.reason, o.repeats = 1;
-      if (r.ok()) o.fingerprints = {r.weights_fingerprint};
-      // Nondeterministic runs count as varying, so the cell is compared as a distribution.
-      o.distinct = r.ok() ? (r.nondeterministic ? 2 : 1) : 0;
-      o.details["fleet_promise"] = r.nondeterministic ? "nondeterministic" : "deterministic";
-      o.seconds = {r.seconds};
-      train_cells[i].push_back(std::move(o));
-    }
-    for (auto& o : train_cells[i])
-      if (cell_set.insert({o.workload, o.target}).second) cells.push_back({o.workload, o.target});
-  }
-  std::vector<std::vector<std::string>> matrix(nodes.size(), std::vector<std::string>(cells.size(), "missing"));
-  std::vector<std::map<std::pair<std::string, std::string>, const Observation*>> obs_of(nodes.size());
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    for (auto& o : nodes[i].probe.observations) obs_of[i][{o.workload, o.target}] = &o;
-    for (auto& o : train_cells[i]) obs_of[i][{o.workload, o.target}] = &o;
-  }
-  std::set<std::string> differing_cells;
-  // A node's cell against the reference's known-good bits of its key: its product and, where both have them, its rows
-  // computed alone. The state of the cell in the matrix, with a finding where the bits differ.
-  auto against_known = [&](size_t i, const Observation& o, const ReferenceCell& k, const std::string& name) {
-    const std::string whence = fmt::format("known good: {} of {} nodes of this key agreed on it at {}", k.nodes, k.of, k.at);
-    if (o.fingerprints[0] != k.fingerprint) {
-      find(Verdict::kFail, "reference", nodes[i], name,
-           fmt::format("other bits than the reference: {} here, {} {}; oracle: {} here", o.fingerprints[0], k.fingerprint,
-                       whence, oracle_words(o)),
-           {{"fingerprint", o.fingerprints[0]}, {"reference", k.fingerprint}});
-      return "differs";
-    }
-    if (o.batch && !o.batch->rows_fingerprint.empty() && !k.rows_fingerprint.empty() &&
-        o.batch->rows_fingerprint != k.rows_fingerprint) {
-      find(Verdict::kFail, "reference", nodes[i], name,
-           fmt::format("other bits in the rows computed alone (batch invariance) than the reference: {} here, {} {}",
-                       o.batch->rows_fingerprint, k.rows_fingerprint, whence),
-           {{"rows_fingerprint", o.batch->rows_fingerprint}, {"reference", k.rows_fingerprint}});
-      return "differs";
-    }
-    return "agree";
-  };
-
-  for (auto& [h, members] : groups) {
-    const bool alone = members.size() < 2;
-    for (size_t c = 0; c < cells.size(); ++c) {
-      const std::string name = cell_name(cells[c].first, cells[c].second);
-      std::vector<std::pair<size_t, const Observation*>> present;
       for (size_t i : members) {
-        auto it = obs_of[i].find(cells[c]);
-        if (it != obs_of[i].end()) present.push_back({i, it->second});
+        if (ratios[i].empty()) continue;
+        slowness[i] = median_of(ratios[i]);
+        if (slowness[i] >= kFleetSlowWarn)
+          find(slowness[i] >= kFleetSlowFail ? Verdict::kFail : Verdict::kWarn, "slow", nodes[i], "",
+               fmt::format("{:.1f}x slower than its group (median over {} timed cells)", slowness[i], ratios[i].size()),
+               {{"ratio", slowness[i]}, {"cells", ratios[i].size()}});
       }
-      if (present.empty()) continue;
-      // Known-good bits of this key and cell, where a reference holds them (never for a training run).
-      const ReferenceCell* k = known ? known->find(h, cells[c].first, cells[c].second) : nullptr;
-      // Known-good bits judge only a cell that promises them (a reference edited to hold bits of a target that may
-      // vary judges nothing).
-      if (k && alone && fleet_promise(nodes[present[0].first], *present[0].second) != Promise::RunToRun::kDeterministic)
-        k = nullptr;
-      if (alone && !k) {
-        matrix[present[0].first][c] = "alone";
-        continue;
-      }
-      if (alone) {
-        // No peer: the reference is its only judge.
-        const auto [i, o] = present[0];
-        std::string& m = matrix[i][c];
-        if (o->status != ObsStatus::kOk) {
-          m = "failed";
-          find(Verdict::kFail, "status", nodes[i], name,
-               fmt::format("{} here ({}) where the reference holds its bits", to_string(o->status), o->reason));
-        } else if (o->distinct > 1) {
-          m = "varies";
-          find(Verdict::kFail, "varies", nodes[i], name,
-               fmt::format("{} distinct outputs in {} repeats here, where the reference holds one", o->distinct,
-                           o->repeats));
-        } else {
-          m = against_known(i, *o, *k, name);
+      // Cells under a millisecond are timer noise one by one, but not together: a node that takes seconds
+      // where its peers take microseconds hides below that floor. Each node's total over the cells every
+      // member ran, against the group's median total.
+      std::vector<double> total(nodes.size(), 0.0);
+      size_t common = 0;
+      for (auto& cell : cells) {
+        std::vector<double> med;
+        for (size_t i : members) {
+          auto it = obs_of[i].find(cell);
+          if (it == obs_of[i].end() || it->second->status != ObsStatus::kOk) break;
+          const double s = median_of(it->second->seconds);
+          if (!std::isfinite(s)) break;
+          med.push_back(s);
         }
-        if (m != "agree") differing_cells.insert(name);
-        continue;
+        if (med.size() != members.size()) continue;
+        ++common;
+        for (size_t k = 0; k < members.size(); ++k) total[members[k]] += med[k];
       }
-      size_t ran = 0, det = 0;
-      std::map<std::string, size_t> votes;
-      for (auto& [i, o] : present) {
-        if (o->status != ObsStatus::kOk) continue;
-        ++ran;
-        if (o->distinct == 1) ++det, ++votes[o->fingerprints[0]];
-      }
-      const size_t n_present = present.size();
-      // Bits are compared where the target promises determinism; where it promises variation (atomics),
-      // or where nothing is promised and some node varied, or the cell varied on most nodes: distributions,
-      // each node's own verdict against its promise.
-      bool promised = true, permitted = false;
-      for (auto& [i, o] : present) {
-        const auto p = fleet_promise(nodes[i], *o);
-        promised = promised && p == Promise::RunToRun::kDeterministic;
-        permitted = permitted || p == Promise::RunToRun::kNondeterministic;
-      }
-      const bool unpromised = !promised && !permitted;  // nothing promised either way
-      if (permitted || (unpromised && det < ran) || (ran > 0 && det * 2 <= ran && ran * 2 > n_present)) {
-        for (auto& [i, o] : present) {
-          matrix[i][c] = o->status == ObsStatus::kOk ? "nondeterministic" : "failed";
-          if (o->verdict && *o->verdict == Verdict::kFail)
-            find(Verdict::kFail, "own_check", nodes[i], name,
-                 fmt::format("varies on most nodes (compared as distributions: {} distinct of {} here) and fails "
-                             "its promise on this node: {}",
-                             o->distinct, o->repeats, o->verdict_reason));
+      std::vector<double> totals;
+      for (size_t i : members) totals.push_back(total[i]);
+      const double g = common ? median_of(totals) : 0.0;
+      if (common > 0)
+        for (size_t i : members) {
+          const double r = total[i] / g;
+          // Judged only where the difference itself is measured time (10 ms), not the timer's noise.
+          if (r < kFleetSlowWarn || total[i] - g < 0.01 || (std::isfinite(slowness[i]) && slowness[i] >= kFleetSlowWarn))
+            continue;
+          slowness[i] = std::isfinite(slowness[i]) ? std::max(slowness[i], r) : r;
+          find(r >= kFleetSlowFail ? Verdict::kFail : Verdict::kWarn, "slow", nodes[i], "",
+               fmt::format("{:.1f}x slower than its group in total ({:.3g} s against a median of {:.3g} s over the {} "
+                           "cells every node ran)",
+                           r, total[i], g, common),
+               {{"ratio", r}, {"cells", common}, {"total_seconds", total[i]}});
         }
-        continue;
-      }
-      const auto [major, major_votes] = most_voted(votes);
-      const bool has_majority = major_votes * 2 > n_present;
-      const Observation* major_obs = nullptr;
-      for (auto& [i, o] : present)
-        if (o->status == ObsStatus::kOk && o->distinct == 1 && o->fingerprints[0] == major) major_obs = o;
-      for (auto& [i, o] : present) {
-        const FleetNode& n = nodes[i];
-        std::string& m = matrix[i][c];
-        if (o->status != ObsStatus::kOk) {
-          // A cell skipped on every node of the group is the same on all: not a finding. (A plain pointer
-          // for the lambda: clang 14, the sanitizer build's, cannot capture a structured binding.)
-          const Observation* mine = o;
-          const bool all_same = std::all_of(present.begin(), present.end(), [&](auto& p) {
-            return p.second->status == mine->status && p.second->reason == mine->reason;
-          });
-          m = all_same ? "agree" : "failed";
-          if (!all_same)
-            find(Verdict::kFail, "status", n, name,
-                 fmt::format("{} here ({}) where {} of {} nodes ran it", to_string(o->status), o->reason, ran,
-                             n_present));
-        } else if (o->distinct > 1) {
-          m = "varies";
-          find(Verdict::kFail, "varies", n, name,
-               fmt::format("{} distinct outputs in {} repeats here; deterministic on {} of {} nodes", o->distinct,
-                           o->repeats, det, n_present));
-        } else if (k && promised) {
-          // Known-good bits judge each node: no vote is needed (two nodes, one of them faulty, are told apart).
-          m = against_known(i, *o, *k, name);
-        } else if (!has_majority) {
-          m = "differs";
-          find(Verdict::kFail, "no_majority", n, name,
-               fmt::format("no majority: {} distinct results on {} nodes; this node's {} ({})", votes.size(), n_present,
-                           o->fingerprints[0], oracle_words(*o)),
-               {{"fingerprint", o->fingerprints[0]}});
-        } else if (o->fingerprints[0] != major) {
-          m = "differs";
-          const std::string k = kernel_words(*o), km = major_obs ? kernel_words(*major_obs) : "";
-          find(unpromised ? Verdict::kWarn : Verdict::kFail, "bits", n, name,
-               fmt::format("other bits: {} here, {} on {} of {} nodes; oracle: {} here, {} there{}", o->fingerprints[0],
-                           major, major_votes, n_present, oracle_words(*o), major_obs ? oracle_words(*major_obs) : "?",
-                           k.empty() && km.empty() ? ""
-                           : k == km               ? "; the same kernels: " + k
-                                                   : fmt::format("; kernels here: {}; there: {}", k, km)),
-               {{"fingerprint", o->fingerprints[0]},
-                {"majority", major},
-                {"kernels", k},
-                {"majority_kernels", km},
-                {"promise", unpromised ? "none: WARN, the target promises nothing run to run" : "deterministic"}});
-        } else {
-          m = "agree";
-        }
-        if (m != "agree") differing_cells.insert(name);
-      }
-      // Batch invariance's rows computed alone are outputs too, of the same deterministic kernels: a node that
-      // computed them to other bits is as faulty as one whose product was, and a fault that lands only there would
-      // pass the product's comparison.
-      // (the rows of a node's cell that ran to one output: what is compared)
-      auto rows_of = [](const Observation* o) {
-        return o->status == ObsStatus::kOk && o->distinct == 1 && o->batch ? &*o->batch : nullptr;
-      };
-      auto mark_differs = [&](size_t i) {
-        if (matrix[i][c] == "agree") matrix[i][c] = "differs";
-        differing_cells.insert(name);
-      };
-      std::map<std::string, size_t> row_votes;
-      size_t with_rows = 0;
-      for (auto& [i, o] : present)
-        if (const BatchInvariance* b = rows_of(o); b && !b->rows_fingerprint.empty())
-          ++row_votes[b->rows_fingerprint], ++with_rows;
-      // One build writes the rows' fingerprint for every batchinv cell that ran (the key holds the tool's commit):
-      // a node of the group without it, beside peers with it, had it taken out of its results.
-      if (with_rows > 0)
-        for (auto& [i, o] : present)
-          if (const BatchInvariance* b = rows_of(o); b && b->rows_fingerprint.empty()) {
-            mark_differs(i);
-            find(Verdict::kFail, "bits", nodes[i], name,
-                 fmt::format("its rows computed alone (batch invariance) carry no fingerprint, where {} of {} nodes' of "
-                             "the same build do: nothing of them can be compared",
-                             with_rows, n_present));
+    }
+  }
+
+  void judge_collectives() {
+    // Collectives: within one algorithm, every rank and every repeat must give the same bits (the ranks
+    // all hold the reduced vector); across algorithms the sums may differ, and are only said.
+    std::map<std::string, std::map<std::string, std::vector<std::pair<size_t, const CollectiveCell*>>>> coll;
+    for (size_t i = 0; i < nodes.size(); ++i)
+      for (auto& c : nodes[i].collectives) coll[c.workload][c.library + " " + c.algorithm].push_back({i, &c});
+    for (auto& [workload, algos] : coll) {
+      std::set<std::string> across;
+      for (auto& [algo, list] : algos) {
+        std::set<std::string> fps;
+        size_t errors = 0;
+        int ranks = 0;
+        for (auto& [i, c] : list) {
+          ranks = c->ranks;
+          if (c->status != "ok") {
+            ++errors;
+            find(Verdict::kFail, "collective", nodes[i], workload + " @ " + algo, c->status);
+            continue;
           }
-      if (row_votes.size() < 2 || (k && promised)) continue;  // (the reference judged the rows above)
-      const auto [rows_major, rows_major_votes] = most_voted(row_votes);
-      const bool rows_majority = rows_major_votes * 2 > n_present;
-      for (auto& [i, o] : present) {
-        const BatchInvariance* b = rows_of(o);
-        if (!b || b->rows_fingerprint.empty() || (rows_majority && b->rows_fingerprint == rows_major)) continue;
-        mark_differs(i);
-        find(unpromised ? Verdict::kWarn : Verdict::kFail, rows_majority ? "bits" : "no_majority", nodes[i], name,
-             rows_majority
-                 ? fmt::format("other bits in the rows computed alone (batch invariance): {} here, {} on {} of {} nodes "
-                               "({} of {} rows differ from the product here)",
-                               b->rows_fingerprint, rows_major, rows_major_votes, n_present, b->rows_differing,
-                               b->rows_checked)
-                 : fmt::format("no majority in the rows computed alone (batch invariance): {} distinct results on {} "
-                               "nodes; this node's {}",
-                               row_votes.size(), n_present, b->rows_fingerprint),
-             {{"rows_fingerprint", b->rows_fingerprint}, {"majority", rows_majority ? rows_major : ""}});
-      }
-    }
-  }
-
-  // A finished node of which nothing was judged is no pass: no machine key (never grouped, never
-  // compared), no cell at all, or a cell its peers of the same key ran missing from it.
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    const FleetNode& n = nodes[i];
-    if (n.state != "finished") continue;
-    if (n.key.empty()) {
-      find(Verdict::kFail, "nothing", n, "", "finished without a machine key: its cells cannot be compared with any peer's");
-      continue;
-    }
-    if (obs_of[i].empty()) {
-      find(Verdict::kFail, "nothing", n, "", "finished, but its results hold no cell: nothing of it was judged");
-      continue;
-    }
-    // Cells that all skipped, crashed or timed out hold no bits: nothing of the node was compared.
-    bool any_ran = false;
-    for (auto& [cell, o] : obs_of[i]) any_ran = any_ran || o->status == ObsStatus::kOk;
-    if (!any_ran) {
-      find(Verdict::kFail, "nothing", n, "",
-           fmt::format("finished, but none of its {} cells ran (skipped, crashed or timed out): nothing of it was "
-                       "judged",
-                       obs_of[i].size()));
-      continue;
-    }
-    const auto& members = groups[group_of[i]];
-    if (members.size() < 2) continue;
-    for (size_t c = 0; c < cells.size(); ++c) {
-      if (matrix[i][c] != "missing") continue;
-      size_t peers = 0;
-      for (size_t k : members) peers += k != i && obs_of[k].count(cells[c]);
-      if (peers)
-        find(Verdict::kFail, "missing_cell", n, cell_name(cells[c].first, cells[c].second),
-             fmt::format("not in its results, though {} of its {} peers of the same key ran it", peers, members.size() - 1));
-    }
-  }
-
-  // Time outliers: a node's median over cells of its median seconds against its group's median.
-  std::vector<double> slowness(nodes.size(), NAN);
-  for (auto& [h, members] : groups) {
-    if (members.size() < 2) continue;
-    std::vector<std::vector<double>> ratios(nodes.size());
-    for (auto& cell : cells) {
-      std::vector<std::pair<size_t, double>> med;
-      for (size_t i : members) {
-        auto it = obs_of[i].find(cell);
-        if (it == obs_of[i].end() || it->second->status != ObsStatus::kOk) continue;
-        const double s = median_of(it->second->seconds);
-        if (std::isfinite(s)) med.push_back({i, s});
-      }
-      if (med.size() < 2) continue;
-      std::vector<double> v;
-      for (auto& [i, s] : med) v.push_back(s);
-      const double g = median_of(v);
-      if (!(g >= 1e-3)) continue;  // under a millisecond: timer noise
-      for (auto& [i, s] : med) ratios[i].push_back(s / g);
-    }
-    for (size_t i : members) {
-      if (ratios[i].empty()) continue;
-      slowness[i] = median_of(ratios[i]);
-      if (slowness[i] >= kFleetSlowWarn)
-        find(slowness[i] >= kFleetSlowFail ? Verdict::kFail : Verdict::kWarn, "slow", nodes[i], "",
-             fmt::format("{:.1f}x slower than its group (median over {} timed cells)", slowness[i], ratios[i].size()),
-             {{"ratio", slowness[i]}, {"cells", ratios[i].size()}});
-    }
-    // Cells under a millisecond are timer noise one by one, but not together: a node that takes seconds
-    // where its peers take microseconds hides below that floor. Each node's total over the cells every
-    // member ran, against the group's median total.
-    std::vector<double> total(nodes.size(), 0.0);
-    size_t common = 0;
-    for (auto& cell : cells) {
-      std::vector<double> med;
-      for (size_t i : members) {
-        auto it = obs_of[i].find(cell);
-        if (it == obs_of[i].end() || it->second->status != ObsStatus::kOk) break;
-        const double s = median_of(it->second->seconds);
-        if (!std::isfinite(s)) break;
-        med.push_back(s);
-      }
-      if (med.size() != members.size()) continue;
-      ++common;
-      for (size_t k = 0; k < members.size(); ++k) total[members[k]] += med[k];
-    }
-    std::vector<double> totals;
-    for (size_t i : members) totals.push_back(total[i]);
-    const double g = common ? median_of(totals) : 0.0;
-    if (common > 0)
-      for (size_t i : members) {
-        const double r = total[i] / g;
-        // Judged only where the difference itself is measured time (10 ms), not the timer's noise.
-        if (r < kFleetSlowWarn || total[i] - g < 0.01 || (std::isfinite(slowness[i]) && slowness[i] >= kFleetSlowWarn))
-          continue;
-        slowness[i] = std::isfinite(slowness[i]) ? std::max(slowness[i], r) : r;
-        find(r >= kFleetSlowFail ? Verdict::kFail : Verdict::kWarn, "slow", nodes[i], "",
-             fmt::format("{:.1f}x slower than its group in total ({:.3g} s against a median of {:.3g} s over the {} "
-                         "cells every node ran)",
-                         r, total[i], g, common),
-             {{"ratio", r}, {"cells", common}, {"total_seconds", total[i]}});
-      }
-  }
-
-  // Collectives: within one algorithm, every rank and every repeat must give the same bits (the ranks
-  // all hold the reduced vector); across algorithms the sums may differ, and are only said.
-  std::map<std::string, std::map<std::string, std::vector<std::pair<size_t, const CollectiveCell*>>>> coll;
-  for (size_t i = 0; i < nodes.size(); ++i)
-    for (auto& c : nodes[i].collectives) coll[c.workload][c.library + " " + c.algorithm].push_back({i, &c});
-  nlohmann::json collectives = nlohmann::json::array();
-  for (auto& [workload, algos] : coll) {
-    std::set<std::string> across;
-    for (auto& [algo, list] : algos) {
-      std::set<std::string> fps;
-      size_t errors = 0;
-      int ranks = 0;
-      for (auto& [i, c] : list) {
-        ranks = c->ranks;
-        if (c->status != "ok") {
-          ++errors;
-          find(Verdict::kFail, "collective", nodes[i], workload + " @ " + algo, c->status);
-          continue;
+          for (auto& f : c->fingerprints) fps.insert(f);
         }
-        for (auto& f : c->fingerprints) fps.insert(f);
+        const bool same = fps.size() == 1;
+        if (fps.size() > 1) {
+          for (auto& [i, c] : list)
+            find(Verdict::kFail, "collective", nodes[i], workload + " @ " + algo,
+                 fmt::format("{} distinct results across {} ranks and their repeats (a fixed algorithm on fixed ranks "
+                             "promises one): this rank's {}",
+                             fps.size(), list.size(), c->fingerprints.empty() ? "none" : c->fingerprints[0]));
+        }
+        if (same) across.insert(*fps.begin());
+        collectives.push_back({{"workload", workload},
+                               {"library", list.front().second->library},
+                               {"algorithm", list.front().second->algorithm},
+                               {"ranks", ranks},
+                               {"nodes", list.size()},
+                               {"errors", errors},
+                               {"distinct", fps.size()},
+                               {"verdict", fps.size() <= 1 && errors == 0 ? "PASS" : "FAIL"},
+                               {"fingerprint", same ? *fps.begin() : ""}});
       }
-      const bool same = fps.size() == 1;
-      if (fps.size() > 1) {
-        for (auto& [i, c] : list)
-          find(Verdict::kFail, "collective", nodes[i], workload + " @ " + algo,
-               fmt::format("{} distinct results across {} ranks and their repeats (a fixed algorithm on fixed ranks "
-                           "promises one): this rank's {}",
-                           fps.size(), list.size(), c->fingerprints.empty() ? "none" : c->fingerprints[0]));
-      }
-      if (same) across.insert(*fps.begin());
-      collectives.push_back({{"workload", workload},
-                             {"library", list.front().second->library},
-                             {"algorithm", list.front().second->algorithm},
-                             {"ranks", ranks},
-                             {"nodes", list.size()},
-                             {"errors", errors},
-                             {"distinct", fps.size()},
-                             {"verdict", fps.size() <= 1 && errors == 0 ? "PASS" : "FAIL"},
-                             {"fingerprint", same ? *fps.begin() : ""}});
+      for (auto& c : collectives)
+        if (c["workload"] == workload) c["distinct_across_algorithms"] = across.size();
     }
-    for (auto& c : collectives)
-      if (c["workload"] == workload) c["distinct_across_algorithms"] = across.size();
   }
 
-  std::stable_sort(out.findings.begin(), out.findings.end(), [](const FleetFinding& a, const FleetFinding& b) {
-    return (a.verdict == Verdict::kFail) > (b.verdict == Verdict::kFail);
-  });
-  size_t fails = 0, warns = 0, ran = 0;
-  for (auto& f : out.findings) (f.verdict == Verdict::kFail ? fails : warns)++;
-  for (auto& n : nodes)
-    if (n.state == "finished" || n.state == "running" || n.state == "interrupted") ++ran;
-  // No cell on any node: nothing was judged, whatever the nodes said of themselves.
-  out.exit_code = ran == 0 || cells.empty() ? 2 : fails > 0 ? 1 : 0;
-
-  // fleet.json
-  nlohmann::json j;
-  j["schema"] = kFleetSchema;
-  j["tool_version"] = DETAUDIT_VERSION;
-  j["tool_commit"] = git_commit();
-  j["created_at"] = utc_now_iso8601();
-  j["dir"] = dir;
-  j["ranks"] = out.ranks;
-  j["level"] = out.level;
-  j["verdict"] = out.exit_code == 0 ? "PASS" : out.exit_code == 1 ? "FAIL" : "ERROR";
-  j["exit_code"] = out.exit_code;
-  j["summary"] = fmt::format("{} nodes ({} ran), {} machine key group(s), {} cells: {} FAIL, {} WARN", nodes.size(),
-                             ran, groups.size(), cells.size(), fails, warns);
-  nlohmann::json gj = nlohmann::json::array();
-  for (auto& [h, members] : groups) {
-    nlohmann::json ranks = nlohmann::json::array();
-    for (size_t i : members) ranks.push_back(nodes[i].rank);
-    gj.push_back({{"key", h}, {"fields", nodes[members[0]].key}, {"ranks", ranks}, {"reference", h == reference}});
-  }
-  j["groups"] = gj;
-  nlohmann::json nj = nlohmann::json::array();
-  for (size_t i = 0; i < nodes.size(); ++i) {
+  // One node's row of fleet.json: its state, key, cells, verdict and its most urgent action.
+  nlohmann::json node_row(size_t i) {
     const FleetNode& n = nodes[i];
     size_t nf = 0, nw = 0;
     for (auto& f : out.findings)
@@ -1117,7 +1166,7 @@ FleetOutcome fleet_consensus(const std::vector<FleetNode>& nodes, const std::str
     std::optional<Action> most;
     for (const FleetFinding* f : mine)
       if (!most || int(f->action) < int(*most)) most = f->action;
-    nj.push_back({{"rank", n.rank},
+    return {{"rank", n.rank},
                   {"host", n.host},
                   {"folder", n.folder},
                   {"state", n.state},
@@ -1131,40 +1180,70 @@ FleetOutcome fleet_consensus(const std::vector<FleetNode>& nodes, const std::str
                                    : "PASS"},
                   {"action", most ? nlohmann::json(to_string(*most)) : nlohmann::json()},
                   {"summary", node_summary(mine)},
-                  {"findings", nf + nw}});
+                  {"findings", nf + nw}};
   }
-  j["nodes"] = nj;
-  nlohmann::json fj = nlohmann::json::array();
-  for (auto& f : out.findings)
-    fj.push_back({{"verdict", to_string(f.verdict)},
-                  {"kind", f.kind},
-                  {"action", to_string(f.action)},
-                  {"rank", f.rank},
-                  {"host", f.host},
-                  {"cell", f.cell},
-                  {"detail", f.detail},
-                  {"data", f.data}});
-  j["findings"] = fj;
-  // The heat map's cells: the disagreeing ones first.
-  std::vector<size_t> order(cells.size());
-  for (size_t c = 0; c < cells.size(); ++c) order[c] = c;
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return differing_cells.count(cell_name(cells[a].first, cells[a].second)) >
-           differing_cells.count(cell_name(cells[b].first, cells[b].second));
-  });
-  nlohmann::json cj = nlohmann::json::array(), mj = nlohmann::json::array();
-  for (size_t c : order) cj.push_back(cell_name(cells[c].first, cells[c].second));
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    nlohmann::json row = nlohmann::json::array();
-    for (size_t c : order) row.push_back(matrix[i][c]);
-    mj.push_back(row);
+
+  void write_document() {
+    // fleet.json
+    nlohmann::json j;
+    j["schema"] = kFleetSchema;
+    j["tool_version"] = DETAUDIT_VERSION;
+    j["tool_commit"] = git_commit();
+    j["created_at"] = utc_now_iso8601();
+    j["dir"] = dir;
+    j["ranks"] = out.ranks;
+    j["level"] = out.level;
+    j["verdict"] = out.exit_code == 0 ? "PASS" : out.exit_code == 1 ? "FAIL" : "ERROR";
+    j["exit_code"] = out.exit_code;
+    j["summary"] = fmt::format("{} nodes ({} ran), {} machine key group(s), {} cells: {} FAIL, {} WARN", nodes.size(),
+                               ran, groups.size(), cells.size(), fails, warns);
+    nlohmann::json gj = nlohmann::json::array();
+    for (auto& [h, members] : groups) {
+      nlohmann::json ranks = nlohmann::json::array();
+      for (size_t i : members) ranks.push_back(nodes[i].rank);
+      gj.push_back({{"key", h}, {"fields", nodes[members[0]].key}, {"ranks", ranks}, {"reference", h == reference}});
+    }
+    j["groups"] = gj;
+    nlohmann::json nj = nlohmann::json::array();
+    for (size_t i = 0; i < nodes.size(); ++i) nj.push_back(node_row(i));
+    j["nodes"] = nj;
+    nlohmann::json fj = nlohmann::json::array();
+    for (auto& f : out.findings)
+      fj.push_back({{"verdict", to_string(f.verdict)},
+                    {"kind", f.kind},
+                    {"action", to_string(f.action)},
+                    {"rank", f.rank},
+                    {"host", f.host},
+                    {"cell", f.cell},
+                    {"detail", f.detail},
+                    {"data", f.data}});
+    j["findings"] = fj;
+    // The heat map's cells: the disagreeing ones first.
+    std::vector<size_t> order(cells.size());
+    for (size_t c = 0; c < cells.size(); ++c) order[c] = c;
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      return differing_cells.count(cell_name(cells[a].first, cells[a].second)) >
+             differing_cells.count(cell_name(cells[b].first, cells[b].second));
+    });
+    nlohmann::json cj = nlohmann::json::array(), mj = nlohmann::json::array();
+    for (size_t c : order) cj.push_back(cell_name(cells[c].first, cells[c].second));
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      nlohmann::json row = nlohmann::json::array();
+      for (size_t c : order) row.push_back(matrix[i][c]);
+      mj.push_back(row);
+    }
+    j["cells"] = cj;
+    j["matrix"] = mj;
+    j["cells_differing"] = differing_cells.size();
+    j["collectives"] = collectives;
+    out.json = std::move(j);
   }
-  j["cells"] = cj;
-  j["matrix"] = mj;
-  j["cells_differing"] = differing_cells.size();
-  j["collectives"] = collectives;
-  out.json = std::move(j);
-  return out;
+};
+
+}  // namespace
+
+FleetOutcome fleet_consensus(const std::vector<FleetNode>& nodes, const std::string& dir, const Reference* known) {
+  return Consensus(nodes, dir, known).run();
 }
 
 Action fleet_action(const std::string& kind) {
