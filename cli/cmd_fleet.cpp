@@ -83,7 +83,7 @@ Status fleet_metrics(const std::string& path, const FleetOutcome& f, double seco
     const int rank = n["rank"].get<int>();
     std::vector<MetricFinding> fs;
     for (auto& x : f.findings)
-      if (x.rank == rank) fs.push_back({{}, to_string(x.action), x.kind, x.cell});
+      if (x.rank == rank) fs.push_back({{}, to_string(x.action), to_string(x.kind), x.cell});
     const std::string v = n["verdict"].get<std::string>();
     add_node_metrics(&p, "fleet", {{"host", n["host"].get<std::string>()}, {"rank", std::to_string(rank)}},
                      v == "FAIL" ? 1 : 0, n["cells"].get<size_t>(), fs);
@@ -134,12 +134,12 @@ int judge_fleet(const std::vector<FleetNode>& nodes, const std::string& dir, con
   size_t shown = 0;
   for (auto& x : f.findings) {
     if (x.verdict == Verdict::kFail && o.first_fail.empty())
-      o.first_fail = fmt::format("rank {} ({}) {}{}", x.rank, x.host, x.kind, x.cell.empty() ? "" : " " + x.cell);
+      o.first_fail = fmt::format("rank {} ({}) {}{}", x.rank, x.host, to_string(x.kind), x.cell.empty() ? "" : " " + x.cell);
     if (x.verdict == Verdict::kFail) ++o.counts.fail;
     if (x.verdict == Verdict::kWarn) ++o.counts.warn;
     if (shown++ == 20) t += fmt::format("... and {} more findings in {}/fleet.json\n", f.findings.size() - 20, dir);
     if (shown <= 20)
-      t += fmt::format("{} rank {} ({}) {}{}: {}; action {}\n", to_string(x.verdict), x.rank, x.host, x.kind,
+      t += fmt::format("{} rank {} ({}) {}{}: {}; action {}\n", to_string(x.verdict), x.rank, x.host, to_string(x.kind),
                        x.cell.empty() ? "" : " " + x.cell, x.detail, to_string(x.action));
   }
   for (auto& i : ignored) t += fmt::format("ignored: {}\n", i);
@@ -251,7 +251,7 @@ int run_fleet(const FleetArgs& a, int argc, char** argv) {
     if (!who.mpi) return fail(st);
     say(stderr, "detaudit: error: rank {} ({}): {}; it runs nothing and rank 0 names it\n", n.rank, n.host, st.message());
     can_write = false;
-    n.state = "failed";
+    n.state = NodeState::kFailed;
     n.detail = "cannot write its folder: " + st.message();
   }
 
@@ -272,7 +272,7 @@ int run_fleet(const FleetArgs& a, int argc, char** argv) {
     // The node says it was interrupted, and when: its folder holds what finished, `fleet report` names it,
     // and the same command run again resumes its qualification where it stopped.
     const int sig = interrupted() ? interrupted() : SIGINT;
-    n.state = "interrupted";
+    n.state = NodeState::kInterrupted;
     n.exit_code = 128 + sig;
     n.detail = "interrupted by " + signal_description(sig);
     n.finished_at = utc_now_iso8601();
@@ -297,10 +297,10 @@ int run_fleet(const FleetArgs& a, int argc, char** argv) {
   if (!can_write) {
     // failed, as said above
   } else if (!st) {
-    n.state = "failed";
+    n.state = NodeState::kFailed;
     n.detail = st.message();
   } else {
-    n.state = "finished";
+    n.state = NodeState::kFinished;
     n.exit_code = int(qo.decision);
     for (auto& c : qo.checks)
       if (c.verdict == Verdict::kFail && n.own_fail.empty()) n.own_fail = c.name + ": " + c.detail;
@@ -311,17 +311,17 @@ int run_fleet(const FleetArgs& a, int argc, char** argv) {
     return 128 + interrupted();
   }
   // The collectives need every rank: when one could not run (or hangs past --timeout), all go on without them.
-  if (who.mpi && fleet_all_ready(n.state == "finished", a.wait)) {
+  if (who.mpi && fleet_all_ready(n.state == NodeState::kFinished, a.wait)) {
     say_rank("allreduce across the ranks under each of Open MPI's tuned algorithms");
     if (Status cs = run_allreduce_cells(a.allreduce_n, 1, std::max(a.repeats, 5), &n.collectives); !cs) {
-      n.state = "failed";
+      n.state = NodeState::kFailed;
       n.detail = cs.message();
     }
     // The same sums on the ranks' GPUs through NCCL, when every rank has one.
     std::vector<CollectiveCell> nccl;
     std::string not_run;
     if (Status ns = run_nccl_allreduce_cells(a.allreduce_n, 1, std::max(a.repeats, 5), &nccl, &not_run); !ns) {
-      n.state = "failed";
+      n.state = NodeState::kFailed;
       n.detail = ns.message();
     } else if (!not_run.empty()) {
       say_rank("NCCL all-reduce not run: " + not_run);
@@ -333,22 +333,22 @@ int run_fleet(const FleetArgs& a, int argc, char** argv) {
     say_rank("collectives not run: a rank could not run its part or did not answer");
   }
   n.finished_at = utc_now_iso8601();
-  say_rank(fmt::format("{} in {:.1f} s", n.state,
+  say_rank(fmt::format("{} in {:.1f} s", to_string(n.state),
                        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()));
   if (Status ws = can_write ? save_fleet_node(dir, n) : Status::ok(); !ws) {
     if (!who.mpi) return fail(ws);
     say(stderr, "detaudit: error: rank {} ({}): {}; rank 0 names it\n", n.rank, n.host, ws.message());
-    n.state = "failed";
+    n.state = NodeState::kFailed;
     n.detail = "cannot write its node.json: " + ws.message();
   }
   if (!who.mpi) {
     // Without MPI this rank's part is all it does: the consensus comes from `fleet report DIR`.
     Outcome o;
-    o.exit_code = n.state == "failed" ? 2 : n.exit_code == 1 ? 1 : 0;
-    if (n.state == "failed") o.error = n.detail;
+    o.exit_code = n.state == NodeState::kFailed ? 2 : n.exit_code == 1 ? 1 : 0;
+    if (n.state == NodeState::kFailed) o.error = n.detail;
     if (!n.own_fail.empty()) o.first_fail = n.own_fail, o.counts.fail = 1;
     o.text = fmt::format("rank {} of {} ({}): {}; merge the ranks with: detaudit fleet report {}{}\n", n.rank, n.ranks,
-                         n.host, n.state, dir, a.reference.empty() ? "" : " --reference " + a.reference);
+                         n.host, to_string(n.state), dir, a.reference.empty() ? "" : " --reference " + a.reference);
     o.data = {{"dir", dir}, {"node", n.node_json()}};
     return emit(o);
   }
@@ -382,7 +382,7 @@ int run_fleet(const FleetArgs& a, int argc, char** argv) {
     FleetNode x;
     if (!answered[size_t(r)]) {
       lost = true;
-      x.rank = r, x.ranks = who.ranks, x.state = "missing";
+      x.rank = r, x.ranks = who.ranks, x.state = NodeState::kMissing;
       x.detail = fmt::format("no results within --timeout {:.0f} s of rank 0's (hung, or lost){}", a.wait,
                              size_t(r) < identities.size() ? "; it started as " + identities[size_t(r)] : "");
       if (size_t(r) < identities.size() && identities[size_t(r)].rfind("host ", 0) == 0) {
@@ -391,7 +391,7 @@ int run_fleet(const FleetArgs& a, int argc, char** argv) {
       }
     } else if (Status ps = read_rank(all[size_t(r)], r, &x); !ps) {
       x = FleetNode{};
-      x.rank = r, x.ranks = who.ranks, x.state = "failed", x.detail = ps.message();
+      x.rank = r, x.ranks = who.ranks, x.state = NodeState::kFailed, x.detail = ps.message();
     } else if (r != 0 && !fs::exists(dir + "/" + x.folder + "/node.json", ec)) {
       // Not a shared folder: rank 0 keeps a copy (node.json, its results and its qualify.json), so
       // `fleet report DIR` judges the same evidence here afterwards.

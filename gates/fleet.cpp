@@ -60,7 +60,7 @@ std::string node_summary(const std::vector<const FleetFinding*>& fs) {
     auto& [n, names] = by[{f->verdict, !f->cell.empty()}];
     ++n;
     if (f->cell.empty()) {
-      names.insert(f->kind);
+      names.insert(to_string(f->kind));
       continue;
     }
     const size_t at = f->cell.find(" @ ");
@@ -119,6 +119,24 @@ Promise::RunToRun fleet_promise(const FleetNode& n, const Observation& o) {
   return promise_for(t, w, n.probe.machine, o.details).run_to_run;
 }
 
+const char* to_string(NodeState s) {
+  switch (s) {
+    case NodeState::kFinished: return "finished";
+    case NodeState::kRunning: return "running";
+    case NodeState::kInterrupted: return "interrupted";
+    case NodeState::kFailed: return "failed";
+    case NodeState::kMissing: return "missing";
+  }
+  return "?";
+}
+
+bool parse_node_state(const std::string& text, NodeState* out) {
+  for (NodeState s : {NodeState::kFinished, NodeState::kRunning, NodeState::kInterrupted, NodeState::kFailed,
+                      NodeState::kMissing})
+    if (text == to_string(s)) return *out = s, true;
+  return false;
+}
+
 nlohmann::json FleetNode::node_json() const {
   nlohmann::json c = nlohmann::json::array();
   for (auto& x : collectives) c.push_back(x.to_json());
@@ -128,7 +146,7 @@ nlohmann::json FleetNode::node_json() const {
           {"level", level},
           {"host", host},
           {"placement", placement},
-          {"state", state},
+          {"state", to_string(state)},
           {"detail", detail},
           {"started_at", started_at},
           {"finished_at", finished_at},
@@ -187,7 +205,7 @@ Status check_fleet_qualify(const std::string& text, const std::string& where, co
   // A finished rank's qualification wrote it: without it the exit code in node.json is the only word on the
   // decision, and nothing to hold it against.
   if (text.empty())
-    return n.state == "finished"
+    return n.state == NodeState::kFinished
                ? Status::invalid(fmt::format("{}: missing, yet rank {} says it finished: its qualification's decision "
                                              "is nowhere but node.json",
                                              where, n.rank))
@@ -202,7 +220,7 @@ Status check_fleet_qualify(const std::string& text, const std::string& where, co
       !j.contains("probe_dir") || !j["probe_dir"].is_string())
     return bad("exit_code, qualified, hostname and probe_dir are what a qualify result holds");
   const int64_t code = j["exit_code"];
-  if (n.state == "finished" && code != n.exit_code)
+  if (n.state == NodeState::kFinished && code != n.exit_code)
     return bad(fmt::format("exit_code {}, but node.json says {}", code, n.exit_code));
   if (j["qualified"].get<bool>() != (code == 0))
     return bad(fmt::format("qualified {} beside exit_code {}", j["qualified"].get<bool>(), code));
@@ -230,7 +248,7 @@ Status check_fleet_qualify(const std::string& text, const std::string& where, co
   // A rank that did not finish may keep an earlier run's qualify.json (of another start, or tool); a finished
   // rank's is this run's: what it ran with is the node's (its level, the tool of the node's key, the machine of
   // its probe results, its times within the node's), and its rows are what its own results give.
-  if (n.state != "finished") return Status::ok();
+  if (n.state != NodeState::kFinished) return Status::ok();
   for (const char* k : {"level", "machine_key", "tool_version", "tool_commit", "started_at", "finished_at", "train_dir"})
     if (!j.contains(k) || (std::string(k) == "level" ? !j[k].is_number_integer() : !j[k].is_string()))
       return bad(fmt::format("{} is missing or not a {}", k, std::string(k) == "level" ? "number" : "string"));
@@ -278,31 +296,31 @@ Status check_node_claims(const FleetNode& n, const std::string& where) {
     return Status::invalid(
         fmt::format("{}: host holds a control character (byte 0x{:02x}): no host name does", where, c));
   // -1: not exited yet (a rank still running, or killed while it ran).
-  if (n.exit_code < -1 || n.exit_code > 255 || (n.exit_code == -1 && n.state == "finished"))
+  if (n.exit_code < -1 || n.exit_code > 255 || (n.exit_code == -1 && n.state == NodeState::kFinished))
     return Status::invalid(fmt::format("{}: exit_code {} is no exit code{}", where, n.exit_code,
-                                       n.state == "finished" ? " of a finished rank" : ""));
-  if (n.state == "finished" && n.exit_code > 2)
+                                       n.state == NodeState::kFinished ? " of a finished rank" : ""));
+  if (n.state == NodeState::kFinished && n.exit_code > 2)
     return Status::invalid(
         fmt::format("{}: exit_code {} with state finished (a finished rank exits 0, 1 or 2)", where, n.exit_code));
   // A rank still running (or killed) has no end and no exit code yet; one interrupted by a signal it caught
   // wrote both, the code 128 + the signal.
-  if (n.state == "running" && (!n.finished_at.empty() || n.exit_code != -1))
+  if (n.state == NodeState::kRunning && (!n.finished_at.empty() || n.exit_code != -1))
     return Status::invalid(fmt::format("{}: state running, but it gives {} (a running rank has neither)", where,
                                        !n.finished_at.empty() ? "finished_at " + n.finished_at
                                                               : fmt::format("exit_code {}", n.exit_code)));
-  if (n.state == "interrupted" && (n.exit_code < 129 || n.exit_code > 128 + 64 || n.finished_at.empty()))
+  if (n.state == NodeState::kInterrupted && (n.exit_code < 129 || n.exit_code > 128 + 64 || n.finished_at.empty()))
     return Status::invalid(fmt::format("{}: state interrupted with exit_code {}{} (an interrupted rank exits 128 + "
                                        "its signal, and gives when)",
                                        where, n.exit_code, n.finished_at.empty() ? " and no finished_at" : ""));
-  if (n.state == "finished" && !n.detail.empty())
+  if (n.state == NodeState::kFinished && !n.detail.empty())
     return Status::invalid(fmt::format("{}: state finished, but detail says '{}' (only a rank that failed or was "
                                        "interrupted says why)",
                                        where, shown_safely(n.detail.substr(0, 60))));
-  if (n.state == "failed" && n.detail.empty())
+  if (n.state == NodeState::kFailed && n.detail.empty())
     return Status::invalid(fmt::format("{}: state failed, but detail does not say why", where));
   if (!n.own_fail.empty() && n.exit_code == 0)
     return Status::invalid(fmt::format("{}: own_fail says it failed ({}), but exit_code is 0", where, n.own_fail));
-  if (n.own_fail.empty() && n.exit_code == 1 && n.state == "finished")
+  if (n.own_fail.empty() && n.exit_code == 1 && n.state == NodeState::kFinished)
     return Status::invalid(fmt::format("{}: exit_code 1 (its own check failed), but own_fail names no failure", where));
   if (n.level < 1 || n.level > 2) return Status::invalid(fmt::format("{}: level {} is no fleet level (1 or 2)", where, n.level));
   // A time still to come would make every real rank "an earlier run".
@@ -350,13 +368,15 @@ Status fleet_node_from_texts(const std::string& node_text, const std::string& pr
   n.rank = j["rank"], n.ranks = j["ranks"], n.level = j["level"], n.exit_code = j["exit_code"];
   if (n.rank < 0 || n.ranks < 1 || n.rank >= n.ranks || n.ranks > 1000000)
     return Status::invalid(fmt::format("{}: rank {} of {} is not a rank", where, n.rank, n.ranks));
-  n.host = j["host"], n.placement = j["placement"], n.state = j["state"], n.detail = j["detail"], n.started_at = j["started_at"];
+  n.host = j["host"], n.placement = j["placement"], n.detail = j["detail"], n.started_at = j["started_at"];
   n.finished_at = j["finished_at"], n.own_fail = j["own_fail"], n.key = j["key"];
   for (auto& [k, v] : n.key.items())
     if (!v.is_string()) return Status::invalid(fmt::format("{}: key.{} must be a string", where, k));
-  if (n.state != "finished" && n.state != "running" && n.state != "interrupted" && n.state != "failed")
+  // (A missing rank is one without a folder: no node.json says so of itself.)
+  const std::string state = j["state"];
+  if (!parse_node_state(state, &n.state) || n.state == NodeState::kMissing)
     return Status::invalid(
-        fmt::format("{}: state '{}' (finished, running, interrupted or failed)", where, shown_safely(n.state)));
+        fmt::format("{}: state '{}' (finished, running, interrupted or failed)", where, shown_safely(state)));
   DETAUDIT_RETURN_IF_ERROR(check_node_claims(n, where));
   n.folder = fleet_folder(n.rank, n.host);
   for (size_t i = 0; i < j["collectives"].size(); ++i) {
@@ -422,7 +442,7 @@ Status fleet_node_from_texts(const std::string& node_text, const std::string& pr
                                          r->finished_at, n.finished_at));
   }
   // A rank that finished wrote its results to the end: results it left unfinished are a killed or lost rank's.
-  if (n.state == "finished")
+  if (n.state == NodeState::kFinished)
     for (auto [r, part] : {std::pair{&n.probe, "probe"}, std::pair{&n.train, "training"}})
       if (!r->started_at.empty() && r->finished_at.empty())
         return Status::invalid(fmt::format("{}: state finished, but its {} results never finished (a rank killed or "
@@ -439,7 +459,7 @@ Status fleet_node_from_texts(const std::string& node_text, const std::string& pr
                                        "MPI: no collective ran)",
                                        where, n.collectives.size(), n.placement));
   // A node that says it passed while its own results hold a FAIL.
-  if (n.state == "finished" && n.exit_code == 0)
+  if (n.state == NodeState::kFinished && n.exit_code == 0)
     for (auto& o : n.probe.observations)
       if (o.verdict == Verdict::kFail)
         return Status::invalid(fmt::format("{}: exit_code 0, but its probe results FAIL {} on {}", where, o.workload,
@@ -545,7 +565,7 @@ Status load_fleet_dir(const std::string& dir, std::vector<FleetNode>* nodes, std
     const FleetNode* first = nullptr;
     std::set<std::string> cells_of_first;
     for (auto& [r, n] : chosen) {
-      if (n->state != "finished") continue;
+      if (n->state != NodeState::kFinished) continue;
       std::set<std::string> cells;
       for (auto& c : n->collectives) cells.insert(c.workload + " @ " + c.library + " " + c.algorithm);
       if (!first) {
@@ -583,7 +603,7 @@ Status load_fleet_dir(const std::string& dir, std::vector<FleetNode>* nodes, std
   for (int r = 0; r < expected; ++r) {
     if (chosen.count(r)) continue;
     FleetNode m;
-    m.rank = r, m.ranks = expected, m.state = "missing";
+    m.rank = r, m.ranks = expected, m.state = NodeState::kMissing;
     m.detail = "no folder: this rank never started (or wrote elsewhere)";
     nodes->push_back(std::move(m));
   }
@@ -596,7 +616,7 @@ Status check_fleet_distances(const std::vector<FleetNode>& nodes) {
   std::map<std::tuple<std::string, std::string, std::vector<std::string>>, std::pair<const FleetNode*, const Observation*>>
       first;
   for (const FleetNode& n : nodes) {
-    if (n.state == "missing" || n.state == "failed") continue;
+    if (n.state == NodeState::kMissing || n.state == NodeState::kFailed) continue;
     const std::string key = n.key.dump();
     for (const Observation& o : n.probe.observations) {
       if (o.status != ObsStatus::kOk || !o.oracle || o.fingerprints.empty()) continue;
@@ -637,7 +657,7 @@ class Consensus {
     });
     for (auto& f : out.findings) (f.verdict == Verdict::kFail ? fails : warns)++;
     for (auto& n : nodes)
-      if (n.state == "finished" || n.state == "running" || n.state == "interrupted") ++ran;
+      if (n.state == NodeState::kFinished || n.state == NodeState::kRunning || n.state == NodeState::kInterrupted) ++ran;
     // No cell on any node: nothing was judged, whatever the nodes said of themselves.
     out.exit_code = ran == 0 || cells.empty() ? 2 : fails > 0 ? 1 : 0;
     write_document();
@@ -665,7 +685,7 @@ class Consensus {
   std::vector<double> slowness;  // per node: its time against its group's (NAN: not timed)
   nlohmann::json collectives = nlohmann::json::array();
 
-  void find(Verdict v, const std::string& kind, const FleetNode& n, const std::string& cell, std::string detail,
+  void find(Verdict v, FleetFindingKind kind, const FleetNode& n, const std::string& cell, std::string detail,
             nlohmann::json data = nlohmann::json::object()) {
     FleetFinding f;
     f.verdict = v, f.kind = kind, f.rank = n.rank, f.host = n.host, f.cell = cell, f.detail = std::move(detail);
@@ -677,20 +697,20 @@ class Consensus {
   void judge_states() {
     // Nodes that did not run to the end are named; what they wrote still counts.
     for (auto& n : nodes) {
-      if (n.state == "missing") find(Verdict::kFail, "missing", n, "", n.detail);
-      if (n.state == "failed") find(Verdict::kFail, "failed", n, "", "could not run: " + n.detail);
-      if (n.state == "running")
-        find(Verdict::kFail, "lost", n, "",
+      if (n.state == NodeState::kMissing) find(Verdict::kFail, FleetFindingKind::kMissing, n, "", n.detail);
+      if (n.state == NodeState::kFailed) find(Verdict::kFail, FleetFindingKind::kFailed, n, "", "could not run: " + n.detail);
+      if (n.state == NodeState::kRunning)
+        find(Verdict::kFail, FleetFindingKind::kLost, n, "",
              fmt::format("did not finish (killed, crashed or lost after {} probe cells; those count)",
                          n.probe.observations.size()));
-      if (n.state == "interrupted")
-        find(Verdict::kFail, "interrupted", n, "",
+      if (n.state == NodeState::kInterrupted)
+        find(Verdict::kFail, FleetFindingKind::kInterrupted, n, "",
              fmt::format("{} after {} probe cells (those count); its command run again resumes it",
                          n.detail.empty() ? "interrupted" : n.detail, n.probe.observations.size()));
-      if (n.state == "finished" && n.exit_code == 1)
-        find(Verdict::kFail, "own_check", n, "", "its own qualification failed: " + n.own_fail);
-      if (n.state == "finished" && n.exit_code == 2)
-        find(Verdict::kFail, "own_check", n, "", "its own qualification could not run a required check");
+      if (n.state == NodeState::kFinished && n.exit_code == 1)
+        find(Verdict::kFail, FleetFindingKind::kOwnCheck, n, "", "its own qualification failed: " + n.own_fail);
+      if (n.state == NodeState::kFinished && n.exit_code == 2)
+        find(Verdict::kFail, FleetFindingKind::kOwnCheck, n, "", "its own qualification could not run a required check");
     }
   }
 
@@ -704,7 +724,7 @@ class Consensus {
       size_t common = nodes.size();
       for (size_t i = 0; i < nodes.size(); ++i) {
         const FleetNode& n = nodes[i];
-        if (n.state == "missing" || n.state == "failed" || n.probe.plan.empty()) continue;
+        if (n.state == NodeState::kMissing || n.state == NodeState::kFailed || n.probe.plan.empty()) continue;
         const nlohmann::json& p = n.probe.plan;
         const auto w = p.find("workloads");
         const size_t workloads = w != p.end() ? w->size() : 0;
@@ -714,7 +734,7 @@ class Consensus {
       }
       for (size_t i = 0; i < nodes.size(); ++i)
         if (common < nodes.size() && !plan[i].empty() && plan[i] != plan[common])
-          find(Verdict::kFail, "another_plan", nodes[i], "",
+          find(Verdict::kFail, FleetFindingKind::kAnotherPlan, nodes[i], "",
                fmt::format("ran {}, most nodes {}{}", said[i], said[common],
                            said[i] == said[common] ? " (other workloads)" : ""));
     }
@@ -749,7 +769,7 @@ class Consensus {
         size_t known_cells = 0;
         if (known)
           for (auto& c : known->cells) known_cells += c.key == h;
-        find(Verdict::kFail, "key", n, "",
+        find(Verdict::kFail, FleetFindingKind::kKey, n, "",
              fmt::format("its machine key differs from its {} peers' in {}: {}; its cells are not compared with theirs{}",
                          groups[reference].size(), diffs.size(), fmt::join(diffs, "; "),
                          known_cells ? fmt::format(", but with the reference's {} cells of its own key", known_cells)
@@ -798,7 +818,7 @@ class Consensus {
     std::string against_known(size_t i, const Observation& o, const ReferenceCell& k, const std::string& name) {
       const std::string whence = fmt::format("known good: {} of {} nodes of this key agreed on it at {}", k.nodes, k.of, k.at);
       if (o.fingerprints[0] != k.fingerprint) {
-        find(Verdict::kFail, "reference", nodes[i], name,
+        find(Verdict::kFail, FleetFindingKind::kReference, nodes[i], name,
              fmt::format("other bits than the reference: {} here, {} {}; oracle: {} here", o.fingerprints[0], k.fingerprint,
                          whence, oracle_words(o)),
              {{"fingerprint", o.fingerprints[0]}, {"reference", k.fingerprint}});
@@ -806,7 +826,7 @@ class Consensus {
       }
       if (o.batch && !o.batch->rows_fingerprint.empty() && !k.rows_fingerprint.empty() &&
           o.batch->rows_fingerprint != k.rows_fingerprint) {
-        find(Verdict::kFail, "reference", nodes[i], name,
+        find(Verdict::kFail, FleetFindingKind::kReference, nodes[i], name,
              fmt::format("other bits in the rows computed alone (batch invariance) than the reference: {} here, {} {}",
                          o.batch->rows_fingerprint, k.rows_fingerprint, whence),
              {{"rows_fingerprint", o.batch->rows_fingerprint}, {"reference", k.rows_fingerprint}});
@@ -871,7 +891,7 @@ class Consensus {
       for (auto& [i, o] : present) {
         matrix[i][c] = o->status == ObsStatus::kOk ? "nondeterministic" : "failed";
         if (o->verdict && *o->verdict == Verdict::kFail)
-          find(Verdict::kFail, "own_check", nodes[i], name,
+          find(Verdict::kFail, FleetFindingKind::kOwnCheck, nodes[i], name,
                fmt::format("varies on most nodes (compared as distributions: {} distinct of {} here) and fails "
                            "its promise on this node: {}",
                            o->distinct, o->repeats, o->verdict_reason));
@@ -895,12 +915,12 @@ class Consensus {
         });
         m = all_same ? "agree" : "failed";
         if (!all_same)
-          find(Verdict::kFail, "status", n, name,
+          find(Verdict::kFail, FleetFindingKind::kStatus, n, name,
                fmt::format("{} here ({}) where {} of {} nodes ran it", to_string(o->status), o->reason, ran,
                            n_present));
       } else if (o->distinct > 1) {
         m = "varies";
-        find(Verdict::kFail, "varies", n, name,
+        find(Verdict::kFail, FleetFindingKind::kVaries, n, name,
              fmt::format("{} distinct outputs in {} repeats here; deterministic on {} of {} nodes", o->distinct,
                          o->repeats, det, n_present));
       } else if (k && promised) {
@@ -908,14 +928,14 @@ class Consensus {
         m = against_known(i, *o, *k, name);
       } else if (!has_majority) {
         m = "differs";
-        find(Verdict::kFail, "no_majority", n, name,
+        find(Verdict::kFail, FleetFindingKind::kNoMajority, n, name,
              fmt::format("no majority: {} distinct results on {} nodes; this node's {} ({})", votes.size(), n_present,
                          o->fingerprints[0], oracle_words(*o)),
              {{"fingerprint", o->fingerprints[0]}});
       } else if (o->fingerprints[0] != major) {
         m = "differs";
         const std::string k = kernel_words(*o), km = major_obs ? kernel_words(*major_obs) : "";
-        find(unpromised ? Verdict::kWarn : Verdict::kFail, "bits", n, name,
+        find(unpromised ? Verdict::kWarn : Verdict::kFail, FleetFindingKind::kBits, n, name,
              fmt::format("other bits: {} here, {} on {} of {} nodes; oracle: {} here, {} there{}", o->fingerprints[0],
                          major, major_votes, n_present, oracle_words(*o), major_obs ? oracle_words(*major_obs) : "?",
                          k.empty() && km.empty() ? ""
@@ -939,11 +959,11 @@ class Consensus {
     std::string& m = matrix[i][c];
     if (o.status != ObsStatus::kOk) {
       m = "failed";
-      find(Verdict::kFail, "status", nodes[i], name,
+      find(Verdict::kFail, FleetFindingKind::kStatus, nodes[i], name,
            fmt::format("{} here ({}) where the reference holds its bits", to_string(o.status), o.reason));
     } else if (o.distinct > 1) {
       m = "varies";
-      find(Verdict::kFail, "varies", nodes[i], name,
+      find(Verdict::kFail, FleetFindingKind::kVaries, nodes[i], name,
            fmt::format("{} distinct outputs in {} repeats here, where the reference holds one", o.distinct,
                        o.repeats));
     } else {
@@ -978,7 +998,7 @@ class Consensus {
       for (auto& [i, o] : present)
         if (const BatchInvariance* b = rows_of(o); b && b->rows_fingerprint.empty()) {
           mark_differs(i);
-          find(Verdict::kFail, "bits", nodes[i], name,
+          find(Verdict::kFail, FleetFindingKind::kBits, nodes[i], name,
                fmt::format("its rows computed alone (batch invariance) carry no fingerprint, where {} of {} nodes' of "
                            "the same build do: nothing of them can be compared",
                            with_rows, n_present));
@@ -990,7 +1010,7 @@ class Consensus {
       const BatchInvariance* b = rows_of(o);
       if (!b || b->rows_fingerprint.empty() || (rows_majority && b->rows_fingerprint == rows_major)) continue;
       mark_differs(i);
-      find(unpromised ? Verdict::kWarn : Verdict::kFail, rows_majority ? "bits" : "no_majority", nodes[i], name,
+      find(unpromised ? Verdict::kWarn : Verdict::kFail, rows_majority ? FleetFindingKind::kBits : FleetFindingKind::kNoMajority, nodes[i], name,
            rows_majority
                ? fmt::format("other bits in the rows computed alone (batch invariance): {} here, {} on {} of {} nodes "
                              "({} of {} rows differ from the product here)",
@@ -1008,20 +1028,20 @@ class Consensus {
     // compared), no cell at all, or a cell its peers of the same key ran missing from it.
     for (size_t i = 0; i < nodes.size(); ++i) {
       const FleetNode& n = nodes[i];
-      if (n.state != "finished") continue;
+      if (n.state != NodeState::kFinished) continue;
       if (n.key.empty()) {
-        find(Verdict::kFail, "nothing", n, "", "finished without a machine key: its cells cannot be compared with any peer's");
+        find(Verdict::kFail, FleetFindingKind::kNothing, n, "", "finished without a machine key: its cells cannot be compared with any peer's");
         continue;
       }
       if (obs_of[i].empty()) {
-        find(Verdict::kFail, "nothing", n, "", "finished, but its results hold no cell: nothing of it was judged");
+        find(Verdict::kFail, FleetFindingKind::kNothing, n, "", "finished, but its results hold no cell: nothing of it was judged");
         continue;
       }
       // Cells that all skipped, crashed or timed out hold no bits: nothing of the node was compared.
       bool any_ran = false;
       for (auto& [cell, o] : obs_of[i]) any_ran = any_ran || o->status == ObsStatus::kOk;
       if (!any_ran) {
-        find(Verdict::kFail, "nothing", n, "",
+        find(Verdict::kFail, FleetFindingKind::kNothing, n, "",
              fmt::format("finished, but none of its {} cells ran (skipped, crashed or timed out): nothing of it was "
                          "judged",
                          obs_of[i].size()));
@@ -1034,7 +1054,7 @@ class Consensus {
         size_t peers = 0;
         for (size_t k : members) peers += k != i && obs_of[k].count(cells[c]);
         if (peers)
-          find(Verdict::kFail, "missing_cell", n, cell_name(cells[c].first, cells[c].second),
+          find(Verdict::kFail, FleetFindingKind::kMissingCell, n, cell_name(cells[c].first, cells[c].second),
                fmt::format("not in its results, though {} of its {} peers of the same key ran it", peers, members.size() - 1));
       }
     }
@@ -1065,7 +1085,7 @@ class Consensus {
         if (ratios[i].empty()) continue;
         slowness[i] = median_of(ratios[i]);
         if (slowness[i] >= kFleetSlowWarn)
-          find(slowness[i] >= kFleetSlowFail ? Verdict::kFail : Verdict::kWarn, "slow", nodes[i], "",
+          find(slowness[i] >= kFleetSlowFail ? Verdict::kFail : Verdict::kWarn, FleetFindingKind::kSlow, nodes[i], "",
                fmt::format("{:.1f}x slower than its group (median over {} timed cells)", slowness[i], ratios[i].size()),
                {{"ratio", slowness[i]}, {"cells", ratios[i].size()}});
       }
@@ -1097,7 +1117,7 @@ class Consensus {
           if (r < kFleetSlowWarn || total[i] - g < 0.01 || (std::isfinite(slowness[i]) && slowness[i] >= kFleetSlowWarn))
             continue;
           slowness[i] = std::isfinite(slowness[i]) ? std::max(slowness[i], r) : r;
-          find(r >= kFleetSlowFail ? Verdict::kFail : Verdict::kWarn, "slow", nodes[i], "",
+          find(r >= kFleetSlowFail ? Verdict::kFail : Verdict::kWarn, FleetFindingKind::kSlow, nodes[i], "",
                fmt::format("{:.1f}x slower than its group in total ({:.3g} s against a median of {:.3g} s over the {} "
                            "cells every node ran)",
                            r, total[i], g, common),
@@ -1122,7 +1142,7 @@ class Consensus {
           ranks = c->ranks;
           if (c->status != "ok") {
             ++errors;
-            find(Verdict::kFail, "collective", nodes[i], workload + " @ " + algo, c->status);
+            find(Verdict::kFail, FleetFindingKind::kCollective, nodes[i], workload + " @ " + algo, c->status);
             continue;
           }
           for (auto& f : c->fingerprints) fps.insert(f);
@@ -1130,7 +1150,7 @@ class Consensus {
         const bool same = fps.size() == 1;
         if (fps.size() > 1) {
           for (auto& [i, c] : list)
-            find(Verdict::kFail, "collective", nodes[i], workload + " @ " + algo,
+            find(Verdict::kFail, FleetFindingKind::kCollective, nodes[i], workload + " @ " + algo,
                  fmt::format("{} distinct results across {} ranks and their repeats (a fixed algorithm on fixed ranks "
                              "promises one): this rank's {}",
                              fps.size(), list.size(), c->fingerprints.empty() ? "none" : c->fingerprints[0]));
@@ -1169,7 +1189,7 @@ class Consensus {
     return {{"rank", n.rank},
                   {"host", n.host},
                   {"folder", n.folder},
-                  {"state", n.state},
+                  {"state", to_string(n.state)},
                   {"key", group_of.count(i) ? group_of[i] : ""},
                   {"cells", n.probe.observations.size() + train_cells[i].size()},  // level 2: the runs too
                   {"cells_agreeing", agree},
@@ -1210,7 +1230,7 @@ class Consensus {
     nlohmann::json fj = nlohmann::json::array();
     for (auto& f : out.findings)
       fj.push_back({{"verdict", to_string(f.verdict)},
-                    {"kind", f.kind},
+                    {"kind", to_string(f.kind)},
                     {"action", to_string(f.action)},
                     {"rank", f.rank},
                     {"host", f.host},
@@ -1246,13 +1266,48 @@ FleetOutcome fleet_consensus(const std::vector<FleetNode>& nodes, const std::str
   return Consensus(nodes, dir, known).run();
 }
 
-Action fleet_action(const std::string& kind) {
-  if (kind == "key" || kind == "another_plan") return Action::kConfigure;
-  if (kind == "slow") return Action::kMonitor;
-  if (kind == "missing" || kind == "failed" || kind == "lost" || kind == "interrupted" || kind == "nothing" ||
-      kind == "missing_cell")
-    return Action::kRetest;
-  return Action::kIsolate;  // bits, varies, status, no_majority, reference, own_check, collective
+const char* to_string(FleetFindingKind k) {
+  switch (k) {
+    case FleetFindingKind::kBits: return "bits";
+    case FleetFindingKind::kNoMajority: return "no_majority";
+    case FleetFindingKind::kVaries: return "varies";
+    case FleetFindingKind::kStatus: return "status";
+    case FleetFindingKind::kReference: return "reference";
+    case FleetFindingKind::kOwnCheck: return "own_check";
+    case FleetFindingKind::kCollective: return "collective";
+    case FleetFindingKind::kKey: return "key";
+    case FleetFindingKind::kAnotherPlan: return "another_plan";
+    case FleetFindingKind::kMissing: return "missing";
+    case FleetFindingKind::kFailed: return "failed";
+    case FleetFindingKind::kLost: return "lost";
+    case FleetFindingKind::kInterrupted: return "interrupted";
+    case FleetFindingKind::kNothing: return "nothing";
+    case FleetFindingKind::kMissingCell: return "missing_cell";
+    case FleetFindingKind::kSlow: return "slow";
+  }
+  return "?";
+}
+
+Action fleet_action(FleetFindingKind kind) {
+  switch (kind) {
+    case FleetFindingKind::kKey:
+    case FleetFindingKind::kAnotherPlan: return Action::kConfigure;
+    case FleetFindingKind::kSlow: return Action::kMonitor;
+    case FleetFindingKind::kMissing:
+    case FleetFindingKind::kFailed:
+    case FleetFindingKind::kLost:
+    case FleetFindingKind::kInterrupted:
+    case FleetFindingKind::kNothing:
+    case FleetFindingKind::kMissingCell: return Action::kRetest;
+    case FleetFindingKind::kBits:
+    case FleetFindingKind::kNoMajority:
+    case FleetFindingKind::kVaries:
+    case FleetFindingKind::kStatus:
+    case FleetFindingKind::kReference:
+    case FleetFindingKind::kOwnCheck:
+    case FleetFindingKind::kCollective: return Action::kIsolate;
+  }
+  return Action::kIsolate;
 }
 
 }  // namespace detaudit

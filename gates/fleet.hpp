@@ -26,6 +26,18 @@ inline constexpr const char* kFleetSchema = "detaudit-fleet/1";
 // A node whose median time over the cells, relative to its group's, is this many times slower.
 inline constexpr double kFleetSlowWarn = 3, kFleetSlowFail = 10;
 
+// Where a rank got to; to_string gives its name in node.json and fleet.json.
+enum class NodeState {
+  kFinished,     // its part ran to the end
+  kRunning,      // it did not finish (killed, crashed or lost): its results so far count
+  kInterrupted,  // stopped by a signal it caught (exit_code 128 + the signal): its results so far count, and its
+                 // command run again resumes it
+  kFailed,       // it could not run (detail says why)
+  kMissing,      // no folder at all (never written to node.json)
+};
+const char* to_string(NodeState s);
+bool parse_node_state(const std::string& text, NodeState* out);  // false: no state of a node
+
 // What one rank wrote (node.json), with its probe results as far as they got.
 struct FleetNode {
   int rank = -1, ranks = 0, level = 1;
@@ -34,11 +46,7 @@ struct FleetNode {
   // "--rank" (its options), "SLURM_PROCID" (srun, one process per rank) or "JOB_COMPLETION_INDEX" (with --ranks).
   std::string placement;
   std::string folder;  // "ranks/<rank>-<host>", relative to the fleet directory
-  // "finished": its part ran to the end; "running": it did not finish (killed, crashed or lost: its
-  // results so far count); "interrupted": stopped by a signal it caught (exit_code 128 + the signal; its
-  // results so far count, and its command run again resumes it); "failed": it could not run (detail says
-  // why); "missing": no folder at all.
-  std::string state = "running";
+  NodeState state = NodeState::kRunning;
   std::string detail;
   std::string started_at, finished_at;
   int exit_code = -1;  // its own qualification's decision (0, 1, 2) when finished; 128 + signal when interrupted
@@ -87,10 +95,31 @@ Status check_fleet_distances(const std::vector<FleetNode>& nodes);
 // level, tool and times; a finished rank's is required.
 Status check_fleet_qualify(const std::string& qualify_json, const std::string& where, const FleetNode& n);
 
+// What a finding of the consensus is about; to_string gives its name in fleet.json ("bits", "no_majority", ...).
+enum class FleetFindingKind {
+  kBits,         // other bits than the group's majority (or its rows computed alone)
+  kNoMajority,   // no majority of the group's bits
+  kVaries,       // varied where its peers or the reference did not
+  kStatus,       // crashed, timed out or skipped where its peers ran
+  kReference,    // other bits than the reference's known-good bits of its key
+  kOwnCheck,     // its own qualification failed, or failed its promise where the cell is compared as distributions
+  kCollective,   // a collective's ranks or repeats gave several results
+  kKey,          // alone with its machine key, beside a larger group
+  kAnotherPlan,  // ran another level, repeats or workloads than most nodes
+  kMissing,      // no folder at all
+  kFailed,       // could not run
+  kLost,         // did not finish (killed, crashed or lost)
+  kInterrupted,  // stopped by a signal it caught
+  kNothing,      // finished, but nothing of it could be judged
+  kMissingCell,  // a cell its peers of the same key ran is not in its results
+  kSlow,         // slower than its group
+};
+const char* to_string(FleetFindingKind k);
+
 // One thing the consensus found, about one node (and one cell, when it is about a cell).
 struct FleetFinding {
   Verdict verdict = Verdict::kFail;
-  std::string kind;  // bits, varies, status, no_majority, key, lost, missing, failed, own_check, slow, collective
+  FleetFindingKind kind = FleetFindingKind::kBits;
   Action action = Action::kIsolate;  // fleet_action(kind)
   int rank = -1;
   std::string host, cell, detail;  // detail: one line
@@ -100,7 +129,7 @@ struct FleetFinding {
 // What a kind of finding asks: ISOLATE other bits, a cell that varied, crashed or broke a promise, the node's own
 // failed qualification, a collective; CONFIGURE another machine key or plan than its peers'; RETEST a node lost,
 // interrupted, missing, that could not run or of which nothing was judged; MONITOR slow.
-Action fleet_action(const std::string& kind);
+Action fleet_action(FleetFindingKind kind);
 
 // fleet report refuses a directory whose latest run misses more ranks than this (each would be a row).
 inline constexpr size_t kMaxMissingRanks = 10000;

@@ -46,7 +46,7 @@ const ReferenceCell* Reference::find(const std::string& key, const std::string& 
 std::string fleet_start(const std::vector<FleetNode>& nodes) {
   std::string at;
   for (const FleetNode& n : nodes)
-    if (!n.key.empty() && n.state != "missing" && n.state != "failed" && !n.started_at.empty() &&
+    if (!n.key.empty() && n.state != NodeState::kMissing && n.state != NodeState::kFailed && !n.started_at.empty() &&
         (at.empty() || n.started_at < at))
       at = n.started_at;
   return at;
@@ -99,7 +99,7 @@ Reference reference_of_fleet(const std::vector<FleetNode>& nodes, const Referenc
   std::map<std::string, std::vector<const FleetNode*>> groups;
   const std::string at = fleet_start(nodes);
   for (const FleetNode& n : nodes) {
-    if (n.key.empty() || n.state == "missing" || n.state == "failed") continue;
+    if (n.key.empty() || n.state == NodeState::kMissing || n.state == NodeState::kFailed) continue;
     groups[fleet_key_hash(n.key)].push_back(&n);
   }
   for (auto& [hash, members] : groups) {

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -51,7 +52,7 @@ std::vector<FleetNode> fleet_of(int n) {
   for (int r = 0; r < n; ++r) {
     FleetNode x;
     x.rank = r, x.ranks = n, x.host = "h" + std::to_string(r), x.folder = fleet_folder(r, x.host);
-    x.placement = "MPI", x.state = "finished", x.exit_code = 0;
+    x.placement = "MPI", x.state = NodeState::kFinished, x.exit_code = 0;
     x.key = {{"cpu_model", "EPYC"}, {"libraries.glibc", "2.36"}};
     x.probe.observations = {obs(kW1, kRef, {kA, kA, kA}), obs(kW2, kRef, {kB, kB, kB})};
     nodes.push_back(std::move(x));
@@ -73,7 +74,7 @@ void save_rank_qualify(const fs::path& dir, const FleetNode& x) {
   std::ofstream(dir / x.folder / "qualify.json") << q.to_json().dump(1) << "\n";
 }
 
-size_t count_kind(const FleetOutcome& f, const std::string& kind, int rank) {
+size_t count_kind(const FleetOutcome& f, FleetFindingKind kind, int rank) {
   size_t n = 0;
   for (auto& x : f.findings) n += x.kind == kind && x.rank == rank;
   return n;
@@ -92,7 +93,7 @@ TEST(FleetConsensus, TheNodeWithOtherBitsIsNamedWithBothFingerprints) {
   FleetOutcome f = fleet_consensus(nodes, "d");
   EXPECT_EQ(f.exit_code, 1);
   ASSERT_EQ(f.findings.size(), 1u);
-  EXPECT_EQ(f.findings[0].kind, "bits");
+  EXPECT_EQ(f.findings[0].kind, FleetFindingKind::kBits);
   EXPECT_EQ(f.findings[0].rank, 1);
   EXPECT_EQ(f.findings[0].cell, kW1 + " @ " + kRef);
   EXPECT_NE(f.findings[0].detail.find(kC + " here, " + kA + " on 2 of 3 nodes"), std::string::npos)
@@ -116,7 +117,7 @@ TEST(FleetConsensus, OtherBitsInTheRowsComputedAloneAreNamed) {
   FleetOutcome f = fleet_consensus(nodes, "d");
   EXPECT_EQ(f.exit_code, 1);
   ASSERT_EQ(f.findings.size(), 1u);
-  EXPECT_EQ(f.findings[0].kind, "bits");
+  EXPECT_EQ(f.findings[0].kind, FleetFindingKind::kBits);
   EXPECT_EQ(f.findings[0].rank, 2);
   EXPECT_EQ(f.findings[0].cell, kW1 + " @ " + kRef);
   EXPECT_NE(f.findings[0].detail.find("other bits in the rows computed alone (batch invariance): " + kC + " here, " + kB +
@@ -145,8 +146,8 @@ TEST(FleetConsensus, WithoutAMajorityEveryDeterministicNodeIsNamed) {
   nodes[1].probe.observations[0] = obs(kW1, kRef, {kC, kC, kC});
   FleetOutcome f = fleet_consensus(nodes, "d");
   EXPECT_EQ(f.exit_code, 1);
-  EXPECT_EQ(count_kind(f, "no_majority", 0), 1u);
-  EXPECT_EQ(count_kind(f, "no_majority", 1), 1u);
+  EXPECT_EQ(count_kind(f, FleetFindingKind::kNoMajority, 0), 1u);
+  EXPECT_EQ(count_kind(f, FleetFindingKind::kNoMajority, 1), 1u);
 }
 
 TEST(FleetConsensus, ANodeThatVariesOrCrashesWhereThePeersDoNotIsNamed) {
@@ -156,8 +157,8 @@ TEST(FleetConsensus, ANodeThatVariesOrCrashesWhereThePeersDoNotIsNamed) {
   nodes[0].probe.observations[1].reason = "SIGSEGV";
   FleetOutcome f = fleet_consensus(nodes, "d");
   EXPECT_EQ(f.exit_code, 1);
-  EXPECT_EQ(count_kind(f, "varies", 2), 1u);
-  EXPECT_EQ(count_kind(f, "status", 0), 1u);
+  EXPECT_EQ(count_kind(f, FleetFindingKind::kVaries, 2), 1u);
+  EXPECT_EQ(count_kind(f, FleetFindingKind::kStatus, 0), 1u);
   EXPECT_EQ(f.findings.size(), 2u);
 }
 
@@ -175,10 +176,10 @@ TEST(FleetConsensus, ANodeThatRanAnotherPlanIsNamed) {
   nodes[3].probe.plan = plan(3, {kW1, "reduce?op=sum&n=2000&dist=uniform&seed=1"});
   FleetOutcome f = fleet_consensus(nodes, "d");
   EXPECT_EQ(f.exit_code, 1);
-  EXPECT_EQ(count_kind(f, "another_plan", 0), 0u);
-  EXPECT_EQ(count_kind(f, "another_plan", 1), 1u);
-  EXPECT_EQ(count_kind(f, "another_plan", 2), 1u);
-  EXPECT_EQ(count_kind(f, "another_plan", 3), 1u);
+  EXPECT_EQ(count_kind(f, FleetFindingKind::kAnotherPlan, 0), 0u);
+  EXPECT_EQ(count_kind(f, FleetFindingKind::kAnotherPlan, 1), 1u);
+  EXPECT_EQ(count_kind(f, FleetFindingKind::kAnotherPlan, 2), 1u);
+  EXPECT_EQ(count_kind(f, FleetFindingKind::kAnotherPlan, 3), 1u);
 }
 
 // A target that promises variation (atomics): its cells are never compared by bits, whether one node or
@@ -207,7 +208,7 @@ TEST(FleetConsensus, CellsThatVaryOnMostNodesAreComparedAsDistributions) {
   nodes[1].probe.observations[0].verdict = Verdict::kFail;
   nodes[1].probe.observations[0].verdict_reason = "outside the error bound";
   f = fleet_consensus(nodes, "d");
-  EXPECT_EQ(count_kind(f, "own_check", 1), 1u);
+  EXPECT_EQ(count_kind(f, FleetFindingKind::kOwnCheck, 1), 1u);
 }
 
 TEST(FleetConsensus, ANodeAloneWithItsKeyIsNamedWithTheFieldsThatDiffer) {
@@ -217,7 +218,7 @@ TEST(FleetConsensus, ANodeAloneWithItsKeyIsNamedWithTheFieldsThatDiffer) {
   FleetOutcome f = fleet_consensus(nodes, "d");
   EXPECT_EQ(f.exit_code, 1);
   ASSERT_EQ(f.findings.size(), 1u);
-  EXPECT_EQ(f.findings[0].kind, "key");
+  EXPECT_EQ(f.findings[0].kind, FleetFindingKind::kKey);
   EXPECT_NE(f.findings[0].detail.find("libraries.glibc 2.99 (its peers: 2.36)"), std::string::npos)
       << f.findings[0].detail;
   // Two groups of two (a fleet of two kinds of machine): each judged on its own, no finding.
@@ -228,18 +229,38 @@ TEST(FleetConsensus, ANodeAloneWithItsKeyIsNamedWithTheFieldsThatDiffer) {
   EXPECT_EQ(fleet_consensus(nodes, "d").exit_code, 0);
 }
 
+// Each kind of finding has one name, the one fleet.schema.json publishes (and it publishes no other), and the action
+// its kind asks.
+TEST(FleetConsensus, EveryKindOfFindingHasThePublishedNameAndItsAction) {
+  std::ifstream f(std::string(DETAUDIT_SOURCE_DIR) + "/schemas/fleet.schema.json");
+  const nlohmann::json schema = nlohmann::json::parse(f);
+  std::set<std::string> published;
+  for (auto& k : schema["properties"]["findings"]["items"]["properties"]["kind"]["enum"]) published.insert(k);
+  std::set<std::string> named;
+  for (int k = int(FleetFindingKind::kBits); k <= int(FleetFindingKind::kSlow); ++k)
+    EXPECT_TRUE(named.insert(to_string(FleetFindingKind(k))).second) << to_string(FleetFindingKind(k));
+  EXPECT_EQ(named, published);
+  EXPECT_EQ(fleet_action(FleetFindingKind::kBits), Action::kIsolate);
+  EXPECT_EQ(fleet_action(FleetFindingKind::kReference), Action::kIsolate);
+  EXPECT_EQ(fleet_action(FleetFindingKind::kKey), Action::kConfigure);
+  EXPECT_EQ(fleet_action(FleetFindingKind::kAnotherPlan), Action::kConfigure);
+  EXPECT_EQ(fleet_action(FleetFindingKind::kLost), Action::kRetest);
+  EXPECT_EQ(fleet_action(FleetFindingKind::kMissingCell), Action::kRetest);
+  EXPECT_EQ(fleet_action(FleetFindingKind::kSlow), Action::kMonitor);
+}
+
 TEST(FleetConsensus, LostMissingAndFailedNodesAreNamedAndTheOthersStand) {
   auto nodes = fleet_of(4);
-  nodes[1].state = "running";  // killed after its cells, before it said it finished
-  nodes[2].state = "missing";
+  nodes[1].state = NodeState::kRunning;  // killed after its cells, before it said it finished
+  nodes[2].state = NodeState::kMissing;
   nodes[2].probe.observations.clear();
   nodes[2].key = nlohmann::json::object();
   nodes[3].probe.observations[1] = obs(kW2, kRef, {kC, kC, kC});
   FleetOutcome f = fleet_consensus(nodes, "d");
   EXPECT_EQ(f.exit_code, 1);
-  EXPECT_EQ(count_kind(f, "lost", 1), 1u);
-  EXPECT_EQ(count_kind(f, "missing", 2), 1u);
-  EXPECT_EQ(count_kind(f, "bits", 3), 1u);    // w2: ranks 0 and 1 agree, 3 differs (2 has nothing)
+  EXPECT_EQ(count_kind(f, FleetFindingKind::kLost, 1), 1u);
+  EXPECT_EQ(count_kind(f, FleetFindingKind::kMissing, 2), 1u);
+  EXPECT_EQ(count_kind(f, FleetFindingKind::kBits, 3), 1u);    // w2: ranks 0 and 1 agree, 3 differs (2 has nothing)
   // A lost or missing node is run again; its summary names the kind of finding about itself.
   EXPECT_EQ(f.json["nodes"][1]["action"], "RETEST");
   EXPECT_EQ(f.json["nodes"][1]["summary"], "1 FAIL: lost");
@@ -253,7 +274,7 @@ TEST(FleetConsensus, ASlowNodeWarnsAtThreeTimesAndFailsAtTen) {
     auto nodes = fleet_of(3);
     for (auto& o : nodes[2].probe.observations) o.seconds.assign(3, 0.01 * slow);
     FleetOutcome f = fleet_consensus(nodes, "d");
-    ASSERT_EQ(count_kind(f, "slow", 2), 1u) << slow;
+    ASSERT_EQ(count_kind(f, FleetFindingKind::kSlow, 2), 1u) << slow;
     EXPECT_EQ(f.findings[0].verdict, slow > 10 ? Verdict::kFail : Verdict::kWarn);
     EXPECT_EQ(f.exit_code, slow > 10 ? 1 : 0);
   }
@@ -267,10 +288,10 @@ TEST(FleetConsensus, ASlowNodeBelowTheTimerFloorIsSlowInTotal) {
     for (auto& o : n.probe.observations) o.seconds.assign(3, 2e-6);
   auto jitter = nodes;
   for (auto& o : jitter[2].probe.observations) o.seconds.assign(3, 8e-6);
-  EXPECT_EQ(count_kind(fleet_consensus(jitter, "d"), "slow", 2), 0u) << "4x of microseconds is noise";
+  EXPECT_EQ(count_kind(fleet_consensus(jitter, "d"), FleetFindingKind::kSlow, 2), 0u) << "4x of microseconds is noise";
   for (auto& o : nodes[2].probe.observations) o.seconds.assign(3, 2.0);
   FleetOutcome f = fleet_consensus(nodes, "d");
-  ASSERT_EQ(count_kind(f, "slow", 2), 1u);
+  ASSERT_EQ(count_kind(f, FleetFindingKind::kSlow, 2), 1u);
   EXPECT_EQ(f.exit_code, 1);
   EXPECT_NE(f.findings[0].detail.find("slower than its group in total"), std::string::npos) << f.findings[0].detail;
 }
@@ -289,7 +310,7 @@ TEST(FleetConsensus, CollectivesMustAgreeWithinAnAlgorithm) {
   nodes[1].collectives[0].fingerprints[1] = kC;
   FleetOutcome f = fleet_consensus(nodes, "d");
   EXPECT_EQ(f.exit_code, 1);
-  EXPECT_EQ(count_kind(f, "collective", 1), 1u);
+  EXPECT_EQ(count_kind(f, FleetFindingKind::kCollective, 1), 1u);
 }
 
 // What fleet report reads from each folder is checked: a node.json of the wrong shape is one line, never
@@ -454,7 +475,7 @@ TEST(FleetConsensus, ANodeFileOfTheWrongShapeIsRefusedWithOneLine) {
     nodes[2].state = out.state, nodes[2].exit_code = out.exit_code, nodes[2].detail = out.detail;
     FleetOutcome f = fleet_consensus(nodes, "d");
     EXPECT_EQ(f.exit_code, 1);
-    ASSERT_EQ(count_kind(f, "interrupted", 2), 1u);
+    ASSERT_EQ(count_kind(f, FleetFindingKind::kInterrupted, 2), 1u);
     EXPECT_NE(f.findings[0].detail.find("interrupted by signal 2 (SIGINT) after 2 probe cells (those count); its "
                                         "command run again resumes it"),
               std::string::npos)
@@ -1152,7 +1173,7 @@ TEST(FleetConsensus, ANodeOfWhichNothingWasJudgedIsNoPass) {
   empty[1].probe.observations.clear();
   FleetOutcome f = fleet_consensus(empty, "d");
   EXPECT_EQ(f.exit_code, 1);
-  EXPECT_EQ(count_kind(f, "nothing", 1), 1u);
+  EXPECT_EQ(count_kind(f, FleetFindingKind::kNothing, 1), 1u);
   auto none = fleet_of(3);
   for (auto& n : none) n.probe.observations.clear();
   EXPECT_EQ(fleet_consensus(none, "d").exit_code, 2) << "no cell on any node: nothing was judged";
@@ -1160,12 +1181,12 @@ TEST(FleetConsensus, ANodeOfWhichNothingWasJudgedIsNoPass) {
   short_one[2].probe.observations.pop_back();
   f = fleet_consensus(short_one, "d");
   EXPECT_EQ(f.exit_code, 1);
-  EXPECT_EQ(count_kind(f, "missing_cell", 2), 1u);
+  EXPECT_EQ(count_kind(f, FleetFindingKind::kMissingCell, 2), 1u);
   auto keyless = fleet_of(3);
   keyless[0].key = nlohmann::json::object();
   f = fleet_consensus(keyless, "d");
   EXPECT_EQ(f.exit_code, 1);
-  EXPECT_EQ(count_kind(f, "nothing", 0), 1u);
+  EXPECT_EQ(count_kind(f, FleetFindingKind::kNothing, 0), 1u);
   // Cells that all skipped on every node: "cells agree" over no bits was a pass.
   auto skipped = fleet_of(2);
   for (auto& n : skipped)
@@ -1177,7 +1198,7 @@ TEST(FleetConsensus, ANodeOfWhichNothingWasJudgedIsNoPass) {
     }
   f = fleet_consensus(skipped, "d");
   EXPECT_NE(f.exit_code, 0);
-  EXPECT_EQ(count_kind(f, "nothing", 0) + count_kind(f, "nothing", 1), 2u);
+  EXPECT_EQ(count_kind(f, FleetFindingKind::kNothing, 0) + count_kind(f, FleetFindingKind::kNothing, 1), 2u);
   EXPECT_EQ(fleet_consensus(fleet_of(3), "d").exit_code, 0);
 }
 

@@ -50,7 +50,7 @@ std::vector<FleetNode> fleet_of(int n, const std::string& glibc = "2.36") {
   for (int r = 0; r < n; ++r) {
     FleetNode x;
     x.rank = r, x.ranks = n, x.host = "h" + std::to_string(r), x.folder = fleet_folder(r, x.host);
-    x.placement = "MPI", x.state = "finished", x.exit_code = 0, x.started_at = "2026-12-01T10:00:0" + std::to_string(r) + "Z";
+    x.placement = "MPI", x.state = NodeState::kFinished, x.exit_code = 0, x.started_at = "2026-12-01T10:00:0" + std::to_string(r) + "Z";
     x.key = {{"cpu_model", "EPYC"}, {"libraries.glibc", glibc}, {"tool_version", "0.1.0"}, {"tool_commit", "abc"}};
     x.probe.observations = {obs(kW1, {kA, kA}), obs(kW2, {kB, kB})};
     nodes.push_back(std::move(x));
@@ -72,7 +72,7 @@ cli_test::CliRun run_with(const std::string& env, const std::string& args) {
   return r;
 }
 
-size_t count_kind(const FleetOutcome& f, const std::string& kind, int rank) {
+size_t count_kind(const FleetOutcome& f, FleetFindingKind kind, int rank) {
   size_t n = 0;
   for (auto& x : f.findings) n += x.kind == kind && x.rank == rank;
   return n;
@@ -129,12 +129,12 @@ TEST(FleetReference, TwoNodesAreToldApartByKnownGoodBits) {
   auto nodes = fleet_of(2);
   nodes[1].probe.observations[0] = obs(kW1, {kC, kC});
   FleetOutcome f = fleet_consensus(nodes, "d");
-  EXPECT_EQ(count_kind(f, "no_majority", 0), 1u);
-  EXPECT_EQ(count_kind(f, "no_majority", 1), 1u);
+  EXPECT_EQ(count_kind(f, FleetFindingKind::kNoMajority, 0), 1u);
+  EXPECT_EQ(count_kind(f, FleetFindingKind::kNoMajority, 1), 1u);
   f = fleet_consensus(nodes, "d", &known);
   EXPECT_EQ(f.exit_code, 1);
   ASSERT_EQ(f.findings.size(), 1u) << f.json["findings"].dump();
-  EXPECT_EQ(f.findings[0].kind, "reference");
+  EXPECT_EQ(f.findings[0].kind, FleetFindingKind::kReference);
   EXPECT_EQ(f.findings[0].rank, 1);
   EXPECT_NE(f.findings[0].detail.find("other bits than the reference: " + kC + " here, " + kA +
                                       " known good: 3 of 3 nodes of this key agreed on it at 2026-12-01T10:00:00Z"),
@@ -149,7 +149,7 @@ TEST(FleetReference, TwoNodesAreToldApartByKnownGoodBits) {
   nodes = fleet_of(3);
   for (auto& n : nodes) n.probe.observations[1] = obs(kW2, {kD, kD});
   f = fleet_consensus(nodes, "d", &known);
-  for (int r = 0; r < 3; ++r) EXPECT_EQ(count_kind(f, "reference", r), 1u) << r;
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(count_kind(f, FleetFindingKind::kReference, r), 1u) << r;
 }
 
 // A node alone with its machine key is compared with nobody by the vote; with a reference of its key, its cells are
@@ -160,14 +160,14 @@ TEST(FleetReference, ANodeAloneWithItsKeyIsJudgedAgainstItsKeysReference) {
   nodes[2].key["libraries.glibc"] = "2.99";
   nodes[2].probe.observations[0] = obs(kW1, {kC, kC});
   FleetOutcome f = fleet_consensus(nodes, "d");
-  EXPECT_EQ(count_kind(f, "key", 2), 1u);
-  EXPECT_EQ(count_kind(f, "reference", 2), 0u);
+  EXPECT_EQ(count_kind(f, FleetFindingKind::kKey, 2), 1u);
+  EXPECT_EQ(count_kind(f, FleetFindingKind::kReference, 2), 0u);
   EXPECT_EQ(f.json["matrix"][2][0], "alone");
   f = fleet_consensus(nodes, "d", &known);
-  ASSERT_EQ(count_kind(f, "key", 2), 1u);
-  EXPECT_EQ(count_kind(f, "reference", 2), 1u) << f.json["findings"].dump();
+  ASSERT_EQ(count_kind(f, FleetFindingKind::kKey, 2), 1u);
+  EXPECT_EQ(count_kind(f, FleetFindingKind::kReference, 2), 1u) << f.json["findings"].dump();
   for (auto& x : f.findings)
-    if (x.kind == "key") EXPECT_NE(x.detail.find("but with the reference's 2 cells of its own key"), std::string::npos) << x.detail;
+    if (x.kind == FleetFindingKind::kKey) EXPECT_NE(x.detail.find("but with the reference's 2 cells of its own key"), std::string::npos) << x.detail;
   // Its cell that agrees with the reference agrees; the one that does not differs.
   const auto& cells = f.json["cells"];
   for (size_t c = 0; c < cells.size(); ++c)
@@ -178,12 +178,12 @@ TEST(FleetReference, ANodeAloneWithItsKeyIsJudgedAgainstItsKeysReference) {
     auto varying = nodes;
     varying[2].probe.observations[0].details["fleet_promise"] = "nondeterministic";
     const FleetOutcome v = fleet_consensus(varying, "d", &known);
-    EXPECT_EQ(count_kind(v, "reference", 2), 0u) << v.json["findings"].dump();
+    EXPECT_EQ(count_kind(v, FleetFindingKind::kReference, 2), 0u) << v.json["findings"].dump();
   }
   // A cell the node did not run to one output is named against the reference too.
   nodes[2].probe.observations[1] = obs(kW2, {kB, kC});
   f = fleet_consensus(nodes, "d", &known);
-  EXPECT_EQ(count_kind(f, "varies", 2), 1u);
+  EXPECT_EQ(count_kind(f, FleetFindingKind::kVaries, 2), 1u);
 }
 
 // Batch invariance's rows computed alone are known-good bits too: a fault that lands only there is named against the

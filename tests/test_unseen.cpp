@@ -443,7 +443,7 @@ TEST(Links, NothingIsWrittenThroughALink) {
   fs::create_directories(d / "fleet");
   fs::create_directory_symlink(d / "elsewhere", d / "fleet" / "ranks");
   FleetNode n;
-  n.rank = 0, n.ranks = 1, n.host = "h", n.folder = fleet_folder(0, "h"), n.state = "finished";
+  n.rank = 0, n.ranks = 1, n.host = "h", n.folder = fleet_folder(0, "h"), n.state = NodeState::kFinished;
   const Status st = save_fleet_node((d / "fleet").string(), n);
   EXPECT_FALSE(st.is_ok());
   EXPECT_NE(st.message().find("is a symbolic link"), std::string::npos) << st.message();
