@@ -164,7 +164,7 @@ void with_metrics(const HealthArgs& a, const HealthOutcome& h, const std::string
     else
       m.where = {{"logical_cpu", std::to_string(f.place.cpu)}, {"core", std::to_string(f.place.core)},
                  {"package", std::to_string(f.place.package)}};
-    m.action = to_string(f.action), m.kind = f.kind, m.cell = f.workload + " @ " + f.target;
+    m.action = to_string(f.action), m.kind = to_string(f.kind), m.cell = f.workload + " @ " + f.target;
     fs.push_back(std::move(m));
   }
   add_node_metrics(&p, "healthcheck", {{"host", host}}, h.exit_code, h.cells, fs);

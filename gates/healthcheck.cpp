@@ -12,6 +12,16 @@
 
 namespace detaudit {
 
+const char* to_string(HealthFindingKind k) {
+  switch (k) {
+    case HealthFindingKind::kBits: return "bits";
+    case HealthFindingKind::kRows: return "rows";
+    case HealthFindingKind::kCrashed: return "crashed";
+    case HealthFindingKind::kError: return "error";
+  }
+  return "?";
+}
+
 namespace {
 
 bool is_gpu_target(const Spec& t) {
@@ -190,18 +200,18 @@ HealthOutcome judge_health(const Reference& ref, const std::string& key, const s
       for (auto& fp : runs)
         if (fp != k->fingerprint) other.insert(fp);
       if (!other.empty()) {
-        f.kind = "bits";
+        f.kind = HealthFindingKind::kBits;
         f.here = *other.begin();
         f.line = fmt::format("other bits in {} (reference {}, here {}{})", cell, short_hex(k->fingerprint),
                              short_hex(f.here), other.size() > 1 ? fmt::format(" and {} more", other.size() - 1) : "");
       } else if (!k->rows_fingerprint.empty() && o.batch && o.batch->rows_fingerprint != k->rows_fingerprint) {
-        f.kind = "rows";
+        f.kind = HealthFindingKind::kRows;
         f.reference = k->rows_fingerprint;
         f.here = o.batch->rows_fingerprint;
         f.line = fmt::format("other bits of the rows computed alone in {} (reference {}, here {})", cell,
                              short_hex(k->rows_fingerprint), short_hex(f.here));
       } else if (runs.empty()) {
-        f.kind = "error";
+        f.kind = HealthFindingKind::kError;
         f.action = Action::kRetest;
         f.line = fmt::format("{} gave no output", cell);
       } else {
@@ -212,12 +222,12 @@ HealthOutcome judge_health(const Reference& ref, const std::string& key, const s
         continue;
       }
     } else if (o.status == ObsStatus::kCrashed) {
-      f.kind = "crashed";
+      f.kind = HealthFindingKind::kCrashed;
       f.here = o.reason;
       f.line = fmt::format("{} crashed: {}", cell, o.reason);
     } else {
       // Skipped, an error, or a timeout of a worker that stopped answering: the nodes that made the reference ran it.
-      f.kind = "error";
+      f.kind = HealthFindingKind::kError;
       f.action = Action::kRetest;
       f.here = o.reason;
       f.line = fmt::format("{} could not run: {}", cell, o.reason);
@@ -308,7 +318,7 @@ HealthOutcome judge_health(const Reference& ref, const std::string& key, const s
     h.line += fmt::format(" (not reached within the budget: {})", fmt::join(short_of, "; "));
   nlohmann::json fj = nlohmann::json::array();
   for (auto& f : h.findings) {
-    nlohmann::json x = {{"kind", f.kind},     {"action", to_string(f.action)}, {"workload", f.workload},
+    nlohmann::json x = {{"kind", to_string(f.kind)},     {"action", to_string(f.action)}, {"workload", f.workload},
                         {"target", f.target}, {"reference", f.reference},      {"here", f.here},
                         {"line", f.line},     {"times", f.times}};
     if (f.gpu >= 0)
@@ -375,8 +385,8 @@ Results health_results(const Reference& ref, const std::string& key, const std::
       if (f.workload == o.workload && f.target == o.target) {
         const std::string place = f.line.substr(0, f.line.find(": "));
         if (std::find(places.begin(), places.end(), place) == places.end()) places.push_back(place);
-        const bool of_its_status = (f.kind == "crashed" || f.kind == "error") == did_not_finish;
-        if (!first || (of_its_status && (first->kind == "crashed" || first->kind == "error") != did_not_finish))
+        const bool of_its_status = (f.kind == HealthFindingKind::kCrashed || f.kind == HealthFindingKind::kError) == did_not_finish;
+        if (!first || (of_its_status && (first->kind == HealthFindingKind::kCrashed || first->kind == HealthFindingKind::kError) != did_not_finish))
           first = &f;
       }
     if (o.status == ObsStatus::kOk && !c.rows.empty()) {
@@ -385,7 +395,7 @@ Results health_results(const Reference& ref, const std::string& key, const std::
       std::string rows = *c.rows.begin();
       for (auto& x : c.rows)
         if (x != k->rows_fingerprint) rows = x;
-      if (first && first->kind == "rows") rows = first->here;
+      if (first && first->kind == HealthFindingKind::kRows) rows = first->here;
       o.batch = BatchInvariance{};
       o.batch->rows_fingerprint = rows;
     }

@@ -25,8 +25,17 @@ inline constexpr const char* kHealthSchema = "detaudit-healthcheck/1";
 inline constexpr double kHealthBudgetDefault = 6;
 
 
+// What a healthcheck finding is; to_string gives its name in the check's JSON and metrics.
+enum class HealthFindingKind {
+  kBits,     // other bits than the reference's (a repeat or the warm-up)
+  kRows,     // the product's bits, but other bits in the rows computed alone
+  kCrashed,  // the cell's worker crashed (a signal)
+  kError,    // no output: skipped, an error, or a worker that stopped answering (RETEST)
+};
+const char* to_string(HealthFindingKind k);
+
 struct HealthFinding {
-  std::string kind;  // bits, rows, varies, crashed, error
+  HealthFindingKind kind = HealthFindingKind::kBits;
   Action action = Action::kIsolate;
   CpuPlace place;    // the CPU (place.cpu >= 0) ...
   int gpu = -1;      // ... or the GPU (index)
