@@ -67,7 +67,7 @@ Command add_check_command(CLI::App& app, int argc, char** argv) {
             Results checked;
             if (Status st = run_check(opt, &report, &checked); !st) return fail(st);
             Outcome o;
-            o.exit_code = report.exit_code();
+            o.exit_code = exit_code_of(report.decision());
             if (o.exit_code == 2)
               o.error = fmt::format("{} training cell(s) of the baseline not judged ({}{}); --allow-unjudged lets "
                                     "the check pass without them",

@@ -63,7 +63,7 @@ int write_report(const DivergeResult& r, const std::string& out, const std::stri
   if (ec) return fail(out + ": " + ec.message());
   if (Status st = write_diverge_outputs(r, out); !st) return fail(st);
   Outcome o;
-  o.exit_code = r.exit_code();
+  o.exit_code = exit_code_of(r.decision());
   (r.first ? o.counts.fail : o.counts.pass) = 1;
   if (r.first) o.first_fail = r.summary();
   o.text = traces + r.summary() + "\n";

@@ -116,7 +116,7 @@ int judge_fleet(const std::vector<FleetNode>& nodes, const std::string& dir, con
   if (!metrics.empty())
     if (Status st = fleet_metrics(metrics, f, seconds); !st) return fail("--metrics " + st.message());
   Outcome o;
-  o.exit_code = f.exit_code;
+  o.exit_code = exit_code_of(f.decision);
   o.report_md = dir + "/report.md";
   o.report_html = dir + "/report.html";
   std::string t = fmt::format("fleet {}: {}\n", dir, f.json.value("summary", ""));
@@ -152,7 +152,7 @@ int judge_fleet(const std::vector<FleetNode>& nodes, const std::string& dir, con
   o.text = t;
   o.data = {{"dir", dir}, {"fleet", f.json}};
   // Exit 2: no node ran, or none holds a cell (one interrupted before its first, say).
-  if (f.exit_code == 2) o.error = "nothing was judged: no node holds a cell: " + f.json.value("summary", "");
+  if (f.decision == Decision::kNotJudged) o.error = "nothing was judged: no node holds a cell: " + f.json.value("summary", "");
   if (!mirror.empty()) ++o.counts.warn;
   // Per-node rows in the history: each node's probe results under its own machine.
   if (hist) {
@@ -301,7 +301,7 @@ int run_fleet(const FleetArgs& a, int argc, char** argv) {
     n.detail = st.message();
   } else {
     n.state = NodeState::kFinished;
-    n.exit_code = int(qo.decision);
+    n.exit_code = exit_code_of(decision_of(qo.decision));
     for (auto& c : qo.checks)
       if (c.verdict == Verdict::kFail && n.own_fail.empty()) n.own_fail = c.name + ": " + c.detail;
   }

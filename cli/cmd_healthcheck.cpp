@@ -102,7 +102,7 @@ void node_state(const std::string& text, std::string* state, std::string* reason
 // --drain on a FAIL, --resume on an OK: what was done to the node, one line (or why nothing was).
 nlohmann::json act_on_node(const HealthArgs& a, const HealthOutcome& h) {
   nlohmann::json j = nlohmann::json::object();
-  const bool drain = a.drain && h.exit_code == 1, resume = a.resume && h.exit_code == 0;
+  const bool drain = a.drain && h.decision == Decision::kFail, resume = a.resume && h.decision == Decision::kPass;
   if (!drain && !resume) return j;
   const std::string node = slurm_node_name();
   j["node"] = node;
@@ -167,7 +167,7 @@ void with_metrics(const HealthArgs& a, const HealthOutcome& h, const std::string
     m.action = to_string(f.action), m.kind = to_string(f.kind), m.cell = f.workload + " @ " + f.target;
     fs.push_back(std::move(m));
   }
-  add_node_metrics(&p, "healthcheck", {{"host", host}}, h.exit_code, h.cells, fs);
+  add_node_metrics(&p, "healthcheck", {{"host", host}}, exit_code_of(h.decision), h.cells, fs);
   add_run_metrics(&p, "healthcheck", host, seconds);
   if (Status st = write_metrics(a.metrics, p); !st) {
     const std::string why = "--metrics " + st.message();
@@ -186,7 +186,7 @@ int could_not_judge(const HealthArgs& a, const std::string& why, const std::stri
                     double seconds) {
   Outcome o;
   HealthOutcome none;
-  none.exit_code = 2;
+  none.decision = Decision::kNotJudged;
   none.status = "ERROR";
   none.line = "detaudit: ERROR " + why;
   o.exit_code = 2;
@@ -220,19 +220,20 @@ nlohmann::json record_health(const HealthArgs& a, const std::string& history, co
     if (o.verdict == Verdict::kFail) failed.insert(health_failure(o.workload, o.target, o.verdict_reason));
   const auto then = iso8601_seconds(last.recorded_at);
   const int64_t now = int64_t(std::time(nullptr));
-  if (last.found && then && *then <= now && double(now - *then) < a.history_every && last.exit_code == h->exit_code &&
+  if (last.found && then && *then <= now && double(now - *then) < a.history_every &&
+      last.exit_code == exit_code_of(h->decision) &&
       last.command == r.command && last.tool_commit == r.tool_commit && last.machine_key == machine_key(machine) &&
       last.failed == failed)
     return {{"recorded", false}, {"file", history}, {"why", "the answer of the check recorded at " + last.recorded_at}};
-  const Status st = record_run(history, RunKind::kHealthcheck, r, "", h->exit_code);
+  const Status st = record_run(history, RunKind::kHealthcheck, r, "", exit_code_of(h->decision));
   if (st) return {{"recorded", true}, {"file", history}};
   const nlohmann::json not_recorded = {{"recorded", false}, {"file", history}, {"why", st.message()}};
   if (interrupted()) return not_recorded;  // (while the history was locked: the caller says so)
-  if (h->exit_code != 0) {
+  if (h->decision != Decision::kPass) {
     say(stderr, "detaudit: error: {}\n", st.message());
     return not_recorded;
   }
-  h->exit_code = 2;
+  h->decision = Decision::kNotJudged;
   h->status = "ERROR";
   h->line =
       "detaudit: ERROR " + st.message() + " (the check itself: " + h->line.substr(std::string("detaudit: ").size()) + ")";
@@ -305,11 +306,11 @@ int run_healthcheck(const HealthArgs& a, const std::string& exe) {
     return 128 + sig;
   }
   Outcome o;
-  o.exit_code = h.exit_code;
+  o.exit_code = exit_code_of(h.decision);
   o.text = h.line + "\n";
   o.data = {{"healthcheck", h.json}};
-  if (h.exit_code == 2) o.error = h.line.substr(std::string("detaudit: ERROR ").size());
-  if (h.exit_code == 1) o.first_fail = h.findings.front().line, o.counts.fail = h.findings.size();
+  if (h.decision == Decision::kNotJudged) o.error = h.line.substr(std::string("detaudit: ERROR ").size());
+  if (h.decision == Decision::kFail) o.first_fail = h.findings.front().line, o.counts.fail = h.findings.size();
   with_metrics(a, h, host, elapsed(), &o);
   return emit(o);
 }

@@ -39,16 +39,6 @@ int list_plan(const QualifyArgs& a) {
   return emit(o);
 }
 
-// The command's exit code: 0 qualified, 1 a check failed, 2 a required check could not run.
-int qualify_exit_code(QualifyDecision d) {
-  switch (d) {
-    case QualifyDecision::kQualified: return 0;
-    case QualifyDecision::kCheckFailed: return 1;
-    case QualifyDecision::kRequiredNotRun: return 2;
-  }
-  return 2;
-}
-
 Command add_qualify_command(CLI::App& app, int argc, char** argv) {
   auto* sub = app.add_subcommand(
       "qualify",
@@ -121,7 +111,7 @@ Command add_qualify_command(CLI::App& app, int argc, char** argv) {
             if (!out.train.training.empty())
               if (Status st = write_reports(out.train_dir, out.train); !st) return fail(st);
             Outcome res;
-            res.exit_code = qualify_exit_code(out.decision);
+            res.exit_code = exit_code_of(decision_of(out.decision));
             for (auto& c : out.checks) {
               switch (c.verdict) {
                 case Verdict::kPass:

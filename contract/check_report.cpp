@@ -53,7 +53,7 @@ nlohmann::json to_json(const CheckReport& rep) {
           {"baseline", rep.baseline_path},
           {"baseline_created_at", rep.baseline_created_at},
           {"baseline_tool", rep.baseline_tool},
-          {"exit_code", rep.exit_code()},
+          {"exit_code", exit_code_of(rep.decision())},
           {"counts", tally.to_json()},
           {"cells_compared", rep.cells_compared},
           {"cells_same_key", rep.cells_same_key},

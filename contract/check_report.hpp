@@ -61,10 +61,10 @@ struct CheckReport {
   std::vector<std::string> training_not_judged;
   bool allow_unjudged = false;
   int count(Verdict v) const;
-  // 1 any failure; else 2 a training cell not judged (unless allowed); else 0.
-  int exit_code() const {
-    if (count(Verdict::kFail)) return 1;
-    return !training_not_judged.empty() && !allow_unjudged ? 2 : 0;
+  // FAIL any failure; else not judged where a training cell was not judged (unless allowed); else PASS.
+  Decision decision() const {
+    if (count(Verdict::kFail)) return Decision::kFail;
+    return !training_not_judged.empty() && !allow_unjudged ? Decision::kNotJudged : Decision::kPass;
   }
 };
 

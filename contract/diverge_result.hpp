@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "contract/verdict.hpp"
 #include "kernels/fingerprint.hpp"
 
 namespace detaudit {
@@ -83,7 +84,7 @@ struct DivergeResult {
   std::vector<double> loss_a, loss_b, loss_gap, weight_l2;
   // "no divergence in 20 steps", "diverged at step 3, layer 6 (linear), pass backward: ..."
   std::string summary() const;
-  int exit_code() const { return first ? 1 : 0; }
+  Decision decision() const { return first ? Decision::kFail : Decision::kPass; }  // FAIL: it diverged
   // The results document (diverge.json).
   std::string to_json() const;
 };

@@ -47,6 +47,24 @@ int severity(Verdict v) {
   return 4;
 }
 
+int exit_code_of(Decision d) {
+  switch (d) {
+    case Decision::kPass: return 0;
+    case Decision::kFail: return 1;
+    case Decision::kNotJudged: return 2;
+  }
+  return 2;
+}
+
+const char* to_string(Decision d) {
+  switch (d) {
+    case Decision::kPass: return "PASS";
+    case Decision::kFail: return "FAIL";
+    case Decision::kNotJudged: return "ERROR";
+  }
+  return "ERROR";
+}
+
 const char* to_string(Action a) {
   switch (a) {
     case Action::kIsolate: return "ISOLATE";

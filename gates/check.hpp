@@ -85,7 +85,7 @@ struct CheckOptions {
   double margin = kDefaultMargin;  // training cells across keys: the equivalence margin, relative
   bool allow_unjudged = false;     // a training cell not judged does not make the check exit 2
 };
-// Loads both and checks them into *report (its exit_code(): 0 all pass, 1 any failure). A failure when
+// Loads both and checks them into *report (its decision(): PASS all pass, FAIL any failure). A failure when
 // they could not be loaded (one line naming the file; *report untouched).
 // *checked (optional): DIR's results as checked (judged when they carried no verdicts), for the history.
 Status run_check(const CheckOptions& opt, CheckReport* report, Results* checked = nullptr);

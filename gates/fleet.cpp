@@ -659,7 +659,7 @@ class Consensus {
     for (auto& n : nodes)
       if (n.state == NodeState::kFinished || n.state == NodeState::kRunning || n.state == NodeState::kInterrupted) ++ran;
     // No cell on any node: nothing was judged, whatever the nodes said of themselves.
-    out.exit_code = ran == 0 || cells.empty() ? 2 : fails > 0 ? 1 : 0;
+    out.decision = ran == 0 || cells.empty() ? Decision::kNotJudged : fails > 0 ? Decision::kFail : Decision::kPass;
     write_document();
     return std::move(out);
   }
@@ -1213,8 +1213,8 @@ class Consensus {
     j["dir"] = dir;
     j["ranks"] = out.ranks;
     j["level"] = out.level;
-    j["verdict"] = out.exit_code == 0 ? "PASS" : out.exit_code == 1 ? "FAIL" : "ERROR";
-    j["exit_code"] = out.exit_code;
+    j["verdict"] = to_string(out.decision);
+    j["exit_code"] = exit_code_of(out.decision);
     j["summary"] = fmt::format("{} nodes ({} ran), {} machine key group(s), {} cells: {} FAIL, {} WARN", nodes.size(),
                                ran, groups.size(), cells.size(), fails, warns);
     nlohmann::json gj = nlohmann::json::array();

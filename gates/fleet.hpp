@@ -138,7 +138,7 @@ struct FleetOutcome {
   int ranks = 0, level = 1;
   std::vector<FleetFinding> findings;  // FAIL first, then WARN
   nlohmann::json json;                 // fleet.json (kFleetSchema)
-  int exit_code = 2;                   // 0 consensus, 1 a node disagrees or failed, 2 nothing could run
+  Decision decision = Decision::kNotJudged;  // PASS consensus; FAIL a node disagrees or failed; nothing could run
 };
 
 // The consensus of the nodes. Groups by machine key; a node alone with its key where a larger group

@@ -257,7 +257,7 @@ HealthOutcome judge_health(const Reference& ref, const std::string& key, const s
                   gpu_lanes ? fmt::format(" and {} gpu{}", gpu_lanes, gpu_lanes == 1 ? "" : "s") : std::string());
   std::vector<std::string> errors = run.errors;
   if (!h.findings.empty()) {
-    h.exit_code = 1;
+    h.decision = Decision::kFail;
     h.status = "FAIL";
     std::set<std::string> others;
     for (size_t i = 1; i < h.findings.size(); ++i) {
@@ -269,16 +269,16 @@ HealthOutcome judge_health(const Reference& ref, const std::string& key, const s
       h.line += fmt::format("; {} more finding{} ({})", h.findings.size() - 1, h.findings.size() == 2 ? "" : "s",
                             fmt::join(others, ", "));
   } else if (!errors.empty()) {
-    h.exit_code = 2;
+    h.decision = Decision::kNotJudged;
     h.status = "ERROR";
     h.line = "detaudit: ERROR " + errors.front();
   } else if (h.cells == 0) {
-    h.exit_code = 2;
+    h.decision = Decision::kNotJudged;
     h.status = "ERROR";
     h.line = fmt::format("detaudit: ERROR no cell finished within --budget {:g} s ({} cut by it); nothing was judged",
                          budget_s, run.cut);
   } else {
-    h.exit_code = 0;
+    h.decision = Decision::kPass;
     h.status = "OK";
     h.line = fmt::format("detaudit: OK {} cells on {} in {:.1f} s", h.cells, on, run.seconds);
   }
@@ -308,13 +308,13 @@ HealthOutcome judge_health(const Reference& ref, const std::string& key, const s
   for (size_t i = 0; i < lanes.size(); ++i)
     if (judged_per_lane[i] == 0)
       unjudged.push_back(lanes[i].gpu >= 0 ? fmt::format("gpu {}", lanes[i].gpu) : fmt::format("cpu {}", lanes[i].place.cpu));
-  if (h.exit_code == 0 && !unjudged.empty()) {
-    h.exit_code = 2;
+  if (h.decision == Decision::kPass && !unjudged.empty()) {
+    h.decision = Decision::kNotJudged;
     h.status = "ERROR";
     h.line = fmt::format("detaudit: ERROR no cell finished on {} within --budget {:g} s ({} of {} judged): raise it",
                          fmt::join(unjudged, ", "), budget_s, lanes.size() - unjudged.size(), lanes.size());
   }
-  if (h.exit_code == 0 && !short_of.empty())
+  if (h.decision == Decision::kPass && !short_of.empty())
     h.line += fmt::format(" (not reached within the budget: {})", fmt::join(short_of, "; "));
   nlohmann::json fj = nlohmann::json::array();
   for (auto& f : h.findings) {

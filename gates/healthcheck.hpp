@@ -59,7 +59,7 @@ Status plan_health_lanes(const Reference& ref, const std::string& key, const nlo
                          const std::vector<CpuPlace>& cpus, const HealthPlanOptions& opt, std::vector<HealthLane>* lanes);
 
 struct HealthOutcome {
-  int exit_code = 2;  // 0 OK, 1 a finding, 2 nothing judged
+  Decision decision = Decision::kNotJudged;  // PASS: OK; FAIL: a finding; not judged: a CPU or GPU judged nothing
   std::string status;  // OK, FAIL, ERROR
   std::string line;    // "detaudit: OK ..." (no newline)
   size_t cells = 0;    // cell runs that passed (a cell run twice, or on two CPUs, counts twice)

@@ -237,6 +237,15 @@ QualifyCheck timing_check(const Results& r, const TimingReferences& references, 
   return {"timing outliers", failed ? Verdict::kFail : warn ? Verdict::kWarn : Verdict::kPass, detail, false};
 }
 
+Decision decision_of(QualifyDecision d) {
+  switch (d) {
+    case QualifyDecision::kQualified: return Decision::kPass;
+    case QualifyDecision::kCheckFailed: return Decision::kFail;
+    case QualifyDecision::kRequiredNotRun: return Decision::kNotJudged;
+  }
+  return Decision::kNotJudged;
+}
+
 QualifyDecision decide(const std::vector<QualifyCheck>& checks) {
   bool failed = false, required_skipped = false;
   for (auto& c : checks) {
@@ -274,7 +283,7 @@ nlohmann::json QualifyOutcome::to_json() const {
           {"machine_key", machine_key},
           {"tool_version", tool_version},
           {"tool_commit", tool_commit},
-          {"exit_code", int(decision)},
+          {"exit_code", exit_code_of(decision_of(decision))},
           {"qualified", decision == QualifyDecision::kQualified},
           {"counts", counts.to_json()},
           {"checks", cs},

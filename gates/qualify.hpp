@@ -82,7 +82,9 @@ Status check_qualify_can_run(const QualifyPlan& plan, const std::string& targets
 
 // What a qualification decides. The command's exit code follows it (0, 1, 2 in this order); qualify.json
 // records both.
-enum class QualifyDecision { kQualified = 0, kCheckFailed = 1, kRequiredNotRun = 2 };
+enum class QualifyDecision { kQualified, kCheckFailed, kRequiredNotRun };
+// As every judging command decides: qualified PASS, a check failed FAIL, a required check not run: not judged.
+Decision decision_of(QualifyDecision d);
 
 struct QualifyOutcome {
   int level = 1;

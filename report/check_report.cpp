@@ -90,7 +90,7 @@ std::string render_text(const CheckReport& rep) {
   // The closing line says what the exit code says: a check with training cells it could not judge has not
   // passed (exit 2 without --allow-unjudged).
   s += fails                  ? "check FAILED: " + plural(fails, "failure") + "\n"
-       : rep.exit_code() == 2 ? fmt::format("check could not judge {} of the baseline (not passed)\n",
+       : rep.decision() == Decision::kNotJudged ? fmt::format("check could not judge {} of the baseline (not passed)\n",
                                             plural(int(rep.training_not_judged.size()), "training cell"))
                               : "check passed" + (warns ? " (" + plural(warns, "warning") + ")" : std::string()) + "\n";
   return s;

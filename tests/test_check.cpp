@@ -275,9 +275,9 @@ TEST(Check, ErrorRatioBudgetWhereTheKeyDiffers) {
     return check_against_baseline(make_baseline(a, "a", "t"), b, "b", "base.json");
   };
   // Budget: the promise's 1 for full-precision inputs (a baseline cell that passed was within it).
-  EXPECT_EQ(run(0.5, 0.9).exit_code(), 0);
+  EXPECT_EQ(run(0.5, 0.9).decision(), Decision::kPass);
   CheckReport beyond = run(0.5, 1.5);
-  EXPECT_EQ(beyond.exit_code(), 1);
+  EXPECT_EQ(beyond.decision(), Decision::kFail);
   auto* f = first(beyond, FindingKind::kErrRatio, SEQ());
   ASSERT_NE(f, nullptr);
   EXPECT_EQ(f->verdict, Verdict::kFail);
@@ -296,7 +296,7 @@ TEST(Check, ErrorRatioBudgetWhereTheKeyDiffers) {
   for (auto& c : b.observations) c.verdict = Verdict::kPass;
   b.machine["cpu_model"] = "Other CPU 1";
   CheckReport unknown = check_against_baseline(make_baseline(a, "a", "t"), b, "b", "base.json");
-  EXPECT_EQ(unknown.exit_code(), 0);
+  EXPECT_EQ(unknown.decision(), Decision::kPass);
   f = first(unknown, FindingKind::kErrRatio, SEQ());
   ASSERT_NE(f, nullptr);
   EXPECT_EQ(f->verdict, Verdict::kSkip);
@@ -316,13 +316,13 @@ TEST(Check, TrainingWithNondeterminismOffIsBitwiseSeedBySeed) {
   }
   Baseline b = make_baseline(base, "base", "t");
   CheckReport own = check_against_baseline(b, base, "base", "b");
-  EXPECT_EQ(own.exit_code(), 0) << render_check(own, OutputFormat::kText);
+  EXPECT_EQ(own.decision(), Decision::kPass) << render_check(own, OutputFormat::kText);
   EXPECT_EQ(own.count(Verdict::kPass), 6);
   // (b): seed 1001's final loss one ULP off fails, naming the seed; the others pass.
   Results ulp = base;
   ulp.training[2].final_loss = std::nextafter(ulp.training[2].final_loss, 1.0);
   CheckReport r = check_against_baseline(b, ulp, "now", "b");
-  EXPECT_EQ(r.exit_code(), 1);
+  EXPECT_EQ(r.decision(), Decision::kFail);
   EXPECT_EQ(r.count(Verdict::kFail), 1);
   auto* f = first(r, FindingKind::kTrainingBits);
   for (auto& x : r.findings)
@@ -332,7 +332,7 @@ TEST(Check, TrainingWithNondeterminismOffIsBitwiseSeedBySeed) {
   // (d): the same loss with other final weights fails too.
   Results w = base;
   w.training[3].weights_fingerprint = std::string(32, '9');
-  EXPECT_EQ(check_against_baseline(b, w, "now", "b").exit_code(), 1);
+  EXPECT_EQ(check_against_baseline(b, w, "now", "b").decision(), Decision::kFail);
   // A crashed or diverged run fails on its own.
   Results crashed = base;
   crashed.training[1].status = ObsStatus::kCrashed;
@@ -352,7 +352,7 @@ TEST(Check, TrainingWithNondeterminismOffIsBitwiseSeedBySeed) {
   Baseline only_d = make_baseline(planned, "base", "t");
   std::erase_if(only_d.training, [](const BaselineTraining& t) { return t.condition == "b"; });
   CheckReport lacking = check_against_baseline(only_d, planned, "now", "b");
-  EXPECT_EQ(lacking.exit_code(), 2) << render_check(lacking, OutputFormat::kText);
+  EXPECT_EQ(lacking.decision(), Decision::kNotJudged) << render_check(lacking, OutputFormat::kText);
   ASSERT_EQ(lacking.training_not_judged.size(), 1u);
   EXPECT_NE(lacking.training_not_judged[0].find("(b) on " + blocked + ": no baseline: the design the baseline was "
                                                 "saved from runs this cell"),
@@ -361,7 +361,7 @@ TEST(Check, TrainingWithNondeterminismOffIsBitwiseSeedBySeed) {
   // Of another design, the cell is new: said, not judged, no exit 2.
   Results other = planned;
   other.plan["design"]["conditions"] = {"b"};
-  EXPECT_EQ(check_against_baseline(only_d, other, "now", "b").exit_code(), 0);
+  EXPECT_EQ(check_against_baseline(only_d, other, "now", "b").decision(), Decision::kPass);
 }
 
 // Normal draws from mt19937 (whose sequence the standard fixes) by Box-Muller: the same numbers everywhere.
@@ -402,7 +402,7 @@ TEST(Check, TrainingWithNondeterminismOnIsJudgedSeedBySeed) {
   Baseline b = make_baseline(base, "base", "t");
   // Unchanged: new runs of the same seeds.
   CheckReport same = check_against_baseline(b, design_a(rng, seed_means, 2), "now", "b");
-  EXPECT_EQ(same.exit_code(), 0) << render_check(same, OutputFormat::kText);
+  EXPECT_EQ(same.decision(), Decision::kPass) << render_check(same, OutputFormat::kText);
   auto* f = first(same, FindingKind::kTrainingShift);
   ASSERT_NE(f, nullptr) << render_check(same, OutputFormat::kText);
   EXPECT_EQ(f->verdict, Verdict::kPass);
@@ -411,7 +411,7 @@ TEST(Check, TrainingWithNondeterminismOnIsJudgedSeedBySeed) {
     EXPECT_NE(f->message.find(s), std::string::npos) << "missing '" << s << "' in " << f->message;
   // +20% on every run: FAIL, naming the shift.
   CheckReport up = check_against_baseline(b, design_a(rng, seed_means, 2, 1.2), "now", "b");
-  EXPECT_EQ(up.exit_code(), 1);
+  EXPECT_EQ(up.decision(), Decision::kFail);
   f = first(up, FindingKind::kTrainingShift);
   ASSERT_NE(f, nullptr);
   EXPECT_EQ(f->verdict, Verdict::kFail);
@@ -421,15 +421,15 @@ TEST(Check, TrainingWithNondeterminismOnIsJudgedSeedBySeed) {
   Results small = design_a(rng, {0.8, 0.85, 0.9, 0.75}, 2);
   Baseline sb = make_baseline(small, "s", "t");
   CheckReport four = check_against_baseline(sb, design_a(rng, {0.8, 0.85, 0.9, 0.75}, 2), "s", "b");
-  EXPECT_EQ(four.exit_code(), 0) << render_check(four, OutputFormat::kText);
+  EXPECT_EQ(four.decision(), Decision::kPass) << render_check(four, OutputFormat::kText);
   ASSERT_NE(first(four, FindingKind::kTrainingShift), nullptr);
   EXPECT_EQ(first(four, FindingKind::kTrainingShift)->verdict, Verdict::kPass);
-  EXPECT_EQ(check_against_baseline(sb, design_a(rng, {0.8, 0.85, 0.9, 0.75}, 2, 1.05), "s", "b").exit_code(), 1);
+  EXPECT_EQ(check_against_baseline(sb, design_a(rng, {0.8, 0.85, 0.9, 0.75}, 2, 1.05), "s", "b").decision(), Decision::kFail);
   // One seed, 2 + 2 runs: C(4, 2) = 6 arrangements, a floor of 2/6 above 0.05: NOT JUDGED (a SKIP), and
   // the check exits 2, saying what would make it judgeable; --allow-unjudged lets it pass.
   Results tiny = design_a(rng, {0.8}, 2);
   CheckReport few = check_against_baseline(make_baseline(tiny, "s", "t"), design_a(rng, {0.8}, 2, 1.5), "s", "b");
-  EXPECT_EQ(few.exit_code(), 2) << render_check(few, OutputFormat::kText);
+  EXPECT_EQ(few.decision(), Decision::kNotJudged) << render_check(few, OutputFormat::kText);
   f = first(few, FindingKind::kTrainingNotJudged);
   ASSERT_NE(f, nullptr);
   EXPECT_EQ(f->verdict, Verdict::kSkip);
@@ -440,13 +440,13 @@ TEST(Check, TrainingWithNondeterminismOnIsJudgedSeedBySeed) {
   EXPECT_NE(few.training_not_judged[0].find("train autoencoder/sony2021 (a) on"), std::string::npos)
       << few.training_not_judged[0];
   few.allow_unjudged = true;
-  EXPECT_EQ(few.exit_code(), 0);
+  EXPECT_EQ(few.decision(), Decision::kPass);
   EXPECT_NE(render_check(few, OutputFormat::kText).find("1 not judged"), std::string::npos);
   // Ties (identical losses: a discrete, nondeterministic target that happened to repeat) are no failure:
   // every run of both sides the same loss is the same result, said as such.
   Results ties = design_a(rng, seed_means, 2, 0.0);
   CheckReport tie = check_against_baseline(make_baseline(ties, "t", "t"), ties, "t", "b");
-  EXPECT_EQ(tie.exit_code(), 0) << render_check(tie, OutputFormat::kText);
+  EXPECT_EQ(tie.decision(), Decision::kPass) << render_check(tie, OutputFormat::kText);
   f = first(tie, FindingKind::kTrainingShift);
   ASSERT_NE(f, nullptr);
   EXPECT_NE(f->message.find("every run on both sides has the same final loss"), std::string::npos) << f->message;
@@ -470,9 +470,9 @@ TEST(Check, TrainingAcrossKeysIsAnEquivalenceTest) {
   f = first(diff, FindingKind::kTrainingEquivalence);
   ASSERT_NE(f, nullptr);
   EXPECT_EQ(f->verdict, Verdict::kFail) << f->message;
-  EXPECT_EQ(diff.exit_code(), 1);
+  EXPECT_EQ(diff.decision(), Decision::kFail);
   // A wide --margin makes the same 20% equivalent; a tiny one makes 0.1% inconclusive or different.
-  EXPECT_EQ(check_against_baseline(b, design_a(rng, seed_means, 2, 1.2, "Other CPU"), "now", "b", 0.5).exit_code(), 0);
+  EXPECT_EQ(check_against_baseline(b, design_a(rng, seed_means, 2, 1.2, "Other CPU"), "now", "b", 0.5).decision(), Decision::kPass);
   // Per-seed differences spread across the margin: inconclusive, a warning saying how many seeds would decide.
   Results spread = design_a(rng, seed_means, 2, 1.0, "Other CPU");
   for (size_t i = 0; i < spread.training.size(); ++i) spread.training[i].final_loss *= (i / 2) % 2 ? 1.05 : 0.97;
@@ -490,7 +490,7 @@ TEST(Check, TrainingAcrossKeysIsAnEquivalenceTest) {
   EXPECT_NE(f->message.find("not judged: 1 seed(s) on both sides; an equivalence test needs 2 or more"),
             std::string::npos)
       << f->message;
-  EXPECT_EQ(no.exit_code(), 2);
+  EXPECT_EQ(no.decision(), Decision::kNotJudged);
 }
 
 // cuDNN's automatic algorithm choice, promises of nothing, and exemptions from the error bound.
@@ -520,29 +520,29 @@ TEST(Check, AnotherCudnnAlgorithmIsAWarningNotAFailure) {
   EXPECT_EQ(b.cells[0].algo, GEMM);
   // Another algorithm, other bits: a warning naming both.
   CheckReport rep = check(gpu_cell(conv, autot, {FA, FA}, GEMM), gpu_cell(conv, autot, {FB, FB}, PRECOMP));
-  EXPECT_EQ(rep.exit_code(), 0);
+  EXPECT_EQ(rep.decision(), Decision::kPass);
   auto* f = first(rep, FindingKind::kAlgorithmChanged);
   ASSERT_NE(f, nullptr);
   EXPECT_EQ(f->verdict, Verdict::kWarn);
   EXPECT_NE(f->message.find("another algorithm chosen (" + GEMM + " -> " + PRECOMP + ")"), std::string::npos) << f->message;
   // The same algorithm, other bits: the promise is broken.
   rep = check(gpu_cell(conv, autot, {FA, FA}, GEMM), gpu_cell(conv, autot, {FB, FB}, GEMM));
-  EXPECT_EQ(rep.exit_code(), 1);
+  EXPECT_EQ(rep.decision(), Decision::kFail);
   EXPECT_EQ(first(rep, FindingKind::kBitsChanged)->verdict, Verdict::kFail);
   // auto, and a side without the name (an older baseline, or not reported): another algorithm may have run.
   rep = check(gpu_cell(conv, autot, {FA, FA}, ""), gpu_cell(conv, autot, {FB, FB}, PRECOMP));
-  EXPECT_EQ(rep.exit_code(), 0);
+  EXPECT_EQ(rep.decision(), Decision::kPass);
   EXPECT_NE(first(rep, FindingKind::kAlgorithmChanged)->message.find("(not recorded) -> " + PRECOMP), std::string::npos);
   // A pinned algorithm without names on either side: bits must hold.
   rep = check(gpu_cell(conv, pinned, {FA, FA}, ""), gpu_cell(conv, pinned, {FB, FB}, ""));
-  EXPECT_EQ(rep.exit_code(), 1);
+  EXPECT_EQ(rep.decision(), Decision::kFail);
   EXPECT_EQ(first(rep, FindingKind::kAlgorithmChanged), nullptr);
   // ... and a pinned one whose name still differs (another library build) is said, not failed.
   rep = check(gpu_cell(conv, pinned, {FA, FA}, GEMM), gpu_cell(conv, pinned, {FB, FB}, PRECOMP));
-  EXPECT_EQ(rep.exit_code(), 0);
+  EXPECT_EQ(rep.decision(), Decision::kPass);
   // Same bits with another algorithm: the same.
   rep = check(gpu_cell(conv, autot, {FA, FA}, GEMM), gpu_cell(conv, autot, {FA, FA}, PRECOMP));
-  EXPECT_EQ(rep.exit_code(), 0);
+  EXPECT_EQ(rep.decision(), Decision::kPass);
   EXPECT_NE(first(rep, FindingKind::kSame), nullptr);
 }
 
@@ -552,18 +552,18 @@ TEST(Check, NothingPromisedNewBitsAreAWarning) {
     return check_against_baseline(make_baseline(base, "b", "t"), now, "d", "b.json");
   };
   CheckReport rep = check(gpu_cell(W(), allowed, {FA, FA}, ""), gpu_cell(W(), allowed, {FB, FB}, ""));
-  EXPECT_EQ(rep.exit_code(), 0);
+  EXPECT_EQ(rep.decision(), Decision::kPass);
   auto* f = first(rep, FindingKind::kBitsChanged);
   ASSERT_NE(f, nullptr);
   EXPECT_EQ(f->verdict, Verdict::kWarn);
   EXPECT_NE(f->message.find("nothing promised; new bits"), std::string::npos) << f->message;
   // Two outputs now, outside the baseline's one: a warning too.
   rep = check(gpu_cell(W(), allowed, {FA, FA}, ""), gpu_cell(W(), allowed, {FA, FB}, ""));
-  EXPECT_EQ(rep.exit_code(), 0);
+  EXPECT_EQ(rep.decision(), Decision::kPass);
   EXPECT_EQ(rep.count(Verdict::kWarn), 1);
   // Promised deterministic: a failure.
   rep = check(gpu_cell(W(), strict, {FA, FA}, ""), gpu_cell(W(), strict, {FB, FB}, ""));
-  EXPECT_EQ(rep.exit_code(), 1);
+  EXPECT_EQ(rep.decision(), Decision::kFail);
 }
 
 TEST(Check, ErrorBoundExemptAlgorithmsAreNotJudgedOnErrRatio) {
@@ -580,7 +580,7 @@ TEST(Check, ErrorBoundExemptAlgorithmsAreNotJudgedOnErrRatio) {
   Results now = with_err("CUDNN_CONVOLUTION_FWD_ALGO_FFT", 40.0);
   now.machine["libraries"]["cudnn"] = "9.2.0";  // another key
   CheckReport rep = check_against_baseline(make_baseline(base, "b", "t"), now, "d", "b.json");
-  EXPECT_EQ(rep.exit_code(), 0) << render_check(rep, OutputFormat::kText);
+  EXPECT_EQ(rep.decision(), Decision::kPass) << render_check(rep, OutputFormat::kText);
   auto* f = first(rep, FindingKind::kErrRatio);
   ASSERT_NE(f, nullptr);
   EXPECT_EQ(f->verdict, Verdict::kSkip);
@@ -591,7 +591,7 @@ TEST(Check, ErrorBoundExemptAlgorithmsAreNotJudgedOnErrRatio) {
   now.machine["libraries"]["cudnn"] = "9.2.0";
   rep = check_against_baseline(make_baseline(with_err("CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM", 0.5), "b", "t"), now,
                                "d", "b.json");
-  EXPECT_EQ(rep.exit_code(), 1);
+  EXPECT_EQ(rep.decision(), Decision::kFail);
   EXPECT_EQ(first(rep, FindingKind::kErrRatio)->verdict, Verdict::kFail);
 }
 
@@ -615,7 +615,7 @@ TEST(Check, NotRunAndNewCells) {
   rep = check_against_baseline(b, fewer, "b", "base.json");
   EXPECT_EQ(first(rep, FindingKind::kNotRun)->verdict, Verdict::kWarn);
   EXPECT_EQ(first(rep, FindingKind::kNotRun)->message, "not run (not in this run's plan)");
-  EXPECT_EQ(rep.exit_code(), 0);
+  EXPECT_EQ(rep.decision(), Decision::kPass);
 }
 
 TEST(Check, CouldNotRunExitsTwoNamingTheFile) {

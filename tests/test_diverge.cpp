@@ -139,7 +139,7 @@ TEST(Diverge, ForcedAtomicOrdersPartAtAReductionWhoseInputsMatched) {
   const Outcome& o = atomic_run();
   const DivergeResult& r = o.result;
   ASSERT_TRUE(r.first) << r.summary();
-  EXPECT_EQ(r.exit_code(), 1);
+  EXPECT_EQ(r.decision(), Decision::kFail);
   const FirstDivergence& f = *r.first;
   EXPECT_TRUE(f.op.reduction) << f.a.where() << ": " << f.op.op;
   ASSERT_TRUE(f.distance);
@@ -174,7 +174,7 @@ TEST(Diverge, ForcedAtomicOrdersPartAtAReductionWhoseInputsMatched) {
 TEST(Diverge, BlockedTwiceNeverParts) {
   const DivergeResult& r = blocked_run().result;
   EXPECT_FALSE(r.first);
-  EXPECT_EQ(r.exit_code(), 0);
+  EXPECT_EQ(r.decision(), Decision::kPass);
   EXPECT_EQ(r.summary(), "no divergence in 3 steps");
   EXPECT_GT(r.records, size_t(kSteps) * 16);
   for (double w : r.weight_l2) EXPECT_EQ(w, 0.0);

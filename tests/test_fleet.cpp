@@ -82,7 +82,7 @@ size_t count_kind(const FleetOutcome& f, FleetFindingKind kind, int rank) {
 
 TEST(FleetConsensus, NodesThatAgreePass) {
   FleetOutcome f = fleet_consensus(fleet_of(3), "d");
-  EXPECT_EQ(f.exit_code, 0);
+  EXPECT_EQ(f.decision, Decision::kPass);
   EXPECT_TRUE(f.findings.empty());
   EXPECT_EQ(f.json["nodes"][2]["cells_agreeing"], 2);
 }
@@ -91,7 +91,7 @@ TEST(FleetConsensus, TheNodeWithOtherBitsIsNamedWithBothFingerprints) {
   auto nodes = fleet_of(3);
   nodes[1].probe.observations[0] = obs(kW1, kRef, {kC, kC, kC});
   FleetOutcome f = fleet_consensus(nodes, "d");
-  EXPECT_EQ(f.exit_code, 1);
+  EXPECT_EQ(f.decision, Decision::kFail);
   ASSERT_EQ(f.findings.size(), 1u);
   EXPECT_EQ(f.findings[0].kind, FleetFindingKind::kBits);
   EXPECT_EQ(f.findings[0].rank, 1);
@@ -115,7 +115,7 @@ TEST(FleetConsensus, OtherBitsInTheRowsComputedAloneAreNamed) {
   for (size_t i = 0; i < nodes.size(); ++i)
     nodes[i].probe.observations[0].batch = BatchInvariance{4, i == 2 ? 1 : 0, i == 2 ? kC : kB};
   FleetOutcome f = fleet_consensus(nodes, "d");
-  EXPECT_EQ(f.exit_code, 1);
+  EXPECT_EQ(f.decision, Decision::kFail);
   ASSERT_EQ(f.findings.size(), 1u);
   EXPECT_EQ(f.findings[0].kind, FleetFindingKind::kBits);
   EXPECT_EQ(f.findings[0].rank, 2);
@@ -127,25 +127,25 @@ TEST(FleetConsensus, OtherBitsInTheRowsComputedAloneAreNamed) {
   EXPECT_EQ(f.json["matrix"][2][0], "differs");
   // The same rows everywhere: nothing to name; results of older versions (no rows fingerprint): nothing compared.
   nodes[2].probe.observations[0].batch = BatchInvariance{4, 0, kB};
-  EXPECT_EQ(fleet_consensus(nodes, "d").exit_code, 0);
+  EXPECT_EQ(fleet_consensus(nodes, "d").decision, Decision::kPass);
   // One node's fingerprint taken out, beside peers of the same build with theirs: named, not passed over.
   nodes[1].probe.observations[0].batch = BatchInvariance{4, 0, ""};
   f = fleet_consensus(nodes, "d");
-  EXPECT_EQ(f.exit_code, 1);
+  EXPECT_EQ(f.decision, Decision::kFail);
   ASSERT_EQ(f.findings.size(), 1u);
   EXPECT_EQ(f.findings[0].rank, 1);
   EXPECT_NE(f.findings[0].detail.find("carry no fingerprint, where 2 of 3 nodes' of the same build do"),
             std::string::npos)
       << f.findings[0].detail;
   for (auto& n : nodes) n.probe.observations[0].batch = BatchInvariance{4, 0, ""};
-  EXPECT_EQ(fleet_consensus(nodes, "d").exit_code, 0);
+  EXPECT_EQ(fleet_consensus(nodes, "d").decision, Decision::kPass);
 }
 
 TEST(FleetConsensus, WithoutAMajorityEveryDeterministicNodeIsNamed) {
   auto nodes = fleet_of(2);
   nodes[1].probe.observations[0] = obs(kW1, kRef, {kC, kC, kC});
   FleetOutcome f = fleet_consensus(nodes, "d");
-  EXPECT_EQ(f.exit_code, 1);
+  EXPECT_EQ(f.decision, Decision::kFail);
   EXPECT_EQ(count_kind(f, FleetFindingKind::kNoMajority, 0), 1u);
   EXPECT_EQ(count_kind(f, FleetFindingKind::kNoMajority, 1), 1u);
 }
@@ -156,7 +156,7 @@ TEST(FleetConsensus, ANodeThatVariesOrCrashesWhereThePeersDoNotIsNamed) {
   nodes[0].probe.observations[1].status = ObsStatus::kCrashed;
   nodes[0].probe.observations[1].reason = "SIGSEGV";
   FleetOutcome f = fleet_consensus(nodes, "d");
-  EXPECT_EQ(f.exit_code, 1);
+  EXPECT_EQ(f.decision, Decision::kFail);
   EXPECT_EQ(count_kind(f, FleetFindingKind::kVaries, 2), 1u);
   EXPECT_EQ(count_kind(f, FleetFindingKind::kStatus, 0), 1u);
   EXPECT_EQ(f.findings.size(), 2u);
@@ -170,12 +170,12 @@ TEST(FleetConsensus, ANodeThatRanAnotherPlanIsNamed) {
   };
   auto nodes = fleet_of(4);
   for (auto& n : nodes) n.probe.plan = plan(3, {kW1, kW2});
-  EXPECT_EQ(fleet_consensus(nodes, "d").exit_code, 0);
+  EXPECT_EQ(fleet_consensus(nodes, "d").decision, Decision::kPass);
   nodes[1].level = 2;
   nodes[2].probe.plan = plan(2, {kW1, kW2});
   nodes[3].probe.plan = plan(3, {kW1, "reduce?op=sum&n=2000&dist=uniform&seed=1"});
   FleetOutcome f = fleet_consensus(nodes, "d");
-  EXPECT_EQ(f.exit_code, 1);
+  EXPECT_EQ(f.decision, Decision::kFail);
   EXPECT_EQ(count_kind(f, FleetFindingKind::kAnotherPlan, 0), 0u);
   EXPECT_EQ(count_kind(f, FleetFindingKind::kAnotherPlan, 1), 1u);
   EXPECT_EQ(count_kind(f, FleetFindingKind::kAnotherPlan, 2), 1u);
@@ -191,7 +191,7 @@ TEST(FleetConsensus, CellsOfATargetPermittedToVaryAreNotComparedByBits) {
   nodes[1].probe.observations.push_back(obs(w, atomic, {kB, kB, kB}));
   nodes[2].probe.observations.push_back(obs(w, atomic, {kA, kC, kA}));
   FleetOutcome f = fleet_consensus(nodes, "d");
-  EXPECT_EQ(f.exit_code, 0) << f.json["findings"].dump();
+  EXPECT_EQ(f.decision, Decision::kPass) << f.json["findings"].dump();
   EXPECT_TRUE(f.findings.empty());
 }
 
@@ -202,7 +202,7 @@ TEST(FleetConsensus, CellsThatVaryOnMostNodesAreComparedAsDistributions) {
   nodes[1].probe.observations[0] = obs(kW1, kRef, {kB, kB, kC});
   nodes[2].probe.observations[0] = obs(kW1, kRef, {kA, kA, kA});
   FleetOutcome f = fleet_consensus(nodes, "d");
-  EXPECT_EQ(f.exit_code, 0) << f.json["findings"].dump();
+  EXPECT_EQ(f.decision, Decision::kPass) << f.json["findings"].dump();
   EXPECT_EQ(f.json["matrix"][0][0], "nondeterministic");
   // ... but a node whose own verdict fails its promise there is named.
   nodes[1].probe.observations[0].verdict = Verdict::kFail;
@@ -216,7 +216,7 @@ TEST(FleetConsensus, ANodeAloneWithItsKeyIsNamedWithTheFieldsThatDiffer) {
   nodes[2].key["libraries.glibc"] = "2.99";
   nodes[2].probe.observations[0] = obs(kW1, kRef, {kC, kC, kC});  // not compared: another key
   FleetOutcome f = fleet_consensus(nodes, "d");
-  EXPECT_EQ(f.exit_code, 1);
+  EXPECT_EQ(f.decision, Decision::kFail);
   ASSERT_EQ(f.findings.size(), 1u);
   EXPECT_EQ(f.findings[0].kind, FleetFindingKind::kKey);
   EXPECT_NE(f.findings[0].detail.find("libraries.glibc 2.99 (its peers: 2.36)"), std::string::npos)
@@ -226,7 +226,7 @@ TEST(FleetConsensus, ANodeAloneWithItsKeyIsNamedWithTheFieldsThatDiffer) {
   nodes[2].key["cpu_model"] = nodes[3].key["cpu_model"] = "Xeon";
   nodes[2].probe.observations[0] = obs(kW1, kRef, {kC, kC, kC});
   nodes[3].probe.observations[0] = obs(kW1, kRef, {kC, kC, kC});
-  EXPECT_EQ(fleet_consensus(nodes, "d").exit_code, 0);
+  EXPECT_EQ(fleet_consensus(nodes, "d").decision, Decision::kPass);
 }
 
 // Each kind of finding has one name, the one fleet.schema.json publishes (and it publishes no other), and the action
@@ -257,7 +257,7 @@ TEST(FleetConsensus, LostMissingAndFailedNodesAreNamedAndTheOthersStand) {
   nodes[2].key = nlohmann::json::object();
   nodes[3].probe.observations[1] = obs(kW2, kRef, {kC, kC, kC});
   FleetOutcome f = fleet_consensus(nodes, "d");
-  EXPECT_EQ(f.exit_code, 1);
+  EXPECT_EQ(f.decision, Decision::kFail);
   EXPECT_EQ(count_kind(f, FleetFindingKind::kLost, 1), 1u);
   EXPECT_EQ(count_kind(f, FleetFindingKind::kMissing, 2), 1u);
   EXPECT_EQ(count_kind(f, FleetFindingKind::kBits, 3), 1u);    // w2: ranks 0 and 1 agree, 3 differs (2 has nothing)
@@ -276,7 +276,7 @@ TEST(FleetConsensus, ASlowNodeWarnsAtThreeTimesAndFailsAtTen) {
     FleetOutcome f = fleet_consensus(nodes, "d");
     ASSERT_EQ(count_kind(f, FleetFindingKind::kSlow, 2), 1u) << slow;
     EXPECT_EQ(f.findings[0].verdict, slow > 10 ? Verdict::kFail : Verdict::kWarn);
-    EXPECT_EQ(f.exit_code, slow > 10 ? 1 : 0);
+    EXPECT_EQ(f.decision, slow > 10 ? Decision::kFail : Decision::kPass);
   }
 }
 
@@ -292,7 +292,7 @@ TEST(FleetConsensus, ASlowNodeBelowTheTimerFloorIsSlowInTotal) {
   for (auto& o : nodes[2].probe.observations) o.seconds.assign(3, 2.0);
   FleetOutcome f = fleet_consensus(nodes, "d");
   ASSERT_EQ(count_kind(f, FleetFindingKind::kSlow, 2), 1u);
-  EXPECT_EQ(f.exit_code, 1);
+  EXPECT_EQ(f.decision, Decision::kFail);
   EXPECT_NE(f.findings[0].detail.find("slower than its group in total"), std::string::npos) << f.findings[0].detail;
 }
 
@@ -305,11 +305,11 @@ TEST(FleetConsensus, CollectivesMustAgreeWithinAnAlgorithm) {
     CollectiveCell nccl_ring{"allreduce?n=8", "nccl", "ring", 2, {kC, kC}, {0.001, 0.001}, "ok"};
     n.collectives = {ring, rd, nccl_ring};
   }
-  EXPECT_EQ(fleet_consensus(nodes, "d").exit_code, 0) << "algorithms and libraries may differ from each other";
+  EXPECT_EQ(fleet_consensus(nodes, "d").decision, Decision::kPass) << "algorithms and libraries may differ from each other";
   EXPECT_EQ(fleet_consensus(nodes, "d").json["collectives"].size(), 3u);
   nodes[1].collectives[0].fingerprints[1] = kC;
   FleetOutcome f = fleet_consensus(nodes, "d");
-  EXPECT_EQ(f.exit_code, 1);
+  EXPECT_EQ(f.decision, Decision::kFail);
   EXPECT_EQ(count_kind(f, FleetFindingKind::kCollective, 1), 1u);
 }
 
@@ -474,7 +474,7 @@ TEST(FleetConsensus, ANodeFileOfTheWrongShapeIsRefusedWithOneLine) {
     auto nodes = fleet_of(3);
     nodes[2].state = out.state, nodes[2].exit_code = out.exit_code, nodes[2].detail = out.detail;
     FleetOutcome f = fleet_consensus(nodes, "d");
-    EXPECT_EQ(f.exit_code, 1);
+    EXPECT_EQ(f.decision, Decision::kFail);
     ASSERT_EQ(count_kind(f, FleetFindingKind::kInterrupted, 2), 1u);
     EXPECT_NE(f.findings[0].detail.find("interrupted by signal 2 (SIGINT) after 2 probe cells (those count); its "
                                         "command run again resumes it"),
@@ -1172,20 +1172,20 @@ TEST(FleetConsensus, ANodeOfWhichNothingWasJudgedIsNoPass) {
   auto empty = fleet_of(3);
   empty[1].probe.observations.clear();
   FleetOutcome f = fleet_consensus(empty, "d");
-  EXPECT_EQ(f.exit_code, 1);
+  EXPECT_EQ(f.decision, Decision::kFail);
   EXPECT_EQ(count_kind(f, FleetFindingKind::kNothing, 1), 1u);
   auto none = fleet_of(3);
   for (auto& n : none) n.probe.observations.clear();
-  EXPECT_EQ(fleet_consensus(none, "d").exit_code, 2) << "no cell on any node: nothing was judged";
+  EXPECT_EQ(fleet_consensus(none, "d").decision, Decision::kNotJudged) << "no cell on any node: nothing was judged";
   auto short_one = fleet_of(3);
   short_one[2].probe.observations.pop_back();
   f = fleet_consensus(short_one, "d");
-  EXPECT_EQ(f.exit_code, 1);
+  EXPECT_EQ(f.decision, Decision::kFail);
   EXPECT_EQ(count_kind(f, FleetFindingKind::kMissingCell, 2), 1u);
   auto keyless = fleet_of(3);
   keyless[0].key = nlohmann::json::object();
   f = fleet_consensus(keyless, "d");
-  EXPECT_EQ(f.exit_code, 1);
+  EXPECT_EQ(f.decision, Decision::kFail);
   EXPECT_EQ(count_kind(f, FleetFindingKind::kNothing, 0), 1u);
   // Cells that all skipped on every node: "cells agree" over no bits was a pass.
   auto skipped = fleet_of(2);
@@ -1197,9 +1197,9 @@ TEST(FleetConsensus, ANodeOfWhichNothingWasJudgedIsNoPass) {
       o.reason = "no CUDA device";
     }
   f = fleet_consensus(skipped, "d");
-  EXPECT_NE(f.exit_code, 0);
+  EXPECT_NE(f.decision, Decision::kPass);
   EXPECT_EQ(count_kind(f, FleetFindingKind::kNothing, 0) + count_kind(f, FleetFindingKind::kNothing, 1), 2u);
-  EXPECT_EQ(fleet_consensus(fleet_of(3), "d").exit_code, 0);
+  EXPECT_EQ(fleet_consensus(fleet_of(3), "d").decision, Decision::kPass);
 }
 
 // A node.json claiming a million ranks beside one folder is refused at once, not judged for minutes.

@@ -178,14 +178,14 @@ TEST(HealthJudge, OtherBitsOnOneCpuAreNamedWithItsCoreAndPackage) {
   run.observations = {{0, ran("cpu-ref", "matmul?m=8&n=8&k=8", {kA, kA})},
                       {1, ran("cpu-ref", "matmul?m=8&n=8&k=8", {kA, kA})}};
   HealthOutcome ok = judge_health(ref, kKey, lanes, run, nlohmann::json::array(), 2);
-  EXPECT_EQ(ok.exit_code, 0);
+  EXPECT_EQ(ok.decision, Decision::kPass);
   EXPECT_EQ(ok.cells, 2u);
   EXPECT_TRUE(std::regex_match(ok.line, std::regex(R"(detaudit: OK 2 cells on 2 cpus in 1\.2 s \(not reached .*\))")))
       << ok.line << "\n(every backend but cpu-ref unfinished on both CPUs: said)";
 
   run.observations.push_back({1, ran("openblas?core=Haswell&threads=1", "reduce?op=sum&n=100", {kA, kB})});
   HealthOutcome bad = judge_health(ref, kKey, lanes, run, nlohmann::json::array(), 2);
-  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_EQ(bad.decision, Decision::kFail);
   EXPECT_EQ(bad.status, "FAIL");
   EXPECT_EQ(bad.line, "detaudit: FAIL cpu 13 (core 6, package 1): other bits in " +
                           canon_workload("reduce?op=sum&n=100") + " on " + canon_target("openblas?core=Haswell&threads=1") +
@@ -210,7 +210,7 @@ TEST(HealthJudge, OtherBitsOnOneCpuAreNamedWithItsCoreAndPackage) {
   half.seconds = 1;
   half.observations = {{0, ran("cpu-ref", "matmul?m=8&n=8&k=8", {kA, kA})}};
   HealthOutcome part = judge_health(ref, kKey, lanes, half, nlohmann::json::array(), 1);
-  EXPECT_EQ(part.exit_code, 2);
+  EXPECT_EQ(part.decision, Decision::kNotJudged);
   EXPECT_EQ(part.line.rfind("detaudit: ERROR no cell finished on cpu 13 within --budget 1 s (1 of 2 judged)", 0), 0u)
       << part.line;
 
@@ -218,7 +218,7 @@ TEST(HealthJudge, OtherBitsOnOneCpuAreNamedWithItsCoreAndPackage) {
   HealthRun none;
   none.cut = 2;
   HealthOutcome empty = judge_health(ref, kKey, lanes, none, nlohmann::json::array(), 0.5);
-  EXPECT_EQ(empty.exit_code, 2);
+  EXPECT_EQ(empty.decision, Decision::kNotJudged);
   EXPECT_EQ(empty.line, "detaudit: ERROR no cell finished within --budget 0.5 s (2 cut by it); nothing was judged");
 }
 
@@ -236,10 +236,10 @@ TEST(HealthJudge, TheRowsComputedAloneAreJudgedToo) {
   o.batch = BatchInvariance{2, 0, kA};
   run.observations = {{0, o}};
   HealthOutcome h = judge_health(ref, kKey, lanes, run, nlohmann::json::array(), 1);
-  EXPECT_EQ(h.exit_code, 1);
+  EXPECT_EQ(h.decision, Decision::kFail);
   EXPECT_NE(h.line.find("other bits of the rows computed alone"), std::string::npos) << h.line;
   run.observations[0].obs.batch->rows_fingerprint = kB;
-  EXPECT_EQ(judge_health(ref, kKey, lanes, run, nlohmann::json::array(), 1).exit_code, 0);
+  EXPECT_EQ(judge_health(ref, kKey, lanes, run, nlohmann::json::array(), 1).decision, Decision::kPass);
 }
 
 // What the check records is what the history accepts: a cell that gave other bits on two CPUs names both; one that
@@ -274,7 +274,7 @@ TEST(HealthJudge, TheRowsItRecordsAreOnesTheHistoryAccepts) {
                       {0, bad_rows},
                       {1, other_rows}};
   const HealthOutcome h = judge_health(ref, kKey, lanes, run, nlohmann::json::array(), 2);
-  ASSERT_EQ(h.exit_code, 1);
+  ASSERT_EQ(h.decision, Decision::kFail);
   Results r = health_results(ref, kKey, lanes, run, h);
   r.machine = {{"hostname", "node7"}, {"cpu_model", "EPYC"}, {"cores", 16}, {"gpus", nlohmann::json::array()}};
   r.command = "detaudit healthcheck --reference site.json";
@@ -303,7 +303,7 @@ TEST(HealthJudge, TheRowsItRecordsAreOnesTheHistoryAccepts) {
   const fs::path d = fresh_dir("health-records");
   fs::create_directories(d);
   std::string err;
-  const Status recorded = record_run((d / "h.db").string(), RunKind::kHealthcheck, r, "", h.exit_code);
+  const Status recorded = record_run((d / "h.db").string(), RunKind::kHealthcheck, r, "", exit_code_of(h.decision));
   ASSERT_TRUE(recorded.is_ok()) << recorded.message();
   HistoryQueryResult q;
   const Status read = query_history((d / "h.db").string(), {}, &q);

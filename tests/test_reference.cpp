@@ -132,7 +132,7 @@ TEST(FleetReference, TwoNodesAreToldApartByKnownGoodBits) {
   EXPECT_EQ(count_kind(f, FleetFindingKind::kNoMajority, 0), 1u);
   EXPECT_EQ(count_kind(f, FleetFindingKind::kNoMajority, 1), 1u);
   f = fleet_consensus(nodes, "d", &known);
-  EXPECT_EQ(f.exit_code, 1);
+  EXPECT_EQ(f.decision, Decision::kFail);
   ASSERT_EQ(f.findings.size(), 1u) << f.json["findings"].dump();
   EXPECT_EQ(f.findings[0].kind, FleetFindingKind::kReference);
   EXPECT_EQ(f.findings[0].rank, 1);
@@ -143,7 +143,7 @@ TEST(FleetReference, TwoNodesAreToldApartByKnownGoodBits) {
   EXPECT_EQ(f.json["nodes"][0]["verdict"], "PASS");
   EXPECT_EQ(f.json["nodes"][0]["cells_agreeing"], 2);
   // Both healthy: both pass, where the vote of two would pass them too.
-  EXPECT_EQ(fleet_consensus(fleet_of(2), "d", &known).exit_code, 0);
+  EXPECT_EQ(fleet_consensus(fleet_of(2), "d", &known).decision, Decision::kPass);
   // Three nodes agreeing on other bits than the reference: every one of them is named (a key holds the libraries and
   // the build, so the same key computing other bits is a fault, however many nodes share it).
   nodes = fleet_of(3);

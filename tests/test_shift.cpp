@@ -253,7 +253,7 @@ int failures(const std::vector<RealRun>& runs, int splits, double scale, size_t 
     for (size_t i = 0; i < now.size(); ++i) now[i].replicate = int(i);
     Baseline b = make_baseline(results_of(base), "base", "t");
     CheckReport rep = check_against_baseline(b, results_of(now, scale), "now", "b");
-    fails += rep.exit_code() == 1;
+    fails += rep.decision() == Decision::kFail;
     if (messages && k < 3)
       if (auto* f = shift_finding(rep)) messages->push_back(f->message);
   }
@@ -293,10 +293,10 @@ TEST(Shift, RealFinalLossesUnchangedPassAndRegressionsFail) {
 
   // (b) on the same key: the baseline is the runs themselves; one bit of one run changed fails.
   Baseline bb = make_baseline(results_of(b), "b", "t");
-  EXPECT_EQ(check_against_baseline(bb, results_of(b), "now", "b").exit_code(), 0);
+  EXPECT_EQ(check_against_baseline(bb, results_of(b), "now", "b").decision(), Decision::kPass);
   std::vector<RealRun> flipped = b;
   flipped[5].loss = std::nextafter(flipped[5].loss, 1.0);
-  EXPECT_EQ(check_against_baseline(bb, results_of(flipped), "now", "b").exit_code(), 1);
+  EXPECT_EQ(check_against_baseline(bb, results_of(flipped), "now", "b").decision(), Decision::kFail);
 }
 
 }  // namespace
