@@ -79,14 +79,12 @@ Status load_known(const std::string& path, const std::string& dir, KnownBits* ou
 // its findings.
 Status fleet_metrics(const std::string& path, const FleetOutcome& f, double seconds) {
   PromText p;
-  for (auto& n : f.json["nodes"]) {
-    const int rank = n["rank"].get<int>();
+  for (auto& n : f.nodes) {
     std::vector<MetricFinding> fs;
     for (auto& x : f.findings)
-      if (x.rank == rank) fs.push_back({{}, to_string(x.action), to_string(x.kind), x.cell});
-    const std::string v = n["verdict"].get<std::string>();
-    add_node_metrics(&p, "fleet", {{"host", n["host"].get<std::string>()}, {"rank", std::to_string(rank)}},
-                     v == "FAIL" ? 1 : 0, n["cells"].get<size_t>(), fs);
+      if (x.rank == n.rank) fs.push_back({{}, to_string(x.action), to_string(x.kind), x.cell});
+    add_node_metrics(&p, "fleet", {{"host", n.host}, {"rank", std::to_string(n.rank)}},
+                     n.verdict == Verdict::kFail ? 1 : 0, n.cells, fs);
   }
   add_run_metrics(&p, "fleet", machine_fingerprint().value("hostname", std::string("unknown")), seconds);
   return write_metrics(path, p);
@@ -98,37 +96,35 @@ int judge_fleet(const std::vector<FleetNode>& nodes, const std::string& dir, con
   if (const std::string why = known.path.empty() ? "" : holds_own_agreement(known.ref, nodes); !why.empty())
     return fail(fmt::format("--reference {}: {}", known.path, why));
   FleetOutcome f = fleet_consensus(nodes, dir, known.get());
-  f.json["ignored_folders"] = ignored;
+  f.ignored_folders = ignored;
   // What this fleet agreed on, kept beside its verdict as known-good bits for later fleets (cells a given reference
   // contradicts are left out: their bits are the finding, not a reference).
   const Reference agreed = reference_of_fleet(nodes, known.get());
   std::set<std::string> agreed_keys;
   for (auto& c : agreed.cells) agreed_keys.insert(c.key);
   const std::string mirror = known.path.empty() ? "" : mirrors_own_agreement(known.ref, nodes);
-  f.json["reference"] = {{"judged_by", known.path.empty() ? nlohmann::json() : nlohmann::json(known.path)},
-                         {"warning", mirror.empty() ? nlohmann::json() : nlohmann::json(mirror)},
-                         {"written", dir + "/reference.json"},
-                         {"cells", agreed.cells.size()},
-                         {"keys", agreed_keys.size()}};
+  FleetReferenceUse& used = f.reference.emplace();
+  if (!known.path.empty()) used.judged_by = known.path;
+  if (!mirror.empty()) used.warning = mirror;
+  used.written = dir + "/reference.json", used.cells = agreed.cells.size(), used.keys = agreed_keys.size();
+  const nlohmann::json fleet_json = to_json(f);
   if (Status st = save_reference(dir + "/reference.json", agreed); !st) return fail(st);
-  if (Status st = write_file_atomic(dir + "/fleet.json", f.json.dump(1) + "\n", Own::kFleet); !st) return fail(st);
-  if (Status st = write_fleet_reports(dir, f.json); !st) return fail(st);
+  if (Status st = write_file_atomic(dir + "/fleet.json", fleet_json.dump(1) + "\n", Own::kFleet); !st) return fail(st);
+  if (Status st = write_fleet_reports(dir, f); !st) return fail(st);
   if (!metrics.empty())
     if (Status st = fleet_metrics(metrics, f, seconds); !st) return fail("--metrics " + st.message());
   Outcome o;
   o.exit_code = exit_code_of(f.decision);
   o.report_md = dir + "/report.md";
   o.report_html = dir + "/report.html";
-  std::string t = fmt::format("fleet {}: {}\n", dir, f.json.value("summary", ""));
+  std::string t = fmt::format("fleet {}: {}\n", dir, f.summary);
   t += fmt::format("{:>5}  {:<20} {:<16} {:<9} {:>12} {:>9}  {:<7} {:<9}  {}\n", "rank", "host", "machine key", "state",
                    "cells agree", "time", "verdict", "action", "findings");
-  for (auto& n : f.json["nodes"]) {
-    const std::string ratio = n["time_ratio"].is_number() ? fmt::format("{:.2f}x", n["time_ratio"].get<double>()) : "-";
-    t += fmt::format("{:>5}  {:<20} {:<16} {:<9} {:>12} {:>9}  {:<7} {:<9}  {}\n", n["rank"].get<int>(),
-                     n["host"].get<std::string>(), n["key"].get<std::string>(), n["state"].get<std::string>(),
-                     fmt::format("{}/{}", n["cells_agreeing"].get<size_t>(), n["cells"].get<size_t>()), ratio,
-                     n["verdict"].get<std::string>(), n["action"].is_string() ? n["action"].get<std::string>() : "-",
-                     n.value("summary", std::string()));
+  for (auto& n : f.nodes) {
+    const std::string ratio = n.time_ratio ? fmt::format("{:.2f}x", *n.time_ratio) : "-";
+    t += fmt::format("{:>5}  {:<20} {:<16} {:<9} {:>12} {:>9}  {:<7} {:<9}  {}\n", n.rank, n.host, n.key,
+                     to_string(n.state), fmt::format("{}/{}", n.cells_agreeing, n.cells), ratio, to_string(n.verdict),
+                     n.action ? to_string(*n.action) : "-", n.summary);
   }
   // The verdict line counts every finding; the text lists the first 20.
   size_t shown = 0;
@@ -150,9 +146,9 @@ int judge_fleet(const std::vector<FleetNode>& nodes, const std::string& dir, con
                    agreed_keys.size(), agreed_keys.size() == 1 ? "" : "s");
   t += fmt::format("fleet.json, report.md and report.html in {}\n", dir);
   o.text = t;
-  o.data = {{"dir", dir}, {"fleet", f.json}};
+  o.data = {{"dir", dir}, {"fleet", fleet_json}};
   // Exit 2: no node ran, or none holds a cell (one interrupted before its first, say).
-  if (f.decision == Decision::kNotJudged) o.error = "nothing was judged: no node holds a cell: " + f.json.value("summary", "");
+  if (f.decision == Decision::kNotJudged) o.error = "nothing was judged: no node holds a cell: " + f.summary;
   if (!mirror.empty()) ++o.counts.warn;
   // Per-node rows in the history: each node's probe results under its own machine.
   if (hist) {

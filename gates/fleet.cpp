@@ -119,24 +119,6 @@ Promise::RunToRun fleet_promise(const FleetNode& n, const Observation& o) {
   return promise_for(t, w, n.probe.machine, o.details).run_to_run;
 }
 
-const char* to_string(NodeState s) {
-  switch (s) {
-    case NodeState::kFinished: return "finished";
-    case NodeState::kRunning: return "running";
-    case NodeState::kInterrupted: return "interrupted";
-    case NodeState::kFailed: return "failed";
-    case NodeState::kMissing: return "missing";
-  }
-  return "?";
-}
-
-bool parse_node_state(const std::string& text, NodeState* out) {
-  for (NodeState s : {NodeState::kFinished, NodeState::kRunning, NodeState::kInterrupted, NodeState::kFailed,
-                      NodeState::kMissing})
-    if (text == to_string(s)) return *out = s, true;
-  return false;
-}
-
 nlohmann::json FleetNode::node_json() const {
   nlohmann::json c = nlohmann::json::array();
   for (auto& x : collectives) c.push_back(x.to_json());
@@ -683,7 +665,6 @@ class Consensus {
   std::vector<std::map<std::pair<std::string, std::string>, const Observation*>> obs_of;
   std::set<std::string> differing_cells;
   std::vector<double> slowness;  // per node: its time against its group's (NAN: not timed)
-  nlohmann::json collectives = nlohmann::json::array();
 
   void find(Verdict v, FleetFindingKind kind, const FleetNode& n, const std::string& cell, std::string detail,
             nlohmann::json data = nlohmann::json::object()) {
@@ -1156,107 +1137,69 @@ class Consensus {
                              fps.size(), list.size(), c->fingerprints.empty() ? "none" : c->fingerprints[0]));
         }
         if (same) across.insert(*fps.begin());
-        collectives.push_back({{"workload", workload},
-                               {"library", list.front().second->library},
-                               {"algorithm", list.front().second->algorithm},
-                               {"ranks", ranks},
-                               {"nodes", list.size()},
-                               {"errors", errors},
-                               {"distinct", fps.size()},
-                               {"verdict", fps.size() <= 1 && errors == 0 ? "PASS" : "FAIL"},
-                               {"fingerprint", same ? *fps.begin() : ""}});
+        FleetCollective fc;
+        fc.workload = workload, fc.library = list.front().second->library, fc.algorithm = list.front().second->algorithm;
+        fc.ranks = ranks, fc.nodes = list.size(), fc.errors = errors, fc.distinct = fps.size();
+        fc.verdict = fps.size() <= 1 && errors == 0 ? Verdict::kPass : Verdict::kFail;
+        fc.fingerprint = same ? *fps.begin() : "";
+        out.collectives.push_back(std::move(fc));
       }
-      for (auto& c : collectives)
-        if (c["workload"] == workload) c["distinct_across_algorithms"] = across.size();
+      for (auto& c : out.collectives)
+        if (c.workload == workload) c.distinct_across_algorithms = across.size();
     }
   }
 
-  // One node's row of fleet.json: its state, key, cells, verdict and its most urgent action.
-  nlohmann::json node_row(size_t i) {
+  // One node's row: its state, key, cells, verdict and its most urgent action.
+  FleetNodeRow node_row(size_t i) {
     const FleetNode& n = nodes[i];
+    FleetNodeRow row;
+    row.rank = n.rank, row.host = n.host, row.folder = n.folder, row.state = n.state, row.exit_code = n.exit_code;
+    row.key = group_of.count(i) ? group_of[i] : "";
+    row.cells = n.probe.observations.size() + train_cells[i].size();  // level 2: the runs too
+    for (auto& m : matrix[i]) row.cells_agreeing += m == "agree";
+    if (std::isfinite(slowness[i])) row.time_ratio = slowness[i];
     size_t nf = 0, nw = 0;
-    for (auto& f : out.findings)
-      if (f.rank == n.rank) (f.verdict == Verdict::kFail ? nf : nw)++;
-    size_t agree = 0;
-    for (auto& m : matrix[i]) agree += m == "agree";
     std::vector<const FleetFinding*> mine;
     for (auto& f : out.findings)
-      if (f.rank == n.rank) mine.push_back(&f);
+      if (f.rank == n.rank) (f.verdict == Verdict::kFail ? nf : nw)++, mine.push_back(&f);
+    row.verdict = nf ? Verdict::kFail : nw ? Verdict::kWarn : Verdict::kPass;
     // The most urgent action among its findings (Action's order), or none.
-    std::optional<Action> most;
     for (const FleetFinding* f : mine)
-      if (!most || int(f->action) < int(*most)) most = f->action;
-    return {{"rank", n.rank},
-                  {"host", n.host},
-                  {"folder", n.folder},
-                  {"state", to_string(n.state)},
-                  {"key", group_of.count(i) ? group_of[i] : ""},
-                  {"cells", n.probe.observations.size() + train_cells[i].size()},  // level 2: the runs too
-                  {"cells_agreeing", agree},
-                  {"exit_code", n.exit_code},
-                  {"time_ratio", std::isfinite(slowness[i]) ? nlohmann::json(slowness[i]) : nlohmann::json()},
-                  {"verdict", nf   ? "FAIL"
-                              : nw ? "WARN"
-                                   : "PASS"},
-                  {"action", most ? nlohmann::json(to_string(*most)) : nlohmann::json()},
-                  {"summary", node_summary(mine)},
-                  {"findings", nf + nw}};
+      if (!row.action || int(f->action) < int(*row.action)) row.action = f->action;
+    row.summary = node_summary(mine);
+    row.findings = nf + nw;
+    return row;
   }
 
+  // What fleet.json says besides the findings: who made it, the groups, each node's row, the cells (disagreeing
+  // ones first) and their matrix.
   void write_document() {
-    // fleet.json
-    nlohmann::json j;
-    j["schema"] = kFleetSchema;
-    j["tool_version"] = DETAUDIT_VERSION;
-    j["tool_commit"] = git_commit();
-    j["created_at"] = utc_now_iso8601();
-    j["dir"] = dir;
-    j["ranks"] = out.ranks;
-    j["level"] = out.level;
-    j["verdict"] = to_string(out.decision);
-    j["exit_code"] = exit_code_of(out.decision);
-    j["summary"] = fmt::format("{} nodes ({} ran), {} machine key group(s), {} cells: {} FAIL, {} WARN", nodes.size(),
-                               ran, groups.size(), cells.size(), fails, warns);
-    nlohmann::json gj = nlohmann::json::array();
+    out.tool_version = DETAUDIT_VERSION;
+    out.tool_commit = git_commit();
+    out.created_at = utc_now_iso8601();
+    out.dir = dir;
+    out.summary = fmt::format("{} nodes ({} ran), {} machine key group(s), {} cells: {} FAIL, {} WARN", nodes.size(),
+                              ran, groups.size(), cells.size(), fails, warns);
     for (auto& [h, members] : groups) {
-      nlohmann::json ranks = nlohmann::json::array();
-      for (size_t i : members) ranks.push_back(nodes[i].rank);
-      gj.push_back({{"key", h}, {"fields", nodes[members[0]].key}, {"ranks", ranks}, {"reference", h == reference}});
+      FleetGroup g;
+      g.key = h, g.fields = nodes[members[0]].key, g.reference = h == reference;
+      for (size_t i : members) g.ranks.push_back(nodes[i].rank);
+      out.groups.push_back(std::move(g));
     }
-    j["groups"] = gj;
-    nlohmann::json nj = nlohmann::json::array();
-    for (size_t i = 0; i < nodes.size(); ++i) nj.push_back(node_row(i));
-    j["nodes"] = nj;
-    nlohmann::json fj = nlohmann::json::array();
-    for (auto& f : out.findings)
-      fj.push_back({{"verdict", to_string(f.verdict)},
-                    {"kind", to_string(f.kind)},
-                    {"action", to_string(f.action)},
-                    {"rank", f.rank},
-                    {"host", f.host},
-                    {"cell", f.cell},
-                    {"detail", f.detail},
-                    {"data", f.data}});
-    j["findings"] = fj;
-    // The heat map's cells: the disagreeing ones first.
+    for (size_t i = 0; i < nodes.size(); ++i) out.nodes.push_back(node_row(i));
     std::vector<size_t> order(cells.size());
     for (size_t c = 0; c < cells.size(); ++c) order[c] = c;
     std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
       return differing_cells.count(cell_name(cells[a].first, cells[a].second)) >
              differing_cells.count(cell_name(cells[b].first, cells[b].second));
     });
-    nlohmann::json cj = nlohmann::json::array(), mj = nlohmann::json::array();
-    for (size_t c : order) cj.push_back(cell_name(cells[c].first, cells[c].second));
+    for (size_t c : order) out.cells.push_back(cell_name(cells[c].first, cells[c].second));
     for (size_t i = 0; i < nodes.size(); ++i) {
-      nlohmann::json row = nlohmann::json::array();
+      std::vector<std::string> row;
       for (size_t c : order) row.push_back(matrix[i][c]);
-      mj.push_back(row);
+      out.matrix.push_back(std::move(row));
     }
-    j["cells"] = cj;
-    j["matrix"] = mj;
-    j["cells_differing"] = differing_cells.size();
-    j["collectives"] = collectives;
-    out.json = std::move(j);
+    out.cells_differing = differing_cells.size();
   }
 };
 
@@ -1264,28 +1207,6 @@ class Consensus {
 
 FleetOutcome fleet_consensus(const std::vector<FleetNode>& nodes, const std::string& dir, const Reference* known) {
   return Consensus(nodes, dir, known).run();
-}
-
-const char* to_string(FleetFindingKind k) {
-  switch (k) {
-    case FleetFindingKind::kBits: return "bits";
-    case FleetFindingKind::kNoMajority: return "no_majority";
-    case FleetFindingKind::kVaries: return "varies";
-    case FleetFindingKind::kStatus: return "status";
-    case FleetFindingKind::kReference: return "reference";
-    case FleetFindingKind::kOwnCheck: return "own_check";
-    case FleetFindingKind::kCollective: return "collective";
-    case FleetFindingKind::kKey: return "key";
-    case FleetFindingKind::kAnotherPlan: return "another_plan";
-    case FleetFindingKind::kMissing: return "missing";
-    case FleetFindingKind::kFailed: return "failed";
-    case FleetFindingKind::kLost: return "lost";
-    case FleetFindingKind::kInterrupted: return "interrupted";
-    case FleetFindingKind::kNothing: return "nothing";
-    case FleetFindingKind::kMissingCell: return "missing_cell";
-    case FleetFindingKind::kSlow: return "slow";
-  }
-  return "?";
 }
 
 Action fleet_action(FleetFindingKind kind) {

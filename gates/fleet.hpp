@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "contract/fleet_outcome.hpp"
 #include "contract/results.hpp"
 #include "gates/verdict.hpp"
 #include "gates/reference.hpp"
@@ -22,21 +23,8 @@
 namespace detaudit {
 
 inline constexpr const char* kFleetNodeSchema = "detaudit-fleet-node/1";
-inline constexpr const char* kFleetSchema = "detaudit-fleet/1";
 // A node whose median time over the cells, relative to its group's, is this many times slower.
 inline constexpr double kFleetSlowWarn = 3, kFleetSlowFail = 10;
-
-// Where a rank got to; to_string gives its name in node.json and fleet.json.
-enum class NodeState {
-  kFinished,     // its part ran to the end
-  kRunning,      // it did not finish (killed, crashed or lost): its results so far count
-  kInterrupted,  // stopped by a signal it caught (exit_code 128 + the signal): its results so far count, and its
-                 // command run again resumes it
-  kFailed,       // it could not run (detail says why)
-  kMissing,      // no folder at all (never written to node.json)
-};
-const char* to_string(NodeState s);
-bool parse_node_state(const std::string& text, NodeState* out);  // false: no state of a node
 
 // What one rank wrote (node.json), with its probe results as far as they got.
 struct FleetNode {
@@ -95,37 +83,6 @@ Status check_fleet_distances(const std::vector<FleetNode>& nodes);
 // level, tool and times; a finished rank's is required.
 Status check_fleet_qualify(const std::string& qualify_json, const std::string& where, const FleetNode& n);
 
-// What a finding of the consensus is about; to_string gives its name in fleet.json ("bits", "no_majority", ...).
-enum class FleetFindingKind {
-  kBits,         // other bits than the group's majority (or its rows computed alone)
-  kNoMajority,   // no majority of the group's bits
-  kVaries,       // varied where its peers or the reference did not
-  kStatus,       // crashed, timed out or skipped where its peers ran
-  kReference,    // other bits than the reference's known-good bits of its key
-  kOwnCheck,     // its own qualification failed, or failed its promise where the cell is compared as distributions
-  kCollective,   // a collective's ranks or repeats gave several results
-  kKey,          // alone with its machine key, beside a larger group
-  kAnotherPlan,  // ran another level, repeats or workloads than most nodes
-  kMissing,      // no folder at all
-  kFailed,       // could not run
-  kLost,         // did not finish (killed, crashed or lost)
-  kInterrupted,  // stopped by a signal it caught
-  kNothing,      // finished, but nothing of it could be judged
-  kMissingCell,  // a cell its peers of the same key ran is not in its results
-  kSlow,         // slower than its group
-};
-const char* to_string(FleetFindingKind k);
-
-// One thing the consensus found, about one node (and one cell, when it is about a cell).
-struct FleetFinding {
-  Verdict verdict = Verdict::kFail;
-  FleetFindingKind kind = FleetFindingKind::kBits;
-  Action action = Action::kIsolate;  // fleet_action(kind)
-  int rank = -1;
-  std::string host, cell, detail;  // detail: one line
-  nlohmann::json data = nlohmann::json::object();
-};
-
 // What a kind of finding asks: ISOLATE other bits, a cell that varied, crashed or broke a promise, the node's own
 // failed qualification, a collective; CONFIGURE another machine key or plan than its peers'; RETEST a node lost,
 // interrupted, missing, that could not run or of which nothing was judged; MONITOR slow.
@@ -133,13 +90,6 @@ Action fleet_action(FleetFindingKind kind);
 
 // fleet report refuses a directory whose latest run misses more ranks than this (each would be a row).
 inline constexpr size_t kMaxMissingRanks = 10000;
-
-struct FleetOutcome {
-  int ranks = 0, level = 1;
-  std::vector<FleetFinding> findings;  // FAIL first, then WARN
-  nlohmann::json json;                 // fleet.json (kFleetSchema)
-  Decision decision = Decision::kNotJudged;  // PASS consensus; FAIL a node disagrees or failed; nothing could run
-};
 
 // The consensus of the nodes. Groups by machine key; a node alone with its key where a larger group
 // exists is named with the fields that differ. Within each group of two or more, per cell: a cell

@@ -10,11 +10,6 @@ namespace detaudit {
 
 namespace {
 
-std::string s_of(const nlohmann::json& j, const char* k) {
-  if (!j.is_object() || !j.contains(k)) return "";
-  return j[k].is_string() ? j[k].get<std::string>() : j[k].is_null() ? "" : j[k].dump();
-}
-
 std::string verdict_class(const std::string& v) {
   return v == "PASS" ? "ok" : v == "FAIL" || v == "ERROR" ? "bad" : v == "WARN" ? "warn" : "muted";
 }
@@ -41,15 +36,14 @@ const State& state_of(const std::string& s) {
 
 }  // namespace
 
-Document build_fleet_report(const nlohmann::json& f) {
+Document build_fleet_report(const FleetOutcome& f) {
   Document d;
   d.title = "detaudit fleet";
-  const std::string verdict = s_of(f, "verdict");
+  const std::string verdict = to_string(f.decision);
   Section& top = d.add("");
-  top.para(fmt::format("**{}**: {}", verdict, inline_text(s_of(f, "summary"))), verdict_class(verdict));
-  top.para(fmt::format("Level {}, {} ranks; {} by detaudit {} ({}) at {}.", s_of(f, "level"), s_of(f, "ranks"),
-                       inline_code(s_of(f, "dir")), inline_text(s_of(f, "tool_version")),
-                       inline_code(s_of(f, "tool_commit")), inline_text(s_of(f, "created_at"))));
+  top.para(fmt::format("**{}**: {}", verdict, inline_text(f.summary)), verdict_class(verdict));
+  top.para(fmt::format("Level {}, {} ranks; {} by detaudit {} ({}) at {}.", f.level, f.ranks, inline_code(f.dir),
+                       inline_text(f.tool_version), inline_code(f.tool_commit), inline_text(f.created_at)));
   top.para(
       "A deterministic cell must give the same bits on every node of the same machine key (hardware, driver, "
       "libraries, tool and build). Within each group of nodes of one key, the majority's fingerprint is the "
@@ -58,20 +52,18 @@ Document build_fleet_report(const nlohmann::json& f) {
 
   Section& nodes = d.add("Nodes");
   std::vector<std::vector<Cell>> rows;
-  for (auto& n : f.value("nodes", nlohmann::json::array())) {
-    const std::string v = s_of(n, "verdict");
-    const std::string ratio = n.contains("time_ratio") && n["time_ratio"].is_number()
-                                  ? fmt::format("{:.2f}x", n["time_ratio"].get<double>())
-                                  : "-";
-    rows.push_back({{inline_text(s_of(n, "rank")), ""},
-                    {inline_text(s_of(n, "host")), ""},
-                    {inline_code(s_of(n, "key")), ""},
-                    {inline_text(s_of(n, "state")), ""},
-                    {fmt::format("{} of {}", s_of(n, "cells_agreeing"), s_of(n, "cells")), ""},
+  for (auto& n : f.nodes) {
+    const std::string v = to_string(n.verdict);
+    const std::string ratio = n.time_ratio ? fmt::format("{:.2f}x", *n.time_ratio) : "-";
+    rows.push_back({{inline_text(std::to_string(n.rank)), ""},
+                    {inline_text(n.host), ""},
+                    {inline_code(n.key), ""},
+                    {inline_text(to_string(n.state)), ""},
+                    {fmt::format("{} of {}", n.cells_agreeing, n.cells), ""},
                     {ratio, ""},
                     {inline_text(v), verdict_class(v)},
-                    {inline_text(s_of(n, "action")), ""},
-                    {inline_text(s_of(n, "summary")), ""}});
+                    {inline_text(n.action ? to_string(*n.action) : ""), ""},
+                    {inline_text(n.summary), ""}});
   }
   nodes.table({"rank", "host", "machine key", "state", "cells agreeing", "time vs group", "verdict", "action",
                "findings"},
@@ -80,53 +72,49 @@ Document build_fleet_report(const nlohmann::json& f) {
              "machine key or plan than its peers'; RETEST it could not run, was lost or interrupted; MONITOR slow.");
 
   Section& fs = d.add("Findings");
-  const auto findings = f.value("findings", nlohmann::json::array());
-  if (findings.empty()) {
+  if (f.findings.empty()) {
     fs.para("None: every node agrees with its group on every cell it ran, and none is slow.", "ok");
   } else {
     std::vector<std::vector<Cell>> fr;
-    for (auto& x : findings) {
-      const std::string v = s_of(x, "verdict");
+    for (auto& x : f.findings) {
+      const std::string v = to_string(x.verdict);
       fr.push_back({{inline_text(v), verdict_class(v)},
-                    {inline_text(s_of(x, "rank") + " " + s_of(x, "host")), ""},
-                    {inline_text(s_of(x, "kind")), ""},
-                    {inline_text(s_of(x, "action")), ""},
-                    {s_of(x, "cell").empty() ? "" : inline_code(s_of(x, "cell")), ""},
-                    {inline_text(s_of(x, "detail")), ""}});
+                    {inline_text(std::to_string(x.rank) + " " + x.host), ""},
+                    {inline_text(to_string(x.kind)), ""},
+                    {inline_text(to_string(x.action)), ""},
+                    {x.cell.empty() ? "" : inline_code(x.cell), ""},
+                    {inline_text(x.detail), ""}});
     }
     fs.table({"verdict", "node", "kind", "action", "cell", "detail"}, fr).md_budget(20000);
   }
 
   Section& gs = d.add("Machine key groups");
   std::vector<std::string> items;
-  for (auto& g : f.value("groups", nlohmann::json::array())) {
-    std::vector<std::string> ranks;
-    for (auto& r : g.value("ranks", nlohmann::json::array())) ranks.push_back(r.dump());
-    items.push_back(fmt::format("{}{}: ranks {}", inline_code(s_of(g, "key")),
-                                g.value("reference", false) ? " (the largest)" : "", fmt::join(ranks, ", ")));
-  }
+  for (auto& g : f.groups)
+    items.push_back(fmt::format("{}{}: ranks {}", inline_code(g.key), g.reference ? " (the largest)" : "",
+                                fmt::join(g.ranks, ", ")));
   gs.list(items);
   gs.para(
       "A key hashes the CPU model and features, cores, each GPU's name, compute capability and SM count, "
       "every library and driver version the machine reports, and detaudit's version and commit.");
 
-  const auto coll = f.value("collectives", nlohmann::json::array());
+  const auto& coll = f.collectives;
   if (!coll.empty()) {
     Section& cs = d.add("Collectives");
     std::vector<std::vector<Cell>> cr;
     for (auto& c : coll) {
-      const std::string v = s_of(c, "verdict");
-      cr.push_back({{inline_code(s_of(c, "workload")), ""},
-                    {inline_text(c.value("library", std::string("mpi"))), ""},
-                    {inline_text(s_of(c, "algorithm")), ""},
-                    {inline_text(s_of(c, "ranks")), ""},
-                    {inline_text(s_of(c, "distinct")), ""},
-                    {inline_code(s_of(c, "fingerprint").substr(0, 16)), ""},
+      const std::string v = to_string(c.verdict);
+      cr.push_back({{inline_code(c.workload), ""},
+                    {inline_text(c.library), ""},
+                    {inline_text(c.algorithm), ""},
+                    {inline_text(std::to_string(c.ranks)), ""},
+                    {inline_text(std::to_string(c.distinct)), ""},
+                    {inline_code(c.fingerprint.substr(0, 16)), ""},
                     {inline_text(v), verdict_class(v)}});
     }
     cs.table({"workload", "library", "algorithm", "ranks", "distinct results", "fingerprint", "verdict"}, cr);
     size_t across = 0;
-    for (auto& c : coll) across = std::max<size_t>(across, c.value("distinct_across_algorithms", 0));
+    for (auto& c : coll) across = std::max(across, c.distinct_across_algorithms);
     cs.para(fmt::format(
         "All-reduce of float sums, through MPI_Allreduce on the CPUs (each of Open MPI's tuned algorithms) and, "
         "where every rank has a GPU, through NCCL (NCCL_ALGO Ring and Tree): each algorithm must give one "
@@ -136,8 +124,8 @@ Document build_fleet_report(const nlohmann::json& f) {
         across));
   }
 
-  const auto cells = f.value("cells", nlohmann::json::array());
-  const auto matrix = f.value("matrix", nlohmann::json::array());
+  const auto& cells = f.cells;
+  const auto& matrix = f.matrix;
   if (!cells.empty() && !matrix.empty()) {
     Section& hm = d.add("Nodes x cells");
     HeatmapOptions ho;
@@ -149,13 +137,11 @@ Document build_fleet_report(const nlohmann::json& f) {
     if (shown < cells.size()) ho.note = fmt::format("The first {} of {} cells.", shown, cells.size());
     for (size_t c = 0; c < shown; ++c) ho.col_labels.push_back("");
     std::vector<HeatmapCell> hc;
-    const auto node_list = f.value("nodes", nlohmann::json::array());
-    for (size_t i = 0; i < matrix.size() && i < node_list.size(); ++i) {
-      ho.row_labels.push_back(fmt::format("rank {} {}", s_of(node_list[i], "rank"), s_of(node_list[i], "host")));
+    for (size_t i = 0; i < matrix.size() && i < f.nodes.size(); ++i) {
+      ho.row_labels.push_back(fmt::format("rank {} {}", f.nodes[i].rank, f.nodes[i].host));
       for (size_t c = 0; c < shown && c < matrix[i].size(); ++c) {
-        const State& st = state_of(matrix[i][c].get<std::string>());
-        hc.push_back(
-            {i, c, st.colour, "", fmt::format("{}: {} ({})", cells[c].get<std::string>(), st.name, st.meaning)});
+        const State& st = state_of(matrix[i][c]);
+        hc.push_back({i, c, st.colour, "", fmt::format("{}: {} ({})", cells[c], st.name, st.meaning)});
       }
     }
     hm.svg(svg_heatmap(hc, ho), "heat map of nodes by cells").html_only();
@@ -166,7 +152,7 @@ Document build_fleet_report(const nlohmann::json& f) {
   return d;
 }
 
-Status write_fleet_reports(const std::string& dir, const nlohmann::json& fleet) {
+Status write_fleet_reports(const std::string& dir, const FleetOutcome& fleet) {
   Document d = build_fleet_report(fleet);
   for (const char* name : {"/report.md", "/report.html"})
     DETAUDIT_RETURN_IF_ERROR(check_destination(dir + name, Own::kReport));

@@ -1,17 +1,17 @@
-// The fleet report (report.md, report.html of a fleet directory), rendered from fleet.json: one row per
-// node (host, rank, machine key, verdict), the findings with the disagreeing cells first, the machine key
-// groups and the fields that split them, the collectives, and a heat map of nodes x cells.
+// The fleet report (report.md, report.html of a fleet directory), rendered from its consensus (FleetOutcome, what
+// fleet.json holds): one row per node (host, rank, machine key, verdict), the findings with the disagreeing cells
+// first, the machine key groups and the fields that split them, the collectives, and a heat map of nodes x cells.
 #pragma once
-#include <nlohmann/json.hpp>
 #include <string>
 
 #include "contract/atomic_file.hpp"
+#include "contract/fleet_outcome.hpp"
 #include "report/document.hpp"
 
 namespace detaudit {
 
-Document build_fleet_report(const nlohmann::json& fleet);
+Document build_fleet_report(const FleetOutcome& fleet);
 // DIR/report.md and DIR/report.html, atomically.
-Status write_fleet_reports(const std::string& dir, const nlohmann::json& fleet);
+Status write_fleet_reports(const std::string& dir, const FleetOutcome& fleet);
 
 }  // namespace detaudit

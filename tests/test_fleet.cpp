@@ -84,7 +84,7 @@ TEST(FleetConsensus, NodesThatAgreePass) {
   FleetOutcome f = fleet_consensus(fleet_of(3), "d");
   EXPECT_EQ(f.decision, Decision::kPass);
   EXPECT_TRUE(f.findings.empty());
-  EXPECT_EQ(f.json["nodes"][2]["cells_agreeing"], 2);
+  EXPECT_EQ(to_json(f)["nodes"][2]["cells_agreeing"], 2);
 }
 
 TEST(FleetConsensus, TheNodeWithOtherBitsIsNamedWithBothFingerprints) {
@@ -98,14 +98,14 @@ TEST(FleetConsensus, TheNodeWithOtherBitsIsNamedWithBothFingerprints) {
   EXPECT_EQ(f.findings[0].cell, kW1 + " @ " + kRef);
   EXPECT_NE(f.findings[0].detail.find(kC + " here, " + kA + " on 2 of 3 nodes"), std::string::npos)
       << f.findings[0].detail;
-  EXPECT_EQ(f.json["matrix"][1][0], "differs");  // the disagreeing cell comes first
+  EXPECT_EQ(to_json(f)["matrix"][1][0], "differs");  // the disagreeing cell comes first
   // What to do, per finding and per node: other bits on a deterministic cell isolate the node.
   EXPECT_EQ(f.findings[0].action, Action::kIsolate);
-  EXPECT_EQ(f.json["findings"][0]["action"], "ISOLATE");
-  EXPECT_EQ(f.json["nodes"][1]["action"], "ISOLATE");
-  EXPECT_EQ(f.json["nodes"][1]["summary"], "1 FAIL, cpu-ref target");
-  EXPECT_TRUE(f.json["nodes"][0]["action"].is_null());
-  EXPECT_EQ(f.json["nodes"][0]["summary"], "");
+  EXPECT_EQ(to_json(f)["findings"][0]["action"], "ISOLATE");
+  EXPECT_EQ(to_json(f)["nodes"][1]["action"], "ISOLATE");
+  EXPECT_EQ(to_json(f)["nodes"][1]["summary"], "1 FAIL, cpu-ref target");
+  EXPECT_TRUE(to_json(f)["nodes"][0]["action"].is_null());
+  EXPECT_EQ(to_json(f)["nodes"][0]["summary"], "");
 }
 
 // Batch invariance's rows computed alone are compared across the nodes too: a fault that lands only there (the product
@@ -124,7 +124,7 @@ TEST(FleetConsensus, OtherBitsInTheRowsComputedAloneAreNamed) {
                                       " on 2 of 3 nodes (1 of 4 rows differ from the product here)"),
             std::string::npos)
       << f.findings[0].detail;
-  EXPECT_EQ(f.json["matrix"][2][0], "differs");
+  EXPECT_EQ(to_json(f)["matrix"][2][0], "differs");
   // The same rows everywhere: nothing to name; results of older versions (no rows fingerprint): nothing compared.
   nodes[2].probe.observations[0].batch = BatchInvariance{4, 0, kB};
   EXPECT_EQ(fleet_consensus(nodes, "d").decision, Decision::kPass);
@@ -191,7 +191,7 @@ TEST(FleetConsensus, CellsOfATargetPermittedToVaryAreNotComparedByBits) {
   nodes[1].probe.observations.push_back(obs(w, atomic, {kB, kB, kB}));
   nodes[2].probe.observations.push_back(obs(w, atomic, {kA, kC, kA}));
   FleetOutcome f = fleet_consensus(nodes, "d");
-  EXPECT_EQ(f.decision, Decision::kPass) << f.json["findings"].dump();
+  EXPECT_EQ(f.decision, Decision::kPass) << to_json(f)["findings"].dump();
   EXPECT_TRUE(f.findings.empty());
 }
 
@@ -202,8 +202,8 @@ TEST(FleetConsensus, CellsThatVaryOnMostNodesAreComparedAsDistributions) {
   nodes[1].probe.observations[0] = obs(kW1, kRef, {kB, kB, kC});
   nodes[2].probe.observations[0] = obs(kW1, kRef, {kA, kA, kA});
   FleetOutcome f = fleet_consensus(nodes, "d");
-  EXPECT_EQ(f.decision, Decision::kPass) << f.json["findings"].dump();
-  EXPECT_EQ(f.json["matrix"][0][0], "nondeterministic");
+  EXPECT_EQ(f.decision, Decision::kPass) << to_json(f)["findings"].dump();
+  EXPECT_EQ(to_json(f)["matrix"][0][0], "nondeterministic");
   // ... but a node whose own verdict fails its promise there is named.
   nodes[1].probe.observations[0].verdict = Verdict::kFail;
   nodes[1].probe.observations[0].verdict_reason = "outside the error bound";
@@ -262,11 +262,11 @@ TEST(FleetConsensus, LostMissingAndFailedNodesAreNamedAndTheOthersStand) {
   EXPECT_EQ(count_kind(f, FleetFindingKind::kMissing, 2), 1u);
   EXPECT_EQ(count_kind(f, FleetFindingKind::kBits, 3), 1u);    // w2: ranks 0 and 1 agree, 3 differs (2 has nothing)
   // A lost or missing node is run again; its summary names the kind of finding about itself.
-  EXPECT_EQ(f.json["nodes"][1]["action"], "RETEST");
-  EXPECT_EQ(f.json["nodes"][1]["summary"], "1 FAIL: lost");
-  EXPECT_EQ(f.json["cells"][0], kW2 + " @ " + kRef);  // the disagreeing cell first
-  EXPECT_EQ(f.json["matrix"][1][0], "agree");
-  EXPECT_EQ(f.json["matrix"][2][0], "missing");
+  EXPECT_EQ(to_json(f)["nodes"][1]["action"], "RETEST");
+  EXPECT_EQ(to_json(f)["nodes"][1]["summary"], "1 FAIL: lost");
+  EXPECT_EQ(to_json(f)["cells"][0], kW2 + " @ " + kRef);  // the disagreeing cell first
+  EXPECT_EQ(to_json(f)["matrix"][1][0], "agree");
+  EXPECT_EQ(to_json(f)["matrix"][2][0], "missing");
 }
 
 TEST(FleetConsensus, ASlowNodeWarnsAtThreeTimesAndFailsAtTen) {
@@ -306,7 +306,7 @@ TEST(FleetConsensus, CollectivesMustAgreeWithinAnAlgorithm) {
     n.collectives = {ring, rd, nccl_ring};
   }
   EXPECT_EQ(fleet_consensus(nodes, "d").decision, Decision::kPass) << "algorithms and libraries may differ from each other";
-  EXPECT_EQ(fleet_consensus(nodes, "d").json["collectives"].size(), 3u);
+  EXPECT_EQ(to_json(fleet_consensus(nodes, "d"))["collectives"].size(), 3u);
   nodes[1].collectives[0].fingerprints[1] = kC;
   FleetOutcome f = fleet_consensus(nodes, "d");
   EXPECT_EQ(f.decision, Decision::kFail);

@@ -133,15 +133,15 @@ TEST(FleetReference, TwoNodesAreToldApartByKnownGoodBits) {
   EXPECT_EQ(count_kind(f, FleetFindingKind::kNoMajority, 1), 1u);
   f = fleet_consensus(nodes, "d", &known);
   EXPECT_EQ(f.decision, Decision::kFail);
-  ASSERT_EQ(f.findings.size(), 1u) << f.json["findings"].dump();
+  ASSERT_EQ(f.findings.size(), 1u) << to_json(f)["findings"].dump();
   EXPECT_EQ(f.findings[0].kind, FleetFindingKind::kReference);
   EXPECT_EQ(f.findings[0].rank, 1);
   EXPECT_NE(f.findings[0].detail.find("other bits than the reference: " + kC + " here, " + kA +
                                       " known good: 3 of 3 nodes of this key agreed on it at 2026-12-01T10:00:00Z"),
             std::string::npos)
       << f.findings[0].detail;
-  EXPECT_EQ(f.json["nodes"][0]["verdict"], "PASS");
-  EXPECT_EQ(f.json["nodes"][0]["cells_agreeing"], 2);
+  EXPECT_EQ(to_json(f)["nodes"][0]["verdict"], "PASS");
+  EXPECT_EQ(to_json(f)["nodes"][0]["cells_agreeing"], 2);
   // Both healthy: both pass, where the vote of two would pass them too.
   EXPECT_EQ(fleet_consensus(fleet_of(2), "d", &known).decision, Decision::kPass);
   // Three nodes agreeing on other bits than the reference: every one of them is named (a key holds the libraries and
@@ -162,23 +162,23 @@ TEST(FleetReference, ANodeAloneWithItsKeyIsJudgedAgainstItsKeysReference) {
   FleetOutcome f = fleet_consensus(nodes, "d");
   EXPECT_EQ(count_kind(f, FleetFindingKind::kKey, 2), 1u);
   EXPECT_EQ(count_kind(f, FleetFindingKind::kReference, 2), 0u);
-  EXPECT_EQ(f.json["matrix"][2][0], "alone");
+  EXPECT_EQ(to_json(f)["matrix"][2][0], "alone");
   f = fleet_consensus(nodes, "d", &known);
   ASSERT_EQ(count_kind(f, FleetFindingKind::kKey, 2), 1u);
-  EXPECT_EQ(count_kind(f, FleetFindingKind::kReference, 2), 1u) << f.json["findings"].dump();
+  EXPECT_EQ(count_kind(f, FleetFindingKind::kReference, 2), 1u) << to_json(f)["findings"].dump();
   for (auto& x : f.findings)
     if (x.kind == FleetFindingKind::kKey) EXPECT_NE(x.detail.find("but with the reference's 2 cells of its own key"), std::string::npos) << x.detail;
   // Its cell that agrees with the reference agrees; the one that does not differs.
-  const auto& cells = f.json["cells"];
+  const auto& cells = to_json(f)["cells"];
   for (size_t c = 0; c < cells.size(); ++c)
-    EXPECT_EQ(f.json["matrix"][2][c], cells[c] == kW1 + " @ " + kRef ? "differs" : "agree") << cells[c];
+    EXPECT_EQ(to_json(f)["matrix"][2][c], cells[c] == kW1 + " @ " + kRef ? "differs" : "agree") << cells[c];
   // Known-good bits judge only a cell that promises them: a node alone with its key on a cell that may vary (as its
   // target says) is not judged by a reference that holds bits for it.
   {
     auto varying = nodes;
     varying[2].probe.observations[0].details["fleet_promise"] = "nondeterministic";
     const FleetOutcome v = fleet_consensus(varying, "d", &known);
-    EXPECT_EQ(count_kind(v, FleetFindingKind::kReference, 2), 0u) << v.json["findings"].dump();
+    EXPECT_EQ(count_kind(v, FleetFindingKind::kReference, 2), 0u) << to_json(v)["findings"].dump();
   }
   // A cell the node did not run to one output is named against the reference too.
   nodes[2].probe.observations[1] = obs(kW2, {kB, kC});
@@ -197,7 +197,7 @@ TEST(FleetReference, TheRowsComputedAloneAreJudgedAgainstTheReference) {
   nodes[0].probe.observations[0].batch = BatchInvariance{2, 0, kB};
   nodes[1].probe.observations[0].batch = BatchInvariance{2, 1, kC};
   FleetOutcome f = fleet_consensus(nodes, "d", &known);
-  ASSERT_EQ(f.findings.size(), 1u) << f.json["findings"].dump();
+  ASSERT_EQ(f.findings.size(), 1u) << to_json(f)["findings"].dump();
   EXPECT_EQ(f.findings[0].rank, 1);
   EXPECT_NE(f.findings[0].detail.find("other bits in the rows computed alone (batch invariance) than the reference: " +
                                       kC + " here, " + kB),
