@@ -237,8 +237,6 @@ nlohmann::json record_health(const HealthArgs& a, const std::string& history, co
   h->status = "ERROR";
   h->line =
       "detaudit: ERROR " + st.message() + " (the check itself: " + h->line.substr(std::string("detaudit: ").size()) + ")";
-  h->json["status"] = h->status;
-  h->json["line"] = h->line;
   return not_recorded;
 }
 
@@ -288,17 +286,16 @@ int run_healthcheck(const HealthArgs& a, const std::string& exe) {
     return 128 + sig;
   }
   HealthOutcome h = judge_health(ref, key, lanes, run, machine.value("gpus", nlohmann::json::array()), a.budget);
-  h.json["reference"] = a.reference;
-  h.json["host"] = host;
+  h.reference = a.reference, h.host = host;
   // Recorded before Slurm is told: a check the history lost is no OK to resume a node on.
-  h.json["history"] = record_health(a, history, last, ref, key, lanes, run, machine, started_at, &h);
+  h.history = record_health(a, history, last, ref, key, lanes, run, machine, started_at, &h);
   if (const int sig = interrupted()) {
     say(stderr, "detaudit: interrupted by {} while the check was recorded; Slurm was not told (the check: {})\n",
         signal_description(sig), h.line);
     return 128 + sig;
   }
-  h.json["total_seconds"] = elapsed();
-  h.json["slurm"] = act_on_node(a, h);
+  h.total_seconds = elapsed();
+  h.slurm = act_on_node(a, h);
   if (const int sig = interrupted()) {
     // Judged, but stopped while Slurm was being told: the node's state is not what --drain/--resume asked.
     say(stderr, "detaudit: interrupted by {} before scontrol finished (the check: {})\n", signal_description(sig),
@@ -308,7 +305,7 @@ int run_healthcheck(const HealthArgs& a, const std::string& exe) {
   Outcome o;
   o.exit_code = exit_code_of(h.decision);
   o.text = h.line + "\n";
-  o.data = {{"healthcheck", h.json}};
+  o.data = {{"healthcheck", to_json(h)}};
   if (h.decision == Decision::kNotJudged) o.error = h.line.substr(std::string("detaudit: ERROR ").size());
   if (h.decision == Decision::kFail) o.first_fail = h.findings.front().line, o.counts.fail = h.findings.size();
   with_metrics(a, h, host, elapsed(), &o);

@@ -12,15 +12,6 @@
 
 namespace detaudit {
 
-const char* to_string(HealthFindingKind k) {
-  switch (k) {
-    case HealthFindingKind::kBits: return "bits";
-    case HealthFindingKind::kRows: return "rows";
-    case HealthFindingKind::kCrashed: return "crashed";
-    case HealthFindingKind::kError: return "error";
-  }
-  return "?";
-}
 
 namespace {
 
@@ -283,7 +274,6 @@ HealthOutcome judge_health(const Reference& ref, const std::string& key, const s
     h.line = fmt::format("detaudit: OK {} cells on {} in {:.1f} s", h.cells, on, run.seconds);
   }
   // Any backend a CPU held in its plan and did not finish a cell of, within the budget: said, not judged.
-  nlohmann::json lane_json = nlohmann::json::array();
   std::vector<std::string> short_of;
   for (size_t i = 0; i < lanes.size(); ++i) {
     std::set<std::string> planned;
@@ -294,14 +284,10 @@ HealthOutcome judge_health(const Reference& ref, const std::string& key, const s
     if (!missed.empty())
       short_of.push_back(lanes[i].gpu >= 0 ? fmt::format("gpu {}: {}", lanes[i].gpu, fmt::join(missed, " "))
                                            : fmt::format("cpu {}: {}", lanes[i].place.cpu, fmt::join(missed, " ")));
-    nlohmann::json lj = {{"cells", judged_per_lane[i]},
-                         {"backends", backends_per_lane[i]},
-                         {"not_finished", missed}};
-    if (lanes[i].gpu >= 0)
-      lj["gpu"] = lanes[i].gpu;
-    else
-      lj.update({{"logical_cpu", lanes[i].place.cpu}, {"core", lanes[i].place.core}, {"package", lanes[i].place.package}});
-    lane_json.push_back(std::move(lj));
+    HealthLaneSummary ls;
+    ls.place = lanes[i].place, ls.gpu = lanes[i].gpu, ls.cells = judged_per_lane[i];
+    ls.backends = backends_per_lane[i], ls.not_finished = missed;
+    h.lanes.push_back(std::move(ls));
   }
   // A CPU or GPU of which no cell finished was not judged at all: no OK for the node.
   std::vector<std::string> unjudged;
@@ -316,22 +302,8 @@ HealthOutcome judge_health(const Reference& ref, const std::string& key, const s
   }
   if (h.decision == Decision::kPass && !short_of.empty())
     h.line += fmt::format(" (not reached within the budget: {})", fmt::join(short_of, "; "));
-  nlohmann::json fj = nlohmann::json::array();
-  for (auto& f : h.findings) {
-    nlohmann::json x = {{"kind", to_string(f.kind)},     {"action", to_string(f.action)}, {"workload", f.workload},
-                        {"target", f.target}, {"reference", f.reference},      {"here", f.here},
-                        {"line", f.line},     {"times", f.times}};
-    if (f.gpu >= 0)
-      x.update({{"gpu", f.gpu}, {"uuid", f.gpu_uuid}});
-    else
-      x.update({{"logical_cpu", f.place.cpu}, {"core", f.place.core}, {"package", f.place.package}});
-    fj.push_back(std::move(x));
-  }
-  h.json = {{"schema", kHealthSchema}, {"status", h.status}, {"line", h.line},       {"key", key},
-            {"cells", h.cells},   {"cut", run.cut},       {"not_reached", run.not_reached},
-            {"seconds", run.seconds}, {"budget_s", budget_s}, {"lanes", lane_json},
-            {"gflop", flop * 1e-9}, {"gflop_per_s", run.seconds > 0 ? flop * 1e-9 / run.seconds : 0.0},
-            {"findings", fj}};
+  h.key = key, h.cut = run.cut, h.not_reached = run.not_reached, h.seconds = run.seconds, h.budget_s = budget_s;
+  h.gflop = flop * 1e-9, h.gflop_per_s = run.seconds > 0 ? flop * 1e-9 / run.seconds : 0.0;
   return h;
 }
 

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "contract/health_outcome.hpp"
 #include "contract/results.hpp"
 #include "gates/reference.hpp"
 #include "gates/verdict.hpp"  // Action
@@ -19,31 +20,8 @@
 
 namespace detaudit {
 
-inline constexpr const char* kHealthSchema = "detaudit-healthcheck/1";
-
 // The default --budget: on a two-core machine the whole check, start-up included, ends with a margin inside 10 s.
 inline constexpr double kHealthBudgetDefault = 6;
-
-
-// What a healthcheck finding is; to_string gives its name in the check's JSON and metrics.
-enum class HealthFindingKind {
-  kBits,     // other bits than the reference's (a repeat or the warm-up)
-  kRows,     // the product's bits, but other bits in the rows computed alone
-  kCrashed,  // the cell's worker crashed (a signal)
-  kError,    // no output: skipped, an error, or a worker that stopped answering (RETEST)
-};
-const char* to_string(HealthFindingKind k);
-
-struct HealthFinding {
-  HealthFindingKind kind = HealthFindingKind::kBits;
-  Action action = Action::kIsolate;
-  CpuPlace place;    // the CPU (place.cpu >= 0) ...
-  int gpu = -1;      // ... or the GPU (index)
-  std::string gpu_uuid;
-  std::string workload, target, reference, here;  // here: the other bits (bits, rows) or the reason
-  std::string line;                               // "cpu 13 (core 6, package 0): other bits in ..."
-  size_t times = 1;  // runs of the cell on this CPU or GPU that found it (one finding per CPU, cell and kind)
-};
 
 struct HealthPlanOptions {
   size_t offset = 0;       // where each lane begins among its cells: successive runs begin at others
@@ -58,14 +36,6 @@ struct HealthPlanOptions {
 Status plan_health_lanes(const Reference& ref, const std::string& key, const nlohmann::json& key_fields,
                          const std::vector<CpuPlace>& cpus, const HealthPlanOptions& opt, std::vector<HealthLane>* lanes);
 
-struct HealthOutcome {
-  Decision decision = Decision::kNotJudged;  // PASS: OK; FAIL: a finding; not judged: a CPU or GPU judged nothing
-  std::string status;  // OK, FAIL, ERROR
-  std::string line;    // "detaudit: OK ..." (no newline)
-  size_t cells = 0;    // cell runs that passed (a cell run twice, or on two CPUs, counts twice)
-  std::vector<HealthFinding> findings;
-  nlohmann::json json;  // the whole outcome (--format json: kHealthSchema, schemas/healthcheck.schema.json)
-};
 
 // Judges every finished cell of `run` against the reference: each run's bits (the warm-up's too, on a CPU) are the
 // known-good ones, and a batch-invariance cell's rows computed alone too. A cell that crashed or could not run is a

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "kernels/status.hpp"
+#include "contract/cpu_place.hpp"
 
 namespace detaudit {
 
@@ -14,12 +15,6 @@ nlohmann::json machine_fingerprint();
 // The compiler this binary was built with: "gcc 12.2.0", "clang 14.0.6".
 std::string compiler_string();
 
-// One logical CPU: its number as the operating system gives it (taskset, /proc/cpuinfo, `lscpu`'s CPU column), the
-// core it belongs to (hwloc's logical index over the machine: `lscpu`'s CORE column) and its package (the physical
-// package id: `lscpu`'s SOCKET column). -1 where the machine does not say.
-struct CpuPlace {
-  int cpu = -1, core = -1, package = -1;
-};
 // The logical CPUs this process may run on (its affinity mask: a cgroup's or taskset's limit holds), in their
 // order, with their cores and packages (hwloc; without it, /sys/devices/system/cpu). Never empty.
 std::vector<CpuPlace> allowed_cpus();

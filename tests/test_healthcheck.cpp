@@ -190,9 +190,9 @@ TEST(HealthJudge, OtherBitsOnOneCpuAreNamedWithItsCoreAndPackage) {
   EXPECT_EQ(bad.line, "detaudit: FAIL cpu 13 (core 6, package 1): other bits in " +
                           canon_workload("reduce?op=sum&n=100") + " on " + canon_target("openblas?core=Haswell&threads=1") +
                           " (reference aaaaaaaa, here bbbbbbbb)");
-  ASSERT_EQ(bad.json["findings"].size(), 1u);
-  EXPECT_EQ(bad.json["findings"][0]["logical_cpu"], 13);
-  EXPECT_EQ(bad.json["findings"][0]["action"], "ISOLATE");
+  ASSERT_EQ(to_json(bad)["findings"].size(), 1u);
+  EXPECT_EQ(to_json(bad)["findings"][0]["logical_cpu"], 13);
+  EXPECT_EQ(to_json(bad)["findings"][0]["action"], "ISOLATE");
 
   // The warm-up run is judged too on a CPU; a crash is a finding; more findings are counted in the line.
   run.observations.push_back({0, ran("cpu-ref", "reduce?op=sum&n=100", {kA, kA})});
