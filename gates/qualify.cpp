@@ -520,6 +520,134 @@ Status check_qualify_can_run(const QualifyPlan& qp, const std::string& targets, 
   return requested_targets_can_run(qp.probe, machine_fingerprint());
 }
 
+namespace {
+
+// The required baseline check of a qualification: the probe's cells against the baseline's.
+QualifyCheck baseline_check(const Baseline& baseline, const Results& probe, const std::string& probe_dir,
+                            const std::string& path) {
+  CheckReport rep = check_against_baseline(baseline, probe, probe_dir, path);
+  int fails = rep.count(Verdict::kFail), warns = rep.count(Verdict::kWarn);
+  std::string first_fail;
+  for (auto& f : rep.findings)
+    if (f.verdict == Verdict::kFail) {
+      first_fail = fmt::format("; first: {} on {}: {}", f.workload, f.target, f.message);
+      break;
+    }
+  // A baseline that shares no cell that ran here judged nothing: a required check that could not run. Nor did one
+  // saved from this very run (a resumed folder keeps the cells the baseline was made of).
+  const std::string own = saved_from(baseline, probe, probe_dir);
+  const bool judged = rep.cells_ran > 0 && own.empty();
+  const Verdict v = fails ? Verdict::kFail : !judged ? Verdict::kSkip : warns ? Verdict::kWarn : Verdict::kPass;
+  if (judged)
+    return {"baseline " + path, v,
+            fmt::format("{} cells compared ({} on the baseline's key), {} FAIL, {} WARN{}", rep.cells_compared,
+                        rep.cells_same_key, fails, warns, first_fail),
+            true};
+  if (!own.empty())
+    return {"baseline " + path, v, "nothing judged: this run's probe results are the baseline's source: " + own, true};
+  return {"baseline " + path, v,
+          fmt::format("nothing judged: of the baseline's {} probe cells, {} are in this run and none of them ran here",
+                      baseline.cells.size(), rep.cells_compared),
+          true};
+}
+
+// Level 2's timing outliers: each cell's time against the baseline's median, else this machine's history (read before
+// this run is recorded into it).
+QualifyCheck timing_outliers_check(const QualifyOptions& opt, const Baseline& baseline, const Results& probe,
+                                   const std::string& probe_dir) {
+  // The references: the baseline's medians when a baseline is given, else this machine's history
+  // (read before this run is recorded into it).
+  TimingReferences refs;
+  std::string source;
+  Status history_read;
+  if (!opt.baseline.empty()) {
+    source = "the baseline";
+    for (auto& c : baseline.cells)
+      if (c.median_seconds) refs[{c.workload, c.target}] = *c.median_seconds;
+  } else if (!opt.history.empty()) {
+    source = "this machine's history";
+    const std::string key = machine_key(probe.machine);
+    for (auto& o : probe.observations) {
+      if (o.status != ObsStatus::kOk || o.seconds.empty()) continue;
+      double m = 0;
+      int n = 0;
+      history_read = median_seconds_history(opt.history, o.workload, o.target, key, &m, &n, probe_dir,
+                                            probe.started_at);
+      if (!history_read) break;
+      if (n > 0) refs[{o.workload, o.target}] = m;
+    }
+  }
+  if (opt.baseline.empty() && opt.history.empty())
+    return {"timing outliers", Verdict::kSkip, opt.fleet_rank ? kFleetRankTimingReference : kNoTimingReference,
+            false};
+  if (!history_read)
+    return {"timing outliers", Verdict::kSkip, "cannot read the history: " + history_read.message(), false};
+  if (const std::string own = opt.baseline.empty() ? "" : saved_from(baseline, probe, probe_dir); !own.empty())
+    return {"timing outliers", Verdict::kSkip,
+            "nothing to compare with: the baseline's times are this run's own (" + own + ")", false};
+  return timing_check(probe, refs, source);
+}
+
+// The plan as this machine can run it: targets the user named must all run here (refused otherwise, before anything
+// runs) and are each required; of the suite's own, GPU targets without a device are left out (one SKIP row says so)
+// and CPU targets with unmet requirements run, each with what the machine lacks.
+Status fit_plan_to_machine(const QualifyOptions& opt, const nlohmann::json& machine, ProbePlan* plan,
+                           std::set<std::string>* required, std::map<std::string, std::vector<std::string>>* unmet,
+                           QualifyOutcome* out) {
+  std::string no_gpu;
+  auto device_availability = [&](const Spec& t) { return target_device_availability(t, machine); };
+  auto unmet_of = [&](const Spec& t) { return target_unmet(t, plan->workloads, machine); };
+  if (!opt.targets.empty()) {
+    DETAUDIT_RETURN_IF_ERROR(requested_targets_can_run(*plan, machine));
+    for (auto& t : plan->targets) required->insert(t.str());
+  } else {
+    std::vector<Spec> run;
+    size_t gpu = 0;
+    for (auto& t : plan->targets) {
+      if (Status st = device_availability(t); !st) {
+        no_gpu = st.message();
+        ++gpu;
+        continue;
+      }
+      run.push_back(t);
+      auto u = unmet_of(t);
+      if (!u.empty()) (*unmet)[t.str()] = u;
+    }
+    plan->targets = run;
+    if (gpu)
+      out->checks.push_back({"GPU targets", Verdict::kSkip,
+                             fmt::format("{} GPU targets not run: {}; this qualifies the CPU only", gpu, no_gpu), false});
+  }
+  return Status::ok();
+}
+
+// Levels 2 and 3: the training design into DIR/train, its checks added (a design that could not run is a required
+// check that did not run; an interrupted one stops the qualification).
+Status run_training_step(const QualifyOptions& opt, const TrainDesign& d, QualifyOutcome* out) {
+  out->train_dir = opt.out_dir + "/train";
+  DETAUDIT_RETURN_IF_ERROR(make_dir_below(opt.out_dir, "train"));
+  TrainRunOptions to;
+  to.out_dir = out->train_dir;
+  to.exe = opt.exe;
+  to.command = opt.command;
+  to.progress = opt.progress;
+  Results train;
+  if (opt.progress)
+    opt.progress(fmt::format("qualify level {}: training design sony2021 ({} targets, {} seeds, {} batches) into {}",
+                             opt.level, d.targets.size(), d.seeds, d.batches, out->train_dir));
+  if (Status st = run_train_design(d, to, &train); !st) {
+    if (st.code() == Status::Code::kInterrupted)
+      return Status::interrupted(fmt::format("interrupted; the training results so far are in {}", out->train_dir));
+    out->checks.push_back({"training regression", Verdict::kSkip, "could not run: " + st.message(), true});
+  } else {
+    for (auto& c : training_checks(train)) out->checks.push_back(c);
+    out->train = std::move(train);
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
 Status run_qualify(const QualifyOptions& opt, QualifyOutcome* out) {
   *out = QualifyOutcome{};
   out->level = opt.level;
@@ -557,32 +685,9 @@ Status run_qualify(const QualifyOptions& opt, QualifyOutcome* out) {
   nlohmann::json machine = machine_fingerprint();
   out->hostname = machine.value("hostname", std::string());
   out->machine_key = machine_key(machine);
-  std::string no_gpu;
-  auto device_availability = [&](const Spec& t) { return target_device_availability(t, machine); };
-  auto unmet_of = [&](const Spec& t) { return target_unmet(t, plan.workloads, machine); };
   std::set<std::string> required;
   std::map<std::string, std::vector<std::string>> unmet;
-  if (!opt.targets.empty()) {
-    DETAUDIT_RETURN_IF_ERROR(requested_targets_can_run(plan, machine));
-    for (auto& t : plan.targets) required.insert(t.str());
-  } else {
-    std::vector<Spec> run;
-    size_t gpu = 0;
-    for (auto& t : plan.targets) {
-      if (Status st = device_availability(t); !st) {
-        no_gpu = st.message();
-        ++gpu;
-        continue;
-      }
-      run.push_back(t);
-      auto u = unmet_of(t);
-      if (!u.empty()) unmet[t.str()] = u;
-    }
-    plan.targets = run;
-    if (gpu)
-      out->checks.push_back({"GPU targets", Verdict::kSkip,
-                             fmt::format("{} GPU targets not run: {}; this qualifies the CPU only", gpu, no_gpu), false});
-  }
+  DETAUDIT_RETURN_IF_ERROR(fit_plan_to_machine(opt, machine, &plan, &required, &unmet, out));
   std::vector<std::string> planned;
   for (auto& t : plan.targets) planned.push_back(t.str());
 
@@ -612,67 +717,12 @@ Status run_qualify(const QualifyOptions& opt, QualifyOutcome* out) {
   timed_from(first);
   if (!opt.baseline.empty()) {
     first = out->checks.size();
-    CheckReport rep = check_against_baseline(baseline, probe, out->probe_dir, opt.baseline);
-    int fails = rep.count(Verdict::kFail), warns = rep.count(Verdict::kWarn);
-    std::string first_fail;
-    for (auto& f : rep.findings)
-      if (f.verdict == Verdict::kFail) {
-        first_fail = fmt::format("; first: {} on {}: {}", f.workload, f.target, f.message);
-        break;
-      }
-    // A baseline that shares no cell that ran here judged nothing: a required check that could not run. Nor did one
-    // saved from this very run (a resumed folder keeps the cells the baseline was made of).
-    const std::string own = saved_from(baseline, probe, out->probe_dir);
-    const bool judged = rep.cells_ran > 0 && own.empty();
-    out->checks.push_back({"baseline " + opt.baseline,
-                           fails     ? Verdict::kFail
-                           : !judged ? Verdict::kSkip
-                           : warns   ? Verdict::kWarn
-                                     : Verdict::kPass,
-                           judged ? fmt::format("{} cells compared ({} on the baseline's key), {} FAIL, {} WARN{}",
-                                                rep.cells_compared, rep.cells_same_key, fails, warns, first_fail)
-                           : !own.empty() ? "nothing judged: this run's probe results are the baseline's source: " + own
-                                  : fmt::format("nothing judged: of the baseline's {} probe cells, {} are in this "
-                                                "run and none of them ran here",
-                                                baseline.cells.size(), rep.cells_compared),
-                           true});
+    out->checks.push_back(baseline_check(baseline, probe, out->probe_dir, opt.baseline));
     timed_from(first);
   }
   if (opt.level >= 2) {
     first = out->checks.size();
-    // The references: the baseline's medians when a baseline is given, else this machine's history
-    // (read before this run is recorded into it).
-    TimingReferences refs;
-    std::string source;
-    Status history_read;
-    if (!opt.baseline.empty()) {
-      source = "the baseline";
-      for (auto& c : baseline.cells)
-        if (c.median_seconds) refs[{c.workload, c.target}] = *c.median_seconds;
-    } else if (!opt.history.empty()) {
-      source = "this machine's history";
-      const std::string key = machine_key(probe.machine);
-      for (auto& o : probe.observations) {
-        if (o.status != ObsStatus::kOk || o.seconds.empty()) continue;
-        double m = 0;
-        int n = 0;
-        history_read = median_seconds_history(opt.history, o.workload, o.target, key, &m, &n, out->probe_dir,
-                                              probe.started_at);
-        if (!history_read) break;
-        if (n > 0) refs[{o.workload, o.target}] = m;
-      }
-    }
-    if (opt.baseline.empty() && opt.history.empty())
-      out->checks.push_back({"timing outliers", Verdict::kSkip,
-                             opt.fleet_rank ? kFleetRankTimingReference : kNoTimingReference, false});
-    else if (!history_read)
-      out->checks.push_back(
-          {"timing outliers", Verdict::kSkip, "cannot read the history: " + history_read.message(), false});
-    else if (const std::string own = opt.baseline.empty() ? "" : saved_from(baseline, probe, out->probe_dir); !own.empty())
-      out->checks.push_back({"timing outliers", Verdict::kSkip,
-                             "nothing to compare with: the baseline's times are this run's own (" + own + ")", false});
-    else
-      out->checks.push_back(timing_check(probe, refs, source));
+    out->checks.push_back(timing_outliers_check(opt, baseline, probe, out->probe_dir));
     timed_from(first);
   }
   out->probe = probe;
@@ -680,25 +730,7 @@ Status run_qualify(const QualifyOptions& opt, QualifyOutcome* out) {
   // 2. Training regression (levels 2 and 3).
   if (qp.train) {
     first = out->checks.size();
-    const TrainDesign& d = qp.design;
-    out->train_dir = opt.out_dir + "/train";
-    DETAUDIT_RETURN_IF_ERROR(make_dir_below(opt.out_dir, "train"));
-    TrainRunOptions to;
-    to.out_dir = out->train_dir;
-    to.exe = opt.exe;
-    to.command = opt.command;
-    to.progress = opt.progress;
-    Results train;
-    say(fmt::format("qualify level {}: training design sony2021 ({} targets, {} seeds, {} batches) into {}", opt.level,
-                    d.targets.size(), d.seeds, d.batches, out->train_dir));
-    if (Status st = run_train_design(d, to, &train); !st) {
-      if (st.code() == Status::Code::kInterrupted)
-        return Status::interrupted(fmt::format("interrupted; the training results so far are in {}", out->train_dir));
-      out->checks.push_back({"training regression", Verdict::kSkip, "could not run: " + st.message(), true});
-    } else {
-      for (auto& c : training_checks(train)) out->checks.push_back(c);
-      out->train = std::move(train);
-    }
+    DETAUDIT_RETURN_IF_ERROR(run_training_step(opt, qp.design, out));
     timed_from(first);
   }
 
