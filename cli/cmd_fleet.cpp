@@ -19,7 +19,7 @@
 #include "contract/atomic_file.hpp"
 #include "contract/results.hpp"
 #include "gates/fleet.hpp"
-#include "gates/history.hpp"
+#include "store/history.hpp"
 #include "gates/qualify.hpp"
 #include "gates/reference.hpp"
 #include "kernels/input_file.hpp"

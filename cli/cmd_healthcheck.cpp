@@ -21,7 +21,7 @@
 #include "contract/results.hpp"
 #include "gates/fleet.hpp"
 #include "gates/healthcheck.hpp"
-#include "gates/history.hpp"
+#include "store/history.hpp"
 #include "gates/reference.hpp"
 #include "probes/child.hpp"
 #include "probes/env.hpp"

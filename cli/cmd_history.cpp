@@ -1,5 +1,5 @@
 // `detaudit history`: each cell's fingerprints over time, per machine, and what changed in the
-// software where they changed (gates/history.hpp has the database).
+// software where they changed (store/history.hpp has the database).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -10,7 +10,7 @@
 #include "cli/common.hpp"
 #include "cli/history_flags.hpp"
 #include "cli/output.hpp"
-#include "gates/history.hpp"
+#include "store/history.hpp"
 
 namespace detaudit::cli {
 

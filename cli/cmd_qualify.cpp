@@ -89,7 +89,14 @@ Command add_qualify_command(CLI::App& app, int argc, char** argv) {
             QualifyOutcome out;
             // The history gives the timing references when no baseline does; it is read before this
             // run is recorded into it.
-            if (Status st = resolve_history_path(a->hist, &o.history); !st) return fail(st);
+            std::string history;
+            if (Status st = resolve_history_path(a->hist, &history); !st) return fail(st);
+            if (!history.empty())
+              o.timing_history = [history](const std::string& workload, const std::string& target,
+                                           const std::string& key, const std::string& own_dir,
+                                           const std::string& own_started_at, double* median, int* runs) {
+                return median_seconds_history(history, workload, target, key, median, runs, own_dir, own_started_at);
+              };
             if (int rc = precheck_history(a->hist)) return rc;
             // A metrics file it could never write is refused before the qualification runs.
             if (!a->metrics.empty())

@@ -1,5 +1,5 @@
 // The history flags every recording subcommand shares (probe, train, check, qualify) and `history`
-// itself, and the one call that records a finished command (gates/history.hpp has the database).
+// itself, and the one call that records a finished command (store/history.hpp has the database).
 //
 // Wiring a subcommand:
 //   HistoryFlags hist;                        // next to the subcommand's other arguments
@@ -13,7 +13,7 @@
 #include <string>
 
 #include "cli/output.hpp"
-#include "gates/history.hpp"
+#include "store/history.hpp"
 
 namespace detaudit::cli {
 

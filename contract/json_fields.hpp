@@ -40,6 +40,18 @@ inline const nlohmann::json& object(const nlohmann::json& j, const char* key) {
   const auto& v = get(j, key);
   return v.is_object() ? v : kEmpty;
 }
+// A field as the history and the machine key read a machine description (whatever an older version wrote): a string
+// as it is, absent or null "", any other value its JSON.
+inline std::string str_or_json(const nlohmann::json& j, const char* key) {
+  const auto& v = get(j, key);
+  return v.is_string() ? v.get<std::string>() : v.is_null() ? "" : v.dump();
+}
+// A number's integer part; absent or no number: 0.
+inline long long int_part(const nlohmann::json& j, const char* key) {
+  const auto& v = get(j, key);
+  if (!v.is_number()) return 0;
+  return v.is_number_float() ? (long long)(v.get<double>()) : v.get<long long>();
+}
 // Any scalar as text (strings as they are, numbers and booleans as JSON writes them).
 inline std::string text(const nlohmann::json& v) {
   if (v.is_string()) return v.get<std::string>();

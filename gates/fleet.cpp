@@ -24,7 +24,7 @@
 #include "contract/atomic_file.hpp"
 #include "contract/command_text.hpp"
 #include "gates/baseline.hpp"
-#include "gates/history.hpp"
+#include "contract/machine_key.hpp"
 #include "gates/verdict.hpp"
 #include "kernels/fingerprint.hpp"
 #include "kernels/input_file.hpp"

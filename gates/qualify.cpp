@@ -16,7 +16,7 @@
 #include "contract/atomic_file.hpp"
 #include "gates/baseline.hpp"
 #include "gates/check.hpp"
-#include "gates/history.hpp"
+#include "contract/machine_key.hpp"
 #include "probes/env.hpp"
 #include "probes/registry.hpp"
 #include "probes/spec.hpp"
@@ -564,20 +564,19 @@ QualifyCheck timing_outliers_check(const QualifyOptions& opt, const Baseline& ba
     source = "the baseline";
     for (auto& c : baseline.cells)
       if (c.median_seconds) refs[{c.workload, c.target}] = *c.median_seconds;
-  } else if (!opt.history.empty()) {
+  } else if (opt.timing_history) {
     source = "this machine's history";
     const std::string key = machine_key(probe.machine);
     for (auto& o : probe.observations) {
       if (o.status != ObsStatus::kOk || o.seconds.empty()) continue;
       double m = 0;
       int n = 0;
-      history_read = median_seconds_history(opt.history, o.workload, o.target, key, &m, &n, probe_dir,
-                                            probe.started_at);
+      history_read = opt.timing_history(o.workload, o.target, key, probe_dir, probe.started_at, &m, &n);
       if (!history_read) break;
       if (n > 0) refs[{o.workload, o.target}] = m;
     }
   }
-  if (opt.baseline.empty() && opt.history.empty())
+  if (opt.baseline.empty() && !opt.timing_history)
     return {"timing outliers", Verdict::kSkip, opt.fleet_rank ? kFleetRankTimingReference : kNoTimingReference,
             false};
   if (!history_read)

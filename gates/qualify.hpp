@@ -39,7 +39,12 @@ struct QualifyOptions {
   std::string out_dir;       // results: out_dir/probe, out_dir/train, out_dir/qualify.json
   std::string exe;           // the detaudit executable (workers)
   std::string command;       // recorded
-  std::string history;       // history database for timing medians ("" = none)
+  // This machine's earlier timings of a cell, the reference of the timing outliers where no baseline gives one: the
+  // median over its earlier runs (of this machine key, leaving out this run's own folder and start) of the cell's
+  // median seconds per repeat, and how many runs gave one. Unset: none (--no-history). The CLI reads the history.
+  std::function<Status(const std::string& workload, const std::string& target, const std::string& machine_key,
+                       const std::string& own_dir, const std::string& own_started_at, double* median, int* runs)>
+      timing_history;
   bool fleet_rank = false;   // a fleet's rank: its times are held against its peers' (fleet report), not a history
   std::function<void(const std::string&)> progress;
 };
@@ -88,7 +93,7 @@ Decision decision_of(QualifyDecision d);
 
 struct QualifyOutcome {
   int level = 1;
-  // When, where and with what: ISO 8601 UTC times, this host, its machine key (gates/history.hpp's
+  // When, where and with what: ISO 8601 UTC times, this host, its machine key (contract/machine_key.hpp's
   // machine_key), and the tool that judged.
   std::string started_at, finished_at, hostname, machine_key, tool_version, tool_commit;
   std::vector<QualifyCheck> checks;

@@ -16,7 +16,7 @@
 
 #include "gates/fleet.hpp"
 #include "probes/env.hpp"
-#include "gates/history.hpp"
+#include "store/history.hpp"
 #include "gates/qualify.hpp"
 #include "kernels/cuda/nccl.hpp"
 #include "tests/cli_helpers.hpp"

@@ -23,7 +23,7 @@
 
 #include "report/prometheus.hpp"
 #include "gates/healthcheck.hpp"
-#include "gates/history.hpp"
+#include "store/history.hpp"
 #include "gates/reference.hpp"
 #include "probes/env.hpp"
 #include "probes/spec.hpp"

@@ -1,4 +1,4 @@
-// The SQLite run history (gates/history.hpp) and `detaudit history`. Every test
+// The SQLite run history (store/history.hpp) and `detaudit history`. Every test
 // uses its own temporary database: the user's ~/.local/share is never touched.
 #include <pwd.h>
 #include <sqlite3.h>
@@ -18,7 +18,7 @@
 #include "tests/training_helpers.hpp"
 
 #include "cli_helpers.hpp"
-#include "gates/history.hpp"
+#include "store/history.hpp"
 #include "probes/child.hpp"
 #include "tests/fixtures.hpp"
 #include "tests/interrupt_scope.hpp"

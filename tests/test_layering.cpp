@@ -24,7 +24,7 @@ namespace fs = std::filesystem;
 namespace {
 
 // Each layer and the folders it may include (besides its own): the folders below it, transitively.
-// cli -> gates -> suites -> probes/models -> kernels; analysis reads the contract; report renders it.
+// cli -> store -> gates -> suites -> probes/models -> kernels; analysis reads the contract; report renders it.
 const std::map<std::string, std::set<std::string>>& allowed() {
   static const std::map<std::string, std::set<std::string>> m = {
       {"kernels", {}},
@@ -35,7 +35,8 @@ const std::map<std::string, std::set<std::string>>& allowed() {
       {"report", {"analysis", "contract", "kernels"}},
       {"suites", {"probes", "models", "analysis", "contract", "kernels"}},
       {"gates", {"suites", "probes", "models", "analysis", "contract", "kernels"}},
-      {"cli", {"gates", "suites", "probes", "models", "analysis", "contract", "kernels", "report"}},
+      {"store", {"gates", "suites", "probes", "models", "analysis", "contract", "kernels"}},
+      {"cli", {"store", "gates", "suites", "probes", "models", "analysis", "contract", "kernels", "report"}},
   };
   return m;
 }

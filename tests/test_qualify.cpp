@@ -14,7 +14,7 @@
 
 #include <fmt/format.h>
 
-#include "gates/history.hpp"
+#include "store/history.hpp"
 #include "gates/qualify.hpp"
 #include "probes/env.hpp"
 #include "probes/registry.hpp"
@@ -493,6 +493,9 @@ TEST(Qualify, LevelTwoTrainsAndLearns) {
   // The history given is empty: nothing to compare timings with, which does not stop the qualification.
   EXPECT_EQ(verdict_of(row(res.out, "timing outliers"), "timing outliers"), "SKIP") << res.out;
   EXPECT_EQ(row(res.out, "timing outliers").find("(required)"), std::string::npos);
+  // ... but it was read: the reference looked for was this machine's history, not none.
+  EXPECT_NE(row(res.out, "timing outliers").find("without a reference in this machine's history"), std::string::npos)
+      << res.out;
   Results train;
   std::string err;
   ASSERT_TRUE(succeeded(load_results(out + "/train/results.json", &train), &err)) << err;

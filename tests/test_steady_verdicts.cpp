@@ -9,7 +9,7 @@
 
 #include "gates/baseline.hpp"
 #include "gates/check.hpp"
-#include "gates/history.hpp"
+#include "store/history.hpp"
 #include "gates/qualify.hpp"
 #include "gates/verdict.hpp"
 #include "tests/fixtures.hpp"

@@ -30,7 +30,7 @@
 #include "gates/baseline.hpp"
 #include "models/png.hpp"
 #include "gates/fleet.hpp"
-#include "gates/history.hpp"
+#include "store/history.hpp"
 #include "gates/verdict.hpp"
 #include "probes/env.hpp"
 #include "tests/cli_helpers.hpp"

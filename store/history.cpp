@@ -1,4 +1,4 @@
-#include "gates/history.hpp"
+#include "store/history.hpp"
 
 #include <fmt/format.h>
 #include <sqlite3.h>
@@ -30,6 +30,7 @@
 #include "probes/workload.hpp"
 #include "analysis/stats.hpp"
 #include "contract/command_text.hpp"
+#include "contract/json_fields.hpp"
 #include "gates/healthcheck.hpp"  // kHealthBudgetDefault
 #include "gates/verdict.hpp"
 #include "kernels/fingerprint.hpp"
@@ -737,17 +738,6 @@ Status open_history(const std::string& db_path, Mode mode, Db* db, bool* exists)
 
 // ---- recording ---------------------------------------------------------------------------------------
 
-std::string str_of(const nlohmann::json& j, const char* key) {
-  if (!j.is_object() || !j.contains(key)) return "";
-  const auto& v = j[key];
-  return v.is_string() ? v.get<std::string>() : v.is_null() ? "" : v.dump();
-}
-
-int64_t int_of(const nlohmann::json& j, const char* key) {
-  if (!j.is_object() || !j.contains(key) || !j[key].is_number()) return 0;
-  return j[key].is_number_float() ? int64_t(j[key].get<double>()) : j[key].get<int64_t>();
-}
-
 // The median of the finite values, or none (SQL NULL).
 std::optional<double> median_or_null(const std::vector<double>& v) {
   double m = finite_median(v);
@@ -909,41 +899,6 @@ Status resolve_history_path(const HistoryFlags& flags, std::string* path) {
       "set, and this user has no home in the password database (--no-history records nothing)");
 }
 
-nlohmann::json machine_identity(const nlohmann::json& machine) {
-  nlohmann::json features = nlohmann::json::array();
-  if (machine.is_object() && machine.contains("cpu_features") && machine["cpu_features"].is_array()) {
-    std::vector<std::string> f;
-    for (auto& x : machine["cpu_features"])
-      if (x.is_string()) f.push_back(x.get<std::string>());
-    for (auto& x : distinct_sorted(f)) features.push_back(x);
-  }
-  std::vector<nlohmann::json> gpus;
-  if (machine.is_object() && machine.contains("gpus") && machine["gpus"].is_array())
-    for (auto& g : machine["gpus"])
-      gpus.push_back({{"name", str_of(g, "name")},
-                      {"compute_capability", str_of(g, "compute_capability")},
-                      {"sm_count", int_of(g, "sm_count")}});
-  std::sort(gpus.begin(), gpus.end(), [](auto& a, auto& b) { return a.dump() < b.dump(); });
-  return {{"cpu_model", str_of(machine, "cpu_model")},
-          {"cpu_features", features},
-          {"cores", int_of(machine, "cores")},
-          {"gpus", gpus}};
-}
-
-std::string machine_key(const nlohmann::json& machine) {
-  std::string canon = machine_identity(machine).dump();
-  return fingerprint_bytes(canon.data(), canon.size()).hex().substr(0, 16);
-}
-
-nlohmann::json software_of(const Results& r) {
-  nlohmann::json libs = r.machine.is_object() && r.machine.contains("libraries") && r.machine["libraries"].is_object()
-                            ? r.machine["libraries"]
-                            : nlohmann::json::object();
-  return {{"tool_version", r.tool_version}, {"tool_commit", r.tool_commit}, {"os", str_of(r.machine, "os")},
-          {"compiler", str_of(r.machine, "compiler")}, {"hwloc", str_of(r.machine, "hwloc")},
-          {"libraries", libs}};
-}
-
 // What a run set out to run, as the history keeps it: the targets and workloads of its results' plan and of its
 // rows, sorted (a `key=all` target's cells name each algorithm; a training design's runs name its variants).
 nlohmann::json plan_of(const Results& r) {
@@ -1055,7 +1010,7 @@ Status record_run(const std::string& db_path, RunKind run_kind, const Results& r
     s.bind(7, r.tool_version);
     s.bind(8, r.tool_commit);
     s.bind(9, key);
-    s.bind(10, str_of(r.machine, "hostname"));
+    s.bind(10, json_fields::str_or_json(r.machine, "hostname"));
     s.bind(11, r.machine.is_null() ? std::string("{}") : r.machine.dump());
     s.bind(12, software_of(r).dump());
     s.bind(13, exit_code);
@@ -1875,7 +1830,8 @@ Status check_runs(Db& db) {
         return changed(fmt::format("machines (key {}): identity, cpu_model, cpu_features, cores or gpus is not the machine "
                                    "of run {}",
                                    shown_safely(s.text(14).substr(0, 16)), id));
-      if (const std::string host = str_of(machine, "hostname"); machine.contains("hostname") && host != s.text(16))
+      if (const std::string host = json_fields::str_or_json(machine, "hostname");
+          machine.contains("hostname") && host != s.text(16))
         return bad("hostname", s.text(16), "the host name of the run's machine");
       // The software is the run's machine's (its libraries, OS, compiler and hwloc, as recording copied them).
       if (const nlohmann::json sw = parse_json_or_null(s.text(20)); sw.is_object()) {

@@ -62,6 +62,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "contract/machine_key.hpp"  // machine_key, machine_identity, software_of
 #include "contract/results.hpp"
 
 namespace detaudit {
@@ -94,14 +95,6 @@ Status record_run(const std::string& db_path, RunKind kind, const Results& r, co
 // the rows are left to recording (a healthcheck of seconds that records once a period reads no more than it needs).
 Status check_history(const std::string& db_path, bool every_row = true);
 
-// Hash of the hardware identity of results.json's machine object, 16 hex digits (see above). Missing
-// fields count as empty, so any object has a key.
-std::string machine_key(const nlohmann::json& machine);
-// What the key hashes, as canonical JSON: {"cpu_model", "cpu_features", "cores", "gpus": [{"name",
-// "compute_capability", "sm_count"}]}.
-nlohmann::json machine_identity(const nlohmann::json& machine);
-// The software a run ran with: {"tool_version", "tool_commit", "os", "compiler", "hwloc", "libraries"}.
-nlohmann::json software_of(const Results& r);
 
 // Median, over this machine's earlier runs, of a cell's median seconds per repeat (cells with status
 // ok only; the most recent 50 observations; one observation counted once even when probe and check
