@@ -915,16 +915,16 @@ class Consensus {
              {{"fingerprint", o->fingerprints[0]}});
       } else if (o->fingerprints[0] != major) {
         m = "differs";
-        const std::string k = kernel_words(*o), km = major_obs ? kernel_words(*major_obs) : "";
+        const std::string kh = kernel_words(*o), km = major_obs ? kernel_words(*major_obs) : "";
         find(unpromised ? Verdict::kWarn : Verdict::kFail, FleetFindingKind::kBits, n, name,
              fmt::format("other bits: {} here, {} on {} of {} nodes; oracle: {} here, {} there{}", o->fingerprints[0],
                          major, major_votes, n_present, oracle_words(*o), major_obs ? oracle_words(*major_obs) : "?",
-                         k.empty() && km.empty() ? ""
-                         : k == km               ? "; the same kernels: " + k
-                                                 : fmt::format("; kernels here: {}; there: {}", k, km)),
+                         kh.empty() && km.empty() ? ""
+                         : kh == km               ? "; the same kernels: " + kh
+                                                  : fmt::format("; kernels here: {}; there: {}", kh, km)),
              {{"fingerprint", o->fingerprints[0]},
               {"majority", major},
-              {"kernels", k},
+              {"kernels", kh},
               {"majority_kernels", km},
               {"promise", unpromised ? "none: WARN, the target promises nothing run to run" : "deterministic"}});
       } else {
