@@ -4,7 +4,7 @@
 
 #include "cli/common.hpp"
 #include "cli/output.hpp"
-#include "gates/baseline.hpp"
+#include "store/baseline_file.hpp"
 
 namespace detaudit::cli {
 namespace {

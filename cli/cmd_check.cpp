@@ -7,6 +7,7 @@
 #include "cli/history_flags.hpp"
 #include "cli/output.hpp"
 #include "gates/check.hpp"
+#include "store/baseline_file.hpp"
 #include "report/check_report.hpp"
 
 namespace detaudit::cli {
@@ -65,7 +66,9 @@ Command add_check_command(CLI::App& app, int argc, char** argv) {
             if (int rc = precheck_history(args->hist)) return rc;
             CheckReport report;
             Results checked;
-            if (Status st = run_check(opt, &report, &checked); !st) return fail(st);
+            Baseline baseline;
+            if (Status st = load_baseline(opt.baseline, &baseline); !st) return fail(st);
+            if (Status st = run_check(opt, baseline, &report, &checked); !st) return fail(st);
             Outcome o;
             o.exit_code = exit_code_of(report.decision());
             if (o.exit_code == 2)

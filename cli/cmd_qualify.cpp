@@ -9,6 +9,7 @@
 #include "cli/output.hpp"
 #include "report/prometheus.hpp"
 #include "gates/qualify.hpp"
+#include "store/baseline_file.hpp"
 #include "probes/child.hpp"
 #include "probes/env.hpp"
 #include "report/train_report.hpp"
@@ -31,7 +32,11 @@ int list_plan(const QualifyArgs& a) {
   QualifyPlan p;
   if (Status st = qualify_plan(a.level, a.targets, &p); !st) return fail(st);
   // A plan the run would refuse is refused here too: the list says what would run, and it would not.
-  if (Status st = check_qualify_can_run(p, a.targets, a.baseline); !st) return fail(st);
+  Baseline baseline;
+  if (!a.baseline.empty())
+    if (Status st = load_baseline(a.baseline, &baseline); !st) return fail(st);
+  if (Status st = check_qualify_can_run(p, a.targets, a.baseline.empty() ? nullptr : &baseline, a.baseline); !st)
+    return fail(st);
   Outcome o;
   for (auto& line : p.lines()) o.text += line + "\n";
   o.data = {{"level", a.level}, {"lines", p.lines()}, {"probe", p.probe.to_json()}};
@@ -80,6 +85,8 @@ Command add_qualify_command(CLI::App& app, int argc, char** argv) {
             QualifyOptions o;
             o.level = a->level;
             o.baseline = a->baseline;
+            if (!a->baseline.empty())
+              if (Status st = load_baseline(a->baseline, &o.baseline_loaded.emplace()); !st) return fail(st);
             o.targets = a->targets;
             o.out_dir = a->out.empty() ? default_out("qualify") : a->out;
             if (Status st = out_outside_fleet_ranks(o.out_dir); !st) return fail(st);

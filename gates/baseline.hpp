@@ -97,6 +97,9 @@ std::string key_id(const nlohmann::json& key);
 // "libraries.cudnn: 8.9.7 -> 9.1.0; gpu_name: A100 -> H100": what differs between two keys (empty if equal).
 std::string key_difference(const nlohmann::json& old_key, const nlohmann::json& new_key);
 
+// What a cell's target promises run to run for its workload on that machine, as a baseline names it (promise_name;
+// "none" for a cell whose specs do not parse).
+std::string cell_promise(const Observation& o, const nlohmann::json& machine);
 // The kernel names of the first repeat that gave each fingerprint, in launch order, each name once
 // (GPU targets with tracing; empty otherwise).
 std::map<std::string, std::vector<std::string>> kernel_names_by_fingerprint(const Observation& o);
@@ -105,28 +108,11 @@ std::map<std::string, std::vector<std::string>> kernel_names_by_fingerprint(cons
 // first (gates/verdict.hpp). `created_at` empty: now.
 Baseline make_baseline(const Results& r, const std::string& source_dir, const std::string& created_at = "");
 
-nlohmann::json to_json(const Baseline& b);
-// The text of the file: sorted keys, two-space indent, a final newline. The same Baseline gives the
-// same bytes.
-std::string baseline_text(const Baseline& b);
-// Writes atomically (write_file_atomic).
-Status save_baseline(const std::string& path, const Baseline& b);
-// Strict, as load_results: a missing file, truncated or invalid JSON, a wrong schema or a field of the
-// wrong type is a failure of one line naming the file and the field's path. Never throws.
-Status load_baseline(const std::string& path, Baseline* out);
 // Whether r (read from the folder dir) is the run b was saved from, whose cells checked against b would be compared
 // with themselves: started at the same second with the baseline's bits in every cell both hold, and the same command
 // (that run, or a copy of it), the same folder (resumed by another command, as qualify resumes its probe), or three
 // cells or more timed alike to the nanosecond (which two runs never are). "" when it is not, else why, in words.
 std::string saved_from(const Baseline& b, const Results& r, const std::string& dir);
 
-// `detaudit baseline save DIR [--out FILE]`: loads DIR/results.json, writes the baseline to `out`
-// (empty: DIR/baseline.json). A failure of one line when DIR holds nothing to make a baseline of.
-struct BaselineSaved {
-  std::string path;  // where it was written
-  size_t cells = 0, training = 0, keys = 0;
-  bool unfinished = false;  // DIR's run has no finished_at (interrupted or still running)
-};
-Status run_baseline_save(const std::string& dir, const std::string& out, BaselineSaved* saved);
 
 }  // namespace detaudit

@@ -832,9 +832,7 @@ Status same_bits_same_ratio(const Baseline& b, const Results& r, const std::stri
 
 }  // namespace
 
-Status run_check(const CheckOptions& opt, CheckReport* report, Results* checked) {
-  Baseline b;
-  DETAUDIT_RETURN_IF_ERROR(load_baseline(opt.baseline, &b));
+Status run_check(const CheckOptions& opt, const Baseline& b, CheckReport* report, Results* checked) {
   if (!fs::is_directory(opt.dir)) {
     return Status::invalid(opt.dir + ": not a directory");
   }

@@ -81,13 +81,14 @@ CheckReport check_against_baseline(const Baseline& b, const Results& r, const st
 
 struct CheckOptions {
   std::string dir;       // results directory (DIR/results.json)
-  std::string baseline;  // baseline file
+  std::string baseline;  // the baseline's file, as named (in messages)
   double margin = kDefaultMargin;  // training cells across keys: the equivalence margin, relative
   bool allow_unjudged = false;     // a training cell not judged does not make the check exit 2
 };
-// Loads both and checks them into *report (its decision(): PASS all pass, FAIL any failure). A failure when
-// they could not be loaded (one line naming the file; *report untouched).
+// Loads DIR's results and checks them against the baseline (the CLI read it: store/baseline_file.hpp) into *report
+// (its decision(): PASS all pass, FAIL any failure). A failure when the results could not be loaded or nothing could
+// be compared (one line naming the file; *report untouched).
 // *checked (optional): DIR's results as checked (judged when they carried no verdicts), for the history.
-Status run_check(const CheckOptions& opt, CheckReport* report, Results* checked = nullptr);
+Status run_check(const CheckOptions& opt, const Baseline& b, CheckReport* report, Results* checked = nullptr);
 
 }  // namespace detaudit

@@ -510,12 +510,9 @@ Status check_rank_checks(const nlohmann::json& checks, const Results& probe, con
   return Status::invalid(fmt::format("checks are not those its own results give: {}", first_difference));
 }
 
-Status check_qualify_can_run(const QualifyPlan& qp, const std::string& targets, const std::string& baseline_path) {
-  if (!baseline_path.empty()) {
-    Baseline b;
-    DETAUDIT_RETURN_IF_ERROR(load_baseline(baseline_path, &b));
-    DETAUDIT_RETURN_IF_ERROR(baseline_can_judge(b, qp, baseline_path));
-  }
+Status check_qualify_can_run(const QualifyPlan& qp, const std::string& targets, const Baseline* baseline,
+                             const std::string& baseline_path) {
+  if (baseline) DETAUDIT_RETURN_IF_ERROR(baseline_can_judge(*baseline, qp, baseline_path));
   if (targets.empty()) return Status::ok();
   return requested_targets_can_run(qp.probe, machine_fingerprint());
 }
@@ -671,7 +668,8 @@ Status run_qualify(const QualifyOptions& opt, QualifyOutcome* out) {
   const std::string suite = qp.probe.suite;
   Baseline baseline;
   if (!opt.baseline.empty()) {
-    DETAUDIT_RETURN_IF_ERROR(load_baseline(opt.baseline, &baseline));
+    if (!opt.baseline_loaded) return Status::invalid("--baseline " + opt.baseline + ": not read");  // (a caller's slip)
+    baseline = *opt.baseline_loaded;
     DETAUDIT_RETURN_IF_ERROR(baseline_can_judge(baseline, qp, opt.baseline));
   }
   ProbePlan plan = qp.probe;

@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "gates/baseline.hpp"
 #include "gates/verdict.hpp"
 #include "suites/probe_suite.hpp"
 #include "suites/train_design.hpp"
@@ -32,7 +33,8 @@ inline constexpr const char* kQualifySchema = "detaudit-qualify/2";
 
 struct QualifyOptions {
   int level = 1;
-  std::string baseline;      // optional baseline file
+  std::string baseline;      // the baseline's file, as named ("" = none); its contents (the CLI read them):
+  std::optional<Baseline> baseline_loaded;
   std::string targets;       // comma-separated target specs replacing the suite's ("" = the suite's)
   std::string workloads;     // comma-separated workload specs replacing the suite's ("" = the suite's)
   int repeats = 0;           // repeats per cell (0 = the suite's)
@@ -81,9 +83,11 @@ struct QualifyPlan {
 Status qualify_plan(int level, const std::string& targets, QualifyPlan* out, const std::string& workloads = "",
                     int repeats = 0);
 
-// What run_qualify refuses before it runs anything, for `qualify --list`: a --baseline that does not load,
-// a named target this machine cannot run (no device, a missing instruction set).
-Status check_qualify_can_run(const QualifyPlan& plan, const std::string& targets, const std::string& baseline_path);
+// What run_qualify refuses before it runs anything, for `qualify --list`: a --baseline (read by the CLI: null when
+// none) that could judge nothing of the plan, a named target this machine cannot run (no device, a missing
+// instruction set).
+Status check_qualify_can_run(const QualifyPlan& plan, const std::string& targets, const Baseline* baseline,
+                             const std::string& baseline_path);
 
 // What a qualification decides. The command's exit code follows it (0, 1, 2 in this order); qualify.json
 // records both.

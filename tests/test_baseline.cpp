@@ -10,6 +10,7 @@
 #include <random>
 
 #include "gates/baseline.hpp"
+#include "store/baseline_file.hpp"
 #include "gates/verdict.hpp"
 #include "probes/registry.hpp"
 #include "probes/spec.hpp"

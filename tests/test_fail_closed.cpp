@@ -15,6 +15,7 @@
 
 #include "contract/results.hpp"
 #include "gates/baseline.hpp"
+#include "store/baseline_file.hpp"
 #include "gates/check.hpp"
 #include "gates/compare.hpp"
 #include "suites/train_measure.hpp"
