@@ -27,8 +27,8 @@ enum class Action { kIsolate, kConfigure, kRetest, kMonitor };
 const char* to_string(Action a);
 
 // What a judging command decided, as the judges (gates/) return it. The CLI alone turns it into the process's exit
-// code; the documents that publish that code (check's object, fleet.json, node.json, a healthcheck's answer) write
-// the same number through exit_code_of: PASS 0, FAIL 1, nothing (or not all that was required) judged 2.
+// code; the documents that publish that code (check's object, qualify.json, fleet.json, a fleet rank's node.json)
+// write the same number through exit_code_of: PASS 0, FAIL 1, nothing (or not all that was required) judged 2.
 enum class Decision { kPass, kFail, kNotJudged };
 int exit_code_of(Decision d);
 const char* to_string(Decision d);  // "PASS", "FAIL", "ERROR" (the verdict word of a document)
