@@ -5,6 +5,7 @@
 
 #include <sys/wait.h>
 
+#include <chrono>
 #include <ctime>
 #include <filesystem>
 #include <functional>
@@ -12,6 +13,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gates/fleet.hpp"
@@ -336,6 +338,9 @@ TEST(FleetReference, AFleetWritesItsReferenceAndALaterOneIsJudgedByIt) {
   for (auto& c : known.cells) EXPECT_EQ(c.nodes, 3) << c.workload;
 
   const std::string flip = "DETAUDIT_FLEET_TEST_FLIP='1:reduce?op=sum&n=1000&dist=uniform&seed=1'";
+  // A reference agreed at the very second a fleet started is that fleet's own (refused): the later fleet starts in
+  // another second, as any real one does (three quick ranks can finish within the second they started).
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
   ranks(d / "two", 2, flip);
   r = run_cli("fleet report " + (d / "two").string() + " --format json");
   ASSERT_EQ(r.code, 1) << r.out << r.err;
