@@ -17,20 +17,17 @@
 #include <tuple>
 
 #include "analysis/stats.hpp"
-#include "contract/atomic_file.hpp"
 #include "contract/cells.hpp"
 #include "contract/json_fields.hpp"
 #include "contract/plan.hpp"
 #include "gates/verdict.hpp"
 #include "kernels/fingerprint.hpp"
-#include "probes/results_file.hpp"
 #include "probes/spec.hpp"
 #include "suites/train_design.hpp"
 
 namespace detaudit {
 
 namespace fs = std::filesystem;
-using T = JsonType;
 
 std::string promise_name(const Promise::RunToRun& r) {
   switch (r) {
