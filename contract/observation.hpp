@@ -11,6 +11,7 @@
 
 #include "kernels/backend.hpp"
 #include "contract/metrics.hpp"
+#include "contract/spec.hpp"
 #include "contract/verdict.hpp"
 
 namespace detaudit {
@@ -34,6 +35,11 @@ using RepeatKernels = std::optional<std::vector<KernelRecord>>;
 
 struct Observation {
   std::string workload, target;
+  // The same two as parsed, canonical specs: set where an observation is made (the probe runner) or read
+  // (probes/results_file's canonicalize_specs), so the specs travel with the cell and no judge parses its text
+  // again. Not part of results.json (the texts are); empty in an observation made by hand, which the registry's
+  // specs_of parses.
+  std::optional<Spec> target_spec, workload_spec;
   ObsStatus status = ObsStatus::kOk;
   std::string reason;  // crashed: "SIGILL (Illegal instruction)"; timeout: "no result after 60 s"; skipped: why
   int repeats = 0;     // requested repeats

@@ -105,9 +105,8 @@ std::map<std::string, std::vector<std::string>> kernel_names_by_fingerprint(cons
 }
 
 std::string cell_promise(const Observation& o, const nlohmann::json& machine) {
-  Spec t, w;
-  if (!parse_target(o.target, &t).is_ok() || !parse_workload(o.workload, &w).is_ok()) return "none";
-  return promise_name(promise_for(t, w, machine, o.details).run_to_run);
+  const std::optional<Promise> p = promise_of(o, machine);
+  return p ? promise_name(p->run_to_run) : "none";
 }
 
 namespace {

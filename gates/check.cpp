@@ -45,9 +45,8 @@ std::string stat_text(double x) { return std::isfinite(x) ? fmt::format("{:.3g}"
 // word when the specs no longer parse.
 Promise::RunToRun current_promise(const Observation& o, const nlohmann::json& machine, const BaselineCell* bc,
                                   Promise* full) {
-  Spec t, w;
-  if (parse_target(o.target, &t).is_ok() && parse_workload(o.workload, &w).is_ok()) {
-    *full = promise_for(t, w, machine, o.details);
+  if (std::optional<Promise> p = promise_of(o, machine)) {
+    *full = *p;
     return full->run_to_run;
   }
   if (bc && bc->promise == "deterministic") return Promise::RunToRun::kDeterministic;

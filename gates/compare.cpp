@@ -239,11 +239,9 @@ Comparison compare_results(const Results& a, const Results& b, const std::string
       (side_a ? cell.fps_a : cell.fps_b) = fingerprint_set(o);
       (side_a ? cell.distinct_a : cell.distinct_b) = count_distinct(o.fingerprints);
       if (o.batch) (side_a ? cell.rows_a : cell.rows_b) = o.batch->rows_fingerprint;
-      Spec ts, ws;
-      if (parse_target(o.target, &ts).is_ok() && parse_workload(o.workload, &ws).is_ok()) {
-        auto promise = promise_for(ts, ws, r.machine, o.details).run_to_run;
-        cell.promised_nondeterministic |= promise == Promise::RunToRun::kNondeterministic;
-        cell.promised_deterministic |= promise == Promise::RunToRun::kDeterministic;
+      if (const std::optional<Promise> p = promise_of(o, r.machine)) {
+        cell.promised_nondeterministic |= p->run_to_run == Promise::RunToRun::kNondeterministic;
+        cell.promised_deterministic |= p->run_to_run == Promise::RunToRun::kDeterministic;
       }
       Observation g;
       g.workload = w;

@@ -114,9 +114,8 @@ std::string kernel_words(const Observation& o) {
 Promise::RunToRun fleet_promise(const FleetNode& n, const Observation& o) {
   if (auto it = o.details.find("fleet_promise"); it != o.details.end())
     return it->second == "deterministic" ? Promise::RunToRun::kDeterministic : Promise::RunToRun::kNondeterministic;
-  Spec t, w;
-  if (!parse_target(o.target, &t).is_ok() || !parse_workload(o.workload, &w).is_ok()) return Promise::RunToRun::kNone;
-  return promise_for(t, w, n.probe.machine, o.details).run_to_run;
+  const std::optional<Promise> p = promise_of(o, n.probe.machine);
+  return p ? p->run_to_run : Promise::RunToRun::kNone;
 }
 
 nlohmann::json FleetNode::node_json() const {

@@ -322,6 +322,7 @@ Results health_results(const Reference& ref, const std::string& key, const std::
     const HealthLane& lane = lanes[lo.lane];
     Cell& c = cells[{o.workload, o.target}];
     c.o.workload = o.workload, c.o.target = o.target;
+    c.o.workload_spec = o.workload_spec, c.o.target_spec = o.target_spec;
     if (o.status == ObsStatus::kOk && (!o.fingerprints.empty() || !o.warmup_fingerprint.empty())) {
       c.o.repeats += int(o.fingerprints.size()) + (lane.gpu < 0 && !o.warmup_fingerprint.empty() ? 1 : 0);
       c.fps.insert(o.fingerprints.begin(), o.fingerprints.end());

@@ -90,9 +90,8 @@ QualifyCheck race_control_check(const Results& r) {
   int cells = 0, varied = 0;
   std::set<std::string> targets;
   for (auto& o : r.observations) {
-    Spec t, w;
-    if (o.status != ObsStatus::kOk || !parse_target(o.target, &t) || !parse_workload(o.workload, &w)) continue;
-    if (promise_for(t, w, r.machine, o.details).run_to_run != Promise::RunToRun::kNondeterministic) continue;
+    if (o.status != ObsStatus::kOk) continue;
+    if (const auto p = promise_of(o, r.machine); !p || p->run_to_run != Promise::RunToRun::kNondeterministic) continue;
     ++cells;
     varied += o.distinct > 1;
     targets.insert(o.target);

@@ -28,8 +28,8 @@ double oracle_budget(int64_t bound_k, double unit_roundoff, double input_unit_ro
 }
 
 double oracle_budget(const Observation& o, const Promise& p) {
-  Spec w;
-  bool f64 = parse_workload(o.workload, &w).is_ok() && w.get("dtype") == "f64";
+  Spec t, w;
+  bool f64 = specs_of(o, &t, &w).is_ok() && w.get("dtype") == "f64";
   return oracle_budget(o.oracle ? o.oracle->bound_k : 0, f64 ? std::ldexp(1.0, -53) : std::ldexp(1.0, -24),
                        p.input_unit_roundoff);
 }
@@ -279,6 +279,7 @@ CellVerdicts cpu_cell_verdicts(const Spec& t, const Spec& w, int distinct, std::
   Observation o;
   o.workload = w.str();
   o.target = t.str();
+  o.workload_spec = w, o.target_spec = t;
   o.status = ObsStatus::kOk;
   const int n = std::max(distinct, 1);
   for (int i = 0; i < n; ++i) o.fingerprints.push_back(fmt::format("{:032x}", i + 1));
@@ -353,14 +354,11 @@ void judge(Results* r) {
     const Observation& o = r->observations[i];
     Judged& j = judged[i];
     Spec target, workload;
-    Status target_ok = parse_target(o.target, &target);
-    Status workload_ok = parse_workload(o.workload, &workload);
-    if (target_ok && workload_ok) {
+    if (Status specs = specs_of(o, &target, &workload); specs) {
       j.promise = promise_for(target, workload, r->machine, o.details);
     } else if (o.status != ObsStatus::kSkipped) {
       // Results of another detaudit may name what this one does not know: judged without a promise.
-      j.cell.findings.push_back(
-          {Verdict::kWarn, "no promise known: " + (target_ok ? workload_ok : target_ok).message()});
+      j.cell.findings.push_back({Verdict::kWarn, "no promise known: " + specs.message()});
     }
     judge_one(o, *r, &j);
   }

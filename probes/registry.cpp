@@ -297,6 +297,33 @@ Promise promise_for(const Spec& target, const Spec& workload, const nlohmann::js
   return p;
 }
 
+Status specs_of(const Observation& o, Spec* target, Spec* workload) {
+  if (o.target_spec && o.workload_spec) {
+    *target = *o.target_spec;
+    *workload = *o.workload_spec;
+    return Status::ok();
+  }
+  DETAUDIT_RETURN_IF_ERROR(parse_target(o.target, target));
+  return parse_workload(o.workload, workload);
+}
+
+Status attach_specs(Observation* o) {
+  Spec t, w;
+  DETAUDIT_RETURN_IF_ERROR(parse_target(o->target, &t));
+  DETAUDIT_RETURN_IF_ERROR(parse_workload(o->workload, &w));
+  o->target = t.str();
+  o->workload = w.str();
+  o->target_spec = std::move(t);
+  o->workload_spec = std::move(w);
+  return Status::ok();
+}
+
+std::optional<Promise> promise_of(const Observation& o, const nlohmann::json& machine) {
+  Spec t, w;
+  if (!specs_of(o, &t, &w).is_ok()) return std::nullopt;
+  return promise_for(t, w, machine, o.details);
+}
+
 std::string skip_contradiction(const Spec& target, const Spec& workload, const nlohmann::json& machine) {
   const BackendEntry* e = find_backend(target.name);
   if (!e) return "";

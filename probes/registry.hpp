@@ -9,6 +9,7 @@
 #pragma once
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,7 @@
 
 #include "kernels/backend.hpp"
 #include "probes/spec.hpp"
+#include "contract/observation.hpp"
 #include "contract/target_facts.hpp"
 
 namespace detaudit {
@@ -213,6 +215,15 @@ std::vector<Spec> expand_all(const Spec& target);
 // it (cpu_features, gpus); `details` the observation's details (cuDNN's claimed_deterministic).
 Promise promise_for(const Spec& target, const Spec& workload, const nlohmann::json& machine,
                     const std::map<std::string, std::string>& details);
+
+// An observation's target and workload as specs: those it carries (Observation::target_spec, workload_spec), else
+// its texts parsed (an observation made by hand). Invalid, naming the text, when either does not parse (a cell of a
+// version whose registry differs).
+Status specs_of(const Observation& o, Spec* target, Spec* workload);
+// Sets o's specs from its texts, and the texts to their canonical form; invalid as specs_of, o unchanged then.
+Status attach_specs(Observation* o);
+// The observation's promise on `machine` (promise_for of its specs and details); nullopt where they do not parse.
+std::optional<Promise> promise_of(const Observation& o, const nlohmann::json& machine);
 
 // What the layers that do not see this registry need of a target (contract/target_facts.hpp); a target
 // that does not parse is not `known`.

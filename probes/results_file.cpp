@@ -323,6 +323,7 @@ Status canonicalize_specs(Results* r, const std::string& path) {
     Spec t, w;
     DETAUDIT_RETURN_IF_ERROR(canonical(&o.target, true, at + ".target", &t));
     DETAUDIT_RETURN_IF_ERROR(canonical(&o.workload, false, at + ".workload", &w));
+    o.target_spec = t, o.workload_spec = w;
     DETAUDIT_RETURN_IF_ERROR(check_cell_against_run(o, w, t, *r, plan_targets, plan_workloads, run_seconds, at));
     // A skip the run's own machine contradicts (the oracle's, or a cpu target's of a workload it runs on a CPU that
     // has what the target needs).

@@ -289,6 +289,13 @@ int worker_main(int in_fd, int out_fd) {
 void run_target(const Spec& target, const std::vector<WorkItem>& items, const WorkerOptions& opt,
                 const ObservationSink& sink, const ProgressSink& progress) {
   size_t next = 0;
+  // The cell goes on with the specs it was asked for, parsed once here: those of the observation's own texts (a
+  // worker that answered for another cell keeps its texts alone, and whoever reads them parses them).
+  auto deliver = [&](size_t i, Observation&& o) {
+    if (o.workload == items[i].workload.str() && o.target == target.str())
+      o.workload_spec = items[i].workload, o.target_spec = target;
+    sink(items[i], std::move(o));
+  };
   auto record = [&](size_t i, ObsStatus status, const std::string& reason) {
     Observation o;
     o.workload = items[i].workload.str();
@@ -296,7 +303,7 @@ void run_target(const Spec& target, const std::vector<WorkItem>& items, const Wo
     o.repeats = opt.repeats;
     o.status = status;
     o.reason = reason;
-    sink(items[i], std::move(o));
+    deliver(i, std::move(o));
   };
   while (next < items.size()) {
     const size_t first = next;
@@ -338,7 +345,7 @@ void run_target(const Spec& target, const std::vector<WorkItem>& items, const Wo
           o.status = ObsStatus::kError;
           o.reason = "worker sent " + read.message();
         }
-        sink(items[idx], std::move(o));
+        deliver(idx, std::move(o));
         ++next;
         return true;
       }

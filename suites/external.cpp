@@ -697,6 +697,7 @@ Status read_external_outputs(const std::string& dir, const std::string& name, st
     Observation o;
     o.workload = ms[i].spec.str();
     o.target = target.str();
+    o.workload_spec = ms[i].spec, o.target_spec = target;
     o.repeats = int(outs[i].fingerprints.size());
     o.fingerprints = outs[i].fingerprints;
     o.distinct = count_distinct(o.fingerprints);

@@ -407,9 +407,9 @@ Status run_probe_suite(const ProbePlan& plan, const ProbeRunOptions& opt, Result
   for (size_t i = 0; i < r.observations.size(); ++i) {
     const Observation& o = r.observations[i];
     if (o.target != oracle_backend().name || o.status != ObsStatus::kOk || r.oracle_failures.count(o.workload)) continue;
-    Spec w;
+    Spec t, w;
     OracleEntry e;
-    if (!parse_workload(o.workload, &w).is_ok() || !read_oracle_entry(oracle_path(opt.out_dir, w), oracle_key(w), &e))
+    if (!specs_of(o, &t, &w).is_ok() || !read_oracle_entry(oracle_path(opt.out_dir, w), oracle_key(w), &e))
       continue;
     const std::string computed = fingerprint_bytes(e.payload.data(), e.payload.size()).hex();
     for (const std::string& fp : o.fingerprints)

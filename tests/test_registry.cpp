@@ -9,6 +9,7 @@
 #include "cli_helpers.hpp"
 #include "kernels/cuda/cuda.hpp"
 #include "probes/registry.hpp"
+#include "probes/results_file.hpp"
 #include "probes/workload.hpp"
 #include "suites/probe_suite.hpp"
 #include "suites/train_design.hpp"
@@ -156,6 +157,59 @@ TEST(Registry, CpuAtomicPromisesNoVariationWhereTheRaceCannotHappen) {
             kDet);
   EXPECT_EQ(promise_for(target("cpu?order=atomic&threads=4"), workload("reduce?op=sum&n=129"), kEverything, {}).run_to_run,
             kNondet);
+}
+
+// An observation's specs travel with it: a judge reads the specs it carries and parses its texts only where it
+// carries none (an observation made by hand); attach_specs makes the texts canonical; a text no version of the
+// registry parses has no specs and no promise, and says why.
+TEST(Registry, AnObservationsSpecsTravelWithIt) {
+  Observation o;
+  o.target = "cpu?threads=4&order=atomic";  // keys out of the canonical order
+  o.workload = "reduce?n=129&op=sum";
+  Spec t, w;
+  std::string err;
+  ASSERT_TRUE(succeeded(specs_of(o, &t, &w), &err)) << err;
+  EXPECT_EQ(t.str(), target(o.target).str());
+  ASSERT_TRUE(succeeded(attach_specs(&o), &err)) << err;
+  EXPECT_EQ(o.target, target("cpu?order=atomic&threads=4").str()) << "the text is canonical";
+  EXPECT_EQ(o.workload, workload("reduce?op=sum&n=129").str());
+  ASSERT_TRUE(o.target_spec && o.workload_spec);
+  EXPECT_EQ(o.target_spec->str(), o.target);
+  // The carried specs are what is read: with texts that no longer parse, the cell still has its promise.
+  Observation carried = o;
+  carried.target = "no-such-backend", carried.workload = "no-such-op";
+  ASSERT_TRUE(succeeded(specs_of(carried, &t, &w), &err)) << err;
+  EXPECT_EQ(t.str(), o.target);
+  ASSERT_TRUE(promise_of(carried, kEverything));
+  EXPECT_EQ(promise_of(carried, kEverything)->run_to_run, kNondet);
+  // Made by hand, of texts this registry does not know: no specs, no promise, and the reason names the text.
+  Observation unknown;
+  unknown.target = "no-such-backend", unknown.workload = "reduce?op=sum&n=129";
+  const Status st = specs_of(unknown, &t, &w);
+  EXPECT_FALSE(st.is_ok());
+  EXPECT_NE(st.message().find("no-such-backend"), std::string::npos) << st.message();
+  EXPECT_FALSE(promise_of(unknown, kEverything));
+  EXPECT_FALSE(attach_specs(&unknown).is_ok());
+  EXPECT_FALSE(unknown.target_spec) << "a failed attach leaves the observation as it was";
+}
+
+// Read from a results file, every cell carries its specs, canonical, as its texts now are.
+TEST(Registry, ResultsReadBackCarryTheirCellsSpecs) {
+  Results r;
+  r.started_at = "2024-01-01T00:00:00Z";
+  r.command = "detaudit probe --targets cpu?threads=1 --workloads reduce?op=sum&n=100 --repeats 1";
+  r.plan = {{"suite", "quick"}, {"custom", true}, {"targets", {"cpu?threads=1"}}, {"workloads", {"reduce?op=sum&n=100"}},
+            {"repeats", 1}, {"timeout_s", 120.0}};
+  r.machine = test::machine_json();
+  r.observations = {test::ran("reduce?n=100&op=sum", "cpu?threads=1", {test::fingerprint('a')})};
+  r.observations[0].target_spec.reset(), r.observations[0].workload_spec.reset();
+  std::string err;
+  ASSERT_TRUE(succeeded(canonicalize_specs(&r, "R/results.json"), &err)) << err;
+  const Observation& o = r.observations[0];
+  ASSERT_TRUE(o.target_spec && o.workload_spec);
+  EXPECT_EQ(o.workload, workload("reduce?op=sum&n=100").str());
+  EXPECT_EQ(o.workload_spec->str(), o.workload);
+  EXPECT_EQ(o.target_spec->str(), o.target);
 }
 
 TEST(Registry, UnmetRequirementsFollowTheMachine) {

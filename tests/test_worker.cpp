@@ -60,6 +60,10 @@ TEST(WorkerIsolation, SegfaultIsRecordedAndTheNextItemStillRuns) {
     EXPECT_EQ(o.status, ObsStatus::kCrashed);
     EXPECT_EQ(o.reason.rfind("SIGSEGV", 0), 0u) << o.reason;
     EXPECT_EQ(o.target, "testing?fault=segv");
+    // The cell comes back with the specs it was asked for, parsed once by the parent.
+    ASSERT_TRUE(o.target_spec && o.workload_spec);
+    EXPECT_EQ(o.target_spec->str(), o.target);
+    EXPECT_EQ(o.workload_spec->str(), o.workload);
   }
   EXPECT_EQ(obs[1].workload.rfind("reduce?op=dot", 0), 0u);
 }
