@@ -16,6 +16,7 @@
 
 #include "kernels/cuda/common.hpp"
 #include "kernels/cuda/cuda.hpp"
+#include "tests/gpu_kernels.hpp"
 
 using namespace detaudit;
 

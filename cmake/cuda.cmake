@@ -1,6 +1,7 @@
 # CUDA is optional: check_language(CUDA), then enable_language(CUDA) when a compiler is found.
 # Never link CUDA::cuda_driver: it is the stub libcuda.so and a binary linked to it cannot start
 # without a driver. libcudart, libcublas, libcudnn and libcupti load the driver at run time.
+option(DETAUDIT_WITH_CUDA "Build the CUDA backends when a CUDA toolkit is found" ON)
 set(DETAUDIT_HAVE_CUDA OFF)
 if(DETAUDIT_WITH_CUDA)
   include(CheckLanguage)

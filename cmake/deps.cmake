@@ -112,6 +112,7 @@ else()
   target_link_libraries(detaudit::sqlite3 INTERFACE ${SQLITE3_RUNTIME})
 endif()
 
+option(DETAUDIT_WITH_HWLOC "Describe the machine topology through hwloc" ON)
 set(DETAUDIT_HAVE_HWLOC OFF)
 add_library(detaudit::hwloc INTERFACE IMPORTED)
 if(DETAUDIT_WITH_HWLOC AND PkgConfig_FOUND)
@@ -154,6 +155,7 @@ detaudit_part_state(hwloc DETAUDIT_WITH_HWLOC DETAUDIT_HAVE_HWLOC "${_hwloc_miss
 # MPI (Open MPI from Debian: libopenmpi-dev): `detaudit fleet` under mpirun gathers through it and runs
 # the allreduce workload. Without it fleet still runs one rank per process (--rank, or the rank from
 # Slurm's or Kubernetes' environment) and merges offline; under mpirun it refuses with exit 2.
+option(DETAUDIT_WITH_MPI "Gather `detaudit fleet` through MPI and run its allreduce workload" ON)
 set(DETAUDIT_HAVE_MPI OFF)
 add_library(detaudit::mpi INTERFACE IMPORTED)
 if(DETAUDIT_WITH_MPI)
@@ -166,6 +168,7 @@ endif()
 detaudit_part_state(mpi DETAUDIT_WITH_MPI DETAUDIT_HAVE_MPI "MPI not found (Debian: libopenmpi-dev)"
                     "(MPI ${MPI_C_VERSION})")
 
+option(DETAUDIT_WITH_OPENBLAS "Build the openblas target" ON)
 set(DETAUDIT_HAVE_OPENBLAS OFF)
 if(DETAUDIT_WITH_OPENBLAS)
   find_path(OPENBLAS_INCLUDE cblas.h PATH_SUFFIXES openblas-pthread openblas x86_64-linux-gnu/openblas-pthread)
@@ -180,6 +183,7 @@ endif()
 detaudit_part_state(openblas DETAUDIT_WITH_OPENBLAS DETAUDIT_HAVE_OPENBLAS
                     "cblas.h or libopenblas not found (Debian: libopenblas-dev)" "${OPENBLAS_LIB}")
 
+option(DETAUDIT_WITH_ONEDNN "Build the onednn target" ON)
 set(DETAUDIT_HAVE_ONEDNN OFF)
 if(DETAUDIT_WITH_ONEDNN)
   detaudit_probe_package(dnnl _ok _why)

@@ -18,11 +18,29 @@ namespace detaudit {
 
 namespace {
 
-// In --help order.
-std::vector<BackendEntry> make_registry() {
-  return {cpu_ref_backend(), cpu_backend(),    openblas_backend(), onednn_backend(),   cuda_backend(),
-          cublas_backend(),  cublaslt_backend(), cudnn_backend(),  external_backend(), testing_backend()};
-}
+// The backends, one line each, in --help order: probes/backends/<name>.cpp defines BackendEntry <name>_backend(), its
+// kernels are its own files, and CMake builds what those folders hold. Adding a backend is its files and a line here
+// (and, for a library found at configure time, its lines in cmake/deps.cmake).
+#define DETAUDIT_BACKENDS(X) \
+  X(cpu_ref)                 \
+  X(cpu)                     \
+  X(openblas)                \
+  X(onednn)                  \
+  X(cuda)                    \
+  X(cublas)                  \
+  X(cublaslt)                \
+  X(cudnn)                   \
+  X(external)                \
+  X(testing)
+
+#define DETAUDIT_DECLARE_BACKEND(name) BackendEntry name##_backend();
+#define DETAUDIT_LIST_BACKEND(name) name##_backend(),
+
+}  // namespace
+DETAUDIT_BACKENDS(DETAUDIT_DECLARE_BACKEND)
+namespace {
+
+std::vector<BackendEntry> make_registry() { return {DETAUDIT_BACKENDS(DETAUDIT_LIST_BACKEND)}; }
 
 // Requirement -> the name machine_fingerprint()["cpu_features"] lists when the CPU has it.
 const std::map<std::string, std::string>& cpu_feature_names() {

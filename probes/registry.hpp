@@ -5,7 +5,8 @@
 // claims), which gates/verdict.cpp judges observations against, its suites' and training designs' default
 // targets and the library versions it writes into the machine fingerprint. Each entry is made in the
 // backend's own file, probes/backends/<name>.cpp; adding a backend is that file, its kernels and one line
-// of registry.cpp's list. Nothing outside those files names a backend (tests/test_layering.cpp checks).
+// of registry.cpp's list (DETAUDIT_BACKENDS). Nothing outside those files names a backend (tests/test_layering.cpp
+// checks).
 #pragma once
 #include <map>
 #include <memory>

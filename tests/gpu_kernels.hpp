@@ -9,6 +9,13 @@
 
 namespace detaudit {
 
+#if defined(DETAUDIT_HAVE_CUDA)
+extern const GpuKernels kCudaNativeKernels;  // kernels/cuda/native_backend.cpp
+extern const GpuKernels kCublasKernels;      // kernels/cuda/cublas_backend.cpp
+extern const GpuKernels kCublasLtKernels;    // kernels/cuda/cublaslt_backend.cpp
+extern const GpuKernels kCudnnKernels;       // kernels/cuda/cudnn_backend.cpp
+#endif
+
 inline const GpuKernels* gpu_kernels_named(const std::string& name) {
 #if defined(DETAUDIT_HAVE_CUDA)
   if (name == "cuda") return &kCudaNativeKernels;

@@ -19,7 +19,8 @@
 
 #include "tests/fixtures.hpp"
 #include "kernels/cpu/native.hpp"
-#include "kernels/cpu/vendor.hpp"
+#include "kernels/cpu/onednn_backend.hpp"
+#include "kernels/cpu/openblas_backend.hpp"
 #include "kernels/generator.hpp"
 #include "probes/workload.hpp"
 

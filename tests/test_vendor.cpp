@@ -13,7 +13,8 @@
 #include <vector>
 
 #include "kernels/cpu/ref.hpp"
-#include "kernels/cpu/vendor.hpp"
+#include "kernels/cpu/onednn_backend.hpp"
+#include "kernels/cpu/openblas_backend.hpp"
 #include "kernels/generator.hpp"
 
 namespace detaudit {

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cpu/vendor.hpp"
+#include "kernels/cpu/onednn_backend.hpp"
 
 #include "kernels/checks.hpp"
 

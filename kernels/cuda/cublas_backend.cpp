@@ -253,7 +253,7 @@ BackendOr make_cublas(int device, const Params& p) {
 
 namespace detaudit {
 // What the cublas registry entry opens (probes/backends/cublas.cpp).
-const GpuKernels kCublasKernels = {
+extern const GpuKernels kCublasKernels = {
     [](const std::map<std::string, std::string>& m) { return gpu::validate_cublas(gpu::Params(m)); },
     [](int device, const std::map<std::string, std::string>& m) { return gpu::make_cublas(device, gpu::Params(m)); }};
 }  // namespace detaudit

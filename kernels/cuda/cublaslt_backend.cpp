@@ -180,7 +180,7 @@ BackendOr make_cublaslt(int device, const Params& p) {
 
 namespace detaudit {
 // What the cublaslt registry entry opens (probes/backends/cublaslt.cpp).
-const GpuKernels kCublasLtKernels = {
+extern const GpuKernels kCublasLtKernels = {
     [](const std::map<std::string, std::string>& m) { return gpu::validate_cublaslt(gpu::Params(m)); },
     [](int device, const std::map<std::string, std::string>& m) { return gpu::make_cublaslt(device, gpu::Params(m)); }};
 }  // namespace detaudit

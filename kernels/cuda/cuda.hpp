@@ -63,12 +63,8 @@ struct GpuKernels {
   Status (*validate)(const std::map<std::string, std::string>& params) = nullptr;
   BackendOr (*make)(int device, const std::map<std::string, std::string>& params) = nullptr;
 };
-#if defined(DETAUDIT_HAVE_CUDA)
-extern const GpuKernels kCudaNativeKernels;  // kernels/cuda/native_backend.cpp
-extern const GpuKernels kCublasKernels;      // kernels/cuda/cublas_backend.cpp
-extern const GpuKernels kCublasLtKernels;    // kernels/cuda/cublaslt_backend.cpp
-extern const GpuKernels kCudnnKernels;       // kernels/cuda/cudnn_backend.cpp
-#endif
+// Each is defined `extern const` (a const of namespace scope is otherwise the file's alone) and declared where its
+// registry entry names it; no list of them is kept here.
 
 // Opens `backend` through its kernels on `device` (-1: the first): the values first, so a bad spec is refused as
 // such on machines without a GPU too, then the device. Unavailable, with the reason, where there is no device or

@@ -381,7 +381,7 @@ BackendOr make_cudnn(int device, const Params& p) {
 
 namespace detaudit {
 // What the cudnn registry entry opens (probes/backends/cudnn.cpp).
-const GpuKernels kCudnnKernels = {
+extern const GpuKernels kCudnnKernels = {
     [](const std::map<std::string, std::string>& m) { return gpu::validate_cudnn(gpu::Params(m)); },
     [](int device, const std::map<std::string, std::string>& m) { return gpu::make_cudnn(device, gpu::Params(m)); }};
 }  // namespace detaudit

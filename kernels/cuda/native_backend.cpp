@@ -190,7 +190,7 @@ BackendOr make_cuda_native(int device, const Params& p) {
 
 namespace detaudit {
 // What the cuda registry entry opens (probes/backends/cuda.cpp).
-const GpuKernels kCudaNativeKernels = {
+extern const GpuKernels kCudaNativeKernels = {
     [](const std::map<std::string, std::string>& m) { return gpu::validate_cuda_native(gpu::Params(m)); },
     [](int device, const std::map<std::string, std::string>& m) { return gpu::make_cuda_native(device, gpu::Params(m)); }};
 }  // namespace detaudit

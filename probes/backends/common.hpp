@@ -1,5 +1,5 @@
 // What the backend entries of probes/backends/*.cpp share: the promise builders, the requirement of a CUDA
-// device, and one function per backend and device kind returning its entry (probes/registry.cpp lists them).
+// device, and the device kinds' entries (each backend's own entry is declared where probes/registry.cpp lists it).
 #pragma once
 #include <map>
 #include <memory>
@@ -50,18 +50,8 @@ BackendOr make_gpu_target(const Spec& t, const GpuKernels* kernels);
 struct CudaEnvironment;
 const CudaEnvironment& cuda_stack();
 
-// One per file of probes/backends/.
-BackendEntry cpu_ref_backend();
-BackendEntry cpu_backend();
-BackendEntry openblas_backend();
-BackendEntry onednn_backend();
-BackendEntry cuda_backend();
-BackendEntry cublas_backend();
-BackendEntry cublaslt_backend();
-BackendEntry cudnn_backend();
-BackendEntry external_backend();
-BackendEntry testing_backend();
-// The device kinds: the host's in cpu.cpp, CUDA's in cuda.cpp.
+// Each file of probes/backends/ defines its entry, BackendEntry <name>_backend(), which probes/registry.cpp declares
+// and lists. The device kinds: the host's in cpu.cpp, CUDA's in cuda.cpp.
 DeviceKindEntry host_device_kind();
 DeviceKindEntry cuda_device_kind();
 

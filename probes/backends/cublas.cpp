@@ -5,6 +5,10 @@
 
 namespace detaudit {
 
+#if defined(DETAUDIT_HAVE_CUDA)
+extern const GpuKernels kCublasKernels;  // kernels/cuda/cublas_backend.cpp
+#endif
+
 namespace {
 
 bool applicable_cublas(const Spec& t, const Spec& w) {

@@ -5,6 +5,10 @@
 
 namespace detaudit {
 
+#if defined(DETAUDIT_HAVE_CUDA)
+extern const GpuKernels kCublasLtKernels;  // kernels/cuda/cublaslt_backend.cpp
+#endif
+
 namespace {
 
 bool applicable_cublaslt(const Spec&, const Spec& w) { return w.name == "matmul" || w.name == "batchinv"; }
@@ -23,6 +27,8 @@ Promise promise_cublaslt(const Spec&, const Spec&, const std::map<std::string, s
 
 
 }  // namespace
+
+BackendEntry cublas_backend();  // probes/backends/cublas.cpp: cuBLASLt depends on what cuBLAS does
 
 BackendEntry cublaslt_backend() {
   BackendEntry e;

@@ -9,6 +9,10 @@
 
 namespace detaudit {
 
+#if defined(DETAUDIT_HAVE_CUDA)
+extern const GpuKernels kCudaNativeKernels;  // kernels/cuda/native_backend.cpp
+#endif
+
 const CudaEnvironment& cuda_stack() {
   static const CudaEnvironment env = query_cuda_environment();
   return env;

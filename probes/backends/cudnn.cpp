@@ -9,6 +9,10 @@
 
 namespace detaudit {
 
+#if defined(DETAUDIT_HAVE_CUDA)
+extern const GpuKernels kCudnnKernels;  // kernels/cuda/cudnn_backend.cpp
+#endif
+
 namespace {
 
 // What cudnn_ops.h says of the algorithm a cuDNN target pins (its name in *name; "" for auto or an unknown

@@ -8,7 +8,7 @@
 #include <set>
 
 #include "contract/results.hpp"  // shown_safely
-#include "kernels/cpu/vendor.hpp"
+#include "kernels/cpu/onednn_backend.hpp"
 
 namespace detaudit {
 

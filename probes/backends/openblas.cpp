@@ -8,7 +8,7 @@
 #include <set>
 
 #include "contract/results.hpp"  // shown_safely
-#include "kernels/cpu/vendor.hpp"
+#include "kernels/cpu/openblas_backend.hpp"
 
 namespace detaudit {
 

@@ -1,23 +1,13 @@
-// Vendor CPU libraries. Their kernel choice (OPENBLAS_CORETYPE, ONEDNN_MAX_CPU_ISA) is read when the
-// library loads, so the probes run each such target in its own worker process with its environment;
-// the factories below only apply what can be set at run time (threads) and report what was chosen.
+// oneDNN. Its kernel choice (ONEDNN_MAX_CPU_ISA) is read when the library loads, so the probes run each onednn
+// target in its own worker process with its environment; the factories apply only what can be set at run time
+// (threads) and report what was chosen.
 #pragma once
 #include <cstdint>
-#include <memory>
 #include <string>
 
 #include "kernels/backend.hpp"
 
 namespace detaudit {
-
-struct OpenblasOptions {
-  int threads = 1;
-};
-// Returns nullptr and sets *st when detaudit was built without OpenBLAS.
-BackendOr make_openblas(const OpenblasOptions& opts);
-// "OpenBLAS 0.3.21 DYNAMIC_ARCH ... / core Haswell", or "not built".
-std::string openblas_version_string();
-std::string openblas_corename();
 
 struct OnednnOptions {
   int threads = 1;
