@@ -27,6 +27,8 @@ int run_analyze(const AnalyzeArgs& a, int argc, char** argv) {
   opt.out_dir = a.out;
   opt.command = command_line(argc, argv);
   opt.progress = progress_sink();
+  ResultsDir dir(opt.out_dir);  // analyse and report under one hold
+  opt.results_dir = &dir;
   Results r;
   if (Status st = analyze_training_dirs(opt, &r); !st) return fail(st);
   if (Status st = write_reports(a.out, r); !st) return fail(st);

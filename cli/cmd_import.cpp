@@ -9,7 +9,7 @@
 #include "gates/verdict.hpp"
 #include "report/probe_report.hpp"
 #include "report/train_report.hpp"
-#include "suites/dir_lock.hpp"
+#include "suites/results_dir.hpp"
 #include "suites/external.hpp"
 
 namespace detaudit::cli {
@@ -27,12 +27,12 @@ int run_import(const ImportArgs& a, int argc, char** argv) {
   if (Status st = not_a_fleet_directory(out); !st) return fail(st);
   // Everything is read and checked first: a bad file leaves RESULTS as it was.
   if (Status st = read_external_outputs(a.dir, a.name, &obs, progress_sink()); !st) return fail_or_interrupted(st);
-  DirLock lock;
-  if (Status st = lock.acquire(out); !st) return fail(st);
+  ResultsDir dir(out);
+  if (Status st = dir.lock(); !st) return fail(st);
   Results r;
   if (Status st = merge_external(out, obs, command_line(argc, argv), &r); !st) return fail(st);
   judge(&r);
-  if (Status st = save_results(results_file(out), r); !st) return fail(st);
+  if (Status st = dir.save(r); !st) return fail(st);
   if (Status st = write_reports(out, r); !st) return fail(st);
   int repeats = 0;
   for (auto& o : obs) repeats += o.repeats;

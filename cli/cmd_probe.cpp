@@ -147,6 +147,9 @@ int run_probe(const ProbeArgs& a, int argc, char** argv) {
   opt.command = command_line(argc, argv);
   opt.progress = progress_sink();
   opt.custom = !a.targets.empty() || !a.workloads.empty();
+  // Run, judge, save and report under one hold on the directory.
+  ResultsDir dir(opt.out_dir);
+  opt.results_dir = &dir;
   Results results;
   if (Status st = run_probe_suite(plan, opt, &results); !st) {
     if (st.code() == Status::Code::kInterrupted)
@@ -157,7 +160,7 @@ int run_probe(const ProbeArgs& a, int argc, char** argv) {
   // Judge every cell against its target's promise, then write the results and reports again with the
   // verdicts (the suite wrote them while running).
   judge(&results);
-  if (Status st = save_results(results_file(opt.out_dir), results); !st) return fail(st);
+  if (Status st = dir.save(results); !st) return fail(st);
   if (Status st = write_reports(opt.out_dir, results); !st) return fail(st);
   Outcome o = probe_outcome(results, opt.out_dir, a.no_fail);
   record_history(a.hist, RunKind::kProbe, results, opt.out_dir, &o);

@@ -8,7 +8,7 @@
 #include "gates/verdict.hpp"
 #include "probes/results_file.hpp"
 #include "report/train_report.hpp"
-#include "suites/dir_lock.hpp"
+#include "suites/results_dir.hpp"
 #include "suites/train_design.hpp"
 
 namespace detaudit::cli {
@@ -32,8 +32,8 @@ int run_report(const ReportArgs& a) {
       if (std::filesystem::exists(std::filesystem::path(dir) / file, ec))
         return fail(fmt::format("{}: no results.json, but a {}: {}", dir, file, fmt::format(fmt::runtime(below), dir)));
   if (Status st = load_stored_results(results_file(dir), &r); !st) return fail(st);
-  DirLock lock;
-  if (Status st = lock.acquire(dir); !st) return fail(st);
+  ResultsDir held(dir);  // read above; the lock keeps a run from writing while the reports are made
+  if (Status st = held.lock(); !st) return fail(st);
   // Judged for the report by this detaudit (a verdict the file stores is not evidence; results written
   // before verdicts existed, or by a run in progress, have none); the results file is left as it is.
   judge(&r);

@@ -110,6 +110,9 @@ int run_train(const TrainArgs& a, int argc, char** argv) {
   opt.run_timeout_s = a.run_timeout;
   opt.command = command_line(argc, argv);
   opt.progress = progress_sink();
+  // Run and report under one hold on the directory.
+  ResultsDir dir(opt.out_dir);
+  opt.results_dir = &dir;
   Results results;
   if (Status st = run_train_design(d, opt, &results); !st) {
     if (st.code() == Status::Code::kInterrupted)

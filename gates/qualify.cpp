@@ -698,6 +698,8 @@ Status run_qualify(const QualifyOptions& opt, QualifyOutcome* out) {
   po.command = opt.command;
   po.custom = !opt.targets.empty();
   po.progress = opt.progress;
+  ResultsDir probe_dir(out->probe_dir);  // run, judge and save under one hold
+  po.results_dir = &probe_dir;
   Results probe;
   say(fmt::format("qualify level {}: probe suite {} ({} targets) into {}", opt.level, suite, plan.targets.size(),
                   out->probe_dir));
@@ -707,7 +709,7 @@ Status run_qualify(const QualifyOptions& opt, QualifyOutcome* out) {
     return st;
   }
   judge(&probe);
-  DETAUDIT_RETURN_IF_ERROR(save_results(results_file(out->probe_dir), probe));
+  DETAUDIT_RETURN_IF_ERROR(probe_dir.save(probe));
   probe_checks(probe, planned, required, unmet, out);
   out->checks.push_back(race_control_check(probe));
   timed_from(first);

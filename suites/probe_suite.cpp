@@ -23,7 +23,7 @@
 #include "probes/results_file.hpp"
 #include "probes/worker.hpp"
 #include "probes/workload.hpp"
-#include "suites/dir_lock.hpp"
+#include "suites/results_dir.hpp"
 
 namespace detaudit {
 
@@ -348,18 +348,18 @@ Status run_probe_suite(const ProbePlan& plan, const ProbeRunOptions& opt, Result
   };
   std::string source;
   DETAUDIT_RETURN_IF_ERROR(check_memory(plan, available_memory_bytes(&source), source));
-  DirLock lock;
-  DETAUDIT_RETURN_IF_ERROR(not_a_fleet_directory(opt.out_dir));
-  const std::string results_path = results_file(opt.out_dir);
   // A results.json that is a link (or no regular file) is refused before the lock, the oracle cache or the logs
   // are made beside it: a refused run leaves the folder as it found it.
-  DETAUDIT_RETURN_IF_ERROR(check_destination(results_path));
-  DETAUDIT_RETURN_IF_ERROR(lock.acquire(opt.out_dir));
+  ResultsDir own(opt.out_dir);
+  ResultsDir& out = opt.results_dir ? *opt.results_dir : own;
+  if (out.dir() != opt.out_dir) return Status::error("the results directory held is not --out (a bug)");
+  DETAUDIT_RETURN_IF_ERROR(out.open_for_writing());
+  const std::string results_path = out.results_path();
   Results r;
   std::set<std::pair<std::string, std::string>> done;
   if (!opt.fresh && fs::exists(results_path)) {
     Results old;
-    if (Status st = load_checked_results(results_path, &old); !st)
+    if (Status st = out.load(&old); !st)
       return Status::invalid(st.message() + " (use --fresh to start over)");
     nlohmann::json a = old.plan, b = plan.to_json();
     // (A time limit too: cells that finished under another limit would be said to have run under this one.)
@@ -393,7 +393,7 @@ Status run_probe_suite(const ProbePlan& plan, const ProbeRunOptions& opt, Result
   r.command = opt.command;
   r.plan = plan.to_json();
   r.machine = machine_fingerprint();
-  DETAUDIT_RETURN_IF_ERROR(save_results(results_path, r));
+  DETAUDIT_RETURN_IF_ERROR(out.save(r));
 
   auto stop = [&]() {
     *results = r;
@@ -418,7 +418,7 @@ Status run_probe_suite(const ProbePlan& plan, const ProbeRunOptions& opt, Result
                                            "the oracle, deterministic): the results were edited; use --fresh",
                                            results_path, i, o.target, fp, o.workload, computed));
   }
-  DETAUDIT_RETURN_IF_ERROR(save_results(results_path, r));
+  DETAUDIT_RETURN_IF_ERROR(out.save(r));
 
   WorkerOptions wo;
   wo.exe = opt.exe;
@@ -451,7 +451,7 @@ Status run_probe_suite(const ProbePlan& plan, const ProbeRunOptions& opt, Result
         [&](const WorkItem&, Observation&& o) {
           finished.push_back(o);
           r.observations.push_back(std::move(o));
-          if (saved.is_ok()) saved = save_results(results_path, r);
+          if (saved.is_ok()) saved = out.save(r);
         },
         [&](const WorkItem& w) {
           heartbeat.started(fmt::format("target {}/{} {}: workload {}/{} {}", ti + 1, plan.targets.size(),
@@ -463,7 +463,7 @@ Status run_probe_suite(const ProbePlan& plan, const ProbeRunOptions& opt, Result
     say(progress.line(ti, target, finished, seconds_since(t0)));
   }
   r.finished_at = utc_now_iso8601();
-  DETAUDIT_RETURN_IF_ERROR(save_checked_results(results_path, r));
+  DETAUDIT_RETURN_IF_ERROR(out.save_checked(r));
   *results = std::move(r);
   return Status::ok();
 }

@@ -8,6 +8,7 @@
 #include "probes/registry.hpp"  // applicable(), expand_all()
 #include "probes/spec.hpp"
 #include "contract/results.hpp"
+#include "suites/results_dir.hpp"
 
 namespace detaudit {
 
@@ -33,6 +34,9 @@ struct ProbeRunOptions {
   bool fresh = false;    // ignore existing results in out_dir
   bool custom = false;   // targets or workloads came from the command line (progress wording only)
   std::function<void(const std::string&)> progress;  // one line per event, no newline
+  // The caller's hold on out_dir (null: the run holds it for itself): the run opens it and takes its lock, which the
+  // caller keeps after the run returns, so that judging, saving and reporting happen under the same lock.
+  ResultsDir* results_dir = nullptr;
 };
 
 // The number of cells (target x workload pairs that apply) of a plan.

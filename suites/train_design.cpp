@@ -28,7 +28,7 @@
 #include "probes/env.hpp"
 #include "probes/registry.hpp"
 #include "probes/results_file.hpp"
-#include "suites/dir_lock.hpp"
+#include "suites/results_dir.hpp"
 #include "suites/train_data.hpp"
 #include "suites/train_measure.hpp"
 
@@ -430,10 +430,10 @@ Status check_data(const TrainDesign& d, const std::function<void(const std::stri
 }
 
 // results.json of a fresh design, or the one being resumed (its finished runs' keys in *done).
-Status open_results(const TrainDesign& d, const TrainRunOptions& opt, size_t planned, const std::string& data_fp,
-                    uint64_t data_examples, const nlohmann::json& machine, Results* r, std::set<std::string>* done,
-                    const std::function<void(const std::string&)>& say) {
-  const std::string path = results_file(opt.out_dir);
+Status open_results(const TrainDesign& d, const TrainRunOptions& opt, const ResultsDir& out, size_t planned,
+                    const std::string& data_fp, uint64_t data_examples, const nlohmann::json& machine, Results* r,
+                    std::set<std::string>* done, const std::function<void(const std::string&)>& say) {
+  const std::string path = out.results_path();
   // A results.json that is a link is neither read (resumed from) nor written through, and refused before logs/ is
   // made beside it.
   DETAUDIT_RETURN_IF_ERROR(check_destination(path));
@@ -479,7 +479,7 @@ Status open_results(const TrainDesign& d, const TrainRunOptions& opt, size_t pla
   // it records a run of its own (run_train_design), so that one stopped before its first run, or with none
   // left, leaves the block its runs' machine_id names.
   if (done->empty() || r->machine.empty()) r->machine = machine;
-  return save_checked_results(path, *r);
+  return out.save_checked(*r);
 }
 
 nlohmann::json run_identity(const TrainDesign& d, const PlannedRun& p, const std::string& machine_id) {
@@ -545,11 +545,11 @@ Status run_train_design(const TrainDesign& d, const TrainRunOptions& opt, Result
   std::string data_fp;
   uint64_t data_examples = 0;
   DETAUDIT_RETURN_IF_ERROR(check_data(d, say, &data_fp, &data_examples));
-  DirLock lock;
-  DETAUDIT_RETURN_IF_ERROR(not_a_fleet_directory(opt.out_dir));
   // A results.json that is a link is refused before the lock is made beside it.
-  DETAUDIT_RETURN_IF_ERROR(check_destination(results_file(opt.out_dir)));
-  DETAUDIT_RETURN_IF_ERROR(lock.acquire(opt.out_dir));
+  ResultsDir own(opt.out_dir);
+  ResultsDir& out = opt.results_dir ? *opt.results_dir : own;
+  if (out.dir() != opt.out_dir) return Status::error("the results directory held is not --out (a bug)");
+  DETAUDIT_RETURN_IF_ERROR(out.open_for_writing());
   const std::vector<PlannedRun> runs = plan_runs(d, vars);
   Results r;
   std::set<std::string> done;
@@ -558,8 +558,7 @@ Status run_train_design(const TrainDesign& d, const TrainRunOptions& opt, Result
   // left to fail every run that would write through it.
   auto log_of = [&](const PlannedRun& p) { return opt.out_dir + "/logs/train-" + safe_file_name(p.target.str()) + ".log"; };
   for (const PlannedRun& p : runs) DETAUDIT_RETURN_IF_ERROR(check_destination(log_of(p)));
-  DETAUDIT_RETURN_IF_ERROR(open_results(d, opt, runs.size(), data_fp, data_examples, here, &r, &done, say));
-  const std::string path = results_file(opt.out_dir);
+  DETAUDIT_RETURN_IF_ERROR(open_results(d, opt, out, runs.size(), data_fp, data_examples, here, &r, &done, say));
   const std::string machine_id = machine_id_of(here);
   const double timeout_s = opt.run_timeout_s > 0 ? opt.run_timeout_s : kDefaultRunTimeoutS;
   auto stop_interrupted = [&] {
@@ -604,11 +603,11 @@ Status run_train_design(const TrainDesign& d, const TrainRunOptions& opt, Result
     say(prefix + ": " + run_summary(t));
     r.machine = here;  // the machine of the last run recorded
     r.training.push_back(std::move(t));
-    DETAUDIT_RETURN_IF_ERROR(save_checked_results(path, r));
+    DETAUDIT_RETURN_IF_ERROR(out.save_checked(r));
   }
   r.analysis = analyze_training(r.training, training_sources(r.plan, r.machine, r.tool_version, r.tool_commit), target_facts);
   r.finished_at = utc_now_iso8601();
-  DETAUDIT_RETURN_IF_ERROR(save_checked_results(path, r));
+  DETAUDIT_RETURN_IF_ERROR(out.save_checked(r));
   *results = std::move(r);
   return Status::ok();
 }
@@ -853,12 +852,14 @@ Status analyze_training_dirs(const AnalyzeOptions& opt, Results* results) {
                                        "an empty directory or over its own analysis",
                                        opt.out_dir));
   }
-  DirLock lock;
+  ResultsDir own(opt.out_dir);
+  ResultsDir& out = opt.results_dir ? *opt.results_dir : own;
+  if (out.dir() != opt.out_dir) return Status::error("the results directory held is not --out (a bug)");
   std::error_code ec;
   fs::create_directories(opt.out_dir, ec);
   if (ec) return Status::error(fmt::format("cannot create {}: {}", opt.out_dir, ec.message()));
   DETAUDIT_RETURN_IF_ERROR(not_a_fleet_directory(opt.out_dir));
-  DETAUDIT_RETURN_IF_ERROR(lock.acquire(opt.out_dir));
+  DETAUDIT_RETURN_IF_ERROR(out.lock());
 
   Results m;
   m.started_at = utc_now_iso8601();
@@ -905,7 +906,7 @@ Status analyze_training_dirs(const AnalyzeOptions& opt, Results* results) {
     m.plan["data_examples"] = inputs[0].plan["data_examples"];
   m.analysis = analyze_training(m.training, training_sources(m.plan, m.machine, m.tool_version, m.tool_commit), target_facts);
   m.finished_at = utc_now_iso8601();
-  DETAUDIT_RETURN_IF_ERROR(save_checked_results(results_file(opt.out_dir), m));
+  DETAUDIT_RETURN_IF_ERROR(out.save_checked(m));
   *results = std::move(m);
   return Status::ok();
 }

@@ -20,6 +20,7 @@
 #include "models/idx.hpp"
 #include "probes/spec.hpp"
 #include "contract/results.hpp"
+#include "suites/results_dir.hpp"
 
 namespace detaudit {
 
@@ -103,6 +104,8 @@ struct TrainRunOptions {
   double run_timeout_s = 0;   // seconds a run may go without finishing a batch; 0: kDefaultRunTimeoutS
   bool fresh = false;
   std::function<void(const std::string&)> progress;
+  // The caller's hold on out_dir (null: the run holds it for itself), as ProbeRunOptions::results_dir.
+  ResultsDir* results_dir = nullptr;
 };
 
 // Runs the design, writing results.json after every finished run (an interrupted design resumes
@@ -208,6 +211,8 @@ struct AnalyzeOptions {
   std::vector<std::string> dirs;
   std::string out_dir, command;
   std::function<void(const std::string&)> progress;
+  // The caller's hold on out_dir (null: the analysis holds it for itself), as ProbeRunOptions::results_dir.
+  ResultsDir* results_dir = nullptr;
 };
 Status analyze_training_dirs(const AnalyzeOptions& opt, Results* results);
 

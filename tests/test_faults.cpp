@@ -20,6 +20,7 @@
 #include "probes/worker.hpp"
 #include "probes/workload.hpp"
 #include "suites/dir_lock.hpp"
+#include "suites/results_dir.hpp"
 #include "suites/probe_suite.hpp"
 #include "tests/cli_helpers.hpp"
 
@@ -175,6 +176,53 @@ TEST(Faults, SecondProcessOnTheSameOutIsRefusedWithThePid) {
   // Any other holder is refused while it is held, even another descriptor in this process.
   DirLock other;
   EXPECT_FALSE(succeeded(other.acquire(dir.string()), &err));
+}
+
+// A command holds its directory from the run to its last write: the run takes the lock of the caller's ResultsDir,
+// which still refuses another holder after the run returns (the command judges, saves and reports under it), and
+// lets go when the command's hold ends.
+TEST(Faults, TheCallersHoldOnTheDirectoryOutlastsTheRun) {
+  fs::path dir = fresh_dir("held-through");
+  ProbePlan plan;
+  std::string err;
+  ASSERT_TRUE(succeeded(make_plan("quick", "cpu-ref", "reduce?op=sum&n=10", 1, 60, &plan), &err)) << err;
+  ProbeRunOptions opt;
+  opt.out_dir = dir.string();
+  opt.exe = DETAUDIT_EXE;
+  opt.command = "detaudit probe --targets cpu-ref --workloads reduce?op=sum&n=10 --repeats 1 --timeout 60";
+  opt.custom = true;
+  Results results;
+  {
+    ResultsDir held(dir.string());
+    opt.results_dir = &held;
+    ASSERT_TRUE(succeeded(run_probe_suite(plan, opt, &results), &err)) << err;
+    DirLock other;
+    const Status st = other.acquire(dir.string());
+    EXPECT_FALSE(st.is_ok()) << "the run let go of the directory its caller holds";
+    EXPECT_NE(st.message().find("in use by pid " + std::to_string(getpid())), std::string::npos) << st.message();
+    Results back;
+    ASSERT_TRUE(succeeded(held.load(&back), &err)) << err;
+    EXPECT_EQ(back.observations.size(), 1u);
+    // A hold on another directory than --out is a bug, refused before anything is written.
+    ResultsDir elsewhere((dir / "elsewhere").string());
+    opt.results_dir = &elsewhere;
+    EXPECT_FALSE(run_probe_suite(plan, opt, &results).is_ok());
+    EXPECT_FALSE(fs::exists(dir / "elsewhere"));
+  }
+  DirLock after;
+  EXPECT_TRUE(succeeded(after.acquire(dir.string()), &err)) << "the hold ended with its command: " << err;
+}
+
+// A results.json that is a link is refused before the lock is made beside it: the folder is left as it was.
+TEST(Faults, AResultsDirectoryWithALinkForItsResultsIsRefusedBeforeItsLock) {
+  fs::path dir = fresh_dir("results-link");
+  fs::create_directories(dir);
+  fs::create_symlink("/dev/null", dir / "results.json");
+  ResultsDir out(dir.string());
+  const Status st = out.open_for_writing();
+  EXPECT_FALSE(st.is_ok());
+  EXPECT_NE(st.message().find("results.json"), std::string::npos) << st.message();
+  EXPECT_FALSE(fs::exists(dir / ".lock"));
 }
 
 // --- 4. Ctrl-C / SIGTERM and a killed parent ------------------------------------------------------
