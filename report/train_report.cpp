@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "analysis/noise_scale.hpp"
+#include "contract/plan.hpp"
 #include "analysis/phases.hpp"
 #include "analysis/stats.hpp"
 #include "analysis/training.hpp"
@@ -729,6 +730,7 @@ void add_train_sections(Document& d, const Results& r) {
   const std::vector<TrainingSource> sources = training_sources(r.plan, r.machine, r.tool_version, r.tool_commit);
   add_sources_section(d, r, sources);
   add_train_verdict(d, r, sources);
+  if (r.training.empty()) return;  // stopped before its first run: the verdict says so, and there is nothing to tabulate
   add_final_loss_table(d, r);
   add_variance_section(d, r.analysis);
   add_spread_section(d, r.analysis);
@@ -741,12 +743,14 @@ void add_train_sections(Document& d, const Results& r) {
 }
 
 Document build_report(const Results& r) {
-  const bool probe = !r.observations.empty() || r.training.empty();
+  // The plan says the kind: a design stopped before its first run is a training design's report with no runs yet, not
+  // a probe's of no cells.
+  const bool training = is_training_plan(r.plan) || !r.training.empty();
   Document d;
-  d.title = probe ? "detaudit probe report" : "detaudit training report";
+  d.title = training ? "detaudit training report" : "detaudit probe report";
   add_run_lines(d, r);
-  if (probe) add_probe_sections(d, r);
-  if (!r.training.empty()) add_train_sections(d, r);
+  if (!training || !r.observations.empty()) add_probe_sections(d, r);
+  if (training) add_train_sections(d, r);
   // A merged analysis has one machine per source: its "Merged results" section lists them.
   const auto* src = r.plan.is_object() && r.plan.contains("sources") ? &r.plan["sources"] : nullptr;
   if (r.training.empty() || !src || !src->is_array() || src->size() < 2) add_machine_section(d, r.machine);

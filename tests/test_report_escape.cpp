@@ -225,3 +225,22 @@ TEST(ReportEscape, TrainingSectionsTolerateAnyAnalysis) {
   r.machine = {{"caches", {{{"level", "x"}}, 5}}, {"gpus", {3, {{"name", 5}}}}, {"libraries", 5}};
   EXPECT_NO_THROW(md = render_markdown(build_report(r)));
 }
+
+// The plan says what a report is of: a training design stopped before its first run is a training report that says
+// no run finished, never a probe report of "0 cells" in a suite its plan does not have.
+TEST(ReportKind, ADesignStoppedBeforeItsFirstRunIsATrainingReport) {
+  Results r;
+  r.started_at = "2026-01-01T00:00:00Z";
+  r.plan = {{"kind", "train"},
+            {"design", {{"model", "autoencoder"}, {"design", "sony2021"}, {"seeds", 2}, {"batches", 30}, {"window", 20}}},
+            {"runs", 4}};
+  const std::string md = render_markdown(build_report(r));
+  EXPECT_EQ(md.rfind("# detaudit training report", 0), 0u) << md.substr(0, 200);
+  EXPECT_NE(md.find("0 runs finished"), std::string::npos) << md;
+  EXPECT_EQ(md.find("probe report"), std::string::npos) << md;
+  EXPECT_EQ(md.find("Suite `"), std::string::npos) << "a probe's counts in a training design's report";
+  EXPECT_EQ(md.find("## Final loss by condition and target"), std::string::npos) << "a table with no row";
+  // A probe plan with no cell yet is still a probe's report.
+  r.plan = {{"suite", "quick"}, {"targets", nlohmann::json::array()}, {"workloads", nlohmann::json::array()}};
+  EXPECT_EQ(render_markdown(build_report(r)).rfind("# detaudit probe report", 0), 0u);
+}
